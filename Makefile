@@ -48,6 +48,7 @@ unit: $(STAMP) ## unit tests only (no cluster, no browser)
 	$(VENV)/bin/pytest tests/unit -q
 
 test: install lint ## install everything the tests need, then lint and run every test
+	npm test
 	$(VENV)/bin/pytest -ra
 
 cluster-build: ## build the cluster binaries from Go modules (cached under ~/.cache/jupyter-gpuaas)

@@ -1,0 +1,54 @@
+// ESLint flat config for the labextension's TypeScript sources.
+import js from '@eslint/js';
+import { defineConfig } from 'eslint/config';
+import tseslint from 'typescript-eslint';
+
+export default defineConfig(
+  {
+    ignores: [
+      '.venv/',
+      'node_modules/',
+      'lib/',
+      'jupyter_gpuaas/labextension/',
+      'labextension/style/',
+      '**/*.js',
+      '**/*.mjs'
+    ]
+  },
+  {
+    files: ['labextension/src/**/*.ts', 'labextension/test/**/*.ts'],
+    extends: [
+      js.configs.recommended,
+      tseslint.configs.strictTypeChecked,
+      tseslint.configs.stylisticTypeChecked
+    ],
+    languageOptions: {
+      parserOptions: {
+        projectService: true,
+        tsconfigRootDir: import.meta.dirname
+      }
+    },
+    rules: {
+      curly: ['error', 'all'],
+      eqeqeq: ['error', 'smart'],
+      'no-console': ['error', { allow: ['error', 'warn'] }],
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+      '@typescript-eslint/explicit-module-boundary-types': 'error',
+      '@typescript-eslint/naming-convention': [
+        'error',
+        {
+          selector: 'interface',
+          format: ['PascalCase'],
+          custom: { regex: '^I[A-Z]', match: true }
+        }
+      ],
+      // Lumino's idiom: a class and a namespace of the same name for its options.
+      '@typescript-eslint/no-namespace': 'off'
+    }
+  },
+  {
+    // node:test's describe() and test() return promises that the runner awaits.
+    files: ['labextension/test/**/*.ts'],
+    rules: { '@typescript-eslint/no-floating-promises': 'off' }
+  }
+);

@@ -1,0 +1,756 @@
+import type { Kernel, Session } from '@jupyterlab/services';
+import { ServerConnection } from '@jupyterlab/services';
+import type { Message } from '@lumino/messaging';
+import { Poll } from '@lumino/polling';
+import { Panel, Widget } from '@lumino/widgets';
+
+import {
+  attributionDescription,
+  attributionLabel,
+  deviceShortName,
+  formatBytes,
+  formatPercent,
+  formatTime,
+  percentOf,
+  shortenUuid,
+  sourceLabel
+} from './format';
+import { gpuIcon } from './icon';
+import {
+  buildViewModel,
+  otherMemory,
+  parseUsage,
+  type IDeviceNode,
+  type IKernelRow,
+  type IOtherRow,
+  type ISessionInfo,
+  type IViewModel
+} from './model';
+import type { IDevice, IUsage } from './types';
+
+/** The refresh interval when the settings give none, in seconds. */
+export const DEFAULT_REFRESH_SECONDS = 2;
+/** The shortest refresh interval honoured, in seconds. */
+export const MIN_REFRESH_SECONDS = 0.5;
+/** Polling backs off on errors up to this interval (or ten refresh intervals, if longer). */
+const MAX_BACKOFF_MS = 60_000;
+/** A bar turns to the warning colour from this percentage on. */
+const WARN_PERCENT = 90;
+
+export namespace GpuPanel {
+  export interface IOptions {
+    /** Fetch one `usage` payload (see docs/api.md). */
+    fetchUsage: () => Promise<unknown>;
+    /** The app's sessions manager, to name kernels the payload gives no path for. */
+    sessions?: Session.IManager;
+    /** The app's kernels manager, to refresh as soon as kernels start or stop. */
+    kernels?: Kernel.IManager;
+    /** Open a notebook or console in the main area. */
+    open?: (path: string, sessionType: string | null) => void;
+    /** Seconds between refreshes while the panel is visible. */
+    refreshInterval?: number;
+  }
+}
+
+type Child = Node | string | null | undefined | false;
+
+/** Create an element with attributes (undefined ones left out) and children. */
+function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string | undefined> = {},
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value !== undefined) {
+      element.setAttribute(name, value);
+    }
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined && child !== false) {
+      element.append(child);
+    }
+  }
+  return element;
+}
+
+/** A segment of a memory bar. */
+interface ISegment {
+  bytes: number;
+  kind: 'used' | 'kernels' | 'other';
+  label?: string;
+}
+
+/**
+ * A horizontal memory bar with the ARIA meter role: value in percent of `total`,
+ * the figures in words as its value text.
+ */
+function memoryBar(label: string, total: number, segments: ISegment[]): HTMLElement {
+  const used = segments.reduce((sum, s) => sum + Math.max(0, s.bytes), 0);
+  const percent = percentOf(used, total);
+  const valueText =
+    total > 0
+      ? `${formatBytes(used)} of ${formatBytes(total)} (${formatPercent(percent)})`
+      : `${formatBytes(used)}, capacity unknown`;
+  const bar = h('div', {
+    class: `jp-gpuaas-bar${percent >= WARN_PERCENT ? ' jp-mod-warn' : ''}`,
+    role: 'meter',
+    'aria-label': label,
+    'aria-valuemin': '0',
+    'aria-valuemax': '100',
+    'aria-valuenow': String(Math.round(percent)),
+    'aria-valuetext': valueText,
+    title: `${label}: ${valueText}`
+  });
+  for (const segment of segments) {
+    const width = percentOf(segment.bytes, total);
+    if (width <= 0) {
+      continue;
+    }
+    const fill = h('div', { class: `jp-gpuaas-bar-fill jp-mod-${segment.kind}` });
+    // Keep even a tiny allocation visible.
+    fill.style.width = `${String(Math.max(width, 1))}%`;
+    bar.append(fill);
+  }
+  return bar;
+}
+
+/** A short description of a failed request, for the error note. */
+function describeError(error: unknown): string {
+  if (error instanceof ServerConnection.ResponseError) {
+    const status = String(error.response.status);
+    const message = error.message.length > 0 ? error.message : error.response.statusText;
+    return message.includes(status) ? message : `${message} (HTTP ${status})`;
+  }
+  if (error instanceof ServerConnection.NetworkError) {
+    return 'the Jupyter server cannot be reached';
+  }
+  if (error instanceof Error) {
+    return error.message;
+  }
+  return String(error);
+}
+
+/**
+ * The GPU sidebar panel: per-kernel GPU memory, devices, memory of other processes,
+ * and where the figures come from. It polls `gpuaas/api/usage` only while visible.
+ */
+export class GpuPanel extends Panel {
+  /** The panel's stable id; its sidebar tab carries it as `data-id`. */
+  static readonly ID = 'jupyter-gpuaas-panel';
+
+  /**
+   * A container for sections that other features add (a queue section, a reclaim
+   * warning banner), between the panel's header and its GPU sections. Empty, it takes
+   * no space.
+   */
+  readonly extras: Panel;
+
+  constructor(options: GpuPanel.IOptions) {
+    super();
+    this.id = GpuPanel.ID;
+    this.addClass('jp-gpuaas-panel');
+    this.title.icon = gpuIcon;
+    this.title.caption = 'GPU';
+    this.node.setAttribute('role', 'region');
+    this.node.setAttribute('aria-label', 'GPU usage');
+
+    this._fetchUsage = options.fetchUsage;
+    this._sessions = options.sessions ?? null;
+    this._kernels = options.kernels ?? null;
+    this._open = options.open ?? null;
+
+    this._header = new Widget({ node: this._createHeader() });
+    this._header.addClass('jp-gpuaas-header');
+    this.extras = new Panel();
+    this.extras.addClass('jp-gpuaas-extras');
+    this._body = new Widget();
+    this._body.addClass('jp-gpuaas-body');
+    this.addWidget(this._header);
+    this.addWidget(this.extras);
+    this.addWidget(this._body);
+
+    const interval = GpuPanel.intervalMs(options.refreshInterval ?? DEFAULT_REFRESH_SECONDS);
+    this._poll = new Poll({
+      auto: false,
+      factory: () => this._tick(),
+      frequency: { interval, backoff: true, max: Math.max(MAX_BACKOFF_MS, interval * 10) },
+      name: 'jupyter-gpuaas:usage',
+      standby: 'when-hidden'
+    });
+
+    this._sessions?.runningChanged.connect(this._onRunningChanged);
+    this._kernels?.runningChanged.connect(this._onRunningChanged);
+    this._renderBody();
+  }
+
+  /** Milliseconds between refreshes for a setting in seconds (bad values give the default). */
+  static intervalMs(seconds: number): number {
+    const s = Number.isFinite(seconds) && seconds > 0 ? seconds : DEFAULT_REFRESH_SECONDS;
+    return Math.round(Math.max(MIN_REFRESH_SECONDS, s) * 1000);
+  }
+
+  /** Seconds between refreshes while the panel is visible. */
+  get refreshInterval(): number {
+    return this._poll.frequency.interval / 1000;
+  }
+
+  set refreshInterval(seconds: number) {
+    const interval = GpuPanel.intervalMs(seconds);
+    if (interval === this._poll.frequency.interval) {
+      return;
+    }
+    this._poll.frequency = {
+      backoff: true,
+      interval,
+      max: Math.max(MAX_BACKOFF_MS, interval * 10)
+    };
+    // Apply it now rather than after the interval already scheduled.
+    if (this._polling) {
+      void this._poll.refresh();
+    }
+  }
+
+  /** Whether the panel is polling (it is visible). */
+  get isPolling(): boolean {
+    return this._polling;
+  }
+
+  /** Fetch now, if the panel is visible. */
+  refresh(): Promise<void> {
+    return this._polling ? this._poll.refresh() : Promise.resolve();
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    this._sessions?.runningChanged.disconnect(this._onRunningChanged);
+    this._kernels?.runningChanged.disconnect(this._onRunningChanged);
+    this._poll.dispose();
+    super.dispose();
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    if (this.isVisible) {
+      this._startPolling();
+    }
+  }
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this._startPolling();
+  }
+
+  protected onAfterHide(msg: Message): void {
+    super.onAfterHide(msg);
+    this._stopPolling();
+  }
+
+  protected onBeforeDetach(msg: Message): void {
+    this._stopPolling();
+    super.onBeforeDetach(msg);
+  }
+
+  private _startPolling(): void {
+    if (this._polling) {
+      return;
+    }
+    this._polling = true;
+    void this._poll.start();
+  }
+
+  private _stopPolling(): void {
+    if (!this._polling) {
+      return;
+    }
+    this._polling = false;
+    void this._poll.stop();
+  }
+
+  /** A notebook opened or a kernel stopped: show it now rather than at the next tick. */
+  private readonly _onRunningChanged = (): void => {
+    this._renderBody();
+    void this.refresh();
+  };
+
+  /** One poll tick: fetch, check, render. A rejection makes the poll back off. */
+  private async _tick(): Promise<void> {
+    let usage: IUsage;
+    try {
+      usage = parseUsage(await this._fetchUsage());
+    } catch (error) {
+      this._setError(describeError(error));
+      this._renderBody();
+      throw error;
+    }
+    this._usage = usage;
+    this._setError(null);
+    this._renderHeader();
+    this._renderBody();
+  }
+
+  private _sessionInfo(): Map<string, ISessionInfo> {
+    const result = new Map<string, ISessionInfo>();
+    if (this._sessions === null) {
+      return result;
+    }
+    for (const session of this._sessions.running()) {
+      if (session.kernel) {
+        result.set(session.kernel.id, {
+          path: session.path,
+          type: session.type,
+          name: session.name
+        });
+      }
+    }
+    return result;
+  }
+
+  private _createHeader(): HTMLElement {
+    this._source = h('span', { class: 'jp-gpuaas-source', 'data-source': 'loading' }, 'loading');
+    this._updated = h('span', { class: 'jp-gpuaas-updated' });
+    this._note = h('div', {
+      class: 'jp-gpuaas-note jp-gpuaas-error-note',
+      role: 'status',
+      'aria-live': 'polite'
+    });
+    this._note.hidden = true;
+    this._partial = h('div', { class: 'jp-gpuaas-note jp-gpuaas-partial' });
+    this._partial.hidden = true;
+    return h(
+      'div',
+      {},
+      h(
+        'div',
+        { class: 'jp-gpuaas-titlebar' },
+        h('h2', { class: 'jp-gpuaas-title' }, 'GPU'),
+        this._source
+      ),
+      this._updated,
+      this._partial,
+      this._note
+    );
+  }
+
+  private _renderHeader(): void {
+    const usage = this._usage;
+    if (usage === null) {
+      return;
+    }
+    const label = sourceLabel(usage);
+    this._source.textContent = label;
+    this._source.dataset.source = usage.source;
+    this._source.title =
+      usage.source === 'simulated'
+        ? 'Simulated GPUs: the figures come from a fake NVML library, not from real hardware.'
+        : usage.source === 'nvml'
+          ? 'Figures from the NVIDIA driver (NVML).'
+          : label;
+    this._updated.textContent = `Updated ${formatTime(usage.sampled_at)}`;
+    // With a working source, `error` says which part of the read failed (a GPU lost, a
+    // process list refused): the figures shown are what could be read.
+    const partial = usage.source !== 'unavailable' && usage.error !== null ? usage.error : null;
+    this._partial.hidden = partial === null;
+    this._partial.textContent =
+      partial === null ? '' : `Some figures could not be read: ${partial}`;
+  }
+
+  private _setError(error: string | null): void {
+    if (error === this._error) {
+      return;
+    }
+    this._error = error;
+    if (error === null) {
+      this._note.hidden = true;
+      this._note.textContent = '';
+      this.removeClass('jp-mod-error');
+      return;
+    }
+    this.addClass('jp-mod-error');
+    this._note.hidden = false;
+    this._note.textContent =
+      this._usage === null
+        ? `Could not load GPU usage: ${error}. Retrying.`
+        : `Could not refresh: ${error}. Showing the figures of ${formatTime(this._usage.sampled_at)}; retrying.`;
+  }
+
+  private _renderBody(): void {
+    const node = this._body.node;
+    const usage = this._usage;
+    const model = usage === null ? null : buildViewModel(usage, this._sessionInfo());
+    const signature = model === null ? '' : this._signature(model);
+    if (model !== null && signature === this._signatureRendered) {
+      return;
+    }
+    this._signatureRendered = signature;
+
+    // Re-rendering replaces the elements: keep keyboard focus where it was.
+    const active = document.activeElement;
+    const focusKey =
+      active instanceof HTMLElement && node.contains(active) ? active.dataset.focusKey : undefined;
+
+    if (model === null) {
+      node.replaceChildren(
+        h('p', { class: 'jp-gpuaas-placeholder' }, this._error === null ? 'Loading GPU usage…' : '')
+      );
+    } else if (model.usage.devices.length === 0) {
+      node.replaceChildren(this._renderEmpty(model.usage));
+    } else {
+      node.replaceChildren(
+        this._renderKernels(model),
+        this._renderDevices(model),
+        this._renderOther(model)
+      );
+    }
+
+    if (focusKey !== undefined) {
+      const target = node.querySelector<HTMLElement>(`[data-focus-key="${CSS.escape(focusKey)}"]`);
+      target?.focus();
+    }
+  }
+
+  /** What the body shows, without the sampling time: unchanged figures are not re-rendered. */
+  private _signature(model: IViewModel): string {
+    return JSON.stringify({
+      ...model.usage,
+      sampled_at: null,
+      kernels: model.kernels.map(k => [k.kernel, k.path, k.sessionType])
+    });
+  }
+
+  private _renderEmpty(usage: IUsage): HTMLElement {
+    const hint =
+      usage.source === 'unavailable'
+        ? 'NVML is unavailable on this server; the reason is shown above.'
+        : 'The driver reports no devices: this server may have been started without a GPU.';
+    return h(
+      'div',
+      { class: 'jp-gpuaas-empty' },
+      h('p', { class: 'jp-gpuaas-empty-title' }, 'No GPU visible to this server'),
+      h('p', { class: 'jp-gpuaas-hint' }, hint)
+    );
+  }
+
+  private _section(key: string, title: string, ...content: Child[]): HTMLElement {
+    const headingId = `jp-gpuaas-${key}-heading`;
+    return h(
+      'section',
+      { class: `jp-gpuaas-section jp-gpuaas-section-${key}`, 'aria-labelledby': headingId },
+      h('h3', { id: headingId, class: 'jp-gpuaas-section-title' }, title),
+      ...content
+    );
+  }
+
+  private _renderKernels(model: IViewModel): HTMLElement {
+    if (model.kernels.length === 0) {
+      return this._section(
+        'kernels',
+        'Notebooks',
+        h('p', { class: 'jp-gpuaas-hint' }, 'No running kernels.')
+      );
+    }
+    return this._section(
+      'kernels',
+      'Notebooks',
+      h('ul', { class: 'jp-gpuaas-kernels' }, ...model.kernels.map(row => this._renderKernel(row)))
+    );
+  }
+
+  private _renderKernel(row: IKernelRow): HTMLElement {
+    const { kernel } = row;
+    const name =
+      row.path ??
+      `Kernel ${kernel.name ?? ''} ${kernel.kernel_id.slice(0, 8)}`.replace(/\s+/g, ' ');
+    let title: HTMLElement;
+    if (row.path !== null && this._open !== null) {
+      const open = this._open;
+      const path = row.path;
+      title = h(
+        'button',
+        {
+          type: 'button',
+          class: 'jp-gpuaas-kernel-name jp-gpuaas-link',
+          title: `Open ${path}`,
+          'data-focus-key': `open:${kernel.kernel_id}`
+        },
+        path
+      );
+      title.addEventListener('click', () => {
+        open(path, row.sessionType);
+      });
+    } else {
+      title = h('span', { class: 'jp-gpuaas-kernel-name', title: name }, name);
+    }
+
+    const total =
+      kernel.gpu_memory === null
+        ? 'size unknown'
+        : kernel.attribution === 'none' && kernel.gpu_memory === 0
+          ? ''
+          : formatBytes(kernel.gpu_memory);
+
+    const meta = [row.sessionType, kernel.name, kernel.execution_state].filter(
+      (part): part is string => part !== null && part.length > 0
+    );
+
+    const devices =
+      row.devices.length === 0
+        ? null
+        : h(
+            'ul',
+            { class: 'jp-gpuaas-bydevice', 'aria-label': `GPU memory of ${name} by device` },
+            ...row.devices.map(({ device, parent, bytes }) => {
+              const deviceName = deviceShortName(device, parent);
+              return h(
+                'li',
+                { class: 'jp-gpuaas-bydevice-item', 'data-uuid': device.uuid },
+                h(
+                  'div',
+                  { class: 'jp-gpuaas-line' },
+                  h(
+                    'span',
+                    { class: 'jp-gpuaas-device-ref', title: `${device.name} (${device.uuid})` },
+                    deviceName
+                  ),
+                  h(
+                    'span',
+                    { class: 'jp-gpuaas-figure' },
+                    bytes === null
+                      ? 'size unknown'
+                      : `${formatBytes(bytes)} / ${formatBytes(device.memory_total)}`
+                  )
+                ),
+                bytes !== null
+                  ? memoryBar(`GPU memory of ${name} on ${deviceName}`, device.memory_total, [
+                      { bytes, kind: 'kernels' }
+                    ])
+                  : null
+              );
+            })
+          );
+
+    return h(
+      'li',
+      {
+        class: 'jp-gpuaas-kernel',
+        'data-kernel-id': kernel.kernel_id,
+        'data-path': row.path ?? undefined,
+        'data-attribution': kernel.attribution
+      },
+      h(
+        'div',
+        { class: 'jp-gpuaas-line' },
+        title,
+        h('span', { class: 'jp-gpuaas-kernel-total jp-gpuaas-figure' }, total)
+      ),
+      h(
+        'div',
+        { class: 'jp-gpuaas-meta' },
+        meta.length > 0 ? `${meta.join(' · ')} · ` : '',
+        h(
+          'span',
+          { class: 'jp-gpuaas-attribution', title: attributionDescription(kernel.attribution) },
+          attributionLabel(kernel.attribution)
+        )
+      ),
+      devices
+    );
+  }
+
+  private _renderDevices(model: IViewModel): HTMLElement {
+    return this._section(
+      'devices',
+      'Devices',
+      h(
+        'ul',
+        { class: 'jp-gpuaas-devices' },
+        ...model.tree.map(node => this._renderDevice(node, model.usage))
+      )
+    );
+  }
+
+  private _renderDevice(node: IDeviceNode, usage: IUsage): HTMLElement {
+    const { device, parent, children } = node;
+    const shortName = deviceShortName(device, parent);
+    const isMig = device.parent_uuid !== null;
+    const other = otherMemory(usage, device.uuid);
+    // This server's kernels, then other processes; one segment where they cannot be split.
+    const segments: ISegment[] =
+      other === null
+        ? [{ bytes: device.memory_used, kind: 'used' }]
+        : [
+            { bytes: Math.max(0, device.memory_used - other), kind: 'kernels' },
+            { bytes: Math.min(other, device.memory_used), kind: 'other' }
+          ];
+
+    const tags: HTMLElement[] = [];
+    if (children.length > 0) {
+      tags.push(
+        h('span', { class: 'jp-gpuaas-tag', title: 'This GPU is split into MIG devices.' }, 'MIG')
+      );
+    }
+    if (device.shared) {
+      tags.push(
+        h(
+          'span',
+          {
+            class: 'jp-gpuaas-tag jp-mod-shared',
+            title:
+              'Time-shared with other pods: used memory includes other processes, possibly other users.'
+          },
+          'shared'
+        )
+      );
+    }
+
+    const heading = isMig
+      ? `MIG ${device.mig_profile ?? ''}${device.index === null ? '' : ` #${String(device.index)}`}`
+      : shortName;
+    const memory = `${formatBytes(device.memory_used)} / ${formatBytes(device.memory_total)}`;
+    return h(
+      'li',
+      { class: `jp-gpuaas-device${isMig ? ' jp-mod-mig' : ''}`, 'data-uuid': device.uuid },
+      h(
+        'div',
+        { class: 'jp-gpuaas-line' },
+        h('span', { class: 'jp-gpuaas-device-name' }, heading, ...tags),
+        device.utilization === null
+          ? h(
+              'span',
+              { class: 'jp-gpuaas-figure jp-gpuaas-memory', title: 'memory used / total' },
+              memory
+            )
+          : h(
+              'span',
+              { class: 'jp-gpuaas-util', title: 'GPU utilisation' },
+              `${String(Math.round(device.utilization))}% util`
+            )
+      ),
+      isMig ? null : h('div', { class: 'jp-gpuaas-model' }, device.name),
+      h(
+        'div',
+        { class: 'jp-gpuaas-line' },
+        h('span', { class: 'jp-gpuaas-uuid', title: device.uuid }, shortenUuid(device.uuid)),
+        device.utilization === null
+          ? null
+          : h(
+              'span',
+              { class: 'jp-gpuaas-figure jp-gpuaas-memory', title: 'memory used / total' },
+              memory
+            )
+      ),
+      memoryBar(`Memory used on ${shortName}`, device.memory_total, segments),
+      children.length === 0 ? null : this._renderMigGroup(device, shortName, children, usage)
+    );
+  }
+
+  /**
+   * The MIG devices of a GPU, in a disclosure: open while any of them holds memory, unless
+   * the user opened or closed it (remembered across refreshes).
+   */
+  private _renderMigGroup(
+    device: IDevice,
+    shortName: string,
+    children: IDeviceNode[],
+    usage: IUsage
+  ): HTMLElement {
+    const used = children.reduce((sum, c) => sum + c.device.memory_used, 0);
+    const total = children.reduce((sum, c) => sum + c.device.memory_total, 0);
+    const summary = h(
+      'summary',
+      { class: 'jp-gpuaas-mig-summary' },
+      `${String(children.length)} MIG device${children.length === 1 ? '' : 's'}`,
+      h('span', { class: 'jp-gpuaas-figure' }, `${formatBytes(used)} / ${formatBytes(total)}`)
+    );
+    const details = h(
+      'details',
+      { class: 'jp-gpuaas-mig-group' },
+      summary,
+      h(
+        'ul',
+        { class: 'jp-gpuaas-devices jp-gpuaas-mig', 'aria-label': `MIG devices of ${shortName}` },
+        ...children.map(child => this._renderDevice(child, usage))
+      )
+    );
+    details.open = this._migOpen.get(device.uuid) ?? used > 0;
+    // A click (or Enter, Space) on the summary is the user's choice; `toggle` also fires
+    // when the panel itself sets `open`.
+    summary.addEventListener('click', () => {
+      this._migOpen.set(device.uuid, !details.open);
+    });
+    return details;
+  }
+
+  private _renderOther(model: IViewModel): HTMLElement {
+    const title = 'Other memory';
+    if (model.other.length === 0) {
+      return this._section(
+        'other',
+        title,
+        h('p', { class: 'jp-gpuaas-hint' }, "All used GPU memory belongs to this server's kernels.")
+      );
+    }
+    return this._section(
+      'other',
+      title,
+      h('ul', { class: 'jp-gpuaas-other' }, ...model.other.map(row => this._renderOtherRow(row)))
+    );
+  }
+
+  private _renderOtherRow(row: IOtherRow): HTMLElement {
+    const { device, parent, bytes } = row;
+    const who = device.shared
+      ? 'other processes, possibly other users'
+      : "driver and processes outside this server's kernels";
+    return h(
+      'li',
+      {
+        class: 'jp-gpuaas-other-item',
+        'data-uuid': device.uuid,
+        'data-shared': String(device.shared)
+      },
+      h(
+        'div',
+        { class: 'jp-gpuaas-line' },
+        h(
+          'span',
+          { class: 'jp-gpuaas-device-ref', title: `${device.name} (${device.uuid})` },
+          deviceShortName(device, parent)
+        ),
+        bytes === null
+          ? h(
+              'span',
+              {
+                class: 'jp-gpuaas-figure',
+                title:
+                  "Cannot be split from the kernels' memory: a kernel's size on this device is " +
+                  'unknown, or its process list could not be read.'
+              },
+              'unknown'
+            )
+          : h('span', { class: 'jp-gpuaas-figure' }, formatBytes(bytes))
+      ),
+      h('div', { class: 'jp-gpuaas-meta' }, who)
+    );
+  }
+
+  private readonly _fetchUsage: () => Promise<unknown>;
+  private readonly _sessions: Session.IManager | null;
+  private readonly _kernels: Kernel.IManager | null;
+  private readonly _open: ((path: string, sessionType: string | null) => void) | null;
+  private readonly _poll: Poll;
+  private readonly _header: Widget;
+  private readonly _body: Widget;
+  private _source!: HTMLElement;
+  private _updated!: HTMLElement;
+  private _note!: HTMLElement;
+  private _partial!: HTMLElement;
+  private _polling = false;
+  private _usage: IUsage | null = null;
+  private _error: string | null = null;
+  private _signatureRendered: string | null = null;
+  /** MIG groups the user opened (true) or closed (false), by parent GPU UUID. */
+  private readonly _migOpen = new Map<string, boolean>();
+}

@@ -1,0 +1,62 @@
+/**
+ * The JSON contract of the server extension (see docs/api.md).
+ *
+ * Sizes are bytes; times are ISO 8601 UTC strings.
+ */
+
+/** Where the server's GPU figures come from. */
+export type GpuSource = 'nvml' | 'simulated' | 'unavailable';
+
+/** Why NVML is unavailable, when it is. */
+export type GpuErrorKind = 'no_driver' | 'gpu_lost' | 'not_supported' | 'no_permission' | 'unknown';
+
+/** How a kernel's GPU memory was attributed to it. */
+export type Attribution = 'exact' | 'size_unknown' | 'sole_candidate' | 'none';
+
+/** A whole GPU or a MIG device. */
+export interface IDevice {
+  uuid: string;
+  index: number | null;
+  name: string;
+  /** The parent GPU of a MIG device; null for a whole GPU. */
+  parent_uuid: string | null;
+  /** The MIG profile, such as `1g.10gb`; null for a whole GPU. */
+  mig_profile: string | null;
+  memory_total: number;
+  memory_used: number;
+  /** Percent, or null where NVML reports none (MIG devices). */
+  utilization: number | null;
+  /** Time-shared with other pods: `memory_used` includes other users' processes. */
+  shared: boolean;
+}
+
+/** A running kernel of this server and the GPU memory of its process tree. */
+export interface IKernelUsage {
+  kernel_id: string;
+  name: string | null;
+  path: string | null;
+  session_type: string | null;
+  execution_state: string | null;
+  pids: number[];
+  /** Sum of `by_device`; null when any part of it is unknown, 0 when the kernel holds nothing. */
+  gpu_memory: number | null;
+  /** Bytes per device UUID (whole GPU or MIG device); null where listed without a size. */
+  by_device: Record<string, number | null>;
+  attribution: Attribution;
+}
+
+/** `GET gpuaas/api/usage` */
+export interface IUsage {
+  source: GpuSource;
+  /** Why NVML is unavailable; with a working source, what part of the read failed. */
+  error: string | null;
+  error_kind: GpuErrorKind | null;
+  sampled_at: string;
+  devices: IDevice[];
+  kernels: IKernelUsage[];
+  /**
+   * Per device UUID, used memory that belongs to no kernel of this server; null when it
+   * cannot be split (a kernel's size there is unknown, or the process list was not read).
+   */
+  other_memory: Record<string, number | null>;
+}
