@@ -1,0 +1,560 @@
+"""Plain-data readers of Kueue objects.
+
+Every function here takes the JSON form of a Kubernetes object (a ``dict`` as a watch or a
+``GET`` returns it) and gives back small frozen dataclasses. No I/O, no client library: the
+hub-side caches feed these readers, and the tests feed them literal dicts.
+
+Both Kueue API versions served by Kueue 0.17 are understood: ``v1beta2`` (``spec.cohortName``)
+and ``v1beta1`` (``spec.cohort``). Malformed or missing fields never raise; they read as absent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from fractions import Fraction
+from typing import Any
+
+__all__ = [
+    "ADMISSION_GATE",
+    "JOB_UID_LABEL",
+    "MANAGED_LABEL",
+    "POD_FINALIZER",
+    "PRIORITY_CLASS_LABEL",
+    "QUEUE_NAME_LABEL",
+    "TERMINATION_TARGET",
+    "ClusterQueueInfo",
+    "CohortInfo",
+    "Condition",
+    "FlavorResource",
+    "LocalQueueInfo",
+    "PendingWorkloadInfo",
+    "QuantityError",
+    "ResourceQuota",
+    "WorkloadInfo",
+    "display_value",
+    "format_quantity",
+    "kueue_value",
+    "parse_quantity",
+    "parse_time",
+    "pending_item_for_workload",
+    "read_cluster_queue",
+    "read_cohort",
+    "read_local_queue",
+    "read_pending_workloads",
+    "read_workload",
+    "workload_for_pod",
+]
+
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+MANAGED_LABEL = "kueue.x-k8s.io/managed"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+POD_FINALIZER = "kueue.x-k8s.io/managed"
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+# Pod condition Kueue sets (status patch) right before it deletes a pod it stops.
+TERMINATION_TARGET = "TerminationTarget"
+
+FlavorResource = tuple[str, str]
+"""``(flavor, resource)``: the key Kueue accounts quota and usage under."""
+
+
+# --------------------------------------------------------------------------- quantities
+
+
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes resource quantity."""
+
+
+_QUANTITY_RE = re.compile(
+    r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+)
+_BINARY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+
+
+def parse_quantity(value: object) -> Fraction:
+    """Parse a Kubernetes quantity (``"500m"``, ``"8Gi"``, ``"1e3"``, ``2``) exactly.
+
+    Raises :class:`QuantityError` for anything else (booleans included).
+    """
+    if isinstance(value, bool):
+        raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise QuantityError(f"{value!r} is not a quantity")
+        return Fraction(value).limit_denominator(10**9)
+    if not isinstance(value, str):
+        raise QuantityError(f"{value!r} is not a quantity")
+    if value.isdigit() and value.isascii():  # the common case, fast
+        return Fraction(int(value))
+    match = _QUANTITY_RE.match(value.strip())
+    if not match:
+        raise QuantityError(f"{value!r} is not a quantity (e.g. 1, 500m, 8Gi)")
+    number = Fraction(match["num"])
+    suffix = match["suffix"] or ""
+    if suffix in _BINARY:
+        return number * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return number * _DECIMAL[suffix]
+    return number * Fraction(10) ** int(suffix[1:])
+
+
+def format_quantity(value: Fraction) -> str:
+    """Format an exact quantity the way Kubernetes accepts it (integers plain, else milli)."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    milli = value * 1000
+    if milli.denominator == 1:
+        return f"{milli.numerator}m"
+    return f"{float(value):g}"
+
+
+def kueue_value(resource: str, amount: Fraction) -> int:
+    """An amount in the integer unit Kueue accounts in: millicores for cpu, else whole units
+    (bytes for memory), rounded up like ``resource.Quantity.MilliValue()/Value()``."""
+    scaled = amount * 1000 if resource == "cpu" else amount
+    return -(-scaled.numerator // scaled.denominator)
+
+
+def display_value(resource: str, value: int) -> str:
+    """A Kueue integer amount back as a Kubernetes quantity (``2500`` cpu → ``"2500m"``)."""
+    return format_quantity(Fraction(value, 1000)) if resource == "cpu" else str(value)
+
+
+def _value_or_none(resource: str, value: object) -> int | None:
+    if value is None:
+        return None
+    try:
+        return kueue_value(resource, parse_quantity(value))
+    except QuantityError:
+        return None
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def _d(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _l(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _s(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _i(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def parse_time(value: object) -> datetime | None:
+    """RFC 3339 timestamp of the Kubernetes API → aware UTC datetime (``None`` if absent/bad)."""
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.astimezone(timezone.utc)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One ``metav1.Condition``."""
+
+    type: str
+    status: bool | None
+    reason: str = ""
+    message: str = ""
+    last_transition_time: datetime | None = None
+
+
+def _conditions(status: Mapping[str, Any]) -> dict[str, Condition]:
+    out: dict[str, Condition] = {}
+    for raw in _l(status.get("conditions")):
+        c = _d(raw)
+        ctype = _s(c.get("type"))
+        if not ctype:
+            continue
+        st = _s(c.get("status"))
+        out[ctype] = Condition(
+            type=ctype,
+            status=True if st == "True" else False if st == "False" else None,
+            reason=_s(c.get("reason")),
+            message=_s(c.get("message")),
+            last_transition_time=parse_time(c.get("lastTransitionTime")),
+        )
+    return out
+
+
+def _stopped(spec: Mapping[str, Any]) -> bool:
+    policy = spec.get("stopPolicy")
+    return isinstance(policy, str) and policy not in ("", "None")
+
+
+# --------------------------------------------------------------------------- quotas
+
+
+@dataclass(frozen=True)
+class ResourceQuota:
+    """One ``resourceGroups[].flavors[].resources[]`` entry."""
+
+    flavor: str
+    resource: str
+    nominal: int
+    """In Kueue's unit for the resource (see :func:`kueue_value`), as are the limits."""
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+def _read_quotas(
+    spec: Mapping[str, Any],
+) -> tuple[
+    dict[FlavorResource, ResourceQuota], tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]
+]:
+    """Quotas by (flavor, resource), and the resource groups as (covered, flavors in order)."""
+    quotas: dict[FlavorResource, ResourceQuota] = {}
+    groups: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    for raw_group in _l(spec.get("resourceGroups")):
+        group = _d(raw_group)
+        covered = tuple(_s(r) for r in _l(group.get("coveredResources")) if _s(r))
+        flavors: list[str] = []
+        for raw_flavor in _l(group.get("flavors")):
+            flavor = _d(raw_flavor)
+            fname = _s(flavor.get("name"))
+            if not fname:
+                continue
+            flavors.append(fname)
+            for raw_res in _l(flavor.get("resources")):
+                res = _d(raw_res)
+                rname = _s(res.get("name"))
+                if not rname:
+                    continue
+                quotas[(fname, rname)] = ResourceQuota(
+                    flavor=fname,
+                    resource=rname,
+                    nominal=_value_or_none(rname, res.get("nominalQuota")) or 0,
+                    borrowing_limit=_value_or_none(rname, res.get("borrowingLimit")),
+                    lending_limit=_value_or_none(rname, res.get("lendingLimit")),
+                )
+        groups.append((covered, tuple(flavors)))
+    return quotas, tuple(groups)
+
+
+def _read_usage(
+    raw: object,
+) -> tuple[dict[FlavorResource, int], dict[FlavorResource, int]]:
+    totals: dict[FlavorResource, int] = {}
+    borrowed: dict[FlavorResource, int] = {}
+    for raw_flavor in _l(raw):
+        flavor = _d(raw_flavor)
+        fname = _s(flavor.get("name"))
+        for raw_res in _l(flavor.get("resources")):
+            res = _d(raw_res)
+            rname = _s(res.get("name"))
+            if not fname or not rname:
+                continue
+            totals[(fname, rname)] = _value_or_none(rname, res.get("total")) or 0
+            borrowed[(fname, rname)] = _value_or_none(rname, res.get("borrowed")) or 0
+    return totals, borrowed
+
+
+@dataclass(frozen=True)
+class ClusterQueueInfo:
+    """What the project needs of a ClusterQueue: quotas (spec) and usage (status)."""
+
+    name: str
+    cohort: str | None
+    quotas: Mapping[FlavorResource, ResourceQuota]
+    resource_groups: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]
+    reserved: Mapping[FlavorResource, int]
+    """``status.flavorsReservation``: quota held by workloads with quota reserved (what counts)."""
+    borrowed: Mapping[FlavorResource, int]
+    in_use: Mapping[FlavorResource, int]
+    """``status.flavorsUsage``: quota of admitted workloads."""
+    pending_workloads: int = 0
+    reserving_workloads: int = 0
+    admitted_workloads: int = 0
+    active: bool | None = None
+    inactive_reason: str = ""
+    stopped: bool = False
+    reclaim_within_cohort: str = "Never"
+    within_cluster_queue: str = "Never"
+
+    def covers(self, resource: str) -> bool:
+        return any(resource in covered for covered, _ in self.resource_groups)
+
+    def flavors_for(self, resource: str) -> tuple[str, ...]:
+        for covered, flavors in self.resource_groups:
+            if resource in covered:
+                return flavors
+        return ()
+
+    def usage(self, key: FlavorResource) -> int:
+        return self.reserved.get(key, self.in_use.get(key, 0))
+
+
+def read_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueueInfo:
+    meta, spec, status = _d(obj.get("metadata")), _d(obj.get("spec")), _d(obj.get("status"))
+    quotas, groups = _read_quotas(spec)
+    reserved, borrowed = _read_usage(status.get("flavorsReservation"))
+    in_use, borrowed_in_use = _read_usage(status.get("flavorsUsage"))
+    if not status.get("flavorsReservation"):
+        reserved, borrowed = dict(in_use), borrowed_in_use
+    conditions = _conditions(status)
+    active = conditions.get("Active")
+    preemption = _d(spec.get("preemption"))
+    cohort = _s(spec.get("cohortName")) or _s(spec.get("cohort"))
+    return ClusterQueueInfo(
+        name=_s(meta.get("name")),
+        cohort=cohort or None,
+        quotas=quotas,
+        resource_groups=groups,
+        reserved=reserved,
+        borrowed=borrowed,
+        in_use=in_use,
+        pending_workloads=_i(status.get("pendingWorkloads")),
+        reserving_workloads=_i(status.get("reservingWorkloads")),
+        admitted_workloads=_i(status.get("admittedWorkloads")),
+        active=None if active is None else active.status,
+        inactive_reason=(active.message or active.reason) if active and not active.status else "",
+        stopped=_stopped(spec),
+        reclaim_within_cohort=_s(preemption.get("reclaimWithinCohort")) or "Never",
+        within_cluster_queue=_s(preemption.get("withinClusterQueue")) or "Never",
+    )
+
+
+@dataclass(frozen=True)
+class CohortInfo:
+    """A ``Cohort`` object: its own quota (lent to its members) and its parent cohort."""
+
+    name: str
+    parent: str | None
+    quotas: Mapping[FlavorResource, ResourceQuota]
+
+
+def read_cohort(obj: Mapping[str, Any]) -> CohortInfo:
+    meta, spec = _d(obj.get("metadata")), _d(obj.get("spec"))
+    quotas, _ = _read_quotas(spec)
+    parent = _s(spec.get("parentName")) or _s(spec.get("parent"))
+    return CohortInfo(name=_s(meta.get("name")), parent=parent or None, quotas=quotas)
+
+
+@dataclass(frozen=True)
+class LocalQueueInfo:
+    name: str
+    namespace: str
+    cluster_queue: str
+    pending_workloads: int = 0
+    reserving_workloads: int = 0
+    admitted_workloads: int = 0
+    active: bool | None = None
+    stopped: bool = False
+
+
+def read_local_queue(obj: Mapping[str, Any]) -> LocalQueueInfo:
+    meta, spec, status = _d(obj.get("metadata")), _d(obj.get("spec")), _d(obj.get("status"))
+    active = _conditions(status).get("Active")
+    return LocalQueueInfo(
+        name=_s(meta.get("name")),
+        namespace=_s(meta.get("namespace")),
+        cluster_queue=_s(spec.get("clusterQueue")),
+        pending_workloads=_i(status.get("pendingWorkloads")),
+        reserving_workloads=_i(status.get("reservingWorkloads")),
+        admitted_workloads=_i(status.get("admittedWorkloads")),
+        active=None if active is None else active.status,
+        stopped=_stopped(spec),
+    )
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    """A Workload, reduced to what the spawn progress and the culler need."""
+
+    name: str
+    namespace: str
+    uid: str
+    queue_name: str
+    priority: int | None
+    priority_class: str
+    created: datetime | None
+    owner_kind: str
+    owner_name: str
+    owner_uid: str
+    job_uid: str
+    active: bool
+    conditions: Mapping[str, Condition] = field(default_factory=dict)
+    admitted_cluster_queue: str = ""
+    assigned_flavors: Mapping[str, str] = field(default_factory=dict)
+
+    def _true(self, ctype: str) -> bool:
+        cond = self.conditions.get(ctype)
+        return bool(cond and cond.status)
+
+    @property
+    def quota_reserved(self) -> bool:
+        return self._true("QuotaReserved")
+
+    @property
+    def admitted(self) -> bool:
+        return self._true("Admitted")
+
+    @property
+    def finished(self) -> bool:
+        return self._true("Finished")
+
+    @property
+    def evicted(self) -> Condition | None:
+        cond = self.conditions.get("Evicted")
+        return cond if cond and cond.status else None
+
+    @property
+    def preempted(self) -> Condition | None:
+        """The Preempted condition, or an Evicted condition whose reason is Preempted."""
+        cond = self.conditions.get("Preempted")
+        if cond and cond.status:
+            return cond
+        evicted = self.evicted
+        return evicted if evicted and evicted.reason == "Preempted" else None
+
+    @property
+    def pending_message(self) -> str:
+        """Kueue's own words for why it is not admitted yet (QuotaReserved=False message)."""
+        cond = self.conditions.get("QuotaReserved")
+        if cond and cond.status is False:
+            return cond.message
+        return ""
+
+    @property
+    def inadmissible(self) -> bool:
+        cond = self.conditions.get("QuotaReserved")
+        return bool(cond and cond.status is False and cond.reason == "Inadmissible")
+
+
+def read_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
+    meta, spec, status = _d(obj.get("metadata")), _d(obj.get("spec")), _d(obj.get("status"))
+    labels = _d(meta.get("labels"))
+    owner: Mapping[str, Any] = {}
+    for raw in _l(meta.get("ownerReferences")):
+        ref = _d(raw)
+        if ref.get("controller") or not owner:
+            owner = ref
+    priority = spec.get("priority")
+    pclass = _d(spec.get("priorityClassRef"))
+    admission = _d(status.get("admission"))
+    flavors: dict[str, str] = {}
+    for raw in _l(admission.get("podSetAssignments")):
+        for res, flavor in _d(_d(raw).get("flavors")).items():
+            if isinstance(res, str) and isinstance(flavor, str):
+                flavors[res] = flavor
+    return WorkloadInfo(
+        name=_s(meta.get("name")),
+        namespace=_s(meta.get("namespace")),
+        uid=_s(meta.get("uid")),
+        queue_name=_s(spec.get("queueName")),
+        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else None,
+        priority_class=_s(pclass.get("name")) or _s(spec.get("priorityClassName")),
+        created=parse_time(meta.get("creationTimestamp")),
+        owner_kind=_s(owner.get("kind")),
+        owner_name=_s(owner.get("name")),
+        owner_uid=_s(owner.get("uid")),
+        job_uid=_s(labels.get(JOB_UID_LABEL)),
+        active=spec.get("active") is not False,
+        conditions=_conditions(status),
+        admitted_cluster_queue=_s(admission.get("clusterQueue")),
+        assigned_flavors=flavors,
+    )
+
+
+def workload_for_pod(
+    workloads: Iterable[WorkloadInfo], *, pod_uid: str, pod_name: str = ""
+) -> WorkloadInfo | None:
+    """The workload Kueue made for a plain pod: owned by it (by uid), else labelled with it."""
+    by_label: WorkloadInfo | None = None
+    for wl in workloads:
+        if pod_uid and wl.owner_kind == "Pod" and wl.owner_uid == pod_uid:
+            return wl
+        if pod_uid and wl.job_uid == pod_uid:
+            by_label = wl
+        elif not pod_uid and pod_name and wl.owner_kind == "Pod" and wl.owner_name == pod_name:
+            by_label = by_label or wl
+    return by_label
+
+
+# --------------------------------------------------------------------------- visibility API
+
+
+@dataclass(frozen=True)
+class PendingWorkloadInfo:
+    """One item of the visibility API's ``pendingworkloads`` answer (positions start at 0)."""
+
+    name: str
+    namespace: str
+    local_queue: str
+    priority: int
+    position_in_cluster_queue: int
+    position_in_local_queue: int
+    owner_uid: str = ""
+    owner_name: str = ""
+
+
+def read_pending_workloads(summary: Mapping[str, Any]) -> list[PendingWorkloadInfo]:
+    """Items of a ``PendingWorkloadsSummary`` (LocalQueue or ClusterQueue endpoint)."""
+    items: list[PendingWorkloadInfo] = []
+    for raw in _l(summary.get("items")):
+        item = _d(raw)
+        meta = _d(item.get("metadata"))
+        owner: Mapping[str, Any] = {}
+        for ref in _l(meta.get("ownerReferences")):
+            owner = owner or _d(ref)
+        items.append(
+            PendingWorkloadInfo(
+                name=_s(meta.get("name")),
+                namespace=_s(meta.get("namespace")),
+                local_queue=_s(item.get("localQueueName")),
+                priority=_i(item.get("priority")),
+                position_in_cluster_queue=_i(item.get("positionInClusterQueue")),
+                position_in_local_queue=_i(item.get("positionInLocalQueue")),
+                owner_uid=_s(owner.get("uid")),
+                owner_name=_s(owner.get("name")),
+            )
+        )
+    return items
+
+
+def pending_item_for_workload(
+    items: Iterable[PendingWorkloadInfo], *, workload_name: str = "", pod_uid: str = ""
+) -> PendingWorkloadInfo | None:
+    for item in items:
+        if workload_name and item.name == workload_name:
+            return item
+        if pod_uid and item.owner_uid == pod_uid:
+            return item
+    return None

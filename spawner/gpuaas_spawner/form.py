@@ -1,0 +1,283 @@
+"""The spawn form: a plain-data model (:func:`build_form_model`) and its HTML (:func:`render_form`).
+
+The model lists the teams a user may charge and, per team, the offerings with their live state
+from :mod:`jupyter_gpuaas.headroom` ("available now (3 of 8 free)", "will queue (about 2
+ahead)", or not selectable with the reason). Building it reads only the snapshot it is given —
+no API call per render. The HTML is a fragment JupyterHub 6 puts inside its spawn page's
+``<form>`` (Bootstrap 5 classes, fieldsets with legends, every state in words, not colour).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import jinja2
+
+from jupyter_gpuaas.catalog import Catalog, Offering, Tenant, format_gpu_equivalents
+from jupyter_gpuaas.headroom import Fit, Headroom, QueueState, compute_headroom
+from jupyter_gpuaas.kueue import parse_quantity
+
+from .validate import OptionsError, UserContext, pick_team
+
+__all__ = [
+    "ChoiceOption",
+    "FormModel",
+    "OfferingOption",
+    "TeamOption",
+    "build_form_model",
+    "render_form",
+]
+
+
+@dataclass(frozen=True)
+class ChoiceOption:
+    """An image or a size: ``offerings`` lists the offering slugs it goes with."""
+
+    slug: str
+    display_name: str
+    description: str
+    offerings: tuple[str, ...]
+    default_for: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OfferingOption:
+    slug: str
+    display_name: str
+    description: str
+    kind: str
+    isolation: str
+    gpu_model: str
+    gpu_memory: str
+    gpu_equivalents: str
+    state: str
+    """``Fit`` value: now, borrow, queue, unknown, not-allowed, never."""
+    status: str
+    detail: str
+    gpu_status: str
+    """GPU-equivalents alongside, for fractions: "≈ 0.75 of 2 GPUs free"."""
+    selectable: bool
+    checked: bool
+    """Checked in the page as served (only in the selected team: radios share one name)."""
+    preferred: bool
+    """What to check when the user switches to this team."""
+    counts: tuple[int, ...]
+    default_count: int
+    units: str
+
+
+@dataclass(frozen=True)
+class TeamOption:
+    name: str
+    display_name: str
+    selected: bool
+    offerings: tuple[OfferingOption, ...]
+
+    @property
+    def any_selectable(self) -> bool:
+        return any(o.selectable for o in self.offerings)
+
+
+@dataclass(frozen=True)
+class FormModel:
+    teams: tuple[TeamOption, ...]
+    images: tuple[ChoiceOption, ...] = ()
+    sizes: tuple[ChoiceOption, ...] = ()
+    selected_image: str | None = None
+    selected_size: str | None = None
+    notice: str = ""
+    problem: str = ""
+    """Set when the user cannot start anything (no team, catalog broken)."""
+
+
+def _memory_text(value: str | None) -> str:
+    if not value:
+        return ""
+    amount = parse_quantity(value)
+    for unit, factor in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20)):
+        if amount >= factor:
+            shown = format_gpu_equivalents(Fraction(amount, factor))
+            return f"{shown} {unit}"
+    return f"{int(amount)} bytes"
+
+
+def _gpu_status(offering: Offering, room: Headroom) -> str:
+    if offering.kind not in ("mig", "shared") or room.free_gpu_equivalents is None:
+        return ""
+    free = format_gpu_equivalents(room.free_gpu_equivalents)
+    total = format_gpu_equivalents(room.total_gpu_equivalents or Fraction(0))
+    return f"≈ {free} of {total} GPU-equivalents free"
+
+
+def _offering_option(
+    offering: Offering, room: Headroom, *, preferred: bool, checked: bool
+) -> OfferingOption:
+    return OfferingOption(
+        slug=offering.slug,
+        display_name=offering.display_name,
+        description=offering.description,
+        kind=offering.kind,
+        isolation=offering.isolation_text,
+        gpu_model=offering.gpu_model,
+        gpu_memory=_memory_text(offering.gpu_memory),
+        gpu_equivalents=format_gpu_equivalents(offering.gpu_equivalents),
+        state=room.fit.value,
+        status=room.message,
+        detail=room.detail,
+        gpu_status=_gpu_status(offering, room),
+        selectable=room.fit.selectable,
+        checked=checked,
+        preferred=preferred,
+        counts=tuple(range(offering.min_count, offering.max_count + 1)),
+        default_count=offering.default_count,
+        units=offering.units,
+    )
+
+
+def _team_option(
+    catalog: Catalog,
+    tenant: Tenant,
+    user: UserContext,
+    state: QueueState,
+    *,
+    namespace: str,
+    selected: bool,
+    previous_offering: str | None,
+) -> TeamOption:
+    rooms: list[tuple[Offering, Headroom]] = []
+    for slug in tenant.offerings:
+        offering = catalog.offerings[slug]
+        room = compute_headroom(tenant, offering, state, namespace=namespace, usage=user.usage)
+        rooms.append((offering, room))
+    selectable = [o.slug for o, r in rooms if r.fit.selectable]
+    # Preselect: the last choice, else the team's default, else the first that starts now.
+    preferred = (
+        [previous_offering, tenant.default_offering]
+        + [o.slug for o, r in rooms if r.fit is Fit.NOW]
+        + selectable
+    )
+    checked = next((s for s in preferred if s in selectable), None)
+    return TeamOption(
+        name=tenant.name,
+        display_name=tenant.display_name,
+        selected=selected,
+        offerings=tuple(
+            _offering_option(
+                o, r, preferred=o.slug == checked, checked=selected and o.slug == checked
+            )
+            for o, r in rooms
+        ),
+    )
+
+
+def build_form_model(
+    catalog: Catalog,
+    user: UserContext,
+    state: QueueState,
+    *,
+    namespace: str,
+    default_team: str = "",
+    previous: Mapping[str, Any] | None = None,
+    notice: str = "",
+) -> FormModel:
+    """The form for ``user``: their teams, each team's offerings with live headroom.
+
+    ``previous`` is the user's last ``user_options`` (preselects team, offering, image, size);
+    ``notice`` is shown above the form (e.g. why their last server was stopped).
+    """
+    previous = previous or {}
+    tenants = catalog.tenants_for_groups(user.groups)
+    if not tenants:
+        return FormModel(
+            teams=(),
+            notice=notice,
+            problem="You are not in any team that may start GPU servers. "
+            "Ask an admin to add you to a team's group.",
+        )
+    prev_team = previous.get("team") if isinstance(previous.get("team"), str) else None
+    try:
+        selected = pick_team(
+            catalog,
+            user,
+            prev_team if prev_team in {t.name for t in tenants} else None,
+            default_team,
+        )
+    except OptionsError:
+        selected = tenants[0]
+    prev_offering = previous.get("offering") if isinstance(previous.get("offering"), str) else None
+    teams = tuple(
+        _team_option(
+            catalog,
+            t,
+            user,
+            state,
+            namespace=namespace,
+            selected=t.name == selected.name,
+            previous_offering=prev_offering if t.name == selected.name else None,
+        )
+        for t in tenants
+    )
+    offered = [catalog.offerings[s] for s in sorted({o.slug for t in teams for o in t.offerings})]
+    images = tuple(
+        ChoiceOption(
+            slug=img.slug,
+            display_name=img.display_name,
+            description=img.description,
+            offerings=tuple(o.slug for o in offered if img in catalog.images_for(o)),
+            default_for=tuple(o.slug for o in offered if catalog.default_image_for(o) == img),
+        )
+        for img in catalog.images.values()
+    )
+    sizes = tuple(
+        ChoiceOption(
+            slug=size.slug,
+            display_name=size.display_name,
+            description=size.description,
+            offerings=tuple(o.slug for o in offered if size in catalog.sizes_for(o)),
+            default_for=tuple(o.slug for o in offered if catalog.default_size_for(o) == size),
+        )
+        for size in catalog.sizes.values()
+    )
+    # Preselect an image and size that go with the offering checked as served (no JS needed).
+    checked = next(
+        (catalog.offerings[o.slug] for t in teams if t.selected for o in t.offerings if o.checked),
+        None,
+    )
+
+    def pick(kind: str, items: tuple[ChoiceOption, ...]) -> str | None:
+        prev = previous.get(kind)
+        fits = [i for i in items if checked is None or checked.slug in i.offerings]
+        if isinstance(prev, str) and any(i.slug == prev for i in fits):
+            return prev
+        default = [i for i in fits if checked is not None and checked.slug in i.default_for]
+        candidates = default or fits or list(items)
+        return candidates[0].slug if candidates else None
+
+    return FormModel(
+        teams=teams,
+        images=images,
+        sizes=sizes,
+        selected_image=pick("image", images),
+        selected_size=pick("size", sizes),
+        notice=notice,
+    )
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("gpuaas_spawner", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render_form(model: FormModel) -> str:
+    """The HTML fragment for JupyterHub's spawn page."""
+    return _environment().get_template("form.html.j2").render(form=model)

@@ -1,0 +1,314 @@
+"""Where a spawn stands, in words a person waiting for a GPU understands. Pure.
+
+:func:`spawn_status` reads the pod, its Kueue Workload and its visibility-API entry and names
+the phase: queued (with the position), quota reserved, waiting for a node, pulling the image,
+starting, ready — or preempted / stopped. Quota being free does not mean a node is, so each
+step is its own phase. :func:`check_deadline` decides the spawner's own timeouts: waiting in the
+queue is bounded by the queue timeout, and the ordinary start timeout only begins once Kueue
+has admitted the pod.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from jupyter_gpuaas.kueue import (
+    ADMISSION_GATE,
+    TERMINATION_TARGET,
+    PendingWorkloadInfo,
+    WorkloadInfo,
+    parse_time,
+)
+
+__all__ = [
+    "Deadline",
+    "Phase",
+    "SpawnStatus",
+    "check_deadline",
+    "format_duration",
+    "is_gated",
+    "spawn_status",
+]
+
+
+class Phase(str, enum.Enum):
+    SUBMITTING = "submitting"
+    QUEUED = "queued"
+    QUOTA_RESERVED = "quota-reserved"
+    WAITING_FOR_NODE = "waiting-for-node"
+    PULLING = "pulling"
+    STARTING = "starting"
+    READY = "ready"
+    PREEMPTED = "preempted"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+_PROGRESS = {
+    Phase.SUBMITTING: 5,
+    Phase.QUEUED: 10,
+    Phase.QUOTA_RESERVED: 30,
+    Phase.WAITING_FOR_NODE: 45,
+    Phase.PULLING: 60,
+    Phase.STARTING: 80,
+    Phase.READY: 95,
+    Phase.PREEMPTED: 100,
+    Phase.STOPPED: 100,
+    Phase.FAILED: 100,
+}
+_IN_QUEUE = {Phase.SUBMITTING, Phase.QUEUED, Phase.QUOTA_RESERVED}
+_TERMINAL = {Phase.PREEMPTED, Phase.STOPPED, Phase.FAILED}
+_IMAGE_ERRORS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+
+
+@dataclass(frozen=True)
+class SpawnStatus:
+    phase: Phase
+    message: str
+    position: int | None = None
+    """1-based position in the team's queue, when Kueue's visibility API tells it."""
+    ahead_in_cluster_queue: int | None = None
+
+    @property
+    def progress(self) -> int:
+        return _PROGRESS[self.phase]
+
+    @property
+    def in_queue(self) -> bool:
+        """Still waiting for Kueue (counts against the queue timeout, not the start timeout)."""
+        return self.phase in _IN_QUEUE
+
+    @property
+    def admitted(self) -> bool:
+        return not self.in_queue and self.phase not in _TERMINAL
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in _TERMINAL
+
+    def event(self) -> dict[str, Any]:
+        """The dict ``Spawner.progress()`` yields."""
+        return {"progress": self.progress, "message": self.message, "phase": self.phase.value}
+
+
+def _d(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _l(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _pod_condition(pod: Mapping[str, Any], ctype: str) -> Mapping[str, Any] | None:
+    for cond in _l(_d(pod.get("status")).get("conditions")):
+        if _d(cond).get("type") == ctype:
+            return _d(cond)
+    return None
+
+
+def is_gated(pod: Mapping[str, Any]) -> bool:
+    """Whether Kueue still holds the pod (admission scheduling gate present)."""
+    gates = _l(_d(pod.get("spec")).get("schedulingGates"))
+    return any(_d(g).get("name") == ADMISSION_GATE for g in gates)
+
+
+def _removed_message(
+    team: str, workload: WorkloadInfo | None, pod: Mapping[str, Any] | None
+) -> SpawnStatus:
+    """A pod that is gone or going: say who removed it and why."""
+    target = _pod_condition(pod, TERMINATION_TARGET) if pod is not None else None
+    preempted = workload.preempted if workload is not None else None
+    evicted = workload.evicted if workload is not None else None
+    if preempted is not None or (
+        target is not None and "preempt" in str(target.get("message", "")).lower()
+    ):
+        why = (
+            preempted.message if preempted else str(target.get("message", "") if target else "")
+        ).strip()
+        detail = f": {why}" if why else ""
+        return SpawnStatus(
+            Phase.PREEMPTED,
+            f"Your server was preempted by Kueue in {team} to make room for other work{detail}. "
+            "Your files are kept; start it again when quota is free.",
+        )
+    if evicted is not None or target is not None:
+        why = (
+            (evicted.message or evicted.reason)
+            if evicted
+            else str(target.get("message", "") if target else "")
+        )
+        detail = f": {why}" if why else ""
+        return SpawnStatus(Phase.STOPPED, f"Kueue stopped your server{detail}.")
+    return SpawnStatus(Phase.STOPPED, "Your server's pod was deleted.")
+
+
+def _latest_event_reason(events: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """Reason and message of the newest event (by timestamp, then by order given)."""
+    best: tuple[datetime | None, int] | None = None
+    found = ("", "")
+    for i, ev in enumerate(events):
+        when = parse_time(ev.get("lastTimestamp")) or parse_time(ev.get("eventTime"))
+        newer = best is None or (
+            when > best[0] if when is not None and best[0] is not None and when != best[0] else True
+        )
+        if newer:
+            best = (when, i)
+            found = (str(ev.get("reason", "")), str(ev.get("message", "")))
+    return found
+
+
+def spawn_status(
+    *,
+    team: str,
+    pod: Mapping[str, Any] | None,
+    workload: WorkloadInfo | None = None,
+    pending: PendingWorkloadInfo | None = None,
+    events: Sequence[Mapping[str, Any]] = (),
+    pod_seen: bool = False,
+    offering: str = "",
+) -> SpawnStatus:
+    """The phase of a spawn.
+
+    ``pod`` is the pod as the watch has it (``None``: not seen yet, or gone if ``pod_seen``);
+    ``workload`` its Kueue Workload; ``pending`` its visibility-API entry while it waits;
+    ``events`` the pod's events (oldest first); ``team`` and ``offering`` are display names.
+    """
+    if pod is None:
+        if pod_seen:
+            return _removed_message(team, workload, None)
+        return SpawnStatus(Phase.SUBMITTING, "Submitting your server to the queue")
+
+    meta, status = _d(pod.get("metadata")), _d(pod.get("status"))
+    if meta.get("deletionTimestamp") or _pod_condition(pod, TERMINATION_TARGET) is not None:
+        return _removed_message(team, workload, pod)
+
+    phase = status.get("phase")
+    if phase in ("Failed", "Succeeded"):
+        reason = status.get("message") or status.get("reason") or "it exited"
+        return SpawnStatus(Phase.FAILED, f"Your server stopped before it was ready: {reason}")
+
+    if is_gated(pod):
+        if workload is not None and workload.quota_reserved:
+            return SpawnStatus(
+                Phase.QUOTA_RESERVED,
+                f"Admitted in {team}: quota reserved, waiting for Kueue's admission checks",
+            )
+        if pending is not None:
+            pos = pending.position_in_local_queue + 1
+            ahead = pending.position_in_cluster_queue
+            more = f" ({ahead} ahead in the cluster queue)" if ahead + 1 != pos else ""
+            return SpawnStatus(
+                Phase.QUEUED,
+                f"Queued in {team}: position {pos}{more}",
+                position=pos,
+                ahead_in_cluster_queue=ahead,
+            )
+        if workload is None:
+            return SpawnStatus(Phase.QUEUED, f"Queued in {team}: waiting for Kueue to register it")
+        why = workload.pending_message
+        detail = f" ({why})" if why else ""
+        return SpawnStatus(Phase.QUEUED, f"Queued in {team}{detail}")
+
+    for_what = f" for {offering}" if offering else ""
+    scheduled = _pod_condition(pod, "PodScheduled")
+    if not status.get("nodeName") and not (scheduled and scheduled.get("status") == "True"):
+        why = str(scheduled.get("message", "")) if scheduled else ""
+        detail = f" ({why})" if why else ""
+        return SpawnStatus(
+            Phase.WAITING_FOR_NODE,
+            f"Admitted in {team} (quota reserved); waiting for a free node{for_what}{detail}",
+        )
+
+    statuses = [_d(s) for s in _l(status.get("containerStatuses"))]
+    waiting = [
+        _d(_d(s.get("state")).get("waiting")) for s in statuses if "waiting" in _d(s.get("state"))
+    ]
+    for w in waiting:
+        if w.get("reason") in _IMAGE_ERRORS:
+            return SpawnStatus(
+                Phase.PULLING,
+                f"Cannot pull the image yet ({w.get('reason')}): {w.get('message', '')}".rstrip(
+                    ": "
+                ),
+            )
+        if w.get("reason") == "CreateContainerConfigError":
+            return SpawnStatus(
+                Phase.STARTING, f"Cannot create the container yet: {w.get('message', '')}"
+            )
+    running = bool(statuses) and all("running" in _d(s.get("state")) for s in statuses)
+    if running:
+        if all(s.get("ready") for s in statuses):
+            return SpawnStatus(Phase.READY, "Your server is ready")
+        return SpawnStatus(Phase.STARTING, "Starting Jupyter")
+
+    reason, message = _latest_event_reason(events)
+    if reason == "Pulling":
+        return SpawnStatus(
+            Phase.PULLING, f"Pulling the image: {message}" if message else "Pulling the image"
+        )
+    if reason in ("Pulled", "Created", "Started"):
+        return SpawnStatus(Phase.STARTING, "Starting the container")
+    return SpawnStatus(Phase.PULLING, "Node found; pulling the image and creating the container")
+
+
+# --------------------------------------------------------------------------- deadlines
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A spawn that ran out of time. ``kind``: ``queue`` (user-facing) or ``start``."""
+
+    kind: str
+    message: str
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 120:
+        return f"{seconds} seconds"
+    minutes = round(seconds / 60)
+    if minutes < 120:
+        return f"{minutes} minutes"
+    return f"{minutes / 60:.1f} hours".replace(".0 ", " ")
+
+
+def check_deadline(
+    status: SpawnStatus,
+    *,
+    team: str,
+    submitted_at: datetime,
+    admitted_at: datetime | None,
+    now: datetime,
+    queue_timeout: float,
+    start_timeout: float,
+) -> Deadline | None:
+    """Whether the spawn has run out of time (``queue_timeout`` 0: wait in the queue forever).
+
+    Time in the queue runs from submission until Kueue admits the pod; the start timeout runs
+    from admission (``admitted_at``) until the server is ready.
+    """
+    if status.terminal or status.phase is Phase.READY:
+        return None
+    if status.in_queue or admitted_at is None:
+        waited = (now - submitted_at).total_seconds()
+        if queue_timeout > 0 and waited >= queue_timeout:
+            where = f" (position {status.position})" if status.position else ""
+            return Deadline(
+                "queue",
+                f"Your server waited {format_duration(waited)} in {team}'s queue{where} without "
+                f"getting a GPU, the limit for a queued server. Nothing was started; try "
+                f"again later or choose an offering with free quota.",
+            )
+        return None
+    started = (now - admitted_at).total_seconds()
+    if started >= start_timeout:
+        return Deadline(
+            "start",
+            f"Your server was admitted but did not become ready within "
+            f"{format_duration(start_timeout)}: {status.message}",
+        )
+    return None

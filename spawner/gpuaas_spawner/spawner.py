@@ -1,0 +1,792 @@
+"""``GPUaaSSpawner``: KubeSpawner with a quota-aware GPU form and Kueue-queued servers.
+
+The decisions live in pure modules (catalog, headroom, validate, pod, progress, form); this class
+wires them into JupyterHub 6 and KubeSpawner 7:
+
+* ``options_form`` renders the form from the catalog and the watch caches (no API call);
+* ``options_from_form`` (form posts) and ``_run_apply_user_options`` (every spawn, REST included:
+  JupyterHub calls it in ``User.spawn`` before ``start``) run the one validation, so a forged
+  request fails before anything is created;
+* the pod gets the team's LocalQueue, the interactive priority class, the offering's resources,
+  node selector, tolerations and ``/dev/shm``; the hub token goes into a per-server Secret;
+* ``start`` enforces the queue timeout itself (a user-facing ``SpawnException``, status 400,
+  not counted towards ``consecutive_failure_limit``) and the ordinary start timeout only from
+  admission; ``progress`` names the phase ("Queued in team-a: position 3", ...);
+* ``stop`` waits ``stop_timeout``, not the long spawn timeout, and copes with Kueue's finalizer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
+from datetime import datetime, timezone
+from fractions import Fraction
+from typing import Any, ClassVar
+
+from jupyterhub.utils import exponential_backoff
+from kubespawner import KubeSpawner
+from tornado import web
+from traitlets import Any as AnyTrait
+from traitlets import Callable as CallableTrait
+from traitlets import Dict, Float, List, Unicode, default
+from traitlets.config import Config
+
+from jupyter_gpuaas.catalog import (
+    Catalog,
+    CatalogError,
+    CatalogSource,
+    build_catalog,
+    load_catalog_file,
+)
+from jupyter_gpuaas.headroom import Headroom, compute_headroom
+
+from .cache import KueueView, WatchedKueueView
+from .form import FormModel, build_form_model, render_form
+from .pod import (
+    TEAM_LABEL,
+    PodSettings,
+    externalize_secrets,
+    finalizer_patch,
+    find_secrets,
+    owner_reference,
+    pod_settings,
+    shape_pod,
+    to_api_json,
+    token_secret_manifest,
+)
+from .progress import Phase, SpawnStatus, check_deadline, is_gated, spawn_status
+from .validate import (
+    Choice,
+    OptionsError,
+    UserContext,
+    options_from_form_data,
+    user_usage,
+    validate_options,
+)
+
+try:  # JupyterHub >= 6
+    from jupyterhub.spawner import SpawnException
+except ImportError:  # pragma: no cover - JupyterHub 5
+
+    class SpawnException(web.HTTPError):  # type: ignore[no-redef]
+        def __init__(self, message: str, *, reason: str, status_code: int = 400, **_: Any) -> None:
+            super().__init__(status_code, message, reason=reason)
+            self.message = message
+
+
+__all__ = ["GPUaaSSpawner", "check_catalog"]
+
+_TOKEN_KEY = "token"
+_STARTING: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "gpuaas_starting", default=None
+)
+_WEEK = 7 * 24 * 3600
+
+
+def _user_error(message: str, *, reason: str, status_code: int = 400) -> web.HTTPError:
+    """A clean user-facing failure: shown as is, not a hub error (JupyterHub 6 SpawnException)."""
+    exc: web.HTTPError = SpawnException(message, reason=reason, status_code=status_code)
+    exc.jupyterhub_message = message  # type: ignore[attr-defined]
+    return exc
+
+
+def _catalog_sources(values: dict[str, Any], catalog_file: str) -> list[CatalogSource]:
+    sources = []
+    if catalog_file:
+        sources.append(load_catalog_file(catalog_file))
+    traits = {k: v for k, v in values.items() if v}
+    if traits:
+        sources.append(CatalogSource("GPUaaSSpawner.", traits))
+    return sources
+
+
+def check_catalog(config: Config) -> Catalog:
+    """Build the catalog from a hub config; raise :class:`CatalogError` with every problem.
+
+    Call it from ``jupyterhub_config.py`` (z2jh: ``hub.extraConfig``) so a bad catalog stops
+    the hub at start instead of at the first spawn::
+
+        from gpuaas_spawner import check_catalog
+        check_catalog(c)
+    """
+    section = config.GPUaaSSpawner
+    values = {
+        k: list(section[k]) if k in section else []
+        for k in ("offerings", "tenants", "images", "sizes")
+    }
+    catalog_file = str(section["catalog_file"]) if "catalog_file" in section else ""
+    namespace = str(config.KubeSpawner.namespace) if "namespace" in config.KubeSpawner else ""
+    return build_catalog(_catalog_sources(values, catalog_file), default_namespace=namespace)
+
+
+def _from_api_json(data: Any, klass: str) -> Any:
+    """API JSON → kubernetes_asyncio model (what ``modify_pod_hook`` and KubeSpawner expect)."""
+    from kubernetes_asyncio.client import models
+
+    if data is None:
+        return None
+    if klass.startswith("list["):
+        return [_from_api_json(v, klass[5:-1]) for v in data]
+    if klass.startswith("dict("):
+        inner = klass[klass.index(",") + 1 : -1].strip()
+        return {k: _from_api_json(v, inner) for k, v in data.items()}
+    model = getattr(models, klass, None)
+    if model is None:
+        return data
+    kwargs = {
+        attr: _from_api_json(data[model.attribute_map[attr]], kind)
+        for attr, kind in model.openapi_types.items()
+        if model.attribute_map[attr] in data
+    }
+    return model(**kwargs)
+
+
+class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untyped
+    """KubeSpawner for GPU workbenches queued by Kueue, with a team-quota-aware spawn form."""
+
+    # ------------------------------------------------------------------ configuration
+
+    offerings = List(
+        Dict(),
+        config=True,
+        help="""
+        GPU offerings users may pick (whole GPU, MIG profile, shared GPU, CPU only).
+
+        Each is a dict: ``slug``, ``display_name``, ``description``, ``kind`` (gpu, mig,
+        shared, cpu), ``resources`` (extended resources for one unit, e.g.
+        ``{"nvidia.com/mig-1g.10gb": 1}``), ``flavor`` (the Kueue ResourceFlavor whose quota it
+        uses), ``node_selector`` and ``tolerations`` (the flavor's nodes), ``gpu_model``,
+        ``gpu_memory`` (e.g. ``"10Gi"``), ``gpu_equivalents`` (size of one unit in whole GPUs,
+        e.g. ``"1/7"``; default 1 for kind gpu), ``isolation`` (hardware, memory-limited, none),
+        ``shm_size`` (memory-backed /dev/shm, default ``"1Gi"`` for GPU kinds), ``min_count``,
+        ``max_count``, ``default_count`` (units per server, default 1), ``images``/``sizes``
+        (slugs allowed with it; default all), ``cpu_guarantee``/``cpu_limit`` (cores),
+        ``mem_guarantee``/``mem_limit`` (e.g. ``"8Gi"``). Checked at hub start with the path
+        of every error. Default: none (use this or ``catalog_file``). Example::
+
+            c.GPUaaSSpawner.offerings = [{"slug": "h100", "kind": "gpu",
+                "resources": {"nvidia.com/gpu": 1}, "flavor": "h100",
+                "node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}]
+        """,
+    )
+    tenants = List(
+        Dict(),
+        config=True,
+        help="""
+        Teams: which JupyterHub groups charge which Kueue LocalQueue, with which offerings.
+
+        Each is a dict: ``name``, ``display_name``, ``groups`` (JupyterHub group names),
+        ``local_queue`` (in ``namespace``, default ``KubeSpawner.namespace``), ``cluster_queue``
+        (optional; read from the LocalQueue otherwise), ``offerings`` (slugs),
+        ``default_offering``, per-user caps ``max_gpu_servers_per_user`` (servers) and
+        ``max_gpus_per_user`` (GPU-equivalents), ``max_queued`` (servers of the team waiting in
+        the queue at once) and ``priority_class`` (WorkloadPriorityClass, default
+        ``priority_class``). A user in several teams picks one. Default: none. Example::
+
+            c.GPUaaSSpawner.tenants = [{"name": "team-a", "groups": ["team-a"],
+                "local_queue": "team-a", "offerings": ["h100", "cpu"],
+                "max_gpu_servers_per_user": 1}]
+        """,
+    )
+    images = List(
+        Dict(),
+        config=True,
+        help="""
+        Images users may pick: dicts with ``slug``, ``display_name``, ``image``, ``description``.
+        Default: none (``KubeSpawner.image`` is used and no image field is shown). Example::
+
+            c.GPUaaSSpawner.images = [{"slug": "pytorch", "display_name": "PyTorch",
+                "image": "quay.io/jupyter/pytorch-notebook:cuda12-2025-06-02"}]
+        """,
+    )
+    sizes = List(
+        Dict(),
+        config=True,
+        help="""
+        CPU and memory choices: dicts with ``slug``, ``display_name``, ``description``,
+        ``cpu_guarantee``/``cpu_limit`` (cores), ``mem_guarantee``/``mem_limit`` (e.g. "8Gi").
+        Default: none (the offering's or KubeSpawner's CPU/memory settings apply). Example::
+
+            c.GPUaaSSpawner.sizes = [{"slug": "small", "cpu_limit": 2, "mem_limit": "8Gi"}]
+        """,
+    )
+    catalog_file = Unicode(
+        "",
+        config=True,
+        help="""
+        Path of a YAML file with ``offerings``, ``tenants``, ``images`` and ``sizes`` (same
+        fields as the traitlets; both are combined, a slug defined twice is an error). Read at
+        hub start and again when it changes. Default: "" (none). Example::
+
+            c.GPUaaSSpawner.catalog_file = "/etc/jupyterhub/gpuaas-catalog.yaml"
+        """,
+    )
+    default_team = Unicode(
+        "",
+        config=True,
+        help="""
+        Team preselected for users in several teams, and used for REST spawns that name no team.
+        Default: "" (such users must choose). Example::
+
+            c.GPUaaSSpawner.default_team = "team-a"
+        """,
+    )
+    priority_class = Unicode(
+        "interactive",
+        config=True,
+        help="""
+        Kueue WorkloadPriorityClass of notebook pods (label ``kueue.x-k8s.io/priority-class``),
+        unless a tenant sets its own. Default: "interactive". Example::
+
+            c.GPUaaSSpawner.priority_class = "interactive"
+        """,
+    )
+    queue_timeout = Float(
+        3600.0,
+        config=True,
+        help="""
+        Seconds a server may wait in its team's Kueue queue before the spawn is given up with a
+        clear message to the user (not counted as a hub error). 0 waits without limit (still
+        bounded by one week). The ordinary ``start_timeout`` applies only after Kueue admits the
+        pod. Queued spawns hold ``JupyterHub.concurrent_spawn_limit`` slots while they wait.
+        Default: 3600 (1 hour). Example::
+
+            c.GPUaaSSpawner.queue_timeout = 1800
+        """,
+    )
+    stop_timeout = Float(
+        60.0,
+        config=True,
+        help="""
+        Seconds ``stop`` waits for the pod to go away (instead of KubeSpawner's
+        ``start_timeout``, which is long while spawns may queue). After that, a pod held only by
+        Kueue's finalizer is released. Default: 60. Example::
+
+            c.GPUaaSSpawner.stop_timeout = 60
+        """,
+    )
+    queue_poll_interval = Float(
+        2.0,
+        config=True,
+        help="""
+        Seconds between checks of a waiting spawn (progress messages, timeouts) and between
+        polls of Kueue's visibility API for queue positions. Default: 2. Example::
+
+            c.GPUaaSSpawner.queue_poll_interval = 2
+        """,
+    )
+    kueue_api_version = Unicode(
+        "v1beta2",
+        config=True,
+        help="""
+        Version of the ``kueue.x-k8s.io`` and ``visibility.kueue.x-k8s.io`` APIs to read.
+        Default: "v1beta2" (Kueue 0.15+). Example::
+
+            c.GPUaaSSpawner.kueue_api_version = "v1beta1"
+        """,
+    )
+
+    # Inherited traitlet, annotated for the type checker only (no value: the trait stays).
+    start_timeout: int
+
+    # Collaborators (not configuration): the Kueue reads and the clock.
+    kueue_view = AnyTrait(None, allow_none=True, help="A KueueView; default: the shared watches.")
+    clock = CallableTrait(help="Returns the current time (aware UTC datetime).")
+
+    @default("clock")
+    def _default_clock(self) -> Callable[[], datetime]:
+        return lambda: datetime.now(timezone.utc)
+
+    @default("options_form")
+    def _gpuaas_options_form_default(self) -> Callable[[Any], Any]:
+        return self._render_gpuaas_form
+
+    @default("options_from_form")
+    def _gpuaas_options_from_form_default(self) -> Callable[[dict[str, list[Any]]], dict[str, Any]]:
+        return self._gpuaas_options_from_form
+
+    # ------------------------------------------------------------------ state
+
+    _catalogs: ClassVar[dict[str, Catalog | CatalogError]] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.profile_list:
+            self.log.warning("GPUaaSSpawner ignores profile_list; describe choices as offerings")
+        self._gpuaas_default_namespace: str = self.namespace
+        self._gpuaas_base_start_timeout: int = self.start_timeout
+        self._gpuaas_long_timeout: int | None = None
+        self._gpuaas_choice: Choice | None = None
+        self._gpuaas_settings: PodSettings | None = None
+        self._gpuaas_submitted_at: datetime | None = None
+        self._gpuaas_admitted_at: datetime | None = None
+        self._gpuaas_stale_uid: str | None = None
+        self._gpuaas_pod_uid: str = ""
+        self._gpuaas_secret_owned = False
+        self._gpuaas_notice = ""
+        self._gpuaas_last_status: SpawnStatus | None = None
+
+    # ------------------------------------------------------------------ catalog and policy
+
+    @property
+    def catalog(self) -> Catalog:
+        """The checked catalog (cached per configuration and file version)."""
+        values = {k: getattr(self, k) for k in ("offerings", "tenants", "images", "sizes")}
+        stamp = ""
+        if self.catalog_file:
+            with contextlib.suppress(OSError):
+                stamp = str(os.stat(self.catalog_file).st_mtime_ns)
+        key = json.dumps(
+            [values, self.catalog_file, stamp, self._gpuaas_default_namespace],
+            sort_keys=True,
+            default=str,
+        )
+        cached = self._catalogs.get(key)
+        if cached is None:
+            try:
+                cached = build_catalog(
+                    _catalog_sources(values, self.catalog_file),
+                    default_namespace=self._gpuaas_default_namespace,
+                )
+            except CatalogError as e:
+                self.log.error("%s", e)
+                cached = e
+            self._catalogs[key] = cached
+        if isinstance(cached, CatalogError):
+            raise cached
+        return cached
+
+    def _view(self) -> KueueView:
+        if self.kueue_view is None:
+            namespaces = {self._gpuaas_default_namespace}
+            with contextlib.suppress(CatalogError):
+                namespaces |= {t.namespace for t in self.catalog.tenants.values() if t.namespace}
+            self.kueue_view = WatchedKueueView.shared(
+                namespaces=sorted(namespaces),
+                api_version=self.kueue_api_version,
+                visibility_version=self.kueue_api_version,
+                poll_interval=self.queue_poll_interval,
+                request_timeout=float(self.k8s_api_request_timeout),
+                log=self.log,
+            )
+        view: KueueView = self.kueue_view
+        return view
+
+    def _other_options(self) -> list[Mapping[str, Any]]:
+        others: list[Mapping[str, Any]] = []
+        for spawner in getattr(self.user, "spawners", {}).values():
+            if spawner is self or not getattr(spawner, "active", False):
+                continue
+            if isinstance(spawner, GPUaaSSpawner):
+                others.append(dict(spawner.user_options or {}))
+        return others
+
+    def _user_context(self, catalog: Catalog) -> UserContext:
+        groups = tuple(g.name for g in getattr(self.user, "groups", []) or [])
+        return UserContext(self.user.name, groups, user_usage(catalog, self._other_options()))
+
+    def _validate(self, options: object) -> Choice:
+        """The one validation (form, query, REST, stored options); raises OptionsError."""
+        catalog = self.catalog
+        user = self._user_context(catalog)
+        state = self._view().queue_state()
+
+        def room(tenant: Any, offering: Any, count: int) -> Headroom:
+            return compute_headroom(
+                tenant,
+                offering,
+                state,
+                namespace=self._gpuaas_default_namespace,
+                count=count,
+                usage=user.usage,
+            )
+
+        return validate_options(
+            options, catalog, user, default_team=self.default_team, headroom=room
+        )
+
+    # ------------------------------------------------------------------ form
+
+    async def _render_gpuaas_form(self, spawner: Any = None) -> str:
+        try:
+            catalog = self.catalog
+        except CatalogError:
+            return render_form(
+                FormModel(
+                    teams=(),
+                    problem="GPU servers are misconfigured; an "
+                    "admin has been told (see the hub log).",
+                )
+            )
+        view = self._view()
+        await view.start(timeout=2.0)  # first render after a hub start: else headroom "unknown"
+        previous = dict(getattr(getattr(self, "orm_spawner", None), "user_options", None) or {})
+        model = build_form_model(
+            catalog,
+            self._user_context(catalog),
+            view.queue_state(),
+            namespace=self._gpuaas_default_namespace,
+            default_team=self.default_team,
+            previous=previous,
+            notice=self._gpuaas_notice,
+        )
+        return render_form(model)
+
+    def _gpuaas_options_from_form(self, formdata: dict[str, list[Any]]) -> dict[str, Any]:
+        """Form post → canonical user_options; OptionsError re-renders the form with its text."""
+        options = options_from_form_data(formdata, self.catalog)
+        return self._validate(options).as_user_options()
+
+    async def _run_apply_user_options(self, user_options: dict[str, Any]) -> None:
+        """Every spawn passes here (JupyterHub 5.3+ ``User.spawn``), REST API included."""
+        try:
+            choice = self._validate(user_options)
+        except OptionsError as e:
+            raise _user_error(e.jupyterhub_message, reason="invalid_options") from e
+        except CatalogError as e:
+            raise _user_error(
+                "GPU servers are misconfigured; an admin has been told.",
+                reason="misconfigured",
+                status_code=500,
+            ) from e
+        self._gpuaas_choice = choice
+        if self.apply_user_options:  # an admin's own hook still runs, after ours
+            await super()._run_apply_user_options(user_options)
+
+    async def load_user_options(self) -> None:
+        """Called inside KubeSpawner's ``_start``: our options were applied before ``start``."""
+        if self._gpuaas_settings is None:
+            self._prepare()
+
+    def _prepare(self) -> PodSettings:
+        if self._gpuaas_choice is None:  # e.g. an older JupyterHub without the hook
+            try:
+                self._gpuaas_choice = self._validate(self.user_options)
+            except OptionsError as e:
+                raise _user_error(e.jupyterhub_message, reason="invalid_options") from e
+        settings = pod_settings(
+            self._gpuaas_choice,
+            priority_class=self.priority_class,
+            default_namespace=self._gpuaas_default_namespace,
+        )
+        self.namespace = settings.namespace
+        self._gpuaas_settings = settings
+        return settings
+
+    # ------------------------------------------------------------------ pod
+
+    @property
+    def _token_secret_name(self) -> str:
+        return f"{self.pod_name}-hub-token"
+
+    async def get_pod_manifest(self) -> Any:
+        pod = await super().get_pod_manifest()
+        settings = self._gpuaas_settings or self._prepare()
+        data = shape_pod(to_api_json(pod), settings)
+        data = externalize_secrets(
+            data, secret_name=self._token_secret_name, secrets={_TOKEN_KEY: self.api_token or ""}
+        )
+        return _from_api_json(data, "V1Pod")
+
+    async def _make_create_pod_request(self, pod: Any, request_timeout: int) -> Any:
+        leaks = find_secrets(to_api_json(pod), [self.api_token or ""])
+        if leaks:  # e.g. a modify_pod_hook put it back: never create such a pod
+            raise _user_error(
+                "Refusing to create a pod that holds the server's token",
+                reason="secret_in_pod",
+                status_code=500,
+            )
+        await self._ensure_token_secret(request_timeout)
+        return await super()._make_create_pod_request(pod, request_timeout)
+
+    async def _ensure_token_secret(self, request_timeout: int) -> None:
+        from kubernetes_asyncio.client.rest import ApiException
+
+        body = token_secret_manifest(
+            self._token_secret_name,
+            self.namespace,
+            {_TOKEN_KEY: self.api_token or ""},
+            labels=self._build_common_labels(self._expand_all(self.extra_labels)),
+        )
+        try:
+            await asyncio.wait_for(
+                self.api.create_namespaced_secret(self.namespace, body), request_timeout
+            )
+        except ApiException as e:
+            if e.status != 409:
+                raise
+            await asyncio.wait_for(
+                self.api.replace_namespaced_secret(self._token_secret_name, self.namespace, body),
+                request_timeout,
+            )
+        self._gpuaas_secret_owned = False
+
+    async def _own_token_secret(self, pod_uid: str) -> None:
+        """Make the pod own its token Secret, so Kubernetes removes it with the pod."""
+        from aiohttp import ClientError
+        from kubernetes_asyncio.client.rest import ApiException
+
+        patch = {"metadata": {"ownerReferences": [owner_reference(self.pod_name, pod_uid)]}}
+        try:
+            await asyncio.wait_for(
+                self.api.patch_namespaced_secret(self._token_secret_name, self.namespace, patch),
+                self.k8s_api_request_timeout,
+            )
+            self._gpuaas_secret_owned = True
+        except (ApiException, ClientError, OSError, TimeoutError) as e:  # retried next check
+            self.log.warning("gpuaas: could not set owner of %s: %s", self._token_secret_name, e)
+
+    async def _delete_token_secret(self) -> None:
+        from kubernetes_asyncio.client.rest import ApiException
+
+        try:
+            await asyncio.wait_for(
+                self.api.delete_namespaced_secret(self._token_secret_name, self.namespace),
+                self.k8s_api_request_timeout,
+            )
+        except ApiException as e:
+            if e.status != 404:
+                self.log.warning("gpuaas: could not delete %s: %s", self._token_secret_name, e)
+        except TimeoutError:
+            self.log.warning("gpuaas: timed out deleting %s", self._token_secret_name)
+
+    # ------------------------------------------------------------------ status
+
+    def _current_pod(self) -> dict[str, Any] | None:
+        reflector = getattr(self, "pod_reflector", None)
+        if reflector is None:
+            return None
+        pod = reflector.pods.get(f"{self.namespace}/{self.pod_name}")
+        if pod is None:
+            return None
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        if uid and uid == self._gpuaas_stale_uid:
+            return None  # a previous pod of the same name, still going away
+        if uid:
+            self._gpuaas_pod_uid = uid
+        return dict(pod)
+
+    def _status(self) -> SpawnStatus | None:
+        choice, settings = self._gpuaas_choice, self._gpuaas_settings
+        if choice is None or settings is None:
+            return None
+        view = self._view()
+        pod = self._current_pod()
+        uid = self._gpuaas_pod_uid
+        workload = view.workload_for_pod(settings.namespace, uid, self.pod_name) if uid else None
+        pending = (
+            view.pending_workload(
+                settings.namespace,
+                choice.tenant.local_queue,
+                workload_name=workload.name if workload else "",
+                pod_uid=uid,
+            )
+            if uid
+            else None
+        )
+        events = list(self.events) if getattr(self, "event_reflector", None) else []
+        status = spawn_status(
+            team=choice.tenant.name,
+            pod=pod,
+            workload=workload,
+            pending=pending,
+            events=events,
+            pod_seen=bool(uid),
+            offering=choice.offering.display_name,
+        )
+        self._gpuaas_last_status = status
+        return status
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> asyncio.Future[Any]:
+        """Set the hub's own timeout to cover the queue, then start (see module docstring)."""
+        if self.start_timeout != self._gpuaas_long_timeout:
+            self._gpuaas_base_start_timeout = self.start_timeout
+        queue = self.queue_timeout if self.queue_timeout > 0 else _WEEK
+        self._gpuaas_long_timeout = int(queue + self._gpuaas_base_start_timeout + 60)
+        # JupyterHub reads start_timeout right after this synchronous part returns.
+        self.start_timeout = self._gpuaas_long_timeout
+        self._gpuaas_submitted_at = self.clock()
+        self._gpuaas_admitted_at = None
+        self._gpuaas_pod_uid = ""
+        self._gpuaas_notice = ""
+        self._gpuaas_settings = None
+        self._start_future = asyncio.ensure_future(self._gpuaas_start())
+        self._start_future.add_done_callback(lambda _: self._restore_start_timeout())
+        return self._start_future
+
+    def _restore_start_timeout(self) -> None:
+        self.start_timeout = self._gpuaas_base_start_timeout
+
+    async def _gpuaas_start(self) -> Any:
+        settings = self._prepare()
+        await self._start_watching_pods()
+        stale = self.pod_reflector.pods.get(f"{self.namespace}/{self.pod_name}")
+        self._gpuaas_stale_uid = str(stale["metadata"].get("uid")) if stale else None
+        await self._view().start()
+        release = self._view().track_local_queue(
+            settings.namespace, settings.labels["kueue.x-k8s.io/queue-name"]
+        )
+        token = _STARTING.set(id(self))  # seen by every task KubeSpawner's _start creates
+        try:
+            task = asyncio.ensure_future(self._start())
+        finally:
+            _STARTING.reset(token)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.queue_poll_interval)
+                if task in done:
+                    url = task.result()
+                    self._gpuaas_pod_uid = str(getattr(self, "pod_id", "") or self._gpuaas_pod_uid)
+                    return url
+                await self._check_spawn()
+        finally:
+            release()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def _check_spawn(self) -> None:
+        status = self._status()
+        if status is None or self._gpuaas_choice is None or self._gpuaas_submitted_at is None:
+            return
+        if self._gpuaas_pod_uid and not self._gpuaas_secret_owned:
+            await self._own_token_secret(self._gpuaas_pod_uid)
+        now = self.clock()
+        if status.admitted and self._gpuaas_admitted_at is None:
+            self._gpuaas_admitted_at = now
+        if status.phase is Phase.PREEMPTED:
+            raise _user_error(status.message, reason="preempted")
+        if status.terminal:
+            raise _user_error(status.message, reason="stopped")
+        deadline = check_deadline(
+            status,
+            team=self._gpuaas_choice.tenant.name,
+            submitted_at=self._gpuaas_submitted_at,
+            admitted_at=self._gpuaas_admitted_at,
+            now=now,
+            queue_timeout=self.queue_timeout,
+            start_timeout=float(self._gpuaas_base_start_timeout),
+        )
+        if deadline is not None:
+            if deadline.kind == "queue":
+                raise _user_error(deadline.message, reason="queue_timeout")
+            raise TimeoutError(deadline.message)
+
+    async def progress(self) -> AsyncIterator[dict[str, Any]]:
+        """Yield the spawn's phase whenever it changes; safe to run several at once."""
+        last: dict[str, Any] | None = None
+        while True:
+            future = self._start_future
+            status = self._status()
+            if status is not None:
+                event = status.event()
+                if event != last:
+                    last = event
+                    yield event
+            if future is None or future.done():
+                break
+            await asyncio.sleep(self.queue_poll_interval)
+
+    async def poll(self) -> int | None:
+        """KubeSpawner's poll, plus: a spawn whose pod the watch has not shown yet counts as
+        running, so that JupyterHub's stop (cancel) still deletes it (no orphan pod)."""
+        result: int | None = await super().poll()
+        if result is not None and self._gpuaas_settings is not None and not self._gpuaas_pod_uid:
+            return None
+        if result is not None and self._gpuaas_choice is not None and self._gpuaas_pod_uid:
+            status = self._status()
+            if status is not None and status.phase in (Phase.PREEMPTED, Phase.STOPPED):
+                self._gpuaas_notice = status.message  # shown on the user's next visit
+        return result
+
+    async def stop(self, now: bool = False) -> None:
+        """Stop within ``stop_timeout``; release a pod held only by Kueue's finalizer."""
+        if _STARTING.get() == id(self):
+            # KubeSpawner's own _start removing a same-named old pod (409): this spawn goes on.
+            long_timeout = self.start_timeout
+            self.start_timeout = max(1, int(self.stop_timeout))
+            try:
+                await self._stop_pod(now)
+            finally:
+                self.start_timeout = long_timeout
+            return
+        notice = self._orphaned_queue_notice()
+        self.start_timeout = max(1, int(self.stop_timeout))
+        try:
+            await self._stop_pod(now)
+        finally:
+            self.start_timeout = self._gpuaas_base_start_timeout
+        if notice:
+            self._gpuaas_notice = notice
+        await self._delete_token_secret()
+        self._gpuaas_choice = None
+        self._gpuaas_settings = None
+
+    def _orphaned_queue_notice(self) -> str:
+        """Why a queued pod this hub process did not start is being stopped: a hub restart.
+
+        JupyterHub stops servers that were still pending when it (re)starts; a server waiting in
+        Kueue's queue is one. Logged, and shown to the user on their next visit.
+        """
+        reflector = getattr(self, "pod_reflector", None)
+        pod = reflector.pods.get(f"{self.namespace}/{self.pod_name}") if reflector else None
+        if pod is None or self._gpuaas_settings is not None or not is_gated(pod):
+            return ""
+        team = (pod.get("metadata", {}).get("labels") or {}).get(TEAM_LABEL, "your team's")
+        self.log.warning(
+            "gpuaas: event=queued-spawn-ended-by-hub-restart user=%s server=%s team=%s pod=%s",
+            self.user.name,
+            self.name,
+            team,
+            self.pod_name,
+        )
+        return (
+            f"Your server was waiting in {team}'s queue when JupyterHub restarted, which ends "
+            "waiting servers. Nothing of yours was lost; start it again."
+        )
+
+    async def _stop_pod(self, now: bool) -> None:
+        try:
+            await super().stop(now)
+        except TimeoutError:
+            await self._release_kueue_finalizer()
+            ref_key = f"{self.namespace}/{self.pod_name}"
+            await exponential_backoff(
+                lambda: self.pod_reflector.pods.get(ref_key) is None,
+                f"pod {ref_key} did not go away in {self.stop_timeout} seconds",
+                timeout=self.stop_timeout,
+            )
+
+    async def _release_kueue_finalizer(self) -> None:
+        pod = self.pod_reflector.pods.get(f"{self.namespace}/{self.pod_name}")
+        patch = finalizer_patch(pod or {})
+        if patch is None:
+            return
+        self.log.warning(
+            "gpuaas: removing Kueue's finalizer from %s/%s", self.namespace, self.pod_name
+        )
+        from aiohttp import ClientError
+        from kubernetes_asyncio.client.rest import ApiException
+
+        with contextlib.suppress(ApiException, ClientError, OSError, TimeoutError):
+            await asyncio.wait_for(
+                self.api.patch_namespaced_pod(
+                    self.pod_name,
+                    self.namespace,
+                    patch,
+                    _content_type="application/json-patch+json",
+                ),
+                self.k8s_api_request_timeout,
+            )
+
+    def gpu_equivalents(self) -> Fraction:
+        """GPU-equivalents this server holds (0 when not started with a GPU offering)."""
+        choice = self._gpuaas_choice
+        return choice.offering.gpu_equivalents_for(choice.count) if choice else Fraction(0)
