@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the local cluster's binaries from Go modules, once per set of pinned versions.
 # Output: $GPUAAS_CACHE/cluster-bin/<key>/{etcd,kube-apiserver,kube-controller-manager,
-#         kube-scheduler,kubectl,kwok,kueue} plus kueue-config/ (CRDs, webhooks, RBAC of Kueue).
-# The cache lives outside the clone so that a fresh clone (CI) reuses it.
+#         kube-scheduler,kubectl,kwok,kueue} plus kueue-config/ (Kueue's config/ tree: CRDs,
+#         RBAC, webhooks, visibility; rendered at start with `kubectl kustomize kueue-config/default`).
+# The cache lives outside the clone so that a fresh clone (CI) reuses it. Step timings go to
+# $GPUAAS_CACHE/build/<key>/timings.tsv (read by benchmarks/bench_cluster.py).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -14,28 +16,58 @@ out="$cache/cluster-bin/$key"
 work="$cache/build/$key"
 export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
 
+complete() { [ -f "$out/.complete" ] && [ -f "$out/kueue-config/default/kustomization.yaml" ]; }
+if complete; then
+  echo "$out"
+  exit 0
+fi
+
 fail() {
   echo "devcluster build: $1 failed." >&2
   echo "  Rerun with: make cluster-build   (log: $work/build.log)" >&2
   exit 1
 }
-command -v go >/dev/null || { echo "devcluster build: Go is not installed (need Go >= 1.25 on PATH)." >&2; exit 1; }
+command -v go >/dev/null || { echo "devcluster build: Go is not installed (need Go >= 1.26 on PATH, for kwok; see https://go.dev/dl/). Rerun with: make cluster-build" >&2; exit 1; }
+gov=$(go env GOVERSION 2>/dev/null || true); gov=${gov#go}
+case "$gov" in
+  1.2[6-9]*|1.[3-9][0-9]*|[2-9].*) ;;
+  *) echo "devcluster build: Go $gov is too old (kwok $KWOK_VERSION needs Go >= 1.26). Install a newer Go, then rerun: make cluster-build" >&2; exit 1 ;;
+esac
 
-if [ -f "$out/.complete" ]; then
+mkdir -p "$out" "$work"
+# One build at a time per cache (make cluster-build and a test session may race).
+exec 9>"$work/.lock"
+if ! flock -n 9; then
+  echo "devcluster build: another build of $key is running; waiting for it ..." >&2
+  flock 9
+fi
+if complete; then
   echo "$out"
   exit 0
 fi
-mkdir -p "$out" "$work"
 exec 3>&2
 log="$work/build.log"
+timings="$work/timings.tsv"
 : >"$log"
-step() { echo "devcluster build: $1 ..." >&3; }
+printf 'step\tstart_epoch\tend_epoch\n' >"$timings"
+t_all=$(date +%s)
+t_step=""; name_step=""
+step() {
+  local t; t=$(date +%s)
+  [ -n "$name_step" ] && printf '%s\t%s\t%s\n' "$name_step" "$t_step" "$t" >>"$timings"
+  name_step="$1"; t_step=$t
+  echo "devcluster build: $1 ... ($(date -u +%H:%M:%S))" >&3
+  echo "=== $(date -u +%Y-%m-%dT%H:%M:%SZ) $1" >>"$log"
+}
 
 minor=${KUBERNETES_VERSION#v1.}; minor=${minor%%.*}
 staging_version="v0.${KUBERNETES_VERSION#v1.}"
 
 # --- Kubernetes: a wrapper module replacing each staging module by its published version.
-if [ ! -x "$out/kubectl" ]; then
+k8s_cmds="kube-apiserver kube-controller-manager kube-scheduler kubectl"
+need_k8s=""
+for cmd in $k8s_cmds; do [ -x "$out/$cmd" ] || need_k8s=1; done
+if [ -n "$need_k8s" ]; then
   step "resolving k8s.io/kubernetes@$KUBERNETES_VERSION"
   mkdir -p "$work/k8s"
   cd "$work/k8s"
@@ -49,14 +81,16 @@ if [ ! -x "$out/kubectl" ]; then
   printf 'package main\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver/app"\nfunc main() {}\n' >tools.go
   go mod tidy >>"$log" 2>&1 || fail "resolving the Kubernetes modules"
   rm tools.go
+  # Module builds keep a placeholder version, which Kueue cannot parse: stamp the real one.
   ldflags="-s -w"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags="$ldflags -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
   done
-  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for cmd in $k8s_cmds; do
     [ -x "$out/$cmd" ] && continue
     step "building $cmd $KUBERNETES_VERSION"
-    go build -trimpath -ldflags "$ldflags" -o "$out/$cmd" "k8s.io/kubernetes/cmd/$cmd" >>"$log" 2>&1 || fail "building $cmd"
+    go build -trimpath -ldflags "$ldflags" -o "$out/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" >>"$log" 2>&1 || fail "building $cmd"
+    mv "$out/$cmd.tmp" "$out/$cmd"
   done
 fi
 
@@ -69,10 +103,12 @@ if [ ! -x "$out/etcd" ]; then
   printf 'package main\nimport _ "go.etcd.io/etcd/server/v3/etcdmain"\nfunc main() {}\n' >tools.go
   go mod tidy >>"$log" 2>&1 || fail "resolving the etcd modules"
   rm tools.go
-  go build -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3 >>"$log" 2>&1 || fail "building etcd"
+  go build -trimpath -ldflags "-s -w" -o "$out/etcd.tmp" go.etcd.io/etcd/server/v3 >>"$log" 2>&1 || fail "building etcd"
+  mv "$out/etcd.tmp" "$out/etcd"
 fi
 
 # --- kwok and Kueue install directly from the module proxy.
+cd "$work"
 if [ ! -x "$out/kwok" ]; then
   step "building kwok $KWOK_VERSION"
   GOBIN="$out" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >>"$log" 2>&1 || fail "building kwok"
@@ -81,10 +117,14 @@ if [ ! -x "$out/kueue" ]; then
   step "building kueue $KUEUE_VERSION"
   GOBIN="$out" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" >>"$log" 2>&1 || fail "building kueue"
 fi
-if [ ! -d "$out/kueue-config" ]; then
-  dir=$(cd "$work" && go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" 2>>"$log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])') || fail "downloading Kueue's manifests"
-  cp -r "$dir/config/components" "$out/kueue-config"
+if [ ! -f "$out/kueue-config/default/kustomization.yaml" ]; then
+  step "copying Kueue's manifests"
+  dir=$(go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" 2>>"$log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])') || fail "downloading Kueue's manifests"
+  rm -rf "$out/kueue-config"
+  cp -r "$dir/config" "$out/kueue-config"
   chmod -R u+w "$out/kueue-config"
 fi
+step "done"
+printf 'total\t%s\t%s\n' "$t_all" "$(date +%s)" >>"$timings"
 touch "$out/.complete"
 echo "$out"

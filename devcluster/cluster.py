@@ -1,0 +1,1043 @@
+"""Bring the dev cluster up and down: etcd, Kubernetes, kwok, Kueue and the node agent.
+
+``up`` starts each component as a plain process on 127.0.0.1, waits until it is ready (failing
+fast with the tail of its log if it exits or stalls), records its PID in ``state.json`` as soon as
+it starts, and returns a :class:`ClusterInfo`. ``down`` stops exactly the recorded PIDs (and the
+node agent's pod processes) and removes the state directory; it works after a crash too.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devcluster import procs
+from devcluster.config import (
+    BINARIES,
+    BUILD_SCRIPT,
+    HOST,
+    MANIFESTS_DIR,
+    NODES_FILE,
+    REPO_ROOT,
+    STAGES_FILE,
+    Settings,
+    build_key,
+    load_settings,
+    read_versions,
+)
+from devcluster.kube import Kube, KubeError, condition, kubectl, write_kubeconfig
+from devcluster.nodes import (
+    KWOK_ANNOTATION,
+    KWOK_ANNOTATION_VALUE,
+    NodeSpec,
+    agent_node,
+    load_nodes,
+)
+from devcluster.pki import ClusterPKI, make_cluster_pki
+
+Log = Callable[[str], None]
+
+SERVICE_CIDR = "10.96.0.0/16"
+KWOK_POD_CIDR = "10.244.0.0/16"
+KUEUE_NAMESPACE = "kueue-system"
+KUEUE_WEBHOOK_SERVICE = "kueue-webhook-service"
+KUEUE_VISIBILITY_SERVICE = "kueue-visibility-server"
+KUEUE_VISIBILITY_CERT_DIR = Path("/visibility")  # fixed in Kueue's code
+MANAGED_NAMESPACE_LABEL = "gpuaas.dev/kueue-managed"
+TOKEN_SECONDS = 365 * 24 * 3600
+# Kubeconfigs written for the project's ServiceAccounts: file name -> (namespace, name).
+CREDENTIALS = {
+    "hub": ("jupyterhub", "hub"),
+    "gpuaas": ("jupyterhub", "gpuaas"),
+}
+# Stop order for `down`: the node agent first (it stops its pods' processes), etcd last.
+STOP_ORDER = (
+    "nodeagent",
+    "kueue",
+    "kwok",
+    "kube-scheduler",
+    "kube-controller-manager",
+    "kube-apiserver",
+    "etcd",
+)
+
+
+class ClusterError(RuntimeError):
+    """A component failed; the message names it and carries the tail of its log."""
+
+    def __init__(self, component: str, message: str, log_tail: str = "") -> None:
+        self.component = component
+        self.message = message
+        self.log_tail = log_tail
+        text = f"devcluster: {component}: {message}"
+        if log_tail:
+            text += f"\n--- last lines of the {component} log ---\n{log_tail}"
+        super().__init__(text)
+
+
+class BuildError(ClusterError):
+    pass
+
+
+@dataclass
+class ClusterInfo:
+    settings: Settings
+    bin_dir: Path
+    started: bool
+    processes: list[procs.ProcRecord] = field(default_factory=list)
+    agent_node: str | None = None
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.settings.kubeconfig
+
+    @property
+    def apiserver_url(self) -> str:
+        return self.settings.apiserver_url
+
+    @property
+    def ca_file(self) -> Path:
+        return self.settings.pki_dir / "ca.crt"
+
+    @property
+    def kubectl(self) -> Path:
+        return self.bin_dir / "kubectl"
+
+    def credentials(self, name: str) -> Path:
+        """Kubeconfig of one of the project's ServiceAccounts (``hub``, ``gpuaas``)."""
+        return self.settings.credentials_dir / f"{name}.kubeconfig"
+
+    def admin(self) -> Kube:
+        return _admin_client(self.settings)
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --- locking and state ---------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _locked(settings: Settings) -> Iterator[None]:
+    settings.lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with settings.lock_file.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _read_state(settings: Settings) -> dict[str, Any] | None:
+    return procs.read_json(settings.state_file)
+
+
+def _records(state: dict[str, Any] | None) -> list[procs.ProcRecord]:
+    if not state:
+        return []
+    return [procs.ProcRecord.from_json(p) for p in state.get("processes", [])]
+
+
+class _State:
+    """state.json, rewritten after every process start so that a crash loses no PID."""
+
+    def __init__(self, settings: Settings, bin_dir: Path, agent: str | None) -> None:
+        self.settings = settings
+        self.data: dict[str, Any] = {
+            "version": 1,
+            "created": time.time(),
+            "ready": False,
+            "bin_dir": str(bin_dir),
+            "ports": dict(settings.ports.items()),
+            "agent_node": agent,
+            "repo": str(REPO_ROOT),
+            "processes": [],
+        }
+        self.save()
+
+    def add(self, rec: procs.ProcRecord) -> None:
+        self.data["processes"].append(rec.to_json())
+        self.save()
+
+    def records(self) -> list[procs.ProcRecord]:
+        return _records(self.data)
+
+    def save(self) -> None:
+        procs.write_json(self.settings.state_file, self.data)
+
+
+# --- binaries ------------------------------------------------------------------------------
+
+
+def bin_dir_for(settings: Settings) -> Path:
+    if settings.bin_dir_override is not None:
+        return settings.bin_dir_override
+    return settings.cache_dir / "cluster-bin" / build_key(read_versions())
+
+
+def _missing_binaries(bin_dir: Path) -> list[str]:
+    missing = [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
+    if not (bin_dir / "kueue-config" / "default" / "kustomization.yaml").is_file():
+        missing.append("kueue-config/default")
+    return missing
+
+
+def ensure_binaries(settings: Settings, log: Log = _stderr, build: bool = True) -> Path:
+    """The directory of the cluster's binaries; runs ``build.sh`` once when they are missing."""
+    bin_dir = bin_dir_for(settings)
+    missing = _missing_binaries(bin_dir)
+    if not missing:
+        return bin_dir
+    if settings.bin_dir_override is not None:
+        raise BuildError(
+            "binaries",
+            f"GPUAAS_CLUSTER_BIN={bin_dir} lacks {', '.join(missing)}; unset it to build them "
+            "with `make cluster-build`",
+        )
+    if not build:
+        raise BuildError(
+            "binaries", f"{bin_dir} lacks {', '.join(missing)}: run `make cluster-build`"
+        )
+    log(f"devcluster: building the cluster binaries into {bin_dir} (once per pinned version)")
+    env = dict(os.environ, GPUAAS_CACHE=str(settings.cache_dir))
+    # build.sh prints its steps on stderr (streamed here: a cold build takes a while) and the
+    # output directory on stdout; the compiler's output goes to its build.log.
+    proc = subprocess.Popen(
+        ["bash", str(BUILD_SCRIPT)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    lines: list[str] = []
+    for line in proc.stderr:
+        lines.append(line.rstrip())
+        log(line.rstrip())
+    code = proc.wait()
+    if code != 0:
+        build_log = settings.cache_dir / "build" / bin_dir.name / "build.log"
+        raise BuildError(
+            "build",
+            f"`bash {BUILD_SCRIPT.relative_to(REPO_ROOT)}` failed (exit {code}): "
+            + " ".join(lines[-3:])
+            + " Rerun with: make cluster-build",
+            procs.tail(build_log, 30),
+        )
+    missing = _missing_binaries(bin_dir)
+    if missing:
+        raise BuildError("build", f"build.sh finished but {bin_dir} lacks {', '.join(missing)}")
+    return bin_dir
+
+
+# --- readiness helpers ---------------------------------------------------------------------
+
+
+def _admin_client(settings: Settings) -> Kube:
+    pki = settings.pki_dir
+    return Kube(settings.apiserver_url, pki / "ca.crt", pki / "admin.crt", pki / "admin.key")
+
+
+def _http_ok(url: str, ctx: ssl.SSLContext | None = None, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, context=ctx, timeout=timeout) as resp:
+            return bool(200 <= resp.status < 300)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _wait(
+    rec: procs.ProcRecord | None,
+    what: str,
+    check: Callable[[], bool],
+    timeout: float,
+    component: str,
+    interval: float = 0.25,
+    detail: Callable[[], str] | None = None,
+) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if rec is not None and not procs.is_alive(rec):
+            code = procs.exit_code(rec)
+            raise ClusterError(
+                component,
+                f"exited (code {code}) before {what}",
+                procs.tail(rec.log),
+            )
+        if check():
+            return
+        if time.monotonic() > deadline:
+            extra = f" ({detail()})" if detail else ""
+            raise ClusterError(
+                component,
+                f"not ready after {timeout:.0f}s: waiting for {what}{extra}",
+                procs.tail(rec.log) if rec is not None else "",
+            )
+        time.sleep(interval)
+
+
+def _check_ports(settings: Settings) -> None:
+    busy = []
+    for name, port in settings.ports.items():
+        if procs.port_in_use(HOST, port):
+            owner = procs.port_owner(port)
+            busy.append(f"{port} ({name}){' held by ' + owner if owner else ''}")
+    if busy:
+        raise ClusterError(
+            "ports",
+            f"in use on {HOST}: {', '.join(busy)}. Stop what holds them (a cluster left running? "
+            "try `make cluster-down`) or pick other ports with GPUAAS_CLUSTER_PORT_BASE=<n> "
+            "(or GPUAAS_CLUSTER_PORT_<NAME>=<n>).",
+        )
+
+
+# --- configuration files -------------------------------------------------------------------
+
+
+def _kubeconfigs(settings: Settings, pki: ClusterPKI) -> dict[str, Path]:
+    ca = pki.ca.cert_pem()
+    out: dict[str, Path] = {}
+    for name, pair in pki.clients.items():
+        path = (
+            settings.kubeconfig
+            if name == "admin"
+            else settings.state_dir / "kubeconfigs" / f"{name}.kubeconfig"
+        )
+        write_kubeconfig(
+            path,
+            server=settings.apiserver_url,
+            ca_pem=ca,
+            user=name,
+            cert_pem=pair.cert_pem(),
+            key_pem=pair.key_pem(),
+        )
+        out[name] = path
+    return out
+
+
+def _kueue_config(settings: Settings) -> Path:
+    ports = settings.ports
+    cfg = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": KUEUE_NAMESPACE,
+        "health": {"healthProbeBindAddress": f"{HOST}:{ports.kueue_health}"},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {
+            "host": HOST,
+            "port": ports.kueue_webhook,
+            "certDir": str(settings.state_dir / "kueue" / "webhook-certs"),
+        },
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {
+            "enable": True,
+            "webhookServiceName": KUEUE_WEBHOOK_SERVICE,
+            "webhookSecretName": "kueue-webhook-server-cert",
+        },
+        "visibilityServer": {"bindAddress": HOST, "bindPort": ports.kueue_visibility},
+        "clientConnection": {"qps": 50, "burst": 100},
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 5,
+                "LocalQueue.kueue.x-k8s.io": 1,
+                "Cohort.kueue.x-k8s.io": 1,
+                "ClusterQueue.kueue.x-k8s.io": 1,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
+        # Queue names are required: nothing is managed without one, and only in the namespaces
+        # labelled for it (never the hub's own namespace, kube-system or kueue-system).
+        "manageJobsWithoutQueueName": False,
+        "managedJobsNamespaceSelector": {"matchLabels": {MANAGED_NAMESPACE_LABEL: "true"}},
+        "integrations": {"frameworks": ["batch/job", "pod"]},
+    }
+    path = settings.state_dir / "kueue" / "config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def render_kueue_manifests(settings: Settings, bin_dir: Path) -> str:
+    """Kueue's own manifests (``config/default`` via kustomize) adapted to run out of cluster.
+
+    The manager Deployment is dropped (Kueue runs as a local process); its Services become
+    ExternalName Services pointing at localhost, and the webhook configurations, conversion
+    webhooks and the visibility APIService use our loopback ports.
+    """
+    proc = subprocess.run(
+        [str(bin_dir / "kubectl"), "kustomize", str(bin_dir / "kueue-config" / "default")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise ClusterError("kueue", f"kubectl kustomize of Kueue's config failed: {proc.stderr}")
+    ports = settings.ports
+    out: list[dict[str, Any]] = []
+
+    def fix_service_refs(node: Any) -> None:
+        if isinstance(node, dict):
+            svc = node.get("service")
+            if isinstance(svc, dict) and svc.get("name") == KUEUE_WEBHOOK_SERVICE:
+                svc["port"] = ports.kueue_webhook
+            for value in node.values():
+                fix_service_refs(value)
+        elif isinstance(node, list):
+            for value in node:
+                fix_service_refs(value)
+
+    for doc in yaml.safe_load_all(proc.stdout):
+        if not doc:
+            continue
+        kind = doc.get("kind")
+        name = doc.get("metadata", {}).get("name", "")
+        if kind == "Deployment" or (
+            kind == "ConfigMap" and name.startswith("kueue-manager-config")
+        ):
+            continue
+        if kind == "Service":
+            port = {
+                KUEUE_WEBHOOK_SERVICE: ports.kueue_webhook,
+                KUEUE_VISIBILITY_SERVICE: ports.kueue_visibility,
+            }.get(name)
+            if port is None:  # the metrics Service: metrics are off
+                continue
+            doc["spec"] = {
+                "type": "ExternalName",
+                "externalName": "localhost",
+                "ports": [{"name": "https", "port": port, "protocol": "TCP", "targetPort": port}],
+            }
+        if kind == "APIService":
+            doc["spec"]["service"]["port"] = ports.kueue_visibility
+        fix_service_refs(doc)
+        out.append(doc)
+    return yaml.safe_dump_all(out, sort_keys=False)
+
+
+def _apply(
+    info_bin: Path,
+    kubeconfig: Path,
+    component: str,
+    *,
+    stdin: str | None = None,
+    path: Path | None = None,
+    retry_for: float = 0.0,
+) -> None:
+    args = ["apply", "--server-side", "--force-conflicts", "--field-manager=devcluster"]
+    args += ["-f", str(path) if path is not None else "-"]
+    deadline = time.monotonic() + retry_for
+    while True:
+        res = kubectl(info_bin / "kubectl", kubeconfig, args, stdin=stdin)
+        if res.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise ClusterError(component, f"kubectl apply failed:\n{res.stderr.strip()}")
+        time.sleep(1.0)
+
+
+# --- up --------------------------------------------------------------------------------------
+
+
+def _env_for_components() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBECONFIG")}
+    env.setdefault("HOME", str(Path.home()))
+    return env
+
+
+def _start(
+    state: _State,
+    name: str,
+    argv: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> procs.ProcRecord:
+    log = state.settings.logs_dir / f"{name}.log"
+    rec = procs.spawn(name, argv, log, env=env or _env_for_components(), cwd=cwd)
+    state.add(rec)
+    return rec
+
+
+def _running_info(settings: Settings, log: Log) -> ClusterInfo | None:
+    """The cluster already running under this state dir, if it is whole and healthy."""
+    state = _read_state(settings)
+    if state is None:
+        return None
+    records = _records(state)
+    dead = [r.name for r in records if not procs.is_alive(r)]
+    healthy = (
+        bool(state.get("ready"))
+        and not dead
+        and {r.name for r in records}
+        >= set(STOP_ORDER) - ({"nodeagent"} if not state.get("agent_node") else set())
+    )
+    if healthy:
+        try:
+            _admin_client(settings).get_text("/readyz", timeout=5)
+        except (KubeError, OSError):
+            healthy = False
+    if healthy:
+        return ClusterInfo(
+            settings=settings,
+            bin_dir=Path(state["bin_dir"]),
+            started=False,
+            processes=records,
+            agent_node=state.get("agent_node"),
+        )
+    why = f"{', '.join(dead)} not running" if dead else "not ready"
+    log(
+        f"devcluster: the cluster recorded in {settings.state_dir} is broken ({why}); restarting it"
+    )
+    _down_locked(settings, log)
+    return None
+
+
+def up(settings: Settings | None = None, *, log: Log = _stderr, build: bool = True) -> ClusterInfo:
+    """Start the cluster (or return the one already running); raise ClusterError on failure."""
+    settings = settings or load_settings()
+    with _locked(settings):
+        running = _running_info(settings, log)
+        if running is not None:
+            log(f"devcluster: already running (kubeconfig {settings.kubeconfig})")
+            return running
+        bin_dir = ensure_binaries(settings, log, build=build)
+        _check_ports(settings)
+        _check_visibility_dir()
+        if settings.state_dir.exists():
+            shutil.rmtree(settings.state_dir)
+        settings.state_dir.mkdir(parents=True)
+        nodes = load_nodes(NODES_FILE)
+        agent = agent_node(nodes)
+        state = _State(settings, bin_dir, agent.name if agent else None)
+        t0 = time.monotonic()
+        try:
+            _bring_up(settings, bin_dir, state, nodes, agent, log)
+        except BaseException:
+            notes = procs.stop(reversed(state.records()), timeout=5)
+            _stop_pod_processes(settings)
+            for note in notes:
+                log(f"devcluster: {note}")
+            state.data["failed"] = True  # the records stay, for `status` and `down`
+            state.save()
+            log(f"devcluster: start failed; logs kept in {settings.logs_dir}")
+            raise
+        state.data["ready"] = True
+        state.data["ready_seconds"] = round(time.monotonic() - t0, 2)
+        state.save()
+        log(f"devcluster: up in {time.monotonic() - t0:.1f}s")
+        log(f"devcluster: export KUBECONFIG={settings.kubeconfig}")
+        return ClusterInfo(
+            settings=settings,
+            bin_dir=bin_dir,
+            started=True,
+            processes=state.records(),
+            agent_node=agent.name if agent else None,
+        )
+
+
+def _check_visibility_dir() -> None:
+    d = KUEUE_VISIBILITY_CERT_DIR
+    if d.is_dir() and os.access(d, os.W_OK):
+        return
+    try:
+        d.mkdir(exist_ok=True)
+    except OSError as e:
+        raise ClusterError(
+            "kueue",
+            f"Kueue's visibility server writes its self-signed certificate under {d} (a path fixed "
+            f"in Kueue) and cannot create it ({e.strerror}). Run as root, or once: "
+            f"sudo mkdir {d} && sudo chown $USER {d}",
+        ) from None
+
+
+def _bring_up(
+    settings: Settings,
+    bin_dir: Path,
+    state: _State,
+    nodes: list[NodeSpec],
+    agent: NodeSpec | None,
+    log: Log,
+) -> None:
+    ports = settings.ports
+    sd = settings.state_dir
+    pki = make_cluster_pki(settings.pki_dir, (agent.name,) if agent else ())
+    kcfg = _kubeconfigs(settings, pki)
+
+    def step(msg: str) -> None:
+        log(f"devcluster: {msg}")
+
+    # etcd (plain HTTP on loopback; fsync off: it is a throwaway test cluster)
+    step("starting etcd")
+    etcd = _start(
+        state,
+        "etcd",
+        [
+            str(bin_dir / "etcd"),
+            "--name=devcluster",
+            f"--data-dir={sd / 'etcd'}",
+            f"--listen-client-urls=http://{HOST}:{ports.etcd}",
+            f"--advertise-client-urls=http://{HOST}:{ports.etcd}",
+            f"--listen-peer-urls=http://{HOST}:{ports.etcd_peer}",
+            f"--initial-advertise-peer-urls=http://{HOST}:{ports.etcd_peer}",
+            f"--initial-cluster=devcluster=http://{HOST}:{ports.etcd_peer}",
+            "--initial-cluster-state=new",
+            "--unsafe-no-fsync=true",
+            "--quota-backend-bytes=2147483648",
+            "--log-level=warn",
+        ],
+    )
+    _wait(etcd, "GET /health", lambda: _http_ok(f"http://{HOST}:{ports.etcd}/health"), 30, "etcd")
+
+    step("starting kube-apiserver")
+    apiserver = _start(
+        state,
+        "kube-apiserver",
+        [
+            str(bin_dir / "kube-apiserver"),
+            f"--etcd-servers=http://{HOST}:{ports.etcd}",
+            f"--bind-address={HOST}",
+            f"--advertise-address={HOST}",
+            f"--secure-port={ports.apiserver}",
+            f"--tls-cert-file={pki.apiserver.cert}",
+            f"--tls-private-key-file={pki.apiserver.key}",
+            f"--client-ca-file={pki.ca.cert}",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,NodeRestriction,"
+            "TaintNodesByCondition,Priority,DefaultTolerationSeconds,DefaultStorageClass,"
+            "StorageObjectInUseProtection,RuntimeClass,PodSecurity,ResourceQuota,"
+            "MutatingAdmissionWebhook,ValidatingAdmissionPolicy,ValidatingAdmissionWebhook",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki.service_account.cert}",
+            f"--service-account-signing-key-file={pki.service_account.key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # Aggregated APIs (Kueue's visibility server) learn the caller from these headers,
+            # trusted because the apiserver presents the front-proxy client certificate.
+            f"--requestheader-client-ca-file={pki.front_proxy_ca.cert}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki.front_proxy_client.cert}",
+            f"--proxy-client-key-file={pki.front_proxy_client.key}",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--event-ttl=1h",
+            "--enable-garbage-collector=true",
+        ],
+    )
+    admin = _admin_client(settings)
+
+    def api_ready() -> bool:
+        try:
+            return admin.get_text("/readyz", timeout=3).strip() == "ok"
+        except (KubeError, OSError):
+            return False
+
+    _wait(apiserver, "GET /readyz", api_ready, 120, "kube-apiserver", interval=0.5)
+
+    step("starting kube-controller-manager and kube-scheduler")
+    kcm = _start(
+        state,
+        "kube-controller-manager",
+        [
+            str(bin_dir / "kube-controller-manager"),
+            f"--kubeconfig={kcfg['controller-manager']}",
+            f"--authentication-kubeconfig={kcfg['controller-manager']}",
+            f"--authorization-kubeconfig={kcfg['controller-manager']}",
+            f"--bind-address={HOST}",
+            f"--secure-port={ports.controller_manager}",
+            f"--tls-cert-file={pki.loopback_serving.cert}",
+            f"--tls-private-key-file={pki.loopback_serving.key}",
+            "--leader-elect=false",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pki.service_account.key}",
+            f"--root-ca-file={pki.ca.cert}",
+            f"--cluster-signing-cert-file={pki.ca.cert}",
+            f"--cluster-signing-key-file={pki.ca.key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--profiling=false",
+            # The defaults (20 QPS, 5 Job syncs) pace a burst of Jobs like a busy production
+            # cluster would; a dev cluster has the apiserver to itself.
+            "--kube-api-qps=100",
+            "--kube-api-burst=200",
+            "--concurrent-job-syncs=10",
+        ],
+    )
+    sched = _start(
+        state,
+        "kube-scheduler",
+        [
+            str(bin_dir / "kube-scheduler"),
+            f"--kubeconfig={kcfg['scheduler']}",
+            f"--authentication-kubeconfig={kcfg['scheduler']}",
+            f"--authorization-kubeconfig={kcfg['scheduler']}",
+            f"--bind-address={HOST}",
+            f"--secure-port={ports.scheduler}",
+            f"--tls-cert-file={pki.loopback_serving.cert}",
+            f"--tls-private-key-file={pki.loopback_serving.key}",
+            "--leader-elect=false",
+            "--profiling=false",
+        ],
+    )
+
+    # While they start: Kueue's CRDs, RBAC, webhooks, APIService; the nodes.
+    step("applying Kueue's manifests (CRDs, RBAC, webhooks, visibility APIService)")
+    _apply(bin_dir, settings.kubeconfig, "kueue", stdin=render_kueue_manifests(settings, bin_dir))
+    step(f"creating {len(nodes)} nodes from {NODES_FILE.name}")
+    node_docs = yaml.safe_dump_all([n.manifest() for n in nodes], sort_keys=False)
+    _apply(bin_dir, settings.kubeconfig, "nodes", stdin=node_docs)
+    for n in nodes:
+        admin.patch_merge(f"/api/v1/nodes/{n.name}/status", n.status_patch())
+
+    serving = ssl.create_default_context(cafile=str(pki.ca.cert))
+    _wait(
+        kcm,
+        "GET /healthz",
+        lambda: _http_ok(f"https://{HOST}:{ports.controller_manager}/healthz", serving),
+        60,
+        "kube-controller-manager",
+    )
+    _wait(
+        sched,
+        "GET /healthz",
+        lambda: _http_ok(f"https://{HOST}:{ports.scheduler}/healthz", serving),
+        60,
+        "kube-scheduler",
+    )
+
+    step("starting kwok and Kueue")
+    kwok = _start(
+        state,
+        "kwok",
+        [
+            str(bin_dir / "kwok"),
+            f"--kubeconfig={kcfg['kwok']}",
+            f"--config={STAGES_FILE}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}={KWOK_ANNOTATION_VALUE}",
+            f"--cidr={KWOK_POD_CIDR}",
+            "--node-ip=10.243.0.1",
+            "--node-lease-duration-seconds=40",
+            f"--server-address={HOST}:{ports.kwok}",
+        ],
+        cwd=sd,
+    )
+    kueue_env = _env_for_components()
+    kueue_env["KUBECONFIG"] = str(kcfg["kueue"])
+    kueue = _start(
+        state,
+        "kueue",
+        [
+            str(bin_dir / "kueue"),
+            f"--config={_kueue_config(settings)}",
+            f"--kubeconfig={kcfg['kueue']}",
+            f"--visibility-server-port={ports.kueue_visibility}",
+        ],
+        env=kueue_env,
+        cwd=sd,
+    )
+
+    kwok_nodes = [n.name for n in nodes if n.run_by == "kwok"]
+
+    def nodes_ready(names: list[str]) -> Callable[[], bool]:
+        def check() -> bool:
+            try:
+                items = admin.get("/api/v1/nodes")["items"]
+            except (KubeError, OSError):
+                return False
+            ready = {i["metadata"]["name"] for i in items if condition(i, "Ready") == "True"}
+            return set(names) <= ready
+
+        return check
+
+    _wait(kwok, "GET /healthz", lambda: _http_ok(f"http://{HOST}:{ports.kwok}/healthz"), 60, "kwok")
+    _wait(kwok, f"nodes {', '.join(kwok_nodes)} Ready", nodes_ready(kwok_nodes), 60, "kwok")
+    cert_dir = settings.state_dir / "kueue" / "webhook-certs"
+
+    def kueue_ready() -> bool:
+        # Kueue's cert rotator stores its serving certificate in a Secret and waits until the
+        # files appear in its certDir, where a kubelet would mount that Secret: do it here.
+        _sync_webhook_secret(admin, cert_dir)
+        return _http_ok(f"http://{HOST}:{ports.kueue_health}/readyz")
+
+    _wait(
+        kueue,
+        "GET /readyz (webhook certificates and server)",
+        kueue_ready,
+        120,
+        "kueue",
+        interval=0.5,
+    )
+
+    def apiservice_available() -> bool:
+        try:
+            obj = admin.get(
+                "/apis/apiregistration.k8s.io/v1/apiservices/v1beta2.visibility.kueue.x-k8s.io"
+            )
+        except (KubeError, OSError):
+            return False
+        return condition(obj, "Available") == "True"
+
+    def apiservice_detail() -> str:
+        try:
+            obj = admin.get(
+                "/apis/apiregistration.k8s.io/v1/apiservices/v1beta2.visibility.kueue.x-k8s.io"
+            )
+        except (KubeError, OSError) as e:
+            return str(e)
+        for c in obj.get("status", {}).get("conditions", []):
+            if c.get("type") == "Available":
+                return f"{c.get('reason')}: {c.get('message')}"
+        return "no status yet"
+
+    _wait(
+        kueue,
+        "the visibility APIService to be Available",
+        apiservice_available,
+        60,
+        "kueue",
+        interval=0.5,
+        detail=apiservice_detail,
+    )
+
+    step(f"applying the sample organisation ({MANIFESTS_DIR.relative_to(REPO_ROOT)})")
+    # Kueue's webhooks validate these; its CA bundle may still be propagating: retry briefly.
+    _apply(bin_dir, settings.kubeconfig, "sample organisation", path=MANIFESTS_DIR, retry_for=60)
+
+    if agent is not None:
+        step(f"starting the node agent for {agent.name}")
+        agent_env = _env_for_components()
+        venv_bin = str(Path(sys.executable).parent)
+        agent_env["PATH"] = venv_bin + os.pathsep + agent_env.get("PATH", "")
+        agent_env["PYTHONPATH"] = str(REPO_ROOT) + (
+            os.pathsep + agent_env["PYTHONPATH"] if agent_env.get("PYTHONPATH") else ""
+        )
+        rec = _start(
+            state,
+            "nodeagent",
+            [
+                sys.executable,
+                "-m",
+                "devcluster.nodeagent",
+                f"--kubeconfig={kcfg['node-' + agent.name]}",
+                f"--node={agent.name}",
+                f"--state-dir={settings.agent_dir}",
+                f"--ip-prefix={settings.pod_ip_prefix}",
+            ],
+            env=agent_env,
+            cwd=REPO_ROOT,
+        )
+        _wait(rec, f"node {agent.name} Ready", nodes_ready([agent.name]), 30, "nodeagent")
+
+    step("writing ServiceAccount kubeconfigs and waiting for the queues")
+    _write_credentials(settings, pki, admin)
+    _wait(
+        None,
+        "ClusterQueues Active",
+        lambda: _queues_active(admin),
+        60,
+        "kueue",
+        detail=lambda: _inactive_queues(admin),
+    )
+    # The ServiceAccount admission plugin refuses pods until the namespace's `default` account
+    # exists (the controller manager makes it): wait, so that the first test pod is not refused.
+    for ns in _namespaces_of(MANIFESTS_DIR):
+        path = f"/api/v1/namespaces/{ns}/serviceaccounts/default"
+        _wait(
+            kcm,
+            f"ServiceAccount {ns}/default",
+            partial(_exists, admin, path),
+            30,
+            "kube-controller-manager",
+        )
+
+
+def _sync_webhook_secret(admin: Kube, cert_dir: Path) -> None:
+    """Write Kueue's webhook Secret into its certDir, once it holds a certificate."""
+    if (cert_dir / "tls.crt").is_file():
+        return
+    try:
+        secret = admin.get(
+            f"/api/v1/namespaces/{KUEUE_NAMESPACE}/secrets/kueue-webhook-server-cert"
+        )
+    except (KubeError, OSError):
+        return
+    data = secret.get("data") or {}
+    if not all(k in data for k in ("tls.crt", "tls.key", "ca.crt")):
+        return
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    for key in ("ca.crt", "tls.key", "tls.crt"):  # tls.crt last: the rotator waits for it
+        path = cert_dir / key
+        tmp = path.with_name(key + ".tmp")
+        tmp.write_bytes(base64.b64decode(data[key]))
+        tmp.chmod(0o600)
+        os.replace(tmp, path)
+
+
+def _exists(admin: Kube, path: str) -> bool:
+    try:
+        admin.get(path)
+    except KubeError:
+        return False
+    except OSError:
+        return False
+    return True
+
+
+def _namespaces_of(directory: Path) -> list[str]:
+    out = []
+    for path in sorted(directory.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "Namespace":
+                out.append(doc["metadata"]["name"])
+    return out
+
+
+def _queues_active(admin: Kube) -> bool:
+    return _inactive_queues(admin) == ""
+
+
+def _inactive_queues(admin: Kube) -> str:
+    try:
+        items = admin.get("/apis/kueue.x-k8s.io/v1beta2/clusterqueues")["items"]
+    except (KubeError, OSError) as e:
+        return str(e)
+    bad = []
+    for cq in items:
+        if condition(cq, "Active") != "True":
+            msg = next(
+                (
+                    c.get("message", "")
+                    for c in cq.get("status", {}).get("conditions", [])
+                    if c.get("type") == "Active"
+                ),
+                "no status",
+            )
+            bad.append(f"{cq['metadata']['name']}: {msg}")
+    return "; ".join(bad) if items else "no ClusterQueues"
+
+
+def _write_credentials(settings: Settings, pki: ClusterPKI, admin: Kube) -> None:
+    for name, (ns, sa) in CREDENTIALS.items():
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                token = admin.create_token(ns, sa, TOKEN_SECONDS)
+                break
+            except KubeError as e:
+                if time.monotonic() > deadline:
+                    raise ClusterError("credentials", f"TokenRequest for {ns}/{sa}: {e}") from None
+                time.sleep(0.5)
+        write_kubeconfig(
+            settings.credentials_dir / f"{name}.kubeconfig",
+            server=settings.apiserver_url,
+            ca_pem=pki.ca.cert_pem(),
+            user=f"{ns}-{sa}",
+            token=token,
+            namespace=ns,
+        )
+
+
+# --- down ------------------------------------------------------------------------------------
+
+
+def _stop_pod_processes(settings: Settings) -> list[str]:
+    """Kill what the node agent started, if it could not (it crashed or was killed)."""
+    data = procs.read_json(settings.agent_dir / "processes.json") or {}
+    records = [procs.ProcRecord.from_json(p) for p in data.get("processes", [])]
+    return procs.stop(records, timeout=5)
+
+
+def _down_locked(settings: Settings, log: Log) -> list[str]:
+    state = _read_state(settings)
+    records = _records(state)
+    order = {name: i for i, name in enumerate(STOP_ORDER)}
+    records.sort(key=lambda r: order.get(r.name, -1))
+    notes = procs.stop(records, timeout=15)
+    notes += _stop_pod_processes(settings)
+    for note in notes:
+        log(f"devcluster: {note}")
+    if settings.state_dir.exists():
+        shutil.rmtree(settings.state_dir, ignore_errors=True)
+    return notes
+
+
+def down(settings: Settings | None = None, *, log: Log = _stderr) -> list[str]:
+    """Stop the processes recorded for this state dir and remove it. Harmless when not running."""
+    settings = settings or load_settings()
+    with _locked(settings):
+        if not settings.state_dir.exists():
+            log(f"devcluster: nothing to stop ({settings.state_dir} does not exist)")
+            return []
+        notes = _down_locked(settings, log)
+        log(f"devcluster: stopped; removed {settings.state_dir}")
+        return notes
+
+
+# --- status ----------------------------------------------------------------------------------
+
+
+def status(settings: Settings | None = None) -> dict[str, Any]:
+    settings = settings or load_settings()
+    state = _read_state(settings)
+    if state is None:
+        return {"running": False, "state_dir": str(settings.state_dir)}
+    comps = [
+        {"name": r.name, "pid": r.pid, "alive": procs.is_alive(r), "log": r.log}
+        for r in _records(state)
+    ]
+    api = False
+    if settings.pki_dir.exists():
+        try:
+            api = _admin_client(settings).get_text("/readyz", timeout=3).strip() == "ok"
+        except (KubeError, OSError):
+            api = False
+    return {
+        "running": bool(state.get("ready")) and all(c["alive"] for c in comps) and api,
+        "state_dir": str(settings.state_dir),
+        "kubeconfig": str(settings.kubeconfig),
+        "apiserver": settings.apiserver_url,
+        "apiserver_ready": api,
+        "ports": state.get("ports", {}),
+        "components": comps,
+        "agent_node": state.get("agent_node"),
+        "bin_dir": state.get("bin_dir"),
+    }
+
+
+def format_status(st: dict[str, Any]) -> str:
+    if "components" not in st:
+        return f"not running (no state in {st['state_dir']})"
+    lines = [
+        f"{'running' if st['running'] else 'NOT healthy'}: {st['apiserver']}",
+        f"kubeconfig: {st['kubeconfig']}",
+    ]
+    for c in st["components"]:
+        lines.append(
+            f"  {c['name']:<24} pid {c['pid']:<8} {'up' if c['alive'] else 'DOWN'}  {c['log']}"
+        )
+    return "\n".join(lines)
+
+
+def dump_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True)

@@ -1,0 +1,199 @@
+"""Where the dev cluster keeps its files and which loopback ports it uses.
+
+Every path and port has a default and an environment variable that overrides it; see
+``docs/dev-cluster.md`` for the table.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+BUILD_SCRIPT = PACKAGE_DIR / "build.sh"
+VERSIONS_FILE = PACKAGE_DIR / "versions.env"
+NODES_FILE = PACKAGE_DIR / "nodes.yaml"
+STAGES_FILE = PACKAGE_DIR / "kwok-stages.yaml"
+MANIFESTS_DIR = PACKAGE_DIR / "manifests"
+
+HOST = "127.0.0.1"
+DEFAULT_PORT_BASE = 26400
+
+# Offsets from the port base; the last two digits echo each component's usual port.
+PORT_OFFSETS: dict[str, int] = {
+    "etcd": 79,  # 2379
+    "etcd_peer": 80,  # 2380
+    "apiserver": 43,  # 6443
+    "controller_manager": 57,  # 10257
+    "scheduler": 59,  # 10259
+    "kwok": 47,  # 10247
+    "kueue_webhook": 44,  # 9443
+    "kueue_visibility": 82,  # 8082
+    "kueue_health": 81,  # 8081
+}
+
+BINARIES = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kwok",
+    "kueue",
+)
+
+
+@dataclass(frozen=True)
+class Ports:
+    etcd: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+    kwok: int
+    kueue_webhook: int
+    kueue_visibility: int
+    kueue_health: int
+
+    def items(self) -> list[tuple[str, int]]:
+        return [(f.name, getattr(self, f.name)) for f in fields(self)]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Paths and ports of one dev cluster (one per state directory)."""
+
+    state_dir: Path
+    cache_dir: Path
+    ports: Ports
+    bin_dir_override: Path | None = None
+    pod_ip_prefix: str = "127.42"
+    node_agent_name: str = "local-0"
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig (client certificate in ``system:masters``)."""
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    @property
+    def lock_file(self) -> Path:
+        # Outside state_dir so that removing the state never races with the lock.
+        return self.state_dir.parent / f".{self.state_dir.name}.lock"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.state_dir / "pki"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def agent_dir(self) -> Path:
+        return self.state_dir / "nodeagent"
+
+    @property
+    def credentials_dir(self) -> Path:
+        """Kubeconfigs of the project's ServiceAccounts (hub, gpuaas service)."""
+        return self.state_dir / "credentials"
+
+    @property
+    def apiserver_url(self) -> str:
+        return f"https://{HOST}:{self.ports.apiserver}"
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    return Path(env["HOME"]) if env.get("HOME") else Path.home()
+
+
+def _state_home(env: Mapping[str, str]) -> Path:
+    xdg = env.get("XDG_STATE_HOME")
+    return Path(xdg) if xdg else _home(env) / ".local" / "state"
+
+
+def _cache_home(env: Mapping[str, str]) -> Path:
+    if env.get("GPUAAS_CACHE"):
+        return Path(env["GPUAAS_CACHE"])
+    xdg = env.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else _home(env) / ".cache"
+    return base / "jupyter-gpuaas"
+
+
+def _int_env(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a port number") from None
+    if not 0 < value < 65536:
+        raise ValueError(f"{name}={value} is outside 1..65535")
+    return value
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Read the settings from the environment (``os.environ`` by default).
+
+    - ``GPUAAS_CLUSTER_DIR``: state directory (default ``~/.local/state/jupyter-gpuaas/cluster``)
+    - ``GPUAAS_CACHE``: build cache shared with ``build.sh`` (default ``~/.cache/jupyter-gpuaas``)
+    - ``GPUAAS_CLUSTER_BIN``: use the binaries in this directory instead of building them
+    - ``GPUAAS_CLUSTER_PORT_BASE``: first port of the block (default 26400)
+    - ``GPUAAS_CLUSTER_PORT_<NAME>``: one port, e.g. ``GPUAAS_CLUSTER_PORT_APISERVER=6443``
+    - ``GPUAAS_CLUSTER_POD_IP_PREFIX``: two octets of the node agent's pod IPs (default 127.42)
+    """
+    env = os.environ if env is None else env
+    state_dir = Path(
+        env.get("GPUAAS_CLUSTER_DIR") or _state_home(env) / "jupyter-gpuaas" / "cluster"
+    )
+    base = _int_env(env, "GPUAAS_CLUSTER_PORT_BASE", DEFAULT_PORT_BASE)
+    ports = Ports(
+        **{
+            name: _int_env(env, f"GPUAAS_CLUSTER_PORT_{name.upper()}", base + offset)
+            for name, offset in PORT_OFFSETS.items()
+        }
+    )
+    values = [p for _, p in ports.items()]
+    if len(set(values)) != len(values):
+        raise ValueError(f"two components would share a port: {ports}")
+    prefix = env.get("GPUAAS_CLUSTER_POD_IP_PREFIX", "127.42")
+    octets = prefix.split(".")
+    if len(octets) != 2 or octets[0] != "127" or not octets[1].isdigit() or int(octets[1]) > 255:
+        raise ValueError(f"GPUAAS_CLUSTER_POD_IP_PREFIX={prefix!r}: want two octets like 127.42")
+    if prefix == "127.0":
+        raise ValueError("GPUAAS_CLUSTER_POD_IP_PREFIX must not be 127.0 (localhost lives there)")
+    bin_override = env.get("GPUAAS_CLUSTER_BIN")
+    return Settings(
+        state_dir=state_dir.expanduser().resolve(),
+        cache_dir=_cache_home(env).expanduser().resolve(),
+        ports=ports,
+        bin_dir_override=Path(bin_override).resolve() if bin_override else None,
+        pod_ip_prefix=prefix,
+    )
+
+
+def read_versions() -> dict[str, str]:
+    """The pinned versions from ``versions.env`` (KEY=value lines)."""
+    out: dict[str, str] = {}
+    for line in VERSIONS_FILE.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        out[key.strip()] = value.strip().strip('"')
+    return out
+
+
+def build_key(versions: Mapping[str, str]) -> str:
+    """The cache key ``build.sh`` uses (keep the two in step)."""
+    return (
+        f"k8s-{versions['KUBERNETES_VERSION']}_etcd-{versions['ETCD_VERSION']}"
+        f"_kwok-{versions['KWOK_VERSION']}_kueue-{versions['KUEUE_VERSION']}"
+    )

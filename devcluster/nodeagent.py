@@ -1,0 +1,1030 @@
+"""A small kubelet for one node: runs each pod's containers as real local processes.
+
+``devcluster up`` starts it (``python -m devcluster.nodeagent``) with a kubelet's identity
+(``system:node:<node>``, so the Node authorizer and NodeRestriction apply). It
+
+- keeps its Node Ready: renews the node Lease every 10 s and refreshes the Ready condition;
+- list-watches the pods bound to its node (``spec.nodeName``);
+- for each pod: gives it its own loopback address 127.<p>.x.y as pod IP (so that many servers
+  can listen on the same port), a working directory (also its ``HOME``), runs the init containers
+  in turn and then each container's ``command`` + ``args`` (``args`` alone when there is no
+  ``command``: there is no image to take an entrypoint from) with the container's environment;
+- reports what a kubelet reports: phase, podIP(s), hostIP, startTime, the PodReadyToStartContainers,
+  Initialized, ContainersReady and Ready conditions, and container statuses (running, terminated
+  with exit code, restart count); honours ``restartPolicy`` and httpGet/tcpSocket readiness probes;
+- on deletion sends SIGTERM to each container's process group, SIGKILL after the pod's grace
+  period, reports the terminal phase, then deletes the pod with grace period 0 (as a kubelet does),
+  so that finalizers (Kueue's) are released and a same-named pod can be created at once.
+
+What it does not do: pull or unpack images (the command runs from this machine's PATH, the
+agent's own virtualenv first), mount volumes (none; ``workingDir`` is ignored: the pod's
+directory is the working directory), isolate anything (no namespaces, cgroups, limits, users:
+the processes run as the agent's user and see the whole machine), read Secrets or ConfigMaps
+(``secretKeyRef``/``configMapKeyRef``/``envFrom`` are refused unless marked optional), exec or
+liveness probes, ``kubectl logs``/``exec`` (logs are in the pod directory), or services.
+
+Jupyter: KubeSpawner passes the address to bind in ``JUPYTERHUB_SERVICE_URL`` (host ``0.0.0.0``
+by default), which jupyterhub-singleuser binds. The agent replaces an all-interfaces host there
+(``0.0.0.0``, ``::``, empty) and in ``--ip=``/``--ServerApp.ip=``/``--NotebookApp.ip=`` arguments
+by the pod IP, so each server binds only its own address, where the hub reaches it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from devcluster import procs
+
+log = logging.getLogger("devcluster.nodeagent")
+
+LEASE_SECONDS = 40
+LEASE_RENEW = 10.0
+STATUS_EVERY = 30.0
+RESYNC_EVERY = 60.0
+MAX_BACKOFF = 30.0
+STRATEGIC = "application/strategic-merge-patch+json"
+ALL_INTERFACES = ("0.0.0.0", "::", "[::]", "", "*")
+IP_ARG = re.compile(r"^(--(?:ip|ServerApp\.ip|NotebookApp\.ip))=(.*)$")
+VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
+# From the agent's own environment into every container.
+INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ContainerConfigError(Exception):
+    """The container cannot be started as specified (kubelet: CreateContainerConfigError)."""
+
+
+# --- pure helpers (unit-testable) ----------------------------------------------------------
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """Kubernetes ``$(VAR)`` expansion: known names are replaced, ``$$`` escapes, others stay."""
+
+    def repl(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1)
+        return env.get(name, m.group(0))
+
+    return VAR_REF.sub(repl, text)
+
+
+def _field_path(pod: Mapping[str, Any], path: str, pod_ip: str, host_ip: str) -> str:
+    meta = pod.get("metadata", {})
+    spec = pod.get("spec", {})
+    simple = {
+        "metadata.name": meta.get("name", ""),
+        "metadata.namespace": meta.get("namespace", ""),
+        "metadata.uid": meta.get("uid", ""),
+        "spec.nodeName": spec.get("nodeName", ""),
+        "spec.serviceAccountName": spec.get("serviceAccountName", ""),
+        "status.podIP": pod_ip,
+        "status.podIPs": pod_ip,
+        "status.hostIP": host_ip,
+        "status.hostIPs": host_ip,
+    }
+    if path in simple:
+        return str(simple[path])
+    m = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
+    if m:
+        return str(meta.get(m.group(1), {}).get(m.group(2), ""))
+    raise ContainerConfigError(f"unsupported fieldRef {path!r}")
+
+
+def _resource_field(container: Mapping[str, Any], ref: Mapping[str, Any]) -> str:
+    kind, _, name = str(ref.get("resource", "")).partition(".")
+    value = container.get("resources", {}).get(kind, {}).get(name)
+    if value is None and kind == "requests":
+        value = container.get("resources", {}).get("limits", {}).get(name)
+    return str(value) if value is not None else "0"
+
+
+def container_env(
+    pod: Mapping[str, Any],
+    container: Mapping[str, Any],
+    *,
+    pod_ip: str,
+    host_ip: str,
+    workdir: Path,
+    base: Mapping[str, str],
+    secrets: Mapping[tuple[str, str], str] | None = None,
+) -> dict[str, str]:
+    """The environment a container process gets (base, then the container's env, in order).
+
+    ``secrets`` maps ``(secret name, key)`` to the decoded value, for ``secretKeyRef`` (read by
+    the agent as a kubelet does: the Node authorizer lets it read Secrets its pods reference).
+    """
+    env: dict[str, str] = {k: base[k] for k in INHERITED_ENV if k in base}
+    env.update(
+        HOME=str(workdir),
+        PWD=str(workdir),
+        HOSTNAME=str(pod.get("spec", {}).get("hostname") or pod["metadata"]["name"]),
+        TMPDIR=str(workdir / "tmp"),
+    )
+    if container.get("envFrom"):
+        for src in container["envFrom"]:
+            ref = src.get("configMapRef") or src.get("secretRef") or {}
+            if not ref.get("optional"):
+                raise ContainerConfigError("envFrom (ConfigMaps/Secrets) is not supported")
+    for item in container.get("env", []) or []:
+        name = item["name"]
+        if "value" in item:
+            env[name] = expand(str(item.get("value") or ""), env)
+        elif "valueFrom" in item:
+            vf = item["valueFrom"]
+            if "fieldRef" in vf:
+                env[name] = _field_path(pod, vf["fieldRef"]["fieldPath"], pod_ip, host_ip)
+            elif "resourceFieldRef" in vf:
+                env[name] = _resource_field(container, vf["resourceFieldRef"])
+            elif "secretKeyRef" in vf and secrets is not None:
+                ref = vf["secretKeyRef"]
+                key = (str(ref.get("name") or ""), str(ref.get("key") or ""))
+                if key in secrets:
+                    env[name] = secrets[key]
+                elif not ref.get("optional"):
+                    raise ContainerConfigError(
+                        f"env {name}: secret key {key[0]}/{key[1]} not found"
+                    )
+            else:
+                ref = vf.get("secretKeyRef") or vf.get("configMapKeyRef") or {}
+                if not ref.get("optional"):
+                    raise ContainerConfigError(
+                        f"env {name}: only value, fieldRef and resourceFieldRef are supported"
+                    )
+        else:
+            env[name] = ""
+    url = env.get("JUPYTERHUB_SERVICE_URL")
+    if url:
+        env["JUPYTERHUB_SERVICE_URL"] = bind_url_to(url, pod_ip)
+    return env
+
+
+def bind_url_to(url: str, ip: str) -> str:
+    """Replace an all-interfaces host in a bind URL by ``ip`` (keeps a specific host)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if host not in ALL_INTERFACES:
+        return url
+    netloc = ip + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def container_argv(container: Mapping[str, Any], env: Mapping[str, str], pod_ip: str) -> list[str]:
+    command = [expand(str(c), env) for c in container.get("command") or []]
+    args = [expand(str(a), env) for a in container.get("args") or []]
+    argv = command + args
+    if not argv:
+        raise ContainerConfigError(
+            "no command or args: images are not run here, so the entrypoint is unknown"
+        )
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        m = IP_ARG.match(a)
+        if m and m.group(2).strip("'\"") in ALL_INTERFACES:
+            out.append(f"{m.group(1)}={pod_ip}")
+        elif (
+            a in ("--ip", "--ServerApp.ip", "--NotebookApp.ip")
+            and i + 1 < len(argv)
+            and (argv[i + 1] in ALL_INTERFACES)
+        ):
+            out += [a, pod_ip]
+            i += 1
+        else:
+            out.append(a)
+        i += 1
+    return out
+
+
+class IPPool:
+    """Loopback pod IPs ``<prefix>.x.y`` (x 0..255, y 1..254)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.used: dict[str, str] = {}  # ip -> pod uid
+
+    def _all(self) -> list[str]:
+        return [f"{self.prefix}.{x}.{y}" for x in range(256) for y in range(1, 255)]
+
+    def claim(self, uid: str, wanted: str | None = None) -> str:
+        if wanted and wanted.startswith(self.prefix + ".") and wanted not in self.used:
+            self.used[wanted] = uid
+            return wanted
+        for ip in self._all():
+            if ip not in self.used:
+                self.used[ip] = uid
+                return ip
+        raise RuntimeError("no pod IP left")
+
+    def release(self, ip: str) -> None:
+        self.used.pop(ip, None)
+
+
+def pod_phase(restart_policy: str, exit_codes: list[int | None]) -> str | None:
+    """Terminal phase once no container will run again, else None (still Running)."""
+    if any(code is None for code in exit_codes):
+        return None
+    codes = [c for c in exit_codes if c is not None]
+    if restart_policy == "Always":
+        return None
+    if restart_policy == "OnFailure":
+        if all(c == 0 for c in codes):
+            return "Succeeded"
+        return None
+    return "Succeeded" if all(c == 0 for c in codes) else "Failed"
+
+
+# --- per-pod runtime ---------------------------------------------------------------------
+
+
+@dataclass
+class Container:
+    spec: dict[str, Any]
+    init: bool = False
+    proc: asyncio.subprocess.Process | None = None
+    record: procs.ProcRecord | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    restart_count: int = 0
+    last_terminated: dict[str, Any] | None = None
+    ready: bool = False
+    waiting_reason: str | None = "ContainerCreating"
+
+    @property
+    def name(self) -> str:
+        return str(self.spec["name"])
+
+    def status(self) -> dict[str, Any]:
+        st: dict[str, Any] = {
+            "name": self.name,
+            "image": self.spec.get("image", ""),
+            "imageID": "",
+            "restartCount": self.restart_count,
+            "ready": self.ready,
+        }
+        if self.proc is not None and self.exit_code is None:
+            st["state"] = {"running": {"startedAt": self.started_at}}
+            st["started"] = True
+            st["containerID"] = f"devcluster://{self.proc.pid}"
+        elif self.exit_code is not None:
+            st["state"] = {
+                "terminated": {
+                    "exitCode": self.exit_code,
+                    "reason": self.reason or ("Completed" if self.exit_code == 0 else "Error"),
+                    "startedAt": self.started_at,
+                    "finishedAt": self.finished_at,
+                    **({"message": self.message} if self.message else {}),
+                }
+            }
+            st["started"] = False
+        else:
+            st["state"] = {"waiting": {"reason": self.waiting_reason or "ContainerCreating"}}
+            st["started"] = False
+        if self.last_terminated:
+            st["lastState"] = {"terminated": self.last_terminated}
+        return st
+
+
+@dataclass
+class PodRun:
+    uid: str
+    namespace: str
+    name: str
+    pod: dict[str, Any]
+    ip: str
+    workdir: Path
+    containers: list[Container] = field(default_factory=list)
+    init_containers: list[Container] = field(default_factory=list)
+    phase: str = "Pending"
+    start_time: str = field(default_factory=now)
+    initialized: bool = False
+    stop_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    grace: float = 30.0
+    task: asyncio.Task[None] | None = None
+    transitions: dict[str, tuple[str, str]] = field(default_factory=dict)
+    finalized: bool = False
+
+    def _cond(self, ctype: str, status: bool, reason: str | None = None) -> dict[str, Any]:
+        value = "True" if status else "False"
+        prev = self.transitions.get(ctype)
+        if prev is None or prev[0] != value:
+            self.transitions[ctype] = (value, now())
+        cond: dict[str, Any] = {
+            "type": ctype,
+            "status": value,
+            "lastProbeTime": None,
+            "lastTransitionTime": self.transitions[ctype][1],
+        }
+        if reason and not status:
+            cond["reason"] = reason
+        return cond
+
+    def status(self) -> dict[str, Any]:
+        terminal = self.phase in ("Succeeded", "Failed")
+        all_ready = bool(self.containers) and all(c.ready for c in self.containers) and not terminal
+        not_ready_reason = "PodCompleted" if terminal else "ContainersNotReady"
+        conditions = [
+            self._cond("PodReadyToStartContainers", not terminal),
+            self._cond("Initialized", self.initialized, "ContainersNotInitialized"),
+            self._cond("ContainersReady", all_ready, not_ready_reason),
+            self._cond("Ready", all_ready, not_ready_reason),
+        ]
+        st: dict[str, Any] = {
+            "phase": self.phase,
+            "hostIP": "127.0.0.1",
+            "hostIPs": [{"ip": "127.0.0.1"}],
+            "podIP": self.ip,
+            "podIPs": [{"ip": self.ip}],
+            "startTime": self.start_time,
+            "conditions": conditions,
+            "containerStatuses": [c.status() for c in self.containers],
+        }
+        if self.init_containers:
+            st["initContainerStatuses"] = [c.status() for c in self.init_containers]
+        return st
+
+
+class NodeAgent:
+    def __init__(self, api: client.ApiClient, node: str, state_dir: Path, ip_prefix: str) -> None:
+        self.api = api
+        # Typed loosely: bodies are plain dicts (strategic-merge patches), which the client sends
+        # as they are; its annotations only know its model classes.
+        self.core: Any = client.CoreV1Api(api)
+        self.coord: Any = client.CoordinationV1Api(api)
+        self.node = node
+        self.state_dir = state_dir
+        self.pods_dir = state_dir / "pods"
+        self.ips = IPPool(ip_prefix)
+        self.runs: dict[str, PodRun] = {}
+        self.done: set[str] = set()  # uids finished and finalized (until the pod is gone)
+        self.base_env = dict(os.environ)
+        self._stopping = False
+        self._background: set[asyncio.Task[None]] = set()
+
+    # ---- process bookkeeping (read by `devcluster down` after a crash) ----
+
+    def _save_processes(self) -> None:
+        records = [
+            c.record.to_json()
+            for run in self.runs.values()
+            for c in run.containers + run.init_containers
+            if c.record is not None and c.exit_code is None
+        ]
+        procs.write_json(self.state_dir / "processes.json", {"processes": records})
+
+    # ---- node heartbeat ----
+
+    async def heartbeat(self) -> None:
+        last_status = 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                await self._renew_lease()
+                if loop.time() - last_status > STATUS_EVERY:
+                    await self._node_status()
+                    last_status = loop.time()
+            except (ApiException, OSError, asyncio.TimeoutError) as e:
+                log.warning("heartbeat failed: %s", e)
+            await asyncio.sleep(LEASE_RENEW)
+
+    async def _renew_lease(self) -> None:
+        ts = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.node, "namespace": "kube-node-lease"},
+            "spec": {
+                "holderIdentity": self.node,
+                "leaseDurationSeconds": LEASE_SECONDS,
+                "renewTime": ts,
+            },
+        }
+        try:
+            await self.coord.patch_namespaced_lease(
+                self.node,
+                "kube-node-lease",
+                {"spec": body["spec"]},
+                _content_type="application/merge-patch+json",
+            )
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            await self.coord.create_namespaced_lease("kube-node-lease", body)
+
+    async def _node_status(self) -> None:
+        ts = now()
+        conds = [
+            ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+            ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+            ("PIDPressure", "False", "KubeletHasSufficientPID"),
+            ("Ready", "True", "KubeletReady"),
+        ]
+        body = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": t,
+                        "status": s,
+                        "reason": r,
+                        "message": "devcluster node agent",
+                        "lastHeartbeatTime": ts,
+                        "lastTransitionTime": self._node_started,
+                    }
+                    for t, s, r in conds
+                ],
+                "addresses": [
+                    {"type": "InternalIP", "address": "127.0.0.1"},
+                    {"type": "Hostname", "address": self.node},
+                ],
+                "nodeInfo": {
+                    "architecture": "amd64",
+                    "bootID": "",
+                    "containerRuntimeVersion": "devcluster-nodeagent://1",
+                    "kernelVersion": os.uname().release,
+                    "kubeProxyVersion": "",
+                    "kubeletVersion": "devcluster-nodeagent",
+                    "machineID": "",
+                    "operatingSystem": "linux",
+                    "osImage": "devcluster node agent (processes on this machine)",
+                    "systemUUID": "",
+                },
+            }
+        }
+        await self.core.patch_node_status(self.node, body, _content_type=STRATEGIC)
+
+    _node_started = now()
+
+    # ---- pod watch ----
+
+    async def watch_pods(self) -> None:
+        from kubernetes_asyncio import watch
+
+        selector = f"spec.nodeName={self.node}"
+        rv: str | None = None
+        last_sync = 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                if rv is None or loop.time() - last_sync > RESYNC_EVERY:
+                    resp = await self.core.list_pod_for_all_namespaces(
+                        field_selector=selector, _preload_content=False
+                    )
+                    body = await resp.read()
+                    if resp.status >= 400:  # the client does not check raw responses
+                        raise ApiException(status=resp.status, reason=body.decode(errors="replace"))
+                    data = json.loads(body)
+                    rv = data["metadata"]["resourceVersion"]
+                    live = {p["metadata"]["uid"] for p in data["items"]}
+                    for uid in list(self.runs):
+                        if uid not in live:
+                            self._gone(uid)
+                    self.done &= live
+                    for pod in data["items"]:
+                        self.reconcile(pod)
+                    last_sync = loop.time()
+                w = watch.Watch(return_type="object")
+                async for ev in w.stream(
+                    self.core.list_pod_for_all_namespaces,
+                    field_selector=selector,
+                    resource_version=rv,
+                    timeout_seconds=int(RESYNC_EVERY),
+                    allow_watch_bookmarks=True,
+                ):
+                    obj = ev["raw_object"]
+                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                    if ev["type"] == "DELETED":
+                        self._gone(obj["metadata"]["uid"])
+                        self.done.discard(obj["metadata"]["uid"])
+                    elif ev["type"] in ("ADDED", "MODIFIED"):
+                        self.reconcile(obj)
+            except ApiException as e:
+                if e.status == 410:
+                    rv = None
+                    continue
+                log.warning("pod watch failed: %s", e)
+                rv = None
+                await asyncio.sleep(1)
+            except (OSError, asyncio.TimeoutError, ValueError) as e:
+                log.warning("pod watch interrupted: %s", e)
+                rv = None
+                await asyncio.sleep(1)
+
+    def reconcile(self, pod: dict[str, Any]) -> None:
+        if self._stopping:
+            return
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        run = self.runs.get(uid)
+        deleting = meta.get("deletionTimestamp") is not None
+        if run is not None:
+            run.pod = pod
+            if deleting and not run.stop_requested.is_set():
+                run.grace = float(meta.get("deletionGracePeriodSeconds") or 0)
+                run.stop_requested.set()
+            return
+        if uid in self.done:
+            return
+        phase = pod.get("status", {}).get("phase")
+        if phase in ("Succeeded", "Failed") or deleting:
+            # Not ours to run (finished earlier, or deleted before it started): make it terminal
+            # if need be and let it go.
+            self.done.add(uid)
+            task = asyncio.create_task(self._finalize_unstarted(pod))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            return
+        ip = self.ips.claim(uid, pod.get("status", {}).get("podIP"))
+        workdir = self.pods_dir / f"{meta['namespace']}_{meta['name']}_{uid[:8]}"
+        run = PodRun(
+            uid=uid,
+            namespace=meta["namespace"],
+            name=meta["name"],
+            pod=pod,
+            ip=ip,
+            workdir=workdir,
+            containers=[Container(c) for c in pod["spec"].get("containers", [])],
+            init_containers=[
+                Container(c, init=True) for c in pod["spec"].get("initContainers") or []
+            ],
+        )
+        self.runs[uid] = run
+        run.task = asyncio.create_task(self._run_pod(run))
+
+    def _gone(self, uid: str) -> None:
+        """The pod object is gone (force-deleted or finalized): stop anything left at once."""
+        run = self.runs.get(uid)
+        if run is None:
+            return
+        run.finalized = True
+        run.grace = min(run.grace, 2.0)
+        run.stop_requested.set()
+
+    async def _finalize_unstarted(self, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        try:
+            if pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+                await self.core.patch_namespaced_pod_status(
+                    meta["name"],
+                    meta["namespace"],
+                    {
+                        "status": {
+                            "phase": "Failed",
+                            "reason": "Terminated",
+                            "message": "deleted before its containers started",
+                        }
+                    },
+                    _content_type=STRATEGIC,
+                )
+            if meta.get("deletionTimestamp"):
+                await self._delete_now(meta["namespace"], meta["name"], meta["uid"])
+        except ApiException as e:
+            if e.status not in (404, 409):
+                log.warning("finalizing %s/%s: %s", meta["namespace"], meta["name"], e)
+
+    async def _delete_now(self, namespace: str, name: str, uid: str) -> None:
+        body = {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
+        await self.core.delete_namespaced_pod(name, namespace, body=body)
+
+    async def _report(self, run: PodRun) -> None:
+        if run.finalized:
+            return
+        try:
+            await self.core.patch_namespaced_pod_status(
+                run.name, run.namespace, {"status": run.status()}, _content_type=STRATEGIC
+            )
+        except ApiException as e:
+            if e.status == 404:
+                run.finalized = True
+            else:
+                log.warning("status of %s/%s: %s", run.namespace, run.name, e)
+
+    async def _event(self, run: PodRun, reason: str, message: str, etype: str = "Normal") -> None:
+        ts = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        body = {
+            "metadata": {"generateName": f"{run.name}.", "namespace": run.namespace},
+            "involvedObject": {
+                "kind": "Pod",
+                "namespace": run.namespace,
+                "name": run.name,
+                "uid": run.uid,
+                "apiVersion": "v1",
+            },
+            "reason": reason,
+            "message": message,
+            "type": etype,
+            "source": {"component": "kubelet", "host": self.node},
+            "firstTimestamp": now(),
+            "lastTimestamp": now(),
+            "eventTime": ts,
+            "reportingComponent": "kubelet",
+            "reportingInstance": self.node,
+            "action": reason,
+            "count": 1,
+        }
+        with contextlib.suppress(ApiException, OSError):
+            await self.core.create_namespaced_event(run.namespace, body)
+
+    # ---- running a pod ----
+
+    async def _spawn(self, run: PodRun, c: Container) -> bool:
+        c.waiting_reason = None
+        try:
+            env = container_env(
+                run.pod,
+                c.spec,
+                pod_ip=run.ip,
+                host_ip="127.0.0.1",
+                workdir=run.workdir,
+                base=self.base_env,
+                secrets=await self._secret_values(run.namespace, c.spec),
+            )
+            argv = container_argv(c.spec, env, run.ip)
+        except ContainerConfigError as e:
+            c.exit_code, c.reason, c.message = 128, "CreateContainerConfigError", str(e)
+            c.started_at = c.finished_at = now()
+            await self._event(run, "Failed", f"container {c.name}: {e}", "Warning")
+            return False
+        logfile = run.workdir / "logs" / f"{c.name}.log"
+        logfile.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with logfile.open("ab") as out:
+                c.proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd=run.workdir,
+                    env=env,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                )
+        except OSError as e:
+            c.proc = None
+            c.exit_code, c.reason, c.message = 128, "StartError", f"{argv[0]}: {e.strerror}"
+            c.started_at = c.finished_at = now()
+            await self._event(run, "Failed", f"container {c.name}: {c.message}", "Warning")
+            return False
+        c.started_at, c.exit_code, c.finished_at, c.reason, c.message = (
+            now(),
+            None,
+            None,
+            None,
+            None,
+        )
+        ticks = procs.start_ticks(c.proc.pid) or -1
+        c.record = procs.ProcRecord(
+            f"{run.namespace}/{run.name}/{c.name}", c.proc.pid, ticks, argv, str(logfile)
+        )
+        self._save_processes()
+        await self._event(run, "Started", f"Started container {c.name} (pid {c.proc.pid})")
+        return True
+
+    async def _secret_values(
+        self, namespace: str, spec: Mapping[str, Any]
+    ) -> dict[tuple[str, str], str]:
+        """Values of the Secret keys a container's env references (missing ones left out)."""
+        out: dict[tuple[str, str], str] = {}
+        names = {
+            str(item["valueFrom"]["secretKeyRef"].get("name") or "")
+            for item in spec.get("env") or []
+            if "secretKeyRef" in (item.get("valueFrom") or {})
+        }
+        for secret_name in sorted(n for n in names if n):
+            try:
+                secret = await self.core.read_namespaced_secret(secret_name, namespace)
+            except ApiException as e:
+                if e.status == 404:
+                    continue
+                raise ContainerConfigError(f"secret {secret_name}: {e.reason}") from e
+            for key, value in (secret.data or {}).items():
+                out[(secret_name, key)] = base64.b64decode(value).decode("utf-8", "replace")
+        return out
+
+    async def _wait_exit(self, c: Container) -> None:
+        assert c.proc is not None
+        code = await c.proc.wait()
+        c.exit_code = code if code >= 0 else 128 - code  # killed by signal N -> 128+N
+        c.finished_at = now()
+        c.ready = False
+        self._save_processes()
+
+    def _kill(self, c: Container, sig: int) -> None:
+        if c.proc is None or c.exit_code is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(c.proc.pid, sig)
+
+    async def _stop_containers(self, run: PodRun) -> None:
+        live = [c for c in run.containers + run.init_containers if c.proc and c.exit_code is None]
+        if not live:
+            return
+        for c in live:
+            self._kill(c, signal.SIGTERM)
+        waits = [asyncio.create_task(self._wait_exit(c)) for c in live]
+        _, pending = await asyncio.wait(waits, timeout=max(run.grace, 0.1))
+        if pending:
+            for c in live:
+                self._kill(c, signal.SIGKILL)
+            await asyncio.wait(pending, timeout=5)
+        for c in live:
+            # processes the container left in its group die with it
+            if c.proc is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(c.proc.pid, signal.SIGKILL)
+
+    async def _probe(self, run: PodRun, c: Container) -> bool:
+        probe = c.spec.get("readinessProbe")
+        if not probe:
+            return True
+        ports = {p.get("name"): p.get("containerPort") for p in c.spec.get("ports") or []}
+
+        def port_of(value: Any) -> int:
+            return int(ports.get(value, value) if isinstance(value, str) else value)
+
+        timeout = float(probe.get("timeoutSeconds", 1))
+        try:
+            if "httpGet" in probe:
+                hg = probe["httpGet"]
+                host = hg.get("host") or run.ip
+                path = hg.get("path", "/")
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, port_of(hg["port"])), timeout
+                )
+                writer.write(f"GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+                await writer.drain()
+                line = await asyncio.wait_for(reader.readline(), timeout)
+                writer.close()
+                code = int(line.split()[1]) if len(line.split()) > 1 else 0
+                return 200 <= code < 400
+            if "tcpSocket" in probe:
+                ts = probe["tcpSocket"]
+                _, writer = await asyncio.wait_for(
+                    asyncio.open_connection(ts.get("host") or run.ip, port_of(ts["port"])), timeout
+                )
+                writer.close()
+                return True
+        except (OSError, asyncio.TimeoutError, ValueError, IndexError):
+            return False
+        return True  # exec probes are not run: count as ready
+
+    async def _readiness_loop(self, run: PodRun) -> None:
+        failures: dict[str, int] = {}
+        while True:
+            changed = False
+            for c in run.containers:
+                if c.proc is None or c.exit_code is not None:
+                    continue
+                probe = c.spec.get("readinessProbe") or {}
+                ok = await self._probe(run, c)
+                if ok:
+                    failures[c.name] = 0
+                    if not c.ready:
+                        c.ready, changed = True, True
+                else:
+                    failures[c.name] = failures.get(c.name, 0) + 1
+                    if c.ready and failures[c.name] >= int(probe.get("failureThreshold", 3)):
+                        c.ready, changed = False, True
+            if changed:
+                await self._report(run)
+            periods = [
+                float((c.spec.get("readinessProbe") or {}).get("periodSeconds", 10))
+                for c in run.containers
+                if c.spec.get("readinessProbe")
+            ]
+            await asyncio.sleep(min(periods) if periods else 3600)
+
+    async def _run_pod(self, run: PodRun) -> None:
+        try:
+            await self._run_pod_inner(run)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # keep the agent alive: one bad pod must not stop the node
+            log.exception("pod %s/%s", run.namespace, run.name)
+
+    async def _run_pod_inner(self, run: PodRun) -> None:
+        spec = run.pod["spec"]
+        restart_policy = spec.get("restartPolicy", "Always")
+        run.workdir.mkdir(parents=True, exist_ok=True)
+        (run.workdir / "tmp").mkdir(exist_ok=True)
+        await self._report(run)  # Pending, with the pod IP
+
+        # init containers, one after another
+        for c in run.init_containers:
+            backoff = 1.0
+            while True:
+                if run.stop_requested.is_set():
+                    break
+                started = await self._spawn(run, c)
+                if started:
+                    await self._report(run)
+                    waiter = asyncio.create_task(self._wait_exit(c))
+                    stop = asyncio.create_task(run.stop_requested.wait())
+                    await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
+                    stop.cancel()
+                    if run.stop_requested.is_set():
+                        await self._stop_containers(run)
+                        break
+                if c.exit_code == 0:
+                    break
+                if restart_policy == "Never":
+                    run.phase = "Failed"
+                    await self._report(run)
+                    await self._wait_for_deletion(run)
+                    return
+                c.restart_count += 1
+                await self._report(run)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(run.stop_requested.wait(), backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+        if run.stop_requested.is_set():
+            await self._terminate(run)
+            return
+        run.initialized = True
+
+        for c in run.containers:
+            await self._spawn(run, c)
+        run.phase = "Running"
+        if all(c.exit_code is not None for c in run.containers):
+            pass  # every container failed to start: handled below
+        for c in run.containers:
+            if c.proc is not None and c.exit_code is None and not c.spec.get("readinessProbe"):
+                c.ready = True
+        await self._report(run)
+        probes = asyncio.create_task(self._readiness_loop(run))
+        try:
+            await self._supervise(run, restart_policy)
+        finally:
+            probes.cancel()
+        if run.stop_requested.is_set():
+            await self._terminate(run)
+        else:
+            await self._wait_for_deletion(run)
+
+    async def _supervise(self, run: PodRun, restart_policy: str) -> None:
+        backoff: dict[str, float] = {}
+        while True:
+            waits: dict[asyncio.Task[None], Container] = {}
+            for c in run.containers:
+                if c.proc is not None and c.exit_code is None:
+                    waits[asyncio.create_task(self._wait_exit(c))] = c
+            stop = asyncio.create_task(run.stop_requested.wait())
+            restart_due = [c for c in run.containers if self._should_restart(c, restart_policy)]
+            timeout = None
+            if restart_due:
+                timeout = min(backoff.get(c.name, 1.0) for c in restart_due)
+            done, _ = await asyncio.wait(
+                {*waits, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            for t in waits:
+                t.cancel()
+            stop.cancel()
+            if run.stop_requested.is_set():
+                return
+            if not done and restart_due:  # backoff elapsed: restart
+                for c in restart_due:
+                    c.last_terminated = c.status()["state"].get("terminated")
+                    c.restart_count += 1
+                    await self._spawn(run, c)
+                    backoff[c.name] = min(backoff.get(c.name, 1.0) * 2, MAX_BACKOFF)
+                    if (
+                        c.proc is not None
+                        and c.exit_code is None
+                        and not c.spec.get("readinessProbe")
+                    ):
+                        c.ready = True
+                await self._report(run)
+                continue
+            phase = pod_phase(restart_policy, [c.exit_code for c in run.containers])
+            if phase is not None:
+                run.phase = phase
+                await self._report(run)
+                await self._event(
+                    run, "Completed" if phase == "Succeeded" else "Failed", f"pod {phase.lower()}"
+                )
+                return
+            await self._report(run)
+
+    @staticmethod
+    def _should_restart(c: Container, restart_policy: str) -> bool:
+        if c.exit_code is None:
+            return False
+        if restart_policy == "Always":
+            return True
+        return restart_policy == "OnFailure" and c.exit_code != 0
+
+    async def _wait_for_deletion(self, run: PodRun) -> None:
+        """A finished pod keeps its IP and directory until it is deleted, like a real one."""
+        await run.stop_requested.wait()
+        await self._terminate(run)
+
+    async def _terminate(self, run: PodRun) -> None:
+        had_live = any(c.proc and c.exit_code is None for c in run.containers + run.init_containers)
+        if had_live:
+            await self._event(run, "Killing", f"Stopping containers (grace {run.grace:.0f}s)")
+        await self._stop_containers(run)
+        if run.phase not in ("Succeeded", "Failed"):
+            codes = [c.exit_code for c in run.containers if c.exit_code is not None]
+            run.phase = (
+                "Succeeded"
+                if codes and all(c == 0 for c in codes) and len(codes) == len(run.containers)
+                else "Failed"
+            )
+        await self._report(run)
+        if not run.finalized:
+            try:
+                await self._delete_now(run.namespace, run.name, run.uid)
+            except ApiException as e:
+                if e.status not in (404, 409):
+                    log.warning("deleting %s/%s: %s", run.namespace, run.name, e)
+        self._cleanup(run)
+
+    def _cleanup(self, run: PodRun) -> None:
+        self.runs.pop(run.uid, None)
+        self.done.add(run.uid)
+        self.ips.release(run.ip)
+        self._save_processes()
+        shutil.rmtree(run.workdir, ignore_errors=True)
+
+    async def shutdown(self) -> None:
+        """Stop every pod's processes (the cluster is going down; statuses are not reported)."""
+        self._stopping = True
+        for run in list(self.runs.values()):
+            run.grace = min(run.grace, 5.0)
+            run.finalized = True
+            if run.task is not None:
+                run.task.cancel()
+        await asyncio.gather(
+            *(self._stop_containers(run) for run in list(self.runs.values())),
+            return_exceptions=True,
+        )
+        self._save_processes()
+
+
+async def amain(args: argparse.Namespace) -> int:
+    state_dir = Path(args.state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    cfg = client.Configuration()
+    await config.load_kube_config(config_file=args.kubeconfig, client_configuration=cfg)
+    async with client.ApiClient(cfg) as api:
+        agent = NodeAgent(api, args.node, state_dir, args.ip_prefix)
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        tasks = [asyncio.create_task(agent.heartbeat()), asyncio.create_task(agent.watch_pods())]
+        log.info("node agent for %s running (pod IPs %s.x.y)", args.node, args.ip_prefix)
+        await stop.wait()
+        log.info("stopping: terminating %d pod(s)", len(agent.runs))
+        for t in tasks:
+            t.cancel()
+        await agent.shutdown()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m devcluster.nodeagent",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--node", required=True)
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--ip-prefix", default="127.42")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    return asyncio.run(amain(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

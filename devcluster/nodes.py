@@ -1,0 +1,111 @@
+"""Node objects from ``nodes.yaml``: what the pools declare, checked, as API objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devcluster.config import NODES_FILE
+
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_ANNOTATION_VALUE = "fake"
+RUN_BY = ("kwok", "agent")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    pool: str
+    run_by: str
+    labels: dict[str, str]
+    capacity: dict[str, str]
+    taints: list[dict[str, str]] = field(default_factory=list)
+
+    def manifest(self) -> dict[str, Any]:
+        labels = {
+            "kubernetes.io/hostname": self.name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            **self.labels,
+        }
+        annotations = {"node.alpha.kubernetes.io/ttl": "0"}
+        if self.run_by == "kwok":
+            annotations[KWOK_ANNOTATION] = KWOK_ANNOTATION_VALUE
+        else:
+            annotations["gpuaas.dev/run-by"] = "devcluster-nodeagent"
+        spec: dict[str, Any] = {}
+        if self.taints:
+            spec["taints"] = self.taints
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": self.name, "labels": labels, "annotations": annotations},
+            "spec": spec,
+        }
+
+    def status_patch(self) -> dict[str, Any]:
+        return {"status": {"capacity": self.capacity, "allocatable": self.capacity}}
+
+
+class NodesFileError(ValueError):
+    pass
+
+
+def _str_map(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise NodesFileError(f"{where}: expected a mapping")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def load_nodes(path: Path = NODES_FILE) -> list[NodeSpec]:
+    data = yaml.safe_load(path.read_text()) or {}
+    pools = data.get("pools")
+    if not isinstance(pools, list) or not pools:
+        raise NodesFileError(f"{path}: needs a non-empty `pools:` list")
+    nodes: list[NodeSpec] = []
+    for i, pool in enumerate(pools):
+        where = f"{path}: pools[{i}]"
+        if not isinstance(pool, dict) or not pool.get("name"):
+            raise NodesFileError(f"{where}: each pool needs a name")
+        name = str(pool["name"])
+        where = f"{path}: pool {name!r}"
+        run_by = str(pool.get("runBy", "kwok"))
+        if run_by not in RUN_BY:
+            raise NodesFileError(f"{where}: runBy must be one of {RUN_BY}, not {run_by!r}")
+        count = pool.get("count", 1)
+        if not isinstance(count, int) or count < 0:
+            raise NodesFileError(f"{where}: count must be a whole number >= 0")
+        capacity = _str_map(pool.get("capacity"), f"{where}.capacity")
+        for required in ("cpu", "memory", "pods"):
+            if required not in capacity:
+                raise NodesFileError(f"{where}: capacity needs {required}")
+        taints = pool.get("taints") or []
+        if not isinstance(taints, list):
+            raise NodesFileError(f"{where}: taints must be a list")
+        for n in range(count):
+            nodes.append(
+                NodeSpec(
+                    name=f"{name}-{n}",
+                    pool=name,
+                    run_by=run_by,
+                    labels=_str_map(pool.get("labels"), f"{where}.labels"),
+                    capacity=capacity,
+                    taints=[_str_map(t, f"{where}.taints") for t in taints],
+                )
+            )
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names):
+        raise NodesFileError(f"{path}: two nodes would have the same name: {names}")
+    agents = [n for n in nodes if n.run_by == "agent"]
+    if len(agents) > 1:
+        raise NodesFileError(f"{path}: at most one node may be run by the agent, got {agents}")
+    return nodes
+
+
+def agent_node(nodes: list[NodeSpec]) -> NodeSpec | None:
+    return next((n for n in nodes if n.run_by == "agent"), None)

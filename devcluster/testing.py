@@ -1,0 +1,313 @@
+"""Pytest support: the ``cluster`` session fixture and helpers for tests that use it.
+
+Use it from any test folder's ``conftest.py``::
+
+    from devcluster.testing import cluster  # noqa: F401  (registers the session fixture)
+
+The fixture starts the dev cluster with :func:`devcluster.up` (the same code as ``make
+cluster-up``; a failed build or start fails it with that message) or reuses the one already running
+under the same state directory. If it started the cluster, it stops it at the end of the session
+and asserts that nothing is left behind. Tests act as ServiceAccounts: ``cluster.api(ns, name)``
+yields a ``kubernetes_asyncio`` ApiClient with a token from the TokenRequest API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from devcluster import cluster as devcluster
+from devcluster import procs
+from devcluster.cluster import ClusterInfo
+from devcluster.config import HOST, PORT_OFFSETS, Settings, load_settings
+
+T = TypeVar("T")
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
+
+
+class Cluster:
+    """The running dev cluster, and ServiceAccount tokens issued for the tests."""
+
+    def __init__(self, info: ClusterInfo) -> None:
+        self.info = info
+        self._tokens: dict[tuple[str, str], str] = {}
+
+    def token(self, namespace: str, name: str) -> str:
+        key = (namespace, name)
+        if key not in self._tokens:
+            # Issued with the admin identity, as an admin hands out credentials; the tests then
+            # act only as the ServiceAccount.
+            self._tokens[key] = self.info.admin().create_token(namespace, name, 3600)
+        return self._tokens[key]
+
+    @asynccontextmanager
+    async def api(self, namespace: str, name: str) -> AsyncIterator[client.ApiClient]:
+        cfg = client.Configuration(host=self.info.apiserver_url)
+        cfg.ssl_ca_cert = str(self.info.ca_file)
+        cfg.api_key = {"BearerToken": self.token(namespace, name)}
+        cfg.api_key_prefix = {"BearerToken": "Bearer"}
+        async with client.ApiClient(cfg) as api:
+            yield api
+
+    def kubeconfig_for(self, namespace: str, name: str, path: Path) -> Path:
+        """Write a kubeconfig that acts as the ServiceAccount (for code that reads one)."""
+        from devcluster.kube import write_kubeconfig
+
+        write_kubeconfig(
+            path,
+            server=self.info.apiserver_url,
+            ca_pem=self.info.ca_file.read_bytes(),
+            user=f"{namespace}-{name}",
+            token=self.token(namespace, name),
+            namespace=namespace,
+        )
+        return path
+
+
+def leftovers(settings: Settings, records: list[procs.ProcRecord]) -> list[str]:
+    """What a stopped cluster left behind: live recorded processes, listening ports, files."""
+    out = [f"{r.name} pid {r.pid} still running" for r in records if procs.is_alive(r)]
+    listening = procs.listening_sockets()
+    ports = {p for _, p in settings.ports.items()}
+    for ip, port in listening:
+        if (ip in (HOST, "0.0.0.0") and port in ports) or ip.startswith(
+            settings.pod_ip_prefix + "."
+        ):
+            out.append(f"something still listens on {ip}:{port}")
+    marker = str(settings.state_dir)
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (
+                (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            )
+            stat = (proc / "stat").read_text()
+        except (FileNotFoundError, PermissionError, ProcessLookupError):
+            continue
+        try:
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            cwd = ""
+        alive = stat[stat.rfind(")") + 2] not in "ZX"
+        if alive and (marker in cmdline or cwd.startswith(marker)):
+            out.append(f"pid {proc.name} still runs from the state dir: {cmdline[:120]}")
+    if settings.state_dir.exists():
+        out.append(f"{settings.state_dir} still exists")
+    return out
+
+
+def free_port_base(start: int = 27400, stop: int = 40000, step: int = 100) -> int:
+    """A port base whose whole block is free on 127.0.0.1 (for throwaway second clusters)."""
+    for base in range(start, stop, step):
+        if not any(procs.port_in_use(HOST, base + off) for off in PORT_OFFSETS.values()):
+            return base
+    raise RuntimeError(f"no free block of ports between {start} and {stop}")
+
+
+def free_pod_ip_prefix(first: int = 43) -> str:
+    """A ``127.N`` pod IP prefix nobody listens on."""
+    used = {ip.split(".")[1] for ip, _ in procs.listening_sockets("127.")}
+    for n in range(first, 255):
+        if str(n) not in used:
+            return f"127.{n}"
+    raise RuntimeError("no free 127.N prefix")
+
+
+# --- helpers for tests that talk to the cluster ---------------------------------------------
+
+
+def core(api: client.ApiClient) -> Any:
+    """CoreV1Api, typed loosely: the tests pass plain dicts as bodies (the client accepts them)."""
+    return client.CoreV1Api(api)
+
+
+def batch(api: client.ApiClient) -> Any:
+    return client.BatchV1Api(api)
+
+
+async def wait_for(
+    what: str, probe: Callable[[], Awaitable[T | None]], timeout: float = 30.0, every: float = 0.2
+) -> T:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            value = await probe()
+        except ApiException as e:
+            value, last = None, e
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last})")
+        await asyncio.sleep(every)
+
+
+async def raw_json(resp: Any) -> Any:
+    """The JSON body of a ``_preload_content=False`` response (which the client never checks)."""
+    body = await resp.read()
+    if resp.status >= 400:
+        raise ApiException(status=resp.status, reason=body.decode("utf-8", "replace"))
+    return json.loads(body)
+
+
+async def get_json(api: client.ApiClient, path: str) -> dict[str, Any]:
+    resp = await api.call_api(
+        path,
+        "GET",
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        response_types_map={},
+    )
+    data: dict[str, Any] = await raw_json(resp)
+    return data
+
+
+async def pending_workloads(
+    api: client.ApiClient, namespace: str, local_queue: str
+) -> list[dict[str, Any]]:
+    data = await get_json(
+        api, f"{VISIBILITY}/namespaces/{namespace}/localqueues/{local_queue}/pendingworkloads"
+    )
+    items: list[dict[str, Any]] = data.get("items", [])
+    return items
+
+
+def job_manifest(
+    name: str,
+    *,
+    queue: str = "training",
+    priority: str = "training",
+    pods: int = 1,
+    gpus: int = 1,
+    run_seconds: int | None = None,
+) -> dict[str, Any]:
+    annotations = {"gpuaas.dev/run-seconds": str(run_seconds)} if run_seconds is not None else {}
+    resources = {
+        "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
+        "limits": {"nvidia.com/gpu": str(gpus)},
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kueue.x-k8s.io/queue-name": queue,
+                "kueue.x-k8s.io/priority-class": priority,
+            },
+        },
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"annotations": annotations},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "containers": [
+                        {
+                            "name": "train",
+                            "image": "registry.example/train:sim",
+                            "command": ["sleep", "infinity"],
+                            "resources": resources,
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+async def create_job(
+    api: client.ApiClient, namespace: str, manifest: dict[str, Any]
+) -> dict[str, Any]:
+    resp = await batch(api).create_namespaced_job(namespace, manifest, _preload_content=False)
+    job: dict[str, Any] = await raw_json(resp)
+    return job
+
+
+async def workload_of(api: client.ApiClient, namespace: str, job_uid: str) -> dict[str, Any] | None:
+    custom = client.CustomObjectsApi(api)
+    out = await custom.list_namespaced_custom_object(
+        *KUEUE, namespace, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={job_uid}"
+    )
+    items: list[dict[str, Any]] = out.get("items", [])
+    return items[0] if items else None
+
+
+def has_condition(obj: dict[str, Any] | None, ctype: str, status: str = "True") -> bool:
+    if not obj:
+        return False
+    return any(
+        c.get("type") == ctype and c.get("status") == status
+        for c in obj.get("status", {}).get("conditions", []) or []
+    )
+
+
+async def delete_jobs(api: client.ApiClient, namespace: str) -> None:
+    jobs = await batch(api).list_namespaced_job(namespace)
+    for job in jobs.items:
+        try:
+            await batch(api).delete_namespaced_job(
+                job.metadata.name, namespace, propagation_policy="Background"
+            )
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+
+async def cluster_queues(api: client.ApiClient) -> list[dict[str, Any]]:
+    out = await client.CustomObjectsApi(api).list_cluster_custom_object(*KUEUE, "clusterqueues")
+    items: list[dict[str, Any]] = out["items"]
+    return items
+
+
+async def wait_queues_idle(api: client.ApiClient, timeout: float = 60.0) -> None:
+    async def idle() -> bool:
+        for cq in await cluster_queues(api):
+            st = cq.get("status", {})
+            if (
+                st.get("pendingWorkloads", 0)
+                or st.get("reservingWorkloads", 0)
+                or st.get("admittedWorkloads", 0)
+            ):
+                return False
+        return True
+
+    await wait_for("all ClusterQueues idle", idle, timeout)
+
+
+def borrowed(cq: dict[str, Any], flavor: str, resource: str) -> str:
+    for f in cq.get("status", {}).get("flavorsReservation", []) or []:
+        if f.get("name") == flavor:
+            for r in f.get("resources", []):
+                if r.get("name") == resource:
+                    return str(r.get("borrowed", "0"))
+    return "0"
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    """The running dev cluster (started for the session unless one was already running)."""
+    settings = load_settings()
+    info = devcluster.up(settings)
+    yield Cluster(info)
+    if info.started:
+        records = list(info.processes)
+        devcluster.down(settings)
+        left = leftovers(settings, records)
+        assert not left, f"devcluster down left things behind: {left}"

@@ -1,0 +1,203 @@
+"""The dev cluster's pure parts, without a cluster: settings, nodes.yaml, the node agent's rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from devcluster.config import MANIFESTS_DIR, PORT_OFFSETS, load_settings
+from devcluster.nodeagent import (
+    ContainerConfigError,
+    IPPool,
+    bind_url_to,
+    container_argv,
+    container_env,
+    expand,
+    pod_phase,
+)
+from devcluster.nodes import NodesFileError, load_nodes
+
+
+def test_settings_defaults_and_overrides(tmp_path: Path) -> None:
+    s = load_settings({"HOME": str(tmp_path)})
+    assert s.state_dir == tmp_path / ".local/state/jupyter-gpuaas/cluster"
+    assert s.kubeconfig == s.state_dir / "kubeconfig"
+    assert s.ports.apiserver == 26443
+    assert len({p for _, p in s.ports.items()}) == len(PORT_OFFSETS)
+    o = load_settings(
+        {
+            "HOME": str(tmp_path),
+            "GPUAAS_CLUSTER_DIR": str(tmp_path / "c"),
+            "GPUAAS_CLUSTER_PORT_BASE": "30000",
+            "GPUAAS_CLUSTER_PORT_APISERVER": "6443",
+        }
+    )
+    assert o.state_dir == tmp_path / "c"
+    assert o.ports.apiserver == 6443
+    assert o.ports.etcd == 30079
+    with pytest.raises(ValueError, match="GPUAAS_CLUSTER_PORT_BASE"):
+        load_settings({"HOME": str(tmp_path), "GPUAAS_CLUSTER_PORT_BASE": "x"})
+    with pytest.raises(ValueError, match=r"127\.0"):
+        load_settings({"HOME": str(tmp_path), "GPUAAS_CLUSTER_POD_IP_PREFIX": "127.0"})
+
+
+def test_nodes_file_declares_the_pools() -> None:
+    nodes = {n.name: n for n in load_nodes()}
+    assert set(nodes) == {"h100-0", "h100-1", "a100-mig-0", "l4-shared-0", "local-0"}
+    assert nodes["local-0"].run_by == "agent"
+    m = nodes["h100-0"].manifest()
+    assert m["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
+    assert m["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert "kwok.x-k8s.io/node" not in nodes["local-0"].manifest()["metadata"]["annotations"]
+
+
+def test_nodes_file_errors_are_clear(tmp_path: Path) -> None:
+    bad = tmp_path / "nodes.yaml"
+    bad.write_text("pools:\n  - name: x\n    runBy: docker\n    capacity: {cpu: '1'}\n")
+    with pytest.raises(NodesFileError, match="runBy"):
+        load_nodes(bad)
+
+
+def test_sample_quotas_fit_in_the_pools() -> None:
+    capacity: dict[tuple[str, str], float] = {}
+    for n in load_nodes():
+        for res, qty in n.capacity.items():
+            if res.startswith("nvidia.com/"):
+                key = (n.pool, res)
+                capacity[key] = capacity.get(key, 0) + float(qty)
+    quota: dict[tuple[str, str], float] = {}
+    docs = yaml.safe_load_all((MANIFESTS_DIR / "30-cluster-queues.yaml").read_text())
+    for doc in docs:
+        if doc["kind"] != "ClusterQueue":
+            continue
+        for group in doc["spec"]["resourceGroups"]:
+            for flavor in group["flavors"]:
+                for r in flavor["resources"]:
+                    if r["name"].startswith("nvidia.com/"):
+                        key = (flavor["name"], r["name"])
+                        quota[key] = quota.get(key, 0) + float(r["nominalQuota"])
+    for key, q in quota.items():
+        assert q <= capacity.get(key, 0), f"quota {key} = {q} > capacity {capacity.get(key, 0)}"
+
+
+def test_expand_follows_kubernetes_rules() -> None:
+    env = {"A": "1", "B": "two"}
+    assert expand("$(A)-$(B)-$(C)-$$(A)", env) == "1-two-$(C)-$(A)"
+
+
+POD = {
+    "metadata": {
+        "name": "jupyter-alice",
+        "namespace": "jupyter-users",
+        "uid": "u-1",
+        "labels": {"a": "b"},
+    },
+    "spec": {"nodeName": "local-0", "serviceAccountName": "default"},
+}
+
+
+def test_container_env_resolves_simple_values(tmp_path: Path) -> None:
+    container = {
+        "name": "notebook",
+        "env": [
+            {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "LABEL", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['a']"}}},
+            {"name": "URL", "value": "http://$(IP):8888/"},
+            {"name": "JUPYTERHUB_SERVICE_URL", "value": "http://0.0.0.0:8888/user/alice/"},
+            {
+                "name": "OPT",
+                "valueFrom": {"secretKeyRef": {"name": "s", "key": "k", "optional": True}},
+            },
+        ],
+    }
+    env = container_env(
+        POD,
+        container,
+        pod_ip="127.42.0.7",
+        host_ip="127.0.0.1",
+        workdir=tmp_path,
+        base={"PATH": "/bin", "SECRET": "x"},
+    )
+    assert env["IP"] == "127.42.0.7"
+    assert env["NAME"] == "jupyter-alice"
+    assert env["LABEL"] == "b"
+    assert env["URL"] == "http://127.42.0.7:8888/"
+    assert env["JUPYTERHUB_SERVICE_URL"] == "http://127.42.0.7:8888/user/alice/"
+    assert env["HOME"] == str(tmp_path)
+    assert env["PATH"] == "/bin"
+    assert "SECRET" not in env
+    assert "OPT" not in env
+    with pytest.raises(ContainerConfigError):
+        container_env(
+            POD,
+            {
+                "name": "c",
+                "env": [{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+            },
+            pod_ip="127.42.0.7",
+            host_ip="127.0.0.1",
+            workdir=tmp_path,
+            base={},
+        )
+
+
+def test_bind_url_keeps_specific_hosts() -> None:
+    assert bind_url_to("http://0.0.0.0:8888/x/", "127.42.0.2") == "http://127.42.0.2:8888/x/"
+    assert bind_url_to("http://:8888/x/", "127.42.0.2") == "http://127.42.0.2:8888/x/"
+    assert bind_url_to("http://10.1.2.3:8888/", "127.42.0.2") == "http://10.1.2.3:8888/"
+
+
+def test_container_argv() -> None:
+    env = {"PORT": "8888"}
+    c = {"args": ["jupyterhub-singleuser", "--ip=0.0.0.0", "--port=$(PORT)"]}
+    assert container_argv(c, env, "127.42.0.3") == [
+        "jupyterhub-singleuser",
+        "--ip=127.42.0.3",
+        "--port=8888",
+    ]
+    c2 = {"command": ["python3"], "args": ["-m", "x", "--ServerApp.ip", "0.0.0.0"]}
+    assert container_argv(c2, env, "127.42.0.3") == [
+        "python3",
+        "-m",
+        "x",
+        "--ServerApp.ip",
+        "127.42.0.3",
+    ]
+    with pytest.raises(ContainerConfigError):
+        container_argv({"name": "image-only"}, env, "127.42.0.3")
+
+
+def test_pod_phase_follows_restart_policy() -> None:
+    assert pod_phase("Never", [0, 0]) == "Succeeded"
+    assert pod_phase("Never", [0, 1]) == "Failed"
+    assert pod_phase("Never", [0, None]) is None
+    assert pod_phase("OnFailure", [0]) == "Succeeded"
+    assert pod_phase("OnFailure", [1]) is None
+    assert pod_phase("Always", [0]) is None
+
+
+def test_ip_pool_reuses_released_addresses() -> None:
+    pool = IPPool("127.42")
+    a = pool.claim("a")
+    b = pool.claim("b")
+    assert (a, b) == ("127.42.0.1", "127.42.0.2")
+    pool.release(a)
+    assert pool.claim("c") == "127.42.0.1"
+    assert pool.claim("d", wanted="127.42.9.9") == "127.42.9.9"
+
+
+def test_missing_go_fails_the_build_with_a_clear_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from devcluster.cluster import BuildError, ensure_binaries
+
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no Go here
+    settings = load_settings({"HOME": str(tmp_path), "GPUAAS_CACHE": str(tmp_path / "cache")})
+    lines: list[str] = []
+    with pytest.raises(BuildError) as err:
+        ensure_binaries(settings, log=lines.append)
+    assert "Go is not installed" in str(err.value)
+    assert "make cluster-build" in str(err.value)
