@@ -1,0 +1,236 @@
+"""Sizes and the simulated-GPU device spec (pure parsing, no I/O).
+
+Spec grammar (``GPUaaS.simulated_devices``), groups separated by commas::
+
+    group   := [COUNT "x"] MODEL "-" MEMORY "GB" (":" option)*
+    option  := "mig=" N "x" PROFILE ("+" N "x" PROFILE)*   MIG devices, e.g. mig=7x1g.5gb or
+                                                          mig=2x3g.20gb+1x1g.5gb
+             | "other=" SIZE                              memory of processes NVML does not
+                                                          list to us (other pods), e.g. other=4GiB
+
+    "2xH100-80GB,1xA100-40GB:mig=7x1g.5gb"
+
+GPU memory follows the vendors' naming: "80GB" and the "5gb" of a MIG profile are GiB.
+The same devices can be given as a list of dicts:
+``[{"model": "A100-40GB", "count": 1, "mig": "7x1g.5gb", "other": "4GiB"}]``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+GiB = 1024**3
+
+DEFAULT_SIMULATED_DEVICES = "2xH100-80GB,1xA100-40GB:mig=7x1g.5gb"
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+_MODEL = re.compile(r"^(?:(\d+)x)?([A-Za-z0-9]+)-(\d+)GB$", re.IGNORECASE)
+_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb$", re.IGNORECASE)
+_MIG_GROUP = re.compile(r"^(?:(\d+)x)?(\d+g\.\d+gb)$", re.IGNORECASE)
+
+# NVML's names for the models people are likely to write; others get "NVIDIA <model> <n>GB".
+_NAMES = {
+    ("H100", 80): "NVIDIA H100 80GB HBM3",
+    ("H100", 94): "NVIDIA H100 NVL",
+    ("H200", 141): "NVIDIA H200",
+    ("A100", 40): "NVIDIA A100-SXM4-40GB",
+    ("A100", 80): "NVIDIA A100-SXM4-80GB",
+    ("A30", 24): "NVIDIA A30",
+    ("A10", 24): "NVIDIA A10",
+    ("L4", 24): "NVIDIA L4",
+    ("L40S", 48): "NVIDIA L40S",
+    ("T4", 16): "Tesla T4",
+}
+# Models with MIG support; others answer nvmlDeviceGetMigMode with NotSupported, as real ones do.
+MIG_CAPABLE = frozenset({"A100", "A30", "H100", "H200", "B200", "GB200"})
+MIG_SLICES = 7
+
+# Fixed namespace so the simulated UUIDs stay the same across restarts.
+_UUID_NS = uuid.UUID("6f1d2a8e-3c4b-4e57-9a0f-2b8c7d9e1f30")
+
+
+class SpecError(ValueError):
+    """A spec or size that cannot be understood; the message says what is expected."""
+
+
+def parse_size(value: str | int) -> int:
+    """Bytes from an int or a string such as "2GiB", "512MiB", "1.5GB" (GB = 10^9, GiB = 2^30)."""
+    if isinstance(value, bool):
+        raise SpecError(f"size must be bytes or a string such as '2GiB', not {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise SpecError(f"size must not be negative: {value}")
+        return value
+    match = _SIZE.match(value)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _UNITS:
+        raise SpecError(
+            f"cannot read size {value!r}: write a number and a unit such as '2GiB', '512MiB', "
+            "'1.5GB' or plain bytes"
+        )
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+@dataclass(frozen=True)
+class SimMig:
+    profile: str  # as NVML names it, e.g. "1g.5gb"
+    slices: int
+    memory: int
+    uuid: str
+
+
+@dataclass(frozen=True)
+class SimGpu:
+    index: int
+    model: str
+    name: str
+    memory: int
+    uuid: str
+    mig: tuple[SimMig, ...] = ()
+    # Memory in use by processes outside this server's view (other pods on a shared GPU).
+    other: int = 0
+
+    @property
+    def mig_capable(self) -> bool:
+        return self.model.upper() in MIG_CAPABLE
+
+    @property
+    def mig_enabled(self) -> bool:
+        return bool(self.mig)
+
+
+def parse_profile(profile: str) -> tuple[int, int]:
+    """(compute slices, memory in bytes) of a MIG profile such as "3g.20gb"."""
+    match = _PROFILE.match(profile)
+    if match is None:
+        raise SpecError(f"cannot read MIG profile {profile!r}: expected e.g. '1g.5gb' or '3g.40gb'")
+    return int(match.group(1)), int(match.group(2)) * GiB
+
+
+def _parse_mig(value: str | Sequence[str]) -> list[str]:
+    if not isinstance(value, str):
+        return [str(p) for p in value]
+    profiles: list[str] = []
+    for group in value.split("+"):
+        match = _MIG_GROUP.match(group.strip())
+        if match is None:
+            raise SpecError(
+                f"cannot read MIG layout {value!r}: expected e.g. 'mig=7x1g.5gb' or "
+                "'mig=2x3g.20gb+1x1g.5gb'"
+            )
+        profiles += [match.group(2).lower()] * int(match.group(1) or 1)
+    return profiles
+
+
+def _group_from_string(text: str) -> dict[str, Any]:
+    head, *options = (part.strip() for part in text.split(":"))
+    match = _MODEL.match(head)
+    if match is None:
+        raise SpecError(
+            f"cannot read simulated device {text!r}: expected [COUNTx]MODEL-MEMORYGB[:options], "
+            "e.g. '2xH100-80GB' or '1xA100-40GB:mig=7x1g.5gb'"
+        )
+    group: dict[str, Any] = {"model": f"{match.group(2)}-{match.group(3)}GB"}
+    if match.group(1):
+        group["count"] = int(match.group(1))
+    for option in options:
+        key, sep, value = option.partition("=")
+        if not sep or key not in ("mig", "other"):
+            raise SpecError(f"unknown option {option!r} in {text!r}: use mig=... or other=SIZE")
+        group[key] = value
+    return group
+
+
+def parse_devices(spec: str | Sequence[Mapping[str, Any]]) -> list[SimGpu]:
+    """The simulated GPUs of a spec string or a list of dicts (see the module docstring)."""
+    if isinstance(spec, str):
+        groups = [_group_from_string(g) for g in spec.split(",") if g.strip()]
+    else:
+        groups = [dict(g) for g in spec]
+    gpus: list[SimGpu] = []
+    for group in groups:
+        unknown = set(group) - {"model", "count", "mig", "other"}
+        if unknown:
+            raise SpecError(f"unknown keys {sorted(unknown)} in {group!r}")
+        match = _MODEL.match(str(group.get("model", "")))
+        if match is None or match.group(1):
+            raise SpecError(f"'model' must look like 'H100-80GB', got {group.get('model')!r}")
+        model, gb = match.group(2), int(match.group(3))
+        count = int(group.get("count", 1))
+        if count < 1:
+            raise SpecError(f"'count' must be at least 1 in {group!r}")
+        profiles = _parse_mig(group.get("mig") or [])
+        other = parse_size(group.get("other", 0))
+        for _ in range(count):
+            gpus.append(_make_gpu(len(gpus), model, gb, profiles, other))
+    return gpus
+
+
+def _make_gpu(index: int, model: str, gb: int, profiles: list[str], other: int) -> SimGpu:
+    memory = gb * GiB
+    name = _NAMES.get((model.upper(), gb), f"NVIDIA {model} {gb}GB")
+    gpu_uuid = f"GPU-{uuid.uuid5(_UUID_NS, f'gpu/{index}/{model}-{gb}')}"
+    migs: list[SimMig] = []
+    for slot, profile in enumerate(profiles):
+        slices, mig_memory = parse_profile(profile)
+        migs.append(
+            SimMig(
+                profile=profile,
+                slices=slices,
+                memory=mig_memory,
+                uuid=f"MIG-{uuid.uuid5(_UUID_NS, f'mig/{gpu_uuid}/{slot}')}",
+            )
+        )
+    gpu = SimGpu(index, model, name, memory, gpu_uuid, tuple(migs), other)
+    if migs and not gpu.mig_capable:
+        raise SpecError(
+            f"{model} does not support MIG (MIG models: {', '.join(sorted(MIG_CAPABLE))})"
+        )
+    if sum(m.slices for m in migs) > MIG_SLICES:
+        raise SpecError(f"GPU {index}: MIG profiles use more than {MIG_SLICES} compute slices")
+    if sum(m.memory for m in migs) > memory:
+        raise SpecError(f"GPU {index}: MIG profiles need more memory than the GPU's {gb}GB")
+    if other > memory:
+        raise SpecError(f"GPU {index}: other={other} bytes is more than the GPU's {gb}GB")
+    return gpu
+
+
+def resolve_ref(gpus: Sequence[SimGpu], ref: str) -> str | None:
+    """The UUID a process on `ref` runs on: a GPU index ("0"; on a MIG-enabled GPU its first MIG
+    device, as CUDA would pick), a MIG device "GPU:MIG" ("2:3") or a UUID. None if unknown."""
+    ref = ref.strip()
+    for gpu in gpus:
+        if ref == gpu.uuid:
+            return gpu.mig[0].uuid if gpu.mig else gpu.uuid
+        for mig in gpu.mig:
+            if ref == mig.uuid:
+                return mig.uuid
+    gpu_part, _, mig_part = ref.partition(":")
+    if not gpu_part.isdigit() or int(gpu_part) >= len(gpus):
+        return None
+    gpu = gpus[int(gpu_part)]
+    if not mig_part:
+        return gpu.mig[0].uuid if gpu.mig else gpu.uuid
+    if mig_part.isdigit() and int(mig_part) < len(gpu.mig):
+        return gpu.mig[int(mig_part)].uuid
+    return None

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from jupyter_gpuaas import fake_nvml
+from jupyter_gpuaas.simulate import ENV_DIR
+
+
+@pytest.fixture
+def sim_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh simulation state directory, also seen by child processes."""
+    directory = tmp_path / "sim"
+    monkeypatch.setenv(ENV_DIR, str(directory))
+    return directory
+
+
+@pytest.fixture(autouse=True)
+def _bindings_as_new() -> Iterator[None]:
+    """Leave nvidia-ml-py as a fresh process has it: no fake installed, no cached functions."""
+    yield
+    fake_nvml.uninstall()
+
+
+class Holder:
+    """A separate process holding simulated GPU memory until stopped."""
+
+    def __init__(self, size: str, device: str) -> None:
+        code = (
+            "import sys; from jupyter_gpuaas import simulate; "
+            f"simulate.hold({size!r}, device={device!r}); print('held', flush=True); "
+            "sys.stdin.read()"
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline().strip() == "held"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def holder(sim_dir: Path) -> Iterator[Callable[[str, str], Holder]]:
+    started: list[Holder] = []
+
+    def start(size: str, device: str) -> Holder:
+        started.append(Holder(size, device))
+        return started[-1]
+
+    yield start
+    for h in started:
+        if h.proc.poll() is None:
+            h.stop()
