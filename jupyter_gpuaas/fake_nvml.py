@@ -225,18 +225,23 @@ class FakeNvml:
     def _processes(self, handle: Any, count_arg: Any, infos: Any, kinds: set[str]) -> int:
         dev = self._dev(handle)
         driver, _ = self._state()
-        holds = [h for h in self._holds_on(dev) if h.kind in kinds]
+        # The driver lists a process once per device (MIG instance), with its total memory there,
+        # however many allocations it made: several holds of one process add up.
+        entries: dict[tuple[int, int | None], int] = {}
+        for h in self._holds_on(dev):
+            if h.kind in kinds:
+                key = (h.pid, self._mig_slot_of(dev, h))
+                entries[key] = entries.get(key, 0) + h.size
         count = _target(count_arg)
         capacity = count.value
-        count.value = len(holds)
-        if not holds:
+        count.value = len(entries)
+        if not entries:
             return _SUCCESS
-        if infos is None or capacity < len(holds):
+        if infos is None or capacity < len(entries):
             return _ERROR_INSUFFICIENT_SIZE
-        for i, h in enumerate(holds):
-            mig = self._mig_slot_of(dev, h)
-            infos[i].pid = h.pid + (HOST_PID_OFFSET if driver.behaviour == "535.104" else 0)
-            infos[i].usedGpuMemory = 0 if driver.behaviour == "535.113" else h.size
+        for i, ((pid, mig), size) in enumerate(entries.items()):
+            infos[i].pid = pid + (HOST_PID_OFFSET if driver.behaviour == "535.104" else 0)
+            infos[i].usedGpuMemory = 0 if driver.behaviour == "535.113" else size
             infos[i].gpuInstanceId = _NOT_AVAILABLE_U32 if mig is None else mig + 1
             infos[i].computeInstanceId = _NOT_AVAILABLE_U32 if mig is None else 0
         return _SUCCESS

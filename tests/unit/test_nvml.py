@@ -86,6 +86,14 @@ def test_processes_of_this_process_and_another(
     assert reader.read().processes == ()
 
 
+def test_two_holds_of_one_process_on_one_device_are_one_entry(sim_dir: Path) -> None:
+    # NVML lists a process once per device with its total, however many allocations it made.
+    with simulate.hold("1GiB", device=0), simulate.hold("2GiB", device=0):
+        read = reader_for(sim_dir).read()
+        assert read.processes == (GpuProcess(H100_0, os.getpid(), 3 * GiB),)
+        assert {d.uuid: d.memory_used for d in read.devices}[H100_0] == 3 * GiB
+
+
 def test_a_reused_pid_is_not_the_holder(sim_dir: Path) -> None:
     (sim_dir / "holds").mkdir(parents=True)
     stale = {"pid": os.getpid(), "device": "0", "size": GiB, "create_time": 1.0}
