@@ -1,138 +1,86 @@
-"""Run the demo: JupyterLab with simulated GPUs and the GPU sidebar.
+"""Run the demo: the dev cluster (Kubernetes + Kueue, simulated GPU pools), a JupyterHub with
+GPUaaSSpawner, demo users in two teams, notebooks on the node agent with simulated GPUs.
 
-Later issues grow this into the whole system (cluster, hub, culler); the entry point stays
-`make demo`.
+Ctrl-C stops the hub (and the servers it started) and brings the cluster down again if the demo
+started it. Everything listens on 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import secrets
-import shutil
 import signal
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
+from types import FrameType
 
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from demo.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port  # noqa: E402
+from devcluster import ClusterError, down, load_settings, up  # noqa: E402
+
 STATE = REPO / ".demo"
-
-SAMPLE_NOTEBOOK = {
-    "cells": [
-        {
-            "cell_type": "markdown",
-            "metadata": {},
-            "source": [
-                "# Simulated GPU memory\n",
-                "\n",
-                "This demo runs on simulated GPUs (a fake NVML library under the real bindings).\n",
-                "Run the next cell: this kernel then holds 6 GiB on the first GPU, and the **GPU**\n",
-                "panel in the left sidebar shows it against this notebook within one refresh.",
-            ],
-        },
-        {
-            "cell_type": "code",
-            "execution_count": None,
-            "metadata": {},
-            "outputs": [],
-            "source": [
-                "from jupyter_gpuaas.simulate import hold\n",
-                "\n",
-                'held = hold("6GiB")  # held.release() gives it back; so does restarting the kernel',
-            ],
-        },
-        {
-            "cell_type": "code",
-            "execution_count": None,
-            "metadata": {},
-            "outputs": [],
-            "source": [
-                "# A data-loader style child process: its memory counts for this notebook too.\n",
-                "import subprocess, sys\n",
-                "worker = subprocess.Popen([sys.executable, '-c',\n",
-                "    'import time; from jupyter_gpuaas.simulate import hold; '\n",
-                "    'h = hold(\"3GiB\", device=1); time.sleep(3600)'])",
-            ],
-        },
-    ],
-    "metadata": {
-        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}
-    },
-    "nbformat": 4,
-    "nbformat_minor": 5,
-}
-
-
-def free_port(preferred: int) -> int:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", preferred))
-            return preferred
-        except OSError:
-            s.bind(("127.0.0.1", 0))
-            return int(s.getsockname()[1])
-
-
-def wait_for(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"JupyterLab exited with code {proc.returncode}; see its log above.")
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except OSError:
-            time.sleep(0.5)
-    raise SystemExit(f"JupyterLab did not answer at {url} within {timeout:.0f} s.")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, default=8888, help="preferred port (default 8888)")
+    parser.add_argument("--port", type=int, default=8000, help="preferred port (default 8000)")
+    parser.add_argument("--password", default="gpuaas-demo", help="the demo users' password")
     args = parser.parse_args()
 
-    work = STATE / "work"
-    work.mkdir(parents=True, exist_ok=True)
-    notebook = work / "simulated-gpu.ipynb"
-    if not notebook.exists():
-        notebook.write_text(json.dumps(SAMPLE_NOTEBOOK, indent=1))
-    sim_dir = STATE / "simulated-gpus"
-    shutil.rmtree(sim_dir, ignore_errors=True)
-    sim_dir.mkdir(parents=True)
-
-    port = free_port(args.port)
-    token = secrets.token_hex(16)
-    env = dict(os.environ, JUPYTER_GPUAAS_SIM_DIR=str(sim_dir))
-    cmd = [
-        sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root",
-        "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={work}", "--GPUaaS.gpu_source=simulated",
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env)
+    settings = load_settings()
     try:
-        wait_for(f"http://127.0.0.1:{port}/api/status?token={token}", proc, timeout=120)
+        info = up(settings)
+    except ClusterError as e:
+        raise SystemExit(f"could not start the dev cluster: {e}") from e
+    hub: HubProcess | None = None
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        hub = HubProcess(
+            HubSettings(
+                state_dir=STATE / "hub",
+                kubeconfig=settings.credentials_dir / "hub.kubeconfig",
+                port=free_port(args.port),
+                password=args.password,
+                queue_timeout=1800,
+            )
+        )
+        hub.start()
+        users = "\n".join(
+            f"    {team}: {', '.join(names)}" for team, names in DEFAULT_TEAMS.items()
+        )
         print(
-            "\n  jupyter-gpuaas demo is up: JupyterLab with simulated GPUs\n"
-            f"  open  http://127.0.0.1:{port}/lab/tree/simulated-gpu.ipynb?token={token}\n"
-            "  then the GPU panel in the left sidebar; Ctrl-C stops the demo.\n",
+            "\n  jupyter-gpuaas demo is up: JupyterHub + Kueue on a local cluster\n"
+            f"  open  {hub.url}/hub/login\n"
+            f"  users (password {args.password!r}; 'admin' is the hub admin):\n{users}\n"
+            "  Offerings marked 'this machine' run for real on the node agent (simulated GPUs,\n"
+            "  GPU sidebar); the others are admitted by Kueue onto simulated nodes.\n"
+            "  Try: alice starts 'Whole A100 40GB', then bob picks it too and watches his queue\n"
+            "  position; stopping alice's server lets bob's start.\n"
+            f"  hub log: {hub.log_path}\n"
+            f"  export KUBECONFIG={settings.kubeconfig}\n"
+            "  Ctrl-C stops the demo.\n",
             flush=True,
         )
-        proc.wait()
+        while hub.proc is not None and hub.proc.poll() is None:
+            time.sleep(1)
+        print(f"jupyterhub exited; see {hub.log_path}", file=sys.stderr)
     except KeyboardInterrupt:
         pass
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            proc.send_signal(signal.SIGINT)  # JupyterLab asks for confirmation on the first one
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        if hub is not None:
+            print("stopping the hub and its servers ...", file=sys.stderr, flush=True)
+            hub.stop()
+        if info.started:
+            down(settings)
+        else:
+            print("the cluster was already running: left running", file=sys.stderr)
 
 
 if __name__ == "__main__":

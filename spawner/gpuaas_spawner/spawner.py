@@ -643,6 +643,9 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 if task in done:
                     url = task.result()
                     self._gpuaas_pod_uid = str(getattr(self, "pod_id", "") or self._gpuaas_pod_uid)
+                    if self._gpuaas_pod_uid and not self._gpuaas_secret_owned:
+                        # admitted and running before the first check: own the Secret now
+                        await self._own_token_secret(self._gpuaas_pod_uid)
                     return url
                 await self._check_spawn()
         finally:

@@ -1,0 +1,116 @@
+"""The spawn form, the queued progress page and JupyterLab through the real hub, in Chromium."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from .conftest import Hub
+from .test_spawn import eventually, nothing_left, pods_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PASSWORD = "gpuaas-demo"  # demo/hub.py's default
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"{CHROMIUM} missing: `make chromium` (apt-get install chromium)")
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            await b.close()
+
+
+async def login(browser: Any, hub: Hub, user: str) -> Any:
+    context = await browser.new_context()
+    page = await context.new_page()
+    page.set_default_timeout(30_000)
+    await page.goto(f"{hub.url}/hub/login")
+    await page.fill("#username_input", user)
+    await page.fill("#password_input", PASSWORD)
+    await page.click("#login_submit")
+    await page.wait_for_url("**/hub/**")
+    return page
+
+
+async def test_form_states_live_queue_position_and_cancel(
+    hub: Hub, k8s: client.ApiClient, browser: Any
+) -> None:
+    # team-a's local GPU is taken by alice, so bob's choice of it queues
+    r = hub.api("POST", "/users/alice/server", {"team": "team-a", "offering": "local-gpu"})
+    assert r.status in (201, 202), r
+    try:
+        hub.wait_ready("alice")
+        page = await login(browser, hub, "bob")
+        await page.goto(f"{hub.url}/hub/spawn")
+        status = page.locator("#gpuaas-team-a-local-gpu-status")
+        await status.wait_for()
+        assert "queue" in (await status.inner_text()).lower()
+        mig = await page.locator("#gpuaas-team-a-local-mig-1g-status").inner_text()
+        assert "available" in mig.lower(), mig
+        assert "not available" not in mig.lower(), mig
+        facts = await page.locator("#gpuaas-team-a-local-mig-1g-facts").inner_text()
+        assert "hardware" in facts.lower(), facts  # isolation said in words
+        # team-b's offerings are not offered to bob at all
+        assert await page.locator("[data-team='team-b']").count() == 0
+
+        await page.check("#gpuaas-team-a-local-gpu")
+        await page.click("#spawn_form [type=submit]")
+        await page.wait_for_url("**/spawn-pending/bob**")
+        message = page.locator("#progress-message")
+        await message.filter(has_text="position 1").wait_for(timeout=60_000)
+        assert "Queued in team-a: position 1" in await message.inner_text()
+        (pod,) = await pods_of(k8s, "bob")
+        assert pod["spec"].get("schedulingGates")
+
+        # cancel from the pending page: nothing of bob's server is left
+        await page.click("#stop-server-btn")
+        await eventually(
+            lambda: nothing_left(k8s, "bob", "jupyter-bob"), timeout=30, what="bob cancelled"
+        )
+    finally:
+        hub.stop("bob")
+        hub.stop("alice")
+    await eventually(lambda: nothing_left(k8s, "alice", "jupyter-alice"), what="alice stopped")
+
+
+async def test_team_user_lands_in_jupyterlab_with_the_gpu_sidebar(
+    hub: Hub, k8s: client.ApiClient, browser: Any
+) -> None:
+    page = await login(browser, hub, "carol")
+    try:
+        await page.goto(f"{hub.url}/hub/spawn")
+        await page.check("#gpuaas-team-b-local-mig-3g")
+        await page.click("#spawn_form [type=submit]")
+        await page.wait_for_url("**/user/carol/lab**", timeout=90_000)
+        await page.locator("#jp-main-dock-panel").wait_for(timeout=60_000)
+        tab = page.locator("[data-id='jupyter-gpuaas-panel']")
+        await tab.wait_for(timeout=30_000)
+        await tab.click()
+        panel = page.locator("#jupyter-gpuaas-panel")
+        await panel.filter(has_text="imulated").wait_for(timeout=30_000)
+        (pod,) = await pods_of(k8s, "carol")
+        assert pod["spec"]["nodeName"] == "local-0"
+        assert pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-b"
+    finally:
+        hub.stop("carol")
+    await eventually(lambda: nothing_left(k8s, "carol", "jupyter-carol"), what="carol stopped")
