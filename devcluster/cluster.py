@@ -369,7 +369,12 @@ def _kueue_config(settings: Settings) -> Path:
         # labelled for it (never the hub's own namespace, kube-system or kueue-system).
         "manageJobsWithoutQueueName": False,
         "managedJobsNamespaceSelector": {"matchLabels": {MANAGED_NAMESPACE_LABEL: "true"}},
-        "integrations": {"frameworks": ["batch/job", "pod"]},
+        "integrations": {
+            "frameworks": ["batch/job", "pod"],
+            # Who submitted a Job (devcluster/manifests/60-user-label-policy.yaml vouches for
+            # it): copied onto its Workload, where the gpuaas service reads it (docs/queue.md).
+            "labelKeysToCopy": ["gpuaas.jupyter.org/user"],
+        },
     }
     path = settings.state_dir / "kueue" / "config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const { serviceManager } = app;
     const panel = new GpuPanel({
       fetchUsage: () => requestAPI<unknown>('usage', {}, serviceManager.serverSettings),
+      fetchQueue: () => requestAPI<unknown>('queue', {}, serviceManager.serverSettings),
       sessions: serviceManager.sessions,
       kernels: serviceManager.kernels,
       open: (path, sessionType) => {

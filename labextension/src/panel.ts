@@ -26,6 +26,8 @@ import {
   type ISessionInfo,
   type IViewModel
 } from './model';
+import { QueueSection } from './queue';
+import { parseQueue } from './queueModel';
 import type { IDevice, IUsage } from './types';
 
 /** The refresh interval when the settings give none, in seconds. */
@@ -49,6 +51,8 @@ export namespace GpuPanel {
     open?: (path: string, sessionType: string | null) => void;
     /** Seconds between refreshes while the panel is visible. */
     refreshInterval?: number;
+    /** Fetch one `queue` payload (docs/queue.md); without it there is no Queue section. */
+    fetchQueue?: () => Promise<unknown>;
   }
 }
 
@@ -169,6 +173,11 @@ export class GpuPanel extends Panel {
     this.addWidget(this._header);
     this.addWidget(this.extras);
     this.addWidget(this._body);
+    this._fetchQueue = options.fetchQueue ?? null;
+    this._queue = this._fetchQueue === null ? null : new QueueSection();
+    if (this._queue !== null) {
+      this.extras.addWidget(this._queue);
+    }
 
     const interval = GpuPanel.intervalMs(options.refreshInterval ?? DEFAULT_REFRESH_SECONDS);
     this._poll = new Poll({
@@ -277,6 +286,27 @@ export class GpuPanel extends Panel {
 
   /** One poll tick: fetch, check, render. A rejection makes the poll back off. */
   private async _tick(): Promise<void> {
+    // The queue comes from the hub service: its failure shows in its section only.
+    const queued = this._tickQueue();
+    try {
+      await this._tickUsage();
+    } finally {
+      await queued;
+    }
+  }
+
+  private async _tickQueue(): Promise<void> {
+    if (this._fetchQueue === null || this._queue === null) {
+      return;
+    }
+    try {
+      this._queue.setQueue(parseQueue(await this._fetchQueue()), null);
+    } catch (error) {
+      this._queue.setQueue(null, `Could not load the queue: ${describeError(error)}. Retrying.`);
+    }
+  }
+
+  private async _tickUsage(): Promise<void> {
     let usage: IUsage;
     try {
       usage = parseUsage(await this._fetchUsage());
@@ -737,6 +767,8 @@ export class GpuPanel extends Panel {
   }
 
   private readonly _fetchUsage: () => Promise<unknown>;
+  private readonly _fetchQueue: (() => Promise<unknown>) | null;
+  private readonly _queue: QueueSection | null;
   private readonly _sessions: Session.IManager | null;
   private readonly _kernels: Kernel.IManager | null;
   private readonly _open: ((path: string, sessionType: string | null) => void) | null;

@@ -60,3 +60,47 @@ export interface IUsage {
    */
   other_memory: Record<string, number | null>;
 }
+
+/** One pending workload of the user (`GET gpuaas/api/queue`, see docs/queue.md). */
+export interface IQueueItem {
+  kind: 'notebook' | 'job' | 'workload';
+  name: string;
+  workload: string;
+  namespace: string;
+  local_queue: string;
+  cluster_queue: string | null;
+  /** 1-based; null while Kueue's visibility API has not placed it. */
+  position_in_local_queue: number | null;
+  position_in_cluster_queue: number | null;
+  positions_known: boolean;
+  offering: string | null;
+  resources: Record<string, string>;
+  pods: number;
+  /** A fraction such as `1`, `1/7`. */
+  gpu_equivalents: string;
+  team: string;
+  priority_class: string | null;
+  waiting_since: string | null;
+  waited_seconds: number | null;
+  reason: string | null;
+}
+
+/** Admitted and pending workloads of one team. */
+export interface IQueueTeam {
+  team: string;
+  admitted: number;
+  pending: number;
+  cluster_queues: { name: string; admitted: number; pending: number }[];
+}
+
+/** `GET gpuaas/api/queue` */
+export interface IQueue {
+  user: string | null;
+  generated_at: string;
+  synced: boolean;
+  items: IQueueItem[];
+  teams: IQueueTeam[];
+  /** Why the queue cannot be shown (hub service down, Kueue unreachable), or null. */
+  error: string | null;
+  error_kind: string | null;
+}

@@ -158,6 +158,10 @@ class WatchedKueueView:
         self._first_sync = asyncio.Event()
         self._started = False
         self._api: Any = None
+        self.visibility_page_size = 500
+        self.generation = 0
+        """Bumped on every change seen (a watched object, a visibility answer): readers that
+        derive something from the view (the gpuaas service's per-user index) rebuild on change."""
 
     @classmethod
     def shared(cls, **kwargs: Any) -> WatchedKueueView:
@@ -200,6 +204,14 @@ class WatchedKueueView:
     ) -> PendingWorkloadInfo | None:
         items = self._pending.get((namespace, local_queue), [])
         return pending_item_for_workload(items, workload_name=workload_name, pod_uid=pod_uid)
+
+    def workloads(self, namespace: str) -> list[Mapping[str, Any]]:
+        """The Workloads of a watched namespace as last seen (API dicts; do not modify)."""
+        return list(self._stores.get(f"workloads/{namespace}", {}).values())
+
+    def pending_items(self, namespace: str, local_queue: str) -> list[PendingWorkloadInfo] | None:
+        """The last visibility answer for a tracked LocalQueue (``None`` before the first)."""
+        return self._pending.get((namespace, local_queue))
 
     def track_local_queue(self, namespace: str, local_queue: str) -> Callable[[], None]:
         key = (namespace, local_queue)
@@ -251,6 +263,7 @@ class WatchedKueueView:
         self, name: str, obj: Mapping[str, Any] | None = None, deleted: bool = False
     ) -> None:
         """Keep the parsed form of one changed object; ``obj`` None: the store was relisted."""
+        self.generation += 1
         if name.startswith("workloads/"):
             if obj is not None:
                 info = read_workload(obj)
@@ -354,16 +367,30 @@ class WatchedKueueView:
         )
         while True:
             try:
-                data = await self._api.api_client.call_api(
-                    path,
-                    "GET",
-                    path_params={"namespace": namespace, "name": local_queue},
-                    response_types_map={200: "object"},
-                    auth_settings=["BearerToken"],
-                    _return_http_data_only=True,
-                    _request_timeout=self.request_timeout,
-                )
-                self._pending[(namespace, local_queue)] = read_pending_workloads(data or {})
+                # Paged (limit/offset): a long queue costs a few requests per interval, shared
+                # by every reader of this LocalQueue.
+                items: list[PendingWorkloadInfo] = []
+                while True:
+                    data = await self._api.api_client.call_api(
+                        path,
+                        "GET",
+                        path_params={"namespace": namespace, "name": local_queue},
+                        query_params=[
+                            ("limit", self.visibility_page_size),
+                            ("offset", len(items)),
+                        ],
+                        response_types_map={200: "object"},
+                        auth_settings=["BearerToken"],
+                        _return_http_data_only=True,
+                        _request_timeout=self.request_timeout,
+                    )
+                    page = read_pending_workloads(data or {})
+                    items += page
+                    if len(page) < self.visibility_page_size:
+                        break
+                if items != self._pending.get((namespace, local_queue)):
+                    self.generation += 1
+                self._pending[(namespace, local_queue)] = items
             except asyncio.CancelledError:
                 raise
             except retryable as e:  # positions are a nicety; keep the last answer and retry

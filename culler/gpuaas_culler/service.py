@@ -1,0 +1,349 @@
+"""The gpuaas hub service: the hub side's one door for single-user servers (docs/queue.md).
+
+Run by JupyterHub as the managed service ``gpuaas`` (``gpuaas-service``). It answers
+
+- ``GET {prefix}api/queue`` — the calling user's pending GPU work with Kueue queue positions and
+  per-team counts, for the sidebar (through the server extension, with the server's own token,
+  scope ``access:services!service=gpuaas``);
+- ``GET {prefix}api/health`` — whether its caches are synced, and how many Kubernetes requests
+  it has made (they grow with time and queues, never with requests).
+
+Everything is served from memory: Kueue objects through :class:`gpuaas_spawner.cache.
+WatchedKueueView` (list+watch, plus one shared, paged visibility poller per LocalQueue that has
+pending work), notebook pods through KubeSpawner's reflector. A request costs no Kubernetes round
+trip; callers are identified by the hub (``HubAuth``, cached for ``cache_max_age``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
+from fractions import Fraction
+from typing import Any
+from urllib.parse import urlparse
+
+from tornado import web
+
+from jupyter_gpuaas.kueue import PendingWorkloadInfo
+
+from .queue import (
+    DEFAULT_GPU_WEIGHTS,
+    NotebookPod,
+    WorkloadSummary,
+    queue_payload,
+    read_notebook_pod,
+    summarize_workload,
+    user_of,
+)
+
+__all__ = ["QueueIndex", "main", "make_app"]
+
+log = logging.getLogger("gpuaas.service")
+
+
+class QueueIndex:
+    """Per-user view of the pending work, rebuilt from the caches only when they change."""
+
+    def __init__(
+        self,
+        view: Any,
+        *,
+        notebook_namespace: str,
+        namespaces: Sequence[str],
+        pods: Callable[[], Mapping[str, Mapping[str, Any]]] = dict,
+        weights: Mapping[str, Fraction] = DEFAULT_GPU_WEIGHTS,
+        pods_ttl: float = 1.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+    ) -> None:
+        self.view = view
+        self.notebook_namespace = notebook_namespace
+        self.namespaces = list(dict.fromkeys([notebook_namespace, *namespaces]))
+        self._pods_source = pods
+        self.weights = weights
+        self.pods_ttl = pods_ttl
+        self.clock = clock
+        self._generation = -1
+        self._pods: dict[str, NotebookPod] = {}
+        self._pods_at = float("-inf")
+        self._pod_keys: frozenset[str] = frozenset()
+        self._summaries: list[WorkloadSummary] = []
+        self._by_user: dict[str, list[WorkloadSummary]] = {}
+        self._tracked: dict[tuple[str, str], Callable[[], None]] = {}
+        self.rebuilds = 0
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        pods_changed = False
+        if now - self._pods_at >= self.pods_ttl:
+            self._pods_at = now
+            raw = self._pods_source()
+            keys = frozenset(raw)
+            if keys != self._pod_keys:
+                self._pod_keys = keys
+                self._pods = {p.uid: p for p in map(read_notebook_pod, raw.values()) if p.uid}
+                pods_changed = True
+        generation = self.view.generation
+        if generation != self._generation:
+            self._generation = generation
+            self._summaries = [
+                summarize_workload(o) for ns in self.namespaces for o in self.view.workloads(ns)
+            ]
+        elif not pods_changed:
+            return
+        by_user: dict[str, list[WorkloadSummary]] = {}
+        for wl in self._summaries:
+            if wl.pending:
+                user = user_of(wl, self._pods)
+                if user:
+                    by_user.setdefault(user, []).append(wl)
+        self._by_user = by_user
+        self.rebuilds += 1
+        self._track_pending_queues()
+
+    def _track_pending_queues(self) -> None:
+        """One visibility poller per LocalQueue with pending work (shared by all callers)."""
+        state = self.view.queue_state()
+        wanted = {(w.namespace, w.queue_name) for w in self._summaries if w.pending}
+        wanted |= {k for k, lq in state.local_queues.items() if lq.pending_workloads > 0}
+        for key in wanted - set(self._tracked):
+            self._tracked[key] = self.view.track_local_queue(*key)
+        for key in set(self._tracked) - wanted:
+            self._tracked.pop(key)()
+
+    def tick(self) -> None:
+        """Keep pollers in step with the caches even when nobody asks."""
+        self._refresh()
+
+    @property
+    def polled_queues(self) -> list[str]:
+        return sorted(f"{ns}/{name}" for ns, name in self._tracked)
+
+    def answer(self, user: str, groups: Sequence[str] = ()) -> dict[str, Any]:
+        self._refresh()
+        state = self.view.queue_state()
+        mine = self._by_user.get(user, [])
+        pending: dict[tuple[str, str], list[PendingWorkloadInfo] | None] = {
+            (w.namespace, w.queue_name): self.view.pending_items(w.namespace, w.queue_name)
+            for w in mine
+        }
+        payload = queue_payload(
+            user,
+            workloads=mine,
+            notebook_pods=self._pods,
+            pending=pending,
+            local_queues=state.local_queues,
+            cluster_queues=state.cluster_queues,
+            now=self.clock(),
+            teams=groups,
+            synced=state.synced,
+            weights=self.weights,
+        )
+        if not state.synced:
+            payload["error"] = (
+                "Kueue cannot be read right now (the gpuaas service has not synced its caches); "
+                "retrying."
+            )
+            payload["error_kind"] = "kueue_unreachable"
+        return payload
+
+
+def _hub_handler_base() -> type:
+    from jupyterhub.services.auth import HubAuthenticated
+
+    return HubAuthenticated  # type: ignore[no-any-return]
+
+
+class _JSONHandler(web.RequestHandler):
+    def set_default_headers(self) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        reason = self._reason
+        exc = kwargs.get("exc_info")
+        if exc and isinstance(exc[1], web.HTTPError) and exc[1].log_message:
+            reason = exc[1].log_message
+        self.finish(json.dumps({"status": status_code, "message": reason}))
+
+
+class QueueHandler(_hub_handler_base(), _JSONHandler):  # type: ignore[misc]
+    """``GET api/queue``: the caller's own pending GPU work (never anybody else's)."""
+
+    async def prepare(self) -> None:
+        # HubAuthenticated's get_current_user blocks on the hub; ask asynchronously instead
+        # (answers are cached by HubAuth for cache_max_age seconds).
+        model = await self.hub_auth.get_user(self, sync=False)
+        allowed = None
+        if model:
+            try:
+                allowed = self.check_hub_user(model)
+            except Exception:  # noqa: BLE001 - UserNotAllowed: not allowed is None
+                allowed = None
+        self._hub_auth_user_cache = allowed
+
+    def get(self) -> None:
+        user = self.current_user
+        if not user or user.get("kind", "user") != "user":
+            raise web.HTTPError(
+                403, "a user's token with the scope access:services!service=gpuaas is needed"
+            )
+        index: QueueIndex = self.settings["queue_index"]
+        self.settings["stats"]["requests"] += 1
+        self.finish(json.dumps(index.answer(user["name"], user.get("groups") or ())))
+
+
+class HealthHandler(_JSONHandler):
+    def get(self) -> None:
+        index: QueueIndex = self.settings["queue_index"]
+        stats = self.settings["stats"]
+        self.finish(
+            json.dumps(
+                {
+                    "synced": index.view.queue_state().synced,
+                    "polled_queues": index.polled_queues,
+                    "requests_served": stats["requests"],
+                    "kubernetes_requests": stats["kubernetes_requests"](),
+                    "index_rebuilds": index.rebuilds,
+                }
+            )
+        )
+
+
+def make_app(
+    index: QueueIndex,
+    *,
+    prefix: str = "/services/gpuaas/",
+    hub_auth: Any = None,
+    kubernetes_requests: Callable[[], int] = lambda: 0,
+) -> web.Application:
+    prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
+    settings: dict[str, Any] = {
+        "queue_index": index,
+        "stats": {"requests": 0, "kubernetes_requests": kubernetes_requests},
+    }
+    if hub_auth is not None:
+        settings["hub_auth"] = hub_auth
+    app = web.Application(
+        [
+            (prefix + "api/queue", QueueHandler),
+            (prefix + "api/health", HealthHandler),
+        ],
+        **settings,
+    )
+    if hub_auth is not None:
+        QueueHandler.hub_auth = hub_auth
+    return app
+
+
+def _count_kubernetes_requests() -> Callable[[], int]:
+    """Count every request this process makes to the Kubernetes API (for ``api/health``)."""
+    from kubernetes_asyncio.client import rest
+
+    counter = {"n": 0}
+    original = rest.RESTClientObject.request
+    if getattr(original, "_gpuaas_counted", False):
+        return lambda: int(getattr(original, "_gpuaas_count", lambda: 0)())
+
+    async def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counter["n"] += 1
+        return await original(self, *args, **kwargs)
+
+    request._gpuaas_counted = True  # type: ignore[attr-defined]
+    request._gpuaas_count = lambda: counter["n"]  # type: ignore[attr-defined]
+    rest.RESTClientObject.request = request  # type: ignore[method-assign]
+    return lambda: counter["n"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gpuaas-service",
+        description=(
+            "The gpuaas JupyterHub service: each user's pending GPU work and its Kueue queue "
+            "positions, from watch caches. Run by the hub as the managed service 'gpuaas' "
+            "(docs/queue.md); Kubernetes credentials from KUBECONFIG or the pod's account."
+        ),
+    )
+    env = os.environ.get
+    p.add_argument(
+        "--url",
+        default=env("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"),
+        help="where to listen (default: $JUPYTERHUB_SERVICE_URL, set by the hub)",
+    )
+    p.add_argument(
+        "--prefix",
+        default=env("JUPYTERHUB_SERVICE_PREFIX", "/services/gpuaas/"),
+        help="URL prefix (default: $JUPYTERHUB_SERVICE_PREFIX)",
+    )
+    p.add_argument(
+        "--notebook-namespace",
+        default=env("GPUAAS_NOTEBOOK_NAMESPACE", "jupyter-users"),
+        help="namespace of the users' servers (KubeSpawner's namespace); default jupyter-users",
+    )
+    p.add_argument(
+        "--job-namespaces",
+        default=env("GPUAAS_JOB_NAMESPACES", "team-a,team-b"),
+        help="comma-separated namespaces whose labelled Jobs are shown; default team-a,team-b",
+    )
+    p.add_argument(
+        "--poll-interval",
+        type=float,
+        default=float(env("GPUAAS_QUEUE_POLL_INTERVAL", "2")),
+        help="seconds between visibility API polls of a LocalQueue with pending work; default 2",
+    )
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+async def serve(args: argparse.Namespace) -> None:
+    from gpuaas_spawner.cache import WatchedKueueView
+    from jupyterhub.services.auth import HubAuth
+    from kubespawner.clients import load_config
+    from kubespawner.reflector import NamespacedResourceReflector
+
+    counted = _count_kubernetes_requests()
+    load_config()
+    job_namespaces = [n.strip() for n in args.job_namespaces.split(",") if n.strip()]
+    view = WatchedKueueView(
+        namespaces=[args.notebook_namespace, *job_namespaces],
+        poll_interval=args.poll_interval,
+        log=log,
+    )
+
+    class NotebookPodReflector(NamespacedResourceReflector):  # type: ignore[misc]
+        kind = "pods"
+        labels = {"component": "singleuser-server"}  # noqa: RUF012 (a traitlet default)
+
+    pods = NotebookPodReflector(namespace=args.notebook_namespace)
+    await view.start(timeout=30)
+    await pods.start()
+    index = QueueIndex(
+        view,
+        notebook_namespace=args.notebook_namespace,
+        namespaces=job_namespaces,
+        pods=lambda: pods.resources,
+    )
+    app = make_app(index, prefix=args.prefix, hub_auth=HubAuth(), kubernetes_requests=counted)
+    url = urlparse(args.url)
+    app.listen(url.port or 80, url.hostname or "127.0.0.1")
+    log.info("gpuaas service listening on %s%s", args.url.rstrip("/"), args.prefix)
+    while True:
+        index.tick()
+        await asyncio.sleep(max(0.5, args.poll_interval / 2))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    asyncio.run(serve(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+import { Widget } from '@lumino/widgets';
+
+import { formatWaited, positionLabel, queueSignature, requestLabel } from './queueModel';
+import type { IQueue, IQueueItem } from './types';
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  ...children: (Node | string)[]
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  node.className = className;
+  node.append(...children);
+  return node;
+}
+
+/**
+ * The Queue section of the GPU panel: the user's pending GPU work with its queue positions,
+ * and per team how many workloads are admitted and pending. Fed by the panel's poll; a failed
+ * read shows a note here without touching the rest of the panel.
+ */
+export class QueueSection extends Widget {
+  constructor() {
+    super();
+    this.addClass('jp-gpuaas-section');
+    this.addClass('jp-gpuaas-section-queue');
+    this.node.setAttribute('aria-labelledby', 'jp-gpuaas-queue-heading');
+    this._render();
+  }
+
+  /** Show a new answer (`queue`), or why none could be had (`error`). */
+  setQueue(queue: IQueue | null, error: string | null): void {
+    if (queue !== null) {
+      this._queue = queue;
+    }
+    this._error = error;
+    this._render();
+  }
+
+  private _render(): void {
+    const signature = queueSignature(this._queue, this._error);
+    if (signature === this._rendered) {
+      return;
+    }
+    this._rendered = signature;
+    const heading = el('h3', 'jp-gpuaas-section-title', 'Queue');
+    heading.id = 'jp-gpuaas-queue-heading';
+    const parts: Node[] = [heading];
+    const queue = this._queue;
+    const problem = this._error ?? queue?.error ?? null;
+    if (problem !== null) {
+      const note = el('div', 'jp-gpuaas-note jp-gpuaas-queue-error', problem);
+      note.setAttribute('role', 'status');
+      parts.push(note);
+    }
+    if (queue === null) {
+      if (problem === null) {
+        parts.push(el('p', 'jp-gpuaas-placeholder', 'Loading the queue…'));
+      }
+    } else if (queue.items.length === 0) {
+      if (queue.error === null) {
+        parts.push(el('p', 'jp-gpuaas-hint jp-gpuaas-queue-empty', 'Nothing queued.'));
+      }
+    } else {
+      const list = el('ol', 'jp-gpuaas-queue');
+      list.setAttribute('aria-label', 'Your pending GPU work');
+      list.append(...queue.items.map(item => this._item(item)));
+      parts.push(list);
+    }
+    if (queue !== null && queue.teams.length > 0) {
+      const teams = el('ul', 'jp-gpuaas-queue-teams');
+      teams.setAttribute('aria-label', 'Workloads per team');
+      for (const team of queue.teams) {
+        const row = el(
+          'li',
+          'jp-gpuaas-queue-team',
+          el('span', 'jp-gpuaas-queue-team-name', team.team),
+          el(
+            'span',
+            'jp-gpuaas-figure',
+            `${String(team.admitted)} admitted · ${String(team.pending)} pending`
+          )
+        );
+        row.dataset.team = team.team;
+        teams.append(row);
+      }
+      parts.push(teams);
+    }
+    this.node.replaceChildren(...parts);
+  }
+
+  private _item(item: IQueueItem): HTMLElement {
+    const kind = item.kind === 'notebook' ? 'Server' : item.kind === 'job' ? 'Job' : 'Workload';
+    const row = el(
+      'li',
+      'jp-gpuaas-queue-item',
+      el(
+        'div',
+        'jp-gpuaas-line',
+        el('span', 'jp-gpuaas-queue-name', `${kind} ${item.name}`),
+        el('span', 'jp-gpuaas-queue-position', positionLabel(item))
+      ),
+      el(
+        'div',
+        'jp-gpuaas-meta',
+        `${requestLabel(item)} · team ${item.team} · waiting ${formatWaited(item.waited_seconds)}`
+      )
+    );
+    row.dataset.workload = item.workload;
+    row.dataset.position = String(item.position_in_local_queue ?? '');
+    if (item.reason !== null) {
+      row.title = item.reason;
+    }
+    return row;
+  }
+
+  private _queue: IQueue | null = null;
+  private _error: string | null = null;
+  private _rendered: string | null = null;
+}

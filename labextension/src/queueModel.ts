@@ -1,0 +1,87 @@
+/**
+ * Pure helpers of the Queue section: checking the payload and putting it into words.
+ */
+import type { IQueue, IQueueItem } from './types';
+
+/** Check the shape of a `queue` payload (throws on anything that is not one). */
+export function parseQueue(data: unknown): IQueue {
+  if (typeof data !== 'object' || data === null) {
+    throw new Error('the queue answer is not an object');
+  }
+  const queue = data as Partial<IQueue>;
+  if (!Array.isArray(queue.items) || !Array.isArray(queue.teams)) {
+    throw new Error('the queue answer has no items or teams');
+  }
+  return {
+    user: queue.user ?? null,
+    generated_at: queue.generated_at ?? '',
+    synced: queue.synced ?? false,
+    items: queue.items,
+    teams: queue.teams,
+    error: queue.error ?? null,
+    error_kind: queue.error_kind ?? null
+  };
+}
+
+/** A waiting time in words: `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`. */
+export function formatWaited(seconds: number | null): string {
+  if (seconds === null || !Number.isFinite(seconds) || seconds < 0) {
+    return 'unknown';
+  }
+  const s = Math.floor(seconds);
+  if (s < 60) {
+    return `${String(s)} s`;
+  }
+  const minutes = Math.floor(s / 60);
+  if (minutes < 60) {
+    return `${String(minutes)} min`;
+  }
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) {
+    const rest = minutes % 60;
+    return rest > 0 ? `${String(hours)} h ${String(rest)} min` : `${String(hours)} h`;
+  }
+  const days = Math.floor(hours / 24);
+  const rest = hours % 24;
+  return rest > 0 ? `${String(days)} d ${String(rest)} h` : `${String(days)} d`;
+}
+
+/** The position of an item: `#2 in training · #5 in team-a-training`, or why it has none. */
+export function positionLabel(item: IQueueItem): string {
+  if (item.position_in_local_queue === null) {
+    return item.positions_known ? 'not placed in the queue yet' : 'position loading…';
+  }
+  const local = `#${String(item.position_in_local_queue)} in ${item.local_queue}`;
+  if (item.position_in_cluster_queue === null || item.cluster_queue === null) {
+    return local;
+  }
+  return `${local} · #${String(item.position_in_cluster_queue)} in ${item.cluster_queue}`;
+}
+
+/** What an item asked for: the offering, else its GPU resources, with GPU-equivalents. */
+export function requestLabel(item: IQueueItem): string {
+  const gpus = Object.entries(item.resources)
+    .filter(([name]) => name.startsWith('nvidia.com/'))
+    .map(([name, qty]) => `${qty}× ${name.replace('nvidia.com/', '')}`);
+  const what = item.offering ?? (gpus.length > 0 ? gpus.join(', ') : 'no GPU');
+  const geq = item.gpu_equivalents === '0' ? '' : ` (${item.gpu_equivalents} GPU-eq.)`;
+  return `${what}${geq}`;
+}
+
+/** A stable signature of what the section shows (the waiting time in minutes only). */
+export function queueSignature(queue: IQueue | null, error: string | null): string {
+  if (queue === null) {
+    return JSON.stringify({ error });
+  }
+  return JSON.stringify({
+    error,
+    e: queue.error,
+    items: queue.items.map(i => [
+      i.workload,
+      i.position_in_local_queue,
+      i.position_in_cluster_queue,
+      formatWaited(i.waited_seconds)
+    ]),
+    teams: queue.teams.map(t => [t.team, t.admitted, t.pending])
+  });
+}
