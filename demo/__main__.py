@@ -1,5 +1,6 @@
 """Run the demo: the dev cluster (Kubernetes + Kueue, simulated GPU pools), a JupyterHub with
-GPUaaSSpawner, demo users in two teams, notebooks on the node agent with simulated GPUs.
+GPUaaSSpawner and the gpuaas service, demo users in two teams, notebooks on the node agent with
+simulated GPUs.
 
 Ctrl-C stops the hub (and the servers it started) and brings the cluster down again if the demo
 started it. Everything listens on 127.0.0.1.
@@ -19,6 +20,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from demo.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port  # noqa: E402
+from demo.queue_hub import service_config  # noqa: E402
 from devcluster import ClusterError, down, load_settings, up  # noqa: E402
 
 STATE = REPO / ".demo"
@@ -49,6 +51,10 @@ def main() -> None:
                 port=free_port(args.port),
                 password=args.password,
                 queue_timeout=1800,
+                # The gpuaas hub service: the sidebar's Queue section asks it for positions.
+                extra_config=service_config(
+                    free_port(), settings.credentials_dir / "gpuaas.kubeconfig", poll_interval=2.0
+                ),
             )
         )
         hub.start()

@@ -34,6 +34,8 @@ export class QueueSection extends Widget {
       this._queue = queue;
     }
     this._error = error;
+    // A server outside JupyterHub has no queue to ask: no section rather than a standing error.
+    this.setHidden(this._queue?.error_kind === 'not_configured' && this._error === null);
     this._render();
   }
 
@@ -103,7 +105,8 @@ export class QueueSection extends Widget {
       el(
         'div',
         'jp-gpuaas-meta',
-        `${requestLabel(item)} · team ${item.team} · waiting ${formatWaited(item.waited_seconds)}`
+        `${requestLabel(item)} · team ${item.team} · `,
+        el('span', 'jp-gpuaas-queue-waited', `waiting ${formatWaited(item.waited_seconds)}`)
       )
     );
     row.dataset.workload = item.workload;

@@ -24,6 +24,6 @@ def test_unavailable_source_and_empty_state(lab: Lab, page: Any) -> None:
     expect()(source).to_have_attribute("data-source", "unavailable", timeout=ONE_REFRESH_MS)
     expect()(source).to_have_text(f"unavailable: {usage['error']}")
     expect()(panel.locator(".jp-gpuaas-empty")).to_contain_text("No GPU visible to this server")
-    # No sections of figures that do not exist.
-    expect()(panel.locator(".jp-gpuaas-section")).to_have_count(0)
+    # No sections of figures that do not exist, and no Queue section outside JupyterHub.
+    expect()(panel.locator(".jp-gpuaas-section:visible")).to_have_count(0)
     expect()(panel.locator(".jp-gpuaas-error-note")).to_be_hidden()
