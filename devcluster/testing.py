@@ -291,6 +291,57 @@ async def wait_queues_idle(api: client.ApiClient, timeout: float = 60.0) -> None
     await wait_for("all ClusterQueues idle", idle, timeout)
 
 
+# The user label of docs/queue.md (vouched for by 60-user-label-policy.yaml).
+USER_LABEL = "gpuaas.jupyter.org/user"
+# Jobs that take all team A's training queue can use: 16 h100 GPUs (own 6 + borrowed 10).
+TRAINING_FILLERS = (("fill-8", 8), ("fill-7", 7), ("fill-1", 1))
+
+
+def labelled_job(name: str, user: str | None, gpus: int = 1) -> dict[str, Any]:
+    """A training Job on the h100 pool, labelled as ``user``'s (docs/queue.md) if given."""
+    job = job_manifest(name, gpus=gpus)
+    if user:
+        job["metadata"]["labels"][USER_LABEL] = user
+    job["spec"]["template"]["spec"]["nodeSelector"] = {"gpuaas.dev/pool": "h100"}
+    return job
+
+
+async def clear_jobs(cluster: Cluster, namespace: str = "team-a", as_user: str = "alice") -> None:
+    """Delete every Job in ``namespace`` and wait until no ClusterQueue holds a workload."""
+    async with cluster.api(namespace, as_user) as api:
+        await delete_jobs(api, namespace)
+    async with cluster.api("jupyterhub", "gpuaas") as reader:
+        await wait_queues_idle(reader)
+
+
+async def fill_training_quota(api: client.ApiClient, namespace: str = "team-a") -> None:
+    """Create :data:`TRAINING_FILLERS` (unlabelled) and wait until all are admitted.
+
+    Deleting ``fill-1`` afterwards frees one GPU: the first one-GPU Job waiting is admitted.
+    """
+    for name, gpus in TRAINING_FILLERS:
+        await create_job(api, namespace, labelled_job(name, None, gpus))
+
+    async def filled() -> bool:
+        for name, _ in TRAINING_FILLERS:
+            job = await batch(api).read_namespaced_job(name, namespace)
+            if not has_condition(await workload_of(api, namespace, job.metadata.uid), "Admitted"):
+                return False
+        return True
+
+    await wait_for("fillers admitted", filled, 60)
+
+
+async def submit_in_order(
+    api: client.ApiClient, user: str, names: list[str], namespace: str = "team-a"
+) -> None:
+    """Submit one-GPU Jobs labelled as ``user``'s, each a creation-timestamp second after the
+    one before (and before whatever is submitted next)."""
+    for name in names:
+        await create_job(api, namespace, labelled_job(name, user))
+        await asyncio.sleep(1.1)  # creation timestamps have one-second resolution
+
+
 def borrowed(cq: dict[str, Any], flavor: str, resource: str) -> str:
     for f in cq.get("status", {}).get("flavorsReservation", []) or []:
         if f.get("name") == flavor:

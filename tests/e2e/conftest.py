@@ -17,7 +17,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,12 +121,28 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     A test module can set ``GPUAAS_CONFIG`` (a dict of ``GPUaaS`` traits) to change the
     simulated GPUs from the defaults above.
     """
+    with start_lab(
+        tmp_path_factory.mktemp("lab"), getattr(request.module, "GPUAAS_CONFIG", {})
+    ) as server:
+        yield server
+
+
+@contextmanager
+def start_lab(
+    base: Path,
+    gpuaas_config: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Lab]:
+    """Run ``jupyter lab`` (as the ``lab`` fixture does) under ``base``; stop it at the end.
+
+    ``gpuaas_config``: ``GPUaaS`` traits over the defaults above; ``env``: more environment
+    variables for the server (e.g. ``JUPYTERHUB_API_TOKEN``, ``GPUAAS_SERVICE_URL``).
+    """
     if not (LABEXTENSION / "package.json").is_file():
         pytest.fail(
             f"{LABEXTENSION} is missing: build the labextension first "
             "(`npm ci && npm run build:prod`, as `make install` does)"
         )
-    base = tmp_path_factory.mktemp("lab")
     root = base / "root"
     config = base / "config"
     sim_dir = base / "sim"
@@ -144,7 +161,7 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                 "sample_ttl": SAMPLE_TTL_S,
                 "simulated_devices": SIMULATED_DEVICES,
                 "simulated_shared": SIMULATED_SHARED,
-                **getattr(request.module, "GPUAAS_CONFIG", {}),
+                **(gpuaas_config or {}),
             },
             "LabApp": {
                 "extra_labextensions_path": [str(labextensions)],
@@ -165,7 +182,7 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
     token = secrets.token_hex(16)
     port = _free_port()
-    env = {
+    environment = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(config),
         "JUPYTER_DATA_DIR": str(base / "data"),
@@ -180,7 +197,8 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         ),
         "PYTHONUNBUFFERED": "1",
     }
-    env.pop("JUPYTER_TOKEN", None)
+    environment.pop("JUPYTER_TOKEN", None)
+    environment.update(env or {})
     log = base / "jupyter-lab.log"
     command = [
         sys.executable,
@@ -198,7 +216,7 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     ]
     with log.open("wb") as log_file:
         process = subprocess.Popen(
-            command, cwd=root, env=env, stdout=log_file, stderr=subprocess.STDOUT
+            command, cwd=root, env=environment, stdout=log_file, stderr=subprocess.STDOUT
         )
     server = Lab(
         url=f"http://127.0.0.1:{port}/",

@@ -19,29 +19,20 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from demo.queue_hub import QueueHub, queue_hub
 from devcluster.testing import (
+    USER_LABEL,
     Cluster,
     batch,
+    clear_jobs,
     create_job,
-    delete_jobs,
-    has_condition,
-    job_manifest,
+    fill_training_quota,
+    labelled_job,
+    submit_in_order,
     wait_for,
-    wait_queues_idle,
     workload_of,
 )
 from jupyter_gpuaas.queue import fetch_queue
 
 pytestmark = pytest.mark.integration
-
-USER_LABEL = "gpuaas.jupyter.org/user"
-
-
-def labelled_job(name: str, user: str | None, gpus: int = 1) -> dict[str, Any]:
-    job = job_manifest(name, gpus=gpus)
-    if user:
-        job["metadata"]["labels"][USER_LABEL] = user
-    job["spec"]["template"]["spec"]["nodeSelector"] = {"gpuaas.dev/pool": "h100"}
-    return job
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +43,9 @@ def hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture
 async def clean_team_a(cluster: Cluster) -> AsyncIterator[None]:
-    async def clean() -> None:
-        async with cluster.api("team-a", "alice") as a:
-            await delete_jobs(a, "team-a")
-        async with cluster.api("jupyterhub", "gpuaas") as reader:
-            await wait_queues_idle(reader)
-
-    await clean()
+    await clear_jobs(cluster)
     yield
-    await clean()
+    await clear_jobs(cluster)
 
 
 async def test_user_label_must_name_the_submitter(cluster: Cluster, clean_team_a: None) -> None:
@@ -105,21 +90,8 @@ async def test_queue_positions_per_user(
     bob_token = hub.user_token("bob")
     async with cluster.api("team-a", "alice") as alice, cluster.api("team-a", "bob") as bob:
         # Fill what team A's training queue can use: 16 h100 GPUs (own 6 + borrowed 10).
-        for name, gpus in [("fill-8", 8), ("fill-7", 7), ("fill-1", 1)]:
-            await create_job(alice, "team-a", labelled_job(name, None, gpus))
-
-        async def filled() -> bool:
-            for n in ("fill-8", "fill-7", "fill-1"):
-                job = await batch(alice).read_namespaced_job(n, "team-a")
-                wl = await workload_of(alice, "team-a", job.metadata.uid)
-                if not has_condition(wl, "Admitted"):
-                    return False
-            return True
-
-        await wait_for("fillers admitted", filled, 60)
-        for name in ("a1", "a2", "a3"):
-            await create_job(alice, "team-a", labelled_job(name, "alice"))
-            await asyncio.sleep(1.1)  # creation timestamps have one-second resolution
+        await fill_training_quota(alice)
+        await submit_in_order(alice, "alice", ["a1", "a2", "a3"])
         await create_job(bob, "team-a", labelled_job("b1", "bob"))
 
         mine = await _positions(hub, alice_token, [("a1", 1), ("a2", 2), ("a3", 3)])
