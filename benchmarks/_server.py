@@ -1,4 +1,5 @@
-"""A real Jupyter Server in a subprocess, for the benchmarks: start, REST calls, run code."""
+"""A real Jupyter Server in a subprocess, for the benchmarks and the GPU tests: start, REST
+calls, run code in kernels."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +29,13 @@ def _free_port() -> int:
 
 
 class JupyterServer:
-    """`jupyter server` on 127.0.0.1 with its own config, runtime and simulation dirs."""
+    """`jupyter server` on 127.0.0.1 with its own config, runtime and simulation dirs, run as
+    `prefix + [python, -m, jupyter_server, ...]` (a prefix such as `unshare --pid ...` puts it
+    in a new PID namespace, as a pod's container sees the driver)."""
 
-    def __init__(self, base: Path, config: dict[str, Any]) -> None:
+    def __init__(self, base: Path, config: dict[str, Any], prefix: Sequence[str] = ()) -> None:
         self.base = base
+        self.prefix = list(prefix)
         self.token = secrets.token_hex(16)
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
@@ -61,7 +66,7 @@ class JupyterServer:
 
     async def start(self, timeout: float = 120) -> None:
         command = [
-            sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
+            *self.prefix, sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
             "--ServerApp.ip=127.0.0.1", f"--port={self.port}", "--port-retries=0",
             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.base / 'root'}",
         ]  # fmt: skip
@@ -83,9 +88,11 @@ class JupyterServer:
     async def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             return
-        self.process.send_signal(signal.SIGTERM)  # the server shuts its kernels down
+        # The whole group (the server shuts its kernels down): with a prefix such as unshare, the
+        # server is a child of the process we started.
+        os.killpg(self.process.pid, signal.SIGTERM)
         try:
-            await asyncio.wait_for(asyncio.to_thread(self.process.wait), 30)
+            await asyncio.wait_for(asyncio.to_thread(self.process.wait), 60)
         except asyncio.TimeoutError:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
@@ -98,6 +105,21 @@ class JupyterServer:
 
     async def post(self, path: str, body: dict[str, Any]) -> Any:
         return json.loads((await self.fetch(path, method="POST", body=json.dumps(body))).body)
+
+    async def start_session(self, path: str) -> str:
+        """Start a notebook session with a python3 kernel; its kernel id."""
+        body = {"path": path, "name": path, "type": "notebook", "kernel": {"name": "python3"}}
+        return str((await self.post("api/sessions", body))["kernel"]["id"])
+
+    async def wait_for(self, path: str, check: Callable[[Any], bool], timeout: float = 60) -> Any:
+        """GET `path` until `check` accepts the payload or `timeout` passes; the last payload."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            payload = await self.get(path)
+            if check(payload) or loop.time() > deadline:
+                return payload
+            await asyncio.sleep(0.5)
 
     async def execute(self, kernel_id: str, code: str, timeout: float = 120) -> str:
         """Run `code` in a kernel through the server's websocket; its stdout."""
@@ -113,8 +135,11 @@ class JupyterServer:
                    "channel": "shell", "buffers": []}  # fmt: skip
         await ws.write_message(json.dumps(request))
         out: list[str] = []
+        # The reply (shell channel) can overtake the output (iopub): done when both the reply
+        # and the kernel's "idle" status for this request have arrived.
+        replied = idle = False
         try:
-            while True:
+            while not (replied and idle):
                 raw = await asyncio.wait_for(ws.read_message(), timeout)
                 if raw is None:
                     raise RuntimeError("kernel websocket closed")
@@ -126,7 +151,10 @@ class JupyterServer:
                 elif msg["msg_type"] == "error":
                     raise RuntimeError("\n".join(msg["content"]["traceback"]))
                 elif msg["msg_type"] == "execute_reply":
-                    return "".join(out)
+                    replied = True
+                elif msg["msg_type"] == "status":
+                    idle = msg["content"]["execution_state"] == "idle"
+            return "".join(out)
         finally:
             ws.close()
 
