@@ -63,8 +63,11 @@ async def execute(ws_fetch: Fetch, kernel_id: str, code: str, *, wait: bool = Tr
     }
     await ws.write_message(json.dumps(request))
     out: list[str] = []
+    # The reply (shell channel) can overtake the output (iopub): done when both the reply and
+    # the kernel's "idle" status for this request have arrived.
+    replied = idle = False
     try:
-        while True:
+        while not (replied and idle):
             raw = await asyncio.wait_for(ws.read_message(), 120)
             assert raw is not None, "kernel websocket closed"
             msg = json.loads(raw)
@@ -77,7 +80,10 @@ async def execute(ws_fetch: Fetch, kernel_id: str, code: str, *, wait: bool = Tr
                 raise AssertionError("\n".join(content["traceback"]))
             elif kind == "status" and content["execution_state"] == "busy" and not wait:
                 return ""
+            elif kind == "status":
+                idle = content["execution_state"] == "idle"
             elif kind == "execute_reply":
-                return "".join(out)
+                replied = True
+        return "".join(out)
     finally:
         ws.close()
