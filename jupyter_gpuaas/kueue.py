@@ -150,19 +150,31 @@ def _value_or_none(resource: str, value: object) -> int | None:
 # --------------------------------------------------------------------------- small helpers
 
 
-def _d(value: object) -> Mapping[str, Any]:
+def as_mapping(value: object) -> Mapping[str, Any]:
+    """A JSON object from the API, or an empty one when it is absent or of another type."""
     return value if isinstance(value, Mapping) else {}
 
 
-def _l(value: object) -> list[Any]:
+def object_parts(
+    obj: Mapping[str, Any],
+) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
+    """An API object's metadata, spec and status (empty where absent)."""
+    return (
+        as_mapping(obj.get("metadata")),
+        as_mapping(obj.get("spec")),
+        as_mapping(obj.get("status")),
+    )
+
+
+def as_list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _s(value: object) -> str:
+def as_str(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _i(value: object) -> int:
+def as_int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
@@ -195,17 +207,17 @@ class Condition:
 
 def _conditions(status: Mapping[str, Any]) -> dict[str, Condition]:
     out: dict[str, Condition] = {}
-    for raw in _l(status.get("conditions")):
-        c = _d(raw)
-        ctype = _s(c.get("type"))
+    for raw in as_list(status.get("conditions")):
+        c = as_mapping(raw)
+        ctype = as_str(c.get("type"))
         if not ctype:
             continue
-        st = _s(c.get("status"))
+        st = as_str(c.get("status"))
         out[ctype] = Condition(
             type=ctype,
             status=True if st == "True" else False if st == "False" else None,
-            reason=_s(c.get("reason")),
-            message=_s(c.get("message")),
+            reason=as_str(c.get("reason")),
+            message=as_str(c.get("message")),
             last_transition_time=parse_time(c.get("lastTransitionTime")),
         )
     return out
@@ -239,19 +251,19 @@ def _read_quotas(
     """Quotas by (flavor, resource), and the resource groups as (covered, flavors in order)."""
     quotas: dict[FlavorResource, ResourceQuota] = {}
     groups: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
-    for raw_group in _l(spec.get("resourceGroups")):
-        group = _d(raw_group)
-        covered = tuple(_s(r) for r in _l(group.get("coveredResources")) if _s(r))
+    for raw_group in as_list(spec.get("resourceGroups")):
+        group = as_mapping(raw_group)
+        covered = tuple(as_str(r) for r in as_list(group.get("coveredResources")) if as_str(r))
         flavors: list[str] = []
-        for raw_flavor in _l(group.get("flavors")):
-            flavor = _d(raw_flavor)
-            fname = _s(flavor.get("name"))
+        for raw_flavor in as_list(group.get("flavors")):
+            flavor = as_mapping(raw_flavor)
+            fname = as_str(flavor.get("name"))
             if not fname:
                 continue
             flavors.append(fname)
-            for raw_res in _l(flavor.get("resources")):
-                res = _d(raw_res)
-                rname = _s(res.get("name"))
+            for raw_res in as_list(flavor.get("resources")):
+                res = as_mapping(raw_res)
+                rname = as_str(res.get("name"))
                 if not rname:
                     continue
                 quotas[(fname, rname)] = ResourceQuota(
@@ -270,12 +282,12 @@ def _read_usage(
 ) -> tuple[dict[FlavorResource, int], dict[FlavorResource, int]]:
     totals: dict[FlavorResource, int] = {}
     borrowed: dict[FlavorResource, int] = {}
-    for raw_flavor in _l(raw):
-        flavor = _d(raw_flavor)
-        fname = _s(flavor.get("name"))
-        for raw_res in _l(flavor.get("resources")):
-            res = _d(raw_res)
-            rname = _s(res.get("name"))
+    for raw_flavor in as_list(raw):
+        flavor = as_mapping(raw_flavor)
+        fname = as_str(flavor.get("name"))
+        for raw_res in as_list(flavor.get("resources")):
+            res = as_mapping(raw_res)
+            rname = as_str(res.get("name"))
             if not fname or not rname:
                 continue
             totals[(fname, rname)] = _value_or_none(rname, res.get("total")) or 0
@@ -319,7 +331,7 @@ class ClusterQueueInfo:
 
 
 def read_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueueInfo:
-    meta, spec, status = _d(obj.get("metadata")), _d(obj.get("spec")), _d(obj.get("status"))
+    meta, spec, status = object_parts(obj)
     quotas, groups = _read_quotas(spec)
     reserved, borrowed = _read_usage(status.get("flavorsReservation"))
     in_use, borrowed_in_use = _read_usage(status.get("flavorsUsage"))
@@ -327,24 +339,24 @@ def read_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueueInfo:
         reserved, borrowed = dict(in_use), borrowed_in_use
     conditions = _conditions(status)
     active = conditions.get("Active")
-    preemption = _d(spec.get("preemption"))
-    cohort = _s(spec.get("cohortName")) or _s(spec.get("cohort"))
+    preemption = as_mapping(spec.get("preemption"))
+    cohort = as_str(spec.get("cohortName")) or as_str(spec.get("cohort"))
     return ClusterQueueInfo(
-        name=_s(meta.get("name")),
+        name=as_str(meta.get("name")),
         cohort=cohort or None,
         quotas=quotas,
         resource_groups=groups,
         reserved=reserved,
         borrowed=borrowed,
         in_use=in_use,
-        pending_workloads=_i(status.get("pendingWorkloads")),
-        reserving_workloads=_i(status.get("reservingWorkloads")),
-        admitted_workloads=_i(status.get("admittedWorkloads")),
+        pending_workloads=as_int(status.get("pendingWorkloads")),
+        reserving_workloads=as_int(status.get("reservingWorkloads")),
+        admitted_workloads=as_int(status.get("admittedWorkloads")),
         active=None if active is None else active.status,
         inactive_reason=(active.message or active.reason) if active and not active.status else "",
         stopped=_stopped(spec),
-        reclaim_within_cohort=_s(preemption.get("reclaimWithinCohort")) or "Never",
-        within_cluster_queue=_s(preemption.get("withinClusterQueue")) or "Never",
+        reclaim_within_cohort=as_str(preemption.get("reclaimWithinCohort")) or "Never",
+        within_cluster_queue=as_str(preemption.get("withinClusterQueue")) or "Never",
     )
 
 
@@ -358,10 +370,10 @@ class CohortInfo:
 
 
 def read_cohort(obj: Mapping[str, Any]) -> CohortInfo:
-    meta, spec = _d(obj.get("metadata")), _d(obj.get("spec"))
+    meta, spec = as_mapping(obj.get("metadata")), as_mapping(obj.get("spec"))
     quotas, _ = _read_quotas(spec)
-    parent = _s(spec.get("parentName")) or _s(spec.get("parent"))
-    return CohortInfo(name=_s(meta.get("name")), parent=parent or None, quotas=quotas)
+    parent = as_str(spec.get("parentName")) or as_str(spec.get("parent"))
+    return CohortInfo(name=as_str(meta.get("name")), parent=parent or None, quotas=quotas)
 
 
 @dataclass(frozen=True)
@@ -377,15 +389,15 @@ class LocalQueueInfo:
 
 
 def read_local_queue(obj: Mapping[str, Any]) -> LocalQueueInfo:
-    meta, spec, status = _d(obj.get("metadata")), _d(obj.get("spec")), _d(obj.get("status"))
+    meta, spec, status = object_parts(obj)
     active = _conditions(status).get("Active")
     return LocalQueueInfo(
-        name=_s(meta.get("name")),
-        namespace=_s(meta.get("namespace")),
-        cluster_queue=_s(spec.get("clusterQueue")),
-        pending_workloads=_i(status.get("pendingWorkloads")),
-        reserving_workloads=_i(status.get("reservingWorkloads")),
-        admitted_workloads=_i(status.get("admittedWorkloads")),
+        name=as_str(meta.get("name")),
+        namespace=as_str(meta.get("namespace")),
+        cluster_queue=as_str(spec.get("clusterQueue")),
+        pending_workloads=as_int(status.get("pendingWorkloads")),
+        reserving_workloads=as_int(status.get("reservingWorkloads")),
+        admitted_workloads=as_int(status.get("admittedWorkloads")),
         active=None if active is None else active.status,
         stopped=_stopped(spec),
     )
@@ -459,36 +471,36 @@ class WorkloadInfo:
 
 
 def read_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
-    meta, spec, status = _d(obj.get("metadata")), _d(obj.get("spec")), _d(obj.get("status"))
-    labels = _d(meta.get("labels"))
+    meta, spec, status = object_parts(obj)
+    labels = as_mapping(meta.get("labels"))
     owner: Mapping[str, Any] = {}
-    for raw in _l(meta.get("ownerReferences")):
-        ref = _d(raw)
+    for raw in as_list(meta.get("ownerReferences")):
+        ref = as_mapping(raw)
         if ref.get("controller") or not owner:
             owner = ref
     priority = spec.get("priority")
-    pclass = _d(spec.get("priorityClassRef"))
-    admission = _d(status.get("admission"))
+    pclass = as_mapping(spec.get("priorityClassRef"))
+    admission = as_mapping(status.get("admission"))
     flavors: dict[str, str] = {}
-    for raw in _l(admission.get("podSetAssignments")):
-        for res, flavor in _d(_d(raw).get("flavors")).items():
+    for raw in as_list(admission.get("podSetAssignments")):
+        for res, flavor in as_mapping(as_mapping(raw).get("flavors")).items():
             if isinstance(res, str) and isinstance(flavor, str):
                 flavors[res] = flavor
     return WorkloadInfo(
-        name=_s(meta.get("name")),
-        namespace=_s(meta.get("namespace")),
-        uid=_s(meta.get("uid")),
-        queue_name=_s(spec.get("queueName")),
+        name=as_str(meta.get("name")),
+        namespace=as_str(meta.get("namespace")),
+        uid=as_str(meta.get("uid")),
+        queue_name=as_str(spec.get("queueName")),
         priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else None,
-        priority_class=_s(pclass.get("name")) or _s(spec.get("priorityClassName")),
+        priority_class=as_str(pclass.get("name")) or as_str(spec.get("priorityClassName")),
         created=parse_time(meta.get("creationTimestamp")),
-        owner_kind=_s(owner.get("kind")),
-        owner_name=_s(owner.get("name")),
-        owner_uid=_s(owner.get("uid")),
-        job_uid=_s(labels.get(JOB_UID_LABEL)),
+        owner_kind=as_str(owner.get("kind")),
+        owner_name=as_str(owner.get("name")),
+        owner_uid=as_str(owner.get("uid")),
+        job_uid=as_str(labels.get(JOB_UID_LABEL)),
         active=spec.get("active") is not False,
         conditions=_conditions(status),
-        admitted_cluster_queue=_s(admission.get("clusterQueue")),
+        admitted_cluster_queue=as_str(admission.get("clusterQueue")),
         assigned_flavors=flavors,
     )
 
@@ -528,22 +540,22 @@ class PendingWorkloadInfo:
 def read_pending_workloads(summary: Mapping[str, Any]) -> list[PendingWorkloadInfo]:
     """Items of a ``PendingWorkloadsSummary`` (LocalQueue or ClusterQueue endpoint)."""
     items: list[PendingWorkloadInfo] = []
-    for raw in _l(summary.get("items")):
-        item = _d(raw)
-        meta = _d(item.get("metadata"))
+    for raw in as_list(summary.get("items")):
+        item = as_mapping(raw)
+        meta = as_mapping(item.get("metadata"))
         owner: Mapping[str, Any] = {}
-        for ref in _l(meta.get("ownerReferences")):
-            owner = owner or _d(ref)
+        for ref in as_list(meta.get("ownerReferences")):
+            owner = owner or as_mapping(ref)
         items.append(
             PendingWorkloadInfo(
-                name=_s(meta.get("name")),
-                namespace=_s(meta.get("namespace")),
-                local_queue=_s(item.get("localQueueName")),
-                priority=_i(item.get("priority")),
-                position_in_cluster_queue=_i(item.get("positionInClusterQueue")),
-                position_in_local_queue=_i(item.get("positionInLocalQueue")),
-                owner_uid=_s(owner.get("uid")),
-                owner_name=_s(owner.get("name")),
+                name=as_str(meta.get("name")),
+                namespace=as_str(meta.get("namespace")),
+                local_queue=as_str(item.get("localQueueName")),
+                priority=as_int(item.get("priority")),
+                position_in_cluster_queue=as_int(item.get("positionInClusterQueue")),
+                position_in_local_queue=as_int(item.get("positionInLocalQueue")),
+                owner_uid=as_str(owner.get("uid")),
+                owner_name=as_str(owner.get("name")),
             )
         )
     return items

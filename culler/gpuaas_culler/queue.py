@@ -26,7 +26,11 @@ from jupyter_gpuaas.kueue import (
     LocalQueueInfo,
     PendingWorkloadInfo,
     QuantityError,
+    as_list,
+    as_mapping,
+    as_str,
     format_quantity,
+    object_parts,
     parse_quantity,
     parse_time,
 )
@@ -58,18 +62,6 @@ DEFAULT_GPU_WEIGHTS: Mapping[str, Fraction] = {
 """GPU-equivalents per unit of a resource; MIG profiles ``mig-<N>g.*`` count N/7 unless listed."""
 
 
-def _d(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _l(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _s(value: object) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def _fraction(text: str) -> Fraction | None:
     try:
         value = Fraction(text)
@@ -96,17 +88,17 @@ class NotebookPod:
 
 
 def read_notebook_pod(obj: Mapping[str, Any]) -> NotebookPod:
-    meta = _d(obj.get("metadata"))
-    labels, annotations = _d(meta.get("labels")), _d(meta.get("annotations"))
+    meta = as_mapping(obj.get("metadata"))
+    labels, annotations = as_mapping(meta.get("labels")), as_mapping(meta.get("annotations"))
     return NotebookPod(
-        uid=_s(meta.get("uid")),
-        name=_s(meta.get("name")),
-        namespace=_s(meta.get("namespace")),
-        user=_s(annotations.get(HUB_USERNAME_ANNOTATION)),
-        server_name=_s(annotations.get(HUB_SERVERNAME_ANNOTATION)),
-        team=_s(labels.get(TEAM_LABEL)),
-        offering=_s(labels.get(OFFERING_LABEL)),
-        gpu_equivalents=_fraction(_s(annotations.get(GPU_EQUIVALENTS_ANNOTATION))),
+        uid=as_str(meta.get("uid")),
+        name=as_str(meta.get("name")),
+        namespace=as_str(meta.get("namespace")),
+        user=as_str(annotations.get(HUB_USERNAME_ANNOTATION)),
+        server_name=as_str(annotations.get(HUB_SERVERNAME_ANNOTATION)),
+        team=as_str(labels.get(TEAM_LABEL)),
+        offering=as_str(labels.get(OFFERING_LABEL)),
+        gpu_equivalents=_fraction(as_str(annotations.get(GPU_EQUIVALENTS_ANNOTATION))),
     )
 
 
@@ -134,29 +126,29 @@ class WorkloadSummary:
 
 
 def _true(status: Mapping[str, Any], ctype: str) -> bool | None:
-    for raw in _l(status.get("conditions")):
-        cond = _d(raw)
+    for raw in as_list(status.get("conditions")):
+        cond = as_mapping(raw)
         if cond.get("type") == ctype:
             return cond.get("status") == "True"
     return None
 
 
 def _message(status: Mapping[str, Any], ctype: str) -> str:
-    for raw in _l(status.get("conditions")):
-        cond = _d(raw)
+    for raw in as_list(status.get("conditions")):
+        cond = as_mapping(raw)
         if cond.get("type") == ctype and cond.get("status") == "False":
-            return _s(cond.get("message"))
+            return as_str(cond.get("message"))
     return ""
 
 
 def _pod_requests(template: Mapping[str, Any]) -> dict[str, Fraction]:
     """Requests of one pod: the sum over containers, at least each init container's (as the
     scheduler counts them); a limit stands in for a missing request (extended resources)."""
-    spec = _d(template.get("spec"))
+    spec = as_mapping(template.get("spec"))
 
     def of(container: Mapping[str, Any]) -> dict[str, Fraction]:
-        res = _d(container.get("resources"))
-        merged = {**_d(res.get("limits")), **_d(res.get("requests"))}
+        res = as_mapping(container.get("resources"))
+        merged = {**as_mapping(res.get("limits")), **as_mapping(res.get("requests"))}
         out: dict[str, Fraction] = {}
         for name, qty in merged.items():
             try:
@@ -166,47 +158,47 @@ def _pod_requests(template: Mapping[str, Any]) -> dict[str, Fraction]:
         return out
 
     total: dict[str, Fraction] = {}
-    for raw in _l(spec.get("containers")):
-        for name, qty in of(_d(raw)).items():
+    for raw in as_list(spec.get("containers")):
+        for name, qty in of(as_mapping(raw)).items():
             total[name] = total.get(name, Fraction(0)) + qty
-    for raw in _l(spec.get("initContainers")):
-        for name, qty in of(_d(raw)).items():
+    for raw in as_list(spec.get("initContainers")):
+        for name, qty in of(as_mapping(raw)).items():
             total[name] = max(total.get(name, Fraction(0)), qty)
     return total
 
 
 def summarize_workload(obj: Mapping[str, Any]) -> WorkloadSummary:
-    meta, spec, status = _d(obj.get("metadata")), _d(obj.get("spec")), _d(obj.get("status"))
-    labels = {str(k): _s(v) for k, v in _d(meta.get("labels")).items()}
+    meta, spec, status = object_parts(obj)
+    labels = {str(k): as_str(v) for k, v in as_mapping(meta.get("labels")).items()}
     owner: Mapping[str, Any] = {}
-    for raw in _l(meta.get("ownerReferences")):
-        ref = _d(raw)
+    for raw in as_list(meta.get("ownerReferences")):
+        ref = as_mapping(raw)
         if ref.get("controller") or not owner:
             owner = ref
     resources: dict[str, Fraction] = {}
     pods = 0
-    for raw in _l(spec.get("podSets")):
-        pod_set = _d(raw)
+    for raw in as_list(spec.get("podSets")):
+        pod_set = as_mapping(raw)
         count = pod_set.get("count")
         n = count if isinstance(count, int) and not isinstance(count, bool) else 1
         pods += n
-        for name, qty in _pod_requests(_d(pod_set.get("template"))).items():
+        for name, qty in _pod_requests(as_mapping(pod_set.get("template"))).items():
             resources[name] = resources.get(name, Fraction(0)) + qty * n
     reserved = _true(status, "QuotaReserved") is True
     admitted = _true(status, "Admitted") is True
     finished = _true(status, "Finished") is True
     active = spec.get("active") is not False
-    pclass = _d(spec.get("priorityClassRef"))
+    pclass = as_mapping(spec.get("priorityClassRef"))
     return WorkloadSummary(
-        name=_s(meta.get("name")),
-        namespace=_s(meta.get("namespace")),
-        uid=_s(meta.get("uid")),
-        queue_name=_s(spec.get("queueName")),
-        owner_kind=_s(owner.get("kind")),
-        owner_name=_s(owner.get("name")),
-        owner_uid=_s(owner.get("uid")),
+        name=as_str(meta.get("name")),
+        namespace=as_str(meta.get("namespace")),
+        uid=as_str(meta.get("uid")),
+        queue_name=as_str(spec.get("queueName")),
+        owner_kind=as_str(owner.get("kind")),
+        owner_name=as_str(owner.get("name")),
+        owner_uid=as_str(owner.get("uid")),
         user_label=labels.get(USER_LABEL, ""),
-        priority_class=_s(pclass.get("name")) or _s(spec.get("priorityClassName")),
+        priority_class=as_str(pclass.get("name")) or as_str(spec.get("priorityClassName")),
         created=parse_time(meta.get("creationTimestamp")),
         resources=resources,
         pods=pods,

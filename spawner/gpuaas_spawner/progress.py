@@ -21,6 +21,8 @@ from jupyter_gpuaas.kueue import (
     TERMINATION_TARGET,
     PendingWorkloadInfo,
     WorkloadInfo,
+    as_list,
+    as_mapping,
     parse_time,
 )
 
@@ -95,25 +97,17 @@ class SpawnStatus:
         return {"progress": self.progress, "message": self.message, "phase": self.phase.value}
 
 
-def _d(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _l(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _pod_condition(pod: Mapping[str, Any], ctype: str) -> Mapping[str, Any] | None:
-    for cond in _l(_d(pod.get("status")).get("conditions")):
-        if _d(cond).get("type") == ctype:
-            return _d(cond)
+    for cond in as_list(as_mapping(pod.get("status")).get("conditions")):
+        if as_mapping(cond).get("type") == ctype:
+            return as_mapping(cond)
     return None
 
 
 def is_gated(pod: Mapping[str, Any]) -> bool:
     """Whether Kueue still holds the pod (admission scheduling gate present)."""
-    gates = _l(_d(pod.get("spec")).get("schedulingGates"))
-    return any(_d(g).get("name") == ADMISSION_GATE for g in gates)
+    gates = as_list(as_mapping(pod.get("spec")).get("schedulingGates"))
+    return any(as_mapping(g).get("name") == ADMISSION_GATE for g in gates)
 
 
 def _removed_message(
@@ -182,7 +176,7 @@ def spawn_status(
             return _removed_message(team, workload, None)
         return SpawnStatus(Phase.SUBMITTING, "Submitting your server to the queue")
 
-    meta, status = _d(pod.get("metadata")), _d(pod.get("status"))
+    meta, status = as_mapping(pod.get("metadata")), as_mapping(pod.get("status"))
     if meta.get("deletionTimestamp") or _pod_condition(pod, TERMINATION_TARGET) is not None:
         return _removed_message(team, workload, pod)
 
@@ -223,10 +217,9 @@ def spawn_status(
             f"Admitted in {team} (quota reserved); waiting for a free node{for_what}{detail}",
         )
 
-    statuses = [_d(s) for s in _l(status.get("containerStatuses"))]
-    waiting = [
-        _d(_d(s.get("state")).get("waiting")) for s in statuses if "waiting" in _d(s.get("state"))
-    ]
+    statuses = [as_mapping(s) for s in as_list(status.get("containerStatuses"))]
+    states = [as_mapping(s.get("state")) for s in statuses]
+    waiting = [as_mapping(state.get("waiting")) for state in states if "waiting" in state]
     for w in waiting:
         if w.get("reason") in _IMAGE_ERRORS:
             return SpawnStatus(
@@ -239,7 +232,7 @@ def spawn_status(
             return SpawnStatus(
                 Phase.STARTING, f"Cannot create the container yet: {w.get('message', '')}"
             )
-    running = bool(statuses) and all("running" in _d(s.get("state")) for s in statuses)
+    running = bool(statuses) and all("running" in as_mapping(s.get("state")) for s in statuses)
     if running:
         if all(s.get("ready") for s in statuses):
             return SpawnStatus(Phase.READY, "Your server is ready")
