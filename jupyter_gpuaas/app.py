@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, cast
 
@@ -13,6 +14,7 @@ from .fake_nvml import FakeNvml
 from .handlers import ActivityHandler, UsageHandler
 from .nvml import NvmlReader
 from .queue import QueueHandler
+from .reporter import ReclaimHandler, Reporter, SnoozeHandler, service_url
 from .sampler import Sampler
 from .simulate import DRIVER_BEHAVIOURS, DriverBehaviour, DriverState, reset_driver, state_dir
 from .spec import DEFAULT_SIMULATED_DEVICES, SpecError, parse_devices
@@ -128,6 +130,19 @@ class GPUaaS(ExtensionApp):
         """,
     ).tag(config=True)
 
+    activity_report_interval = Float(
+        60.0,
+        min=0.0,
+        help="""Seconds between reports of this server's activity (the activity endpoint's
+        payload) to the gpuaas hub service at queue_service_url, made with the server's hub token
+        (scope access:services!service=gpuaas). The culler judges idleness by these reports; a
+        server that stops reporting is "unknown". 0 turns reporting off; it is also off when the
+        server does not run under JupyterHub (no JUPYTERHUB_API_TOKEN) or no service URL is set.
+        Keep it well under the culler's report_stale_after (default 10m). Default: 60.
+        Example: c.GPUaaS.activity_report_interval = 30
+        """,
+    ).tag(config=True)
+
     @validate("simulated_devices")
     def _check_devices(self, proposal: dict[str, Any]) -> Any:
         try:
@@ -138,6 +153,21 @@ class GPUaaS(ExtensionApp):
 
     def initialize_settings(self) -> None:
         self.sampler = Sampler(self._reader(), self._kernel_infos, ttl=self.sample_ttl)
+        self.reporter: Reporter | None = None
+        url, token = service_url(self), os.environ.get("JUPYTERHUB_API_TOKEN", "")
+        serverapp: Any = self.serverapp
+        if self.activity_report_interval > 0 and url and token:
+            self.reporter = Reporter(
+                self,
+                serverapp.web_app.settings,
+                url,
+                token,
+                self.activity_report_interval,
+                self.queue_timeout,
+                self.log,
+            )
+            # The loop runs once the server starts (initialize_settings runs before).
+            serverapp.io_loop.add_callback(self.reporter.start)
 
     def _reader(self) -> NvmlReader:
         if self.gpu_source != "simulated":
@@ -163,6 +193,8 @@ class GPUaaS(ExtensionApp):
                 (r"/gpuaas/api/usage", UsageHandler),
                 (r"/gpuaas/api/activity", ActivityHandler),
                 (r"/gpuaas/api/queue", QueueHandler),
+                (r"/gpuaas/api/reclaim", ReclaimHandler),
+                (r"/gpuaas/api/reclaim/snooze", SnoozeHandler),
             ]
         )
 
@@ -193,5 +225,8 @@ class GPUaaS(ExtensionApp):
 
     async def stop_extension(self) -> None:
         sampler: Sampler | None = getattr(self, "sampler", None)  # None if loading failed
+        reporter: Reporter | None = getattr(self, "reporter", None)
+        if reporter is not None:
+            await reporter.stop()
         if sampler is not None:
             await sampler.close()

@@ -55,46 +55,50 @@ class ActivityHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        app = self.gpuaas
-        sample = await app.sampler.sample()
-        km: Any = self.kernel_manager
-        gpu = sample.attribution.kernels
-        kernels = []
-        # Kernel states are read live: the GPU sample may be up to sample_ttl old.
-        for kernel_id in list(km.list_kernel_ids()):
-            try:
-                model = km.kernel_model(kernel_id)
-            except KeyError:
-                continue  # shut down meanwhile
-            kernels.append(
-                KernelActivity(
-                    kernel_id=kernel_id,
-                    execution_state=model.get("execution_state"),
-                    last_activity=_parse(model.get("last_activity")),
-                    connections=int(model.get("connections", 0)),
-                    gpu_memory=gpu[kernel_id].gpu_memory if kernel_id in gpu else 0,
-                )
-            )
-        payload = activity_payload(
-            sampled_at=sample.sampled_at,
-            source=sample.read.source,
-            error=sample.read.error,
-            kernels=kernels,
-            terminals=self._terminals(),
-            devices=sample.read.devices,
-            busy_utilization_percent=app.busy_utilization_percent,
-            started=self.settings.get("started") or datetime.now(timezone.utc),
-        )
-        await self.finish(payload)
+        await self.finish(await activity_for(self.gpuaas, self.settings))
 
-    def _terminals(self) -> list[TerminalActivity]:
-        manager: Any = self.settings.get("terminal_manager")
-        if manager is None:
-            return []  # terminals disabled, or jupyter-server-terminals not installed
-        return [
-            TerminalActivity(name=str(t.get("name")), last_activity=_parse(t.get("last_activity")))
-            for t in manager.list()
-        ]
+
+async def activity_for(app: GPUaaS, settings: Any) -> dict[str, Any]:
+    """The `activity` payload now (the endpoint's answer, and what the reporter posts)."""
+    sample = await app.sampler.sample()
+    km: Any = settings["kernel_manager"]
+    gpu = sample.attribution.kernels
+    kernels = []
+    # Kernel states are read live: the GPU sample may be up to sample_ttl old.
+    for kernel_id in list(km.list_kernel_ids()):
+        try:
+            model = km.kernel_model(kernel_id)
+        except KeyError:
+            continue  # shut down meanwhile
+        kernels.append(
+            KernelActivity(
+                kernel_id=kernel_id,
+                execution_state=model.get("execution_state"),
+                last_activity=_parse(model.get("last_activity")),
+                connections=int(model.get("connections", 0)),
+                gpu_memory=gpu[kernel_id].gpu_memory if kernel_id in gpu else 0,
+            )
+        )
+    return activity_payload(
+        sampled_at=sample.sampled_at,
+        source=sample.read.source,
+        error=sample.read.error,
+        kernels=kernels,
+        terminals=_terminals(settings),
+        devices=sample.read.devices,
+        busy_utilization_percent=app.busy_utilization_percent,
+        started=settings.get("started") or datetime.now(timezone.utc),
+    )
+
+
+def _terminals(settings: Any) -> list[TerminalActivity]:
+    manager: Any = settings.get("terminal_manager")
+    if manager is None:
+        return []  # terminals disabled, or jupyter-server-terminals not installed
+    return [
+        TerminalActivity(name=str(t.get("name")), last_activity=_parse(t.get("last_activity")))
+        for t in manager.list()
+    ]
 
 
 def _parse(value: Any) -> datetime | None:

@@ -26,11 +26,10 @@ EXIT_INVALID = 2
 _DESCRIPTION = """\
 The GPU workbench culler of jupyter-gpuaas.
 
-This version is the culler's decision core only: it checks policy files and explains, from a
-JSON snapshot of workbenches, their activity and Kueue's pending workloads, what the culler
-would do and why. It does not yet talk to JupyterHub or Kubernetes: the live service (the
-loop that gathers those inputs, warns users and stops servers through the Hub API) is not
-built yet, so --explain needs --snapshot.
+This command checks policy files and explains, from a JSON snapshot of workbenches, their
+activity and Kueue's pending workloads, what the culler would do and why. The live culler
+(the loop that gathers those inputs, warns users and stops servers through the Hub API) runs
+inside the gpuaas hub service: gpuaas-service --policy FILE (docs/culler.md).
 """
 
 _EPILOG = """\
@@ -69,8 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--snapshot",
         metavar="FILE",
-        help="JSON snapshot of workbenches, pending workloads and hand-offs (with --explain;"
-        " required until the live service exists)",
+        help="JSON snapshot of workbenches, pending workloads and hand-offs (required with"
+        " --explain)",
     )
     parser.add_argument(
         "--catalog",

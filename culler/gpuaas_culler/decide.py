@@ -357,7 +357,13 @@ def decide(
     for case in cases:
         d = case.decision
         assert d is not None
-        if d.action is Action.SKIP and case.wb.warned_at is not None and d.code != "stopping":
+        # A warning stays while the server stops or its activity is unknown (a restarted
+        # culler has no reports yet): the countdown resumes, it does not start over.
+        if (
+            d.action is Action.SKIP
+            and case.wb.warned_at is not None
+            and d.code not in ("stopping", "unknown")
+        ):
             d = replace(d, action=Action.CLEAR_WARNING, reason=f"warning withdrawn: {d.reason}")
         decisions.append(d)
     return Plan(now=now, decisions=tuple(decisions), targets=tuple(targets))

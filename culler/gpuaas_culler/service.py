@@ -41,6 +41,7 @@ from .queue import (
     summarize_workload,
     user_of,
 )
+from .reclaim_api import add_culler_arguments, start_culler
 
 __all__ = ["QueueIndex", "main", "make_app"]
 
@@ -297,6 +298,7 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds between visibility API polls of a LocalQueue with pending work; default 2",
     )
     p.add_argument("--log-level", default="INFO")
+    add_culler_arguments(p)
     return p
 
 
@@ -328,7 +330,9 @@ async def serve(args: argparse.Namespace) -> None:
         namespaces=job_namespaces,
         pods=lambda: pods.resources,
     )
-    app = make_app(index, prefix=args.prefix, hub_auth=HubAuth(), kubernetes_requests=counted)
+    hub_auth = HubAuth()
+    app = make_app(index, prefix=args.prefix, hub_auth=hub_auth, kubernetes_requests=counted)
+    start_culler(app, args, view, hub_auth)
     url = urlparse(args.url)
     app.listen(url.port or 80, url.hostname or "127.0.0.1")
     log.info("gpuaas service listening on %s%s", args.url.rstrip("/"), args.prefix)

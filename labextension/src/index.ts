@@ -7,6 +7,7 @@ import { ICommandPalette } from '@jupyterlab/apputils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { DEFAULT_REFRESH_SECONDS, GpuPanel } from './panel';
+import { ReclaimBanner } from './reclaim';
 import { requestAPI } from './request';
 
 /** The plugin id; its settings schema is labextension/schema/plugin.json. */
@@ -42,6 +43,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
         void app.commands.execute(command, { path, activate: true });
       }
     });
+    // The culler's warning goes first in the panel (docs/culler.md).
+    panel.extras.insertWidget(
+      0,
+      new ReclaimBanner({
+        fetchWarning: () => requestAPI<unknown>('reclaim', {}, serviceManager.serverSettings),
+        snooze: () =>
+          requestAPI<unknown>('reclaim/snooze', { method: 'POST' }, serviceManager.serverSettings),
+        saveAll: () => app.commands.execute('docmanager:save-all')
+      })
+    );
     app.shell.add(panel, 'left', { rank: 750, type: 'GPU' });
     restorer?.add(panel, GpuPanel.ID);
 

@@ -189,7 +189,9 @@ def test_explain_needs_a_snapshot_for_now() -> None:
 def test_help_is_honest_and_a_mode_is_required() -> None:
     helped = culler("--help")
     assert helped.returncode == 0
-    assert "does not yet talk to JupyterHub or Kubernetes" in " ".join(helped.stdout.split())
+    assert "runs inside the gpuaas hub service: gpuaas-service --policy FILE" in " ".join(
+        helped.stdout.split()
+    )
     bare = culler()
     assert bare.returncode == 2
     assert "one of the arguments --check-policy --explain is required" in bare.stderr

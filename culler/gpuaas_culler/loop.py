@@ -1,0 +1,705 @@
+"""The reclaim loop: read the Hub, Kubernetes and the activity reports; decide; act; audit.
+
+Each cycle (``interval`` seconds; longer, doubling up to ``max_backoff``, while the hub or
+Kubernetes cannot be read — a cycle that cannot read everything acts on nothing):
+
+1. reads the hub's active users with their servers (``GET /hub/api/users?state=active``,
+   paginated; scopes ``list:users``, ``read:users:activity``, ``read:users:groups``,
+   ``read:servers``), the notebook pods (one list call), Kueue's objects from the watch caches
+   (:class:`gpuaas_spawner.cache.WatchedKueueView`) and the activity store;
+2. builds the inputs (:mod:`.gather`) and calls :func:`.decide.decide`;
+3. acts, unless dry-run: **warn** — the pod is annotated ``gpuaas.jupyter.org/reclaim-warned-at``
+   (so a restarted culler neither warns twice nor restarts the countdown) and gets an Event;
+   **reclaim** — the server is stopped through the Hub API (``DELETE
+   /hub/api/users/{u}/servers/{s}``, scope ``delete:servers``; the pod is never deleted by the
+   culler), the pod is annotated ``...reclaim-stopped-at`` and gets an Event; **clear-warning**
+   — the annotation is removed;
+4. verifies hand-offs: the workload the GPUs were freed for must be admitted within
+   ``handoff_timeout``; the latency is recorded; otherwise decide.py stops reclaiming for that
+   ClusterQueue while the workload is pending, and the log says why.
+
+Audit: one JSON line per decision on the logger ``gpuaas.culler.audit`` (skips only when they
+change), Kubernetes Events for warnings and reclaims, Prometheus metrics (:class:`Metrics`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any, Protocol
+from urllib.parse import quote, urlencode
+
+from jupyter_gpuaas.headroom import QueueState
+from jupyter_gpuaas.kueue import PendingWorkloadInfo, WorkloadInfo, read_workload
+from jupyter_gpuaas.model import isoformat_z
+
+from .activity_store import ActivityStore, Notice, server_key
+from .decide import (
+    Action,
+    Decision,
+    HandOffRecord,
+    HandOffStatus,
+    Plan,
+    SnoozeResult,
+    Workbench,
+    assess_handoff,
+    decide,
+    snooze,
+)
+from .gather import (
+    RECLAIMED_AT,
+    RECLAIMED_FOR,
+    SNOOZED_UNTIL,
+    SNOOZES_USED,
+    WARNED_AT,
+    PodRef,
+    pending_workloads,
+    workbenches,
+)
+from .idleness import State
+from .policy import PolicySet
+
+__all__ = [
+    "HubClient",
+    "HubError",
+    "KubeClient",
+    "Metrics",
+    "ReclaimLoop",
+    "Settings",
+]
+
+log = logging.getLogger("gpuaas.culler")
+audit = logging.getLogger("gpuaas.culler.audit")
+
+EVENT_SOURCE = "gpuaas-culler"
+
+
+class HubError(RuntimeError):
+    """The hub could not be read or refused (the cycle acts on nothing)."""
+
+
+# --------------------------------------------------------------------------- collaborators
+
+
+class Hub(Protocol):
+    async def active_users(self) -> list[dict[str, Any]]: ...
+
+    async def stop_server(self, user: str, server: str) -> int: ...
+
+
+class Kube(Protocol):
+    async def list_pods(self, namespace: str) -> list[dict[str, Any]]: ...
+
+    async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> None: ...
+
+    async def event(self, pod: PodRef, reason: str, message: str, type_: str) -> None: ...
+
+    async def flavor_labels(self) -> dict[str, dict[str, str]]: ...
+
+
+class KueueView(Protocol):
+    def queue_state(self) -> QueueState: ...
+
+    def workloads(self, namespace: str) -> list[Mapping[str, Any]]: ...
+
+    def workload_for_pod(
+        self, namespace: str, pod_uid: str, pod_name: str
+    ) -> WorkloadInfo | None: ...
+
+    def pending_items(
+        self, namespace: str, local_queue: str
+    ) -> list[PendingWorkloadInfo] | None: ...
+
+
+class HubClient:
+    """The Hub REST API with the culler's token (tornado's async client; timeouts, pages)."""
+
+    PAGE = 200
+
+    def __init__(self, api_url: str, token: str, *, timeout: float = 20.0) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.requests = 0
+
+    async def _fetch(self, method: str, path: str, accept: str = "application/json") -> Any:
+        from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
+        self.requests += 1
+        req = HTTPRequest(
+            self.api_url + path,
+            method=method,
+            headers={"Authorization": f"token {self.token}", "Accept": accept},
+            connect_timeout=self.timeout,
+            request_timeout=self.timeout,
+            allow_nonstandard_methods=True,
+        )
+        try:
+            resp = await AsyncHTTPClient().fetch(req)
+        except HTTPClientError as e:
+            if method == "DELETE" and e.code in (400, 404):
+                return e.code  # not running (any more): nothing to stop
+            raise HubError(f"{method} {path}: HTTP {e.code} {e.message}") from e
+        except OSError as e:
+            raise HubError(f"{method} {path}: {e}") from e
+        if method == "DELETE":
+            return resp.code
+        return json.loads(resp.body or b"null")
+
+    async def active_users(self) -> list[dict[str, Any]]:
+        """Every user with an active server, with servers and groups (all pages)."""
+        users: list[dict[str, Any]] = []
+        offset = 0
+        while True:
+            query = urlencode({"state": "active", "offset": offset, "limit": self.PAGE})
+            page = await self._fetch(
+                "GET", f"/users?{query}", accept="application/jupyterhub-pagination+json"
+            )
+            if isinstance(page, list):  # a hub without pagination answers a plain list
+                return page
+            items = page.get("items") or []
+            users.extend(items)
+            nxt = (page.get("_pagination") or {}).get("next")
+            if not nxt or not items:
+                return users
+            offset = int(nxt.get("offset", offset + len(items)))
+
+    async def stop_server(self, user: str, server: str) -> int:
+        path = (
+            f"/users/{quote(user)}/servers/{quote(server)}"
+            if server
+            else (f"/users/{quote(user)}/server")
+        )
+        code: int = await self._fetch("DELETE", path)
+        return code
+
+
+class KubeClient:
+    """Notebook pods, their annotations and Events (kubernetes_asyncio; the culler's account)."""
+
+    def __init__(
+        self, api: Any = None, *, timeout: float = 20.0, kueue_version: str = "v1beta2"
+    ) -> None:
+        self._api = api
+        self.timeout = timeout
+        self.kueue_version = kueue_version
+
+    def _core(self) -> Any:
+        from kubernetes_asyncio import client
+
+        if self._api is None:
+            from kubespawner.clients import shared_client
+
+            return shared_client("CoreV1Api")
+        return client.CoreV1Api(self._api)
+
+    async def list_pods(self, namespace: str) -> list[dict[str, Any]]:
+        resp = await self._core().list_namespaced_pod(
+            namespace,
+            label_selector="component=singleuser-server",
+            _preload_content=False,
+            _request_timeout=self.timeout,
+        )
+        items: list[dict[str, Any]] = json.loads(await resp.read())["items"]
+        return items
+
+    async def flavor_labels(self) -> dict[str, dict[str, str]]:
+        """ResourceFlavor name → its ``nodeLabels`` (one list call)."""
+        from kubernetes_asyncio import client
+
+        if self._api is None:
+            from kubespawner.clients import shared_client
+
+            api = shared_client("CustomObjectsApi")
+        else:
+            api = client.CustomObjectsApi(self._api)
+        listing = await api.list_cluster_custom_object(
+            "kueue.x-k8s.io",
+            self.kueue_version,
+            "resourceflavors",
+            _request_timeout=self.timeout,
+        )
+        return {
+            str(f["metadata"]["name"]): {
+                str(k): str(v) for k, v in ((f.get("spec") or {}).get("nodeLabels") or {}).items()
+            }
+            for f in listing.get("items", [])
+        }
+
+    async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> None:
+        body = {"metadata": {"annotations": dict(annotations)}}
+        await self._core().patch_namespaced_pod(
+            pod.name, pod.namespace, body, _request_timeout=self.timeout
+        )
+
+    async def event(self, pod: PodRef, reason: str, message: str, type_: str) -> None:
+        now = datetime.now(timezone.utc)
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "metadata": {"name": f"{pod.name}.{uuid.uuid4().hex[:12]}", "namespace": pod.namespace},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": pod.name,
+                "namespace": pod.namespace,
+                "uid": pod.uid,
+            },
+            "reason": reason,
+            "message": message[:1000],
+            "type": type_,
+            "source": {"component": EVENT_SOURCE},
+            "reportingComponent": EVENT_SOURCE,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        await self._core().create_namespaced_event(
+            pod.namespace, body, _request_timeout=self.timeout
+        )
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+class Metrics:
+    """Prometheus metrics of the culler (no user names as labels)."""
+
+    def __init__(self, registry: Any = None) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.reclaimed = Counter(
+            "gpuaas_culler_reclaimed_gpu_equivalents",
+            "GPU-equivalents freed by stopping idle workbenches, by team",
+            ["team"],
+            registry=r,
+        )
+        self.reclaims = Counter(
+            "gpuaas_culler_reclaims",
+            "Workbenches stopped by the culler, by team and cause",
+            ["team", "code"],
+            registry=r,
+        )
+        self.warnings = Counter(
+            "gpuaas_culler_warnings", "Reclaim warnings given, by team", ["team"], registry=r
+        )
+        self.decisions = Counter(
+            "gpuaas_culler_decisions",
+            "Decisions made, by action and code",
+            ["action", "code"],
+            registry=r,
+        )
+        self.idle_gpu_hours = Counter(
+            "gpuaas_culler_idle_gpu_hours",
+            "GPU-equivalent hours held by idle workbenches, by team",
+            ["team"],
+            registry=r,
+        )
+        self.handoff_latency = Histogram(
+            "gpuaas_culler_handoff_latency_seconds",
+            "From the reclaim to the admission of the queued workload it was for",
+            buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800),
+            registry=r,
+        )
+        self.handoffs = Counter(
+            "gpuaas_culler_handoffs", "Hand-offs by result", ["result"], registry=r
+        )
+        self.cycle_errors = Counter(
+            "gpuaas_culler_cycle_errors",
+            "Cycles that read nothing usable and acted on nothing",
+            ["source"],
+            registry=r,
+        )
+        self.cycle_seconds = Gauge(
+            "gpuaas_culler_cycle_seconds", "Duration of the last complete cycle", registry=r
+        )
+
+    def exposition(self) -> tuple[bytes, str]:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+@dataclass
+class Settings:
+    notebook_namespace: str = "jupyter-users"
+    job_namespaces: Sequence[str] = ("team-a", "team-b")
+    interval: float = 30.0
+    """Seconds between cycles."""
+    max_backoff: float = 300.0
+    """Longest wait between cycles while the hub or Kubernetes cannot be read."""
+    save_lead: float = 15.0
+    """Seconds before a reclaim from which the server is told "saving"."""
+    dry_run: bool = False
+    """Decide and record only (on top of the policy file's dry_run)."""
+
+
+@dataclass
+class _Seen:
+    workbench: Workbench
+    pod: PodRef
+    last: tuple[str, str] = ("", "")
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ReclaimLoop:
+    """One culler: call :meth:`cycle` (tests) or :meth:`run` (the service)."""
+
+    def __init__(
+        self,
+        *,
+        hub: Hub,
+        kube: Kube,
+        view: KueueView,
+        policies: PolicySet,
+        store: ActivityStore | None = None,
+        settings: Settings | None = None,
+        metrics: Metrics | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.hub = hub
+        self.kube = kube
+        self.view = view
+        self.policies = policies
+        self.store = store if store is not None else ActivityStore()
+        self.settings = settings or Settings()
+        self.metrics = metrics or Metrics()
+        self.clock = clock
+        self.sleep = sleep
+        self.seen: dict[str, _Seen] = {}
+        self.handoffs: dict[str, HandOffRecord] = {}
+        """By ClusterQueue: the last reclaim carried out for a workload of that queue."""
+        self._reported: set[tuple[str, str]] = set()
+        self._last_cycle: datetime | None = None
+        self._dry_warned: dict[str, datetime] = {}
+        self.failures = 0
+        self.last_plan: Plan | None = None
+        self.last_error = ""
+        self.task: asyncio.Future[None] | None = None
+
+    # ------------------------------------------------------------------ one cycle
+
+    async def cycle(self) -> Plan | None:
+        """Read, decide, act. ``None`` (and nothing done) when an input cannot be read."""
+        started = self.clock()
+        state = self.view.queue_state()
+        if not state.synced:
+            return self._failed("kueue", "Kueue caches are not synced")
+        try:
+            users = await self.hub.active_users()
+        except HubError as e:
+            return self._failed("hub", str(e))
+        try:
+            pods = await self.kube.list_pods(self.settings.notebook_namespace)
+            flavors = await self.kube.flavor_labels()
+        except Exception as e:  # noqa: BLE001 - any API failure: act on nothing this cycle
+            return self._failed("kubernetes", f"listing pods and flavors: {e}")
+        now = self.clock()
+        wbs, refs = workbenches(
+            users,
+            pods,
+            state,
+            self.store,
+            self.policies,
+            now=now,
+            workload_for_pod=self.view.workload_for_pod,
+        )
+        self.store.keep_only(refs)
+        # Dry-run warnings are kept in memory only, so that a dry run shows the reclaims to come.
+        self._dry_warned = {k: t for k, t in self._dry_warned.items() if k in refs}
+        wbs = [
+            replace(wb, warned_at=self._dry_warned[wb.key])
+            if wb.warned_at is None and wb.key in self._dry_warned
+            else wb
+            for wb in wbs
+        ]
+        namespaces = [*self.settings.job_namespaces, self.settings.notebook_namespace]
+        workloads = [o for ns in dict.fromkeys(namespaces) for o in self.view.workloads(ns)]
+        pending = pending_workloads(
+            workloads, state, positions=self.view.pending_items, flavor_labels=flavors
+        )
+        self._update_handoffs(workloads, now)
+        plan = decide(
+            wbs,
+            pending,
+            self.policies,
+            now=now,
+            handoffs=list(self.handoffs.values()),
+            dry_run=self.settings.dry_run,
+        )
+        self._account_idle(wbs, now)
+        targets = {t.workload.key: t for t in plan.targets}
+        for decision in plan.decisions:
+            key = decision.workbench.key
+            seen = self.seen.get(key)
+            self.seen[key] = _Seen(decision.workbench, refs[key], seen.last if seen else ("", ""))
+            await self._act(decision, refs[key], now, targets)
+        for key in [k for k in self.seen if k not in refs]:
+            del self.seen[key]
+        for target in plan.targets:
+            if target.status in ("blocked", "not-enough", "handoff-waiting"):
+                self._audit_target(target.workload.key, target.status, target.reason, now)
+        self.failures = 0
+        self.last_error = ""
+        self.last_plan = plan
+        self.metrics.cycle_seconds.set((self.clock() - started).total_seconds())
+        return plan
+
+    def _failed(self, source: str, message: str) -> Plan | None:
+        self.failures += 1
+        self.last_error = f"{source}: {message}"
+        self.metrics.cycle_errors.labels(source).inc()
+        log.warning("culler cycle skipped (nothing acted on): %s: %s", source, message)
+        return None  # the cycle's answer: nothing decided
+
+    def next_delay(self) -> float:
+        """``interval``, doubled per failed cycle in a row, at most ``max_backoff``."""
+        s = self.settings
+        if not self.failures:
+            return s.interval
+        return float(min(s.max_backoff, s.interval * (2 ** min(self.failures, 16))))
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.cycle()
+            except Exception:  # keep the service alive; the next cycle retries
+                self.failures += 1
+                log.exception("culler cycle failed")
+            await self.sleep(self.next_delay())
+
+    # ------------------------------------------------------------------ acting
+
+    async def _act(
+        self, d: Decision, pod: PodRef, now: datetime, targets: Mapping[str, Any]
+    ) -> None:
+        wb = d.workbench
+        key = wb.key
+        self.metrics.decisions.labels(d.action.value, d.code).inc()
+        self._audit(d, now)
+        notice = None
+        if d.action in (Action.WARN, Action.WAIT) and d.reclaim_at is not None:
+            notice = Notice(
+                warned_at=wb.warned_at or now,
+                reclaim_at=d.reclaim_at,
+                reason=d.reason,
+                snoozes_left=d.snoozes_left or 0,
+                dry_run=d.dry_run,
+            )
+        if d.dry_run:
+            if d.action is Action.WARN:
+                self._dry_warned[key] = now
+            elif d.action in (Action.SKIP, Action.CLEAR_WARNING, Action.RECLAIM):
+                self._dry_warned.pop(key, None)
+            self.store.set_notice(key, None)
+            return
+        try:
+            if d.action is Action.WARN:
+                await self.kube.annotate(pod, {WARNED_AT: isoformat_z(now)})
+                self.metrics.warnings.labels(wb.team or "-").inc()
+                await self._event(pod, "GPUReclaimWarning", d.reason, "Warning")
+            elif d.action is Action.CLEAR_WARNING:
+                await self.kube.annotate(pod, {WARNED_AT: None})
+            elif d.action is Action.RECLAIM:
+                notice = None
+                await self.hub.stop_server(wb.user, wb.server)
+                self.metrics.reclaimed.labels(wb.team or "-").inc(float(wb.gpu_equivalents))
+                self.metrics.reclaims.labels(wb.team or "-", d.code).inc()
+                marks = {RECLAIMED_AT: isoformat_z(now)}
+                if d.handoff:
+                    marks[RECLAIMED_FOR] = d.handoff
+                    target = targets.get(d.handoff)
+                    if target is not None:
+                        cq = target.workload.cluster_queue
+                        if self.handoffs.get(cq, None) is None or (
+                            self.handoffs[cq].workload != d.handoff
+                            or self.handoffs[cq].admitted_at is not None
+                        ):
+                            self.handoffs[cq] = HandOffRecord(
+                                workload=d.handoff, cluster_queue=cq, reclaimed_at=now
+                            )
+                try:
+                    await self.kube.annotate(pod, marks)
+                except Exception as e:  # noqa: BLE001 - the pod may be gone already
+                    log.debug("annotating %s after the stop: %s", pod.name, e)
+                await self._event(pod, "GPUReclaimed", d.reason, "Normal")
+        except HubError as e:
+            log.warning("culler: %s of %s failed: %s", d.action.value, key, e)
+            return
+        except Exception as e:  # noqa: BLE001 - one pod's API error must not stop the cycle
+            log.warning("culler: %s of %s failed: %s", d.action.value, key, e)
+            return
+        self.store.set_notice(key, notice)
+
+    async def _event(self, pod: PodRef, reason: str, message: str, type_: str) -> None:
+        try:
+            await self.kube.event(pod, reason, message, type_)
+        except Exception as e:  # noqa: BLE001 - Events are a courtesy; the log is the record
+            log.warning("culler: Event %s on %s/%s failed: %s", reason, pod.namespace, pod.name, e)
+
+    def _audit(self, d: Decision, now: datetime) -> None:
+        seen = self.seen.get(d.workbench.key)
+        mark = (d.action.value, d.code)
+        if d.action is Action.SKIP and seen is not None and seen.last == mark:
+            return  # an unchanged skip is said once
+        if seen is not None:
+            seen.last = mark
+        audit.info(json.dumps(d.log_record(now), sort_keys=True))
+
+    def _audit_target(self, workload: str, status: str, reason: str, now: datetime) -> None:
+        mark = (workload, status + reason.split(":")[0])
+        if mark in self._reported:
+            return
+        self._reported.add(mark)
+        audit.info(
+            json.dumps(
+                {
+                    "event": "culler.target",
+                    "at": isoformat_z(now),
+                    "workload": workload,
+                    "status": status,
+                    "reason": reason,
+                },
+                sort_keys=True,
+            )
+        )
+
+    def _account_idle(self, wbs: Sequence[Workbench], now: datetime) -> None:
+        last, self._last_cycle = self._last_cycle, now
+        if last is None:
+            return
+        hours = max((now - last).total_seconds(), 0.0) / 3600
+        for wb in wbs:
+            if wb.idleness.state is State.IDLE and wb.gpu_equivalents:
+                self.metrics.idle_gpu_hours.labels(wb.team or "-").inc(
+                    float(wb.gpu_equivalents) * hours
+                )
+
+    # ------------------------------------------------------------------ hand-offs
+
+    def _update_handoffs(self, workloads: Sequence[Mapping[str, Any]], now: datetime) -> None:
+        by_key: dict[str, WorkloadInfo] = {}
+        for obj in workloads:
+            info = read_workload(obj)
+            by_key[f"{info.namespace}/{info.name}"] = info
+        for cq, record in list(self.handoffs.items()):
+            if record.admitted_at is None and record.workload not in by_key:
+                # Deleted (or finished and removed) before it was seen admitted: nothing left
+                # to hand off to, and nothing to block the queue for.
+                del self.handoffs[cq]
+                audit.info(
+                    json.dumps(
+                        {
+                            "event": "culler.handoff",
+                            "at": isoformat_z(now),
+                            "workload": record.workload,
+                            "cluster_queue": cq,
+                            "result": "gone",
+                            "reason": f"{record.workload} no longer exists",
+                            "latency_seconds": None,
+                        },
+                        sort_keys=True,
+                    )
+                )
+                continue
+            if record.admitted_at is None:
+                found = by_key.get(record.workload)
+                if found is not None and (found.admitted or found.quota_reserved):
+                    cond = found.conditions.get("Admitted") or found.conditions.get("QuotaReserved")
+                    when = (cond.last_transition_time if cond else None) or now
+                    record = HandOffRecord(
+                        workload=record.workload,
+                        cluster_queue=cq,
+                        reclaimed_at=record.reclaimed_at,
+                        admitted_at=max(when, record.reclaimed_at),
+                    )
+                    self.handoffs[cq] = record
+            result = assess_handoff(record, now=now, timeout=self.policies.handoff_timeout)
+            if result.status is HandOffStatus.WAITING:
+                continue
+            mark = (record.workload, "handoff-" + result.status.value)
+            if mark not in self._reported:
+                self._reported.add(mark)
+                self.metrics.handoffs.labels(result.status.value).inc()
+                if result.latency is not None:
+                    self.metrics.handoff_latency.observe(result.latency.total_seconds())
+                audit.info(
+                    json.dumps(
+                        {
+                            "event": "culler.handoff",
+                            "at": isoformat_z(now),
+                            "workload": record.workload,
+                            "cluster_queue": cq,
+                            "result": result.status.value,
+                            "reason": result.reason,
+                            "latency_seconds": result.latency.total_seconds()
+                            if result.latency is not None
+                            else None,
+                        },
+                        sort_keys=True,
+                    )
+                )
+
+    # ------------------------------------------------------------------ asked by servers
+
+    def warning_for(self, user: str, server: str, now: datetime | None = None) -> dict[str, Any]:
+        """The ``api/reclaim`` answer for one server."""
+        now = now or self.clock()
+        notice = self.store.notice(server_key(user, server))
+        return {
+            "server": server,
+            "now": isoformat_z(now),
+            "warning": notice.payload(now, timedelta(seconds=self.settings.save_lead))
+            if notice
+            else None,
+        }
+
+    async def snooze(self, user: str, server: str) -> SnoozeResult:
+        """ "Keep my GPU": allowed up to the policy's ``max_snoozes``; kept on the pod."""
+        key = server_key(user, server)
+        seen = self.seen.get(key)
+        if seen is None:
+            return SnoozeResult(False, "this server is not known to the culler (yet)")
+        wb = seen.workbench
+        policy = self.policies.policy_for(
+            team=wb.team, kind=wb.kind, offering=wb.offering, user=wb.user, groups=wb.groups
+        )
+        now = self.clock()
+        result = snooze(wb, policy, now=now)
+        if not result.allowed or result.until is None:
+            return result
+        used = wb.snoozes_used + 1
+        await self.kube.annotate(
+            seen.pod,
+            {SNOOZES_USED: str(used), SNOOZED_UNTIL: isoformat_z(result.until), WARNED_AT: None},
+        )
+        self.seen[key] = _Seen(
+            replace(wb, snoozes_used=used, snoozed_until=result.until, warned_at=None),
+            seen.pod,
+            seen.last,
+        )
+        self.store.set_notice(key, None)
+        audit.info(
+            json.dumps(
+                {
+                    "event": "culler.snooze",
+                    "at": isoformat_z(now),
+                    "user": user,
+                    "server": server,
+                    "until": isoformat_z(result.until),
+                    "snoozes_left": result.snoozes_left,
+                },
+                sort_keys=True,
+            )
+        )
+        return result

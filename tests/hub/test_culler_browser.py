@@ -1,0 +1,139 @@
+"""The reclaim warning in JupyterLab (real hub, cluster, singleuser servers; Chromium): the banner
+with its countdown, "Keep my GPU", and the save of open documents before the stop."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from devcluster.testing import Cluster
+
+from .test_browser import PASSWORD, browser  # noqa: F401  (the browser fixture)
+from .test_culler import CullerHub, delete_jobs, run_culler_hub, training_job, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+
+@pytest.fixture(scope="module")
+def culler_hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CullerHub]:
+    # The banner asks every 5 s: "saving" starts 8 s before the stop so that it is seen.
+    with run_culler_hub(cluster, tmp_path_factory.mktemp("culler-browser"), save_lead=8) as hub:
+        yield hub
+
+
+async def login(browser: Any, hub: CullerHub, user: str) -> Any:  # noqa: F811
+    """Log in (the running server's JupyterLab is where the hub sends the user)."""
+    page = await (await browser.new_context()).new_page()
+    page.set_default_timeout(30_000)
+    await page.goto(f"{hub.url}/hub/login")
+    await page.fill("#username_input", user)
+    await page.fill("#password_input", PASSWORD)
+    await page.click("#login_submit")
+    await page.wait_for_url(f"**/user/{user}/**", wait_until="commit", timeout=60_000)
+    return page
+
+
+def contents(hub: CullerHub, user: str, path: str, body: Any = None) -> Any:
+    token = hub.user_token(user)
+    req = urllib.request.Request(
+        f"{hub.url}/user/{user}/api/contents/{path}",
+        data=None if body is None else json.dumps(body).encode(),
+        method="GET" if body is None else "PUT",
+        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+async def spawn_pair(hub: CullerHub) -> None:
+    for user, team in (("alice", "team-a"), ("carol", "team-b")):
+        r = hub.api("POST", f"/users/{user}/server", {"team": team, "offering": "local-mig-1g"})
+        assert r.status in (201, 202), r
+    for user in ("alice", "carol"):
+        hub.wait_ready(user, timeout=120)
+
+
+async def queue_job(cluster: Cluster, name: str) -> None:
+    async with cluster.api("team-a", "alice") as api:
+        await client.BatchV1Api(api).create_namespaced_job(
+            "team-a",
+            training_job(name),  # type: ignore[arg-type]
+        )
+
+
+async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
+    culler_hub: CullerHub,
+    cluster: Cluster,
+    k8s: client.ApiClient,
+    browser: Any,  # noqa: F811
+) -> None:
+    hub = culler_hub
+    await spawn_pair(hub)
+    contents(hub, "carol", "notes.txt", {"type": "file", "format": "text", "content": "first"})
+
+    alice = await login(browser, hub, "alice")
+    await alice.goto(f"{hub.url}/user/alice/lab")
+    await alice.locator("[data-id='jupyter-gpuaas-panel']").click(timeout=90_000)
+    carol = await login(browser, hub, "carol")
+    await carol.goto(f"{hub.url}/user/carol/lab/tree/notes.txt")
+    editor = carol.locator(".jp-FileEditor .cm-content")
+    await editor.click(timeout=90_000)
+    await carol.keyboard.press("End")
+    await carol.keyboard.type(" second")  # nobody saves it but the banner
+
+    # Round 1: the warning with its countdown; at the deadline open documents are saved.
+    await queue_job(cluster, "train-browser-1")
+    banner = alice.locator(".jp-gpuaas-reclaim")
+    await banner.filter(has_text="will be freed in").wait_for(timeout=60_000)
+    text = await banner.inner_text()
+    assert "kernel" in text
+    assert "lost" in text
+    assert "Keep my GPU" in text
+    countdown = banner.locator(".jp-gpuaas-reclaim-countdown")
+    first = int(await countdown.get_attribute("data-seconds-left") or "0")
+    await alice.wait_for_timeout(2500)
+    second = int(await countdown.get_attribute("data-seconds-left") or "0")
+    assert 0 < second < first <= 20
+
+    saved = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not saved:
+        try:
+            saved = "second" in contents(hub, "carol", "notes.txt")["content"]
+        except OSError:
+            break  # already stopped
+        time.sleep(0.5)
+    assert saved, "carol's open document was not saved before the stop"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (hub.server("alice") or hub.server("carol")):
+        time.sleep(1)
+    assert hub.server("alice") is None
+    assert hub.server("carol") is None
+
+    async def handed_off() -> bool:
+        return "gpuaas_culler_handoff_latency_seconds_count 1.0" in hub.metrics()
+
+    await wait_for(handed_off, 60, "the Job's admission")
+    await delete_jobs(cluster, k8s)
+
+    # Round 2: new servers, a new Job; alice presses "Keep my GPU": nobody is stopped.
+    await spawn_pair(hub)
+    await alice.goto(f"{hub.url}/user/alice/lab")
+    await alice.locator("[data-id='jupyter-gpuaas-panel']").click(timeout=90_000)
+    await queue_job(cluster, "train-browser-2")
+    await banner.filter(has_text="will be freed in").wait_for(timeout=60_000)
+    await banner.locator(".jp-gpuaas-reclaim-keep").click()
+    await banner.filter(has_text="Kept").wait_for(timeout=30_000)
+    assert await banner.locator(".jp-gpuaas-reclaim-countdown").count() == 0
+    await alice.wait_for_timeout(25_000)  # past the 20 s warning
+    assert hub.server("alice") is not None
+    assert hub.server("carol") is not None
+    for user in ("alice", "carol"):
+        hub.stop(user)
+    await delete_jobs(cluster, k8s)

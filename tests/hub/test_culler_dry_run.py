@@ -1,0 +1,63 @@
+"""``--culler-dry-run`` on the real cluster and hub: decisions are logged, nothing is changed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from kubernetes_asyncio import client
+
+from devcluster.testing import Cluster
+
+from .test_culler import (
+    WARNED,
+    CullerHub,
+    delete_jobs,
+    pod_of,
+    run_culler_hub,
+    training_job,
+    warnings_on,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def culler_hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CullerHub]:
+    with run_culler_hub(cluster, tmp_path_factory.mktemp("culler-dry"), dry_run=True) as hub:
+        yield hub
+
+
+async def test_dry_run_changes_nothing(
+    culler_hub: CullerHub, cluster: Cluster, k8s: client.ApiClient
+) -> None:
+    hub = culler_hub
+    for user, team in (("alice", "team-a"), ("carol", "team-b")):
+        r = hub.api("POST", f"/users/{user}/server", {"team": team, "offering": "local-mig-1g"})
+        assert r.status in (201, 202), r
+    for user in ("alice", "carol"):
+        hub.wait_ready(user, timeout=120)
+    async with cluster.api("team-a", "alice") as api:
+        await client.BatchV1Api(api).create_namespaced_job(
+            "team-a",
+            training_job("train-dry"),  # type: ignore[arg-type]
+        )
+    await asyncio.sleep(30)  # past idle_after + warn_before (2 s + 20 s)
+    for user in ("alice", "carol"):
+        assert hub.server(user) is not None
+        pod = await pod_of(k8s, user)
+        assert pod is not None
+        assert not any(
+            k.startswith("gpuaas.jupyter.org/reclaim-") for k in pod["metadata"]["annotations"]
+        )
+        assert WARNED not in pod["metadata"]["annotations"]
+        assert await warnings_on(k8s, pod) == 0
+    records = [r for r in hub.audit() if r.get("event") == "culler.decision"]
+    would = {r["user"] for r in records if r["action"] == "reclaim"}
+    assert would == {"alice", "carol"}
+    assert all(r["dry_run"] for r in records)
+    assert "gpuaas_culler_reclaims_total{" not in hub.metrics()
+    for user in ("alice", "carol"):
+        hub.stop(user)
+    await delete_jobs(cluster, k8s)

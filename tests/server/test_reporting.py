@@ -1,0 +1,169 @@
+"""A real jupyter server with the extension reports its activity to the gpuaas service's
+handlers (a real tornado app; only the hub's token lookup is answered in-process), reads its
+reclaim warning back and forwards "Keep my GPU"."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from gpuaas_culler.activity_store import Notice
+from gpuaas_culler.decide import SnoozeResult
+from gpuaas_culler.loop import ReclaimLoop
+from gpuaas_culler.policy import load_policy
+from gpuaas_culler.reclaim_api import reclaim_handlers
+from tornado import web
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+SERVER_TOKEN = "server-token-of-alice"
+PERSONAL_TOKEN = "personal-token-of-alice"
+TOKENS: dict[str, dict[str, Any]] = {
+    SERVER_TOKEN: {
+        "kind": "user",
+        "name": "alice",
+        "groups": ["team-a"],
+        "scopes": [
+            "access:servers!server=alice/",
+            "users:activity!user=alice",
+            "access:services!service=gpuaas",
+        ],
+    },
+    PERSONAL_TOKEN: {
+        "kind": "user",
+        "name": "alice",
+        "scopes": ["access:servers!user=alice", "access:services!service=gpuaas"],
+    },
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Unused:
+    async def active_users(self) -> list[dict[str, Any]]:
+        raise AssertionError("not in this test")
+
+
+@pytest.fixture
+async def service(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[str, ReclaimLoop]]:
+    from jupyterhub.services.auth import HubAuth
+
+    hub_auth = HubAuth(
+        api_token="service-token",
+        api_url="http://127.0.0.1:1/hub/api",
+        access_scopes={"access:services!service=gpuaas"},
+    )
+
+    async def get_user(handler: Any, *, sync: bool = True) -> dict[str, Any] | None:
+        header = handler.request.headers.get("Authorization", "")
+        return TOKENS.get(header.removeprefix("token "))
+
+    monkeypatch.setattr(hub_auth, "get_user", get_user)
+    loop = ReclaimLoop(
+        hub=_Unused(),  # type: ignore[arg-type]
+        kube=_Unused(),  # type: ignore[arg-type]
+        view=_Unused(),  # type: ignore[arg-type]
+        policies=load_policy({"policies": [{"name": "p", "idle_after": "1m"}]}),
+    )
+    app = web.Application(reclaim_handlers("/services/gpuaas/", loop, hub_auth))
+    port = free_port()
+    server = app.listen(port, "127.0.0.1")
+    url = f"http://127.0.0.1:{port}/services/gpuaas/"
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", SERVER_TOKEN)
+    monkeypatch.setenv("GPUAAS_SERVICE_URL", url)
+    yield url, loop
+    server.stop()
+
+
+@pytest.fixture
+def gpuaas_config() -> dict[str, Any]:
+    return {"activity_report_interval": 0.2}
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.1)
+
+
+async def test_reports_reach_the_service_for_this_server_only(
+    service: tuple[str, ReclaimLoop], jp_fetch: Any
+) -> None:
+    url, loop = service
+    await jp_fetch("api", "status")  # the server runs, with the extension loaded
+    await eventually(lambda: loop.store.report("alice") is not None)
+    report = loop.store.report("alice")
+    assert report is not None
+    assert report.source == "simulated"
+    assert report.idle_since is not None  # nothing busy in a fresh server
+
+    # A personal token may reach the service but cannot report for a server.
+    client = AsyncHTTPClient()
+    with pytest.raises(HTTPClientError) as err:
+        await client.fetch(
+            url + "api/activity",
+            method="POST",
+            body=json.dumps({"kernels": []}),
+            headers={"Authorization": f"token {PERSONAL_TOKEN}"},
+        )
+    assert err.value.code == 403
+    with pytest.raises(HTTPClientError) as err:
+        await client.fetch(url + "api/reclaim", headers={"Authorization": "token nobody"})
+    assert err.value.code == 403
+    with pytest.raises(HTTPClientError) as err:
+        await client.fetch(
+            url + "api/activity",
+            method="POST",
+            body=json.dumps({"kernels": "x"}),
+            headers={"Authorization": f"token {SERVER_TOKEN}"},
+        )
+    assert err.value.code == 400
+    assert "kernels" in json.loads(err.value.response.body)["message"]  # type: ignore[union-attr]
+
+    metrics = await client.fetch(url + "metrics")
+    assert b"gpuaas_culler_reclaimed_gpu_equivalents" in metrics.body
+
+
+async def test_warning_and_snooze_through_the_server_extension(
+    service: tuple[str, ReclaimLoop], jp_fetch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _url, loop = service
+    answer = json.loads((await jp_fetch("gpuaas", "api", "reclaim")).body)
+    assert answer["warning"] is None
+
+    now = datetime.now(timezone.utc)
+    loop.store.set_notice(
+        "alice", Notice(now, now + timedelta(minutes=5), "queued team-a/train needs it", 1)
+    )
+    answer = json.loads((await jp_fetch("gpuaas", "api", "reclaim")).body)
+    warning = answer["warning"]
+    assert warning["reason"] == "queued team-a/train needs it"
+    assert 290 <= warning["seconds_left"] <= 300
+    assert warning["snoozes_left"] == 1
+    assert warning["saving"] is False
+
+    asked: list[tuple[str, str]] = []
+
+    async def snooze(user: str, server: str) -> SnoozeResult:
+        asked.append((user, server))
+        if len(asked) > 1:
+            return SnoozeResult(False, "no snoozes left (policy p allows 1 per server)")
+        return SnoozeResult(True, "kept", until=now + timedelta(hours=1), snoozes_left=0)
+
+    monkeypatch.setattr(loop, "snooze", snooze)
+    response = await jp_fetch("gpuaas", "api", "reclaim", "snooze", method="POST", body=b"")
+    assert json.loads(response.body)["allowed"] is True
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch("gpuaas", "api", "reclaim", "snooze", method="POST", body=b"")
+    assert err.value.code == 409
+    assert asked == [("alice", ""), ("alice", "")]

@@ -1,0 +1,652 @@
+"""The reclaim loop and its input builders, with in-memory stand-ins for the hub, the pods and
+the Kueue caches (our own collaborators' interfaces; the real ones are in tests/hub)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from gpuaas_culler.activity_store import ActivityStore
+from gpuaas_culler.decide import Action
+from gpuaas_culler.gather import (
+    RECLAIMED_AT,
+    SNOOZES_USED,
+    WARNED_AT,
+    PodRef,
+    pending_workloads,
+    workbenches,
+)
+from gpuaas_culler.idleness import State
+from gpuaas_culler.loop import HubError, ReclaimLoop, Settings
+from gpuaas_culler.policy import load_policy
+
+from jupyter_gpuaas.headroom import QueueState
+from jupyter_gpuaas.kueue import (
+    PendingWorkloadInfo,
+    WorkloadInfo,
+    read_cluster_queue,
+    read_local_queue,
+    read_workload,
+)
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+MIG = "nvidia.com/mig-1g.5gb"
+NS = "jupyter-users"
+
+
+def iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cluster_queue(name: str, nominal: int, used: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "cohortName": "gpuaas",
+            "resourceGroups": [
+                {
+                    "coveredResources": [MIG],
+                    "flavors": [
+                        {"name": "local", "resources": [{"name": MIG, "nominalQuota": nominal}]}
+                    ],
+                }
+            ],
+        },
+        "status": {
+            "flavorsReservation": [{"name": "local", "resources": [{"name": MIG, "total": used}]}]
+        },
+    }
+
+
+def queue_state(notebooks_used: int = 3) -> QueueState:
+    cqs = [
+        read_cluster_queue(cluster_queue("team-a-notebooks", 3, notebooks_used)),
+        read_cluster_queue(cluster_queue("team-a-training", 0, 0)),
+    ]
+    lqs = [
+        read_local_queue(
+            {
+                "metadata": {"name": "team-a", "namespace": NS},
+                "spec": {"clusterQueue": "team-a-notebooks"},
+            }
+        ),
+        read_local_queue(
+            {
+                "metadata": {"name": "training", "namespace": "team-a"},
+                "spec": {"clusterQueue": "team-a-training"},
+            }
+        ),
+    ]
+    return QueueState(
+        cluster_queues={c.name: c for c in cqs},
+        local_queues={(q.namespace, q.name): q for q in lqs},
+    )
+
+
+def pod(user: str, server: str = "", uid: str = "") -> dict[str, Any]:
+    name = f"jupyter-{user}" + (f"-{server}" if server else "")
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": uid or f"uid-{name}",
+            "labels": {
+                "component": "singleuser-server",
+                "kueue.x-k8s.io/queue-name": "team-a",
+                "gpuaas.jupyter.org/team": "team-a",
+                "gpuaas.jupyter.org/offering": "local-mig-1g",
+            },
+            "annotations": {"hub.jupyter.org/username": user, "hub.jupyter.org/servername": server},
+            "creationTimestamp": iso(T0),
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "notebook",
+                    "resources": {"requests": {MIG: "1", "cpu": "1"}, "limits": {MIG: "1"}},
+                    "env": [{"name": "GPUAAS_OFFERING_KIND", "value": "mig"}],
+                }
+            ]
+        },
+    }
+
+
+def job_workload(
+    name: str = "train", count: int = 2, admitted: datetime | None = None
+) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if admitted is not None:
+        status = {
+            "conditions": [
+                {"type": "QuotaReserved", "status": "True", "lastTransitionTime": iso(admitted)},
+                {"type": "Admitted", "status": "True", "lastTransitionTime": iso(admitted)},
+            ]
+        }
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "uid": f"uid-{name}",
+            "creationTimestamp": iso(T0),
+        },
+        "spec": {
+            "queueName": "training",
+            "priority": 100,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": count,
+                    "template": {
+                        "spec": {
+                            "containers": [{"name": "t", "resources": {"requests": {MIG: "1"}}}]
+                        }
+                    },
+                }
+            ],
+        },
+        "status": status,
+    }
+
+
+def idle(at: datetime) -> dict[str, Any]:
+    return {
+        "sampled_at": at.isoformat(),
+        "source": "simulated",
+        "kernels": [
+            {"kernel_id": "k1", "execution_state": "idle", "last_activity": at.isoformat()}
+        ],
+        "terminals": [],
+        "gpu_memory": 0,
+        "gpu_utilization": [],
+        "idle_since": at.isoformat(),
+    }
+
+
+def busy(at: datetime) -> dict[str, Any]:
+    payload = idle(at)
+    payload["kernels"][0]["execution_state"] = "busy"
+    payload["idle_since"] = None
+    return payload
+
+
+class FakeHub:
+    def __init__(self, servers: list[tuple[str, str]]) -> None:
+        self.servers = {
+            s: {"name": s[1], "ready": True, "pending": None, "started": iso(T0)} for s in servers
+        }
+        self.stopped: list[tuple[str, str]] = []
+        self.down = False
+        self.calls = 0
+
+    async def active_users(self) -> list[dict[str, Any]]:
+        self.calls += 1
+        if self.down:
+            raise HubError("GET /users: connection refused")
+        users: dict[str, dict[str, Any]] = {}
+        for (user, server), model in self.servers.items():
+            users.setdefault(user, {"name": user, "groups": ["team-a"], "servers": {}})["servers"][
+                server
+            ] = model
+        return list(users.values())
+
+    async def stop_server(self, user: str, server: str) -> int:
+        self.stopped.append((user, server))
+        self.servers.pop((user, server), None)
+        return 202
+
+
+class FakeKube:
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        self.pods = {p["metadata"]["name"]: p for p in pods}
+        self.events: list[tuple[str, str, str]] = []
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.down = False
+
+    async def list_pods(self, namespace: str) -> list[dict[str, Any]]:
+        if self.down:
+            raise OSError("apiserver unreachable")
+        copied: list[dict[str, Any]] = json.loads(json.dumps(list(self.pods.values())))
+        return copied
+
+    async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> None:
+        self.patches.append((pod.name, dict(annotations)))
+        ann = self.pods[pod.name]["metadata"]["annotations"]
+        for k, v in annotations.items():
+            if v is None:
+                ann.pop(k, None)
+            else:
+                ann[k] = v
+
+    async def event(self, pod: PodRef, reason: str, message: str, type_: str) -> None:
+        self.events.append((pod.name, reason, type_))
+
+    async def flavor_labels(self) -> dict[str, dict[str, str]]:
+        return {"local": {"gpuaas.dev/pool": "local"}}
+
+
+class FakeView:
+    def __init__(
+        self, state: QueueState, workloads: list[dict[str, Any]], pods: list[dict[str, Any]]
+    ) -> None:
+        self.state = state
+        self.jobs = workloads
+        self.pod_workloads = {
+            p["metadata"]["uid"]: read_workload(
+                {
+                    "metadata": {"name": "pod-" + p["metadata"]["name"], "namespace": NS},
+                    "status": {
+                        "admission": {
+                            "clusterQueue": "team-a-notebooks",
+                            "podSetAssignments": [{"name": "main", "flavors": {MIG: "local"}}],
+                        }
+                    },
+                }
+            )
+            for p in pods
+        }
+
+    def queue_state(self) -> QueueState:
+        return self.state
+
+    def workloads(self, namespace: str) -> list[Mapping[str, Any]]:
+        return [w for w in self.jobs if w["metadata"]["namespace"] == namespace]
+
+    def workload_for_pod(self, namespace: str, pod_uid: str, pod_name: str) -> WorkloadInfo | None:
+        return self.pod_workloads.get(pod_uid)
+
+    def pending_items(self, namespace: str, local_queue: str) -> list[PendingWorkloadInfo] | None:
+        return None
+
+
+POLICY = {
+    "report_stale_after": "5m",
+    "handoff_timeout": "1m",
+    "policies": [
+        {
+            "name": "team-a",
+            "match": {"teams": ["team-a"]},
+            "idle_after": "10s",
+            "warn_before": "30s",
+            "max_snoozes": 1,
+            "snooze_for": "1h",
+        }
+    ],
+}
+
+
+class World:
+    """Team A: alice and bob idle on one MIG slice each, alice/busy busy; a Job needs 2 slices."""
+
+    def __init__(self, policy: Mapping[str, Any] = POLICY, dry_run: bool = False) -> None:
+        self.now = T0 + timedelta(seconds=60)
+        keys = [("alice", ""), ("bob", ""), ("alice", "busy")]
+        self.pods = [pod(u, s) for u, s in keys]
+        self.hub = FakeHub(keys)
+        self.kube = FakeKube(self.pods)
+        self.jobs = [job_workload()]
+        self.view = FakeView(queue_state(), self.jobs, self.pods)
+        self.store = ActivityStore()
+        self.policy = load_policy(policy)
+        self.settings = Settings(interval=10, max_backoff=80, dry_run=dry_run)
+        self.loop = self.new_loop()
+
+    def new_loop(self) -> ReclaimLoop:
+        return ReclaimLoop(
+            hub=self.hub,
+            kube=self.kube,
+            view=self.view,
+            policies=self.policy,
+            store=self.store,
+            settings=self.settings,
+            clock=lambda: self.now,
+        )
+
+    def report(self) -> None:
+        self.store.record("alice", "", idle(T0), self.now)
+        self.store.record("bob", "", idle(T0), self.now)
+        self.store.record("alice", "busy", busy(T0), self.now)
+
+    async def cycle(self, after: float = 0) -> Any:
+        self.now += timedelta(seconds=after)
+        self.report()
+        return await self.loop.cycle()
+
+
+# --------------------------------------------------------------------------- gather
+
+
+def test_workbenches_join_hub_pods_workloads_and_reports() -> None:
+    w = World()
+    w.report()
+    users = [
+        {
+            "name": "alice",
+            "groups": ["team-a"],
+            "servers": {
+                "": {"ready": True, "started": iso(T0)},
+                "busy": {"ready": True, "started": iso(T0)},
+            },
+        },
+        {
+            "name": "bob",
+            "groups": ["team-a"],
+            "servers": {"": {"ready": False, "pending": "spawn"}},
+        },
+        {"name": "nopod", "servers": {"": {"ready": True}}},
+    ]
+    wbs, refs = workbenches(
+        users,
+        w.pods,
+        w.view.state,
+        w.store,
+        w.policy,
+        now=w.now,
+        workload_for_pod=w.view.workload_for_pod,
+    )
+    by = {wb.key: wb for wb in wbs}
+    assert set(by) == {"alice", "alice/busy", "bob"}
+    alice = by["alice"]
+    assert alice.holds == {("local", MIG): Fraction(1)}
+    assert alice.kind == "mig"
+    assert alice.team == "team-a"
+    assert alice.offering == "local-mig-1g"
+    assert alice.cluster_queue == "team-a-notebooks"
+    assert alice.cohorts == ("gpuaas",)
+    assert alice.gpu_equivalents == Fraction(1, 7)
+    assert alice.idleness.state is State.IDLE
+    assert by["alice/busy"].idleness.state is State.BUSY
+    assert by["bob"].phase == "starting"
+    assert refs["alice/busy"] == PodRef(NS, "jupyter-alice-busy", "uid-jupyter-alice-busy")
+
+
+def test_pending_workloads_lack_what_the_cohort_cannot_lend() -> None:
+    state = queue_state(notebooks_used=3)
+    (wl,) = pending_workloads([job_workload(), job_workload("done", admitted=T0)], state)
+    assert wl.key == "team-a/train"
+    assert wl.cluster_queue == "team-a-training"
+    assert wl.cohorts == ("gpuaas",)
+    assert wl.priority == 100
+    assert wl.position == 0
+    (need,) = wl.needs
+    assert need.resource == MIG
+    assert need.amount == 2
+    assert need.flavors == ("local",)
+    assert need.free == {"local": 0}
+    # a flavor whose node labels contradict the pods' nodeSelector is not one it can get
+    job = job_workload()
+    job["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = {"gpuaas.dev/pool": "other"}
+    local = {"local": {"gpuaas.dev/pool": "local"}}
+    assert pending_workloads([job], state, flavor_labels=local) == []
+    assert len(pending_workloads([job_workload()], state, flavor_labels=local)) == 1
+    (freer,) = pending_workloads([job_workload()], queue_state(notebooks_used=2))
+    assert freer.needs[0].free == {"local": 1}
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+async def test_warn_then_reclaim_the_two_idle_ones_and_verify_the_handoff(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="gpuaas.culler.audit")
+    w = World()
+    plan = await w.cycle()
+    assert {d.workbench.key for d in plan.with_action(Action.WARN)} == {"alice", "bob"}
+    assert w.kube.pods["jupyter-alice"]["metadata"]["annotations"][WARNED_AT].startswith(
+        "2026-11-30T12:01:00"
+    )
+    assert WARNED_AT not in w.kube.pods["jupyter-alice-busy"]["metadata"]["annotations"]
+    assert sorted(e[:2] for e in w.kube.events) == [
+        ("jupyter-alice", "GPUReclaimWarning"),
+        ("jupyter-bob", "GPUReclaimWarning"),
+    ]
+    answer = w.loop.warning_for("alice", "")
+    assert answer["warning"]["seconds_left"] == 30
+    assert answer["warning"]["snoozes_left"] == 1
+    assert w.loop.warning_for("alice", "busy")["warning"] is None
+
+    plan = await w.cycle(after=10)
+    assert {d.workbench.key for d in plan.with_action(Action.WAIT)} == {"alice", "bob"}
+    assert not w.hub.stopped
+    assert len(w.kube.events) == 2
+    assert w.loop.warning_for("bob", "")["warning"]["saving"] is False
+    w.now += timedelta(seconds=6)
+    assert w.loop.warning_for("bob", "")["warning"]["saving"] is True  # 15 s before: save
+
+    plan = await w.cycle(after=15)
+    assert sorted(w.hub.stopped) == [("alice", ""), ("bob", "")]
+    assert ("alice", "busy") not in w.hub.stopped
+    assert RECLAIMED_AT in w.kube.pods["jupyter-alice"]["metadata"]["annotations"]
+    assert sum(1 for e in w.kube.events if e[1] == "GPUReclaimed") == 2
+    assert len(w.kube.pods) == 3  # pods are never deleted by the culler
+
+    # Kueue admits the Job 4 s after the reclaim: a hand-off, with its latency.
+    w.jobs[0].update(job_workload(admitted=w.now + timedelta(seconds=4)))
+    await w.cycle(after=10)
+    text = w.loop.metrics.exposition()[0].decode()
+    assert 'gpuaas_culler_reclaimed_gpu_equivalents_total{team="team-a"} 0.2857' in text
+    assert "gpuaas_culler_handoff_latency_seconds_count 1.0" in text
+    assert 'gpuaas_culler_handoffs_total{result="succeeded"} 1.0' in text
+    assert 'gpuaas_culler_idle_gpu_hours_total{team="team-a"}' in text
+    assert "alice" not in text
+    assert "bob" not in text
+    records = [
+        json.loads(r.getMessage()) for r in caplog.records if r.name == "gpuaas.culler.audit"
+    ]
+    reclaims = [r for r in records if r.get("action") == "reclaim"]
+    assert {r["user"] for r in reclaims} == {"alice", "bob"}
+    assert all(r["handoff"] == "team-a/train" for r in reclaims)
+    handoff = [r for r in records if r["event"] == "culler.handoff"]
+    assert handoff
+    assert handoff[0]["result"] == "succeeded"
+    assert handoff[0]["latency_seconds"] == 4.0
+
+
+async def test_a_restarted_culler_neither_warns_twice_nor_restarts_the_countdown() -> None:
+    w = World()
+    await w.cycle()
+    first = w.kube.pods["jupyter-alice"]["metadata"]["annotations"][WARNED_AT]
+    w.loop = w.new_loop()
+    w.store = ActivityStore()  # the service's memory is gone too
+    w.loop.store = w.store
+    w.now += timedelta(seconds=1)
+    plan = await w.loop.cycle()  # no reports yet: unknown, the warning stays
+    assert plan is not None
+    assert {d.code for d in plan.decisions} == {"unknown"}
+    assert w.kube.pods["jupyter-alice"]["metadata"]["annotations"][WARNED_AT] == first
+    plan = await w.cycle(after=5)
+    assert not plan.with_action(Action.WARN)
+    assert {d.workbench.key for d in plan.with_action(Action.WAIT)} == {"alice", "bob"}
+    assert w.kube.pods["jupyter-alice"]["metadata"]["annotations"][WARNED_AT] == first
+    assert len(w.kube.events) == 2
+    await w.cycle(after=26)  # 31 s after the first warning
+    assert sorted(w.hub.stopped) == [("alice", ""), ("bob", "")]
+
+
+async def test_dry_run_changes_nothing() -> None:
+    w = World(dry_run=True)
+    actions = []
+    for _ in range(3):
+        plan = await w.cycle(after=20)
+        assert all(d.dry_run for d in plan.decisions)
+        actions.append(sorted(d.action.value for d in plan.decisions))
+    # what it would do, in memory only: warn, wait, then reclaim the pair
+    assert actions == [
+        ["skip", "warn", "warn"],
+        ["skip", "wait", "wait"],
+        ["reclaim", "reclaim", "skip"],
+    ]
+    assert not w.hub.stopped
+    assert not w.kube.patches
+    assert not w.kube.events
+    assert w.loop.warning_for("alice", "")["warning"] is None
+
+
+async def test_a_snooze_is_honoured_once() -> None:
+    w = World()
+    await w.cycle()
+    result = await w.loop.snooze("alice", "")
+    assert result.allowed
+    assert result.snoozes_left == 0
+    ann = w.kube.pods["jupyter-alice"]["metadata"]["annotations"]
+    assert ann[SNOOZES_USED] == "1"
+    assert WARNED_AT not in ann
+    assert w.loop.warning_for("alice", "")["warning"] is None
+    again = await w.loop.snooze("alice", "")
+    assert not again.allowed
+    assert "no snoozes left" in again.reason
+    plan = await w.cycle(after=40)
+    # alice is kept; bob alone cannot free the 2 slices: nothing is stopped
+    assert not w.hub.stopped
+    codes = {d.workbench.key: d.code for d in plan.decisions}
+    assert codes["alice"] == "snoozed"
+    assert (await w.loop.snooze("carol", "")).allowed is False
+
+
+async def test_hub_or_apiserver_down_acts_on_nothing_and_backs_off() -> None:
+    w = World()
+    w.hub.down = True
+    assert await w.cycle() is None
+    assert w.loop.next_delay() == 20
+    w.hub.down = False
+    w.kube.down = True
+    assert await w.cycle() is None
+    assert w.loop.next_delay() == 40
+    assert await w.cycle() is None
+    assert await w.cycle() is None
+    assert w.loop.next_delay() == 80  # max_backoff
+    assert not w.kube.patches
+    assert not w.hub.stopped
+    w.kube.down = False
+    assert await w.cycle() is not None
+    assert w.loop.next_delay() == 10
+    text = w.loop.metrics.exposition()[0].decode()
+    assert 'gpuaas_culler_cycle_errors_total{source="kubernetes"} 3.0' in text
+
+
+async def test_unsynced_kueue_caches_act_on_nothing() -> None:
+    w = World()
+    w.view.state = QueueState(synced=False)
+    assert await w.cycle() is None
+    assert w.hub.calls == 0
+    assert not w.kube.patches
+
+
+async def test_a_busy_kernel_clears_the_warning() -> None:
+    w = World()
+    await w.cycle()
+    w.now += timedelta(seconds=5)
+    w.store.record("alice", "", busy(T0), w.now)
+    w.store.record("bob", "", idle(T0), w.now)
+    w.store.record("alice", "busy", busy(T0), w.now)
+    plan = await w.loop.cycle()
+    assert plan is not None
+    assert {d.workbench.key: d.action for d in plan.decisions}["alice"] is Action.CLEAR_WARNING
+    assert WARNED_AT not in w.kube.pods["jupyter-alice"]["metadata"]["annotations"]
+    assert w.loop.warning_for("alice", "")["warning"] is None
+
+
+async def test_a_failed_handoff_stops_reclaiming_for_that_queue(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="gpuaas.culler.audit")
+    w = World()
+    await w.cycle()
+    await w.cycle(after=31)
+    assert len(w.hub.stopped) == 2
+    # Something else took the quota: the Job is still pending after handoff_timeout (1m).
+    w.hub.servers[("carol", "")] = {"name": "", "ready": True, "pending": None, "started": iso(T0)}
+    w.kube.pods["jupyter-carol"] = pod("carol")
+    w.view.pod_workloads.update(FakeView(w.view.state, [], [pod("carol")]).pod_workloads)
+    w.store.record("carol", "", idle(T0), w.now)
+    plan = await w.loop.cycle()
+    await w.cycle(after=61)
+    w.store.record("carol", "", idle(T0), w.now)
+    plan = await w.loop.cycle()
+    assert plan is not None
+    (target,) = plan.targets
+    assert target.status == "blocked"
+    assert "not admitted within 1m" in target.reason
+    records = [
+        json.loads(r.getMessage()) for r in caplog.records if r.name == "gpuaas.culler.audit"
+    ]
+    assert any(r["event"] == "culler.handoff" and r["result"] == "failed" for r in records)
+
+
+async def test_a_handoff_whose_workload_is_gone_blocks_nothing() -> None:
+    w = World()
+    await w.cycle()
+    await w.cycle(after=31)
+    assert len(w.hub.stopped) == 2
+    assert w.loop.handoffs
+    w.jobs.clear()  # the Job was deleted before it was seen admitted
+    await w.cycle(after=1)
+    assert not w.loop.handoffs
+
+
+async def test_hub_client_reads_every_page_and_stops_servers() -> None:
+    import socket
+
+    from gpuaas_culler.loop import HubClient
+    from tornado import web
+
+    users = [{"name": f"u{i}", "servers": {"": {}}} for i in range(5)]
+    seen: list[str] = []
+
+    class Users(web.RequestHandler):
+        def get(self) -> None:
+            seen.append(self.request.uri or "")
+            assert self.request.headers["Authorization"] == "token culler-token"
+            assert "jupyterhub-pagination" in self.request.headers["Accept"]
+            offset = int(self.get_argument("offset"))
+            limit = int(self.get_argument("limit"))
+            nxt = offset + limit
+            self.finish(
+                {
+                    "items": users[offset:nxt],
+                    "_pagination": {
+                        "offset": offset,
+                        "limit": limit,
+                        "total": len(users),
+                        "next": {"offset": nxt, "limit": limit} if nxt < len(users) else None,
+                    },
+                }
+            )
+
+    class Server(web.RequestHandler):
+        def delete(self, user: str, name: str = "") -> None:
+            seen.append(f"DELETE {user}/{name}")
+            self.set_status(202 if user != "gone" else 400)
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = web.Application(
+        [
+            (r"/hub/api/users", Users),
+            (r"/hub/api/users/([^/]+)/server", Server),
+            (r"/hub/api/users/([^/]+)/servers/([^/]*)", Server),
+        ]
+    )
+    server = app.listen(port, "127.0.0.1")
+    try:
+        hub = HubClient(f"http://127.0.0.1:{port}/hub/api", "culler-token")
+        hub.PAGE = 2
+        got = await hub.active_users()
+        assert [u["name"] for u in got] == [f"u{i}" for i in range(5)]
+        assert hub.requests == 3  # pages, not servers
+        assert all("state=active" in uri for uri in seen)
+        assert await hub.stop_server("u1", "") == 202
+        assert await hub.stop_server("u2", "gpu") == 202
+        assert await hub.stop_server("gone", "") == 400  # not running: nothing to stop
+        assert seen[-3:] == ["DELETE u1/", "DELETE u2/gpu", "DELETE gone/"]
+        hub.api_url = "http://127.0.0.1:1/hub/api"
+        with pytest.raises(HubError):
+            await hub.active_users()
+    finally:
+        server.stop()
