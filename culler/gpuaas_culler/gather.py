@@ -23,6 +23,8 @@ from jupyter_gpuaas.kueue import (
     QUEUE_NAME_LABEL,
     PendingWorkloadInfo,
     WorkloadInfo,
+    as_list,
+    as_mapping,
     parse_quantity,
     parse_time,
     read_workload,
@@ -73,17 +75,9 @@ class PodRef:
     uid: str
 
 
-def _d(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _l(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def pod_state(pod: Mapping[str, Any]) -> dict[str, Any]:
     """The culler's state kept in a pod's annotations."""
-    ann = _d(_d(pod.get("metadata")).get("annotations"))
+    ann = as_mapping(as_mapping(pod.get("metadata")).get("annotations"))
     used = ann.get(SNOOZES_USED, "0")
     return {
         "warned_at": parse_time(ann.get(WARNED_AT)),
@@ -95,9 +89,9 @@ def pod_state(pod: Mapping[str, Any]) -> dict[str, Any]:
 
 def _gpu_requests(pod: Mapping[str, Any]) -> dict[str, Fraction]:
     total: dict[str, Fraction] = {}
-    for raw in _l(_d(pod.get("spec")).get("containers")):
-        res = _d(_d(raw).get("resources"))
-        merged = {**_d(res.get("limits")), **_d(res.get("requests"))}
+    for raw in as_list(as_mapping(pod.get("spec")).get("containers")):
+        res = as_mapping(as_mapping(raw).get("resources"))
+        merged = {**as_mapping(res.get("limits")), **as_mapping(res.get("requests"))}
         for name, qty in merged.items():
             if str(name).startswith(GPU_PREFIX):
                 try:
@@ -108,10 +102,12 @@ def _gpu_requests(pod: Mapping[str, Any]) -> dict[str, Fraction]:
 
 
 def _kind(pod: Mapping[str, Any], requests: Mapping[str, Fraction]) -> str:
-    for raw in _l(_d(pod.get("spec")).get("containers")):
-        for env in _l(_d(raw).get("env")):
-            if _d(env).get("name") == "GPUAAS_OFFERING_KIND" and _d(env).get("value"):
-                return str(_d(env)["value"])
+    for raw in as_list(as_mapping(pod.get("spec")).get("containers")):
+        for env in as_list(as_mapping(raw).get("env")):
+            if as_mapping(env).get("name") == "GPUAAS_OFFERING_KIND" and as_mapping(env).get(
+                "value"
+            ):
+                return str(as_mapping(env)["value"])
     if not requests:
         return "cpu"
     if any(r.startswith("nvidia.com/mig-") for r in requests):
@@ -158,8 +154,8 @@ def workbenches(
     """
     by_server: dict[str, Mapping[str, Any]] = {}
     for pod in pods:
-        meta = _d(pod.get("metadata"))
-        ann = _d(meta.get("annotations"))
+        meta = as_mapping(pod.get("metadata"))
+        ann = as_mapping(meta.get("annotations"))
         user = ann.get(HUB_USERNAME_ANNOTATION)
         if isinstance(user, str) and user:
             by_server[server_key(user, str(ann.get(HUB_SERVERNAME_ANNOTATION) or ""))] = pod
@@ -168,16 +164,16 @@ def workbenches(
     refs: dict[str, PodRef] = {}
     for user in users:
         name = str(user.get("name", ""))
-        groups = tuple(str(g) for g in _l(user.get("groups")))
-        for server_name, server in _d(user.get("servers")).items():
+        groups = tuple(str(g) for g in as_list(user.get("groups")))
+        for server_name, server in as_mapping(user.get("servers")).items():
             key = server_key(name, str(server_name))
             found = by_server.get(key)
             if found is None:
                 continue
             pod = found
-            model = _d(server)
-            meta = _d(pod.get("metadata"))
-            labels = _d(meta.get("labels"))
+            model = as_mapping(server)
+            meta = as_mapping(pod.get("metadata"))
+            labels = as_mapping(meta.get("labels"))
             namespace, uid = str(meta.get("namespace", "")), str(meta.get("uid", ""))
             requests = _gpu_requests(pod)
             wl = workload_for_pod(namespace, uid, str(meta.get("name", "")))
@@ -239,9 +235,9 @@ def workbenches(
 
 def _node_selector(obj: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for raw in _l(_d(obj.get("spec")).get("podSets")):
-        spec = _d(_d(_d(raw).get("template")).get("spec"))
-        out.update({str(k): str(v) for k, v in _d(spec.get("nodeSelector")).items()})
+    for raw in as_list(as_mapping(obj.get("spec")).get("podSets")):
+        spec = as_mapping(as_mapping(as_mapping(raw).get("template")).get("spec"))
+        out.update({str(k): str(v) for k, v in as_mapping(spec.get("nodeSelector")).items()})
     return out
 
 
