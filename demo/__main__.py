@@ -24,6 +24,7 @@ from demo.queue_hub import service_config  # noqa: E402
 from devcluster import ClusterError, down, load_settings, up  # noqa: E402
 
 STATE = REPO / ".demo"
+DEMO_POLICY = REPO / "demo" / "policy.yaml"
 
 
 def main() -> None:
@@ -51,9 +52,13 @@ def main() -> None:
                 port=free_port(args.port),
                 password=args.password,
                 queue_timeout=1800,
-                # The gpuaas hub service: the sidebar's Queue section asks it for positions.
+                # The gpuaas hub service: queue positions for the sidebar, and the culler.
                 extra_config=service_config(
-                    free_port(), settings.credentials_dir / "gpuaas.kubeconfig", poll_interval=2.0
+                    free_port(),
+                    settings.credentials_dir / "gpuaas.kubeconfig",
+                    poll_interval=2.0,
+                    culler_args=[f"--policy={DEMO_POLICY}"],
+                    report_interval=30,
                 ),
             )
         )
@@ -69,6 +74,8 @@ def main() -> None:
             "  GPU sidebar); the others are admitted by Kueue onto simulated nodes.\n"
             "  Try: alice starts 'Whole A100 40GB', then bob picks it too and watches his queue\n"
             "  position; stopping alice's server lets bob's start.\n"
+            f"  Idle GPU servers are reclaimed for queued work under {DEMO_POLICY.name}\n"
+            "  (its decisions are in the hub log); the sidebar warns first.\n"
             f"  hub log: {hub.log_path}\n"
             f"  export KUBECONFIG={settings.kubeconfig}\n"
             "  Ctrl-C stops the demo.\n",

@@ -119,8 +119,9 @@ c.JupyterHub.load_roles = {json.dumps(roles)}
 # Queued spawns are pending spawns: they hold these slots while they wait in Kueue's queue.
 c.JupyterHub.concurrent_spawn_limit = 50
 c.JupyterHub.active_server_limit = 0
-# Only errors count (JupyterHub 6); queue timeouts and refused options are clean 400s.
-c.JupyterHub.consecutive_failure_limit = 0
+# Only errors count (JupyterHub 6): queue timeouts and refused options are clean 400s, so the
+# usual limit (z2jh's 5; the hub exits when it is reached) stays safe with queued spawns.
+c.Spawner.consecutive_failure_limit = 5
 
 c.KubeSpawner.namespace = "jupyter-users"
 c.KubeSpawner.image = "localhost/jupyter-gpuaas-dev:local"

@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,8 +28,28 @@ SERVER_TOKEN_SCOPES = [
 ]
 
 
-def service_config(port: int, kubeconfig: Path, poll_interval: float = 1.0) -> str:
-    """The hub configuration lines for the gpuaas service (what an admin writes)."""
+CULLER_SCOPES = [
+    "list:users",
+    "read:users:activity",
+    "read:users:groups",
+    "read:servers",
+    "delete:servers",
+]
+"""What the gpuaas service needs of the Hub API to reclaim (no access:servers: servers report)."""
+
+
+def service_config(
+    port: int,
+    kubeconfig: Path,
+    poll_interval: float = 1.0,
+    culler_args: Sequence[str] = (),
+    report_interval: float | None = None,
+) -> str:
+    """The hub configuration lines for the gpuaas service (what an admin writes).
+
+    ``culler_args`` (e.g. ``["--policy=policy.yaml"]``) turn on its reclaim loop, which then gets
+    the Hub API scopes it needs; ``report_interval`` sets how often servers report activity.
+    """
     service = {
         "name": "gpuaas",
         "url": f"http://127.0.0.1:{port}",
@@ -38,17 +58,27 @@ def service_config(port: int, kubeconfig: Path, poll_interval: float = 1.0) -> s
             "-m",
             "gpuaas_culler.service",
             f"--poll-interval={poll_interval}",
+            *culler_args,
         ],
         "environment": {"KUBECONFIG": str(kubeconfig)},
     }
-    role = {"name": "user", "scopes": ["self", "access:services!service=gpuaas"]}
-    return f"""
-# The gpuaas hub service (docs/queue.md)
+    roles: list[dict[str, Any]] = [
+        {"name": "user", "scopes": ["self", "access:services!service=gpuaas"]}
+    ]
+    if culler_args:
+        roles.append({"name": "gpuaas-culler", "services": ["gpuaas"], "scopes": CULLER_SCOPES})
+    lines = f"""
+# The gpuaas hub service (docs/queue.md, docs/culler.md)
 c.JupyterHub.services.append({json.dumps(service)})
-c.JupyterHub.load_roles.append({json.dumps(role)})
+c.JupyterHub.load_roles.extend({json.dumps(roles)})
 c.Spawner.server_token_scopes = {json.dumps(SERVER_TOKEN_SCOPES)}
 c.KubeSpawner.environment.update({{"GPUAAS_SERVICE_URL": "http://127.0.0.1:{port}/services/gpuaas/"}})
 """
+    if report_interval is not None:
+        lines += (
+            f'c.KubeSpawner.args.append("--GPUaaS.activity_report_interval={report_interval:g}")\n'
+        )
+    return lines
 
 
 class QueueHub:

@@ -346,7 +346,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    asyncio.run(serve(args))
+    try:
+        asyncio.run(serve(args))
+    except KeyboardInterrupt:  # the hub stops its managed services with SIGINT
+        log.info("gpuaas service stopped")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -30,6 +29,7 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
 from demo.hub import HubProcess, HubSettings, free_port
+from demo.queue_hub import service_config
 from devcluster.testing import Cluster
 
 from .conftest import USERS_NS, Hub
@@ -38,11 +38,6 @@ pytestmark = pytest.mark.integration
 
 MIG = "nvidia.com/mig-1g.5gb"
 WARNED = "gpuaas.jupyter.org/reclaim-warned-at"
-SERVER_TOKEN_SCOPES = [
-    "users:activity!user",
-    "access:servers!server",
-    "access:services!service=gpuaas",
-]
 POLICY = """\
 report_stale_after: 30s
 handoff_timeout: 2m
@@ -53,22 +48,6 @@ policies:
     warn_before: 20s
     max_snoozes: 1
     snooze_for: 1h
-"""
-# What the culler's own RBAC adds to the dev cluster's read-only gpuaas account (as
-# culler/deploy/culler.yaml grants its gpuaas-service account).
-RBAC = """\
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: gpuaas-culler, namespace: jupyter-users}
-rules:
-  - {apiGroups: [""], resources: [pods], verbs: [get, list, watch, patch]}
-  - {apiGroups: [""], resources: [events], verbs: [create]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: gpuaas-culler, namespace: jupyter-users}
-subjects: [{kind: ServiceAccount, name: gpuaas, namespace: jupyterhub}]
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: gpuaas-culler}
 """
 # The sample organisation's training queues do not cover the local flavor (its pods would run
 # for real on this machine): a queue of the cohort "gpuaas" that does, for this module only. It
@@ -96,42 +75,13 @@ spec: {clusterQueue: culler-test-training}
 def culler_config(
     port: int, kubeconfig: Path, policy: Path, save_lead: float = 3, dry_run: bool = False
 ) -> str:
-    service = {
-        "name": "gpuaas",
-        "url": f"http://127.0.0.1:{port}",
-        "command": [
-            sys.executable,
-            "-m",
-            "gpuaas_culler.service",
-            "--poll-interval=1",
-            f"--policy={policy}",
-            "--culler-interval=1",
-            f"--save-lead={save_lead}",
-            *(["--culler-dry-run"] if dry_run else []),
-        ],
-        "environment": {"KUBECONFIG": str(kubeconfig)},
-    }
-    roles = [
-        {"name": "user", "scopes": ["self", "access:services!service=gpuaas"]},
-        {
-            "name": "gpuaas-culler",
-            "services": ["gpuaas"],
-            "scopes": [
-                "list:users",
-                "read:users:activity",
-                "read:users:groups",
-                "read:servers",
-                "delete:servers",
-            ],
-        },
+    args = [
+        f"--policy={policy}",
+        "--culler-interval=1",
+        f"--save-lead={save_lead}",
+        *(["--culler-dry-run"] if dry_run else []),
     ]
-    return f"""
-c.JupyterHub.services.append({json.dumps(service)})
-c.JupyterHub.load_roles.extend({json.dumps(roles)})
-c.Spawner.server_token_scopes = {json.dumps(SERVER_TOKEN_SCOPES)}
-c.KubeSpawner.environment.update({{"GPUAAS_SERVICE_URL": "http://127.0.0.1:{port}/services/gpuaas/"}})
-c.KubeSpawner.args.append("--GPUaaS.activity_report_interval=1")
-"""
+    return service_config(port, kubeconfig, poll_interval=1, culler_args=args, report_interval=1)
 
 
 class CullerHub(Hub):
@@ -159,9 +109,7 @@ def run_culler_hub(
     """A hub with the gpuaas service and the culler (policy above), for one test module."""
     kubectl = str(cluster.info.bin_dir / "kubectl")
     admin = [kubectl, "--kubeconfig", str(cluster.info.kubeconfig)]
-    subprocess.run(
-        [*admin, "apply", "-f", "-"], input=(RBAC + "---\n" + QUEUE).encode(), check=True
-    )
+    subprocess.run([*admin, "apply", "-f", "-"], input=QUEUE.encode(), check=True)
     policy = state / "policy.yaml"
     policy.write_text(POLICY)
     token = secrets.token_hex(24)
