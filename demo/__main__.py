@@ -25,6 +25,15 @@ from devcluster import ClusterError, down, load_settings, up  # noqa: E402
 
 STATE = REPO / ".demo"
 DEMO_POLICY = REPO / "demo" / "policy.yaml"
+DEMO_JOB = REPO / "demo" / "training-job.yaml"
+# Who submits the sample Job: the label gpuaas.jupyter.org/user must name the submitter
+# (devcluster/manifests/60-user-label-policy.yaml); hub user alice is this ServiceAccount.
+DEMO_JOB_SUBMITTER = "system:serviceaccount:team-a:alice"
+
+
+def submit_job_command(kubectl: Path, kubeconfig: Path) -> str:
+    """The exact shell line that submits the demo's training Job as alice."""
+    return f"KUBECONFIG={kubeconfig} {kubectl} --as={DEMO_JOB_SUBMITTER} create -f {DEMO_JOB}"
 
 
 def main() -> None:
@@ -75,7 +84,12 @@ def main() -> None:
             "  Try: alice starts 'Whole A100 40GB', then bob picks it too and watches his queue\n"
             "  position; stopping alice's server lets bob's start.\n"
             f"  Idle GPU servers are reclaimed for queued work under {DEMO_POLICY.name}\n"
-            "  (its decisions are in the hub log); the sidebar warns first.\n"
+            "  (its decisions are in the hub log); the sidebar warns first. To see it: alice\n"
+            "  and carol each start 'A100 MIG 1g.5gb (this machine)' and leave it idle; then\n"
+            "  submit the sample training Job (one such slice; it waits for them):\n"
+            f"    {submit_job_command(info.bin_dir / 'kubectl', settings.kubeconfig)}\n"
+            "  After 5 min idle the longest-idle one is warned, 2 min later stopped, and\n"
+            "  the Job runs (docs/culler.md, 'The demo').\n"
             f"  hub log: {hub.log_path}\n"
             f"  export KUBECONFIG={settings.kubeconfig}\n"
             "  Ctrl-C stops the demo.\n",

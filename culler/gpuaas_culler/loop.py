@@ -20,6 +20,8 @@ Kubernetes cannot be read — a cycle that cannot read everything acts on nothin
 
 Audit: one JSON line per decision on the logger ``gpuaas.culler.audit`` (skips only when they
 change), Kubernetes Events for warnings and reclaims, Prometheus metrics (:class:`Metrics`).
+With the policy's ``notify.webhook``, warnings and reclaims carried out are also posted there in
+the background (:mod:`.notify`; never awaited by the cycle).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from .gather import (
     workbenches,
 )
 from .idleness import State
+from .notify import Notifier
 from .policy import PolicySet
 
 __all__ = [
@@ -121,10 +124,14 @@ class HubClient:
 
     PAGE = 200
 
-    def __init__(self, api_url: str, token: str, *, timeout: float = 20.0) -> None:
+    def __init__(
+        self, api_url: str, token: str, *, timeout: float = 20.0, concurrency: int = 4
+    ) -> None:
         self.api_url = api_url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.concurrency = concurrency
+        """Pages of users asked for at the same time (after the first)."""
         self.requests = 0
 
     async def _fetch(self, method: str, path: str, accept: str = "application/json") -> Any:
@@ -151,23 +158,48 @@ class HubClient:
             return resp.code
         return json.loads(resp.body or b"null")
 
+    async def _page(self, offset: int, limit: int) -> Any:
+        query = urlencode({"state": "active", "offset": offset, "limit": limit})
+        return await self._fetch(
+            "GET", f"/users?{query}", accept="application/jupyterhub-pagination+json"
+        )
+
     async def active_users(self) -> list[dict[str, Any]]:
-        """Every user with an active server, with servers and groups (all pages)."""
-        users: list[dict[str, Any]] = []
-        offset = 0
-        while True:
-            query = urlencode({"state": "active", "offset": offset, "limit": self.PAGE})
-            page = await self._fetch(
-                "GET", f"/users?{query}", accept="application/jupyterhub-pagination+json"
-            )
-            if isinstance(page, list):  # a hub without pagination answers a plain list
-                return page
-            items = page.get("items") or []
-            users.extend(items)
-            nxt = (page.get("_pagination") or {}).get("next")
-            if not nxt or not items:
-                return users
-            offset = int(nxt.get("offset", offset + len(items)))
+        """Every user with an active server, with servers and groups (all pages).
+
+        The first page says how many there are; the other pages are then asked for
+        ``concurrency`` at a time (the hub works on one while this process reads another), and
+        any users added meanwhile are followed by ``next`` links. A user seen twice (the pages
+        shifted) is kept once.
+        """
+        first = await self._page(0, self.PAGE)
+        if isinstance(first, list):  # a hub without pagination answers a plain list
+            return first
+        pages: list[Any] = [first]
+        info = first.get("_pagination") or {}
+        items = first.get("items") or []
+        limit = int(info.get("limit") or len(items) or self.PAGE)
+        total = info.get("total")
+        if info.get("next") and items and isinstance(total, int) and self.concurrency > 1:
+            gate = asyncio.Semaphore(self.concurrency)
+
+            async def page(offset: int) -> Any:
+                async with gate:
+                    return await self._page(offset, limit)
+
+            pages += await asyncio.gather(*(page(o) for o in range(len(items), total, limit)))
+        while True:  # follow `next` from the last page read (all of them without a total)
+            last = pages[-1]
+            nxt = (last.get("_pagination") or {}).get("next")
+            if not nxt or not last.get("items"):
+                break
+            offset = int(nxt.get("offset", 0))
+            pages.append(await self._page(offset, int(nxt.get("limit", limit))))
+        users: dict[str, dict[str, Any]] = {}
+        for p in pages:
+            for user in p.get("items") or []:
+                users.setdefault(str(user.get("name")), user)
+        return list(users.values())
 
     async def stop_server(self, user: str, server: str) -> int:
         path = (
@@ -366,6 +398,7 @@ class ReclaimLoop:
         metrics: Metrics | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        notifier: Notifier | None = None,
     ) -> None:
         self.hub = hub
         self.kube = kube
@@ -376,6 +409,10 @@ class ReclaimLoop:
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.sleep = sleep
+        self.notifier = notifier
+        """Posts warnings and reclaims to the policy's ``notify.webhook`` (background tasks)."""
+        if notifier is None and policies.notify is not None:
+            self.notifier = Notifier(policies.notify)
         self.seen: dict[str, _Seen] = {}
         self.handoffs: dict[str, HandOffRecord] = {}
         """By ClusterQueue: the last reclaim carried out for a workload of that queue."""
@@ -508,6 +545,7 @@ class ReclaimLoop:
                 await self.kube.annotate(pod, {WARNED_AT: isoformat_z(now)})
                 self.metrics.warnings.labels(wb.team or "-").inc()
                 await self._event(pod, "GPUReclaimWarning", d.reason, "Warning")
+                self._notify("warn", d, now, d.reclaim_at)
             elif d.action is Action.CLEAR_WARNING:
                 await self.kube.annotate(pod, {WARNED_AT: None})
             elif d.action is Action.RECLAIM:
@@ -533,6 +571,7 @@ class ReclaimLoop:
                 except Exception as e:  # noqa: BLE001 - the pod may be gone already
                     log.debug("annotating %s after the stop: %s", pod.name, e)
                 await self._event(pod, "GPUReclaimed", d.reason, "Normal")
+                self._notify("reclaim", d, now, now)
         except HubError as e:
             log.warning("culler: %s of %s failed: %s", d.action.value, key, e)
             return
@@ -540,6 +579,30 @@ class ReclaimLoop:
             log.warning("culler: %s of %s failed: %s", d.action.value, key, e)
             return
         self.store.set_notice(key, notice)
+
+    def _notify(self, kind: str, d: Decision, now: datetime, at: datetime | None) -> None:
+        """Hand the notice to the webhook's background poster (returns at once)."""
+        if self.notifier is None:
+            return
+        wb = d.workbench
+        try:
+            self.notifier.notify(
+                {
+                    "event": kind,
+                    "user": wb.user,
+                    "server": wb.server,
+                    "team": wb.team,
+                    "kind": wb.kind,
+                    "offering": wb.offering,
+                    "reason": d.reason,
+                    "reclaim_at": isoformat_z(at) if at is not None else None,
+                    "at": isoformat_z(now),
+                    "handoff": d.handoff,
+                    "dry_run": d.dry_run,
+                }
+            )
+        except Exception as e:  # noqa: BLE001 - a notice is a courtesy; never the cycle's end
+            log.warning("culler: notifying %s of %s failed: %s", kind, wb.key, e)
 
     async def _event(self, pod: PodRef, reason: str, message: str, type_: str) -> None:
         try:

@@ -6,6 +6,9 @@ A policy file::
     dry_run: false              # true: decide and record, never act
     report_stale_after: 10m     # a server whose last activity report is older is "unknown"
     handoff_timeout: 10m        # a reclaim for queued work succeeds if it is admitted this soon
+    notify:                     # optional: POST each warning and reclaim to a webhook
+      webhook: https://chat.example.org/hooks/gpu-reclaim
+      timeout: 5s               # per post (default 5s); never retried, never blocks a cycle
     exempt:                     # never reclaimed, whatever policy matches
       users: [admin]
       groups: [on-call]
@@ -48,6 +51,10 @@ Policy fields (``defaults`` takes the same, except ``name`` and ``match``):
     how long a server may stop reporting (or report NVML errors) before ``max_idle`` and
     ``max_age`` apply to it regardless; until then it is left alone.
 
+``notify`` (top level only) posts ``{"event": "warn"|"reclaim", "user", "server", "team",
+"reason", "reclaim_at", "at", ...}`` (no tokens) to ``webhook`` (an ``http`` or ``https`` URL)
+for users with no tab open; see :mod:`.notify`.
+
 Durations are written ``45s``, ``30m``, ``2h``, ``1h30m``, ``7d``, ``1w`` (``0`` where zero
 makes sense).
 """
@@ -61,6 +68,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from jupyter_gpuaas.catalog import KINDS, FieldError
 
@@ -68,6 +76,7 @@ __all__ = [
     "RECLAIM_MODES",
     "FieldError",
     "Match",
+    "Notify",
     "Policy",
     "PolicyError",
     "PolicySet",
@@ -87,15 +96,19 @@ DEFAULT_BUSY_UTILIZATION = 10.0
 DEFAULT_UNKNOWN_GRACE = timedelta(hours=1)
 DEFAULT_REPORT_STALE_AFTER = timedelta(minutes=10)
 DEFAULT_HANDOFF_TIMEOUT = timedelta(minutes=10)
+DEFAULT_NOTIFY_TIMEOUT = timedelta(seconds=5)
+MAX_NOTIFY_TIMEOUT = timedelta(minutes=1)
 
 _TOP_FIELDS = (
     "dry_run",
     "report_stale_after",
     "handoff_timeout",
+    "notify",
     "exempt",
     "defaults",
     "policies",
 )
+_NOTIFY_FIELDS = ("webhook", "timeout")
 _POLICY_FIELDS = (
     "idle_after",
     "reclaim",
@@ -245,6 +258,14 @@ class Policy:
 
 
 @dataclass(frozen=True)
+class Notify:
+    """Where warnings and reclaims are posted for users with no tab open."""
+
+    webhook: str
+    timeout: timedelta = DEFAULT_NOTIFY_TIMEOUT
+
+
+@dataclass(frozen=True)
 class PolicySet:
     """A whole policy file: the policies in order, and the settings that are not per policy."""
 
@@ -254,6 +275,7 @@ class PolicySet:
     dry_run: bool = False
     report_stale_after: timedelta = DEFAULT_REPORT_STALE_AFTER
     handoff_timeout: timedelta = DEFAULT_HANDOFF_TIMEOUT
+    notify: Notify | None = None
 
     def policy_for(
         self, *, team: str, kind: str, offering: str, user: str, groups: Iterable[str]
@@ -335,6 +357,7 @@ def load_policy(
     stale = _duration(errs, "", data, "report_stale_after", positive=True)
     handoff = _duration(errs, "", data, "handoff_timeout", positive=True)
     exempt_users, exempt_groups = _exempt(errs, "", data)
+    notify = _notify(errs, data)
 
     defaults: dict[str, Any] = {}
     bad_defaults: set[str] = set()
@@ -402,6 +425,7 @@ def load_policy(
         dry_run=bool(dry_run),
         report_stale_after=stale if stale is not None else DEFAULT_REPORT_STALE_AFTER,
         handoff_timeout=handoff if handoff is not None else DEFAULT_HANDOFF_TIMEOUT,
+        notify=notify,
     )
 
 
@@ -613,6 +637,44 @@ def _exempt(
         return frozenset(), frozenset()
     _unknown_keys(errs, p, value, _EXEMPT_FIELDS)
     return _str_set(errs, p, value, "users"), _str_set(errs, p, value, "groups")
+
+
+def _notify(errs: _Errors, data: Mapping[str, Any]) -> Notify | None:
+    value = data.get("notify")
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        errs.add("notify", f"must be a mapping with 'webhook' (and 'timeout'), not {_type(value)}")
+        return None
+    _unknown_keys(errs, "notify", value, _NOTIFY_FIELDS)
+    start = len(errs.items)
+    url = value.get("webhook")
+    if url is None:
+        errs.add("notify.webhook", "is required (the URL warnings and reclaims are posted to)")
+    elif not isinstance(url, str):
+        errs.add("notify.webhook", f"must be a URL, not {_type(url)}")
+    else:
+        parts = urlsplit(url.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            errs.add(
+                "notify.webhook",
+                f"{json.dumps(url)} is not an http(s) URL (e.g. https://chat.example.org/hook)",
+            )
+        elif parts.username is not None or parts.password is not None:
+            errs.add(
+                "notify.webhook",
+                "must not carry credentials (user:password@); use a URL the receiver accepts as is",
+            )
+    timeout = _duration(errs, "notify", value, "timeout", positive=True)
+    if timeout is not None and timeout > MAX_NOTIFY_TIMEOUT:
+        errs.add(
+            "notify.timeout",
+            f"{format_duration(timeout)} is longer than {format_duration(MAX_NOTIFY_TIMEOUT)}"
+            " (a post that slow only holds connections open)",
+        )
+    if len(errs.items) > start or not isinstance(url, str):
+        return None
+    return Notify(webhook=url.strip(), timeout=timeout or DEFAULT_NOTIFY_TIMEOUT)
 
 
 def _read_idle_after(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:

@@ -650,3 +650,61 @@ async def test_hub_client_reads_every_page_and_stops_servers() -> None:
             await hub.active_users()
     finally:
         server.stop()
+
+
+async def test_hub_client_asks_for_pages_concurrently_and_follows_late_additions() -> None:
+    import socket
+
+    from gpuaas_culler.loop import HubClient
+    from tornado import web
+
+    users = [{"name": f"u{i}", "servers": {"": {}}} for i in range(9)]
+    in_flight = {"now": 0, "most": 0}
+    offsets: list[int] = []
+
+    class Users(web.RequestHandler):
+        async def get(self) -> None:
+            import asyncio
+
+            offset = int(self.get_argument("offset"))
+            limit = int(self.get_argument("limit"))
+            offsets.append(offset)
+            in_flight["now"] += 1
+            in_flight["most"] = max(in_flight["most"], in_flight["now"])
+            await asyncio.sleep(0.05)
+            in_flight["now"] -= 1
+            # two more users appear after the first page: followed by `next`
+            total = 7 if offset == 0 else len(users)
+            nxt = offset + limit
+            self.finish(
+                {
+                    "items": users[offset:nxt],
+                    "_pagination": {
+                        "offset": offset,
+                        "limit": limit,
+                        "total": total,
+                        "next": {"offset": nxt, "limit": limit} if nxt < len(users) else None,
+                    },
+                }
+            )
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = web.Application([(r"/hub/api/users", Users)]).listen(port, "127.0.0.1")
+    try:
+        hub = HubClient(f"http://127.0.0.1:{port}/hub/api", "t", concurrency=3)
+        hub.PAGE = 2
+        got = await hub.active_users()
+        assert [u["name"] for u in got] == [f"u{i}" for i in range(9)]
+        assert sorted(offsets) == [0, 2, 4, 6, 8]  # one request per page
+        assert hub.requests == 5
+        assert in_flight["most"] == 3
+        sequential = HubClient(f"http://127.0.0.1:{port}/hub/api", "t", concurrency=1)
+        sequential.PAGE = 2
+        in_flight["most"] = 0
+        got = await sequential.active_users()
+        assert len(got) == 9
+        assert in_flight["most"] == 1
+    finally:
+        server.stop()
