@@ -29,13 +29,16 @@ SERVER_TOKEN_SCOPES = [
 
 
 CULLER_SCOPES = [
-    "list:users",
-    "read:users:activity",
-    "read:users:groups",
     "read:servers",
+    "read:users:groups",
+    "list:groups",
+    "read:groups",
     "delete:servers",
 ]
-"""What the gpuaas service needs of the Hub API to reclaim (no access:servers: servers report)."""
+"""What the gpuaas service needs of the Hub API to reclaim: a server's state and its user's
+groups before acting on it, the groups when a policy names them, stopping servers. No
+``list:users`` (it never lists users: it watches pods) and no ``access:servers`` (servers
+report to it)."""
 
 
 def service_config(

@@ -1,9 +1,11 @@
 """The reclaim loop's inputs, built from what it read (pure: plain data and a clock in).
 
-- :func:`workbenches`: hub users (``GET /hub/api/users?state=active``, with servers) joined with
-  their notebook pods (labels, annotations, GPU requests), the pods' Kueue Workloads (assigned
-  flavors, ClusterQueue), the activity store (latest report, last verdict) and the culler's own
-  state kept on each pod (:data:`WARNED_AT` ...).
+- :func:`workbenches`: the notebook pods (labels, annotations, GPU requests, phase; each names
+  its hub user and server) joined with the pods' Kueue Workloads (assigned flavors,
+  ClusterQueue), the users' groups, the activity store (latest report, last verdict) and the
+  culler's own state kept on each pod (:data:`WARNED_AT` ...).
+- :func:`as_the_hub_sees_them`: the same workbenches corrected by what the hub says of their
+  users (``GET /hub/api/users/{name}``): the loop asks only about servers it is about to act on.
 - :func:`pending_workloads`: Kueue's pending Workloads with what they lack, per resource and
   flavor, against the quota free to their ClusterQueue now.
 
@@ -12,7 +14,7 @@ Only ``nvidia.com/*`` resources are weighed: CPU and memory are not what a GPU r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from fractions import Fraction
@@ -50,6 +52,7 @@ __all__ = [
     "SNOOZES_USED",
     "WARNED_AT",
     "PodRef",
+    "as_the_hub_sees_them",
     "pending_workloads",
     "pod_state",
     "workbenches",
@@ -137,100 +140,147 @@ def _cluster_queue(
     return lq.cluster_queue if lq else ""
 
 
+def _pod_phase(pod: Mapping[str, Any]) -> str:
+    """``starting`` / ``running`` / ``stopping`` as far as the pod tells (the hub may know more)."""
+    meta = as_mapping(pod.get("metadata"))
+    status = as_mapping(pod.get("status"))
+    if meta.get("deletionTimestamp") or pod_state(pod)["reclaimed_at"]:
+        return "stopping"
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return "stopping"  # exited: the hub's poll is about to notice
+    ready = any(
+        as_mapping(c).get("type") == "Ready" and as_mapping(c).get("status") == "True"
+        for c in as_list(status.get("conditions"))
+    )
+    return "running" if status.get("phase") == "Running" and ready else "starting"
+
+
 def workbenches(
-    users: Sequence[Mapping[str, Any]],
-    pods: Sequence[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
     state: QueueState,
     store: ActivityStore,
     policies: PolicySet,
     *,
     now: datetime,
     workload_for_pod: Callable[[str, str, str], WorkloadInfo | None],
+    groups: Mapping[str, Sequence[str]] | None = None,
+    pod_utilization: Mapping[tuple[str, str], float] | None = None,
 ) -> tuple[list[Workbench], dict[str, PodRef]]:
-    """The hub's running servers that have a notebook pod, as :class:`Workbench` es.
+    """The notebook pods that name a hub server, as :class:`Workbench` es.
 
+    ``groups``: user → their hub groups (needed only when a policy names groups).
+    ``pod_utilization``: ``(namespace, pod)`` → GPU utilisation in percent (DCGM through
+    Prometheus, where configured). The phase is
+    the pod's; :func:`as_the_hub_sees_them` corrects it for the servers about to be acted on.
     Judges each server's activity (and records the verdict in ``store`` for the next cycle).
-    Servers without a pod (not a Kubernetes spawn, or already gone) are left out.
     """
-    by_server: dict[str, Mapping[str, Any]] = {}
+    groups = groups or {}
+    pod_utilization = pod_utilization or {}
+    out: list[Workbench] = []
+    refs: dict[str, PodRef] = {}
     for pod in pods:
         meta = as_mapping(pod.get("metadata"))
         ann = as_mapping(meta.get("annotations"))
-        user = ann.get(HUB_USERNAME_ANNOTATION)
-        if isinstance(user, str) and user:
-            by_server[server_key(user, str(ann.get(HUB_SERVERNAME_ANNOTATION) or ""))] = pod
-
-    out: list[Workbench] = []
-    refs: dict[str, PodRef] = {}
-    for user in users:
-        name = str(user.get("name", ""))
-        groups = tuple(str(g) for g in as_list(user.get("groups")))
-        for server_name, server in as_mapping(user.get("servers")).items():
-            key = server_key(name, str(server_name))
-            found = by_server.get(key)
-            if found is None:
-                continue
-            pod = found
-            model = as_mapping(server)
-            meta = as_mapping(pod.get("metadata"))
-            labels = as_mapping(meta.get("labels"))
-            namespace, uid = str(meta.get("namespace", "")), str(meta.get("uid", ""))
-            requests = _gpu_requests(pod)
-            wl = workload_for_pod(namespace, uid, str(meta.get("name", "")))
-            flavors = wl.assigned_flavors if wl is not None else {}
-            holds = {(flavors[r], r): amount for r, amount in requests.items() if r in flavors}
-            kind = _kind(pod, requests)
-            team = str(labels.get(TEAM_LABEL, ""))
-            offering = str(labels.get(OFFERING_LABEL, ""))
-            cq = _cluster_queue(state, namespace, labels, wl)
-            started = (
-                parse_time(model.get("started")) or parse_time(meta.get("creationTimestamp")) or now
-            )
-            pending = model.get("pending")
-            kept = pod_state(pod)
-            if pending == "stop" or meta.get("deletionTimestamp") or kept["reclaimed_at"]:
-                phase = "stopping"
-            elif pending or not model.get("ready", True):
-                phase = "starting"
-            else:
-                phase = "running"
-            policy = policies.policy_for(
-                team=team, kind=kind, offering=offering, user=name, groups=groups
-            )
-            idleness = judge(
-                store.report(key),
+        name = ann.get(HUB_USERNAME_ANNOTATION)
+        if not isinstance(name, str) or not name:
+            continue
+        server_name = str(ann.get(HUB_SERVERNAME_ANNOTATION) or "")
+        key = server_key(name, server_name)
+        if key in refs:  # pod names are per user and server: only across namespaces
+            continue
+        user_groups = tuple(str(g) for g in groups.get(name, ()))
+        labels = as_mapping(meta.get("labels"))
+        namespace, uid = str(meta.get("namespace", "")), str(meta.get("uid", ""))
+        requests = _gpu_requests(pod)
+        wl = workload_for_pod(namespace, uid, str(meta.get("name", "")))
+        flavors = wl.assigned_flavors if wl is not None else {}
+        holds = {(flavors[r], r): amount for r, amount in requests.items() if r in flavors}
+        kind = _kind(pod, requests)
+        team = str(labels.get(TEAM_LABEL, ""))
+        offering = str(labels.get(OFFERING_LABEL, ""))
+        cq = _cluster_queue(state, namespace, labels, wl)
+        status = as_mapping(pod.get("status"))
+        started = parse_time(status.get("startTime")) or parse_time(meta.get("creationTimestamp"))
+        started = started or now
+        kept = pod_state(pod)
+        policy = policies.policy_for(
+            team=team, kind=kind, offering=offering, user=name, groups=user_groups
+        )
+        idleness = judge(
+            store.report(key),
+            kind=kind,
+            started_at=started,
+            now=now,
+            stale_after=policies.report_stale_after,
+            busy_utilization_percent=(
+                policy.busy_utilization_percent if policy else DEFAULT_BUSY_UTILIZATION
+            ),
+            previous=store.verdict(key),
+            pod_utilization=pod_utilization.get((namespace, str(meta.get("name", "")))),
+        )
+        store.set_verdict(key, idleness)
+        out.append(
+            Workbench(
+                user=name,
+                server=server_name,
+                groups=user_groups,
+                team=team,
                 kind=kind,
+                offering=offering,
+                holds=holds,
+                gpu_equivalents=gpu_equivalents(requests),
+                cluster_queue=cq,
+                cohorts=_cohorts(state, cq),
                 started_at=started,
-                now=now,
-                stale_after=policies.report_stale_after,
-                busy_utilization_percent=(
-                    policy.busy_utilization_percent if policy else DEFAULT_BUSY_UTILIZATION
-                ),
-                previous=store.verdict(key),
+                phase=_pod_phase(pod),
+                idleness=idleness,
+                snoozes_used=kept["snoozes_used"],
+                snoozed_until=kept["snoozed_until"],
+                warned_at=kept["warned_at"],
             )
-            store.set_verdict(key, idleness)
-            out.append(
-                Workbench(
-                    user=name,
-                    server=str(server_name),
-                    groups=groups,
-                    team=team,
-                    kind=kind,
-                    offering=offering,
-                    holds=holds,
-                    gpu_equivalents=gpu_equivalents(requests),
-                    cluster_queue=cq,
-                    cohorts=_cohorts(state, cq),
-                    started_at=started,
-                    phase=phase,
-                    idleness=idleness,
-                    snoozes_used=kept["snoozes_used"],
-                    snoozed_until=kept["snoozed_until"],
-                    warned_at=kept["warned_at"],
-                )
-            )
-            refs[key] = PodRef(namespace, str(meta.get("name", "")), uid)
+        )
+        refs[key] = PodRef(namespace, str(meta.get("name", "")), uid)
     return out, refs
+
+
+def as_the_hub_sees_them(
+    wbs: Iterable[Workbench], users: Mapping[str, Mapping[str, Any] | None]
+) -> list[Workbench]:
+    """``wbs`` with the hub's word for the users in ``users`` (their ``GET /users/{name}``
+    models; ``None``: no such user): phase from the server's ``pending`` and ``ready``, its
+    ``started``, the user's groups. A workbench whose server the hub does not have active is
+    left out (a pod outliving its server is not the culler's to stop)."""
+    out: list[Workbench] = []
+    for wb in wbs:
+        if wb.user not in users:
+            out.append(wb)
+            continue
+        user = as_mapping(users[wb.user])
+        server = user and as_mapping(user.get("servers")).get(wb.server)
+        if not server:
+            continue
+        model = as_mapping(server)
+        pending = model.get("pending")
+        if wb.phase == "stopping" or pending == "stop":
+            phase = "stopping"
+        elif pending or not model.get("ready", True):
+            phase = "starting"
+        else:
+            phase = "running"
+        hub_groups = user.get("groups")
+        out.append(
+            replace(
+                wb,
+                phase=phase,
+                started_at=parse_time(model.get("started")) or wb.started_at,
+                groups=(
+                    tuple(str(g) for g in as_list(hub_groups))
+                    if hub_groups is not None
+                    else wb.groups
+                ),
+            )
+        )
+    return out
 
 
 def _node_selector(obj: Mapping[str, Any]) -> dict[str, str]:

@@ -3,11 +3,17 @@
 Each cycle (``interval`` seconds; longer, doubling up to ``max_backoff``, while the hub or
 Kubernetes cannot be read — a cycle that cannot read everything acts on nothing):
 
-1. reads the hub's active users with their servers (``GET /hub/api/users?state=active``,
-   paginated; scopes ``list:users``, ``read:users:activity``, ``read:users:groups``,
-   ``read:servers``), the notebook pods (one list call), Kueue's objects from the watch caches
-   (:class:`gpuaas_spawner.cache.WatchedKueueView`) and the activity store;
-2. builds the inputs (:mod:`.gather`) and calls :func:`.decide.decide`;
+1. reads the notebook pods (the service's watch of them, or one list call), the ResourceFlavors
+   (one list call: it also proves the API server answers now), Kueue's objects from the watch
+   caches (:class:`gpuaas_spawner.cache.WatchedKueueView`), the activity store, the hub's
+   groups (``GET /hub/api/groups``, paged; only when the policy names groups) and, where
+   configured, each pod's GPU utilisation from Prometheus (:mod:`.prometheus`);
+2. builds the inputs (:mod:`.gather`) and calls :func:`.decide.decide`; before acting it asks the
+   hub about each server it would warn or stop (``GET /hub/api/users/{name}``: is it still
+   active, starting or stopping, which groups), corrects those workbenches and decides again,
+   until every server acted on is one the hub has confirmed. So a cycle costs hub calls for the
+   servers it acts on, not for every running server; scopes ``read:servers``,
+   ``read:users:groups`` (and ``list:groups``, ``read:groups`` for group policies);
 3. acts, unless dry-run: **warn** — the pod is annotated ``gpuaas.jupyter.org/reclaim-warned-at``
    (so a restarted culler neither warns twice nor restarts the countdown) and gets an Event;
    **reclaim** — the server is stopped through the Hub API (``DELETE
@@ -30,7 +36,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
@@ -60,12 +66,14 @@ from .gather import (
     SNOOZES_USED,
     WARNED_AT,
     PodRef,
+    as_the_hub_sees_them,
     pending_workloads,
     workbenches,
 )
 from .idleness import State
 from .notify import Notifier
 from .policy import PolicySet
+from .prometheus import PrometheusError
 
 __all__ = [
     "HubClient",
@@ -90,7 +98,9 @@ class HubError(RuntimeError):
 
 
 class Hub(Protocol):
-    async def active_users(self) -> list[dict[str, Any]]: ...
+    async def user(self, name: str) -> dict[str, Any] | None: ...
+
+    async def group_members(self) -> dict[str, list[str]]: ...
 
     async def stop_server(self, user: str, server: str) -> int: ...
 
@@ -124,17 +134,16 @@ class HubClient:
 
     PAGE = 200
 
-    def __init__(
-        self, api_url: str, token: str, *, timeout: float = 20.0, concurrency: int = 4
-    ) -> None:
+    def __init__(self, api_url: str, token: str, *, timeout: float = 20.0) -> None:
         self.api_url = api_url.rstrip("/")
         self.token = token
         self.timeout = timeout
-        self.concurrency = concurrency
-        """Pages of users asked for at the same time (after the first)."""
         self.requests = 0
 
-    async def _fetch(self, method: str, path: str, accept: str = "application/json") -> Any:
+    async def _fetch(
+        self, method: str, path: str, accept: str = "application/json", *, missing: Any = ...
+    ) -> Any:
+        """The answer's JSON (``DELETE``: its status); ``missing`` is returned for a 404."""
         from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
         self.requests += 1
@@ -151,6 +160,8 @@ class HubClient:
         except HTTPClientError as e:
             if method == "DELETE" and e.code in (400, 404):
                 return e.code  # not running (any more): nothing to stop
+            if e.code == 404 and missing is not ...:
+                return missing
             raise HubError(f"{method} {path}: HTTP {e.code} {e.message}") from e
         except OSError as e:
             raise HubError(f"{method} {path}: {e}") from e
@@ -158,48 +169,30 @@ class HubClient:
             return resp.code
         return json.loads(resp.body or b"null")
 
-    async def _page(self, offset: int, limit: int) -> Any:
-        query = urlencode({"state": "active", "offset": offset, "limit": limit})
-        return await self._fetch(
-            "GET", f"/users?{query}", accept="application/jupyterhub-pagination+json"
+    async def user(self, name: str) -> dict[str, Any] | None:
+        """The user's model with their active servers and groups; ``None``: no such user."""
+        model: dict[str, Any] | None = await self._fetch(
+            "GET", f"/users/{quote(name)}", missing=None
         )
+        return model
 
-    async def active_users(self) -> list[dict[str, Any]]:
-        """Every user with an active server, with servers and groups (all pages).
-
-        The first page says how many there are; the other pages are then asked for
-        ``concurrency`` at a time (the hub works on one while this process reads another), and
-        any users added meanwhile are followed by ``next`` links. A user seen twice (the pages
-        shifted) is kept once.
-        """
-        first = await self._page(0, self.PAGE)
-        if isinstance(first, list):  # a hub without pagination answers a plain list
-            return first
-        pages: list[Any] = [first]
-        info = first.get("_pagination") or {}
-        items = first.get("items") or []
-        limit = int(info.get("limit") or len(items) or self.PAGE)
-        total = info.get("total")
-        if info.get("next") and items and isinstance(total, int) and self.concurrency > 1:
-            gate = asyncio.Semaphore(self.concurrency)
-
-            async def page(offset: int) -> Any:
-                async with gate:
-                    return await self._page(offset, limit)
-
-            pages += await asyncio.gather(*(page(o) for o in range(len(items), total, limit)))
-        while True:  # follow `next` from the last page read (all of them without a total)
-            last = pages[-1]
-            nxt = (last.get("_pagination") or {}).get("next")
-            if not nxt or not last.get("items"):
-                break
-            offset = int(nxt.get("offset", 0))
-            pages.append(await self._page(offset, int(nxt.get("limit", limit))))
-        users: dict[str, dict[str, Any]] = {}
-        for p in pages:
-            for user in p.get("items") or []:
-                users.setdefault(str(user.get("name")), user)
-        return list(users.values())
+    async def group_members(self) -> dict[str, list[str]]:
+        """User → the names of their groups, from every page of ``GET /groups``."""
+        members: dict[str, list[str]] = {}
+        offset = 0
+        while True:
+            query = urlencode({"offset": offset, "limit": self.PAGE})
+            page = await self._fetch(
+                "GET", f"/groups?{query}", accept="application/jupyterhub-pagination+json"
+            )
+            items = page if isinstance(page, list) else page.get("items") or []
+            for group in items:
+                for user in group.get("users") or []:
+                    members.setdefault(str(user), []).append(str(group.get("name")))
+            nxt = None if isinstance(page, list) else (page.get("_pagination") or {}).get("next")
+            if not nxt or not items:
+                return members
+            offset = int(nxt.get("offset", offset + len(items)))
 
     async def stop_server(self, user: str, server: str) -> int:
         path = (
@@ -373,6 +366,8 @@ class Settings:
     """Seconds before a reclaim from which the server is told "saving"."""
     dry_run: bool = False
     """Decide and record only (on top of the policy file's dry_run)."""
+    hub_concurrency: int = 8
+    """Hub requests at a time when confirming the servers a cycle is about to act on."""
 
 
 @dataclass
@@ -399,9 +394,16 @@ class ReclaimLoop:
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         notifier: Notifier | None = None,
+        pods: Callable[[], Iterable[Mapping[str, Any]] | None] | None = None,
+        utilization: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
     ) -> None:
         self.hub = hub
         self.kube = kube
+        self.pods = pods
+        """The notebook pods as a watch last saw them (``None`` until it has listed them);
+        without it each cycle lists them."""
+        self.utilization = utilization
+        """Per-pod GPU utilisation, ``(namespace, pod)`` → percent (:mod:`.prometheus`)."""
         self.view = view
         self.policies = policies
         self.store = store if store is not None else ActivityStore()
@@ -433,23 +435,35 @@ class ReclaimLoop:
         if not state.synced:
             return self._failed("kueue", "Kueue caches are not synced")
         try:
-            users = await self.hub.active_users()
+            flavors = await self.kube.flavor_labels()
+            cached = self.pods() if self.pods is not None else None
+            if self.pods is not None and cached is None:
+                return self._failed("kubernetes", "the notebook pods are not listed yet")
+            pods = (
+                list(cached)
+                if cached is not None
+                else await self.kube.list_pods(self.settings.notebook_namespace)
+            )
+        except Exception as e:  # noqa: BLE001 - any API failure: act on nothing this cycle
+            return self._failed("kubernetes", f"listing pods and flavors: {e}")
+        try:
+            groups = await self.hub.group_members() if self.policies.names_groups else {}
         except HubError as e:
             return self._failed("hub", str(e))
         try:
-            pods = await self.kube.list_pods(self.settings.notebook_namespace)
-            flavors = await self.kube.flavor_labels()
-        except Exception as e:  # noqa: BLE001 - any API failure: act on nothing this cycle
-            return self._failed("kubernetes", f"listing pods and flavors: {e}")
+            utilization = await self.utilization() if self.utilization is not None else {}
+        except PrometheusError as e:
+            return self._failed("prometheus", str(e))
         now = self.clock()
         wbs, refs = workbenches(
-            users,
             pods,
             state,
             self.store,
             self.policies,
             now=now,
             workload_for_pod=self.view.workload_for_pod,
+            groups=groups,
+            pod_utilization=utilization,
         )
         self.store.keep_only(refs)
         # Dry-run warnings are kept in memory only, so that a dry run shows the reclaims to come.
@@ -466,15 +480,35 @@ class ReclaimLoop:
             workloads, state, positions=self.view.pending_items, flavor_labels=flavors
         )
         self._update_handoffs(workloads, now)
-        plan = decide(
-            wbs,
-            pending,
-            self.policies,
-            now=now,
-            handoffs=list(self.handoffs.values()),
-            dry_run=self.settings.dry_run,
-        )
         self._account_idle(wbs, now)
+        asked: dict[str, dict[str, Any] | None] = {}
+        while True:
+            plan = decide(
+                wbs,
+                pending,
+                self.policies,
+                now=now,
+                handoffs=list(self.handoffs.values()),
+                dry_run=self.settings.dry_run,
+            )
+            # Only servers the hub has confirmed are warned or stopped (see the module doc).
+            unasked = sorted(
+                {
+                    d.workbench.user
+                    for d in plan.decisions
+                    if d.action in (Action.WARN, Action.RECLAIM) and d.workbench.user not in asked
+                }
+            )
+            if not unasked:
+                break
+            try:
+                models = await self._ask_hub(unasked)
+            except HubError as e:
+                return self._failed("hub", str(e))
+            asked.update(zip(unasked, models, strict=True))
+            wbs = as_the_hub_sees_them(wbs, asked)
+            confirmed = {wb.key for wb in wbs}
+            refs = {k: r for k, r in refs.items() if k in confirmed}
         targets = {t.workload.key: t for t in plan.targets}
         for decision in plan.decisions:
             key = decision.workbench.key
@@ -491,6 +525,16 @@ class ReclaimLoop:
         self.last_plan = plan
         self.metrics.cycle_seconds.set((self.clock() - started).total_seconds())
         return plan
+
+    async def _ask_hub(self, users: Sequence[str]) -> list[dict[str, Any] | None]:
+        """The hub's models of ``users``, a few requests at a time."""
+        gate = asyncio.Semaphore(self.settings.hub_concurrency)
+
+        async def one(name: str) -> dict[str, Any] | None:
+            async with gate:
+                return await self.hub.user(name)
+
+        return list(await asyncio.gather(*(one(u) for u in users)))
 
     def _failed(self, source: str, message: str) -> Plan | None:
         self.failures += 1

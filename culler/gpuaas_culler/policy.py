@@ -289,6 +289,13 @@ class PolicySet:
                 return policy
         return None
 
+    @property
+    def names_groups(self) -> bool:
+        """Whether any match or exemption names hub groups (the culler then reads them)."""
+        return bool(self.exempt_groups) or any(
+            p.match.groups or p.exempt_groups for p in self.policies
+        )
+
     def exemption(self, policy: Policy | None, user: str, groups: Iterable[str]) -> str | None:
         """Why ``user`` is exempt (a sentence naming the list), or ``None``."""
         mine = set(groups)

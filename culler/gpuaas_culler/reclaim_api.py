@@ -28,47 +28,21 @@ from jupyter_gpuaas.model import isoformat_z
 from .activity_store import server_of_token
 from .idleness import ReportError
 from .loop import ReclaimLoop
+from .prometheus import DEFAULT_QUERY, PrometheusClient
+from .webbase import HubJSONHandler
 
 __all__ = ["reclaim_handlers"]
 
 MAX_REPORT_BYTES = 1 << 20
 
 
-def _hub_authenticated() -> type:
-    from jupyterhub.services.auth import HubAuthenticated
-
-    return HubAuthenticated  # type: ignore[no-any-return]
-
-
-class _ServerHandler(_hub_authenticated(), web.RequestHandler):  # type: ignore[misc]
+class _ServerHandler(HubJSONHandler):
     """A request from a single-user server, made with that server's own hub token."""
 
     loop: ReclaimLoop
 
     def initialize(self, loop: ReclaimLoop) -> None:
         self.loop = loop
-
-    def set_default_headers(self) -> None:
-        self.set_header("Content-Type", "application/json")
-        self.set_header("Cache-Control", "no-store")
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        reason = self._reason
-        exc = kwargs.get("exc_info")
-        if exc and isinstance(exc[1], web.HTTPError) and exc[1].log_message:
-            reason = exc[1].log_message
-        self.finish(json.dumps({"status": status_code, "message": reason}))
-
-    async def prepare(self) -> None:
-        # HubAuthenticated's own lookup blocks; ask the hub asynchronously (cached by HubAuth).
-        model = await self.hub_auth.get_user(self, sync=False)
-        allowed = None
-        if model:
-            try:
-                allowed = self.check_hub_user(model)
-            except Exception:  # noqa: BLE001 - UserNotAllowed: not allowed
-                allowed = None
-        self._hub_auth_user_cache = allowed
 
     def caller(self) -> tuple[str, str]:
         """(user, server) of the calling server's token, or 403."""
@@ -188,6 +162,20 @@ def add_culler_arguments(parser: Any) -> None:
         help="decide and log only: no warning, no stop, no annotation, no Event",
     )
     parser.add_argument(
+        "--prometheus-url",
+        default=env("GPUAAS_CULLER_PROMETHEUS_URL", ""),
+        help="a Prometheus that scrapes DCGM exporter with its pod mapping (e.g."
+        " http://prometheus.monitoring:9090): each cycle asks it for every pod's GPU"
+        " utilisation, which counts for whole GPUs and MIG slices; default"
+        " $GPUAAS_CULLER_PROMETHEUS_URL; empty: not asked (docs/culler.md)",
+    )
+    parser.add_argument(
+        "--prometheus-query",
+        default=env("GPUAAS_CULLER_PROMETHEUS_QUERY", DEFAULT_QUERY),
+        help="PromQL giving one sample per pod in percent, labelled namespace and pod (or"
+        f" exported_namespace and exported_pod); default: {DEFAULT_QUERY}",
+    )
+    parser.add_argument(
         "--save-lead",
         type=float,
         default=float(env("GPUAAS_CULLER_SAVE_LEAD", "15")),
@@ -195,8 +183,19 @@ def add_culler_arguments(parser: Any) -> None:
     )
 
 
-def start_culler(app: web.Application, args: Any, view: Any, hub_auth: Any) -> ReclaimLoop:
-    """Add the culler's handlers to the service's app and start its loop (with a policy)."""
+def _listed(reflector: Any) -> Any:
+    """The reflector's pods once it has listed them; ``None`` before."""
+    done = reflector.first_load_future.done() and not reflector.first_load_future.exception()
+    return reflector.resources.values() if done else None
+
+
+def start_culler(
+    app: web.Application, args: Any, view: Any, hub_auth: Any, pods: Any = None
+) -> ReclaimLoop:
+    """Add the culler's handlers to the service's app and start its loop (with a policy).
+
+    ``pods``: the service's watch of the notebook pods (a kubespawner reflector), read by each
+    cycle instead of a list call."""
     import asyncio
     import os
 
@@ -213,6 +212,12 @@ def start_culler(app: web.Application, args: Any, view: Any, hub_auth: Any) -> R
         kube=KubeClient(),
         view=view,
         policies=policies,
+        pods=None if pods is None else lambda: _listed(pods),
+        utilization=(
+            PrometheusClient(args.prometheus_url, args.prometheus_query).pod_utilization
+            if args.prometheus_url
+            else None
+        ),
         settings=Settings(
             notebook_namespace=args.notebook_namespace,
             job_namespaces=namespaces,

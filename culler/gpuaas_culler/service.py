@@ -42,6 +42,7 @@ from .queue import (
     user_of,
 )
 from .reclaim_api import add_culler_arguments, start_culler
+from .webbase import HubJSONHandler, JSONHandler
 
 __all__ = ["QueueIndex", "main", "make_app"]
 
@@ -154,39 +155,8 @@ class QueueIndex:
         return payload
 
 
-def _hub_handler_base() -> type:
-    from jupyterhub.services.auth import HubAuthenticated
-
-    return HubAuthenticated  # type: ignore[no-any-return]
-
-
-class _JSONHandler(web.RequestHandler):
-    def set_default_headers(self) -> None:
-        self.set_header("Content-Type", "application/json")
-        self.set_header("Cache-Control", "no-store")
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        reason = self._reason
-        exc = kwargs.get("exc_info")
-        if exc and isinstance(exc[1], web.HTTPError) and exc[1].log_message:
-            reason = exc[1].log_message
-        self.finish(json.dumps({"status": status_code, "message": reason}))
-
-
-class QueueHandler(_hub_handler_base(), _JSONHandler):  # type: ignore[misc]
+class QueueHandler(HubJSONHandler):
     """``GET api/queue``: the caller's own pending GPU work (never anybody else's)."""
-
-    async def prepare(self) -> None:
-        # HubAuthenticated's get_current_user blocks on the hub; ask asynchronously instead
-        # (answers are cached by HubAuth for cache_max_age seconds).
-        model = await self.hub_auth.get_user(self, sync=False)
-        allowed = None
-        if model:
-            try:
-                allowed = self.check_hub_user(model)
-            except Exception:  # noqa: BLE001 - UserNotAllowed: not allowed is None
-                allowed = None
-        self._hub_auth_user_cache = allowed
 
     def get(self) -> None:
         user = self.current_user
@@ -199,7 +169,7 @@ class QueueHandler(_hub_handler_base(), _JSONHandler):  # type: ignore[misc]
         self.finish(json.dumps(index.answer(user["name"], user.get("groups") or ())))
 
 
-class HealthHandler(_JSONHandler):
+class HealthHandler(JSONHandler):
     def get(self) -> None:
         index: QueueIndex = self.settings["queue_index"]
         stats = self.settings["stats"]
@@ -302,11 +272,23 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def notebook_pod_reflector(namespace: str) -> Any:
+    """A list+watch cache of the single-user server pods in ``namespace`` (kubespawner's
+    reflector; start it with ``await reflector.start()``): the queue index and the culler read
+    it instead of listing pods."""
+    from kubespawner.reflector import NamespacedResourceReflector
+
+    class NotebookPodReflector(NamespacedResourceReflector):  # type: ignore[misc]
+        kind = "pods"
+        labels = {"component": "singleuser-server"}  # noqa: RUF012 (a traitlet default)
+
+    return NotebookPodReflector(namespace=namespace)
+
+
 async def serve(args: argparse.Namespace) -> None:
     from gpuaas_spawner.cache import WatchedKueueView
     from jupyterhub.services.auth import HubAuth
     from kubespawner.clients import load_config
-    from kubespawner.reflector import NamespacedResourceReflector
 
     counted = _count_kubernetes_requests()
     load_config()
@@ -317,11 +299,7 @@ async def serve(args: argparse.Namespace) -> None:
         log=log,
     )
 
-    class NotebookPodReflector(NamespacedResourceReflector):  # type: ignore[misc]
-        kind = "pods"
-        labels = {"component": "singleuser-server"}  # noqa: RUF012 (a traitlet default)
-
-    pods = NotebookPodReflector(namespace=args.notebook_namespace)
+    pods = notebook_pod_reflector(args.notebook_namespace)
     await view.start(timeout=30)
     await pods.start()
     index = QueueIndex(
@@ -332,7 +310,7 @@ async def serve(args: argparse.Namespace) -> None:
     )
     hub_auth = HubAuth()
     app = make_app(index, prefix=args.prefix, hub_auth=hub_auth, kubernetes_requests=counted)
-    start_culler(app, args, view, hub_auth)
+    start_culler(app, args, view, hub_auth, pods)
     url = urlparse(args.url)
     app.listen(url.port or 80, url.hostname or "127.0.0.1")
     log.info("gpuaas service listening on %s%s", args.url.rstrip("/"), args.prefix)

@@ -14,6 +14,7 @@ The live service gathers the same inputs from the Hub and Kubernetes; a snapshot
         "snoozes_used": 0, "snoozed_until": null, "warned_at": null,
         "activity": {... the server's `activity` payload (docs/api.md) ...},
         "activity_received_at": "...",
+        "pod_utilization": 12.5,                     # optional: DCGM's per-pod %, via Prometheus
         "last_active": "..."                         # optional: the previous verdict's
       }],
       "pending": [{
@@ -123,6 +124,12 @@ class _Reader:
         return out
 
 
+def _percent(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
+        raise ValueError(value)
+    return float(value)
+
+
 def _time(value: Any) -> datetime:
     parsed = parse_time(value)
     if parsed is None:
@@ -227,6 +234,7 @@ def load_snapshot(
                     r.fail(f"{p}.activity.{err.path}", err.message)
         last_active = r.get(d, p, "last_active", _time, "an ISO 8601 time", None)
         previous = Idleness(State.IDLE, last_active, "previous verdict") if last_active else None
+        utilization = r.get(d, p, "pod_utilization", _percent, "a percentage (0-100)", None)
         idleness = judge(
             report,
             kind=kind,
@@ -235,6 +243,7 @@ def load_snapshot(
             stale_after=policies.report_stale_after,
             busy_utilization_percent=threshold,
             previous=previous,
+            pod_utilization=utilization,
         )
         workbenches.append(
             Workbench(

@@ -48,7 +48,10 @@ def free_port() -> int:
 
 
 class _Unused:
-    async def active_users(self) -> list[dict[str, Any]]:
+    async def user(self, name: str) -> dict[str, Any] | None:
+        raise AssertionError("not in this test")
+
+    async def group_members(self) -> dict[str, list[str]]:
         raise AssertionError("not in this test")
 
 

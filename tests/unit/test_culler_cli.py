@@ -179,6 +179,34 @@ def test_explain_bad_snapshot(tmp_path: Path) -> None:
     ]
 
 
+def test_explain_weighs_the_pods_gpu_utilisation_from_prometheus(tmp_path: Path) -> None:
+    data = json.loads((EXAMPLES / "snapshot.json").read_text(encoding="utf-8"))
+    by_user = {w["user"]: w for w in data["workbenches"]}
+    by_user["bob"]["pod_utilization"] = 85  # a MIG slice busy by DCGM, idle by its kernels
+    by_user["alice"]["pod_utilization"] = 2
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps(data), encoding="utf-8")
+    args = ("--explain", "--policy", str(EXAMPLES / "policy.yaml"), "--snapshot", str(snap))
+    result = culler(*args)
+    assert result.returncode == 0, result.stderr
+    assert "pod GPU utilisation 85% (busy above" in result.stdout
+    rows = {
+        line.split()[1]: line.split()[0]
+        for line in result.stdout.splitlines()
+        if line.startswith("  ")
+        and len(line.split()) > 1
+        and line.split()[1] in ("alice", "bob", "carol", "dave")
+    }
+    assert rows == {"alice": "skip", "bob": "skip", "carol": "skip", "dave": "WARN"}
+    # without bob, alice's slice alone cannot admit the Job: nobody is warned for it
+    assert "the idle workbenches it could use hold only 1" in result.stdout
+    by_user["bob"]["pod_utilization"] = 150
+    snap.write_text(json.dumps(data), encoding="utf-8")
+    result = culler(*args)
+    assert result.returncode == 2
+    assert "workbenches[1].pod_utilization: 150 is not a percentage (0-100)" in result.stderr
+
+
 def test_explain_needs_a_snapshot_for_now() -> None:
     result = culler("--explain", "--policy", str(EXAMPLES / "policy.yaml"))
     assert result.returncode == 2

@@ -18,6 +18,7 @@ from gpuaas_culler.gather import (
     SNOOZES_USED,
     WARNED_AT,
     PodRef,
+    as_the_hub_sees_them,
     pending_workloads,
     workbenches,
 )
@@ -113,6 +114,11 @@ def pod(user: str, server: str = "", uid: str = "") -> dict[str, Any]:
                 }
             ]
         },
+        "status": {
+            "phase": "Running",
+            "startTime": iso(T0),
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
     }
 
 
@@ -179,20 +185,27 @@ class FakeHub:
         self.servers = {
             s: {"name": s[1], "ready": True, "pending": None, "started": iso(T0)} for s in servers
         }
+        self.groups: dict[str, list[str]] = {}
         self.stopped: list[tuple[str, str]] = []
         self.down = False
         self.calls = 0
+        self.asked: list[str] = []
 
-    async def active_users(self) -> list[dict[str, Any]]:
+    async def user(self, name: str) -> dict[str, Any] | None:
+        self.calls += 1
+        self.asked.append(name)
+        if self.down:
+            raise HubError(f"GET /users/{name}: connection refused")
+        servers = {s: m for (u, s), m in self.servers.items() if u == name}
+        if not servers:
+            return None
+        return {"name": name, "groups": self.groups.get(name, ["team-a"]), "servers": servers}
+
+    async def group_members(self) -> dict[str, list[str]]:
         self.calls += 1
         if self.down:
-            raise HubError("GET /users: connection refused")
-        users: dict[str, dict[str, Any]] = {}
-        for (user, server), model in self.servers.items():
-            users.setdefault(user, {"name": user, "groups": ["team-a"], "servers": {}})["servers"][
-                server
-            ] = model
-        return list(users.values())
+            raise HubError("GET /groups: connection refused")
+        return self.groups
 
     async def stop_server(self, user: str, server: str) -> int:
         self.stopped.append((user, server))
@@ -320,33 +333,21 @@ class World:
 # --------------------------------------------------------------------------- gather
 
 
-def test_workbenches_join_hub_pods_workloads_and_reports() -> None:
+def test_workbenches_join_pods_workloads_and_reports() -> None:
     w = World()
     w.report()
-    users = [
-        {
-            "name": "alice",
-            "groups": ["team-a"],
-            "servers": {
-                "": {"ready": True, "started": iso(T0)},
-                "busy": {"ready": True, "started": iso(T0)},
-            },
-        },
-        {
-            "name": "bob",
-            "groups": ["team-a"],
-            "servers": {"": {"ready": False, "pending": "spawn"}},
-        },
-        {"name": "nopod", "servers": {"": {"ready": True}}},
-    ]
+    starting = pod("bob")
+    starting["status"] = {"phase": "Pending"}
+    no_user = pod("nobody")
+    del no_user["metadata"]["annotations"]["hub.jupyter.org/username"]
     wbs, refs = workbenches(
-        users,
-        w.pods,
+        [w.pods[0], starting, w.pods[2], no_user],
         w.view.state,
         w.store,
         w.policy,
         now=w.now,
         workload_for_pod=w.view.workload_for_pod,
+        groups={"alice": ["team-a", "on-call"]},
     )
     by = {wb.key: wb for wb in wbs}
     assert set(by) == {"alice", "alice/busy", "bob"}
@@ -358,10 +359,47 @@ def test_workbenches_join_hub_pods_workloads_and_reports() -> None:
     assert alice.cluster_queue == "team-a-notebooks"
     assert alice.cohorts == ("gpuaas",)
     assert alice.gpu_equivalents == Fraction(1, 7)
+    assert alice.groups == ("team-a", "on-call")
+    assert alice.phase == "running"
     assert alice.idleness.state is State.IDLE
     assert by["alice/busy"].idleness.state is State.BUSY
     assert by["bob"].phase == "starting"
+    assert by["bob"].groups == ()
     assert refs["alice/busy"] == PodRef(NS, "jupyter-alice-busy", "uid-jupyter-alice-busy")
+
+
+def test_the_hub_has_the_last_word_on_phase_groups_and_whether_a_server_is_active() -> None:
+    w = World()
+    w.report()
+    wbs, _ = workbenches(
+        w.pods,
+        w.view.state,
+        w.store,
+        w.policy,
+        now=w.now,
+        workload_for_pod=w.view.workload_for_pod,
+    )
+    started = T0 + timedelta(seconds=5)
+    users: dict[str, dict[str, Any] | None] = {
+        "alice": {
+            "name": "alice",
+            "groups": ["ops"],
+            "servers": {"": {"ready": False, "pending": "spawn", "started": iso(started)}},
+        },
+        "bob": None,  # no such user any more: his pod is not a workbench
+    }
+    by = {wb.key: wb for wb in as_the_hub_sees_them(wbs, users)}
+    assert set(by) == {"alice"}  # bob is gone; alice's "busy" is not active in the hub
+    assert by["alice"].phase == "starting"
+    assert by["alice"].groups == ("ops",)
+    assert by["alice"].started_at == started
+    users["alice"] = {"name": "alice", "servers": {"": {"ready": True, "pending": "stop"}}}
+    (alice,) = [wb for wb in as_the_hub_sees_them(wbs, users) if wb.key == "alice"]
+    assert alice.phase == "stopping"
+    assert alice.groups == ()  # the hub did not say: what the cycle knew stays
+    users["alice"] = {"name": "alice", "servers": {"": {"ready": True, "pending": None}}}
+    (alice,) = [wb for wb in as_the_hub_sees_them(wbs, users) if wb.key == "alice"]
+    assert alice.phase == "running"
 
 
 def test_pending_workloads_lack_what_the_cohort_cannot_lend() -> None:
@@ -589,16 +627,46 @@ async def test_a_handoff_whose_workload_is_gone_blocks_nothing() -> None:
     assert not w.loop.handoffs
 
 
-async def test_hub_client_reads_every_page_and_stops_servers() -> None:
+async def test_a_cycle_asks_the_hub_only_about_the_servers_it_would_act_on() -> None:
+    w = World()
+    w.jobs.clear()  # nothing queued: idle as they are, nobody is warned
+    assert await w.cycle() is not None
+    assert w.hub.calls == 0
+    w.jobs.append(job_workload())
+    w.hub.servers[("bob", "")]["pending"] = "stop"  # the hub is stopping bob's already
+    plan = await w.cycle()
+    assert plan is not None
+    assert sorted(w.hub.asked) == ["alice", "bob"]  # not once per server, not alice's twice
+    codes = {d.workbench.key: (d.action, d.code) for d in plan.decisions}
+    assert codes["bob"][0] is Action.SKIP
+    assert codes["alice"][0] is not Action.WARN  # alone she frees too little for the Job
+    assert not w.kube.patches
+
+
+async def test_a_policy_naming_groups_reads_them_from_the_hub() -> None:
+    policy = {
+        **POLICY,
+        "exempt": {"groups": ["on-call"]},
+    }
+    w = World(policy)
+    w.hub.groups = {"bob": ["team-a", "on-call"]}
+    plan = await w.cycle()
+    assert plan is not None
+    codes = {d.workbench.key: d.code for d in plan.decisions}
+    assert codes["bob"] == "exempt"
+    assert not plan.with_action(Action.WARN)  # alice alone frees too little
+
+
+async def test_hub_client_asks_for_users_and_pages_of_groups_and_stops_servers() -> None:
     import socket
 
     from gpuaas_culler.loop import HubClient
     from tornado import web
 
-    users = [{"name": f"u{i}", "servers": {"": {}}} for i in range(5)]
     seen: list[str] = []
+    groups = [{"name": f"g{i}", "users": ["u0", f"u{i}"]} for i in range(1, 6)]
 
-    class Users(web.RequestHandler):
+    class Groups(web.RequestHandler):
         def get(self) -> None:
             seen.append(self.request.uri or "")
             assert self.request.headers["Authorization"] == "token culler-token"
@@ -608,15 +676,22 @@ async def test_hub_client_reads_every_page_and_stops_servers() -> None:
             nxt = offset + limit
             self.finish(
                 {
-                    "items": users[offset:nxt],
+                    "items": groups[offset:nxt],
                     "_pagination": {
                         "offset": offset,
                         "limit": limit,
-                        "total": len(users),
-                        "next": {"offset": nxt, "limit": limit} if nxt < len(users) else None,
+                        "total": len(groups),
+                        "next": {"offset": nxt, "limit": limit} if nxt < len(groups) else None,
                     },
                 }
             )
+
+    class User(web.RequestHandler):
+        def get(self, name: str) -> None:
+            seen.append(f"GET {name}")
+            if name != "u1":
+                raise web.HTTPError(404)
+            self.finish({"name": name, "servers": {"": {"ready": True}}})
 
     class Server(web.RequestHandler):
         def delete(self, user: str, name: str = "") -> None:
@@ -628,7 +703,8 @@ async def test_hub_client_reads_every_page_and_stops_servers() -> None:
         port = s.getsockname()[1]
     app = web.Application(
         [
-            (r"/hub/api/users", Users),
+            (r"/hub/api/groups", Groups),
+            (r"/hub/api/users/([^/]+)", User),
             (r"/hub/api/users/([^/]+)/server", Server),
             (r"/hub/api/users/([^/]+)/servers/([^/]*)", Server),
         ]
@@ -637,74 +713,46 @@ async def test_hub_client_reads_every_page_and_stops_servers() -> None:
     try:
         hub = HubClient(f"http://127.0.0.1:{port}/hub/api", "culler-token")
         hub.PAGE = 2
-        got = await hub.active_users()
-        assert [u["name"] for u in got] == [f"u{i}" for i in range(5)]
-        assert hub.requests == 3  # pages, not servers
-        assert all("state=active" in uri for uri in seen)
+        members = await hub.group_members()
+        assert members["u0"] == ["g1", "g2", "g3", "g4", "g5"]
+        assert members["u3"] == ["g3"]
+        assert hub.requests == 3  # pages of groups
+        assert (await hub.user("u1") or {})["servers"] == {"": {"ready": True}}
+        assert await hub.user("nobody") is None  # 404: no such user
         assert await hub.stop_server("u1", "") == 202
         assert await hub.stop_server("u2", "gpu") == 202
         assert await hub.stop_server("gone", "") == 400  # not running: nothing to stop
         assert seen[-3:] == ["DELETE u1/", "DELETE u2/gpu", "DELETE gone/"]
         hub.api_url = "http://127.0.0.1:1/hub/api"
         with pytest.raises(HubError):
-            await hub.active_users()
+            await hub.user("u1")
     finally:
         server.stop()
 
 
-async def test_hub_client_asks_for_pages_concurrently_and_follows_late_additions() -> None:
-    import socket
+async def test_a_mig_pod_busy_by_prometheus_is_not_idle_and_no_answer_acts_on_nothing() -> None:
+    from gpuaas_culler.prometheus import PrometheusError
 
-    from gpuaas_culler.loop import HubClient
-    from tornado import web
+    w = World()
+    answers: list[Any] = [{(NS, "jupyter-bob"): 80.0}]
 
-    users = [{"name": f"u{i}", "servers": {"": {}}} for i in range(9)]
-    in_flight = {"now": 0, "most": 0}
-    offsets: list[int] = []
+    async def utilization() -> Mapping[tuple[str, str], float]:
+        answer = answers[-1]
+        if isinstance(answer, Exception):
+            raise answer
+        return dict(answer)
 
-    class Users(web.RequestHandler):
-        async def get(self) -> None:
-            import asyncio
-
-            offset = int(self.get_argument("offset"))
-            limit = int(self.get_argument("limit"))
-            offsets.append(offset)
-            in_flight["now"] += 1
-            in_flight["most"] = max(in_flight["most"], in_flight["now"])
-            await asyncio.sleep(0.05)
-            in_flight["now"] -= 1
-            # two more users appear after the first page: followed by `next`
-            total = 7 if offset == 0 else len(users)
-            nxt = offset + limit
-            self.finish(
-                {
-                    "items": users[offset:nxt],
-                    "_pagination": {
-                        "offset": offset,
-                        "limit": limit,
-                        "total": total,
-                        "next": {"offset": nxt, "limit": limit} if nxt < len(users) else None,
-                    },
-                }
-            )
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = web.Application([(r"/hub/api/users", Users)]).listen(port, "127.0.0.1")
-    try:
-        hub = HubClient(f"http://127.0.0.1:{port}/hub/api", "t", concurrency=3)
-        hub.PAGE = 2
-        got = await hub.active_users()
-        assert [u["name"] for u in got] == [f"u{i}" for i in range(9)]
-        assert sorted(offsets) == [0, 2, 4, 6, 8]  # one request per page
-        assert hub.requests == 5
-        assert in_flight["most"] == 3
-        sequential = HubClient(f"http://127.0.0.1:{port}/hub/api", "t", concurrency=1)
-        sequential.PAGE = 2
-        in_flight["most"] = 0
-        got = await sequential.active_users()
-        assert len(got) == 9
-        assert in_flight["most"] == 1
-    finally:
-        server.stop()
+    w.loop.utilization = utilization
+    plan = await w.cycle()
+    assert plan is not None
+    bob = next(d for d in plan.decisions if d.workbench.key == "bob")
+    assert bob.workbench.idleness.state is State.BUSY
+    assert "pod GPU utilisation 80%" in bob.workbench.idleness.reason
+    assert not plan.with_action(Action.WARN)  # alice alone frees too little
+    answers.append(PrometheusError("http://prometheus:9090: connection refused"))
+    assert await w.cycle(after=1) is None
+    assert 'cycle_errors_total{source="prometheus"} 1.0' in w.loop.metrics.exposition()[0].decode()
+    answers.append({})  # no sample for the pods: judged by their reports alone
+    plan = await w.cycle(after=15)  # bob's last busy moment is now past idle_after (10 s)
+    assert plan is not None
+    assert {d.workbench.key for d in plan.with_action(Action.WARN)} == {"alice", "bob"}
