@@ -353,18 +353,27 @@ def decide(
                 case.demand_note
                 or f"idle {idle}, but no queued work can use what it holds ({_holds_text(wb)})",
             )
+    # A warned workbench whose activity is unknown (a restarted culler has no reports yet) may
+    # still be one of its batch: until it reports, "too few idle" is no reason to withdraw the
+    # warnings of the others.
+    unsure = any(
+        c.wb.warned_at is not None and c.decision is not None and c.decision.code == "unknown"
+        for c in cases
+    )
     decisions = []
     for case in cases:
         d = case.decision
         assert d is not None
-        # A warning stays while the server stops or its activity is unknown (a restarted
-        # culler has no reports yet): the countdown resumes, it does not start over.
-        if (
-            d.action is Action.SKIP
-            and case.wb.warned_at is not None
-            and d.code not in ("stopping", "unknown")
-        ):
-            d = replace(d, action=Action.CLEAR_WARNING, reason=f"warning withdrawn: {d.reason}")
+        # A warning stays while the server stops or its activity is unknown: the countdown
+        # resumes, it does not start over.
+        if d.action is Action.SKIP and case.wb.warned_at is not None:
+            if d.code in ("stopping", "unknown"):
+                pass
+            elif d.code == "no-demand" and unsure:
+                kept = "warning kept while a warned workbench's activity is unknown"
+                d = replace(d, reason=f"{kept}: {d.reason}")
+            else:
+                d = replace(d, action=Action.CLEAR_WARNING, reason=f"warning withdrawn: {d.reason}")
         decisions.append(d)
     return Plan(now=now, decisions=tuple(decisions), targets=tuple(targets))
 

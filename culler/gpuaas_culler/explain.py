@@ -131,5 +131,10 @@ def explain_policies(policies: PolicySet) -> str:
     extras.append(f"hand-off must be admitted within {format_duration(policies.handoff_timeout)}")
     if policies.dry_run:
         extras.append("dry run: nothing is carried out")
+    if policies.notify is not None:
+        extras.append(
+            f"warnings and reclaims posted to {policies.notify.webhook}"
+            f" (timeout {format_duration(policies.notify.timeout)})"
+        )
     lines.append("  " + "; ".join(extras))
     return "\n".join(lines) + "\n"

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
 from jupyter_gpuaas.headroom import QueueState
-from jupyter_gpuaas.kueue import PendingWorkloadInfo, WorkloadInfo, read_workload
+from jupyter_gpuaas.kueue import PendingWorkloadInfo, WorkloadInfo, parse_time, read_workload
 from jupyter_gpuaas.model import isoformat_z
 
 from .activity_store import ActivityStore, Notice, server_key
@@ -88,6 +88,54 @@ log = logging.getLogger("gpuaas.culler")
 audit = logging.getLogger("gpuaas.culler.audit")
 
 EVENT_SOURCE = "gpuaas-culler"
+HANDOFFS_CONFIGMAP = "gpuaas-culler-handoffs"
+"""ConfigMap in the notebook namespace that keeps the hand-off records across restarts."""
+STATE_KEY = "state.json"
+
+
+def handoffs_to_text(
+    handoffs: Mapping[str, HandOffRecord], reported: Iterable[tuple[str, str]]
+) -> str:
+    """The hand-off records and which of their results were already recorded, as JSON."""
+    done = sorted(reported)
+    return json.dumps(
+        {
+            "version": 1,
+            "handoffs": [
+                {
+                    "cluster_queue": cq,
+                    "workload": r.workload,
+                    "reclaimed_at": isoformat_z(r.reclaimed_at),
+                    "admitted_at": isoformat_z(r.admitted_at) if r.admitted_at else None,
+                    "reported": [m for w, m in done if w == r.workload],
+                }
+                for cq, r in sorted(handoffs.items())
+            ],
+        },
+        sort_keys=True,
+    )
+
+
+def handoffs_from_text(text: str) -> tuple[dict[str, HandOffRecord], set[tuple[str, str]]]:
+    """The inverse of :func:`handoffs_to_text`; ``ValueError`` says what is wrong."""
+    data = json.loads(text)
+    if not isinstance(data, dict) or data.get("version") != 1:
+        raise ValueError("not a version 1 hand-off record")
+    handoffs: dict[str, HandOffRecord] = {}
+    reported: set[tuple[str, str]] = set()
+    for raw in data.get("handoffs") or []:
+        reclaimed = parse_time(raw.get("reclaimed_at"))
+        if reclaimed is None or not raw.get("cluster_queue") or not raw.get("workload"):
+            raise ValueError(f"incomplete hand-off record: {raw!r}")
+        record = HandOffRecord(
+            workload=str(raw["workload"]),
+            cluster_queue=str(raw["cluster_queue"]),
+            reclaimed_at=reclaimed,
+            admitted_at=parse_time(raw.get("admitted_at")),
+        )
+        handoffs[record.cluster_queue] = record
+        reported |= {(record.workload, str(m)) for m in raw.get("reported") or []}
+    return handoffs, reported
 
 
 class HubError(RuntimeError):
@@ -113,6 +161,10 @@ class Kube(Protocol):
     async def event(self, pod: PodRef, reason: str, message: str, type_: str) -> None: ...
 
     async def flavor_labels(self) -> dict[str, dict[str, str]]: ...
+
+    async def read_state(self, namespace: str, name: str) -> str | None: ...
+
+    async def write_state(self, namespace: str, name: str, text: str) -> None: ...
 
 
 class KueueView(Protocol):
@@ -287,6 +339,39 @@ class KubeClient:
             pod.namespace, body, _request_timeout=self.timeout
         )
 
+    async def read_state(self, namespace: str, name: str) -> str | None:
+        """The text kept in ConfigMap ``name`` (key ``state.json``); ``None``: none yet."""
+        from kubernetes_asyncio.client.rest import ApiException
+
+        try:
+            cm = await self._core().read_namespaced_config_map(
+                name, namespace, _request_timeout=self.timeout
+            )
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        text = (cm.data or {}).get(STATE_KEY)
+        return str(text) if text is not None else None
+
+    async def write_state(self, namespace: str, name: str, text: str) -> None:
+        from kubernetes_asyncio.client.rest import ApiException
+
+        body = {
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": EVENT_SOURCE}},
+            "data": {STATE_KEY: text},
+        }
+        try:
+            await self._core().replace_namespaced_config_map(
+                name, namespace, body, _request_timeout=self.timeout
+            )
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            await self._core().create_namespaced_config_map(
+                namespace, body, _request_timeout=self.timeout
+            )
+
 
 # --------------------------------------------------------------------------- metrics
 
@@ -419,6 +504,9 @@ class ReclaimLoop:
         self.handoffs: dict[str, HandOffRecord] = {}
         """By ClusterQueue: the last reclaim carried out for a workload of that queue."""
         self._reported: set[tuple[str, str]] = set()
+        self._saved_handoffs: str | None = None
+        """The hand-off records as last read from or written to their ConfigMap (``None``:
+        not read yet)."""
         self._last_cycle: datetime | None = None
         self._dry_warned: dict[str, datetime] = {}
         self.failures = 0
@@ -479,6 +567,8 @@ class ReclaimLoop:
         pending = pending_workloads(
             workloads, state, positions=self.view.pending_items, flavor_labels=flavors
         )
+        if self._saved_handoffs is None and not await self._load_handoffs():
+            return self._failed("kubernetes", "reading the hand-off records")
         self._update_handoffs(workloads, now)
         self._account_idle(wbs, now)
         asked: dict[str, dict[str, Any] | None] = {}
@@ -520,11 +610,49 @@ class ReclaimLoop:
         for target in plan.targets:
             if target.status in ("blocked", "not-enough", "handoff-waiting"):
                 self._audit_target(target.workload.key, target.status, target.reason, now)
+        await self._save_handoffs()
         self.failures = 0
         self.last_error = ""
         self.last_plan = plan
         self.metrics.cycle_seconds.set((self.clock() - started).total_seconds())
         return plan
+
+    async def _load_handoffs(self) -> bool:
+        """Read the hand-off records a previous run kept (once per process)."""
+        ns = self.settings.notebook_namespace
+        try:
+            text = await self.kube.read_state(ns, HANDOFFS_CONFIGMAP)
+        except Exception as e:  # noqa: BLE001 - like any unreadable input: act on nothing
+            log.warning("culler: cannot read ConfigMap %s/%s: %s", ns, HANDOFFS_CONFIGMAP, e)
+            return False
+        if text:
+            try:
+                self.handoffs, reported = handoffs_from_text(text)
+                self._reported |= reported
+            except (ValueError, TypeError, AttributeError) as e:
+                log.warning(
+                    "culler: ConfigMap %s/%s holds no usable hand-off records (%s); starting"
+                    " without them (it is rewritten at the next hand-off)",
+                    ns,
+                    HANDOFFS_CONFIGMAP,
+                    e,
+                )
+        self._saved_handoffs = text or handoffs_to_text({}, ())
+        return True
+
+    async def _save_handoffs(self) -> None:
+        """Write the hand-off records when they changed; a failure is retried next cycle."""
+        marks = {m for m in self._reported if m[1].startswith("handoff-")}
+        text = handoffs_to_text(self.handoffs, marks)
+        if text == self._saved_handoffs:
+            return
+        ns = self.settings.notebook_namespace
+        try:
+            await self.kube.write_state(ns, HANDOFFS_CONFIGMAP, text)
+        except Exception as e:  # noqa: BLE001 - kept in memory; written at the next cycle
+            log.warning("culler: cannot write ConfigMap %s/%s: %s", ns, HANDOFFS_CONFIGMAP, e)
+            return
+        self._saved_handoffs = text
 
     async def _ask_hub(self, users: Sequence[str]) -> list[dict[str, Any] | None]:
         """The hub's models of ``users``, a few requests at a time."""

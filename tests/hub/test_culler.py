@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpuaas_culler.loop import HANDOFFS_CONFIGMAP, STATE_KEY
 from kubernetes_asyncio import client
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
@@ -118,6 +119,9 @@ def run_culler_hub(
     kubectl = str(cluster.info.bin_dir / "kubectl")
     admin = [kubectl, "--kubeconfig", str(cluster.info.kubeconfig)]
     subprocess.run([*admin, "apply", "-f", "-"], input=QUEUE.encode(), check=True)
+    forget_handoffs = [*admin, "-n", USERS_NS, "delete", "configmap", HANDOFFS_CONFIGMAP]
+    # each module's culler starts with no hand-off records of an earlier one
+    subprocess.run([*forget_handoffs, "--ignore-not-found"], check=True)
     policy = state / "policy.yaml"
     policy.write_text(POLICY)
     token = secrets.token_hex(24)
@@ -339,6 +343,13 @@ async def test_idle_workbenches_are_reclaimed_for_a_queued_job(
     reclaimed = {r["user"] for r in records if r.get("action") == "reclaim"}
     assert reclaimed == {"alice", "carol"}
     assert any(r.get("event") == "culler.handoff" and r["result"] == "succeeded" for r in records)
+    # The hand-off is kept where a restarted culler finds it.
+    async with cluster.api("jupyterhub", "gpuaas") as culler_api:  # the hub may not read it
+        kept = await client.CoreV1Api(culler_api).read_namespaced_config_map(
+            HANDOFFS_CONFIGMAP, USERS_NS
+        )
+    assert "train-mig" in kept.data[STATE_KEY]
+    assert "handoff-succeeded" in kept.data[STATE_KEY]
     hub.stop("dave")
     await delete_jobs(cluster, k8s)
 

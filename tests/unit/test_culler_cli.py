@@ -33,6 +33,18 @@ def test_check_policy_ok() -> None:
     assert result.stderr == ""
 
 
+def test_check_policy_names_the_notification_webhook(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "notify: {webhook: 'http://127.0.0.1:9/hook', timeout: 3s}\n"
+        "policies: [{name: all, idle_after: 1h}]\n",
+        encoding="utf-8",
+    )
+    result = culler("--check-policy", str(policy))
+    assert result.returncode == 0, result.stderr
+    assert "warnings and reclaims posted to http://127.0.0.1:9/hook (timeout 3s)" in result.stdout
+
+
 def test_check_policy_lists_every_error_with_its_path(tmp_path: Path) -> None:
     bad = tmp_path / "policy.yaml"
     bad.write_text(

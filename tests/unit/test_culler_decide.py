@@ -435,6 +435,19 @@ def test_a_warned_one_that_became_busy_is_replaced() -> None:
     assert plan.targets[0].reclaim_at == NOW + timedelta(minutes=15)
 
 
+def test_warnings_are_kept_while_a_warned_batch_member_has_not_reported_yet() -> None:
+    # A restarted culler: bob has reported (idle), alice not yet (unknown).
+    alice = bench("alice", warned=10 * M, state=State.UNKNOWN, unknown_for=timedelta(seconds=2))
+    bob = bench("bob", warned=10 * M)
+    plan = run([alice, bob], [job(amount=2)])
+    assert actions(plan) == {"alice": ("skip", "unknown"), "bob": ("skip", "no-demand")}
+    assert "warning kept while a warned workbench's activity is unknown" in plan.decisions[1].reason
+    assert not plan.to_act_on()  # no warning withdrawn, nothing stopped
+    # Without a warned unknown one, bob alone is too few: his warning is withdrawn.
+    plan = run([bench("alice", state=State.UNKNOWN), bob], [job(amount=2)])
+    assert actions(plan)["bob"] == ("clear-warning", "no-demand")
+
+
 def test_already_warned_ones_come_before_longer_idle_ones() -> None:
     plan = run([bench("alice", idle=9 * H), bench("bob", idle=H, warned=M)], [job()])
     assert actions(plan) == {"alice": ("skip", "no-demand"), "bob": ("wait", "demand")}

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from gpuaas_culler.activity_store import ActivityStore
-from gpuaas_culler.decide import Action
+from gpuaas_culler.decide import Action, HandOffRecord
 from gpuaas_culler.gather import (
     RECLAIMED_AT,
     SNOOZES_USED,
@@ -23,7 +23,14 @@ from gpuaas_culler.gather import (
     workbenches,
 )
 from gpuaas_culler.idleness import State
-from gpuaas_culler.loop import HubError, ReclaimLoop, Settings
+from gpuaas_culler.loop import (
+    HANDOFFS_CONFIGMAP,
+    HubError,
+    ReclaimLoop,
+    Settings,
+    handoffs_from_text,
+    handoffs_to_text,
+)
 from gpuaas_culler.policy import load_policy
 
 from jupyter_gpuaas.headroom import QueueState
@@ -218,6 +225,8 @@ class FakeKube:
         self.pods = {p["metadata"]["name"]: p for p in pods}
         self.events: list[tuple[str, str, str]] = []
         self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.configmaps: dict[tuple[str, str], str] = {}
+        self.configmaps_down = False
         self.down = False
 
     async def list_pods(self, namespace: str) -> list[dict[str, Any]]:
@@ -240,6 +249,16 @@ class FakeKube:
 
     async def flavor_labels(self) -> dict[str, dict[str, str]]:
         return {"local": {"gpuaas.dev/pool": "local"}}
+
+    async def read_state(self, namespace: str, name: str) -> str | None:
+        if self.down or self.configmaps_down:
+            raise OSError("configmaps: forbidden")
+        return self.configmaps.get((namespace, name))
+
+    async def write_state(self, namespace: str, name: str, text: str) -> None:
+        if self.down or self.configmaps_down:
+            raise OSError("configmaps: forbidden")
+        self.configmaps[(namespace, name)] = text
 
 
 class FakeView:
@@ -318,6 +337,13 @@ class World:
             settings=self.settings,
             clock=lambda: self.now,
         )
+
+    def add_idle(self, user: str) -> None:
+        """Another idle MIG notebook of team A, running and reporting."""
+        self.hub.servers[(user, "")] = {"name": "", "ready": True, "started": iso(T0)}
+        self.kube.pods[f"jupyter-{user}"] = pod(user)
+        self.view.pod_workloads.update(FakeView(self.view.state, [], [pod(user)]).pod_workloads)
+        self.store.record(user, "", idle(T0), self.now)
 
     def report(self) -> None:
         self.store.record("alice", "", idle(T0), self.now)
@@ -589,19 +615,22 @@ async def test_a_busy_kernel_clears_the_warning() -> None:
     assert w.loop.warning_for("alice", "")["warning"] is None
 
 
-async def test_a_failed_handoff_stops_reclaiming_for_that_queue(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    caplog.set_level(logging.INFO, logger="gpuaas.culler.audit")
+async def reclaimed_for_the_job() -> World:
+    """alice and bob warned, then stopped for the Job: a hand-off under way."""
     w = World()
     await w.cycle()
     await w.cycle(after=31)
     assert len(w.hub.stopped) == 2
+    return w
+
+
+async def test_a_failed_handoff_stops_reclaiming_for_that_queue(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="gpuaas.culler.audit")
+    w = await reclaimed_for_the_job()
     # Something else took the quota: the Job is still pending after handoff_timeout (1m).
-    w.hub.servers[("carol", "")] = {"name": "", "ready": True, "pending": None, "started": iso(T0)}
-    w.kube.pods["jupyter-carol"] = pod("carol")
-    w.view.pod_workloads.update(FakeView(w.view.state, [], [pod("carol")]).pod_workloads)
-    w.store.record("carol", "", idle(T0), w.now)
+    w.add_idle("carol")
     plan = await w.loop.cycle()
     await w.cycle(after=61)
     w.store.record("carol", "", idle(T0), w.now)
@@ -616,11 +645,65 @@ async def test_a_failed_handoff_stops_reclaiming_for_that_queue(
     assert any(r["event"] == "culler.handoff" and r["result"] == "failed" for r in records)
 
 
-async def test_a_handoff_whose_workload_is_gone_blocks_nothing() -> None:
+async def test_a_restarted_culler_keeps_its_handoff_records(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="gpuaas.culler.audit")
+    w = await reclaimed_for_the_job()
+    await w.cycle(after=61)  # the Job is still pending past handoff_timeout: failed
+    records = w.kube.configmaps[(NS, HANDOFFS_CONFIGMAP)]
+    assert '"workload": "team-a/train"' in records
+    assert "handoff-failed" in records
+
+    caplog.clear()
+    w.loop = w.new_loop()  # a restart: nothing in memory
+    w.add_idle("carol")
+    plan = await w.cycle(after=1)
+    assert plan is not None
+    (target,) = plan.targets
+    assert target.status == "blocked"  # still: the record survived the restart
+    assert not plan.with_action(Action.WARN)
+    audits = [json.loads(r.getMessage()) for r in caplog.records]
+    assert not [a for a in audits if a.get("event") == "culler.handoff"]  # not recorded twice
+
+
+async def test_unreadable_or_unusable_handoff_records() -> None:
     w = World()
-    await w.cycle()
-    await w.cycle(after=31)
+    w.kube.configmaps[(NS, HANDOFFS_CONFIGMAP)] = "{not json"
+    plan = await w.cycle()
+    assert plan is not None  # unusable: started without them, and said so in the log
+    assert len(w.kube.patches) == 2  # alice and bob warned
+    w.loop = w.new_loop()
+    w.kube.configmaps_down = True
+    assert await w.cycle(after=31) is None  # unreadable: acts on nothing, though it is time
+    assert w.loop.last_error == "kubernetes: reading the hand-off records"
+    assert len(w.kube.patches) == 2
+    assert not w.hub.stopped
+    w.kube.configmaps_down = False
+    await w.cycle(after=1)  # read now: alice and bob are stopped for the Job, a hand-off
     assert len(w.hub.stopped) == 2
+    assert '"workload": "team-a/train"' in w.kube.configmaps[(NS, HANDOFFS_CONFIGMAP)]
+
+
+def test_handoff_records_round_trip() -> None:
+    records = {
+        "team-a-training": HandOffRecord(
+            workload="team-a/train",
+            cluster_queue="team-a-training",
+            reclaimed_at=T0,
+            admitted_at=T0 + timedelta(seconds=12),
+        )
+    }
+    marks = {("team-a/train", "handoff-succeeded"), ("team-a/other", "handoff-failed")}
+    back, reported = handoffs_from_text(handoffs_to_text(records, marks))
+    assert back == records
+    assert reported == {("team-a/train", "handoff-succeeded")}
+    with pytest.raises(ValueError, match="incomplete"):
+        handoffs_from_text('{"version": 1, "handoffs": [{"workload": "x"}]}')
+
+
+async def test_a_handoff_whose_workload_is_gone_blocks_nothing() -> None:
+    w = await reclaimed_for_the_job()
     assert w.loop.handoffs
     w.jobs.clear()  # the Job was deleted before it was seen admitted
     await w.cycle(after=1)
