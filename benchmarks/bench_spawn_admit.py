@@ -1,4 +1,4 @@
-"""Submit → pod admitted and submit → server ready: GPUaaSSpawner vs plain KubeSpawner.
+"""Submit → pod admitted → running → server listening → ready: GPUaaSSpawner vs KubeSpawner.
 
 Same cluster (the dev cluster, started or reused as ``make cluster-up`` does), same run, the same
 hub configuration (demo/hub.py) except the spawner class. Both spawn the offering
@@ -7,10 +7,16 @@ form's options; KubeSpawner with the same resources, node selector, toleration a
 set by hand and the Kueue labels (team-a's LocalQueue, the ``interactive`` priority class) set with
 ``extra_labels``, so both pods go through Kueue's plain-Pod integration.
 
+Both hubs run for the whole benchmark and take turns (the order alternates each round), so that
+whatever else loads the machine falls on both alike.
+
 "submitted": the POST to ``/hub/api/users/alice/server`` is sent. "admitted": the pod exists and
-Kueue has removed its scheduling gate (quota reserved, Workload admitted). "ready": the hub's
-REST API says the server is ready (the ``jupyterhub-singleuser`` process on the node agent's node
-answered).
+Kueue has removed its scheduling gate (quota reserved, Workload admitted). "running": the pod is
+Running with its container ready (what KubeSpawner's ``start`` waits for). "listening": the
+``jupyterhub-singleuser`` process answers at the pod's IP (checked by this script, every 0.1 s).
+"ready": the hub's REST API says the server is ready. The hub checks the server itself with
+JupyterHub's exponential backoff (random waits of up to 5 s), so listening → ready varies by
+seconds between spawns with either spawner.
 
     python -m benchmarks.bench_spawn_admit [--spawns 10]
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import secrets
 import sys
@@ -26,6 +33,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +48,7 @@ from devcluster.testing import Cluster  # noqa: E402
 
 NAMESPACE = "jupyter-users"
 USER = "alice"
+PHASES = ("admitted", "running", "listening", "ready")
 TOLERATION = {
     "key": "gpuaas.dev/local-node",
     "operator": "Equal",
@@ -85,6 +94,17 @@ def _api(hub: HubProcess, token: str, method: str, path: str, body: Any = None) 
         return e.code, e.read().decode()
 
 
+def _answers(url: str) -> bool:
+    """Whether a server answers at ``url`` as the hub counts it (any status below 500)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return int(r.status) < 500
+    except urllib.error.HTTPError as e:
+        return e.code < 500
+    except OSError:
+        return False
+
+
 async def _pod(api: Any, name: str) -> dict[str, Any] | None:
     from kubernetes_asyncio import client
     from kubernetes_asyncio.client.exceptions import ApiException
@@ -98,37 +118,71 @@ async def _pod(api: Any, name: str) -> dict[str, Any] | None:
     return dict(api.sanitize_for_serialization(pod))
 
 
+def _running(pod: dict[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    ready = [c.get("ready") for c in status.get("containerStatuses") or []]
+    return status.get("phase") == "Running" and bool(ready) and all(ready)
+
+
 async def one_spawn(
     hub: HubProcess, token: str, api: Any, body: dict[str, Any], timeout: float
-) -> tuple[float, float]:
+) -> dict[str, float]:
+    """Seconds from submit to each phase; three watchers run side by side so none delays
+    another."""
     pod_name = f"jupyter-{USER}"
+    seen: dict[str, float] = {}
+    pod_ip: list[str] = []
     t0 = time.monotonic()
+    deadline = t0 + timeout
+
+    def mark(phase: str) -> None:
+        seen.setdefault(phase, time.monotonic() - t0)
+
+    async def watch_pod() -> None:
+        while "running" not in seen and time.monotonic() < deadline:
+            pod = await _pod(api, pod_name)
+            if pod and not (pod.get("spec") or {}).get("schedulingGates"):
+                mark("admitted")
+                ip = (pod.get("status") or {}).get("podIP")
+                if ip and not pod_ip:
+                    pod_ip.append(ip)
+                if _running(pod):
+                    mark("running")
+            await asyncio.sleep(0.05)
+
+    async def watch_server() -> None:
+        while "listening" not in seen and time.monotonic() < deadline:
+            if pod_ip:
+                url = f"http://{pod_ip[0]}:8888/user/{USER}/api"
+                if await asyncio.to_thread(_answers, url):
+                    mark("listening")
+            await asyncio.sleep(0.1)
+
+    async def watch_hub() -> None:
+        while "ready" not in seen and time.monotonic() < deadline:
+            status, user = await asyncio.to_thread(_api, hub, token, "GET", f"/users/{USER}")
+            server = (user or {}).get("servers", {}).get("") if status == 200 else None
+            if server and server.get("ready"):
+                mark("ready")
+            await asyncio.sleep(0.05)
+
     # The POST itself waits up to the hub's slow_spawn_timeout (10 s): watch while it runs.
     post = asyncio.ensure_future(
         asyncio.to_thread(_api, hub, token, "POST", f"/users/{USER}/server", body)
     )
-    admitted = ready = 0.0
-    deadline = t0 + timeout
-    while time.monotonic() < deadline and not (admitted and ready):
-        if post.done():
-            status, resp = post.result()
-            if status not in (201, 202):
-                raise RuntimeError(f"spawn refused: {status} {resp}\n{hub.log_tail()}")
-        if not admitted:
-            pod = await _pod(api, pod_name)
-            if pod and not (pod.get("spec") or {}).get("schedulingGates"):
-                admitted = time.monotonic() - t0
-        if not ready:
-            status, user = await asyncio.to_thread(_api, hub, token, "GET", f"/users/{USER}")
-            server = (user or {}).get("servers", {}).get("") if status == 200 else None
-            if server and server.get("ready"):
-                ready = time.monotonic() - t0
-                admitted = admitted or ready  # gate gone before we looked
-        await asyncio.sleep(0.05)
-    await post
-    if not (admitted and ready):
+    await asyncio.gather(watch_pod(), watch_server(), watch_hub())
+    status, resp = await post
+    if status not in (201, 202):
+        raise RuntimeError(f"spawn refused: {status} {resp}\n{hub.log_tail()}")
+    if "ready" not in seen:
         raise RuntimeError(f"spawn not ready in {timeout:.0f}s\n{hub.log_tail()}")
-    return admitted, ready
+    # A phase passed between two looks counts as reached when the next one was seen.
+    next_seen = seen["ready"]
+    for phase in reversed(PHASES):
+        if phase not in seen:
+            seen[phase] = next_seen
+        next_seen = min(next_seen, seen[phase])
+    return seen
 
 
 async def stop(hub: HubProcess, token: str, api: Any, timeout: float = 90.0) -> None:
@@ -143,9 +197,8 @@ async def stop(hub: HubProcess, token: str, api: Any, timeout: float = 90.0) -> 
     raise RuntimeError(f"server did not stop in {timeout:.0f}s\n{hub.log_tail()}")
 
 
-async def run_spawner(
-    cluster: Cluster, label: str, extra_config: str, body: dict[str, Any], spawns: int
-) -> list[tuple[float, float]]:
+@contextlib.contextmanager
+def run_hub(cluster: Cluster, label: str, extra_config: str) -> Iterator[tuple[HubProcess, str]]:
     with tempfile.TemporaryDirectory(prefix=f"bench-admit-{label}-") as d:
         state = Path(d)
         token = secrets.token_hex(24)
@@ -161,24 +214,10 @@ async def run_spawner(
         )
         hub = HubProcess(settings)
         hub.start(timeout=180)
-        out: list[tuple[float, float]] = []
         try:
-            async with cluster.api("jupyterhub", "hub") as api:
-                await stop(hub, token, api)  # nothing left from an earlier run
-                await asyncio.to_thread(_api, hub, token, "GET", f"/users/{USER}")
-                for i in range(spawns + 1):  # the first is a warm-up (image, caches)
-                    admitted, ready = await one_spawn(hub, token, api, body, timeout=180)
-                    await stop(hub, token, api)
-                    if i:
-                        out.append((admitted, ready))
-                    print(
-                        f"  {label} {i or 'warm-up'}: admitted {admitted * 1000:.0f} ms,"
-                        f" ready {ready * 1000:.0f} ms",
-                        flush=True,
-                    )
+            yield hub, token
         finally:
             hub.stop()
-        return out
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -188,32 +227,52 @@ def pct(xs: list[float], p: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-def table(results: dict[str, list[tuple[float, float]]]) -> str:
-    lines = [
-        f"{'spawner':<14} {'n':>3} {'admitted p50':>13} {'admitted p95':>13}"
-        f" {'ready p50':>10} {'ready p95':>10}",
-    ]
+def table(results: dict[str, list[dict[str, float]]]) -> str:
+    """p50 / p95 in ms of submit → each phase, and of the hub's part (listening → ready)."""
+    cols = [*PHASES, "listening→ready"]
+    lines = [f"{'spawner':<14} {'n':>3} " + " ".join(f"{c + ' p50/p95':>22}" for c in cols)]
     for label, rows in results.items():
-        adm = [a * 1000 for a, _ in rows]
-        rdy = [r * 1000 for _, r in rows]
-        lines.append(
-            f"{label:<14} {len(rows):>3} {pct(adm, 0.5):>10.0f} ms {pct(adm, 0.95):>10.0f} ms"
-            f" {pct(rdy, 0.5):>7.0f} ms {pct(rdy, 0.95):>7.0f} ms"
-        )
+        cells = []
+        for c in cols:
+            if c == "listening→ready":
+                xs = [(r["ready"] - r["listening"]) * 1000 for r in rows]
+            else:
+                xs = [r[c] * 1000 for r in rows]
+            cells.append(f"{pct(xs, 0.5):>9.0f} / {pct(xs, 0.95):>6.0f} ms")
+        lines.append(f"{label:<14} {len(rows):>3} " + " ".join(f"{c:>22}" for c in cells))
     return "\n".join(lines)
 
 
-async def main_async(spawns: int) -> dict[str, list[tuple[float, float]]]:
+async def main_async(spawns: int) -> dict[str, list[dict[str, float]]]:
     settings = load_settings()
     info = devcluster.up(settings)
     cluster = Cluster(info)
-    results: dict[str, list[tuple[float, float]]] = {}
+    gpuaas_body = {"team": "team-a", "offering": "local-mig-1g", "size": "small"}
+    results: dict[str, list[dict[str, float]]] = {"GPUaaSSpawner": [], "KubeSpawner": []}
     try:
-        body = {"team": "team-a", "offering": "local-mig-1g", "size": "small"}
-        results["GPUaaSSpawner"] = await run_spawner(cluster, "gpuaas", "", body, spawns)
-        results["KubeSpawner"] = await run_spawner(
-            cluster, "kubespawner", KUBESPAWNER_CONFIG, {}, spawns
-        )
+        with (
+            run_hub(cluster, "gpuaas", "") as (g_hub, g_token),
+            run_hub(cluster, "kubespawner", KUBESPAWNER_CONFIG) as (k_hub, k_token),
+        ):
+            contenders = [
+                ("GPUaaSSpawner", g_hub, g_token, gpuaas_body),
+                ("KubeSpawner", k_hub, k_token, {}),
+            ]
+            async with cluster.api("jupyterhub", "hub") as api:
+                for _, hub, token, _ in contenders:
+                    await stop(hub, token, api)  # nothing left from an earlier run
+                for i in range(spawns + 1):  # round 0 is a warm-up (image, caches)
+                    order = contenders if i % 2 == 0 else contenders[::-1]
+                    for label, hub, token, body in order:
+                        seen = await one_spawn(hub, token, api, body, timeout=180)
+                        await stop(hub, token, api)
+                        if i:
+                            results[label].append(seen)
+                        print(
+                            f"  {label:<13} {i or 'warm-up'}: "
+                            + ", ".join(f"{p} {seen[p] * 1000:.0f} ms" for p in PHASES),
+                            flush=True,
+                        )
     finally:
         if info.started:
             devcluster.down(settings)

@@ -12,7 +12,9 @@ wires them into JupyterHub 6 and KubeSpawner 7:
 * ``start`` enforces the queue timeout itself (a user-facing ``SpawnException``, status 400,
   not counted towards ``consecutive_failure_limit``) and the ordinary start timeout only from
   admission; ``progress`` names the phase ("Queued in team-a: position 3", ...);
-* ``stop`` waits ``stop_timeout``, not the long spawn timeout, and copes with Kueue's finalizer.
+* ``stop`` waits ``stop_timeout``, not the long spawn timeout, and copes with Kueue's finalizer;
+* why a server ended without the user stopping it (queue timeout, preemption, a hub restart while
+  it was queued) is kept in the spawner's state and shown above the form on the next visit.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ except ImportError:  # pragma: no cover - JupyterHub 5
 __all__ = ["GPUaaSSpawner", "check_catalog"]
 
 _TOKEN_KEY = "token"
+_NOTICE_STATE = "gpuaas_notice"  # key in the state JupyterHub keeps in its database
 _STARTING: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "gpuaas_starting", default=None
 )
@@ -329,6 +332,34 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         self._gpuaas_secret_owned = False
         self._gpuaas_notice = ""
         self._gpuaas_last_status: SpawnStatus | None = None
+
+    # ------------------------------------------------------------------ hub state
+
+    def get_state(self) -> dict[str, Any]:
+        """KubeSpawner's state, plus the notice for the user's next visit.
+
+        JupyterHub clears and then saves the state when a server stops; the notice is not
+        cleared with the rest, since it tells what happened to the server that just stopped. It
+        lives until a new spawn of this server starts.
+        """
+        state: dict[str, Any] = super().get_state()
+        if self._gpuaas_notice:
+            state[_NOTICE_STATE] = self._gpuaas_notice
+        return state
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        super().load_state(state)
+        self._gpuaas_notice = str(state.get(_NOTICE_STATE) or "")
+
+    def _save_state(self) -> None:
+        """Write the state to the hub's database now, not only when ``start`` returns: a notice
+        already shown is forgotten as soon as a new spawn begins, and a hub restart during the
+        wait finds this spawn's pod name and namespace."""
+        orm_spawner = self.orm_spawner
+        if orm_spawner is None:  # not run by a hub (unit tests)
+            return
+        orm_spawner.state = self.get_state()
+        self.db.commit()
 
     # ------------------------------------------------------------------ catalog and policy
 
@@ -625,6 +656,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
 
     async def _gpuaas_start(self) -> Any:
         settings = self._prepare()
+        self._save_state()
         await self._start_watching_pods()
         stale = self.pod_reflector.pods.get(f"{self.namespace}/{self.pod_name}")
         self._gpuaas_stale_uid = str(stale["metadata"].get("uid")) if stale else None
@@ -665,6 +697,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         if status.admitted and self._gpuaas_admitted_at is None:
             self._gpuaas_admitted_at = now
         if status.phase is Phase.PREEMPTED:
+            self._gpuaas_notice = status.message  # also shown on the next visit
             raise _user_error(status.message, reason="preempted")
         if status.terminal:
             raise _user_error(status.message, reason="stopped")
@@ -679,6 +712,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         )
         if deadline is not None:
             if deadline.kind == "queue":
+                self._gpuaas_notice = deadline.message  # also shown on the next visit
                 raise _user_error(deadline.message, reason="queue_timeout")
             raise TimeoutError(deadline.message)
 
@@ -699,8 +733,14 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
 
     async def poll(self) -> int | None:
         """KubeSpawner's poll, plus: a spawn whose pod the watch has not shown yet counts as
-        running, so that JupyterHub's stop (cancel) still deletes it (no orphan pod)."""
+        running, so that JupyterHub's stop (cancel) still deletes it (no orphan pod); a pod left
+        waiting in the queue by an earlier hub process is ended (see :meth:`_left_in_queue`)."""
         result: int | None = await super().poll()
+        if result is None and self._left_in_queue():
+            # JupyterHub would wait http_timeout for a server that cannot answer and then stop
+            # it; stop it now instead (as KubeSpawner's poll removes a pod that has exited).
+            await self.stop(now=True)
+            return 1
         if result is not None and self._gpuaas_settings is not None and not self._gpuaas_pod_uid:
             return None
         if result is not None and self._gpuaas_choice is not None and self._gpuaas_pod_uid:
@@ -732,16 +772,28 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         self._gpuaas_choice = None
         self._gpuaas_settings = None
 
+    def _left_in_queue(self) -> bool:
+        """Whether this server's pod waits in Kueue's queue with no start of this hub process
+        behind it: a spawn that was queued when the hub restarted."""
+        if self._gpuaas_settings is not None:
+            return False
+        if self._start_future is not None and not self._start_future.done():
+            return False
+        reflector = getattr(self, "pod_reflector", None)
+        pod = reflector.pods.get(f"{self.namespace}/{self.pod_name}") if reflector else None
+        if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return False
+        return is_gated(pod)
+
     def _orphaned_queue_notice(self) -> str:
         """Why a queued pod this hub process did not start is being stopped: a hub restart.
 
         JupyterHub stops servers that were still pending when it (re)starts; a server waiting in
         Kueue's queue is one. Logged, and shown to the user on their next visit.
         """
-        reflector = getattr(self, "pod_reflector", None)
-        pod = reflector.pods.get(f"{self.namespace}/{self.pod_name}") if reflector else None
-        if pod is None or self._gpuaas_settings is not None or not is_gated(pod):
+        if not self._left_in_queue():
             return ""
+        pod = self.pod_reflector.pods[f"{self.namespace}/{self.pod_name}"]
         team = (pod.get("metadata", {}).get("labels") or {}).get(TEAM_LABEL, "your team's")
         self.log.warning(
             "gpuaas: event=queued-spawn-ended-by-hub-restart user=%s server=%s team=%s pod=%s",

@@ -114,3 +114,47 @@ async def test_team_user_lands_in_jupyterlab_with_the_gpu_sidebar(
     finally:
         hub.stop("carol")
     await eventually(lambda: nothing_left(k8s, "carol", "jupyter-carol"), what="carol stopped")
+
+
+async def test_offerings_over_the_users_limit_are_greyed_out_with_the_reason(
+    hub: Hub, k8s: client.ApiClient, browser: Any
+) -> None:
+    page = await login(browser, hub, "alice")  # first: with a server, login lands in it
+    # alice's one GPU server runs, so her form for a second (named) server offers no more GPUs
+    r = hub.api("POST", "/users/alice/server", {"team": "team-a", "offering": "local-mig-1g"})
+    assert r.status in (201, 202), r
+    try:
+        hub.wait_ready("alice")
+        await page.goto(f"{hub.url}/hub/spawn/alice/second")
+        reason = "limit: 1 GPU server per user"
+        for slug in ("local-gpu", "local-mig-1g", "h100", "mig-1g", "l4-shared"):
+            status = page.locator(f"#gpuaas-team-a-{slug}-status")
+            assert f"Not available: {reason}" in await status.inner_text(), slug
+            assert await page.locator(f"#gpuaas-team-a-{slug}").is_disabled(), slug
+        cpu = page.locator("#gpuaas-team-a-cpu")
+        assert await cpu.is_enabled()
+        assert await cpu.is_checked()  # the form moved the choice to what can start
+
+        # greyed out as drawn, not only disabled: the label has the muted colour, unlike CPU's
+        def colour(slug: str) -> Any:
+            return page.locator(f"label[for='gpuaas-team-a-{slug}']").evaluate(
+                "e => getComputedStyle(e).color"
+            )
+
+        assert await colour("local-gpu") != await colour("cpu")
+        await page.screenshot(path=str(hub.proc.settings.state_dir / "greyed-out.png"))
+
+        # a disabled choice forced back on (a crafted post) is refused, with the same reason
+        await page.locator("#gpuaas-team-a-local-gpu").evaluate(
+            "e => { e.disabled = false; e.checked = true; }"
+        )
+        await page.click("#spawn_form [type=submit]")
+        error = page.locator(".spawn-error-msg")
+        await error.wait_for()
+        assert reason in await error.inner_text()
+        assert [p["metadata"]["name"] for p in await pods_of(k8s, "alice")] == ["jupyter-alice"]
+        assert hub.server("alice", "second") is None
+    finally:
+        hub.stop("alice", "second")
+        hub.stop("alice")
+    await eventually(lambda: nothing_left(k8s, "alice", "jupyter-alice"), what="alice stopped")

@@ -1,0 +1,188 @@
+"""Queued spawns and what a real hub does with them: the queue timeout and a hub restart.
+
+Each test runs its own hub (demo/hub.py, the session hub's configuration) with the settings it
+is about: a queue timeout of a few seconds, or ``cleanup_servers = False`` (as Zero-to-JupyterHub
+runs it: servers outlive a hub restart). team-a's only local GPU goes to alice; bob's spawns of the
+same offering wait in team-a's queue behind it.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from demo.hub import HubProcess, HubSettings
+from devcluster.testing import Cluster
+
+from .conftest import Hub
+from .test_browser import browser, login  # noqa: F401  (browser: a fixture)
+from .test_spawn import eventually, nothing_left, pods_of, secret_value
+
+pytestmark = pytest.mark.integration
+
+LOCAL_GPU = {"team": "team-a", "offering": "local-gpu"}
+FAILURE_LIMIT = 5  # demo/hub.py's Spawner.consecutive_failure_limit (z2jh's default)
+
+
+@contextmanager
+def run_hub(cluster: Cluster, state: Path, **settings: Any) -> Iterator[Hub]:
+    token = secrets.token_hex(24)
+    proc = HubProcess(
+        HubSettings(
+            state_dir=state,
+            kubeconfig=cluster.kubeconfig_for("jupyterhub", "hub", state / "hub.kubeconfig"),
+            service_token=token,
+            start_timeout=90,
+            **settings,
+        )
+    )
+    proc.start()
+    try:
+        yield Hub(proc, token)
+    finally:
+        proc.stop()
+
+
+def spawn_counts(hub: Hub) -> dict[tuple[str, str], float]:
+    """JupyterHub's own tally of finished spawns, by (status, reason), from /hub/metrics
+    (it lists some pairs with 0 from the start)."""
+    req = urllib.request.Request(
+        f"{hub.url}/hub/metrics", headers={"Authorization": f"token {hub.token}"}
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        text = r.read().decode()
+    counts: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        if line.startswith("jupyterhub_server_spawn_duration_seconds_count{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line[: line.index("}")]))
+            counts[(labels["status"], labels["reason"])] = float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def queue_timeout_failure(hub: Hub, user: str) -> str:
+    """Spawn ``user``'s server into the full queue; return what the hub tells them at the end."""
+    r = hub.api("POST", f"/users/{user}/server", LOCAL_GPU, timeout=60)
+    # The hub answers a spawn after slow_spawn_timeout (10 s) at the latest: a spawn that ended
+    # before then is answered with its failure, a slower one with 202 and then its progress.
+    if r.status == 202:
+        events = hub.progress_events(user, until="Spawn failed", timeout=90)
+        return str(events[-1]["message"])
+    assert r.status == 400, r
+    return str(r.body["message"])
+
+
+async def test_queue_timeouts_are_clean_failures_that_do_not_count_towards_the_limit(
+    cluster: Cluster, k8s: client.ApiClient, tmp_path: Path
+) -> None:
+    with run_hub(cluster, tmp_path, queue_timeout=3.0, poll_interval=0.5) as hub:
+        config = hub.proc.config.read_text()
+        assert f"c.Spawner.consecutive_failure_limit = {FAILURE_LIMIT}" in config
+        r = hub.api("POST", "/users/alice/server", LOCAL_GPU)
+        assert r.status in (201, 202), r
+        try:
+            hub.wait_ready("alice")
+            # more queue timeouts in a row than the limit after which the hub exits on errors
+            for _ in range(FAILURE_LIMIT + 1):
+                message = queue_timeout_failure(hub, "bob")
+                assert "seconds in team-a's queue (position 1) without getting a GPU" in message
+                assert "try again later or choose an offering with free quota" in message
+                # the spawn page (progress stream) says the same to the user
+                (event,) = hub.progress_events("bob", until="Spawn failed", timeout=30)
+                assert event["failed"] is True
+                assert event["message"] == f"Spawn failed: {message}", event
+                assert hub.server("bob") is None
+                await eventually(
+                    lambda: nothing_left(k8s, "bob", "jupyter-bob"),
+                    what="bob's pod, Workload and Secret gone after the queue timeout",
+                )
+
+            # JupyterHub counted them as failures the user caused, not as hub errors ...
+            counts = spawn_counts(hub)
+            assert counts.get(("failure", "queue_timeout")) == FAILURE_LIMIT + 1, counts
+            assert sum(n for (status, _), n in counts.items() if status == "error") == 0, counts
+            # ... so its consecutive-failure counter never moved and it did not exit
+            log = hub.proc.log_path.read_text(errors="replace")
+            assert "consecutive spawns failed" not in log
+            assert "Aborting due to" not in log
+            assert hub.proc.proc is not None
+            assert hub.proc.proc.poll() is None
+            alice = hub.server("alice")
+            assert alice is not None
+            assert alice["ready"]
+        finally:
+            hub.stop("bob")
+            hub.stop("alice")
+        await eventually(lambda: nothing_left(k8s, "alice", "jupyter-alice"), what="alice")
+
+
+@pytest.mark.e2e
+async def test_a_hub_restart_ends_a_queued_spawn_and_the_user_is_told_on_the_next_visit(
+    cluster: Cluster,
+    k8s: client.ApiClient,
+    tmp_path: Path,
+    browser: Any,  # noqa: F811
+) -> None:
+    keep_servers = "c.JupyterHub.cleanup_servers = False  # servers outlive the hub process\n"
+    with run_hub(cluster, tmp_path, queue_timeout=600.0, extra_config=keep_servers) as hub:
+        r = hub.api("POST", "/users/alice/server", LOCAL_GPU)
+        assert r.status in (201, 202), r
+        try:
+            hub.wait_ready("alice")
+            r = hub.api("POST", "/users/bob/server", LOCAL_GPU)
+            assert r.status == 202, r
+            hub.progress_events("bob", until="position 1", timeout=60)
+
+            hub.proc.stop()
+            # the queued pod, its Workload and its Secret outlive the hub process
+            (pod,) = await pods_of(k8s, "bob")
+            assert pod["spec"].get("schedulingGates"), pod["spec"]
+            assert await secret_value(k8s, "jupyter-bob-hub-token")
+
+            hub.proc.start()
+            # the new hub ends the spawn it cannot finish, and leaves nothing of it behind
+            await eventually(
+                lambda: nothing_left(k8s, "bob", "jupyter-bob"),
+                timeout=90,
+                what="bob's queued pod, Workload and Secret removed after the restart",
+            )
+            assert hub.server("bob") is None
+            assert hub.wait_ready("alice")["ready"]  # a running server is kept
+
+            # bob's next visit: the spawn form says what happened
+            notice_text = "was waiting in team-a's queue when JupyterHub restarted"
+            page = await login(browser, hub, "bob")
+            await page.goto(f"{hub.url}/hub/spawn")
+            notice = page.locator("#gpuaas-notice")
+            await notice.wait_for()
+            assert notice_text in await notice.inner_text()
+
+            # ... and still after yet another restart: it is kept in the hub's database
+            hub.proc.stop()
+            hub.proc.start()
+            await page.goto(f"{hub.url}/hub/spawn")
+            await notice.wait_for()
+            assert notice_text in await notice.inner_text()
+            await page.context.close()
+
+            # a new spawn of that server forgets it (here one cancelled while queued)
+            r = hub.api("POST", "/users/bob/server", LOCAL_GPU)
+            assert r.status == 202, r
+            hub.progress_events("bob", until="position 1", timeout=60)
+            hub.stop("bob")
+            await eventually(lambda: nothing_left(k8s, "bob", "jupyter-bob"), what="cancelled")
+            page = await login(browser, hub, "bob")
+            await page.goto(f"{hub.url}/hub/spawn")
+            await page.locator("#gpuaas-form").wait_for()
+            assert await page.locator("#gpuaas-notice").count() == 0
+        finally:
+            hub.stop("bob")
+            hub.stop("alice")
+        await eventually(lambda: nothing_left(k8s, "alice", "jupyter-alice"), what="alice")
