@@ -523,7 +523,12 @@ def up(settings: Settings | None = None, *, log: Log = _stderr, build: bool = Tr
     with _locked(settings):
         running = _running_info(settings, log)
         if running is not None:
-            log(f"devcluster: already running (kubeconfig {settings.kubeconfig})")
+            # A newer checkout may have changed the manifests: apply them again (idempotent).
+            _apply(running.bin_dir, settings.kubeconfig, "sample organisation", path=MANIFESTS_DIR)
+            log(
+                f"devcluster: already running (kubeconfig {settings.kubeconfig});"
+                f" {MANIFESTS_DIR.relative_to(REPO_ROOT)} applied again"
+            )
             return running
         bin_dir = ensure_binaries(settings, log, build=build)
         _check_ports(settings)

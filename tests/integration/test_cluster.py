@@ -21,10 +21,16 @@ def test_all_components_run(cluster: Cluster) -> None:
     assert all(c["alive"] for c in st["components"])
 
 
-def test_up_twice_is_harmless(cluster: Cluster) -> None:
+def test_up_twice_is_harmless_and_brings_the_manifests_up_to_date(cluster: Cluster) -> None:
+    label = ["get", "clusterqueue", "team-a-notebooks", "-o", "jsonpath={.metadata.labels}"]
+    drift = ["label", "--overwrite", "clusterqueue", "team-a-notebooks", "gpuaas.dev/kind=drifted"]
+    res = kubectl(cluster.info.kubectl, cluster.info.kubeconfig, drift)
+    assert res.returncode == 0, res.stderr
     again = devcluster.up(cluster.info.settings)
     assert not again.started
     assert [p.pid for p in again.processes] == [p.pid for p in cluster.info.processes]
+    res = kubectl(cluster.info.kubectl, cluster.info.kubeconfig, label)
+    assert '"gpuaas.dev/kind":"notebooks"' in res.stdout, res.stdout
 
 
 def test_kubectl_works_with_the_written_kubeconfig(cluster: Cluster) -> None:
