@@ -44,6 +44,7 @@ __all__ = [
     "build_catalog",
     "format_gpu_equivalents",
     "load_catalog_file",
+    "object_items",
 ]
 
 Kind = Literal["gpu", "mig", "shared", "cpu"]
@@ -76,6 +77,26 @@ class FieldError:
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
+
+
+def object_items(
+    value: Any, path: str, fail: Callable[[str, str], None], what: str = "must be a list"
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The objects of the list ``value`` found at ``path``, each with its own field path
+    (``path[i]``); anything that is not a list or not an object is reported through ``fail``
+    and left out. ``None`` is an empty list."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        fail(path, what)
+        return []
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, Mapping):
+            out.append((f"{path}[{i}]", item))
+        else:
+            fail(f"{path}[{i}]", "must be an object")
+    return out
 
 
 class CatalogError(ValueError):

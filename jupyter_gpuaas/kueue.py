@@ -42,6 +42,7 @@ __all__ = [
     "pending_item_for_workload",
     "read_cluster_queue",
     "read_cohort",
+    "read_conditions",
     "read_local_queue",
     "read_pending_workloads",
     "read_workload",
@@ -205,7 +206,8 @@ class Condition:
     last_transition_time: datetime | None = None
 
 
-def _conditions(status: Mapping[str, Any]) -> dict[str, Condition]:
+def read_conditions(status: Mapping[str, Any]) -> dict[str, Condition]:
+    """An object's ``status.conditions`` by type."""
     out: dict[str, Condition] = {}
     for raw in as_list(status.get("conditions")):
         c = as_mapping(raw)
@@ -337,7 +339,7 @@ def read_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueueInfo:
     in_use, borrowed_in_use = _read_usage(status.get("flavorsUsage"))
     if not status.get("flavorsReservation"):
         reserved, borrowed = dict(in_use), borrowed_in_use
-    conditions = _conditions(status)
+    conditions = read_conditions(status)
     active = conditions.get("Active")
     preemption = as_mapping(spec.get("preemption"))
     cohort = as_str(spec.get("cohortName")) or as_str(spec.get("cohort"))
@@ -390,7 +392,7 @@ class LocalQueueInfo:
 
 def read_local_queue(obj: Mapping[str, Any]) -> LocalQueueInfo:
     meta, spec, status = object_parts(obj)
-    active = _conditions(status).get("Active")
+    active = read_conditions(status).get("Active")
     return LocalQueueInfo(
         name=as_str(meta.get("name")),
         namespace=as_str(meta.get("namespace")),
@@ -499,7 +501,7 @@ def read_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
         owner_uid=as_str(owner.get("uid")),
         job_uid=as_str(labels.get(JOB_UID_LABEL)),
         active=spec.get("active") is not False,
-        conditions=_conditions(status),
+        conditions=read_conditions(status),
         admitted_cluster_queue=as_str(admission.get("clusterQueue")),
         assigned_flavors=flavors,
     )

@@ -27,8 +27,8 @@ from jupyter_gpuaas.kueue import (
     WorkloadInfo,
     as_list,
     as_mapping,
-    parse_quantity,
     parse_time,
+    read_conditions,
     read_workload,
 )
 
@@ -42,6 +42,7 @@ from .queue import (
     OFFERING_LABEL,
     TEAM_LABEL,
     gpu_equivalents,
+    pod_requests,
     summarize_workload,
 )
 
@@ -91,17 +92,7 @@ def pod_state(pod: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _gpu_requests(pod: Mapping[str, Any]) -> dict[str, Fraction]:
-    total: dict[str, Fraction] = {}
-    for raw in as_list(as_mapping(pod.get("spec")).get("containers")):
-        res = as_mapping(as_mapping(raw).get("resources"))
-        merged = {**as_mapping(res.get("limits")), **as_mapping(res.get("requests"))}
-        for name, qty in merged.items():
-            if str(name).startswith(GPU_PREFIX):
-                try:
-                    total[str(name)] = total.get(str(name), Fraction(0)) + parse_quantity(qty)
-                except ValueError:
-                    continue
-    return total
+    return {r: q for r, q in pod_requests(pod).items() if r.startswith(GPU_PREFIX)}
 
 
 def _kind(pod: Mapping[str, Any], requests: Mapping[str, Fraction]) -> str:
@@ -148,11 +139,9 @@ def _pod_phase(pod: Mapping[str, Any]) -> str:
         return "stopping"
     if status.get("phase") in ("Succeeded", "Failed"):
         return "stopping"  # exited: the hub's poll is about to notice
-    ready = any(
-        as_mapping(c).get("type") == "Ready" and as_mapping(c).get("status") == "True"
-        for c in as_list(status.get("conditions"))
-    )
-    return "running" if status.get("phase") == "Running" and ready else "starting"
+    ready = read_conditions(status).get("Ready")
+    running = status.get("phase") == "Running" and ready is not None and ready.status is True
+    return "running" if running else "starting"
 
 
 def workbenches(

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from jupyter_gpuaas.catalog import GPU_KINDS, FieldError
+from jupyter_gpuaas.catalog import GPU_KINDS, FieldError, object_items
 from jupyter_gpuaas.kueue import parse_time
 
 from .policy import format_duration
@@ -140,19 +140,7 @@ def parse_report(payload: object, received_at: datetime) -> ActivityReport:
         return value
 
     def items(key: str) -> list[tuple[str, Mapping[str, Any]]]:
-        value = payload.get(key, [])
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            errors.append(FieldError(key, "must be a list"))
-            return []
-        out = []
-        for i, item in enumerate(value):
-            if isinstance(item, Mapping):
-                out.append((f"{key}[{i}]", item))
-            else:
-                errors.append(FieldError(f"{key}[{i}]", "must be an object"))
-        return out
+        return object_items(payload.get(key), key, lambda p, m: errors.append(FieldError(p, m)))
 
     source = payload.get("source", "nvml")
     if not isinstance(source, str):

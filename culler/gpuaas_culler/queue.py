@@ -33,6 +33,7 @@ from jupyter_gpuaas.kueue import (
     object_parts,
     parse_quantity,
     parse_time,
+    read_conditions,
 )
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "NotebookPod",
     "WorkloadSummary",
     "gpu_equivalents",
+    "pod_requests",
     "queue_payload",
     "read_notebook_pod",
     "summarize_workload",
@@ -125,25 +127,9 @@ class WorkloadSummary:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
-def _true(status: Mapping[str, Any], ctype: str) -> bool | None:
-    for raw in as_list(status.get("conditions")):
-        cond = as_mapping(raw)
-        if cond.get("type") == ctype:
-            return cond.get("status") == "True"
-    return None
-
-
-def _message(status: Mapping[str, Any], ctype: str) -> str:
-    for raw in as_list(status.get("conditions")):
-        cond = as_mapping(raw)
-        if cond.get("type") == ctype and cond.get("status") == "False":
-            return as_str(cond.get("message"))
-    return ""
-
-
-def _pod_requests(template: Mapping[str, Any]) -> dict[str, Fraction]:
-    """Requests of one pod: the sum over containers, at least each init container's (as the
-    scheduler counts them); a limit stands in for a missing request (extended resources)."""
+def pod_requests(template: Mapping[str, Any]) -> dict[str, Fraction]:
+    """Requests of one pod or pod template: the sum over containers, at least each init
+    container's (as the scheduler counts them); a limit stands in for a missing request."""
     spec = as_mapping(template.get("spec"))
 
     def of(container: Mapping[str, Any]) -> dict[str, Fraction]:
@@ -182,11 +168,15 @@ def summarize_workload(obj: Mapping[str, Any]) -> WorkloadSummary:
         count = pod_set.get("count")
         n = count if isinstance(count, int) and not isinstance(count, bool) else 1
         pods += n
-        for name, qty in _pod_requests(as_mapping(pod_set.get("template"))).items():
+        for name, qty in pod_requests(as_mapping(pod_set.get("template"))).items():
             resources[name] = resources.get(name, Fraction(0)) + qty * n
-    reserved = _true(status, "QuotaReserved") is True
-    admitted = _true(status, "Admitted") is True
-    finished = _true(status, "Finished") is True
+    conditions = read_conditions(status)
+
+    def true(ctype: str) -> bool:
+        cond = conditions.get(ctype)
+        return cond is not None and cond.status is True
+
+    reserved, admitted, finished = true("QuotaReserved"), true("Admitted"), true("Finished")
     active = spec.get("active") is not False
     pclass = as_mapping(spec.get("priorityClassRef"))
     return WorkloadSummary(
@@ -203,7 +193,11 @@ def summarize_workload(obj: Mapping[str, Any]) -> WorkloadSummary:
         resources=resources,
         pods=pods,
         pending=active and not (reserved or admitted or finished),
-        pending_message=_message(status, "QuotaReserved"),
+        pending_message=(
+            quota.message
+            if (quota := conditions.get("QuotaReserved")) and quota.status is False
+            else ""
+        ),
         labels=labels,
     )
 

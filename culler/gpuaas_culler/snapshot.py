@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, TypeVar
 
-from jupyter_gpuaas.catalog import KINDS, FieldError
+from jupyter_gpuaas.catalog import KINDS, FieldError, object_items
 from jupyter_gpuaas.kueue import QuantityError, parse_quantity, parse_time
 
 from .decide import PHASES, HandOffRecord, Need, PendingWorkload, Workbench
@@ -111,17 +111,7 @@ class _Reader:
             return default
 
     def objects(self, data: Mapping[str, Any], key: str) -> list[tuple[str, Mapping[str, Any]]]:
-        value = data.get(key) or []
-        if not isinstance(value, list):
-            self.fail(key, "must be a list")
-            return []
-        out = []
-        for i, item in enumerate(value):
-            if isinstance(item, Mapping):
-                out.append((f"{key}[{i}]", item))
-            else:
-                self.fail(f"{key}[{i}]", "must be an object")
-        return out
+        return object_items(data.get(key), key, self.fail)
 
 
 def _percent(value: Any) -> float:
@@ -204,15 +194,8 @@ def load_snapshot(
         offering = r.get(d, p, "offering", _text, "an offering slug", "")
         started = r.get(d, p, "started_at", _time, "an ISO 8601 time", clock, required=True)
         holds: dict[tuple[str, str], Fraction] = {}
-        raw_holds = d.get("holds") or []
-        if not isinstance(raw_holds, list):
-            r.fail(f"{p}.holds", "must be a list of {flavor, resource, amount}")
-            raw_holds = []
-        for i, h in enumerate(raw_holds):
-            hp = f"{p}.holds[{i}]"
-            if not isinstance(h, Mapping):
-                r.fail(hp, "must be an object")
-                continue
+        what = "must be a list of {flavor, resource, amount}"
+        for hp, h in object_items(d.get("holds"), f"{p}.holds", r.fail, what):
             flavor = r.get(h, hp, "flavor", _text, "a flavor name", "", required=True)
             resource = r.get(h, hp, "resource", _text, "a resource name", "", required=True)
             amount = r.get(h, hp, "amount", _amount, "an amount", Fraction(0), required=True)
@@ -275,15 +258,8 @@ def load_snapshot(
     pending: list[PendingWorkload] = []
     for p, d in r.objects(data, "pending"):
         needs: list[Need] = []
-        raw_needs = d.get("needs") or []
-        if not isinstance(raw_needs, list):
-            r.fail(f"{p}.needs", "must be a list of {resource, amount, flavors, free}")
-            raw_needs = []
-        for i, n in enumerate(raw_needs):
-            np_ = f"{p}.needs[{i}]"
-            if not isinstance(n, Mapping):
-                r.fail(np_, "must be an object")
-                continue
+        what = "must be a list of {resource, amount, flavors, free}"
+        for np_, n in object_items(d.get("needs"), f"{p}.needs", r.fail, what):
             free: dict[str, Fraction] = {}
             raw_free = n.get("free") or {}
             if not isinstance(raw_free, Mapping):

@@ -9,20 +9,13 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
+
 from .conftest import Hub
 from .test_spawn import eventually, nothing_left, pods_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 PASSWORD = "gpuaas-demo"  # demo/hub.py's default
 
 
