@@ -38,10 +38,11 @@ chromium: ## install Debian's Chromium for the browser tests (needs root, as on 
 	    || { echo "could not install chromium: run 'apt-get install chromium' as root" >&2; exit 1; }; \
 	fi
 
-lint: $(STAMP) ## ruff, mypy, eslint and tsc
+lint: $(STAMP) ## ruff, mypy, import boundaries, eslint and tsc
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 	npm run --silent lint
 
 unit: $(STAMP) ## unit tests only (no cluster, no browser)

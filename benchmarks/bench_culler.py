@@ -11,7 +11,8 @@ Sets up (loopback only):
   the generated config) whose ``poll()`` says "running" and a null proxy, so no process runs per
   server; at start-up the hub checks each server's URL once, answered by one tiny HTTP responder;
 - two hub services with their own tokens and the scopes each documents: ``gpuaas`` (the culler:
-``demo.queue_hub.CULLER_SCOPES``) and ``idle-culler`` (``list:users``, ``read:users:activity``,
+``devcluster.queue_hub.CULLER_SCOPES``) and
+  ``idle-culler`` (``list:users``, ``read:users:activity``,
   ``read:servers``, ``delete:servers``).
 
 Then, in the same process and alternating, ``--rounds`` times: one :class:`ReclaimLoop` cycle (the
@@ -56,7 +57,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from demo.queue_hub import CULLER_SCOPES  # noqa: E402 - the repository is on the path now
+from devcluster.queue_hub import CULLER_SCOPES  # noqa: E402 - the repository is on the path now
 
 NS = "jupyter-users"
 BENCH_LABEL = "gpuaas-bench"
@@ -417,17 +418,17 @@ def rss_mib(pid: int) -> float:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from gpuaas_culler.activity_store import ActivityStore
-    from gpuaas_culler.loop import HubClient, KubeClient, ReclaimLoop, Settings
-    from gpuaas_culler.policy import load_policy
-    from gpuaas_culler.service import _count_kubernetes_requests, notebook_pod_reflector
-    from gpuaas_spawner.cache import WatchedKueueView
     from kubernetes_asyncio import config as kconfig
     from kubernetes_asyncio.config import kube_config
 
     import devcluster
     from devcluster.config import load_settings
     from devcluster.testing import Cluster
+    from gpuaas_culler.reclaim.activity_store import ActivityStore
+    from gpuaas_culler.reclaim.loop import HubClient, KubeClient, ReclaimLoop, Settings
+    from gpuaas_culler.reclaim.policy import load_policy
+    from gpuaas_culler.service import _count_kubernetes_requests, notebook_pod_reflector
+    from jupyter_gpuaas.core.watch import WatchedKueueView
 
     # the peer, as installed (no type information of its own)
     cull_idle = importlib.import_module("jupyterhub_idle_culler").cull_idle
@@ -450,7 +451,14 @@ async def run(args: argparse.Namespace) -> int:
     # $KUBECONFIG when kubernetes_asyncio was imported: point it at the ServiceAccount's.
     kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(kubeconfig)
     await kconfig.load_kube_config(config_file=str(kubeconfig))
-    view = WatchedKueueView(namespaces=[NS, "team-a", "team-b"], poll_interval=2.0)
+    from kubespawner.clients import load_config, shared_client
+
+    load_config()
+    view = WatchedKueueView(
+        namespaces=[NS, "team-a", "team-b"],
+        custom_objects_api=lambda: shared_client("CustomObjectsApi"),
+        poll_interval=2.0,
+    )
     await view.start(timeout=60)
     pod_watch = notebook_pod_reflector(NS)
     await pod_watch.start()

@@ -48,8 +48,8 @@ async def _run(args: argparse.Namespace) -> None:
     from tornado.httpclient import AsyncHTTPClient
 
     import devcluster
-    from demo.queue_hub import queue_hub
     from devcluster.config import load_settings
+    from devcluster.queue_hub import queue_hub
     from devcluster.testing import Cluster, create_job, job_manifest
 
     AsyncHTTPClient.configure(None, max_clients=args.users)

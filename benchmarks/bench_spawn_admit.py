@@ -1,7 +1,7 @@
 """Submit → pod admitted → running → server listening → ready: GPUaaSSpawner vs KubeSpawner.
 
 Same cluster (the dev cluster, started or reused as ``make cluster-up`` does), same run, the same
-hub configuration (demo/hub.py) except the spawner class. Both spawn the offering
+hub configuration (devcluster/hub.py) except the spawner class. Both spawn the offering
 ``local-mig-1g`` (size small) for alice in team-a, one server at a time: GPUaaSSpawner from the
 form's options; KubeSpawner with the same resources, node selector, toleration and ``/dev/shm``
 set by hand and the Kueue labels (team-a's LocalQueue, the ``interactive`` priority class) set with
@@ -41,9 +41,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from demo.hub import HubProcess, HubSettings  # noqa: E402
 from devcluster import cluster as devcluster  # noqa: E402
 from devcluster.config import load_settings  # noqa: E402
+from devcluster.hub import HubProcess, HubSettings  # noqa: E402
 from devcluster.testing import Cluster  # noqa: E402
 
 NAMESPACE = "jupyter-users"

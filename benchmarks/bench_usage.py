@@ -32,7 +32,7 @@ REFRESH_S = 2.0
 
 HOLD_IN_CHILD = """
 import subprocess, sys
-code = ("import sys; from jupyter_gpuaas import simulate; "
+code = ("import sys; from jupyter_gpuaas.gpu import simulate; "
         "simulate.hold('{size}', device={device}); print('held', flush=True); sys.stdin.read()")
 _child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, text=True)
@@ -122,7 +122,7 @@ async def start_with_kernels(
             if i % 4 == 3:
                 await server.execute(kernel["id"], HOLD_IN_CHILD.format(size=size, device=i % gpus))
             else:
-                code = "from jupyter_gpuaas import simulate\nh = simulate.hold({!r}, device={})"
+                code = "from jupyter_gpuaas.gpu import simulate\nh = simulate.hold({!r}, device={})"
                 await server.execute(kernel["id"], code.format(size, i % gpus))
 
     await asyncio.gather(*(one(i) for i in range(kernels)))

@@ -19,9 +19,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from demo.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port  # noqa: E402
-from demo.queue_hub import service_config  # noqa: E402
 from devcluster import ClusterError, down, load_settings, up  # noqa: E402
+from devcluster.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port  # noqa: E402
+from devcluster.queue_hub import service_config  # noqa: E402
 
 STATE = REPO / ".demo"
 DEMO_POLICY = REPO / "demo" / "policy.yaml"

@@ -51,6 +51,7 @@ from devcluster.nodes import (
     load_nodes,
 )
 from devcluster.pki import ClusterPKI, make_cluster_pki
+from jupyter_gpuaas.core.labels import USER_LABEL
 
 Log = Callable[[str], None]
 
@@ -373,7 +374,7 @@ def _kueue_config(settings: Settings) -> Path:
             "frameworks": ["batch/job", "pod"],
             # Who submitted a Job (devcluster/manifests/60-user-label-policy.yaml vouches for
             # it): copied onto its Workload, where the gpuaas service reads it (docs/queue.md).
-            "labelKeysToCopy": ["gpuaas.jupyter.org/user"],
+            "labelKeysToCopy": [USER_LABEL],
         },
     }
     path = settings.state_dir / "kueue" / "config.yaml"

@@ -30,6 +30,7 @@ from devcluster import cluster as devcluster
 from devcluster import procs
 from devcluster.cluster import ClusterInfo
 from devcluster.config import HOST, PORT_OFFSETS, Settings, load_settings
+from jupyter_gpuaas.core.labels import USER_LABEL
 
 T = TypeVar("T")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -292,7 +293,6 @@ async def wait_queues_idle(api: client.ApiClient, timeout: float = 60.0) -> None
 
 
 # The user label of docs/queue.md (vouched for by 60-user-label-policy.yaml).
-USER_LABEL = "gpuaas.jupyter.org/user"
 # Jobs that take all team A's training queue can use: 16 h100 GPUs (own 6 + borrowed 10).
 TRAINING_FILLERS = (("fill-8", 8), ("fill-7", 7), ("fill-1", 1))
 

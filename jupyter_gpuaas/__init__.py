@@ -1,7 +1,7 @@
 """jupyter-gpuaas: GPU-as-a-Service for Jupyter.
 
 Importing this package is cheap and never touches NVML: kernels import it to call
-``jupyter_gpuaas.simulate.hold``; the server extension loads its app lazily.
+``jupyter_gpuaas.gpu.simulate.hold``; the server extension loads its app lazily.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 try:
-    from ._version import __version__  # type: ignore[import-not-found, unused-ignore]
+    from jupyter_gpuaas._version import __version__  # type: ignore[import-not-found, unused-ignore]
 except ImportError:  # a source checkout that was never built
     __version__ = "0.0.0"
 
@@ -19,6 +19,6 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
-    from .app import GPUaaS
+    from jupyter_gpuaas.server.app import GPUaaS
 
     return [{"module": "jupyter_gpuaas", "app": GPUaaS}]

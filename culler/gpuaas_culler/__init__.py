@@ -8,7 +8,7 @@ a cluster or a GPU. :mod:`.cli` is the ``gpuaas-culler`` console script.
 
 from __future__ import annotations
 
-from .decide import (
+from gpuaas_culler.reclaim.decide import (
     Action,
     Decision,
     HandOffRecord,
@@ -22,8 +22,15 @@ from .decide import (
     decide,
     snooze,
 )
-from .idleness import ActivityReport, Idleness, State, judge, parse_report
-from .policy import Match, Policy, PolicyError, PolicySet, load_policy, load_policy_file
+from gpuaas_culler.reclaim.idleness import ActivityReport, Idleness, State, judge, parse_report
+from gpuaas_culler.reclaim.policy import (
+    Match,
+    Policy,
+    PolicyError,
+    PolicySet,
+    load_policy,
+    load_policy_file,
+)
 
 __all__ = [
     "Action",

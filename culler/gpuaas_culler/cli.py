@@ -12,12 +12,11 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime
 
-from jupyter_gpuaas.kueue import parse_time
-
-from .decide import decide
-from .explain import explain, explain_policies
-from .policy import PolicyError, PolicySet, load_policy_file
-from .snapshot import SnapshotError, load_snapshot_file
+from gpuaas_culler.reclaim.decide import decide
+from gpuaas_culler.reclaim.explain import explain, explain_policies
+from gpuaas_culler.reclaim.policy import PolicyError, PolicySet, load_policy_file
+from gpuaas_culler.reclaim.snapshot import SnapshotError, load_snapshot_file
+from jupyter_gpuaas.core.kueue import parse_time
 
 __all__ = ["main"]
 
@@ -98,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
 def _known_teams(path: str | None) -> list[str] | None:
     if path is None:
         return None
-    from jupyter_gpuaas.catalog import CatalogError, build_catalog, load_catalog_file
+    from jupyter_gpuaas.core.catalog import CatalogError, build_catalog, load_catalog_file
 
     try:
         catalog = build_catalog([load_catalog_file(path)])

@@ -8,7 +8,7 @@ Run by JupyterHub as the managed service ``gpuaas`` (``gpuaas-service``). It ans
 - ``GET {prefix}api/health`` — whether its caches are synced, and how many Kubernetes requests
   it has made (they grow with time and queues, never with requests).
 
-Everything is served from memory: Kueue objects through :class:`gpuaas_spawner.cache.
+Everything is served from memory: Kueue objects through :class:`jupyter_gpuaas.core.watch.
 WatchedKueueView` (list+watch, plus one shared, paged visibility poller per LocalQueue that has
 pending work), notebook pods through KubeSpawner's reflector. A request costs no Kubernetes round
 trip; callers are identified by the hub (``HubAuth``, cached for ``cache_max_age``).
@@ -30,9 +30,7 @@ from urllib.parse import urlparse
 
 from tornado import web
 
-from jupyter_gpuaas.kueue import PendingWorkloadInfo
-
-from .queue import (
+from gpuaas_culler.queue.workloads import (
     DEFAULT_GPU_WEIGHTS,
     NotebookPod,
     WorkloadSummary,
@@ -41,8 +39,9 @@ from .queue import (
     summarize_workload,
     user_of,
 )
-from .reclaim_api import add_culler_arguments, start_culler
-from .webbase import HubJSONHandler, JSONHandler
+from gpuaas_culler.web.base import HubJSONHandler, JSONHandler
+from gpuaas_culler.web.reclaim import add_culler_arguments, start_culler
+from jupyter_gpuaas.core.kueue import PendingWorkloadInfo
 
 __all__ = ["QueueIndex", "main", "make_app"]
 
@@ -286,15 +285,17 @@ def notebook_pod_reflector(namespace: str) -> Any:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    from gpuaas_spawner.cache import WatchedKueueView
     from jupyterhub.services.auth import HubAuth
-    from kubespawner.clients import load_config
+    from kubespawner.clients import load_config, shared_client
+
+    from jupyter_gpuaas.core.watch import WatchedKueueView
 
     counted = _count_kubernetes_requests()
     load_config()
     job_namespaces = [n.strip() for n in args.job_namespaces.split(",") if n.strip()]
     view = WatchedKueueView(
         namespaces=[args.notebook_namespace, *job_namespaces],
+        custom_objects_api=lambda: shared_client("CustomObjectsApi"),
         poll_interval=args.poll_interval,
         log=log,
     )

@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .spawner import GPUaaSSpawner, check_catalog
+    from gpuaas_spawner.spawner import GPUaaSSpawner, check_catalog
 
 __all__ = ["GPUaaSSpawner", "check_catalog"]
 
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from . import spawner
+        from gpuaas_spawner import spawner
 
         return getattr(spawner, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

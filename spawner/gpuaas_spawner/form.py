@@ -1,7 +1,7 @@
 """The spawn form: a plain-data model (:func:`build_form_model`) and its HTML (:func:`render_form`).
 
 The model lists the teams a user may charge and, per team, the offerings with their live state
-from :mod:`jupyter_gpuaas.headroom` ("available now (3 of 8 free)", "will queue (about 2
+from :mod:`jupyter_gpuaas.core.headroom` ("available now (3 of 8 free)", "will queue (about 2
 ahead)", or not selectable with the reason). Building it reads only the snapshot it is given —
 no API call per render. The HTML is a fragment JupyterHub 6 puts inside its spawn page's
 ``<form>`` (Bootstrap 5 classes, fieldsets with legends, every state in words, not colour).
@@ -17,11 +17,10 @@ from typing import Any
 
 import jinja2
 
-from jupyter_gpuaas.catalog import Catalog, Offering, Tenant, format_gpu_equivalents
-from jupyter_gpuaas.headroom import Fit, Headroom, QueueState, compute_headroom
-from jupyter_gpuaas.kueue import parse_quantity
-
-from .validate import OptionsError, UserContext, pick_team
+from gpuaas_spawner.validate import OptionsError, UserContext, pick_team
+from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant, format_gpu_equivalents
+from jupyter_gpuaas.core.headroom import Fit, Headroom, QueueState, compute_headroom
+from jupyter_gpuaas.core.kueue import parse_quantity
 
 __all__ = [
     "ChoiceOption",

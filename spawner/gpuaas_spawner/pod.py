@@ -17,23 +17,20 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from jupyter_gpuaas.catalog import format_gpu_equivalents
-from jupyter_gpuaas.kueue import (
+from gpuaas_spawner.validate import Choice
+from jupyter_gpuaas.core.catalog import format_gpu_equivalents
+from jupyter_gpuaas.core.kueue import (
     POD_FINALIZER,
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
     format_quantity,
     parse_quantity,
 )
-
-from .validate import Choice
+from jupyter_gpuaas.core.labels import GPU_EQUIVALENTS_ANNOTATION, OFFERING_LABEL, TEAM_LABEL
 
 __all__ = [
-    "GPU_EQUIVALENTS_ANNOTATION",
     "NOTEBOOK_CONTAINER",
-    "OFFERING_LABEL",
     "SHM_VOLUME",
-    "TEAM_LABEL",
     "PodSettings",
     "SecretInSpecError",
     "externalize_secrets",
@@ -45,9 +42,6 @@ __all__ = [
     "token_secret_manifest",
 ]
 
-TEAM_LABEL = "gpuaas.jupyter.org/team"
-OFFERING_LABEL = "gpuaas.jupyter.org/offering"
-GPU_EQUIVALENTS_ANNOTATION = "gpuaas.jupyter.org/gpu-equivalents"
 SHM_VOLUME = "gpuaas-shm"
 SHM_PATH = "/dev/shm"
 NOTEBOOK_CONTAINER = "notebook"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jupyter_gpuaas.kueue import (
+from jupyter_gpuaas.core.kueue import (
     ADMISSION_GATE,
     TERMINATION_TARGET,
     PendingWorkloadInfo,

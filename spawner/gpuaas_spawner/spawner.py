@@ -37,19 +37,8 @@ from traitlets import Callable as CallableTrait
 from traitlets import Dict, Float, List, Unicode, default
 from traitlets.config import Config
 
-from jupyter_gpuaas.catalog import (
-    Catalog,
-    CatalogError,
-    CatalogSource,
-    build_catalog,
-    load_catalog_file,
-)
-from jupyter_gpuaas.headroom import Headroom, compute_headroom
-
-from .cache import KueueView, WatchedKueueView
-from .form import FormModel, build_form_model, render_form
-from .pod import (
-    TEAM_LABEL,
+from gpuaas_spawner.form import FormModel, build_form_model, render_form
+from gpuaas_spawner.pod import (
     PodSettings,
     externalize_secrets,
     finalizer_patch,
@@ -60,8 +49,8 @@ from .pod import (
     to_api_json,
     token_secret_manifest,
 )
-from .progress import Phase, SpawnStatus, check_deadline, is_gated, spawn_status
-from .validate import (
+from gpuaas_spawner.progress import Phase, SpawnStatus, check_deadline, is_gated, spawn_status
+from gpuaas_spawner.validate import (
     Choice,
     OptionsError,
     UserContext,
@@ -69,6 +58,16 @@ from .validate import (
     user_usage,
     validate_options,
 )
+from jupyter_gpuaas.core.catalog import (
+    Catalog,
+    CatalogError,
+    CatalogSource,
+    build_catalog,
+    load_catalog_file,
+)
+from jupyter_gpuaas.core.headroom import Headroom, compute_headroom
+from jupyter_gpuaas.core.labels import TEAM_LABEL
+from jupyter_gpuaas.core.watch import KueueView, WatchedKueueView
 
 try:  # JupyterHub >= 6
     from jupyterhub.spawner import SpawnException
@@ -146,6 +145,14 @@ def _from_api_json(data: Any, klass: str) -> Any:
         if model.attribute_map[attr] in data
     }
     return model(**kwargs)
+
+
+def _kubespawner_custom_objects_api() -> Any:
+    """The CustomObjectsApi on KubeSpawner's shared client (its configuration, its pool)."""
+    from kubespawner.clients import load_config, shared_client
+
+    load_config()
+    return shared_client("CustomObjectsApi")
 
 
 class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untyped
@@ -398,6 +405,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 namespaces |= {t.namespace for t in self.catalog.tenants.values() if t.namespace}
             self.kueue_view = WatchedKueueView.shared(
                 namespaces=sorted(namespaces),
+                custom_objects_api=_kubespawner_custom_objects_api,
                 api_version=self.kueue_api_version,
                 visibility_version=self.kueue_api_version,
                 poll_interval=self.queue_poll_interval,

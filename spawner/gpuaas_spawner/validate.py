@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from jupyter_gpuaas.catalog import Catalog, Image, Offering, Size, Tenant
-from jupyter_gpuaas.headroom import Headroom, UserUsage
+from jupyter_gpuaas.core.catalog import Catalog, Image, Offering, Size, Tenant
+from jupyter_gpuaas.core.headroom import Headroom, UserUsage
 
 __all__ = [
     "OPTION_KEYS",

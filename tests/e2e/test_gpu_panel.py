@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import REFRESH_S, Lab
-from .helpers import (
+from tests.support.lab import REFRESH_S, Lab
+from tests.support.lab_page import (
     ONE_REFRESH_MS,
     PANEL,
     PANEL_TAB,
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.e2e
 GIB = 1024**3
 
 NOTEBOOK_A = """\
-from jupyter_gpuaas.simulate import hold
+from jupyter_gpuaas.gpu.simulate import hold
 h = hold("2GiB")
 print("held-a")"""
 
@@ -52,7 +52,7 @@ NOTEBOOK_B = '''\
 import subprocess, sys
 CHILD = """
 import os, sys, time
-from jupyter_gpuaas.simulate import hold
+from jupyter_gpuaas.gpu.simulate import hold
 h = hold("3GiB", device=1)
 print("held", flush=True)
 parent = os.getppid()
@@ -292,7 +292,7 @@ def test_driver_without_sizes_in_a_pod(
     row_b = kernel_row(page, "b.ipynb")
     widget_b = notebooks["b.ipynb"]["widgetId"]
     execute_in_kernel(
-        page, widget_b, 'from jupyter_gpuaas import simulate; simulate.set_driver("535.113")'
+        page, widget_b, 'from jupyter_gpuaas.gpu import simulate; simulate.set_driver("535.113")'
     )
     try:
         for row in (row_a, row_b):

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import Lab
-from .helpers import ONE_REFRESH_MS, expect, open_panel
+from tests.support.lab import Lab
+from tests.support.lab_page import ONE_REFRESH_MS, expect, open_panel
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ import ctypes
 import pynvml
 import pytest
 
-from jupyter_gpuaas.fake_nvml import uninstall
+from jupyter_gpuaas.gpu.fake_nvml import uninstall
 
 
 @pytest.fixture(scope="session")

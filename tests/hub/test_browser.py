@@ -2,47 +2,14 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
-
-from .conftest import Hub
-from .test_spawn import eventually, nothing_left, pods_of
+from tests.support.hub import Hub, eventually, login, nothing_left, pods_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
-
-PASSWORD = "gpuaas-demo"  # demo/hub.py's default
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} missing: `make chromium` (apt-get install chromium)")
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as p:
-        b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            await b.close()
-
-
-async def login(browser: Any, hub: Hub, user: str) -> Any:
-    context = await browser.new_context()
-    page = await context.new_page()
-    page.set_default_timeout(30_000)
-    await page.goto(f"{hub.url}/hub/login")
-    await page.fill("#username_input", user)
-    await page.fill("#password_input", PASSWORD)
-    await page.click("#login_submit")
-    await page.wait_for_url("**/hub/**")
-    return page
 
 
 async def test_form_states_live_queue_position_and_cancel(

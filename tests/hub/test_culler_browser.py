@@ -13,9 +13,15 @@ import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
-
-from .test_browser import PASSWORD, browser  # noqa: F401  (the browser fixture)
-from .test_culler import CullerHub, delete_jobs, run_culler_hub, training_job, wait_for
+from tests.support.hub import (  # noqa: F401  (the browser fixture)
+    PASSWORD,
+    CullerHub,
+    browser,
+    delete_jobs,
+    run_culler_hub,
+    training_job,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

@@ -9,8 +9,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
-
-from .test_culler import (
+from tests.support.hub import (
     WARNED,
     CullerHub,
     delete_jobs,

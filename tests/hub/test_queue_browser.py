@@ -1,7 +1,7 @@
 """The GPU sidebar's Queue section in Chromium, fed by the real gpuaas hub service.
 
-A real JupyterHub with the ``gpuaas`` service on the dev cluster (demo/queue_hub.py) and a real
-JupyterLab started directly (not spawned by the hub, tests/e2e/conftest.py) with what a spawned
+A real JupyterHub with the ``gpuaas`` service on the dev cluster (devcluster/queue_hub.py) and a
+real JupyterLab started directly (not spawned by the hub, tests/support/lab.py) with what a spawned
 server gets (docs/queue.md): ``JUPYTERHUB_API_TOKEN`` (alice's token with the scope
 ``access:services!service=gpuaas``) and ``GPUAAS_SERVICE_URL`` (the service through the hub's
 proxy). Team A's training quota is filled; alice submits three one-GPU Jobs and bob one. Alice's
@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from demo.queue_hub import QueueHub, queue_hub
+from devcluster.queue_hub import QueueHub, queue_hub
 from devcluster.testing import (
     Cluster,
     batch,
@@ -32,10 +32,10 @@ from devcluster.testing import (
     labelled_job,
     submit_in_order,
 )
-from tests.e2e.conftest import Lab, start_lab
-from tests.e2e.conftest import browser as browser  # the fixtures of tests/e2e, reused
-from tests.e2e.conftest import page as page
-from tests.e2e.helpers import ONE_REFRESH_MS, USAGE_URL, expect, open_panel, screenshot
+from tests.support.lab import Lab, start_lab
+from tests.support.lab import browser as browser  # the fixtures of tests/e2e, reused
+from tests.support.lab import page as page
+from tests.support.lab_page import ONE_REFRESH_MS, USAGE_URL, expect, open_panel, screenshot
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

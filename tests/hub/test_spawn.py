@@ -2,73 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import json
-import time
 import urllib.request
-from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.rest import ApiException
 
-from .conftest import USERS_NS, Hub
+from tests.support.hub import (
+    KUEUE,
+    USERS_NS,
+    Hub,
+    eventually,
+    nothing_left,
+    pods_of,
+    secret_value,
+    workloads_of,
+)
 
 pytestmark = pytest.mark.integration
-
-KUEUE = ("kueue.x-k8s.io", "v1beta2")
-
-
-async def pods_of(api: client.ApiClient, user: str) -> list[dict[str, Any]]:
-    core = client.CoreV1Api(api)
-    found = await core.list_namespaced_pod(
-        USERS_NS, label_selector=f"hub.jupyter.org/username={user}", _preload_content=False
-    )
-    items: list[dict[str, Any]] = json.loads(await found.read())["items"]  # type: ignore[attr-defined]
-    return items
-
-
-async def workloads_of(api: client.ApiClient, pod_names: set[str]) -> list[dict[str, Any]]:
-    crd = client.CustomObjectsApi(api)
-    listing = await crd.list_namespaced_custom_object(*KUEUE, USERS_NS, "workloads")
-    out = []
-    for w in listing["items"]:
-        owners = {o.get("name") for o in w["metadata"].get("ownerReferences") or []}
-        if owners & pod_names or any(
-            w["metadata"]["name"].startswith(f"pod-{n}-") for n in pod_names
-        ):
-            out.append(w)
-    return out
-
-
-async def secret_value(api: client.ApiClient, name: str) -> str | None:
-    core = client.CoreV1Api(api)
-    try:
-        secret = await core.read_namespaced_secret(name, USERS_NS)
-    except ApiException as e:
-        if e.status == 404:
-            return None
-        raise
-    return base64.b64decode((secret.data or {})["token"]).decode()
-
-
-async def eventually(check: Any, timeout: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"not so within {timeout}s: {what} (last: {last})")
-
-
-async def nothing_left(api: client.ApiClient, user: str, pod_name: str) -> bool:
-    pods = await pods_of(api, user)
-    wls = await workloads_of(api, {pod_name})
-    secret = await secret_value(api, f"{pod_name}-hub-token")
-    return not pods and not wls and secret is None
 
 
 def _get(url: str, token: str) -> int:

@@ -1,6 +1,6 @@
 """Queued spawns and what a real hub does with them: the queue timeout and a hub restart.
 
-Each test runs its own hub (demo/hub.py, the session hub's configuration) with the settings it
+Each test runs its own hub (devcluster/hub.py, the session hub's configuration) with the settings it
 is about: a queue timeout of a few seconds, or ``cleanup_servers = False`` (as Zero-to-JupyterHub
 runs it: servers outlive a hub restart). team-a's only local GPU goes to alice; bob's spawns of the
 same offering wait in team-a's queue behind it.
@@ -19,17 +19,14 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from demo.hub import HubProcess, HubSettings
+from devcluster.hub import HubProcess, HubSettings
 from devcluster.testing import Cluster
-
-from .conftest import Hub
-from .test_browser import browser, login  # noqa: F401  (browser: a fixture)
-from .test_spawn import eventually, nothing_left, pods_of, secret_value
+from tests.support.hub import Hub, browser, eventually, login, nothing_left, pods_of, secret_value  # noqa: F401  (browser: a fixture)
 
 pytestmark = pytest.mark.integration
 
 LOCAL_GPU = {"team": "team-a", "offering": "local-gpu"}
-FAILURE_LIMIT = 5  # demo/hub.py's Spawner.consecutive_failure_limit (z2jh's default)
+FAILURE_LIMIT = 5  # devcluster/hub.py's Spawner.consecutive_failure_limit (z2jh's default)
 
 
 @contextmanager

@@ -6,11 +6,11 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from gpuaas_culler.loop import HANDOFFS_CONFIGMAP, KubeClient
 from kubernetes_asyncio import client
 
 from devcluster.kube import KubeError
 from devcluster.testing import Cluster
+from gpuaas_culler.reclaim.loop import HANDOFFS_CONFIGMAP, KubeClient
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from demo.queue_hub import QueueHub, queue_hub
+from devcluster.queue_hub import QueueHub, queue_hub
 from devcluster.testing import (
-    USER_LABEL,
     Cluster,
     batch,
     clear_jobs,
@@ -30,7 +29,8 @@ from devcluster.testing import (
     wait_for,
     workload_of,
 )
-from jupyter_gpuaas.queue import fetch_queue
+from jupyter_gpuaas.core.labels import USER_LABEL
+from jupyter_gpuaas.server.queue import fetch_queue
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import pytest_asyncio
 from pytest_jupyter.jupyter_server import *  # noqa: F403
 from traitlets.config import Config
 
-from jupyter_gpuaas.simulate import ENV_DIR
+from jupyter_gpuaas.gpu.simulate import ENV_DIR
 
 
 @pytest_asyncio.fixture  # type: ignore[no-redef]  # overrides pytest-jupyter's

@@ -12,13 +12,14 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from gpuaas_culler.activity_store import Notice
-from gpuaas_culler.decide import SnoozeResult
-from gpuaas_culler.loop import ReclaimLoop
-from gpuaas_culler.policy import load_policy
-from gpuaas_culler.reclaim_api import reclaim_handlers
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+from gpuaas_culler.reclaim.activity_store import Notice
+from gpuaas_culler.reclaim.decide import SnoozeResult
+from gpuaas_culler.reclaim.loop import ReclaimLoop
+from gpuaas_culler.reclaim.policy import load_policy
+from gpuaas_culler.web.reclaim import reclaim_handlers
 
 SERVER_TOKEN = "server-token-of-alice"
 PERSONAL_TOKEN = "personal-token-of-alice"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_gpuaas import fake_nvml
-from jupyter_gpuaas.simulate import ENV_DIR
+from jupyter_gpuaas.gpu import fake_nvml
+from jupyter_gpuaas.gpu.simulate import ENV_DIR
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ class Holder:
 
     def __init__(self, size: str, device: str) -> None:
         code = (
-            "import sys; from jupyter_gpuaas import simulate; "
+            "import sys; from jupyter_gpuaas.gpu import simulate; "
             f"simulate.hold({size!r}, device={device!r}); print('held', flush=True); "
             "sys.stdin.read()"
         )

@@ -1,0 +1,363 @@
+"""A user's pending GPU work and where it stands in Kueue's queues: pure functions.
+
+The gpuaas service (:mod:`.service`) feeds these from its watch caches and visibility pollers;
+the tests feed them literal API dicts. What comes out is positions and summaries only — never a
+pod template, an environment or a command (see docs/queue.md for the JSON).
+
+Whose work is it:
+
+- a notebook server's pod (in the hub's namespace) belongs to the hub user KubeSpawner names in
+  its ``hub.jupyter.org/username`` annotation (only the hub creates pods there);
+- any other Workload belongs to the user named by its ``gpuaas.jupyter.org/user`` label, copied
+  by Kueue from the Job (``labelKeysToCopy``) and vouched for by the admission policy
+  ``devcluster/manifests/60-user-label-policy.yaml``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from fractions import Fraction
+from typing import Any
+
+from jupyter_gpuaas.core.kueue import (
+    ClusterQueueInfo,
+    LocalQueueInfo,
+    PendingWorkloadInfo,
+    QuantityError,
+    as_list,
+    as_mapping,
+    as_str,
+    format_quantity,
+    object_parts,
+    parse_quantity,
+    parse_time,
+    read_conditions,
+)
+from jupyter_gpuaas.core.labels import (
+    GPU_EQUIVALENTS_ANNOTATION,
+    HUB_SERVERNAME_ANNOTATION,
+    HUB_USERNAME_ANNOTATION,
+    OFFERING_LABEL,
+    TEAM_LABEL,
+    USER_LABEL,
+)
+
+__all__ = [
+    "DEFAULT_GPU_WEIGHTS",
+    "NotebookPod",
+    "WorkloadSummary",
+    "gpu_equivalents",
+    "pod_requests",
+    "queue_payload",
+    "read_notebook_pod",
+    "summarize_workload",
+    "user_of",
+]
+
+
+DEFAULT_GPU_WEIGHTS: Mapping[str, Fraction] = {
+    "nvidia.com/gpu": Fraction(1),
+    "nvidia.com/gpu.shared": Fraction(1, 4),
+}
+"""GPU-equivalents per unit of a resource; MIG profiles ``mig-<N>g.*`` count N/7 unless listed."""
+
+
+def _fraction(text: str) -> Fraction | None:
+    try:
+        value = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        return None
+    return value if value >= 0 else None
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class NotebookPod:
+    """What the service keeps of a notebook server's pod: labels and annotations only."""
+
+    uid: str
+    name: str
+    namespace: str
+    user: str
+    server_name: str = ""
+    team: str = ""
+    offering: str = ""
+    gpu_equivalents: Fraction | None = None
+
+
+def read_notebook_pod(obj: Mapping[str, Any]) -> NotebookPod:
+    meta = as_mapping(obj.get("metadata"))
+    labels, annotations = as_mapping(meta.get("labels")), as_mapping(meta.get("annotations"))
+    return NotebookPod(
+        uid=as_str(meta.get("uid")),
+        name=as_str(meta.get("name")),
+        namespace=as_str(meta.get("namespace")),
+        user=as_str(annotations.get(HUB_USERNAME_ANNOTATION)),
+        server_name=as_str(annotations.get(HUB_SERVERNAME_ANNOTATION)),
+        team=as_str(labels.get(TEAM_LABEL)),
+        offering=as_str(labels.get(OFFERING_LABEL)),
+        gpu_equivalents=_fraction(as_str(annotations.get(GPU_EQUIVALENTS_ANNOTATION))),
+    )
+
+
+@dataclass(frozen=True)
+class WorkloadSummary:
+    """A Workload reduced to what the queue view shows (no pod template survives)."""
+
+    name: str
+    namespace: str
+    uid: str
+    queue_name: str
+    owner_kind: str
+    owner_name: str
+    owner_uid: str
+    user_label: str
+    priority_class: str
+    created: datetime | None
+    resources: Mapping[str, Fraction]
+    """Total requests of all its pods (count x per-pod requests), by resource name."""
+    pods: int
+    pending: bool
+    """Not (yet) holding quota, active, not finished: waiting in a queue."""
+    pending_message: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def pod_requests(template: Mapping[str, Any]) -> dict[str, Fraction]:
+    """Requests of one pod or pod template: the sum over containers, at least each init
+    container's (as the scheduler counts them); a limit stands in for a missing request."""
+    spec = as_mapping(template.get("spec"))
+
+    def of(container: Mapping[str, Any]) -> dict[str, Fraction]:
+        res = as_mapping(container.get("resources"))
+        merged = {**as_mapping(res.get("limits")), **as_mapping(res.get("requests"))}
+        out: dict[str, Fraction] = {}
+        for name, qty in merged.items():
+            try:
+                out[str(name)] = parse_quantity(qty)
+            except QuantityError:
+                continue
+        return out
+
+    total: dict[str, Fraction] = {}
+    for raw in as_list(spec.get("containers")):
+        for name, qty in of(as_mapping(raw)).items():
+            total[name] = total.get(name, Fraction(0)) + qty
+    for raw in as_list(spec.get("initContainers")):
+        for name, qty in of(as_mapping(raw)).items():
+            total[name] = max(total.get(name, Fraction(0)), qty)
+    return total
+
+
+def summarize_workload(obj: Mapping[str, Any]) -> WorkloadSummary:
+    meta, spec, status = object_parts(obj)
+    labels = {str(k): as_str(v) for k, v in as_mapping(meta.get("labels")).items()}
+    owner: Mapping[str, Any] = {}
+    for raw in as_list(meta.get("ownerReferences")):
+        ref = as_mapping(raw)
+        if ref.get("controller") or not owner:
+            owner = ref
+    resources: dict[str, Fraction] = {}
+    pods = 0
+    for raw in as_list(spec.get("podSets")):
+        pod_set = as_mapping(raw)
+        count = pod_set.get("count")
+        n = count if isinstance(count, int) and not isinstance(count, bool) else 1
+        pods += n
+        for name, qty in pod_requests(as_mapping(pod_set.get("template"))).items():
+            resources[name] = resources.get(name, Fraction(0)) + qty * n
+    conditions = read_conditions(status)
+
+    def true(ctype: str) -> bool:
+        cond = conditions.get(ctype)
+        return cond is not None and cond.status is True
+
+    reserved, admitted, finished = true("QuotaReserved"), true("Admitted"), true("Finished")
+    active = spec.get("active") is not False
+    pclass = as_mapping(spec.get("priorityClassRef"))
+    return WorkloadSummary(
+        name=as_str(meta.get("name")),
+        namespace=as_str(meta.get("namespace")),
+        uid=as_str(meta.get("uid")),
+        queue_name=as_str(spec.get("queueName")),
+        owner_kind=as_str(owner.get("kind")),
+        owner_name=as_str(owner.get("name")),
+        owner_uid=as_str(owner.get("uid")),
+        user_label=labels.get(USER_LABEL, ""),
+        priority_class=as_str(pclass.get("name")) or as_str(spec.get("priorityClassName")),
+        created=parse_time(meta.get("creationTimestamp")),
+        resources=resources,
+        pods=pods,
+        pending=active and not (reserved or admitted or finished),
+        pending_message=(
+            quota.message
+            if (quota := conditions.get("QuotaReserved")) and quota.status is False
+            else ""
+        ),
+        labels=labels,
+    )
+
+
+def user_of(wl: WorkloadSummary, notebook_pods: Mapping[str, NotebookPod]) -> str:
+    """The hub user a Workload belongs to ('' when nobody can be named).
+
+    A notebook server's pod (known by its uid) names its user; otherwise the vouched-for user
+    label. A pod known to be a notebook server never takes the label's word.
+    """
+    if wl.owner_kind == "Pod" and wl.owner_uid in notebook_pods:
+        return notebook_pods[wl.owner_uid].user
+    return wl.user_label
+
+
+def gpu_equivalents(
+    resources: Mapping[str, Fraction], weights: Mapping[str, Fraction] = DEFAULT_GPU_WEIGHTS
+) -> Fraction:
+    """GPU-equivalents of a request: whole GPUs 1, MIG ``<N>g`` slices N/7, shared by weight."""
+    total = Fraction(0)
+    for name, qty in resources.items():
+        if name in weights:
+            total += weights[name] * qty
+        elif name.startswith("nvidia.com/mig-"):
+            profile = name.removeprefix("nvidia.com/mig-")
+            head = profile.split("g.", 1)[0]
+            if head.isdigit():
+                total += Fraction(int(head), 7) * qty
+    return total
+
+
+def _format_fraction(value: Fraction) -> str:
+    return str(value) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+# --------------------------------------------------------------------------- the answer
+
+
+def _team_cluster_queues(
+    team: str, local_queues: Mapping[tuple[str, str], LocalQueueInfo]
+) -> set[str]:
+    """ClusterQueues a team's work goes to: its LocalQueues are named after it (notebooks) or
+    live in its namespace (training), as in the sample organisation."""
+    return {
+        lq.cluster_queue
+        for (ns, name), lq in local_queues.items()
+        if lq.cluster_queue and (ns == team or name == team)
+    }
+
+
+def queue_payload(
+    user: str,
+    *,
+    workloads: Iterable[WorkloadSummary],
+    notebook_pods: Mapping[str, NotebookPod],
+    pending: Mapping[tuple[str, str], list[PendingWorkloadInfo] | None],
+    local_queues: Mapping[tuple[str, str], LocalQueueInfo],
+    cluster_queues: Mapping[str, ClusterQueueInfo],
+    now: datetime,
+    teams: Iterable[str] = (),
+    synced: bool = True,
+    weights: Mapping[str, Fraction] = DEFAULT_GPU_WEIGHTS,
+) -> dict[str, Any]:
+    """The ``GET /services/gpuaas/api/queue`` answer for ``user`` (docs/queue.md).
+
+    Only the user's own pending Workloads are listed, ordered by ClusterQueue position (1-based;
+    ``null`` while Kueue's visibility API has not placed them, e.g. inadmissible ones); ``teams``
+    (the caller's hub groups) adds teams to the per-team counts besides those of the items.
+    """
+    items: list[dict[str, Any]] = []
+    item_teams: set[str] = set()
+    for wl in workloads:
+        if not wl.pending or not user or user_of(wl, notebook_pods) != user:
+            continue
+        lq = local_queues.get((wl.namespace, wl.queue_name))
+        pod = notebook_pods.get(wl.owner_uid) if wl.owner_kind == "Pod" else None
+        answer = pending.get((wl.namespace, wl.queue_name))
+        entry = None
+        for candidate in answer or ():
+            if candidate.name == wl.name or (wl.owner_uid and candidate.owner_uid == wl.owner_uid):
+                entry = candidate
+                break
+        team = (pod.team if pod else "") or wl.namespace
+        item_teams.add(team)
+        geq = pod.gpu_equivalents if pod and pod.gpu_equivalents is not None else None
+        if geq is None:
+            geq = gpu_equivalents(wl.resources, weights)
+        waited = (now - wl.created).total_seconds() if wl.created else None
+        items.append(
+            {
+                "kind": "notebook" if pod else "job" if wl.owner_kind == "Job" else "workload",
+                "name": (pod.server_name or "default") if pod else wl.owner_name or wl.name,
+                "workload": wl.name,
+                "namespace": wl.namespace,
+                "local_queue": wl.queue_name,
+                "cluster_queue": lq.cluster_queue if lq else None,
+                "position_in_local_queue": (
+                    entry.position_in_local_queue + 1 if entry is not None else None
+                ),
+                "position_in_cluster_queue": (
+                    entry.position_in_cluster_queue + 1 if entry is not None else None
+                ),
+                "positions_known": answer is not None,
+                "offering": (pod.offering or None) if pod else wl.labels.get(OFFERING_LABEL),
+                "resources": {k: format_quantity(v) for k, v in sorted(wl.resources.items())},
+                "pods": wl.pods,
+                "gpu_equivalents": _format_fraction(geq),
+                "team": team,
+                "priority_class": wl.priority_class or None,
+                "waiting_since": _iso(wl.created) if wl.created else None,
+                "waited_seconds": max(0, int(waited)) if waited is not None else None,
+                "reason": wl.pending_message or None,
+            }
+        )
+
+    def order(item: dict[str, Any]) -> tuple[Any, ...]:
+        pos = item["position_in_cluster_queue"]
+        return (
+            item["cluster_queue"] or "",
+            pos is None,
+            pos or 0,
+            item["waiting_since"] or "",
+            item["workload"],
+        )
+
+    items.sort(key=order)
+
+    team_rows = []
+    for team in sorted(item_teams | set(teams)):
+        names = _team_cluster_queues(team, local_queues) | {
+            i["cluster_queue"] for i in items if i["team"] == team and i["cluster_queue"]
+        }
+        cqs = [cluster_queues[n] for n in sorted(names) if n in cluster_queues]
+        if not cqs:
+            continue
+        team_rows.append(
+            {
+                "team": team,
+                "admitted": sum(c.admitted_workloads for c in cqs),
+                "pending": sum(c.pending_workloads for c in cqs),
+                "cluster_queues": [
+                    {
+                        "name": c.name,
+                        "admitted": c.admitted_workloads,
+                        "pending": c.pending_workloads,
+                    }
+                    for c in cqs
+                ],
+            }
+        )
+    return {
+        "user": user,
+        "generated_at": _iso(now),
+        "synced": synced,
+        "items": items,
+        "teams": team_rows,
+        "error": None,
+        "error_kind": None,
+    }

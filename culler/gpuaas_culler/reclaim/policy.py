@@ -1,0 +1,770 @@
+"""Reclaim policies: the model, and loading them from YAML (or any plain mapping) with every
+problem reported at once with its field path.
+
+A policy file::
+
+    dry_run: false              # true: decide and record, never act
+    report_stale_after: 10m     # a server whose last activity report is older is "unknown"
+    handoff_timeout: 10m        # a reclaim for queued work succeeds if it is admitted this soon
+    notify:                     # optional: POST each warning and reclaim to a webhook
+      webhook: https://chat.example.org/hooks/gpu-reclaim
+      timeout: 5s               # per post (default 5s); never retried, never blocks a cycle
+    exempt:                     # never reclaimed, whatever policy matches
+      users: [admin]
+      groups: [on-call]
+    defaults:                   # any policy field; a policy's own value wins
+      warn_before: 15m
+    policies:                   # the first policy whose `match` fits a workbench applies
+      - name: gpu-notebooks
+        match: {teams: [team-a], kinds: [gpu, mig]}
+        idle_after: 30m
+        reclaim: when-queued
+        max_idle: 8h
+      - name: everyone-else
+        idle_after: 2h
+
+Policy fields (``defaults`` takes the same, except ``name`` and ``match``):
+
+``match``
+    ``teams``, ``kinds`` (``gpu``, ``mig``, ``shared``, ``cpu``), ``offerings``, ``users``,
+    ``groups``: each a list; a workbench matches when it matches every list given (``groups``:
+    any of the user's groups). No ``match``: every workbench.
+``idle_after`` (required)
+    how long without a busy kernel, terminal activity or (on a whole GPU) utilisation above
+    ``busy_utilization_percent`` before a workbench counts as idle.
+``reclaim``
+    ``when-queued`` (default): only when queued work needs what it holds; ``always``: once idle.
+``max_idle``, ``max_age``
+    reclaim without queued demand once idle this long / once the server is this old (and not
+    busy). Not set: never.
+``warn_before``
+    the warning's countdown: a workbench is reclaimed no sooner than this after its warning.
+``max_snoozes``, ``snooze_for``
+    how often "Keep my GPU" may be pressed per server, and how long each press keeps it.
+``exempt``
+    ``users`` and ``groups`` this policy never reclaims.
+``dry_run``
+    decisions under this policy are recorded, never carried out.
+``busy_utilization_percent``
+    GPU utilisation above this is activity (only where the figure is the server's own).
+``unknown_grace``
+    how long a server may stop reporting (or report NVML errors) before ``max_idle`` and
+    ``max_age`` apply to it regardless; until then it is left alone.
+
+``notify`` (top level only) posts ``{"event": "warn"|"reclaim", "user", "server", "team",
+"reason", "reclaim_at", "at", ...}`` (no tokens) to ``webhook`` (an ``http`` or ``https`` URL)
+for users with no tab open; see :mod:`.notify`.
+
+Durations are written ``45s``, ``30m``, ``2h``, ``1h30m``, ``7d``, ``1w`` (``0`` where zero
+makes sense).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from jupyter_gpuaas.core.catalog import KINDS, FieldError
+
+__all__ = [
+    "RECLAIM_MODES",
+    "FieldError",
+    "Match",
+    "Notify",
+    "Policy",
+    "PolicyError",
+    "PolicySet",
+    "format_duration",
+    "load_policy",
+    "load_policy_file",
+    "parse_duration",
+]
+
+Reclaim = Literal["when-queued", "always"]
+RECLAIM_MODES: tuple[Reclaim, ...] = ("when-queued", "always")
+
+DEFAULT_WARN_BEFORE = timedelta(minutes=15)
+DEFAULT_MAX_SNOOZES = 1
+DEFAULT_SNOOZE_FOR = timedelta(hours=1)
+DEFAULT_BUSY_UTILIZATION = 10.0
+DEFAULT_UNKNOWN_GRACE = timedelta(hours=1)
+DEFAULT_REPORT_STALE_AFTER = timedelta(minutes=10)
+DEFAULT_HANDOFF_TIMEOUT = timedelta(minutes=10)
+DEFAULT_NOTIFY_TIMEOUT = timedelta(seconds=5)
+MAX_NOTIFY_TIMEOUT = timedelta(minutes=1)
+
+_TOP_FIELDS = (
+    "dry_run",
+    "report_stale_after",
+    "handoff_timeout",
+    "notify",
+    "exempt",
+    "defaults",
+    "policies",
+)
+_NOTIFY_FIELDS = ("webhook", "timeout")
+_POLICY_FIELDS = (
+    "idle_after",
+    "reclaim",
+    "max_idle",
+    "max_age",
+    "warn_before",
+    "max_snoozes",
+    "snooze_for",
+    "exempt",
+    "dry_run",
+    "busy_utilization_percent",
+    "unknown_grace",
+)
+_MATCH_FIELDS = ("teams", "kinds", "offerings", "users", "groups")
+_EXEMPT_FIELDS = ("users", "groups")
+_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DURATION_RE = re.compile(r"^\s*(?:\d+\s*[wdhms]\s*)+$")
+_DURATION_PART_RE = re.compile(r"(\d+)\s*([wdhms])")
+_UNIT_SECONDS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
+DURATION_HINT = "use e.g. 30m, 2h"
+
+
+# --------------------------------------------------------------------------- durations
+
+
+def parse_duration(value: object) -> timedelta:
+    """``"1h30m"`` → ``timedelta(hours=1, minutes=30)``; ``0`` and ``"0"`` are zero.
+
+    Raises :class:`ValueError` with the message a policy error shows.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value == 0:
+        return timedelta(0)
+    if isinstance(value, str):
+        text = value.strip()
+        if text == "0":
+            return timedelta(0)
+        if _DURATION_RE.match(text):
+            seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART_RE.findall(text))
+            return timedelta(seconds=seconds)
+    shown = json.dumps(value) if isinstance(value, str) else repr(value)
+    extra = " (a number needs a unit)" if isinstance(value, int | float) else ""
+    raise ValueError(f"{shown} is not a duration{extra} ({DURATION_HINT})")
+
+
+def format_duration(value: timedelta) -> str:
+    """The inverse of :func:`parse_duration`, shortest first: ``"1h30m"``, ``"2d"``, ``"0s"``.
+
+    Sub-second parts are dropped; negative durations get a leading ``-``.
+    """
+    total = int(value.total_seconds())
+    sign = "-" if total < 0 else ""
+    total = abs(total)
+    if total == 0:
+        return "0s"
+    parts: list[str] = []
+    for unit in ("d", "h", "m", "s"):
+        n, total = divmod(total, _UNIT_SECONDS[unit])
+        if n:
+            parts.append(f"{n}{unit}")
+    return sign + "".join(parts)
+
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True)
+class Match:
+    """Which workbenches a policy applies to; an empty set means "any"."""
+
+    teams: frozenset[str] = frozenset()
+    kinds: frozenset[str] = frozenset()
+    offerings: frozenset[str] = frozenset()
+    users: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
+
+    def matches(
+        self, *, team: str, kind: str, offering: str, user: str, groups: Iterable[str]
+    ) -> bool:
+        return (
+            (not self.teams or team in self.teams)
+            and (not self.kinds or kind in self.kinds)
+            and (not self.offerings or offering in self.offerings)
+            and (not self.users or user in self.users)
+            and (not self.groups or not self.groups.isdisjoint(groups))
+        )
+
+    def covers(self, other: Match) -> bool:
+        """Whether every workbench ``other`` matches is matched by this one too."""
+        pairs = (
+            (self.teams, other.teams),
+            (self.kinds, other.kinds),
+            (self.offerings, other.offerings),
+            (self.users, other.users),
+            (self.groups, other.groups),
+        )
+        return all(not mine or (theirs and theirs <= mine) for mine, theirs in pairs)
+
+    def describe(self) -> str:
+        parts = [
+            f"{label}={','.join(sorted(values))}"
+            for label, values in (
+                ("teams", self.teams),
+                ("kinds", self.kinds),
+                ("offerings", self.offerings),
+                ("users", self.users),
+                ("groups", self.groups),
+            )
+            if values
+        ]
+        return " ".join(parts) or "every workbench"
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    idle_after: timedelta
+    match: Match = field(default_factory=Match)
+    reclaim: Reclaim = "when-queued"
+    max_idle: timedelta | None = None
+    max_age: timedelta | None = None
+    warn_before: timedelta = DEFAULT_WARN_BEFORE
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
+    snooze_for: timedelta = DEFAULT_SNOOZE_FOR
+    exempt_users: frozenset[str] = frozenset()
+    exempt_groups: frozenset[str] = frozenset()
+    dry_run: bool = False
+    busy_utilization_percent: float = DEFAULT_BUSY_UTILIZATION
+    unknown_grace: timedelta = DEFAULT_UNKNOWN_GRACE
+
+    def describe(self) -> str:
+        """One line for ``--check-policy``: what it matches and what it does."""
+        parts = [f"match {self.match.describe()}", f"idle after {format_duration(self.idle_after)}"]
+        parts.append(
+            "reclaim when queued work needs it"
+            if self.reclaim == "when-queued"
+            else "reclaim always"
+        )
+        if self.max_idle is not None:
+            parts.append(f"max idle {format_duration(self.max_idle)}")
+        if self.max_age is not None:
+            parts.append(f"max age {format_duration(self.max_age)}")
+        parts.append(f"warn {format_duration(self.warn_before)} before")
+        parts.append(f"{self.max_snoozes} snooze(s) of {format_duration(self.snooze_for)}")
+        if self.dry_run:
+            parts.append("dry run")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Notify:
+    """Where warnings and reclaims are posted for users with no tab open."""
+
+    webhook: str
+    timeout: timedelta = DEFAULT_NOTIFY_TIMEOUT
+
+
+@dataclass(frozen=True)
+class PolicySet:
+    """A whole policy file: the policies in order, and the settings that are not per policy."""
+
+    policies: tuple[Policy, ...]
+    exempt_users: frozenset[str] = frozenset()
+    exempt_groups: frozenset[str] = frozenset()
+    dry_run: bool = False
+    report_stale_after: timedelta = DEFAULT_REPORT_STALE_AFTER
+    handoff_timeout: timedelta = DEFAULT_HANDOFF_TIMEOUT
+    notify: Notify | None = None
+
+    def policy_for(
+        self, *, team: str, kind: str, offering: str, user: str, groups: Iterable[str]
+    ) -> Policy | None:
+        """The first policy that matches, or ``None``."""
+        groups = tuple(groups)
+        for policy in self.policies:
+            if policy.match.matches(
+                team=team, kind=kind, offering=offering, user=user, groups=groups
+            ):
+                return policy
+        return None
+
+    @property
+    def names_groups(self) -> bool:
+        """Whether any match or exemption names hub groups (the culler then reads them)."""
+        return bool(self.exempt_groups) or any(
+            p.match.groups or p.exempt_groups for p in self.policies
+        )
+
+    def exemption(self, policy: Policy | None, user: str, groups: Iterable[str]) -> str | None:
+        """Why ``user`` is exempt (a sentence naming the list), or ``None``."""
+        mine = set(groups)
+        if user in self.exempt_users:
+            return f"user {user} is exempt (exempt.users)"
+        hit = sorted(mine & self.exempt_groups)
+        if hit:
+            return f"group {hit[0]} is exempt (exempt.groups)"
+        if policy is not None:
+            if user in policy.exempt_users:
+                return f"user {user} is exempt by policy {policy.name}"
+            hit = sorted(mine & policy.exempt_groups)
+            if hit:
+                return f"group {hit[0]} is exempt by policy {policy.name}"
+        return None
+
+
+class PolicyError(ValueError):
+    """The policy is invalid; ``errors`` holds every problem with its field path."""
+
+    def __init__(self, errors: Sequence[FieldError], origin: str = "") -> None:
+        self.errors: tuple[FieldError, ...] = tuple(errors)
+        self.origin = origin
+        where = f" in {origin}" if origin else ""
+        lines = "\n".join(f"  {e}" for e in self.errors)
+        super().__init__(f"invalid culler policy{where} ({len(self.errors)} problem(s)):\n{lines}")
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_policy_file(path: str, *, known_teams: Collection[str] | None = None) -> PolicySet:
+    """Read and check a YAML policy file (``yaml.safe_load``: plain data only)."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise PolicyError(
+            [FieldError("(file)", f"cannot read the policy file: {e.strerror}")], path
+        ) from e
+    except yaml.YAMLError as e:
+        raise PolicyError([FieldError("(file)", f"not valid YAML: {e}")], path) from e
+    return load_policy(data, origin=path, known_teams=known_teams)
+
+
+def load_policy(
+    data: object, *, origin: str = "", known_teams: Collection[str] | None = None
+) -> PolicySet:
+    """Check a policy given as plain data; raise :class:`PolicyError` listing every problem.
+
+    ``known_teams`` (the catalog's tenant names), when given, is checked against
+    ``match.teams``.
+    """
+    errs = _Errors()
+    if data is None:
+        errs.add("policies", "is required: the file is empty")
+        raise PolicyError(errs.items, origin)
+    if not isinstance(data, Mapping):
+        errs.add("(top level)", f"must be a mapping with 'policies', not {_type(data)}")
+        raise PolicyError(errs.items, origin)
+    _unknown_keys(errs, "", data, _TOP_FIELDS)
+
+    dry_run = _bool(errs, "", data, "dry_run", default=False)
+    stale = _duration(errs, "", data, "report_stale_after", positive=True)
+    handoff = _duration(errs, "", data, "handoff_timeout", positive=True)
+    exempt_users, exempt_groups = _exempt(errs, "", data)
+    notify = _notify(errs, data)
+
+    defaults: dict[str, Any] = {}
+    bad_defaults: set[str] = set()
+    raw_defaults = data.get("defaults")
+    if raw_defaults is not None:
+        if not isinstance(raw_defaults, Mapping):
+            errs.add("defaults", f"must be a mapping of policy fields, not {_type(raw_defaults)}")
+        else:
+            for key in raw_defaults:
+                if key in ("name", "match"):
+                    errs.add(_path("defaults", str(key)), "belongs in each policy, not in defaults")
+            _unknown_keys(errs, "defaults", raw_defaults, (*_POLICY_FIELDS, "name", "match"))
+            for key in _POLICY_FIELDS:
+                if key not in raw_defaults:
+                    continue
+                n = len(errs.items)
+                value = _FIELD_READERS[key](errs, "defaults", raw_defaults)
+                if len(errs.items) > n:
+                    bad_defaults.add(key)
+                else:
+                    defaults[key] = value
+
+    policies: list[Policy] = []
+    raw_policies = data.get("policies")
+    if raw_policies is None:
+        errs.add("policies", "is required (a list of policies)")
+    elif not isinstance(raw_policies, list):
+        errs.add("policies", f"must be a list of policies, not {_type(raw_policies)}")
+    elif not raw_policies:
+        errs.add("policies", "must not be empty")
+    else:
+        names: dict[str, str] = {}
+        placed: list[tuple[str, Policy]] = []
+        for i, raw in enumerate(raw_policies):
+            p = f"policies[{i}]"
+            if not isinstance(raw, Mapping):
+                errs.add(p, f"must be a mapping with 'name', 'idle_after', ..., not {_type(raw)}")
+                continue
+            policy = _read_policy(errs, p, raw, defaults, bad_defaults, known_teams)
+            if policy is None:
+                continue
+            if policy.name in names:
+                errs.add(
+                    _path(p, "name"), f"{policy.name!r} is already used by {names[policy.name]}"
+                )
+            else:
+                names[policy.name] = p
+            for earlier_path, earlier in placed:
+                if earlier.match.covers(policy.match):
+                    errs.add(
+                        _path(p, "match"),
+                        f"never applies: {earlier_path} ({earlier.name}) comes first and matches"
+                        " every workbench this one matches (the first matching policy applies)",
+                    )
+                    break
+            placed.append((p, policy))
+            policies.append(policy)
+
+    if errs.items:
+        raise PolicyError(errs.items, origin)
+    return PolicySet(
+        policies=tuple(policies),
+        exempt_users=exempt_users,
+        exempt_groups=exempt_groups,
+        dry_run=bool(dry_run),
+        report_stale_after=stale if stale is not None else DEFAULT_REPORT_STALE_AFTER,
+        handoff_timeout=handoff if handoff is not None else DEFAULT_HANDOFF_TIMEOUT,
+        notify=notify,
+    )
+
+
+def _read_policy(
+    errs: _Errors,
+    p: str,
+    raw: Mapping[str, Any],
+    defaults: Mapping[str, Any],
+    bad_defaults: set[str],
+    known_teams: Collection[str] | None,
+) -> Policy | None:
+    _unknown_keys(errs, p, raw, ("name", "match", *_POLICY_FIELDS))
+    start = len(errs.items)
+    name = raw.get("name")
+    if name is None:
+        errs.add(_path(p, "name"), "is required (it names the policy in every decision)")
+    elif not isinstance(name, str) or not _NAME_RE.match(name):
+        errs.add(
+            _path(p, "name"),
+            f"{json.dumps(name) if isinstance(name, str) else repr(name)} is not a name"
+            " (letters, digits, '-', '_', '.'; at most 63)",
+        )
+    match = _match(errs, p, raw, known_teams)
+    values: dict[str, Any] = {}
+    for key in _POLICY_FIELDS:
+        if key in raw and raw[key] is not None:
+            values[key] = _FIELD_READERS[key](errs, p, raw)
+        elif key in defaults:
+            values[key] = defaults[key]
+    if (
+        values.get("idle_after") is None
+        and "idle_after" not in bad_defaults
+        and raw.get("idle_after") is None
+    ):
+        errs.add(_path(p, "idle_after"), "is required (here or in defaults), e.g. 30m")
+    if len(errs.items) > start:
+        return None
+
+    idle_after: timedelta = values["idle_after"]
+    max_idle: timedelta | None = values.get("max_idle")
+    if max_idle is not None and max_idle < idle_after:
+        where = "" if "max_idle" in raw else " (from defaults.max_idle)"
+        errs.add(
+            _path(p, "max_idle"),
+            f"{format_duration(max_idle)}{where} is shorter than idle_after"
+            f" {format_duration(idle_after)}: it would apply before the workbench counts as idle",
+        )
+    exempt_users, exempt_groups = values.get("exempt") or (frozenset(), frozenset())
+    assert isinstance(name, str)
+    return Policy(
+        name=name,
+        idle_after=idle_after,
+        match=match,
+        reclaim=values.get("reclaim") or "when-queued",
+        max_idle=max_idle,
+        max_age=values.get("max_age"),
+        warn_before=_default(values.get("warn_before"), DEFAULT_WARN_BEFORE),
+        max_snoozes=_default(values.get("max_snoozes"), DEFAULT_MAX_SNOOZES),
+        snooze_for=_default(values.get("snooze_for"), DEFAULT_SNOOZE_FOR),
+        exempt_users=exempt_users,
+        exempt_groups=exempt_groups,
+        dry_run=bool(values.get("dry_run", False)),
+        busy_utilization_percent=_default(
+            values.get("busy_utilization_percent"), DEFAULT_BUSY_UTILIZATION
+        ),
+        unknown_grace=_default(values.get("unknown_grace"), DEFAULT_UNKNOWN_GRACE),
+    )
+
+
+def _default(value: Any, fallback: Any) -> Any:
+    return fallback if value is None else value
+
+
+def _match(
+    errs: _Errors, p: str, raw: Mapping[str, Any], known_teams: Collection[str] | None
+) -> Match:
+    value = raw.get("match")
+    if value is None:
+        return Match()
+    mp = _path(p, "match")
+    if not isinstance(value, Mapping):
+        errs.add(
+            mp, f"must be a mapping with teams/kinds/offerings/users/groups, not {_type(value)}"
+        )
+        return Match()
+    _unknown_keys(errs, mp, value, _MATCH_FIELDS)
+    teams = _str_set(errs, mp, value, "teams")
+    kinds = _str_set(errs, mp, value, "kinds")
+    for i, kind in enumerate(_str_list_items(value, "kinds")):
+        if isinstance(kind, str) and kind and kind not in KINDS:
+            hint = difflib.get_close_matches(kind, KINDS, n=1)
+            more = f" (did you mean {hint[0]!r}?)" if hint else ""
+            errs.add(f"{mp}.kinds[{i}]", f"{kind!r} is not a kind: one of {', '.join(KINDS)}{more}")
+    if known_teams is not None:
+        for i, team in enumerate(_str_list_items(value, "teams")):
+            if isinstance(team, str) and team and team not in known_teams:
+                hint = difflib.get_close_matches(team, list(known_teams), n=1)
+                more = f" (did you mean {hint[0]!r}?)" if hint else ""
+                errs.add(f"{mp}.teams[{i}]", f"{team!r} is not a team in the catalog{more}")
+    return Match(
+        teams=teams,
+        kinds=kinds,
+        offerings=_str_set(errs, mp, value, "offerings"),
+        users=_str_set(errs, mp, value, "users"),
+        groups=_str_set(errs, mp, value, "groups"),
+    )
+
+
+# --------------------------------------------------------------------------- field readers
+
+
+class _Errors:
+    def __init__(self) -> None:
+        self.items: list[FieldError] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append(FieldError(path, message))
+
+
+def _path(base: str, key: str) -> str:
+    if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+        return f"{base}.{key}" if base else key
+    return f"{base}[{json.dumps(key)}]"
+
+
+def _type(value: object) -> str:
+    return {
+        "NoneType": "nothing",
+        "str": "a string",
+        "int": "a number",
+        "float": "a number",
+        "bool": "true/false",
+        "list": "a list",
+        "dict": "a mapping",
+    }.get(type(value).__name__, type(value).__name__)
+
+
+def _unknown_keys(
+    errs: _Errors, base: str, data: Mapping[Any, Any], allowed: Sequence[str]
+) -> None:
+    for key in data:
+        if key not in allowed:
+            hint = difflib.get_close_matches(str(key), list(allowed), n=1)
+            more = f" (did you mean {hint[0]!r}?)" if hint else ""
+            errs.add(_path(base, str(key)), f"unknown field{more}")
+
+
+def _duration(
+    errs: _Errors, base: str, data: Mapping[str, Any], key: str, *, positive: bool
+) -> timedelta | None:
+    if data.get(key) is None:
+        return None
+    try:
+        value = parse_duration(data[key])
+    except ValueError as e:
+        errs.add(_path(base, key), str(e))
+        return None
+    if positive and value <= timedelta(0):
+        errs.add(_path(base, key), f"must be longer than 0 ({DURATION_HINT})")
+        return None
+    return value
+
+
+def _bool(errs: _Errors, base: str, data: Mapping[str, Any], key: str, *, default: bool) -> bool:
+    value = data.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        errs.add(_path(base, key), f"must be true or false, not {value!r}")
+        return default
+    return value
+
+
+def _str_list_items(data: Mapping[str, Any], key: str) -> list[Any]:
+    value = data.get(key)
+    return value if isinstance(value, list) else []
+
+
+def _str_set(errs: _Errors, base: str, data: Mapping[str, Any], key: str) -> frozenset[str]:
+    value = data.get(key)
+    if value is None:
+        return frozenset()
+    p = _path(base, key)
+    if not isinstance(value, list):
+        errs.add(p, f"must be a list of names, not {_type(value)}")
+        return frozenset()
+    if not value:
+        errs.add(p, "must not be empty (leave it out to match any)")
+    out: set[str] = set()
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            errs.add(f"{p}[{i}]", f"must be a non-empty string, not {item!r}")
+        elif item in out:
+            errs.add(f"{p}[{i}]", f"{item!r} is listed twice")
+        else:
+            out.add(item)
+    return frozenset(out)
+
+
+def _exempt(
+    errs: _Errors, base: str, data: Mapping[str, Any]
+) -> tuple[frozenset[str], frozenset[str]]:
+    value = data.get("exempt")
+    if value is None:
+        return frozenset(), frozenset()
+    p = _path(base, "exempt")
+    if not isinstance(value, Mapping):
+        errs.add(p, f"must be a mapping with 'users' and/or 'groups', not {_type(value)}")
+        return frozenset(), frozenset()
+    _unknown_keys(errs, p, value, _EXEMPT_FIELDS)
+    return _str_set(errs, p, value, "users"), _str_set(errs, p, value, "groups")
+
+
+def _notify(errs: _Errors, data: Mapping[str, Any]) -> Notify | None:
+    value = data.get("notify")
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        errs.add("notify", f"must be a mapping with 'webhook' (and 'timeout'), not {_type(value)}")
+        return None
+    _unknown_keys(errs, "notify", value, _NOTIFY_FIELDS)
+    start = len(errs.items)
+    url = value.get("webhook")
+    if url is None:
+        errs.add("notify.webhook", "is required (the URL warnings and reclaims are posted to)")
+    elif not isinstance(url, str):
+        errs.add("notify.webhook", f"must be a URL, not {_type(url)}")
+    else:
+        parts = urlsplit(url.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            errs.add(
+                "notify.webhook",
+                f"{json.dumps(url)} is not an http(s) URL (e.g. https://chat.example.org/hook)",
+            )
+        elif parts.username is not None or parts.password is not None:
+            errs.add(
+                "notify.webhook",
+                "must not carry credentials (user:password@); use a URL the receiver accepts as is",
+            )
+    timeout = _duration(errs, "notify", value, "timeout", positive=True)
+    if timeout is not None and timeout > MAX_NOTIFY_TIMEOUT:
+        errs.add(
+            "notify.timeout",
+            f"{format_duration(timeout)} is longer than {format_duration(MAX_NOTIFY_TIMEOUT)}"
+            " (a post that slow only holds connections open)",
+        )
+    if len(errs.items) > start or not isinstance(url, str):
+        return None
+    return Notify(webhook=url.strip(), timeout=timeout or DEFAULT_NOTIFY_TIMEOUT)
+
+
+def _read_idle_after(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+    return _duration(errs, base, data, "idle_after", positive=True)
+
+
+def _read_reclaim(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+    value = data.get("reclaim")
+    if value is None:
+        return None
+    if value not in RECLAIM_MODES:
+        shown = json.dumps(value) if isinstance(value, str) else repr(value)
+        hint = difflib.get_close_matches(str(value), RECLAIM_MODES, n=1)
+        more = f" (did you mean {hint[0]!r}?)" if hint else ""
+        errs.add(
+            _path(base, "reclaim"),
+            f"{shown} is not one of {', '.join(RECLAIM_MODES)}{more}",
+        )
+        return None
+    return value
+
+
+def _read_max_idle(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+    return _duration(errs, base, data, "max_idle", positive=True)
+
+
+def _read_max_age(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+    return _duration(errs, base, data, "max_age", positive=True)
+
+
+def _read_warn_before(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+    return _duration(errs, base, data, "warn_before", positive=False)
+
+
+def _read_snooze_for(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+    return _duration(errs, base, data, "snooze_for", positive=True)
+
+
+def _read_unknown_grace(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+    return _duration(errs, base, data, "unknown_grace", positive=False)
+
+
+def _read_max_snoozes(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+    value = data.get("max_snoozes")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        errs.add(_path(base, "max_snoozes"), f"must be a whole number, 0 or more, not {value!r}")
+        return None
+    return value
+
+
+def _read_dry_run(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+    return _bool(errs, base, data, "dry_run", default=False)
+
+
+def _read_busy(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+    value = data.get("busy_utilization_percent")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
+        errs.add(
+            _path(base, "busy_utilization_percent"),
+            f"must be a percentage from 0 to 100, not {value!r}",
+        )
+        return None
+    return float(value)
+
+
+def _read_exempt(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+    return _exempt(errs, base, data)
+
+
+_FIELD_READERS = {
+    "idle_after": _read_idle_after,
+    "reclaim": _read_reclaim,
+    "max_idle": _read_max_idle,
+    "max_age": _read_max_age,
+    "warn_before": _read_warn_before,
+    "max_snoozes": _read_max_snoozes,
+    "snooze_for": _read_snooze_for,
+    "exempt": _read_exempt,
+    "dry_run": _read_dry_run,
+    "busy_utilization_percent": _read_busy,
+    "unknown_grace": _read_unknown_grace,
+}

@@ -1,0 +1,311 @@
+"""A JSON snapshot of the culler's inputs, for ``gpuaas-culler --explain --snapshot FILE``.
+
+The live service gathers the same inputs from the Hub and Kubernetes; a snapshot lets an admin
+(and the tests) ask "what would it do with this?" without either. Shape::
+
+    {
+      "now": "2026-11-30T16:40:00Z",                # optional: the clock (default: now)
+      "workbenches": [{
+        "user": "alice", "server": "", "groups": ["team-a"], "team": "team-a",
+        "kind": "mig", "offering": "mig-1g", "gpu_equivalents": "1/7",
+        "holds": [{"flavor": "a100-mig", "resource": "nvidia.com/mig-1g.5gb", "amount": 1}],
+        "cluster_queue": "team-a-notebooks", "cohorts": ["team-a"],
+        "started_at": "...", "phase": "running",
+        "snoozes_used": 0, "snoozed_until": null, "warned_at": null,
+        "activity": {... the server's `activity` payload (docs/api.md) ...},
+        "activity_received_at": "...",
+        "pod_utilization": 12.5,                     # optional: DCGM's per-pod %, via Prometheus
+        "last_active": "..."                         # optional: the previous verdict's
+      }],
+      "pending": [{
+        "name": "train-1", "namespace": "team-a", "cluster_queue": "team-a-training",
+        "cohorts": ["team-a"], "priority": 100, "position": 0,
+        "needs": [{"resource": "nvidia.com/mig-1g.5gb", "amount": 2,
+                   "flavors": ["a100-mig"], "free": {"a100-mig": 0}}]
+      }],
+      "handoffs": [{"workload": "team-a/train-0", "cluster_queue": "team-a-training",
+                    "reclaimed_at": "...", "admitted_at": null}]
+    }
+
+``activity`` may be left out or ``null``: the server has not reported (unknown). Amounts are
+numbers or Kubernetes quantities; ``gpu_equivalents`` also takes ``"1/7"``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from fractions import Fraction
+from typing import Any, TypeVar
+
+from gpuaas_culler.reclaim.decide import PHASES, HandOffRecord, Need, PendingWorkload, Workbench
+from gpuaas_culler.reclaim.idleness import Idleness, ReportError, State, judge, parse_report
+from gpuaas_culler.reclaim.policy import DEFAULT_BUSY_UTILIZATION, PolicySet
+from jupyter_gpuaas.core.catalog import KINDS, FieldError, object_items
+from jupyter_gpuaas.core.kueue import QuantityError, parse_quantity, parse_time
+
+__all__ = ["Snapshot", "SnapshotError", "load_snapshot", "load_snapshot_file"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    now: datetime
+    workbenches: tuple[Workbench, ...]
+    pending: tuple[PendingWorkload, ...]
+    handoffs: tuple[HandOffRecord, ...]
+
+
+class SnapshotError(ValueError):
+    def __init__(self, errors: list[FieldError], origin: str = "") -> None:
+        self.errors = tuple(errors)
+        self.origin = origin
+        lines = "\n".join(f"  {e}" for e in self.errors)
+        where = f" {origin}" if origin else ""
+        super().__init__(f"invalid snapshot{where} ({len(self.errors)} problem(s)):\n{lines}")
+
+
+def load_snapshot_file(path: str, policies: PolicySet, *, now: datetime | None = None) -> Snapshot:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise SnapshotError([FieldError("(file)", f"cannot read it: {e.strerror}")], path) from e
+    except json.JSONDecodeError as e:
+        raise SnapshotError([FieldError("(file)", f"not valid JSON: {e}")], path) from e
+    return load_snapshot(data, policies, now=now, origin=path)
+
+
+class _Reader:
+    def __init__(self) -> None:
+        self.errors: list[FieldError] = []
+
+    def fail(self, path: str, message: str) -> None:
+        self.errors.append(FieldError(path, message))
+
+    def get(
+        self,
+        data: Mapping[str, Any],
+        path: str,
+        key: str,
+        convert: Callable[[Any], T],
+        what: str,
+        default: T,
+        *,
+        required: bool = False,
+    ) -> T:
+        where = f"{path}.{key}" if path else key
+        value = data.get(key)
+        if value is None:
+            if required:
+                self.fail(where, "is required")
+            return default
+        try:
+            return convert(value)
+        except (ValueError, TypeError, ZeroDivisionError, QuantityError):
+            self.fail(where, f"{value!r} is not {what}")
+            return default
+
+    def objects(self, data: Mapping[str, Any], key: str) -> list[tuple[str, Mapping[str, Any]]]:
+        return object_items(data.get(key), key, self.fail)
+
+
+def _percent(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
+        raise ValueError(value)
+    return float(value)
+
+
+def _time(value: Any) -> datetime:
+    parsed = parse_time(value)
+    if parsed is None:
+        raise ValueError(value)
+    return parsed
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
+def _texts(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError(value)
+    return tuple(value)
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(value)
+    return value
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(value)
+    return value
+
+
+def _amount(value: Any) -> Fraction:
+    slash = isinstance(value, str) and "/" in value
+    result = Fraction(value) if slash else parse_quantity(value)
+    if result < 0:
+        raise ValueError(value)
+    return result
+
+
+def _kind(value: Any) -> str:
+    if value not in KINDS:
+        raise ValueError(value)
+    return str(value)
+
+
+def _phase(value: Any) -> str:
+    if value not in PHASES:
+        raise ValueError(value)
+    return str(value)
+
+
+def load_snapshot(
+    data: Any, policies: PolicySet, *, now: datetime | None = None, origin: str = ""
+) -> Snapshot:
+    """Read a snapshot; judge each workbench's activity with its policy's settings."""
+    r = _Reader()
+    if not isinstance(data, Mapping):
+        raise SnapshotError([FieldError("(top level)", "must be a JSON object")], origin)
+    clock = r.get(data, "", "now", _time, "an ISO 8601 time", None)
+    if clock is None:
+        clock = now or datetime.now(timezone.utc)
+    elif now is not None:
+        clock = now
+
+    workbenches: list[Workbench] = []
+    for p, d in r.objects(data, "workbenches"):
+        user = r.get(d, p, "user", _text, "a user name", "", required=True)
+        server = r.get(d, p, "server", _text, "a server name", "")
+        groups: tuple[str, ...] = r.get(d, p, "groups", _texts, "a list of group names", ())
+        team = r.get(d, p, "team", _text, "a team name", "")
+        kind = r.get(d, p, "kind", _kind, f"one of {', '.join(KINDS)}", "gpu", required=True)
+        offering = r.get(d, p, "offering", _text, "an offering slug", "")
+        started = r.get(d, p, "started_at", _time, "an ISO 8601 time", clock, required=True)
+        holds: dict[tuple[str, str], Fraction] = {}
+        what = "must be a list of {flavor, resource, amount}"
+        for hp, h in object_items(d.get("holds"), f"{p}.holds", r.fail, what):
+            flavor = r.get(h, hp, "flavor", _text, "a flavor name", "", required=True)
+            resource = r.get(h, hp, "resource", _text, "a resource name", "", required=True)
+            amount = r.get(h, hp, "amount", _amount, "an amount", Fraction(0), required=True)
+            holds[(flavor, resource)] = holds.get((flavor, resource), Fraction(0)) + amount
+
+        policy = policies.policy_for(
+            team=team, kind=kind, offering=offering, user=user, groups=groups
+        )
+        threshold = policy.busy_utilization_percent if policy else DEFAULT_BUSY_UTILIZATION
+        report = None
+        if d.get("activity") is not None:
+            received = r.get(
+                d, p, "activity_received_at", _time, "an ISO 8601 time", clock, required=True
+            )
+            try:
+                report = parse_report(d["activity"], received)
+            except ReportError as e:
+                for err in e.errors:
+                    r.fail(f"{p}.activity.{err.path}", err.message)
+        last_active = r.get(d, p, "last_active", _time, "an ISO 8601 time", None)
+        previous = Idleness(State.IDLE, last_active, "previous verdict") if last_active else None
+        utilization = r.get(d, p, "pod_utilization", _percent, "a percentage (0-100)", None)
+        idleness = judge(
+            report,
+            kind=kind,
+            started_at=started,
+            now=clock,
+            stale_after=policies.report_stale_after,
+            busy_utilization_percent=threshold,
+            previous=previous,
+            pod_utilization=utilization,
+        )
+        workbenches.append(
+            Workbench(
+                user=user,
+                server=server,
+                groups=groups,
+                team=team,
+                kind=kind,
+                offering=offering,
+                holds=holds,
+                gpu_equivalents=r.get(
+                    d, p, "gpu_equivalents", _amount, "a number such as 1 or 1/7", Fraction(0)
+                ),
+                cluster_queue=r.get(d, p, "cluster_queue", _text, "a ClusterQueue name", ""),
+                cohorts=r.get(d, p, "cohorts", _texts, "a list of cohort names", ()),
+                started_at=started,
+                phase=r.get(d, p, "phase", _phase, f"one of {', '.join(PHASES)}", "running"),
+                idleness=idleness,
+                snoozes_used=r.get(d, p, "snoozes_used", _count, "a whole number", 0),
+                snoozed_until=r.get(d, p, "snoozed_until", _time, "an ISO 8601 time", None),
+                warned_at=r.get(d, p, "warned_at", _time, "an ISO 8601 time", None),
+            )
+        )
+    keys = [wb.key for wb in workbenches]
+    for i, key in enumerate(keys):
+        if key in keys[:i]:
+            r.fail(f"workbenches[{i}]", f"server {key!r} is listed twice")
+
+    pending: list[PendingWorkload] = []
+    for p, d in r.objects(data, "pending"):
+        needs: list[Need] = []
+        what = "must be a list of {resource, amount, flavors, free}"
+        for np_, n in object_items(d.get("needs"), f"{p}.needs", r.fail, what):
+            free: dict[str, Fraction] = {}
+            raw_free = n.get("free") or {}
+            if not isinstance(raw_free, Mapping):
+                r.fail(f"{np_}.free", "must map flavor names to amounts")
+                raw_free = {}
+            for flavor in raw_free:
+                free[str(flavor)] = r.get(
+                    raw_free, f"{np_}.free", flavor, _amount, "an amount", Fraction(0)
+                )
+            needs.append(
+                Need(
+                    resource=r.get(n, np_, "resource", _text, "a resource name", "", required=True),
+                    amount=r.get(
+                        n, np_, "amount", _amount, "an amount", Fraction(0), required=True
+                    ),
+                    flavors=r.get(n, np_, "flavors", _texts, "a list of flavor names", ()),
+                    free=free,
+                )
+            )
+        pending.append(
+            PendingWorkload(
+                name=r.get(d, p, "name", _text, "a workload name", "", required=True),
+                namespace=r.get(d, p, "namespace", _text, "a namespace", "", required=True),
+                cluster_queue=r.get(
+                    d, p, "cluster_queue", _text, "a ClusterQueue name", "", required=True
+                ),
+                cohorts=r.get(d, p, "cohorts", _texts, "a list of cohort names", ()),
+                priority=r.get(d, p, "priority", _int, "a whole number", 0),
+                position=r.get(d, p, "position", _count, "a position (0 or more)", 0),
+                needs=tuple(needs),
+                local_queue=r.get(d, p, "local_queue", _text, "a LocalQueue name", ""),
+            )
+        )
+
+    handoffs = [
+        HandOffRecord(
+            workload=r.get(d, p, "workload", _text, "namespace/name", "", required=True),
+            cluster_queue=r.get(
+                d, p, "cluster_queue", _text, "a ClusterQueue name", "", required=True
+            ),
+            reclaimed_at=r.get(
+                d, p, "reclaimed_at", _time, "an ISO 8601 time", clock, required=True
+            ),
+            admitted_at=r.get(d, p, "admitted_at", _time, "an ISO 8601 time", None),
+        )
+        for p, d in r.objects(data, "handoffs")
+    ]
+    if r.errors:
+        raise SnapshotError(r.errors, origin)
+    return Snapshot(clock, tuple(workbenches), tuple(pending), tuple(handoffs))

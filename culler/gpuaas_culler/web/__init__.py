@@ -1,0 +1,1 @@
+"""culler/gpuaas_culler/web"""

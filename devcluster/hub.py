@@ -1,0 +1,211 @@
+"""A real JupyterHub with GPUaaSSpawner on the dev cluster: used by ``make demo`` and tests/hub.
+
+:func:`write_hub_config` writes a ``jupyterhub_config.py`` for a cluster started by
+``devcluster.up()``; :class:`HubProcess` runs ``jupyterhub`` with it (and
+configurable-http-proxy), all on 127.0.0.1. The hub talks to Kubernetes with its own
+ServiceAccount token (``<cluster state>/credentials/hub.kubeconfig``, RBAC of
+``devcluster/manifests/50-rbac.yaml`` and ``55-hub-secrets-rbac.yaml``). Users' servers are pods
+in ``jupyter-users`` queued by Kueue; on the node agent's node ``local-0`` they are real
+``jupyterhub-singleuser`` processes with simulated GPUs and the GPU sidebar.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO_CATALOG = REPO / "spawner" / "demo-catalog.yaml"
+# What local-0 advertises (devcluster/nodes.yaml), as the sidebar's simulated GPUs.
+LOCAL_SIMULATED_DEVICES = "1xA100-40GB,1xA100-40GB:mig=2x1g.5gb+1x3g.20gb"
+DEFAULT_TEAMS: dict[str, list[str]] = {"team-a": ["alice", "bob"], "team-b": ["carol", "dave"]}
+
+
+def free_port(preferred: int = 0) -> int:
+    """``preferred`` if it is free on 127.0.0.1, else any free port."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", preferred))
+        except OSError:
+            s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def find_chp() -> str:
+    """The configurable-http-proxy executable JupyterHub starts (raises if there is none)."""
+    candidates = [
+        os.environ.get("CONFIGPROXY_EXECUTABLE", ""),
+        shutil.which("configurable-http-proxy") or "",
+        str(REPO / "node_modules" / ".bin" / "configurable-http-proxy"),  # from `npm ci`
+    ]
+    for path in candidates:
+        if path and os.access(path, os.X_OK):
+            return path
+    raise FileNotFoundError(
+        "configurable-http-proxy not found: run `make install` (it comes with `npm ci`), "
+        "or set CONFIGPROXY_EXECUTABLE"
+    )
+
+
+@dataclass
+class HubSettings:
+    """Where and how the hub runs."""
+
+    state_dir: Path
+    kubeconfig: Path
+    port: int = 0  # public (proxy) port; 0: a free one
+    catalog_file: Path = DEMO_CATALOG
+    teams: Mapping[str, list[str]] = field(default_factory=lambda: dict(DEFAULT_TEAMS))
+    admin_users: tuple[str, ...] = ("admin",)
+    password: str = "gpuaas-demo"
+    service_token: str = ""  # an admin service "tester" with this token, if set
+    queue_timeout: float = 600.0
+    start_timeout: int = 120
+    poll_interval: float = 1.0
+    extra_config: str = ""
+
+
+def write_hub_config(settings: HubSettings) -> Path:
+    """Write ``jupyterhub_config.py`` (and pick free ports); return its path."""
+    state = settings.state_dir
+    state.mkdir(parents=True, exist_ok=True)
+    if not settings.port:
+        settings.port = free_port()
+    hub_port, api_port = free_port(), free_port()
+    groups = {team: {"users": list(users)} for team, users in settings.teams.items()}
+    services: list[dict[str, object]] = []
+    roles: list[dict[str, object]] = []
+    if settings.service_token:
+        services.append({"name": "tester", "api_token": settings.service_token})
+        roles.append({"name": "admin", "services": ["tester"]})
+    venv_bin = str(Path(sys.executable).parent)
+    text = f"""\
+# Written by devcluster/hub.py for the dev cluster; every value is on 127.0.0.1.
+c = get_config()  # noqa: F821
+c.JupyterHub.spawner_class = "gpuaas"
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = {settings.port}
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = {hub_port}
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{api_port}"
+c.ConfigurableHTTPProxy.command = [{find_chp()!r}]
+c.ConfigurableHTTPProxy.pid_file = {str(state / "proxy.pid")!r}
+c.JupyterHub.db_url = "sqlite:///{state / "jupyterhub.sqlite"}"
+c.JupyterHub.cookie_secret_file = {str(state / "cookie_secret")!r}
+c.JupyterHub.pid_file = {str(state / "jupyterhub.pid")!r}
+c.JupyterHub.allow_named_servers = True
+c.JupyterHub.cleanup_servers = True
+
+# Demo users: any of these names with the password below.
+c.JupyterHub.authenticator_class = "dummy"
+c.DummyAuthenticator.password = {settings.password!r}
+c.Authenticator.allowed_users = {sorted({u for us in settings.teams.values() for u in us})!r}
+c.Authenticator.admin_users = {sorted(settings.admin_users)!r}
+c.JupyterHub.load_groups = {json.dumps(groups)}
+c.JupyterHub.services = {json.dumps(services)}
+c.JupyterHub.load_roles = {json.dumps(roles)}
+
+# Queued spawns are pending spawns: they hold these slots while they wait in Kueue's queue.
+c.JupyterHub.concurrent_spawn_limit = 50
+c.JupyterHub.active_server_limit = 0
+# Only errors count (JupyterHub 6): queue timeouts and refused options are clean 400s, so the
+# usual limit (z2jh's 5; the hub exits when it is reached) stays safe with queued spawns.
+c.Spawner.consecutive_failure_limit = 5
+
+c.KubeSpawner.namespace = "jupyter-users"
+c.KubeSpawner.image = "localhost/jupyter-gpuaas-dev:local"
+c.KubeSpawner.cmd = ["jupyterhub-singleuser"]
+# The node agent runs the command from this machine (PATH: {venv_bin} first).
+c.KubeSpawner.args = [{'"--allow-root",' if os.geteuid() == 0 else ""}
+    "--GPUaaS.gpu_source=simulated",
+    "--GPUaaS.simulated_devices={LOCAL_SIMULATED_DEVICES}",
+]
+c.KubeSpawner.default_url = "/lab"
+c.KubeSpawner.start_timeout = {settings.start_timeout}
+c.KubeSpawner.http_timeout = {settings.start_timeout}
+c.KubeSpawner.delete_grace_period = 5
+c.KubeSpawner.uid = None
+c.KubeSpawner.fs_gid = None
+c.KubeSpawner.environment = {{"JUPYTERLAB_SETTINGS_DIR": "$(HOME)/lab-settings"}}
+
+c.GPUaaSSpawner.catalog_file = {str(settings.catalog_file)!r}
+c.GPUaaSSpawner.queue_timeout = {settings.queue_timeout}
+c.GPUaaSSpawner.queue_poll_interval = {settings.poll_interval}
+c.GPUaaSSpawner.stop_timeout = 30
+
+from gpuaas_spawner import check_catalog  # noqa: E402
+check_catalog(c)
+{settings.extra_config}
+"""
+    path = state / "jupyterhub_config.py"
+    path.write_text(text)
+    return path
+
+
+class HubProcess:
+    """``jupyterhub -f <config>`` as a child process (its own session; log in the state dir)."""
+
+    def __init__(self, settings: HubSettings, *, env: Mapping[str, str] | None = None) -> None:
+        self.settings = settings
+        self.config = write_hub_config(settings)
+        self.log_path = settings.state_dir / "jupyterhub.log"
+        self.url = f"http://127.0.0.1:{settings.port}"
+        self._env = dict(env if env is not None else os.environ)
+        self._env["KUBECONFIG"] = str(settings.kubeconfig)
+        self._env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + self._env["PATH"]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 90.0) -> None:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "jupyterhub", "-f", str(self.config), "--debug"],
+                cwd=self.settings.state_dir,
+                env=self._env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"jupyterhub exited with {self.proc.returncode}:\n{self.log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(f"{self.url}/hub/api/", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"jupyterhub did not answer in {timeout:.0f}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """SIGTERM (the hub stops its servers: ``cleanup_servers``), SIGKILL after ``timeout``."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)

@@ -1,0 +1,158 @@
+"""A real JupyterHub on the dev cluster with the gpuaas service, and tokens for its users.
+
+Used by tests/integration/test_queue_service.py, tests/hub/test_queue_browser.py and
+benchmarks/bench_queue.py. The hub is devcluster/hub.py's; this adds the managed service ``gpuaas``
+(culler/gpuaas_culler/service.py, with the ``gpuaas`` ServiceAccount's kubeconfig), grants users
+``access:services!service=gpuaas`` and puts it in the servers' token scopes (docs/queue.md).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from devcluster.hub import HubProcess, HubSettings, free_port
+
+SERVER_TOKEN_SCOPES = [
+    "users:activity!user",
+    "access:servers!server",
+    "access:services!service=gpuaas",
+]
+
+
+CULLER_SCOPES = [
+    "read:servers",
+    "read:users:groups",
+    "list:groups",
+    "read:groups",
+    "delete:servers",
+]
+"""What the gpuaas service needs of the Hub API to reclaim: a server's state and its user's
+groups before acting on it, the groups when a policy names them, stopping servers. No
+``list:users`` (it never lists users: it watches pods) and no ``access:servers`` (servers
+report to it)."""
+
+
+def service_config(
+    port: int,
+    kubeconfig: Path,
+    poll_interval: float = 1.0,
+    culler_args: Sequence[str] = (),
+    report_interval: float | None = None,
+) -> str:
+    """The hub configuration lines for the gpuaas service (what an admin writes).
+
+    ``culler_args`` (e.g. ``["--policy=policy.yaml"]``) turn on its reclaim loop, which then gets
+    the Hub API scopes it needs; ``report_interval`` sets how often servers report activity.
+    """
+    service = {
+        "name": "gpuaas",
+        "url": f"http://127.0.0.1:{port}",
+        "command": [
+            sys.executable,
+            "-m",
+            "gpuaas_culler.service",
+            f"--poll-interval={poll_interval}",
+            *culler_args,
+        ],
+        "environment": {"KUBECONFIG": str(kubeconfig)},
+    }
+    roles: list[dict[str, Any]] = [
+        {"name": "user", "scopes": ["self", "access:services!service=gpuaas"]}
+    ]
+    if culler_args:
+        roles.append({"name": "gpuaas-culler", "services": ["gpuaas"], "scopes": CULLER_SCOPES})
+    lines = f"""
+# The gpuaas hub service (docs/queue.md, docs/culler.md)
+c.JupyterHub.services.append({json.dumps(service)})
+c.JupyterHub.load_roles.extend({json.dumps(roles)})
+c.Spawner.server_token_scopes = {json.dumps(SERVER_TOKEN_SCOPES)}
+c.KubeSpawner.environment.update({{"GPUAAS_SERVICE_URL": "http://127.0.0.1:{port}/services/gpuaas/"}})
+"""
+    if report_interval is not None:
+        lines += (
+            f'c.KubeSpawner.args.append("--GPUaaS.activity_report_interval={report_interval:g}")\n'
+        )
+    return lines
+
+
+class QueueHub:
+    def __init__(self, hub: HubProcess, admin_token: str, service_port: int) -> None:
+        self.hub = hub
+        self.admin_token = admin_token
+        self.service_port = service_port
+
+    @property
+    def service_url(self) -> str:
+        """The service through the hub's proxy (what servers are configured with)."""
+        return f"{self.hub.url}/services/gpuaas/"
+
+    def request(self, path: str, token: str, method: str = "GET", body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(
+            self.hub.url + path,
+            data=data,
+            method=method,
+            headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read() or b"null")
+
+    def user_token(self, user: str, scopes: list[str] | None = None) -> str:
+        """A token for ``user`` as the hub issues one to their server."""
+        out = self.request(
+            f"/hub/api/users/{user}/tokens",
+            self.admin_token,
+            "POST",
+            {"scopes": scopes or SERVER_TOKEN_SCOPES, "expires_in": 3600, "note": "queue test"},
+        )
+        return str(out["token"])
+
+    def queue(self, token: str) -> dict[str, Any]:
+        out: dict[str, Any] = self.request("/services/gpuaas/api/queue", token)
+        return out
+
+    def wait_synced(self, timeout: float = 60.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            try:
+                health = self.request("/services/gpuaas/api/health", self.admin_token)
+                if health.get("synced"):
+                    return dict(health)
+                last = health
+            except (OSError, urllib.error.URLError) as e:
+                last = e
+            time.sleep(0.5)
+        raise AssertionError(
+            f"gpuaas service not synced in {timeout}s: {last}\n{self.hub.log_tail()}"
+        )
+
+
+@contextmanager
+def queue_hub(state_dir: Path, cluster_state: Path) -> Iterator[QueueHub]:
+    """Start the hub with the gpuaas service; stop both at the end."""
+    token = secrets.token_hex(16)
+    port = free_port()
+    settings = HubSettings(
+        state_dir=state_dir,
+        kubeconfig=cluster_state / "credentials" / "hub.kubeconfig",
+        service_token=token,
+        extra_config=service_config(port, cluster_state / "credentials" / "gpuaas.kubeconfig"),
+    )
+    hub = HubProcess(settings)
+    hub.start()
+    try:
+        qh = QueueHub(hub, token, port)
+        qh.wait_synced()
+        yield qh
+    finally:
+        hub.stop()

@@ -1,0 +1,933 @@
+"""The admin catalog: GPU offerings, images, sizes and tenants (teams).
+
+The catalog comes from traitlets on ``GPUaaSSpawner`` and/or a YAML file. :func:`build_catalog`
+checks all of it at once and raises :class:`CatalogError` listing *every* problem with its
+field path (``GPUaaSSpawner.offerings[2].resources["nvidia.com/gpu"]: ...``), so an admin fixes
+a catalog in one round instead of one error per hub restart.
+
+Shape of one source (traitlet values or the YAML file)::
+
+    images:    [{slug, display_name, image, description}]
+    sizes:     [{slug, display_name, description, cpu_guarantee, cpu_limit,
+                 mem_guarantee, mem_limit}]
+    offerings: [{slug, display_name, description, kind, resources, flavor, node_selector,
+                 tolerations, gpu_model, gpu_memory, gpu_equivalents, isolation, shm_size,
+                 min_count, max_count, default_count, images, sizes, default_image,
+                 default_size, cpu_guarantee, cpu_limit, mem_guarantee, mem_limit}]
+    tenants:   [{name, display_name, groups, namespace, local_queue, cluster_queue,
+                 offerings, default_offering, max_gpu_servers_per_user, max_gpus_per_user,
+                 max_queued, priority_class}]
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Literal
+
+from jupyter_gpuaas.core.kueue import QuantityError, parse_quantity
+
+__all__ = [
+    "GPU_KINDS",
+    "KINDS",
+    "Catalog",
+    "CatalogError",
+    "CatalogSource",
+    "FieldError",
+    "Image",
+    "Offering",
+    "Size",
+    "Tenant",
+    "build_catalog",
+    "format_gpu_equivalents",
+    "load_catalog_file",
+    "object_items",
+]
+
+Kind = Literal["gpu", "mig", "shared", "cpu"]
+KINDS: tuple[Kind, ...] = ("gpu", "mig", "shared", "cpu")
+GPU_KINDS: frozenset[str] = frozenset({"gpu", "mig", "shared"})
+ISOLATIONS = ("hardware", "memory-limited", "none")
+
+_SLUG_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_NAME_PART_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
+_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
+_DEFAULT_SHM = "1Gi"
+_DEFAULT_UNITS: dict[str, tuple[str, str]] = {
+    "gpu": ("GPU", "GPUs"),
+    "mig": ("MIG slice", "MIG slices"),
+    "shared": ("GPU share", "GPU shares"),
+    "cpu": ("server", "servers"),
+}
+
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True)
+class FieldError:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def object_items(
+    value: Any, path: str, fail: Callable[[str, str], None], what: str = "must be a list"
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The objects of the list ``value`` found at ``path``, each with its own field path
+    (``path[i]``); anything that is not a list or not an object is reported through ``fail``
+    and left out. ``None`` is an empty list."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        fail(path, what)
+        return []
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, Mapping):
+            out.append((f"{path}[{i}]", item))
+        else:
+            fail(f"{path}[{i}]", "must be an object")
+    return out
+
+
+class CatalogError(ValueError):
+    """The catalog is invalid; ``errors`` holds every problem with its field path."""
+
+    def __init__(self, errors: Sequence[FieldError]) -> None:
+        self.errors: tuple[FieldError, ...] = tuple(errors)
+        lines = "\n".join(f"  - {e}" for e in self.errors)
+        super().__init__(f"invalid GPU catalog ({len(self.errors)} problem(s)):\n{lines}")
+
+
+@dataclass(frozen=True)
+class Image:
+    slug: str
+    display_name: str
+    image: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Size:
+    """A CPU/memory choice, in KubeSpawner's terms (cores as floats, memory as quantities)."""
+
+    slug: str
+    display_name: str
+    description: str = ""
+    cpu_guarantee: float | None = None
+    cpu_limit: float | None = None
+    mem_guarantee: str | None = None
+    mem_limit: str | None = None
+
+
+@dataclass(frozen=True)
+class Offering:
+    """One GPU choice (see ARCHITECTURE.md, "Offering").
+
+    ``resources`` is what *one unit* requests (``count`` multiplies it);
+    ``gpu_equivalents`` is the size of one unit in whole GPUs (MIG 1g.10gb on an H100: 1/7).
+    """
+
+    slug: str
+    display_name: str
+    kind: Kind
+    resources: Mapping[str, int] = field(default_factory=dict)
+    flavor: str | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    description: str = ""
+    gpu_model: str = ""
+    gpu_memory: str | None = None
+    gpu_equivalents: Fraction = Fraction(0)
+    isolation: str = "none"
+    shm_size: str | None = None
+    min_count: int = 1
+    max_count: int = 1
+    default_count: int = 1
+    images: tuple[str, ...] = ()
+    sizes: tuple[str, ...] = ()
+    default_image: str | None = None
+    default_size: str | None = None
+    cpu_guarantee: float | None = None
+    cpu_limit: float | None = None
+    mem_guarantee: str | None = None
+    mem_limit: str | None = None
+    unit: str = "GPU"
+    units: str = "GPUs"
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind in GPU_KINDS
+
+    def requests(self, count: int) -> dict[str, int]:
+        """Extended resources for ``count`` units (requests = limits)."""
+        return {name: qty * count for name, qty in self.resources.items()}
+
+    def gpu_equivalents_for(self, count: int) -> Fraction:
+        return self.gpu_equivalents * count
+
+    @property
+    def isolation_text(self) -> str:
+        if self.kind == "cpu":
+            return "no GPU"
+        if self.kind == "gpu":
+            return "whole GPU, not shared with anyone"
+        if self.kind == "mig":
+            return "hardware-isolated MIG slice"
+        if self.isolation == "memory-limited":
+            return "shared GPU, memory-limited (no fault isolation)"
+        return "time-shared, no memory isolation"
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A team: JupyterHub groups → a LocalQueue, its offerings and per-user caps."""
+
+    name: str
+    display_name: str
+    groups: tuple[str, ...]
+    local_queue: str
+    offerings: tuple[str, ...]
+    default_offering: str
+    namespace: str | None = None
+    cluster_queue: str | None = None
+    max_gpu_servers_per_user: int | None = None
+    max_gpus_per_user: Fraction | None = None
+    max_queued: int | None = None
+    priority_class: str | None = None
+
+
+@dataclass(frozen=True)
+class Catalog:
+    offerings: Mapping[str, Offering]
+    tenants: Mapping[str, Tenant]
+    images: Mapping[str, Image] = field(default_factory=dict)
+    sizes: Mapping[str, Size] = field(default_factory=dict)
+
+    def tenants_for_groups(self, groups: Iterable[str]) -> list[Tenant]:
+        """The tenants a user belongs to, in catalog order."""
+        mine = set(groups)
+        return [t for t in self.tenants.values() if mine.intersection(t.groups)]
+
+    def images_for(self, offering: Offering) -> list[Image]:
+        slugs = offering.images or tuple(self.images)
+        return [self.images[s] for s in slugs if s in self.images]
+
+    def sizes_for(self, offering: Offering) -> list[Size]:
+        slugs = offering.sizes or tuple(self.sizes)
+        return [self.sizes[s] for s in slugs if s in self.sizes]
+
+    def default_image_for(self, offering: Offering) -> Image | None:
+        images = self.images_for(offering)
+        if offering.default_image and offering.default_image in self.images:
+            return self.images[offering.default_image]
+        return images[0] if images else None
+
+    def default_size_for(self, offering: Offering) -> Size | None:
+        sizes = self.sizes_for(offering)
+        if offering.default_size and offering.default_size in self.sizes:
+            return self.sizes[offering.default_size]
+        return sizes[0] if sizes else None
+
+
+def format_gpu_equivalents(value: Fraction) -> str:
+    """``Fraction(1, 7)`` → ``"0.14"``, ``Fraction(2)`` → ``"2"``."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{float(value):.2f}".rstrip("0").rstrip(".")
+
+
+# --------------------------------------------------------------------------- loading
+
+
+@dataclass(frozen=True)
+class CatalogSource:
+    """One place the catalog is configured: ``origin`` prefixes every error path.
+
+    e.g. ``CatalogSource("GPUaaSSpawner.", {"offerings": [...]})`` gives paths like
+    ``GPUaaSSpawner.offerings[0].kind``; a file gives ``/etc/gpuaas/catalog.yaml: offerings[0]``.
+    """
+
+    origin: str
+    data: Mapping[str, Any]
+
+
+def load_catalog_file(path: str) -> CatalogSource:
+    """Read a YAML catalog file (plain data only: ``yaml.safe_load``)."""
+    import yaml
+
+    origin = f"{path}: "
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise CatalogError([FieldError(path, f"cannot read the catalog file: {e.strerror}")]) from e
+    except yaml.YAMLError as e:
+        raise CatalogError([FieldError(path, f"not valid YAML: {e}")]) from e
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise CatalogError([FieldError(path, "the file must hold a mapping with 'offerings', ...")])
+    return CatalogSource(origin=origin, data=data)
+
+
+class _Errors:
+    def __init__(self) -> None:
+        self.items: list[FieldError] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append(FieldError(path, message))
+
+
+def _key_path(path: str, key: str) -> str:
+    if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{key!r}]".replace("'", '"')
+
+
+def _unknown_keys(
+    errs: _Errors, path: str, data: Mapping[str, Any], allowed: Iterable[str]
+) -> None:
+    allowed = list(allowed)
+    for key in data:
+        if key not in allowed:
+            hint = difflib.get_close_matches(str(key), allowed, n=1)
+            more = f" (did you mean {hint[0]!r}?)" if hint else ""
+            errs.add(_key_path(path, str(key)), f"unknown field{more}")
+
+
+def _str(
+    errs: _Errors,
+    path: str,
+    data: Mapping[str, Any],
+    key: str,
+    *,
+    required: bool = False,
+    default: str | None = None,
+    pattern: re.Pattern[str] | None = None,
+    what: str = "",
+) -> str | None:
+    p = _key_path(path, key)
+    if key not in data or data[key] is None:
+        if required:
+            errs.add(p, "is required")
+        return default
+    value = data[key]
+    if not isinstance(value, str):
+        errs.add(p, f"must be a string, not {type(value).__name__}")
+        return default
+    if required and not value.strip():
+        errs.add(p, "must not be empty")
+        return default
+    if pattern is not None and not pattern.match(value):
+        errs.add(p, f"{value!r} is not {what}")
+        return default
+    return value
+
+
+def _int(
+    errs: _Errors,
+    path: str,
+    data: Mapping[str, Any],
+    key: str,
+    *,
+    default: int | None,
+    minimum: int = 0,
+) -> int | None:
+    p = _key_path(path, key)
+    if key not in data or data[key] is None:
+        return default
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        errs.add(p, f"must be a whole number, not {value!r}")
+        return default
+    if value < minimum:
+        errs.add(p, f"must be at least {minimum}, not {value}")
+        return default
+    return value
+
+
+def _number(
+    errs: _Errors, path: str, data: Mapping[str, Any], key: str, *, positive: bool = True
+) -> float | None:
+    p = _key_path(path, key)
+    if key not in data or data[key] is None:
+        return None
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        errs.add(p, f"must be a number of CPU cores, not {value!r}")
+        return None
+    if positive and not value > 0:
+        errs.add(p, f"must be more than 0, not {value}")
+        return None
+    return float(value)
+
+
+def _fraction(errs: _Errors, path: str, data: Mapping[str, Any], key: str) -> Fraction | None:
+    """A non-negative number given as ``1``, ``0.25`` or ``"1/7"``."""
+    p = _key_path(path, key)
+    if key not in data or data[key] is None:
+        return None
+    value = data[key]
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        if isinstance(value, float):
+            result = Fraction(value).limit_denominator(1000)
+        elif isinstance(value, int | str):
+            result = Fraction(value)
+        else:
+            raise ValueError
+    except (ValueError, ZeroDivisionError):
+        errs.add(p, f'must be a number such as 1, 0.25 or "1/7", not {value!r}')
+        return None
+    if result < 0:
+        errs.add(p, f"must not be negative, not {value!r}")
+        return None
+    return result
+
+
+def _memory(errs: _Errors, path: str, data: Mapping[str, Any], key: str) -> str | None:
+    p = _key_path(path, key)
+    if key not in data or data[key] is None:
+        return None
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        errs.add(p, f'must be a size such as "8Gi", not {value!r}')
+        return None
+    try:
+        amount = parse_quantity(value)
+    except QuantityError:
+        errs.add(p, f'{value!r} is not a size such as "8Gi" or "512Mi"')
+        return None
+    if amount <= 0:
+        errs.add(p, f"must be more than 0, not {value!r}")
+        return None
+    return str(value)
+
+
+def _str_list(
+    errs: _Errors, path: str, data: Mapping[str, Any], key: str, *, required: bool = False
+) -> tuple[str, ...]:
+    p = _key_path(path, key)
+    if key not in data or data[key] is None:
+        if required:
+            errs.add(p, "is required (a list)")
+        return ()
+    value = data[key]
+    if isinstance(value, str) or not isinstance(value, list):
+        errs.add(p, f"must be a list of strings, not {type(value).__name__}")
+        return ()
+    out: list[str] = []
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item:
+            errs.add(f"{p}[{i}]", f"must be a non-empty string, not {item!r}")
+        elif item in out:
+            errs.add(f"{p}[{i}]", f"{item!r} is listed twice")
+        else:
+            out.append(item)
+    if required and not value:
+        errs.add(p, "must not be empty")
+    return tuple(out)
+
+
+def _is_qualified_name(name: str) -> bool:
+    """A Kubernetes qualified name: ``[prefix/]name`` (label keys, resource names)."""
+    if name.count("/") > 1:
+        return False
+    prefix, _, part = name.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
+        return False
+    return bool(_NAME_PART_RE.match(part))
+
+
+def _mapping(
+    errs: _Errors, path: str, data: Mapping[str, Any], key: str
+) -> Mapping[str, Any] | None:
+    if key not in data or data[key] is None:
+        return None
+    value = data[key]
+    if not isinstance(value, Mapping):
+        errs.add(_key_path(path, key), f"must be a mapping, not {type(value).__name__}")
+        return None
+    return value
+
+
+def _resources(errs: _Errors, path: str, data: Mapping[str, Any]) -> dict[str, int]:
+    raw = _mapping(errs, path, data, "resources")
+    out: dict[str, int] = {}
+    if raw is None:
+        return out
+    base = _key_path(path, "resources")
+    for name, qty in raw.items():
+        p = f'{base}["{name}"]'
+        if not isinstance(name, str) or not _is_qualified_name(name) or "/" not in name:
+            errs.add(p, "must be an extended resource name such as nvidia.com/gpu")
+            continue
+        if name in ("cpu", "memory") or name.startswith(("requests.", "limits.")):
+            errs.add(p, "CPU and memory come from sizes or cpu_*/mem_* fields, not resources")
+            continue
+        if isinstance(qty, bool) or not isinstance(qty, int) or qty < 1:
+            errs.add(p, f"must be a whole number of at least 1 (per unit), not {qty!r}")
+            continue
+        out[name] = qty
+    return out
+
+
+def _node_selector(errs: _Errors, path: str, data: Mapping[str, Any]) -> dict[str, str]:
+    raw = _mapping(errs, path, data, "node_selector")
+    out: dict[str, str] = {}
+    if raw is None:
+        return out
+    base = _key_path(path, "node_selector")
+    for key, value in raw.items():
+        p = f'{base}["{key}"]'
+        if not isinstance(key, str) or not _is_qualified_name(key):
+            errs.add(p, "is not a valid node label key")
+        elif not isinstance(value, str) or not _LABEL_VALUE_RE.match(value):
+            errs.add(p, f"{value!r} is not a valid node label value")
+        else:
+            out[key] = value
+    return out
+
+
+def _tolerations(errs: _Errors, path: str, data: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
+    if "tolerations" not in data or data["tolerations"] is None:
+        return ()
+    raw = data["tolerations"]
+    base = _key_path(path, "tolerations")
+    if not isinstance(raw, list):
+        errs.add(base, "must be a list of Kubernetes tolerations")
+        return ()
+    out: list[dict[str, Any]] = []
+    for i, tol in enumerate(raw):
+        p = f"{base}[{i}]"
+        if not isinstance(tol, Mapping):
+            errs.add(p, "must be a mapping such as {key: nvidia.com/gpu, operator: Exists}")
+            continue
+        before = len(errs.items)
+        _unknown_keys(errs, p, tol, _TOLERATION_KEYS)
+        operator = tol.get("operator", "Equal")
+        if operator not in ("Equal", "Exists"):
+            errs.add(f"{p}.operator", f"must be Equal or Exists, not {operator!r}")
+        key = tol.get("key", "")
+        if not isinstance(key, str) or (key and not _is_qualified_name(key)):
+            errs.add(f"{p}.key", f"{key!r} is not a valid taint key")
+        elif not key and operator != "Exists":
+            errs.add(f"{p}.key", "an empty key needs operator Exists")
+        value = tol.get("value", "")
+        if not isinstance(value, str) or (operator == "Exists" and value):
+            errs.add(f"{p}.value", "must be a string, and empty with operator Exists")
+        if tol.get("effect", "") not in _EFFECTS:
+            errs.add(f"{p}.effect", "must be one of NoSchedule, PreferNoSchedule, NoExecute")
+        seconds = tol.get("tolerationSeconds")
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
+            errs.add(f"{p}.tolerationSeconds", "must be a whole number of seconds")
+        if len(errs.items) == before:
+            out.append(dict(tol))
+    return tuple(out)
+
+
+def _list_of_mappings(
+    errs: _Errors, origin: str, data: Mapping[str, Any], key: str
+) -> list[tuple[str, Any]]:
+    """Items of a top-level list with their paths (items not checked yet)."""
+    if key not in data or data[key] is None:
+        return []
+    raw = data[key]
+    if not isinstance(raw, list):
+        errs.add(f"{origin}{key}", f"must be a list, not {type(raw).__name__}")
+        return []
+    return [(f"{origin}{key}[{i}]", item) for i, item in enumerate(raw)]
+
+
+def _not_mapping(errs: _Errors, path: str, item: Any) -> None:
+    errs.add(path, f"must be a mapping, not {type(item).__name__}")
+
+
+_IMAGE_FIELDS = ("slug", "display_name", "image", "description")
+_SIZE_FIELDS = (
+    "slug",
+    "display_name",
+    "description",
+    "cpu_guarantee",
+    "cpu_limit",
+    "mem_guarantee",
+    "mem_limit",
+)
+_OFFERING_FIELDS = (
+    "slug",
+    "display_name",
+    "description",
+    "kind",
+    "resources",
+    "flavor",
+    "node_selector",
+    "tolerations",
+    "gpu_model",
+    "gpu_memory",
+    "gpu_equivalents",
+    "isolation",
+    "shm_size",
+    "min_count",
+    "max_count",
+    "default_count",
+    "images",
+    "sizes",
+    "default_image",
+    "default_size",
+    "cpu_guarantee",
+    "cpu_limit",
+    "mem_guarantee",
+    "mem_limit",
+    "unit",
+    "units",
+)
+_TENANT_FIELDS = (
+    "name",
+    "display_name",
+    "groups",
+    "namespace",
+    "local_queue",
+    "cluster_queue",
+    "offerings",
+    "default_offering",
+    "max_gpu_servers_per_user",
+    "max_gpus_per_user",
+    "max_queued",
+    "priority_class",
+)
+_TOP_FIELDS = ("offerings", "tenants", "images", "sizes")
+
+
+def _check_guarantee_limit(
+    errs: _Errors,
+    path: str,
+    guarantee: Any,
+    limit: Any,
+    names: tuple[str, str],
+    convert: Callable[[Any], Fraction],
+) -> None:
+    if guarantee is not None and limit is not None and convert(guarantee) > convert(limit):
+        errs.add(_key_path(path, names[0]), f"must not exceed {names[1]} ({limit})")
+
+
+def _cpu_mem(
+    errs: _Errors, path: str, data: Mapping[str, Any]
+) -> tuple[float | None, float | None, str | None, str | None]:
+    cpu_g = _number(errs, path, data, "cpu_guarantee")
+    cpu_l = _number(errs, path, data, "cpu_limit")
+    mem_g = _memory(errs, path, data, "mem_guarantee")
+    mem_l = _memory(errs, path, data, "mem_limit")
+    _check_guarantee_limit(errs, path, cpu_g, cpu_l, ("cpu_guarantee", "cpu_limit"), Fraction)
+    _check_guarantee_limit(errs, path, mem_g, mem_l, ("mem_guarantee", "mem_limit"), parse_quantity)
+    return cpu_g, cpu_l, mem_g, mem_l
+
+
+def _read_image(errs: _Errors, p: str, d: Mapping[str, Any]) -> Image | None:
+    _unknown_keys(errs, p, d, _IMAGE_FIELDS)
+    slug = _str(errs, p, d, "slug", required=True, pattern=_SLUG_RE, what="a slug (a-z, 0-9, -)")
+    image = _str(errs, p, d, "image", required=True)
+    if image is not None and (any(c.isspace() for c in image) or not image.strip()):
+        errs.add(_key_path(p, "image"), f"{image!r} is not an image reference")
+        image = None
+    name = _str(errs, p, d, "display_name", default=slug) or ""
+    desc = _str(errs, p, d, "description", default="") or ""
+    if slug is None or image is None:
+        return None
+    return Image(slug=slug, display_name=name or slug, image=image, description=desc)
+
+
+def _read_size(errs: _Errors, p: str, d: Mapping[str, Any]) -> Size | None:
+    _unknown_keys(errs, p, d, _SIZE_FIELDS)
+    slug = _str(errs, p, d, "slug", required=True, pattern=_SLUG_RE, what="a slug (a-z, 0-9, -)")
+    name = _str(errs, p, d, "display_name", default=slug) or ""
+    desc = _str(errs, p, d, "description", default="") or ""
+    cpu_g, cpu_l, mem_g, mem_l = _cpu_mem(errs, p, d)
+    if slug is None:
+        return None
+    return Size(slug, name or slug, desc, cpu_g, cpu_l, mem_g, mem_l)
+
+
+def _read_offering(errs: _Errors, p: str, d: Mapping[str, Any]) -> Offering | None:
+    _unknown_keys(errs, p, d, _OFFERING_FIELDS)
+    before = len(errs.items)
+    slug = _str(errs, p, d, "slug", required=True, pattern=_SLUG_RE, what="a slug (a-z, 0-9, -)")
+    name = _str(errs, p, d, "display_name", default=slug) or ""
+    desc = _str(errs, p, d, "description", default="") or ""
+    kind = _str(errs, p, d, "kind", required=True)
+    if kind is not None and kind not in KINDS:
+        errs.add(_key_path(p, "kind"), f"must be one of {', '.join(KINDS)}, not {kind!r}")
+        kind = None
+    resources = _resources(errs, p, d)
+    flavor = _str(errs, p, d, "flavor", pattern=_DNS_SUBDOMAIN_RE, what="a ResourceFlavor name")
+    node_selector = _node_selector(errs, p, d)
+    tolerations = _tolerations(errs, p, d)
+    gpu_model = _str(errs, p, d, "gpu_model", default="") or ""
+    gpu_memory = _memory(errs, p, d, "gpu_memory")
+    gpu_eq = _fraction(errs, p, d, "gpu_equivalents")
+    isolation = _str(errs, p, d, "isolation")
+    if isolation is not None and isolation not in ISOLATIONS:
+        errs.add(_key_path(p, "isolation"), f"must be one of {', '.join(ISOLATIONS)}")
+        isolation = None
+    shm_size = _memory(errs, p, d, "shm_size")
+    min_count = _int(errs, p, d, "min_count", default=1, minimum=1) or 1
+    max_count = _int(errs, p, d, "max_count", default=None, minimum=1)
+    default_count = _int(errs, p, d, "default_count", default=None, minimum=1)
+    if max_count is None:
+        max_count = max(min_count, 1)
+    if max_count < min_count:
+        errs.add(_key_path(p, "max_count"), f"must be at least min_count ({min_count})")
+    if default_count is None:
+        default_count = min_count
+    elif not min_count <= default_count <= max_count:
+        errs.add(
+            _key_path(p, "default_count"),
+            f"must be between min_count ({min_count}) and max_count ({max_count})",
+        )
+    images = _str_list(errs, p, d, "images")
+    sizes = _str_list(errs, p, d, "sizes")
+    default_image = _str(errs, p, d, "default_image")
+    default_size = _str(errs, p, d, "default_size")
+    cpu_g, cpu_l, mem_g, mem_l = _cpu_mem(errs, p, d)
+    unit = _str(errs, p, d, "unit")
+    units = _str(errs, p, d, "units")
+
+    if kind in GPU_KINDS:
+        if not resources and "resources" not in d:
+            errs.add(_key_path(p, "resources"), f"is required for a {kind} offering")
+        if flavor is None and "flavor" not in d:
+            errs.add(
+                _key_path(p, "flavor"),
+                f"is required for a {kind} offering (the Kueue ResourceFlavor whose quota it uses)",
+            )
+        if kind == "gpu" and gpu_eq is None:
+            gpu_eq = Fraction(1)
+        if gpu_eq is None and "gpu_equivalents" not in d:
+            errs.add(
+                _key_path(p, "gpu_equivalents"),
+                f'is required for a {kind} offering (its size in whole GPUs, e.g. "1/7")',
+            )
+        elif gpu_eq is not None and gpu_eq == 0:
+            errs.add(_key_path(p, "gpu_equivalents"), "must be more than 0 for a GPU offering")
+        if isolation is None and "isolation" not in d:
+            isolation = "none" if kind == "shared" else "hardware"
+        if kind == "shared" and isolation == "hardware":
+            errs.add(
+                _key_path(p, "isolation"),
+                "a shared (time-sliced) GPU is not hardware-isolated: none or memory-limited",
+            )
+        if shm_size is None and "shm_size" not in d:
+            shm_size = _DEFAULT_SHM
+        if "nvidia.com/gpu" in resources and kind in ("mig", "shared") and not node_selector:
+            errs.add(
+                _key_path(p, "node_selector"),
+                f"a {kind} offering requesting nvidia.com/gpu (MIG single strategy or "
+                "time-slicing without renaming) needs a node_selector such as "
+                "nvidia.com/gpu.product to tell its nodes apart from whole GPUs",
+            )
+    elif kind == "cpu":
+        if resources:
+            errs.add(_key_path(p, "resources"), "a cpu offering requests no extended resources")
+        if gpu_eq:
+            errs.add(_key_path(p, "gpu_equivalents"), "must be 0 for a cpu offering")
+        gpu_eq = Fraction(0)
+        isolation = isolation or "none"
+    if len(errs.items) != before or slug is None or kind is None:
+        return None
+    default_unit, default_units = _DEFAULT_UNITS[kind]
+    return Offering(
+        slug=slug,
+        display_name=name or slug,
+        kind=kind,
+        resources=resources,
+        flavor=flavor,
+        node_selector=node_selector,
+        tolerations=tolerations,
+        description=desc,
+        gpu_model=gpu_model,
+        gpu_memory=gpu_memory,
+        gpu_equivalents=gpu_eq or Fraction(0),
+        isolation=isolation or "none",
+        shm_size=shm_size,
+        min_count=min_count,
+        max_count=max_count,
+        default_count=default_count,
+        images=images,
+        sizes=sizes,
+        default_image=default_image,
+        default_size=default_size,
+        cpu_guarantee=cpu_g,
+        cpu_limit=cpu_l,
+        mem_guarantee=mem_g,
+        mem_limit=mem_l,
+        unit=unit or default_unit,
+        units=units or default_units,
+    )
+
+
+def _read_tenant(errs: _Errors, p: str, d: Mapping[str, Any]) -> Tenant | None:
+    _unknown_keys(errs, p, d, _TENANT_FIELDS)
+    before = len(errs.items)
+    name = _str(errs, p, d, "name", required=True, pattern=_SLUG_RE, what="a slug (a-z, 0-9, -)")
+    display = _str(errs, p, d, "display_name", default=name) or ""
+    groups = _str_list(errs, p, d, "groups", required=True)
+    namespace = _str(errs, p, d, "namespace", pattern=_SLUG_RE, what="a namespace name")
+    lq = _str(
+        errs,
+        p,
+        d,
+        "local_queue",
+        required=True,
+        pattern=_DNS_SUBDOMAIN_RE,
+        what="a LocalQueue name",
+    )
+    cq = _str(errs, p, d, "cluster_queue", pattern=_DNS_SUBDOMAIN_RE, what="a ClusterQueue name")
+    offerings = _str_list(errs, p, d, "offerings", required=True)
+    default_offering = _str(errs, p, d, "default_offering")
+    if default_offering is None and offerings:
+        default_offering = offerings[0]
+    elif default_offering is not None and offerings and default_offering not in offerings:
+        errs.add(
+            _key_path(p, "default_offering"),
+            f"{default_offering!r} is not one of this tenant's offerings",
+        )
+    max_servers = _int(errs, p, d, "max_gpu_servers_per_user", default=None, minimum=0)
+    max_gpus = _fraction(errs, p, d, "max_gpus_per_user")
+    max_queued = _int(errs, p, d, "max_queued", default=None, minimum=0)
+    pclass = _str(
+        errs, p, d, "priority_class", pattern=_DNS_SUBDOMAIN_RE, what="a WorkloadPriorityClass name"
+    )
+    if len(errs.items) != before or name is None or lq is None or default_offering is None:
+        return None
+    return Tenant(
+        name=name,
+        display_name=display or name,
+        groups=groups,
+        local_queue=lq,
+        offerings=offerings,
+        default_offering=default_offering,
+        namespace=namespace,
+        cluster_queue=cq,
+        max_gpu_servers_per_user=max_servers,
+        max_gpus_per_user=max_gpus,
+        max_queued=max_queued,
+        priority_class=pclass,
+    )
+
+
+def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = "") -> Catalog:
+    """Check and combine every source; raise :class:`CatalogError` with all problems.
+
+    Lists from several sources are concatenated (a slug defined twice is an error).
+    """
+    errs = _Errors()
+    images: dict[str, Image] = {}
+    sizes: dict[str, Size] = {}
+    offerings: dict[str, Offering] = {}
+    raw_offerings: list[tuple[str, Any]] = []
+    raw_tenants: list[tuple[str, Any]] = []
+    tenants: dict[str, Tenant] = {}
+    tenant_paths: dict[str, str] = {}
+    queues: dict[tuple[str, str], str] = {}
+
+    for src in sources:
+        _unknown_keys(errs, src.origin.rstrip(". :"), src.data, _TOP_FIELDS)
+        for p, d in _list_of_mappings(errs, src.origin, src.data, "images"):
+            if not isinstance(d, Mapping):
+                _not_mapping(errs, p, d)
+                continue
+            img = _read_image(errs, p, d)
+            if img is not None:
+                if img.slug in images:
+                    errs.add(_key_path(p, "slug"), f"image {img.slug!r} is defined twice")
+                images[img.slug] = img
+        for p, d in _list_of_mappings(errs, src.origin, src.data, "sizes"):
+            if not isinstance(d, Mapping):
+                _not_mapping(errs, p, d)
+                continue
+            size = _read_size(errs, p, d)
+            if size is not None:
+                if size.slug in sizes:
+                    errs.add(_key_path(p, "slug"), f"size {size.slug!r} is defined twice")
+                sizes[size.slug] = size
+        raw_offerings += _list_of_mappings(errs, src.origin, src.data, "offerings")
+        raw_tenants += _list_of_mappings(errs, src.origin, src.data, "tenants")
+
+    seen_offering_slugs: set[str] = set()
+    for p, d in raw_offerings:
+        if not isinstance(d, Mapping):
+            _not_mapping(errs, p, d)
+            continue
+        slug = d.get("slug")
+        if isinstance(slug, str) and slug in seen_offering_slugs:
+            errs.add(_key_path(p, "slug"), f"offering {slug!r} is defined twice")
+            continue
+        if isinstance(slug, str):
+            seen_offering_slugs.add(slug)
+        off = _read_offering(errs, p, d)
+        if off is None:
+            continue
+        for i, s in enumerate(off.images):
+            if s not in images:
+                errs.add(f"{_key_path(p, 'images')}[{i}]", f"unknown image {s!r}")
+        for i, s in enumerate(off.sizes):
+            if s not in sizes:
+                errs.add(f"{_key_path(p, 'sizes')}[{i}]", f"unknown size {s!r}")
+        if off.default_image is not None and off.default_image not in (off.images or images):
+            errs.add(_key_path(p, "default_image"), f"{off.default_image!r} is not offered here")
+        if off.default_size is not None and off.default_size not in (off.sizes or sizes):
+            errs.add(_key_path(p, "default_size"), f"{off.default_size!r} is not offered here")
+        offerings[off.slug] = off
+
+    for p, d in raw_tenants:
+        if not isinstance(d, Mapping):
+            _not_mapping(errs, p, d)
+            continue
+        name = d.get("name")
+        if isinstance(name, str) and name in tenant_paths:
+            errs.add(
+                _key_path(p, "name"), f"tenant {name!r} is already defined at {tenant_paths[name]}"
+            )
+            continue
+        if isinstance(name, str):
+            tenant_paths[name] = p
+        tenant = _read_tenant(errs, p, d)
+        for i, slug in enumerate(_str_list(_Errors(), p, d, "offerings")):
+            if slug not in seen_offering_slugs:
+                hint = difflib.get_close_matches(slug, list(offerings), n=1)
+                more = f" (did you mean {hint[0]!r}?)" if hint else ""
+                errs.add(f"{_key_path(p, 'offerings')}[{i}]", f"unknown offering {slug!r}{more}")
+        lq = d.get("local_queue")
+        raw_ns = d.get("namespace")
+        ns = raw_ns if isinstance(raw_ns, str) else default_namespace
+        if isinstance(lq, str):
+            if (ns, lq) in queues:
+                errs.add(
+                    _key_path(p, "local_queue"),
+                    f"LocalQueue {ns}/{lq} is already used by tenant {queues[(ns, lq)]!r}",
+                )
+            else:
+                queues[(ns, lq)] = name if isinstance(name, str) else p
+        if tenant is not None:
+            tenants[tenant.name] = tenant
+
+    nothing_else = not errs.items
+    if not raw_offerings and nothing_else:
+        errs.add(
+            "offerings", "no offerings are configured (GPUaaSSpawner.offerings or catalog_file)"
+        )
+    if not raw_tenants and nothing_else:
+        errs.add("tenants", "no tenants are configured (GPUaaSSpawner.tenants or catalog_file)")
+    if errs.items:
+        raise CatalogError(errs.items)
+    return Catalog(offerings=offerings, tenants=tenants, images=images, sizes=sizes)

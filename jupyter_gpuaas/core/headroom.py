@@ -1,0 +1,495 @@
+"""Quota headroom of a tenant for an offering, from Kueue's own objects.
+
+For a tenant (its ClusterQueue, through its LocalQueue) and an offering, :func:`compute_headroom`
+says whether a new server would start now, start by borrowing from the cohort, queue (about N
+ahead), or never fit — and why. It follows Kueue's quota arithmetic (``pkg/cache/scheduler/
+resource_node.go``: nominal quota, lending and borrowing limits, cohort trees) over ClusterQueue
+and Cohort *spec and status*, in the resource Kueue counts (``nvidia.com/gpu.shared`` replicas,
+``nvidia.com/mig-1g.10gb`` slices, ...), with GPU-equivalents alongside for people.
+
+Headroom is a forecast for the form, not a promise: Kueue decides. Pure; no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+
+from jupyter_gpuaas.core.catalog import Offering, Tenant, format_gpu_equivalents
+from jupyter_gpuaas.core.kueue import (
+    ClusterQueueInfo,
+    CohortInfo,
+    FlavorResource,
+    LocalQueueInfo,
+    display_value,
+    kueue_value,
+)
+
+__all__ = [
+    "Fit",
+    "Headroom",
+    "QueueState",
+    "ResourceFit",
+    "UserUsage",
+    "compute_headroom",
+    "resolve_cluster_queue",
+]
+
+
+class Fit(str, enum.Enum):
+    """Ordered from best to worst (see :meth:`worse`)."""
+
+    NOW = "now"
+    BORROW = "borrow"
+    QUEUE = "queue"
+    UNKNOWN = "unknown"
+    NOT_ALLOWED = "not-allowed"
+    NEVER = "never"
+
+    @property
+    def selectable(self) -> bool:
+        """Whether a user may pick it (it starts, borrows, queues, or we cannot tell)."""
+        return self in (Fit.NOW, Fit.BORROW, Fit.QUEUE, Fit.UNKNOWN)
+
+    def worse(self, other: Fit) -> Fit:
+        order = list(Fit)
+        return self if order.index(self) >= order.index(other) else other
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """A read of the watch caches: the Kueue objects headroom needs, already parsed.
+
+    ``synced`` is False until every cache has listed once; headroom is then ``UNKNOWN``.
+    """
+
+    cluster_queues: Mapping[str, ClusterQueueInfo] = field(default_factory=dict)
+    cohorts: Mapping[str, CohortInfo] = field(default_factory=dict)
+    local_queues: Mapping[tuple[str, str], LocalQueueInfo] = field(default_factory=dict)
+    synced: bool = True
+    _tree: _Tree | None = field(default=None, init=False, repr=False, compare=False)
+
+    def tree(self) -> _Tree:
+        """Kueue's quota tree over this snapshot, built once (cohort sums are memoized)."""
+        if self._tree is None:
+            object.__setattr__(self, "_tree", _Tree(self))
+        assert self._tree is not None
+        return self._tree
+
+
+@dataclass(frozen=True)
+class UserUsage:
+    """What the user already holds: their other GPU servers, running or waiting."""
+
+    gpu_servers: int = 0
+    gpu_equivalents: Fraction = Fraction(0)
+
+
+@dataclass(frozen=True)
+class ResourceFit:
+    """Headroom for one (flavor, resource), in the unit Kueue counts."""
+
+    flavor: str
+    resource: str
+    requested: int
+    nominal: int
+    used: int
+    available: int
+    """What Kueue would still admit now, own quota plus what the cohort can lend."""
+    potential: int
+    """The most this queue could ever get with nothing else running (nominal + borrowing)."""
+    fit: Fit
+
+    @property
+    def free(self) -> int:
+        return max(0, self.nominal - self.used)
+
+
+@dataclass(frozen=True)
+class Headroom:
+    tenant: str
+    offering: str
+    count: int
+    fit: Fit
+    message: str
+    """Short state for the form: "available now (3 of 8 free)", "will queue (about 2 ahead)"."""
+    detail: str = ""
+    """A longer sentence: why, or what borrowing means."""
+    cluster_queue: str = ""
+    ahead: int | None = None
+    free_units: int | None = None
+    total_units: int | None = None
+    max_units: int | None = None
+    gpu_equivalents: Fraction = Fraction(0)
+    free_gpu_equivalents: Fraction | None = None
+    total_gpu_equivalents: Fraction | None = None
+    borrow_risk: bool = False
+    resources: tuple[ResourceFit, ...] = ()
+
+
+# --------------------------------------------------------------------------- Kueue's arithmetic
+
+_Node = tuple[str, str]  # ("cq" | "cohort", name)
+
+
+class _Tree:
+    """Kueue's resource tree over ClusterQueues and Cohorts (implicit cohorts included)."""
+
+    def __init__(self, state: QueueState) -> None:
+        self.cqs = state.cluster_queues
+        self.cohorts = state.cohorts
+        self.cq_children: dict[str, list[str]] = {}
+        self.cohort_children: dict[str, list[str]] = {}
+        for cq in self.cqs.values():
+            if cq.cohort:
+                self.cq_children.setdefault(cq.cohort, []).append(cq.name)
+        for co in self.cohorts.values():
+            if co.parent and co.parent != co.name:
+                self.cohort_children.setdefault(co.parent, []).append(co.name)
+        self._subtree: dict[tuple[_Node, FlavorResource], int] = {}
+        self._usage: dict[tuple[_Node, FlavorResource], int] = {}
+        self._available: dict[tuple[_Node, FlavorResource], int] = {}
+        self._potential: dict[tuple[_Node, FlavorResource], int] = {}
+
+    def parent(self, node: _Node) -> _Node | None:
+        kind, name = node
+        if kind == "cq":
+            cohort = self.cqs[name].cohort
+            return ("cohort", cohort) if cohort else None
+        co = self.cohorts.get(name)
+        if co and co.parent and not self._cycle(name):
+            return ("cohort", co.parent)
+        return None
+
+    def _cycle(self, name: str) -> bool:
+        seen = {name}
+        cur = self.cohorts.get(name)
+        while cur is not None and cur.parent:
+            if cur.parent in seen:
+                return True
+            seen.add(cur.parent)
+            cur = self.cohorts.get(cur.parent)
+        return False
+
+    def _quota(self, node: _Node, fr: FlavorResource) -> tuple[int, int | None, int | None]:
+        kind, name = node
+        quotas = (
+            self.cqs[name].quotas
+            if kind == "cq"
+            else (self.cohorts[name].quotas if name in self.cohorts else {})
+        )
+        q = quotas.get(fr)
+        if q is None:
+            return 0, None, None
+        return q.nominal, q.borrowing_limit, q.lending_limit
+
+    def subtree(self, node: _Node, fr: FlavorResource) -> int:
+        key = (node, fr)
+        if key not in self._subtree:
+            total = self._quota(node, fr)[0]
+            if node[0] == "cohort" and not self._cycle(node[1]):
+                for child in self._children(node):
+                    total += self.subtree(child, fr) - self.local(child, fr)
+            self._subtree[key] = total
+        return self._subtree[key]
+
+    def _children(self, node: _Node) -> list[_Node]:
+        name = node[1]
+        return [("cq", c) for c in self.cq_children.get(name, [])] + [
+            ("cohort", c) for c in self.cohort_children.get(name, [])
+        ]
+
+    def local(self, node: _Node, fr: FlavorResource) -> int:
+        lending = self._quota(node, fr)[2]
+        if lending is None:
+            return 0
+        return max(0, self.subtree(node, fr) - lending)
+
+    def usage(self, node: _Node, fr: FlavorResource) -> int:
+        key = (node, fr)
+        if key not in self._usage:
+            if node[0] == "cq":
+                total = self.cqs[node[1]].usage(fr)
+            else:
+                total = 0
+                if not self._cycle(node[1]):
+                    for child in self._children(node):
+                        total += max(0, self.usage(child, fr) - self.local(child, fr))
+            self._usage[key] = total
+        return self._usage[key]
+
+    def available(self, node: _Node, fr: FlavorResource) -> int:
+        key = (node, fr)
+        if key not in self._available:
+            self._available[key] = self._compute_available(node, fr)
+        return self._available[key]
+
+    def _compute_available(self, node: _Node, fr: FlavorResource) -> int:
+        parent = self.parent(node)
+        if parent is None:
+            return self.subtree(node, fr) - self.usage(node, fr)
+        parent_available = self.available(parent, fr)
+        borrowing = self._quota(node, fr)[1]
+        if borrowing is not None:
+            stored_in_parent = self.subtree(node, fr) - self.local(node, fr)
+            used_in_parent = max(0, self.usage(node, fr) - self.local(node, fr))
+            parent_available = min(stored_in_parent - used_in_parent + borrowing, parent_available)
+        local_available = max(0, self.local(node, fr) - self.usage(node, fr))
+        return local_available + parent_available
+
+    def potential(self, node: _Node, fr: FlavorResource) -> int:
+        key = (node, fr)
+        if key not in self._potential:
+            self._potential[key] = self._compute_potential(node, fr)
+        return self._potential[key]
+
+    def _compute_potential(self, node: _Node, fr: FlavorResource) -> int:
+        parent = self.parent(node)
+        if parent is None:
+            return self.subtree(node, fr)
+        result = self.local(node, fr) + self.potential(parent, fr)
+        borrowing = self._quota(node, fr)[1]
+        if borrowing is not None:
+            result = min(self.subtree(node, fr) + borrowing, result)
+        return result
+
+    def borrow_risk(self, cq: ClusterQueueInfo) -> bool:
+        """Whether a lender in the cohort may take its quota back by preempting borrowers."""
+        if not cq.cohort:
+            return False
+        return any(
+            other.name != cq.name
+            and other.cohort == cq.cohort
+            and other.reclaim_within_cohort not in ("", "Never")
+            for other in self.cqs.values()
+        )
+
+
+# --------------------------------------------------------------------------- the decision
+
+
+def resolve_cluster_queue(
+    tenant: Tenant, state: QueueState, namespace: str
+) -> tuple[ClusterQueueInfo | None, str]:
+    """The tenant's ClusterQueue, or ``None`` and why not (user-facing)."""
+    ns = tenant.namespace or namespace
+    name = tenant.cluster_queue
+    lq = state.local_queues.get((ns, tenant.local_queue))
+    if lq is not None and lq.stopped:
+        return None, f"{tenant.display_name}'s queue is stopped by an admin"
+    if name is None:
+        if lq is None:
+            return None, (
+                f"{tenant.display_name}'s queue ({ns}/{tenant.local_queue}) does not exist; "
+                "ask an admin"
+            )
+        name = lq.cluster_queue
+    cq = state.cluster_queues.get(name)
+    if cq is None:
+        return None, f"{tenant.display_name}'s ClusterQueue {name!r} does not exist; ask an admin"
+    if cq.stopped:
+        return None, f"{tenant.display_name}'s queue is stopped by an admin"
+    if cq.active is False:
+        why = f": {cq.inactive_reason}" if cq.inactive_reason else ""
+        return None, f"{tenant.display_name}'s queue is not active{why}"
+    return cq, ""
+
+
+def _units(value: int, per_unit: int) -> int:
+    if per_unit <= 0:
+        return 0
+    return max(0, value // per_unit)
+
+
+def _plural(n: int, offering: Offering) -> str:
+    return offering.unit if n == 1 else offering.units
+
+
+def _fit_resource(
+    tree: _Tree, cq: ClusterQueueInfo, fr: FlavorResource, requested: int
+) -> ResourceFit:
+    node: _Node = ("cq", cq.name)
+    nominal = tree.subtree(node, fr)
+    used = tree.usage(node, fr)
+    available = tree.available(node, fr)
+    potential = tree.potential(node, fr)
+    if requested > potential:
+        fit = Fit.NEVER
+    elif used + requested <= nominal and requested <= available:
+        fit = Fit.NOW
+    elif requested <= available:
+        fit = Fit.BORROW
+    else:
+        fit = Fit.QUEUE
+    return ResourceFit(fr[0], fr[1], requested, nominal, used, available, potential, fit)
+
+
+def compute_headroom(
+    tenant: Tenant,
+    offering: Offering,
+    state: QueueState,
+    *,
+    namespace: str,
+    count: int | None = None,
+    usage: UserUsage | None = None,
+    team_queued: int | None = None,
+    extra_requests: Mapping[str, Fraction] | None = None,
+) -> Headroom:
+    """Headroom of ``tenant`` for ``count`` units of ``offering``.
+
+    ``extra_requests`` (e.g. ``{"cpu": Fraction(2), "memory": ...}``) are counted too where the
+    ClusterQueue covers them. ``team_queued`` overrides the LocalQueue's pending count for the
+    ``max_queued`` cap.
+    """
+    count = offering.default_count if count is None else count
+    usage = usage or UserUsage()
+    gpu_eq = offering.gpu_equivalents_for(count)
+    proto = Headroom(
+        tenant=tenant.name,
+        offering=offering.slug,
+        count=count,
+        fit=Fit.UNKNOWN,
+        message="",
+        gpu_equivalents=gpu_eq,
+    )
+
+    # Per-user caps: policy, decided before any quota is looked at.
+    if offering.is_gpu:
+        cap = tenant.max_gpu_servers_per_user
+        if cap is not None and usage.gpu_servers + 1 > cap:
+            noun = "GPU server" if cap == 1 else "GPU servers"
+            return replace(
+                proto,
+                fit=Fit.NOT_ALLOWED,
+                message=f"limit: {cap} {noun} per user",
+                detail=f"You already have {usage.gpu_servers}; stop one to start this.",
+            )
+        gcap = tenant.max_gpus_per_user
+        if gcap is not None and usage.gpu_equivalents + gpu_eq > gcap:
+            have = format_gpu_equivalents(usage.gpu_equivalents)
+            noun = "GPU" if gcap == 1 else "GPUs"
+            return replace(
+                proto,
+                fit=Fit.NOT_ALLOWED,
+                message=f"limit: {format_gpu_equivalents(gcap)} {noun} per user",
+                detail=f"You already use {have} GPU-equivalents; this needs "
+                f"{format_gpu_equivalents(gpu_eq)}.",
+            )
+
+    if not state.synced:
+        return replace(
+            proto,
+            fit=Fit.UNKNOWN,
+            message="quota state not known yet",
+            detail="The hub is still reading the queues; this may start or queue.",
+        )
+
+    cq, why = resolve_cluster_queue(tenant, state, namespace)
+    if cq is None:
+        return replace(proto, fit=Fit.NOT_ALLOWED, message=why)
+    proto = replace(proto, cluster_queue=cq.name)
+
+    tree = state.tree()
+    fits: list[ResourceFit] = []
+    for resource, qty in offering.requests(count).items():
+        flavor = offering.flavor or ""
+        if not cq.covers(resource) or (flavor, resource) not in cq.quotas:
+            detail = (
+                f"ClusterQueue {cq.name} does not cover {resource}."
+                if not cq.covers(resource)
+                else f"ClusterQueue {cq.name} has no {resource} in flavor {flavor}."
+            )
+            return replace(
+                proto,
+                fit=Fit.NEVER,
+                message=f"your team has no quota for {offering.display_name}",
+                detail=detail,
+            )
+        fits.append(_fit_resource(tree, cq, (flavor, resource), qty))
+
+    for resource, extra_qty in (extra_requests or {}).items():
+        flavors = cq.flavors_for(resource)
+        amount = kueue_value(resource, extra_qty)
+        if not flavors or amount <= 0:
+            continue  # not covered: Kueue is assumed to be configured to ignore it
+        candidates = [offering.flavor] if offering.flavor in flavors else list(flavors)
+        options = [
+            _fit_resource(tree, cq, (f, resource), amount)
+            for f in candidates
+            if f is not None and (f, resource) in cq.quotas
+        ]
+        if options:
+            fits.append(min(options, key=lambda rf: list(Fit).index(rf.fit)))
+
+    fit = Fit.NOW
+    for rf in fits:
+        fit = fit.worse(rf.fit)
+
+    per_unit = dict(offering.resources)
+    gpu_fits = [rf for rf in fits if rf.resource in per_unit]
+    unit_eq = offering.gpu_equivalents
+    if gpu_fits:
+        free_units = min(_units(rf.free, per_unit[rf.resource]) for rf in gpu_fits)
+        total_units = min(_units(rf.nominal, per_unit[rf.resource]) for rf in gpu_fits)
+        max_units = min(_units(rf.potential, per_unit[rf.resource]) for rf in gpu_fits)
+        proto = replace(
+            proto,
+            free_units=free_units,
+            total_units=total_units,
+            max_units=max_units,
+            free_gpu_equivalents=unit_eq * free_units,
+            total_gpu_equivalents=unit_eq * total_units,
+        )
+    proto = replace(proto, fit=fit, resources=tuple(fits))
+
+    if fit is Fit.NEVER:
+        bad = next(rf for rf in fits if rf.fit is Fit.NEVER)
+        if proto.max_units is not None and bad.resource in per_unit:
+            n = proto.max_units
+            eq = format_gpu_equivalents(unit_eq * n)
+            also = f" ({eq} GPU-equivalents)" if offering.kind in ("mig", "shared") else ""
+            msg = f"your team's maximum is {n} {_plural(n, offering)}{also}"
+        else:
+            most = display_value(bad.resource, bad.potential)
+            msg = f"your team's maximum {bad.resource} is {most}"
+        return replace(
+            proto, message=msg, detail=f"This asks for {count} {_plural(count, offering)}."
+        )
+
+    if fit is Fit.NOW:
+        if proto.free_units is None:
+            return replace(proto, message="available now")
+        return replace(
+            proto, message=f"available now ({proto.free_units} of {proto.total_units} free)"
+        )
+
+    if fit is Fit.BORROW:
+        risk = tree.borrow_risk(cq)
+        detail = "Uses quota your team borrows from other teams in its cohort."
+        if risk:
+            detail += (
+                " If a lending team needs its quota back, Kueue may stop this server "
+                "without warning; save your work often."
+            )
+        return replace(proto, message="available by borrowing", detail=detail, borrow_risk=risk)
+
+    # Fit.QUEUE
+    lq = state.local_queues.get((tenant.namespace or namespace, tenant.local_queue))
+    queued = team_queued if team_queued is not None else (lq.pending_workloads if lq else None)
+    if tenant.max_queued is not None and queued is not None and queued >= tenant.max_queued:
+        return replace(
+            proto,
+            fit=Fit.NOT_ALLOWED,
+            message=f"limit: {tenant.max_queued} waiting servers per team",
+            detail=f"{tenant.display_name} already has {queued} servers waiting "
+            "in the queue; try again when one has started.",
+        )
+    ahead = cq.pending_workloads
+    return replace(
+        proto,
+        message=f"will queue (about {ahead} ahead)",
+        ahead=ahead,
+        detail="Your server waits in the queue until quota frees up.",
+    )

@@ -1,0 +1,47 @@
+"""The labels and annotations jupyter-gpuaas puts on Kubernetes objects: their one home.
+
+The spawner writes them on notebook pods, the gpuaas service reads them (and writes its own
+reclaim state), and the dev cluster's admission policy and Kueue's ``labelKeysToCopy`` name
+them. Kueue's own labels (queue name, priority class, ...) live in :mod:`.kueue`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "GPU_EQUIVALENTS_ANNOTATION",
+    "HUB_SERVERNAME_ANNOTATION",
+    "HUB_USERNAME_ANNOTATION",
+    "OFFERING_LABEL",
+    "RECLAIMED_AT",
+    "RECLAIMED_FOR",
+    "RECLAIM_PREFIX",
+    "SNOOZED_UNTIL",
+    "SNOOZES_USED",
+    "TEAM_LABEL",
+    "USER_LABEL",
+    "WARNED_AT",
+]
+
+TEAM_LABEL = "gpuaas.jupyter.org/team"
+"""Pod label: the tenant (team) a notebook server runs for."""
+OFFERING_LABEL = "gpuaas.jupyter.org/offering"
+"""Pod label: the catalog offering's slug."""
+GPU_EQUIVALENTS_ANNOTATION = "gpuaas.jupyter.org/gpu-equivalents"
+"""Pod annotation: the offering's size in GPU-equivalents as the catalog states it ("1/7")."""
+USER_LABEL = "gpuaas.jupyter.org/user"
+"""Job/pod label: the hub user whose work it is. Kueue copies it to the Workload
+(``integrations.labelKeysToCopy``); an admission policy accepts it only from that user."""
+
+# Written by KubeSpawner on every server pod.
+HUB_USERNAME_ANNOTATION = "hub.jupyter.org/username"
+HUB_SERVERNAME_ANNOTATION = "hub.jupyter.org/servername"
+
+# The reclaim loop's state, kept on the pod so that a restarted service carries on.
+RECLAIM_PREFIX = "gpuaas.jupyter.org/reclaim-"
+WARNED_AT = RECLAIM_PREFIX + "warned-at"
+"""Pod annotation: when the service warned this server (a restart does not warn again)."""
+SNOOZES_USED = RECLAIM_PREFIX + "snoozes-used"
+SNOOZED_UNTIL = RECLAIM_PREFIX + "snoozed-until"
+RECLAIMED_AT = RECLAIM_PREFIX + "stopped-at"
+"""Pod annotation: the service asked the hub to stop it (a restart does not stop it twice)."""
+RECLAIMED_FOR = RECLAIM_PREFIX + "for"

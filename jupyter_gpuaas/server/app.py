@@ -1,0 +1,238 @@
+"""The jupyter-server extension: configuration (``c.GPUaaS.*``), the sampler, the handlers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, cast
+
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Enum, Float, Int, List, TraitError, Unicode, Union, validate
+
+from jupyter_gpuaas.gpu import processes
+from jupyter_gpuaas.gpu.fake_nvml import FakeNvml
+from jupyter_gpuaas.gpu.nvml import NvmlReader
+from jupyter_gpuaas.gpu.sampler import Sampler
+from jupyter_gpuaas.gpu.simulate import (
+    DRIVER_BEHAVIOURS,
+    DriverBehaviour,
+    DriverState,
+    reset_driver,
+    state_dir,
+)
+from jupyter_gpuaas.gpu.spec import DEFAULT_SIMULATED_DEVICES, SpecError, parse_devices
+from jupyter_gpuaas.gpu.usage import KernelInfo
+from jupyter_gpuaas.server.handlers import ActivityHandler, UsageHandler
+from jupyter_gpuaas.server.queue import QueueHandler
+from jupyter_gpuaas.server.reporter import ReclaimHandler, Reporter, SnoozeHandler, service_url
+
+
+class GPUaaS(ExtensionApp):
+    """GPU usage per kernel for the JupyterLab GPU panel, and activity for idle cullers."""
+
+    name = "jupyter_gpuaas"
+    load_other_extensions = True
+
+    gpu_source = Enum(
+        ["auto", "nvml", "simulated"],
+        default_value="auto",
+        help="""Where GPU figures come from.
+
+        "auto" (default): the NVIDIA driver through NVML if it initialises, otherwise the panel
+        says "unavailable" and why (no driver, ...), and retries with a growing delay (up to a
+        minute). "nvml": the same, for machines that must have a GPU (failures log as warnings).
+        "simulated": a fake NVML library with the devices of simulated_devices, for trying the
+        panel without a GPU (the UI labels it "simulated"; never chosen automatically).
+        Example: c.GPUaaS.gpu_source = "simulated"
+        """,
+    ).tag(config=True)
+
+    simulated_devices = Union(
+        [Unicode(), List()],
+        default_value=DEFAULT_SIMULATED_DEVICES,
+        help="""The GPUs of gpu_source = "simulated".
+
+        A spec string: comma-separated groups [COUNTx]MODEL-MEMORYGB[:options], options
+        "mig=NxPROFILE[+NxPROFILE]" (MIG devices) and "other=SIZE" (memory used by processes
+        this server cannot see, e.g. other pods). Or a list of dicts with the keys model, count,
+        mig and other. GPU memory sizes in the model name are GiB, as vendors write them.
+        Default: "2xH100-80GB,1xA100-40GB:mig=7x1g.5gb" (two H100 80GB and one A100 40GB split
+        into seven 1g.5gb MIG devices).
+        Example: c.GPUaaS.simulated_devices = "4xA100-80GB,1xL4-24GB:other=6GiB"
+        """,
+    ).tag(config=True)
+
+    simulated_shared = List(
+        Unicode(),
+        default_value=[],
+        help="""Which simulated devices are time-shared with other pods: GPU indexes ("0"),
+        MIG devices as "GPU:MIG" ("2:3"), UUIDs, or "all". Their used memory is shown as
+        possibly other users', and their utilisation never counts as this server's activity.
+        Default: none.
+        Example: c.GPUaaS.simulated_shared = ["1"]
+        """,
+    ).tag(config=True)
+
+    simulated_driver = Enum(
+        list(DRIVER_BEHAVIOURS),
+        default_value="565",
+        help="""How the simulated driver reports processes, as drivers do inside a pod's PID
+        namespace: "565" (pod PIDs with their memory; drivers 565.57+), "535.113" (pod PIDs,
+        memory reported as 0; drivers 535.113-560), "535.104" (host PIDs that match nothing;
+        drivers up to 535.104), "no_driver" (nvmlInit fails). Processes can change it later
+        with jupyter_gpuaas.gpu.simulate.set_driver(). Default: "565".
+        Example: c.GPUaaS.simulated_driver = "535.113"
+        """,
+    ).tag(config=True)
+
+    shared_devices = List(
+        Unicode(),
+        default_value=[],
+        help="""With the real driver, which GPUs are time-shared with other pods (NVML cannot
+        tell): GPU indexes, "GPU:MIG" pairs, UUIDs, or "all" (e.g. for a pod that requested
+        nvidia.com/gpu.shared). Their used memory is shown as possibly other users', and their
+        utilisation never counts as this server's activity. Default: none.
+        Example: c.GPUaaS.shared_devices = ["all"]
+        """,
+    ).tag(config=True)
+
+    sample_ttl = Float(
+        1.0,
+        min=0.0,
+        help="""Seconds a GPU sample is served again before the next NVML read, so that many
+        open tabs cost one read. 0 reads on every request (concurrent requests still share
+        one read). Default: 1.0.
+        Example: c.GPUaaS.sample_ttl = 2.0
+        """,
+    ).tag(config=True)
+
+    busy_utilization_percent = Int(
+        5,
+        min=0,
+        max=100,
+        help="""GPU utilisation (percent) above which a whole, unshared GPU of this server
+        counts as busy in the activity endpoint (idle_since is then null). Default: 5.
+        Example: c.GPUaaS.busy_utilization_percent = 10
+        """,
+    ).tag(config=True)
+
+    queue_service_url = Unicode(
+        "",
+        help="""URL of the gpuaas hub service that answers the Queue section of the sidebar,
+        e.g. "http://proxy-public/services/gpuaas/" (through the hub's proxy) or the service's
+        own address. The server asks it with its hub token (JUPYTERHUB_API_TOKEN), which needs
+        the scope access:services!service=gpuaas (docs/queue.md). Default: "" (then the
+        environment variable GPUAAS_SERVICE_URL; with neither, the section says so).
+        Example: c.GPUaaS.queue_service_url = "http://127.0.0.1:8000/services/gpuaas/"
+        """,
+    ).tag(config=True)
+
+    queue_timeout = Float(
+        5.0,
+        min=0.1,
+        help="""Seconds to wait for the gpuaas hub service before the Queue section reports it
+        unreachable. Default: 5.0.
+        Example: c.GPUaaS.queue_timeout = 10
+        """,
+    ).tag(config=True)
+
+    activity_report_interval = Float(
+        60.0,
+        min=0.0,
+        help="""Seconds between reports of this server's activity (the activity endpoint's
+        payload) to the gpuaas hub service at queue_service_url, made with the server's hub token
+        (scope access:services!service=gpuaas). The culler judges idleness by these reports; a
+        server that stops reporting is "unknown". 0 turns reporting off; it is also off when the
+        server does not run under JupyterHub (no JUPYTERHUB_API_TOKEN) or no service URL is set.
+        Keep it well under the culler's report_stale_after (default 10m). Default: 60.
+        Example: c.GPUaaS.activity_report_interval = 30
+        """,
+    ).tag(config=True)
+
+    @validate("simulated_devices")
+    def _check_devices(self, proposal: dict[str, Any]) -> Any:
+        try:
+            parse_devices(proposal["value"])
+        except (SpecError, TypeError, ValueError) as err:
+            raise TraitError(f"GPUaaS.simulated_devices: {err}") from err
+        return proposal["value"]
+
+    def initialize_settings(self) -> None:
+        self.sampler = Sampler(self._reader(), self._kernel_infos, ttl=self.sample_ttl)
+        self.reporter: Reporter | None = None
+        url, token = service_url(self), os.environ.get("JUPYTERHUB_API_TOKEN", "")
+        serverapp: Any = self.serverapp
+        if self.activity_report_interval > 0 and url and token:
+            self.reporter = Reporter(
+                self,
+                serverapp.web_app.settings,
+                url,
+                token,
+                self.activity_report_interval,
+                self.queue_timeout,
+                self.log,
+            )
+            # The loop runs once the server starts (initialize_settings runs before).
+            serverapp.io_loop.add_callback(self.reporter.start)
+
+    def _reader(self) -> NvmlReader:
+        if self.gpu_source != "simulated":
+            return NvmlReader(
+                shared=frozenset(self.shared_devices),
+                log=self.log,
+                expect_gpu=self.gpu_source == "nvml",
+            )
+        directory: Path = state_dir()
+        # A new server starts with the configured driver, not what a session left behind.
+        reset_driver(directory)
+        lib = FakeNvml(
+            parse_devices(self.simulated_devices),
+            directory,
+            DriverState(behaviour=cast("DriverBehaviour", self.simulated_driver)),
+        )
+        self.log.info("GPUaaS: simulated GPUs; processes join them through %s", directory)
+        return NvmlReader(lib, shared=frozenset(self.simulated_shared), log=self.log)
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend(
+            [
+                (r"/gpuaas/api/usage", UsageHandler),
+                (r"/gpuaas/api/activity", ActivityHandler),
+                (r"/gpuaas/api/queue", QueueHandler),
+                (r"/gpuaas/api/reclaim", ReclaimHandler),
+                (r"/gpuaas/api/reclaim/snooze", SnoozeHandler),
+            ]
+        )
+
+    async def _kernel_infos(self) -> list[KernelInfo]:
+        serverapp: Any = self.serverapp
+        km = serverapp.kernel_manager
+        sessions: dict[str, dict[str, Any]] = {}
+        for session in await serverapp.session_manager.list_sessions():
+            sessions.setdefault(session["kernel"]["id"], session)
+        infos = []
+        for kernel_id in list(km.list_kernel_ids()):
+            try:
+                model = km.kernel_model(kernel_id)
+            except KeyError:
+                continue  # shut down meanwhile
+            session = sessions.get(kernel_id, {})
+            infos.append(
+                KernelInfo(
+                    kernel_id=kernel_id,
+                    name=model.get("name"),
+                    path=session.get("path"),
+                    session_type=session.get("type"),
+                    execution_state=model.get("execution_state"),
+                    pid=processes.kernel_pid(km, kernel_id),
+                )
+            )
+        return infos
+
+    async def stop_extension(self) -> None:
+        sampler: Sampler | None = getattr(self, "sampler", None)  # None if loading failed
+        reporter: Reporter | None = getattr(self, "reporter", None)
+        if reporter is not None:
+            await reporter.stop()
+        if sampler is not None:
+            await sampler.close()

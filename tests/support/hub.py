@@ -1,0 +1,496 @@
+"""Shared helpers of the hub tests: the running hub, its users' pods and Workloads, a browser
+logged in to it, and the hub with the gpuaas service's reclaim loop (tests/hub)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import secrets
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import websocket_connect
+
+from devcluster.hub import HubProcess, HubSettings, free_port
+from devcluster.queue_hub import service_config
+from devcluster.testing import Cluster
+from gpuaas_culler.reclaim.loop import HANDOFFS_CONFIGMAP
+from tests.support.lab import CHROMIUM, CHROMIUM_ARGS
+
+USERS_NS = "jupyter-users"
+
+
+@dataclass
+class Response:
+    status: int
+    body: Any
+
+
+class Hub:
+    """The running hub and a small REST client (admin service token, or a user's token)."""
+
+    def __init__(self, proc: HubProcess, token: str) -> None:
+        self.proc = proc
+        self.url = proc.url
+        self.token = token
+        self._user_tokens: dict[str, str] = {}
+
+    def api(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        token: str | None = None,
+        timeout: float = 30.0,
+    ) -> Response:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            f"{self.url}/hub/api{path}",
+            method=method,
+            data=data,
+            headers={
+                "Authorization": f"token {token or self.token}",
+                "Content-Type": "application/json",
+            },
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                text = r.read().decode()
+                return Response(r.status, json.loads(text) if text else None)
+        except urllib.error.HTTPError as e:
+            text = e.read().decode()
+            try:
+                return Response(e.code, json.loads(text))
+            except ValueError:
+                return Response(e.code, text)
+
+    def user_token(self, name: str) -> str:
+        """A token of the user (as they would make on /hub/token)."""
+        if name not in self._user_tokens:
+            r = self.api("POST", f"/users/{name}/tokens", {"note": "hub tests"})
+            assert r.status == 201, r
+            self._user_tokens[name] = r.body["token"]
+        return self._user_tokens[name]
+
+    def server(self, user: str, server: str = "") -> dict[str, Any] | None:
+        r = self.api("GET", f"/users/{user}")
+        assert r.status == 200, r
+        found: dict[str, Any] | None = r.body["servers"].get(server)
+        return found
+
+    def wait_ready(self, user: str, server: str = "", timeout: float = 90.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.server(user, server)
+            if s and s.get("ready"):
+                return s
+            if s is None:
+                raise AssertionError(f"{user}/{server} stopped:\n{self.proc.log_tail()}")
+            time.sleep(0.5)
+        raise AssertionError(f"{user}/{server} not ready in {timeout}s:\n{self.proc.log_tail()}")
+
+    def stop(self, user: str, server: str = "", timeout: float = 60.0) -> None:
+        """Stop (or cancel) a server and wait until the hub says it is gone."""
+        path = f"/users/{user}/servers/{server}" if server else f"/users/{user}/server"
+        r = self.api("DELETE", path, timeout=timeout)
+        assert r.status in (202, 204, 400, 404), r  # 400/404: not running
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.server(user, server)
+            if s is None or (s.get("stopped") and not s.get("pending")):
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"{user}/{server} did not stop in {timeout}s")
+
+    def progress_events(
+        self, user: str, server: str = "", *, until: str, timeout: float = 60.0
+    ) -> list[dict[str, Any]]:
+        """Read the spawn's progress stream (SSE) until a message contains ``until``."""
+        path = (
+            f"/users/{user}/servers/{server}/progress"
+            if server
+            else f"/users/{user}/server/progress"
+        )
+        req = urllib.request.Request(
+            f"{self.url}/hub/api{path}", headers={"Authorization": f"token {self.token}"}
+        )
+        events: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            for raw in r:
+                line = raw.decode().strip()
+                if line.startswith("data:"):
+                    event = json.loads(line[5:])
+                    events.append(event)
+                    if until in str(event.get("message", "")):
+                        return events
+                if time.monotonic() > deadline:
+                    break
+        raise AssertionError(f"no progress message with {until!r} in {events}")
+
+
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+
+
+async def pods_of(api: client.ApiClient, user: str) -> list[dict[str, Any]]:
+    core = client.CoreV1Api(api)
+    found = await core.list_namespaced_pod(
+        USERS_NS, label_selector=f"hub.jupyter.org/username={user}", _preload_content=False
+    )
+    items: list[dict[str, Any]] = json.loads(await found.read())["items"]  # type: ignore[attr-defined]
+    return items
+
+
+async def workloads_of(api: client.ApiClient, pod_names: set[str]) -> list[dict[str, Any]]:
+    crd = client.CustomObjectsApi(api)
+    listing = await crd.list_namespaced_custom_object(*KUEUE, USERS_NS, "workloads")
+    out = []
+    for w in listing["items"]:
+        owners = {o.get("name") for o in w["metadata"].get("ownerReferences") or []}
+        if owners & pod_names or any(
+            w["metadata"]["name"].startswith(f"pod-{n}-") for n in pod_names
+        ):
+            out.append(w)
+    return out
+
+
+async def secret_value(api: client.ApiClient, name: str) -> str | None:
+    core = client.CoreV1Api(api)
+    try:
+        secret = await core.read_namespaced_secret(name, USERS_NS)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+    return base64.b64decode((secret.data or {})["token"]).decode()
+
+
+async def eventually(check: Any, timeout: float = 30.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"not so within {timeout}s: {what} (last: {last})")
+
+
+async def nothing_left(api: client.ApiClient, user: str, pod_name: str) -> bool:
+    pods = await pods_of(api, user)
+    wls = await workloads_of(api, {pod_name})
+    secret = await secret_value(api, f"{pod_name}-hub-token")
+    return not pods and not wls and secret is None
+
+
+PASSWORD = "gpuaas-demo"  # devcluster/hub.py's default
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"{CHROMIUM} missing: `make chromium` (apt-get install chromium)")
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            await b.close()
+
+
+async def login(browser: Any, hub: Hub, user: str) -> Any:
+    context = await browser.new_context()
+    page = await context.new_page()
+    page.set_default_timeout(30_000)
+    await page.goto(f"{hub.url}/hub/login")
+    await page.fill("#username_input", user)
+    await page.fill("#password_input", PASSWORD)
+    await page.click("#login_submit")
+    await page.wait_for_url("**/hub/**")
+    return page
+
+
+MIG = "nvidia.com/mig-1g.5gb"
+
+
+WARNED = "gpuaas.jupyter.org/reclaim-warned-at"
+
+
+POLICY = """\
+report_stale_after: 30s
+handoff_timeout: 2m
+policies:
+  # bob and dave: the restart test, whose window must hold a service restart and a snooze.
+  - name: local-mig-restart
+    match: {kinds: [mig], users: [bob, dave]}
+    idle_after: 2s
+    warn_before: 60s
+    max_snoozes: 1
+    snooze_for: 1h
+  - name: local-mig
+    match: {kinds: [mig]}
+    idle_after: 2s
+    warn_before: 20s
+    max_snoozes: 1
+    snooze_for: 1h
+"""
+
+
+# The sample organisation's training queues do not cover the local flavor (its pods would run
+# for real on this machine): a queue of the cohort "gpuaas" that does, for this module only. It
+# owns nothing on local and borrows what the notebooks' queues lend.
+QUEUE = """apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: culler-test-training}
+spec:
+  cohortName: gpuaas
+  namespaceSelector:
+    matchLabels: {kubernetes.io/metadata.name: team-a}
+  resourceGroups:
+    - coveredResources: [nvidia.com/mig-1g.5gb]
+      flavors:
+        - name: local
+          resources: [{name: nvidia.com/mig-1g.5gb, nominalQuota: 0}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: culler-test, namespace: team-a}
+spec: {clusterQueue: culler-test-training}
+"""
+
+
+def culler_config(
+    port: int, kubeconfig: Path, policy: Path, save_lead: float = 3, dry_run: bool = False
+) -> str:
+    args = [
+        f"--policy={policy}",
+        "--culler-interval=1",
+        f"--save-lead={save_lead}",
+        *(["--culler-dry-run"] if dry_run else []),
+    ]
+    return service_config(port, kubeconfig, poll_interval=1, culler_args=args, report_interval=1)
+
+
+class CullerHub(Hub):
+    def __init__(self, proc: HubProcess, token: str, port: int) -> None:
+        super().__init__(proc, token)
+        self.port = port
+
+    def metrics(self) -> str:
+        url = f"http://127.0.0.1:{self.port}/services/gpuaas/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return str(r.read().decode())
+
+    def audit(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.proc.log_path.read_text(errors="replace").splitlines():
+            if "gpuaas.culler.audit" in line and "{" in line:
+                out.append(json.loads(line[line.index("{") :]))
+        return out
+
+
+@contextmanager
+def run_culler_hub(
+    cluster: Cluster, state: Path, *, save_lead: float = 3, dry_run: bool = False
+) -> Iterator[CullerHub]:
+    """A hub with the gpuaas service and the culler (policy above), for one test module."""
+    kubectl = str(cluster.info.bin_dir / "kubectl")
+    admin = [kubectl, "--kubeconfig", str(cluster.info.kubeconfig)]
+    subprocess.run([*admin, "apply", "-f", "-"], input=QUEUE.encode(), check=True)
+    forget_handoffs = [*admin, "-n", USERS_NS, "delete", "configmap", HANDOFFS_CONFIGMAP]
+    # each module's culler starts with no hand-off records of an earlier one
+    subprocess.run([*forget_handoffs, "--ignore-not-found"], check=True)
+    policy = state / "policy.yaml"
+    policy.write_text(POLICY)
+    token = secrets.token_hex(24)
+    port = free_port()
+    settings = HubSettings(
+        state_dir=state,
+        kubeconfig=cluster.kubeconfig_for("jupyterhub", "hub", state / "hub.kubeconfig"),
+        service_token=token,
+        start_timeout=90,
+        poll_interval=1.0,
+        extra_config=culler_config(
+            port,
+            cluster.kubeconfig_for("jupyterhub", "gpuaas", state / "gpuaas.kubeconfig"),
+            policy,
+            save_lead,
+            dry_run,
+        ),
+    )
+    proc = HubProcess(settings)
+    proc.start()
+    try:
+        yield CullerHub(proc, token, port)
+    finally:
+        proc.stop()
+        subprocess.run(
+            [*admin, "-n", "team-a", "delete", "jobs", "-l", "gpuaas-test=culler", "--wait"],
+            check=False,
+        )
+        subprocess.run([*admin, "delete", "-f", "-"], input=QUEUE.encode(), check=False)
+
+
+async def make_busy(hub: Hub, user: str) -> None:
+    """Start a kernel in the user's server and keep it executing (a long sleep)."""
+    token = hub.user_token(user)
+    req = urllib.request.Request(
+        f"{hub.url}/user/{user}/api/kernels",
+        data=b"{}",
+        method="POST",
+        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        kernel = json.loads(r.read())["id"]
+    ws_url = hub.url.replace("http", "ws", 1) + f"/user/{user}/api/kernels/{kernel}/channels"
+    ws = await websocket_connect(
+        HTTPRequest(ws_url, headers={"Authorization": f"token {token}"}, connect_timeout=60)
+    )
+    msg = {
+        "header": {
+            "msg_id": uuid.uuid4().hex,
+            "username": user,
+            "session": uuid.uuid4().hex,
+            "msg_type": "execute_request",
+            "version": "5.3",
+        },
+        "parent_header": {},
+        "metadata": {},
+        "channel": "shell",
+        "content": {
+            "code": "import time; time.sleep(900)",
+            "silent": False,
+            "store_history": False,
+            "user_expressions": {},
+            "allow_stdin": False,
+            "stop_on_error": True,
+        },
+    }
+    await ws.write_message(json.dumps(msg))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        raw = await asyncio.wait_for(ws.read_message(), 60)
+        if raw is None:
+            break
+        reply = json.loads(raw)
+        if reply.get("msg_type") == "execute_input":
+            return
+    raise AssertionError(f"{user}'s kernel never became busy")
+
+
+def training_job(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "labels": {"kueue.x-k8s.io/queue-name": "culler-test", "gpuaas-test": "culler"},
+        },
+        "spec": {
+            "parallelism": 2,
+            "completions": 2,
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {"gpuaas.dev/pool": "local"},
+                    "tolerations": [
+                        {
+                            "key": "gpuaas.dev/local-node",
+                            "operator": "Equal",
+                            "value": "true",
+                            "effect": "NoSchedule",
+                        }
+                    ],
+                    "containers": [
+                        {
+                            "name": "train",
+                            "image": "localhost/train:dev",
+                            "command": ["sleep", "60"],
+                            "resources": {"requests": {MIG: "1"}, "limits": {MIG: "1"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+async def pod_of(api: client.ApiClient, user: str) -> dict[str, Any] | None:
+    core = client.CoreV1Api(api)
+    resp = await core.list_namespaced_pod(
+        USERS_NS, label_selector=f"hub.jupyter.org/username={user}", _preload_content=False
+    )
+    items: list[dict[str, Any]] = json.loads(await resp.read())["items"]  # type: ignore[attr-defined]
+    return items[0] if items else None
+
+
+async def wait_for(check: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = await check()
+        if value:
+            return value
+        await asyncio.sleep(1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def delete_jobs(cluster: Cluster, k8s: client.ApiClient) -> None:
+    async with cluster.api("team-a", "alice") as api:
+        batch = client.BatchV1Api(api)
+        for job in (await batch.list_namespaced_job("team-a", label_selector="gpuaas-test")).items:
+            await batch.delete_namespaced_job(
+                job.metadata.name, "team-a", propagation_policy="Background"
+            )
+
+    async def gone() -> bool:
+        crd = client.CustomObjectsApi(k8s)
+        wls = await crd.list_namespaced_custom_object(
+            "kueue.x-k8s.io", "v1beta2", "team-a", "workloads"
+        )
+        return not wls["items"]
+
+    await wait_for(gone, 60, "the Job's workload to go")
+
+
+def service_pid(hub: HubProcess) -> int | None:
+    """The gpuaas service process the hub started (its child), if running."""
+    assert hub.proc is not None
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == hub.proc.pid and b"gpuaas_culler.service" in cmdline:
+            return int(entry.name)
+    return None
+
+
+async def warnings_on(k8s: client.ApiClient, pod: dict[str, Any]) -> int:
+    events = await client.CoreV1Api(k8s).list_namespaced_event(USERS_NS)
+    return sum(
+        1
+        for e in events.items
+        if e.involved_object.uid == pod["metadata"]["uid"] and e.reason == "GPUReclaimWarning"
+    )

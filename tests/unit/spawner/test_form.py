@@ -1,0 +1,296 @@
+"""The spawn form: its model from catalog + queue state, and the HTML it renders."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from html.parser import HTMLParser
+from typing import Any
+
+import pytest
+from traitlets.config import Config
+
+from gpuaas_spawner import check_catalog
+from gpuaas_spawner.form import FormModel, build_form_model, render_form
+from gpuaas_spawner.validate import UserContext, options_from_form_data, validate_options
+from jupyter_gpuaas.core.catalog import CatalogError
+from jupyter_gpuaas.core.headroom import UserUsage
+from jupyter_gpuaas.core.watch import StaticKueueView
+from tests.support.samples import (
+    GPU,
+    MIG1,
+    NAMESPACE,
+    SHARED,
+    FakeUser,
+    catalog_data,
+    kubeconfig_fixture,  # noqa: F401
+    local_queue,
+    make_spawner,
+    sample_catalog,
+    state,
+    team_a_notebooks,
+)
+
+CATALOG = sample_catalog()
+ALICE = UserContext("alice", ("team-a",))
+CAROL = UserContext("carol", ("team-a", "team-b"))
+
+BUSY = state(
+    [
+        team_a_notebooks(
+            usage={("h100", GPU): 2, ("l4-shared", SHARED): 12, ("a100-mig", MIG1): 7}, pending=2
+        ),
+        team_a_notebooks() | {"metadata": {"name": "team-b-notebooks"}},
+    ]
+)
+
+
+def _model(user: UserContext = ALICE, **kw: Any) -> FormModel:
+    return build_form_model(CATALOG, user, kw.pop("state", BUSY), namespace=NAMESPACE, **kw)
+
+
+def test_model_lists_the_teams_offerings_with_live_state() -> None:
+    model = _model()
+    (team,) = model.teams
+    assert (team.name, team.selected) == ("team-a", True)
+    rows = [(o.slug, o.state, o.status, o.selectable, o.checked) for o in team.offerings]
+    assert rows == [
+        ("h100", "queue", "will queue (about 2 ahead)", True, False),
+        ("mig-1g", "queue", "will queue (about 2 ahead)", True, True),  # the team's default
+        ("mig-3g", "now", "available now (2 of 2 free)", True, False),
+        ("shared", "now", "available now (4 of 16 free)", True, False),
+        ("cpu", "now", "available now", True, False),
+    ]
+    h100, mig1, _, shared, cpu = team.offerings
+    assert (h100.gpu_model, h100.gpu_memory, h100.isolation, h100.gpu_equivalents) == (
+        "NVIDIA H100 80GB HBM3",
+        "80 GiB",
+        "whole GPU, not shared with anyone",
+        "1",
+    )
+    assert h100.counts == (1, 2)
+    assert mig1.counts == (1,)
+    assert (mig1.isolation, mig1.gpu_equivalents, mig1.gpu_status) == (
+        "hardware-isolated MIG slice",
+        "0.14",
+        "≈ 0 of 1 GPU-equivalents free",
+    )
+    assert (shared.isolation, shared.gpu_status) == (
+        "time-shared, no memory isolation",
+        "≈ 1 of 4 GPU-equivalents free",
+    )
+    assert cpu.isolation == "no GPU"
+    assert [(i.slug, i.offerings, i.default_for) for i in model.images] == [
+        ("scipy", ("cpu", "mig-1g", "mig-3g", "shared"), ("cpu", "mig-1g", "mig-3g", "shared")),
+        ("pytorch", ("cpu", "h100", "mig-1g", "mig-3g", "shared"), ("h100",)),
+    ]
+    assert [(s.slug, s.offerings) for s in model.sizes] == [
+        ("small", ("cpu", "mig-1g", "mig-3g", "shared")),
+        ("large", ("cpu", "h100", "mig-1g", "mig-3g", "shared")),
+    ]
+
+
+def test_caps_grey_out_gpu_offerings_with_the_reason() -> None:
+    user = UserContext("alice", ("team-a",), UserUsage(gpu_servers=2, gpu_equivalents=Fraction(1)))
+    team = _model(user).teams[0]
+    states = {o.slug: (o.selectable, o.status) for o in team.offerings}
+    assert states["h100"] == (False, "limit: 2 GPU servers per user")
+    assert states["cpu"] == (True, "available now")
+    assert [o.slug for o in team.offerings if o.checked] == ["cpu"]  # default not selectable
+
+
+def test_several_teams_previous_choice_preselected() -> None:
+    model = _model(
+        CAROL,
+        previous={"team": "team-b", "offering": "shared", "image": "pytorch", "size": "large"},
+    )
+    assert [(t.name, t.selected) for t in model.teams] == [("team-a", False), ("team-b", True)]
+    team_a, team_b = model.teams
+    assert [o.slug for o in team_b.offerings if o.checked] == ["shared"]
+    assert [
+        o.slug for o in team_a.offerings if o.checked
+    ] == []  # one radio group: only one checked
+    assert [o.slug for o in team_a.offerings if o.preferred] == ["mig-1g"]
+    assert (model.selected_image, model.selected_size) == ("pytorch", "large")
+
+
+def test_no_team_and_unknown_state() -> None:
+    model = _model(UserContext("dave", ("staff",)))
+    assert model.teams == ()
+    assert "not in any team" in model.problem
+    html = render_form(model)
+    assert 'role="alert"' in html
+    assert "<input" not in html
+    unknown = _model(state=state([], synced=False)).teams[0]
+    assert {o.state for o in unknown.offerings} == {"unknown"}
+    assert all(o.selectable for o in unknown.offerings)
+
+
+# ----------------------------------------------------------------------------- the HTML
+
+
+class Page(HTMLParser):
+    """Collects elements, ids, and what a browser without JavaScript would submit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements: list[tuple[str, dict[str, str | None]]] = []
+        self.ids: list[str] = []
+        self.disabled_depth: list[bool] = []
+        self.submitted: dict[str, list[str]] = {}
+        self.select: tuple[str, bool, list[tuple[str, bool, bool]]] | None = None
+        self.labels_for: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        self.elements.append((tag, a))
+        if a.get("id"):
+            self.ids.append(str(a["id"]))
+        if tag == "label" and a.get("for"):
+            self.labels_for.append(str(a["for"]))
+        off = any(self.disabled_depth) or "disabled" in a
+        if tag == "fieldset":
+            self.disabled_depth.append("disabled" in a)
+        elif tag == "input" and not off and a.get("name"):
+            if a.get("type") == "hidden" or (a.get("type") == "radio" and "checked" in a):
+                self.submitted.setdefault(str(a["name"]), []).append(str(a.get("value")))
+        elif tag == "select":
+            self.select = (str(a.get("name")), off, [])
+        elif tag == "option" and self.select is not None:
+            self.select[2].append((str(a.get("value")), "selected" in a, "disabled" in a))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "fieldset":
+            self.disabled_depth.pop()
+        elif tag == "select" and self.select is not None:
+            name, off, options = self.select
+            if not off and options:
+                chosen = [v for v, sel, _ in options if sel] or [options[0][0]]
+                self.submitted.setdefault(name, []).append(chosen[-1])
+            self.select = None
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _page(model: FormModel) -> Page:
+    page = Page()
+    page.feed(render_form(model))
+    page.close()
+    return page
+
+
+def test_html_is_accessible_and_consistent() -> None:
+    page = _page(_model(CAROL, previous={"team": "team-b"}))
+    assert len(page.ids) == len(set(page.ids)), "duplicate ids"
+    ids = set(page.ids)
+    for tag, a in page.elements:
+        if tag == "input" and a.get("type") in ("radio", "checkbox"):
+            assert a.get("id") in page.labels_for, f"radio without a label: {a}"
+        if tag == "select":
+            assert a.get("id") in page.labels_for, f"select without a label: {a}"
+        for ref in (a.get("aria-describedby") or "").split():
+            assert ref in ids, f"aria-describedby points nowhere: {ref}"
+    legends = [t for t, _ in page.elements if t == "legend"]
+    fieldsets = [a for t, a in page.elements if t == "fieldset"]
+    assert len(legends) == len(fieldsets) == 3  # team choice + one per team
+    hidden = [a["data-team"] for a in fieldsets if "hidden" in a and "data-team" in a]
+    assert hidden == ["team-a"]
+    text = " ".join(" ".join(page.text).split())
+    assert "Team to charge" in text
+    assert "GPU for Team B" in text
+
+
+def test_unavailable_offerings_are_disabled_and_say_why() -> None:
+    user = UserContext("alice", ("team-a",), UserUsage(gpu_servers=2, gpu_equivalents=Fraction(1)))
+    page = _page(_model(user))
+    radios = {
+        a["value"]: a for t, a in page.elements if t == "input" and a.get("name") == "offering"
+    }
+    assert "disabled" in radios["h100"]
+    assert radios["h100"].get("aria-disabled") == "true"
+    assert "disabled" not in radios["cpu"]
+    text = " ".join(" ".join(page.text).split())
+    assert "Not available: limit: 2 GPU servers per user" in text
+
+
+def test_a_browser_post_of_the_page_as_served_is_accepted() -> None:
+    for user, previous in [
+        (ALICE, None),
+        (CAROL, {"team": "team-b", "offering": "shared"}),
+        (CAROL, {"team": "team-a", "offering": "h100"}),
+    ]:
+        page = _page(_model(user, previous=previous))
+        options = options_from_form_data(page.submitted, CATALOG)
+        choice = validate_options(options, CATALOG, user)
+        expected = previous or {"team": "team-a", "offering": "mig-1g"}
+        assert (choice.tenant.name, choice.offering.slug) == (
+            expected["team"],
+            expected["offering"],
+        )
+        assert choice.image is not None
+        assert choice.size is not None
+
+
+def test_notice_and_catalog_text_are_escaped() -> None:
+    model = _model(notice='<script>alert("x")</script> Your last server was preempted')
+    html = render_form(model)
+    assert "<script>alert" not in html
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; Your last server was preempted" in html
+    assert 'role="status"' in html
+
+
+def test_one_team_posts_it_as_a_hidden_field_and_counts_are_per_offering() -> None:
+    page = _page(
+        _model(state=state([team_a_notebooks()], [local_queue("team-a", "team-a-notebooks")]))
+    )
+    assert page.submitted["team"] == ["team-a"]
+    selects = [a["name"] for t, a in page.elements if t == "select"]
+    assert selects == ["count-h100", "image", "size"]
+
+
+# ----------------------------------------------------------------------------- through the spawner
+
+
+def _view() -> StaticKueueView:
+    return StaticKueueView(
+        cluster_queues=[team_a_notebooks(usage={("h100", GPU): 2}, pending=2)],
+        local_queues=[local_queue("team-a", "team-a-notebooks")],
+    )
+
+
+async def test_spawner_renders_the_form_from_its_caches(kubeconfig: None) -> None:
+    spawner = make_spawner(FakeUser("alice", ["team-a"]), _view())
+    html = await spawner.get_options_form()
+    assert 'id="gpuaas-form"' in html
+    assert "will queue (about 2 ahead)" in html
+    assert "available now (7 of 7 free)" in html
+
+
+async def test_a_broken_catalog_shows_a_problem_and_refuses_spawns(kubeconfig: None) -> None:
+    spawner = make_spawner(FakeUser("alice", ["team-a"]), _view())
+    spawner.tenants = [
+        {"name": "team-a", "groups": ["team-a"], "local_queue": "team-a", "offerings": ["nope"]}
+    ]
+    html = await spawner.get_options_form()
+    assert "GPU servers are misconfigured; an admin has been told (see the hub log)." in html
+    from jupyterhub.spawner import SpawnException
+
+    with pytest.raises(SpawnException) as info:
+        await spawner._run_apply_user_options({})
+    assert info.value.status_code == 500  # an admin's error counts as a hub error
+
+
+def test_check_catalog_for_hub_start() -> None:
+    c = Config()
+    data = catalog_data()
+    c.GPUaaSSpawner.offerings = data["offerings"]
+    c.GPUaaSSpawner.tenants = data["tenants"]
+    c.GPUaaSSpawner.images = data["images"]
+    c.GPUaaSSpawner.sizes = data["sizes"]
+    assert set(check_catalog(c).tenants) == {"team-a", "team-b"}
+    c.GPUaaSSpawner.tenants[0]["offerings"] = ["h100", "tpu"]
+    with pytest.raises(
+        CatalogError, match=r"GPUaaSSpawner.tenants\[0\].offerings\[1\]: unknown offering 'tpu'"
+    ):
+        check_catalog(c)

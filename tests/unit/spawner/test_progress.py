@@ -1,0 +1,768 @@
+"""Spawn phases from pod + Workload + visibility data, and the spawner's own deadlines."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from jupyterhub.spawner import SpawnException
+
+from gpuaas_spawner.progress import (
+    Phase,
+    SpawnStatus,
+    check_deadline,
+    format_duration,
+    spawn_status,
+)
+from jupyter_gpuaas.core.kueue import (
+    pending_item_for_workload,
+    read_pending_workloads,
+    read_workload,
+    workload_for_pod,
+)
+from jupyter_gpuaas.core.watch import StaticKueueView
+from tests.support.samples import (
+    GPU,
+    NAMESPACE,
+    FakeUser,
+    install_pod_reflector,
+    kubeconfig_fixture,  # noqa: F401
+    local_queue,
+    make_spawner,
+    team_a_notebooks,
+)
+
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=timezone.utc)
+POD_UID = "4f9d-pod-uid"
+
+
+def pod(
+    *,
+    gated: bool = False,
+    phase: str = "Pending",
+    conditions: list[dict[str, Any]] | None = None,
+    node: str | None = None,
+    containers: list[dict[str, Any]] | None = None,
+    deleting: bool = False,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": "jupyter-alice",
+        "namespace": "gpuaas-users",
+        "uid": POD_UID,
+        "finalizers": ["kueue.x-k8s.io/managed"],
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-30T10:05:00Z"
+    spec: dict[str, Any] = {"containers": [{"name": "notebook"}]}
+    if gated:
+        spec["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    if node:
+        spec["nodeName"] = node
+    status: dict[str, Any] = {"phase": phase, "conditions": conditions or []}
+    if node:
+        status["nodeName"] = node
+    if containers is not None:
+        status["containerStatuses"] = containers
+    return {"metadata": meta, "spec": spec, "status": status}
+
+
+def workload(*conditions: tuple[str, str, str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": "pod-jupyter-alice-3a1f2",
+            "namespace": "gpuaas-users",
+            "uid": "wl-uid",
+            "labels": {"kueue.x-k8s.io/job-uid": POD_UID},
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": "jupyter-alice",
+                    "uid": POD_UID,
+                    "controller": True,
+                }
+            ],
+            "creationTimestamp": "2026-11-30T10:00:01Z",
+        },
+        "spec": {
+            "queueName": "team-a",
+            "priority": 1000,
+            "priorityClassRef": {"name": "interactive"},
+            "podSets": [],
+        },
+        "status": {
+            "conditions": [
+                {
+                    "type": t,
+                    "status": s,
+                    "reason": r,
+                    "message": m,
+                    "lastTransitionTime": "2026-11-30T10:00:02Z",
+                }
+                for t, s, r, m in conditions
+            ],
+        },
+    }
+
+
+PENDING_MSG = (
+    "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in "
+    "flavor h100, 1 more needed"
+)
+QUEUED_WL = workload(("QuotaReserved", "False", "Pending", PENDING_MSG))
+RESERVED_WL = workload(
+    ("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a-notebooks")
+)
+ADMITTED_WL = workload(
+    ("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue team-a-notebooks"),
+    ("Admitted", "True", "Admitted", "The workload is admitted"),
+)
+PREEMPTED_WL = workload(
+    (
+        "Evicted",
+        "True",
+        "Preempted",
+        "Preempted to accommodate a workload (UID: x) due to reclamation within the cohort",
+    ),
+    (
+        "Preempted",
+        "True",
+        "InCohortReclamation",
+        "Preempted to accommodate a workload (UID: x) due to reclamation within the cohort",
+    ),
+)
+VISIBILITY = {
+    "kind": "PendingWorkloadsSummary",
+    "apiVersion": "visibility.kueue.x-k8s.io/v1beta2",
+    "items": [
+        {
+            "metadata": {"name": "pod-jupyter-bob-1", "namespace": "gpuaas-users"},
+            "priority": 1000,
+            "localQueueName": "team-a",
+            "positionInClusterQueue": 0,
+            "positionInLocalQueue": 0,
+        },
+        {
+            "metadata": {
+                "name": "pod-jupyter-alice-3a1f2",
+                "namespace": "gpuaas-users",
+                "ownerReferences": [{"kind": "Pod", "name": "jupyter-alice", "uid": POD_UID}],
+            },
+            "priority": 1000,
+            "localQueueName": "team-a",
+            "positionInClusterQueue": 4,
+            "positionInLocalQueue": 2,
+        },
+    ],
+}
+ITEMS = read_pending_workloads(VISIBILITY)
+MINE = pending_item_for_workload(ITEMS, workload_name="pod-jupyter-alice-3a1f2")
+ready = {"type": "PodScheduled", "status": "True"}
+
+
+def test_readers() -> None:
+    wl = read_workload(QUEUED_WL)
+    assert (wl.queue_name, wl.priority, wl.priority_class, wl.owner_kind, wl.owner_uid) == (
+        "team-a",
+        1000,
+        "interactive",
+        "Pod",
+        POD_UID,
+    )
+    assert (wl.quota_reserved, wl.admitted, wl.inadmissible, wl.pending_message) == (
+        False,
+        False,
+        False,
+        PENDING_MSG,
+    )
+    assert wl.created == datetime(2026, 11, 30, 10, 0, 1, tzinfo=timezone.utc)
+    assert read_workload(PREEMPTED_WL).preempted is not None
+    other = read_workload(
+        {"metadata": {"name": "x", "ownerReferences": [{"kind": "Pod", "uid": "other"}]}}
+    )
+    assert workload_for_pod([other, wl], pod_uid=POD_UID) is wl
+    assert workload_for_pod([other], pod_uid=POD_UID) is None
+    assert MINE is not None
+    assert (MINE.position_in_local_queue, MINE.owner_uid) == (2, POD_UID)
+    assert pending_item_for_workload(ITEMS, pod_uid=POD_UID) == MINE
+    assert pending_item_for_workload(ITEMS, workload_name="nope") is None
+
+
+CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
+    (
+        "not created yet",
+        {"pod": None},
+        SpawnStatus(Phase.SUBMITTING, "Submitting your server to the queue"),
+    ),
+    (
+        "gated, no workload yet",
+        {"pod": pod(gated=True)},
+        SpawnStatus(Phase.QUEUED, "Queued in team-a: waiting for Kueue to register it"),
+    ),
+    (
+        "gated with position",
+        {"pod": pod(gated=True), "workload": read_workload(QUEUED_WL), "pending": MINE},
+        SpawnStatus(
+            Phase.QUEUED,
+            "Queued in team-a: position 3 (4 ahead in the cluster queue)",
+            position=3,
+            ahead_in_cluster_queue=4,
+        ),
+    ),
+    (
+        "gated, visibility not answered",
+        {"pod": pod(gated=True), "workload": read_workload(QUEUED_WL)},
+        SpawnStatus(Phase.QUEUED, f"Queued in team-a ({PENDING_MSG})"),
+    ),
+    (
+        "quota reserved, checks pending",
+        {"pod": pod(gated=True), "workload": read_workload(RESERVED_WL)},
+        SpawnStatus(
+            Phase.QUOTA_RESERVED,
+            "Admitted in team-a: quota reserved, waiting for Kueue's admission checks",
+        ),
+    ),
+    (
+        "admitted, scheduler says no node",
+        {
+            "pod": pod(
+                conditions=[
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
+                    }
+                ]
+            ),
+            "workload": read_workload(ADMITTED_WL),
+            "offering": "NVIDIA H100",
+        },
+        SpawnStatus(
+            Phase.WAITING_FOR_NODE,
+            "Admitted in team-a (quota reserved); waiting for a free node for NVIDIA H100 "
+            "(0/4 nodes are available: 4 Insufficient nvidia.com/gpu.)",
+        ),
+    ),
+    (
+        "admitted, not looked at yet",
+        {"pod": pod()},
+        SpawnStatus(
+            Phase.WAITING_FOR_NODE, "Admitted in team-a (quota reserved); waiting for a free node"
+        ),
+    ),
+    (
+        "scheduled, pulling (event)",
+        {
+            "pod": pod(
+                conditions=[ready],
+                node="gpu-1",
+                containers=[
+                    {
+                        "name": "notebook",
+                        "ready": False,
+                        "state": {"waiting": {"reason": "ContainerCreating"}},
+                    }
+                ],
+            ),
+            "events": [
+                {
+                    "reason": "Scheduled",
+                    "message": "assigned",
+                    "lastTimestamp": "2026-11-30T10:01:00Z",
+                },
+                {
+                    "reason": "Pulling",
+                    "message": 'Pulling image "quay.io/jupyter/pytorch-notebook"',
+                    "lastTimestamp": "2026-11-30T10:01:01Z",
+                },
+            ],
+        },
+        SpawnStatus(
+            Phase.PULLING, 'Pulling the image: Pulling image "quay.io/jupyter/pytorch-notebook"'
+        ),
+    ),
+    (
+        "scheduled, pulled (event)",
+        {
+            "pod": pod(conditions=[ready], node="gpu-1"),
+            "events": [
+                {"reason": "Pulled", "lastTimestamp": "2026-11-30T10:02:00Z"},
+                {"reason": "Pulling", "lastTimestamp": "2026-11-30T10:01:01Z"},
+            ],
+        },
+        SpawnStatus(Phase.STARTING, "Starting the container"),
+    ),
+    (
+        "scheduled, no events",
+        {"pod": pod(conditions=[ready], node="gpu-1")},
+        SpawnStatus(Phase.PULLING, "Node found; pulling the image and creating the container"),
+    ),
+    (
+        "image pull failing",
+        {
+            "pod": pod(
+                conditions=[ready],
+                node="gpu-1",
+                containers=[
+                    {
+                        "name": "notebook",
+                        "ready": False,
+                        "state": {
+                            "waiting": {
+                                "reason": "ImagePullBackOff",
+                                "message": "Back-off pulling image",
+                            }
+                        },
+                    }
+                ],
+            )
+        },
+        SpawnStatus(
+            Phase.PULLING, "Cannot pull the image yet (ImagePullBackOff): Back-off pulling image"
+        ),
+    ),
+    (
+        "token secret not there yet",
+        {
+            "pod": pod(
+                conditions=[ready],
+                node="gpu-1",
+                containers=[
+                    {
+                        "name": "notebook",
+                        "ready": False,
+                        "state": {
+                            "waiting": {
+                                "reason": "CreateContainerConfigError",
+                                "message": 'secret "jupyter-alice-hub-token" not found',
+                            }
+                        },
+                    }
+                ],
+            )
+        },
+        SpawnStatus(
+            Phase.STARTING,
+            'Cannot create the container yet: secret "jupyter-alice-hub-token" not found',
+        ),
+    ),
+    (
+        "running, not ready",
+        {
+            "pod": pod(
+                phase="Running",
+                conditions=[ready],
+                node="gpu-1",
+                containers=[{"name": "notebook", "ready": False, "state": {"running": {}}}],
+            )
+        },
+        SpawnStatus(Phase.STARTING, "Starting Jupyter"),
+    ),
+    (
+        "ready",
+        {
+            "pod": pod(
+                phase="Running",
+                conditions=[ready],
+                node="gpu-1",
+                containers=[{"name": "notebook", "ready": True, "state": {"running": {}}}],
+            )
+        },
+        SpawnStatus(Phase.READY, "Your server is ready"),
+    ),
+    (
+        "exited",
+        {
+            "pod": pod(phase="Failed", node="gpu-1")
+            | {"status": {"phase": "Failed", "reason": "OOMKilled"}}
+        },
+        SpawnStatus(Phase.FAILED, "Your server stopped before it was ready: OOMKilled"),
+    ),
+    (
+        "preempted: pod gone, workload says so",
+        {"pod": None, "pod_seen": True, "workload": read_workload(PREEMPTED_WL)},
+        SpawnStatus(
+            Phase.PREEMPTED,
+            "Your server was preempted by Kueue in team-a to make room for other work: "
+            "Preempted to accommodate a workload (UID: x) due to reclamation within the cohort. "
+            "Your files are "
+            "kept; start it again when quota is free.",
+        ),
+    ),
+    (
+        "preempted: Kueue marks the pod before deleting it",
+        {
+            "pod": pod(
+                phase="Running",
+                node="gpu-1",
+                conditions=[
+                    {
+                        "type": "TerminationTarget",
+                        "status": "True",
+                        "reason": "WorkloadEvicted",
+                        "message": "Preempted to accommodate a higher priority Workload",
+                    }
+                ],
+            )
+        },
+        SpawnStatus(
+            Phase.PREEMPTED,
+            "Your server was preempted by Kueue in team-a to make room for other work: "
+            "Preempted to accommodate "
+            "a higher priority Workload. Your files are kept; start it again when quota is free.",
+        ),
+    ),
+    (
+        "stopped by Kueue for another reason",
+        {
+            "pod": pod(deleting=True),
+            "workload": read_workload(
+                workload(("Evicted", "True", "ClusterQueueStopped", "The ClusterQueue is stopped"))
+            ),
+        },
+        SpawnStatus(Phase.STOPPED, "Kueue stopped your server: The ClusterQueue is stopped."),
+    ),
+    (
+        "deleted by someone",
+        {"pod": None, "pod_seen": True},
+        SpawnStatus(Phase.STOPPED, "Your server's pod was deleted."),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "inputs", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_spawn_status(name: str, inputs: dict[str, Any], expected: SpawnStatus) -> None:
+    assert spawn_status(team="team-a", **inputs) == expected
+
+
+def test_status_flags_and_event() -> None:
+    queued = spawn_status(team="team-a", pod=pod(gated=True), pending=MINE)
+    assert (queued.in_queue, queued.admitted, queued.terminal) == (True, False, False)
+    assert queued.event() == {
+        "progress": 10,
+        "message": "Queued in team-a: position 3 (4 ahead in the cluster queue)",
+        "phase": "queued",
+    }
+    node = spawn_status(team="team-a", pod=pod())
+    assert (node.in_queue, node.admitted, node.progress) == (False, True, 45)
+    gone = spawn_status(team="team-a", pod=None, pod_seen=True)
+    assert (gone.terminal, gone.admitted) == (True, False)
+
+
+def _at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_queue_timeout_counts_only_the_wait_in_the_queue() -> None:
+    queued = spawn_status(team="team-a", pod=pod(gated=True), pending=MINE)
+    kw: dict[str, Any] = {
+        "team": "team-a",
+        "submitted_at": T0,
+        "queue_timeout": 1800,
+        "start_timeout": 300,
+    }
+    assert check_deadline(queued, admitted_at=None, now=_at(1799), **kw) is None
+    deadline = check_deadline(queued, admitted_at=None, now=_at(1800), **kw)
+    assert deadline is not None
+    assert deadline.kind == "queue"
+    assert deadline.message == (
+        "Your server waited 30 minutes in team-a's queue (position 3) without getting a GPU, the "
+        "limit for a queued server. Nothing was started; try again later or choose an offering "
+        "with free quota."
+    )
+    assert (
+        check_deadline(queued, admitted_at=None, now=_at(10**7), **{**kw, "queue_timeout": 0})
+        is None
+    )
+
+
+def test_start_timeout_begins_at_admission() -> None:
+    kw: dict[str, Any] = {
+        "team": "team-a",
+        "submitted_at": T0,
+        "queue_timeout": 1800,
+        "start_timeout": 300,
+    }
+    pulling = spawn_status(team="team-a", pod=pod(conditions=[ready], node="gpu-1"))
+    # admitted after 50 minutes in the queue: the queue timeout no longer applies...
+    assert check_deadline(pulling, admitted_at=_at(3000), now=_at(3299), **kw) is None
+    # ...and the start timeout runs from admission
+    deadline = check_deadline(pulling, admitted_at=_at(3000), now=_at(3300), **kw)
+    assert deadline is not None
+    assert deadline.kind == "start"
+    assert deadline.message == (
+        "Your server was admitted but did not become ready within 5 minutes: "
+        "Node found; pulling the image and creating the container"
+    )
+    done = spawn_status(
+        team="team-a",
+        pod=pod(
+            phase="Running",
+            conditions=[ready],
+            node="gpu-1",
+            containers=[{"name": "notebook", "ready": True, "state": {"running": {}}}],
+        ),
+    )
+    assert check_deadline(done, admitted_at=_at(0), now=_at(10**6), **kw) is None
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (5, "5 seconds"),
+        (119, "119 seconds"),
+        (600, "10 minutes"),
+        (7200, "2 hours"),
+        (9000, "2.5 hours"),
+    ],
+)
+def test_format_duration(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+# ----------------------------------------------------------------------------- the spawner's loop
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+async def spawner(kubeconfig: None) -> AsyncIterator[Any]:
+    view = StaticKueueView(
+        cluster_queues=[team_a_notebooks(usage={("h100", GPU): 1}, pending=4)],
+        local_queues=[local_queue("team-a", "team-a-notebooks")],
+        workloads=[QUEUED_WL],
+        pending={(NAMESPACE, "team-a"): VISIBILITY},
+    )
+    clock = Clock()
+    sp = make_spawner(
+        FakeUser("alice", ["team-a"]),
+        view,
+        clock=clock,
+        queue_timeout=600,
+        start_timeout=300,
+        queue_poll_interval=0.01,
+    )
+    sp.api_token = "tok-0123456789abcdef"
+    reflector = install_pod_reflector(sp)
+    owned: list[str] = []
+    never = asyncio_event()
+
+    async def kubespawner_start() -> str:  # KubeSpawner._start: the pod never becomes ready here
+        await never.wait()
+        return "http://pod:8888"
+
+    async def no_watch(replace: bool = False) -> None:
+        return None
+
+    async def own(uid: str) -> None:
+        owned.append(uid)
+        sp._gpuaas_secret_owned = True
+
+    sp._start = kubespawner_start
+    sp._start_watching_pods = no_watch
+    sp._own_token_secret = own
+    sp.test_clock, sp.test_reflector, sp.test_owned, sp.test_view = clock, reflector, owned, view
+    yield sp
+    type(sp).reflectors.pop(sp._get_reflector_key("pods"), None)
+
+
+def asyncio_event() -> Any:
+    import asyncio
+
+    return asyncio.Event()
+
+
+async def test_queue_wait_is_not_the_start_timeout_and_ends_cleanly(spawner: Any) -> None:
+    import asyncio
+
+    await spawner._run_apply_user_options({"offering": "h100"})
+    future = spawner.start()
+    assert spawner.start_timeout == 600 + 300 + 60  # what the hub waits for, in total
+    await asyncio.sleep(0.02)
+    spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"] = pod(gated=True)  # created, gated
+    progress = spawner.progress()
+    first = await progress.__anext__()
+    assert first == {
+        "progress": 10,
+        "phase": "queued",
+        "message": "Queued in team-a: position 3 (4 ahead in the cluster queue)",
+    }
+    await asyncio.sleep(0.05)
+    assert spawner.test_owned == [POD_UID]  # the token Secret gets owned by the pod
+    assert spawner.test_view.tracked == {(NAMESPACE, "team-a"): 1}  # positions polled meanwhile
+    spawner.test_clock.advance(601)
+    with pytest.raises(SpawnException) as info:
+        await asyncio.wait_for(future, 5)
+    assert (info.value.status_code, info.value.reason) == (400, "queue_timeout")  # not a hub error
+    assert info.value.message.startswith(
+        "Your server waited 10 minutes in team-a's queue (position 3)"
+    )
+    assert spawner.start_timeout == 300  # restored: stop() never inherits the long timeout
+    assert spawner.test_view.tracked == {(NAMESPACE, "team-a"): 0}
+    assert [e async for e in progress] == []  # the generator ends with the spawn
+
+
+async def test_start_timeout_runs_from_admission(spawner: Any) -> None:
+    import asyncio
+
+    spawner.queue_timeout = 0  # wait in the queue without limit
+    await spawner._run_apply_user_options({"offering": "h100"})
+    future = spawner.start()
+    await asyncio.sleep(0.02)
+    spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"] = pod(gated=True)
+    await asyncio.sleep(0.03)
+    spawner.test_clock.advance(3000)  # 50 minutes in the queue
+    await asyncio.sleep(0.03)
+    assert not future.done()
+    spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"] = pod()  # Kueue removed the gate
+    await asyncio.sleep(0.03)
+    spawner.test_clock.advance(299)
+    await asyncio.sleep(0.03)
+    assert not future.done()
+    spawner.test_clock.advance(2)
+    with pytest.raises(TimeoutError, match="admitted but did not become ready within 5 minutes"):
+        await asyncio.wait_for(future, 5)
+
+
+async def test_preempted_while_starting_is_reported_as_such(spawner: Any) -> None:
+    import asyncio
+
+    await spawner._run_apply_user_options({"offering": "h100"})
+    future = spawner.start()
+    await asyncio.sleep(0.02)
+    spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"] = pod()
+    await asyncio.sleep(0.03)
+    spawner.test_view._workloads = [read_workload(PREEMPTED_WL)]
+    del spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"]
+    with pytest.raises(SpawnException) as info:
+        await asyncio.wait_for(future, 5)
+    assert (info.value.status_code, info.value.reason) == (400, "preempted")
+    assert "preempted by Kueue in team-a" in info.value.message
+
+
+async def test_a_previous_pod_of_the_same_name_is_not_mistaken_for_this_one(spawner: Any) -> None:
+    import asyncio
+
+    old = pod(deleting=True)
+    old["metadata"]["uid"] = "old-uid"
+    spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"] = old
+    await spawner._run_apply_user_options({"offering": "h100"})
+    future = spawner.start()
+    progress = spawner.progress()
+    assert (await progress.__anext__())["phase"] == "submitting"
+    await asyncio.sleep(0.05)
+    assert not future.done()
+    future.cancel()
+    await progress.aclose()
+
+
+async def test_kubespawner_removing_an_old_pod_does_not_end_this_spawn(spawner: Any) -> None:
+    """KubeSpawner's _start calls stop(True) on a 409; that stop must not undo the spawn."""
+    import asyncio
+
+    stops: list[bool] = []
+
+    async def stop_pod(now: bool) -> None:
+        stops.append(now)
+
+    async def kubespawner_start() -> str:
+        await asyncio.ensure_future(spawner.stop(True))  # as from inside exponential_backoff
+        await asyncio.Event().wait()
+        return ""
+
+    spawner._stop_pod = stop_pod
+    spawner._start = kubespawner_start
+    await spawner._run_apply_user_options({"offering": "h100"})
+    future = spawner.start()
+    await asyncio.sleep(0.05)
+    assert stops == [True]
+    assert spawner.start_timeout == 600 + 300 + 60  # still the long one while queued
+    assert spawner._gpuaas_choice is not None
+    future.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await future
+    assert spawner.start_timeout == 300
+
+
+async def test_stop_uses_stop_timeout_and_cleans_up(spawner: Any) -> None:
+    seen: list[int] = []
+    deleted: list[bool] = []
+
+    async def stop_pod(now: bool) -> None:
+        seen.append(spawner.start_timeout)
+
+    async def delete_secret() -> None:
+        deleted.append(True)
+
+    spawner._stop_pod = stop_pod
+    spawner._delete_token_secret = delete_secret
+    spawner.stop_timeout = 45
+    await spawner._run_apply_user_options({"offering": "h100"})
+    await spawner.stop()
+    assert seen == [45]  # not the long spawn timeout
+    assert spawner.start_timeout == 300
+    assert deleted == [True]
+    assert spawner._gpuaas_choice is None
+
+
+async def test_a_pod_the_watch_has_not_shown_is_still_stopped_on_cancel(spawner: Any) -> None:
+    """JupyterHub stops a server only if poll() says it runs; a just-created pod must count."""
+    import asyncio
+
+    await spawner._run_apply_user_options({"offering": "h100"})
+    future = spawner.start()
+    await asyncio.sleep(0.02)
+    assert await spawner.poll() is None  # the pod may exist already: let the hub stop it
+    future.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await future
+
+
+async def test_a_started_server_that_vanished_is_reported_stopped(spawner: Any) -> None:
+    import asyncio
+
+    async def kubespawner_start() -> str:
+        spawner.pod_id = POD_UID
+        return "http://pod:8888"
+
+    spawner._start = kubespawner_start
+    await spawner._run_apply_user_options({"offering": "h100"})
+    assert await asyncio.wait_for(spawner.start(), 5) == "http://pod:8888"
+    spawner.test_view._workloads = [read_workload(PREEMPTED_WL)]
+    assert await spawner.poll() == 1  # no pod: gone
+    assert "preempted by Kueue in team-a" in spawner._gpuaas_notice  # told on the next visit
+
+
+async def test_a_queued_spawn_ended_by_a_hub_restart_is_explained(spawner: Any) -> None:
+    async def stop_pod(now: bool) -> None:
+        return None
+
+    async def delete_secret() -> None:
+        return None
+
+    spawner._stop_pod = stop_pod
+    spawner._delete_token_secret = delete_secret
+    queued = pod(gated=True)
+    queued["metadata"]["labels"] = {"gpuaas.jupyter.org/team": "team-a"}
+    spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"] = queued
+    await spawner.stop()  # what JupyterHub does at start for a server still pending
+    assert spawner._gpuaas_notice == (
+        "Your server was waiting in team-a's queue when JupyterHub restarted, which ends waiting "
+        "servers. Nothing of yours was lost; start it again."
+    )
+    html = await spawner.get_options_form()
+    assert "when JupyterHub restarted" in html
