@@ -21,13 +21,25 @@ Shape of one source (traitlet values or the YAML file)::
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
+from jupyter_gpuaas.core.fields import (
+    DNS_SUBDOMAIN_RE,
+    LABEL_VALUE_RE,
+    SLUG_RE,
+    FieldError,
+    FieldErrors,
+    did_you_mean,
+    is_qualified_name,
+    key_path,
+    string_items,
+    type_name,
+    unknown_keys,
+)
 from jupyter_gpuaas.core.kueue import QuantityError, parse_quantity
 
 __all__ = [
@@ -36,7 +48,6 @@ __all__ = [
     "Catalog",
     "CatalogError",
     "CatalogSource",
-    "FieldError",
     "Image",
     "Offering",
     "Size",
@@ -44,7 +55,6 @@ __all__ = [
     "build_catalog",
     "format_gpu_equivalents",
     "load_catalog_file",
-    "object_items",
 ]
 
 Kind = Literal["gpu", "mig", "shared", "cpu"]
@@ -52,10 +62,6 @@ KINDS: tuple[Kind, ...] = ("gpu", "mig", "shared", "cpu")
 GPU_KINDS: frozenset[str] = frozenset({"gpu", "mig", "shared"})
 ISOLATIONS = ("hardware", "memory-limited", "none")
 
-_SLUG_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_NAME_PART_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
 _EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 _DEFAULT_SHM = "1Gi"
@@ -68,35 +74,6 @@ _DEFAULT_UNITS: dict[str, tuple[str, str]] = {
 
 
 # --------------------------------------------------------------------------- model
-
-
-@dataclass(frozen=True)
-class FieldError:
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
-
-
-def object_items(
-    value: Any, path: str, fail: Callable[[str, str], None], what: str = "must be a list"
-) -> list[tuple[str, Mapping[str, Any]]]:
-    """The objects of the list ``value`` found at ``path``, each with its own field path
-    (``path[i]``); anything that is not a list or not an object is reported through ``fail``
-    and left out. ``None`` is an empty list."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        fail(path, what)
-        return []
-    out = []
-    for i, item in enumerate(value):
-        if isinstance(item, Mapping):
-            out.append((f"{path}[{i}]", item))
-        else:
-            fail(f"{path}[{i}]", "must be an object")
-    return out
 
 
 class CatalogError(ValueError):
@@ -280,33 +257,8 @@ def load_catalog_file(path: str) -> CatalogSource:
     return CatalogSource(origin=origin, data=data)
 
 
-class _Errors:
-    def __init__(self) -> None:
-        self.items: list[FieldError] = []
-
-    def add(self, path: str, message: str) -> None:
-        self.items.append(FieldError(path, message))
-
-
-def _key_path(path: str, key: str) -> str:
-    if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
-        return f"{path}.{key}" if path else key
-    return f"{path}[{key!r}]".replace("'", '"')
-
-
-def _unknown_keys(
-    errs: _Errors, path: str, data: Mapping[str, Any], allowed: Iterable[str]
-) -> None:
-    allowed = list(allowed)
-    for key in data:
-        if key not in allowed:
-            hint = difflib.get_close_matches(str(key), allowed, n=1)
-            more = f" (did you mean {hint[0]!r}?)" if hint else ""
-            errs.add(_key_path(path, str(key)), f"unknown field{more}")
-
-
 def _str(
-    errs: _Errors,
+    errs: FieldErrors,
     path: str,
     data: Mapping[str, Any],
     key: str,
@@ -316,14 +268,14 @@ def _str(
     pattern: re.Pattern[str] | None = None,
     what: str = "",
 ) -> str | None:
-    p = _key_path(path, key)
+    p = key_path(path, key)
     if key not in data or data[key] is None:
         if required:
             errs.add(p, "is required")
         return default
     value = data[key]
     if not isinstance(value, str):
-        errs.add(p, f"must be a string, not {type(value).__name__}")
+        errs.add(p, f"must be a string, not {type_name(value)}")
         return default
     if required and not value.strip():
         errs.add(p, "must not be empty")
@@ -335,7 +287,7 @@ def _str(
 
 
 def _int(
-    errs: _Errors,
+    errs: FieldErrors,
     path: str,
     data: Mapping[str, Any],
     key: str,
@@ -343,7 +295,7 @@ def _int(
     default: int | None,
     minimum: int = 0,
 ) -> int | None:
-    p = _key_path(path, key)
+    p = key_path(path, key)
     if key not in data or data[key] is None:
         return default
     value = data[key]
@@ -357,9 +309,9 @@ def _int(
 
 
 def _number(
-    errs: _Errors, path: str, data: Mapping[str, Any], key: str, *, positive: bool = True
+    errs: FieldErrors, path: str, data: Mapping[str, Any], key: str, *, positive: bool = True
 ) -> float | None:
-    p = _key_path(path, key)
+    p = key_path(path, key)
     if key not in data or data[key] is None:
         return None
     value = data[key]
@@ -372,9 +324,9 @@ def _number(
     return float(value)
 
 
-def _fraction(errs: _Errors, path: str, data: Mapping[str, Any], key: str) -> Fraction | None:
+def _fraction(errs: FieldErrors, path: str, data: Mapping[str, Any], key: str) -> Fraction | None:
     """A non-negative number given as ``1``, ``0.25`` or ``"1/7"``."""
-    p = _key_path(path, key)
+    p = key_path(path, key)
     if key not in data or data[key] is None:
         return None
     value = data[key]
@@ -396,8 +348,8 @@ def _fraction(errs: _Errors, path: str, data: Mapping[str, Any], key: str) -> Fr
     return result
 
 
-def _memory(errs: _Errors, path: str, data: Mapping[str, Any], key: str) -> str | None:
-    p = _key_path(path, key)
+def _memory(errs: FieldErrors, path: str, data: Mapping[str, Any], key: str) -> str | None:
+    p = key_path(path, key)
     if key not in data or data[key] is None:
         return None
     value = data[key]
@@ -416,61 +368,44 @@ def _memory(errs: _Errors, path: str, data: Mapping[str, Any], key: str) -> str 
 
 
 def _str_list(
-    errs: _Errors, path: str, data: Mapping[str, Any], key: str, *, required: bool = False
+    errs: FieldErrors, path: str, data: Mapping[str, Any], key: str, *, required: bool = False
 ) -> tuple[str, ...]:
-    p = _key_path(path, key)
+    p = key_path(path, key)
     if key not in data or data[key] is None:
         if required:
             errs.add(p, "is required (a list)")
         return ()
     value = data[key]
     if isinstance(value, str) or not isinstance(value, list):
-        errs.add(p, f"must be a list of strings, not {type(value).__name__}")
+        errs.add(p, f"must be a list of strings, not {type_name(value)}")
         return ()
-    out: list[str] = []
-    for i, item in enumerate(value):
-        if not isinstance(item, str) or not item:
-            errs.add(f"{p}[{i}]", f"must be a non-empty string, not {item!r}")
-        elif item in out:
-            errs.add(f"{p}[{i}]", f"{item!r} is listed twice")
-        else:
-            out.append(item)
+    out = string_items(errs, p, value)
     if required and not value:
         errs.add(p, "must not be empty")
     return tuple(out)
 
 
-def _is_qualified_name(name: str) -> bool:
-    """A Kubernetes qualified name: ``[prefix/]name`` (label keys, resource names)."""
-    if name.count("/") > 1:
-        return False
-    prefix, _, part = name.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
-        return False
-    return bool(_NAME_PART_RE.match(part))
-
-
 def _mapping(
-    errs: _Errors, path: str, data: Mapping[str, Any], key: str
+    errs: FieldErrors, path: str, data: Mapping[str, Any], key: str
 ) -> Mapping[str, Any] | None:
     if key not in data or data[key] is None:
         return None
     value = data[key]
     if not isinstance(value, Mapping):
-        errs.add(_key_path(path, key), f"must be a mapping, not {type(value).__name__}")
+        errs.add(key_path(path, key), f"must be a mapping, not {type_name(value)}")
         return None
     return value
 
 
-def _resources(errs: _Errors, path: str, data: Mapping[str, Any]) -> dict[str, int]:
+def _resources(errs: FieldErrors, path: str, data: Mapping[str, Any]) -> dict[str, int]:
     raw = _mapping(errs, path, data, "resources")
     out: dict[str, int] = {}
     if raw is None:
         return out
-    base = _key_path(path, "resources")
+    base = key_path(path, "resources")
     for name, qty in raw.items():
         p = f'{base}["{name}"]'
-        if not isinstance(name, str) or not _is_qualified_name(name) or "/" not in name:
+        if not isinstance(name, str) or not is_qualified_name(name) or "/" not in name:
             errs.add(p, "must be an extended resource name such as nvidia.com/gpu")
             continue
         if name in ("cpu", "memory") or name.startswith(("requests.", "limits.")):
@@ -483,28 +418,30 @@ def _resources(errs: _Errors, path: str, data: Mapping[str, Any]) -> dict[str, i
     return out
 
 
-def _node_selector(errs: _Errors, path: str, data: Mapping[str, Any]) -> dict[str, str]:
+def _node_selector(errs: FieldErrors, path: str, data: Mapping[str, Any]) -> dict[str, str]:
     raw = _mapping(errs, path, data, "node_selector")
     out: dict[str, str] = {}
     if raw is None:
         return out
-    base = _key_path(path, "node_selector")
+    base = key_path(path, "node_selector")
     for key, value in raw.items():
         p = f'{base}["{key}"]'
-        if not isinstance(key, str) or not _is_qualified_name(key):
+        if not isinstance(key, str) or not is_qualified_name(key):
             errs.add(p, "is not a valid node label key")
-        elif not isinstance(value, str) or not _LABEL_VALUE_RE.match(value):
+        elif not isinstance(value, str) or not LABEL_VALUE_RE.match(value):
             errs.add(p, f"{value!r} is not a valid node label value")
         else:
             out[key] = value
     return out
 
 
-def _tolerations(errs: _Errors, path: str, data: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
+def _tolerations(
+    errs: FieldErrors, path: str, data: Mapping[str, Any]
+) -> tuple[dict[str, Any], ...]:
     if "tolerations" not in data or data["tolerations"] is None:
         return ()
     raw = data["tolerations"]
-    base = _key_path(path, "tolerations")
+    base = key_path(path, "tolerations")
     if not isinstance(raw, list):
         errs.add(base, "must be a list of Kubernetes tolerations")
         return ()
@@ -515,12 +452,12 @@ def _tolerations(errs: _Errors, path: str, data: Mapping[str, Any]) -> tuple[dic
             errs.add(p, "must be a mapping such as {key: nvidia.com/gpu, operator: Exists}")
             continue
         before = len(errs.items)
-        _unknown_keys(errs, p, tol, _TOLERATION_KEYS)
+        unknown_keys(errs, p, tol, _TOLERATION_KEYS)
         operator = tol.get("operator", "Equal")
         if operator not in ("Equal", "Exists"):
             errs.add(f"{p}.operator", f"must be Equal or Exists, not {operator!r}")
         key = tol.get("key", "")
-        if not isinstance(key, str) or (key and not _is_qualified_name(key)):
+        if not isinstance(key, str) or (key and not is_qualified_name(key)):
             errs.add(f"{p}.key", f"{key!r} is not a valid taint key")
         elif not key and operator != "Exists":
             errs.add(f"{p}.key", "an empty key needs operator Exists")
@@ -538,20 +475,20 @@ def _tolerations(errs: _Errors, path: str, data: Mapping[str, Any]) -> tuple[dic
 
 
 def _list_of_mappings(
-    errs: _Errors, origin: str, data: Mapping[str, Any], key: str
+    errs: FieldErrors, origin: str, data: Mapping[str, Any], key: str
 ) -> list[tuple[str, Any]]:
     """Items of a top-level list with their paths (items not checked yet)."""
     if key not in data or data[key] is None:
         return []
     raw = data[key]
     if not isinstance(raw, list):
-        errs.add(f"{origin}{key}", f"must be a list, not {type(raw).__name__}")
+        errs.add(f"{origin}{key}", f"must be a list, not {type_name(raw)}")
         return []
     return [(f"{origin}{key}[{i}]", item) for i, item in enumerate(raw)]
 
 
-def _not_mapping(errs: _Errors, path: str, item: Any) -> None:
-    errs.add(path, f"must be a mapping, not {type(item).__name__}")
+def _not_mapping(errs: FieldErrors, path: str, item: Any) -> None:
+    errs.add(path, f"must be a mapping, not {type_name(item)}")
 
 
 _IMAGE_FIELDS = ("slug", "display_name", "image", "description")
@@ -610,7 +547,7 @@ _TOP_FIELDS = ("offerings", "tenants", "images", "sizes")
 
 
 def _check_guarantee_limit(
-    errs: _Errors,
+    errs: FieldErrors,
     path: str,
     guarantee: Any,
     limit: Any,
@@ -618,11 +555,11 @@ def _check_guarantee_limit(
     convert: Callable[[Any], Fraction],
 ) -> None:
     if guarantee is not None and limit is not None and convert(guarantee) > convert(limit):
-        errs.add(_key_path(path, names[0]), f"must not exceed {names[1]} ({limit})")
+        errs.add(key_path(path, names[0]), f"must not exceed {names[1]} ({limit})")
 
 
 def _cpu_mem(
-    errs: _Errors, path: str, data: Mapping[str, Any]
+    errs: FieldErrors, path: str, data: Mapping[str, Any]
 ) -> tuple[float | None, float | None, str | None, str | None]:
     cpu_g = _number(errs, path, data, "cpu_guarantee")
     cpu_l = _number(errs, path, data, "cpu_limit")
@@ -633,12 +570,12 @@ def _cpu_mem(
     return cpu_g, cpu_l, mem_g, mem_l
 
 
-def _read_image(errs: _Errors, p: str, d: Mapping[str, Any]) -> Image | None:
-    _unknown_keys(errs, p, d, _IMAGE_FIELDS)
-    slug = _str(errs, p, d, "slug", required=True, pattern=_SLUG_RE, what="a slug (a-z, 0-9, -)")
+def _read_image(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Image | None:
+    unknown_keys(errs, p, d, _IMAGE_FIELDS)
+    slug = _str(errs, p, d, "slug", required=True, pattern=SLUG_RE, what="a slug (a-z, 0-9, -)")
     image = _str(errs, p, d, "image", required=True)
     if image is not None and (any(c.isspace() for c in image) or not image.strip()):
-        errs.add(_key_path(p, "image"), f"{image!r} is not an image reference")
+        errs.add(key_path(p, "image"), f"{image!r} is not an image reference")
         image = None
     name = _str(errs, p, d, "display_name", default=slug) or ""
     desc = _str(errs, p, d, "description", default="") or ""
@@ -647,9 +584,9 @@ def _read_image(errs: _Errors, p: str, d: Mapping[str, Any]) -> Image | None:
     return Image(slug=slug, display_name=name or slug, image=image, description=desc)
 
 
-def _read_size(errs: _Errors, p: str, d: Mapping[str, Any]) -> Size | None:
-    _unknown_keys(errs, p, d, _SIZE_FIELDS)
-    slug = _str(errs, p, d, "slug", required=True, pattern=_SLUG_RE, what="a slug (a-z, 0-9, -)")
+def _read_size(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Size | None:
+    unknown_keys(errs, p, d, _SIZE_FIELDS)
+    slug = _str(errs, p, d, "slug", required=True, pattern=SLUG_RE, what="a slug (a-z, 0-9, -)")
     name = _str(errs, p, d, "display_name", default=slug) or ""
     desc = _str(errs, p, d, "description", default="") or ""
     cpu_g, cpu_l, mem_g, mem_l = _cpu_mem(errs, p, d)
@@ -658,18 +595,18 @@ def _read_size(errs: _Errors, p: str, d: Mapping[str, Any]) -> Size | None:
     return Size(slug, name or slug, desc, cpu_g, cpu_l, mem_g, mem_l)
 
 
-def _read_offering(errs: _Errors, p: str, d: Mapping[str, Any]) -> Offering | None:
-    _unknown_keys(errs, p, d, _OFFERING_FIELDS)
+def _read_offering(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Offering | None:
+    unknown_keys(errs, p, d, _OFFERING_FIELDS)
     before = len(errs.items)
-    slug = _str(errs, p, d, "slug", required=True, pattern=_SLUG_RE, what="a slug (a-z, 0-9, -)")
+    slug = _str(errs, p, d, "slug", required=True, pattern=SLUG_RE, what="a slug (a-z, 0-9, -)")
     name = _str(errs, p, d, "display_name", default=slug) or ""
     desc = _str(errs, p, d, "description", default="") or ""
     kind = _str(errs, p, d, "kind", required=True)
     if kind is not None and kind not in KINDS:
-        errs.add(_key_path(p, "kind"), f"must be one of {', '.join(KINDS)}, not {kind!r}")
+        errs.add(key_path(p, "kind"), f"must be one of {', '.join(KINDS)}, not {kind!r}")
         kind = None
     resources = _resources(errs, p, d)
-    flavor = _str(errs, p, d, "flavor", pattern=_DNS_SUBDOMAIN_RE, what="a ResourceFlavor name")
+    flavor = _str(errs, p, d, "flavor", pattern=DNS_SUBDOMAIN_RE, what="a ResourceFlavor name")
     node_selector = _node_selector(errs, p, d)
     tolerations = _tolerations(errs, p, d)
     gpu_model = _str(errs, p, d, "gpu_model", default="") or ""
@@ -677,7 +614,7 @@ def _read_offering(errs: _Errors, p: str, d: Mapping[str, Any]) -> Offering | No
     gpu_eq = _fraction(errs, p, d, "gpu_equivalents")
     isolation = _str(errs, p, d, "isolation")
     if isolation is not None and isolation not in ISOLATIONS:
-        errs.add(_key_path(p, "isolation"), f"must be one of {', '.join(ISOLATIONS)}")
+        errs.add(key_path(p, "isolation"), f"must be one of {', '.join(ISOLATIONS)}")
         isolation = None
     shm_size = _memory(errs, p, d, "shm_size")
     min_count = _int(errs, p, d, "min_count", default=1, minimum=1) or 1
@@ -686,12 +623,12 @@ def _read_offering(errs: _Errors, p: str, d: Mapping[str, Any]) -> Offering | No
     if max_count is None:
         max_count = max(min_count, 1)
     if max_count < min_count:
-        errs.add(_key_path(p, "max_count"), f"must be at least min_count ({min_count})")
+        errs.add(key_path(p, "max_count"), f"must be at least min_count ({min_count})")
     if default_count is None:
         default_count = min_count
     elif not min_count <= default_count <= max_count:
         errs.add(
-            _key_path(p, "default_count"),
+            key_path(p, "default_count"),
             f"must be between min_count ({min_count}) and max_count ({max_count})",
         )
     images = _str_list(errs, p, d, "images")
@@ -704,42 +641,42 @@ def _read_offering(errs: _Errors, p: str, d: Mapping[str, Any]) -> Offering | No
 
     if kind in GPU_KINDS:
         if not resources and "resources" not in d:
-            errs.add(_key_path(p, "resources"), f"is required for a {kind} offering")
+            errs.add(key_path(p, "resources"), f"is required for a {kind} offering")
         if flavor is None and "flavor" not in d:
             errs.add(
-                _key_path(p, "flavor"),
+                key_path(p, "flavor"),
                 f"is required for a {kind} offering (the Kueue ResourceFlavor whose quota it uses)",
             )
         if kind == "gpu" and gpu_eq is None:
             gpu_eq = Fraction(1)
         if gpu_eq is None and "gpu_equivalents" not in d:
             errs.add(
-                _key_path(p, "gpu_equivalents"),
+                key_path(p, "gpu_equivalents"),
                 f'is required for a {kind} offering (its size in whole GPUs, e.g. "1/7")',
             )
         elif gpu_eq is not None and gpu_eq == 0:
-            errs.add(_key_path(p, "gpu_equivalents"), "must be more than 0 for a GPU offering")
+            errs.add(key_path(p, "gpu_equivalents"), "must be more than 0 for a GPU offering")
         if isolation is None and "isolation" not in d:
             isolation = "none" if kind == "shared" else "hardware"
         if kind == "shared" and isolation == "hardware":
             errs.add(
-                _key_path(p, "isolation"),
+                key_path(p, "isolation"),
                 "a shared (time-sliced) GPU is not hardware-isolated: none or memory-limited",
             )
         if shm_size is None and "shm_size" not in d:
             shm_size = _DEFAULT_SHM
         if "nvidia.com/gpu" in resources and kind in ("mig", "shared") and not node_selector:
             errs.add(
-                _key_path(p, "node_selector"),
+                key_path(p, "node_selector"),
                 f"a {kind} offering requesting nvidia.com/gpu (MIG single strategy or "
                 "time-slicing without renaming) needs a node_selector such as "
                 "nvidia.com/gpu.product to tell its nodes apart from whole GPUs",
             )
     elif kind == "cpu":
         if resources:
-            errs.add(_key_path(p, "resources"), "a cpu offering requests no extended resources")
+            errs.add(key_path(p, "resources"), "a cpu offering requests no extended resources")
         if gpu_eq:
-            errs.add(_key_path(p, "gpu_equivalents"), "must be 0 for a cpu offering")
+            errs.add(key_path(p, "gpu_equivalents"), "must be 0 for a cpu offering")
         gpu_eq = Fraction(0)
         isolation = isolation or "none"
     if len(errs.items) != before or slug is None or kind is None:
@@ -775,37 +712,37 @@ def _read_offering(errs: _Errors, p: str, d: Mapping[str, Any]) -> Offering | No
     )
 
 
-def _read_tenant(errs: _Errors, p: str, d: Mapping[str, Any]) -> Tenant | None:
-    _unknown_keys(errs, p, d, _TENANT_FIELDS)
+def _read_tenant(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Tenant | None:
+    unknown_keys(errs, p, d, _TENANT_FIELDS)
     before = len(errs.items)
-    name = _str(errs, p, d, "name", required=True, pattern=_SLUG_RE, what="a slug (a-z, 0-9, -)")
+    name = _str(errs, p, d, "name", required=True, pattern=SLUG_RE, what="a slug (a-z, 0-9, -)")
     display = _str(errs, p, d, "display_name", default=name) or ""
     groups = _str_list(errs, p, d, "groups", required=True)
-    namespace = _str(errs, p, d, "namespace", pattern=_SLUG_RE, what="a namespace name")
+    namespace = _str(errs, p, d, "namespace", pattern=SLUG_RE, what="a namespace name")
     lq = _str(
         errs,
         p,
         d,
         "local_queue",
         required=True,
-        pattern=_DNS_SUBDOMAIN_RE,
+        pattern=DNS_SUBDOMAIN_RE,
         what="a LocalQueue name",
     )
-    cq = _str(errs, p, d, "cluster_queue", pattern=_DNS_SUBDOMAIN_RE, what="a ClusterQueue name")
+    cq = _str(errs, p, d, "cluster_queue", pattern=DNS_SUBDOMAIN_RE, what="a ClusterQueue name")
     offerings = _str_list(errs, p, d, "offerings", required=True)
     default_offering = _str(errs, p, d, "default_offering")
     if default_offering is None and offerings:
         default_offering = offerings[0]
     elif default_offering is not None and offerings and default_offering not in offerings:
         errs.add(
-            _key_path(p, "default_offering"),
+            key_path(p, "default_offering"),
             f"{default_offering!r} is not one of this tenant's offerings",
         )
     max_servers = _int(errs, p, d, "max_gpu_servers_per_user", default=None, minimum=0)
     max_gpus = _fraction(errs, p, d, "max_gpus_per_user")
     max_queued = _int(errs, p, d, "max_queued", default=None, minimum=0)
     pclass = _str(
-        errs, p, d, "priority_class", pattern=_DNS_SUBDOMAIN_RE, what="a WorkloadPriorityClass name"
+        errs, p, d, "priority_class", pattern=DNS_SUBDOMAIN_RE, what="a WorkloadPriorityClass name"
     )
     if len(errs.items) != before or name is None or lq is None or default_offering is None:
         return None
@@ -830,7 +767,7 @@ def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = 
 
     Lists from several sources are concatenated (a slug defined twice is an error).
     """
-    errs = _Errors()
+    errs = FieldErrors()
     images: dict[str, Image] = {}
     sizes: dict[str, Size] = {}
     offerings: dict[str, Offering] = {}
@@ -841,7 +778,7 @@ def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = 
     queues: dict[tuple[str, str], str] = {}
 
     for src in sources:
-        _unknown_keys(errs, src.origin.rstrip(". :"), src.data, _TOP_FIELDS)
+        unknown_keys(errs, src.origin.rstrip(". :"), src.data, _TOP_FIELDS)
         for p, d in _list_of_mappings(errs, src.origin, src.data, "images"):
             if not isinstance(d, Mapping):
                 _not_mapping(errs, p, d)
@@ -849,7 +786,7 @@ def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = 
             img = _read_image(errs, p, d)
             if img is not None:
                 if img.slug in images:
-                    errs.add(_key_path(p, "slug"), f"image {img.slug!r} is defined twice")
+                    errs.add(key_path(p, "slug"), f"image {img.slug!r} is defined twice")
                 images[img.slug] = img
         for p, d in _list_of_mappings(errs, src.origin, src.data, "sizes"):
             if not isinstance(d, Mapping):
@@ -858,7 +795,7 @@ def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = 
             size = _read_size(errs, p, d)
             if size is not None:
                 if size.slug in sizes:
-                    errs.add(_key_path(p, "slug"), f"size {size.slug!r} is defined twice")
+                    errs.add(key_path(p, "slug"), f"size {size.slug!r} is defined twice")
                 sizes[size.slug] = size
         raw_offerings += _list_of_mappings(errs, src.origin, src.data, "offerings")
         raw_tenants += _list_of_mappings(errs, src.origin, src.data, "tenants")
@@ -870,7 +807,7 @@ def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = 
             continue
         slug = d.get("slug")
         if isinstance(slug, str) and slug in seen_offering_slugs:
-            errs.add(_key_path(p, "slug"), f"offering {slug!r} is defined twice")
+            errs.add(key_path(p, "slug"), f"offering {slug!r} is defined twice")
             continue
         if isinstance(slug, str):
             seen_offering_slugs.add(slug)
@@ -879,14 +816,14 @@ def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = 
             continue
         for i, s in enumerate(off.images):
             if s not in images:
-                errs.add(f"{_key_path(p, 'images')}[{i}]", f"unknown image {s!r}")
+                errs.add(f"{key_path(p, 'images')}[{i}]", f"unknown image {s!r}")
         for i, s in enumerate(off.sizes):
             if s not in sizes:
-                errs.add(f"{_key_path(p, 'sizes')}[{i}]", f"unknown size {s!r}")
+                errs.add(f"{key_path(p, 'sizes')}[{i}]", f"unknown size {s!r}")
         if off.default_image is not None and off.default_image not in (off.images or images):
-            errs.add(_key_path(p, "default_image"), f"{off.default_image!r} is not offered here")
+            errs.add(key_path(p, "default_image"), f"{off.default_image!r} is not offered here")
         if off.default_size is not None and off.default_size not in (off.sizes or sizes):
-            errs.add(_key_path(p, "default_size"), f"{off.default_size!r} is not offered here")
+            errs.add(key_path(p, "default_size"), f"{off.default_size!r} is not offered here")
         offerings[off.slug] = off
 
     for p, d in raw_tenants:
@@ -896,24 +833,25 @@ def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = 
         name = d.get("name")
         if isinstance(name, str) and name in tenant_paths:
             errs.add(
-                _key_path(p, "name"), f"tenant {name!r} is already defined at {tenant_paths[name]}"
+                key_path(p, "name"), f"tenant {name!r} is already defined at {tenant_paths[name]}"
             )
             continue
         if isinstance(name, str):
             tenant_paths[name] = p
         tenant = _read_tenant(errs, p, d)
-        for i, slug in enumerate(_str_list(_Errors(), p, d, "offerings")):
+        for i, slug in enumerate(_str_list(FieldErrors(), p, d, "offerings")):
             if slug not in seen_offering_slugs:
-                hint = difflib.get_close_matches(slug, list(offerings), n=1)
-                more = f" (did you mean {hint[0]!r}?)" if hint else ""
-                errs.add(f"{_key_path(p, 'offerings')}[{i}]", f"unknown offering {slug!r}{more}")
+                errs.add(
+                    f"{key_path(p, 'offerings')}[{i}]",
+                    f"unknown offering {slug!r}{did_you_mean(slug, offerings)}",
+                )
         lq = d.get("local_queue")
         raw_ns = d.get("namespace")
         ns = raw_ns if isinstance(raw_ns, str) else default_namespace
         if isinstance(lq, str):
             if (ns, lq) in queues:
                 errs.add(
-                    _key_path(p, "local_queue"),
+                    key_path(p, "local_queue"),
                     f"LocalQueue {ns}/{lq} is already used by tenant {queues[(ns, lq)]!r}",
                 )
             else:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from jupyter_gpuaas.core.durations import format_duration
 from jupyter_gpuaas.core.kueue import (
     ADMISSION_GATE,
     TERMINATION_TARGET,
@@ -31,7 +32,6 @@ __all__ = [
     "Phase",
     "SpawnStatus",
     "check_deadline",
-    "format_duration",
     "is_gated",
     "spawn_status",
 ]
@@ -257,16 +257,6 @@ class Deadline:
 
     kind: str
     message: str
-
-
-def format_duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    if seconds < 120:
-        return f"{seconds} seconds"
-    minutes = round(seconds / 60)
-    if minutes < 120:
-        return f"{minutes} minutes"
-    return f"{minutes / 60:.1f} hours".replace(".0 ", " ")
 
 
 def check_deadline(

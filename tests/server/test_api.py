@@ -44,7 +44,9 @@ async def test_memory_in_a_kernel_and_in_a_kernels_child_lands_on_the_right_kern
     a = await start_session(jp_fetch, "train.ipynb")
     b = await start_session(jp_fetch, "loader.ipynb")
     await execute(
-        jp_ws_fetch, a, "from jupyter_gpuaas.gpu import simulate\nh = simulate.hold('2GiB', device=0)"
+        jp_ws_fetch,
+        a,
+        "from jupyter_gpuaas.gpu import simulate\nh = simulate.hold('2GiB', device=0)",
     )
     child = int(await execute(jp_ws_fetch, b, HOLD_IN_CHILD.format(size="3GiB", device="2:1")))
 
@@ -185,7 +187,8 @@ async def test_activity_gpu_utilization_and_busy_kernels(
     await execute(
         jp_ws_fetch,
         kernel,
-        "from jupyter_gpuaas.gpu import simulate\nh = simulate.hold('1GiB', device=0, utilization=60)",
+        "from jupyter_gpuaas.gpu import simulate\n"
+        "h = simulate.hold('1GiB', device=0, utilization=60)",
     )
     activity = await wait_for(jp_fetch, "activity", lambda a: a["gpu_memory"] == GiB)
     [row] = activity["kernels"]

@@ -42,9 +42,9 @@ from fractions import Fraction
 from typing import Any
 
 from gpuaas_culler.reclaim.idleness import Idleness, State
-from gpuaas_culler.reclaim.policy import Policy, PolicySet, format_duration
+from gpuaas_culler.reclaim.policy import Policy, PolicySet
 from jupyter_gpuaas.core.catalog import format_gpu_equivalents
-from jupyter_gpuaas.core.durations import isoformat_z
+from jupyter_gpuaas.core.durations import format_duration, isoformat_z
 from jupyter_gpuaas.core.kueue import FlavorResource, format_quantity
 
 __all__ = [

@@ -6,9 +6,9 @@ from fractions import Fraction
 
 from gpuaas_culler.reclaim.decide import Action, Decision, Plan, Target
 from gpuaas_culler.reclaim.idleness import State
-from gpuaas_culler.reclaim.policy import PolicySet, format_duration
+from gpuaas_culler.reclaim.policy import PolicySet
 from jupyter_gpuaas.core.catalog import format_gpu_equivalents
-from jupyter_gpuaas.core.durations import isoformat_z
+from jupyter_gpuaas.core.durations import format_duration, isoformat_z
 
 __all__ = ["explain", "explain_policies"]
 

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpuaas_culler.reclaim.policy import format_duration
-from jupyter_gpuaas.core.catalog import GPU_KINDS, FieldError, object_items
+from jupyter_gpuaas.core.catalog import GPU_KINDS
+from jupyter_gpuaas.core.durations import format_duration
+from jupyter_gpuaas.core.fields import FieldError, object_items
 from jupyter_gpuaas.core.kueue import parse_time
 
 __all__ = [

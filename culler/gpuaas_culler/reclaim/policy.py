@@ -61,29 +61,35 @@ makes sense).
 
 from __future__ import annotations
 
-import difflib
 import json
-import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from jupyter_gpuaas.core.catalog import KINDS, FieldError
+from jupyter_gpuaas.core.catalog import KINDS
+from jupyter_gpuaas.core.durations import DURATION_HINT, format_duration, parse_duration
+from jupyter_gpuaas.core.fields import (
+    NAME_RE,
+    FieldError,
+    FieldErrors,
+    did_you_mean,
+    key_path,
+    string_items,
+    type_name,
+    unknown_keys,
+)
 
 __all__ = [
     "RECLAIM_MODES",
-    "FieldError",
     "Match",
     "Notify",
     "Policy",
     "PolicyError",
     "PolicySet",
-    "format_duration",
     "load_policy",
     "load_policy_file",
-    "parse_duration",
 ]
 
 Reclaim = Literal["when-queued", "always"]
@@ -124,51 +130,6 @@ _POLICY_FIELDS = (
 )
 _MATCH_FIELDS = ("teams", "kinds", "offerings", "users", "groups")
 _EXEMPT_FIELDS = ("users", "groups")
-_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_DURATION_RE = re.compile(r"^\s*(?:\d+\s*[wdhms]\s*)+$")
-_DURATION_PART_RE = re.compile(r"(\d+)\s*([wdhms])")
-_UNIT_SECONDS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
-DURATION_HINT = "use e.g. 30m, 2h"
-
-
-# --------------------------------------------------------------------------- durations
-
-
-def parse_duration(value: object) -> timedelta:
-    """``"1h30m"`` → ``timedelta(hours=1, minutes=30)``; ``0`` and ``"0"`` are zero.
-
-    Raises :class:`ValueError` with the message a policy error shows.
-    """
-    if isinstance(value, int) and not isinstance(value, bool) and value == 0:
-        return timedelta(0)
-    if isinstance(value, str):
-        text = value.strip()
-        if text == "0":
-            return timedelta(0)
-        if _DURATION_RE.match(text):
-            seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART_RE.findall(text))
-            return timedelta(seconds=seconds)
-    shown = json.dumps(value) if isinstance(value, str) else repr(value)
-    extra = " (a number needs a unit)" if isinstance(value, int | float) else ""
-    raise ValueError(f"{shown} is not a duration{extra} ({DURATION_HINT})")
-
-
-def format_duration(value: timedelta) -> str:
-    """The inverse of :func:`parse_duration`, shortest first: ``"1h30m"``, ``"2d"``, ``"0s"``.
-
-    Sub-second parts are dropped; negative durations get a leading ``-``.
-    """
-    total = int(value.total_seconds())
-    sign = "-" if total < 0 else ""
-    total = abs(total)
-    if total == 0:
-        return "0s"
-    parts: list[str] = []
-    for unit in ("d", "h", "m", "s"):
-        n, total = divmod(total, _UNIT_SECONDS[unit])
-        if n:
-            parts.append(f"{n}{unit}")
-    return sign + "".join(parts)
 
 
 # --------------------------------------------------------------------------- model
@@ -351,14 +312,14 @@ def load_policy(
     ``known_teams`` (the catalog's tenant names), when given, is checked against
     ``match.teams``.
     """
-    errs = _Errors()
+    errs = FieldErrors()
     if data is None:
         errs.add("policies", "is required: the file is empty")
         raise PolicyError(errs.items, origin)
     if not isinstance(data, Mapping):
-        errs.add("(top level)", f"must be a mapping with 'policies', not {_type(data)}")
+        errs.add("(top level)", f"must be a mapping with 'policies', not {type_name(data)}")
         raise PolicyError(errs.items, origin)
-    _unknown_keys(errs, "", data, _TOP_FIELDS)
+    unknown_keys(errs, "", data, _TOP_FIELDS)
 
     dry_run = _bool(errs, "", data, "dry_run", default=False)
     stale = _duration(errs, "", data, "report_stale_after", positive=True)
@@ -371,12 +332,16 @@ def load_policy(
     raw_defaults = data.get("defaults")
     if raw_defaults is not None:
         if not isinstance(raw_defaults, Mapping):
-            errs.add("defaults", f"must be a mapping of policy fields, not {_type(raw_defaults)}")
+            errs.add(
+                "defaults", f"must be a mapping of policy fields, not {type_name(raw_defaults)}"
+            )
         else:
             for key in raw_defaults:
                 if key in ("name", "match"):
-                    errs.add(_path("defaults", str(key)), "belongs in each policy, not in defaults")
-            _unknown_keys(errs, "defaults", raw_defaults, (*_POLICY_FIELDS, "name", "match"))
+                    errs.add(
+                        key_path("defaults", str(key)), "belongs in each policy, not in defaults"
+                    )
+            unknown_keys(errs, "defaults", raw_defaults, (*_POLICY_FIELDS, "name", "match"))
             for key in _POLICY_FIELDS:
                 if key not in raw_defaults:
                     continue
@@ -392,7 +357,7 @@ def load_policy(
     if raw_policies is None:
         errs.add("policies", "is required (a list of policies)")
     elif not isinstance(raw_policies, list):
-        errs.add("policies", f"must be a list of policies, not {_type(raw_policies)}")
+        errs.add("policies", f"must be a list of policies, not {type_name(raw_policies)}")
     elif not raw_policies:
         errs.add("policies", "must not be empty")
     else:
@@ -401,21 +366,23 @@ def load_policy(
         for i, raw in enumerate(raw_policies):
             p = f"policies[{i}]"
             if not isinstance(raw, Mapping):
-                errs.add(p, f"must be a mapping with 'name', 'idle_after', ..., not {_type(raw)}")
+                errs.add(
+                    p, f"must be a mapping with 'name', 'idle_after', ..., not {type_name(raw)}"
+                )
                 continue
             policy = _read_policy(errs, p, raw, defaults, bad_defaults, known_teams)
             if policy is None:
                 continue
             if policy.name in names:
                 errs.add(
-                    _path(p, "name"), f"{policy.name!r} is already used by {names[policy.name]}"
+                    key_path(p, "name"), f"{policy.name!r} is already used by {names[policy.name]}"
                 )
             else:
                 names[policy.name] = p
             for earlier_path, earlier in placed:
                 if earlier.match.covers(policy.match):
                     errs.add(
-                        _path(p, "match"),
+                        key_path(p, "match"),
                         f"never applies: {earlier_path} ({earlier.name}) comes first and matches"
                         " every workbench this one matches (the first matching policy applies)",
                     )
@@ -437,21 +404,21 @@ def load_policy(
 
 
 def _read_policy(
-    errs: _Errors,
+    errs: FieldErrors,
     p: str,
     raw: Mapping[str, Any],
     defaults: Mapping[str, Any],
     bad_defaults: set[str],
     known_teams: Collection[str] | None,
 ) -> Policy | None:
-    _unknown_keys(errs, p, raw, ("name", "match", *_POLICY_FIELDS))
+    unknown_keys(errs, p, raw, ("name", "match", *_POLICY_FIELDS))
     start = len(errs.items)
     name = raw.get("name")
     if name is None:
-        errs.add(_path(p, "name"), "is required (it names the policy in every decision)")
-    elif not isinstance(name, str) or not _NAME_RE.match(name):
+        errs.add(key_path(p, "name"), "is required (it names the policy in every decision)")
+    elif not isinstance(name, str) or not NAME_RE.match(name):
         errs.add(
-            _path(p, "name"),
+            key_path(p, "name"),
             f"{json.dumps(name) if isinstance(name, str) else repr(name)} is not a name"
             " (letters, digits, '-', '_', '.'; at most 63)",
         )
@@ -467,7 +434,7 @@ def _read_policy(
         and "idle_after" not in bad_defaults
         and raw.get("idle_after") is None
     ):
-        errs.add(_path(p, "idle_after"), "is required (here or in defaults), e.g. 30m")
+        errs.add(key_path(p, "idle_after"), "is required (here or in defaults), e.g. 30m")
     if len(errs.items) > start:
         return None
 
@@ -476,7 +443,7 @@ def _read_policy(
     if max_idle is not None and max_idle < idle_after:
         where = "" if "max_idle" in raw else " (from defaults.max_idle)"
         errs.add(
-            _path(p, "max_idle"),
+            key_path(p, "max_idle"),
             f"{format_duration(max_idle)}{where} is shorter than idle_after"
             f" {format_duration(idle_after)}: it would apply before the workbench counts as idle",
         )
@@ -507,30 +474,28 @@ def _default(value: Any, fallback: Any) -> Any:
 
 
 def _match(
-    errs: _Errors, p: str, raw: Mapping[str, Any], known_teams: Collection[str] | None
+    errs: FieldErrors, p: str, raw: Mapping[str, Any], known_teams: Collection[str] | None
 ) -> Match:
     value = raw.get("match")
     if value is None:
         return Match()
-    mp = _path(p, "match")
+    mp = key_path(p, "match")
     if not isinstance(value, Mapping):
         errs.add(
-            mp, f"must be a mapping with teams/kinds/offerings/users/groups, not {_type(value)}"
+            mp, f"must be a mapping with teams/kinds/offerings/users/groups, not {type_name(value)}"
         )
         return Match()
-    _unknown_keys(errs, mp, value, _MATCH_FIELDS)
+    unknown_keys(errs, mp, value, _MATCH_FIELDS)
     teams = _str_set(errs, mp, value, "teams")
     kinds = _str_set(errs, mp, value, "kinds")
     for i, kind in enumerate(_str_list_items(value, "kinds")):
         if isinstance(kind, str) and kind and kind not in KINDS:
-            hint = difflib.get_close_matches(kind, KINDS, n=1)
-            more = f" (did you mean {hint[0]!r}?)" if hint else ""
+            more = did_you_mean(kind, KINDS)
             errs.add(f"{mp}.kinds[{i}]", f"{kind!r} is not a kind: one of {', '.join(KINDS)}{more}")
     if known_teams is not None:
         for i, team in enumerate(_str_list_items(value, "teams")):
             if isinstance(team, str) and team and team not in known_teams:
-                hint = difflib.get_close_matches(team, list(known_teams), n=1)
-                more = f" (did you mean {hint[0]!r}?)" if hint else ""
+                more = did_you_mean(team, known_teams)
                 errs.add(f"{mp}.teams[{i}]", f"{team!r} is not a team in the catalog{more}")
     return Match(
         teams=teams,
@@ -544,64 +509,30 @@ def _match(
 # --------------------------------------------------------------------------- field readers
 
 
-class _Errors:
-    def __init__(self) -> None:
-        self.items: list[FieldError] = []
-
-    def add(self, path: str, message: str) -> None:
-        self.items.append(FieldError(path, message))
-
-
-def _path(base: str, key: str) -> str:
-    if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
-        return f"{base}.{key}" if base else key
-    return f"{base}[{json.dumps(key)}]"
-
-
-def _type(value: object) -> str:
-    return {
-        "NoneType": "nothing",
-        "str": "a string",
-        "int": "a number",
-        "float": "a number",
-        "bool": "true/false",
-        "list": "a list",
-        "dict": "a mapping",
-    }.get(type(value).__name__, type(value).__name__)
-
-
-def _unknown_keys(
-    errs: _Errors, base: str, data: Mapping[Any, Any], allowed: Sequence[str]
-) -> None:
-    for key in data:
-        if key not in allowed:
-            hint = difflib.get_close_matches(str(key), list(allowed), n=1)
-            more = f" (did you mean {hint[0]!r}?)" if hint else ""
-            errs.add(_path(base, str(key)), f"unknown field{more}")
-
-
 def _duration(
-    errs: _Errors, base: str, data: Mapping[str, Any], key: str, *, positive: bool
+    errs: FieldErrors, base: str, data: Mapping[str, Any], key: str, *, positive: bool
 ) -> timedelta | None:
     if data.get(key) is None:
         return None
     try:
         value = parse_duration(data[key])
     except ValueError as e:
-        errs.add(_path(base, key), str(e))
+        errs.add(key_path(base, key), str(e))
         return None
     if positive and value <= timedelta(0):
-        errs.add(_path(base, key), f"must be longer than 0 ({DURATION_HINT})")
+        errs.add(key_path(base, key), f"must be longer than 0 ({DURATION_HINT})")
         return None
     return value
 
 
-def _bool(errs: _Errors, base: str, data: Mapping[str, Any], key: str, *, default: bool) -> bool:
+def _bool(
+    errs: FieldErrors, base: str, data: Mapping[str, Any], key: str, *, default: bool
+) -> bool:
     value = data.get(key)
     if value is None:
         return default
     if not isinstance(value, bool):
-        errs.add(_path(base, key), f"must be true or false, not {value!r}")
+        errs.add(key_path(base, key), f"must be true or false, not {value!r}")
         return default
     return value
 
@@ -611,55 +542,49 @@ def _str_list_items(data: Mapping[str, Any], key: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _str_set(errs: _Errors, base: str, data: Mapping[str, Any], key: str) -> frozenset[str]:
+def _str_set(errs: FieldErrors, base: str, data: Mapping[str, Any], key: str) -> frozenset[str]:
     value = data.get(key)
     if value is None:
         return frozenset()
-    p = _path(base, key)
+    p = key_path(base, key)
     if not isinstance(value, list):
-        errs.add(p, f"must be a list of names, not {_type(value)}")
+        errs.add(p, f"must be a list of names, not {type_name(value)}")
         return frozenset()
     if not value:
         errs.add(p, "must not be empty (leave it out to match any)")
-    out: set[str] = set()
-    for i, item in enumerate(value):
-        if not isinstance(item, str) or not item.strip():
-            errs.add(f"{p}[{i}]", f"must be a non-empty string, not {item!r}")
-        elif item in out:
-            errs.add(f"{p}[{i}]", f"{item!r} is listed twice")
-        else:
-            out.add(item)
-    return frozenset(out)
+    return frozenset(string_items(errs, p, value))
 
 
 def _exempt(
-    errs: _Errors, base: str, data: Mapping[str, Any]
+    errs: FieldErrors, base: str, data: Mapping[str, Any]
 ) -> tuple[frozenset[str], frozenset[str]]:
     value = data.get("exempt")
     if value is None:
         return frozenset(), frozenset()
-    p = _path(base, "exempt")
+    p = key_path(base, "exempt")
     if not isinstance(value, Mapping):
-        errs.add(p, f"must be a mapping with 'users' and/or 'groups', not {_type(value)}")
+        errs.add(p, f"must be a mapping with 'users' and/or 'groups', not {type_name(value)}")
         return frozenset(), frozenset()
-    _unknown_keys(errs, p, value, _EXEMPT_FIELDS)
+    unknown_keys(errs, p, value, _EXEMPT_FIELDS)
     return _str_set(errs, p, value, "users"), _str_set(errs, p, value, "groups")
 
 
-def _notify(errs: _Errors, data: Mapping[str, Any]) -> Notify | None:
+def _notify(errs: FieldErrors, data: Mapping[str, Any]) -> Notify | None:
     value = data.get("notify")
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        errs.add("notify", f"must be a mapping with 'webhook' (and 'timeout'), not {_type(value)}")
+        errs.add(
+            "notify", f"must be a mapping with 'webhook' (and 'timeout'), not {type_name(value)}"
+        )
         return None
-    _unknown_keys(errs, "notify", value, _NOTIFY_FIELDS)
+    unknown_keys(errs, "notify", value, _NOTIFY_FIELDS)
     start = len(errs.items)
     url = value.get("webhook")
     if url is None:
         errs.add("notify.webhook", "is required (the URL warnings and reclaims are posted to)")
     elif not isinstance(url, str):
-        errs.add("notify.webhook", f"must be a URL, not {_type(url)}")
+        errs.add("notify.webhook", f"must be a URL, not {type_name(url)}")
     else:
         parts = urlsplit(url.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -684,74 +609,73 @@ def _notify(errs: _Errors, data: Mapping[str, Any]) -> Notify | None:
     return Notify(webhook=url.strip(), timeout=timeout or DEFAULT_NOTIFY_TIMEOUT)
 
 
-def _read_idle_after(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+def _read_idle_after(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     return _duration(errs, base, data, "idle_after", positive=True)
 
 
-def _read_reclaim(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+def _read_reclaim(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     value = data.get("reclaim")
     if value is None:
         return None
     if value not in RECLAIM_MODES:
         shown = json.dumps(value) if isinstance(value, str) else repr(value)
-        hint = difflib.get_close_matches(str(value), RECLAIM_MODES, n=1)
-        more = f" (did you mean {hint[0]!r}?)" if hint else ""
+        more = did_you_mean(str(value), RECLAIM_MODES)
         errs.add(
-            _path(base, "reclaim"),
+            key_path(base, "reclaim"),
             f"{shown} is not one of {', '.join(RECLAIM_MODES)}{more}",
         )
         return None
     return value
 
 
-def _read_max_idle(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+def _read_max_idle(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     return _duration(errs, base, data, "max_idle", positive=True)
 
 
-def _read_max_age(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+def _read_max_age(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     return _duration(errs, base, data, "max_age", positive=True)
 
 
-def _read_warn_before(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+def _read_warn_before(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     return _duration(errs, base, data, "warn_before", positive=False)
 
 
-def _read_snooze_for(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+def _read_snooze_for(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     return _duration(errs, base, data, "snooze_for", positive=True)
 
 
-def _read_unknown_grace(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+def _read_unknown_grace(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     return _duration(errs, base, data, "unknown_grace", positive=False)
 
 
-def _read_max_snoozes(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+def _read_max_snoozes(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     value = data.get("max_snoozes")
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        errs.add(_path(base, "max_snoozes"), f"must be a whole number, 0 or more, not {value!r}")
+        errs.add(key_path(base, "max_snoozes"), f"must be a whole number, 0 or more, not {value!r}")
         return None
     return value
 
 
-def _read_dry_run(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+def _read_dry_run(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     return _bool(errs, base, data, "dry_run", default=False)
 
 
-def _read_busy(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+def _read_busy(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     value = data.get("busy_utilization_percent")
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
         errs.add(
-            _path(base, "busy_utilization_percent"),
+            key_path(base, "busy_utilization_percent"),
             f"must be a percentage from 0 to 100, not {value!r}",
         )
         return None
     return float(value)
 
 
-def _read_exempt(errs: _Errors, base: str, data: Mapping[str, Any]) -> Any:
+def _read_exempt(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     return _exempt(errs, base, data)
 
 

@@ -34,7 +34,7 @@ numbers or Kubernetes quantities; ``gpu_equivalents`` also takes ``"1/7"``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from fractions import Fraction
@@ -43,7 +43,8 @@ from typing import Any, TypeVar
 from gpuaas_culler.reclaim.decide import PHASES, HandOffRecord, Need, PendingWorkload, Workbench
 from gpuaas_culler.reclaim.idleness import Idleness, ReportError, State, judge, parse_report
 from gpuaas_culler.reclaim.policy import DEFAULT_BUSY_UTILIZATION, PolicySet
-from jupyter_gpuaas.core.catalog import KINDS, FieldError, object_items
+from jupyter_gpuaas.core.catalog import KINDS
+from jupyter_gpuaas.core.fields import FieldError, FieldErrors, key_path, object_items
 from jupyter_gpuaas.core.kueue import QuantityError, parse_quantity, parse_time
 
 __all__ = ["Snapshot", "SnapshotError", "load_snapshot", "load_snapshot_file"]
@@ -60,7 +61,7 @@ class Snapshot:
 
 
 class SnapshotError(ValueError):
-    def __init__(self, errors: list[FieldError], origin: str = "") -> None:
+    def __init__(self, errors: Sequence[FieldError], origin: str = "") -> None:
         self.errors = tuple(errors)
         self.origin = origin
         lines = "\n".join(f"  {e}" for e in self.errors)
@@ -79,12 +80,8 @@ def load_snapshot_file(path: str, policies: PolicySet, *, now: datetime | None =
     return load_snapshot(data, policies, now=now, origin=path)
 
 
-class _Reader:
-    def __init__(self) -> None:
-        self.errors: list[FieldError] = []
-
-    def fail(self, path: str, message: str) -> None:
-        self.errors.append(FieldError(path, message))
+class _Reader(FieldErrors):
+    """The snapshot's error collector, with its converting reader."""
 
     def get(
         self,
@@ -97,20 +94,20 @@ class _Reader:
         *,
         required: bool = False,
     ) -> T:
-        where = f"{path}.{key}" if path else key
+        where = key_path(path, key)
         value = data.get(key)
         if value is None:
             if required:
-                self.fail(where, "is required")
+                self.add(where, "is required")
             return default
         try:
             return convert(value)
         except (ValueError, TypeError, ZeroDivisionError, QuantityError):
-            self.fail(where, f"{value!r} is not {what}")
+            self.add(where, f"{value!r} is not {what}")
             return default
 
     def objects(self, data: Mapping[str, Any], key: str) -> list[tuple[str, Mapping[str, Any]]]:
-        return object_items(data.get(key), key, self.fail)
+        return object_items(data.get(key), key, self.add)
 
 
 def _percent(value: Any) -> float:
@@ -194,7 +191,7 @@ def load_snapshot(
         started = r.get(d, p, "started_at", _time, "an ISO 8601 time", clock, required=True)
         holds: dict[tuple[str, str], Fraction] = {}
         what = "must be a list of {flavor, resource, amount}"
-        for hp, h in object_items(d.get("holds"), f"{p}.holds", r.fail, what):
+        for hp, h in object_items(d.get("holds"), f"{p}.holds", r.add, what):
             flavor = r.get(h, hp, "flavor", _text, "a flavor name", "", required=True)
             resource = r.get(h, hp, "resource", _text, "a resource name", "", required=True)
             amount = r.get(h, hp, "amount", _amount, "an amount", Fraction(0), required=True)
@@ -213,7 +210,7 @@ def load_snapshot(
                 report = parse_report(d["activity"], received)
             except ReportError as e:
                 for err in e.errors:
-                    r.fail(f"{p}.activity.{err.path}", err.message)
+                    r.add(f"{p}.activity.{err.path}", err.message)
         last_active = r.get(d, p, "last_active", _time, "an ISO 8601 time", None)
         previous = Idleness(State.IDLE, last_active, "previous verdict") if last_active else None
         utilization = r.get(d, p, "pod_utilization", _percent, "a percentage (0-100)", None)
@@ -252,17 +249,17 @@ def load_snapshot(
     keys = [wb.key for wb in workbenches]
     for i, key in enumerate(keys):
         if key in keys[:i]:
-            r.fail(f"workbenches[{i}]", f"server {key!r} is listed twice")
+            r.add(f"workbenches[{i}]", f"server {key!r} is listed twice")
 
     pending: list[PendingWorkload] = []
     for p, d in r.objects(data, "pending"):
         needs: list[Need] = []
         what = "must be a list of {resource, amount, flavors, free}"
-        for np_, n in object_items(d.get("needs"), f"{p}.needs", r.fail, what):
+        for np_, n in object_items(d.get("needs"), f"{p}.needs", r.add, what):
             free: dict[str, Fraction] = {}
             raw_free = n.get("free") or {}
             if not isinstance(raw_free, Mapping):
-                r.fail(f"{np_}.free", "must map flavor names to amounts")
+                r.add(f"{np_}.free", "must map flavor names to amounts")
                 raw_free = {}
             for flavor in raw_free:
                 free[str(flavor)] = r.get(
@@ -306,6 +303,6 @@ def load_snapshot(
         )
         for p, d in r.objects(data, "handoffs")
     ]
-    if r.errors:
-        raise SnapshotError(r.errors, origin)
+    if r.items:
+        raise SnapshotError(r.items, origin)
     return Snapshot(clock, tuple(workbenches), tuple(pending), tuple(handoffs))

@@ -176,7 +176,7 @@ def test_every_error_is_reported_with_its_field_path() -> None:
         "GPUaaSSpawner.offerings[3].resources: a cpu offering requests no extended resources",
         "GPUaaSSpawner.offerings[4].slug: offering 'cpu' is defined twice",
         "GPUaaSSpawner.offerings[5].kind: must be one of gpu, mig, shared, cpu, not 'tpu'",
-        "GPUaaSSpawner.offerings[6]: must be a mapping, not str",
+        "GPUaaSSpawner.offerings[6]: must be a mapping, not a string",
         "GPUaaSSpawner.tenants[0].groups: must not be empty",
         "GPUaaSSpawner.tenants[0].default_offering: 'h100' is not one of this tenant's offerings",
         "GPUaaSSpawner.tenants[0].max_queued: must be at least 0, not -1",

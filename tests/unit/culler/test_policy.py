@@ -14,10 +14,8 @@ from gpuaas_culler.reclaim.policy import (
     Match,
     PolicyError,
     PolicySet,
-    format_duration,
     load_policy,
     load_policy_file,
-    parse_duration,
 )
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "culler" / "examples" / "policy.yaml"
@@ -31,43 +29,6 @@ def errors_of(data: Any, **kw: Any) -> list[str]:
 
 def one(**fields: Any) -> dict[str, Any]:
     return {"policies": [{"name": "p", "idle_after": "30m", **fields}]}
-
-
-@pytest.mark.parametrize(
-    ("text", "value"),
-    [
-        ("30m", timedelta(minutes=30)),
-        ("2h", timedelta(hours=2)),
-        ("1h30m", timedelta(hours=1, minutes=30)),
-        ("1h 30m", timedelta(hours=1, minutes=30)),
-        ("45s", timedelta(seconds=45)),
-        ("7d", timedelta(days=7)),
-        ("1w", timedelta(days=7)),
-        ("0", timedelta(0)),
-        (0, timedelta(0)),
-    ],
-)
-def test_parse_duration(text: object, value: timedelta) -> None:
-    assert parse_duration(text) == value
-
-
-@pytest.mark.parametrize("text", ["5 parsecs", "", "30", "m30", "1.5h", "-5m", "h"])
-def test_parse_duration_rejects(text: str) -> None:
-    with pytest.raises(ValueError, match=r"is not a duration \(use e\.g\. 30m, 2h\)"):
-        parse_duration(text)
-
-
-@pytest.mark.parametrize("value", [30, 1.5, True, None, [1]])
-def test_parse_duration_rejects_non_strings(value: object) -> None:
-    with pytest.raises(ValueError, match="is not a duration"):
-        parse_duration(value)
-
-
-@settings(max_examples=50, deadline=None)
-@given(st.integers(min_value=0, max_value=10**8))
-def test_format_duration_round_trips(seconds: int) -> None:
-    value = timedelta(seconds=seconds)
-    assert parse_duration(format_duration(value)) == value
 
 
 def test_minimal_policy_gets_the_documented_defaults() -> None:
