@@ -22,7 +22,7 @@ from gpuaas_culler.reclaim.decide import (
     decide,
     snooze,
 )
-from gpuaas_culler.reclaim.idleness import ActivityReport, Idleness, State, judge, parse_report
+from gpuaas_culler.reclaim.idleness import ActivityReport, Idleness, State, judge
 from gpuaas_culler.reclaim.policy import (
     Match,
     Policy,
@@ -54,6 +54,5 @@ __all__ = [
     "judge",
     "load_policy",
     "load_policy_file",
-    "parse_report",
     "snooze",
 ]

@@ -10,7 +10,8 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
-from jupyter_gpuaas.server.activity import KernelActivity, TerminalActivity, activity_payload
+from jupyter_gpuaas.core.activity import KernelActivity, TerminalActivity
+from jupyter_gpuaas.server.activity import activity_payload
 
 if TYPE_CHECKING:
     from jupyter_gpuaas.server.app import GPUaaS

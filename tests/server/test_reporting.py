@@ -108,8 +108,8 @@ async def test_reports_reach_the_service_for_this_server_only(
     await eventually(lambda: loop.store.report("alice") is not None)
     report = loop.store.report("alice")
     assert report is not None
-    assert report.source == "simulated"
-    assert report.idle_since is not None  # nothing busy in a fresh server
+    assert report.activity.source == "simulated"
+    assert report.activity.idle_since is not None  # nothing busy in a fresh server
 
     # A personal token may reach the service but cannot report for a server.
     client = AsyncHTTPClient()

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpuaas_culler.reclaim.idleness import ActivityReport, Idleness, parse_report
+from gpuaas_culler.reclaim.idleness import ActivityReport, Idleness
+from jupyter_gpuaas.core.activity import parse_activity
 from jupyter_gpuaas.core.durations import isoformat_z
 
 __all__ = ["ActivityStore", "Notice", "server_key", "server_of_token"]
@@ -98,9 +99,10 @@ class ActivityStore:
     def record(
         self, user: str, server: str, payload: object, received_at: datetime
     ) -> ActivityReport:
-        """Keep a report (raises :class:`.idleness.ReportError` for a malformed payload)."""
+        """Keep a report (raises :class:`~jupyter_gpuaas.core.activity.ReportError` for a malformed
+        payload)."""
         try:
-            report = parse_report(payload, received_at)
+            report = ActivityReport(received_at, parse_activity(payload))
         except ValueError:
             self.rejected += 1
             raise

@@ -41,8 +41,9 @@ from fractions import Fraction
 from typing import Any, TypeVar
 
 from gpuaas_culler.reclaim.decide import PHASES, HandOffRecord, Need, PendingWorkload, Workbench
-from gpuaas_culler.reclaim.idleness import Idleness, ReportError, State, judge, parse_report
+from gpuaas_culler.reclaim.idleness import ActivityReport, Idleness, State, judge
 from gpuaas_culler.reclaim.policy import DEFAULT_BUSY_UTILIZATION, PolicySet
+from jupyter_gpuaas.core.activity import ReportError, parse_activity
 from jupyter_gpuaas.core.catalog import KINDS
 from jupyter_gpuaas.core.fields import FieldError, FieldErrors, key_path, object_items
 from jupyter_gpuaas.core.kueue import QuantityError, parse_quantity, parse_time
@@ -207,7 +208,7 @@ def load_snapshot(
                 d, p, "activity_received_at", _time, "an ISO 8601 time", clock, required=True
             )
             try:
-                report = parse_report(d["activity"], received)
+                report = ActivityReport(received, parse_activity(d["activity"]))
             except ReportError as e:
                 for err in e.errors:
                     r.add(f"{p}.activity.{err.path}", err.message)

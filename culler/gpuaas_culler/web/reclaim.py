@@ -25,9 +25,9 @@ from tornado import web
 
 from gpuaas_culler.clients.prometheus import DEFAULT_QUERY, PrometheusClient
 from gpuaas_culler.reclaim.activity_store import server_of_token
-from gpuaas_culler.reclaim.idleness import ReportError
 from gpuaas_culler.reclaim.loop import ReclaimLoop
 from gpuaas_culler.web.base import HubJSONHandler
+from jupyter_gpuaas.core.activity import ReportError
 from jupyter_gpuaas.core.durations import isoformat_z
 
 __all__ = ["reclaim_handlers"]

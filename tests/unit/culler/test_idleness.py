@@ -9,18 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuaas_culler.reclaim.idleness import (
-    ActivityReport,
-    Idleness,
-    KernelReport,
-    ReportError,
-    State,
-    TerminalReport,
-    judge,
-    parse_report,
+from gpuaas_culler.reclaim.idleness import ActivityReport, Idleness, State, judge
+from jupyter_gpuaas.core.activity import (
+    BUSY_EXECUTION_STATES,
+    Activity,
+    KernelActivity,
+    TerminalActivity,
+    parse_activity,
 )
 from jupyter_gpuaas.gpu.model import Device
-from jupyter_gpuaas.server.activity import KernelActivity, TerminalActivity, activity_payload
+from jupyter_gpuaas.server.activity import activity_payload
 
 NOW = datetime(2026, 11, 30, 16, 40, tzinfo=timezone.utc)
 STARTED = NOW - timedelta(hours=8)
@@ -31,15 +29,15 @@ def ago(**kw: float) -> datetime:
     return NOW - timedelta(**kw)
 
 
-def report(**kw: Any) -> ActivityReport:
-    base: dict[str, Any] = {"received_at": ago(minutes=1), "source": "nvml"}
-    return ActivityReport(**{**base, **kw})
+def report(received_at: datetime | None = None, **kw: Any) -> ActivityReport:
+    received = received_at if received_at is not None else ago(minutes=1)
+    return ActivityReport(received, Activity(**{"source": "nvml", **kw}))
 
 
 def kernel(
     state: str = "idle", last: datetime | None = None, memory: int | None = 0
-) -> KernelReport:
-    return KernelReport("k1", state, last if last is not None else ago(hours=2), 1, memory)
+) -> KernelActivity:
+    return KernelActivity("k1", state, last if last is not None else ago(hours=2), 1, memory)
 
 
 def verdict(rep: ActivityReport | None, kind: str = "gpu", **kw: Any) -> Idleness:
@@ -59,12 +57,12 @@ CASES: list[tuple[str, ActivityReport | None, str, dict[str, Any], State, dateti
     ("idle kernel", report(kernels=(kernel(),)), "gpu", {}, State.IDLE, ago(hours=2)),
     ("busy kernel", report(kernels=(kernel("busy"),)), "gpu", {}, State.BUSY, ago(minutes=1)),
     (
-        "starting kernel",
-        report(kernels=(kernel("starting"),)),
+        "starting kernel is not busy: its start is its last activity",
+        report(kernels=(kernel("starting", ago(minutes=3)),)),
         "mig",
         {},
-        State.BUSY,
-        ago(minutes=1),
+        State.IDLE,
+        ago(minutes=3),
     ),
     (
         "dead kernel is not activity",
@@ -76,7 +74,7 @@ CASES: list[tuple[str, ActivityReport | None, str, dict[str, Any], State, dateti
     ),
     (
         "terminal activity counts",
-        report(kernels=(kernel(),), terminals=(TerminalReport("1", ago(minutes=20)),)),
+        report(kernels=(kernel(),), terminals=(TerminalActivity("1", ago(minutes=20)),)),
         "gpu",
         {},
         State.IDLE,
@@ -301,41 +299,15 @@ API_EXAMPLE = {
 
 
 def test_parse_the_documented_payload() -> None:
-    rep = parse_report(API_EXAMPLE, ago(minutes=1))
-    assert rep.kernels[0].last_activity == datetime(2026, 11, 30, 15, 0, tzinfo=timezone.utc)
-    assert rep.terminals[0].name == "1"
-    assert rep.gpu_utilization == (("GPU-1", 0.0),)
+    rep = ActivityReport(ago(minutes=1), parse_activity(API_EXAMPLE))
+    assert rep.activity.kernels[0].last_activity == datetime(
+        2026, 11, 30, 15, 0, tzinfo=timezone.utc
+    )
+    assert rep.activity.terminals[0].name == "1"
+    assert rep.activity.gpu_utilization == (("GPU-1", 0.0),)
     v = verdict(rep)
     assert v.state is State.IDLE
     assert v.last_active == datetime(2026, 11, 30, 15, 30, tzinfo=timezone.utc)
-
-
-def test_parse_null_gpu_memory_means_unknown_size() -> None:
-    rep = parse_report({**API_EXAMPLE, "gpu_memory": None}, NOW)
-    assert rep.gpu_memory is None
-
-
-def test_parse_reports_every_problem_with_its_path() -> None:
-    bad = {
-        "source": 3,
-        "kernels": [{"kernel_id": "k", "last_activity": "yesterday", "gpu_memory": -1}, 7],
-        "terminals": "none",
-        "gpu_utilization": [{"uuid": "GPU-1", "utilization": "high"}],
-        "idle_since": "soon",
-    }
-    with pytest.raises(ReportError) as info:
-        parse_report(bad, NOW)
-    assert [e.path for e in info.value.errors] == [
-        "source",
-        "kernels[1]",
-        "kernels[0].last_activity",
-        "kernels[0].gpu_memory",
-        "terminals",
-        "gpu_utilization[0].utilization",
-        "idle_since",
-    ]
-    with pytest.raises(ReportError):
-        parse_report([], NOW)
 
 
 def test_agrees_with_the_extension_payload() -> None:
@@ -356,7 +328,7 @@ def test_agrees_with_the_extension_payload() -> None:
         busy_utilization_percent=10,
         started=STARTED,
     )
-    v = verdict(parse_report(payload, ago(minutes=1)))
+    v = verdict(ActivityReport(ago(minutes=1), parse_activity(payload)))
     assert v.state is State.IDLE  # the shared GPU's 95% is not this server's
     assert v.last_active == ago(hours=2)
 
@@ -374,13 +346,13 @@ def test_never_idle_while_busy_or_unsure(
 ) -> None:
     rep = report(
         received_at=ago(minutes=age_min),
-        kernels=tuple(KernelReport(f"k{i}", s, ago(hours=1), 0, 0) for i, s in enumerate(states)),
+        kernels=tuple(KernelActivity(f"k{i}", s, ago(hours=1), 0, 0) for i, s in enumerate(states)),
         gpu_utilization=tuple((f"GPU-{i}", u) for i, u in enumerate(utils)),
         error="GPU is lost" if nvml_error else None,
     )
     v = verdict(rep, kind)
     if v.state is State.IDLE:
-        assert not any(s in ("busy", "starting") for s in states)
+        assert not any(s in BUSY_EXECUTION_STATES for s in states)
         assert kind != "gpu" or all(u <= 10 for u in utils)
         assert age_min <= 10
         assert not nvml_error or kind == "cpu"

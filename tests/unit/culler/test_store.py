@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gpuaas_culler.reclaim.activity_store import ActivityStore, Notice, server_key, server_of_token
-from gpuaas_culler.reclaim.idleness import ReportError
+from jupyter_gpuaas.core.activity import ReportError
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 

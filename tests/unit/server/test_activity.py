@@ -1,20 +1,12 @@
-"""The activity decision: idle_since and which utilisation is this server's own."""
+"""The server's activity payload: which utilisation is this server's own."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-import pytest
-
+from jupyter_gpuaas.core.activity import KernelActivity
 from jupyter_gpuaas.gpu.model import Device
-from jupyter_gpuaas.server.activity import (
-    KernelActivity,
-    TerminalActivity,
-    activity_payload,
-    attributable_utilization,
-    idle_since,
-    total_gpu_memory,
-)
+from jupyter_gpuaas.server.activity import activity_payload, attributable_utilization
 
 T0 = datetime(2026, 11, 30, 16, 0, tzinfo=timezone.utc)
 STARTED = T0 - timedelta(hours=1)
@@ -40,48 +32,6 @@ MIG = device("MIG-1", None, parent_uuid="GPU-mig-parent")
 
 def test_only_whole_unshared_gpus_have_attributable_utilization() -> None:
     assert attributable_utilization([WHOLE, SHARED, PARENT, MIG]) == [("GPU-whole", 50)]
-
-
-@pytest.mark.parametrize(
-    ("kernels", "terminals", "utilization", "expected"),
-    [
-        pytest.param([], [], [], STARTED, id="nothing ran: idle since the server started"),
-        pytest.param([kernel("idle", 5)], [], [], at(5), id="one idle kernel"),
-        pytest.param(
-            [kernel("idle", 5), kernel("idle", 9)],
-            [TerminalActivity("1", at(7))],
-            [],
-            at(9),
-            id="latest of kernels and terminals",
-        ),
-        pytest.param(
-            [kernel("idle", 5)],
-            [TerminalActivity("1", at(12))],
-            [],
-            at(12),
-            id="a terminal used later",
-        ),
-        pytest.param([kernel("busy", 5), kernel("idle", 9)], [], [], None, id="a busy kernel"),
-        pytest.param([kernel("idle", 5)], [], [("GPU-0", 6)], None, id="GPU above threshold"),
-        pytest.param([kernel("idle", 5)], [], [("GPU-0", 5)], at(5), id="GPU at threshold"),
-        pytest.param([kernel("starting", None)], [], [], STARTED, id="no activity time yet"),
-    ],
-)
-def test_idle_since(
-    kernels: list[KernelActivity],
-    terminals: list[TerminalActivity],
-    utilization: list[tuple[str, int]],
-    expected: datetime | None,
-) -> None:
-    assert idle_since(kernels, terminals, utilization, 5, STARTED) == expected
-
-
-@pytest.mark.parametrize(
-    ("sizes", "total"),
-    [([], 0), ([0, 2, 3], 5), ([2, None], None)],
-)
-def test_total_gpu_memory(sizes: list[int | None], total: int | None) -> None:
-    assert total_gpu_memory([kernel("idle", 0, s) for s in sizes]) == total
 
 
 def test_busy_shared_gpu_does_not_keep_the_server_busy() -> None:

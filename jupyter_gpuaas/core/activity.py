@@ -1,0 +1,219 @@
+"""The ``activity`` payload (docs/api.md): what a server reports and the culler judges (pure).
+
+Its one definition for both sides: the single-user server builds an :class:`Activity` and
+writes it with :func:`activity_json` (``GET gpuaas/api/activity``, and the body of its reports
+to the gpuaas service); the service reads it back with :func:`parse_activity`, which lists every
+problem with its field path. What counts as a busy kernel is :data:`BUSY_EXECUTION_STATES`, on
+both sides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from jupyter_gpuaas.core.durations import isoformat_z
+from jupyter_gpuaas.core.fields import FieldError, FieldErrors, object_items
+from jupyter_gpuaas.core.kueue import parse_time
+
+__all__ = [
+    "BUSY_EXECUTION_STATES",
+    "Activity",
+    "KernelActivity",
+    "ReportError",
+    "TerminalActivity",
+    "activity_json",
+    "build_activity",
+    "parse_activity",
+]
+
+BUSY_EXECUTION_STATES: tuple[str, ...] = ("busy",)
+"""Kernel execution states that are activity. Only ``busy``: jupyter-server reports
+``starting`` until the kernel's first status message, which for a kernel no client ever
+connects to is never, so counting it would hold a GPU forever; and a (re)start already sets the
+kernel's ``last_activity``, so the idle clock starts afresh without it."""
+
+
+@dataclass(frozen=True)
+class KernelActivity:
+    kernel_id: str
+    execution_state: str | None
+    last_activity: datetime | None
+    connections: int = 0
+    gpu_memory: int | None = 0
+    """Bytes of GPU memory its process tree holds; ``None``: some, of unknown size."""
+
+    @property
+    def busy(self) -> bool:
+        return self.execution_state in BUSY_EXECUTION_STATES
+
+
+@dataclass(frozen=True)
+class TerminalActivity:
+    name: str
+    last_activity: datetime | None
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One ``activity`` payload."""
+
+    sampled_at: datetime | None = None
+    source: str = "nvml"
+    error: str | None = None
+    kernels: tuple[KernelActivity, ...] = ()
+    terminals: tuple[TerminalActivity, ...] = ()
+    gpu_memory: int | None = 0
+    """The kernels' sum; ``None`` when some kernel's size is unknown (the GPU is in use)."""
+    gpu_utilization: tuple[tuple[str, float], ...] = ()
+    """``(uuid, percent)`` of the GPUs whose figure is this server's alone (whole, unshared)."""
+    idle_since: datetime | None = None
+    """``None`` while busy (as the server judged it); else its latest activity."""
+
+
+def build_activity(
+    *,
+    sampled_at: datetime,
+    source: str,
+    error: str | None,
+    kernels: Sequence[KernelActivity],
+    terminals: Sequence[TerminalActivity],
+    utilization: Sequence[tuple[str, float]],
+    busy_utilization_percent: float,
+    started: datetime,
+) -> Activity:
+    """The payload, with the figures derived from the rest: ``gpu_memory`` and ``idle_since``
+    (``None`` while a kernel is busy or an own GPU works above the threshold; otherwise the
+    latest activity of kernels and terminals, the server's start without any)."""
+    sizes = [k.gpu_memory for k in kernels]
+    busy = any(k.busy for k in kernels) or any(u > busy_utilization_percent for _, u in utilization)
+    times = [k.last_activity for k in kernels] + [t.last_activity for t in terminals]
+    known = [t for t in times if t is not None]
+    return Activity(
+        sampled_at=sampled_at,
+        source=source,
+        error=error,
+        kernels=tuple(kernels),
+        terminals=tuple(terminals),
+        gpu_memory=None if None in sizes else sum(s or 0 for s in sizes),
+        gpu_utilization=tuple(utilization),
+        idle_since=None if busy else max(known) if known else started,
+    )
+
+
+def activity_json(activity: Activity) -> dict[str, Any]:
+    """The payload as JSON (docs/api.md)."""
+    return {
+        "sampled_at": _iso(activity.sampled_at),
+        "source": activity.source,
+        "error": activity.error,
+        "kernels": [
+            {
+                "kernel_id": k.kernel_id,
+                "execution_state": k.execution_state,
+                "last_activity": _iso(k.last_activity),
+                "connections": k.connections,
+                "gpu_memory": k.gpu_memory,
+            }
+            for k in activity.kernels
+        ],
+        "terminals": [
+            {"name": t.name, "last_activity": _iso(t.last_activity)} for t in activity.terminals
+        ],
+        "gpu_memory": activity.gpu_memory,
+        "gpu_utilization": [
+            {"uuid": uuid, "utilization": u} for uuid, u in activity.gpu_utilization
+        ],
+        "idle_since": _iso(activity.idle_since),
+    }
+
+
+def _iso(dt: datetime | None) -> str | None:
+    return isoformat_z(dt) if dt is not None else None
+
+
+class ReportError(ValueError):
+    """An activity payload that does not have the documented shape."""
+
+    def __init__(self, errors: Sequence[FieldError]) -> None:
+        self.errors = tuple(errors)
+        super().__init__("; ".join(str(e) for e in self.errors))
+
+
+def parse_activity(payload: object) -> Activity:
+    """Check an ``activity`` payload and read it; :class:`ReportError` lists every problem with
+    its path. Unknown extra fields are ignored (newer extensions)."""
+    errs = FieldErrors()
+    if not isinstance(payload, Mapping):
+        raise ReportError([FieldError("(report)", "must be a JSON object")])
+
+    def time(path: str, value: object) -> datetime | None:
+        if value is None:
+            return None
+        parsed = parse_time(value)
+        if parsed is None:
+            errs.add(path, f"{value!r} is not an ISO 8601 time")
+        return parsed
+
+    def size(path: str, value: object) -> int | None:
+        if value is None:
+            return None  # some GPU memory, of unknown size
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            errs.add(path, f"must be a whole number of bytes, not {value!r}")
+            return 0
+        return value
+
+    def items(key: str) -> list[tuple[str, Mapping[str, Any]]]:
+        return object_items(payload.get(key), key, errs.add)
+
+    source = payload.get("source", "nvml")
+    if not isinstance(source, str):
+        errs.add("source", f"must be a string, not {source!r}")
+        source = "unavailable"
+    error = payload.get("error")
+    if error is not None and not isinstance(error, str):
+        errs.add("error", f"must be a string or null, not {error!r}")
+        error = str(error)
+
+    kernels = []
+    for p, k in items("kernels"):
+        state, connections = k.get("execution_state"), k.get("connections")
+        kernels.append(
+            KernelActivity(
+                kernel_id=str(k.get("kernel_id", "")),
+                execution_state=state if isinstance(state, str) else None,
+                last_activity=time(f"{p}.last_activity", k.get("last_activity")),
+                connections=connections if isinstance(connections, int) else 0,
+                gpu_memory=size(f"{p}.gpu_memory", k.get("gpu_memory", 0)),
+            )
+        )
+    terminals = [
+        TerminalActivity(
+            name=str(t.get("name", "")),
+            last_activity=time(f"{p}.last_activity", t.get("last_activity")),
+        )
+        for p, t in items("terminals")
+    ]
+    utilization = []
+    for p, u in items("gpu_utilization"):
+        value = u.get("utilization")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            errs.add(f"{p}.utilization", f"must be a percentage, not {value!r}")
+            continue
+        utilization.append((str(u.get("uuid", "")), float(value)))
+
+    activity = Activity(
+        sampled_at=time("sampled_at", payload.get("sampled_at")),
+        source=source,
+        error=error,
+        kernels=tuple(kernels),
+        terminals=tuple(terminals),
+        gpu_memory=size("gpu_memory", payload.get("gpu_memory", 0)),
+        gpu_utilization=tuple(utilization),
+        idle_since=time("idle_since", payload.get("idle_since")),
+    )
+    if errs.items:
+        raise ReportError(errs.items)
+    return activity
