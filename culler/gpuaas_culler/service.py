@@ -30,18 +30,11 @@ from urllib.parse import urlparse
 
 from tornado import web
 
-from gpuaas_culler.queue.workloads import (
-    DEFAULT_GPU_WEIGHTS,
-    NotebookPod,
-    WorkloadSummary,
-    queue_payload,
-    read_notebook_pod,
-    summarize_workload,
-    user_of,
-)
+from gpuaas_culler.queue.workloads import NotebookPod, queue_payload, read_notebook_pod, user_of
 from gpuaas_culler.web.base import HubJSONHandler, JSONHandler
 from gpuaas_culler.web.reclaim import add_culler_arguments, start_culler
-from jupyter_gpuaas.core.kueue import PendingWorkloadInfo
+from jupyter_gpuaas.core.gpu_equivalents import RESOURCE_GPU_EQUIVALENTS
+from jupyter_gpuaas.core.kueue import PendingWorkloadInfo, WorkloadInfo, read_workload
 
 __all__ = ["QueueIndex", "main", "make_app"]
 
@@ -58,7 +51,7 @@ class QueueIndex:
         notebook_namespace: str,
         namespaces: Sequence[str],
         pods: Callable[[], Mapping[str, Mapping[str, Any]]] = dict,
-        weights: Mapping[str, Fraction] = DEFAULT_GPU_WEIGHTS,
+        weights: Mapping[str, Fraction] = RESOURCE_GPU_EQUIVALENTS,
         pods_ttl: float = 1.0,
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
     ) -> None:
@@ -73,8 +66,8 @@ class QueueIndex:
         self._pods: dict[str, NotebookPod] = {}
         self._pods_at = float("-inf")
         self._pod_keys: frozenset[str] = frozenset()
-        self._summaries: list[WorkloadSummary] = []
-        self._by_user: dict[str, list[WorkloadSummary]] = {}
+        self._summaries: list[WorkloadInfo] = []
+        self._by_user: dict[str, list[WorkloadInfo]] = {}
         self._tracked: dict[tuple[str, str], Callable[[], None]] = {}
         self.rebuilds = 0
 
@@ -93,11 +86,11 @@ class QueueIndex:
         if generation != self._generation:
             self._generation = generation
             self._summaries = [
-                summarize_workload(o) for ns in self.namespaces for o in self.view.workloads(ns)
+                read_workload(o) for ns in self.namespaces for o in self.view.workloads(ns)
             ]
         elif not pods_changed:
             return
-        by_user: dict[str, list[WorkloadSummary]] = {}
+        by_user: dict[str, list[WorkloadInfo]] = {}
         for wl in self._summaries:
             if wl.pending:
                 user = user_of(wl, self._pods)

@@ -53,7 +53,6 @@ __all__ = [
     "Size",
     "Tenant",
     "build_catalog",
-    "format_gpu_equivalents",
     "load_catalog_file",
 ]
 
@@ -214,13 +213,6 @@ class Catalog:
         if offering.default_size and offering.default_size in self.sizes:
             return self.sizes[offering.default_size]
         return sizes[0] if sizes else None
-
-
-def format_gpu_equivalents(value: Fraction) -> str:
-    """``Fraction(1, 7)`` → ``"0.14"``, ``Fraction(2)`` → ``"2"``."""
-    if value.denominator == 1:
-        return str(value.numerator)
-    return f"{float(value):.2f}".rstrip("0").rstrip(".")
 
 
 # --------------------------------------------------------------------------- loading

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from jupyter_gpuaas.core.catalog import Offering, Tenant, format_gpu_equivalents
+from jupyter_gpuaas.core.catalog import Offering, Tenant
+from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents
 from jupyter_gpuaas.core.kueue import (
     ClusterQueueInfo,
     CohortInfo,

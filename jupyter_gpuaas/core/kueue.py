@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
 
+from jupyter_gpuaas.core.labels import USER_LABEL
+
 __all__ = [
     "ADMISSION_GATE",
     "JOB_UID_LABEL",
@@ -40,6 +42,7 @@ __all__ = [
     "parse_quantity",
     "parse_time",
     "pending_item_for_workload",
+    "pod_requests",
     "read_cluster_queue",
     "read_cohort",
     "read_conditions",
@@ -408,9 +411,36 @@ def read_local_queue(obj: Mapping[str, Any]) -> LocalQueueInfo:
 # --------------------------------------------------------------------------- workloads
 
 
+def pod_requests(template: Mapping[str, Any]) -> dict[str, Fraction]:
+    """Requests of one pod or pod template: the sum over containers, at least each init
+    container's (as the scheduler counts them); a limit stands in for a missing request."""
+    spec = as_mapping(template.get("spec"))
+
+    def of(container: Mapping[str, Any]) -> dict[str, Fraction]:
+        res = as_mapping(container.get("resources"))
+        merged = {**as_mapping(res.get("limits")), **as_mapping(res.get("requests"))}
+        out: dict[str, Fraction] = {}
+        for name, qty in merged.items():
+            try:
+                out[str(name)] = parse_quantity(qty)
+            except QuantityError:
+                continue
+        return out
+
+    total: dict[str, Fraction] = {}
+    for raw in as_list(spec.get("containers")):
+        for name, qty in of(as_mapping(raw)).items():
+            total[name] = total.get(name, Fraction(0)) + qty
+    for raw in as_list(spec.get("initContainers")):
+        for name, qty in of(as_mapping(raw)).items():
+            total[name] = max(total.get(name, Fraction(0)), qty)
+    return total
+
+
 @dataclass(frozen=True)
 class WorkloadInfo:
-    """A Workload, reduced to what the spawn progress and the culler need."""
+    """A Workload, reduced to what the spawn progress, the culler and the queue view need
+    (no pod template survives: only its requests)."""
 
     name: str
     namespace: str
@@ -427,6 +457,20 @@ class WorkloadInfo:
     conditions: Mapping[str, Condition] = field(default_factory=dict)
     admitted_cluster_queue: str = ""
     assigned_flavors: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    resources: Mapping[str, Fraction] = field(default_factory=dict)
+    """Total requests of all its pods (count x per-pod requests), by resource name."""
+    pods: int = 0
+
+    @property
+    def user_label(self) -> str:
+        """The hub user named by :data:`~.labels.USER_LABEL` (copied by Kueue from the Job)."""
+        return self.labels.get(USER_LABEL, "")
+
+    @property
+    def pending(self) -> bool:
+        """Not (yet) holding quota, active, not finished: waiting in a queue."""
+        return self.active and not (self.quota_reserved or self.admitted or self.finished)
 
     def _true(self, ctype: str) -> bool:
         cond = self.conditions.get(ctype)
@@ -474,7 +518,7 @@ class WorkloadInfo:
 
 def read_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
     meta, spec, status = object_parts(obj)
-    labels = as_mapping(meta.get("labels"))
+    labels = {str(k): as_str(v) for k, v in as_mapping(meta.get("labels")).items()}
     owner: Mapping[str, Any] = {}
     for raw in as_list(meta.get("ownerReferences")):
         ref = as_mapping(raw)
@@ -488,6 +532,15 @@ def read_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
         for res, flavor in as_mapping(as_mapping(raw).get("flavors")).items():
             if isinstance(res, str) and isinstance(flavor, str):
                 flavors[res] = flavor
+    resources: dict[str, Fraction] = {}
+    pods = 0
+    for raw in as_list(spec.get("podSets")):
+        pod_set = as_mapping(raw)
+        count = pod_set.get("count")
+        n = count if isinstance(count, int) and not isinstance(count, bool) else 1
+        pods += n
+        for name, qty in pod_requests(as_mapping(pod_set.get("template"))).items():
+            resources[name] = resources.get(name, Fraction(0)) + qty * n
     return WorkloadInfo(
         name=as_str(meta.get("name")),
         namespace=as_str(meta.get("namespace")),
@@ -499,11 +552,14 @@ def read_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
         owner_kind=as_str(owner.get("kind")),
         owner_name=as_str(owner.get("name")),
         owner_uid=as_str(owner.get("uid")),
-        job_uid=as_str(labels.get(JOB_UID_LABEL)),
+        job_uid=labels.get(JOB_UID_LABEL, ""),
         active=spec.get("active") is not False,
         conditions=read_conditions(status),
         admitted_cluster_queue=as_str(admission.get("clusterQueue")),
         assigned_flavors=flavors,
+        labels=labels,
+        resources=resources,
+        pods=pods,
     )
 
 

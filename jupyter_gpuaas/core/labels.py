@@ -27,7 +27,8 @@ TEAM_LABEL = "gpuaas.jupyter.org/team"
 OFFERING_LABEL = "gpuaas.jupyter.org/offering"
 """Pod label: the catalog offering's slug."""
 GPU_EQUIVALENTS_ANNOTATION = "gpuaas.jupyter.org/gpu-equivalents"
-"""Pod annotation: the offering's size in GPU-equivalents as the catalog states it ("1/7")."""
+"""Pod annotation: the server's size in GPU-equivalents as the catalog states it, exact ("1/7");
+read back with :func:`.gpu_equivalents.pod_gpu_equivalents`."""
 USER_LABEL = "gpuaas.jupyter.org/user"
 """Job/pod label: the hub user whose work it is. Kueue copies it to the Workload
 (``integrations.labelKeysToCopy``); an admission policy accepts it only from that user."""

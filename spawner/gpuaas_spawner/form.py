@@ -18,7 +18,8 @@ from typing import Any
 import jinja2
 
 from gpuaas_spawner.validate import OptionsError, UserContext, pick_team
-from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant, format_gpu_equivalents
+from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant
+from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents
 from jupyter_gpuaas.core.headroom import Fit, Headroom, QueueState, compute_headroom
 from jupyter_gpuaas.core.kueue import parse_quantity
 

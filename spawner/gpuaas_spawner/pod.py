@@ -18,7 +18,7 @@ from fractions import Fraction
 from typing import Any
 
 from gpuaas_spawner.validate import Choice
-from jupyter_gpuaas.core.catalog import format_gpu_equivalents
+from jupyter_gpuaas.core.gpu_equivalents import exact_gpu_equivalents
 from jupyter_gpuaas.core.kueue import (
     POD_FINALIZER,
     PRIORITY_CLASS_LABEL,
@@ -78,7 +78,7 @@ def pod_settings(choice: Choice, *, priority_class: str, default_namespace: str)
         OFFERING_LABEL: offering.slug,
     }
     annotations = {
-        GPU_EQUIVALENTS_ANNOTATION: format_gpu_equivalents(offering.gpu_equivalents_for(count))
+        GPU_EQUIVALENTS_ANNOTATION: exact_gpu_equivalents(offering.gpu_equivalents_for(count))
     }
     requests: dict[str, str] = {}
     limits: dict[str, str] = {}

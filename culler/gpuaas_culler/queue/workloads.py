@@ -16,24 +16,26 @@ Whose work is it:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
+from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
+from jupyter_gpuaas.core.durations import isoformat_z
+from jupyter_gpuaas.core.gpu_equivalents import (
+    RESOURCE_GPU_EQUIVALENTS,
+    exact_gpu_equivalents,
+    parse_gpu_equivalents,
+    resource_gpu_equivalents,
+)
 from jupyter_gpuaas.core.kueue import (
     ClusterQueueInfo,
     LocalQueueInfo,
     PendingWorkloadInfo,
-    QuantityError,
-    as_list,
+    WorkloadInfo,
     as_mapping,
     as_str,
     format_quantity,
-    object_parts,
-    parse_quantity,
-    parse_time,
-    read_conditions,
 )
 from jupyter_gpuaas.core.labels import (
     GPU_EQUIVALENTS_ANNOTATION,
@@ -41,35 +43,9 @@ from jupyter_gpuaas.core.labels import (
     HUB_USERNAME_ANNOTATION,
     OFFERING_LABEL,
     TEAM_LABEL,
-    USER_LABEL,
 )
 
-__all__ = [
-    "DEFAULT_GPU_WEIGHTS",
-    "NotebookPod",
-    "WorkloadSummary",
-    "gpu_equivalents",
-    "pod_requests",
-    "queue_payload",
-    "read_notebook_pod",
-    "summarize_workload",
-    "user_of",
-]
-
-
-DEFAULT_GPU_WEIGHTS: Mapping[str, Fraction] = {
-    "nvidia.com/gpu": Fraction(1),
-    "nvidia.com/gpu.shared": Fraction(1, 4),
-}
-"""GPU-equivalents per unit of a resource; MIG profiles ``mig-<N>g.*`` count N/7 unless listed."""
-
-
-def _fraction(text: str) -> Fraction | None:
-    try:
-        value = Fraction(text)
-    except (ValueError, ZeroDivisionError):
-        return None
-    return value if value >= 0 else None
+__all__ = ["NotebookPod", "queue_payload", "read_notebook_pod", "user_of"]
 
 
 # --------------------------------------------------------------------------- inputs
@@ -100,109 +76,11 @@ def read_notebook_pod(obj: Mapping[str, Any]) -> NotebookPod:
         server_name=as_str(annotations.get(HUB_SERVERNAME_ANNOTATION)),
         team=as_str(labels.get(TEAM_LABEL)),
         offering=as_str(labels.get(OFFERING_LABEL)),
-        gpu_equivalents=_fraction(as_str(annotations.get(GPU_EQUIVALENTS_ANNOTATION))),
+        gpu_equivalents=parse_gpu_equivalents(annotations.get(GPU_EQUIVALENTS_ANNOTATION)),
     )
 
 
-@dataclass(frozen=True)
-class WorkloadSummary:
-    """A Workload reduced to what the queue view shows (no pod template survives)."""
-
-    name: str
-    namespace: str
-    uid: str
-    queue_name: str
-    owner_kind: str
-    owner_name: str
-    owner_uid: str
-    user_label: str
-    priority_class: str
-    created: datetime | None
-    resources: Mapping[str, Fraction]
-    """Total requests of all its pods (count x per-pod requests), by resource name."""
-    pods: int
-    pending: bool
-    """Not (yet) holding quota, active, not finished: waiting in a queue."""
-    pending_message: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-
-def pod_requests(template: Mapping[str, Any]) -> dict[str, Fraction]:
-    """Requests of one pod or pod template: the sum over containers, at least each init
-    container's (as the scheduler counts them); a limit stands in for a missing request."""
-    spec = as_mapping(template.get("spec"))
-
-    def of(container: Mapping[str, Any]) -> dict[str, Fraction]:
-        res = as_mapping(container.get("resources"))
-        merged = {**as_mapping(res.get("limits")), **as_mapping(res.get("requests"))}
-        out: dict[str, Fraction] = {}
-        for name, qty in merged.items():
-            try:
-                out[str(name)] = parse_quantity(qty)
-            except QuantityError:
-                continue
-        return out
-
-    total: dict[str, Fraction] = {}
-    for raw in as_list(spec.get("containers")):
-        for name, qty in of(as_mapping(raw)).items():
-            total[name] = total.get(name, Fraction(0)) + qty
-    for raw in as_list(spec.get("initContainers")):
-        for name, qty in of(as_mapping(raw)).items():
-            total[name] = max(total.get(name, Fraction(0)), qty)
-    return total
-
-
-def summarize_workload(obj: Mapping[str, Any]) -> WorkloadSummary:
-    meta, spec, status = object_parts(obj)
-    labels = {str(k): as_str(v) for k, v in as_mapping(meta.get("labels")).items()}
-    owner: Mapping[str, Any] = {}
-    for raw in as_list(meta.get("ownerReferences")):
-        ref = as_mapping(raw)
-        if ref.get("controller") or not owner:
-            owner = ref
-    resources: dict[str, Fraction] = {}
-    pods = 0
-    for raw in as_list(spec.get("podSets")):
-        pod_set = as_mapping(raw)
-        count = pod_set.get("count")
-        n = count if isinstance(count, int) and not isinstance(count, bool) else 1
-        pods += n
-        for name, qty in pod_requests(as_mapping(pod_set.get("template"))).items():
-            resources[name] = resources.get(name, Fraction(0)) + qty * n
-    conditions = read_conditions(status)
-
-    def true(ctype: str) -> bool:
-        cond = conditions.get(ctype)
-        return cond is not None and cond.status is True
-
-    reserved, admitted, finished = true("QuotaReserved"), true("Admitted"), true("Finished")
-    active = spec.get("active") is not False
-    pclass = as_mapping(spec.get("priorityClassRef"))
-    return WorkloadSummary(
-        name=as_str(meta.get("name")),
-        namespace=as_str(meta.get("namespace")),
-        uid=as_str(meta.get("uid")),
-        queue_name=as_str(spec.get("queueName")),
-        owner_kind=as_str(owner.get("kind")),
-        owner_name=as_str(owner.get("name")),
-        owner_uid=as_str(owner.get("uid")),
-        user_label=labels.get(USER_LABEL, ""),
-        priority_class=as_str(pclass.get("name")) or as_str(spec.get("priorityClassName")),
-        created=parse_time(meta.get("creationTimestamp")),
-        resources=resources,
-        pods=pods,
-        pending=active and not (reserved or admitted or finished),
-        pending_message=(
-            quota.message
-            if (quota := conditions.get("QuotaReserved")) and quota.status is False
-            else ""
-        ),
-        labels=labels,
-    )
-
-
-def user_of(wl: WorkloadSummary, notebook_pods: Mapping[str, NotebookPod]) -> str:
+def user_of(wl: WorkloadInfo, notebook_pods: Mapping[str, NotebookPod]) -> str:
     """The hub user a Workload belongs to ('' when nobody can be named).
 
     A notebook server's pod (known by its uid) names its user; otherwise the vouched-for user
@@ -211,30 +89,6 @@ def user_of(wl: WorkloadSummary, notebook_pods: Mapping[str, NotebookPod]) -> st
     if wl.owner_kind == "Pod" and wl.owner_uid in notebook_pods:
         return notebook_pods[wl.owner_uid].user
     return wl.user_label
-
-
-def gpu_equivalents(
-    resources: Mapping[str, Fraction], weights: Mapping[str, Fraction] = DEFAULT_GPU_WEIGHTS
-) -> Fraction:
-    """GPU-equivalents of a request: whole GPUs 1, MIG ``<N>g`` slices N/7, shared by weight."""
-    total = Fraction(0)
-    for name, qty in resources.items():
-        if name in weights:
-            total += weights[name] * qty
-        elif name.startswith("nvidia.com/mig-"):
-            profile = name.removeprefix("nvidia.com/mig-")
-            head = profile.split("g.", 1)[0]
-            if head.isdigit():
-                total += Fraction(int(head), 7) * qty
-    return total
-
-
-def _format_fraction(value: Fraction) -> str:
-    return str(value) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
-
-
-def _iso(value: datetime) -> str:
-    return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 # --------------------------------------------------------------------------- the answer
@@ -255,7 +109,7 @@ def _team_cluster_queues(
 def queue_payload(
     user: str,
     *,
-    workloads: Iterable[WorkloadSummary],
+    workloads: Iterable[WorkloadInfo],
     notebook_pods: Mapping[str, NotebookPod],
     pending: Mapping[tuple[str, str], list[PendingWorkloadInfo] | None],
     local_queues: Mapping[tuple[str, str], LocalQueueInfo],
@@ -263,7 +117,7 @@ def queue_payload(
     now: datetime,
     teams: Iterable[str] = (),
     synced: bool = True,
-    weights: Mapping[str, Fraction] = DEFAULT_GPU_WEIGHTS,
+    weights: Mapping[str, Fraction] = RESOURCE_GPU_EQUIVALENTS,
 ) -> dict[str, Any]:
     """The ``GET /services/gpuaas/api/queue`` answer for ``user`` (docs/queue.md).
 
@@ -286,9 +140,10 @@ def queue_payload(
                 break
         team = (pod.team if pod else "") or wl.namespace
         item_teams.add(team)
-        geq = pod.gpu_equivalents if pod and pod.gpu_equivalents is not None else None
+        # A notebook server's size is the catalog's, written on its pod; other work's a guess.
+        geq = pod.gpu_equivalents if pod else None
         if geq is None:
-            geq = gpu_equivalents(wl.resources, weights)
+            geq = resource_gpu_equivalents(wl.resources, weights)
         waited = (now - wl.created).total_seconds() if wl.created else None
         items.append(
             {
@@ -308,10 +163,10 @@ def queue_payload(
                 "offering": (pod.offering or None) if pod else wl.labels.get(OFFERING_LABEL),
                 "resources": {k: format_quantity(v) for k, v in sorted(wl.resources.items())},
                 "pods": wl.pods,
-                "gpu_equivalents": _format_fraction(geq),
+                "gpu_equivalents": exact_gpu_equivalents(geq),
                 "team": team,
                 "priority_class": wl.priority_class or None,
-                "waiting_since": _iso(wl.created) if wl.created else None,
+                "waiting_since": isoformat_z(wl.created) if wl.created else None,
                 "waited_seconds": max(0, int(waited)) if waited is not None else None,
                 "reason": wl.pending_message or None,
             }
@@ -354,7 +209,7 @@ def queue_payload(
         )
     return {
         "user": user,
-        "generated_at": _iso(now),
+        "generated_at": isoformat_z(now),
         "synced": synced,
         "items": items,
         "teams": team_rows,

@@ -43,8 +43,8 @@ from typing import Any
 
 from gpuaas_culler.reclaim.idleness import Idleness, State
 from gpuaas_culler.reclaim.policy import Policy, PolicySet
-from jupyter_gpuaas.core.catalog import format_gpu_equivalents
 from jupyter_gpuaas.core.durations import format_duration, isoformat_z
+from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents
 from jupyter_gpuaas.core.kueue import FlavorResource, format_quantity
 
 __all__ = [

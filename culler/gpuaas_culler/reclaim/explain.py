@@ -7,8 +7,8 @@ from fractions import Fraction
 from gpuaas_culler.reclaim.decide import Action, Decision, Plan, Target
 from gpuaas_culler.reclaim.idleness import State
 from gpuaas_culler.reclaim.policy import PolicySet
-from jupyter_gpuaas.core.catalog import format_gpu_equivalents
 from jupyter_gpuaas.core.durations import format_duration, isoformat_z
+from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents
 
 __all__ = ["explain", "explain_policies"]
 

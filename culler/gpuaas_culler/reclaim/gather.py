@@ -20,11 +20,11 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
-from gpuaas_culler.queue.workloads import gpu_equivalents, pod_requests, summarize_workload
 from gpuaas_culler.reclaim.activity_store import ActivityStore, server_key
 from gpuaas_culler.reclaim.decide import Need, PendingWorkload, Workbench
 from gpuaas_culler.reclaim.idleness import judge
 from gpuaas_culler.reclaim.policy import DEFAULT_BUSY_UTILIZATION, PolicySet
+from jupyter_gpuaas.core.gpu_equivalents import pod_gpu_equivalents
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import (
     QUEUE_NAME_LABEL,
@@ -33,6 +33,7 @@ from jupyter_gpuaas.core.kueue import (
     as_list,
     as_mapping,
     parse_time,
+    pod_requests,
     read_conditions,
     read_workload,
 )
@@ -205,7 +206,7 @@ def workbenches(
                 kind=kind,
                 offering=offering,
                 holds=holds,
-                gpu_equivalents=gpu_equivalents(requests),
+                gpu_equivalents=pod_gpu_equivalents(pod),
                 cluster_queue=cq,
                 cohorts=_cohorts(state, cq),
                 started_at=started,
@@ -291,11 +292,11 @@ def pending_workloads(
     tree = state.tree()
     found: list[tuple[datetime | None, PendingWorkload]] = []
     for obj in workloads:
-        summary = summarize_workload(obj)
-        if not summary.pending:
+        workload = read_workload(obj)
+        if not workload.pending:
             continue
-        needs_raw = {r: a for r, a in summary.resources.items() if r.startswith(GPU_PREFIX)}
-        lq = state.local_queues.get((summary.namespace, summary.queue_name))
+        needs_raw = {r: a for r, a in workload.resources.items() if r.startswith(GPU_PREFIX)}
+        lq = state.local_queues.get((workload.namespace, workload.queue_name))
         cq = state.cluster_queues.get(lq.cluster_queue) if lq else None
         if not needs_raw or cq is None:
             continue
@@ -315,24 +316,23 @@ def pending_workloads(
             needs.append(Need(resource=resource, amount=amount, flavors=flavors, free=free))
         if len(needs) < len(needs_raw):
             continue
-        info = read_workload(obj)
         position = 0
-        items = positions(summary.namespace, summary.queue_name)
+        items = positions(workload.namespace, workload.queue_name)
         for item in items or ():
-            if item.name == summary.name:
+            if item.name == workload.name:
                 position = item.position_in_cluster_queue
         found.append(
             (
-                summary.created,
+                workload.created,
                 PendingWorkload(
-                    name=summary.name,
-                    namespace=summary.namespace,
+                    name=workload.name,
+                    namespace=workload.namespace,
                     cluster_queue=cq.name,
                     cohorts=_cohorts(state, cq.name),
-                    priority=info.priority or 0,
+                    priority=workload.priority or 0,
                     position=position,
                     needs=tuple(needs),
-                    local_queue=summary.queue_name,
+                    local_queue=workload.queue_name,
                 ),
             )
         )

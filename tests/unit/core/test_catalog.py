@@ -12,7 +12,6 @@ from jupyter_gpuaas.core.catalog import (
     CatalogError,
     CatalogSource,
     build_catalog,
-    format_gpu_equivalents,
     load_catalog_file,
 )
 from tests.support.samples import CATALOG, GPU, MIG1, NAMESPACE, catalog_data, sample_catalog
@@ -253,19 +252,6 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     listy.write_text("- a\n")
     with pytest.raises(CatalogError, match="must hold a mapping"):
         load_catalog_file(str(listy))
-
-
-@pytest.mark.parametrize(
-    ("value", "text"),
-    [
-        (Fraction(2), "2"),
-        (Fraction(1, 7), "0.14"),
-        (Fraction(1, 4), "0.25"),
-        (Fraction(3, 2), "1.5"),
-    ],
-)
-def test_format_gpu_equivalents(value: Fraction, text: str) -> None:
-    assert format_gpu_equivalents(value) == text
 
 
 def test_the_z2jh_example_catalog_is_valid() -> None:

@@ -10,14 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpuaas_culler.queue.workloads import (
-    NotebookPod,
-    gpu_equivalents,
-    queue_payload,
-    read_notebook_pod,
-    summarize_workload,
-    user_of,
-)
+from gpuaas_culler.queue.workloads import NotebookPod, queue_payload, read_notebook_pod, user_of
 from gpuaas_culler.service import QueueIndex
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import (
@@ -25,6 +18,7 @@ from jupyter_gpuaas.core.kueue import (
     read_cluster_queue,
     read_local_queue,
     read_pending_workloads,
+    read_workload,
 )
 
 NOW = datetime(2026, 11, 30, 16, 40, tzinfo=timezone.utc)
@@ -207,7 +201,7 @@ def visibility(*names_positions: tuple[str, str, int, int]) -> list[PendingWorkl
     ],
 )
 def test_user_of(workload: dict[str, Any], pods: Mapping[str, NotebookPod], expected: str) -> None:
-    assert user_of(summarize_workload(workload), pods) == expected
+    assert user_of(read_workload(workload), pods) == expected
 
 
 @pytest.mark.parametrize(
@@ -222,27 +216,12 @@ def test_user_of(workload: dict[str, Any], pods: Mapping[str, NotebookPod], expe
     ],
 )
 def test_pending(conditions: list[dict[str, Any]], active: bool, pending: bool) -> None:
-    wl = summarize_workload(job_workload("a", "alice", conditions=conditions, active=active))
+    wl = read_workload(job_workload("a", "alice", conditions=conditions, active=active))
     assert wl.pending is pending
 
 
-@pytest.mark.parametrize(
-    ("resources", "expected"),
-    [
-        ({"nvidia.com/gpu": Fraction(2)}, Fraction(2)),
-        ({"nvidia.com/mig-1g.5gb": Fraction(1)}, Fraction(1, 7)),
-        ({"nvidia.com/mig-3g.20gb": Fraction(2)}, Fraction(6, 7)),
-        ({"nvidia.com/gpu.shared": Fraction(1)}, Fraction(1, 4)),
-        ({"cpu": Fraction(4), "memory": Fraction(2**30)}, Fraction(0)),
-        ({"nvidia.com/mig-bogus": Fraction(1)}, Fraction(0)),
-    ],
-)
-def test_gpu_equivalents(resources: dict[str, Fraction], expected: Fraction) -> None:
-    assert gpu_equivalents(resources) == expected
-
-
 def test_summary_totals_pods_and_drops_templates() -> None:
-    wl = summarize_workload(job_workload("a", "alice", gpus="2", count=3))
+    wl = read_workload(job_workload("a", "alice", gpus="2", count=3))
     assert wl.resources == {"cpu": Fraction(3), "nvidia.com/gpu": Fraction(6)}
     assert wl.pods == 3
     assert "hunter2" not in repr(wl)
@@ -262,7 +241,7 @@ def payload(
     notebook = {p.uid: p for p in map(read_notebook_pod, pods)}
     return queue_payload(
         user,
-        workloads=[summarize_workload(w) for w in workloads],
+        workloads=[read_workload(w) for w in workloads],
         notebook_pods=notebook,
         pending=pending,
         local_queues=LQS,
@@ -324,7 +303,7 @@ def test_item_shape_has_summaries_only() -> None:
         "gpu_equivalents": "1",
         "team": "team-a",
         "priority_class": "training",
-        "waiting_since": "2026-11-30T16:31:00Z",
+        "waiting_since": "2026-11-30T16:31:00.000Z",
         "waited_seconds": 540,
         "reason": "insufficient unused quota for nvidia.com/gpu in flavor h100, 1 more needed",
     }

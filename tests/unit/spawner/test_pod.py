@@ -274,7 +274,7 @@ def test_mig_replaces_an_admin_dev_shm_and_keeps_everything_else() -> None:
         "limits": {"memory": "8Gi", "nvidia.com/mig-1g.5gb": "1", "cpu": "2"},
         "requests": {"memory": "4Gi", "nvidia.com/mig-1g.5gb": "1", "cpu": "1"},
     }
-    assert pod["metadata"]["annotations"]["gpuaas.jupyter.org/gpu-equivalents"] == "0.14"
+    assert pod["metadata"]["annotations"]["gpuaas.jupyter.org/gpu-equivalents"] == "1/7"
 
 
 def test_tenant_namespace_and_priority_class() -> None:
