@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,7 +23,8 @@ from jupyter_gpuaas.gpu.spec import DEFAULT_SIMULATED_DEVICES, SpecError, parse_
 from jupyter_gpuaas.gpu.usage import KernelInfo
 from jupyter_gpuaas.server.handlers import ActivityHandler, UsageHandler
 from jupyter_gpuaas.server.queue import QueueHandler
-from jupyter_gpuaas.server.reporter import ReclaimHandler, Reporter, SnoozeHandler, service_url
+from jupyter_gpuaas.server.reporter import ReclaimHandler, Reporter, SnoozeHandler
+from jupyter_gpuaas.server.service_client import ServiceClient
 
 
 class GPUaaS(ExtensionApp):
@@ -160,16 +160,14 @@ class GPUaaS(ExtensionApp):
     def initialize_settings(self) -> None:
         self.sampler = Sampler(self._reader(), self._kernel_infos, ttl=self.sample_ttl)
         self.reporter: Reporter | None = None
-        url, token = service_url(self), os.environ.get("JUPYTERHUB_API_TOKEN", "")
+        client = ServiceClient.for_app(self)
         serverapp: Any = self.serverapp
-        if self.activity_report_interval > 0 and url and token:
+        if self.activity_report_interval > 0 and client.configured:
             self.reporter = Reporter(
                 self,
                 serverapp.web_app.settings,
-                url,
-                token,
+                client,
                 self.activity_report_interval,
-                self.queue_timeout,
                 self.log,
             )
             # The loop runs once the server starts (initialize_settings runs before).

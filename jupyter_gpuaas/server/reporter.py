@@ -18,79 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 from jupyter_gpuaas.server.handlers import GPUaaSHandler, activity_for
-from jupyter_gpuaas.server.queue import SERVICE_URL_ENV
+from jupyter_gpuaas.server.service_client import ServiceClient
 
 if TYPE_CHECKING:
     from jupyter_gpuaas.server.app import GPUaaS
 
-__all__ = ["ReclaimHandler", "Reporter", "SnoozeHandler", "ask_service", "service_url"]
-
-
-def service_url(app: Any) -> str:
-    return str(getattr(app, "queue_service_url", "") or os.environ.get(SERVICE_URL_ENV, ""))
-
-
-async def ask_service(
-    url: str, path: str, token: str, *, method: str = "GET", body: Any = None, timeout: float = 5.0
-) -> tuple[int, dict[str, Any]]:
-    """One request to the gpuaas service with this server's token: (status, JSON answer).
-
-    Never raises for service trouble: status 0 and ``{"error": ...}`` when it cannot be asked.
-    """
-    if not url or not token:
-        why = "no hub token (not under JupyterHub)" if url else "no gpuaas service configured"
-        return 0, {"error": why, "error_kind": "not_configured"}
-    request = HTTPRequest(
-        url.rstrip("/") + "/" + path.lstrip("/"),
-        method=method,
-        headers={
-            "Authorization": f"token {token}",
-            "Accept": "application/json",
-            "Content-Type": "application/json",
-        },
-        body=json.dumps(body) if body is not None else (b"" if method == "POST" else None),
-        connect_timeout=timeout,
-        request_timeout=timeout,
-        follow_redirects=False,
-    )
-    try:
-        response = await AsyncHTTPClient().fetch(request, raise_error=False)
-    except (OSError, TimeoutError) as err:
-        return 0, {
-            "error": f"the gpuaas service cannot be reached: {err}",
-            "error_kind": "service_unavailable",
-        }
-    except HTTPClientError as err:  # pragma: no cover - raise_error=False
-        return err.code, {"error": str(err), "error_kind": "service_error"}
-    if response.code == 599:
-        return 0, {
-            "error": f"the gpuaas service cannot be reached: {response.error}",
-            "error_kind": "service_unavailable",
-        }
-    try:
-        data = json.loads(response.body or b"{}")
-    except ValueError:
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    if response.code in (401, 403):
-        data.setdefault(
-            "error",
-            "the gpuaas service refused this server's token: it needs the scope"
-            " access:services!service=gpuaas (Spawner.server_token_scopes)",
-        )
-        data.setdefault("error_kind", "forbidden")
-    return response.code, data
+__all__ = ["ReclaimHandler", "Reporter", "SnoozeHandler"]
 
 
 class Reporter:
@@ -100,18 +40,14 @@ class Reporter:
         self,
         app: GPUaaS,
         settings: Any,
-        url: str,
-        token: str,
+        client: ServiceClient,
         interval: float,
-        timeout: float,
         log: logging.Logger | Any = None,
     ) -> None:
         self.app = app
         self.settings = settings
-        self.url = url
-        self.token = token
+        self.client = client
         self.interval = interval
-        self.timeout = timeout
         self.log = log or logging.getLogger(__name__)
         self.sent = 0
         self.failed = 0
@@ -124,23 +60,16 @@ class Reporter:
 
     async def report_once(self) -> bool:
         payload = await activity_for(self.app, self.settings)
-        status, answer = await ask_service(
-            self.url,
-            "api/activity",
-            self.token,
-            method="POST",
-            body=payload,
-            timeout=self.timeout,
-        )
-        if status == 200:
+        answer = await self.client.request("api/activity", method="POST", body=payload)
+        if answer.problem is None:
             self.sent += 1
-            self.last_answer = answer
+            self.last_answer = answer.data
             return True
         self.failed += 1
         self.log.warning(
             "GPUaaS: activity report not accepted (HTTP %s): %s",
-            status,
-            answer.get("error") or answer.get("message"),
+            answer.status,
+            answer.problem.as_json()["error"],
         )
         return False
 
@@ -170,20 +99,11 @@ class ReclaimHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        app = self.gpuaas
-        status, answer = await ask_service(
-            service_url(app),
-            "api/reclaim",
-            os.environ.get("JUPYTERHUB_API_TOKEN", ""),
-            timeout=getattr(app, "queue_timeout", 5.0),
-        )
-        if status != 200:
-            answer = {
-                "warning": None,
-                "error": answer.get("error") or answer.get("message") or f"HTTP {status}",
-                "error_kind": answer.get("error_kind", "service_error"),
-            }
-        await self.finish(answer)
+        answer = await ServiceClient.for_app(self.gpuaas).request("api/reclaim")
+        if answer.problem:
+            await self.finish({"warning": None, **answer.problem.as_json()})
+        else:
+            await self.finish(answer.data)
 
 
 class SnoozeHandler(GPUaaSHandler):
@@ -192,13 +112,11 @@ class SnoozeHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        app = self.gpuaas
-        status, answer = await ask_service(
-            service_url(app),
-            "api/reclaim/snooze",
-            os.environ.get("JUPYTERHUB_API_TOKEN", ""),
-            method="POST",
-            timeout=getattr(app, "queue_timeout", 5.0),
-        )
-        self.set_status(status if status in (200, 409) else 502)
-        await self.finish(answer)
+        client = ServiceClient.for_app(self.gpuaas)
+        answer = await client.request("api/reclaim/snooze", method="POST", accept=(200, 409))
+        if answer.problem:
+            self.set_status(502)
+            await self.finish(answer.problem.as_json())
+        else:
+            self.set_status(answer.status)
+            await self.finish(answer.data)

@@ -31,6 +31,7 @@ from devcluster.testing import (
 )
 from jupyter_gpuaas.core.labels import USER_LABEL
 from jupyter_gpuaas.server.queue import fetch_queue
+from jupyter_gpuaas.server.service_client import ServiceClient
 
 pytestmark = pytest.mark.integration
 
@@ -113,7 +114,7 @@ async def test_queue_positions_per_user(
         assert all(i["name"] == "b1" for i in theirs["items"])
 
         # The server extension's path: the same answer with the server's own token.
-        via_ext = await fetch_queue(hub.service_url, alice_token)
+        via_ext = await fetch_queue(ServiceClient(hub.service_url, alice_token))
         assert [i["name"] for i in via_ext["items"]] == ["a1", "a2", "a3"]
 
         # One GPU frees up: a1 is admitted, a2 and a3 move up (bob too).
@@ -143,6 +144,6 @@ async def test_queue_refuses_strangers_and_reports_a_down_service(hub: QueueHub)
     empty = hub.queue(token)
     assert empty["items"] == []
     assert empty["user"] == "carol"
-    down = await fetch_queue("http://127.0.0.1:9/services/gpuaas/", token, timeout=2)
+    down = await fetch_queue(ServiceClient("http://127.0.0.1:9/services/gpuaas/", token, timeout=2))
     assert down["error_kind"] == "service_unavailable"
     assert down["items"] == []
