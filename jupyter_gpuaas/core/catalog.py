@@ -21,11 +21,12 @@ Shape of one source (traitlet values or the YAML file)::
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from jupyter_gpuaas.core.fields import (
     DNS_SUBDOMAIN_RE,
@@ -389,14 +390,18 @@ def _mapping(
     return value
 
 
+def _entries(
+    errs: FieldErrors, path: str, data: Mapping[str, Any], key: str
+) -> list[tuple[str, Any, Any]]:
+    """``(path, key, value)`` of each entry of the mapping ``data[key]`` (none if absent)."""
+    base = key_path(path, key)
+    raw = _mapping(errs, path, data, key) or {}
+    return [(f"{base}[{json.dumps(str(k))}]", k, v) for k, v in raw.items()]
+
+
 def _resources(errs: FieldErrors, path: str, data: Mapping[str, Any]) -> dict[str, int]:
-    raw = _mapping(errs, path, data, "resources")
     out: dict[str, int] = {}
-    if raw is None:
-        return out
-    base = key_path(path, "resources")
-    for name, qty in raw.items():
-        p = f'{base}["{name}"]'
+    for p, name, qty in _entries(errs, path, data, "resources"):
         if not isinstance(name, str) or not is_qualified_name(name) or "/" not in name:
             errs.add(p, "must be an extended resource name such as nvidia.com/gpu")
             continue
@@ -411,13 +416,8 @@ def _resources(errs: FieldErrors, path: str, data: Mapping[str, Any]) -> dict[st
 
 
 def _node_selector(errs: FieldErrors, path: str, data: Mapping[str, Any]) -> dict[str, str]:
-    raw = _mapping(errs, path, data, "node_selector")
     out: dict[str, str] = {}
-    if raw is None:
-        return out
-    base = key_path(path, "node_selector")
-    for key, value in raw.items():
-        p = f'{base}["{key}"]'
+    for p, key, value in _entries(errs, path, data, "node_selector"):
         if not isinstance(key, str) or not is_qualified_name(key):
             errs.add(p, "is not a valid node label key")
         elif not isinstance(value, str) or not LABEL_VALUE_RE.match(value):
@@ -754,6 +754,29 @@ def _read_tenant(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Tenant | No
     )
 
 
+_Slugged = TypeVar("_Slugged", Image, Size)
+
+
+def _read_all(
+    errs: FieldErrors,
+    src: CatalogSource,
+    key: str,
+    read: Callable[[FieldErrors, str, Mapping[str, Any]], _Slugged | None],
+    noun: str,
+    into: dict[str, _Slugged],
+) -> None:
+    """Read the list ``key`` of one source into ``into`` by slug (a slug twice is an error)."""
+    for p, d in _list_of_mappings(errs, src.origin, src.data, key):
+        if not isinstance(d, Mapping):
+            _not_mapping(errs, p, d)
+            continue
+        item = read(errs, p, d)
+        if item is not None:
+            if item.slug in into:
+                errs.add(key_path(p, "slug"), f"{noun} {item.slug!r} is defined twice")
+            into[item.slug] = item
+
+
 def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = "") -> Catalog:
     """Check and combine every source; raise :class:`CatalogError` with all problems.
 
@@ -771,24 +794,8 @@ def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = 
 
     for src in sources:
         unknown_keys(errs, src.origin.rstrip(". :"), src.data, _TOP_FIELDS)
-        for p, d in _list_of_mappings(errs, src.origin, src.data, "images"):
-            if not isinstance(d, Mapping):
-                _not_mapping(errs, p, d)
-                continue
-            img = _read_image(errs, p, d)
-            if img is not None:
-                if img.slug in images:
-                    errs.add(key_path(p, "slug"), f"image {img.slug!r} is defined twice")
-                images[img.slug] = img
-        for p, d in _list_of_mappings(errs, src.origin, src.data, "sizes"):
-            if not isinstance(d, Mapping):
-                _not_mapping(errs, p, d)
-                continue
-            size = _read_size(errs, p, d)
-            if size is not None:
-                if size.slug in sizes:
-                    errs.add(key_path(p, "slug"), f"size {size.slug!r} is defined twice")
-                sizes[size.slug] = size
+        _read_all(errs, src, "images", _read_image, "image", images)
+        _read_all(errs, src, "sizes", _read_size, "size", sizes)
         raw_offerings += _list_of_mappings(errs, src.origin, src.data, "offerings")
         raw_tenants += _list_of_mappings(errs, src.origin, src.data, "tenants")
 

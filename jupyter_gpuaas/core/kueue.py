@@ -228,6 +228,16 @@ def read_conditions(status: Mapping[str, Any]) -> dict[str, Condition]:
     return out
 
 
+def _owner(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The controller among an object's owner references (else the first; empty if none)."""
+    owner: Mapping[str, Any] = {}
+    for raw in as_list(meta.get("ownerReferences")):
+        ref = as_mapping(raw)
+        if ref.get("controller") or not owner:
+            owner = ref
+    return owner
+
+
 def _stopped(spec: Mapping[str, Any]) -> bool:
     policy = spec.get("stopPolicy")
     return isinstance(policy, str) and policy not in ("", "None")
@@ -519,11 +529,7 @@ class WorkloadInfo:
 def read_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
     meta, spec, status = object_parts(obj)
     labels = {str(k): as_str(v) for k, v in as_mapping(meta.get("labels")).items()}
-    owner: Mapping[str, Any] = {}
-    for raw in as_list(meta.get("ownerReferences")):
-        ref = as_mapping(raw)
-        if ref.get("controller") or not owner:
-            owner = ref
+    owner = _owner(meta)
     priority = spec.get("priority")
     pclass = as_mapping(spec.get("priorityClassRef"))
     admission = as_mapping(status.get("admission"))
@@ -601,9 +607,7 @@ def read_pending_workloads(summary: Mapping[str, Any]) -> list[PendingWorkloadIn
     for raw in as_list(summary.get("items")):
         item = as_mapping(raw)
         meta = as_mapping(item.get("metadata"))
-        owner: Mapping[str, Any] = {}
-        for ref in as_list(meta.get("ownerReferences")):
-            owner = owner or as_mapping(ref)
+        owner = _owner(meta)
         items.append(
             PendingWorkloadInfo(
                 name=as_str(meta.get("name")),

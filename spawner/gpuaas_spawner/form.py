@@ -10,15 +10,15 @@ no API call per render. The HTML is a fragment JupyterHub 6 puts inside its spaw
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 import jinja2
 
 from gpuaas_spawner.validate import OptionsError, UserContext, pick_team
-from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant
+from jupyter_gpuaas.core.catalog import Catalog, Image, Offering, Size, Tenant
 from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents
 from jupyter_gpuaas.core.headroom import Fit, Headroom, QueueState, compute_headroom
 from jupyter_gpuaas.core.kueue import parse_quantity
@@ -174,6 +174,28 @@ def _team_option(
     )
 
 
+_Choice = TypeVar("_Choice", Image, Size)
+
+
+def _choice_options(
+    items: Iterable[_Choice],
+    offered: Sequence[Offering],
+    allowed: Callable[[Offering], Sequence[_Choice]],
+    default: Callable[[Offering], _Choice | None],
+) -> tuple[ChoiceOption, ...]:
+    """Images or sizes, each with the offerings it goes with and those it is the default of."""
+    return tuple(
+        ChoiceOption(
+            slug=item.slug,
+            display_name=item.display_name,
+            description=item.description,
+            offerings=tuple(o.slug for o in offered if item in allowed(o)),
+            default_for=tuple(o.slug for o in offered if default(o) == item),
+        )
+        for item in items
+    )
+
+
 def build_form_model(
     catalog: Catalog,
     user: UserContext,
@@ -222,25 +244,11 @@ def build_form_model(
         for t in tenants
     )
     offered = [catalog.offerings[s] for s in sorted({o.slug for t in teams for o in t.offerings})]
-    images = tuple(
-        ChoiceOption(
-            slug=img.slug,
-            display_name=img.display_name,
-            description=img.description,
-            offerings=tuple(o.slug for o in offered if img in catalog.images_for(o)),
-            default_for=tuple(o.slug for o in offered if catalog.default_image_for(o) == img),
-        )
-        for img in catalog.images.values()
+    images = _choice_options(
+        catalog.images.values(), offered, catalog.images_for, catalog.default_image_for
     )
-    sizes = tuple(
-        ChoiceOption(
-            slug=size.slug,
-            display_name=size.display_name,
-            description=size.description,
-            offerings=tuple(o.slug for o in offered if size in catalog.sizes_for(o)),
-            default_for=tuple(o.slug for o in offered if catalog.default_size_for(o) == size),
-        )
-        for size in catalog.sizes.values()
+    sizes = _choice_options(
+        catalog.sizes.values(), offered, catalog.sizes_for, catalog.default_size_for
     )
     # Preselect an image and size that go with the offering checked as served (no JS needed).
     checked = next(

@@ -11,10 +11,10 @@ labels, queues or overrides have no path into a manifest.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 from jupyter_gpuaas.core.catalog import Catalog, Image, Offering, Size, Tenant
 from jupyter_gpuaas.core.headroom import Headroom, UserUsage
@@ -86,6 +86,28 @@ class Choice:
 def _show(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+_Choice = TypeVar("_Choice", Image, Size)
+
+
+def _pick(
+    options: Mapping[str, Any],
+    key: str,
+    offering: Offering,
+    allowed: Sequence[_Choice],
+    default: _Choice | None,
+    known: Mapping[str, _Choice],
+) -> _Choice | None:
+    """The image or size asked for (``key``), if the offering allows it; else its default."""
+    slug = _text(options, key)
+    if slug is None:
+        return default
+    chosen = next((c for c in allowed if c.slug == slug), None)
+    if chosen is None:
+        where = f"with {offering.display_name}" if slug in known else "here"
+        raise OptionsError(f"{key.capitalize()} {_show(slug)} is not offered {where}", field=key)
+    return chosen
 
 
 def _text(options: Mapping[str, Any], key: str) -> str | None:
@@ -186,27 +208,22 @@ def validate_options(
         )
     count = _count(options, offering)
 
-    image: Image | None = None
-    image_slug = _text(options, "image")
-    allowed_images = catalog.images_for(offering)
-    if image_slug is None:
-        image = catalog.default_image_for(offering)
-    else:
-        image = next((i for i in allowed_images if i.slug == image_slug), None)
-        if image is None:
-            where = f"with {offering.display_name}" if image_slug in catalog.images else "here"
-            raise OptionsError(f"Image {_show(image_slug)} is not offered {where}", field="image")
-
-    size: Size | None = None
-    size_slug = _text(options, "size")
-    allowed_sizes = catalog.sizes_for(offering)
-    if size_slug is None:
-        size = catalog.default_size_for(offering)
-    else:
-        size = next((s for s in allowed_sizes if s.slug == size_slug), None)
-        if size is None:
-            where = f"with {offering.display_name}" if size_slug in catalog.sizes else "here"
-            raise OptionsError(f"Size {_show(size_slug)} is not offered {where}", field="size")
+    image = _pick(
+        options,
+        "image",
+        offering,
+        catalog.images_for(offering),
+        catalog.default_image_for(offering),
+        catalog.images,
+    )
+    size = _pick(
+        options,
+        "size",
+        offering,
+        catalog.sizes_for(offering),
+        catalog.default_size_for(offering),
+        catalog.sizes,
+    )
 
     if headroom is not None:
         room = headroom(tenant, offering, count)

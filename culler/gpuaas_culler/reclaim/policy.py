@@ -62,7 +62,7 @@ makes sense).
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
@@ -609,8 +609,11 @@ def _notify(errs: FieldErrors, data: Mapping[str, Any]) -> Notify | None:
     return Notify(webhook=url.strip(), timeout=timeout or DEFAULT_NOTIFY_TIMEOUT)
 
 
-def _read_idle_after(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
-    return _duration(errs, base, data, "idle_after", positive=True)
+def _duration_reader(key: str, *, positive: bool) -> Callable[..., Any]:
+    def read(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
+        return _duration(errs, base, data, key, positive=positive)
+
+    return read
 
 
 def _read_reclaim(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
@@ -626,26 +629,6 @@ def _read_reclaim(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
         )
         return None
     return value
-
-
-def _read_max_idle(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
-    return _duration(errs, base, data, "max_idle", positive=True)
-
-
-def _read_max_age(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
-    return _duration(errs, base, data, "max_age", positive=True)
-
-
-def _read_warn_before(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
-    return _duration(errs, base, data, "warn_before", positive=False)
-
-
-def _read_snooze_for(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
-    return _duration(errs, base, data, "snooze_for", positive=True)
-
-
-def _read_unknown_grace(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
-    return _duration(errs, base, data, "unknown_grace", positive=False)
 
 
 def _read_max_snoozes(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
@@ -680,15 +663,15 @@ def _read_exempt(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
 
 
 _FIELD_READERS = {
-    "idle_after": _read_idle_after,
+    "idle_after": _duration_reader("idle_after", positive=True),
     "reclaim": _read_reclaim,
-    "max_idle": _read_max_idle,
-    "max_age": _read_max_age,
-    "warn_before": _read_warn_before,
+    "max_idle": _duration_reader("max_idle", positive=True),
+    "max_age": _duration_reader("max_age", positive=True),
+    "warn_before": _duration_reader("warn_before", positive=False),
     "max_snoozes": _read_max_snoozes,
-    "snooze_for": _read_snooze_for,
+    "snooze_for": _duration_reader("snooze_for", positive=True),
     "exempt": _read_exempt,
     "dry_run": _read_dry_run,
     "busy_utilization_percent": _read_busy,
-    "unknown_grace": _read_unknown_grace,
+    "unknown_grace": _duration_reader("unknown_grace", positive=False),
 }
