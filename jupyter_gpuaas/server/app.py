@@ -21,7 +21,7 @@ from jupyter_gpuaas.gpu.simulate import (
 )
 from jupyter_gpuaas.gpu.spec import DEFAULT_SIMULATED_DEVICES, SpecError, parse_devices
 from jupyter_gpuaas.gpu.usage import KernelInfo
-from jupyter_gpuaas.server.handlers import ActivityHandler, UsageHandler
+from jupyter_gpuaas.server.handlers import ActivityHandler, UsageHandler, kernel_models
 from jupyter_gpuaas.server.queue import QueueHandler
 from jupyter_gpuaas.server.reporter import ReclaimHandler, Reporter, SnoozeHandler
 from jupyter_gpuaas.server.service_client import ServiceClient
@@ -209,11 +209,7 @@ class GPUaaS(ExtensionApp):
         for session in await serverapp.session_manager.list_sessions():
             sessions.setdefault(session["kernel"]["id"], session)
         infos = []
-        for kernel_id in list(km.list_kernel_ids()):
-            try:
-                model = km.kernel_model(kernel_id)
-            except KeyError:
-                continue  # shut down meanwhile
+        for kernel_id, model in kernel_models(km):
             session = sessions.get(kernel_id, {})
             infos.append(
                 KernelInfo(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, cast
 
@@ -66,11 +67,7 @@ async def activity_for(app: GPUaaS, settings: Any) -> dict[str, Any]:
     gpu = sample.attribution.kernels
     kernels = []
     # Kernel states are read live: the GPU sample may be up to sample_ttl old.
-    for kernel_id in list(km.list_kernel_ids()):
-        try:
-            model = km.kernel_model(kernel_id)
-        except KeyError:
-            continue  # shut down meanwhile
+    for kernel_id, model in kernel_models(km):
         kernels.append(
             KernelActivity(
                 kernel_id=kernel_id,
@@ -90,6 +87,16 @@ async def activity_for(app: GPUaaS, settings: Any) -> dict[str, Any]:
         busy_utilization_percent=app.busy_utilization_percent,
         started=settings.get("started") or datetime.now(timezone.utc),
     )
+
+
+def kernel_models(km: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(kernel_id, model)`` of each running kernel of a kernel manager, skipping any that
+    shut down while being listed."""
+    for kernel_id in list(km.list_kernel_ids()):
+        try:
+            yield kernel_id, km.kernel_model(kernel_id)
+        except KeyError:
+            continue
 
 
 def _terminals(settings: Any) -> list[TerminalActivity]:
