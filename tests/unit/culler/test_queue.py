@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gpuaas_culler.queue.index import QueueIndex
 from gpuaas_culler.queue.workloads import (
     NotebookPod,
     gpu_equivalents,
@@ -18,7 +19,6 @@ from gpuaas_culler.queue.workloads import (
     summarize_workload,
     user_of,
 )
-from gpuaas_culler.service import QueueIndex
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import (
     PendingWorkloadInfo,
