@@ -124,9 +124,12 @@ class CountingProxy:
                     if k.lower() not in _DROP:
                         resp.headers.add(k, v)
                 await resp.prepare(request)
-                async for chunk in upstream.content.iter_any():
-                    await resp.write(chunk)
-                await resp.write_eof()
+                try:
+                    async for chunk in upstream.content.iter_any():
+                        await resp.write(chunk)
+                    await resp.write_eof()
+                except ConnectionResetError:
+                    pass  # the client went away (a watch it stopped): nothing to pass on
                 return resp
 
         app = web.Application(client_max_size=64 << 20)
