@@ -23,8 +23,9 @@ group, so each cycle reads the hub's groups) and one ``jupyterhub_idle_culler.cu
 (``--timeout`` 1 h, servers
 active just now, so nothing is culled; its defaults otherwise: pages of the hub's default
 size). Counted per cycle: hub API requests (every ``AsyncHTTPClient.fetch`` to the hub), and
-for the culler the Kubernetes API requests (every request its client makes; the watches are
-long-lived streams opened before, not per cycle). A first culler cycle is run before and shown
+for the culler the Kubernetes API requests (counted from the outside, by a proxy between its
+client and the API server, ``benchmarks/kube_counter.py``; the watches are long-lived streams
+opened before, not per cycle). A first culler cycle is run before and shown
 apart: it writes one audit line per server (an unchanged skip is logged once).
 
     python -m benchmarks.bench_culler [--servers 5000] [--rounds 3] [--keep]
@@ -422,12 +423,14 @@ async def run(args: argparse.Namespace) -> int:
     from kubernetes_asyncio.config import kube_config
 
     import devcluster
+    from benchmarks.kube_counter import CountingProxy
     from devcluster.config import load_settings
     from devcluster.testing import Cluster
+    from gpuaas_culler.clients.hub import HubClient
+    from gpuaas_culler.clients.kubernetes import KubeClient, notebook_pod_reflector
     from gpuaas_culler.reclaim.activity_store import ActivityStore
-    from gpuaas_culler.reclaim.loop import HubClient, KubeClient, ReclaimLoop, Settings
+    from gpuaas_culler.reclaim.loop import ReclaimLoop, Settings
     from gpuaas_culler.reclaim.policy import load_policy
-    from gpuaas_culler.service import _count_kubernetes_requests, notebook_pod_reflector
     from jupyter_gpuaas.core.watch import WatchedKueueView
 
     # the peer, as installed (no type information of its own)
@@ -443,10 +446,16 @@ async def run(args: argparse.Namespace) -> int:
     pods_seconds = time.monotonic() - t
     print(f"  {pods_seconds:.1f} s", flush=True)
 
-    # The culler's Kubernetes client: the gpuaas ServiceAccount, as in the service.
+    # The culler's Kubernetes client: the gpuaas ServiceAccount, as in the service, through a
+    # proxy that counts its requests (the admin's client above goes direct: not counted).
     logdir = Path(tempfile.mkdtemp(prefix="bench-culler-"))
-    kubeconfig = Cluster(info).kubeconfig_for("jupyterhub", "gpuaas", logdir / "gpuaas.kubeconfig")
-    k8s_requests = _count_kubernetes_requests()
+    direct = Cluster(info).kubeconfig_for("jupyterhub", "gpuaas", logdir / "gpuaas.kubeconfig")
+    proxy = CountingProxy(direct, logdir / "counted.kubeconfig").__enter__()
+    kubeconfig = proxy.kubeconfig
+
+    def k8s_requests() -> int:
+        return proxy.count
+
     # kubespawner's load_config() (in the watch caches) reads the default location, taken from
     # $KUBECONFIG when kubernetes_asyncio was imported: point it at the ServiceAccount's.
     kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(kubeconfig)
@@ -492,7 +501,7 @@ async def run(args: argparse.Namespace) -> int:
                     view=view,
                     policies=load_policy(POLICY),
                     store=store,
-                    settings=Settings(notebook_namespace=NS),
+                    settings=Settings(notebook_namespace=NS, job_namespaces=("team-a", "team-b")),
                     pods=lambda: pod_watch.resources.values(),
                 )
 
@@ -573,6 +582,7 @@ async def run(args: argparse.Namespace) -> int:
             await delete_pods(admin)
         await admin.close()
         handler.close()
+        proxy.__exit__(None, None, None)
         shutil.rmtree(logdir, ignore_errors=True)
 
     print()

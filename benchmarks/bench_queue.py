@@ -5,8 +5,9 @@ Runs the dev cluster (the running one if any), a real JupyterHub with the gpuaas
 token, queues a few labelled training Jobs, then has every user poll
 ``/services/gpuaas/api/queue`` through the hub's proxy every ``--interval`` seconds for
 ``--duration`` seconds. Prints p50/p95/max latency and the Kubernetes requests the service made
-during the run (from its ``api/health`` counter): they come from its pollers and watches, not from
-the requests.
+during the run, counted from the outside (the service's kubeconfig points at a counting proxy in
+front of the API server, ``benchmarks/kube_counter.py``): they come from its pollers and
+watches, not from the requests.
 
     python -m benchmarks.bench_queue [--users 200] [--duration 30] [--interval 2]
 """
@@ -48,6 +49,7 @@ async def _run(args: argparse.Namespace) -> None:
     from tornado.httpclient import AsyncHTTPClient
 
     import devcluster
+    from benchmarks.kube_counter import CountingProxy
     from devcluster.config import load_settings
     from devcluster.queue_hub import queue_hub
     from devcluster.testing import Cluster, create_job, job_manifest
@@ -55,7 +57,12 @@ async def _run(args: argparse.Namespace) -> None:
     AsyncHTTPClient.configure(None, max_clients=args.users)
     info = devcluster.up(load_settings())
     cluster = Cluster(info)
-    with tempfile.TemporaryDirectory() as tmp, queue_hub(Path(tmp), info.settings.state_dir) as hub:
+    direct = info.settings.state_dir / "credentials" / "gpuaas.kubeconfig"
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        CountingProxy(direct, Path(tmp) / "counted.kubeconfig") as proxy,
+        queue_hub(Path(tmp), info.settings.state_dir, kubeconfig=proxy.kubeconfig) as hub,
+    ):
         users = [f"u{i:03d}" for i in range(args.users)]
         hub.request("/hub/api/users", hub.admin_token, "POST", {"usernames": users})
         tokens = [hub.user_token(u) for u in users]
@@ -74,6 +81,7 @@ async def _run(args: argparse.Namespace) -> None:
                 *(_poll(url, t, time.monotonic() + 0.1, 1, warm, []) for t in [*tokens, alice])
             )
             before = hub.request("/services/gpuaas/api/health", hub.admin_token)
+            kube_before = proxy.count
             latencies: list[float] = []
             errors: list[str] = []
             until = time.monotonic() + args.duration
@@ -83,6 +91,8 @@ async def _run(args: argparse.Namespace) -> None:
             )
             elapsed = time.monotonic() - started
             after = hub.request("/services/gpuaas/api/health", hub.admin_token)
+            kube = proxy.count - kube_before
+            by_request = dict(proxy.by_request)
             sample: dict[str, Any] = hub.queue(alice)
             for i in range(3):
                 await api.call_api(
@@ -92,7 +102,6 @@ async def _run(args: argparse.Namespace) -> None:
                     auth_settings=["BearerToken"],
                 )
     served = after["requests_served"] - before["requests_served"]
-    kube = after["kubernetes_requests"] - before["kubernetes_requests"]
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
     print(f"users={args.users} duration={elapsed:.1f}s interval={args.interval}s")
     print(f"requests ok={len(latencies)} errors={len(errors)} ({len(latencies) / elapsed:.0f}/s)")
@@ -104,9 +113,16 @@ async def _run(args: argparse.Namespace) -> None:
         f"service: requests served={served}, Kubernetes requests during the run={kube} "
         f"(polled queues {after['polled_queues']}), per request={kube / max(served, 1):.4f}"
     )
+    print(f"  Kubernetes requests since the service started, most frequent: {_kinds(by_request)}")
     print(f"alice's items: {[(i['name'], i['position_in_local_queue']) for i in sample['items']]}")
     if errors:
         print("first error:", errors[0])
+
+
+def _kinds(by_request: dict[tuple[str, str], int], top: int = 6) -> str:
+    """The most frequent requests, ``GET /apis/... 12``."""
+    ranked = sorted(by_request.items(), key=lambda kv: -kv[1])[:top]
+    return ", ".join(f"{verb} {path} {n}" for (verb, path), n in ranked)
 
 
 def main() -> None:

@@ -66,7 +66,7 @@ def main() -> None:
                     free_port(),
                     settings.credentials_dir / "gpuaas.kubeconfig",
                     poll_interval=2.0,
-                    culler_args=[f"--policy={DEMO_POLICY}"],
+                    culler_args=[f"--GPUaaSService.policy={DEMO_POLICY}"],
                     report_interval=30,
                 ),
             )

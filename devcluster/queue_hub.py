@@ -2,8 +2,9 @@
 
 Used by tests/integration/test_queue_service.py, tests/hub/test_queue_browser.py and
 benchmarks/bench_queue.py. The hub is devcluster/hub.py's; this adds the managed service ``gpuaas``
-(culler/gpuaas_culler/service.py, with the ``gpuaas`` ServiceAccount's kubeconfig), grants users
-``access:services!service=gpuaas`` and puts it in the servers' token scopes (docs/queue.md).
+(``gpuaas-service``, culler/gpuaas_culler/app.py, with the ``gpuaas`` ServiceAccount's
+kubeconfig), grants users ``access:services!service=gpuaas`` and puts it in the servers' token
+scopes (docs/queue.md).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from devcluster.hub import HubProcess, HubSettings, free_port
+from devcluster.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port
 
 SERVER_TOKEN_SCOPES = [
     "users:activity!user",
@@ -41,6 +42,10 @@ groups before acting on it, the groups when a policy names them, stopping server
 report to it)."""
 
 
+JOB_NAMESPACES = tuple(DEFAULT_TEAMS)
+"""The dev cluster's teams' namespaces, where their training Jobs run."""
+
+
 def service_config(
     port: int,
     kubeconfig: Path,
@@ -50,7 +55,8 @@ def service_config(
 ) -> str:
     """The hub configuration lines for the gpuaas service (what an admin writes).
 
-    ``culler_args`` (e.g. ``["--policy=policy.yaml"]``) turn on its reclaim loop, which then gets
+    ``culler_args`` (e.g. ``["--GPUaaSService.policy=policy.yaml"]``; the older spelling
+    ``--policy=...`` works too) turn on its reclaim loop, which then gets
     the Hub API scopes it needs; ``report_interval`` sets how often servers report activity.
     """
     service = {
@@ -59,8 +65,10 @@ def service_config(
         "command": [
             sys.executable,
             "-m",
-            "gpuaas_culler.service",
-            f"--poll-interval={poll_interval}",
+            "gpuaas_culler.app",  # = gpuaas-service
+            f"--GPUaaSService.poll_interval={poll_interval:g}",
+            # the dev cluster's teams run their training Jobs here (devcluster/manifests)
+            *(f"--GPUaaSService.job_namespaces={ns}" for ns in JOB_NAMESPACES),
             *culler_args,
         ],
         "environment": {"KUBECONFIG": str(kubeconfig)},
@@ -138,15 +146,22 @@ class QueueHub:
 
 
 @contextmanager
-def queue_hub(state_dir: Path, cluster_state: Path) -> Iterator[QueueHub]:
-    """Start the hub with the gpuaas service; stop both at the end."""
+def queue_hub(
+    state_dir: Path, cluster_state: Path, kubeconfig: Path | None = None
+) -> Iterator[QueueHub]:
+    """Start the hub with the gpuaas service; stop both at the end.
+
+    ``kubeconfig``: the service's (default: the ``gpuaas`` ServiceAccount's, under
+    ``cluster_state``); the benchmarks pass one that goes through their counting proxy."""
     token = secrets.token_hex(16)
     port = free_port()
     settings = HubSettings(
         state_dir=state_dir,
         kubeconfig=cluster_state / "credentials" / "hub.kubeconfig",
         service_token=token,
-        extra_config=service_config(port, cluster_state / "credentials" / "gpuaas.kubeconfig"),
+        extra_config=service_config(
+            port, kubeconfig or cluster_state / "credentials" / "gpuaas.kubeconfig"
+        ),
     )
     hub = HubProcess(settings)
     hub.start()

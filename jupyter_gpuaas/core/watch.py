@@ -28,7 +28,7 @@ from jupyter_gpuaas.core.kueue import (
     workload_for_pod,
 )
 
-__all__ = ["KueueView", "StaticKueueView", "WatchedKueueView"]
+__all__ = ["KueueReader", "KueueView", "StaticKueueView", "WatchedKueueView"]
 
 GROUP = "kueue.x-k8s.io"
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
@@ -53,6 +53,23 @@ class KueueView(Protocol):
 
     def track_local_queue(self, namespace: str, local_queue: str) -> Callable[[], None]:
         """Keep positions of this LocalQueue fresh while a spawn waits; call the result to stop."""
+
+
+class KueueReader(Protocol):
+    """Kueue as the gpuaas service's reclaim loop reads it (a :class:`WatchedKueueView`): the
+    queue state and the Workloads themselves, all from memory."""
+
+    def queue_state(self) -> QueueState: ...
+
+    def workloads(self, namespace: str) -> list[Mapping[str, Any]]: ...
+
+    def workload_for_pod(
+        self, namespace: str, pod_uid: str, pod_name: str
+    ) -> WorkloadInfo | None: ...
+
+    def pending_items(
+        self, namespace: str, local_queue: str
+    ) -> list[PendingWorkloadInfo] | None: ...
 
 
 class StaticKueueView:

@@ -28,7 +28,7 @@ from tornado.websocket import websocket_connect
 from devcluster.hub import HubProcess, HubSettings, free_port
 from devcluster.queue_hub import service_config
 from devcluster.testing import Cluster
-from gpuaas_culler.reclaim.loop import HANDOFFS_CONFIGMAP
+from gpuaas_culler.reclaim.handoffs import HANDOFFS_CONFIGMAP
 from tests.support.lab import CHROMIUM, CHROMIUM_ARGS
 
 USERS_NS = "jupyter-users"
@@ -482,7 +482,7 @@ def service_pid(hub: HubProcess) -> int | None:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == hub.proc.pid and b"gpuaas_culler.service" in cmdline:
+        if ppid == hub.proc.pid and b"gpuaas_culler.app" in cmdline:
             return int(entry.name)
     return None
 

@@ -7,7 +7,7 @@ Kubernetes cannot be read — a cycle that cannot read everything acts on nothin
    (one list call: it also proves the API server answers now), Kueue's objects from the watch
    caches (:class:`jupyter_gpuaas.core.watch.WatchedKueueView`), the activity store, the hub's
    groups (``GET /hub/api/groups``, paged; only when the policy names groups) and, where
-   configured, each pod's GPU utilisation from Prometheus (:mod:`.prometheus`);
+   configured, each pod's GPU utilisation from Prometheus (:mod:`gpuaas_culler.clients.prometheus`);
 2. builds the inputs (:mod:`.gather`) and calls :func:`.decide.decide`; before acting it asks the
    hub about each server it would warn or stop (``GET /hub/api/users/{name}``: is it still
    active, starting or stopping, which groups), corrects those workbenches and decides again,
@@ -25,7 +25,8 @@ Kubernetes cannot be read — a cycle that cannot read everything acts on nothin
    ClusterQueue while the workload is pending, and the log says why.
 
 Audit: one JSON line per decision on the logger ``gpuaas.culler.audit`` (skips only when they
-change), Kubernetes Events for warnings and reclaims, Prometheus metrics (:class:`Metrics`).
+change), Kubernetes Events for warnings and reclaims, Prometheus metrics
+(:class:`gpuaas_culler.metrics.Metrics`).
 With the policy's ``notify.webhook``, warnings and reclaims carried out are also posted there in
 the background (:mod:`.notify`; never awaited by the cycle).
 """
@@ -35,14 +36,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol
-from urllib.parse import quote, urlencode
+from typing import Any
 
+from gpuaas_culler.clients.hub import Hub, HubError
+from gpuaas_culler.clients.kubernetes import Kube
 from gpuaas_culler.clients.prometheus import PrometheusError
+from gpuaas_culler.metrics import Metrics
 from gpuaas_culler.reclaim.activity_store import ActivityStore, Notice, server_key
 from gpuaas_culler.reclaim.decide import (
     Action,
@@ -62,12 +64,16 @@ from gpuaas_culler.reclaim.gather import (
     pending_workloads,
     workbenches,
 )
+from gpuaas_culler.reclaim.handoffs import (
+    HANDOFFS_CONFIGMAP,
+    handoffs_from_text,
+    handoffs_to_text,
+)
 from gpuaas_culler.reclaim.idleness import State
 from gpuaas_culler.reclaim.notify import Notifier
 from gpuaas_culler.reclaim.policy import PolicySet
 from jupyter_gpuaas.core.durations import isoformat_z
-from jupyter_gpuaas.core.headroom import QueueState
-from jupyter_gpuaas.core.kueue import PendingWorkloadInfo, WorkloadInfo, parse_time, read_workload
+from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
 from jupyter_gpuaas.core.labels import (
     RECLAIMED_AT,
     RECLAIMED_FOR,
@@ -75,375 +81,24 @@ from jupyter_gpuaas.core.labels import (
     SNOOZES_USED,
     WARNED_AT,
 )
+from jupyter_gpuaas.core.watch import KueueReader
 
-__all__ = [
-    "HubClient",
-    "HubError",
-    "KubeClient",
-    "Metrics",
-    "ReclaimLoop",
-    "Settings",
-]
+__all__ = ["ReclaimLoop", "Settings"]
 
 log = logging.getLogger("gpuaas.culler")
 audit = logging.getLogger("gpuaas.culler.audit")
 
-EVENT_SOURCE = "gpuaas-culler"
-HANDOFFS_CONFIGMAP = "gpuaas-culler-handoffs"
-"""ConfigMap in the notebook namespace that keeps the hand-off records across restarts."""
-STATE_KEY = "state.json"
 
-
-def handoffs_to_text(
-    handoffs: Mapping[str, HandOffRecord], reported: Iterable[tuple[str, str]]
-) -> str:
-    """The hand-off records and which of their results were already recorded, as JSON."""
-    done = sorted(reported)
-    return json.dumps(
-        {
-            "version": 1,
-            "handoffs": [
-                {
-                    "cluster_queue": cq,
-                    "workload": r.workload,
-                    "reclaimed_at": isoformat_z(r.reclaimed_at),
-                    "admitted_at": isoformat_z(r.admitted_at) if r.admitted_at else None,
-                    "reported": [m for w, m in done if w == r.workload],
-                }
-                for cq, r in sorted(handoffs.items())
-            ],
-        },
-        sort_keys=True,
-    )
-
-
-def handoffs_from_text(text: str) -> tuple[dict[str, HandOffRecord], set[tuple[str, str]]]:
-    """The inverse of :func:`handoffs_to_text`; ``ValueError`` says what is wrong."""
-    data = json.loads(text)
-    if not isinstance(data, dict) or data.get("version") != 1:
-        raise ValueError("not a version 1 hand-off record")
-    handoffs: dict[str, HandOffRecord] = {}
-    reported: set[tuple[str, str]] = set()
-    for raw in data.get("handoffs") or []:
-        reclaimed = parse_time(raw.get("reclaimed_at"))
-        if reclaimed is None or not raw.get("cluster_queue") or not raw.get("workload"):
-            raise ValueError(f"incomplete hand-off record: {raw!r}")
-        record = HandOffRecord(
-            workload=str(raw["workload"]),
-            cluster_queue=str(raw["cluster_queue"]),
-            reclaimed_at=reclaimed,
-            admitted_at=parse_time(raw.get("admitted_at")),
-        )
-        handoffs[record.cluster_queue] = record
-        reported |= {(record.workload, str(m)) for m in raw.get("reported") or []}
-    return handoffs, reported
-
-
-class HubError(RuntimeError):
-    """The hub could not be read or refused (the cycle acts on nothing)."""
-
-
-# --------------------------------------------------------------------------- collaborators
-
-
-class Hub(Protocol):
-    async def user(self, name: str) -> dict[str, Any] | None: ...
-
-    async def group_members(self) -> dict[str, list[str]]: ...
-
-    async def stop_server(self, user: str, server: str) -> int: ...
-
-
-class Kube(Protocol):
-    async def list_pods(self, namespace: str) -> list[dict[str, Any]]: ...
-
-    async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> None: ...
-
-    async def event(self, pod: PodRef, reason: str, message: str, type_: str) -> None: ...
-
-    async def flavor_labels(self) -> dict[str, dict[str, str]]: ...
-
-    async def read_state(self, namespace: str, name: str) -> str | None: ...
-
-    async def write_state(self, namespace: str, name: str, text: str) -> None: ...
-
-
-class KueueView(Protocol):
-    def queue_state(self) -> QueueState: ...
-
-    def workloads(self, namespace: str) -> list[Mapping[str, Any]]: ...
-
-    def workload_for_pod(
-        self, namespace: str, pod_uid: str, pod_name: str
-    ) -> WorkloadInfo | None: ...
-
-    def pending_items(
-        self, namespace: str, local_queue: str
-    ) -> list[PendingWorkloadInfo] | None: ...
-
-
-class HubClient:
-    """The Hub REST API with the culler's token (tornado's async client; timeouts, pages)."""
-
-    PAGE = 200
-
-    def __init__(self, api_url: str, token: str, *, timeout: float = 20.0) -> None:
-        self.api_url = api_url.rstrip("/")
-        self.token = token
-        self.timeout = timeout
-        self.requests = 0
-
-    async def _fetch(
-        self, method: str, path: str, accept: str = "application/json", *, missing: Any = ...
-    ) -> Any:
-        """The answer's JSON (``DELETE``: its status); ``missing`` is returned for a 404."""
-        from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
-
-        self.requests += 1
-        req = HTTPRequest(
-            self.api_url + path,
-            method=method,
-            headers={"Authorization": f"token {self.token}", "Accept": accept},
-            connect_timeout=self.timeout,
-            request_timeout=self.timeout,
-            allow_nonstandard_methods=True,
-        )
-        try:
-            resp = await AsyncHTTPClient().fetch(req)
-        except HTTPClientError as e:
-            if method == "DELETE" and e.code in (400, 404):
-                return e.code  # not running (any more): nothing to stop
-            if e.code == 404 and missing is not ...:
-                return missing
-            raise HubError(f"{method} {path}: HTTP {e.code} {e.message}") from e
-        except OSError as e:
-            raise HubError(f"{method} {path}: {e}") from e
-        if method == "DELETE":
-            return resp.code
-        return json.loads(resp.body or b"null")
-
-    async def user(self, name: str) -> dict[str, Any] | None:
-        """The user's model with their active servers and groups; ``None``: no such user."""
-        model: dict[str, Any] | None = await self._fetch(
-            "GET", f"/users/{quote(name)}", missing=None
-        )
-        return model
-
-    async def group_members(self) -> dict[str, list[str]]:
-        """User → the names of their groups, from every page of ``GET /groups``."""
-        members: dict[str, list[str]] = {}
-        offset = 0
-        while True:
-            query = urlencode({"offset": offset, "limit": self.PAGE})
-            page = await self._fetch(
-                "GET", f"/groups?{query}", accept="application/jupyterhub-pagination+json"
-            )
-            items = page if isinstance(page, list) else page.get("items") or []
-            for group in items:
-                for user in group.get("users") or []:
-                    members.setdefault(str(user), []).append(str(group.get("name")))
-            nxt = None if isinstance(page, list) else (page.get("_pagination") or {}).get("next")
-            if not nxt or not items:
-                return members
-            offset = int(nxt.get("offset", offset + len(items)))
-
-    async def stop_server(self, user: str, server: str) -> int:
-        path = (
-            f"/users/{quote(user)}/servers/{quote(server)}"
-            if server
-            else (f"/users/{quote(user)}/server")
-        )
-        code: int = await self._fetch("DELETE", path)
-        return code
-
-
-class KubeClient:
-    """Notebook pods, their annotations and Events (kubernetes_asyncio; the culler's account)."""
-
-    def __init__(
-        self, api: Any = None, *, timeout: float = 20.0, kueue_version: str = "v1beta2"
-    ) -> None:
-        self._api = api
-        self.timeout = timeout
-        self.kueue_version = kueue_version
-
-    def _core(self) -> Any:
-        from kubernetes_asyncio import client
-
-        if self._api is None:
-            from kubespawner.clients import shared_client
-
-            return shared_client("CoreV1Api")
-        return client.CoreV1Api(self._api)
-
-    async def list_pods(self, namespace: str) -> list[dict[str, Any]]:
-        resp = await self._core().list_namespaced_pod(
-            namespace,
-            label_selector="component=singleuser-server",
-            _preload_content=False,
-            _request_timeout=self.timeout,
-        )
-        items: list[dict[str, Any]] = json.loads(await resp.read())["items"]
-        return items
-
-    async def flavor_labels(self) -> dict[str, dict[str, str]]:
-        """ResourceFlavor name → its ``nodeLabels`` (one list call)."""
-        from kubernetes_asyncio import client
-
-        if self._api is None:
-            from kubespawner.clients import shared_client
-
-            api = shared_client("CustomObjectsApi")
-        else:
-            api = client.CustomObjectsApi(self._api)
-        listing = await api.list_cluster_custom_object(
-            "kueue.x-k8s.io",
-            self.kueue_version,
-            "resourceflavors",
-            _request_timeout=self.timeout,
-        )
-        return {
-            str(f["metadata"]["name"]): {
-                str(k): str(v) for k, v in ((f.get("spec") or {}).get("nodeLabels") or {}).items()
-            }
-            for f in listing.get("items", [])
-        }
-
-    async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> None:
-        body = {"metadata": {"annotations": dict(annotations)}}
-        await self._core().patch_namespaced_pod(
-            pod.name, pod.namespace, body, _request_timeout=self.timeout
-        )
-
-    async def event(self, pod: PodRef, reason: str, message: str, type_: str) -> None:
-        now = datetime.now(timezone.utc)
-        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = {
-            "metadata": {"name": f"{pod.name}.{uuid.uuid4().hex[:12]}", "namespace": pod.namespace},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": pod.name,
-                "namespace": pod.namespace,
-                "uid": pod.uid,
-            },
-            "reason": reason,
-            "message": message[:1000],
-            "type": type_,
-            "source": {"component": EVENT_SOURCE},
-            "reportingComponent": EVENT_SOURCE,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
-        await self._core().create_namespaced_event(
-            pod.namespace, body, _request_timeout=self.timeout
-        )
-
-    async def read_state(self, namespace: str, name: str) -> str | None:
-        """The text kept in ConfigMap ``name`` (key ``state.json``); ``None``: none yet."""
-        from kubernetes_asyncio.client.rest import ApiException
-
-        try:
-            cm = await self._core().read_namespaced_config_map(
-                name, namespace, _request_timeout=self.timeout
-            )
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
-        text = (cm.data or {}).get(STATE_KEY)
-        return str(text) if text is not None else None
-
-    async def write_state(self, namespace: str, name: str, text: str) -> None:
-        from kubernetes_asyncio.client.rest import ApiException
-
-        body = {
-            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": EVENT_SOURCE}},
-            "data": {STATE_KEY: text},
-        }
-        try:
-            await self._core().replace_namespaced_config_map(
-                name, namespace, body, _request_timeout=self.timeout
-            )
-        except ApiException as e:
-            if e.status != 404:
-                raise
-            await self._core().create_namespaced_config_map(
-                namespace, body, _request_timeout=self.timeout
-            )
-
-
-# --------------------------------------------------------------------------- metrics
-
-
-class Metrics:
-    """Prometheus metrics of the culler (no user names as labels)."""
-
-    def __init__(self, registry: Any = None) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
-        self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
-        self.reclaimed = Counter(
-            "gpuaas_culler_reclaimed_gpu_equivalents",
-            "GPU-equivalents freed by stopping idle workbenches, by team",
-            ["team"],
-            registry=r,
-        )
-        self.reclaims = Counter(
-            "gpuaas_culler_reclaims",
-            "Workbenches stopped by the culler, by team and cause",
-            ["team", "code"],
-            registry=r,
-        )
-        self.warnings = Counter(
-            "gpuaas_culler_warnings", "Reclaim warnings given, by team", ["team"], registry=r
-        )
-        self.decisions = Counter(
-            "gpuaas_culler_decisions",
-            "Decisions made, by action and code",
-            ["action", "code"],
-            registry=r,
-        )
-        self.idle_gpu_hours = Counter(
-            "gpuaas_culler_idle_gpu_hours",
-            "GPU-equivalent hours held by idle workbenches, by team",
-            ["team"],
-            registry=r,
-        )
-        self.handoff_latency = Histogram(
-            "gpuaas_culler_handoff_latency_seconds",
-            "From the reclaim to the admission of the queued workload it was for",
-            buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800),
-            registry=r,
-        )
-        self.handoffs = Counter(
-            "gpuaas_culler_handoffs", "Hand-offs by result", ["result"], registry=r
-        )
-        self.cycle_errors = Counter(
-            "gpuaas_culler_cycle_errors",
-            "Cycles that read nothing usable and acted on nothing",
-            ["source"],
-            registry=r,
-        )
-        self.cycle_seconds = Gauge(
-            "gpuaas_culler_cycle_seconds", "Duration of the last complete cycle", registry=r
-        )
-
-    def exposition(self) -> tuple[bytes, str]:
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
-
-
-# --------------------------------------------------------------------------- the loop
-
-
-@dataclass
+@dataclass(frozen=True)
 class Settings:
+    """What the loop is told, as plain data (the service builds it from its
+    ``GPUaaSService`` options, whose help texts say more; tests build it directly)."""
+
     notebook_namespace: str = "jupyter-users"
-    job_namespaces: Sequence[str] = ("team-a", "team-b")
+    """Where the single-user servers' pods are (KubeSpawner's namespace)."""
+    job_namespaces: Sequence[str] = ()
+    """Namespaces of the training Jobs whose queued Workloads a reclaim may be for (besides the
+    notebook namespace's)."""
     interval: float = 30.0
     """Seconds between cycles."""
     max_backoff: float = 300.0
@@ -472,7 +127,7 @@ class ReclaimLoop:
         *,
         hub: Hub,
         kube: Kube,
-        view: KueueView,
+        view: KueueReader,
         policies: PolicySet,
         store: ActivityStore | None = None,
         settings: Settings | None = None,
@@ -489,7 +144,8 @@ class ReclaimLoop:
         """The notebook pods as a watch last saw them (``None`` until it has listed them);
         without it each cycle lists them."""
         self.utilization = utilization
-        """Per-pod GPU utilisation, ``(namespace, pod)`` → percent (:mod:`.prometheus`)."""
+        """Per-pod GPU utilisation, ``(namespace, pod)`` → percent
+        (:mod:`gpuaas_culler.clients.prometheus`)."""
         self.view = view
         self.policies = policies
         self.store = store if store is not None else ActivityStore()
@@ -717,7 +373,7 @@ class ReclaimLoop:
             if d.action is Action.WARN:
                 await self.kube.annotate(pod, {WARNED_AT: isoformat_z(now)})
                 self.metrics.warnings.labels(wb.team or "-").inc()
-                await self._event(pod, "GPUReclaimWarning", d.reason, "Warning")
+                await self._event(pod, "GPUReclaimWarning", d.reason, "Warning", now)
                 self._notify("warn", d, now, d.reclaim_at)
             elif d.action is Action.CLEAR_WARNING:
                 await self.kube.annotate(pod, {WARNED_AT: None})
@@ -743,7 +399,7 @@ class ReclaimLoop:
                     await self.kube.annotate(pod, marks)
                 except Exception as e:  # noqa: BLE001 - the pod may be gone already
                     log.debug("annotating %s after the stop: %s", pod.name, e)
-                await self._event(pod, "GPUReclaimed", d.reason, "Normal")
+                await self._event(pod, "GPUReclaimed", d.reason, "Normal", now)
                 self._notify("reclaim", d, now, now)
         except HubError as e:
             log.warning("culler: %s of %s failed: %s", d.action.value, key, e)
@@ -777,9 +433,11 @@ class ReclaimLoop:
         except Exception as e:  # noqa: BLE001 - a notice is a courtesy; never the cycle's end
             log.warning("culler: notifying %s of %s failed: %s", kind, wb.key, e)
 
-    async def _event(self, pod: PodRef, reason: str, message: str, type_: str) -> None:
+    async def _event(
+        self, pod: PodRef, reason: str, message: str, type_: str, now: datetime
+    ) -> None:
         try:
-            await self.kube.event(pod, reason, message, type_)
+            await self.kube.event(pod, reason, message, type_, at=now)
         except Exception as e:  # noqa: BLE001 - Events are a courtesy; the log is the record
             log.warning("culler: Event %s on %s/%s failed: %s", reason, pod.namespace, pod.name, e)
 

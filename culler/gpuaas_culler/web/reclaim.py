@@ -18,12 +18,10 @@ on the token); no handler here counts as the user's activity.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from typing import Any
 
 from tornado import web
 
-from gpuaas_culler.clients.prometheus import DEFAULT_QUERY, PrometheusClient
 from gpuaas_culler.reclaim.activity_store import server_of_token
 from gpuaas_culler.reclaim.loop import ReclaimLoop
 from gpuaas_culler.web.base import HubJSONHandler
@@ -69,7 +67,7 @@ class ActivityReportHandler(_ServerHandler):
             payload = json.loads(self.request.body or b"null")
         except ValueError as e:
             raise web.HTTPError(400, f"not JSON: {e}") from e
-        now = datetime.now(timezone.utc)
+        now = self.loop.clock()
         try:
             self.loop.store.record(user, server, payload, now)
         except ReportError as e:
@@ -133,99 +131,3 @@ def reclaim_handlers(
         (prefix + "api/reclaim/snooze", SnoozeHandler, kw),
         (prefix + "metrics", MetricsHandler, kw),
     ]
-
-
-def add_culler_arguments(parser: Any) -> None:
-    """The culler's command-line options of ``gpuaas-service``."""
-    import os
-
-    env = os.environ.get
-    parser.add_argument(
-        "--policy",
-        default=env("GPUAAS_CULLER_POLICY", ""),
-        help="the culler's YAML policy file (gpuaas-culler --check-policy FILE checks it);"
-        " default $GPUAAS_CULLER_POLICY; without one, activity reports are still taken but"
-        " nothing is reclaimed",
-    )
-    parser.add_argument(
-        "--culler-interval",
-        type=float,
-        default=float(env("GPUAAS_CULLER_INTERVAL", "30")),
-        help="seconds between reclaim cycles; default 30 (doubling up to 5 minutes while the"
-        " hub or Kubernetes cannot be read)",
-    )
-    parser.add_argument(
-        "--culler-dry-run",
-        action="store_true",
-        default=env("GPUAAS_CULLER_DRY_RUN", "") in ("1", "true", "yes"),
-        help="decide and log only: no warning, no stop, no annotation, no Event",
-    )
-    parser.add_argument(
-        "--prometheus-url",
-        default=env("GPUAAS_CULLER_PROMETHEUS_URL", ""),
-        help="a Prometheus that scrapes DCGM exporter with its pod mapping (e.g."
-        " http://prometheus.monitoring:9090): each cycle asks it for every pod's GPU"
-        " utilisation, which counts for whole GPUs and MIG slices; default"
-        " $GPUAAS_CULLER_PROMETHEUS_URL; empty: not asked (docs/culler.md)",
-    )
-    parser.add_argument(
-        "--prometheus-query",
-        default=env("GPUAAS_CULLER_PROMETHEUS_QUERY", DEFAULT_QUERY),
-        help="PromQL giving one sample per pod in percent, labelled namespace and pod (or"
-        f" exported_namespace and exported_pod); default: {DEFAULT_QUERY}",
-    )
-    parser.add_argument(
-        "--save-lead",
-        type=float,
-        default=float(env("GPUAAS_CULLER_SAVE_LEAD", "15")),
-        help="seconds before a reclaim from which open JupyterLabs are told to save; default 15",
-    )
-
-
-def _listed(reflector: Any) -> Any:
-    """The reflector's pods once it has listed them; ``None`` before."""
-    done = reflector.first_load_future.done() and not reflector.first_load_future.exception()
-    return reflector.resources.values() if done else None
-
-
-def start_culler(
-    app: web.Application, args: Any, view: Any, hub_auth: Any, pods: Any = None
-) -> ReclaimLoop:
-    """Add the culler's handlers to the service's app and start its loop (with a policy).
-
-    ``pods``: the service's watch of the notebook pods (a kubespawner reflector), read by each
-    cycle instead of a list call."""
-    import asyncio
-    import os
-
-    from gpuaas_culler.reclaim.loop import HubClient, KubeClient, Settings
-    from gpuaas_culler.reclaim.policy import PolicySet, load_policy_file
-
-    policies = load_policy_file(args.policy) if args.policy else PolicySet(policies=())
-    namespaces = [n.strip() for n in args.job_namespaces.split(",") if n.strip()]
-    loop = ReclaimLoop(
-        hub=HubClient(
-            os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api"),
-            os.environ.get("JUPYTERHUB_API_TOKEN", ""),
-        ),
-        kube=KubeClient(),
-        view=view,
-        policies=policies,
-        pods=None if pods is None else lambda: _listed(pods),
-        utilization=(
-            PrometheusClient(args.prometheus_url, args.prometheus_query).pod_utilization
-            if args.prometheus_url
-            else None
-        ),
-        settings=Settings(
-            notebook_namespace=args.notebook_namespace,
-            job_namespaces=namespaces,
-            interval=args.culler_interval,
-            save_lead=args.save_lead,
-            dry_run=args.culler_dry_run,
-        ),
-    )
-    app.add_handlers(".*", reclaim_handlers(args.prefix, loop, hub_auth))
-    if policies.policies:
-        loop.task = asyncio.ensure_future(loop.run())
-    return loop

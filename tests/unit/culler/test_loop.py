@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gpuaas_culler.clients.hub import HubError
 from gpuaas_culler.reclaim.activity_store import ActivityStore
 from gpuaas_culler.reclaim.decide import Action, HandOffRecord
 from gpuaas_culler.reclaim.gather import (
@@ -20,15 +21,13 @@ from gpuaas_culler.reclaim.gather import (
     pending_workloads,
     workbenches,
 )
-from gpuaas_culler.reclaim.idleness import State
-from gpuaas_culler.reclaim.loop import (
+from gpuaas_culler.reclaim.handoffs import (
     HANDOFFS_CONFIGMAP,
-    HubError,
-    ReclaimLoop,
-    Settings,
     handoffs_from_text,
     handoffs_to_text,
 )
+from gpuaas_culler.reclaim.idleness import State
+from gpuaas_culler.reclaim.loop import ReclaimLoop, Settings
 from gpuaas_culler.reclaim.policy import load_policy
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import (
@@ -242,7 +241,9 @@ class FakeKube:
             else:
                 ann[k] = v
 
-    async def event(self, pod: PodRef, reason: str, message: str, type_: str) -> None:
+    async def event(
+        self, pod: PodRef, reason: str, message: str, type_: str, *, at: datetime
+    ) -> None:
         self.events.append((pod.name, reason, type_))
 
     async def flavor_labels(self) -> dict[str, dict[str, str]]:
@@ -322,7 +323,9 @@ class World:
         self.view = FakeView(queue_state(), self.jobs, self.pods)
         self.store = ActivityStore()
         self.policy = load_policy(policy)
-        self.settings = Settings(interval=10, max_backoff=80, dry_run=dry_run)
+        self.settings = Settings(
+            job_namespaces=("team-a",), interval=10, max_backoff=80, dry_run=dry_run
+        )
         self.loop = self.new_loop()
 
     def new_loop(self) -> ReclaimLoop:
@@ -743,7 +746,7 @@ async def test_hub_client_asks_for_users_and_pages_of_groups_and_stops_servers()
 
     from tornado import web
 
-    from gpuaas_culler.reclaim.loop import HubClient
+    from gpuaas_culler.clients.hub import HubClient
 
     seen: list[str] = []
     groups = [{"name": f"g{i}", "users": ["u0", f"u{i}"]} for i in range(1, 6)]
@@ -794,7 +797,7 @@ async def test_hub_client_asks_for_users_and_pages_of_groups_and_stops_servers()
     server = app.listen(port, "127.0.0.1")
     try:
         hub = HubClient(f"http://127.0.0.1:{port}/hub/api", "culler-token")
-        hub.PAGE = 2
+        hub.page_size = 2
         members = await hub.group_members()
         assert members["u0"] == ["g1", "g2", "g3", "g4", "g5"]
         assert members["u3"] == ["g3"]

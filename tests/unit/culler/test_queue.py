@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from gpuaas_culler.queue.index import QueueIndex
 from gpuaas_culler.queue.workloads import NotebookPod, queue_payload, read_notebook_pod, user_of
-from gpuaas_culler.service import QueueIndex
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import (
     PendingWorkloadInfo,

@@ -1,0 +1,67 @@
+"""Prometheus metrics of the gpuaas service's culler (``GET {prefix}metrics``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Metrics"]
+
+
+class Metrics:
+    """Prometheus metrics of the culler (no user names as labels)."""
+
+    def __init__(self, registry: Any = None) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.reclaimed = Counter(
+            "gpuaas_culler_reclaimed_gpu_equivalents",
+            "GPU-equivalents freed by stopping idle workbenches, by team",
+            ["team"],
+            registry=r,
+        )
+        self.reclaims = Counter(
+            "gpuaas_culler_reclaims",
+            "Workbenches stopped by the culler, by team and cause",
+            ["team", "code"],
+            registry=r,
+        )
+        self.warnings = Counter(
+            "gpuaas_culler_warnings", "Reclaim warnings given, by team", ["team"], registry=r
+        )
+        self.decisions = Counter(
+            "gpuaas_culler_decisions",
+            "Decisions made, by action and code",
+            ["action", "code"],
+            registry=r,
+        )
+        self.idle_gpu_hours = Counter(
+            "gpuaas_culler_idle_gpu_hours",
+            "GPU-equivalent hours held by idle workbenches, by team",
+            ["team"],
+            registry=r,
+        )
+        self.handoff_latency = Histogram(
+            "gpuaas_culler_handoff_latency_seconds",
+            "From the reclaim to the admission of the queued workload it was for",
+            buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800),
+            registry=r,
+        )
+        self.handoffs = Counter(
+            "gpuaas_culler_handoffs", "Hand-offs by result", ["result"], registry=r
+        )
+        self.cycle_errors = Counter(
+            "gpuaas_culler_cycle_errors",
+            "Cycles that read nothing usable and acted on nothing",
+            ["source"],
+            registry=r,
+        )
+        self.cycle_seconds = Gauge(
+            "gpuaas_culler_cycle_seconds", "Duration of the last complete cycle", registry=r
+        )
+
+    def exposition(self) -> tuple[bytes, str]:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
