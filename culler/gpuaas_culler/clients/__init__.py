@@ -1,1 +1,1 @@
-"""culler/gpuaas_culler/clients"""
+"""The service's clients of its collaborators: the Hub API, the Kubernetes API, Prometheus."""

@@ -1,1 +1,1 @@
-"""culler/gpuaas_culler/queue"""
+"""The queue answers: each user's pending GPU work with its Kueue positions (``api/queue``)."""

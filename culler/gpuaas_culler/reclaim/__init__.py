@@ -1,1 +1,1 @@
-"""culler/gpuaas_culler/reclaim"""
+"""Reclaim idle GPU workbenches for queued work: policy, idleness, decision (pure), the loop."""

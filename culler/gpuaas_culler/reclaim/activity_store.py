@@ -1,6 +1,6 @@
 """What single-user servers report, and what the culler tells them back (pure, in memory).
 
-Each server's extension (``jupyter_gpuaas/reporter.py``) posts its ``activity`` payload to the
+Each server's extension (``jupyter_gpuaas/server/reporter.py``) posts its ``activity`` payload to the
 gpuaas service with the server's own hub token. The service accepts a report only for the
 server that token belongs to: a server token carries the scope
 ``access:servers!server=<user>/<server>`` (JupyterHub's ``server`` role), and nothing else in the

@@ -1,1 +1,1 @@
-"""culler/gpuaas_culler/web"""
+"""The service's HTTP handlers: every one authenticated by the hub (docs/api.md)."""
