@@ -1,7 +1,7 @@
 """What single-user servers report, and what the culler tells them back (pure, in memory).
 
-Each server's extension (``jupyter_gpuaas/server/reporter.py``) posts its ``activity`` payload to the
-gpuaas service with the server's own hub token. The service accepts a report only for the
+Each server's extension (``jupyter_gpuaas/server/reporter.py``) posts its ``activity`` payload to
+the gpuaas service with the server's own hub token. The service accepts a report only for the
 server that token belongs to: a server token carries the scope
 ``access:servers!server=<user>/<server>`` (JupyterHub's ``server`` role), and nothing else in the
 token's identity names a server. :class:`ActivityStore` keeps the latest report per server with
