@@ -491,19 +491,8 @@ class ReclaimLoop:
                 # Deleted (or finished and removed) before it was seen admitted: nothing left
                 # to hand off to, and nothing to block the queue for.
                 del self.handoffs[cq]
-                audit.info(
-                    json.dumps(
-                        {
-                            "event": "culler.handoff",
-                            "at": isoformat_z(now),
-                            "workload": record.workload,
-                            "cluster_queue": cq,
-                            "result": "gone",
-                            "reason": f"{record.workload} no longer exists",
-                            "latency_seconds": None,
-                        },
-                        sort_keys=True,
-                    )
+                _audit_handoff(
+                    record.workload, cq, "gone", f"{record.workload} no longer exists", None, now
                 )
                 continue
             if record.admitted_at is None:
@@ -527,21 +516,9 @@ class ReclaimLoop:
                 self.metrics.handoffs.labels(result.status.value).inc()
                 if result.latency is not None:
                     self.metrics.handoff_latency.observe(result.latency.total_seconds())
-                audit.info(
-                    json.dumps(
-                        {
-                            "event": "culler.handoff",
-                            "at": isoformat_z(now),
-                            "workload": record.workload,
-                            "cluster_queue": cq,
-                            "result": result.status.value,
-                            "reason": result.reason,
-                            "latency_seconds": result.latency.total_seconds()
-                            if result.latency is not None
-                            else None,
-                        },
-                        sort_keys=True,
-                    )
+                latency = result.latency.total_seconds() if result.latency is not None else None
+                _audit_handoff(
+                    record.workload, cq, result.status.value, result.reason, latency, now
                 )
 
     # ------------------------------------------------------------------ asked by servers
@@ -597,3 +574,24 @@ class ReclaimLoop:
             )
         )
         return result
+
+
+def _audit_handoff(
+    workload: str,
+    cluster_queue: str,
+    result: str,
+    reason: str,
+    latency: float | None,
+    now: datetime,
+) -> None:
+    """One audit line per hand-off outcome (``gone``, ``succeeded``, ``failed``)."""
+    record = {
+        "event": "culler.handoff",
+        "at": isoformat_z(now),
+        "workload": workload,
+        "cluster_queue": cluster_queue,
+        "result": result,
+        "reason": reason,
+        "latency_seconds": latency,
+    }
+    audit.info(json.dumps(record, sort_keys=True))
