@@ -320,6 +320,9 @@ class Gpuaas(Policy):
         self.name = name
         self.interval = interval
         self.skip_quiet = skip_quiet
+        self._last_cycle = 0.0
+        self._last_acted = True
+        self._last_signature: tuple[int, tuple[str, ...]] = (-1, ())
         """Skip a cycle in which the loop can have nothing to do (see :meth:`_quiet`): the cost
         then grows with events, not with simulated seconds; the tests check it changes nothing."""
         self.by_pod: dict[str, SessionState] = {}
@@ -385,15 +388,23 @@ class Gpuaas(Policy):
         }
         return payload, sent
 
+    def _signature(self) -> tuple[int, tuple[str, ...]]:
+        kueue = self.sim.kueue
+        return kueue.version, tuple(sorted(w.key for q in kueue.pending.values() for w in q))
+
     def _quiet(self, now: float) -> bool:
-        """Nothing the loop could act on: no queued GPU work, no warning or hand-off under
-        way, and no server past a threshold that reclaims without demand (``max_idle``,
-        ``max_age``, ``reclaim: always``; read from the policy file)."""
+        """The loop can have nothing new to act on, so this cycle is skipped: no warning or
+        hand-off under way, and either no queued GPU work or the same queue and quota as at the
+        last cycle, which acted on nothing; and no server crosses a threshold of its policy
+        (``idle_after``, ``max_idle``, ``max_age``; read from the policy file) since then.
+        Activity in between only makes servers less idle."""
         sim = self.sim
-        if any(queue for queue in sim.kueue.pending.values()):
+        pending = any(queue for queue in sim.kueue.pending.values())
+        if pending and (self._last_acted or self._signature() != self._last_signature):
             return False
         if any(r.admitted_at is None for r in self.loop.handoffs.values()):
             return False
+        since = self._last_cycle
         for state in sim.running_sessions():
             if state.warned_reclaim_at is not None or state.annotations:
                 return False
@@ -410,17 +421,15 @@ class Gpuaas(Policy):
             if policy is None:
                 continue
             last = max(state.ready_at, state.last_activity(now) or state.ready_at)
-            due = [
-                last + p.total_seconds()
-                for p in (
-                    policy.max_idle,
-                    policy.idle_after if policy.reclaim == "always" else None,
-                )
-                if p is not None
-            ]
+            thresholds = [policy.max_idle]
+            if pending or policy.reclaim == "always":
+                thresholds.append(policy.idle_after)
+            due = [last + p.total_seconds() for p in thresholds if p is not None]
             if policy.max_age is not None:
                 due.append(state.requested_at + policy.max_age.total_seconds())
-            if due and min(due) <= now + self.interval:
+            if any(since - self.interval <= d <= now + self.interval for d in due):
+                return False
+            if any(d <= now and last > since - self.interval for d in due):
                 return False
         return True
 
@@ -440,6 +449,9 @@ class Gpuaas(Policy):
             store.record(state.session.user, state.session.name, payload, self.clock_at(sent))
         before = len(sim.reclaims)
         plan = self.aio.run_until_complete(self.loop.cycle())
+        self._last_cycle = now
+        self._last_signature = self._signature()
+        self._last_acted = plan is None or bool(plan.to_act_on())
         if plan is not None:
             self._follow(plan, before)
         sim.at(now + self.interval, self.cycle)

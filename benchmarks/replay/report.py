@@ -169,6 +169,7 @@ def plot_sweep(
             ax.plot([g for g, _ in curve], [w for _, w in curve], marker="o", label=p)
     ax.axhline(target_min, color="grey", linestyle="--", label=f"target p90 {target_min:g} min")
     ax.set_yscale("symlog", linthresh=1)
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("cluster size, physical GPUs (sample organisation scaled)")
     ax.set_ylabel("training wait p90, min (mean over seeds)")
     ax.set_title("Capacity sweep: the same demand on smaller and larger clusters")

@@ -372,7 +372,10 @@ class Kueue:
                 v.admitted_at = None
                 v.created = now
                 self.pending[v.cluster_queue].append(v)
-                evicted.append(v)
+                if v in admitted:
+                    admitted.remove(v)  # admitted and evicted in the same pass: it never ran
+                else:
+                    evicted.append(v)
             self._admit(wl, flavor, now)
             admitted.append(wl)
 
