@@ -2,6 +2,7 @@
 
 python -m benchmarks               # all of them
 python -m benchmarks usage         # only bench_usage (names without the bench_ prefix)
+python -m benchmarks replay --seeds 3   # one benchmark with its options
 python -m benchmarks.bench_usage --help    # one module, with its own options
 """
 
@@ -19,6 +20,11 @@ def main(argv: list[str]) -> int:
         for m in pkgutil.iter_modules([str(Path(__file__).parent)])
         if m.name.startswith("bench_")
     )
+    # One name followed by options: those options are the benchmark's own.
+    if argv and argv[0] in found and len(argv) > 1 and argv[1].startswith("-"):
+        print(f"== benchmarks.bench_{argv[0]}", flush=True)
+        own: int = importlib.import_module(f"benchmarks.bench_{argv[0]}").main(argv[1:]) or 0
+        return own
     unknown = set(argv) - set(found)
     if unknown:
         print(f"no such benchmark: {', '.join(sorted(unknown))}; have: {', '.join(found)}")

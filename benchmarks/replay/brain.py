@@ -1,0 +1,81 @@
+"""The one module of the replay that imports the project's code.
+
+Everything the simulated world asks of the project goes through these names: the culler's
+policy loading, its reclaim loop (which gathers the inputs with
+:mod:`gpuaas_culler.reclaim.gather`, judges idleness with :mod:`gpuaas_culler.reclaim.idleness`
+and decides with :func:`gpuaas_culler.reclaim.decide.decide`), "Keep my GPU"
+(:func:`gpuaas_culler.reclaim.decide.snooze` through the loop), the catalog loader and the Kueue
+object readers. Nothing here decides anything: the replay calls the project's code with a
+simulated clock.
+"""
+
+from __future__ import annotations
+
+from gpuaas_culler.metrics import Metrics
+from gpuaas_culler.reclaim.activity_store import ActivityStore
+from gpuaas_culler.reclaim.decide import Action, Plan
+from gpuaas_culler.reclaim.gather import PodRef
+from gpuaas_culler.reclaim.loop import ReclaimLoop, Settings
+from gpuaas_culler.reclaim.policy import PolicySet, load_policy_file
+from jupyter_gpuaas.core.catalog import Catalog, Offering, build_catalog, load_catalog_file
+from jupyter_gpuaas.core.durations import parse_duration
+from jupyter_gpuaas.core.gpu_equivalents import resource_gpu_equivalents
+from jupyter_gpuaas.core.headroom import QueueState
+from jupyter_gpuaas.core.kueue import (
+    QUEUE_NAME_LABEL,
+    ClusterQueueInfo,
+    kueue_value,
+    read_cluster_queue,
+    read_cohort,
+    read_local_queue,
+    read_workload,
+)
+from jupyter_gpuaas.core.labels import (
+    HUB_SERVERNAME_ANNOTATION,
+    HUB_USERNAME_ANNOTATION,
+    OFFERING_LABEL,
+    RECLAIMED_AT,
+    SNOOZED_UNTIL,
+    SNOOZES_USED,
+    TEAM_LABEL,
+    WARNED_AT,
+)
+
+__all__ = [
+    "HUB_SERVERNAME_ANNOTATION",
+    "HUB_USERNAME_ANNOTATION",
+    "OFFERING_LABEL",
+    "QUEUE_NAME_LABEL",
+    "RECLAIMED_AT",
+    "SNOOZED_UNTIL",
+    "SNOOZES_USED",
+    "TEAM_LABEL",
+    "WARNED_AT",
+    "Action",
+    "ActivityStore",
+    "Catalog",
+    "ClusterQueueInfo",
+    "Metrics",
+    "Offering",
+    "Plan",
+    "PodRef",
+    "PolicySet",
+    "QueueState",
+    "ReclaimLoop",
+    "Settings",
+    "build_catalog",
+    "kueue_value",
+    "load_catalog",
+    "load_policy_file",
+    "parse_duration",
+    "read_cluster_queue",
+    "read_cohort",
+    "read_local_queue",
+    "read_workload",
+    "resource_gpu_equivalents",
+]
+
+
+def load_catalog(path: str) -> Catalog:
+    """The admin catalog file, read and checked as the spawner reads it."""
+    return build_catalog([load_catalog_file(path)])

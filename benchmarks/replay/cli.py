@@ -1,0 +1,225 @@
+"""``python -m benchmarks replay``: the utilisation replay, its table, sweep, plots and docs.
+
+    python -m benchmarks replay                      # 5 seeds, all policies, sweep, docs/replay.md
+    python -m benchmarks replay --seeds 3 --no-sweep --no-docs
+    python -m benchmarks replay --policy-file my-policy.yaml --catalog my-catalog.yaml
+    python -m benchmarks replay --policies gpuaas --seeds 1 --days 7 --scale 35.7 --no-sweep \
+        --no-docs                                    # the 1,000-GPU week
+    python -m benchmarks replay --policies gpuaas --seeds 1 --events events.jsonl --no-docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .metrics import mean_ci
+from .report import differences, plot_shares, plot_sweep, plot_wait_cdf, smallest_meeting, table
+from .run import DEFAULT_CATALOG, DEFAULT_POLICY, POLICIES, Task, run_all, simulate
+from .trace import PARAMETERS, TRACE_VERSION
+from .world import REPO
+
+DOCS = REPO / "docs" / "replay.md"
+IMAGES = REPO / "docs" / "images"
+SWEEP_SCALES = (0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.25)
+SWEEP_POLICIES = ("static", "gpuaas", "gpuaas-fractional")
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks replay",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--seeds", type=int, default=5, help="seeds 1..N (default 5)")
+    ap.add_argument("--days", type=float, default=1.0, help="measured days after a 6 h burn-in")
+    ap.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="cluster and demand × this (1 = the sample organisation, 28 GPUs)",
+    )
+    ap.add_argument(
+        "--policies", default=",".join(POLICIES), help=f"comma-separated, of: {', '.join(POLICIES)}"
+    )
+    ap.add_argument(
+        "--policy-file",
+        default=str(DEFAULT_POLICY),
+        help="the culler's policy file for gpuaas and gpuaas-fractional",
+    )
+    ap.add_argument("--catalog", default=str(DEFAULT_CATALOG), help="the spawner's catalog file")
+    ap.add_argument("--no-sweep", action="store_true", help="skip the capacity sweep")
+    ap.add_argument(
+        "--target-p90-min",
+        type=float,
+        default=30.0,
+        help="p90 training-wait target of the capacity sweep (minutes)",
+    )
+    ap.add_argument(
+        "--events",
+        help="write every event of ONE run (first policy, seed 1) as JSON lines to this file",
+    )
+    ap.add_argument("--workers", type=int, default=0, help="processes (default: CPU count)")
+    ap.add_argument("--no-docs", action="store_true", help="print only; leave docs/ as it is")
+    ap.add_argument("--json", help="also write every run's figures to this JSON file")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        print(f"no such policy: {', '.join(unknown)}; have {', '.join(POLICIES)}")
+        return 2
+    common: dict[str, Any] = dict(
+        days=args.days, policy_file=args.policy_file, catalog=args.catalog
+    )
+    if args.events:
+        started = time.perf_counter()
+        with open(args.events, "w", encoding="utf-8") as f:
+            simulate(Task(policies[0], 1, scale=args.scale, demand=args.scale, **common), events=f)
+        print(
+            f"events of {policies[0]}, seed 1 → {args.events}"
+            f" ({time.perf_counter() - started:.1f} s)"
+        )
+        return 0
+    seeds = list(range(1, args.seeds + 1))
+    tasks = [
+        Task(p, s, scale=args.scale, demand=args.scale, **common) for p in policies for s in seeds
+    ]
+    workers = args.workers or None
+    started = time.perf_counter()
+    runs = run_all(tasks, workers)
+    main_s = time.perf_counter() - started
+    print(
+        f"{len(tasks)} runs ({len(policies)} policies × {len(seeds)} seeds, {args.days:g} day,"
+        f" scale {args.scale:g}) in {main_s:.1f} s; peak RSS"
+        f" {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB (this process)"
+    )
+    one = [r for r in runs if r["policy"] == policies[0]]
+    print(table(runs, policies))
+    if "static" in policies and len(policies) > 1:
+        print()
+        print(differences(runs, policies))
+
+    sweep: list[dict[str, Any]] = []
+    sweep_s = 0.0
+    multipliers: dict[str, float | None] = {}
+    sizes: dict[str, float | None] = {}
+    if not args.no_sweep:
+        swept = [p for p in SWEEP_POLICIES if p in policies]
+        sweep_tasks = [
+            Task(p, s, scale=k * args.scale, demand=args.scale, **common)
+            for p in swept
+            for s in seeds
+            for k in SWEEP_SCALES
+            if k != 1.0
+        ]
+        started = time.perf_counter()
+        sweep = run_all(sweep_tasks, workers) + [r for r in runs if r["policy"] in swept]
+        sweep_s = time.perf_counter() - started
+        for p in swept:
+            sizes[p], _curve = smallest_meeting(sweep, p, args.target_p90_min)
+        base = sizes.get("static")
+        for p in swept:
+            got = sizes.get(p)
+            multipliers[p] = base / got if base and got else None
+        print(
+            f"\ncapacity sweep ({len(sweep_tasks)} more runs) in {sweep_s:.1f} s; smallest"
+            f" cluster meeting p90 wait ≤ {args.target_p90_min:g} min:"
+        )
+        for p in swept:
+            got = sizes[p]
+            print(
+                f"  {p}: {got:.1f} GPUs" if got else f"  {p}: none of the sizes swept",
+                f"→ multiplier {multipliers[p]:.2f}" if multipliers.get(p) else "",
+            )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"runs": runs, "sweep": sweep}, default=str))
+    if args.no_docs:
+        return 0
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    plot_shares(runs, policies, IMAGES / "replay-shares.png")
+    plot_wait_cdf(runs, policies, IMAGES / "replay-wait-cdf.png")
+    if sweep:
+        plot_sweep(
+            sweep,
+            [p for p in SWEEP_POLICIES if p in policies],
+            args.target_p90_min,
+            IMAGES / "replay-sweep.png",
+        )
+    DOCS.write_text(
+        render(args, policies, runs, sweep, sizes, multipliers, main_s, sweep_s, len(one)),
+        encoding="utf-8",
+    )
+    print(f"\nwrote {DOCS.relative_to(REPO)} and its plots in {IMAGES.relative_to(REPO)}/")
+    return 0
+
+
+def _parameters() -> str:
+    lines = ["| parameter | value | source |", "|---|---|---|"]
+    for name, p in PARAMETERS.items():
+        value = p.value
+        text = json.dumps(value) if not isinstance(value, float) else f"{value:g}"
+        lines.append(f"| `{name}` | {text} | {p.source} |")
+    return "\n".join(lines)
+
+
+def render(
+    args: argparse.Namespace,
+    policies: list[str],
+    runs: list[dict[str, Any]],
+    sweep: list[dict[str, Any]],
+    sizes: dict[str, float | None],
+    multipliers: dict[str, float | None],
+    main_s: float,
+    sweep_s: float,
+    seeds: int,
+) -> str:
+    gpus = runs[0]["gpus"]
+    capacity = runs[0]["capacity_gpu_equivalents"]
+    legend = "\n".join(f"- `{p}` — {POLICIES[p]}" for p in policies)
+    mult = "\n".join(
+        f"- `{p}`: smallest cluster {sizes[p]:.1f} GPUs → multiplier "
+        + (f"**{multipliers[p]:.2f}×**" if multipliers.get(p) else "–")
+        if sizes.get(p)
+        else f"- `{p}`: no swept size meets the target"
+        for p in sizes
+    )
+    static_busy = mean_ci(r["busy_share"] for r in runs if r["policy"] == "static")[0]
+    static_alloc = mean_ci(r["allocation_share"] for r in runs if r["policy"] == "static")[0]
+    template = (REPO / "benchmarks" / "replay" / "replay.md.in").read_text(encoding="utf-8")
+    return template.format(
+        command="python -m benchmarks replay "
+        + " ".join(a for a in sys.argv[2:] if not a.startswith("--workers")),
+        seeds=seeds,
+        days=args.days,
+        gpus=f"{gpus:g}",
+        capacity=f"{capacity:.2f}",
+        policy_file=Path(args.policy_file).resolve().relative_to(REPO)
+        if Path(args.policy_file).resolve().is_relative_to(REPO)
+        else args.policy_file,
+        catalog=Path(args.catalog).resolve().relative_to(REPO)
+        if Path(args.catalog).resolve().is_relative_to(REPO)
+        else args.catalog,
+        legend=legend,
+        table=table(runs, policies),
+        differences=differences(runs, policies) if "static" in policies else "",
+        target=f"{args.target_p90_min:g}",
+        scales=", ".join(f"{k:g}" for k in SWEEP_SCALES),
+        multipliers=mult or "- (no sweep run)",
+        main_s=f"{main_s:.0f}",
+        sweep_s=f"{sweep_s:.0f}",
+        runs=len(runs),
+        sweep_runs=len(sweep),
+        static_busy=f"{100 * static_busy:.0f}%" if static_busy == static_busy else "–",
+        static_alloc=f"{100 * static_alloc:.0f}%" if static_alloc == static_alloc else "–",
+        version=TRACE_VERSION,
+        parameters=_parameters(),
+    )

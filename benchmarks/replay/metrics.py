@@ -1,0 +1,175 @@
+"""The figures of one run (:func:`summarize`) and their mean and 95% interval over seeds."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .sim import Result
+from .trace import DAY, HOUR
+
+BIN_S = 15 * 60.0
+SIZES = (1, 2, 4, 8)
+
+# Two-sided 95% Student t quantiles by degrees of freedom (standard table values).
+_T95 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    12: 2.179,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
+}
+
+
+def t95(df: int) -> float:
+    if df <= 0:
+        return float("nan")
+    best = max(k for k in _T95 if k <= df) if df < 30 else 30
+    return _T95[best] if df <= 30 else 1.96
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (``q`` in 0-100); NaN for no values."""
+    if not values:
+        return float("nan")
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _overlap(a: float, b: float, lo: float, hi: float) -> float:
+    return max(0.0, min(b, hi) - max(a, lo))
+
+
+def summarize(result: Result) -> dict[str, Any]:
+    """Every figure of docs/replay.md for one run, plus the series the plots draw."""
+    trace = result.trace
+    lo, hi = trace.burn_in_s, trace.end_s
+    window = hi - lo
+    capacity = float(result.org.gpu_equivalents)
+    bins = int(DAY // BIN_S)
+    allocated_by_bin = [0.0] * bins
+    busy_by_bin = [0.0] * bins
+    days = window / DAY
+
+    def add(series: list[float], start: float, end: float, weight: float) -> None:
+        t = max(start, lo)
+        end = min(end, hi)
+        while t < end:
+            b = int(((t - lo) % DAY) // BIN_S)
+            edge = lo + (math.floor((t - lo) / BIN_S) + 1) * BIN_S
+            step = min(end, edge) - t
+            series[b] += weight * step
+            t += step
+
+    allocated = 0.0
+    allocated_training = 0.0
+    for a in result.allocations:
+        end = a.end if a.end is not None else hi
+        allocated += _overlap(a.start, end, lo, hi) * a.gpu_equivalents
+        if a.kind == "training":
+            allocated_training += _overlap(a.start, end, lo, hi) * a.gpu_equivalents
+        add(allocated_by_bin, a.start, end, a.gpu_equivalents)
+    busy = 0.0
+    for c in result.computes:
+        busy += _overlap(c.start, c.end, lo, hi) * c.utilization * c.gpu_equivalents
+        add(busy_by_bin, c.start, c.end, c.utilization * c.gpu_equivalents)
+    norm = capacity * BIN_S * days
+
+    waits: dict[int, list[float]] = {s: [] for s in SIZES}
+    all_waits: list[float] = []
+    jct: list[float] = []
+    completed_gpu_s = 0.0
+    never = 0
+    for record in result.jobs:
+        job = record.job
+        if not lo <= job.submit_s < hi:
+            continue
+        if record.first_admitted is not None:
+            wait = record.first_admitted - job.submit_s
+        else:
+            wait = hi - job.submit_s  # still queued at the end: a lower bound
+            never += 1
+        waits.setdefault(job.gpus, []).append(wait)
+        all_waits.append(wait)
+        if record.finished is not None:
+            jct.append(record.finished - job.submit_s)
+    for record in result.jobs:
+        if record.finished is not None and lo <= record.finished < hi:
+            completed_gpu_s += record.job.gpus * record.job.duration_s
+
+    spawn = [w for requested, w, _again in result.spawn_waits if lo <= requested < hi]
+    respawn = [w for requested, w, again in result.spawn_waits if again and lo <= requested < hi]
+    reclaims = [r for r in result.reclaims if lo <= r["t"] < hi]
+    session_h = max(result.session_seconds / HOUR, 1e-9)
+    per100 = 100 / session_h
+    return {
+        "policy": result.policy,
+        "seed": result.seed,
+        "gpus": result.org.physical_gpus,
+        "capacity_gpu_equivalents": capacity,
+        "allocation_share": allocated / (capacity * window),
+        "training_allocation_share": allocated_training / (capacity * window),
+        "busy_share": busy / (capacity * window),
+        "wait_p50_min": percentile(all_waits, 50) / 60,
+        "wait_p90_min": percentile(all_waits, 90) / 60,
+        "wait_p99_min": percentile(all_waits, 99) / 60,
+        **{f"wait_p90_min_{s}gpu": percentile(waits.get(s, []), 90) / 60 for s in SIZES},
+        **{f"wait_p50_min_{s}gpu": percentile(waits.get(s, []), 50) / 60 for s in SIZES},
+        **{f"wait_p99_min_{s}gpu": percentile(waits.get(s, []), 99) / 60 for s in SIZES},
+        "jobs": len(all_waits),
+        "jobs_never_admitted": never,
+        "jct_mean_h": (statistics.fmean(jct) / HOUR) if jct else float("nan"),
+        "training_gpu_hours_completed": completed_gpu_s / HOUR,
+        "spawn_wait_mean_min": (statistics.fmean(spawn) / 60) if spawn else 0.0,
+        "spawn_wait_p90_min": percentile(spawn, 90) / 60 if spawn else 0.0,
+        "respawns": len(respawn),
+        "reclaims_per_100h": len(reclaims) * per100,
+        "interrupted_per_100h": sum(1 for r in reclaims if r["interrupted"]) * per100,
+        "lost_user_h_per_100h": result.lost_user_s / HOUR * per100,
+        "handoff_p50_s": percentile(result.handoffs, 50),
+        "handoff_p90_s": percentile(result.handoffs, 90),
+        "warnings": result.warnings,
+        "snoozes": result.snoozes,
+        "session_hours": session_h,
+        "cycles": result.cycles,
+        "events": result.counters.get("events", 0),
+        "wait_samples_min": sorted(w / 60 for w in all_waits),
+        "allocated_by_bin": [x / norm for x in allocated_by_bin],
+        "busy_by_bin": [x / norm for x in busy_by_bin],
+    }
+
+
+def mean_ci(values: Iterable[float]) -> tuple[float, float]:
+    """Mean and half-width of its 95% t interval (NaN values dropped)."""
+    xs = [v for v in values if not math.isnan(v)]
+    if not xs:
+        return float("nan"), float("nan")
+    if len(xs) == 1:
+        return xs[0], float("nan")
+    return statistics.fmean(xs), t95(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
+
+
+def paired_difference(
+    runs: Sequence[Mapping[str, Any]], policy: str, baseline: str, key: str
+) -> tuple[float, float]:
+    """Mean and 95% half-width of ``policy − baseline`` on the same seeds."""
+    by_seed = {(r["policy"], r["seed"]): r for r in runs}
+    diffs = [
+        by_seed[(policy, seed)][key] - by_seed[(baseline, seed)][key]
+        for (p, seed) in by_seed
+        if p == policy and (baseline, seed) in by_seed
+    ]
+    return mean_ci(diffs)

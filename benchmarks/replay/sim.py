@@ -1,0 +1,642 @@
+"""The discrete-event replay: one trace, one policy, one organisation → a :class:`Result`.
+
+The world (Kueue's admission, servers starting and stopping, users working, training jobs
+running) is simulated here; for the gpuaas policies the decisions come from the project's own
+reclaim loop (:mod:`.policies`). Cost grows with events: each event is a training submission or
+end, a session's next activity, a server's start, a cycle of a culler.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import partial
+from typing import IO, Any
+
+from . import brain
+from .trace import Interval, Session, Trace, TrainingJob
+from .world import Kueue, Organisation, Workload
+
+NOTEBOOK_NAMESPACE = "jupyter-users"
+SERVER_STARTUP_S = 30.0
+"""Admission → server ready (pod start, image cached); an assumption."""
+RESTORE_LOG_MEDIAN_S = 5 * 60.0
+RESTORE_SIGMA = 0.8
+"""Re-running the notebook to get the lost kernel state back after a reclaim: lognormal, median
+5 min (an assumption; no published source)."""
+SNOOZE_PROBABILITY = 0.5
+"""A warned user who is at work presses "Keep my GPU" with this probability, else just goes on
+working (an assumption)."""
+
+
+@dataclass
+class Allocation:
+    start: float
+    end: float | None
+    gpu_equivalents: float
+    kind: str
+    """``training`` or ``notebook``."""
+    flavor: str
+    resource: str
+    amount: int
+
+
+@dataclass
+class Compute:
+    start: float
+    end: float
+    utilization: float
+    gpu_equivalents: float
+    kind: str
+
+
+@dataclass
+class JobRecord:
+    job: TrainingJob
+    first_admitted: float | None = None
+    finished: float | None = None
+    evictions: int = 0
+    lost_gpu_s: float = 0.0
+
+
+@dataclass
+class SessionState:
+    session: Session
+    offering: brain.Offering
+    offset: float = 0.0
+    """Seconds the session's activity is late against the trace (waits, restores)."""
+    next_interval: int = 0
+    phase: str = "new"
+    """new, waiting (its workload pending), starting, running, gone (reclaimed, user away),
+    done."""
+    workload: Workload | None = None
+    server_epoch: int = 0
+    epoch: int = 0
+    """Bumped when the schedule moves, to drop events planned on the old one."""
+    realised: list[tuple[float, float, str, float]] = field(default_factory=list)
+    """(start, end, kind, utilisation) of activity that happened, in start order."""
+    requested_at: float = 0.0
+    ready_at: float = 0.0
+    returned_at: float | None = None
+    pod_uid: str = ""
+    annotations: dict[str, str] = field(default_factory=dict)
+    warned_reclaim_at: float | None = None
+    gpu_burst: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.session.user}/{self.session.name}"
+
+    def end_s(self) -> float:
+        return self.session.start_s + self.offset + self.session.length_s
+
+    def last_activity(
+        self, now: float, kinds: tuple[str, ...] = ("gpu", "cpu", "terminal", "restore")
+    ) -> float | None:
+        """The latest moment of activity of ``kinds`` up to ``now`` (realised activity does not
+        overlap and is kept in start order)."""
+        for start, end, kind, _u in reversed(self.realised):
+            if kind in kinds and start <= now:
+                return min(end, now)
+        return None
+
+    def busy_at(self, now: float) -> tuple[bool, float]:
+        """Whether a kernel cell runs at ``now``, and its utilisation."""
+        for start, end, kind, u in reversed(self.realised):
+            if start <= now < end and kind in ("gpu", "cpu", "restore"):
+                return True, u
+            if end <= now:
+                break
+        return False, 0.0
+
+
+@dataclass
+class Result:
+    policy: str
+    seed: int
+    org: Organisation
+    trace: Trace
+    allocations: list[Allocation]
+    computes: list[Compute]
+    jobs: list[JobRecord]
+    spawn_waits: list[tuple[float, float, bool]]
+    """(requested, waited seconds, after a reclaim)."""
+    reclaims: list[dict[str, Any]]
+    warnings: int
+    snoozes: int
+    handoffs: list[float]
+    session_seconds: float
+    lost_user_s: float
+    cycles: int
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+class Policy:
+    """What stands in for the culler; the base keeps every server until its session ends."""
+
+    name = "static"
+    oracle = False
+
+    def attach(self, sim: Simulation) -> None:
+        self.sim = sim
+
+    def start(self) -> None:
+        """Schedule its first cycle, if it has cycles."""
+
+    def warned(self, state: SessionState) -> None:
+        """A session's user becomes active while warned (gpuaas only)."""
+
+
+class Simulation:
+    def __init__(
+        self,
+        trace: Trace,
+        org: Organisation,
+        catalog: brain.Catalog,
+        policy: Policy,
+        *,
+        fractional: bool = False,
+        events: IO[str] | None = None,
+        check_invariants: bool = False,
+    ) -> None:
+        self.trace = trace
+        self.org = org
+        self.catalog = catalog
+        self.policy = policy
+        self.fractional = fractional
+        self.kueue = Kueue(org)
+        self.now = 0.0
+        self.rng = random.Random(f"users/{trace.seed}")
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = 0
+        self._scheduled = False
+        self.events = events
+        self.check_invariants = check_invariants
+        self.allocations: dict[str, Allocation] = {}
+        self.closed: list[Allocation] = []
+        self.computes: list[Compute] = []
+        self.jobs: dict[str, JobRecord] = {}
+        self.job_remaining: dict[str, float] = {}
+        self.job_epoch: dict[str, int] = {}
+        self.sessions: dict[str, SessionState] = {}
+        self.by_workload: dict[str, SessionState] = {}
+        self.spawn_waits: list[tuple[float, float, bool]] = []
+        self.reclaims: list[dict[str, Any]] = []
+        self.warnings = 0
+        self.snoozes = 0
+        self.handoffs: list[float] = []
+        self.lost_user_s = 0.0
+        self.cycles = 0
+        self._uid = 0
+        self.counters: dict[str, int] = {"events": 0, "admission_passes": 0}
+        policy.attach(self)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def at(self, t: float, action: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (max(t, self.now), self._seq, action))
+
+    def emit(self, event: str, **fields: Any) -> None:
+        if self.events is not None:
+            self.events.write(
+                json.dumps({"t": round(self.now, 3), "event": event, **fields}) + "\n"
+            )
+
+    def uid(self) -> str:
+        self._uid += 1
+        return f"uid-{self._uid:07d}"
+
+    def _request_scheduling(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            self.at(self.now, self._schedule)
+
+    def _schedule(self) -> None:
+        self._scheduled = False
+        self.counters["admission_passes"] += 1
+        admitted, evicted = self.kueue.schedule(self.now)
+        for wl in evicted:
+            self._evicted(wl)
+        for wl in admitted:
+            self._admitted(wl)
+        if self.check_invariants:
+            problems = self.kueue.over_capacity()
+            assert not problems, problems
+
+    def gpu_equivalents(self, resource: str, amount: int) -> float:
+        return float(brain.resource_gpu_equivalents({resource: Fraction(amount)}))
+
+    def _allocate(self, wl: Workload) -> None:
+        assert wl.flavor is not None
+        self.allocations[wl.key] = Allocation(
+            self.now,
+            None,
+            self.gpu_equivalents(wl.resource, wl.amount),
+            wl.kind,
+            wl.flavor,
+            wl.resource,
+            wl.amount,
+        )
+        self.emit(
+            "allocation",
+            workload=wl.key,
+            kind=wl.kind,
+            flavor=wl.flavor,
+            resource=wl.resource,
+            amount=wl.amount,
+            gpu_equivalents=self.allocations[wl.key].gpu_equivalents,
+        )
+
+    def _release(self, key: str) -> None:
+        wl = self.kueue.release(key)
+        alloc = self.allocations.pop(key, None)
+        if alloc is not None:
+            alloc.end = self.now
+            self.closed.append(alloc)
+        if wl is not None:
+            self.emit("release", workload=key, kind=wl.kind)
+        self._request_scheduling()
+
+    def compute(self, start: float, end: float, utilization: float, eq: float, kind: str) -> None:
+        if end > start and utilization > 0:
+            self.computes.append(Compute(start, end, utilization, eq, kind))
+            self.emit(
+                "compute",
+                start=round(start, 3),
+                end=round(end, 3),
+                utilization=round(utilization, 4),
+                gpu_equivalents=eq,
+                kind=kind,
+            )
+
+    # ------------------------------------------------------------------ training
+
+    def _submit_job(self, job: TrainingJob) -> None:
+        namespace = job.team
+        lq = "training"
+        cq = self.org.local_queues[(namespace, lq)]
+        wl = Workload(
+            key=f"{namespace}/{job.name}",
+            namespace=namespace,
+            local_queue=lq,
+            cluster_queue=cq,
+            priority=self.org.priorities.get("training", 0),
+            priority_class="training",
+            created=self.now,
+            submitted=self.now,
+            resource="nvidia.com/gpu",
+            amount=job.gpus,
+            kind="training",
+            owner=job.name,
+            uid=self.uid(),
+        )
+        self.jobs[wl.key] = JobRecord(job)
+        self.job_remaining[wl.key] = job.duration_s
+        self.job_epoch[wl.key] = 0
+        self.kueue.submit(wl)
+        self.emit("submit", workload=wl.key, kind="training", gpus=job.gpus, team=job.team)
+        self._request_scheduling()
+
+    def _job_finished(self, key: str, epoch: int) -> None:
+        if self.job_epoch[key] != epoch:
+            return
+        record = self.jobs[key]
+        record.finished = self.now
+        wl = self.kueue.admitted[key]
+        self.compute(
+            self.now - self.job_remaining[key],
+            self.now,
+            record.job.utilization,
+            self.gpu_equivalents(wl.resource, wl.amount),
+            "training",
+        )
+        self.emit("finish", workload=key, failed=record.job.fails)
+        self._release(key)
+
+    # ------------------------------------------------------------------ admission results
+
+    def _admitted(self, wl: Workload) -> None:
+        self.emit(
+            "admission",
+            workload=wl.key,
+            kind=wl.kind,
+            cluster_queue=wl.cluster_queue,
+            flavor=wl.flavor,
+            waited=round(self.now - wl.created, 3),
+        )
+        self._allocate(wl)
+        if wl.kind == "training":
+            record = self.jobs[wl.key]
+            if record.first_admitted is None:
+                record.first_admitted = self.now
+            epoch = self.job_epoch[wl.key]
+            self.at(
+                self.now + self.job_remaining[wl.key], lambda: self._job_finished(wl.key, epoch)
+            )
+            return
+        state = self.by_workload[wl.key]
+        if self.policy.oracle:
+            self._burst_admitted(state)
+        else:
+            state.phase = "starting"
+            epoch = state.epoch
+            self.at(self.now + SERVER_STARTUP_S, lambda: self._server_ready(state, epoch))
+
+    def _evicted(self, wl: Workload) -> None:
+        alloc = self.allocations.pop(wl.key, None)
+        if alloc is not None:
+            alloc.end = self.now
+            self.closed.append(alloc)
+        self.emit("preemption", workload=wl.key, kind=wl.kind)
+        if wl.kind == "training":
+            record = self.jobs[wl.key]
+            record.evictions += 1
+            ran = self.job_remaining[wl.key] - 0  # it starts over: all it ran is lost
+            started = alloc.start if alloc else self.now
+            record.lost_gpu_s += (self.now - started) * wl.amount
+            self.compute(started, self.now, record.job.utilization, float(wl.amount), "training")
+            self.job_epoch[wl.key] += 1
+            self.job_remaining[wl.key] = max(ran, record.job.duration_s)
+
+    # ------------------------------------------------------------------ notebooks
+
+    def choose_offering(self, session: Session) -> brain.Offering:
+        """The user's pick: the smallest offering of their team that holds their memory need —
+        hardware-isolated ones only (whole GPU, MIG) unless ``fractional``."""
+        tenant = self.catalog.tenants[session.team]
+        offerings = [
+            self.catalog.offerings[s]
+            for s in tenant.offerings
+            if self.catalog.offerings[s].is_gpu
+            and self.catalog.offerings[s].flavor in self.org.flavor_labels
+        ]
+
+        def memory(o: brain.Offering) -> float:
+            return _gib(o.gpu_memory)
+
+        allowed = [o for o in offerings if self.fractional or o.kind in ("gpu", "mig")]
+        pool = allowed or offerings
+        fitting = [o for o in pool if memory(o) >= session.gpu_memory_gib]
+        if not fitting and not self.fractional:
+            fitting = [o for o in offerings if memory(o) >= session.gpu_memory_gib]
+        if fitting:
+            return min(fitting, key=lambda o: (memory(o), o.gpu_equivalents, o.slug))
+        return max(offerings, key=lambda o: (memory(o), o.gpu_equivalents, o.slug))
+
+    def _new_workload(self, state: SessionState) -> Workload:
+        session, offering = state.session, state.offering
+        tenant = self.catalog.tenants[session.team]
+        (resource, amount), *_ = offering.resources.items()
+        state.server_epoch += 1
+        name = f"pod-{session.user}-{session.name}-{state.server_epoch}"
+        return Workload(
+            key=f"{NOTEBOOK_NAMESPACE}/{name}",
+            namespace=NOTEBOOK_NAMESPACE,
+            local_queue=tenant.local_queue,
+            cluster_queue=self.org.local_queues[(NOTEBOOK_NAMESPACE, tenant.local_queue)],
+            priority=self.org.priorities.get("interactive", 0),
+            priority_class="interactive",
+            created=self.now,
+            submitted=self.now,
+            resource=resource,
+            amount=amount,
+            kind="notebook",
+            owner=state.key,
+            node_selector=dict(offering.node_selector),
+            uid=self.uid(),
+        )
+
+    def _spawn(self, state: SessionState) -> None:
+        wl = self._new_workload(state)
+        state.workload = wl
+        state.phase = "waiting"
+        state.requested_at = self.now
+        state.annotations = {}
+        state.warned_reclaim_at = None
+        self.by_workload[wl.key] = state
+        self.kueue.submit(wl)
+        self.emit(
+            "spawn",
+            workload=wl.key,
+            session=state.session.name,
+            user=state.session.user,
+            offering=state.offering.slug,
+            after_reclaim=state.returned_at is not None,
+        )
+        self._request_scheduling()
+
+    def _session_start(self, state: SessionState) -> None:
+        if self.policy.oracle:
+            state.phase = "running"
+            self._plan_next(state)
+            self.at(state.end_s(), lambda: self._session_end(state, state.epoch))
+            return
+        self._spawn(state)
+
+    def _server_ready(self, state: SessionState, epoch: int) -> None:
+        if epoch != state.epoch or state.phase != "starting":
+            return
+        state.phase = "running"
+        state.ready_at = self.now
+        after_reclaim = state.returned_at is not None
+        self.spawn_waits.append((state.requested_at, self.now - state.requested_at, after_reclaim))
+        self.emit("ready", workload=state.workload.key if state.workload else None)
+        late = self.now - state.session.start_s - state.offset
+        if state.returned_at is not None:
+            assert state.returned_at is not None
+            restore = min(
+                RESTORE_LOG_MEDIAN_S * 2.718281828 ** self.rng.gauss(0, RESTORE_SIGMA), 3600.0
+            )
+            # Re-running cells: the kernel is busy (counted as activity), at utilisation 0.
+            state.realised.append((self.now, self.now + restore, "restore", 0.0))
+            late = (self.now - state.returned_at) + restore
+            self.lost_user_s += late
+            state.returned_at = None
+        state.offset += max(0.0, late)
+        state.epoch += 1
+        self._plan_next(state)
+        epoch = state.epoch
+        self.at(state.end_s(), lambda: self._session_end(state, epoch))
+
+    def _plan_next(self, state: SessionState) -> None:
+        intervals = state.session.intervals
+        if state.next_interval >= len(intervals):
+            return
+        iv = intervals[state.next_interval]
+        epoch = state.epoch
+        t = state.session.start_s + state.offset + iv.start_s
+        self.at(t, lambda: self._interval(state, iv, epoch))
+
+    def _interval(self, state: SessionState, iv: Interval, epoch: int) -> None:
+        if epoch != state.epoch or state.phase in ("done", "waiting", "starting"):
+            return
+        if state.phase == "gone":
+            self._user_returns(state)
+            return
+        if self.policy.oracle and iv.kind == "gpu" and iv.utilization > 0:
+            state.gpu_burst = True
+            self._spawn(state)
+            return
+        self._realise(state, iv)
+
+    def _realise(self, state: SessionState, iv: Interval) -> None:
+        start = self.now
+        end = start + (iv.end_s - iv.start_s)
+        end = min(end, state.end_s())
+        state.realised.append((start, end, iv.kind, iv.utilization))
+        if len(state.realised) > 64:
+            del state.realised[:32]
+        if iv.kind == "gpu" and state.workload is not None and not self.policy.oracle:
+            self.compute(
+                start,
+                end,
+                iv.utilization,
+                self.gpu_equivalents(state.workload.resource, state.workload.amount),
+                "notebook",
+            )
+        if state.warned_reclaim_at is not None and start < state.warned_reclaim_at:
+            self.policy.warned(state)
+        state.next_interval += 1
+        self._plan_next(state)
+
+    def _burst_admitted(self, state: SessionState) -> None:
+        """Oracle: the GPU arrives when the burst needs it (the burst waits for it)."""
+        assert state.workload is not None
+        intervals = state.session.intervals
+        iv = intervals[state.next_interval]
+        planned = state.session.start_s + state.offset + iv.start_s
+        state.offset += max(0.0, self.now - planned)
+        self.spawn_waits.append((state.requested_at, self.now - state.requested_at, False))
+        state.phase = "running"
+        end = min(self.now + (iv.end_s - iv.start_s), state.end_s())
+        state.realised.append((self.now, end, iv.kind, iv.utilization))
+        self.compute(
+            self.now,
+            end,
+            iv.utilization,
+            self.gpu_equivalents(state.workload.resource, state.workload.amount),
+            "notebook",
+        )
+        key = state.workload.key
+        state.next_interval += 1
+        state.epoch += 1
+        epoch = state.epoch
+        self.at(end, lambda: self._release(key))
+        self._plan_next(state)
+        self.at(state.end_s(), lambda: self._session_end(state, epoch))
+
+    def _session_end(self, state: SessionState, epoch: int) -> None:
+        if epoch != state.epoch or state.phase == "done":
+            return
+        if state.phase in ("waiting", "starting") and state.workload is not None:
+            if self.kueue.withdraw(state.workload.key) is None:
+                self._release(state.workload.key)
+        elif state.phase == "running" and state.workload is not None and not self.policy.oracle:
+            self._release(state.workload.key)
+        state.phase = "done"
+        self.emit("session_end", session=state.session.name)
+
+    def stop_server(self, state: SessionState, *, code: str, handoff: str | None) -> None:
+        """A culler stops the server (the hub's DELETE): quota back, the user is away."""
+        if state.phase != "running" or state.workload is None:
+            return
+        key = state.workload.key
+        later = state.next_interval < len(state.session.intervals)
+        self.reclaims.append(
+            {
+                "t": self.now,
+                "session": state.session.name,
+                "gpu_equivalents": self.gpu_equivalents(
+                    state.workload.resource, state.workload.amount
+                ),
+                "code": code,
+                "handoff": handoff,
+                "interrupted": later,
+                "offering": state.offering.slug,
+            }
+        )
+        self.emit(
+            "reclaim",
+            workload=key,
+            session=state.session.name,
+            code=code,
+            handoff=handoff,
+            active_later=later,
+        )
+        state.phase = "gone"
+        state.epoch += 1
+        self._release(key)
+        self._plan_next(state)
+
+    def _user_returns(self, state: SessionState) -> None:
+        state.returned_at = self.now
+        self.emit("return", session=state.session.name)
+        self._spawn(state)
+
+    # ------------------------------------------------------------------ running
+
+    def running_sessions(self) -> Iterator[SessionState]:
+        for state in self.sessions.values():
+            if state.phase in ("running", "starting"):
+                yield state
+
+    def run(self) -> Result:
+        for job in self.trace.jobs:
+            self.at(job.submit_s, partial(self._submit_job, job))
+        for session in self.trace.sessions:
+            state = SessionState(session, self.choose_offering(session))
+            self.sessions[session.name] = state
+            self.at(session.start_s, partial(self._session_start, state))
+        self.policy.start()
+        end = self.trace.end_s
+        while self._heap and self._heap[0][0] <= end:
+            t, _seq, action = heapq.heappop(self._heap)
+            self.now = t
+            self.counters["events"] += 1
+            action()
+        self.now = end
+        for key, record in self.jobs.items():
+            if key in self.kueue.admitted and record.finished is None:
+                started = self.allocations[key].start if key in self.allocations else end
+                self.compute(
+                    started, end, record.job.utilization, float(record.job.gpus), "training"
+                )
+        for alloc in self.allocations.values():
+            alloc.end = end
+            self.closed.append(alloc)
+        session_s = sum(
+            max(0.0, min(s.end_s(), end) - s.session.start_s) for s in self.sessions.values()
+        )
+        return Result(
+            policy=self.policy.name,
+            seed=self.trace.seed,
+            org=self.org,
+            trace=self.trace,
+            allocations=self.closed,
+            computes=self.computes,
+            jobs=list(self.jobs.values()),
+            spawn_waits=self.spawn_waits,
+            reclaims=self.reclaims,
+            warnings=self.warnings,
+            snoozes=self.snoozes,
+            handoffs=self.handoffs,
+            session_seconds=session_s,
+            lost_user_s=self.lost_user_s,
+            cycles=self.cycles,
+            counters=self.counters,
+        )
+
+
+def _gib(text: str | None) -> float:
+    if not text:
+        return 0.0
+    units = {"Ki": 2**-20, "Mi": 2**-10, "Gi": 1.0, "Ti": 2**10}
+    for suffix, factor in units.items():
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * factor
+    return float(text) / 2**30

@@ -1,0 +1,424 @@
+"""The simulated world: the sample organisation's pools and quotas, and Kueue admitting into them.
+
+:class:`Organisation` is read from the files the dev cluster applies (devcluster/nodes.yaml for
+the pools, devcluster/manifests/*.yaml for ResourceFlavors, ClusterQueues, the Cohort,
+LocalQueues and WorkloadPriorityClasses), optionally scaled. :class:`Kueue` is a model of what
+Kueue does with them, only as far as the replay needs:
+
+- quota per (flavor, resource), own nominal quota plus what the cohort lends, within each
+  queue's ``borrowingLimit`` (one flat cohort, as the sample has);
+- per ClusterQueue, ``BestEffortFIFO``: pending workloads in (priority, creation) order, the
+  first that fits is admitted, one that does not fit does not block the ones behind it;
+- across ClusterQueues, in one pass: workloads that need no borrowing first, then priority, then
+  creation time (Kueue's scheduler orders the heads of a cycle so);
+- flavors tried in the queue's order for the workload's resource, skipping flavors whose node
+  labels contradict its nodeSelector;
+- ``reclaimWithinCohort: Any``: a workload that fits in its own queue's nominal quota evicts
+  workloads of queues that borrow (lowest priority, most recently admitted first); an evicted
+  workload is requeued by its eviction time and starts over.
+
+Left out (see docs/replay.md): cpu/memory quotas, node-level fit (Kueue without TAS admits on
+quota only), the admission latency of a real control plane.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import brain
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_MANIFESTS = REPO / "devcluster" / "manifests"
+DEFAULT_NODES = REPO / "devcluster" / "nodes.yaml"
+GPU_PREFIX = "nvidia.com/"
+FlavorResource = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Organisation:
+    """Pools, flavors and queues of one (possibly scaled) cluster."""
+
+    capacity: Mapping[FlavorResource, int]
+    """GPU resources per (flavor, resource): the pools' allocatable, scaled."""
+    flavor_labels: Mapping[str, Mapping[str, str]]
+    cluster_queues: Mapping[str, brain.ClusterQueueInfo]
+    cq_objects: Mapping[str, Mapping[str, Any]]
+    """The ClusterQueue manifests (scaled), to give the culler a ``status`` to read."""
+    cohort_objects: Sequence[Mapping[str, Any]]
+    local_queues: Mapping[tuple[str, str], str]
+    """(namespace, LocalQueue) → ClusterQueue."""
+    local_queue_objects: Sequence[Mapping[str, Any]]
+    priorities: Mapping[str, int]
+    scale: float = 1.0
+    physical_gpus: float = 0.0
+    """Physical GPUs in the pools (nodes.yaml ``nvidia.com/gpu.count`` × nodes, scaled)."""
+
+    @property
+    def gpu_equivalents(self) -> Fraction:
+        """Capacity in GPU-equivalents (MIG N/7, a shared replica 1/4: the project's weights)."""
+        return sum(
+            (
+                brain.resource_gpu_equivalents({r: Fraction(n)})
+                for (_f, r), n in self.capacity.items()
+            ),
+            Fraction(0),
+        )
+
+    def nominal(self, cq: str, fr: FlavorResource) -> int:
+        q = self.cluster_queues[cq].quotas.get(fr)
+        return q.nominal if q else 0
+
+    def borrowing_limit(self, cq: str, fr: FlavorResource) -> int | None:
+        q = self.cluster_queues[cq].quotas.get(fr)
+        return q.borrowing_limit if q else 0
+
+    def cohort_members(self, cq: str) -> list[str]:
+        cohort = self.cluster_queues[cq].cohort
+        if not cohort:
+            return [cq]
+        return [n for n, c in self.cluster_queues.items() if c.cohort == cohort]
+
+
+def _documents(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [d for d in yaml.safe_load_all(f) if isinstance(d, dict)]
+
+
+def _scaled(value: object, scale: float) -> int:
+    return math.floor(int(str(value)) * scale + 0.5)
+
+
+def load_organisation(
+    *,
+    manifests: Path = DEFAULT_MANIFESTS,
+    nodes: Path = DEFAULT_NODES,
+    scale: float = 1.0,
+    exclude_flavors: Iterable[str] = ("local",),
+) -> Organisation:
+    """The sample organisation from the dev cluster's files, GPU pools and quotas × ``scale``.
+
+    ``exclude_flavors``: the node agent's real node ("local") is the demo's, not a GPU pool
+    of the organisation; ClusterQueues left with no quota at all (demo-training) go with it.
+    """
+    excluded = set(exclude_flavors)
+    docs = [d for p in sorted(manifests.glob("*.yaml")) for d in _documents(p)]
+    flavor_labels = {
+        str(d["metadata"]["name"]): {
+            str(k): str(v) for k, v in ((d.get("spec") or {}).get("nodeLabels") or {}).items()
+        }
+        for d in docs
+        if d.get("kind") == "ResourceFlavor" and d["metadata"]["name"] not in excluded
+    }
+    pool_flavor = {labels.get("gpuaas.dev/pool"): f for f, labels in flavor_labels.items()}
+    capacity: dict[FlavorResource, int] = {}
+    physical = Fraction(0)
+    for pool in yaml.safe_load(nodes.read_text(encoding="utf-8"))["pools"]:
+        flavor = pool_flavor.get(pool["labels"].get("gpuaas.dev/pool"))
+        if flavor is None:
+            continue
+        count = pool["count"] * scale
+        for resource, value in pool["capacity"].items():
+            if str(resource).startswith(GPU_PREFIX):
+                capacity[(flavor, str(resource))] = capacity.get((flavor, str(resource)), 0) + (
+                    math.floor(int(str(value)) * count + 0.5)
+                )
+        physical += Fraction(int(pool["labels"].get("nvidia.com/gpu.count", "0"))) * Fraction(
+            count
+        ).limit_denominator(1000)
+
+    cq_objects: dict[str, dict[str, Any]] = {}
+    for d in docs:
+        if d.get("kind") != "ClusterQueue":
+            continue
+        spec = d["spec"]
+        groups = []
+        for group in spec.get("resourceGroups") or []:
+            flavors = []
+            for fl in group.get("flavors") or []:
+                if fl["name"] in excluded:
+                    continue
+                resources = []
+                for res in fl.get("resources") or []:
+                    res = dict(res)
+                    if str(res["name"]).startswith(GPU_PREFIX):
+                        res["nominalQuota"] = _scaled(res.get("nominalQuota", 0), scale)
+                        if "borrowingLimit" in res:
+                            res["borrowingLimit"] = _scaled(res["borrowingLimit"], scale)
+                    resources.append(res)
+                flavors.append({**fl, "resources": resources})
+            if flavors:
+                groups.append({**group, "flavors": flavors})
+        obj = {**d, "spec": {**spec, "resourceGroups": groups}}
+        if groups:
+            cq_objects[str(d["metadata"]["name"])] = obj
+    cluster_queues = {n: brain.read_cluster_queue(o) for n, o in cq_objects.items()}
+    lq_objects = [
+        d
+        for d in docs
+        if d.get("kind") == "LocalQueue" and d["spec"]["clusterQueue"] in cluster_queues
+    ]
+    local_queues = {
+        (str(d["metadata"]["namespace"]), str(d["metadata"]["name"])): str(
+            d["spec"]["clusterQueue"]
+        )
+        for d in lq_objects
+    }
+    priorities = {
+        str(d["metadata"]["name"]): int(d["value"])
+        for d in docs
+        if d.get("kind") == "WorkloadPriorityClass"
+    }
+    org = Organisation(
+        capacity=capacity,
+        flavor_labels=flavor_labels,
+        cluster_queues=cluster_queues,
+        cq_objects=cq_objects,
+        cohort_objects=[d for d in docs if d.get("kind") == "Cohort"],
+        local_queues=local_queues,
+        local_queue_objects=lq_objects,
+        priorities=priorities,
+        scale=scale,
+        physical_gpus=float(physical),
+    )
+    return org
+
+
+# --------------------------------------------------------------------------- Kueue
+
+
+@dataclass(eq=False)
+class Workload:
+    key: str
+    """``namespace/name``."""
+    namespace: str
+    local_queue: str
+    cluster_queue: str
+    priority: int
+    priority_class: str
+    created: float
+    """Its place in the queue: creation, or the last eviction (Kueue's default requeuing)."""
+    resource: str
+    amount: int
+    kind: str
+    """``training`` or ``notebook``."""
+    owner: str
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    submitted: float = 0.0
+    flavor: str | None = None
+    admitted_at: float | None = None
+    uid: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.key.split("/", 1)[1]
+
+
+class Kueue:
+    """Quota bookkeeping and admission (see the module docstring for the rules modelled)."""
+
+    def __init__(self, org: Organisation) -> None:
+        self.org = org
+        self.usage: dict[tuple[str, FlavorResource], int] = {}
+        self.pending: dict[str, list[Workload]] = {cq: [] for cq in org.cluster_queues}
+        self.admitted: dict[str, Workload] = {}
+        self.cohort_of = {n: cq.cohort for n, cq in org.cluster_queues.items()}
+        self._members = {n: org.cohort_members(n) for n in org.cluster_queues}
+        self.version = 0
+        """Bumped at every change of usage (readers cache what they derive from it)."""
+
+    # -- arithmetic
+
+    def used(self, cq: str, fr: FlavorResource) -> int:
+        return self.usage.get((cq, fr), 0)
+
+    def available(self, cq: str, fr: FlavorResource) -> int:
+        """What Kueue would still admit to ``cq`` in ``fr``: own quota plus what the cohort
+        lends, within its borrowing limit."""
+        org = self.org
+        own = org.nominal(cq, fr) - self.used(cq, fr)
+        members = self._members[cq]
+        if len(members) == 1:
+            return own
+        cohort_free = sum(org.nominal(m, fr) - self.used(m, fr) for m in members)
+        limit = org.borrowing_limit(cq, fr)
+        if limit is None:
+            return cohort_free
+        return min(cohort_free, own + limit)
+
+    def borrows(self, cq: str, fr: FlavorResource, amount: int) -> bool:
+        return self.used(cq, fr) + amount > self.org.nominal(cq, fr)
+
+    def _flavors(self, wl: Workload) -> list[str]:
+        cq = self.org.cluster_queues[wl.cluster_queue]
+        out = []
+        for flavor in cq.flavors_for(wl.resource):
+            labels = self.org.flavor_labels.get(flavor, {})
+            if all(wl.node_selector[k] == v for k, v in labels.items() if k in wl.node_selector):
+                out.append(flavor)
+        return out
+
+    def fits(self, wl: Workload) -> str | None:
+        """The first flavor (queue order) where it fits now, without preempting."""
+        for flavor in self._flavors(wl):
+            if self.available(wl.cluster_queue, (flavor, wl.resource)) >= wl.amount:
+                return flavor
+        return None
+
+    def _victims(self, wl: Workload) -> tuple[str, list[Workload]] | None:
+        """Borrowers to evict so that ``wl`` fits in its own nominal quota (reclaimWithinCohort)."""
+        cq = self.org.cluster_queues[wl.cluster_queue]
+        if cq.reclaim_within_cohort == "Never":
+            return None
+        for flavor in self._flavors(wl):
+            fr = (flavor, wl.resource)
+            if self.used(wl.cluster_queue, fr) + wl.amount > self.org.nominal(wl.cluster_queue, fr):
+                continue
+            candidates = sorted(
+                (
+                    w
+                    for w in self.admitted.values()
+                    if w.flavor == flavor
+                    and w.resource == wl.resource
+                    and w.cluster_queue != wl.cluster_queue
+                    and w.cluster_queue in self._members[wl.cluster_queue]
+                    and self.used(w.cluster_queue, fr) > self.org.nominal(w.cluster_queue, fr)
+                ),
+                key=lambda w: (w.priority, -(w.admitted_at or 0.0), w.key),
+            )
+            chosen: list[Workload] = []
+            freed: dict[str, int] = {}
+            need = wl.amount - self.available(wl.cluster_queue, fr)
+            for w in candidates:
+                if need <= 0:
+                    break
+                over = (
+                    self.used(w.cluster_queue, fr)
+                    - freed.get(w.cluster_queue, 0)
+                    - self.org.nominal(w.cluster_queue, fr)
+                )
+                if over <= 0:
+                    continue  # no longer borrowing: not a reclaim candidate
+                chosen.append(w)
+                freed[w.cluster_queue] = freed.get(w.cluster_queue, 0) + w.amount
+                need -= w.amount
+            if need <= 0:
+                return flavor, chosen
+        return None
+
+    # -- changes
+
+    def submit(self, wl: Workload) -> None:
+        self.pending[wl.cluster_queue].append(wl)
+
+    def withdraw(self, key: str) -> Workload | None:
+        """A pending workload deleted (its pod or Job gone) before admission."""
+        for queue in self.pending.values():
+            for i, wl in enumerate(queue):
+                if wl.key == key:
+                    return queue.pop(i)
+        return None
+
+    def release(self, key: str) -> Workload | None:
+        wl = self.admitted.pop(key, None)
+        if wl is not None and wl.flavor is not None:
+            k = (wl.cluster_queue, (wl.flavor, wl.resource))
+            self.usage[k] -= wl.amount
+            self.version += 1
+        return wl
+
+    def _admit(self, wl: Workload, flavor: str, now: float) -> None:
+        self.pending[wl.cluster_queue].remove(wl)
+        wl.flavor = flavor
+        wl.admitted_at = now
+        k = (wl.cluster_queue, (flavor, wl.resource))
+        self.usage[k] = self.usage.get(k, 0) + wl.amount
+        self.admitted[wl.key] = wl
+        self.version += 1
+
+    def schedule(self, now: float) -> tuple[list[Workload], list[Workload]]:
+        """One admission pass at ``now``: (admitted, evicted), in the order they happened."""
+        admitted: list[Workload] = []
+        evicted: list[Workload] = []
+        while True:
+            best: tuple[tuple[Any, ...], Workload, str, list[Workload]] | None = None
+            for queue in self.pending.values():
+                for wl in sorted(queue, key=lambda w: (-w.priority, w.created, w.key)):
+                    flavor = self.fits(wl)
+                    victims: list[Workload] = []
+                    if flavor is None:
+                        found = self._victims(wl)
+                        if found is None:
+                            continue  # BestEffortFIFO: the next one may fit
+                        flavor, victims = found
+                    order = (
+                        self.borrows(wl.cluster_queue, (flavor, wl.resource), wl.amount),
+                        -wl.priority,
+                        wl.created,
+                        wl.key,
+                    )
+                    if best is None or order < best[0]:
+                        best = (order, wl, flavor, victims)
+                    break  # the head of this queue for this round
+            if best is None:
+                return admitted, evicted
+            _order, wl, flavor, victims = best
+            for v in victims:
+                self.release(v.key)
+                v.flavor = None
+                v.admitted_at = None
+                v.created = now
+                self.pending[v.cluster_queue].append(v)
+                if v in admitted:
+                    admitted.remove(v)  # admitted and evicted in the same pass: it never ran
+                else:
+                    evicted.append(v)
+            self._admit(wl, flavor, now)
+            admitted.append(wl)
+
+    # -- checks
+
+    def over_capacity(self) -> list[str]:
+        """Broken invariants (empty when sound): quota or pool capacity exceeded."""
+        problems = []
+        per_fr: dict[FlavorResource, int] = {}
+        for (cq, fr), n in self.usage.items():
+            per_fr[fr] = per_fr.get(fr, 0) + n
+            if n < 0:
+                problems.append(f"{cq} {fr}: negative usage {n}")
+            limit = self.org.borrowing_limit(cq, fr)
+            if limit is not None and n > self.org.nominal(cq, fr) + limit:
+                problems.append(f"{cq} {fr}: {n} beyond nominal + borrowing limit")
+        for fr, n in per_fr.items():
+            quota = sum(self.org.nominal(cq, fr) for cq in self.org.cluster_queues)
+            if n > quota:
+                problems.append(f"{fr}: {n} beyond the cohort's quota {quota}")
+            if n > self.org.capacity.get(fr, 0):
+                problems.append(f"{fr}: {n} beyond the pool's capacity")
+        return problems
+
+    def cluster_queue_objects(self) -> list[dict[str, Any]]:
+        """The ClusterQueues with a ``status`` as Kueue would write it (for the culler)."""
+        out = []
+        for name, obj in self.org.cq_objects.items():
+            by_flavor: dict[str, list[dict[str, Any]]] = {}
+            for (cq, (flavor, resource)), n in self.usage.items():
+                if cq == name:
+                    borrowed = max(0, n - self.org.nominal(cq, (flavor, resource)))
+                    by_flavor.setdefault(flavor, []).append(
+                        {"name": resource, "total": str(n), "borrowed": str(borrowed)}
+                    )
+            status = {
+                "flavorsReservation": [
+                    {"name": f, "resources": r} for f, r in sorted(by_flavor.items())
+                ],
+                "pendingWorkloads": len(self.pending[name]),
+            }
+            out.append({**obj, "status": status})
+        return out
