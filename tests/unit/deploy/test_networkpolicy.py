@@ -4,8 +4,8 @@ A model of NetworkPolicy semantics, not a CNI: no packet is sent. z2jh's three p
 proxy, singleuser) are derived by hand from the chart's templates (``templates/{hub,proxy,
 singleuser}/netpol.yaml`` and ``_helpers-netpol.tpl``, identical in chart 4.4.0 and in main
 48ea50e3 of 2026-07-24; no helm here) and fed with the chart's defaults merged with our values
-files as Helm merges them (maps deeply, lists replaced). Our own policy is read from
-culler/deploy/networkpolicy.yaml, the service's pod labels from culler/deploy/culler.yaml.
+files as Helm merges them (maps deeply, lists replaced). The service's own NetworkPolicy and its
+pod's labels and ports are read from culler/deploy/culler.yaml.
 
 The evaluation follows the Kubernetes NetworkPolicy rules: a pod selected by no policy of a
 direction is open in that direction; otherwise some rule of a selecting policy must match the
@@ -29,12 +29,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[3]
 SPAWNER_VALUES = ROOT / "spawner" / "z2jh-values.example.yaml"
 SERVICE_VALUES = ROOT / "culler" / "deploy" / "z2jh-values.yaml"
-SERVICE_POLICY = ROOT / "culler" / "deploy" / "networkpolicy.yaml"
 SERVICE_MANIFESTS = ROOT / "culler" / "deploy" / "culler.yaml"
 
 HUB_NS, USERS_NS = "jupyterhub", "jupyter-users"
 RELEASE = "jupyterhub"
-API_SERVER_IP = "10.0.0.1"  # the placeholder of networkpolicy.yaml
+API_SERVER_IP = "10.0.0.1"  # wherever it is: culler.yaml allows its ports to any address
 CLOUD_METADATA_IP = "169.254.169.254"  # z2jh's singleuser.cloudMetadata.ip
 
 # z2jh's values.yaml defaults for what the three policies read
@@ -378,15 +377,27 @@ def server(values: dict[str, Any], namespace: str = USERS_NS) -> Endpoint:
     return Endpoint("alice's server", namespace, labels, {"notebook-port": 8888})
 
 
+def _manifests(kind: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(SERVICE_MANIFESTS.read_text()) if d and d["kind"] == kind]
+
+
 def service_pod() -> Endpoint:
-    docs = [d for d in yaml.safe_load_all(SERVICE_MANIFESTS.read_text()) if d]
-    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
-    labels = deployment["spec"]["template"]["metadata"]["labels"]
-    return Endpoint("gpuaas service", deployment["metadata"]["namespace"], labels, {})
+    (deployment,) = _manifests("Deployment")
+    template = deployment["spec"]["template"]
+    ports = {
+        p["name"]: p["containerPort"]
+        for c in template["spec"]["containers"]
+        for p in c.get("ports", [])
+        if "name" in p
+    }
+    labels = template["metadata"]["labels"]
+    return Endpoint("gpuaas service", deployment["metadata"]["namespace"], labels, ports)
 
 
 def our_policies() -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(SERVICE_POLICY.read_text()) if d]
+    policies = _manifests("NetworkPolicy")
+    assert policies, "culler.yaml has the service's NetworkPolicy"
+    return policies
 
 
 def both_examples() -> list[dict[str, Any]]:
@@ -421,7 +432,8 @@ def test_nothing_else_reaches_the_service_and_it_enters_no_server() -> None:
     values = values_of(SPAWNER_VALUES, SERVICE_VALUES)
     policies = both_examples()
     alice, gpuaas = server(values), service_pod()
-    assert not allowed(policies, alice, gpuaas, 10101)  # only through the proxy, with a token
+    assert allowed(policies, alice, gpuaas, 10101)  # culler.yaml also lets servers call it directly
+    assert not allowed(policies, server(values, namespace="other"), gpuaas, 10101)
     assert not allowed(policies, STRANGER, gpuaas, 10101)
     assert not allowed(policies, HUB, gpuaas, 10101)
     assert not allowed(policies, gpuaas, alice, 8888)  # nothing on the hub side enters servers
