@@ -39,6 +39,8 @@ HUB55_CONSTRAINTS := spawner/hub-image/z2jh-hub-constraints.txt
 HUB55_TESTS := tests/unit/spawner tests/unit/culler tests/unit/deploy \
 	tests/hub/test_spawn.py tests/hub/test_spawn_queue.py tests/hub/test_culler.py \
 	tests/hub/test_culler_dry_run.py
+# (no $(MAKE) in test's recipe: `make -n test` would run that line)
+HUB55_PYTEST = $(VENV55)/bin/pytest -ra -p no:cacheprovider $(HUB55_TESTS)
 
 $(STAMP55): pyproject.toml $(HUB55_CONSTRAINTS) jupyter_gpuaas/labextension/package.json
 	$(PYTHON) -m venv $(VENV55)
@@ -65,19 +67,19 @@ lint: $(STAMP) ## ruff, mypy, import boundaries, eslint and tsc
 unit: $(STAMP) ## unit tests only (no cluster, no browser)
 	$(VENV)/bin/pytest tests/unit -q
 
-# One dev cluster for both test sessions (the session fixture reuses a running one), stopped
-# at the end whatever the outcome.
+# One dev cluster for both test sessions (the session fixture reuses a running one); stopped at
+# the end, whatever the outcome, if this target started it.
 test: install lint cluster-build $(STAMP55) ## install everything the tests need, then lint and run every test, on JupyterHub 6 and 5.5
 	npm test
-	$(PY) -m devcluster up >/dev/null
-	status=0; \
+	status=0; started=0; \
+	$(PY) -m devcluster status >/dev/null 2>&1 || { $(PY) -m devcluster up >/dev/null && started=1; }; \
 	$(VENV)/bin/pytest -ra || status=$$?; \
-	$(MAKE) --no-print-directory test-hub55 || status=$$?; \
-	$(PY) -m devcluster down || status=$$?; \
+	$(HUB55_PYTEST) || status=$$?; \
+	if [ $$started = 1 ]; then $(PY) -m devcluster down || status=$$?; fi; \
 	exit $$status
 
 test-hub55: $(STAMP55) ## the spawner's, the service's and the hub tests on z2jh's hub versions (JupyterHub 5.5)
-	$(VENV55)/bin/pytest -ra -p no:cacheprovider $(HUB55_TESTS)
+	$(HUB55_PYTEST)
 
 cluster-build: ## build the cluster binaries from Go modules (cached under ~/.cache/jupyter-gpuaas)
 	bash devcluster/build.sh
