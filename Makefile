@@ -10,7 +10,7 @@ STAMP   := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,25 @@ jupyter_gpuaas/labextension/package.json: node_modules/.package-lock.json $(VENV
 
 $(STAMP): pyproject.toml jupyter_gpuaas/labextension/package.json
 	$(PIP) install --quiet -e ".[test,dev]"
+	@touch $@
+
+# The second line of JupyterHub: the versions of z2jh's hub image (JupyterHub 5.5.0, KubeSpawner
+# 7.1.0 and the rest of the image's frozen requirements as constraints). Without the dev extra:
+# it wants jupyterhub-idle-culler 2, the image has 1.4.
+VENV55  ?= .venv-hub55
+STAMP55 := $(VENV55)/.installed
+HUB55_CONSTRAINTS := spawner/hub-image/z2jh-hub-constraints.txt
+# what runs on it: the spawner's and the service's unit tests and the hub tests, not the browser ones
+HUB55_TESTS := tests/unit/spawner tests/unit/culler tests/unit/deploy \
+	tests/hub/test_spawn.py tests/hub/test_spawn_queue.py tests/hub/test_culler.py \
+	tests/hub/test_culler_dry_run.py
+# (no $(MAKE) in test's recipe: `make -n test` would run that line)
+HUB55_PYTEST = $(VENV55)/bin/pytest -ra -p no:cacheprovider $(HUB55_TESTS)
+
+$(STAMP55): pyproject.toml $(HUB55_CONSTRAINTS) jupyter_gpuaas/labextension/package.json
+	$(PYTHON) -m venv $(VENV55)
+	$(VENV55)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV55)/bin/python -m pip install --quiet -c $(HUB55_CONSTRAINTS) -e ".[test]"
 	@touch $@
 
 install: $(STAMP) chromium ## install the package (editable), its test tools and the built labextension
@@ -48,9 +67,19 @@ lint: $(STAMP) ## ruff, mypy, import boundaries, eslint and tsc
 unit: $(STAMP) ## unit tests only (no cluster, no browser)
 	$(VENV)/bin/pytest tests/unit -q
 
-test: install lint ## install everything the tests need, then lint and run every test
+# One dev cluster for both test sessions (the session fixture reuses a running one); stopped at
+# the end, whatever the outcome, if this target started it.
+test: install lint cluster-build $(STAMP55) ## install everything the tests need, then lint and run every test, on JupyterHub 6 and 5.5
 	npm test
-	$(VENV)/bin/pytest -ra
+	status=0; started=0; \
+	$(PY) -m devcluster status >/dev/null 2>&1 || { $(PY) -m devcluster up >/dev/null && started=1; }; \
+	$(VENV)/bin/pytest -ra || status=$$?; \
+	$(HUB55_PYTEST) || status=$$?; \
+	if [ $$started = 1 ]; then $(PY) -m devcluster down || status=$$?; fi; \
+	exit $$status
+
+test-hub55: $(STAMP55) ## the spawner's, the service's and the hub tests on z2jh's hub versions (JupyterHub 5.5)
+	$(HUB55_PYTEST)
 
 cluster-build: ## build the cluster binaries from Go modules (cached under ~/.cache/jupyter-gpuaas)
 	bash devcluster/build.sh
@@ -67,4 +96,4 @@ demo: install ## run the demo and print where to open it
 bench: $(STAMP) ## run the benchmarks and print their figures
 	$(PY) -m benchmarks
 
-.PHONY: help install chromium lint unit test cluster-build cluster-up cluster-down demo bench
+.PHONY: help install chromium lint unit test test-hub55 cluster-build cluster-up cluster-down demo bench

@@ -1,7 +1,7 @@
 """``GPUaaSSpawner``: KubeSpawner with a quota-aware GPU form and Kueue-queued servers.
 
 The decisions live in pure modules (catalog, headroom, validate, pod, progress, form); this class
-wires them into JupyterHub 6 and KubeSpawner 7:
+wires them into JupyterHub 5.5 or 6.x and KubeSpawner 7 (what differs: ``hubcompat``):
 
 * ``options_form`` renders the form from the catalog and the watch caches (no API call);
 * ``options_from_form`` (form posts) and ``_run_apply_user_options`` (every spawn, REST included:
@@ -10,8 +10,8 @@ wires them into JupyterHub 6 and KubeSpawner 7:
 * the pod gets the team's LocalQueue, the interactive priority class, the offering's resources,
   node selector, tolerations and ``/dev/shm``; the hub token goes into a per-server Secret;
 * ``start`` enforces the queue timeout itself (a user-facing ``SpawnException``, status 400,
-  not counted towards ``consecutive_failure_limit``) and the ordinary start timeout only from
-  admission; ``progress`` names the phase ("Queued in team-a: position 3", ...);
+  not counted towards ``consecutive_failure_limit``, on 5.5 too) and the ordinary start timeout
+  only from admission; ``progress`` names the phase ("Queued in team-a: position 3", ...);
 * ``stop`` waits ``stop_timeout``, not the long spawn timeout, and copes with Kueue's finalizer;
 * why a server ended without the user stopping it (queue timeout, preemption, a hub restart while
   it was queued) is kept in the spawner's state and shown above the form on the next visit.
@@ -38,6 +38,7 @@ from traitlets import Dict, Float, List, Unicode, default
 from traitlets.config import Config
 
 from gpuaas_spawner.form import FormModel, build_form_model, render_form
+from gpuaas_spawner.hubcompat import SpawnException, not_counted
 from gpuaas_spawner.pod import (
     PodSettings,
     externalize_secrets,
@@ -69,16 +70,6 @@ from jupyter_gpuaas.core.headroom import Headroom, compute_headroom
 from jupyter_gpuaas.core.labels import TEAM_LABEL
 from jupyter_gpuaas.core.watch import KueueView, WatchedKueueView
 
-try:  # JupyterHub >= 6
-    from jupyterhub.spawner import SpawnException
-except ImportError:  # pragma: no cover - JupyterHub 5
-
-    class SpawnException(web.HTTPError):  # type: ignore[no-redef]
-        def __init__(self, message: str, *, reason: str, status_code: int = 400, **_: Any) -> None:
-            super().__init__(status_code, message, reason=reason)
-            self.message = message
-
-
 __all__ = ["GPUaaSSpawner", "check_catalog"]
 
 _TOKEN_KEY = "token"
@@ -90,7 +81,8 @@ _WEEK = 7 * 24 * 3600
 
 
 def _user_error(message: str, *, reason: str, status_code: int = 400) -> web.HTTPError:
-    """A clean user-facing failure: shown as is, not a hub error (JupyterHub 6 SpawnException)."""
+    """A clean user-facing failure: shown as is, not a hub error (a SpawnException on 5.5 and 6.x;
+    :func:`~gpuaas_spawner.hubcompat.not_counted` keeps it out of 5.5's failure count)."""
     exc: web.HTTPError = SpawnException(message, reason=reason, status_code=status_code)
     exc.jupyterhub_message = message  # type: ignore[attr-defined]
     return exc
@@ -485,7 +477,9 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         try:
             choice = self._validate(user_options)
         except OptionsError as e:
-            raise _user_error(e.jupyterhub_message, reason="invalid_options") from e
+            refusal = _user_error(e.jupyterhub_message, reason="invalid_options")
+            not_counted(self, refusal)
+            raise refusal from e
         except CatalogError as e:
             raise _user_error(
                 "GPU servers are misconfigured; an admin has been told.",
@@ -663,6 +657,13 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         self.start_timeout = self._gpuaas_base_start_timeout
 
     async def _gpuaas_start(self) -> Any:
+        try:
+            return await self._gpuaas_queued_start()
+        except web.HTTPError as e:
+            not_counted(self, e)  # queue timeout, preemption, refused options: not hub errors
+            raise
+
+    async def _gpuaas_queued_start(self) -> Any:
         settings = self._prepare()
         self._save_state()
         await self._start_watching_pods()

@@ -186,7 +186,9 @@ async def test_restart_mid_warning_does_not_warn_twice_and_a_snooze_is_honoured(
         except OSError:
             return False
 
-    await wait_for(restarted, 30, "the hub to restart the gpuaas service")
+    # JupyterHub notices a managed service's exit at its next poll (Spawner.poll_interval, 30 s
+    # with 10% jitter) and then starts it again: 30 s was a race.
+    await wait_for(restarted, 60, "the hub to restart the gpuaas service")
     await asyncio.sleep(3)  # a few cycles of the new culler
     for p in (bob, dave):
         now = await pod_of(k8s, p["metadata"]["annotations"]["hub.jupyter.org/username"])

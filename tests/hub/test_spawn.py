@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.request
 
@@ -164,6 +165,13 @@ async def test_forged_rest_spawns_are_refused_and_create_nothing(
         assert message in r.body["message"], (body, r.body)
         s = hub.server("alice", f"forged{i}")
         assert s is None or not s.get("ready"), s
+    # More refusals in a row than consecutive_failure_limit (5): JupyterHub 5.5 counts every
+    # failed spawn and exits two seconds after the limit; refusals must not bring it down there.
+    assert len(FORGED) > 5
+    await asyncio.sleep(2.5)
+    assert hub.proc.proc is not None
+    assert hub.proc.proc.poll() is None, hub.proc.log_tail()
+    assert hub.api("GET", "/users/alice").status == 200
     # nothing reached the cluster
     assert await pods_of(k8s, "alice") == []
     for i in range(len(FORGED)):

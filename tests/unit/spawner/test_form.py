@@ -274,7 +274,7 @@ async def test_a_broken_catalog_shows_a_problem_and_refuses_spawns(kubeconfig: N
     ]
     html = await spawner.get_options_form()
     assert "GPU servers are misconfigured; an admin has been told (see the hub log)." in html
-    from jupyterhub.spawner import SpawnException
+    from gpuaas_spawner.hubcompat import SpawnException
 
     with pytest.raises(SpawnException) as info:
         await spawner._run_apply_user_options({})

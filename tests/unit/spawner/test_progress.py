@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from jupyterhub.spawner import SpawnException
 
+from gpuaas_spawner.hubcompat import SpawnException
 from gpuaas_spawner.progress import (
     Phase,
     SpawnStatus,
@@ -621,9 +622,16 @@ async def test_start_timeout_runs_from_admission(spawner: Any) -> None:
         await asyncio.wait_for(future, 5)
 
 
-async def test_preempted_while_starting_is_reported_as_such(spawner: Any) -> None:
+async def test_preempted_while_starting_is_reported_as_such(
+    spawner: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import asyncio
 
+    from gpuaas_spawner import hubcompat
+
+    monkeypatch.setattr(hubcompat, "COUNTS_EVERY_FAILURE", True)  # as on JupyterHub 5.5
+    spawner.handler = SimpleNamespace(settings={})
+    spawner._spawn_future = asyncio.get_running_loop().create_future()  # spawn_single_user's
     await spawner._run_apply_user_options({"offering": "h100"})
     future = spawner.start()
     await asyncio.sleep(0.02)
@@ -635,6 +643,7 @@ async def test_preempted_while_starting_is_reported_as_such(spawner: Any) -> Non
         await asyncio.wait_for(future, 5)
     assert (info.value.status_code, info.value.reason) == (400, "preempted")
     assert "preempted by Kueue in team-a" in info.value.message
+    assert spawner.handler.settings["failure_count"] == -1  # 5.5's +1 leaves the count at 0
 
 
 async def test_a_previous_pod_of_the_same_name_is_not_mistaken_for_this_one(spawner: Any) -> None:

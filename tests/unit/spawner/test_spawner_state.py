@@ -15,8 +15,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from jupyterhub.spawner import SpawnException
 
+from gpuaas_spawner.hubcompat import SpawnException
 from jupyter_gpuaas.core.watch import StaticKueueView
 from tests.support.samples import (
     GPU,

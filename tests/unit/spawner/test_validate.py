@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from fractions import Fraction
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jupyterhub.spawner import SpawnException
 
+from gpuaas_spawner import hubcompat
+from gpuaas_spawner.hubcompat import SpawnException
 from gpuaas_spawner.pod import pod_settings
 from gpuaas_spawner.validate import (
     OPTION_KEYS,
@@ -438,6 +441,21 @@ async def test_rest_user_options_are_validated_where_jupyterhub_applies_them() -
         assert spawner._gpuaas_choice is None  # nothing to build a pod from
     await spawner._run_apply_user_options({"offering": "shared"})
     assert spawner._gpuaas_choice.as_user_options()["team"] == "team-b"
+
+
+@pytest.mark.usefixtures("kubeconfig")
+async def test_a_refused_rest_spawn_is_not_a_hub_error_on_jupyterhub_55(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """5.5 adds one to its consecutive-failure count for every failed spawn (the hub exits at
+    the limit): the refusal takes one off first, so the count stays where it was."""
+    monkeypatch.setattr(hubcompat, "COUNTS_EVERY_FAILURE", True)
+    spawner = _spawner(FakeUser("bob", ["team-b"]))
+    spawner.handler = SimpleNamespace(settings={"failure_count": 2})
+    spawner._spawn_future = asyncio.get_running_loop().create_future()  # spawn_single_user's
+    with pytest.raises(SpawnException):
+        await spawner._run_apply_user_options({"offering": "h100"})
+    assert spawner.handler.settings["failure_count"] == 1  # the hub's +1 makes it 2 again
 
 
 @pytest.mark.usefixtures("kubeconfig")
