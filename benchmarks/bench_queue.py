@@ -51,7 +51,7 @@ async def _run(args: argparse.Namespace) -> None:
     import devcluster
     from benchmarks.kube_counter import CountingProxy
     from devcluster.config import load_settings
-    from devcluster.queue_hub import queue_hub
+    from devcluster.queue_hub import OPERATOR_TOKEN, queue_hub
     from devcluster.testing import Cluster, create_job, job_manifest
 
     AsyncHTTPClient.configure(None, max_clients=args.users)
@@ -80,7 +80,7 @@ async def _run(args: argparse.Namespace) -> None:
             await asyncio.gather(
                 *(_poll(url, t, time.monotonic() + 0.1, 1, warm, []) for t in [*tokens, alice])
             )
-            before = hub.request("/services/gpuaas/api/health", hub.admin_token)
+            before = hub.request("/services/gpuaas/api/health", OPERATOR_TOKEN)
             kube_before = proxy.count
             latencies: list[float] = []
             errors: list[str] = []
@@ -90,7 +90,7 @@ async def _run(args: argparse.Namespace) -> None:
                 *(_poll(url, t, until, args.interval, latencies, errors) for t in tokens)
             )
             elapsed = time.monotonic() - started
-            after = hub.request("/services/gpuaas/api/health", hub.admin_token)
+            after = hub.request("/services/gpuaas/api/health", OPERATOR_TOKEN)
             kube = proxy.count - kube_before
             by_request = dict(proxy.by_request)
             sample: dict[str, Any] = hub.queue(alice)

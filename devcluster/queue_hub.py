@@ -42,6 +42,9 @@ groups before acting on it, the groups when a policy names them, stopping server
 report to it)."""
 
 
+OPERATOR_TOKEN = "dev-operator-" + secrets.token_hex(16)
+"""The service's operator token in the dev cluster's hubs (``api/health``, ``metrics``)."""
+
 JOB_NAMESPACES = tuple(DEFAULT_TEAMS)
 """The dev cluster's teams' namespaces, where their training Jobs run."""
 
@@ -71,7 +74,7 @@ def service_config(
             *(f"--GPUaaSService.job_namespaces={ns}" for ns in JOB_NAMESPACES),
             *culler_args,
         ],
-        "environment": {"KUBECONFIG": str(kubeconfig)},
+        "environment": {"KUBECONFIG": str(kubeconfig), "GPUAAS_OPERATOR_TOKEN": OPERATOR_TOKEN},
     }
     roles: list[dict[str, Any]] = [
         {"name": "user", "scopes": ["self", "access:services!service=gpuaas"]}
@@ -133,7 +136,7 @@ class QueueHub:
         last: Any = None
         while time.monotonic() < deadline:
             try:
-                health = self.request("/services/gpuaas/api/health", self.admin_token)
+                health = self.request("/services/gpuaas/api/health", OPERATOR_TOKEN)
                 if health.get("synced"):
                     return dict(health)
                 last = health

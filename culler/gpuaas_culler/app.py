@@ -234,7 +234,91 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         """,
     )
 
+    # ---------------------------------------------------------------- limits and access
+
+    operator_token = Unicode(
+        config=True,
+        help="""The token Prometheus and operators send (``Authorization: Bearer TOKEN``) to read
+        ``{prefix}metrics`` and ``{prefix}api/health``. Those endpoints sit behind the hub's
+        proxy, where every hub user can reach the service: without this token they answer 403 to
+        everyone. Default: $GPUAAS_OPERATOR_TOKEN, else none (both closed).
+        Example: c.GPUaaSService.operator_token = open("/etc/gpuaas/operator-token").read().strip()
+        """,
+    )
+
+    @default("operator_token")
+    def _operator_token_default(self) -> str:
+        return os.environ.get("GPUAAS_OPERATOR_TOKEN", "").strip()
+
+    max_request_bytes = Integer(
+        64 * 1024,
+        min=1024,
+        config=True,
+        help="""The largest request body in bytes, refused before it is read (an activity report
+        is a few KiB; nothing the service takes is bigger). Default 65536 (64 KiB).
+        Example: c.GPUaaSService.max_request_bytes = 131072""",
+    )
+
+    activity_reports_per_minute = Float(
+        6.0,
+        min=0.0,
+        config=True,
+        help="""Activity reports each server may send per minute (a token bucket with a burst
+        of activity_report_burst); more are answered 429 with Retry-After, before they are
+        parsed. Servers report every GPUaaS.activity_report_interval (default 60 s). 0: no
+        limit. Default 6.
+        Example: c.GPUaaSService.activity_reports_per_minute = 12""",
+    )
+
+    activity_report_burst = Integer(
+        10,
+        min=1,
+        config=True,
+        help="""Reports a server may send at once before activity_reports_per_minute applies.
+        Default 10.
+        Example: c.GPUaaSService.activity_report_burst = 20""",
+    )
+
+    queue_requests_per_second = Float(
+        5.0,
+        min=0.0,
+        config=True,
+        help="""Queue questions (``api/queue``) each user may ask per second, over all their
+        servers and tabs (a sidebar asks every few seconds); a burst of queue_request_burst;
+        more are answered 429. 0: no limit. Default 5.
+        Example: c.GPUaaSService.queue_requests_per_second = 10""",
+    )
+
+    queue_request_burst = Integer(
+        20,
+        min=1,
+        config=True,
+        help="""Queue questions a user may ask at once before queue_requests_per_second
+        applies. Default 20.
+        Example: c.GPUaaSService.queue_request_burst = 40""",
+    )
+
+    activity_max_servers = Integer(
+        10_000,
+        min=1,
+        config=True,
+        help="""Servers whose latest activity report is kept (the longest silent is forgotten
+        first; reports older than a day are always dropped), whether or not a policy is loaded.
+        Default 10000.
+        Example: c.GPUaaSService.activity_max_servers = 50000""",
+    )
+
     # ---------------------------------------------------------------- the culler
+
+    policy_check_interval = Float(
+        10.0,
+        min=0.1,
+        config=True,
+        help="""Seconds between checks of the policy file for changes. A changed file is loaded;
+        an invalid one is logged, shown in api/health and the metric gpuaas_culler_policy_valid,
+        and the last good policy stays in force (none at start: reclaim off). Default 10.
+        Example: c.GPUaaSService.policy_check_interval = 30""",
+    )
 
     policy = Unicode(
         config=True,
@@ -441,11 +525,28 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             namespaces=self.job_namespaces,
             pods=lambda: pods.resources,
         )
+        from gpuaas_culler.web.limits import RateLimit
+
         hub_auth = HubAuth(parent=self)
-        app = make_app(index, prefix=self.prefix, hub_auth=hub_auth)
+        limits = {
+            "activity": RateLimit(
+                self.activity_reports_per_minute / 60, self.activity_report_burst
+            ),
+            "queue": RateLimit(self.queue_requests_per_second, self.queue_request_burst),
+        }
+        app = make_app(
+            index,
+            prefix=self.prefix,
+            hub_auth=hub_auth,
+            operator_token=self.operator_token,
+            limits=limits,
+        )
         self._start_culler(app, view, hub_auth, pods)
         url = urlparse(self.url)
-        app.listen(url.port or 80, url.hostname or "127.0.0.1")
+        # Bodies over the limit are refused from their Content-Length, before they are read.
+        app.listen(
+            url.port or 80, url.hostname or "127.0.0.1", max_body_size=self.max_request_bytes
+        )
         log.info(
             "gpuaas service listening on %s%s notebook_namespace=%s job_namespaces=%s",
             self.url.rstrip("/"),
@@ -462,11 +563,17 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         from gpuaas_culler.clients.hub import HubClient
         from gpuaas_culler.clients.kubernetes import KubeClient
         from gpuaas_culler.clients.prometheus import PrometheusClient
+        from gpuaas_culler.reclaim.activity_store import ActivityStore
         from gpuaas_culler.reclaim.loop import ReclaimLoop
-        from gpuaas_culler.reclaim.policy import PolicySet, load_policy_file
+        from gpuaas_culler.reclaim.policy import PolicyFile, PolicySet
         from gpuaas_culler.web.reclaim import reclaim_handlers
 
-        policies = load_policy_file(self.policy) if self.policy else PolicySet(policies=())
+        source = PolicyFile(self.policy) if self.policy else None
+        if source is not None:
+            source.check()
+            if source.error:
+                log.error("policy not loaded, reclaim is off until it is fixed: %s", source.error)
+        policies = source.policies if source is not None else PolicySet(policies=())
         utilization = (
             PrometheusClient(
                 self.prometheus_url, self.prometheus_query, timeout=self.prometheus_timeout
@@ -480,6 +587,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
                 os.environ.get("JUPYTERHUB_API_TOKEN", ""),
                 timeout=self.hub_request_timeout,
                 page_size=self.hub_page_size,
+                max_clients=self.hub_concurrency + 2,
             ),
             kube=KubeClient(
                 timeout=self.kubernetes_request_timeout, kueue_version=self.kueue_api_version
@@ -489,10 +597,52 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             pods=_listed(pods),
             utilization=utilization,
             settings=self.loop_settings(),
+            store=ActivityStore(max_servers=self.activity_max_servers),
         )
         app.add_handlers(".*", reclaim_handlers(self.prefix, loop, hub_auth))
-        if policies.policies:
+        loop.metrics.policy_valid.set(1 if source is None or not source.error else 0)
+        app.settings["health_extra"]["policy"] = lambda: _policy_health(source, loop)
+        if source is not None:
             loop.task = asyncio.ensure_future(loop.run())
+            self._policy_task = asyncio.ensure_future(self._watch_policy(source, loop))
+
+    async def _watch_policy(self, source: Any, loop: Any) -> None:
+        """Reload the policy file when it changes; keep the last good one when it is bad."""
+        while True:
+            await asyncio.sleep(self.policy_check_interval)
+            before = (source.loaded, source.invalid)
+            changed = source.check()
+            if (source.loaded, source.invalid) == before:
+                continue
+            if source.error:
+                loop.metrics.policy_reloads.labels("invalid").inc()
+                log.error(
+                    "policy file %s is invalid; %s: %s",
+                    self.policy,
+                    "keeping the last good policy" if loop.policies.policies else "reclaim is off",
+                    source.error,
+                )
+            else:
+                loop.metrics.policy_reloads.labels("loaded").inc()
+                if changed:
+                    loop.set_policies(source.policies)
+                log.info(
+                    "policy file %s loaded (%d policies)",
+                    self.policy,
+                    len(source.policies.policies),
+                )
+            loop.metrics.policy_valid.set(0 if source.error else 1)
+
+
+def _policy_health(source: Any, loop: Any) -> dict[str, Any]:
+    """``api/health``'s ``policy``: the file, whether it is in force, why not."""
+    return {
+        "file": source.path if source is not None else None,
+        "valid": source is None or not source.error,
+        "error": source.error if source is not None else "",
+        "policies_in_force": len(loop.policies.policies),
+        "reclaim": "on" if loop.policies.policies else "off",
+    }
 
 
 def _listed(reflector: Any) -> Callable[[], Any]:

@@ -57,6 +57,24 @@ class Metrics:
             ["source"],
             registry=r,
         )
+        self.policy_valid = Gauge(
+            "gpuaas_culler_policy_valid",
+            "1: the policy file as it is now is in force; 0: it is invalid (the last good"
+            " policy, or none, is in force; the log and api/health say why)",
+            registry=r,
+        )
+        self.policy_reloads = Counter(
+            "gpuaas_culler_policy_reloads",
+            "Policy file (re)loads, by result (loaded, invalid)",
+            ["result"],
+            registry=r,
+        )
+        self.requests_refused = Counter(
+            "gpuaas_service_requests_refused",
+            "Requests answered 429 (a caller over its rate limit), by endpoint",
+            ["endpoint"],
+            registry=r,
+        )
         self.cycle_seconds = Gauge(
             "gpuaas_culler_cycle_seconds", "Duration of the last complete cycle", registry=r
         )

@@ -9,9 +9,10 @@ both sides.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from jupyter_gpuaas.core.durations import isoformat_z
@@ -20,6 +21,10 @@ from jupyter_gpuaas.core.kueue import parse_time
 
 __all__ = [
     "BUSY_EXECUTION_STATES",
+    "MAX_CLOCK_SKEW",
+    "MAX_KERNELS",
+    "MAX_TERMINALS",
+    "MAX_UTILIZATIONS",
     "Activity",
     "KernelActivity",
     "ReportError",
@@ -27,7 +32,26 @@ __all__ = [
     "activity_json",
     "build_activity",
     "parse_activity",
+    "shown",
 ]
+
+# What one server can truthfully report (the parser refuses more, so that a hostile body costs
+# the shared service little and its store stays small).
+MAX_KERNELS = 256
+MAX_TERMINALS = 256
+MAX_UTILIZATIONS = 64
+"""GPUs whose utilisation one server reports (a node has at most a few dozen)."""
+MAX_GPU_MEMORY = 1 << 50
+"""Bytes (1 PiB): more than any node's GPUs hold together."""
+MAX_CONNECTIONS = 100_000
+MAX_TEXT = 2000
+"""Characters of ``error``; ids, names and ``source`` get :data:`MAX_NAME`."""
+MAX_NAME = 256
+MAX_CLOCK_SKEW = timedelta(minutes=2)
+"""How far a report's times may lie ahead of the service's clock (servers' clocks drift)."""
+MAX_ERRORS = 20
+"""Problems listed per refused report (the rest are counted): an answer never grows with the
+input."""
 
 BUSY_EXECUTION_STATES: tuple[str, ...] = ("busy",)
 """Kernel execution states that are activity. Only ``busy``: jupyter-server reports
@@ -135,74 +159,125 @@ def _iso(dt: datetime | None) -> str | None:
 
 
 class ReportError(ValueError):
-    """An activity payload that does not have the documented shape."""
+    """An activity payload that does not have the documented shape (at most
+    :data:`MAX_ERRORS` problems are kept; ``more`` counts the rest)."""
 
-    def __init__(self, errors: Sequence[FieldError]) -> None:
+    def __init__(self, errors: Sequence[FieldError], more: int = 0) -> None:
         self.errors = tuple(errors)
-        super().__init__("; ".join(str(e) for e in self.errors))
+        self.more = more
+        tail = f"; and {more} more problem(s)" if more else ""
+        super().__init__("; ".join(str(e) for e in self.errors) + tail)
 
 
-def parse_activity(payload: object) -> Activity:
+def shown(value: object, limit: int = 40) -> str:
+    """``repr(value)``, cut to ``limit`` characters: error answers and log lines never echo
+    unbounded input."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def parse_activity(
+    payload: object, *, now: datetime | None = None, max_skew: timedelta = MAX_CLOCK_SKEW
+) -> Activity:
     """Check an ``activity`` payload and read it; :class:`ReportError` lists every problem with
-    its path. Unknown extra fields are ignored (newer extensions)."""
+    its path. Unknown extra fields are ignored (newer extensions).
+
+    Nothing is clamped: numbers must be finite and in range, lists at most ``MAX_*`` long, and
+    with ``now`` (the receiving service's clock) no time may lie more than ``max_skew`` after it
+    (a report from the future would otherwise count as activity later than it is).
+    """
     errs = FieldErrors()
     if not isinstance(payload, Mapping):
         raise ReportError([FieldError("(report)", "must be a JSON object")])
+    latest = now + max_skew if now is not None else None
 
     def time(path: str, value: object) -> datetime | None:
         if value is None:
             return None
         parsed = parse_time(value)
         if parsed is None:
-            errs.add(path, f"{value!r} is not an ISO 8601 time")
+            errs.add(path, f"{shown(value)} is not an ISO 8601 time")
+        elif latest is not None and parsed > latest:
+            errs.add(
+                path,
+                f"{shown(value)} lies in the future (more than {int(max_skew.total_seconds())}s"
+                " after the service's clock)",
+            )
+            return None
         return parsed
 
     def size(path: str, value: object) -> int | None:
         if value is None:
             return None  # some GPU memory, of unknown size
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            errs.add(path, f"must be a whole number of bytes, not {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not 0 <= value <= MAX_GPU_MEMORY
+        ):
+            errs.add(path, f"must be a whole number of bytes up to 2^50, not {shown(value)}")
             return 0
         return value
 
-    def items(key: str) -> list[tuple[str, Mapping[str, Any]]]:
-        return object_items(payload.get(key), key, errs.add)
+    def text(path: str, value: object, limit: int) -> str:
+        if not isinstance(value, str):
+            errs.add(path, f"must be a string, not {shown(value)}")
+            return ""
+        if len(value) > limit:
+            errs.add(path, f"must be at most {limit} characters, not {len(value)}")
+        return value[:limit]
 
-    source = payload.get("source", "nvml")
-    if not isinstance(source, str):
-        errs.add("source", f"must be a string, not {source!r}")
-        source = "unavailable"
+    def items(key: str, most: int) -> list[tuple[str, Mapping[str, Any]]]:
+        value = payload.get(key)
+        if isinstance(value, list) and len(value) > most:
+            errs.add(key, f"must list at most {most} items, not {len(value)}")
+            return []
+        return object_items(value, key, errs.add)
+
+    source = text("source", payload.get("source", "nvml"), MAX_NAME) or "unavailable"
     error = payload.get("error")
-    if error is not None and not isinstance(error, str):
-        errs.add("error", f"must be a string or null, not {error!r}")
-        error = str(error)
+    if error is not None:
+        error = text("error", error, MAX_TEXT)
 
     kernels = []
-    for p, k in items("kernels"):
-        state, connections = k.get("execution_state"), k.get("connections")
+    for p, k in items("kernels", MAX_KERNELS):
+        state, connections = k.get("execution_state"), k.get("connections", 0)
+        if state is not None:
+            state = text(f"{p}.execution_state", state, MAX_NAME)
+        if (
+            isinstance(connections, bool)
+            or not isinstance(connections, int)
+            or not 0 <= connections <= MAX_CONNECTIONS
+        ):
+            errs.add(f"{p}.connections", f"must be a whole number from 0, not {shown(connections)}")
+            connections = 0
         kernels.append(
             KernelActivity(
-                kernel_id=str(k.get("kernel_id", "")),
-                execution_state=state if isinstance(state, str) else None,
+                kernel_id=text(f"{p}.kernel_id", k.get("kernel_id", ""), MAX_NAME),
+                execution_state=state,
                 last_activity=time(f"{p}.last_activity", k.get("last_activity")),
-                connections=connections if isinstance(connections, int) else 0,
+                connections=connections,
                 gpu_memory=size(f"{p}.gpu_memory", k.get("gpu_memory", 0)),
             )
         )
     terminals = [
         TerminalActivity(
-            name=str(t.get("name", "")),
+            name=text(f"{p}.name", t.get("name", ""), MAX_NAME),
             last_activity=time(f"{p}.last_activity", t.get("last_activity")),
         )
-        for p, t in items("terminals")
+        for p, t in items("terminals", MAX_TERMINALS)
     ]
     utilization = []
-    for p, u in items("gpu_utilization"):
+    for p, u in items("gpu_utilization", MAX_UTILIZATIONS):
         value = u.get("utilization")
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            errs.add(f"{p}.utilization", f"must be a percentage, not {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not 0 <= value <= 100
+        ):
+            errs.add(f"{p}.utilization", f"must be a percentage from 0 to 100, not {shown(value)}")
             continue
-        utilization.append((str(u.get("uuid", "")), float(value)))
+        utilization.append((text(f"{p}.uuid", u.get("uuid", ""), MAX_NAME), float(value)))
 
     activity = Activity(
         sampled_at=time("sampled_at", payload.get("sampled_at")),
@@ -215,5 +290,5 @@ def parse_activity(payload: object) -> Activity:
         idle_since=time("idle_since", payload.get("idle_since")),
     )
     if errs.items:
-        raise ReportError(errs.items)
+        raise ReportError(errs.items[:MAX_ERRORS], max(len(errs.items) - MAX_ERRORS, 0))
     return activity

@@ -16,6 +16,8 @@ __all__ = ["DURATION_HINT", "format_duration", "isoformat_z", "parse_duration"]
 DURATION_HINT = "use e.g. 30m, 2h"
 _DURATION_RE = re.compile(r"^\s*(?:\d+\s*[wdhms]\s*)+$")
 _DURATION_PART_RE = re.compile(r"(\d+)\s*([wdhms])")
+MAX_DURATION_SECONDS = 10000 * 86400
+"""Longer is a typo, and past ~2.7 million years an overflow: refused, never a traceback."""
 _UNIT_SECONDS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
@@ -40,7 +42,10 @@ def parse_duration(value: object) -> timedelta:
             return timedelta(0)
         if _DURATION_RE.match(text):
             seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART_RE.findall(text))
-            return timedelta(seconds=seconds)
+            if seconds <= MAX_DURATION_SECONDS:
+                return timedelta(seconds=seconds)
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            raise ValueError(f"{json.dumps(shown)} is longer than the longest duration, 10000d")
     shown = json.dumps(value) if isinstance(value, str) else repr(value)
     extra = " (a number needs a unit)" if isinstance(value, int | float) else ""
     raise ValueError(f"{shown} is not a duration{extra} ({DURATION_HINT})")

@@ -14,7 +14,9 @@ __all__ = [
     "OFFERING_LABEL",
     "RECLAIMED_AT",
     "RECLAIMED_FOR",
+    "RECLAIM_DEADLINE",
     "RECLAIM_PREFIX",
+    "RECLAIM_REASON",
     "SNOOZED_UNTIL",
     "SNOOZES_USED",
     "TEAM_LABEL",
@@ -41,6 +43,10 @@ HUB_SERVERNAME_ANNOTATION = "hub.jupyter.org/servername"
 RECLAIM_PREFIX = "gpuaas.jupyter.org/reclaim-"
 WARNED_AT = RECLAIM_PREFIX + "warned-at"
 """Pod annotation: when the service warned this server (a restart does not warn again)."""
+RECLAIM_DEADLINE = RECLAIM_PREFIX + "deadline"
+"""Pod annotation: the deadline the warning told its user (never stopped before it)."""
+RECLAIM_REASON = RECLAIM_PREFIX + "reason"
+"""Pod annotation: the warning's reason as its user was told it (a restart shows it again)."""
 SNOOZES_USED = RECLAIM_PREFIX + "snoozes-used"
 SNOOZED_UNTIL = RECLAIM_PREFIX + "snoozed-until"
 RECLAIMED_AT = RECLAIM_PREFIX + "stopped-at"

@@ -11,7 +11,9 @@ watched). :class:`StaticKueueView` serves fixed objects (tests, benchmarks, demo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Protocol
 
@@ -180,6 +182,12 @@ class WatchedKueueView:
         self._started = False
         self._api: Any = None
         self.visibility_page_size = 500
+        self.resync_period = 300.0
+        """Seconds a watch runs before the API server ends it and it lists again; a watch with
+        no event, bookmark or list for 2x this (plus the request timeout) is presumed dead,
+        and the view reports itself unsynced until it lists again."""
+        self._heard: dict[str, float] = {}
+        self.clock: Callable[[], float] = time.monotonic
         self.generation = 0
         """Bumped on every change seen (a watched object, a visibility answer): readers that
         derive something from the view (the gpuaas service's per-user index) rebuild on change."""
@@ -216,7 +224,15 @@ class WatchedKueueView:
                 },
                 synced=self._expected <= self._synced,
             )
+        if self._state.synced and self._stale():
+            # A dead connection sends nothing: act on nothing rather than on old demand.
+            return dataclasses.replace(self._state, synced=False)
         return self._state
+
+    def _stale(self) -> bool:
+        limit = 2 * self.resync_period + self.request_timeout
+        now = self.clock()
+        return any(now - self._heard.get(name, now) > limit for name in self._expected)
 
     def workload_for_pod(self, namespace: str, pod_uid: str, pod_name: str) -> WorkloadInfo | None:
         found = self._workloads_by_owner.get(pod_uid)
@@ -344,6 +360,7 @@ class WatchedKueueView:
                     for obj in items.values():
                         self._changed(name, obj)
                 self._synced.add(name)
+                self._heard[name] = self.clock()
                 self._changed(name)
                 if self._expected <= self._synced:
                     self._first_sync.set()
@@ -362,10 +379,13 @@ class WatchedKueueView:
                     func,
                     *args,
                     resource_version=version,
-                    timeout_seconds=300,
+                    timeout_seconds=int(self.resync_period),
                     allow_watch_bookmarks=True,
+                    # client side too: a connection that went silent is given up, not awaited
+                    _request_timeout=self.resync_period + self.request_timeout,
                 ) as stream:
                     async for event in stream:
+                        self._heard[name] = self.clock()
                         kind, obj = event.get("type"), event.get("raw_object") or {}
                         if kind in ("ADDED", "MODIFIED"):
                             self._stores[name][_key(obj)] = obj
@@ -411,6 +431,8 @@ class WatchedKueueView:
                         _request_timeout=self.request_timeout,
                     )
                     page = read_pending_workloads(data or {})
+                    if items and page[: len(items)] == items[: len(page)]:
+                        break  # the server ignores offset: the first page again, not the next
                     items += page
                     if len(page) < self.visibility_page_size:
                         break

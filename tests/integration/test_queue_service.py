@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from devcluster.queue_hub import QueueHub, queue_hub
+from devcluster.queue_hub import OPERATOR_TOKEN, QueueHub, queue_hub
 from devcluster.testing import (
     Cluster,
     batch,
@@ -127,7 +127,7 @@ async def test_queue_positions_per_user(
         await _positions(hub, bob_token, [("b1", 3)])
         print(f"positions moved {moved_after:.1f}s after the admission was made possible")
 
-        health = hub.request("/services/gpuaas/api/health", hub.admin_token)
+        health = hub.request("/services/gpuaas/api/health", OPERATOR_TOKEN)
         assert "team-a/training" in health["polled_queues"]
 
 

@@ -77,7 +77,9 @@ async def service(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[str, R
         view=_Unused(),  # type: ignore[arg-type]
         policies=load_policy({"policies": [{"name": "p", "idle_after": "1m"}]}),
     )
-    app = web.Application(reclaim_handlers("/services/gpuaas/", loop, hub_auth))
+    app = web.Application(
+        reclaim_handlers("/services/gpuaas/", loop, hub_auth), operator_token="op"
+    )
     port = free_port()
     server = app.listen(port, "127.0.0.1")
     url = f"http://127.0.0.1:{port}/services/gpuaas/"
@@ -134,7 +136,7 @@ async def test_reports_reach_the_service_for_this_server_only(
     assert err.value.code == 400
     assert "kernels" in json.loads(err.value.response.body)["message"]  # type: ignore[union-attr]
 
-    metrics = await client.fetch(url + "metrics")
+    metrics = await client.fetch(url + "metrics", headers={"Authorization": "Bearer op"})
     assert b"gpuaas_culler_reclaimed_gpu_equivalents" in metrics.body
 
 

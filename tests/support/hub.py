@@ -26,7 +26,7 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
 from devcluster.hub import HubProcess, HubSettings, free_port
-from devcluster.queue_hub import service_config
+from devcluster.queue_hub import OPERATOR_TOKEN, service_config
 from devcluster.testing import Cluster
 from gpuaas_culler.reclaim.handoffs import HANDOFFS_CONFIGMAP
 from tests.support.lab import CHROMIUM, CHROMIUM_ARGS
@@ -295,7 +295,8 @@ class CullerHub(Hub):
 
     def metrics(self) -> str:
         url = f"http://127.0.0.1:{self.port}/services/gpuaas/metrics"
-        with urllib.request.urlopen(url, timeout=10) as r:
+        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"})
+        with urllib.request.urlopen(req, timeout=10) as r:
             return str(r.read().decode())
 
     def audit(self) -> list[dict[str, Any]]:

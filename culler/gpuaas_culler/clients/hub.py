@@ -6,6 +6,8 @@ import json
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
+from gpuaas_culler.clients.http import OwnClient
+
 __all__ = ["Hub", "HubClient", "HubError"]
 
 
@@ -25,7 +27,13 @@ class HubClient:
     """The Hub REST API with the culler's token (tornado's async client; timeouts, pages)."""
 
     def __init__(
-        self, api_url: str, token: str, *, timeout: float = 20.0, page_size: int = 200
+        self,
+        api_url: str,
+        token: str,
+        *,
+        timeout: float = 20.0,
+        page_size: int = 200,
+        max_clients: int = 10,
     ) -> None:
         self.api_url = api_url.rstrip("/")
         self.token = token
@@ -34,12 +42,14 @@ class HubClient:
         self.page_size = page_size
         """Groups asked for per page of ``GET /groups``."""
         self.requests = 0
+        self.http = OwnClient(max_clients)
+        """Its own connections: a slow webhook or Prometheus never queues Hub requests."""
 
     async def _fetch(
         self, method: str, path: str, accept: str = "application/json", *, missing: Any = ...
     ) -> Any:
         """The answer's JSON (``DELETE``: its status); ``missing`` is returned for a 404."""
-        from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+        from tornado.httpclient import HTTPClientError, HTTPRequest
 
         self.requests += 1
         req = HTTPRequest(
@@ -51,7 +61,7 @@ class HubClient:
             allow_nonstandard_methods=True,
         )
         try:
-            resp = await AsyncHTTPClient().fetch(req)
+            resp = await self.http().fetch(req)
         except HTTPClientError as e:
             if method == "DELETE" and e.code in (400, 404):
                 return e.code  # not running (any more): nothing to stop

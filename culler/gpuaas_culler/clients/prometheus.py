@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
+from gpuaas_culler.clients.http import OwnClient
 from jupyter_gpuaas.core.kueue import as_list, as_mapping
 
 __all__ = [
@@ -82,9 +83,10 @@ class PrometheusClient:
         self.url = url.rstrip("/")
         self.query = query
         self.timeout = timeout
+        self.http = OwnClient(2)  # one query per cycle; never queued behind another collaborator
 
     async def pod_utilization(self) -> Mapping[tuple[str, str], float]:
-        from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+        from tornado.httpclient import HTTPClientError, HTTPRequest
 
         req = HTTPRequest(
             f"{self.url}/api/v1/query?{urlencode({'query': self.query})}",
@@ -92,7 +94,7 @@ class PrometheusClient:
             request_timeout=self.timeout,
         )
         try:
-            resp = await AsyncHTTPClient().fetch(req)
+            resp = await self.http().fetch(req)
         except HTTPClientError as e:
             detail = e.response.body.decode(errors="replace")[:300] if e.response else ""
             raise PrometheusError(f"{self.url}: HTTP {e.code} {detail}".strip()) from e

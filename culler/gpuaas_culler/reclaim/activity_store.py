@@ -86,10 +86,26 @@ class Notice:
         }
 
 
-class ActivityStore:
-    """Latest report per server (``server_key``), the last verdict on it, and its notice."""
+DEFAULT_MAX_SERVERS = 10_000
+DEFAULT_FORGET_AFTER = timedelta(days=1)
 
-    def __init__(self) -> None:
+
+class ActivityStore:
+    """Latest report per server (``server_key``), the last verdict on it, and its notice.
+
+    Bounded whether or not a reclaim loop runs (the loop also drops servers that stopped): at
+    most ``max_servers`` reports (the longest silent is forgotten first), none older than
+    ``forget_after`` (pruned as reports arrive).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_servers: int = DEFAULT_MAX_SERVERS,
+        forget_after: timedelta = DEFAULT_FORGET_AFTER,
+    ) -> None:
+        self.max_servers = max_servers
+        self.forget_after = forget_after
         self._reports: dict[str, ActivityReport] = {}
         self._verdicts: dict[str, Idleness] = {}
         self._notices: dict[str, Notice] = {}
@@ -102,13 +118,29 @@ class ActivityStore:
         """Keep a report (raises :class:`~jupyter_gpuaas.core.activity.ReportError` for a malformed
         payload)."""
         try:
-            report = ActivityReport(received_at, parse_activity(payload))
+            report = ActivityReport(received_at, parse_activity(payload, now=received_at))
         except ValueError:
             self.rejected += 1
             raise
-        self._reports[server_key(user, server)] = report
+        key = server_key(user, server)
+        self._reports.pop(key, None)  # re-inserted last: the dict runs from longest silent
+        self._reports[key] = report
         self.accepted += 1
+        self._prune(received_at)
         return report
+
+    def _prune(self, now: datetime) -> None:
+        oldest = now - self.forget_after
+        while self._reports:
+            key, first = next(iter(self._reports.items()))
+            if len(self._reports) <= self.max_servers and first.received_at >= oldest:
+                break
+            self.forget(key)
+
+    def forget(self, key: str) -> None:
+        self._reports.pop(key, None)
+        self._verdicts.pop(key, None)
+        self._notices.pop(key, None)
 
     def report(self, key: str) -> ActivityReport | None:
         return self._reports.get(key)

@@ -6,12 +6,15 @@ workloads, earlier hand-offs) and carries out the plan; ``--explain`` prints it.
 
 Rules, in order, for each workbench (its policy is the first that matches):
 
-1. Never touched: no policy matches; starting or stopping; exempt; snoozed until later; busy;
-   activity unknown for less than the policy's ``unknown_grace``.
-2. Reasons of its own, no demand needed: ``max_age`` (server older, not busy), ``max_idle``
-   (idle — or unknown past the grace — that long), ``reclaim: always`` (idle ``idle_after``).
-   An unknown workbench past the grace is reclaimed only for these, never for demand.
-3. Demand: for each ClusterQueue with pending work, its head (highest priority, then lowest
+1. Never touched: no policy matches; starting or stopping; exempt; snoozed until later.
+2. ``max_age`` (the server is older): a hard cap, busy or not, activity known or not — the
+   server's age is the one signal here its user cannot forge. Warned and counted down like any
+   reclaim; the policy's snoozes (rule 1) are all that can put it off.
+3. Never touched either: busy; activity unknown for less than the policy's ``unknown_grace``.
+4. Other reasons of its own, no demand needed: ``max_idle`` (idle — or unknown past the grace —
+   that long), ``reclaim: always`` (idle ``idle_after``). An unknown workbench past the grace is
+   reclaimed only for these (or ``max_age``), never for demand.
+5. Demand: for each ClusterQueue with pending work, its head (highest priority, then lowest
    position), highest priority first, asks for what it lacks: per resource, the amount minus
    the quota already free to it, in one flavor (Kueue assigns one flavor per resource). It is
    given *just enough* idle workbenches (idle at least ``idle_after``) whose quota it can use —
@@ -22,7 +25,7 @@ Rules, in order, for each workbench (its policy is the first that matches):
    A queue with a hand-off still waiting for admission gets nothing more; a queue whose
    hand-off failed (not admitted within ``handoff_timeout``) gets nothing while that same
    workload is still pending.
-4. Warn first: a selected workbench without a warning is warned (reclaim at
+6. Warn first: a selected workbench without a warning is warned (reclaim at
    ``now + warn_before``); one whose countdown runs is left to wait; a demand batch is
    reclaimed together, once every member's countdown is over (``warn_before: 0`` reclaims at
    once). A warning whose reason is gone is cleared.
@@ -103,6 +106,10 @@ class Workbench:
     snoozes_used: int = 0
     snoozed_until: datetime | None = None
     warned_at: datetime | None = None
+    warned_deadline: datetime | None = None
+    """The deadline its warning told the user (kept on the pod): never reclaimed before it."""
+    warned_reason: str = ""
+    """The reason its warning told the user (kept on the pod)."""
 
     @property
     def key(self) -> str:
@@ -132,6 +139,9 @@ class PendingWorkload:
     """Its position in its ClusterQueue (the visibility API's, from 0)."""
     needs: tuple[Need, ...] = ()
     local_queue: str = ""
+    team: str = ""
+    """The team whose work it is (a user of another team is told only "queued work of team
+    B", never its name)."""
 
     @property
     def key(self) -> str:
@@ -244,6 +254,13 @@ class Decision:
     handoff: str | None = None
     """The queued workload (``namespace/name``) this reclaim is for."""
     snoozes_left: int | None = None
+    user_reason: str = ""
+    """What the workbench's user is told (banner, webhook), where it differs from ``reason``:
+    another team's queued work is named by its team only."""
+
+    @property
+    def told(self) -> str:
+        return self.user_reason or self.reason
 
     def log_record(self, now: datetime) -> dict[str, Any]:
         """The structured audit record of this decision (one JSON log line)."""
@@ -403,11 +420,21 @@ def _assess(wb: Workbench, policies: PolicySet, now: datetime, dry_run: bool) ->
     if wb.snoozed_until is not None and wb.snoozed_until > now:
         case.skip = ("snoozed", f"snoozed by its user until {isoformat_z(wb.snoozed_until)}")
         return case
+    idle_for = idle.idle_for(now)
+    age = max(now - wb.started_at, timedelta(0))
+    if policy.max_age is not None and age >= policy.max_age:
+        # A hard cap, resting on what the user cannot forge (the pod's age): busy or not, known
+        # or not; only the warning, its countdown and the policy's snoozes come first.
+        case.own = (
+            "max-age",
+            f"running {format_duration(age)}, max_age is {format_duration(policy.max_age)}"
+            " (a hard cap: reclaimed even while in use)",
+        )
+        if idle.state is not State.IDLE:
+            return case
     if idle.state is State.BUSY:
         case.skip = ("busy", f"in use: {idle.reason}")
         return case
-    idle_for = idle.idle_for(now)
-    age = max(now - wb.started_at, timedelta(0))
     if idle.state is State.UNKNOWN:
         unknown_for = idle.unknown_for(now)
         if unknown_for < policy.unknown_grace:
@@ -417,18 +444,18 @@ def _assess(wb: Workbench, policies: PolicySet, now: datetime, dry_run: bool) ->
                 f" alone for {format_duration(policy.unknown_grace)} (unknown_grace)",
             )
             return case
-    if policy.max_age is not None and age >= policy.max_age:
-        case.own = (
-            "max-age",
-            f"running {format_duration(age)}, max_age is {format_duration(policy.max_age)}",
-        )
-    elif policy.max_idle is not None and idle_for >= policy.max_idle:
+    if case.own is None and policy.max_idle is not None and idle_for >= policy.max_idle:
         case.own = (
             "max-idle",
             f"{'presumed ' if idle.state is State.UNKNOWN else ''}idle"
             f" {format_duration(idle_for)}, max_idle is {format_duration(policy.max_idle)}",
         )
-    elif policy.reclaim == "always" and idle.state is State.IDLE and idle_for >= policy.idle_after:
+    elif (
+        case.own is None
+        and policy.reclaim == "always"
+        and idle.state is State.IDLE
+        and idle_for >= policy.idle_after
+    ):
         case.own = (
             "always",
             f"idle {format_duration(idle_for)} (idle_after {format_duration(policy.idle_after)},"
@@ -549,31 +576,39 @@ def _serve_demand(
             if c.own is not None:
                 c.decision = replace(_countdown(c, c.own[0], c.own[1], now), handoff=wl.key)
                 continue
-            reason = f"queued {wl.key} needs what it holds ({_holds_text(c.wb)})"
+            holds = f"needs what it holds ({_holds_text(c.wb)})"
+            reason = f"queued {wl.key} {holds}"
+            told = "" if wl.team == c.wb.team else f"queued work of team {wl.team or '?'} {holds}"
             if target.status == "reclaim":
+                now_text = f"; reclaiming the batch of {len(chosen)} now"
                 c.decision = _decision(
                     c,
                     Action.RECLAIM,
                     "demand",
-                    f"{reason}; reclaiming the batch of {len(chosen)} now",
+                    reason + now_text,
                     now,
                     handoff=wl.key,
+                    told=told + now_text if told else "",
                 )
             else:
                 c.decision = replace(
-                    _countdown(c, "demand", reason, now, batch=target.reclaim_at), handoff=wl.key
+                    _countdown(c, "demand", reason, now, batch=target.reclaim_at, told=told),
+                    handoff=wl.key,
                 )
     return targets
 
 
 def _due_at(case: _Case, now: datetime) -> datetime:
-    """When its countdown ends: ``warned_at + warn_before`` (or ``now + warn_before``)."""
+    """When its countdown ends: ``warned_at + warn_before`` (or ``now + warn_before``), and
+    never before the deadline its user was told."""
     assert case.policy is not None
     warn = case.policy.warn_before
+    told = case.wb.warned_deadline if case.warned is not None else None
     if warn <= timedelta(0):
-        return now
+        return max(now, told) if told is not None else now
     start = case.warned if case.warned is not None else now
-    return min(start, now) + warn
+    due = min(start, now) + warn
+    return max(due, told) if told is not None else due
 
 
 def _select(wl: PendingWorkload, usable: list[_Case], now: datetime) -> Target:
@@ -678,26 +713,31 @@ def _select(wl: PendingWorkload, usable: list[_Case], now: datetime) -> Target:
 
 
 def _countdown(
-    case: _Case, code: str, reason: str, now: datetime, *, batch: datetime | None = None
+    case: _Case,
+    code: str,
+    reason: str,
+    now: datetime,
+    *,
+    batch: datetime | None = None,
+    told: str = "",
 ) -> Decision:
-    """Warn, wait or reclaim, depending on where its warning's countdown stands."""
+    """Warn, wait or reclaim, depending on where its warning's countdown stands (``told``:
+    the user's version of ``reason``, if it differs)."""
     due = _due_at(case, now)
     when = max(due, batch) if batch is not None else due
     if when <= now:
-        return _decision(case, Action.RECLAIM, code, reason, now)
+        return _decision(case, Action.RECLAIM, code, reason, now, told=told)
     if case.warned is None:
-        return _decision(
-            case,
-            Action.WARN,
-            code,
-            f"{reason}; reclaim at {isoformat_z(when)} unless it is used or kept",
-            now,
-            reclaim_at=when,
-        )
-    wait = f"warned at {isoformat_z(case.warned)}; reclaim at {isoformat_z(when)}"
-    if batch is not None and batch > due:
-        wait += " (with the rest of its batch)"
-    return _decision(case, Action.WAIT, code, f"{reason}; {wait}", now, reclaim_at=when)
+        tail = f"; reclaim at {isoformat_z(when)} unless it is used or kept"
+        action = Action.WARN
+    else:
+        tail = f"; warned at {isoformat_z(case.warned)}; reclaim at {isoformat_z(when)}"
+        if batch is not None and batch > due:
+            tail += " (with the rest of its batch)"
+        action = Action.WAIT
+    return _decision(
+        case, action, code, reason + tail, now, reclaim_at=when, told=told + tail if told else ""
+    )
 
 
 def _decision(
@@ -709,6 +749,7 @@ def _decision(
     *,
     reclaim_at: datetime | None = None,
     handoff: str | None = None,
+    told: str = "",
 ) -> Decision:
     policy = case.policy
     left = None
@@ -726,6 +767,7 @@ def _decision(
         else (now if action is Action.RECLAIM else None),
         handoff=handoff,
         snoozes_left=left,
+        user_reason=told,
     )
 
 

@@ -41,6 +41,8 @@ from jupyter_gpuaas.core.labels import (
     HUB_SERVERNAME_ANNOTATION,
     HUB_USERNAME_ANNOTATION,
     OFFERING_LABEL,
+    RECLAIM_DEADLINE,
+    RECLAIM_REASON,
     RECLAIMED_AT,
     SNOOZED_UNTIL,
     SNOOZES_USED,
@@ -77,6 +79,8 @@ def pod_state(pod: Mapping[str, Any]) -> dict[str, Any]:
         "snoozes_used": int(used) if isinstance(used, str) and used.isdigit() else 0,
         "snoozed_until": parse_time(ann.get(SNOOZED_UNTIL)),
         "reclaimed_at": parse_time(ann.get(RECLAIMED_AT)),
+        "deadline": parse_time(ann.get(RECLAIM_DEADLINE)),
+        "reason": str(ann.get(RECLAIM_REASON) or ""),
     }
 
 
@@ -195,6 +199,7 @@ def workbenches(
             ),
             previous=store.verdict(key),
             pod_utilization=pod_utilization.get((namespace, str(meta.get("name", "")))),
+            trust_pod_utilization=bool(policy and policy.busy_signal == "gpu"),
         )
         store.set_verdict(key, idleness)
         out.append(
@@ -215,6 +220,8 @@ def workbenches(
                 snoozes_used=kept["snoozes_used"],
                 snoozed_until=kept["snoozed_until"],
                 warned_at=kept["warned_at"],
+                warned_deadline=kept["deadline"],
+                warned_reason=kept["reason"],
             )
         )
         refs[key] = PodRef(namespace, str(meta.get("name", "")), uid)
@@ -280,6 +287,7 @@ def pending_workloads(
     *,
     positions: Callable[[str, str], Sequence[PendingWorkloadInfo] | None] = lambda ns, lq: None,
     flavor_labels: Mapping[str, Mapping[str, str]] | None = None,
+    notebook_namespace: str = "",
 ) -> list[PendingWorkload]:
     """Kueue's pending Workloads that ask for GPUs, with what each lacks now.
 
@@ -288,6 +296,9 @@ def pending_workloads(
     from the visibility API where a LocalQueue is polled (``positions``), else creation order.
     ``flavor_labels`` (ResourceFlavor name → its ``nodeLabels``) drops the flavors that Kueue
     skips for a workload because they contradict its pods' ``nodeSelector``.
+
+    Its team: the namespace of a team's Jobs; in ``notebook_namespace``, where every team's
+    servers are, its LocalQueue (one per team, named after it).
     """
     tree = state.tree()
     found: list[tuple[datetime | None, PendingWorkload]] = []
@@ -333,6 +344,9 @@ def pending_workloads(
                     position=position,
                     needs=tuple(needs),
                     local_queue=workload.queue_name,
+                    team=workload.queue_name
+                    if workload.namespace == notebook_namespace
+                    else workload.namespace,
                 ),
             )
         )

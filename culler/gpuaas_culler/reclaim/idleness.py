@@ -77,12 +77,17 @@ def judge(
     busy_utilization_percent: float,
     previous: Idleness | None = None,
     pod_utilization: float | None = None,
+    trust_pod_utilization: bool = False,
 ) -> Idleness:
     """The verdict on a workbench of offering ``kind`` at ``now``.
 
     ``pod_utilization`` is a per-pod GPU utilisation from outside the server (DCGM's pod
     metrics through Prometheus); it counts for whole GPUs and MIG slices, never for time-shared
     GPUs. ``previous`` is the last verdict on the same server (``None`` after a restart).
+
+    ``trust_pod_utilization`` (a policy's ``busy_signal: gpu``): where that figure exists, it
+    alone says busy or idle, and the server's own report — which its user could forge — is not
+    asked; idle since the last verdict that saw the GPU busy (or the server's start).
     """
     threshold = busy_utilization_percent
     evidence: list[datetime] = [started_at]
@@ -103,6 +108,17 @@ def judge(
             gpu_memory=report.activity.gpu_memory if report else None,
         )
 
+    if trust_pod_utilization and pod_utilization is not None and kind in ("gpu", "mig"):
+        figure = f"pod GPU utilisation {pod_utilization:g}% (DCGM; busy above {threshold:g}%)"
+        memory = report.activity.gpu_memory if report else None
+        if pod_utilization > threshold:
+            return Idleness(State.BUSY, now, figure, gpu_memory=memory)
+        return Idleness(
+            State.IDLE,
+            last_active(),
+            f"{figure}; busy_signal: gpu, so kernels and terminals are not counted",
+            gpu_memory=memory,
+        )
     if report is None:
         return unknown(started_at, "no activity report since the server started")
 

@@ -75,6 +75,8 @@ from gpuaas_culler.reclaim.policy import PolicySet
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
 from jupyter_gpuaas.core.labels import (
+    RECLAIM_DEADLINE,
+    RECLAIM_REASON,
     RECLAIMED_AT,
     RECLAIMED_FOR,
     SNOOZED_UNTIL,
@@ -87,6 +89,9 @@ __all__ = ["ReclaimLoop", "Settings"]
 
 log = logging.getLogger("gpuaas.culler")
 audit = logging.getLogger("gpuaas.culler.audit")
+
+MAX_REASON = 1000
+"""Characters of a warning's reason kept on the pod (annotations are small)."""
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,16 @@ class ReclaimLoop:
         not read yet)."""
         self._last_cycle: datetime | None = None
         self._dry_warned: dict[str, datetime] = {}
+        self.stopping: dict[str, str] = {}
+        """Servers whose stop is under way (key → why): a snooze or a busy report that arrives
+        now is answered 409 with this, never accepted and then ignored."""
+        self._kept: dict[str, Workbench] = {}
+        """Servers snoozed while a cycle ran (key → the workbench with the snooze): the cycle's
+        decision, made before the press, is not carried out, and its older view of the pod does
+        not undo the snooze."""
+        self._noticed: dict[str, datetime] = {}
+        """When this process first had a warning for a server (so, after a restart, a server is
+        told "saving" for ``save_lead`` before it is stopped)."""
         self.failures = 0
         self.last_plan: Plan | None = None
         self.last_error = ""
@@ -173,8 +188,17 @@ class ReclaimLoop:
 
     # ------------------------------------------------------------------ one cycle
 
+    def set_policies(self, policies: PolicySet) -> None:
+        """Put a new policy in force from the next cycle (a reloaded file)."""
+        if policies.notify != self.policies.notify:
+            self.notifier = Notifier(policies.notify) if policies.notify is not None else None
+        self.policies = policies
+
     async def cycle(self) -> Plan | None:
-        """Read, decide, act. ``None`` (and nothing done) when an input cannot be read."""
+        """Read, decide, act. ``None`` (and nothing done) when an input cannot be read, or
+        while no policy is in force (reclaim is off: no warning is cleared either)."""
+        if not self.policies.policies:
+            return None
         started = self.clock()
         state = self.view.queue_state()
         if not state.synced:
@@ -222,7 +246,11 @@ class ReclaimLoop:
         namespaces = [*self.settings.job_namespaces, self.settings.notebook_namespace]
         workloads = [o for ns in dict.fromkeys(namespaces) for o in self.view.workloads(ns)]
         pending = pending_workloads(
-            workloads, state, positions=self.view.pending_items, flavor_labels=flavors
+            workloads,
+            state,
+            positions=self.view.pending_items,
+            flavor_labels=flavors,
+            notebook_namespace=self.settings.notebook_namespace,
         )
         if self._saved_handoffs is None and not await self._load_handoffs():
             return self._failed("kubernetes", "reading the hand-off records")
@@ -257,13 +285,24 @@ class ReclaimLoop:
             confirmed = {wb.key for wb in wbs}
             refs = {k: r for k, r in refs.items() if k in confirmed}
         targets = {t.workload.key: t for t in plan.targets}
+        self._kept = {
+            k: wb
+            for k, wb in self._kept.items()
+            if k in refs
+            and wb.snoozes_used
+            > next((d.workbench.snoozes_used for d in plan.decisions if d.workbench.key == k), 0)
+        }
         for decision in plan.decisions:
             key = decision.workbench.key
             seen = self.seen.get(key)
-            self.seen[key] = _Seen(decision.workbench, refs[key], seen.last if seen else ("", ""))
+            kept = self._kept.get(key)
+            self.seen[key] = _Seen(
+                kept or decision.workbench, refs[key], seen.last if seen else ("", "")
+            )
             await self._act(decision, refs[key], now, targets)
-        for key in [k for k in self.seen if k not in refs]:
-            del self.seen[key]
+        for table in (self.seen, self.stopping, self._noticed):
+            for key in [k for k in table if k not in refs]:
+                del table[key]
         for target in plan.targets:
             if target.status in ("blocked", "not-enough", "handoff-waiting"):
                 self._audit_target(target.workload.key, target.status, target.reason, now)
@@ -358,7 +397,7 @@ class ReclaimLoop:
             notice = Notice(
                 warned_at=wb.warned_at or now,
                 reclaim_at=d.reclaim_at,
-                reason=d.reason,
+                reason=wb.warned_reason if wb.warned_at and wb.warned_reason else d.told,
                 snoozes_left=d.snoozes_left or 0,
                 dry_run=d.dry_run,
             )
@@ -369,17 +408,68 @@ class ReclaimLoop:
                 self._dry_warned.pop(key, None)
             self.store.set_notice(key, None)
             return
+        why = self._put_off(d, now, targets)
+        if why:
+            audit.info(
+                json.dumps(
+                    {
+                        "event": "culler.put-off",
+                        "at": isoformat_z(now),
+                        "action": d.action.value,
+                        "user": wb.user,
+                        "server": wb.server,
+                        "reason": why,
+                    },
+                    sort_keys=True,
+                )
+            )
+            return
+        if d.action is Action.RECLAIM and not self._saved_long_enough(d, now):
+            # Its user has not been told "saving" for save_lead (a restarted service has not
+            # shown the warning yet): tell them now; the stop comes at a later cycle.
+            lead = timedelta(seconds=self.settings.save_lead)
+            told = self.store.notice(key)
+            first = self._noticed.setdefault(key, now)
+            self.store.set_notice(
+                key,
+                Notice(
+                    warned_at=wb.warned_at or now,
+                    reclaim_at=max((told.reclaim_at if told else now) - lead, first) + lead,
+                    reason=wb.warned_reason or d.told,
+                    snoozes_left=0,
+                ),
+            )
+            return
+        if notice is not None:
+            self._noticed.setdefault(key, now)
         try:
             if d.action is Action.WARN:
-                await self.kube.annotate(pod, {WARNED_AT: isoformat_z(now)})
+                await self.kube.annotate(
+                    pod,
+                    {
+                        WARNED_AT: isoformat_z(now),
+                        RECLAIM_DEADLINE: isoformat_z(d.reclaim_at or now),
+                        RECLAIM_REASON: d.told[:MAX_REASON],
+                    },
+                )
                 self.metrics.warnings.labels(wb.team or "-").inc()
                 await self._event(pod, "GPUReclaimWarning", d.reason, "Warning", now)
                 self._notify("warn", d, now, d.reclaim_at)
             elif d.action is Action.CLEAR_WARNING:
-                await self.kube.annotate(pod, {WARNED_AT: None})
+                await self.kube.annotate(
+                    pod, {WARNED_AT: None, RECLAIM_DEADLINE: None, RECLAIM_REASON: None}
+                )
             elif d.action is Action.RECLAIM:
                 notice = None
-                await self.hub.stop_server(wb.user, wb.server)
+                self.stopping[key] = (
+                    f"this server is being stopped now ({d.told}); decided at"
+                    f" {isoformat_z(now)}, before this arrived"
+                )
+                try:
+                    await self.hub.stop_server(wb.user, wb.server)
+                except Exception:
+                    del self.stopping[key]
+                    raise
                 self.metrics.reclaimed.labels(wb.team or "-").inc(float(wb.gpu_equivalents))
                 self.metrics.reclaims.labels(wb.team or "-", d.code).inc()
                 marks = {RECLAIMED_AT: isoformat_z(now)}
@@ -409,6 +499,47 @@ class ReclaimLoop:
             return
         self.store.set_notice(key, notice)
 
+    def _put_off(self, d: Decision, now: datetime, targets: Mapping[str, Any]) -> str:
+        """Why a warning or stop decided this cycle is not carried out: its user (or, for a
+        demand batch, a member's user) pressed "Keep my GPU" since, or a busy report came in
+        since (not for ``max-age``, a hard cap). ``""``: carry it out."""
+        if d.action not in (Action.WARN, Action.RECLAIM):
+            return ""
+        target = targets.get(d.handoff) if d.handoff else None
+        keys = [d.workbench.key]
+        if d.action is Action.RECLAIM and target is not None:
+            keys += [k for k in target.workbenches if k != d.workbench.key]
+        for key in keys:
+            if key in self._kept:
+                who = "its user" if key == d.workbench.key else f"the user of {key} (same batch)"
+                return f"kept by {who} after this cycle's decision"
+        policy = self.policies.policy_for(
+            team=d.workbench.team,
+            kind=d.workbench.kind,
+            offering=d.workbench.offering,
+            user=d.workbench.user,
+            groups=d.workbench.groups,
+        )
+        if d.code == "max-age" or (policy is not None and policy.busy_signal == "gpu"):
+            return ""
+        report = self.store.report(d.workbench.key)
+        if report is not None and report.received_at > now:
+            activity = report.activity
+            if activity.idle_since is None or any(k.busy for k in activity.kernels):
+                return "a busy activity report arrived after this cycle's decision"
+        return ""
+
+    def _saved_long_enough(self, d: Decision, now: datetime) -> bool:
+        """Whether a warned server's user has been told "saving" for ``save_lead`` (by this
+        process: a restarted service tells them again before it stops anything)."""
+        if d.workbench.warned_at is None or d.dry_run:
+            return True  # never warned (warn_before: 0): nothing to save for
+        notice, first = self.store.notice(d.workbench.key), self._noticed.get(d.workbench.key)
+        if notice is None or first is None:
+            return False
+        lead = timedelta(seconds=self.settings.save_lead)
+        return now >= max(notice.reclaim_at - lead, first) + lead
+
     def _notify(self, kind: str, d: Decision, now: datetime, at: datetime | None) -> None:
         """Hand the notice to the webhook's background poster (returns at once)."""
         if self.notifier is None:
@@ -423,7 +554,7 @@ class ReclaimLoop:
                     "team": wb.team,
                     "kind": wb.kind,
                     "offering": wb.offering,
-                    "reason": d.reason,
+                    "reason": d.told,
                     "reclaim_at": isoformat_z(at) if at is not None else None,
                     "at": isoformat_z(now),
                     "handoff": d.handoff,
@@ -536,12 +667,16 @@ class ReclaimLoop:
         }
 
     async def snooze(self, user: str, server: str) -> SnoozeResult:
-        """ "Keep my GPU": allowed up to the policy's ``max_snoozes``; kept on the pod."""
+        """ "Keep my GPU": allowed up to the policy's ``max_snoozes``; kept on the pod. A press
+        that arrives while a cycle runs wins over its decision; one that arrives while the stop
+        is under way is refused with why (:attr:`stopping`)."""
         key = server_key(user, server)
+        if key in self.stopping:
+            return SnoozeResult(False, self.stopping[key])
         seen = self.seen.get(key)
         if seen is None:
             return SnoozeResult(False, "this server is not known to the culler (yet)")
-        wb = seen.workbench
+        wb = self._kept.get(key, seen.workbench)
         policy = self.policies.policy_for(
             team=wb.team, kind=wb.kind, offering=wb.offering, user=wb.user, groups=wb.groups
         )
@@ -550,15 +685,30 @@ class ReclaimLoop:
         if not result.allowed or result.until is None:
             return result
         used = wb.snoozes_used + 1
-        await self.kube.annotate(
-            seen.pod,
-            {SNOOZES_USED: str(used), SNOOZED_UNTIL: isoformat_z(result.until), WARNED_AT: None},
+        kept = replace(
+            wb, snoozes_used=used, snoozed_until=result.until, warned_at=None, warned_deadline=None
         )
-        self.seen[key] = _Seen(
-            replace(wb, snoozes_used=used, snoozed_until=result.until, warned_at=None),
-            seen.pod,
-            seen.last,
-        )
+        # Before any await: a cycle between its decision and its stop sees this press.
+        before = self._kept.get(key)
+        self._kept[key] = kept
+        try:
+            await self.kube.annotate(
+                seen.pod,
+                {
+                    SNOOZES_USED: str(used),
+                    SNOOZED_UNTIL: isoformat_z(result.until),
+                    WARNED_AT: None,
+                    RECLAIM_DEADLINE: None,
+                    RECLAIM_REASON: None,
+                },
+            )
+        except Exception:
+            if before is None:
+                self._kept.pop(key, None)
+            else:
+                self._kept[key] = before
+            raise
+        self.seen[key] = _Seen(kept, seen.pod, seen.last)
         self.store.set_notice(key, None)
         audit.info(
             json.dumps(

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
+from gpuaas_culler.clients.http import OwnClient
 from gpuaas_culler.reclaim.policy import Notify
 from jupyter_gpuaas.core.durations import isoformat_z
 
@@ -48,6 +49,9 @@ class Notifier:
         self.sent = 0
         self.failed = 0
         self.dropped = 0
+        self.http = OwnClient(max_in_flight)
+        """Its own connections, one per post in flight: a receiver that never answers holds
+        only these (never the Hub's or Prometheus's), and no post waits in a queue."""
 
     def notify(self, payload: Mapping[str, Any]) -> asyncio.Task[bool] | None:
         """Start posting ``payload``; returns at once (the task, or ``None`` when dropped)."""
@@ -67,7 +71,7 @@ class Notifier:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
     async def _post(self, body: dict[str, Any]) -> bool:
-        from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+        from tornado.httpclient import HTTPClientError, HTTPRequest
 
         started = time.monotonic()
         req = HTTPRequest(
@@ -80,7 +84,7 @@ class Notifier:
             follow_redirects=False,
         )
         try:
-            resp = await AsyncHTTPClient().fetch(req)
+            resp = await self.http().fetch(req)
         except HTTPClientError as e:
             error = f"HTTP {e.code} {e.message}" if e.code != 599 else f"{e.message}"
         except Exception as e:  # noqa: BLE001 - refused, DNS, TLS, timeout: logged, not raised

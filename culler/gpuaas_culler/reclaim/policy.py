@@ -35,8 +35,16 @@ Policy fields (``defaults`` takes the same, except ``name`` and ``match``):
 ``reclaim``
     ``when-queued`` (default): only when queued work needs what it holds; ``always``: once idle.
 ``max_idle``, ``max_age``
-    reclaim without queued demand once idle this long / once the server is this old (and not
-    busy). Not set: never.
+    reclaim without queued demand once idle this long / once the server is this old.
+    ``max_age`` is a hard cap: busy or not (activity is reported by the user's own server and
+    can be forged; the pod's age cannot), after the warning, its countdown and the snoozes
+    allowed. Not set: never.
+``busy_signal``
+    ``reports`` (default): the server's activity reports (busy kernels, terminals, its own GPU
+    readings) say whether it is busy. ``gpu``: where a per-pod GPU utilisation from outside the
+    server exists (DCGM through Prometheus, ``prometheus_url``), only that does: busy kernels
+    with the GPU unused for ``idle_after`` are idle. Pods without such a sample fall back to
+    the reports.
 ``warn_before``
     the warning's countdown: a workbench is reclaimed no sooner than this after its warning.
 ``max_snoozes``, ``snooze_for``
@@ -87,6 +95,7 @@ __all__ = [
     "Notify",
     "Policy",
     "PolicyError",
+    "PolicyFile",
     "PolicySet",
     "load_policy",
     "load_policy_file",
@@ -94,6 +103,8 @@ __all__ = [
 
 Reclaim = Literal["when-queued", "always"]
 RECLAIM_MODES: tuple[Reclaim, ...] = ("when-queued", "always")
+BusySignal = Literal["reports", "gpu"]
+BUSY_SIGNALS: tuple[BusySignal, ...] = ("reports", "gpu")
 
 DEFAULT_WARN_BEFORE = timedelta(minutes=15)
 DEFAULT_MAX_SNOOZES = 1
@@ -127,6 +138,7 @@ _POLICY_FIELDS = (
     "dry_run",
     "busy_utilization_percent",
     "unknown_grace",
+    "busy_signal",
 )
 _MATCH_FIELDS = ("teams", "kinds", "offerings", "users", "groups")
 _EXEMPT_FIELDS = ("users", "groups")
@@ -198,6 +210,7 @@ class Policy:
     dry_run: bool = False
     busy_utilization_percent: float = DEFAULT_BUSY_UTILIZATION
     unknown_grace: timedelta = DEFAULT_UNKNOWN_GRACE
+    busy_signal: BusySignal = "reports"
 
     def describe(self) -> str:
         """One line for ``--check-policy``: what it matches and what it does."""
@@ -213,6 +226,8 @@ class Policy:
             parts.append(f"max age {format_duration(self.max_age)}")
         parts.append(f"warn {format_duration(self.warn_before)} before")
         parts.append(f"{self.max_snoozes} snooze(s) of {format_duration(self.snooze_for)}")
+        if self.busy_signal == "gpu":
+            parts.append("busy by the pod's GPU utilisation (DCGM) where known")
         if self.dry_run:
             parts.append("dry run")
         return ", ".join(parts)
@@ -302,6 +317,46 @@ def load_policy_file(path: str, *, known_teams: Collection[str] | None = None) -
     except yaml.YAMLError as e:
         raise PolicyError([FieldError("(file)", f"not valid YAML: {e}")], path) from e
     return load_policy(data, origin=path, known_teams=known_teams)
+
+
+class PolicyFile:
+    """The policy file as a running service sees it: read again whenever it changes (its
+    modification time, size or inode: a Kubernetes ConfigMap volume swaps a symlink), the last
+    good policy kept while the file is invalid. It starts with no policy (reclaim off): a bad
+    file at start is an error to report, not a reason not to serve."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.policies = PolicySet(policies=())
+        self.error = ""
+        """Why the file as it is now is not in force (``""``: it is)."""
+        self.loaded = 0
+        self.invalid = 0
+        self._stamp: tuple[int, int, int] | Literal["unread"] | None = "unread"
+
+    def check(self) -> bool:
+        """Read the file if it changed; ``True`` when :attr:`policies` changed."""
+        import os
+
+        try:
+            st = os.stat(self.path)
+            stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = None
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        try:
+            policies = load_policy_file(self.path)
+        except PolicyError as e:
+            self.error = str(e)
+            self.invalid += 1
+            return False
+        self.error = ""
+        self.loaded += 1
+        changed = policies != self.policies
+        self.policies = policies
+        return changed
 
 
 def load_policy(
@@ -466,6 +521,7 @@ def _read_policy(
             values.get("busy_utilization_percent"), DEFAULT_BUSY_UTILIZATION
         ),
         unknown_grace=_default(values.get("unknown_grace"), DEFAULT_UNKNOWN_GRACE),
+        busy_signal=values.get("busy_signal") or "reports",
     )
 
 
@@ -631,6 +687,20 @@ def _read_reclaim(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     return value
 
 
+def _read_busy_signal(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
+    value = data.get("busy_signal")
+    if value is None:
+        return None
+    if value not in BUSY_SIGNALS:
+        shown = json.dumps(value) if isinstance(value, str) else repr(value)
+        more = did_you_mean(str(value), BUSY_SIGNALS)
+        errs.add(
+            key_path(base, "busy_signal"), f"{shown} is not one of {', '.join(BUSY_SIGNALS)}{more}"
+        )
+        return None
+    return value
+
+
 def _read_max_snoozes(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     value = data.get("max_snoozes")
     if value is None:
@@ -674,4 +744,5 @@ _FIELD_READERS = {
     "dry_run": _read_dry_run,
     "busy_utilization_percent": _read_busy,
     "unknown_grace": _duration_reader("unknown_grace", positive=False),
+    "busy_signal": _read_busy_signal,
 }

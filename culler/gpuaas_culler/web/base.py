@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hmac
 import json
+import time
 from typing import Any
 
 from jupyterhub.services.auth import HubAuthenticated
 from tornado import web
 
-__all__ = ["HubJSONHandler", "JSONHandler"]
+__all__ = ["HubJSONHandler", "JSONHandler", "check_operator_token", "limit"]
 
 
 class JSONHandler(web.RequestHandler):
@@ -24,6 +26,37 @@ class JSONHandler(web.RequestHandler):
         if exc and isinstance(exc[1], web.HTTPError) and exc[1].log_message:
             reason = exc[1].log_message
         self.finish(json.dumps({"status": status_code, "message": reason}))
+
+
+def check_operator_token(handler: web.RequestHandler) -> None:
+    """403 unless the request carries the service's ``operator_token`` (``/metrics`` and
+    ``api/health`` are for Prometheus and operators, not for every hub user behind the
+    proxy). No token configured: refused to everyone, with how to set one."""
+    expected: str = handler.settings.get("operator_token") or ""
+    if not expected:
+        raise web.HTTPError(
+            403,
+            "set c.GPUaaSService.operator_token (or $GPUAAS_OPERATOR_TOKEN) and send it as"
+            " 'Authorization: Bearer TOKEN'",
+        )
+    given = handler.request.headers.get("Authorization", "")
+    scheme, _, token = given.partition(" ")
+    if scheme.lower() not in ("bearer", "token") or not hmac.compare_digest(
+        token.strip().encode(), expected.encode()
+    ):
+        raise web.HTTPError(403, "the operator token is needed (Authorization: Bearer TOKEN)")
+
+
+def limit(handler: web.RequestHandler, name: str, key: str) -> None:
+    """429 with ``Retry-After`` when ``key`` has used up its share of the limit ``name``
+    (a :class:`~gpuaas_culler.web.limits.RateLimit` in the app's settings, if configured)."""
+    limiter = handler.settings.get("limits", {}).get(name)
+    if limiter is None:
+        return
+    wait = limiter.take(key, time.monotonic())
+    if wait > 0:
+        handler.set_header("Retry-After", str(max(1, round(wait))))
+        raise web.HTTPError(429, f"too many requests: try again in {wait:.0f}s")
 
 
 class HubJSONHandler(HubAuthenticated, JSONHandler):  # type: ignore[misc]

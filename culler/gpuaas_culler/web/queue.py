@@ -4,7 +4,8 @@
   per-team counts, for the sidebar (through the server extension, with the server's own token,
   scope ``access:services!service=gpuaas``);
 - ``GET api/health`` — whether its caches are synced, which LocalQueues it polls, how many
-  requests it served and how often it rebuilt its index (docs/queue.md).
+  requests it served and how often it rebuilt its index, the policy's state (docs/queue.md);
+  only with the operator token (``Authorization: Bearer``, docs/security.md).
 
 Everything is answered from memory (:class:`gpuaas_culler.queue.index.QueueIndex`); callers are
 identified by the hub (``HubAuth``, cached for ``cache_max_age``).
@@ -18,7 +19,8 @@ from typing import Any
 from tornado import web
 
 from gpuaas_culler.queue.index import QueueIndex
-from gpuaas_culler.web.base import HubJSONHandler, JSONHandler
+from gpuaas_culler.web.base import HubJSONHandler, JSONHandler, check_operator_token, limit
+from gpuaas_culler.web.limits import RateLimit
 
 __all__ = ["HealthHandler", "QueueHandler", "make_app"]
 
@@ -32,6 +34,7 @@ class QueueHandler(HubJSONHandler):
             raise web.HTTPError(
                 403, "a user's token with the scope access:services!service=gpuaas is needed"
             )
+        limit(self, "queue", str(user["name"]))
         index: QueueIndex = self.settings["queue_index"]
         self.settings["stats"]["requests"] += 1
         self.finish(json.dumps(index.answer(user["name"], user.get("groups") or ())))
@@ -39,6 +42,7 @@ class QueueHandler(HubJSONHandler):
 
 class HealthHandler(JSONHandler):
     def get(self) -> None:
+        check_operator_token(self)
         index: QueueIndex = self.settings["queue_index"]
         stats = self.settings["stats"]
         self.finish(
@@ -48,6 +52,7 @@ class HealthHandler(JSONHandler):
                     "polled_queues": index.polled_queues,
                     "requests_served": stats["requests"],
                     "index_rebuilds": index.rebuilds,
+                    **{k: f() for k, f in self.settings["health_extra"].items()},
                 }
             )
         )
@@ -58,6 +63,8 @@ def make_app(
     *,
     prefix: str = "/services/gpuaas/",
     hub_auth: Any = None,
+    operator_token: str = "",
+    limits: dict[str, RateLimit] | None = None,
 ) -> web.Application:
     """The service's tornado app with its queue endpoints (the culler adds its own:
     :func:`gpuaas_culler.web.reclaim.reclaim_handlers`)."""
@@ -65,6 +72,9 @@ def make_app(
     settings: dict[str, Any] = {
         "queue_index": index,
         "stats": {"requests": 0},
+        "operator_token": operator_token,
+        "limits": limits or {},
+        "health_extra": {},
     }
     if hub_auth is not None:
         settings["hub_auth"] = hub_auth

@@ -8,8 +8,9 @@ Under the service prefix (``/services/gpuaas/``):
 - ``GET api/reclaim`` — the calling server's pending warning (deadline, reason, snoozes left,
   ``saving`` at the deadline) or ``null``.
 - ``POST api/reclaim/snooze`` — "Keep my GPU": ``200`` with the new deadline-free state, or
-  ``409`` when the policy allows no more snoozes.
-- ``GET metrics`` — Prometheus text (no user names in it).
+  ``409`` with why: the policy allows no more snoozes, or the stop is already under way.
+  A busy report that arrives while the stop is under way is answered ``409`` too.
+- ``GET metrics`` — Prometheus text (no user names in it); only with the operator token.
 
 Callers are identified by the hub (``HubAuth``, which needs ``access:services!service=gpuaas``
 on the token); no handler here counts as the user's activity.
@@ -22,15 +23,17 @@ from typing import Any
 
 from tornado import web
 
-from gpuaas_culler.reclaim.activity_store import server_of_token
+from gpuaas_culler.reclaim.activity_store import server_key, server_of_token
 from gpuaas_culler.reclaim.loop import ReclaimLoop
-from gpuaas_culler.web.base import HubJSONHandler
+from gpuaas_culler.web.base import HubJSONHandler, check_operator_token, limit
 from jupyter_gpuaas.core.activity import ReportError
 from jupyter_gpuaas.core.durations import isoformat_z
 
 __all__ = ["reclaim_handlers"]
 
-MAX_REPORT_BYTES = 1 << 20
+
+def _no_constants(name: str) -> None:
+    raise ValueError(f"{name} is not a number JSON allows")
 
 
 class _ServerHandler(HubJSONHandler):
@@ -60,18 +63,35 @@ class _ServerHandler(HubJSONHandler):
 
 class ActivityReportHandler(_ServerHandler):
     def post(self) -> None:
+        # The body is limited before it is read (the HTTP server's max_body_size).
         user, server = self.caller()
-        if len(self.request.body) > MAX_REPORT_BYTES:
-            raise web.HTTPError(413, "activity report too large")
+        limit(self, "activity", server_key(user, server))
         try:
-            payload = json.loads(self.request.body or b"null")
+            payload = json.loads(self.request.body or b"null", parse_constant=_no_constants)
         except ValueError as e:
-            raise web.HTTPError(400, f"not JSON: {e}") from e
+            raise web.HTTPError(400, f"not JSON: {str(e)[:200]}") from e
         now = self.loop.clock()
         try:
             self.loop.store.record(user, server, payload, now)
         except ReportError as e:
-            raise web.HTTPError(400, f"invalid activity report: {e}") from e
+            self.set_status(400)
+            self.finish(
+                json.dumps(
+                    {
+                        "status": 400,
+                        "message": f"invalid activity report: {e}",
+                        "errors": [{"path": x.path, "message": x.message} for x in e.errors],
+                        "more_errors": e.more,
+                    }
+                )
+            )
+            return
+        stopping = self.loop.stopping.get(server_key(user, server))
+        if stopping:
+            # Taken, but too late to keep the server: say so rather than accept and ignore it.
+            self.set_status(409)
+            self.finish(json.dumps({"accepted": False, "reason": stopping}))
+            return
         self.finish(
             json.dumps(
                 {
@@ -108,10 +128,13 @@ class SnoozeHandler(_ServerHandler):
 
 
 class MetricsHandler(web.RequestHandler):
+    """``GET metrics``: only with the operator token (docs/security.md)."""
+
     def initialize(self, loop: ReclaimLoop) -> None:
         self.loop = loop
 
     def get(self) -> None:
+        check_operator_token(self)
         body, content_type = self.loop.metrics.exposition()
         self.set_header("Content-Type", content_type)
         self.finish(body)

@@ -169,7 +169,22 @@ TABLE: list[tuple[str, dict[str, Any], dict[str, Any], list[PendingWorkload], tu
     ("snoozed", {}, {"snoozed_until": NOW + M}, [job()], ("skip", "snoozed")),
     ("snooze over", {}, {"snoozed_until": NOW - M}, [job()], ("warn", "demand")),
     ("busy, with demand", {}, {"state": State.BUSY}, [job()], ("skip", "busy")),
-    ("busy, past max_age", {"max_age": "1h"}, {"state": State.BUSY}, [], ("skip", "busy")),
+    # max_age is a hard cap (issue 13.2): busy or unknown, it is warned and then reclaimed.
+    ("busy, past max_age", {"max_age": "1h"}, {"state": State.BUSY}, [], ("warn", "max-age")),
+    (
+        "unknown within grace, past max_age",
+        {"max_age": "1h"},
+        {"state": State.UNKNOWN, "unknown_for": M},
+        [],
+        ("warn", "max-age"),
+    ),
+    (
+        "busy, past max_age, snoozed",
+        {"max_age": "1h"},
+        {"state": State.BUSY, "snoozed_until": NOW + M},
+        [],
+        ("skip", "snoozed"),
+    ),
     ("busy, reclaim always", {"reclaim": "always"}, {"state": State.BUSY}, [], ("skip", "busy")),
     (
         "unknown within grace, max_idle reached",
@@ -726,8 +741,16 @@ policy_sets = st.builds(
 )
 
 
-def _protected(wb: Workbench, ps: PolicySet) -> bool:
+def _protected(wb: Workbench, ps: PolicySet, code: str = "") -> bool:
+    """Never warned or reclaimed; busy and unknown only up to ``max_age``, the hard cap."""
     p = ps.policies[0]
+    capped = code == "max-age" and p.max_age is not None and NOW - wb.started_at >= p.max_age
+    if capped:
+        return (
+            wb.phase != "running"
+            or (wb.snoozed_until is not None and wb.snoozed_until > NOW)
+            or ("ops" in wb.groups and "ops" in ps.exempt_groups)
+        )
     return (
         wb.idleness.state is State.BUSY
         or wb.phase != "running"
@@ -749,7 +772,7 @@ def test_no_active_or_protected_workbench_is_ever_selected(
     for d in plan.decisions:
         wb = d.workbench
         if d.action in (Action.WARN, Action.WAIT, Action.RECLAIM) or wb.key in chosen:
-            assert not _protected(wb, ps), (d.action, d.reason)
+            assert not _protected(wb, ps, d.code), (d.action, d.reason)
         if wb.key in chosen:
             assert wb.idleness.state is State.IDLE
             assert wb.idleness.idle_for(NOW) >= ps.policies[0].idle_after

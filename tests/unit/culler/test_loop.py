@@ -3,9 +3,11 @@ the Kueue caches (our own collaborators' interfaces; the real ones are in tests/
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from typing import Any
@@ -29,6 +31,7 @@ from gpuaas_culler.reclaim.handoffs import (
 from gpuaas_culler.reclaim.idleness import State
 from gpuaas_culler.reclaim.loop import ReclaimLoop, Settings
 from gpuaas_culler.reclaim.policy import load_policy
+from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import (
     PendingWorkloadInfo,
@@ -37,7 +40,13 @@ from jupyter_gpuaas.core.kueue import (
     read_local_queue,
     read_workload,
 )
-from jupyter_gpuaas.core.labels import RECLAIMED_AT, SNOOZES_USED, WARNED_AT
+from jupyter_gpuaas.core.labels import (
+    RECLAIM_DEADLINE,
+    RECLAIM_REASON,
+    RECLAIMED_AT,
+    SNOOZES_USED,
+    WARNED_AT,
+)
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 MIG = "nvidia.com/mig-1g.5gb"
@@ -681,7 +690,10 @@ async def test_unreadable_or_unusable_handoff_records() -> None:
     assert len(w.kube.patches) == 2
     assert not w.hub.stopped
     w.kube.configmaps_down = False
-    await w.cycle(after=1)  # read now: alice and bob are stopped for the Job, a hand-off
+    await w.cycle(after=1)  # read now; but a restarted service first tells them "saving"
+    assert not w.hub.stopped
+    assert w.loop.warning_for("alice", "")["warning"]["saving"] is True
+    await w.cycle(after=16)  # save_lead later: alice and bob are stopped for the Job
     assert len(w.hub.stopped) == 2
     assert '"workload": "team-a/train"' in w.kube.configmaps[(NS, HANDOFFS_CONFIGMAP)]
 
@@ -841,3 +853,149 @@ async def test_a_mig_pod_busy_by_prometheus_is_not_idle_and_no_answer_acts_on_no
     plan = await w.cycle(after=15)  # bob's last busy moment is now past idle_after (10 s)
     assert plan is not None
     assert {d.workbench.key for d in plan.with_action(Action.WARN)} == {"alice", "bob"}
+
+
+# --------------------------------------------------------------------------- issue 13
+
+
+class GatedHub(FakeHub):
+    """A hub whose stops wait for ``release`` (the race between a decision and its stop)."""
+
+    def __init__(self, servers: list[tuple[str, str]]) -> None:
+        super().__init__(servers)
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def stop_server(self, user: str, server: str) -> int:
+        self.entered.set()
+        await self.release.wait()
+        return await super().stop_server(user, server)
+
+
+class GatedKube(FakeKube):
+    """Annotations of ``gate_pod`` wait for ``release``: the cycle is between its decision and
+    the stops that come after it."""
+
+    def __init__(self, pods: list[dict[str, Any]], gate_pod: str) -> None:
+        super().__init__(pods)
+        self.gate_pod = gate_pod
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> None:
+        if pod.name == self.gate_pod and RECLAIMED_AT in annotations:
+            self.entered.set()
+            await self.release.wait()
+        await super().annotate(pod, annotations)
+
+
+async def test_a_snooze_between_the_decision_and_the_stop_wins() -> None:
+    # Issue 13.3: alice's stop is under way (her annotation after it waits); bob, decided in
+    # the same cycle, presses "Keep my GPU" now: his server is not stopped.
+    w = World()
+    await w.cycle()  # alice and bob warned
+    w.kube = GatedKube(list(w.kube.pods.values()), "jupyter-alice")
+    w.loop.kube = w.kube
+    w.now += timedelta(seconds=31)
+    w.report()
+    cycle = asyncio.ensure_future(w.loop.cycle())
+    await asyncio.wait_for(w.kube.entered.wait(), 5)  # alice stopped; bob decided, not yet
+    result = await w.loop.snooze("bob", "")
+    assert result.allowed, result.reason
+    w.kube.release.set()
+    plan = await asyncio.wait_for(cycle, 5)
+    assert plan is not None
+    assert ("bob", "") in [(d.workbench.user, d.workbench.server) for d in plan.decisions]
+    assert w.hub.stopped == [("alice", "")]  # bob kept (his press came after the decision)
+    # the next cycle still sees bob's snooze, though the pod it read before did not have it
+    await w.cycle(after=1)
+    assert ("bob", "") not in w.hub.stopped
+    assert w.loop.seen["bob"].workbench.snoozed_until is not None
+
+
+async def test_a_snooze_during_the_stop_is_refused_with_why() -> None:
+    w = World()
+    await w.cycle()
+    w.hub = GatedHub(list(w.hub.servers))
+    w.loop.hub = w.hub
+    w.now += timedelta(seconds=31)
+    w.report()
+    cycle = asyncio.ensure_future(w.loop.cycle())
+    await asyncio.wait_for(w.hub.entered.wait(), 5)  # alice's stop is under way
+    result = await w.loop.snooze("alice", "")
+    assert not result.allowed
+    assert "being stopped now" in result.reason
+    assert "alice" in w.loop.stopping
+    w.hub.release.set()
+    await asyncio.wait_for(cycle, 5)
+    assert ("alice", "") in w.hub.stopped
+
+
+async def test_a_busy_report_between_the_decision_and_the_stop_wins() -> None:
+    w = World()
+    await w.cycle()
+    w.kube = GatedKube(list(w.kube.pods.values()), "jupyter-alice")
+    w.loop.kube = w.kube
+    w.now += timedelta(seconds=31)
+    w.report()
+    cycle = asyncio.ensure_future(w.loop.cycle())
+    await asyncio.wait_for(w.kube.entered.wait(), 5)
+    w.now += timedelta(seconds=1)  # bob's kernel runs a cell, reported now
+    w.store.record("bob", "", busy(w.now), w.now)
+    w.kube.release.set()
+    await asyncio.wait_for(cycle, 5)
+    assert w.hub.stopped == [("alice", "")]
+
+
+async def test_after_a_restart_the_banner_comes_back_and_saving_comes_first() -> None:
+    # Issue 13.8: the deadline and reason are on the pod; a restarted service shows them and
+    # stops nothing before the sidebar has had "saving" for save_lead.
+    w = World()
+    await w.cycle()
+    ann = w.kube.pods["jupyter-alice"]["metadata"]["annotations"]
+    assert ann[RECLAIM_DEADLINE] == isoformat_z(w.now + timedelta(seconds=30))
+    assert "needs what it holds" in ann[RECLAIM_REASON]
+    w.loop = w.new_loop()  # restart, its countdown continues on the pod
+    w.store.set_notice("alice", None)  # the store is the new process's too
+    w.store.set_notice("bob", None)
+    await w.cycle(after=10)
+    warning = w.loop.warning_for("alice", "")["warning"]
+    assert warning["reason"] == ann[RECLAIM_REASON]
+    assert warning["reclaim_at"] == ann[RECLAIM_DEADLINE]
+    w.loop = w.new_loop()  # restarted again, past the deadline this time
+    for key in ("alice", "bob"):
+        w.store.set_notice(key, None)
+    await w.cycle(after=60)
+    assert not w.hub.stopped
+    assert w.loop.warning_for("alice", "")["warning"]["saving"] is True
+    await w.cycle(after=10)
+    assert not w.hub.stopped  # only 10 of save_lead's 15 s
+    await w.cycle(after=6)
+    assert sorted(w.hub.stopped) == [("alice", ""), ("bob", "")]
+
+
+async def test_a_warning_names_queued_work_of_another_team_by_its_team_only() -> None:
+    # Issue 13.10: team A's workbenches warned for team B's Job: "queued work of team team-b".
+    w = World()
+    w.jobs[0]["metadata"]["namespace"] = "team-b"
+    team_b = read_local_queue(
+        {
+            "metadata": {"name": "training", "namespace": "team-b"},
+            "spec": {"clusterQueue": "team-a-training"},
+        }
+    )
+    w.view.state = replace(
+        w.view.state,
+        local_queues={**w.view.state.local_queues, ("team-b", "training"): team_b},
+    )
+    w.settings = Settings(job_namespaces=("team-b",), interval=10, max_backoff=80)
+    w.loop = w.new_loop()
+    plan = await w.cycle()
+    assert plan is not None
+    (warned, *_) = plan.with_action(Action.WARN)
+    assert "team-b/train" in warned.reason  # the audit names it
+    told = w.loop.warning_for(warned.workbench.user, "")["warning"]["reason"]
+    assert told.startswith("queued work of team team-b needs what it holds")
+    assert "train" not in told
+    ann = w.kube.pods[f"jupyter-{warned.workbench.user}"]["metadata"]["annotations"]
+    assert "train" not in ann[RECLAIM_REASON]
