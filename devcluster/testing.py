@@ -19,6 +19,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -289,6 +290,80 @@ async def wait_queues_idle(api: client.ApiClient, timeout: float = 60.0) -> None
         return True
 
     await wait_for("all ClusterQueues idle", idle, timeout)
+
+
+async def create_when_free(
+    v1: Any, namespace: str, manifest: dict[str, Any], timeout: float = 10.0
+) -> Any:
+    """Create the pod as soon as its name is free (409 while the old one is still there)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await v1.create_namespaced_pod(namespace, manifest)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+        if time.monotonic() > deadline:
+            name = manifest["metadata"]["name"]
+            raise AssertionError(f"the name {namespace}/{name} was not free within {timeout}s")
+        await asyncio.sleep(0.01)  # as tight as a client that retries at once
+
+
+async def still_running(v1: Any, namespace: str, name: str, uid: str) -> bool:
+    """True once pod ``uid`` is Running and Ready; AssertionError at once if the name no longer
+    holds that pod, or the pod was deleted or ended (nobody here asked for either)."""
+    try:
+        pod = await v1.read_namespaced_pod(name, namespace)
+    except ApiException as e:
+        if e.status == 404:
+            raise AssertionError(f"pod {namespace}/{name} (uid {uid}) vanished") from None
+        raise
+    where = f"pod {namespace}/{name} (uid {uid})"
+    if pod.metadata.uid != uid:
+        raise AssertionError(f"{where} was replaced by uid {pod.metadata.uid}")
+    if pod.metadata.deletion_timestamp is not None:
+        raise AssertionError(f"{where} is being deleted by someone else")
+    if pod.status.phase in ("Succeeded", "Failed"):
+        raise AssertionError(f"{where} ended: {pod.status.phase}")
+    ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+    return bool(pod.status.phase == "Running" and ready)
+
+
+async def churn_same_name(
+    v1: Any,
+    namespace: str,
+    manifest: dict[str, Any],
+    rounds: int,
+    *,
+    grace_seconds: int | None = None,
+    timeout: float = 60.0,
+) -> list[str]:
+    """Run a pod, then ``rounds`` times: delete it and create one of the same name at once,
+    each new pod checked to run and stay itself. Returns the pods' UIDs in order.
+
+    This is what a quick stop and restart of a server does (KubeSpawner reuses pod names): if
+    anything that finishes the old pod acts on the name rather than the UID, the new pod ends.
+    """
+    name = manifest["metadata"]["name"]
+    pod = await v1.create_namespaced_pod(namespace, manifest)
+    uids = [pod.metadata.uid]
+    for i in range(rounds + 1):
+        uid = uids[-1]
+        try:
+            await wait_for(
+                f"{name} (uid {uid}) Running",
+                partial(still_running, v1, namespace, name, uid),
+                timeout,
+                every=0.05,
+            )
+        except AssertionError as e:
+            raise AssertionError(f"round {i} of {rounds}: {e}") from None
+        if i == rounds:
+            break
+        await v1.delete_namespaced_pod(name, namespace, grace_period_seconds=grace_seconds)
+        pod = await create_when_free(v1, namespace, manifest)
+        uids.append(pod.metadata.uid)
+    return uids
 
 
 # The user label of docs/queue.md (vouched for by 60-user-label-policy.yaml).

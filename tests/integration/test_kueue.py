@@ -20,6 +20,7 @@ from devcluster.testing import (
     Cluster,
     batch,
     borrowed,
+    churn_same_name,
     cluster_queues,
     core,
     create_job,
@@ -141,6 +142,18 @@ async def test_deleted_running_pod_frees_its_name_within_10s(cluster: Cluster) -
         second = await v1.read_namespaced_pod("nb-reuse", USERS_NS)
         assert second.metadata.uid != first.metadata.uid
         await wait_for("new pod Running", lambda: pod_running(v1, "nb-reuse"))
+
+
+# Issue 10: enough quick delete-and-recreate rounds that a name-only delete or status write of
+# whatever finishes the old pod (a stale one) would land on the new pod at least once.
+RECREATE_ROUNDS = 30
+
+
+@pytest.mark.usefixtures("idle_queues")
+async def test_pod_recreated_at_once_under_the_same_name_keeps_running(cluster: Cluster) -> None:
+    async with cluster.api("jupyterhub", "hub") as hub:
+        uids = await churn_same_name(core(hub), USERS_NS, notebook_pod("nb-churn"), RECREATE_ROUNDS)
+    assert len(set(uids)) == RECREATE_ROUNDS + 1
 
 
 async def test_visibility_api_needs_its_role(cluster: Cluster) -> None:
