@@ -292,19 +292,44 @@ async def wait_queues_idle(api: client.ApiClient, timeout: float = 60.0) -> None
     await wait_for("all ClusterQueues idle", idle, timeout)
 
 
+async def old_workloads(api: client.ApiClient, namespace: str, name: str) -> list[str]:
+    """Names of the Workloads still owned by a pod called ``name`` (any UID)."""
+    out = await client.CustomObjectsApi(api).list_namespaced_custom_object(
+        *KUEUE, namespace, "workloads"
+    )
+    return [
+        w["metadata"]["name"]
+        for w in out.get("items", [])
+        if any(
+            o.get("kind") == "Pod" and o.get("name") == name
+            for o in w["metadata"].get("ownerReferences") or []
+        )
+    ]
+
+
 async def create_when_free(
-    v1: Any, namespace: str, manifest: dict[str, Any], timeout: float = 10.0
+    api: client.ApiClient, namespace: str, manifest: dict[str, Any], timeout: float = 10.0
 ) -> Any:
-    """Create the pod as soon as its name is free (409 while the old one is still there)."""
+    """Create the pod as soon as its name is free: the old pod gone (409 until then) and, for a
+    pod Kueue manages, the old pod's Workload gone too.
+
+    The second wait is Kueue's rule, not ours: v0.17 finds a pod's Workloads by the owner's
+    *name* (jobframework ``FindMatchingWorkloads``: ``OwnerReferenceIndexFieldMatcher(gvk,
+    name)``), so a new pod created while the old pod's Workload is still there is taken to own
+    it: ungated on the old admission, its own Workload deleted as a duplicate, and stopped
+    ("Missing Workload; unable to restore pod templates") once the old one goes.
+    """
+    name = manifest["metadata"]["name"]
+    managed = "kueue.x-k8s.io/queue-name" in (manifest["metadata"].get("labels") or {})
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            return await v1.create_namespaced_pod(namespace, manifest)
-        except ApiException as e:
-            if e.status != 409:
-                raise
+        if not managed or not await old_workloads(api, namespace, name):
+            try:
+                return await core(api).create_namespaced_pod(namespace, manifest)
+            except ApiException as e:
+                if e.status != 409:
+                    raise
         if time.monotonic() > deadline:
-            name = manifest["metadata"]["name"]
             raise AssertionError(f"the name {namespace}/{name} was not free within {timeout}s")
         await asyncio.sleep(0.01)  # as tight as a client that retries at once
 
@@ -330,7 +355,7 @@ async def still_running(v1: Any, namespace: str, name: str, uid: str) -> bool:
 
 
 async def churn_same_name(
-    v1: Any,
+    api: client.ApiClient,
     namespace: str,
     manifest: dict[str, Any],
     rounds: int,
@@ -345,6 +370,7 @@ async def churn_same_name(
     anything that finishes the old pod acts on the name rather than the UID, the new pod ends.
     """
     name = manifest["metadata"]["name"]
+    v1 = core(api)
     pod = await v1.create_namespaced_pod(namespace, manifest)
     uids = [pod.metadata.uid]
     for i in range(rounds + 1):
@@ -361,7 +387,7 @@ async def churn_same_name(
         if i == rounds:
             break
         await v1.delete_namespaced_pod(name, namespace, grace_period_seconds=grace_seconds)
-        pod = await create_when_free(v1, namespace, manifest)
+        pod = await create_when_free(api, namespace, manifest)
         uids.append(pod.metadata.uid)
     return uids
 

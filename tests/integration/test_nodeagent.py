@@ -210,7 +210,7 @@ async def test_local_pod_recreated_at_once_under_the_same_name_keeps_running(
         v1 = core(hub)
         try:
             # 1 s, as KubeSpawner's default delete_grace_period
-            uids = await churn_same_name(v1, NS, pod, RECREATE_ROUNDS, grace_seconds=1)
+            uids = await churn_same_name(hub, NS, pod, RECREATE_ROUNDS, grace_seconds=1)
             assert len(set(uids)) == RECREATE_ROUNDS + 1
         finally:
             try:
