@@ -577,6 +577,23 @@ def up(settings: Settings | None = None, *, log: Log = _stderr, build: bool = Tr
         )
 
 
+@contextlib.contextmanager
+def running(
+    settings: Settings | None = None, *, log: Log = _stderr, build: bool = True
+) -> Iterator[ClusterInfo]:
+    """The cluster for the length of a block: :func:`up` (or the one already running), and
+    :func:`down` at the end only if this block started it (a cluster someone else started
+    keeps running). Scripts and fixtures that need a cluster use this, so that each leaves the
+    machine as it found it."""
+    settings = settings or load_settings()
+    info = up(settings, log=log, build=build)
+    try:
+        yield info
+    finally:
+        if info.started:
+            down(settings, log=log)
+
+
 def _check_visibility_dir() -> None:
     d = KUEUE_VISIBILITY_CERT_DIR
     if d.is_dir() and os.access(d, os.W_OK):

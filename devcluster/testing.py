@@ -456,10 +456,8 @@ def borrowed(cq: dict[str, Any], flavor: str, resource: str) -> str:
 def cluster() -> Iterator[Cluster]:
     """The running dev cluster (started for the session unless one was already running)."""
     settings = load_settings()
-    info = devcluster.up(settings)
-    yield Cluster(info)
+    with devcluster.running(settings) as info:
+        yield Cluster(info)
     if info.started:
-        records = list(info.processes)
-        devcluster.down(settings)
-        left = leftovers(settings, records)
+        left = leftovers(settings, info.processes)
         assert not left, f"devcluster down left things behind: {left}"
