@@ -2,7 +2,8 @@
 
 Sets up (loopback only):
 
-- the dev cluster (the running one if any; ``GPUAAS_CLUSTER_*`` pick which) with ``--servers``
+- the dev cluster (the running one if any, else one started and stopped again at the end;
+  ``GPUAAS_CLUSTER_*`` pick which) with ``--servers``
   notebook pods in ``jupyter-users`` bound to kwok's simulated nodes, labelled and annotated as
   GPUaaSSpawner's pods are (``component=singleuser-server``, team, offering, hub user and server
   name, GPU requests, ``GPUAAS_OFFERING_KIND``), created in bulk with the admin's credentials;
@@ -58,6 +59,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from devcluster.cluster import ClusterInfo, running  # noqa: E402
 from devcluster.queue_hub import CULLER_SCOPES  # noqa: E402 - the repository is on the path now
 
 NS = "jupyter-users"
@@ -419,12 +421,16 @@ def rss_mib(pid: int) -> float:
 
 
 async def run(args: argparse.Namespace) -> int:
+    # A cluster this run started is stopped at the end; one already running is left running.
+    with running() as info:
+        return await run_on(args, info)
+
+
+async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
     from kubernetes_asyncio import config as kconfig
     from kubernetes_asyncio.config import kube_config
 
-    import devcluster
     from benchmarks.kube_counter import CountingProxy
-    from devcluster.config import load_settings
     from devcluster.testing import Cluster
     from gpuaas_culler.clients.hub import HubClient
     from gpuaas_culler.clients.kubernetes import KubeClient, notebook_pod_reflector
@@ -435,8 +441,6 @@ async def run(args: argparse.Namespace) -> int:
 
     # the peer, as installed (no type information of its own)
     cull_idle = importlib.import_module("jupyterhub_idle_culler").cull_idle
-    settings = load_settings()
-    info = devcluster.up(settings)
     users = [f"bench{i:05d}" for i in range(args.servers)]
 
     admin = await kconfig.new_client_from_config(str(info.kubeconfig))

@@ -6,11 +6,21 @@ Run from the repository root::
     python -m devcluster status
     python -m devcluster down
 
-The pytest fixture in ``tests/integration/conftest.py`` uses the same :func:`devcluster.cluster.up`
-and :func:`devcluster.cluster.down`. See ``docs/dev-cluster.md``.
+The pytest fixture in ``tests/integration/conftest.py`` and the benchmarks use the same
+:func:`devcluster.cluster.running` (``up``, then ``down`` if it started the cluster).
+See ``docs/dev-cluster.md``.
 """
 
-from devcluster.cluster import ClusterError, ClusterInfo, down, status, up
+from devcluster.cluster import ClusterError, ClusterInfo, down, running, status, up
 from devcluster.config import Settings, load_settings
 
-__all__ = ["ClusterError", "ClusterInfo", "Settings", "down", "load_settings", "status", "up"]
+__all__ = [
+    "ClusterError",
+    "ClusterInfo",
+    "Settings",
+    "down",
+    "load_settings",
+    "running",
+    "status",
+    "up",
+]

@@ -72,6 +72,7 @@ CREDENTIALS = {
 STOP_ORDER = (
     "nodeagent",
     "kueue",
+    "kwok-finisher",
     "kwok",
     "kube-scheduler",
     "kube-controller-manager",
@@ -484,6 +485,17 @@ def _start(
     return rec
 
 
+def _python_env() -> dict[str, str]:
+    """Environment of our Python components: this virtualenv first, the repository importable."""
+    env = _env_for_components()
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = venv_bin + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = str(REPO_ROOT) + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
+    return env
+
+
 def _running_info(settings: Settings, log: Log) -> ClusterInfo | None:
     """The cluster already running under this state dir, if it is whole and healthy."""
     state = _read_state(settings)
@@ -564,6 +576,23 @@ def up(settings: Settings | None = None, *, log: Log = _stderr, build: bool = Tr
             processes=state.records(),
             agent_node=agent.name if agent else None,
         )
+
+
+@contextlib.contextmanager
+def running(
+    settings: Settings | None = None, *, log: Log = _stderr, build: bool = True
+) -> Iterator[ClusterInfo]:
+    """The cluster for the length of a block: :func:`up` (or the one already running), and
+    :func:`down` at the end only if this block started it (a cluster someone else started
+    keeps running). Scripts and fixtures that need a cluster use this, so that each leaves the
+    machine as it found it."""
+    settings = settings or load_settings()
+    info = up(settings, log=log, build=build)
+    try:
+        yield info
+    finally:
+        if info.started:
+            down(settings, log=log)
 
 
 def _check_visibility_dir() -> None:
@@ -769,6 +798,22 @@ def _bring_up(
     )
 
     kwok_nodes = [n.name for n in nodes if n.run_by == "kwok"]
+    # kwok deletes by name only, so the pods' last step (removal by UID) is ours: see its docstring
+    finisher_ready = sd / "kwok-finisher.ready"
+    finisher = _start(
+        state,
+        "kwok-finisher",
+        [
+            sys.executable,
+            "-m",
+            "devcluster.kwokfinisher",
+            f"--kubeconfig={kcfg['kwok']}",
+            f"--ready-file={finisher_ready}",
+            *(f"--node={n}" for n in kwok_nodes),
+        ],
+        env=_python_env(),
+        cwd=REPO_ROOT,
+    )
 
     def nodes_ready(names: list[str]) -> Callable[[], bool]:
         def check() -> bool:
@@ -783,6 +828,7 @@ def _bring_up(
 
     _wait(kwok, "GET /healthz", lambda: _http_ok(f"http://{HOST}:{ports.kwok}/healthz"), 60, "kwok")
     _wait(kwok, f"nodes {', '.join(kwok_nodes)} Ready", nodes_ready(kwok_nodes), 60, "kwok")
+    _wait(finisher, "its first pod list", finisher_ready.exists, 30, "kwok-finisher")
     cert_dir = settings.state_dir / "kueue" / "webhook-certs"
 
     def kueue_ready() -> bool:
@@ -837,12 +883,6 @@ def _bring_up(
 
     if agent is not None:
         step(f"starting the node agent for {agent.name}")
-        agent_env = _env_for_components()
-        venv_bin = str(Path(sys.executable).parent)
-        agent_env["PATH"] = venv_bin + os.pathsep + agent_env.get("PATH", "")
-        agent_env["PYTHONPATH"] = str(REPO_ROOT) + (
-            os.pathsep + agent_env["PYTHONPATH"] if agent_env.get("PYTHONPATH") else ""
-        )
         rec = _start(
             state,
             "nodeagent",
@@ -855,7 +895,7 @@ def _bring_up(
                 f"--state-dir={settings.agent_dir}",
                 f"--ip-prefix={settings.pod_ip_prefix}",
             ],
-            env=agent_env,
+            env=_python_env(),
             cwd=REPO_ROOT,
         )
         _wait(rec, f"node {agent.name} Ready", nodes_ready([agent.name]), 30, "nodeagent")

@@ -43,7 +43,7 @@ import re
 import shutil
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -256,6 +256,72 @@ def pod_phase(restart_policy: str, exit_codes: list[int | None]) -> str | None:
             return "Succeeded"
         return None
     return "Succeeded" if all(c == 0 for c in codes) else "Failed"
+
+
+# --- list-watch (shared with devcluster.kwokfinisher) ------------------------------------------
+
+
+async def list_watch(
+    core: Any,
+    field_selector: str,
+    on_list: Callable[[list[dict[str, Any]]], None],
+    on_event: Callable[[str, dict[str, Any]], None],
+) -> None:
+    """List the pods matching ``field_selector`` (``on_list``), then watch them (``on_event``
+    with ADDED/MODIFIED/DELETED and the raw pod); list again every ``RESYNC_EVERY`` seconds
+    and after any error. Runs until cancelled."""
+    from kubernetes_asyncio import watch
+
+    rv: str | None = None
+    last_sync = 0.0
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            if rv is None or loop.time() - last_sync > RESYNC_EVERY:
+                resp = await core.list_pod_for_all_namespaces(
+                    field_selector=field_selector, _preload_content=False
+                )
+                body = await resp.read()
+                if resp.status >= 400:  # the client does not check raw responses
+                    raise ApiException(status=resp.status, reason=body.decode(errors="replace"))
+                data = json.loads(body)
+                rv = data["metadata"]["resourceVersion"]
+                on_list(data["items"])
+                last_sync = loop.time()
+            w = watch.Watch(return_type="object")
+            async for ev in w.stream(
+                core.list_pod_for_all_namespaces,
+                field_selector=field_selector,
+                resource_version=rv,
+                timeout_seconds=int(RESYNC_EVERY),
+                allow_watch_bookmarks=True,
+            ):
+                obj = ev["raw_object"]
+                rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                on_event(ev["type"], obj)
+        except ApiException as e:
+            if e.status == 410:
+                rv = None
+                continue
+            log.warning("pod watch failed: %s", e)
+            rv = None
+            await asyncio.sleep(1)
+        except (OSError, asyncio.TimeoutError, ValueError) as e:
+            log.warning("pod watch interrupted: %s", e)
+            rv = None
+            await asyncio.sleep(1)
+
+
+def uid_bound(uid: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A patch body that fails (uid is immutable) unless the pod under the name is ``uid``:
+    the kubelet's way (k8s pkg/util/pod PatchPodStatus), so that a late write of a finished pod
+    never lands on a new pod of the same name."""
+    return {"metadata": {"uid": uid}, **body}
+
+
+def delete_body(uid: str) -> dict[str, Any]:
+    """Delete at once, and only the pod ``uid`` (409 if the name now holds another pod)."""
+    return {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
 
 
 # --- per-pod runtime ---------------------------------------------------------------------
@@ -484,57 +550,23 @@ class NodeAgent:
     # ---- pod watch ----
 
     async def watch_pods(self) -> None:
-        from kubernetes_asyncio import watch
+        await list_watch(self.core, f"spec.nodeName={self.node}", self._listed, self._event_seen)
 
-        selector = f"spec.nodeName={self.node}"
-        rv: str | None = None
-        last_sync = 0.0
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                if rv is None or loop.time() - last_sync > RESYNC_EVERY:
-                    resp = await self.core.list_pod_for_all_namespaces(
-                        field_selector=selector, _preload_content=False
-                    )
-                    body = await resp.read()
-                    if resp.status >= 400:  # the client does not check raw responses
-                        raise ApiException(status=resp.status, reason=body.decode(errors="replace"))
-                    data = json.loads(body)
-                    rv = data["metadata"]["resourceVersion"]
-                    live = {p["metadata"]["uid"] for p in data["items"]}
-                    for uid in list(self.runs):
-                        if uid not in live:
-                            self._gone(uid)
-                    self.done &= live
-                    for pod in data["items"]:
-                        self.reconcile(pod)
-                    last_sync = loop.time()
-                w = watch.Watch(return_type="object")
-                async for ev in w.stream(
-                    self.core.list_pod_for_all_namespaces,
-                    field_selector=selector,
-                    resource_version=rv,
-                    timeout_seconds=int(RESYNC_EVERY),
-                    allow_watch_bookmarks=True,
-                ):
-                    obj = ev["raw_object"]
-                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                    if ev["type"] == "DELETED":
-                        self._gone(obj["metadata"]["uid"])
-                        self.done.discard(obj["metadata"]["uid"])
-                    elif ev["type"] in ("ADDED", "MODIFIED"):
-                        self.reconcile(obj)
-            except ApiException as e:
-                if e.status == 410:
-                    rv = None
-                    continue
-                log.warning("pod watch failed: %s", e)
-                rv = None
-                await asyncio.sleep(1)
-            except (OSError, asyncio.TimeoutError, ValueError) as e:
-                log.warning("pod watch interrupted: %s", e)
-                rv = None
-                await asyncio.sleep(1)
+    def _listed(self, pods: list[dict[str, Any]]) -> None:
+        live = {p["metadata"]["uid"] for p in pods}
+        for uid in list(self.runs):
+            if uid not in live:
+                self._gone(uid)
+        self.done &= live
+        for pod in pods:
+            self.reconcile(pod)
+
+    def _event_seen(self, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            self._gone(obj["metadata"]["uid"])
+            self.done.discard(obj["metadata"]["uid"])
+        elif kind in ("ADDED", "MODIFIED"):
+            self.reconcile(obj)
 
     def reconcile(self, pod: dict[str, Any]) -> None:
         if self._stopping:
@@ -593,13 +625,16 @@ class NodeAgent:
                 await self.core.patch_namespaced_pod_status(
                     meta["name"],
                     meta["namespace"],
-                    {
-                        "status": {
-                            "phase": "Failed",
-                            "reason": "Terminated",
-                            "message": "deleted before its containers started",
-                        }
-                    },
+                    uid_bound(
+                        meta["uid"],
+                        {
+                            "status": {
+                                "phase": "Failed",
+                                "reason": "Terminated",
+                                "message": "deleted before its containers started",
+                            }
+                        },
+                    ),
                     _content_type=STRATEGIC,
                 )
             if meta.get("deletionTimestamp"):
@@ -609,18 +644,21 @@ class NodeAgent:
                 log.warning("finalizing %s/%s: %s", meta["namespace"], meta["name"], e)
 
     async def _delete_now(self, namespace: str, name: str, uid: str) -> None:
-        body = {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
-        await self.core.delete_namespaced_pod(name, namespace, body=body)
+        await self.core.delete_namespaced_pod(name, namespace, body=delete_body(uid))
 
     async def _report(self, run: PodRun) -> None:
         if run.finalized:
             return
         try:
             await self.core.patch_namespaced_pod_status(
-                run.name, run.namespace, {"status": run.status()}, _content_type=STRATEGIC
+                run.name,
+                run.namespace,
+                uid_bound(run.uid, {"status": run.status()}),
+                _content_type=STRATEGIC,
             )
         except ApiException as e:
-            if e.status == 404:
+            if e.status == 404 or (e.status == 422 and "uid" in str(e.body)):
+                # gone, or the name already holds a new pod: nothing of this run to report
                 run.finalized = True
             else:
                 log.warning("status of %s/%s: %s", run.namespace, run.name, e)

@@ -19,6 +19,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -292,6 +293,106 @@ async def wait_queues_idle(api: client.ApiClient, timeout: float = 60.0) -> None
     await wait_for("all ClusterQueues idle", idle, timeout)
 
 
+async def old_workloads(api: client.ApiClient, namespace: str, name: str) -> list[str]:
+    """Names of the Workloads still owned by a pod called ``name`` (any UID)."""
+    out = await client.CustomObjectsApi(api).list_namespaced_custom_object(
+        *KUEUE, namespace, "workloads"
+    )
+    return [
+        w["metadata"]["name"]
+        for w in out.get("items", [])
+        if any(
+            o.get("kind") == "Pod" and o.get("name") == name
+            for o in w["metadata"].get("ownerReferences") or []
+        )
+    ]
+
+
+async def create_when_free(
+    api: client.ApiClient, namespace: str, manifest: dict[str, Any], timeout: float = 10.0
+) -> Any:
+    """Create the pod as soon as its name is free: the old pod gone (409 until then) and, for a
+    pod Kueue manages, the old pod's Workload gone too.
+
+    The second wait is Kueue's rule, not ours: v0.17 finds a pod's Workloads by the owner's
+    *name* (jobframework ``FindMatchingWorkloads``: ``OwnerReferenceIndexFieldMatcher(gvk,
+    name)``), so a new pod created while the old pod's Workload is still there is taken to own
+    it: ungated on the old admission, its own Workload deleted as a duplicate, and stopped
+    ("Missing Workload; unable to restore pod templates") once the old one goes.
+    """
+    name = manifest["metadata"]["name"]
+    managed = "kueue.x-k8s.io/queue-name" in (manifest["metadata"].get("labels") or {})
+    deadline = time.monotonic() + timeout
+    while True:
+        if not managed or not await old_workloads(api, namespace, name):
+            try:
+                return await core(api).create_namespaced_pod(namespace, manifest)
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the name {namespace}/{name} was not free within {timeout}s")
+        await asyncio.sleep(0.01)  # as tight as a client that retries at once
+
+
+async def still_running(v1: Any, namespace: str, name: str, uid: str) -> bool:
+    """True once pod ``uid`` is Running and Ready; AssertionError at once if the name no longer
+    holds that pod, or the pod was deleted or ended (nobody here asked for either)."""
+    try:
+        pod = await v1.read_namespaced_pod(name, namespace)
+    except ApiException as e:
+        if e.status == 404:
+            raise AssertionError(f"pod {namespace}/{name} (uid {uid}) vanished") from None
+        raise
+    where = f"pod {namespace}/{name} (uid {uid})"
+    if pod.metadata.uid != uid:
+        raise AssertionError(f"{where} was replaced by uid {pod.metadata.uid}")
+    if pod.metadata.deletion_timestamp is not None:
+        raise AssertionError(f"{where} is being deleted by someone else")
+    if pod.status.phase in ("Succeeded", "Failed"):
+        raise AssertionError(f"{where} ended: {pod.status.phase}")
+    ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+    return bool(pod.status.phase == "Running" and ready)
+
+
+async def churn_same_name(
+    api: client.ApiClient,
+    namespace: str,
+    manifest: dict[str, Any],
+    rounds: int,
+    *,
+    grace_seconds: int | None = None,
+    timeout: float = 60.0,
+) -> list[str]:
+    """Run a pod, then ``rounds`` times: delete it and create one of the same name at once,
+    each new pod checked to run and stay itself. Returns the pods' UIDs in order.
+
+    This is what a quick stop and restart of a server does (KubeSpawner reuses pod names): if
+    anything that finishes the old pod acts on the name rather than the UID, the new pod ends.
+    """
+    name = manifest["metadata"]["name"]
+    v1 = core(api)
+    pod = await v1.create_namespaced_pod(namespace, manifest)
+    uids = [pod.metadata.uid]
+    for i in range(rounds + 1):
+        uid = uids[-1]
+        try:
+            await wait_for(
+                f"{name} (uid {uid}) Running",
+                partial(still_running, v1, namespace, name, uid),
+                timeout,
+                every=0.05,
+            )
+        except AssertionError as e:
+            raise AssertionError(f"round {i} of {rounds}: {e}") from None
+        if i == rounds:
+            break
+        await v1.delete_namespaced_pod(name, namespace, grace_period_seconds=grace_seconds)
+        pod = await create_when_free(api, namespace, manifest)
+        uids.append(pod.metadata.uid)
+    return uids
+
+
 # The user label of docs/queue.md (vouched for by 60-user-label-policy.yaml).
 # Jobs that take all team A's training queue can use: 16 h100 GPUs (own 6 + borrowed 10).
 TRAINING_FILLERS = (("fill-8", 8), ("fill-7", 7), ("fill-1", 1))
@@ -355,10 +456,8 @@ def borrowed(cq: dict[str, Any], flavor: str, resource: str) -> str:
 def cluster() -> Iterator[Cluster]:
     """The running dev cluster (started for the session unless one was already running)."""
     settings = load_settings()
-    info = devcluster.up(settings)
-    yield Cluster(info)
+    with devcluster.running(settings) as info:
+        yield Cluster(info)
     if info.started:
-        records = list(info.processes)
-        devcluster.down(settings)
-        left = leftovers(settings, records)
+        left = leftovers(settings, info.processes)
         assert not left, f"devcluster down left things behind: {left}"

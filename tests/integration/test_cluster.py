@@ -77,3 +77,10 @@ async def test_service_accounts_are_least_privilege(cluster: Cluster) -> None:
         with pytest.raises(client.ApiException) as err:
             await core(api).list_namespaced_secret("kube-system")
         assert err.value.status == 403
+
+
+def test_running_leaves_a_cluster_it_did_not_start_running(cluster: Cluster) -> None:
+    # `running` is what the fixtures and benchmarks use; `down` only for a cluster it started.
+    with devcluster.running(cluster.info.settings, log=lambda _m: None) as info:
+        assert not info.started
+    assert devcluster.status(cluster.info.settings)["running"]

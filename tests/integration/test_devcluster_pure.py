@@ -7,15 +7,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from devcluster.config import MANIFESTS_DIR, PORT_OFFSETS, load_settings
+from devcluster.config import MANIFESTS_DIR, PORT_OFFSETS, STAGES_FILE, load_settings
+from devcluster.kwokfinisher import Finisher, due
 from devcluster.nodeagent import (
     ContainerConfigError,
     IPPool,
     bind_url_to,
     container_argv,
     container_env,
+    delete_body,
     expand,
     pod_phase,
+    uid_bound,
 )
 from devcluster.nodes import NodesFileError, load_nodes
 
@@ -201,3 +204,36 @@ def test_missing_go_fails_the_build_with_a_clear_message(
         ensure_binaries(settings, log=lines.append)
     assert "Go is not installed" in str(err.value)
     assert "make cluster-build" in str(err.value)
+
+
+def test_kwok_stages_never_delete_and_bind_each_pod_write_to_its_uid() -> None:
+    # kwok deletes by name only (issue 10): removal is kwok-finisher's, by UID
+    stages = [s for s in yaml.safe_load_all(STAGES_FILE.read_text()) if s]
+    pod_stages = [s for s in stages if s["spec"]["resourceRef"]["kind"] == "Pod"]
+    assert pod_stages
+    for stage in pod_stages:
+        nxt = stage["spec"]["next"]
+        assert not nxt.get("delete"), stage["metadata"]["name"]
+        assert "statusTemplate" not in nxt, stage["metadata"]["name"]
+        for patch in nxt.get("patches", []):
+            assert patch["template"].startswith("metadata:\n  uid: {{ .metadata.uid"), patch
+
+
+def test_kwok_finisher_removes_only_deleted_unheld_pods_on_its_nodes() -> None:
+    nodes = frozenset({"h100-0"})
+    deleted = {"deletionTimestamp": "2026-01-01T00:00:00Z", "uid": "u1"}
+
+    def pod(node: str, **meta: object) -> dict[str, object]:
+        return {"metadata": meta, "spec": {"nodeName": node}}
+
+    assert due(pod("h100-0", **deleted), nodes)
+    assert not due(pod("h100-0", **deleted, finalizers=["kueue.x-k8s.io/managed"]), nodes)
+    assert not due(pod("h100-0", uid="u1"), nodes)
+    assert not due(pod("local-0", **deleted), nodes)
+    assert delete_body("u1") == {"gracePeriodSeconds": 0, "preconditions": {"uid": "u1"}}
+    assert uid_bound("u1", {"status": {"phase": "Failed"}}) == {
+        "metadata": {"uid": "u1"},
+        "status": {"phase": "Failed"},
+    }
+    # a watch's BOOKMARK carries no uid: ignored, not a crash of the watch
+    Finisher(None, nodes).seen("BOOKMARK", {"metadata": {"resourceVersion": "7"}})

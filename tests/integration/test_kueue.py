@@ -20,13 +20,16 @@ from devcluster.testing import (
     Cluster,
     batch,
     borrowed,
+    churn_same_name,
     cluster_queues,
     core,
     create_job,
+    create_when_free,
     delete_jobs,
     has_condition,
     job_manifest,
     pending_workloads,
+    still_running,
     wait_for,
     wait_queues_idle,
     workload_of,
@@ -125,22 +128,27 @@ async def test_deleted_running_pod_frees_its_name_within_10s(cluster: Cluster) -
 
         t0 = time.monotonic()
         await v1.delete_namespaced_pod("nb-reuse", USERS_NS)  # default grace period (30 s)
-
-        async def recreate() -> bool:
-            try:
-                await v1.create_namespaced_pod(USERS_NS, notebook_pod("nb-reuse"))
-            except ApiException as e:
-                if e.status == 409:  # still there (Terminating)
-                    return False
-                raise
-            return True
-
-        await wait_for("a same-named pod to be accepted", recreate, timeout=10, every=0.1)
+        # the name and the old pod's Workload free (see create_when_free: Kueue's rule)
+        await create_when_free(hub, USERS_NS, notebook_pod("nb-reuse"), timeout=10)
         elapsed = time.monotonic() - t0
         assert elapsed < 10
         second = await v1.read_namespaced_pod("nb-reuse", USERS_NS)
         assert second.metadata.uid != first.metadata.uid
-        await wait_for("new pod Running", lambda: pod_running(v1, "nb-reuse"))
+        await wait_for(
+            "new pod Running", partial(still_running, v1, USERS_NS, "nb-reuse", second.metadata.uid)
+        )
+
+
+# Issue 10, with Kueue in the loop: quick delete-and-recreate rounds of a Kueue-managed pod (the
+# client waiting as create_when_free says); each new pod must run and stay itself.
+RECREATE_ROUNDS = 30
+
+
+@pytest.mark.usefixtures("idle_queues")
+async def test_pod_recreated_at_once_under_the_same_name_keeps_running(cluster: Cluster) -> None:
+    async with cluster.api("jupyterhub", "hub") as hub:
+        uids = await churn_same_name(hub, USERS_NS, notebook_pod("nb-churn"), RECREATE_ROUNDS)
+    assert len(set(uids)) == RECREATE_ROUNDS + 1
 
 
 async def test_visibility_api_needs_its_role(cluster: Cluster) -> None:

@@ -12,7 +12,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from devcluster.testing import Cluster, core, wait_for
+from devcluster.testing import Cluster, churn_same_name, core, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -196,3 +196,25 @@ def _alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] not in "ZX"
     except FileNotFoundError:
         return False
+
+
+# Fewer rounds than on kwok's nodes (test_kueue.py): each starts and stops a real process.
+RECREATE_ROUNDS = 15
+
+
+async def test_local_pod_recreated_at_once_under_the_same_name_keeps_running(
+    cluster: Cluster,
+) -> None:
+    pod = local_pod("churn", {"name": "main", "image": "busybox", "command": ["sleep", "3600"]})
+    async with cluster.api("jupyterhub", "hub") as hub:
+        v1 = core(hub)
+        try:
+            # 1 s, as KubeSpawner's default delete_grace_period
+            uids = await churn_same_name(hub, NS, pod, RECREATE_ROUNDS, grace_seconds=1)
+            assert len(set(uids)) == RECREATE_ROUNDS + 1
+        finally:
+            try:
+                await v1.delete_namespaced_pod("churn", NS)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
