@@ -328,6 +328,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         self._gpuaas_admitted_at: datetime | None = None
         self._gpuaas_stale_uid: str | None = None
         self._gpuaas_pod_uid: str = ""
+        self._gpuaas_earlier_uid: str = ""
         self._gpuaas_secret_owned = False
         self._gpuaas_notice = ""
         self._gpuaas_last_status: SpawnStatus | None = None
@@ -646,6 +647,9 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         self.start_timeout = self._gpuaas_long_timeout
         self._gpuaas_submitted_at = self.clock()
         self._gpuaas_admitted_at = None
+        # The previous pod of this server (same name): its Workload must be gone before the new
+        # pod exists (see _wait_for_earlier_workloads).
+        self._gpuaas_earlier_uid = self._gpuaas_pod_uid
         self._gpuaas_pod_uid = ""
         self._gpuaas_notice = ""
         self._gpuaas_settings = None
@@ -670,6 +674,8 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         stale = self.pod_reflector.pods.get(f"{self.namespace}/{self.pod_name}")
         self._gpuaas_stale_uid = str(stale["metadata"].get("uid")) if stale else None
         await self._view().start()
+        earlier = {u for u in (self._gpuaas_earlier_uid, self._gpuaas_stale_uid) if u}
+        await self._wait_for_earlier_workloads(settings.namespace, earlier)
         release = self._view().track_local_queue(
             settings.namespace, settings.labels["kueue.x-k8s.io/queue-name"]
         )
@@ -695,6 +701,35 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+
+    async def _wait_for_earlier_workloads(self, namespace: str, earlier_uids: set[str]) -> None:
+        """Wait until the Workloads of this server's earlier pods are gone.
+
+        Kueue (0.17) finds a plain pod's Workloads by the pod's *name*: a new pod created while
+        an earlier same-named pod's Workload remains is taken for that Workload's pod, and is
+        stopped (deleted) once the garbage collector removes the old Workload. A quick
+        stop-and-start would lose its new pod; waiting for the old Workload avoids it.
+        """
+        view = self._view()
+
+        def gone() -> bool:
+            return all(
+                view.workload_for_pod(namespace, uid, self.pod_name) is None for uid in earlier_uids
+            )
+
+        if not earlier_uids or gone():
+            return
+        self.log.info("gpuaas: event=wait-for-earlier-workload pod=%s", self.pod_name)
+        try:
+            await exponential_backoff(
+                gone, f"the earlier Workload of {self.pod_name}", timeout=self.stop_timeout
+            )
+        except TimeoutError:
+            raise _user_error(
+                "Your previous server is still being cleaned up by the queue; "
+                "start again in a minute.",
+                reason="earlier_workload",
+            ) from None
 
     async def _check_spawn(self) -> None:
         status = self._status()

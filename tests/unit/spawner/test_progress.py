@@ -758,3 +758,53 @@ async def test_a_queued_spawn_ended_by_a_hub_restart_is_explained(spawner: Any) 
     )
     html = await spawner.get_options_form()
     assert "when JupyterHub restarted" in html
+
+
+def earlier_pods_workload(uid: str) -> dict[str, Any]:
+    """The Workload of an earlier pod of alice's server (same pod name, another uid)."""
+    wl = workload(("Finished", "True", "Succeeded", "the pod ended"))
+    wl["metadata"]["name"] = "pod-jupyter-alice-0b7c1"
+    wl["metadata"]["labels"] = {"kueue.x-k8s.io/job-uid": uid}
+    wl["metadata"]["ownerReferences"][0]["uid"] = uid
+    return wl
+
+
+async def test_a_restart_creates_its_pod_only_once_the_earlier_pods_workload_is_gone(
+    spawner: Any,
+) -> None:
+    """Kueue 0.17 matches a plain pod's Workloads by the pod's name: a pod created while the
+    earlier pod's Workload remains is later stopped by Kueue (issue 10)."""
+    import asyncio
+
+    started = asyncio.Event()
+    never = asyncio.Event()
+
+    async def kubespawner_start() -> str:
+        started.set()
+        await never.wait()
+        return "http://pod:8888"
+
+    spawner._start = kubespawner_start
+    spawner._gpuaas_pod_uid = "earlier-pod-uid"  # the server's previous pod, just stopped
+    view = spawner.test_view
+    view._workloads.append(read_workload(earlier_pods_workload("earlier-pod-uid")))
+    await spawner._run_apply_user_options({"offering": "h100"})
+    future = spawner.start()
+    await asyncio.sleep(0.5)
+    assert not started.is_set()  # no pod while the earlier Workload is there
+    view._workloads = [w for w in view._workloads if w.owner_uid != "earlier-pod-uid"]
+    await asyncio.wait_for(started.wait(), 5)
+    future.cancel()
+
+
+async def test_an_earlier_workload_that_stays_ends_the_spawn_cleanly(spawner: Any) -> None:
+    import asyncio
+
+    spawner.stop_timeout = 0.3
+    spawner._gpuaas_pod_uid = "earlier-pod-uid"
+    spawner.test_view._workloads.append(read_workload(earlier_pods_workload("earlier-pod-uid")))
+    await spawner._run_apply_user_options({"offering": "h100"})
+    with pytest.raises(SpawnException) as info:
+        await asyncio.wait_for(spawner.start(), 5)
+    assert (info.value.status_code, info.value.reason) == (400, "earlier_workload")
+    assert "still being cleaned up" in info.value.message
