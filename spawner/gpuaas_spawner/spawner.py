@@ -24,7 +24,7 @@ import contextlib
 import contextvars
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -56,6 +56,7 @@ from gpuaas_spawner.validate import (
     OptionsError,
     UserContext,
     options_from_form_data,
+    stored_choice,
     user_usage,
     validate_options,
 )
@@ -407,18 +408,24 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         view: KueueView = self.kueue_view
         return view
 
-    def _other_options(self) -> list[Mapping[str, Any]]:
-        others: list[Mapping[str, Any]] = []
+    def _held_by_others(self, catalog: Catalog, user: UserContext) -> list[Choice | None]:
+        """What each of the user's other active servers holds: the choice this hub process
+        validated for it, else (started before a hub restart) its stored options, re-read."""
+        held: list[Choice | None] = []
         for spawner in getattr(self.user, "spawners", {}).values():
             if spawner is self or not getattr(spawner, "active", False):
                 continue
             if isinstance(spawner, GPUaaSSpawner):
-                others.append(dict(spawner.user_options or {}))
-        return others
+                choice = spawner._gpuaas_choice or stored_choice(
+                    spawner.user_options or {}, catalog, user, default_team=self.default_team
+                )
+                held.append(choice)
+        return held
 
     def _user_context(self, catalog: Catalog) -> UserContext:
         groups = tuple(g.name for g in getattr(self.user, "groups", []) or [])
-        return UserContext(self.user.name, groups, user_usage(catalog, self._other_options()))
+        user = UserContext(self.user.name, groups)
+        return UserContext(user.name, groups, user_usage(self._held_by_others(catalog, user)))
 
     def _validate(self, options: object) -> Choice:
         """The one validation (form, query, REST, stored options); raises OptionsError."""
@@ -474,6 +481,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
 
     async def _run_apply_user_options(self, user_options: dict[str, Any]) -> None:
         """Every spawn passes here (JupyterHub 5.3+ ``User.spawn``), REST API included."""
+        self._gpuaas_choice = None  # a refused request keeps no choice of an earlier spawn
         try:
             choice = self._validate(user_options)
         except OptionsError as e:
@@ -487,8 +495,20 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 status_code=500,
             ) from e
         self._gpuaas_choice = choice
+        self._store_user_options(choice.as_user_options())
         if self.apply_user_options:  # an admin's own hook still runs, after ours
-            await super()._run_apply_user_options(user_options)
+            await super()._run_apply_user_options(self.user_options)
+
+    def _store_user_options(self, options: dict[str, Any]) -> None:
+        """Keep the canonical choice as this server's ``user_options`` (the hub stored the raw
+        request): the user's other spawns count it, a hub restart re-reads it, and the REST
+        API and the next form show what the server really got."""
+        self.user_options = options
+        orm_spawner = self.orm_spawner
+        if orm_spawner is None:  # not run by a hub (unit tests)
+            return
+        orm_spawner.user_options = options
+        self.db.commit()
 
     async def load_user_options(self) -> None:
         """Called inside KubeSpawner's ``_start``: our options were applied before ``start``."""
