@@ -37,6 +37,7 @@ from traitlets import Callable as CallableTrait
 from traitlets import Dict, Float, List, Unicode, default
 from traitlets.config import Config
 
+from gpuaas_spawner.failures import classify_start_error
 from gpuaas_spawner.form import FormModel, build_form_model, render_form
 from gpuaas_spawner.hubcompat import SpawnException, not_counted
 from gpuaas_spawner.pod import (
@@ -682,6 +683,23 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         except web.HTTPError as e:
             not_counted(self, e)  # queue timeout, preemption, refused options: not hub errors
             raise
+        except Exception as e:
+            failure = classify_start_error(e)
+            if failure is None:
+                raise
+            # a cluster that is down: a hub restart would not mend it (see gpuaas_spawner.failures)
+            self.log.error(
+                "gpuaas: event=spawn-failed reason=%s user=%s server=%s: %s",
+                failure.reason,
+                self.user.name,
+                self.name,
+                e,
+            )
+            refusal = _user_error(
+                failure.message, reason=failure.reason, status_code=failure.status_code
+            )
+            not_counted(self, refusal)
+            raise refusal from e
 
     async def _gpuaas_queued_start(self) -> Any:
         settings = self._prepare()
@@ -729,7 +747,8 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             self._gpuaas_notice = status.message  # also shown on the next visit
             raise _user_error(status.message, reason="preempted")
         if status.terminal:
-            raise _user_error(status.message, reason="stopped")
+            reason = "server_exited" if status.phase is Phase.FAILED else "stopped"
+            raise _user_error(status.message, reason=reason)
         deadline = check_deadline(
             status,
             team=self._gpuaas_choice.tenant.name,
@@ -743,7 +762,8 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             if deadline.kind == "queue":
                 self._gpuaas_notice = deadline.message  # also shown on the next visit
                 raise _user_error(deadline.message, reason="queue_timeout")
-            raise TimeoutError(deadline.message)
+            # admitted, then not ready in time: the cluster's or the server's doing, not the hub's
+            raise _user_error(deadline.message, reason="start_timeout")
 
     async def progress(self) -> AsyncIterator[dict[str, Any]]:
         """Yield the spawn's phase whenever it changes; safe to run several at once."""
