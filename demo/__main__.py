@@ -2,24 +2,24 @@
 GPUaaSSpawner and the gpuaas service, demo users in two teams, notebooks on the node agent with
 simulated GPUs.
 
-Ctrl-C stops the hub (and the servers it started) and brings the cluster down again if the demo
-started it. Everything listens on 127.0.0.1.
+Ctrl-C or SIGTERM stops the hub (and the servers it started) and brings the cluster down again
+if the demo started it; a further signal meanwhile does not cut that short (demo/shutdown.py).
+Everything listens on 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 from pathlib import Path
-from types import FrameType
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from devcluster import ClusterError, down, load_settings, up  # noqa: E402
+from demo.shutdown import run_until_stopped  # noqa: E402
+from devcluster import ClusterError, down, load_settings, status, up  # noqa: E402
 from devcluster.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port  # noqa: E402
 from devcluster.queue_hub import service_config  # noqa: E402
 
@@ -43,17 +43,16 @@ def main() -> None:
     args = parser.parse_args()
 
     settings = load_settings()
-    try:
-        info = up(settings)
-    except ClusterError as e:
-        raise SystemExit(f"could not start the dev cluster: {e}") from e
-    hub: HubProcess | None = None
+    was_running = bool(status(settings).get("running"))
+    started: list[bool] = []  # whether up() started the cluster, once it has returned
+    hubs: list[HubProcess] = []
 
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    try:
+    def run() -> None:
+        try:
+            info = up(settings)
+        except ClusterError as e:
+            raise SystemExit(f"could not start the dev cluster: {e}") from e
+        started.append(info.started)
         hub = HubProcess(
             HubSettings(
                 state_dir=STATE / "hub",
@@ -71,6 +70,7 @@ def main() -> None:
                 ),
             )
         )
+        hubs.append(hub)
         hub.start()
         users = "\n".join(
             f"    {team}: {', '.join(names)}" for team, names in DEFAULT_TEAMS.items()
@@ -98,16 +98,19 @@ def main() -> None:
         while hub.proc is not None and hub.proc.poll() is None:
             time.sleep(1)
         print(f"jupyterhub exited; see {hub.log_path}", file=sys.stderr)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if hub is not None:
+
+    def cleanup() -> None:
+        for hub in hubs:
             print("stopping the hub and its servers ...", file=sys.stderr, flush=True)
             hub.stop()
-        if info.started:
+        # if stopped inside up(), whatever it may have started of a cluster that was not running
+        ours = started[0] if started else not was_running
+        if ours:
             down(settings)
         else:
             print("the cluster was already running: left running", file=sys.stderr)
+
+    run_until_stopped(run, cleanup)
 
 
 if __name__ == "__main__":

@@ -56,8 +56,8 @@ _FAILURE_COUNT = "failure_count"
 
 
 def not_counted(spawner: Any, exc: BaseException) -> None:
-    """Keep a clean refusal (an HTTP error below 500) of this spawn out of the hub's count of
-    consecutive failed spawns, as JupyterHub 6 does; on 6.x, nothing to do.
+    """Keep a clean refusal (a ``SpawnException``, or an HTTP error below 500) of this spawn out
+    of the hub's count of consecutive failed spawns, as JupyterHub 6 does; on 6.x, nothing to do.
 
     Call it just before the refusal leaves ``start`` or ``_run_apply_user_options``. JupyterHub
     5.5 adds one to the count when the spawn's future fails; taking one off first leaves the count
@@ -67,8 +67,10 @@ def not_counted(spawner: Any, exc: BaseException) -> None:
     """
     if not COUNTS_EVERY_FAILURE:
         return
-    if not isinstance(exc, web.HTTPError) or exc.status_code >= 500:
+    if not isinstance(exc, web.HTTPError):
         return  # an error: counted, as on 6.x
+    if exc.status_code >= 500 and not isinstance(exc, SpawnException):
+        return  # an error: counted, as on 6.x (which never counts a SpawnException)
     future = getattr(spawner, "_spawn_future", None)
     handler = getattr(spawner, "handler", None)
     settings = getattr(handler, "settings", None)

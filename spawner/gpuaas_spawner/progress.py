@@ -28,6 +28,7 @@ from jupyter_gpuaas.core.kueue import (
 )
 
 __all__ = [
+    "EXITED_HINT",
     "Deadline",
     "Phase",
     "SpawnStatus",
@@ -110,6 +111,34 @@ def is_gated(pod: Mapping[str, Any]) -> bool:
     return any(as_mapping(g).get("name") == ADMISSION_GATE for g in gates)
 
 
+EXITED_HINT = (
+    "The queue and the GPU were fine: the server itself did not start, often because of a "
+    "setting or start-up file of your own (e.g. in ~/.jupyter or ~/.ipython). Fix or move it "
+    "aside and start again; an admin can show you the server's log."
+)
+
+
+def _exited_before_ready(status: Mapping[str, Any]) -> str:
+    """How a container that is not ready exited at least once (restartPolicy OnFailure starts
+    it again, and it will exit again: a server does not come up by retrying); "" if none did."""
+    for cs in as_list(status.get("containerStatuses")):
+        cs = as_mapping(cs)
+        if cs.get("ready"):
+            continue
+        last = as_mapping(as_mapping(cs.get("lastState")).get("terminated"))
+        now = as_mapping(as_mapping(cs.get("state")).get("terminated"))
+        exit_info = now or last
+        if not exit_info and not cs.get("restartCount"):
+            continue
+        code = exit_info.get("exitCode")
+        why = exit_info.get("reason")
+        parts = [f"exit code {code}" if code is not None else "it exited"]
+        if why and why not in ("Error", "Completed"):
+            parts.append(str(why))
+        return ", ".join(parts)
+    return ""
+
+
 def _removed_message(
     team: str, workload: WorkloadInfo | None, pod: Mapping[str, Any] | None
 ) -> SpawnStatus:
@@ -183,7 +212,14 @@ def spawn_status(
     phase = status.get("phase")
     if phase in ("Failed", "Succeeded"):
         reason = status.get("message") or status.get("reason") or "it exited"
-        return SpawnStatus(Phase.FAILED, f"Your server stopped before it was ready: {reason}")
+        return SpawnStatus(
+            Phase.FAILED, f"Your server stopped before it was ready: {reason}. {EXITED_HINT}"
+        )
+    exited = _exited_before_ready(status)
+    if exited:
+        return SpawnStatus(
+            Phase.FAILED, f"Your server exited before it was ready ({exited}). {EXITED_HINT}"
+        )
 
     if is_gated(pod):
         if workload is not None and workload.quota_reserved:
@@ -292,6 +328,7 @@ def check_deadline(
         return Deadline(
             "start",
             f"Your server was admitted but did not become ready within "
-            f"{format_duration(start_timeout)}: {status.message}",
+            f"{format_duration(start_timeout)}: {status.message}. Its quota is released; start "
+            f"it again, and tell an admin if it happens again (the pod's events say why).",
         )
     return None

@@ -24,7 +24,7 @@ import contextlib
 import contextvars
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -37,6 +37,7 @@ from traitlets import Callable as CallableTrait
 from traitlets import Dict, Float, List, Unicode, default
 from traitlets.config import Config
 
+from gpuaas_spawner.failures import classify_start_error
 from gpuaas_spawner.form import FormModel, build_form_model, render_form
 from gpuaas_spawner.hubcompat import SpawnException, not_counted
 from gpuaas_spawner.pod import (
@@ -56,6 +57,7 @@ from gpuaas_spawner.validate import (
     OptionsError,
     UserContext,
     options_from_form_data,
+    stored_choice,
     user_usage,
     validate_options,
 )
@@ -408,18 +410,24 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         view: KueueView = self.kueue_view
         return view
 
-    def _other_options(self) -> list[Mapping[str, Any]]:
-        others: list[Mapping[str, Any]] = []
+    def _held_by_others(self, catalog: Catalog, user: UserContext) -> list[Choice | None]:
+        """What each of the user's other active servers holds: the choice this hub process
+        validated for it, else (started before a hub restart) its stored options, re-read."""
+        held: list[Choice | None] = []
         for spawner in getattr(self.user, "spawners", {}).values():
             if spawner is self or not getattr(spawner, "active", False):
                 continue
             if isinstance(spawner, GPUaaSSpawner):
-                others.append(dict(spawner.user_options or {}))
-        return others
+                choice = spawner._gpuaas_choice or stored_choice(
+                    spawner.user_options or {}, catalog, user, default_team=self.default_team
+                )
+                held.append(choice)
+        return held
 
     def _user_context(self, catalog: Catalog) -> UserContext:
         groups = tuple(g.name for g in getattr(self.user, "groups", []) or [])
-        return UserContext(self.user.name, groups, user_usage(catalog, self._other_options()))
+        user = UserContext(self.user.name, groups)
+        return UserContext(user.name, groups, user_usage(self._held_by_others(catalog, user)))
 
     def _validate(self, options: object) -> Choice:
         """The one validation (form, query, REST, stored options); raises OptionsError."""
@@ -475,6 +483,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
 
     async def _run_apply_user_options(self, user_options: dict[str, Any]) -> None:
         """Every spawn passes here (JupyterHub 5.3+ ``User.spawn``), REST API included."""
+        self._gpuaas_choice = None  # a refused request keeps no choice of an earlier spawn
         try:
             choice = self._validate(user_options)
         except OptionsError as e:
@@ -488,8 +497,20 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 status_code=500,
             ) from e
         self._gpuaas_choice = choice
+        self._store_user_options(choice.as_user_options())
         if self.apply_user_options:  # an admin's own hook still runs, after ours
-            await super()._run_apply_user_options(user_options)
+            await super()._run_apply_user_options(self.user_options)
+
+    def _store_user_options(self, options: dict[str, Any]) -> None:
+        """Keep the canonical choice as this server's ``user_options`` (the hub stored the raw
+        request): the user's other spawns count it, a hub restart re-reads it, and the REST
+        API and the next form show what the server really got."""
+        self.user_options = options
+        orm_spawner = self.orm_spawner
+        if orm_spawner is None:  # not run by a hub (unit tests)
+            return
+        orm_spawner.user_options = options
+        self.db.commit()
 
     async def load_user_options(self) -> None:
         """Called inside KubeSpawner's ``_start``: our options were applied before ``start``."""
@@ -666,6 +687,23 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         except web.HTTPError as e:
             not_counted(self, e)  # queue timeout, preemption, refused options: not hub errors
             raise
+        except Exception as e:
+            failure = classify_start_error(e)
+            if failure is None:
+                raise
+            # a cluster that is down: a hub restart would not mend it (see gpuaas_spawner.failures)
+            self.log.error(
+                "gpuaas: event=spawn-failed reason=%s user=%s server=%s: %s",
+                failure.reason,
+                self.user.name,
+                self.name,
+                e,
+            )
+            refusal = _user_error(
+                failure.message, reason=failure.reason, status_code=failure.status_code
+            )
+            not_counted(self, refusal)
+            raise refusal from e
 
     async def _gpuaas_queued_start(self) -> Any:
         settings = self._prepare()
@@ -744,7 +782,8 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             self._gpuaas_notice = status.message  # also shown on the next visit
             raise _user_error(status.message, reason="preempted")
         if status.terminal:
-            raise _user_error(status.message, reason="stopped")
+            reason = "server_exited" if status.phase is Phase.FAILED else "stopped"
+            raise _user_error(status.message, reason=reason)
         deadline = check_deadline(
             status,
             team=self._gpuaas_choice.tenant.name,
@@ -758,7 +797,8 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             if deadline.kind == "queue":
                 self._gpuaas_notice = deadline.message  # also shown on the next visit
                 raise _user_error(deadline.message, reason="queue_timeout")
-            raise TimeoutError(deadline.message)
+            # admitted, then not ready in time: the cluster's or the server's doing, not the hub's
+            raise _user_error(deadline.message, reason="start_timeout")
 
     async def progress(self) -> AsyncIterator[dict[str, Any]]:
         """Yield the spawn's phase whenever it changes; safe to run several at once."""

@@ -11,7 +11,7 @@ labels, queues or overrides have no path into a manifest.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, TypeVar
@@ -26,6 +26,7 @@ __all__ = [
     "UserContext",
     "options_from_form_data",
     "pick_team",
+    "stored_choice",
     "user_usage",
     "validate_options",
 ]
@@ -266,21 +267,43 @@ def options_from_form_data(form: Mapping[str, list[Any]], catalog: Catalog) -> d
     return options
 
 
-def user_usage(catalog: Catalog, others: list[Mapping[str, Any]]) -> UserUsage:
-    """What a user's *other* active servers hold, from their stored ``user_options``.
+def stored_choice(
+    options: object, catalog: Catalog, user: UserContext, *, default_team: str = ""
+) -> Choice | None:
+    """What an active server holds, from the ``user_options`` the hub stored for it.
 
-    Options that no longer match the catalog count as nothing (they were valid when started).
+    For a server this hub process did not validate (it was started before a hub restart). Its
+    options are re-read through :func:`validate_options` (without the live checks, which were
+    made when it started), so a team default, a count sent as text or a missing key mean what
+    they meant for the pod. Options that no longer validate (the catalog or the user's teams
+    changed since) are read as the canonical form the spawner stores: a known offering with its
+    count. ``None``: it holds nothing this catalog knows of.
     """
+    try:
+        return validate_options(options, catalog, user, default_team=default_team)
+    except OptionsError:
+        pass
+    if not isinstance(options, Mapping):
+        return None
+    slug = options.get("offering")
+    offering = catalog.offerings.get(slug) if isinstance(slug, str) else None
+    tenant = catalog.tenants.get(str(options.get("team")))
+    if offering is None or tenant is None:
+        return None
+    count = options.get("count")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        count = offering.default_count
+    return Choice(tenant=tenant, offering=offering, count=count)
+
+
+def user_usage(held: Iterable[Choice | None]) -> UserUsage:
+    """What a user's *other* active servers hold, from their validated choices (never from the
+    raw options a request sent: those may leave out the offering or give the count as text)."""
     servers = 0
     gpu_eq = Fraction(0)
-    for options in others:
-        slug = options.get("offering")
-        offering = catalog.offerings.get(slug) if isinstance(slug, str) else None
-        if offering is None or not offering.is_gpu:
+    for choice in held:
+        if choice is None or not choice.offering.is_gpu:
             continue
-        count = options.get("count", offering.default_count)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            count = offering.default_count
         servers += 1
-        gpu_eq += offering.gpu_equivalents_for(count)
+        gpu_eq += choice.offering.gpu_equivalents_for(choice.count)
     return UserUsage(gpu_servers=servers, gpu_equivalents=gpu_eq)

@@ -36,7 +36,14 @@ async def test_mig_notebook_is_admitted_runs_on_the_node_agent_and_answers(
     assert r.status in (201, 202), r
     try:
         server = hub.wait_ready("alice")
-        assert server["user_options"] == {"team": "team-a", "offering": "local-mig-1g"}
+        # what the server got, in canonical form (the request named no count, image or size)
+        assert server["user_options"] == {
+            "team": "team-a",
+            "offering": "local-mig-1g",
+            "count": 1,
+            "image": "local-python",
+            "size": "small",
+        }
         (pod,) = await pods_of(k8s, "alice")
         labels = pod["metadata"]["labels"]
         assert labels["kueue.x-k8s.io/queue-name"] == "team-a"

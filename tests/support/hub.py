@@ -198,6 +198,26 @@ async def nothing_left(api: client.ApiClient, user: str, pod_name: str) -> bool:
     return not pods and not wls and secret is None
 
 
+@contextmanager
+def own_hub(cluster: Cluster, state: Path, **settings: Any) -> Iterator[Hub]:
+    """A hub of the test's own (devcluster/hub.py's configuration with ``settings``)."""
+    token = secrets.token_hex(24)
+    settings.setdefault("start_timeout", 90)
+    proc = HubProcess(
+        HubSettings(
+            state_dir=state,
+            kubeconfig=cluster.kubeconfig_for("jupyterhub", "hub", state / "hub.kubeconfig"),
+            service_token=token,
+            **settings,
+        )
+    )
+    proc.start()
+    try:
+        yield Hub(proc, token)
+    finally:
+        proc.stop()
+
+
 PASSWORD = "gpuaas-demo"  # devcluster/hub.py's default
 
 

@@ -71,8 +71,8 @@ async def test_refusals_in_a_row_never_stop_a_55_hub(on_hub55: None) -> None:
     "error",
     [
         RuntimeError("the API server went away"),
-        SpawnException("misconfigured", reason="misconfigured", status_code=500),
         web.HTTPError(503),
+        web.HTTPError(500, reason="error"),
     ],
 )
 async def test_errors_still_count_on_55(on_hub55: None, error: BaseException) -> None:
@@ -83,6 +83,19 @@ async def test_errors_still_count_on_55(on_hub55: None, error: BaseException) ->
         not_counted(spawner, error)
         exits.append(hub55_counts_failure(handler.settings))
     assert exits == [False] * (LIMIT - 1) + [True]
+
+
+async def test_a_spawn_exception_is_never_counted_on_55_whatever_its_status(
+    on_hub55: None,
+) -> None:
+    """As JupyterHub 6 (``_track_failure_count``: a SpawnException is a "failure"): a cluster that
+    is down (503) ends spawns cleanly, and the hub does not exit over it."""
+    handler = FakeHandler()
+    spawner = FakeSpawner(asyncio.get_running_loop().create_future(), handler)
+    for _ in range(3 * LIMIT):
+        not_counted(spawner, SpawnException("down", reason="cluster_unavailable", status_code=503))
+        assert not hub55_counts_failure(handler.settings)
+    assert handler.settings["failure_count"] == 0
 
 
 async def test_a_refusal_between_errors_leaves_their_count(on_hub55: None) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from gpuaas_spawner.hubcompat import SpawnException
 from gpuaas_spawner.progress import (
+    EXITED_HINT,
     Phase,
     SpawnStatus,
     check_deadline,
@@ -381,7 +382,72 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
             "pod": pod(phase="Failed", node="gpu-1")
             | {"status": {"phase": "Failed", "reason": "OOMKilled"}}
         },
-        SpawnStatus(Phase.FAILED, "Your server stopped before it was ready: OOMKilled"),
+        SpawnStatus(
+            Phase.FAILED, f"Your server stopped before it was ready: OOMKilled. {EXITED_HINT}"
+        ),
+    ),
+    (
+        "exited and started again (restartPolicy OnFailure): it will not come up by retrying",
+        {
+            "pod": pod(
+                phase="Running",
+                conditions=[ready],
+                node="gpu-1",
+                containers=[
+                    {
+                        "name": "notebook",
+                        "ready": False,
+                        "restartCount": 1,
+                        "state": {"running": {}},
+                        "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}},
+                    }
+                ],
+            )
+        },
+        SpawnStatus(
+            Phase.FAILED, f"Your server exited before it was ready (exit code 1). {EXITED_HINT}"
+        ),
+    ),
+    (
+        "exited, not yet started again",
+        {
+            "pod": pod(
+                phase="Running",
+                conditions=[ready],
+                node="gpu-1",
+                containers=[
+                    {
+                        "name": "notebook",
+                        "ready": False,
+                        "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+                    }
+                ],
+            )
+        },
+        SpawnStatus(
+            Phase.FAILED,
+            f"Your server exited before it was ready (exit code 137, OOMKilled). {EXITED_HINT}",
+        ),
+    ),
+    (
+        "restarted once but ready now",
+        {
+            "pod": pod(
+                phase="Running",
+                conditions=[ready],
+                node="gpu-1",
+                containers=[
+                    {
+                        "name": "notebook",
+                        "ready": True,
+                        "restartCount": 1,
+                        "state": {"running": {}},
+                        "lastState": {"terminated": {"exitCode": 1}},
+                    }
+                ],
+            )
+        },
+        SpawnStatus(Phase.READY, "Your server is ready"),
     ),
     (
         "preempted: pod gone, workload says so",
@@ -497,7 +563,8 @@ def test_start_timeout_begins_at_admission() -> None:
     assert deadline.kind == "start"
     assert deadline.message == (
         "Your server was admitted but did not become ready within 5m: "
-        "Node found; pulling the image and creating the container"
+        "Node found; pulling the image and creating the container. Its quota is released; "
+        "start it again, and tell an admin if it happens again (the pod's events say why)."
     )
     done = spawn_status(
         team="team-a",
@@ -618,8 +685,10 @@ async def test_start_timeout_runs_from_admission(spawner: Any) -> None:
     await asyncio.sleep(0.03)
     assert not future.done()
     spawner.test_clock.advance(2)
-    with pytest.raises(TimeoutError, match="admitted but did not become ready within 5m"):
+    # a clean failure, not an error towards consecutive_failure_limit (a restart would not help)
+    with pytest.raises(SpawnException, match="admitted but did not become ready within 5m") as info:
         await asyncio.wait_for(future, 5)
+    assert (info.value.status_code, info.value.reason) == (400, "start_timeout")
 
 
 async def test_preempted_while_starting_is_reported_as_such(

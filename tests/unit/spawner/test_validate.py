@@ -20,6 +20,7 @@ from gpuaas_spawner.validate import (
     OptionsError,
     UserContext,
     options_from_form_data,
+    stored_choice,
     user_usage,
     validate_options,
 )
@@ -264,18 +265,56 @@ def test_forged_form_fields(form: dict[str, list[Any]], message: str) -> None:
     assert str(info.value) == message
 
 
-def test_user_usage_from_other_servers() -> None:
+def _held(options: object, user: UserContext = ALICE) -> Choice | None:
+    return stored_choice(options, CATALOG, user, default_team="team-a")
+
+
+def test_user_usage_counts_validated_choices() -> None:
     usage = user_usage(
-        CATALOG,
         [
-            {"offering": "h100", "count": 2},
-            {"offering": "mig-3g"},
-            {"offering": "cpu"},
-            {"offering": "gone"},
-            {},
-        ],
+            _held({"offering": "h100", "count": 2}),
+            _held({"offering": "mig-3g"}),
+            _held({"offering": "cpu"}),
+            _held({"offering": "gone"}),
+            None,
+        ]
     )
     assert usage == UserUsage(gpu_servers=2, gpu_equivalents=Fraction(2) + Fraction(3, 7))
+
+
+# Every spelling of "the team's default GPU offering, one unit" and of "two H100s" a REST spawn
+# may send: each is the same holding once validated. Before, usage was read from these raw
+# options, and the first four counted as nothing, "2" as one GPU.
+HELD_SPELLINGS: list[tuple[object, str, int]] = [
+    ({}, "mig-1g", 1),
+    (None, "mig-1g", 1),
+    ({"offering": None}, "mig-1g", 1),
+    ({"team": "team-a"}, "mig-1g", 1),
+    ({"count": "1"}, "mig-1g", 1),
+    ({"offering": "mig-1g", "count": None}, "mig-1g", 1),
+    ({"offering": "h100", "count": "2"}, "h100", 2),
+    ({"offering": "h100", "count": "02"}, "h100", 2),
+    ({"team": "team-a", "offering": "h100", "count": 2}, "h100", 2),
+]
+
+
+@pytest.mark.parametrize(("options", "slug", "count"), HELD_SPELLINGS)
+def test_stored_options_are_counted_as_what_they_started(
+    options: object, slug: str, count: int
+) -> None:
+    choice = _held(options)
+    assert choice is not None
+    assert (choice.offering.slug, choice.count) == (slug, count)
+    assert user_usage([choice]).gpu_servers == 1
+
+
+def test_stored_options_that_no_longer_validate_count_by_their_canonical_form() -> None:
+    # alice left team-a after starting two H100s: still counted until the server stops
+    gone = _held({"team": "team-a", "offering": "h100", "count": 2}, NOBODY)
+    assert gone is not None
+    assert (gone.offering.slug, gone.count) == ("h100", 2)
+    assert _held({"team": "team-a", "offering": "retired"}, NOBODY) is None
+    assert _held("not a mapping", NOBODY) is None
 
 
 # ----------------------------------------------------------------------------- forged at random
@@ -481,3 +520,43 @@ async def test_caps_count_the_users_other_servers() -> None:
     with pytest.raises(SpawnException, match="limit: 1 GPU server per user"):
         await second._run_apply_user_options({"offering": "shared"})
     await second._run_apply_user_options({"offering": "cpu"})
+
+
+@pytest.mark.usefixtures("kubeconfig")
+@pytest.mark.parametrize(("options", "slug", "count"), HELD_SPELLINGS)
+async def test_the_canonical_choice_is_stored_and_counted_for_every_spelling(
+    options: object, slug: str, count: int
+) -> None:
+    """A REST spawn's raw options (no offering: the team default; count as text) become the
+    server's user_options in canonical form, and the user's next spawn counts them."""
+    user = FakeUser("alice", ["team-a"])
+    first = _spawner(user)
+    await first._run_apply_user_options(options)
+    assert first.user_options == {
+        "team": "team-a",
+        "offering": slug,
+        "count": count,
+        "image": "pytorch" if slug == "h100" else "scipy",
+        "size": "large" if slug == "h100" else "small",
+    }
+    first._spawn_pending = True  # active: starting
+    second = make_spawner(user, first.kueue_view)
+    user.spawners = {"": first, "second": second}
+    # team-a: 2 GPU servers, 2 GPUs per user
+    if slug == "h100":
+        with pytest.raises(SpawnException, match="limit: 2 GPUs per user"):
+            await second._run_apply_user_options({"offering": "mig-1g"})
+    else:
+        await second._run_apply_user_options({"offering": "mig-1g"})
+        second._spawn_pending = True
+        third = make_spawner(user, first.kueue_view)
+        user.spawners = {"": first, "second": second, "third": third}
+        with pytest.raises(SpawnException, match="limit: 2 GPU servers per user"):
+            await third._run_apply_user_options({})
+    # and the same holds for a server this hub process did not validate (a hub restart):
+    # its stored, canonical options are re-read
+    first._gpuaas_choice = None
+    later = make_spawner(user, first.kueue_view)
+    user.spawners = {"": first, "later": later}
+    held = later._held_by_others(later.catalog, UserContext("alice", ("team-a",)))
+    assert [(c.offering.slug, c.count) for c in held if c] == [(slug, count)]

@@ -1,0 +1,61 @@
+"""How the demo ends: on SIGTERM or SIGINT it stops the hub, its servers and the cluster, and a
+further signal while it does so does not cut that short.
+
+``make demo`` stopped by a service manager or by ``kill`` on its process group gets SIGTERM
+twice (the group's, then the one make relays): with the clean-up interruptible, the second one
+left the hub, its servers and the whole cluster running.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+__all__ = ["run_until_stopped", "uninterrupted"]
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def uninterrupted(log: Callable[[str], None] = _stderr) -> Iterator[None]:
+    """Run the block with SIGTERM and SIGINT only noted, then put their handlers back."""
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        log(f"{signal.Signals(signum).name} while stopping: finishing the clean-up first")
+
+    previous = {s: signal.signal(s, note) for s in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def run_until_stopped(
+    body: Callable[[], None], cleanup: Callable[[], None], log: Callable[[str], None] = _stderr
+) -> None:
+    """Run ``body`` until it returns or SIGTERM/SIGINT arrives; then always run ``cleanup`` to
+    its end, whatever signals come meanwhile. Main thread only (signal handlers)."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        body()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        # (a signal can still land between the end of body and here, not after)
+        try:
+            with uninterrupted(log):
+                cleanup()
+        finally:
+            signal.signal(signal.SIGTERM, previous)

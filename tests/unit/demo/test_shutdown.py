@@ -1,0 +1,98 @@
+"""The demo's way down, with real processes: SIGTERM to its process group twice, the second
+while it stops (what ``kill`` on ``make demo``'s group does: make relays it once more)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from devcluster.hub import REPO
+
+# The demo's main in miniature: run_until_stopped with a "hub" and a "cluster" that are real
+# processes in sessions of their own (as HubProcess and devcluster start them), and a clean-up
+# that takes a while (the hub stopping its servers, the cluster going down).
+CHILD = """
+import subprocess, sys, time
+from pathlib import Path
+from demo.shutdown import run_until_stopped
+
+out = Path(sys.argv[1])
+procs = []
+
+def run():
+    for name in ("hub", "cluster"):
+        p = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        procs.append(p)
+        (out / f"{name}.pid").write_text(str(p.pid))
+    print("up", flush=True)
+    while True:
+        time.sleep(0.1)
+
+def cleanup():
+    print("stopping", flush=True)
+    for p in procs:
+        time.sleep(1.0)
+        p.terminate()
+        p.wait()
+    (out / "state").mkdir()  # stands for the cluster's state dir, removed last
+    (out / "state").rmdir()
+    (out / "cleaned").write_text("yes")
+    print("stopped", flush=True)
+
+run_until_stopped(run, cleanup)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _read_until(proc: subprocess.Popen[str], line: str, timeout: float = 30.0) -> None:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = proc.stdout.readline().strip()
+        if got == line:
+            return
+        if not got and proc.poll() is not None:
+            break
+    raise AssertionError(f"no {line!r} from the child (exit {proc.poll()})")
+
+
+def test_a_second_sigterm_during_shutdown_does_not_cut_it_short(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as make demo's
+    )
+    pids: list[int] = []
+    try:
+        _read_until(proc, "up")
+        pids = [int((tmp_path / f"{n}.pid").read_text()) for n in ("hub", "cluster")]
+        os.killpg(proc.pid, signal.SIGTERM)  # kill -TERM -<pgid>
+        _read_until(proc, "stopping")
+        os.killpg(proc.pid, signal.SIGTERM)  # make relays it: the second, during the clean-up
+        _read_until(proc, "stopped")
+        assert proc.wait(30) == 0
+        assert proc.stderr is not None
+        assert "SIGTERM while stopping: finishing the clean-up first" in proc.stderr.read()
+        assert (tmp_path / "cleaned").read_text() == "yes"
+        assert not any(_alive(p) for p in pids)
+    finally:
+        for p in pids:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
