@@ -177,6 +177,10 @@ def test_one_servers_flood_is_rate_limited_while_anothers_reports_are_taken(
     assert codes.count(429) >= 28, codes
     assert all(r.isdigit() and int(r) >= 1 for r in retry_after), retry_after
     assert bob_codes == [200] * 4
+    refused = codes.count(429)
+    assert f'gpuaas_service_requests_refused_total{{endpoint="activity"}} {refused}.0' in (
+        metrics(hub.port)
+    )
     # queue questions of a third user are answered meanwhile
     code, _, answer = call(hub.port, "api/queue", hub.user_token("carol"))
     assert code == 200, answer

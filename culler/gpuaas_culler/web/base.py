@@ -66,6 +66,9 @@ def limit(handler: web.RequestHandler, name: str, key: str) -> None:
         return
     wait = limiter.take(key, time.monotonic())
     if wait > 0:
+        refused = handler.settings.get("on_refused")
+        if refused is not None:  # the metric gpuaas_service_requests_refused
+            refused(name)
         raise TooManyRequests(wait)
 
 
