@@ -600,6 +600,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             store=ActivityStore(max_servers=self.activity_max_servers),
         )
         app.add_handlers(".*", reclaim_handlers(self.prefix, loop, hub_auth))
+        app.settings["on_refused"] = lambda name: loop.metrics.requests_refused.labels(name).inc()
         loop.metrics.policy_valid.set(1 if source is None or not source.error else 0)
         app.settings["health_extra"]["policy"] = lambda: _policy_health(source, loop)
         if source is not None:

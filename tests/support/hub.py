@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -297,13 +297,19 @@ spec: {clusterQueue: culler-test-training}
 
 
 def culler_config(
-    port: int, kubeconfig: Path, policy: Path, save_lead: float = 3, dry_run: bool = False
+    port: int,
+    kubeconfig: Path,
+    policy: Path,
+    save_lead: float = 3,
+    dry_run: bool = False,
+    extra_args: Sequence[str] = (),
 ) -> str:
     args = [
         f"--policy={policy}",
         "--culler-interval=1",
         f"--save-lead={save_lead}",
         *(["--culler-dry-run"] if dry_run else []),
+        *extra_args,
     ]
     return service_config(port, kubeconfig, poll_interval=1, culler_args=args, report_interval=1)
 
@@ -329,9 +335,16 @@ class CullerHub(Hub):
 
 @contextmanager
 def run_culler_hub(
-    cluster: Cluster, state: Path, *, save_lead: float = 3, dry_run: bool = False
+    cluster: Cluster,
+    state: Path,
+    *,
+    save_lead: float = 3,
+    dry_run: bool = False,
+    policy_text: str = POLICY,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[CullerHub]:
-    """A hub with the gpuaas service and the culler (policy above), for one test module."""
+    """A hub with the gpuaas service and the culler (policy above unless ``policy_text``), for
+    one test module; ``extra_args``: more ``gpuaas-service`` options."""
     kubectl = str(cluster.info.bin_dir / "kubectl")
     admin = [kubectl, "--kubeconfig", str(cluster.info.kubeconfig)]
     subprocess.run([*admin, "apply", "-f", "-"], input=QUEUE.encode(), check=True)
@@ -339,7 +352,7 @@ def run_culler_hub(
     # each module's culler starts with no hand-off records of an earlier one
     subprocess.run([*forget_handoffs, "--ignore-not-found"], check=True)
     policy = state / "policy.yaml"
-    policy.write_text(POLICY)
+    policy.write_text(policy_text)
     token = secrets.token_hex(24)
     port = free_port()
     settings = HubSettings(
@@ -354,6 +367,7 @@ def run_culler_hub(
             policy,
             save_lead,
             dry_run,
+            extra_args,
         ),
     )
     proc = HubProcess(settings)

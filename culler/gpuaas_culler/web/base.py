@@ -10,7 +10,7 @@ from typing import Any
 from jupyterhub.services.auth import HubAuthenticated
 from tornado import web
 
-__all__ = ["HubJSONHandler", "JSONHandler", "check_operator_token", "limit"]
+__all__ = ["HubJSONHandler", "JSONHandler", "TooManyRequests", "check_operator_token", "limit"]
 
 
 class JSONHandler(web.RequestHandler):
@@ -25,7 +25,18 @@ class JSONHandler(web.RequestHandler):
         exc = kwargs.get("exc_info")
         if exc and isinstance(exc[1], web.HTTPError) and exc[1].log_message:
             reason = exc[1].log_message
+        if exc and isinstance(exc[1], TooManyRequests):
+            # send_error() clears the headers set before the error was raised: set it here
+            self.set_header("Retry-After", str(exc[1].retry_after))
         self.finish(json.dumps({"status": status_code, "message": reason}))
+
+
+class TooManyRequests(web.HTTPError):
+    """429 with ``Retry-After`` (whole seconds, at least 1)."""
+
+    def __init__(self, wait: float) -> None:
+        super().__init__(429, f"too many requests: try again in {wait:.0f}s")
+        self.retry_after = max(1, round(wait))
 
 
 def check_operator_token(handler: web.RequestHandler) -> None:
@@ -55,8 +66,10 @@ def limit(handler: web.RequestHandler, name: str, key: str) -> None:
         return
     wait = limiter.take(key, time.monotonic())
     if wait > 0:
-        handler.set_header("Retry-After", str(max(1, round(wait))))
-        raise web.HTTPError(429, f"too many requests: try again in {wait:.0f}s")
+        refused = handler.settings.get("on_refused")
+        if refused is not None:  # the metric gpuaas_service_requests_refused
+            refused(name)
+        raise TooManyRequests(wait)
 
 
 class HubJSONHandler(HubAuthenticated, JSONHandler):  # type: ignore[misc]
