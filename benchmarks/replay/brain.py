@@ -11,6 +11,7 @@ simulated clock.
 
 from __future__ import annotations
 
+from gpuaas_culler.clients.kubernetes import KubeClient
 from gpuaas_culler.metrics import Metrics
 from gpuaas_culler.reclaim.activity_store import ActivityStore
 from gpuaas_culler.reclaim.decide import Action, Plan
@@ -40,6 +41,7 @@ from jupyter_gpuaas.core.labels import (
     TEAM_LABEL,
     WARNED_AT,
 )
+from jupyter_gpuaas.core.watch import WatchedKueueView
 
 __all__ = [
     "HUB_SERVERNAME_ANNOTATION",
@@ -55,6 +57,7 @@ __all__ = [
     "ActivityStore",
     "Catalog",
     "ClusterQueueInfo",
+    "KubeClient",
     "Metrics",
     "Offering",
     "Plan",
@@ -63,6 +66,7 @@ __all__ = [
     "QueueState",
     "ReclaimLoop",
     "Settings",
+    "WatchedKueueView",
     "build_catalog",
     "kueue_value",
     "load_catalog",

@@ -77,6 +77,8 @@ class _World:
         self.saved: dict[tuple[str, str], str] = {}
         self._wl_cache: dict[tuple[str, float | None, str], dict[str, Any]] = {}
         self._state_cache: tuple[int, brain.QueueState] | None = None
+        self._groups: dict[str, list[str]] | None = None
+        self._info_cache: dict[tuple[str, float | None, str], Any] = {}
 
     @property
     def sim(self) -> Simulation:
@@ -104,7 +106,10 @@ class _World:
         return {"name": name, "groups": [team] if team else [], "servers": servers}
 
     async def group_members(self) -> dict[str, list[str]]:
-        return {s.session.user: [s.session.team] for s in self.sim.sessions.values()}
+        # Users never change teams in a trace: built once, not from every session per cycle.
+        if self._groups is None:
+            self._groups = {s.session.user: [s.session.team] for s in self.sim.sessions.values()}
+        return self._groups
 
     async def stop_server(self, user: str, server: str) -> int:
         state = self._state(user, server)
@@ -302,7 +307,16 @@ class _World:
 
     def workload_for_pod(self, namespace: str, pod_uid: str, pod_name: str) -> Any:
         wl = self.sim.kueue.admitted.get(f"{namespace}/{pod_name}")
-        return brain.read_workload(self.workload_object(wl)) if wl is not None else None
+        if wl is None:
+            return None
+        # Read once per admission, as a watch cache would keep it (was re-read every cycle).
+        key = (wl.key, wl.admitted_at, wl.uid)
+        info = self._info_cache.get(key)
+        if info is None:
+            if len(self._info_cache) > 50_000:
+                self._info_cache.clear()
+            info = self._info_cache[key] = brain.read_workload(self.workload_object(wl))
+        return info
 
     def pending_items(self, namespace: str, local_queue: str) -> None:
         return None  # no visibility API: the loop takes creation order, as when it is off
@@ -325,10 +339,13 @@ class Gpuaas(Policy):
         self.skip_quiet = skip_quiet
         self._last_cycle = 0.0
         self._last_acted = True
-        self._last_signature: tuple[int, tuple[str, ...]] = (-1, ())
+        self._last_signature: tuple[int, int] = (-1, -1)
         """Skip a cycle in which the loop can have nothing to do (see :meth:`_quiet`): the cost
         then grows with events, not with simulated seconds; the tests check it changes nothing."""
         self.by_pod: dict[str, SessionState] = {}
+        self._sent: dict[str, tuple[float, float]] = {}
+        """Per server, the report last handed to the store (its send time, the server's start):
+        a report is recorded once, as the server sends it once."""
         self.handed_off: set[tuple[str, str]] = set()
 
     def attach(self, sim: Simulation) -> None:
@@ -391,9 +408,10 @@ class Gpuaas(Policy):
         }
         return payload, sent
 
-    def _signature(self) -> tuple[int, tuple[str, ...]]:
+    def _signature(self) -> tuple[int, int]:
+        # Usage and the pending queues each carry a counter bumped at every change.
         kueue = self.sim.kueue
-        return kueue.version, tuple(sorted(w.key for q in kueue.pending.values() for w in q))
+        return kueue.version, kueue.pending_version
 
     def _quiet(self, now: float) -> bool:
         """The loop can have nothing new to act on, so this cycle is skipped: no warning or
@@ -448,6 +466,10 @@ class Gpuaas(Policy):
         for state in sim.running_sessions():
             if state.phase != "running":
                 continue
+            sent = now - (now - state.ready_at) % REPORT_INTERVAL_S
+            if self._sent.get(state.session.name) == (sent, state.ready_at):
+                continue  # the same report as at the last cycle
+            self._sent[state.session.name] = (sent, state.ready_at)
             payload, sent = self._report(state, now)
             store.record(state.session.user, state.session.name, payload, self.clock_at(sent))
         before = len(sim.reclaims)

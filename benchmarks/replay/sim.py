@@ -183,6 +183,9 @@ class Simulation:
         self.job_remaining: dict[str, float] = {}
         self.job_epoch: dict[str, int] = {}
         self.sessions: dict[str, SessionState] = {}
+        self.live: dict[str, SessionState] = {}
+        """Sessions started and not ended: what a culler's cycle looks at (so that its cost
+        follows the sessions open now, not all the sessions of the week)."""
         self.by_workload: dict[str, SessionState] = {}
         self.spawn_waits: list[tuple[float, float, bool]] = []
         self.reclaims: list[dict[str, Any]] = []
@@ -431,6 +434,7 @@ class Simulation:
         self._request_scheduling()
 
     def _session_start(self, state: SessionState) -> None:
+        self.live[state.session.name] = state
         if self.policy.oracle:
             state.phase = "running"
             self._plan_next(state)
@@ -539,6 +543,7 @@ class Simulation:
         elif state.phase == "running" and state.workload is not None and not self.policy.oracle:
             self._release(state.workload.key)
         state.phase = "done"
+        self.live.pop(state.session.name, None)
         self.emit("session_end", session=state.session.name)
 
     def stop_server(self, state: SessionState, *, code: str, handoff: str | None) -> None:
@@ -581,7 +586,7 @@ class Simulation:
     # ------------------------------------------------------------------ running
 
     def running_sessions(self) -> Iterator[SessionState]:
-        for state in self.sessions.values():
+        for state in list(self.live.values()):
             if state.phase in ("running", "starting"):
                 yield state
 

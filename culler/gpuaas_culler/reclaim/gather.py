@@ -24,7 +24,7 @@ from gpuaas_culler.reclaim.activity_store import ActivityStore, server_key
 from gpuaas_culler.reclaim.decide import Need, PendingWorkload, Workbench
 from gpuaas_culler.reclaim.idleness import judge
 from gpuaas_culler.reclaim.policy import DEFAULT_BUSY_UTILIZATION, PolicySet
-from jupyter_gpuaas.core.gpu_equivalents import pod_gpu_equivalents
+from jupyter_gpuaas.core.gpu_equivalents import parse_gpu_equivalents, resource_gpu_equivalents
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import (
     QUEUE_NAME_LABEL,
@@ -38,6 +38,7 @@ from jupyter_gpuaas.core.kueue import (
     read_workload,
 )
 from jupyter_gpuaas.core.labels import (
+    GPU_EQUIVALENTS_ANNOTATION,
     HUB_SERVERNAME_ANNOTATION,
     HUB_USERNAME_ANNOTATION,
     OFFERING_LABEL,
@@ -84,8 +85,15 @@ def pod_state(pod: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _gpu_requests(pod: Mapping[str, Any]) -> dict[str, Fraction]:
-    return {r: q for r, q in pod_requests(pod).items() if r.startswith(GPU_PREFIX)}
+def _gpu_requests(requests: Mapping[str, Fraction]) -> dict[str, Fraction]:
+    return {r: q for r, q in requests.items() if r.startswith(GPU_PREFIX)}
+
+
+def _gpu_equivalents(pod: Mapping[str, Any], requests: Mapping[str, Fraction]) -> Fraction:
+    """:func:`pod_gpu_equivalents` from requests already read (the annotation first)."""
+    ann = as_mapping(as_mapping(pod.get("metadata")).get("annotations"))
+    written = parse_gpu_equivalents(ann.get(GPU_EQUIVALENTS_ANNOTATION))
+    return written if written is not None else resource_gpu_equivalents(requests)
 
 
 def _kind(pod: Mapping[str, Any], requests: Mapping[str, Fraction]) -> str:
@@ -124,11 +132,13 @@ def _cluster_queue(
     return lq.cluster_queue if lq else ""
 
 
-def _pod_phase(pod: Mapping[str, Any]) -> str:
-    """``starting`` / ``running`` / ``stopping`` as far as the pod tells (the hub may know more)."""
+def _pod_phase(pod: Mapping[str, Any], kept: Mapping[str, Any] | None = None) -> str:
+    """``starting`` / ``running`` / ``stopping`` as far as the pod tells (the hub may know more).
+    ``kept``: its :func:`pod_state`, where already read."""
     meta = as_mapping(pod.get("metadata"))
     status = as_mapping(pod.get("status"))
-    if meta.get("deletionTimestamp") or pod_state(pod)["reclaimed_at"]:
+    kept = kept if kept is not None else pod_state(pod)
+    if meta.get("deletionTimestamp") or kept["reclaimed_at"]:
         return "stopping"
     if status.get("phase") in ("Succeeded", "Failed"):
         return "stopping"  # exited: the hub's poll is about to notice
@@ -173,7 +183,9 @@ def workbenches(
         user_groups = tuple(str(g) for g in groups.get(name, ()))
         labels = as_mapping(meta.get("labels"))
         namespace, uid = str(meta.get("namespace", "")), str(meta.get("uid", ""))
-        requests = _gpu_requests(pod)
+        # Read the pod's requests once (they were parsed three times per pod per cycle).
+        all_requests = pod_requests(pod)
+        requests = _gpu_requests(all_requests)
         wl = workload_for_pod(namespace, uid, str(meta.get("name", "")))
         flavors = wl.assigned_flavors if wl is not None else {}
         holds = {(flavors[r], r): amount for r, amount in requests.items() if r in flavors}
@@ -211,11 +223,11 @@ def workbenches(
                 kind=kind,
                 offering=offering,
                 holds=holds,
-                gpu_equivalents=pod_gpu_equivalents(pod),
+                gpu_equivalents=_gpu_equivalents(pod, all_requests),
                 cluster_queue=cq,
                 cohorts=_cohorts(state, cq),
                 started_at=started,
-                phase=_pod_phase(pod),
+                phase=_pod_phase(pod, kept),
                 idleness=idleness,
                 snoozes_used=kept["snoozes_used"],
                 snoozed_until=kept["snoozed_until"],
