@@ -10,6 +10,8 @@ from __future__ import annotations
 __all__ = [
     "GPU_EQUIVALENTS_ANNOTATION",
     "HUB_SERVERNAME_ANNOTATION",
+    "HUB_TOKEN_SECRET_LABEL",
+    "HUB_TOKEN_SECRET_SUFFIX",
     "HUB_USERNAME_ANNOTATION",
     "OFFERING_LABEL",
     "RECLAIMED_AT",
@@ -34,6 +36,12 @@ read back with :func:`.gpu_equivalents.pod_gpu_equivalents`."""
 USER_LABEL = "gpuaas.jupyter.org/user"
 """Job/pod label: the hub user whose work it is. Kueue copies it to the Workload
 (``integrations.labelKeysToCopy``); an admission policy accepts it only from that user."""
+
+HUB_TOKEN_SECRET_LABEL = "gpuaas.jupyter.org/hub-token"
+"""Secret label ("true"): the per-server Secret holding a server's hub token, named
+``<pod>`` + :data:`HUB_TOKEN_SECRET_SUFFIX`. The hub may write only Secrets that carry it
+(devcluster/manifests/58-hub-secrets-policy.yaml)."""
+HUB_TOKEN_SECRET_SUFFIX = "-hub-token"
 
 # Written by KubeSpawner on every server pod.
 HUB_USERNAME_ANNOTATION = "hub.jupyter.org/username"

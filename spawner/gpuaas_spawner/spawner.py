@@ -69,7 +69,7 @@ from jupyter_gpuaas.core.catalog import (
     load_catalog_file,
 )
 from jupyter_gpuaas.core.headroom import Headroom, compute_headroom
-from jupyter_gpuaas.core.labels import TEAM_LABEL
+from jupyter_gpuaas.core.labels import HUB_TOKEN_SECRET_LABEL, HUB_TOKEN_SECRET_SUFFIX, TEAM_LABEL
 from jupyter_gpuaas.core.watch import KueueView, WatchedKueueView
 
 __all__ = ["GPUaaSSpawner", "check_catalog"]
@@ -536,7 +536,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
 
     @property
     def _token_secret_name(self) -> str:
-        return f"{self.pod_name}-hub-token"
+        return f"{self.pod_name}{HUB_TOKEN_SECRET_SUFFIX}"
 
     async def get_pod_manifest(self) -> Any:
         pod = await super().get_pod_manifest()
@@ -565,7 +565,10 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             self._token_secret_name,
             self.namespace,
             {_TOKEN_KEY: self.api_token or ""},
-            labels=self._build_common_labels(self._expand_all(self.extra_labels)),
+            labels={
+                **self._build_common_labels(self._expand_all(self.extra_labels)),
+                HUB_TOKEN_SECRET_LABEL: "true",
+            },
         )
         try:
             await asyncio.wait_for(

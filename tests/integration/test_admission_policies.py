@@ -3,7 +3,8 @@
 - devcluster/manifests/57-gpuaas-service-pod-policy.yaml: the gpuaas service's ServiceAccount
   may change only its own ``gpuaas.jupyter.org/reclaim-*`` annotations on pods;
 - devcluster/manifests/61-own-service-account-policy.yaml: a team member's Job runs as their
-  own ServiceAccount, never as a teammate's.
+  own ServiceAccount, never as a teammate's;
+- devcluster/manifests/58-hub-secrets-policy.yaml: the hub writes only its token Secrets.
 """
 
 from __future__ import annotations
@@ -16,8 +17,14 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from devcluster.kube import KubeError
 from devcluster.testing import Cluster, batch, core
-from jupyter_gpuaas.core.labels import RECLAIM_PREFIX, WARNED_AT
+from jupyter_gpuaas.core.labels import (
+    HUB_TOKEN_SECRET_LABEL,
+    HUB_TOKEN_SECRET_SUFFIX,
+    RECLAIM_PREFIX,
+    WARNED_AT,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -153,3 +160,57 @@ async def test_a_team_member_cannot_run_a_job_as_a_teammate(cluster: Cluster) ->
                     await jobs.delete_namespaced_job(
                         job.metadata.name, "team-a", propagation_policy="Background"
                     )
+
+
+def secret(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "labels": {"gpuaas-test": "admission", **(labels or {})}},
+        "stringData": {"token": "t"},
+    }
+
+
+async def test_the_hub_may_write_only_its_token_secrets(cluster: Cluster) -> None:
+    """devcluster/manifests/58-hub-secrets-policy.yaml and 55-hub-secrets-rbac.yaml."""
+    tag = uuid.uuid4().hex[:6]
+    mine = f"jupyter-adm{tag}{HUB_TOKEN_SECRET_SUFFIX}"
+    other = f"adm-other-{tag}"
+    token_labels = {HUB_TOKEN_SECRET_LABEL: "true"}
+    admin = cluster.info.admin()
+    secrets = f"/api/v1/namespaces/{USERS_NS}/secrets"
+    admin.request("POST", secrets, secret(other))  # another component's Secret
+    try:
+        async with cluster.api("jupyterhub", "hub") as api:
+            v1 = core(api)
+            # What the spawner does: create, replace, own (patch), delete its token Secret.
+            await v1.create_namespaced_secret(USERS_NS, secret(mine, token_labels))
+            await v1.replace_namespaced_secret(mine, USERS_NS, secret(mine, token_labels))
+            await v1.patch_namespaced_secret(mine, USERS_NS, {"metadata": {"labels": {"x": "1"}}})
+            await v1.delete_namespaced_secret(mine, USERS_NS)
+            # Any other write is refused.
+            attempts = {
+                "an unlabelled token name": v1.create_namespaced_secret(
+                    USERS_NS, secret(f"jupyter-x{tag}{HUB_TOKEN_SECRET_SUFFIX}")
+                ),
+                "a labelled other name": v1.create_namespaced_secret(
+                    USERS_NS, secret(f"adm-{tag}", token_labels)
+                ),
+                "overwriting another Secret": v1.replace_namespaced_secret(
+                    other, USERS_NS, secret(other, token_labels)
+                ),
+                "labelling another Secret": v1.patch_namespaced_secret(
+                    other, USERS_NS, {"metadata": {"labels": token_labels}}
+                ),
+                "deleting another Secret": v1.delete_namespaced_secret(other, USERS_NS),
+            }
+            for what, call in attempts.items():
+                err = await refused(call)
+                assert err.status in (403, 422), (what, err.status, err.body)
+                assert "the hub may write only its per-server token Secrets" in str(err.body), what
+        kept = admin.get(f"{secrets}/{other}")
+        assert kept["data"] == {"token": "dA=="}  # "t", untouched
+        assert HUB_TOKEN_SECRET_LABEL not in kept["metadata"]["labels"]
+    finally:
+        with contextlib.suppress(KubeError):
+            admin.request("DELETE", f"{secrets}/{other}")

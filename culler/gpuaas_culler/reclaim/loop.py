@@ -171,9 +171,10 @@ class ReclaimLoop:
         not read yet)."""
         self._last_cycle: datetime | None = None
         self._dry_warned: dict[str, datetime] = {}
-        self.stopping: dict[str, str] = {}
-        """Servers whose stop is under way (key → why): a snooze or a busy report that arrives
-        now is answered 409 with this, never accepted and then ignored."""
+        self.stopping: dict[str, tuple[str, str]] = {}
+        """Servers whose stop is under way (key → the pod's uid, why): a snooze or a busy report
+        that arrives now is answered 409 with this, never accepted and then ignored. Bound to
+        the pod: the same server started again (a new pod, same key) is not being stopped."""
         self._kept: dict[str, Workbench] = {}
         """Servers snoozed while a cycle ran (key → the workbench with the snooze): the cycle's
         decision, made before the press, is not carried out, and its older view of the pod does
@@ -303,6 +304,8 @@ class ReclaimLoop:
         for table in (self.seen, self.stopping, self._noticed):
             for key in [k for k in table if k not in refs]:
                 del table[key]
+        for key in [k for k, (uid, _) in self.stopping.items() if refs[k].uid != uid]:
+            del self.stopping[key]  # a new pod of the same server: its stop is not under way
         for target in plan.targets:
             if target.status in ("blocked", "not-enough", "handoff-waiting"):
                 self._audit_target(target.workload.key, target.status, target.reason, now)
@@ -462,8 +465,9 @@ class ReclaimLoop:
             elif d.action is Action.RECLAIM:
                 notice = None
                 self.stopping[key] = (
+                    pod.uid,
                     f"this server is being stopped now ({d.told}); decided at"
-                    f" {isoformat_z(now)}, before this arrived"
+                    f" {isoformat_z(now)}, before this arrived",
                 )
                 try:
                     await self.hub.stop_server(wb.user, wb.server)
@@ -500,10 +504,13 @@ class ReclaimLoop:
         self.store.set_notice(key, notice)
 
     def _put_off(self, d: Decision, now: datetime, targets: Mapping[str, Any]) -> str:
-        """Why a warning or stop decided this cycle is not carried out: its user (or, for a
-        demand batch, a member's user) pressed "Keep my GPU" since, or a busy report came in
-        since (not for ``max-age``, a hard cap). ``""``: carry it out."""
-        if d.action not in (Action.WARN, Action.RECLAIM):
+        """Why a warning, a running countdown or a stop decided this cycle is not carried out:
+        its user (or, for a demand batch, a member's user) pressed "Keep my GPU" since, or a
+        busy report came in since (not for ``max-age``, a hard cap). ``""``: carry it out.
+
+        A countdown (``wait``) counts too: carried out, it would put back the warning that the
+        press has just withdrawn, and the banner would show it again."""
+        if d.action not in (Action.WARN, Action.WAIT, Action.RECLAIM):
             return ""
         target = targets.get(d.handoff) if d.handoff else None
         keys = [d.workbench.key]
@@ -654,6 +661,14 @@ class ReclaimLoop:
 
     # ------------------------------------------------------------------ asked by servers
 
+    def stop_under_way(self, user: str, server: str) -> str:
+        """Why this server's current pod is being stopped now, or ``""``."""
+        key = server_key(user, server)
+        entry, seen = self.stopping.get(key), self.seen.get(key)
+        if entry is None or (seen is not None and seen.pod.uid != entry[0]):
+            return ""
+        return entry[1]
+
     def warning_for(self, user: str, server: str, now: datetime | None = None) -> dict[str, Any]:
         """The ``api/reclaim`` answer for one server."""
         now = now or self.clock()
@@ -671,8 +686,9 @@ class ReclaimLoop:
         that arrives while a cycle runs wins over its decision; one that arrives while the stop
         is under way is refused with why (:attr:`stopping`)."""
         key = server_key(user, server)
-        if key in self.stopping:
-            return SnoozeResult(False, self.stopping[key])
+        under_way = self.stop_under_way(user, server)
+        if under_way:
+            return SnoozeResult(False, under_way)
         seen = self.seen.get(key)
         if seen is None:
             return SnoozeResult(False, "this server is not known to the culler (yet)")

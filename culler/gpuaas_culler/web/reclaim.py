@@ -86,7 +86,7 @@ class ActivityReportHandler(_ServerHandler):
                 )
             )
             return
-        stopping = self.loop.stopping.get(server_key(user, server))
+        stopping = self.loop.stop_under_way(user, server)
         if stopping:
             # Taken, but too late to keep the server: say so rather than accept and ignore it.
             self.set_status(409)

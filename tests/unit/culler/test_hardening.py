@@ -22,7 +22,9 @@ from tornado.web import Application, RequestHandler
 
 from gpuaas_culler.clients.hub import HubClient
 from gpuaas_culler.reclaim.activity_store import ActivityStore
+from gpuaas_culler.reclaim.gather import PodRef
 from gpuaas_culler.reclaim.idleness import State, judge
+from gpuaas_culler.reclaim.loop import _Seen
 from gpuaas_culler.reclaim.notify import Notifier
 from gpuaas_culler.reclaim.policy import (
     MAX_NOTIFY_TIMEOUT,
@@ -34,6 +36,7 @@ from gpuaas_culler.reclaim.policy import (
 from gpuaas_culler.web.limits import RateLimit
 from gpuaas_culler.web.queue import make_app
 from gpuaas_culler.web.reclaim import reclaim_handlers
+from tests.unit.culler.test_decide import bench
 from tests.unit.culler.test_loop import POLICY, T0, World, busy, idle
 
 # --------------------------------------------------------------------------- 13.2
@@ -209,10 +212,30 @@ async def test_reports_are_rate_limited_per_server(served: Served) -> None:
 
 async def test_a_busy_report_while_the_stop_is_under_way_is_a_409(served: Served) -> None:
     served.world.loop.clock = lambda: T0
-    served.world.loop.stopping["alice"] = "this server is being stopped now (...)"
+    served.world.loop.stopping["alice"] = ("pod-uid-1", "this server is being stopped now (...)")
     code, answer = await served.call("POST", "api/activity", json.dumps(busy(T0)).encode())
     assert code == 409
     assert "being stopped now" in answer["reason"]
+
+
+async def test_a_stop_under_way_is_bound_to_its_pod_not_to_the_server_name(
+    served: Served,
+) -> None:
+    """The same server started again (a new pod, same user and name) after a reclaim is not
+    "being stopped": its reports are taken and its user may keep the GPU."""
+    loop = served.world.loop
+    loop.clock = lambda: T0
+    loop.stopping["alice"] = ("pod-uid-1", "this server is being stopped now (...)")
+    loop.seen["alice"] = _Seen(
+        bench("alice"), PodRef("jupyter-users", "jupyter-alice", "pod-uid-2")
+    )
+    assert loop.stop_under_way("alice", "") == ""
+    code, answer = await served.call("POST", "api/activity", json.dumps(busy(T0)).encode())
+    assert code == 200, answer
+    loop.seen["alice"] = _Seen(
+        bench("alice"), PodRef("jupyter-users", "jupyter-alice", "pod-uid-1")
+    )
+    assert "being stopped now" in loop.stop_under_way("alice", "")
 
 
 async def test_metrics_and_health_need_the_operator_token(served: Served) -> None:
