@@ -96,45 +96,8 @@ def plans(window: Trace, k: float) -> list[Plan]:
     sim = Simulation(window, org, catalog, Static())
     out: list[Plan] = []
     for job in window.jobs:
-        out.append(
-            Plan(
-                job.name,
-                job.team,
-                "training",
-                job.submit_s,
-                None,
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "metadata": {
-                        "name": job.name,
-                        "namespace": job.team,
-                        "labels": {QUEUE_LABEL: "training", PRIORITY_LABEL: "training"},
-                    },
-                    "spec": {
-                        "backoffLimit": 0,
-                        "template": {
-                            "metadata": {"annotations": {RUN_SECONDS: f"{job.duration_s / k:.2f}"}},
-                            "spec": {
-                                "restartPolicy": "Never",
-                                "automountServiceAccountToken": False,
-                                "nodeSelector": {"gpuaas.dev/pool": "h100"},
-                                "containers": [
-                                    {
-                                        "name": "main",
-                                        "image": "registry.example/train:sim",
-                                        "resources": {
-                                            "requests": {**SMALL, "nvidia.com/gpu": str(job.gpus)},
-                                            "limits": {"nvidia.com/gpu": str(job.gpus)},
-                                        },
-                                    }
-                                ],
-                            },
-                        },
-                    },
-                },
-            )
-        )
+        plan = _job(job.name, job.team, job.gpus, job.duration_s / k)
+        out.append(replace(plan, at=job.submit_s))
     for session in window.sessions:
         offering = sim.choose_offering(session)
         tenant = catalog.tenants[session.team]
