@@ -4,6 +4,7 @@ with its countdown, "Keep my GPU", and the save of open documents before the sto
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -135,7 +136,10 @@ async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
     await queue_job(cluster, "train-browser-2")
     await banner.filter(has_text="will be freed in").wait_for(timeout=60_000)
     await banner.locator(".jp-gpuaas-reclaim-keep").click()
-    await banner.filter(has_text="Kept").wait_for(timeout=30_000)
+    # The note that answers the press (not has_text="Kept": the warning's own reason ends in
+    # "unless it is used or kept", which matches at once, before the press is answered).
+    kept = banner.locator(".jp-gpuaas-reclaim-note", has_text=re.compile(r"^Kept"))
+    await kept.wait_for(timeout=30_000)
     assert await banner.locator(".jp-gpuaas-reclaim-countdown").count() == 0
     await alice.wait_for_timeout(25_000)  # past the 20 s warning
     assert hub.server("alice") is not None
