@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, ClassVar
+from urllib.parse import urlparse
 
 from jupyterhub.utils import exponential_backoff
 from kubespawner import KubeSpawner
@@ -734,6 +735,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                     if self._gpuaas_pod_uid and not self._gpuaas_secret_owned:
                         # admitted and running before the first check: own the Secret now
                         await self._own_token_secret(self._gpuaas_pod_uid)
+                    await self._wait_until_listening(url)
                     return url
                 await self._check_spawn()
         finally:
@@ -771,6 +773,30 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 "start again in a minute.",
                 reason="earlier_workload",
             ) from None
+
+    async def _wait_until_listening(self, url: str) -> None:
+        """Between "running" and "listening": a server that exits there (its own config, a
+        crash at start) ends the spawn as a clean failure, not as the hub's error of a server
+        that never answered. KubeSpawner returns once the pod is Running, which a container
+        that exits at once may be for a moment. Bounded by ``http_timeout``, after which
+        JupyterHub's own wait takes over as usual."""
+        parsed = urlparse(url)
+        if not parsed.hostname or not parsed.port:
+            return
+        deadline = asyncio.get_running_loop().time() + self.http_timeout
+        while asyncio.get_running_loop().time() < deadline:
+            try:
+                _, writer = await asyncio.wait_for(
+                    asyncio.open_connection(parsed.hostname, parsed.port), 1.0
+                )
+            except (OSError, TimeoutError):
+                await self._check_spawn()  # raises the clean failure once the pod has exited
+                await asyncio.sleep(min(0.2, self.queue_poll_interval))
+                continue
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            return
 
     async def _check_spawn(self) -> None:
         status = self._status()

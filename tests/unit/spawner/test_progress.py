@@ -801,6 +801,7 @@ async def test_a_started_server_that_vanished_is_reported_stopped(spawner: Any) 
         return "http://pod:8888"
 
     spawner._start = kubespawner_start
+    spawner.http_timeout = 0  # no wait for it to listen: it vanishes after the start here
     await spawner._run_apply_user_options({"offering": "h100"})
     assert await asyncio.wait_for(spawner.start(), 5) == "http://pod:8888"
     spawner.test_view._workloads = [read_workload(PREEMPTED_WL)]
@@ -877,3 +878,31 @@ async def test_an_earlier_workload_that_stays_ends_the_spawn_cleanly(spawner: An
         await asyncio.wait_for(spawner.start(), 5)
     assert (info.value.status_code, info.value.reason) == (400, "earlier_workload")
     assert "still being cleaned up" in info.value.message
+
+
+async def test_a_server_that_exits_before_it_listens_ends_the_spawn_cleanly(spawner: Any) -> None:
+    """KubeSpawner returns once the pod is Running; a server that exits right after (its own
+    config) is a clean failure, not the hub's error of a server that never answered."""
+    import asyncio
+
+    async def kubespawner_start() -> str:
+        spawner.pod_id = POD_UID
+        running = pod(phase="Running", containers=[{"name": "notebook", "ready": True}])
+        spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"] = running
+        return "http://127.0.0.1:9"  # nothing listens there
+
+    spawner._start = kubespawner_start
+    spawner.test_view._workloads = [read_workload(ADMITTED_WL)]
+    await spawner._run_apply_user_options({"offering": "h100"})
+    future = spawner.start()
+    await asyncio.sleep(0.3)
+    exited = pod(
+        phase="Failed",
+        containers=[{"name": "notebook", "state": {"terminated": {"exitCode": 1}}}],
+    )
+    spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"] = exited
+    with pytest.raises(SpawnException) as info:
+        await asyncio.wait_for(future, 5)
+    assert (info.value.status_code, info.value.reason) == (400, "server_exited")
+    assert "before it was ready" in info.value.message
+    assert "the server itself did not start" in info.value.message
