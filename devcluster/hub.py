@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -32,13 +33,26 @@ LOCAL_SIMULATED_DEVICES = "1xA100-40GB,1xA100-40GB:mig=2x1g.5gb+1x3g.20gb"
 DEFAULT_TEAMS: dict[str, list[str]] = {"team-a": ["alice", "bob"], "team-b": ["carol", "dave"]}
 
 
+# Ports handed out below Linux's ephemeral range (32768-60999 by default): a port from the
+# ephemeral range can be taken by any outgoing connection between this check and the server's
+# bind (seen: "Failed to bind hub ... Address already in use"). The dev clusters' blocks start
+# at 26400, so stay below that.
+_PORT_RANGE = (15000, 26000)
+
+
 def free_port(preferred: int = 0) -> int:
-    """``preferred`` if it is free on 127.0.0.1, else any free port."""
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", preferred))
-        except OSError:
-            s.bind(("127.0.0.1", 0))
+    """``preferred`` if it is free on 127.0.0.1, else a free port outside the ephemeral range."""
+    candidates = [preferred] if preferred else []
+    candidates += random.sample(range(*_PORT_RANGE), 200)
+    for port in candidates:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # all taken: let the kernel choose
+        s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
