@@ -206,6 +206,23 @@ class HubProcess:
         self.stop()
         raise RuntimeError(f"jupyterhub did not answer in {timeout:.0f}s:\n{self.log_tail()}")
 
+    def service_pid(self) -> int | None:
+        """The pid of the gpuaas service this hub started (its managed service), if it runs."""
+        if self.proc is None:
+            return None
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid == self.proc.pid and b"gpuaas_culler.app" in cmdline:
+                return int(entry.name)
+        return None
+
     def log_tail(self, lines: int = 60) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
