@@ -89,9 +89,34 @@ class ClusterError(RuntimeError):
         self.message = message
         self.log_tail = log_tail
         text = f"devcluster: {component}: {message}"
+        hint = known_cause(log_tail)
+        if hint:
+            text += f"\n{hint}"
         if log_tail:
             text += f"\n--- last lines of the {component} log ---\n{log_tail}"
         super().__init__(text)
+
+
+INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+def known_cause(log_tail: str, inotify_limit: Path = INOTIFY_LIMIT) -> str:
+    """What to do about a failure whose cause the log names, or ""."""
+    if "too many open files" not in log_tail:
+        return ""
+    # Go raises its own file limit to the hard limit at start, so in these binaries the usual
+    # cause is inotify: every kube-apiserver, controller-manager, scheduler and Kueue watches its
+    # certificates, about 16 instances per cluster, against a per-user limit of 128 by default.
+    try:
+        limit = inotify_limit.read_text().strip()
+    except OSError:
+        limit = "unknown"
+    return (
+        "Likely cause: the user is out of inotify instances (fs.inotify.max_user_instances is "
+        f"{limit}; each dev cluster holds about 16). Stop clusters you no longer need "
+        "(python -m devcluster down, with their GPUAAS_CLUSTER_DIR) or raise the limit as root: "
+        "sysctl -w fs.inotify.max_user_instances=1024"
+    )
 
 
 class BuildError(ClusterError):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devcluster.cluster import ClusterError, known_cause
 from devcluster.config import MANIFESTS_DIR, PORT_OFFSETS, STAGES_FILE, load_settings
 from devcluster.kwokfinisher import Finisher, due
 from devcluster.nodeagent import (
@@ -237,3 +238,17 @@ def test_kwok_finisher_removes_only_deleted_unheld_pods_on_its_nodes() -> None:
     }
     # a watch's BOOKMARK carries no uid: ignored, not a crash of the watch
     Finisher(None, nodes).seen("BOOKMARK", {"metadata": {"resourceVersion": "7"}})
+
+
+def test_a_component_out_of_inotify_instances_says_what_to_do(tmp_path: Path) -> None:
+    # Seen when nine clusters ran on one machine: Kueue exited with only "too many open files".
+    limit = tmp_path / "max_user_instances"
+    limit.write_text("128\n")
+    tail = '{"level":"error","msg":"Could not run manager","error":"too many open files"}'
+    hint = known_cause(tail, limit)
+    assert "fs.inotify.max_user_instances is 128" in hint
+    assert "sysctl -w fs.inotify.max_user_instances=1024" in hint
+    error = ClusterError("kueue", "exited (code 1) before GET /readyz", tail)
+    text = str(error)  # with this machine's limit, before the log
+    assert text.index("out of inotify instances") < text.index("last lines")
+    assert known_cause('{"error":"connection refused"}', limit) == ""
