@@ -54,8 +54,8 @@ def test_model_lists_the_teams_offerings_with_live_state() -> None:
     assert (team.name, team.selected) == ("team-a", True)
     rows = [(o.slug, o.state, o.status, o.selectable, o.checked) for o in team.offerings]
     assert rows == [
-        ("h100", "queue", "will queue (about 2 ahead)", True, False),
-        ("mig-1g", "queue", "will queue (about 2 ahead)", True, True),  # the team's default
+        ("h100", "queue", "will queue: about 2 ahead of you", True, False),
+        ("mig-1g", "queue", "will queue: about 2 ahead of you", True, True),  # the team's default
         ("mig-3g", "now", "available now (2 of 2 free)", True, False),
         ("shared", "now", "available now (4 of 16 free)", True, False),
         ("cpu", "now", "available now", True, False),
@@ -263,7 +263,7 @@ async def test_spawner_renders_the_form_from_its_caches(kubeconfig: None) -> Non
     spawner = make_spawner(FakeUser("alice", ["team-a"]), _view())
     html = await spawner.get_options_form()
     assert 'id="gpuaas-form"' in html
-    assert "will queue (about 2 ahead)" in html
+    assert "will queue: about 2 ahead of you" in html
     assert "available now (7 of 7 free)" in html
 
 
