@@ -171,7 +171,8 @@ async def test_the_forms_headroom_is_what_kueue_admits(cluster: Cluster) -> None
                 )
             else:
                 await v1.delete_namespaced_pod(f"frac-{i}", USERS_NS, grace_period_seconds=0)
-        assert checked["now"] >= 2 and checked["queue"] >= 1, checked
+        assert checked["now"] >= 2, checked
+        assert checked["queue"] >= 1, checked
         state = await _state(hub)
         room = compute_headroom(tenant, offerings[0], state, namespace=USERS_NS)
         free_mib = 22528 - used.get("nvidia.com/total-gpumem", 0)
@@ -214,5 +215,6 @@ async def test_a_whole_gpu_pod_never_gets_the_fractional_flavor(cluster: Cluster
         wl = read_workload(raw)
         assert not wl.admitted
         cond = wl.conditions["QuotaReserved"]
-        assert "untolerated taint" in cond.message and "l4-hami" in cond.message, cond.message
+        assert "untolerated taint" in cond.message, cond.message
+        assert "l4-hami" in cond.message, cond.message
         assert wl.counted == {"nvidia.com/gpu": Fraction(3)}
