@@ -10,6 +10,7 @@ for whole GPUs never gets the fractional flavor.
 from __future__ import annotations
 
 import random
+from functools import partial
 from collections.abc import AsyncIterator
 from fractions import Fraction
 from typing import Any
@@ -147,10 +148,9 @@ async def test_the_forms_headroom_is_what_kueue_admits(cluster: Cluster) -> None
             pod = await v1.create_namespaced_pod(
                 USERS_NS, fraction_pod(f"frac-{i}", offering, tenant.local_queue)
             )
+            uid: str = pod.metadata.uid
             raw = await wait_for(
-                f"Kueue's decision on frac-{i}",
-                lambda uid=pod.metadata.uid: _decided(hub, uid),
-                timeout=60,
+                f"Kueue's decision on frac-{i}", partial(_decided, hub, uid), timeout=60
             )
             wl = read_workload(raw)
             # Kueue counted exactly what the catalog's transformations say ...

@@ -206,6 +206,7 @@ class ReclaimLoop:
             return self._failed("kueue", "Kueue caches are not synced")
         try:
             flavors = await self.kube.flavor_labels()
+            taints = await self.kube.flavor_taints()
             cached = self.pods() if self.pods is not None else None
             if self.pods is not None and cached is None:
                 return self._failed("kubernetes", "the notebook pods are not listed yet")
@@ -251,6 +252,7 @@ class ReclaimLoop:
             state,
             positions=self.view.pending_items,
             flavor_labels=flavors,
+            flavor_taints=taints,
             notebook_namespace=self.settings.notebook_namespace,
         )
         if self._saved_handoffs is None and not await self._load_handoffs():
