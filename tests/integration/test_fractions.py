@@ -10,9 +10,9 @@ for whole GPUs never gets the fractional flavor.
 from __future__ import annotations
 
 import random
-from functools import partial
 from collections.abc import AsyncIterator
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 import pytest

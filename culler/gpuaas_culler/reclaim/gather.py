@@ -163,17 +163,20 @@ def workbenches(
     workload_for_pod: Callable[[str, str, str], WorkloadInfo | None],
     groups: Mapping[str, Sequence[str]] | None = None,
     pod_utilization: Mapping[tuple[str, str], float] | None = None,
+    pod_last_kernel: Mapping[tuple[str, str], float] | None = None,
 ) -> tuple[list[Workbench], dict[str, PodRef]]:
     """The notebook pods that name a hub server, as :class:`Workbench` es.
 
     ``groups``: user → their hub groups (needed only when a policy names groups).
     ``pod_utilization``: ``(namespace, pod)`` → GPU utilisation in percent (DCGM through
-    Prometheus, where configured). The phase is
+    Prometheus, where configured); ``pod_last_kernel``: seconds since each HAMi fraction's last
+    kernel (HAMi's vGPU monitor through Prometheus). The phase is
     the pod's; :func:`as_the_hub_sees_them` corrects it for the servers about to be acted on.
     Judges each server's activity (and records the verdict in ``store`` for the next cycle).
     """
     groups = groups or {}
     pod_utilization = pod_utilization or {}
+    pod_last_kernel = pod_last_kernel or {}
     out: list[Workbench] = []
     refs: dict[str, PodRef] = {}
     for pod in pods:
@@ -219,6 +222,7 @@ def workbenches(
             previous=store.verdict(key),
             pod_utilization=pod_utilization.get((namespace, str(meta.get("name", "")))),
             trust_pod_utilization=bool(policy and policy.busy_signal == "gpu"),
+            pod_last_kernel=pod_last_kernel.get((namespace, str(meta.get("name", "")))),
         )
         store.set_verdict(key, idleness)
         out.append(

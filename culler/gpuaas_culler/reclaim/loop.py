@@ -142,6 +142,7 @@ class ReclaimLoop:
         notifier: Notifier | None = None,
         pods: Callable[[], Iterable[Mapping[str, Any]] | None] | None = None,
         utilization: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
+        last_kernel: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
     ) -> None:
         self.hub = hub
         self.kube = kube
@@ -149,6 +150,7 @@ class ReclaimLoop:
         """The notebook pods as a watch last saw them (``None`` until it has listed them);
         without it each cycle lists them."""
         self.utilization = utilization
+        self.last_kernel = last_kernel
         """Per-pod GPU utilisation, ``(namespace, pod)`` → percent
         (:mod:`gpuaas_culler.clients.prometheus`)."""
         self.view = view
@@ -223,6 +225,7 @@ class ReclaimLoop:
             return self._failed("hub", str(e))
         try:
             utilization = await self.utilization() if self.utilization is not None else {}
+            last_kernel = await self.last_kernel() if self.last_kernel is not None else {}
         except PrometheusError as e:
             return self._failed("prometheus", str(e))
         now = self.clock()
@@ -235,6 +238,7 @@ class ReclaimLoop:
             workload_for_pod=self.view.workload_for_pod,
             groups=groups,
             pod_utilization=utilization,
+            pod_last_kernel=last_kernel,
         )
         self.store.keep_only(refs)
         # Dry-run warnings are kept in memory only, so that a dry run shows the reclaims to come.

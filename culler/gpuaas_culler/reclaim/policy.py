@@ -42,7 +42,8 @@ Policy fields (``defaults`` takes the same, except ``name`` and ``match``):
 ``busy_signal``
     ``reports`` (default): the server's activity reports (busy kernels, terminals, its own GPU
     readings) say whether it is busy. ``gpu``: where a per-pod GPU utilisation from outside the
-    server exists (DCGM through Prometheus, ``prometheus_url``), only that does: busy kernels
+    server exists (DCGM through Prometheus, ``prometheus_url``; for HAMi fractions the seconds
+    since the pod's last kernel, ``hami_last_kernel_query``), only that does: busy kernels
     with the GPU unused for ``idle_after`` are idle. Pods without such a sample fall back to
     the reports.
 ``warn_before``
