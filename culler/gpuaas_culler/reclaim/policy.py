@@ -26,9 +26,9 @@ A policy file::
 Policy fields (``defaults`` takes the same, except ``name`` and ``match``):
 
 ``match``
-    ``teams``, ``kinds`` (``gpu``, ``mig``, ``shared``, ``cpu``), ``offerings``, ``users``,
-    ``groups``: each a list; a workbench matches when it matches every list given (``groups``:
-    any of the user's groups). No ``match``: every workbench.
+    ``teams``, ``kinds`` (``gpu``, ``mig``, ``shared``, ``fraction``, ``cpu``), ``offerings``,
+    ``users``, ``groups``: each a list; a workbench matches when it matches every list given
+    (``groups``: any of the user's groups). No ``match``: every workbench.
 ``idle_after`` (required)
     how long without a busy kernel, terminal activity or (on a whole GPU) utilisation above
     ``busy_utilization_percent`` before a workbench counts as idle.
