@@ -132,10 +132,12 @@ async def _usage_settled(api: client.ApiClient, cq: str, expected: dict[str, int
 
 
 @pytest.mark.usefixtures("idle_queues")
-async def test_the_forms_headroom_is_what_kueue_admits(cluster: Cluster) -> None:
+@pytest.mark.parametrize("seed", [15, 16, 17])
+async def test_the_forms_headroom_is_what_kueue_admits(cluster: Cluster, seed: int) -> None:
+    """A sample of the property tests/unit/core/test_fractions.py checks against an oracle."""
     catalog = _catalog()
     tenant = catalog.tenants["team-b"]
-    rng = random.Random(15)
+    rng = random.Random(seed)
     offerings = [catalog.offerings["l4-quarter"], catalog.offerings["l4-half"]]
     checked = {"now": 0, "queue": 0}
     async with cluster.api("jupyterhub", "hub") as hub:
