@@ -75,9 +75,9 @@ def test_sample_quotas_fit_in_the_pools() -> None:
     # nvidia.com/gpumem (the devices' sum) is what nvidia.com/total-gpumem quota may use.
     for t in kueue_transformations():
         for out, factor in t["outputs"].items():
-            for (pool, res), qty in list(capacity.items()):
+            for (pool, res), amount in list(capacity.items()):
                 if res == t["input"]:
-                    capacity[(pool, out)] = qty * float(factor)
+                    capacity[(pool, out)] = amount * float(factor)
     quota: dict[tuple[str, str], float] = {}
     docs = yaml.safe_load_all((MANIFESTS_DIR / "30-cluster-queues.yaml").read_text())
     for doc in docs:
