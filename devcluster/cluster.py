@@ -32,6 +32,7 @@ from devcluster import procs
 from devcluster.config import (
     BINARIES,
     BUILD_SCRIPT,
+    DEMO_CATALOG,
     HOST,
     MANIFESTS_DIR,
     NODES_FILE,
@@ -360,6 +361,13 @@ def _kubeconfigs(settings: Settings, pki: ClusterPKI) -> dict[str, Path]:
     return out
 
 
+def kueue_transformations(catalog: Path = DEMO_CATALOG) -> list[dict[str, Any]]:
+    """Kueue's ``resources.transformations``, as the catalog's ``resource_transformations``."""
+    from jupyter_gpuaas.core.catalog import build_catalog, load_catalog_file
+
+    return [t.to_kueue() for t in build_catalog([load_catalog_file(str(catalog))]).transformations]
+
+
 def _kueue_config(settings: Settings) -> Path:
     ports = settings.ports
     cfg = {
@@ -402,6 +410,9 @@ def _kueue_config(settings: Settings) -> Path:
             # it): copied onto its Workload, where the gpuaas service reads it (docs/queue.md).
             "labelKeysToCopy": [USER_LABEL],
         },
+        # HAMi's per-vGPU memory and cores counted x vGPUs (docs/fractions.md): one definition,
+        # the demo catalog's, which the hub's headroom applies too.
+        "resources": {"transformations": kueue_transformations()},
     }
     path = settings.state_dir / "kueue" / "config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)

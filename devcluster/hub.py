@@ -26,8 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devcluster.config import DEMO_CATALOG as DEMO_CATALOG
+
 REPO = Path(__file__).resolve().parent.parent
-DEMO_CATALOG = REPO / "spawner" / "demo-catalog.yaml"
 # What local-0 advertises (devcluster/nodes.yaml), as the sidebar's simulated GPUs.
 LOCAL_SIMULATED_DEVICES = "1xA100-40GB,1xA100-40GB:mig=2x1g.5gb+1x3g.20gb"
 DEFAULT_TEAMS: dict[str, list[str]] = {"team-a": ["alice", "bob"], "team-b": ["carol", "dave"]}

@@ -138,6 +138,9 @@ class _World:
     ) -> None:
         return None
 
+    async def flavor_taints(self) -> dict[str, list[dict[str, str]]]:
+        return {}
+
     async def flavor_labels(self) -> dict[str, dict[str, str]]:
         return {f: dict(labels) for f, labels in self.sim.org.flavor_labels.items()}
 

@@ -377,6 +377,9 @@ class Simulation:
             for s in tenant.offerings
             if self.catalog.offerings[s].is_gpu
             and self.catalog.offerings[s].flavor in self.org.flavor_labels
+            # One counted resource per offering here: HAMi fractions (three, transformed by
+            # Kueue) are not simulated yet.
+            and self.catalog.offerings[s].kind != "fraction"
         ]
 
         def memory(o: brain.Offering) -> float:

@@ -17,6 +17,7 @@ command line, then config file, then environment variable, then default.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -26,7 +27,7 @@ from urllib.parse import urlparse
 from traitlets import Bool, Enum, Float, Integer, List, TraitError, Unicode, default, validate
 from traitlets.config import Application
 
-from gpuaas_culler.clients.prometheus import DEFAULT_QUERY
+from gpuaas_culler.clients.prometheus import DEFAULT_QUERY, HAMI_LAST_KERNEL_QUERY
 from gpuaas_culler.reclaim.loop import Settings
 
 __all__ = ["GPUaaSService", "main"]
@@ -435,6 +436,17 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
     def _prometheus_query_default(self) -> str:
         return os.environ.get("GPUAAS_CULLER_PROMETHEUS_QUERY") or DEFAULT_QUERY
 
+    hami_last_kernel_query = Unicode(
+        HAMI_LAST_KERNEL_QUERY,
+        config=True,
+        help=f"""PromQL giving, per pod, the seconds since its last kernel from HAMi's vGPU
+        monitor (docs/fractions.md), asked of prometheus_url each cycle: for fractions it counts
+        as activity, and with a policy's busy_signal: gpu it alone says busy (a kernel in the
+        last minute) or idle since then. Empty: not asked. Default: {HAMI_LAST_KERNEL_QUERY}
+        Example: c.GPUaaSService.hami_last_kernel_query = ""
+        """,
+    )
+
     prometheus_timeout = Float(
         10.0,
         min=0.1,
@@ -574,11 +586,18 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             if source.error:
                 log.error("policy not loaded, reclaim is off until it is fixed: %s", source.error)
         policies = source.policies if source is not None else PolicySet(policies=())
-        utilization = (
+        prometheus = (
             PrometheusClient(
                 self.prometheus_url, self.prometheus_query, timeout=self.prometheus_timeout
-            ).pod_utilization
+            )
             if self.prometheus_url
+            else None
+        )
+        utilization = prometheus.pod_utilization if prometheus is not None else None
+        query = self.hami_last_kernel_query
+        last_kernel = (
+            functools.partial(prometheus.last_kernel, query)
+            if prometheus is not None and query
             else None
         )
         loop = ReclaimLoop(
@@ -596,6 +615,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             policies=policies,
             pods=_listed(pods),
             utilization=utilization,
+            last_kernel=last_kernel,
             settings=self.loop_settings(),
             store=ActivityStore(max_servers=self.activity_max_servers),
         )

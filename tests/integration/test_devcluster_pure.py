@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from devcluster.cluster import ClusterError, known_cause
+from devcluster.cluster import ClusterError, known_cause, kueue_transformations
 from devcluster.config import MANIFESTS_DIR, PORT_OFFSETS, STAGES_FILE, load_settings
 from devcluster.kwokfinisher import Finisher, due
 from devcluster.nodeagent import (
@@ -49,7 +49,7 @@ def test_settings_defaults_and_overrides(tmp_path: Path) -> None:
 
 def test_nodes_file_declares_the_pools() -> None:
     nodes = {n.name: n for n in load_nodes()}
-    assert set(nodes) == {"h100-0", "h100-1", "a100-mig-0", "l4-shared-0", "local-0"}
+    assert set(nodes) == {"h100-0", "h100-1", "a100-mig-0", "l4-shared-0", "l4-hami-0", "local-0"}
     assert nodes["local-0"].run_by == "agent"
     m = nodes["h100-0"].manifest()
     assert m["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
@@ -71,6 +71,13 @@ def test_sample_quotas_fit_in_the_pools() -> None:
             if res.startswith("nvidia.com/"):
                 key = (n.pool, res)
                 capacity[key] = capacity.get(key, 0) + float(qty)
+    # Kueue counts HAMi's per-vGPU memory and cores as their transformed totals: a pool's
+    # nvidia.com/gpumem (the devices' sum) is what nvidia.com/total-gpumem quota may use.
+    for t in kueue_transformations():
+        for out, factor in t["outputs"].items():
+            for (pool, res), amount in list(capacity.items()):
+                if res == t["input"]:
+                    capacity[(pool, out)] = amount * float(factor)
     quota: dict[tuple[str, str], float] = {}
     docs = yaml.safe_load_all((MANIFESTS_DIR / "30-cluster-queues.yaml").read_text())
     for doc in docs:

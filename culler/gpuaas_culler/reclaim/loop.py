@@ -142,6 +142,7 @@ class ReclaimLoop:
         notifier: Notifier | None = None,
         pods: Callable[[], Iterable[Mapping[str, Any]] | None] | None = None,
         utilization: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
+        last_kernel: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
     ) -> None:
         self.hub = hub
         self.kube = kube
@@ -149,6 +150,7 @@ class ReclaimLoop:
         """The notebook pods as a watch last saw them (``None`` until it has listed them);
         without it each cycle lists them."""
         self.utilization = utilization
+        self.last_kernel = last_kernel
         """Per-pod GPU utilisation, ``(namespace, pod)`` → percent
         (:mod:`gpuaas_culler.clients.prometheus`)."""
         self.view = view
@@ -206,6 +208,7 @@ class ReclaimLoop:
             return self._failed("kueue", "Kueue caches are not synced")
         try:
             flavors = await self.kube.flavor_labels()
+            taints = await self.kube.flavor_taints()
             cached = self.pods() if self.pods is not None else None
             if self.pods is not None and cached is None:
                 return self._failed("kubernetes", "the notebook pods are not listed yet")
@@ -222,6 +225,7 @@ class ReclaimLoop:
             return self._failed("hub", str(e))
         try:
             utilization = await self.utilization() if self.utilization is not None else {}
+            last_kernel = await self.last_kernel() if self.last_kernel is not None else {}
         except PrometheusError as e:
             return self._failed("prometheus", str(e))
         now = self.clock()
@@ -234,6 +238,7 @@ class ReclaimLoop:
             workload_for_pod=self.view.workload_for_pod,
             groups=groups,
             pod_utilization=utilization,
+            pod_last_kernel=last_kernel,
         )
         self.store.keep_only(refs)
         # Dry-run warnings are kept in memory only, so that a dry run shows the reclaims to come.
@@ -251,6 +256,7 @@ class ReclaimLoop:
             state,
             positions=self.view.pending_items,
             flavor_labels=flavors,
+            flavor_taints=taints,
             notebook_namespace=self.settings.notebook_namespace,
         )
         if self._saved_handoffs is None and not await self._load_handoffs():

@@ -26,9 +26,9 @@ A policy file::
 Policy fields (``defaults`` takes the same, except ``name`` and ``match``):
 
 ``match``
-    ``teams``, ``kinds`` (``gpu``, ``mig``, ``shared``, ``cpu``), ``offerings``, ``users``,
-    ``groups``: each a list; a workbench matches when it matches every list given (``groups``:
-    any of the user's groups). No ``match``: every workbench.
+    ``teams``, ``kinds`` (``gpu``, ``mig``, ``shared``, ``fraction``, ``cpu``), ``offerings``,
+    ``users``, ``groups``: each a list; a workbench matches when it matches every list given
+    (``groups``: any of the user's groups). No ``match``: every workbench.
 ``idle_after`` (required)
     how long without a busy kernel, terminal activity or (on a whole GPU) utilisation above
     ``busy_utilization_percent`` before a workbench counts as idle.
@@ -42,7 +42,8 @@ Policy fields (``defaults`` takes the same, except ``name`` and ``match``):
 ``busy_signal``
     ``reports`` (default): the server's activity reports (busy kernels, terminals, its own GPU
     readings) say whether it is busy. ``gpu``: where a per-pod GPU utilisation from outside the
-    server exists (DCGM through Prometheus, ``prometheus_url``), only that does: busy kernels
+    server exists (DCGM through Prometheus, ``prometheus_url``; for HAMi fractions the seconds
+    since the pod's last kernel, ``hami_last_kernel_query``), only that does: busy kernels
     with the GPU unused for ``idle_after`` are idle. Pods without such a sample fall back to
     the reports.
 ``warn_before``
