@@ -112,9 +112,7 @@ def test_fraction_cap_per_kernel_use_and_near_cap_warning(lab: Lab, page: Any) -
     )
     expect()(panel.locator(".jp-gpuaas-tag.jp-mod-fraction")).to_have_text("fraction")
     expect()(panel.locator(".jp-gpuaas-tag.jp-mod-shared")).to_have_count(0)
-    expect()(panel.locator(".jp-gpuaas-device .jp-gpuaas-memory")).to_have_text(
-        "1.0 GiB / 6.0 GiB"
-    )
+    expect()(panel.locator(".jp-gpuaas-device .jp-gpuaas-memory")).to_have_text("1.0 GiB / 6.0 GiB")
     row = kernel_row(page, "small.ipynb")
     item = row.locator(".jp-gpuaas-bydevice-item")
     expect()(item.locator(".jp-gpuaas-figure")).to_have_text("1.0 GiB of 6.0 GiB cap")
@@ -124,14 +122,14 @@ def test_fraction_cap_per_kernel_use_and_near_cap_warning(lab: Lab, page: Any) -
     expect()(panel.locator(".jp-gpuaas-other-item")).to_have_count(0)
 
     # The kernel takes 4.6 GiB more: 5.6 of 6 GiB is past 90% of the cap.
-    execute_in_kernel(page, opened["widgetId"], 'h2 = hold(int(4.6 * 1024**3))')
+    execute_in_kernel(page, opened["widgetId"], "h2 = hold(int(4.6 * 1024**3))")
     _wait_usage(lab, opened["kernelId"], GIB + int(4.6 * GIB))
     warning = panel.locator(".jp-gpuaas-cap-warning")
     expect()(warning).to_have_count(1, timeout=ONE_REFRESH_MS)
     expect()(warning).to_have_attribute("data-kernel-id", opened["kernelId"])
     expect()(warning).to_have_class("jp-gpuaas-cap-warning jp-mod-near")
     expect()(warning).to_have_text(
-        'small.ipynb: 5.6 GiB of its 6.0 GiB cap, near the cap: an allocation beyond it fails '
+        "small.ipynb: 5.6 GiB of its 6.0 GiB cap, near the cap: an allocation beyond it fails "
         'with "out of memory".'
     )
     expect()(page.locator(f"{PANEL} .jp-gpuaas-cap-warnings")).to_have_attribute("role", "alert")

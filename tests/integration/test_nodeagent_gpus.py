@@ -151,7 +151,8 @@ async def local_gpus(cluster: Cluster) -> list[Any]:
     from devcluster.nodes import agent_node, load_nodes
 
     agent = agent_node(load_nodes())
-    assert agent is not None and agent.simulated_gpus
+    assert agent is not None
+    assert agent.simulated_gpus
     return parse_devices(agent.simulated_gpus)
 
 
@@ -174,15 +175,15 @@ async def test_two_pods_each_see_only_their_own_devices(cluster: Cluster, pods: 
         (mig_3g.uuid, migged.uuid),
     ]
     # The pod's home holds the user's files only: the agent's logs and tmp sit beside it.
-    assert "logs" not in a["home"] and "tmp" not in a["home"]
+    assert "logs" not in a["home"]
+    assert "tmp" not in a["home"]
 
     # B's memory is on B's device; A never sees it.
     get(ip_b, f"/hold?bytes={2 * GiB}")
     a, b = get(ip_a, "/read"), get(ip_b, "/read")
-    assert [d["used"] for d in a["devices"]] == [0] and a["processes"] == []
-    assert [(u, pid, size) for u, pid, size in b["processes"]] == [
-        (mig_3g.uuid, b["pid"], 2 * GiB)
-    ]
+    assert [d["used"] for d in a["devices"]] == [0]
+    assert a["processes"] == []
+    assert [(u, pid, size) for u, pid, size in b["processes"]] == [(mig_3g.uuid, b["pid"], 2 * GiB)]
 
 
 async def test_a_time_sliced_neighbour_is_other_memory(cluster: Cluster, pods: Pods) -> None:
