@@ -68,7 +68,9 @@ def _wait_usage(lab: Lab, kernel_id: str, size: int) -> dict[str, Any]:
     deadline = time.monotonic() + 15
     while True:
         usage: dict[str, Any] = lab.api("GET", "gpuaas/api/usage")
-        kernel = next((k for k in usage["kernels"] if k["kernel_id"] == kernel_id), {})
+        kernel: dict[str, Any] = next(
+            (k for k in usage["kernels"] if k["kernel_id"] == kernel_id), {}
+        )
         if kernel.get("gpu_memory") == size:
             return usage
         assert time.monotonic() < deadline, f"the server reports {kernel}"
