@@ -930,6 +930,7 @@ def _bring_up(
                 f"--node={agent.name}",
                 f"--state-dir={settings.agent_dir}",
                 f"--ip-prefix={settings.pod_ip_prefix}",
+                *([f"--gpus={agent.simulated_gpus}"] if agent.simulated_gpus else []),
             ],
             env=_python_env(),
             cwd=REPO_ROOT,

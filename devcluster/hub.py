@@ -29,8 +29,6 @@ from pathlib import Path
 from devcluster.config import DEMO_CATALOG as DEMO_CATALOG
 
 REPO = Path(__file__).resolve().parent.parent
-# What local-0 advertises (devcluster/nodes.yaml), as the sidebar's simulated GPUs.
-LOCAL_SIMULATED_DEVICES = "1xA100-40GB,1xA100-40GB:mig=2x1g.5gb+1x3g.20gb"
 DEFAULT_TEAMS: dict[str, list[str]] = {"team-a": ["alice", "bob"], "team-b": ["carol", "dave"]}
 
 
@@ -141,10 +139,10 @@ c.Spawner.consecutive_failure_limit = 5
 c.KubeSpawner.namespace = "jupyter-users"
 c.KubeSpawner.image = "localhost/jupyter-gpuaas-dev:local"
 c.KubeSpawner.cmd = ["jupyterhub-singleuser"]
-# The node agent runs the command from this machine (PATH: {venv_bin} first).
+# The node agent runs the command from this machine (PATH: {venv_bin} first), and gives each
+# server the node's simulated GPUs of its allocation (nodes.yaml simulatedGpus).
 c.KubeSpawner.args = [{'"--allow-root",' if os.geteuid() == 0 else ""}
     "--GPUaaS.gpu_source=simulated",
-    "--GPUaaS.simulated_devices={LOCAL_SIMULATED_DEVICES}",
 ]
 c.KubeSpawner.default_url = "/lab"
 c.KubeSpawner.start_timeout = {settings.start_timeout}
