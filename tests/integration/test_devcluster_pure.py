@@ -9,6 +9,7 @@ import yaml
 
 from devcluster.cluster import ClusterError, known_cause, kueue_transformations
 from devcluster.config import MANIFESTS_DIR, PORT_OFFSETS, STAGES_FILE, load_settings
+from devcluster.hub import free_port, port_block
 from devcluster.kwokfinisher import Finisher, due
 from devcluster.nodeagent import (
     ContainerConfigError,
@@ -259,3 +260,21 @@ def test_a_component_out_of_inotify_instances_says_what_to_do(tmp_path: Path) ->
     text = str(error)  # with this machine's limit, before the log
     assert text.index("out of inotify instances") < text.index("last lines")
     assert known_cause('{"error":"connection refused"}', limit) == ""
+
+
+def test_each_cluster_hands_out_ports_from_its_own_block() -> None:
+    # Seen: two runs on one machine picked the same port at random; one run's requests were
+    # answered by the other run's gpuaas service (403: wrong operator token).
+    default = port_block({})
+    assert default == port_block({"GPUAAS_CLUSTER_PORT_BASE": "26400"})
+    blocks = [port_block({"GPUAAS_CLUSTER_PORT_BASE": str(b)}) for b in range(26400, 28000, 100)]
+    seen: set[int] = set()
+    for block in blocks:
+        assert len(block) == 100
+        assert block.start >= 15000
+        assert block.stop <= 26000  # below the clusters' blocks and the ephemeral range
+        assert seen.isdisjoint(block)
+        seen.update(block)
+    first, second = free_port(), free_port()
+    assert first != second
+    assert {first, second} <= set(port_block())
