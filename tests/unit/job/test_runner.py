@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from jupyter_gpuaas.job.runner import format_parameters, inject_parameters
 
 
-def _cell(source: str, tags: list[str] | None = None) -> dict[str, object]:
+def _cell(source: str, tags: list[str] | None = None) -> dict[str, Any]:
     return {"cell_type": "code", "metadata": {"tags": tags or []}, "outputs": [], "source": source}
 
 
 def test_injected_after_the_parameters_cell_replacing_an_earlier_one() -> None:
-    nb = {
+    nb: dict[str, Any] = {
         "nbformat": 4,
         "cells": [
             _cell("import x"),
