@@ -186,7 +186,7 @@ class JupyterServer:
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"null")
 
-    def wait_up(self, timeout: float = 60) -> None:
+    def wait_up(self, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -198,7 +198,11 @@ class JupyterServer:
 
     def stop(self) -> None:
         self.proc.terminate()
-        self.proc.wait(20)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
         self.log.close()
 
 
