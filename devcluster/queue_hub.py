@@ -55,10 +55,12 @@ def service_config(
     poll_interval: float = 1.0,
     culler_args: Sequence[str] = (),
     report_interval: float | None = None,
+    service_args: Sequence[str] = (),
 ) -> str:
     """The hub configuration lines for the gpuaas service (what an admin writes).
 
-    ``culler_args`` (e.g. ``["--GPUaaSService.policy=policy.yaml"]``; the older spelling
+    ``service_args``: more ``gpuaas-service`` options (e.g. its ``catalog_file``, for notebook
+    Jobs). ``culler_args`` (e.g. ``["--GPUaaSService.policy=policy.yaml"]``; the older spelling
     ``--policy=...`` works too) turn on its reclaim loop, which then gets
     the Hub API scopes it needs; ``report_interval`` sets how often servers report activity.
     """
@@ -73,6 +75,7 @@ def service_config(
             # the dev cluster's teams run their training Jobs here (devcluster/manifests)
             *(f"--GPUaaSService.job_namespaces={ns}" for ns in JOB_NAMESPACES),
             *culler_args,
+            *service_args,
         ],
         "environment": {"KUBECONFIG": str(kubeconfig), "GPUAAS_OPERATOR_TOKEN": OPERATOR_TOKEN},
     }
@@ -150,7 +153,10 @@ class QueueHub:
 
 @contextmanager
 def queue_hub(
-    state_dir: Path, cluster_state: Path, kubeconfig: Path | None = None
+    state_dir: Path,
+    cluster_state: Path,
+    kubeconfig: Path | None = None,
+    service_args: Sequence[str] = (),
 ) -> Iterator[QueueHub]:
     """Start the hub with the gpuaas service; stop both at the end.
 
@@ -163,7 +169,9 @@ def queue_hub(
         kubeconfig=cluster_state / "credentials" / "hub.kubeconfig",
         service_token=token,
         extra_config=service_config(
-            port, kubeconfig or cluster_state / "credentials" / "gpuaas.kubeconfig"
+            port,
+            kubeconfig or cluster_state / "credentials" / "gpuaas.kubeconfig",
+            service_args=service_args,
         ),
     )
     hub = HubProcess(settings)

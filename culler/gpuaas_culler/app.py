@@ -455,6 +455,46 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         Example: c.GPUaaSService.prometheus_timeout = 20""",
     )
 
+    # ---------------------------------------------------------------- notebook jobs
+
+    catalog_file = Unicode(
+        config=True,
+        help="""The GPU catalog (the hub's, c.GPUaaSSpawner.catalog_file) for notebook Jobs: a
+        tenant's ``jobs`` section says where its notebooks run as training Jobs and its caps
+        (docs/jobs.md). Empty: the jobs endpoints answer 503. Default: $GPUAAS_CATALOG_FILE,
+        else empty.
+        Example: c.GPUaaSService.catalog_file = "/etc/gpuaas/catalog.yaml"
+        """,
+    )
+
+    @default("catalog_file")
+    def _catalog_file_default(self) -> str:
+        return os.environ.get("GPUAAS_CATALOG_FILE", "")
+
+    job_service_url = Unicode(
+        config=True,
+        help="""The service's URL as a notebook Job's pod reaches it (its runner fetches the
+        notebook and sends the result there, with the Job's own token). Default: url + prefix
+        (right where pods share the service's network, as in the dev cluster); in a cluster,
+        the service's in-cluster address.
+        Example: c.GPUaaSService.job_service_url = "http://gpuaas.jupyterhub.svc:10101/services/gpuaas/"
+        """,
+    )
+
+    @default("job_service_url")
+    def _job_service_url_default(self) -> str:
+        return self.url.rstrip("/") + "/" + self.prefix.strip("/") + "/"
+
+    job_max_notebook_bytes = Integer(
+        900_000,
+        min=1024,
+        config=True,
+        help="""The largest notebook (JSON, bytes) a job takes, and the largest executed copy
+        it sends back: each is kept in a ConfigMap, which holds at most 1 MiB. Submit bodies
+        may be this plus 200 KiB. Default 900000.
+        Example: c.GPUaaSService.job_max_notebook_bytes = 500000""",
+    )
+
     # ---------------------------------------------------------------- start-up
 
     def initialize(self, argv: Any = None) -> None:
@@ -554,6 +594,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             limits=limits,
         )
         self._start_culler(app, view, hub_auth, pods)
+        self._start_jobs(app, view, index, hub_auth)
         url = urlparse(self.url)
         # Bodies over the limit are refused from their Content-Length, before they are read.
         app.listen(
@@ -626,6 +667,48 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         if source is not None:
             loop.task = asyncio.ensure_future(loop.run())
             self._policy_task = asyncio.ensure_future(self._watch_policy(source, loop))
+
+    def load_catalog(self) -> Any:
+        """The catalog for notebook Jobs (``None`` without ``catalog_file``); a bad file is a
+        start-up error listing every problem."""
+        if not self.catalog_file:
+            return None
+        from jupyter_gpuaas.core.catalog import CatalogError, build_catalog, load_catalog_file
+
+        try:
+            return build_catalog([load_catalog_file(self.catalog_file)])
+        except CatalogError as e:
+            raise TraitError(str(e)) from None
+
+    def _start_jobs(self, app: Any, view: Any, index: Any, hub_auth: Any) -> None:
+        """Add the notebook-Job endpoints (docs/jobs.md)."""
+        from gpuaas_culler.jobs.kube import JobsKubeClient
+        from gpuaas_culler.jobs.service import JobService
+        from gpuaas_culler.web.jobs import jobs_handlers
+
+        catalog = self.load_catalog()
+        if catalog is None:
+            log.warning("catalog_file not set: notebook jobs are off (docs/jobs.md)")
+
+        def positions(user: str, groups: Any) -> dict[tuple[str, str], dict[str, Any]]:
+            items = index.answer(user, groups).get("items") or []
+            return {(i["namespace"], i["name"]): i for i in items if i.get("kind") == "job"}
+
+        service = JobService(
+            JobsKubeClient(timeout=self.kubernetes_request_timeout),
+            lambda: catalog,
+            service_url=self.job_service_url,
+            queue_state=view.queue_state,
+            positions=positions,
+            workloads=view.workloads,
+            max_notebook_bytes=self.job_max_notebook_bytes,
+        )
+        app.add_handlers(
+            ".*",
+            jobs_handlers(
+                self.prefix, service, hub_auth, max_body=self.job_max_notebook_bytes + 200_000
+            ),
+        )
 
     async def _watch_policy(self, source: Any, loop: Any) -> None:
         """Reload the policy file when it changes; keep the last good one when it is bad."""

@@ -17,7 +17,10 @@ Shape of one source (traitlet values or the YAML file)::
                  memory_cap, cores_percent, scheduler_name, pod_annotations}]
     tenants:   [{name, display_name, groups, namespace, local_queue, cluster_queue,
                  offerings, default_offering, max_gpu_servers_per_user, max_gpus_per_user,
-                 max_queued, priority_class}]
+                 max_queued, priority_class, jobs}]
+    jobs (of a tenant, optional: its notebooks as training Jobs, docs/jobs.md):
+               {namespace, local_queue, offerings, priority_class, max_per_user, max_per_team,
+                default_time_limit, max_time_limit}
     resource_transformations: [{input, strategy, multiplyBy, outputs}]
 
 A ``fraction`` offering is a memory-capped share of one GPU as HAMi serves it (docs/fractions.md):
@@ -37,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Literal, TypeVar
 
+from jupyter_gpuaas.core.durations import DURATION_HINT, parse_duration
 from jupyter_gpuaas.core.fields import (
     DNS_SUBDOMAIN_RE,
     LABEL_VALUE_RE,
@@ -70,6 +74,7 @@ __all__ = [
     "Offering",
     "Size",
     "Tenant",
+    "TenantJobs",
     "build_catalog",
     "load_catalog_file",
 ]
@@ -249,6 +254,24 @@ class Tenant:
     max_gpus_per_user: Fraction | None = None
     max_queued: int | None = None
     priority_class: str | None = None
+    jobs: TenantJobs | None = None
+
+
+@dataclass(frozen=True)
+class TenantJobs:
+    """Where a team's notebooks run as training Jobs, and its caps (docs/jobs.md).
+
+    ``max_per_user`` / ``max_per_team``: Jobs queued or running at once (``None``: no cap);
+    time limits in seconds (``None``: none)."""
+
+    namespace: str
+    local_queue: str
+    offerings: tuple[str, ...]
+    priority_class: str | None = None
+    max_per_user: int | None = None
+    max_per_team: int | None = None
+    default_time_limit: int | None = None
+    max_time_limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -608,6 +631,17 @@ _TENANT_FIELDS = (
     "max_gpus_per_user",
     "max_queued",
     "priority_class",
+    "jobs",
+)
+_TENANT_JOBS_FIELDS = (
+    "namespace",
+    "local_queue",
+    "offerings",
+    "priority_class",
+    "max_per_user",
+    "max_per_team",
+    "default_time_limit",
+    "max_time_limit",
 )
 _TOP_FIELDS = ("offerings", "tenants", "images", "sizes", "resource_transformations")
 
@@ -991,6 +1025,7 @@ def _read_tenant(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Tenant | No
     pclass = _str(
         errs, p, d, "priority_class", pattern=DNS_SUBDOMAIN_RE, what="a WorkloadPriorityClass name"
     )
+    jobs = _read_tenant_jobs(errs, p, d, offerings)
     if len(errs.items) != before or name is None or lq is None or default_offering is None:
         return None
     return Tenant(
@@ -1006,6 +1041,77 @@ def _read_tenant(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Tenant | No
         max_gpus_per_user=max_gpus,
         max_queued=max_queued,
         priority_class=pclass,
+        jobs=jobs,
+    )
+
+
+def _time_limit(errs: FieldErrors, path: str, data: Mapping[str, Any], key: str) -> int | None:
+    if key not in data or data[key] is None:
+        return None
+    try:
+        seconds = int(parse_duration(data[key]).total_seconds())
+    except ValueError as e:
+        errs.add(key_path(path, key), str(e))
+        return None
+    if seconds < 1:
+        errs.add(key_path(path, key), f"must be at least 1s ({DURATION_HINT})")
+        return None
+    return seconds
+
+
+def _read_tenant_jobs(
+    errs: FieldErrors, p: str, d: Mapping[str, Any], tenant_offerings: tuple[str, ...]
+) -> TenantJobs | None:
+    """A tenant's ``jobs`` section (its training Jobs from JupyterLab), or ``None``."""
+    raw = _mapping(errs, p, d, "jobs")
+    if raw is None:
+        return None
+    jp = key_path(p, "jobs")
+    unknown_keys(errs, jp, raw, _TENANT_JOBS_FIELDS)
+    before = len(errs.items)
+    ns = _str(errs, jp, raw, "namespace", required=True, pattern=SLUG_RE, what="a namespace name")
+    lq = _str(
+        errs,
+        jp,
+        raw,
+        "local_queue",
+        required=True,
+        pattern=DNS_SUBDOMAIN_RE,
+        what="a LocalQueue name",
+    )
+    offerings = _str_list(errs, jp, raw, "offerings") or tenant_offerings
+    for i, slug in enumerate(offerings):
+        if "offerings" in raw and slug not in tenant_offerings:
+            errs.add(
+                f"{key_path(jp, 'offerings')}[{i}]",
+                f"{slug!r} is not one of this tenant's offerings"
+                + did_you_mean(slug, tenant_offerings),
+            )
+    pclass = _str(
+        errs,
+        jp,
+        raw,
+        "priority_class",
+        pattern=DNS_SUBDOMAIN_RE,
+        what="a WorkloadPriorityClass name",
+    )
+    per_user = _int(errs, jp, raw, "max_per_user", default=None, minimum=0)
+    per_team = _int(errs, jp, raw, "max_per_team", default=None, minimum=0)
+    default_limit = _time_limit(errs, jp, raw, "default_time_limit")
+    max_limit = _time_limit(errs, jp, raw, "max_time_limit")
+    if default_limit is not None and max_limit is not None and default_limit > max_limit:
+        errs.add(key_path(jp, "default_time_limit"), "must not exceed max_time_limit")
+    if len(errs.items) != before or ns is None or lq is None:
+        return None
+    return TenantJobs(
+        namespace=ns,
+        local_queue=lq,
+        offerings=offerings,
+        priority_class=pclass,
+        max_per_user=per_user,
+        max_per_team=per_team,
+        default_time_limit=default_limit,
+        max_time_limit=max_limit,
     )
 
 

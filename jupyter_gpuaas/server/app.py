@@ -25,6 +25,7 @@ from jupyter_gpuaas.gpu.simulate import (
 from jupyter_gpuaas.gpu.spec import DEFAULT_SIMULATED_DEVICES, SpecError, parse_devices
 from jupyter_gpuaas.gpu.usage import KernelInfo
 from jupyter_gpuaas.server.handlers import ActivityHandler, UsageHandler, kernel_models
+from jupyter_gpuaas.server.jobs import Collector, jobs_handlers
 from jupyter_gpuaas.server.queue import QueueHandler
 from jupyter_gpuaas.server.reporter import ReclaimHandler, Reporter, SnoozeHandler
 from jupyter_gpuaas.server.service_client import ServiceClient
@@ -154,6 +155,18 @@ class GPUaaS(ExtensionApp):
         """,
     ).tag(config=True)
 
+    jobs_collect_interval = Float(
+        30.0,
+        min=0.0,
+        help="""Seconds between looks for finished GPU jobs of this user whose executed notebook
+        has not been written back yet (docs/jobs.md); each is written beside its source as
+        <name>-<job>.ipynb, never over an existing file, also while no browser is open. The
+        sidebar's poll collects too. 0 turns the background look off. Off outside JupyterHub.
+        Default: 30.
+        Example: c.GPUaaS.jobs_collect_interval = 60
+        """,
+    ).tag(config=True)
+
     @validate("simulated_devices")
     def _check_devices(self, proposal: dict[str, Any]) -> Any:
         try:
@@ -177,6 +190,12 @@ class GPUaaS(ExtensionApp):
             )
             # The loop runs once the server starts (initialize_settings runs before).
             serverapp.io_loop.add_callback(self.reporter.start)
+        self.jobs_collector: Any = None
+        if self.jobs_collect_interval > 0 and client.configured:
+            self.jobs_collector = Collector(
+                client, serverapp.contents_manager, self.jobs_collect_interval
+            )
+            serverapp.io_loop.add_callback(self.jobs_collector.start)
 
     def _reader(self) -> NvmlReader:
         # HAMi's device plugin says in the environment what HAMi-core enforces here.
@@ -210,6 +229,7 @@ class GPUaaS(ExtensionApp):
                 (r"/gpuaas/api/queue", QueueHandler),
                 (r"/gpuaas/api/reclaim", ReclaimHandler),
                 (r"/gpuaas/api/reclaim/snooze", SnoozeHandler),
+                *jobs_handlers(r"/gpuaas/api/"),
             ]
         )
 
@@ -239,5 +259,8 @@ class GPUaaS(ExtensionApp):
         reporter: Reporter | None = getattr(self, "reporter", None)
         if reporter is not None:
             await reporter.stop()
+        collector = getattr(self, "jobs_collector", None)
+        if collector is not None:
+            await collector.stop()
         if sampler is not None:
             await sampler.close()
