@@ -23,7 +23,12 @@ from jupyter_gpuaas.gpu.spec import DEFAULT_SIMULATED_DEVICES, SpecError, parse_
 from jupyter_gpuaas.gpu.usage import KernelInfo
 from jupyter_gpuaas.server.handlers import ActivityHandler, UsageHandler, kernel_models
 from jupyter_gpuaas.server.queue import QueueHandler
-from jupyter_gpuaas.server.reporter import ReclaimHandler, Reporter, SnoozeHandler
+from jupyter_gpuaas.server.reporter import (
+    ReclaimHandler,
+    Reporter,
+    SnoozeHandler,
+    StandingHandler,
+)
 from jupyter_gpuaas.server.service_client import ServiceClient
 
 
@@ -199,6 +204,7 @@ class GPUaaS(ExtensionApp):
                 (r"/gpuaas/api/queue", QueueHandler),
                 (r"/gpuaas/api/reclaim", ReclaimHandler),
                 (r"/gpuaas/api/reclaim/snooze", SnoozeHandler),
+                (r"/gpuaas/api/reclaim/standing", StandingHandler),
             ]
         )
 
