@@ -102,7 +102,7 @@ def service_config(
     lines = f"""
 # The gpuaas hub service (docs/queue.md, docs/culler.md, docs/console.md)
 c.JupyterHub.custom_scopes = {json.dumps(scopes)}
-c.JupyterHub.services.append({json.dumps(service)})
+c.JupyterHub.services.append({service!r})
 c.JupyterHub.load_roles.extend({json.dumps(roles)})
 # the tests' admin service "tester", where there is one, reads the console too
 for _role in c.JupyterHub.load_roles:

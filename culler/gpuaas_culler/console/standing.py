@@ -47,7 +47,8 @@ def standing(plan: Plan | None, policies: PolicySet, key: str, *, now: datetime)
         team=wb.team, kind=wb.kind, offering=wb.offering, user=wb.user, groups=wb.groups
     )
     row = plan_row(decision, plan.now)
-    # The user's version of the reason (another team's work is named by its team only).
+    # The user's version of the reason (another team's work is named by its team only; so no
+    # hand-off workload's name either).
     row["reason"] = decision.told
     return {
         "known": True,
@@ -56,5 +57,5 @@ def standing(plan: Plan | None, policies: PolicySet, key: str, *, now: datetime)
         "reclaim_on": bool(policies.policies),
         "policy": policy_fields(policy) if policy is not None and decision.policy else None,
         **{k: row[k] for k in ("kind", "activity", "signal", "idle_seconds", "unknown_seconds")},
-        **{k: row[k] for k in ("action", "code", "reason", "reclaim_at", "handoff", "dry_run")},
+        **{k: row[k] for k in ("action", "code", "reason", "reclaim_at", "dry_run")},
     }
