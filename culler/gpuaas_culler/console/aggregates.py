@@ -207,6 +207,8 @@ def _flavor_rows(
                 rows[key]["lent"] = min(unused[key], round(borrowed * unused[key] / pool))
     out: dict[str, list[dict[str, Any]]] = {}
     for (team, _f, _r), row in sorted(rows.items()):
+        if not any(row[k] for k in ("nominal", "notebooks", "training", "borrowed", "lent")):
+            continue  # a flavor the queue lists with no quota and no use: nothing to show
         shown = {
             k: display_value(row["resource"], row[k])
             for k in ("nominal", "notebooks", "training", "borrowed", "lent")
