@@ -165,6 +165,24 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
                     builds.append((time.perf_counter() - t0) * 1000)
                 server.stop()
                 client.close()
+                # said before the clean-up, which may time out on a loaded API server
+                p95 = pct(latencies, 95)
+                print()
+                print(f"{len(users)} servers; {len(latencies)} sequential GET api/console")
+                print(
+                    f"  latency ms: p50 {pct(latencies, 50):.1f}  p95 {p95:.1f}"
+                    f"  max {max(latencies):.1f}  (aim: p95 <= 200)"
+                )
+                print(
+                    "  answer built from memory (the first request after a cycle): median"
+                    f" {statistics.median(builds):.0f} ms, max {max(builds):.0f} ms"
+                )
+                print(
+                    f"  Kubernetes requests during them: {k_calls}; Hub requests: {hub_calls}"
+                    " (aim: 0 and 0)"
+                )
+                if p95 > 200 or k_calls or hub_calls:
+                    status = 1
     finally:
         await view.stop()
         await pod_watch.stop()
@@ -173,20 +191,6 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
         await admin.close()
         proxy.__exit__(None, None, None)
 
-    p95 = pct(latencies, 95)
-    print()
-    print(f"{len(users)} servers; {len(latencies)} sequential GET api/console (answer kept 2 s)")
-    print(
-        f"  latency ms: p50 {pct(latencies, 50):.1f}  p95 {p95:.1f}  max {max(latencies):.1f}"
-        f"  (aim: p95 <= 200)"
-    )
-    print(
-        "  answer built from memory (the first request after a cycle): median"
-        f" {statistics.median(builds):.0f} ms, max {max(builds):.0f} ms"
-    )
-    print(f"  Kubernetes requests during them: {k_calls}; Hub requests: {hub_calls} (aim: 0 and 0)")
-    if p95 > 200 or k_calls or hub_calls:
-        status = 1
     return status
 
 
