@@ -45,6 +45,10 @@ report to it)."""
 OPERATOR_TOKEN = "dev-operator-" + secrets.token_hex(16)
 """The service's operator token in the dev cluster's hubs (``api/health``, ``metrics``)."""
 
+CONSOLE_SCOPE = "custom:gpuaas:console"
+"""The custom hub scope that opens the GPU console (docs/console.md); ``...!group=T``: team T
+only."""
+
 JOB_NAMESPACES = tuple(DEFAULT_TEAMS)
 """The dev cluster's teams' namespaces, where their training Jobs run."""
 
@@ -56,6 +60,7 @@ def service_config(
     culler_args: Sequence[str] = (),
     report_interval: float | None = None,
     service_args: Sequence[str] = (),
+    console_users: Sequence[str] = ("admin",),
 ) -> str:
     """The hub configuration lines for the gpuaas service (what an admin writes).
 
@@ -63,6 +68,8 @@ def service_config(
     Jobs). ``culler_args`` (e.g. ``["--GPUaaSService.policy=policy.yaml"]``; the older spelling
     ``--policy=...`` works too) turn on its reclaim loop, which then gets
     the Hub API scopes it needs; ``report_interval`` sets how often servers report activity.
+    ``console_users`` (the hub's admins) and the admin service ``tester`` get the console's
+    scope; its page logs browsers in through the hub's OAuth and is listed in the Services menu.
     """
     service = {
         "name": "gpuaas",
@@ -78,16 +85,32 @@ def service_config(
             *service_args,
         ],
         "environment": {"KUBECONFIG": str(kubeconfig), "GPUAAS_OPERATOR_TOKEN": OPERATOR_TOKEN},
+        # the console's page: OAuth tokens of this service may carry the console scope
+        "oauth_client_allowed_scopes": [CONSOLE_SCOPE],
+        "oauth_no_confirm": True,
+        "display": True,
     }
     roles: list[dict[str, Any]] = [
-        {"name": "user", "scopes": ["self", "access:services!service=gpuaas"]}
+        {"name": "user", "scopes": ["self", "access:services!service=gpuaas"]},
+        {
+            "name": "gpuaas-console",
+            "description": "The GPU console, every team",
+            "scopes": [CONSOLE_SCOPE, "access:services!service=gpuaas"],
+            "users": list(console_users),
+        },
     ]
     if culler_args:
         roles.append({"name": "gpuaas-culler", "services": ["gpuaas"], "scopes": CULLER_SCOPES})
+    scopes = {CONSOLE_SCOPE: {"description": "Read the GPU console of the gpuaas service"}}
     lines = f"""
-# The gpuaas hub service (docs/queue.md, docs/culler.md)
-c.JupyterHub.services.append({json.dumps(service)})
+# The gpuaas hub service (docs/queue.md, docs/culler.md, docs/console.md)
+c.JupyterHub.custom_scopes = {json.dumps(scopes)}
+c.JupyterHub.services.append({service!r})
 c.JupyterHub.load_roles.extend({json.dumps(roles)})
+# the tests' admin service "tester", where there is one, reads the console too
+for _role in c.JupyterHub.load_roles:
+    if _role["name"] == "gpuaas-console":
+        _role["services"] = [s["name"] for s in c.JupyterHub.services if s["name"] == "tester"]
 c.Spawner.server_token_scopes = {json.dumps(SERVER_TOKEN_SCOPES)}
 c.KubeSpawner.environment.update({{"GPUAAS_SERVICE_URL": "http://127.0.0.1:{port}/services/gpuaas/"}})
 """

@@ -495,6 +495,27 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         Example: c.GPUaaSService.job_max_notebook_bytes = 500000""",
     )
 
+    # ---------------------------------------------------------------- the console
+
+    console_regret_window = Float(
+        3600.0,
+        min=0.0,
+        config=True,
+        help="""Seconds after a reclaim within which its user starting a server again counts as
+        "regret" in the console (the reclaim took a GPU from someone who still wanted it).
+        Default 3600 (an hour).
+        Example: c.GPUaaSService.console_regret_window = 1800""",
+    )
+
+    console_cache_seconds = Float(
+        2.0,
+        min=0.0,
+        config=True,
+        help="""Seconds the console's answer (api/console) is reused before it is built again
+        from memory (it is always rebuilt after a reclaim cycle). Default 2.
+        Example: c.GPUaaSService.console_cache_seconds = 5""",
+    )
+
     # ---------------------------------------------------------------- start-up
 
     def initialize(self, argv: Any = None) -> None:
@@ -661,6 +682,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             store=ActivityStore(max_servers=self.activity_max_servers),
         )
         app.add_handlers(".*", reclaim_handlers(self.prefix, loop, hub_auth))
+        self._start_console(app, loop, view, source)
         app.settings["on_refused"] = lambda name: loop.metrics.requests_refused.labels(name).inc()
         loop.metrics.policy_valid.set(1 if source is None or not source.error else 0)
         app.settings["health_extra"]["policy"] = lambda: _policy_health(source, loop)
@@ -709,6 +731,38 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
                 self.prefix, service, hub_auth, max_body=self.job_max_notebook_bytes + 200_000
             ),
         )
+
+    def _start_console(self, app: Any, loop: Any, view: Any, source: Any) -> None:
+        """The console's page and API (docs/console.md), through the hub's OAuth."""
+        from datetime import timedelta
+
+        from jupyterhub.services.auth import HubOAuth
+
+        from gpuaas_culler.console.state import ConsoleState, update_metrics
+        from gpuaas_culler.web.console import console_handlers
+
+        console = ConsoleState(
+            loop,
+            view,
+            notebook_namespace=self.notebook_namespace,
+            job_namespaces=self.job_namespaces,
+            regret_window=timedelta(seconds=self.console_regret_window),
+            policy_file=lambda: {
+                "file": source.path if source is not None else None,
+                "error": source.error if source is not None else "",
+            },
+            ttl=self.console_cache_seconds,
+        )
+        loop.cycle_listeners.append(lambda _loop: update_metrics(console))
+        if not os.environ.get("JUPYTERHUB_CLIENT_ID"):
+            log.warning(
+                "console: no $JUPYTERHUB_CLIENT_ID (the hub sets it for a service with a url):"
+                " its page cannot log browsers in; tokens with the scope still work"
+            )
+            os.environ.setdefault("JUPYTERHUB_CLIENT_ID", "service-gpuaas")
+        # The OAuth state cookie is signed; a restart only asks browsers to log in again.
+        app.settings.setdefault("cookie_secret", os.urandom(32))
+        app.add_handlers(".*", console_handlers(self.prefix, console, HubOAuth(parent=self)))
 
     async def _watch_policy(self, source: Any, loop: Any) -> None:
         """Reload the policy file when it changes; keep the last good one when it is bad."""

@@ -27,7 +27,12 @@ from jupyter_gpuaas.gpu.usage import KernelInfo
 from jupyter_gpuaas.server.handlers import ActivityHandler, UsageHandler, kernel_models
 from jupyter_gpuaas.server.jobs import Collector, jobs_handlers
 from jupyter_gpuaas.server.queue import QueueHandler
-from jupyter_gpuaas.server.reporter import ReclaimHandler, Reporter, SnoozeHandler
+from jupyter_gpuaas.server.reporter import (
+    ReclaimHandler,
+    Reporter,
+    SnoozeHandler,
+    StandingHandler,
+)
 from jupyter_gpuaas.server.service_client import ServiceClient
 
 
@@ -230,6 +235,7 @@ class GPUaaS(ExtensionApp):
                 (r"/gpuaas/api/reclaim", ReclaimHandler),
                 (r"/gpuaas/api/reclaim/snooze", SnoozeHandler),
                 *jobs_handlers(r"/gpuaas/api/"),
+                (r"/gpuaas/api/reclaim/standing", StandingHandler),
             ]
         )
 

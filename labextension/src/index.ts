@@ -55,6 +55,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
       0,
       new ReclaimBanner({
         fetchWarning: () => requestAPI<unknown>('reclaim', {}, serviceManager.serverSettings),
+        fetchStanding: () =>
+          requestAPI<unknown>('reclaim/standing', {}, serviceManager.serverSettings),
         snooze: () =>
           requestAPI<unknown>('reclaim/snooze', { method: 'POST' }, serviceManager.serverSettings),
         saveAll: () => app.commands.execute('docmanager:save-all')

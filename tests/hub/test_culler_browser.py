@@ -98,7 +98,7 @@ async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
     # Round 1: the warning with its countdown; at the deadline open documents are saved.
     await queue_job(cluster, "train-browser-1")
     banner = alice.locator(".jp-gpuaas-reclaim")
-    await banner.filter(has_text="will be freed in").wait_for(timeout=60_000)
+    await banner.filter(has_text="will be freed at").wait_for(timeout=60_000)
     text = await banner.inner_text()
     assert "kernel" in text
     assert "lost" in text
@@ -135,7 +135,7 @@ async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
     await alice.goto(f"{hub.url}/user/alice/lab")
     await alice.locator("[data-id='jupyter-gpuaas-panel']").click(timeout=90_000)
     await queue_job(cluster, "train-browser-2")
-    await banner.filter(has_text="will be freed in").wait_for(timeout=60_000)
+    await banner.filter(has_text="will be freed at").wait_for(timeout=60_000)
     await banner.locator(".jp-gpuaas-reclaim-keep").click()
     # The note that answers the press (not has_text="Kept": the warning's own reason ends in
     # "unless it is used or kept", which matches at once, before the press is answered).

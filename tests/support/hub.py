@@ -350,9 +350,11 @@ def run_culler_hub(
     dry_run: bool = False,
     policy_text: str = POLICY,
     extra_args: Sequence[str] = (),
+    extra_config: str = "",
 ) -> Iterator[CullerHub]:
     """A hub with the gpuaas service and the culler (policy above unless ``policy_text``), for
-    one test module; ``extra_args``: more ``gpuaas-service`` options."""
+    one test module; ``extra_args``: more ``gpuaas-service`` options; ``extra_config``: more
+    hub configuration lines."""
     kubectl = str(cluster.info.bin_dir / "kubectl")
     admin = [kubectl, "--kubeconfig", str(cluster.info.kubeconfig)]
     subprocess.run([*admin, "apply", "-f", "-"], input=QUEUE.encode(), check=True)
@@ -376,7 +378,8 @@ def run_culler_hub(
             save_lead,
             dry_run,
             extra_args,
-        ),
+        )
+        + extra_config,
     )
     proc = HubProcess(settings)
     proc.start()
