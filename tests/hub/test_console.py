@@ -26,10 +26,10 @@ from tests.support.hub import (
     PASSWORD,
     WARNED,
     CullerHub,
+    eventually,
     pod_of,
     run_culler_hub,
     training_job,
-    wait_for,
 )
 
 pytestmark = pytest.mark.integration
@@ -269,7 +269,7 @@ async def test_export_and_a_servers_standing(warned: CullerHub) -> None:
         assert status == 200, body
         return any(r["user"] == "alice" and r["idle_hours"] > 0 for r in body["rows"])
 
-    await wait_for(counted, 30, "alice's idle GPU time in the export")
+    await eventually(counted, 30, "alice's idle GPU time in the export")
     status, text = get(hub, "api/console/export?format=csv", hub.token)
     assert status == 200
     assert text.splitlines()[0].startswith("day,team,user,offering,kind,allocated_hours")
