@@ -1159,10 +1159,25 @@ def check_section(figures: dict[str, Any]) -> str:
             row = r["verdict"]["rows"][i]
             cells.append(f"{row['tolerance']}: {'holds' if row['holds'] else '**no**'}")
         lines.append(f"| {check} | " + " | ".join(cells) + " |")
+    if all("verdict_zero_latency_model" in r for r in runs):
+        cells = []
+        for r in runs:
+            v = r["verdict_zero_latency_model"]
+            failed = [row["check"] for row in v["rows"] if not row["holds"]]
+            held = len(v["rows"]) - len(failed)
+            cells.append(
+                f"{held} of {len(v['rows'])} hold"
+                + (f" (not: {'; '.join(failed)})" if failed else "")
+            )
+        lines.append(
+            "| the same real runs against the model without the latencies | "
+            + " | ".join(cells)
+            + " |"
+        )
     detail = [
         "",
-        "| figure (trace seconds) | model | "
-        + " | ".join(f"real, k = {r['k']:g}" for r in runs)
+        f"| figure (trace seconds; model at k = {runs[0]['k']:g} where one column) | model | "
+        + " | ".join(f"k = {r['k']:g}: model / real" for r in runs)
         + " |",
         "|---|---|" + "---|" * len(runs),
     ]
@@ -1191,8 +1206,13 @@ def check_section(figures: dict[str, Any]) -> str:
     for kind in c0["waits"]:
         for q in ("p50", "p90"):
             detail.append(
-                f"| {kind} wait {q} | {_s(c0['waits'][kind][f'model_{q}'])} | "
-                + " | ".join(_s(r["comparison"]["waits"][kind][f"real_{q}"]) for r in runs)
+                f"| {kind} wait {q} | – | "
+                + " | ".join(
+                    _s(r["comparison"]["waits"][kind][f"model_{q}"])
+                    + " / "
+                    + _s(r["comparison"]["waits"][kind][f"real_{q}"])
+                    for r in runs
+                )
                 + " |"
             )
     d0 = runs[0]["decisions"]
@@ -1214,10 +1234,15 @@ def check_section(figures: dict[str, Any]) -> str:
             + " | ".join(f"`{r['decisions']['targets']['real'].get(pod)}`" for r in runs)
             + " |"
         )
-    for wl, latency in d0["handoffs"]["model"].items():
+    for wl in d0["handoffs"]["model"]:
         detail.append(
-            f"| hand-off to `{wl}`, latency | {latency:.0f} s | "
-            + " | ".join(_s(r["decisions"]["handoffs"]["real"].get(wl, math.nan)) for r in runs)
+            f"| hand-off to `{wl}`, latency | – | "
+            + " | ".join(
+                _s(r["decisions"]["handoffs"]["model"].get(wl, math.nan))
+                + " / "
+                + _s(r["decisions"]["handoffs"]["real"].get(wl, math.nan))
+                for r in runs
+            )
             + " |"
         )
     detail.append(
