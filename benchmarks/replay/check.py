@@ -1137,7 +1137,13 @@ def check_section(figures: dict[str, Any]) -> str:
         )
     runs = figures.get("runs") or []
     w = figures.get("window")
+    calibrated = max(1.0, min(30.0, math.floor(60.0 / cal["create→Running"]["p99"])))
     lines += ["", f"→ **k = {figures['k']:g}**."]
+    if calibrated != figures["k"]:
+        lines[-1] += (
+            f" (The calibration alone gives k = {calibrated:g} on this loaded machine; the run set"
+            f" k = {figures['k']:g} with `--k`, and its reruns at k/2 and 2k show what k changes.)"
+        )
     if w:
         m = w["model"]
         lines += [
