@@ -11,12 +11,16 @@
    LocalQueues, annotated ``gpuaas.dev/run-seconds`` = duration ÷ k (kwok ends them); notebook
    pods in ``jupyter-users`` labelled as the spawner labels them, through the teams' notebook
    LocalQueues, held for their session ÷ k (kwok never ends them; the driver deletes them).
-3. The same window through the simulator (``static``: servers are kept for their session, as in
-   the real window), in trace seconds.
-4. Compared: which workloads were admitted, in which order, and each one's wait (real waits × k).
-
-Not in this check (said in docs/replay.md): the reclaim loop acting on the real window (warnings,
-reclaims and hand-offs on real pods).
+3. By default the window is loaded (the work under way at its start carried in) and the real
+   gpuaas service decides on it (:func:`reclaim_replay`: ``gpuaas-service`` with the policy's
+   durations ÷ k, the hub stand-in of :mod:`.service`, activity reports through its
+   ``api/activity`` with each server's own token, users replayed from the model's timeline);
+   the model is the simulator with the gpuaas policy and k × the measured control-plane
+   latencies (:class:`.sim.Latencies`). ``--empty-start`` runs the earlier check (static).
+4. Compared, with the tolerances of :func:`verdict`: admissions, order, waits; the servers
+   warned and reclaimed and when; the workload each reclaim was for; hand-off latencies; at k
+   and at the multiples of ``--also-k`` (k/2, 2k). Results go to ``check-results.json``, which
+   ``python -m benchmarks replay`` writes into docs/replay.md.
 """
 
 from __future__ import annotations

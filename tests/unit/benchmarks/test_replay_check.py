@@ -277,7 +277,7 @@ def test_benchmark_options_keep_their_hyphens(monkeypatch: pytest.MonkeyPatch) -
 
     real = importlib.import_module
     monkeypatch.setattr(
-        entry.importlib,
+        importlib,
         "import_module",
         lambda name: Fake if name == "benchmarks.bench_replay_check" else real(name),
     )
