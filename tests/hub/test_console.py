@@ -243,6 +243,13 @@ async def test_policy_preview_paths_and_a_shorter_idle_after(
     assert status == 400, body
     assert [e["path"] for e in body["errors"]] == ["policies[0].idle_after", "policies[0].reclaim"]
 
+    # The preview decides on the last cycle: carol must have been idle past the shorter
+    # idle_after in it (on a fast machine the tests before this one take under 2 s).
+    async def carol_idle_3s() -> bool:
+        carol = row(get(hub, "api/console", hub.token)[1], "carol")
+        return carol is not None and (carol["idle_seconds"] or 0) >= 3
+
+    await eventually(carol_idle_3s, 30, "carol idle for 3 s in the console")
     shorter = POLICY.replace("idle_after: 1h", "idle_after: 2s")
     status, body = get(hub, "api/console/preview", hub.token, "POST", shorter.encode())
     assert status == 200, body
