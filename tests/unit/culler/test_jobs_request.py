@@ -170,7 +170,8 @@ def test_forged_requests_never_reach_a_manifest_unchecked(
     allowed_images = {i.image for i in CATALOG.images_for(req.offering)}
     assert container.get("image") in allowed_images | {None}
     gpu = {k: v for k, v in container["resources"]["limits"].items() if "/" in k}
-    assert gpu == {k: str(v) for k, v in req.offering.requests(req.count).items()}
+    # the catalog's per-unit resources times the count (no fractions in this catalog)
+    assert gpu == {k: str(v * req.count) for k, v in req.offering.resources.items()}
     spec_text = json.dumps(job)
     # nothing the caller sent beyond the validated choices is in the Job (the notebook and the
     # parameters travel in the ConfigMap only)
