@@ -44,7 +44,7 @@ def hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture(scope="module")
 def lab(hub: QueueHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    env = {"JUPYTERHUB_API_TOKEN": hub.user_token("alice"), "GPUAAS_SERVICE_URL": hub.service_url}
+    env = {"JUPYTERHUB_API_TOKEN": hub.server_token("alice"), "GPUAAS_SERVICE_URL": hub.service_url}
     with start_lab(tmp_path_factory.mktemp("lab"), {"jobs_collect_interval": 2}, env=env) as server:
         (server.root / "writer.ipynb").write_text(json.dumps(WRITER))
         yield server
