@@ -107,7 +107,7 @@ async def main_async(rounds: int) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory() as tmp:
         args = [f"--GPUaaSService.catalog_file={catalog_file(Path(tmp))}"]
         with queue_hub(Path(tmp) / "hub", settings.state_dir, service_args=args) as hub:
-            token = hub.user_token("alice")
+            token = hub.server_token("alice")
             body = {"team": NS, "path": "bench.ipynb", "notebook": SLEEPER}
 
             def submit() -> str:

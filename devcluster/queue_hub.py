@@ -153,6 +153,19 @@ class QueueHub:
         )
         return str(out["token"])
 
+    def server_token(self, user: str, server: str = "") -> str:
+        """A token with what the hub gives ``user``'s server ``server`` (its
+        ``server_token_scopes`` expanded for that server: the ``!server`` filter becomes
+        ``!server=user/server``, which only a token issued to the server itself gets)."""
+        return self.user_token(
+            user,
+            [
+                f"users:activity!user={user}",
+                f"access:servers!server={user}/{server}",
+                "access:services!service=gpuaas",
+            ],
+        )
+
     def queue(self, token: str) -> dict[str, Any]:
         out: dict[str, Any] = self.request("/services/gpuaas/api/queue", token)
         return out

@@ -16,16 +16,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
-from gpuaas_spawner.validate import Choice
+from jupyter_gpuaas.core.choice import SHM_VOLUME, Choice, choice_resources, shm_volume
 from jupyter_gpuaas.core.gpu_equivalents import exact_gpu_equivalents
 from jupyter_gpuaas.core.kueue import (
     POD_FINALIZER,
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
-    format_quantity,
     parse_quantity,
 )
 from jupyter_gpuaas.core.labels import GPU_EQUIVALENTS_ANNOTATION, OFFERING_LABEL, TEAM_LABEL
@@ -44,8 +42,6 @@ __all__ = [
     "token_secret_manifest",
 ]
 
-SHM_VOLUME = "gpuaas-shm"
-SHM_PATH = "/dev/shm"
 NOTEBOOK_CONTAINER = "notebook"
 
 
@@ -67,10 +63,6 @@ class PodSettings:
     scheduler_name: str | None = None
 
 
-def _cpu(value: float) -> str:
-    return format_quantity(Fraction(value).limit_denominator(1000))
-
-
 def pod_settings(choice: Choice, *, priority_class: str, default_namespace: str) -> PodSettings:
     """The pod settings of a validated choice."""
     tenant, offering, count = choice.tenant, choice.offering, choice.count
@@ -84,36 +76,12 @@ def pod_settings(choice: Choice, *, priority_class: str, default_namespace: str)
         **offering.pod_annotations,
         GPU_EQUIVALENTS_ANNOTATION: exact_gpu_equivalents(offering.gpu_equivalents_for(count)),
     }
-    requests: dict[str, str] = {}
-    limits: dict[str, str] = {}
-    for name, qty in sorted(offering.requests(count).items()):
-        requests[name] = limits[name] = str(qty)  # extended resources: requests must = limits
-
-    size = choice.size
-    cpu_g = (
-        size.cpu_guarantee if size and size.cpu_guarantee is not None else offering.cpu_guarantee
-    )
-    cpu_l = size.cpu_limit if size and size.cpu_limit is not None else offering.cpu_limit
-    mem_g = (
-        size.mem_guarantee if size and size.mem_guarantee is not None else offering.mem_guarantee
-    )
-    mem_l = size.mem_limit if size and size.mem_limit is not None else offering.mem_limit
-    if cpu_g is not None:
-        requests["cpu"] = _cpu(cpu_g)
-    if cpu_l is not None:
-        limits["cpu"] = _cpu(cpu_l)
-    if mem_g is not None:
-        requests["memory"] = mem_g
-    if mem_l is not None:
-        limits["memory"] = mem_l
-
+    requests, limits = choice_resources(offering, choice.size, count)
     volumes: tuple[Mapping[str, Any], ...] = ()
     mounts: tuple[Mapping[str, Any], ...] = ()
-    if offering.is_gpu and offering.shm_size:
-        volumes = (
-            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": offering.shm_size}},
-        )
-        mounts = ({"name": SHM_VOLUME, "mountPath": SHM_PATH},)
+    shm = shm_volume(offering)
+    if shm is not None:
+        volumes, mounts = (shm[0],), (shm[1],)
 
     env = {
         "GPUAAS_TEAM": tenant.name,

@@ -10,14 +10,23 @@ labels, queues or overrides have no path into a manifest.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, TypeVar
+from typing import Any
 
-from jupyter_gpuaas.core.catalog import Catalog, Image, Offering, Size, Tenant
-from jupyter_gpuaas.core.headroom import Headroom, UserUsage
+from jupyter_gpuaas.core.catalog import Catalog, Tenant
+from jupyter_gpuaas.core.choice import (
+    Choice,
+    HeadroomFn,
+    TeamRefused,
+    read_choice,
+    read_text,
+    show,
+)
+from jupyter_gpuaas.core.choice import pick_team as pick_from
+from jupyter_gpuaas.core.fields import FieldErrors
+from jupyter_gpuaas.core.headroom import UserUsage
 
 __all__ = [
     "OPTION_KEYS",
@@ -34,12 +43,9 @@ __all__ = [
 OPTION_KEYS = ("team", "offering", "count", "image", "size")
 """The only keys ``user_options`` may hold."""
 
-_MAX_VALUE_LEN = 253
-_COUNT_RE = re.compile(r"^[0-9]{1,4}$")
 _COUNT_FIELD = "count-"
 _FORM_IGNORED = ("_xsrf",)
-
-HeadroomFn = Callable[[Tenant, Offering, int], Headroom]
+_PURPOSE = "may start GPU servers"
 
 
 class OptionsError(ValueError):
@@ -60,115 +66,26 @@ class UserContext:
     usage: UserUsage = field(default_factory=UserUsage)
 
 
-@dataclass(frozen=True)
-class Choice:
-    """A validated spawn request: everything the pod is built from."""
-
-    tenant: Tenant
-    offering: Offering
-    count: int
-    image: Image | None = None
-    size: Size | None = None
-
-    def as_user_options(self) -> dict[str, Any]:
-        """The canonical ``user_options`` (what the hub stores and re-validates next time)."""
-        options: dict[str, Any] = {
-            "team": self.tenant.name,
-            "offering": self.offering.slug,
-            "count": self.count,
-        }
-        if self.image is not None:
-            options["image"] = self.image.slug
-        if self.size is not None:
-            options["size"] = self.size.slug
-        return options
-
-
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-_Choice = TypeVar("_Choice", Image, Size)
-
-
-def _pick(
-    options: Mapping[str, Any],
-    key: str,
-    offering: Offering,
-    allowed: Sequence[_Choice],
-    default: _Choice | None,
-    known: Mapping[str, _Choice],
-) -> _Choice | None:
-    """The image or size asked for (``key``), if the offering allows it; else its default."""
-    slug = _text(options, key)
-    if slug is None:
-        return default
-    chosen = next((c for c in allowed if c.slug == slug), None)
-    if chosen is None:
-        where = f"with {offering.display_name}" if slug in known else "here"
-        raise OptionsError(f"{key.capitalize()} {_show(slug)} is not offered {where}", field=key)
-    return chosen
-
-
-def _text(options: Mapping[str, Any], key: str) -> str | None:
-    if key not in options or options[key] is None:
-        return None
-    value = options[key]
-    if not isinstance(value, str):
-        raise OptionsError(f"{key} must be a string, not {type(value).__name__}", field=key)
-    if not value or len(value) > _MAX_VALUE_LEN:
-        raise OptionsError(f"{key} {_show(value)} is not a valid choice", field=key)
-    return value
-
-
 def pick_team(
     catalog: Catalog, user: UserContext, requested: str | None, default_team: str
 ) -> Tenant:
-    """The team to charge: the one asked for if it is the user's, else the only/default one."""
-    mine = catalog.tenants_for_groups(user.groups)
-    if not mine:
-        raise OptionsError(
-            "You are not in any team that may start GPU servers; ask an admin to add you "
-            "to a team's group.",
-            field="team",
+    """The team to charge: the one asked for if it is the user's, else the only/default one
+    (:func:`jupyter_gpuaas.core.choice.pick_team` over the user's teams)."""
+    try:
+        return pick_from(
+            catalog.tenants_for_groups(user.groups),
+            requested,
+            default_team=default_team,
+            purpose=_PURPOSE,
         )
-    if requested is not None:
-        for tenant in mine:
-            if tenant.name == requested:
-                return tenant
-        names = ", ".join(t.name for t in mine)
-        raise OptionsError(
-            f"{_show(requested)} is not one of your teams (yours: {names})", field="team"
-        )
-    if len(mine) == 1:
-        return mine[0]
-    for tenant in mine:
-        if tenant.name == default_team:
-            return tenant
-    names = ", ".join(t.name for t in mine)
-    raise OptionsError(f"You are in several teams ({names}); choose which to charge.", field="team")
+    except TeamRefused as e:
+        raise OptionsError(str(e), field=e.path) from e
 
 
-def _count(options: Mapping[str, Any], offering: Offering) -> int:
-    value = options.get("count")
-    if value is None:
-        return offering.default_count
-    if isinstance(value, bool):
-        raise OptionsError("count must be a whole number", field="count")
-    if isinstance(value, str) and _COUNT_RE.match(value):
-        value = int(value)
-    if not isinstance(value, int):
-        raise OptionsError(f"count must be a whole number, not {_show(value)}", field="count")
-    if not offering.min_count <= value <= offering.max_count:
-        if offering.min_count == offering.max_count:
-            allowed = f"exactly {offering.min_count}"
-        else:
-            allowed = f"{offering.min_count} to {offering.max_count}"
-        raise OptionsError(
-            f"{offering.display_name}: count must be {allowed}, not {value}", field="count"
-        )
-    return value
+def _refuse(errs: FieldErrors) -> OptionsError:
+    """The first problem (a spawn is refused with one message, which JupyterHub shows)."""
+    first = errs.items[0]
+    return OptionsError(first.message, field=first.path)
 
 
 def validate_options(
@@ -181,8 +98,10 @@ def validate_options(
 ) -> Choice:
     """Check ``user_options`` against the catalog and the user's teams; return the choice.
 
-    ``headroom`` (tenant, offering, count → :class:`Headroom`) adds the live checks: per-user
-    caps, a team queue that can never admit it, the team's cap on waiting servers.
+    The team, offering, count, image and size are checked by
+    :func:`jupyter_gpuaas.core.choice.read_choice`, as a notebook Job's are. ``headroom``
+    (tenant, offering, count → :class:`Headroom`) adds the live checks: per-user caps, a team
+    queue that can never admit it, the team's cap on waiting servers.
     """
     if options is None:
         options = {}
@@ -190,52 +109,30 @@ def validate_options(
         raise OptionsError(f"user_options must be an object, not {type(options).__name__}")
     unknown = sorted(str(k) for k in options if k not in OPTION_KEYS)
     if unknown:
-        shown = ", ".join(_show(k) for k in unknown[:5])
+        shown = ", ".join(show(k) for k in unknown[:5])
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise OptionsError(
             f"Unknown option(s) {shown}{more}; allowed: {', '.join(OPTION_KEYS)}",
             field=unknown[0],
         )
-
-    tenant = pick_team(catalog, user, _text(options, "team"), default_team)
-
-    slug = _text(options, "offering") or tenant.default_offering
-    offering = catalog.offerings.get(slug)
-    if offering is None:
-        raise OptionsError(f"Unknown offering {_show(slug)}", field="offering")
-    if slug not in tenant.offerings:
-        raise OptionsError(
-            f"{offering.display_name} is not available to {tenant.display_name}", field="offering"
-        )
-    count = _count(options, offering)
-
-    image = _pick(
+    errs = FieldErrors()
+    requested = read_text(errs, options, "team")
+    if errs.items:
+        raise _refuse(errs)
+    tenant = pick_team(catalog, user, requested, default_team)
+    choice = read_choice(
+        errs,
         options,
-        "image",
-        offering,
-        catalog.images_for(offering),
-        catalog.default_image_for(offering),
-        catalog.images,
+        catalog,
+        tenant,
+        offerings=tenant.offerings,
+        default_offering=tenant.default_offering,
+        where=tenant.display_name,
+        headroom=headroom,
     )
-    size = _pick(
-        options,
-        "size",
-        offering,
-        catalog.sizes_for(offering),
-        catalog.default_size_for(offering),
-        catalog.sizes,
-    )
-
-    if headroom is not None:
-        room = headroom(tenant, offering, count)
-        if not room.fit.selectable:
-            detail = f" {room.detail}" if room.detail else ""
-            raise OptionsError(
-                f"{offering.display_name} cannot start for {tenant.display_name}: "
-                f"{room.message}.{detail}",
-                field="offering",
-            )
-    return Choice(tenant=tenant, offering=offering, count=count, image=image, size=size)
+    if choice is None:
+        raise _refuse(errs)
+    return choice
 
 
 def options_from_form_data(form: Mapping[str, list[Any]], catalog: Catalog) -> dict[str, Any]:
@@ -252,11 +149,11 @@ def options_from_form_data(form: Mapping[str, list[Any]], catalog: Catalog) -> d
         if key in _FORM_IGNORED:
             continue
         if key not in OPTION_KEYS and key not in count_fields:
-            raise OptionsError(f"Unknown form field {_show(key)}", field=str(key))
+            raise OptionsError(f"Unknown form field {show(key)}", field=str(key))
         if key == "count":
             raise OptionsError("Unknown form field 'count'", field="count")
         if not isinstance(values, list) or len(values) != 1 or not isinstance(values[0], str):
-            raise OptionsError(f"Form field {_show(key)} must be given once", field=str(key))
+            raise OptionsError(f"Form field {show(key)} must be given once", field=str(key))
         if key in count_fields:
             counts[key[len(_COUNT_FIELD) :]] = values[0]
         else:

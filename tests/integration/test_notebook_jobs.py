@@ -2,12 +2,14 @@
 
 Real kube-apiserver, Kueue and node agent; a real JupyterHub with the gpuaas service (its own
 ServiceAccount, the catalog with jobs sections); a real Jupyter server with the extension,
-holding a server token the hub issued to alice. Team A's test queue (``nbjobs-test``: one
-1g.5gb slice on the node agent's node, outside the cohort) is filled by alice's first job (a
-notebook that sleeps); her second — a notebook that writes a file and prints — queues at
-position 1; cancelling the first (no Job, Workload or pod is left) lets it run on the node
-agent's node, and its executed copy, with outputs, appears beside the source. Bob (same team)
-cannot see, cancel or read it; carol (team B) cannot submit to team A's queue.
+holding a token with alice's server's scopes (``access:servers!server=alice/``: the service
+takes jobs only from a server's own token; alice's personal token is refused). Team A's test
+queue (``nbjobs-test``: one 1g.5gb slice on the node agent's node, outside the cohort) is
+filled by alice's first job (a notebook that sleeps); her second — a notebook that writes a
+file and prints — queues at position 1; cancelling the first (no Job, Workload or pod is left)
+lets it run on the node agent's node, and its executed copy, with outputs, appears beside the
+source. Bob (same team) cannot see, cancel or read it; carol (team B) cannot submit to team A's
+queue.
 """
 
 from __future__ import annotations
@@ -230,7 +232,7 @@ def alice_server(cluster: Cluster, hub: QueueHub, tmp_path: Path) -> Iterator[Ju
     (root / "work").mkdir(parents=True)
     (root / "work" / "writer.ipynb").write_text(json.dumps(WRITER))
     (root / "work" / "sleeper.ipynb").write_text(json.dumps(SLEEPER))
-    server = JupyterServer(root, hub.user_token("alice"), hub.service_url)
+    server = JupyterServer(root, hub.server_token("alice"), hub.service_url)
     try:
         server.wait_up()
         yield server
@@ -327,8 +329,18 @@ async def test_a_notebook_runs_as_a_job_queues_runs_and_comes_back(
     )
     assert queued["state"] == "queued"
 
+    # alice's own token (as made on /hub/token, with the service's scope) submits nothing and
+    # lists nothing: only her server's own token is taken
+    mine = hub.user_token("alice", ["access:services!service=gpuaas"])
+    code, answer = service(
+        hub, mine, "api/jobs", "POST", {"path": "work/writer.ipynb", "notebook": WRITER}
+    )
+    assert code == 403, answer
+    assert "only a single-user server's own token" in answer["message"]
+    assert service(hub, mine, "api/jobs")[0] == 403
+
     # bob (team A) sees none of it and can touch none of it; carol cannot use team A's queue
-    bob = hub.user_token("bob")
+    bob = hub.server_token("bob")
     code, bobs = service(hub, bob, "api/jobs")
     assert code == 200
     assert bobs["jobs"] == []
@@ -339,7 +351,7 @@ async def test_a_notebook_runs_as_a_job_queues_runs_and_comes_back(
     ):
         code, answer = service(hub, bob, path, method)
         assert code == 404, (path, answer)
-    carol = hub.user_token("carol")
+    carol = hub.server_token("carol")
     code, answer = service(
         hub,
         carol,

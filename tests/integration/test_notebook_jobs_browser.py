@@ -1,9 +1,12 @@
 """GPU jobs in a real JupyterLab, in Chromium (docs/jobs.md): the "Run as GPU job…" dialog with
-the team's offerings and headroom, the GPU jobs section following the job to success, the
-finish notice, and opening the executed copy. Real cluster, hub, gpuaas service and node agent;
-the JupyterLab holds a server token the hub issued to alice.
+the team's offerings and headroom; a first job (a notebook that sleeps) takes the test queue's
+only slice, so the second waits behind it and the GPU jobs section shows its position
+("queued · #1 in the queue"); cancelling the first from the section lets the second run, and
+the section follows it to success; the finish notice, and opening the executed copy. Real
+cluster, hub, gpuaas service and node agent; the JupyterLab holds a token with alice's
+server's scopes.
 
-Screenshots: docs/images/jobs-dialog.png, docs/images/jobs-panel.png.
+Screenshots: docs/images/jobs-dialog.png, docs/images/jobs-queued.png, docs/images/jobs-panel.png.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +22,7 @@ from devcluster.queue_hub import QueueHub, queue_hub
 from devcluster.testing import Cluster
 from tests.integration.test_notebook_jobs import (
     QUEUE_YAML,
+    SLEEPER,
     WRITER,
     catalog_file,
     clear_notebook_jobs,
@@ -44,9 +49,10 @@ def hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture(scope="module")
 def lab(hub: QueueHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    env = {"JUPYTERHUB_API_TOKEN": hub.user_token("alice"), "GPUAAS_SERVICE_URL": hub.service_url}
+    env = {"JUPYTERHUB_API_TOKEN": hub.server_token("alice"), "GPUAAS_SERVICE_URL": hub.service_url}
     with start_lab(tmp_path_factory.mktemp("lab"), {"jobs_collect_interval": 2}, env=env) as server:
         (server.root / "writer.ipynb").write_text(json.dumps(WRITER))
+        (server.root / "sleeper.ipynb").write_text(json.dumps(SLEEPER))
         yield server
 
 
@@ -62,35 +68,62 @@ def page(browser: object, lab: Lab) -> Iterator[object]:
     context.close()
 
 
-def test_run_as_gpu_job_from_jupyterlab(page: object, lab: Lab) -> None:
-    p: object = page
-    panel = open_panel(p)
+def run_as_gpu_job(p: Any, path: str) -> Any:
+    """Open the "Run as GPU job…" dialog for ``path`` (as the file browser's menu does)."""
     # not awaited: the command's promise ends with the dialog
-    p.evaluate(  # type: ignore[attr-defined]
+    p.evaluate(
         "([id, args]) => { void window.jupyterapp.commands.execute(id, args); }",
-        ["jupyter-gpuaas:run-as-gpu-job", {"path": "writer.ipynb"}],
+        ["jupyter-gpuaas:run-as-gpu-job", {"path": path}],
     )
-    dialog = p.locator(".jp-Dialog")  # type: ignore[attr-defined]
+    dialog = p.locator(".jp-Dialog")
     expect()(dialog.locator(".jp-gpuaas-job-form")).to_be_visible(timeout=30_000)
     expect()(dialog.locator(".jp-gpuaas-job-offering")).to_have_value("local-mig-1g")
     expect()(dialog.locator(".jp-gpuaas-job-headroom")).not_to_be_empty()
+    return dialog
+
+
+def test_run_as_gpu_job_from_jupyterlab(page: object, lab: Lab) -> None:
+    p: Any = page
+    panel = open_panel(p)
+    jobs = panel.locator(".jp-gpuaas-job")
+
+    # the sleeper takes the queue's one slice
+    run_as_gpu_job(p, "sleeper.ipynb").locator("button.jp-mod-accept").click()
+    sleeper = jobs.filter(has_text="sleeper.ipynb")
+    expect()(sleeper).to_have_attribute("data-state", "running", timeout=120_000)
+
+    dialog = run_as_gpu_job(p, "writer.ipynb")
     expect()(dialog.locator(".jp-gpuaas-job-limit")).to_have_value("30m")
     dialog.locator(".jp-gpuaas-job-parameters").fill('greeting = "hey"')
     screenshot(p, "jobs-dialog.png")
     dialog.locator("button.jp-mod-accept").click()
 
-    row = panel.locator(".jp-gpuaas-job")
-    expect()(row).to_have_count(1, timeout=30_000)
-    expect()(row.first).to_have_attribute("data-state", "succeeded", timeout=180_000)
-    expect()(row.first.locator("button", has_text="Open output")).to_be_visible(timeout=30_000)
-    name = row.first.get_attribute("data-job")
+    # the writer waits behind it, and the section says where
+    writer = jobs.filter(has_text="writer.ipynb")
+    expect()(writer).to_have_attribute("data-state", "queued", timeout=30_000)
+    expect()(writer.locator(".jp-gpuaas-job-state")).to_have_text(
+        "queued · #1 in the queue", timeout=60_000
+    )
+    expect()(jobs).to_have_count(2)
+    screenshot(p, "jobs-queued.png")
+
+    # cancelling the sleeper from the section frees the slice: it goes, the writer runs
+    sleeper.locator("button", has_text="Cancel").click()
+    confirm = p.locator(".jp-Dialog")
+    expect()(confirm).to_contain_text("Cancel GPU job")
+    confirm.locator("button.jp-mod-warn").click()
+    expect()(sleeper).to_have_count(0, timeout=60_000)
+
+    expect()(writer).to_have_attribute("data-state", "succeeded", timeout=180_000)
+    expect()(writer.locator("button", has_text="Open output")).to_be_visible(timeout=30_000)
+    name = writer.get_attribute("data-job")
     # the notice, with the same action
-    notice = p.get_by_role("alert").filter(has_text=f"GPU job {name}")  # type: ignore[attr-defined]
+    notice = p.get_by_role("alert").filter(has_text=f"GPU job {name}")
     expect()(notice).to_be_visible(timeout=30_000)
     expect()(notice.get_by_role("button", name="Open output")).to_be_visible()
     screenshot(p, "jobs-panel.png")
-    row.first.locator("button", has_text="Open output").click()
-    expect()(p.locator(".jp-OutputArea-output", has_text="wrote heyhey")).to_be_visible(  # type: ignore[attr-defined]
+    writer.locator("button", has_text="Open output").click()
+    expect()(p.locator(".jp-OutputArea-output", has_text="wrote heyhey")).to_be_visible(
         timeout=30_000
     )
     written = Path(lab.root) / f"writer-{name}.ipynb"

@@ -19,16 +19,15 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import Any
 
 from gpuaas_culler.jobs.request import JobRequest
+from jupyter_gpuaas.core.choice import choice_resources, shm_volume
 from jupyter_gpuaas.core.gpu_equivalents import exact_gpu_equivalents
 from jupyter_gpuaas.core.kueue import (
     MAX_EXEC_TIME_LABEL,
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
-    format_quantity,
 )
 from jupyter_gpuaas.core.labels import (
     GPU_EQUIVALENTS_ANNOTATION,
@@ -65,7 +64,6 @@ notebook image that runs the sidebar has."""
 INPUT_NOTEBOOK_KEY = "notebook.ipynb"
 INPUT_REQUEST_KEY = "request.json"
 TOKEN_KEY = "token"
-SHM_VOLUME = "gpuaas-shm"
 _STEM_RE = re.compile(r"[^a-z0-9]+")
 
 
@@ -102,31 +100,9 @@ def _labels(req: JobRequest) -> dict[str, str]:
     }
 
 
-def _cpu(value: float) -> str:
-    return format_quantity(Fraction(value).limit_denominator(1000))
-
-
 def _resources(req: JobRequest) -> dict[str, dict[str, str]]:
-    """Requests and limits: the offering's extended resources (requests = limits), CPU and
-    memory from the size, else the offering (as a server's, spawner/gpuaas_spawner/pod.py)."""
-    offering, size = req.offering, req.size
-    requests: dict[str, str] = {}
-    limits: dict[str, str] = {}
-    for name, qty in sorted(offering.requests(req.count).items()):
-        requests[name] = limits[name] = str(qty)
-
-    def pick(attr: str) -> Any:
-        value = getattr(size, attr, None) if size is not None else None
-        return value if value is not None else getattr(offering, attr)
-
-    if pick("cpu_guarantee") is not None:
-        requests["cpu"] = _cpu(pick("cpu_guarantee"))
-    if pick("cpu_limit") is not None:
-        limits["cpu"] = _cpu(pick("cpu_limit"))
-    if pick("mem_guarantee") is not None:
-        requests["memory"] = str(pick("mem_guarantee"))
-    if pick("mem_limit") is not None:
-        limits["memory"] = str(pick("mem_limit"))
+    """Requests and limits, as a server's for the same choice (core/choice.py)."""
+    requests, limits = choice_resources(req.offering, req.size, req.count)
     out: dict[str, dict[str, str]] = {}
     if requests:
         out["requests"] = requests
@@ -169,11 +145,10 @@ def build_job(req: JobRequest, *, name: str, token_sha: str, service_url: str) -
         "enableServiceLinks": False,
         "containers": [container],
     }
-    if offering.shm_size:
-        pod_spec["volumes"] = [
-            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": offering.shm_size}}
-        ]
-        container["volumeMounts"] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    shm = shm_volume(offering)
+    if shm is not None:
+        pod_spec["volumes"] = [shm[0]]
+        container["volumeMounts"] = [shm[1]]
     if offering.node_selector:
         pod_spec["nodeSelector"] = dict(offering.node_selector)
     if offering.tolerations:

@@ -2,7 +2,9 @@
 
 The server extension forwards what the dialog chose plus the notebook's content; nothing of it
 reaches a manifest except through a :class:`JobRequest`, whose every field was checked against
-the catalog and the caller's teams here. Every problem is reported at once with its field path
+the catalog and the caller's teams here. The team, offering, count, image and size are checked
+by :mod:`jupyter_gpuaas.core.choice`, as a spawn's are; the rest (the notebook, its path and
+parameters, the time limit) is a Job's own. Every problem is reported at once with its field path
 (``parameters["lr"]``, ``count``), as the catalog and the activity payload report theirs.
 """
 
@@ -17,6 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_gpuaas.core.catalog import Catalog, Image, Offering, Size, Tenant, TenantJobs
+from jupyter_gpuaas.core.choice import (
+    Choice,
+    HeadroomFn,
+    TeamRefused,
+    pick_team,
+    read_choice,
+    read_text,
+    show,
+)
 from jupyter_gpuaas.core.durations import DURATION_HINT, format_duration, parse_duration
 from jupyter_gpuaas.core.fields import (
     NAME_RE,
@@ -100,61 +111,20 @@ def job_teams(catalog: Catalog, groups: Sequence[str]) -> list[Tenant]:
     return [t for t in catalog.tenants_for_groups(groups) if t.jobs is not None]
 
 
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _text(errs: FieldErrors, data: Mapping[str, Any], key: str, limit: int = 253) -> str | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        errs.add(key, f"must be a string, not {type_name(value)}")
-        return None
-    if not value or len(value) > limit:
-        errs.add(key, f"{_show(value)} is not a valid choice")
-        return None
-    return value
-
-
-def _pick_team(catalog: Catalog, groups: Sequence[str], requested: str | None) -> Tenant:
-    mine = job_teams(catalog, groups)
-    if requested is not None:
-        for tenant in mine:
-            if tenant.name == requested:
-                return tenant
-        names = ", ".join(t.name for t in mine) or "none"
-        raise NotAllowed(
-            "team",
-            f"{_show(requested)} is not one of your teams that run GPU jobs (yours: {names})",
-        )
-    if not mine:
-        raise NotAllowed(
-            "team",
-            "you are in no team that runs notebooks as GPU jobs; ask an admin to add you to a"
-            " team's group (or to give your team a jobs section in the catalog)",
-        )
-    if len(mine) > 1:
-        names = ", ".join(t.name for t in mine)
-        raise NotAllowed("team", f"you are in several teams ({names}); choose which to charge")
-    return mine[0]
-
-
 def _path(errs: FieldErrors, data: Mapping[str, Any]) -> str:
     value = data.get("path")
     if not isinstance(value, str) or not value.strip():
         errs.add("path", "is required: the notebook's path in your server, e.g. work/train.ipynb")
         return ""
     if len(value) > MAX_PATH or "\x00" in value or "\\" in value:
-        errs.add("path", f"{_show(value)} is not a notebook path")
+        errs.add("path", f"{show(value)} is not a notebook path")
         return ""
     parts = value.split("/")
     if value.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        errs.add("path", f"{_show(value)} must be relative to your server's root, without . or ..")
+        errs.add("path", f"{show(value)} must be relative to your server's root, without . or ..")
         return ""
     if not parts[-1].endswith(".ipynb") or parts[-1] == ".ipynb":
-        errs.add("path", f"{_show(value)} is not a notebook (.ipynb)")
+        errs.add("path", f"{show(value)} is not a notebook (.ipynb)")
         return ""
     return value
 
@@ -165,7 +135,7 @@ def _notebook(errs: FieldErrors, data: Mapping[str, Any]) -> Mapping[str, Any]:
         errs.add("notebook", f"must be the notebook's JSON (an object), not {type_name(nb)}")
         return {}
     if nb.get("nbformat") != 4:
-        errs.add("notebook.nbformat", f"must be 4 (nbformat 4), not {_show(nb.get('nbformat'))}")
+        errs.add("notebook.nbformat", f"must be 4 (nbformat 4), not {show(nb.get('nbformat'))}")
     cells = nb.get("cells")
     if not isinstance(cells, list):
         errs.add("notebook.cells", f"must be a list, not {type_name(cells)}")
@@ -229,25 +199,6 @@ def _parameters(errs: FieldErrors, data: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _count(errs: FieldErrors, data: Mapping[str, Any], offering: Offering | None) -> int:
-    value = data.get("count")
-    default = offering.default_count if offering else 1
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        errs.add("count", f"must be a whole number, not {_show(value)}")
-        return default
-    if offering is not None and not offering.min_count <= value <= offering.max_count:
-        allowed = (
-            f"exactly {offering.min_count}"
-            if offering.min_count == offering.max_count
-            else f"{offering.min_count} to {offering.max_count}"
-        )
-        errs.add("count", f"{offering.display_name}: must be {allowed}, not {value}")
-        return default
-    return value
-
-
 def _time_limit(errs: FieldErrors, data: Mapping[str, Any], jobs: TenantJobs) -> int | None:
     value = data.get("time_limit")
     if value is None or value == "":
@@ -270,30 +221,27 @@ def _time_limit(errs: FieldErrors, data: Mapping[str, Any], jobs: TenantJobs) ->
     return seconds
 
 
-def _choice(
-    errs: FieldErrors,
-    data: Mapping[str, Any],
-    key: str,
-    allowed: Sequence[Any],
-    default: Any,
-) -> Any:
-    slug = _text(errs, data, key)
-    if slug is None:
-        return default
-    for item in allowed:
-        if item.slug == slug:
-            return item
-    errs.add(
-        key, f"{_show(slug)} is not offered here{did_you_mean(slug, [a.slug for a in allowed])}"
-    )
-    return default
+def _team(catalog: Catalog, groups: Sequence[str], requested: object) -> Tenant:
+    try:
+        return pick_team(
+            job_teams(catalog, groups), requested, purpose="runs notebooks as GPU jobs"
+        )
+    except TeamRefused as e:
+        raise NotAllowed(e.path, str(e)) from e
 
 
 def validate_job_request(
-    body: object, catalog: Catalog, user: str, groups: Sequence[str]
+    body: object,
+    catalog: Catalog,
+    user: str,
+    groups: Sequence[str],
+    *,
+    headroom: HeadroomFn | None = None,
 ) -> JobRequest:
     """Check a request from ``user`` (with hub ``groups``) against the catalog.
 
+    ``headroom`` (tenant, offering, count → the team's training queue's headroom) refuses a
+    choice that could never start there, as a spawn's is refused.
     Raises :class:`NotAllowed` (the team is not theirs, or runs no jobs) or
     :class:`JobRequestError` with every problem's field path.
     """
@@ -303,54 +251,38 @@ def validate_job_request(
     for key in body:
         if key not in REQUEST_KEYS:
             errs.add(key_path("", str(key)), f"unknown field{did_you_mean(str(key), REQUEST_KEYS)}")
-    requested = body.get("team")
-    if requested is not None and not isinstance(requested, str):
-        raise NotAllowed("team", f"team must be a string, not {type_name(requested)}")
-    tenant = _pick_team(catalog, groups, requested)
+    tenant = _team(catalog, groups, body.get("team"))
     jobs = tenant.jobs
     assert jobs is not None  # job_teams() keeps only those
-    slug = _text(errs, body, "offering")
-    offering: Offering | None = None
-    if slug is None:
-        default = tenant.default_offering
-        slug = default if default in jobs.offerings else (jobs.offerings or ("",))[0]
-    if slug in jobs.offerings and slug in catalog.offerings:
-        offering = catalog.offerings[slug]
-    elif "offering" in body and body.get("offering") is not None:
-        errs.add(
-            "offering",
-            f"{_show(slug)} is not offered for {tenant.display_name}'s jobs"
-            f"{did_you_mean(slug, jobs.offerings)}",
-        )
-    else:
-        errs.add("offering", f"{tenant.display_name} offers nothing to run jobs on")
-    count = _count(errs, body, offering)
-    image = size = None
-    if offering is not None:
-        image = _choice(
-            errs, body, "image", catalog.images_for(offering), catalog.default_image_for(offering)
-        )
-        size = _choice(
-            errs, body, "size", catalog.sizes_for(offering), catalog.default_size_for(offering)
-        )
+    default = tenant.default_offering
+    choice: Choice | None = read_choice(
+        errs,
+        body,
+        catalog,
+        tenant,
+        offerings=jobs.offerings,
+        default_offering=default if default in jobs.offerings else next(iter(jobs.offerings), None),
+        where=f"{tenant.display_name}'s jobs",
+        headroom=headroom,
+    )
     time_limit = _time_limit(errs, body, jobs)
     path = _path(errs, body)
     notebook = _notebook(errs, body)
     parameters = _parameters(errs, body)
-    kernel_name = _text(errs, body, "kernel_name", limit=63)
+    kernel_name = read_text(errs, body, "kernel_name", limit=63)
     if kernel_name is not None and not NAME_RE.match(kernel_name):
-        errs.add("kernel_name", f"{_show(kernel_name)} is not a kernel name")
+        errs.add("kernel_name", f"{show(kernel_name)} is not a kernel name")
         kernel_name = None
-    if errs.items or offering is None:
+    if errs.items or choice is None:
         raise JobRequestError(errs.items)
     return JobRequest(
         user=user,
         tenant=tenant,
         jobs=jobs,
-        offering=offering,
-        count=count,
-        image=image,
-        size=size,
+        offering=choice.offering,
+        count=choice.count,
+        image=choice.image,
+        size=choice.size,
         time_limit=time_limit,
         path=path,
         notebook=notebook,

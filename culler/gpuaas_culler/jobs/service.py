@@ -37,9 +37,10 @@ from gpuaas_culler.jobs.build import (
 from gpuaas_culler.jobs.kube import JobsKube
 from gpuaas_culler.jobs.request import JobRequest, NotAllowed, job_teams, validate_job_request
 from gpuaas_culler.jobs.state import job_summary
-from jupyter_gpuaas.core.catalog import Catalog, Tenant
+from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant
+from jupyter_gpuaas.core.choice import HeadroomFn
 from jupyter_gpuaas.core.durations import isoformat_z
-from jupyter_gpuaas.core.headroom import QueueState, compute_headroom
+from jupyter_gpuaas.core.headroom import Headroom, QueueState, compute_headroom
 from jupyter_gpuaas.core.labels import (
     JOB_COLLECTED_ANNOTATION,
     JOB_LABEL,
@@ -164,6 +165,20 @@ class JobService:
             raise JobError(404, f"no job {name!r} of yours in team {team!r}")
         return tenant, job
 
+    def _headroom(self) -> HeadroomFn | None:
+        """The training queue's headroom, for refusing what could never start there."""
+        if self.queue_state is None:
+            return None
+        state = self.queue_state()
+
+        def room(tenant: Tenant, offering: Offering, count: int) -> Headroom:
+            assert tenant.jobs is not None
+            return compute_headroom(
+                _job_tenant(tenant), offering, state, namespace=tenant.jobs.namespace, count=count
+            )
+
+        return room
+
     # ---------------------------------------------------------------- the user's side
 
     async def options(self, user: str, groups: Sequence[str]) -> dict[str, Any]:
@@ -243,7 +258,9 @@ class JobService:
     ) -> dict[str, Any]:
         """Validate, check the caps, create input, token, Job; answer the Job's summary."""
         try:
-            req = validate_job_request(body, self.catalog(), user, groups)
+            req = validate_job_request(
+                body, self.catalog(), user, groups, headroom=self._headroom()
+            )
         except NotAllowed as e:
             raise JobError(403, str(e), errors=[{"path": e.path, "message": str(e)}]) from e
         size = len(json.dumps(req.notebook, separators=(",", ":")))

@@ -10,7 +10,16 @@ from typing import Any
 from jupyterhub.services.auth import HubAuthenticated
 from tornado import web
 
-__all__ = ["HubJSONHandler", "JSONHandler", "TooManyRequests", "check_operator_token", "limit"]
+from gpuaas_culler.reclaim.activity_store import server_of_token
+
+__all__ = [
+    "HubJSONHandler",
+    "JSONHandler",
+    "TooManyRequests",
+    "check_operator_token",
+    "limit",
+    "server_caller",
+]
 
 
 class JSONHandler(web.RequestHandler):
@@ -87,3 +96,25 @@ class HubJSONHandler(HubAuthenticated, JSONHandler):  # type: ignore[misc]
             except Exception:  # noqa: BLE001 - UserNotAllowed: not allowed
                 allowed = None
         self._hub_auth_user_cache = allowed
+
+
+def server_caller(model: dict[str, Any] | None) -> tuple[str, str]:
+    """(user, server) of a request made with a single-user server's own hub token (``model``:
+    the hub's answer for the token, ``handler.current_user``), or 403.
+
+    A user's personal token (``/hub/token``) is refused too, though it may hold the service's
+    scope: what only a server does (report activity, answer its warning, submit its notebooks
+    as Jobs) must come from the server, whose token names exactly that one server
+    (:func:`~gpuaas_culler.reclaim.activity_store.server_of_token`)."""
+    if not model:
+        raise web.HTTPError(
+            403, "a server's token with the scope access:services!service=gpuaas is needed"
+        )
+    server = server_of_token(model)
+    if server is None:
+        raise web.HTTPError(
+            403,
+            "only a single-user server's own token may do this (its scopes name exactly one"
+            " server: access:servers!server=USER/NAME)",
+        )
+    return str(model["name"]), server

@@ -1,7 +1,9 @@
 """The gpuaas service's notebook-Job endpoints (docs/jobs.md, docs/api.md), under its prefix:
 
-For users (their server's token, forwarded by the server extension; scope
-``access:services!service=gpuaas``), each answering for the caller's own Jobs only:
+For users (their server's own token, forwarded by the server extension: scopes
+``access:servers!server=USER/NAME`` and ``access:services!service=gpuaas``; a user's personal
+token is refused with 403, as for ``api/activity``), each answering for the caller's own Jobs
+only:
 
 - ``GET api/jobs/options`` — the dialog's teams, offerings with headroom, caps and their use;
 - ``POST api/jobs`` — submit (400 with field paths, 403 another team, 409 a cap, 413 too big);
@@ -26,7 +28,7 @@ from tornado import web
 
 from gpuaas_culler.jobs.request import JobRequestError
 from gpuaas_culler.jobs.service import JobError, JobService
-from gpuaas_culler.web.base import HubJSONHandler, JSONHandler, limit
+from gpuaas_culler.web.base import HubJSONHandler, JSONHandler, limit, server_caller
 
 __all__ = ["jobs_handlers"]
 
@@ -72,13 +74,11 @@ class _UserHandler(_Errors, HubJSONHandler):
         self.service = service
 
     def caller(self) -> tuple[str, list[str]]:
-        user = self.current_user
-        if not user or user.get("kind", "user") != "user":
-            raise web.HTTPError(
-                403, "a user's token with the scope access:services!service=gpuaas is needed"
-            )
-        limit(self, "queue", str(user["name"]))
-        return str(user["name"]), [str(g) for g in user.get("groups") or ()]
+        """(user, hub groups) of the calling server's own token, or 403: the server extension
+        forwards with it; a user's personal token, even with the service's scope, is refused."""
+        name, _server = server_caller(self.current_user)
+        limit(self, "queue", name)
+        return name, [str(g) for g in self.current_user.get("groups") or ()]
 
     async def run(self, call: Any) -> None:
         try:

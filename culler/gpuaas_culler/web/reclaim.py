@@ -23,9 +23,9 @@ from typing import Any
 
 from tornado import web
 
-from gpuaas_culler.reclaim.activity_store import server_key, server_of_token
+from gpuaas_culler.reclaim.activity_store import server_key
 from gpuaas_culler.reclaim.loop import ReclaimLoop
-from gpuaas_culler.web.base import HubJSONHandler, check_operator_token, limit
+from gpuaas_culler.web.base import HubJSONHandler, check_operator_token, limit, server_caller
 from jupyter_gpuaas.core.activity import ReportError
 from jupyter_gpuaas.core.durations import isoformat_z
 
@@ -46,19 +46,7 @@ class _ServerHandler(HubJSONHandler):
 
     def caller(self) -> tuple[str, str]:
         """(user, server) of the calling server's token, or 403."""
-        model = self.current_user
-        if not model:
-            raise web.HTTPError(
-                403, "a server's token with the scope access:services!service=gpuaas is needed"
-            )
-        server = server_of_token(model)
-        if server is None:
-            raise web.HTTPError(
-                403,
-                "only a single-user server's own token may do this (its scopes name exactly one"
-                " server: access:servers!server=USER/NAME)",
-            )
-        return str(model["name"]), server
+        return server_caller(self.current_user)
 
 
 class ActivityReportHandler(_ServerHandler):

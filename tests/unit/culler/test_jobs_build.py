@@ -27,7 +27,8 @@ USER = {
 def test_job_name() -> None:
     assert job_name("Train ResNet (v2).ipynb", "ab12c") == "nb-train-resnet-v2-ab12c"
     assert job_name("___.ipynb", "ab12c") == "nb-notebook-ab12c"
-    assert len(job_name("x" * 200 + ".ipynb", "ab12c")) == 3 + 30 + 6
+    assert job_name("x" * 200 + ".ipynb", "ab12c") == "nb-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx-ab12c"
+    assert job_name("A -- B.ipynb", "00000") == "nb-a-b-00000"
 
 
 def test_the_job_is_exactly_this() -> None:
@@ -123,6 +124,44 @@ def test_no_time_limit_no_priority_no_label() -> None:
     assert job["metadata"]["annotations"]["gpuaas.jupyter.org/gpu-equivalents"] == "1/7"
     spec = job["spec"]["template"]["spec"]
     assert spec["volumes"][0]["emptyDir"]["sizeLimit"] == "1Gi"  # the catalog's default shm
+
+
+def test_a_cpu_job_gets_its_sizes_cpu_and_memory_and_no_shm() -> None:
+    req = validate_job_request(
+        request_body(team="team-b", offering="cpu", count=None, time_limit=None),
+        CATALOG,
+        "carol",
+        ["team-b"],
+    )
+    job = build_job(req, name="nb-a-00000", token_sha="0" * 64, service_url="http://svc/")
+    assert job["spec"]["template"]["spec"] == {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "containers": [
+            {
+                "name": "notebook",
+                "image": "quay.io/jupyter/scipy-notebook:2025-06-02",
+                "command": ["python", "-m", "jupyter_gpuaas.job"],
+                "env": [
+                    {"name": "GPUAAS_JOB_SERVICE_URL", "value": "http://svc/"},
+                    {"name": "GPUAAS_JOB_NAMESPACE", "value": "team-b"},
+                    {"name": "GPUAAS_JOB_NAME", "value": "nb-a-00000"},
+                    {
+                        "name": "GPUAAS_JOB_TOKEN",
+                        "valueFrom": {"secretKeyRef": {"name": "nb-a-00000-token", "key": "token"}},
+                    },
+                    {"name": "GPUAAS_TEAM", "value": "team-b"},
+                    {"name": "GPUAAS_OFFERING", "value": "cpu"},
+                    {"name": "GPUAAS_GPU_EQUIVALENTS", "value": "0"},
+                ],
+                "resources": {
+                    "requests": {"cpu": "1", "memory": "4Gi"},
+                    "limits": {"cpu": "2", "memory": "8Gi"},
+                },
+            }
+        ],
+    }
 
 
 def test_input_and_token_objects() -> None:

@@ -78,10 +78,14 @@ def test_every_problem_is_listed_with_its_field_path() -> None:
 
 def test_count_image_size_are_the_offerings() -> None:
     errs = errors_of(request_body(count=3, image="scipy", size="small"))
-    assert errs["count"] == "NVIDIA H100: must be 1 to 2, not 3"
-    assert "not offered here" in errs["image"]
-    assert "not offered here" in errs["size"]
-    assert "mig-3g" in errors_of(request_body(offering="mig-3g"))["offering"]  # team's, not jobs'
+    # the same words as a spawn's (one validation: jupyter_gpuaas/core/choice.py)
+    assert errs["count"] == "NVIDIA H100: count must be 1 to 2, not 3"
+    assert errs["image"] == "Image 'scipy' is not offered with NVIDIA H100"
+    assert errs["size"] == "Size 'small' is not offered with NVIDIA H100"
+    # the team's, not its jobs'
+    assert errors_of(request_body(offering="mig-3g"))["offering"].startswith(
+        "A100 MIG 3g.20gb is not available to Team A's jobs"
+    )
 
 
 def test_another_teams_queue_is_not_allowed() -> None:
@@ -89,7 +93,7 @@ def test_another_teams_queue_is_not_allowed() -> None:
         validate_job_request(request_body(team="team-b"), CATALOG, "alice", ["team-a"])
     assert info.value.path == "team"
     assert "not one of your teams" in str(info.value)
-    with pytest.raises(NotAllowed, match="no team"):
+    with pytest.raises(NotAllowed, match="not in any team that runs notebooks as GPU jobs"):
         validate_job_request(request_body(team=None), CATALOG, "eve", ["outsiders"])
     with pytest.raises(NotAllowed, match="several teams"):
         validate_job_request(request_body(team=None), CATALOG, "x", ["team-a", "team-b"])
@@ -166,7 +170,8 @@ def test_forged_requests_never_reach_a_manifest_unchecked(
     allowed_images = {i.image for i in CATALOG.images_for(req.offering)}
     assert container.get("image") in allowed_images | {None}
     gpu = {k: v for k, v in container["resources"]["limits"].items() if "/" in k}
-    assert gpu == {k: str(v) for k, v in req.offering.requests(req.count).items()}
+    # the catalog's per-unit resources times the count (no fractions in this catalog)
+    assert gpu == {k: str(v * req.count) for k, v in req.offering.resources.items()}
     spec_text = json.dumps(job)
     # nothing the caller sent beyond the validated choices is in the Job (the notebook and the
     # parameters travel in the ConfigMap only)

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from gpuaas_culler.jobs.request import JobRequestError
 from gpuaas_culler.jobs.service import CapReached, JobError, JobService
+from tests.support.samples import MIG1, cluster_queue, local_queue, state
 from tests.unit.culler.jobs_samples import jobs_catalog, request_body
 
 
@@ -96,6 +98,27 @@ async def test_refused_requests_create_nothing() -> None:
     with pytest.raises(Exception, match=r"invalid|count"):
         await svc.submit("alice", ["team-a"], request_body(count=9))
     assert [c for c in kube.calls if c[0] == "create"] == []
+
+
+async def test_an_offering_the_training_queue_can_never_admit_is_refused() -> None:
+    """As a spawn is (core/choice.py): team A's training queue has MIG slices but no H100, so
+    an H100 Job would wait forever; it is refused at the offering and nothing is created."""
+    training = cluster_queue("team-a-training", quotas={("a100-mig", MIG1): (2, 0, None)})
+    queues = state([training], [local_queue("training", "team-a-training", namespace="team-a")])
+    kube = FakeKube()
+    svc = JobService(kube, jobs_catalog, service_url="http://svc/", queue_state=lambda: queues)
+    with pytest.raises(JobRequestError) as info:
+        await svc.submit("alice", ["team-a"], request_body(offering="h100", count=1))
+    assert [(e.path, e.message) for e in info.value.errors] == [
+        (
+            "offering",
+            "NVIDIA H100 cannot start for Team A: your team has no quota for NVIDIA H100. "
+            "ClusterQueue team-a-training does not cover nvidia.com/gpu.",
+        )
+    ]
+    assert kube.calls == []
+    job = await svc.submit("alice", ["team-a"], request_body(offering="mig-1g", count=1))
+    assert job["offering"] == "mig-1g"
 
 
 async def test_a_failed_job_create_leaves_nothing() -> None:

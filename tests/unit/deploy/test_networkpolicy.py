@@ -26,6 +26,9 @@ from typing import Any
 import pytest
 import yaml
 
+from gpuaas_culler.jobs.build import JOB_KIND
+from jupyter_gpuaas.core.labels import JOB_LABEL, TEAM_LABEL, USER_LABEL
+
 ROOT = Path(__file__).resolve().parents[3]
 SPAWNER_VALUES = ROOT / "spawner" / "z2jh-values.example.yaml"
 SERVICE_VALUES = ROOT / "culler" / "deploy" / "z2jh-values.yaml"
@@ -251,8 +254,10 @@ class Endpoint:
     ip: str | None = None
 
 
+JOB_NAMESPACES = ("team-a", "team-b")  # c.GPUaaSService.job_namespaces in culler.yaml
 NAMESPACE_LABELS = {
-    ns: {"kubernetes.io/metadata.name": ns} for ns in (HUB_NS, USERS_NS, "kube-system", "other")
+    ns: {"kubernetes.io/metadata.name": ns}
+    for ns in (HUB_NS, USERS_NS, "kube-system", "other", *JOB_NAMESPACES)
 }
 
 
@@ -438,6 +443,24 @@ def test_nothing_else_reaches_the_service_and_it_enters_no_server() -> None:
     assert not allowed(policies, HUB, gpuaas, 10101)
     assert not allowed(policies, gpuaas, alice, 8888)  # nothing on the hub side enters servers
     assert not allowed(policies, gpuaas, PROXY, 8001)  # nor the proxy's API
+
+
+def runner(namespace: str, labels: dict[str, str] | None = None) -> Endpoint:
+    """A notebook Job's pod, with the labels jobs/build.py gives its pod template."""
+    if labels is None:
+        labels = {JOB_LABEL: JOB_KIND, USER_LABEL: "alice", TEAM_LABEL: namespace}
+    return Endpoint("a notebook job's pod", namespace, labels)
+
+
+def test_notebook_job_pods_reach_the_service_and_nothing_else_of_theirs_does() -> None:
+    """The runner fetches its input and sends its result to job_service_url (docs/jobs.md)."""
+    policies = both_examples()
+    gpuaas = service_pod()
+    for ns in JOB_NAMESPACES:
+        assert allowed(policies, runner(ns), gpuaas, 10101), ns
+        assert not allowed(policies, runner(ns, {"app": "training"}), gpuaas, 10101), ns
+    assert not allowed(policies, runner("other"), gpuaas, 10101)  # not a job namespace
+    assert not allowed(policies, runner(HUB_NS), gpuaas, 10101)
 
 
 def test_without_the_added_rules_the_flows_are_blocked() -> None:

@@ -162,7 +162,12 @@ REFUSED: list[tuple[str, UserContext, object, str]] = [
         {"offering": "h100", "count": "-1"},
         "count must be a whole number, not '-1'",
     ),
-    ("offering not a string", ALICE, {"offering": ["h100"]}, "offering must be a string, not list"),
+    (
+        "offering not a string",
+        ALICE,
+        {"offering": ["h100"]},
+        "offering must be a string, not a list",
+    ),
     (
         "image not offered with the offering",
         ALICE,

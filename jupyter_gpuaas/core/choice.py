@@ -1,0 +1,303 @@
+"""What a user picks from the catalog, checked once, and what it becomes in a pod (pure).
+
+A spawn (``spawner/gpuaas_spawner/validate.py``) and a notebook Job
+(``culler/gpuaas_culler/jobs/request.py``) both ask for a team, an offering, a count, an image
+and a size. :func:`read_choice` checks those against the catalog and the caller's teams for
+both, and reports each problem with its field path (:mod:`jupyter_gpuaas.core.fields`) in a
+sentence a person can act on; :func:`choice_resources` and :func:`shm_volume` are what the
+choice adds to the container of a server's pod and of a Job's pod alike.
+
+Each caller keeps only what is its own: the keys its request may hold, which of its teams
+count (a Job needs the team's ``jobs`` section), and what else it carries (a notebook, a time
+limit).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, TypeVar
+
+from jupyter_gpuaas.core.catalog import Catalog, Image, Offering, Size, Tenant
+from jupyter_gpuaas.core.fields import FieldError, FieldErrors, did_you_mean, type_name
+from jupyter_gpuaas.core.headroom import Headroom
+from jupyter_gpuaas.core.kueue import format_quantity
+
+__all__ = [
+    "SHM_PATH",
+    "SHM_VOLUME",
+    "Choice",
+    "HeadroomFn",
+    "TeamRefused",
+    "choice_resources",
+    "pick_team",
+    "read_choice",
+    "read_text",
+    "shm_volume",
+    "show",
+]
+
+MAX_VALUE_LEN = 253
+_COUNT_RE = re.compile(r"^[0-9]{1,4}$")
+SHM_VOLUME = "gpuaas-shm"
+SHM_PATH = "/dev/shm"
+
+HeadroomFn = Callable[[Tenant, Offering, int], Headroom]
+"""(tenant, offering, count) → its live :class:`Headroom` (per-user caps, quota, waiting)."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A validated choice: the team charged and what it runs on."""
+
+    tenant: Tenant
+    offering: Offering
+    count: int
+    image: Image | None = None
+    size: Size | None = None
+
+    def as_user_options(self) -> dict[str, Any]:
+        """The canonical options (what a hub stores as ``user_options`` and re-validates)."""
+        options: dict[str, Any] = {
+            "team": self.tenant.name,
+            "offering": self.offering.slug,
+            "count": self.count,
+        }
+        if self.image is not None:
+            options["image"] = self.image.slug
+        if self.size is not None:
+            options["size"] = self.size.slug
+        return options
+
+
+class TeamRefused(PermissionError):
+    """The caller may not charge the team asked for, or has none to charge (path ``team``)."""
+
+    path = "team"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.error = FieldError(self.path, message)
+
+
+def show(value: object) -> str:
+    """A value as quoted in a message, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def read_text(
+    errs: FieldErrors, data: Mapping[str, Any], key: str, limit: int = MAX_VALUE_LEN
+) -> str | None:
+    """``data[key]`` if it is a non-empty string of at most ``limit`` characters; ``None`` if
+    absent; else the problem is reported at ``key`` and ``None`` returned."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        errs.add(key, f"{key} must be a string, not {type_name(value)}")
+        return None
+    if not value or len(value) > limit:
+        errs.add(key, f"{key} {show(value)} is not a valid choice")
+        return None
+    return value
+
+
+def pick_team(
+    mine: Sequence[Tenant], requested: object, *, default_team: str = "", purpose: str
+) -> Tenant:
+    """The team to charge out of ``mine`` (the caller's teams that may do this, catalog
+    order): the one asked for, else the only one, else ``default_team`` if it is theirs.
+
+    ``purpose`` completes "You are not in any team that ..." ("may start GPU servers").
+    Raises :class:`TeamRefused`.
+    """
+    if requested is not None and not isinstance(requested, str):
+        raise TeamRefused(f"team must be a string, not {type_name(requested)}")
+    if not mine:
+        raise TeamRefused(
+            f"You are not in any team that {purpose}; ask an admin to add you to a team's group."
+        )
+    if requested is not None:
+        for tenant in mine:
+            if tenant.name == requested:
+                return tenant
+        names = ", ".join(t.name for t in mine)
+        raise TeamRefused(f"{show(requested)} is not one of your teams (yours: {names})")
+    if len(mine) == 1:
+        return mine[0]
+    for tenant in mine:
+        if tenant.name == default_team:
+            return tenant
+    names = ", ".join(t.name for t in mine)
+    raise TeamRefused(f"You are in several teams ({names}); choose which to charge.")
+
+
+def _count(errs: FieldErrors, data: Mapping[str, Any], offering: Offering) -> int:
+    """The count asked for (a whole number, or its digits as text, as a form sends them)
+    within the offering's range; its default if absent."""
+    value = data.get("count")
+    if value is None:
+        return offering.default_count
+    if isinstance(value, bool):
+        errs.add("count", "count must be a whole number")
+        return offering.default_count
+    if isinstance(value, str) and _COUNT_RE.match(value):
+        value = int(value)
+    if not isinstance(value, int):
+        errs.add("count", f"count must be a whole number, not {show(value)}")
+        return offering.default_count
+    if not offering.min_count <= value <= offering.max_count:
+        if offering.min_count == offering.max_count:
+            allowed = f"exactly {offering.min_count}"
+        else:
+            allowed = f"{offering.min_count} to {offering.max_count}"
+        errs.add("count", f"{offering.display_name}: count must be {allowed}, not {value}")
+        return offering.default_count
+    return value
+
+
+_Picked = TypeVar("_Picked", Image, Size)
+
+
+def _pick(
+    errs: FieldErrors,
+    data: Mapping[str, Any],
+    key: str,
+    offering: Offering,
+    allowed: Sequence[_Picked],
+    default: _Picked | None,
+    known: Mapping[str, _Picked],
+) -> _Picked | None:
+    """The image or size asked for (``key``) if the offering allows it; else its default."""
+    slug = read_text(errs, data, key)
+    if slug is None:
+        return default
+    chosen = next((c for c in allowed if c.slug == slug), None)
+    if chosen is None:
+        where = (
+            f"with {offering.display_name}"
+            if slug in known
+            else "here" + did_you_mean(slug, [c.slug for c in allowed])
+        )
+        errs.add(key, f"{key.capitalize()} {show(slug)} is not offered {where}")
+    return chosen or default
+
+
+def read_choice(
+    errs: FieldErrors,
+    data: Mapping[str, Any],
+    catalog: Catalog,
+    tenant: Tenant,
+    *,
+    offerings: Sequence[str],
+    default_offering: str | None,
+    where: str,
+    headroom: HeadroomFn | None = None,
+) -> Choice | None:
+    """The offering, count, image and size of ``data`` for ``tenant``, or ``None`` with every
+    problem in ``errs``.
+
+    ``offerings``: the slugs this tenant may pick here (a spawn: the tenant's; a Job: its
+    ``jobs`` section's); ``default_offering`` when ``data`` names none; ``where`` ends "… is
+    not available to" (``Team A``, ``Team A's jobs``). ``headroom`` adds the live checks: a
+    choice whose headroom is not selectable (a per-user cap, a quota it can never fit, the
+    team's cap on waiting) is refused with the headroom's words.
+    """
+    slug = read_text(errs, data, "offering")
+    if slug is None and "offering" in data and data["offering"] is not None:
+        return None  # reported by read_text
+    if slug is None:
+        slug = default_offering or ""
+    offering = catalog.offerings.get(slug)
+    if not slug:
+        errs.add("offering", f"nothing is offered to {where}; ask an admin to add offerings")
+        return None
+    if offering is None:
+        errs.add("offering", f"Unknown offering {show(slug)}{did_you_mean(slug, offerings)}")
+        return None
+    if slug not in offerings:
+        errs.add(
+            "offering",
+            f"{offering.display_name} is not available to {where}{did_you_mean(slug, offerings)}",
+        )
+        return None
+    before = len(errs)
+    count = _count(errs, data, offering)
+    image = _pick(
+        errs,
+        data,
+        "image",
+        offering,
+        catalog.images_for(offering),
+        catalog.default_image_for(offering),
+        catalog.images,
+    )
+    size = _pick(
+        errs,
+        data,
+        "size",
+        offering,
+        catalog.sizes_for(offering),
+        catalog.default_size_for(offering),
+        catalog.sizes,
+    )
+    if len(errs) != before:
+        return None
+    if headroom is not None:
+        room = headroom(tenant, offering, count)
+        if not room.fit.selectable:
+            detail = f" {room.detail}" if room.detail else ""
+            errs.add(
+                "offering",
+                f"{offering.display_name} cannot start for {tenant.display_name}: "
+                f"{room.message}.{detail}",
+            )
+            return None
+    return Choice(tenant=tenant, offering=offering, count=count, image=image, size=size)
+
+
+# --------------------------------------------------------------------------- in the pod
+
+
+def _cpu(value: float) -> str:
+    return format_quantity(Fraction(value).limit_denominator(1000))
+
+
+def choice_resources(
+    offering: Offering, size: Size | None, count: int
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The container's requests and limits: the offering's extended resources for ``count``
+    units (requests = limits, as Kubernetes needs for them), then CPU and memory from the size
+    where it sets them, else from the offering."""
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    for name, qty in sorted(offering.requests(count).items()):
+        requests[name] = limits[name] = str(qty)
+
+    def pick(attr: str) -> Any:
+        value = getattr(size, attr) if size is not None else None
+        return value if value is not None else getattr(offering, attr)
+
+    if pick("cpu_guarantee") is not None:
+        requests["cpu"] = _cpu(pick("cpu_guarantee"))
+    if pick("cpu_limit") is not None:
+        limits["cpu"] = _cpu(pick("cpu_limit"))
+    if pick("mem_guarantee") is not None:
+        requests["memory"] = str(pick("mem_guarantee"))
+    if pick("mem_limit") is not None:
+        limits["memory"] = str(pick("mem_limit"))
+    return requests, limits
+
+
+def shm_volume(offering: Offering) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A GPU offering's memory-backed ``/dev/shm`` (data loaders need more than the 64 MiB a
+    container gets): the volume and its mount, or ``None``."""
+    if not offering.is_gpu or not offering.shm_size:
+        return None
+    return (
+        {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": offering.shm_size}},
+        {"name": SHM_VOLUME, "mountPath": SHM_PATH},
+    )

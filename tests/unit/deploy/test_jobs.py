@@ -1,0 +1,123 @@
+"""The production manifests for notebook Jobs (culler/deploy/) grant and limit what the dev
+cluster's do (devcluster/manifests/62-, 63-; those are exercised on the real cluster by
+tests/integration/test_admission_policies.py and test_notebook_jobs.py), for the service's own
+identity and for every namespace the service is configured to run Jobs in."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+from traitlets.config import Config
+
+ROOT = Path(__file__).resolve().parents[3]
+DEPLOY = ROOT / "culler" / "deploy"
+DEV = ROOT / "devcluster" / "manifests"
+DEV_IDENTITY = "system:serviceaccount:jupyterhub:gpuaas"
+DEV_NOTEBOOKS = "jupyter-users"
+
+
+def docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def of_kind(items: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in items if d["kind"] == kind]
+
+
+DEPLOYED = docs(DEPLOY / "culler.yaml")
+JOBS_POLICY = docs(DEPLOY / "gpuaas-service-jobs-policy.yaml")
+
+
+def service_config() -> Any:
+    """The service's configuration file from the ConfigMap, read as traitlets reads it."""
+    (cm,) = [d for d in of_kind(DEPLOYED, "ConfigMap") if d["metadata"]["name"].endswith("config")]
+    config = Config()
+    exec(cm["data"]["gpuaas_service_config.py"], {"get_config": lambda: config})
+    return config.GPUaaSService
+
+
+def identity() -> str:
+    """The username the service's pod has towards the API server."""
+    (deployment,) = of_kind(DEPLOYED, "Deployment")
+    ns = deployment["metadata"]["namespace"]
+    return (
+        f"system:serviceaccount:{ns}:{deployment['spec']['template']['spec']['serviceAccountName']}"
+    )
+
+
+def test_the_jobs_role_is_the_dev_clusters_and_bound_in_every_job_namespace() -> None:
+    (dev_role,) = of_kind(docs(DEV / "62-gpuaas-jobs-rbac.yaml"), "ClusterRole")
+    roles = {r["metadata"]["name"]: r for r in of_kind(DEPLOYED, "ClusterRole")}
+    role = roles["gpuaas-service-notebook-jobs"]
+    assert role["rules"] == dev_role["rules"]
+    # least privilege: never pods, never reading Secrets
+    granted = {
+        (res, verb) for rule in role["rules"] for res in rule["resources"] for verb in rule["verbs"]
+    }
+    assert not {r for r, _ in granted} & {"pods", "pods/exec", "serviceaccounts"}
+    assert ("secrets", "get") not in granted
+    assert ("secrets", "list") not in granted
+
+    namespaces = list(service_config().job_namespaces)
+    assert namespaces, "culler.yaml configures job_namespaces"
+    bound = {}
+    for rb in of_kind(DEPLOYED, "RoleBinding"):
+        if rb["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "gpuaas-service-notebook-jobs",
+        }:
+            (subject,) = rb["subjects"]
+            who = f"system:serviceaccount:{subject['namespace']}:{subject['name']}"
+            bound[rb["metadata"]["namespace"]] = who
+    assert bound == dict.fromkeys(namespaces, identity())
+    # and no ClusterRoleBinding hands the jobs role out cluster-wide
+    assert all(
+        b["roleRef"]["name"] != "gpuaas-service-notebook-jobs"
+        for b in of_kind(DEPLOYED, "ClusterRoleBinding")
+    )
+
+
+def test_the_jobs_admission_policy_is_the_dev_clusters_for_the_services_identity() -> None:
+    (dev,) = of_kind(docs(DEV / "63-gpuaas-jobs-policy.yaml"), "ValidatingAdmissionPolicy")
+    (ours,) = of_kind(JOBS_POLICY, "ValidatingAdmissionPolicy")
+    notebooks = service_config().notebook_namespace
+    # the same policy once the identity and the service's own namespace are put in its place
+    expected = copy.deepcopy(dev)
+    for cond in expected["spec"]["matchConditions"]:
+        cond["expression"] = (
+            cond["expression"]
+            .replace(f"'{DEV_IDENTITY}'", f"'{identity()}'")
+            .replace(f"'{DEV_NOTEBOOKS}'", f"'{notebooks}'")
+        )
+    assert ours == expected
+    conditions = {c["name"]: c["expression"] for c in ours["spec"]["matchConditions"]}
+    assert f"'{identity()}'" in conditions["the-gpuaas-service"]
+    assert f"'{notebooks}'" in conditions["not-its-own-state"]
+    (binding,) = of_kind(JOBS_POLICY, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {
+        "policyName": ours["metadata"]["name"],
+        "validationActions": ["Deny"],
+    }
+
+
+def test_job_pods_are_told_the_services_in_cluster_address() -> None:
+    url = urlsplit(service_config().job_service_url)
+    (svc,) = of_kind(DEPLOYED, "Service")
+    (port,) = svc["spec"]["ports"]
+    host = url.hostname or ""
+    assert host in (
+        f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc",
+        f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.cluster.local",
+    )
+    assert url.port == port["port"]
+    (deployment,) = of_kind(DEPLOYED, "Deployment")
+    env = {
+        e["name"]: e.get("value")
+        for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert url.path == env["JUPYTERHUB_SERVICE_PREFIX"]
