@@ -106,9 +106,15 @@ async def test_queue_positions_per_user(
         assert first["waited_seconds"] is not None
         assert "template" not in str(mine)
         assert "sleep" not in str(mine)
-        team_a = next(t for t in mine["teams"] if t["team"] == "team-a")
-        assert team_a["admitted"] >= 3
-        assert team_a["pending"] >= 3  # ClusterQueue status lags a little
+
+        # Team counts come from the ClusterQueue's status, which Kueue writes some time after
+        # the positions (seconds on a loaded machine): wait for them to catch up.
+        async def team_a_counted() -> dict[str, Any] | None:
+            answer = await asyncio.to_thread(hub.queue, alice_token)
+            team = next((t for t in answer["teams"] if t["team"] == "team-a"), None)
+            return team if team and team["admitted"] >= 3 and team["pending"] >= 3 else None
+
+        await wait_for("team A's admitted and pending counts", team_a_counted, 30, every=0.5)
 
         theirs = await _positions(hub, bob_token, [("b1", 4)])
         assert all(i["name"] == "b1" for i in theirs["items"])
