@@ -513,3 +513,28 @@ async def warnings_on(k8s: client.ApiClient, pod: dict[str, Any]) -> int:
         for e in events.items
         if e.involved_object.uid == pod["metadata"]["uid"] and e.reason == "GPUReclaimWarning"
     )
+
+
+def service_get(
+    hub: Hub, path: str, token: str, method: str = "GET", body: bytes | None = None
+) -> Any:
+    """``(status, body)`` of a request to the gpuaas service through the hub's proxy (the body
+    parsed when it is JSON)."""
+    req = urllib.request.Request(
+        f"{hub.url}/services/gpuaas/{path}",
+        method=method,
+        data=body,
+        headers={"Authorization": f"token {token}"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            text = r.read().decode()
+            return r.status, json.loads(text) if r.headers["Content-Type"].startswith(
+                "application/json"
+            ) else text
+    except urllib.error.HTTPError as e:
+        text = e.read().decode()
+        try:
+            return e.code, json.loads(text)
+        except ValueError:
+            return e.code, text
