@@ -1,8 +1,8 @@
 """A reclaim and its hand-off as the console shows them, on the real cluster through the real
 hub (docs/console.md): alice's idle MIG slice (team-a, a short countdown) is reclaimed for a
 queued team-a Job, Kueue admits the Job, and the console's API and page list the warning, the
-reclaim and the hand-off with how long admission took. Its own hub
-and policy: the module ``test_console`` keeps its 10-minute countdown.
+reclaim and the hand-off with how long admission took; a restarted service still lists them.
+Its own hub and policy: the module ``test_console`` keeps its 10-minute countdown.
 """
 
 from __future__ import annotations
@@ -17,7 +17,14 @@ import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
-from tests.support.hub import CullerHub, eventually, login, run_culler_hub, training_job
+from tests.support.hub import (
+    CullerHub,
+    eventually,
+    login,
+    restart_service,
+    run_culler_hub,
+    training_job,
+)
 from tests.support.hub import service_get as get
 
 pytestmark = pytest.mark.integration
@@ -142,3 +149,29 @@ async def test_a_reclaim_and_its_handoff_in_the_console(
     assert "admitted after" in await events.filter(has_text="handoff succeeded").inner_text()
     await page.locator("#events-title").scroll_into_view_if_needed()
     await page.screenshot(path=str(DOCS / "console-handoff.png"), full_page=True)
+
+
+async def test_the_consoles_events_and_handoffs_survive_a_restart(handed_off: CullerHub) -> None:
+    """The journal (ConfigMap gpuaas-console-journal) and the hand-off records
+    (gpuaas-culler-handoffs) are read back by the restarted service."""
+    hub = handed_off
+    _, before = get(hub, "api/console", hub.token)
+    kept = [(e["event"], e["user"], e["at"], e["workload"]) for e in before["events"]]
+    assert {"warn", "reclaim", "handoff"} <= {k[0] for k in kept}, kept
+
+    async def cycled() -> dict[str, Any] | None:
+        status, answer = get(hub, "api/console", hub.token)
+        # a complete cycle of the new service: it has read its ConfigMaps
+        return answer if status == 200 and answer["last_completed"] else None
+
+    after = await restart_service(hub, cycled, 90, "the restarted service's first cycle")
+    assert after["now"] > before["now"]
+    events = [(e["event"], e["user"], e["at"], e["workload"]) for e in after["events"]]
+    assert events[-len(kept) :] == kept, "the events before the restart, in order"
+    h, h0 = handoff_of(after), handoff_of(before)
+    assert h is not None
+    assert h0 is not None
+    assert h["status"] == h0["status"]
+    # the record keeps its times in milliseconds (isoformat_z)
+    assert h["latency_seconds"] == pytest.approx(h0["latency_seconds"], abs=0.002)
+    assert after["regret"]["reclaims"] == before["regret"]["reclaims"]
