@@ -8,6 +8,7 @@ as its stream stays open, as it is one for the API server. Nothing in the produc
     with CountingProxy(kubeconfig, tmp / "counted.kubeconfig") as proxy:
         ...  # run the client with proxy.kubeconfig
         proxy.count, proxy.by_request  # totals; by (verb, path without query)
+        proxy.log  # each request: (monotonic time, verb, path with query)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import base64
 import collections
 import ssl
 import threading
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -56,6 +58,8 @@ class CountingProxy:
         """A copy of the kubeconfig that reaches the API server through this proxy."""
         self.count = 0
         self.by_request: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.log: list[tuple[float, str, str]] = []
+        """Every request as it came: (``time.monotonic()``, method, path with its query)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
@@ -110,6 +114,7 @@ class CountingProxy:
         async def forward(request: web.Request) -> web.StreamResponse:
             self.count += 1
             self.by_request[(request.method, request.path)] += 1
+            self.log.append((time.monotonic(), request.method, request.path_qs))
             headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP}
             body = await request.read()
             async with session.request(

@@ -218,6 +218,17 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         Example: c.GPUaaSService.kubernetes_request_timeout = 30""",
     )
 
+    pod_watch_seconds = Float(
+        300.0,
+        min=10.0,
+        config=True,
+        help="""Seconds each watch of the notebook pods runs before the service lists them all
+        again (changes arrive through the watch meanwhile; a list also follows any watch
+        error). kubespawner's own default, 10, would list every notebook pod every 10 s.
+        Default 300.
+        Example: c.GPUaaSService.pod_watch_seconds = 600""",
+    )
+
     kueue_api_version = Unicode(
         "v1beta2",
         config=True,
@@ -512,7 +523,9 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         min=0.0,
         config=True,
         help="""Seconds the console's answer (api/console) is reused before it is built again
-        from memory (it is always rebuilt after a reclaim cycle). Default 2.
+        from memory: teams, events and hand-offs, then serialised and gzipped once; the
+        workbench rows are built once per reclaim cycle, and the whole answer right after
+        each cycle. Requests in between get the same bytes. Default 2.
         Example: c.GPUaaSService.console_cache_seconds = 5""",
     )
 
@@ -589,7 +602,9 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             request_timeout=self.kubernetes_request_timeout,
             log=log,
         )
-        pods = notebook_pod_reflector(self.notebook_namespace)
+        pods = notebook_pod_reflector(
+            self.notebook_namespace, resync_seconds=self.pod_watch_seconds
+        )
         await view.start(timeout=self.cache_sync_timeout)
         await pods.start()
         index = QueueIndex(
@@ -754,6 +769,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             ttl=self.console_cache_seconds,
         )
         loop.cycle_listeners.append(lambda _loop: update_metrics(console))
+        loop.cycle_listeners.append(lambda _loop: console.refresh())
         if not os.environ.get("JUPYTERHUB_CLIENT_ID"):
             log.warning(
                 "console: no $JUPYTERHUB_CLIENT_ID (the hub sets it for a service with a url):"

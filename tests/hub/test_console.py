@@ -12,8 +12,6 @@ import json
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from tests.support.hub import (
     run_culler_hub,
     training_job,
 )
+from tests.support.hub import service_get as get
 
 pytestmark = pytest.mark.integration
 
@@ -66,29 +65,6 @@ def console_hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> I
     state = tmp_path_factory.mktemp("console-hub")
     with run_culler_hub(cluster, state, policy_text=POLICY, extra_config=LEAD) as hub:
         yield hub
-
-
-def get(
-    hub: CullerHub, path: str, token: str, method: str = "GET", body: bytes | None = None
-) -> Any:
-    req = urllib.request.Request(
-        f"{hub.url}/services/gpuaas/{path}",
-        method=method,
-        data=body,
-        headers={"Authorization": f"token {token}"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            text = r.read().decode()
-            return r.status, json.loads(text) if r.headers["Content-Type"].startswith(
-                "application/json"
-            ) else text
-    except urllib.error.HTTPError as e:
-        text = e.read().decode()
-        try:
-            return e.code, json.loads(text)
-        except ValueError:
-            return e.code, text
 
 
 async def login(browser: Any, hub: CullerHub, user: str) -> Any:

@@ -8,6 +8,7 @@ import base64
 import json
 import os
 import secrets
+import signal
 import subprocess
 import time
 import urllib.error
@@ -28,6 +29,7 @@ from tornado.websocket import websocket_connect
 from devcluster.hub import HubProcess, HubSettings, free_port
 from devcluster.queue_hub import OPERATOR_TOKEN, service_config
 from devcluster.testing import Cluster
+from gpuaas_culler.console.journal import JOURNAL_CONFIGMAP
 from gpuaas_culler.reclaim.handoffs import HANDOFFS_CONFIGMAP
 from tests.support.lab import CHROMIUM, CHROMIUM_ARGS
 
@@ -358,9 +360,9 @@ def run_culler_hub(
     kubectl = str(cluster.info.bin_dir / "kubectl")
     admin = [kubectl, "--kubeconfig", str(cluster.info.kubeconfig)]
     subprocess.run([*admin, "apply", "-f", "-"], input=QUEUE.encode(), check=True)
-    forget_handoffs = [*admin, "-n", USERS_NS, "delete", "configmap", HANDOFFS_CONFIGMAP]
-    # each module's culler starts with no hand-off records of an earlier one
-    subprocess.run([*forget_handoffs, "--ignore-not-found"], check=True)
+    forget = [*admin, "-n", USERS_NS, "delete", "configmap", HANDOFFS_CONFIGMAP, JOURNAL_CONFIGMAP]
+    # each module's culler starts with no hand-off records or console journal of an earlier one
+    subprocess.run([*forget, "--ignore-not-found"], check=True)
     policy = state / "policy.yaml"
     policy.write_text(policy_text)
     token = secrets.token_hex(24)
@@ -513,3 +515,48 @@ async def warnings_on(k8s: client.ApiClient, pod: dict[str, Any]) -> int:
         for e in events.items
         if e.involved_object.uid == pod["metadata"]["uid"] and e.reason == "GPUReclaimWarning"
     )
+
+
+def service_get(
+    hub: Hub, path: str, token: str, method: str = "GET", body: bytes | None = None
+) -> Any:
+    """``(status, body)`` of a request to the gpuaas service through the hub's proxy (the body
+    parsed when it is JSON)."""
+    req = urllib.request.Request(
+        f"{hub.url}/services/gpuaas/{path}",
+        method=method,
+        data=body,
+        headers={"Authorization": f"token {token}"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            text = r.read().decode()
+            return r.status, json.loads(text) if r.headers["Content-Type"].startswith(
+                "application/json"
+            ) else text
+    except urllib.error.HTTPError as e:
+        text = e.read().decode()
+        try:
+            return e.code, json.loads(text)
+        except ValueError:
+            return e.code, text
+
+
+async def restart_service(hub: Hub, ready: Any, timeout: float, what: str) -> Any:
+    """Stop the hub's gpuaas service (SIGTERM), as a crash or a deploy would; the hub starts it
+    again at its next poll of its managed services (about 30 s). Returns the first truthy
+    ``await ready()`` of the new process."""
+    old = hub.proc.service_pid()
+    assert old is not None, "the gpuaas service is not running"
+    os.kill(old, signal.SIGTERM)
+
+    async def restarted() -> Any:
+        pid = hub.proc.service_pid()
+        if pid is None or pid == old:
+            return None
+        try:
+            return await ready()
+        except OSError:  # not listening yet
+            return None
+
+    return await eventually(restarted, timeout, what)

@@ -174,14 +174,26 @@ class KubeClient:
             )
 
 
-def notebook_pod_reflector(namespace: str) -> Any:
+def notebook_pod_reflector(namespace: str, *, resync_seconds: float = 300.0) -> Any:
     """A list+watch cache of the single-user server pods in ``namespace`` (kubespawner's
     reflector; start it with ``await reflector.start()``): the queue index and the culler read
-    it instead of listing pods."""
+    it instead of listing pods.
+
+    kubespawner's defaults suit a hub (a watch of 10 s, then a new list and watch): here they
+    would list every notebook pod (5,000 in ``benchmarks/bench_console.py``: megabytes parsed
+    on the service's loop) every 10 s. A watch runs ``resync_seconds`` instead, the network
+    limit a little longer, and changes still arrive as they happen; a new list follows each
+    watch's end and each error, as before."""
     from kubespawner.reflector import NamespacedResourceReflector
 
     class NotebookPodReflector(NamespacedResourceReflector):  # type: ignore[misc]
         kind = "pods"
         labels = {"component": "singleuser-server"}  # noqa: RUF012 (a traitlet default)
 
-    return NotebookPodReflector(namespace=namespace)
+    watch = max(1, round(resync_seconds))
+    return NotebookPodReflector(
+        namespace=namespace,
+        timeout_seconds=watch,
+        restart_seconds=watch,
+        request_timeout=watch + 30,
+    )

@@ -238,7 +238,9 @@ def teams(
         if wb.gpu_equivalents <= 0:
             continue
         team = wb.team or "-"
-        h = held.setdefault(team, {s.value: Fraction(0) for s in State})
+        h = held.get(team)
+        if h is None:  # (not setdefault: its default would be built for every workbench)
+            h = held[team] = {s.value: Fraction(0) for s in State}
         h[wb.idleness.state.value] += wb.gpu_equivalents
         servers[team] = servers.get(team, 0) + 1
     names = sorted({*(t for t, _ in owners.values()), *held, *queued, *today})

@@ -1,23 +1,31 @@
 """The console's answers, built from the running service's memory (no Kubernetes or Hub call).
 
 :class:`ConsoleState` reads the reclaim loop (its last plan and inputs, ledger, journal, hand-off
-records), the Kueue watch caches and the policy in force, and builds the ``api/console`` answer
-for everything at most once per ``ttl`` seconds (and after each cycle); a caller limited to some
-teams gets the same answer filtered.
+records), the Kueue watch caches and the policy in force. The work is done where it belongs:
+
+- per cycle (:meth:`ConsoleState.refresh`, a cycle listener): the plan's workbench rows, one per
+  GPU server, and their JSON — the bulk of the answer (5,000 servers: 2.6 MB);
+- at most once per ``ttl`` seconds (and after each cycle): the rest (teams from the watch
+  caches, recent events, hand-offs), and the whole answer serialised (and gzipped) once;
+- per request: the bytes of the last build. A caller limited to some teams gets the same
+  answer filtered, built once per build for each set of teams; ``teams=`` narrows an answer
+  to the teams asked for (the page of a team lead, a dashboard of one team).
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 import io
+import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from gpuaas_culler.console.aggregates import plan_rows, summary, teams
-from gpuaas_culler.reclaim.decide import assess_handoff
+from gpuaas_culler.reclaim.decide import Plan, assess_handoff
 from gpuaas_culler.reclaim.explain import explain_policies
 from gpuaas_culler.reclaim.snapshot import dump_snapshot
 from jupyter_gpuaas.core.durations import isoformat_z
@@ -37,12 +45,66 @@ EXPORT_FIELDS = (
     "idle_hours",
 )
 
+T = TypeVar("T")
+Visible = frozenset[str] | None
+"""The teams an answer holds (``None``: every team)."""
+
+GZIP_LEVEL = 1
+"""Fast: the answer is mostly repeated keys, and level 1 already takes it to about a tenth."""
+
+KEEP_VARIANTS = 16
+"""Answers for at most this many sets of teams are kept per build and per cycle (callers with
+``teams=`` choose the set: past this many, a set's answer is built for its request only)."""
+
+
+def _kept(table: dict[Visible, T], visible: Visible, make: Callable[[], T]) -> T:
+    if visible in table:
+        return table[visible]
+    value = make()
+    if len(table) < KEEP_VARIANTS or visible is None:
+        table[visible] = value
+    return value
+
+
+def _encode(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+@dataclass
+class _Rows:
+    """One plan's workbench rows, their JSON and summary per set of teams (once per cycle)."""
+
+    plan: Plan | None
+    rows: list[dict[str, Any]]
+    encoded: dict[Visible, bytes] = field(default_factory=dict)
+    summaries: dict[Visible, dict[str, int]] = field(default_factory=dict)
+
+    def of(self, visible: Visible) -> list[dict[str, Any]]:
+        if visible is None:
+            return self.rows
+        return [r for r in self.rows if r["team"] in visible]
+
+    def json(self, visible: Visible) -> bytes:
+        return _kept(self.encoded, visible, lambda: _encode(self.of(visible)))
+
+    def summary(self, visible: Visible) -> dict[str, int]:
+        plan = self.plan
+        return _kept(
+            self.summaries,
+            visible,
+            lambda: summary(plan, teams=visible) if plan is not None else {},
+        )
+
 
 @dataclass
 class _Built:
     at: float
-    plan_id: int
+    rows: _Rows
     body: dict[str, Any]
+    """Everything but the workbenches, for every team."""
+    heads: dict[Visible, dict[str, Any]] = field(default_factory=dict)
+    encoded: dict[Visible, bytes] = field(default_factory=dict)
+    gzipped: dict[Visible, bytes] = field(default_factory=dict)
 
 
 class ConsoleState:
@@ -57,6 +119,7 @@ class ConsoleState:
         policy_file: Callable[[], dict[str, Any]] = dict,
         ttl: float = 2.0,
         clock: Callable[[], datetime] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.loop = loop
         self.view = view
@@ -66,37 +129,98 @@ class ConsoleState:
         self.policy_file = policy_file
         self.ttl = ttl
         self.clock = clock or loop.clock
+        self.monotonic = monotonic
+        self._rows: _Rows | None = None
         self._built: _Built | None = None
+        self._workload_cache: tuple[int, list[WorkloadInfo]] | None = None
         self.builds = 0
+        """How many times the answer was built (the rows: :attr:`row_builds`)."""
+        self.row_builds = 0
 
     def _workloads(self) -> list[WorkloadInfo]:
-        return [read_workload(o) for ns in self.namespaces for o in self.view.workloads(ns)]
+        """The Workloads of the watched namespaces, read again only after the view changed."""
+        generation = getattr(self.view, "generation", None)
+        cached = self._workload_cache
+        if isinstance(generation, int) and cached is not None and cached[0] == generation:
+            return cached[1]
+        found = [read_workload(o) for ns in self.namespaces for o in self.view.workloads(ns)]
+        if isinstance(generation, int):
+            self._workload_cache = (generation, found)
+        return found
+
+    # ------------------------------------------------------------------ building
+
+    def _plan_rows(self) -> _Rows:
+        plan = self.loop.last_plan
+        if self._rows is None or self._rows.plan is not plan:
+            self._rows = _Rows(plan, plan_rows(plan) if plan is not None else [])
+            self.row_builds += 1
+        return self._rows
+
+    def _current(self) -> _Built:
+        rows = self._plan_rows()
+        built = self._built
+        if built is None or built.rows is not rows or self.monotonic() - built.at > self.ttl:
+            built = self._built = _Built(self.monotonic(), rows, self._build())
+            self.builds += 1
+        return built
+
+    def refresh(self) -> None:
+        """After each cycle (a listener): build the new plan's rows and the full answer now,
+        so that no request pays for them."""
+        self.answer_json(None)
+
+    @staticmethod
+    def _visible(only: Iterable[str] | None) -> Visible:
+        return frozenset(only) if only is not None else None
+
+    def _head(self, built: _Built, visible: Visible) -> dict[str, Any]:
+        body = built.body
+
+        def make() -> dict[str, Any]:
+            if visible is None:
+                return {**body, "visible_teams": None, "summary": built.rows.summary(None)}
+
+            def mine(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                return [i for i in items if i.get("team") in visible]
+
+            return {
+                **body,
+                "visible_teams": sorted(visible),
+                "teams": mine(body["teams"]),
+                "summary": built.rows.summary(visible),
+                "events": mine(body["events"]),
+                "handoffs": mine(body["handoffs"]),
+                "regret": None,
+            }
+
+        return _kept(built.heads, visible, make)
 
     def answer(self, only: Iterable[str] | None = None) -> dict[str, Any]:
         """The ``api/console`` answer (``only``: the teams the caller may see)."""
-        plan = self.loop.last_plan
-        built = self._built
-        if built is None or built.plan_id != id(plan) or time.monotonic() - built.at > self.ttl:
-            built = self._built = _Built(time.monotonic(), id(plan), self._build())
-            self.builds += 1
-        if only is None:
-            return {**built.body, "visible_teams": None}
-        allowed = set(only)
-        body = built.body
+        built = self._current()
+        visible = self._visible(only)
+        return {**self._head(built, visible), "workbenches": built.rows.of(visible)}
 
-        def mine(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            return [i for i in items if i.get("team") in allowed]
+    def _json(self, built: _Built, visible: Visible) -> bytes:
+        def make() -> bytes:
+            head = _encode(self._head(built, visible))
+            return head[:-1] + b',"workbenches":' + built.rows.json(visible) + b"}"
 
-        return {
-            **body,
-            "visible_teams": sorted(allowed),
-            "teams": mine(body["teams"]),
-            "workbenches": mine(body["workbenches"]),
-            "summary": summary(plan, teams=allowed) if plan else body["summary"],
-            "events": mine(body["events"]),
-            "handoffs": [h for h in body["handoffs"] if h["team"] in allowed],
-            "regret": None,
-        }
+        return _kept(built.encoded, visible, make)
+
+    def answer_json(self, only: Iterable[str] | None = None) -> bytes:
+        """:meth:`answer` as JSON, serialised once per build for each set of teams."""
+        return self._json(self._current(), self._visible(only))
+
+    def answer_gzip(self, only: Iterable[str] | None = None) -> bytes:
+        """:meth:`answer_json` gzipped, once per build for each set of teams."""
+        built, visible = self._current(), self._visible(only)
+        return _kept(
+            built.gzipped,
+            visible,
+            lambda: gzip.compress(self._json(built, visible), GZIP_LEVEL, mtime=0),
+        )
 
     def _build(self) -> dict[str, Any]:
         loop = self.loop
@@ -143,8 +267,6 @@ class ConsoleState:
                 notebook_namespace=self.notebook_namespace,
                 now=now,
             ),
-            "workbenches": plan_rows(plan) if plan else [],
-            "summary": summary(plan) if plan else {},
             "events": loop.journal.recent(self.regret_window),
             "handoffs": handoffs,
             "regret": loop.journal.regret(self.regret_window),
@@ -207,7 +329,9 @@ def update_metrics(console: ConsoleState) -> None:
         for d in plan.decisions:
             wb = d.workbench
             if wb.gpu_equivalents > 0:
-                by = held.setdefault((wb.team or "-", wb.kind), {s: Fraction(0) for s in State})
+                by = held.get((wb.team or "-", wb.kind))
+                if by is None:
+                    by = held[(wb.team or "-", wb.kind)] = {s: Fraction(0) for s in State}
                 by[wb.idleness.state] += wb.gpu_equivalents
         for gauge in (m.gpu_allocated, m.gpu_busy, m.gpu_idle):
             gauge.clear()

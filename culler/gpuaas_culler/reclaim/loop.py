@@ -44,7 +44,13 @@ from typing import Any
 from gpuaas_culler.clients.hub import Hub, HubError
 from gpuaas_culler.clients.kubernetes import Kube
 from gpuaas_culler.clients.prometheus import PrometheusError
-from gpuaas_culler.console.journal import Entry, Journal
+from gpuaas_culler.console.journal import (
+    JOURNAL_CONFIGMAP,
+    Entry,
+    Journal,
+    journal_from_text,
+    journal_to_text,
+)
 from gpuaas_culler.console.ledger import Ledger
 from gpuaas_culler.metrics import Metrics
 from gpuaas_culler.reclaim.activity_store import ActivityStore, Notice, server_key
@@ -207,7 +213,11 @@ class ReclaimLoop:
         self.ledger = Ledger()
         """GPU-equivalent time allocated, busy and idle per day (the console's showback)."""
         self.journal = Journal()
-        """Recent warnings, snoozes, reclaims and hand-offs (the console's list)."""
+        """Recent warnings, snoozes, reclaims and hand-offs (the console's list), kept in
+        ConfigMap :data:`~gpuaas_culler.console.journal.JOURNAL_CONFIGMAP` across restarts."""
+        self._journal_loaded = False
+        self._journal_saved = -1
+        """:attr:`Journal.changes` as last written (``-1``: not written by this process)."""
         self.cycle_listeners: list[Callable[[ReclaimLoop], None]] = []
         """Called after each complete cycle (the console's metrics)."""
         self.last_error = ""
@@ -286,6 +296,7 @@ class ReclaimLoop:
         )
         if self._saved_handoffs is None and not await self._load_handoffs():
             return self._failed("kubernetes", "reading the hand-off records")
+        await self._load_journal()
         self._update_handoffs(workloads, now)
         self._account_idle(wbs, now)
         asked: dict[str, dict[str, Any] | None] = {}
@@ -342,10 +353,12 @@ class ReclaimLoop:
             if target.status in ("blocked", "not-enough", "handoff-waiting"):
                 self._audit_target(target.workload.key, target.status, target.reason, now)
         await self._save_handoffs()
+        final = [d.workbench for d in plan.decisions]
+        self.journal.observe(final)
+        await self._save_journal()
         self.failures = 0
         self.last_error = ""
         self.last_plan = plan
-        final = [d.workbench for d in plan.decisions]
         self.last_inputs = CycleInputs(
             pending=tuple(pending),
             handoffs=decided_handoffs,
@@ -359,7 +372,6 @@ class ReclaimLoop:
         )
         self.last_completed = now
         self.ledger.add(final, now)
-        self.journal.observe(final)
         for listener in self.cycle_listeners:
             listener(self)
         self.metrics.cycle_seconds.set((self.clock() - started).total_seconds())
@@ -401,6 +413,48 @@ class ReclaimLoop:
             log.warning("culler: cannot write ConfigMap %s/%s: %s", ns, HANDOFFS_CONFIGMAP, e)
             return
         self._saved_handoffs = text
+
+    async def _load_journal(self) -> None:
+        """Put back the journal a previous run kept (once; retried each cycle until read, and
+        not written before, so that nothing kept is overwritten). A failure acts on nothing:
+        the journal is the console's record, not an input of the decisions."""
+        if self._journal_loaded:
+            return
+        ns = self.settings.notebook_namespace
+        try:
+            text = await self.kube.read_state(ns, JOURNAL_CONFIGMAP)
+        except Exception as e:  # noqa: BLE001 - retried next cycle
+            log.warning("console: cannot read ConfigMap %s/%s: %s", ns, JOURNAL_CONFIGMAP, e)
+            return
+        self._journal_loaded = True
+        unsaved = bool(self.journal.entries)  # recorded while the ConfigMap could not be read
+        if text:
+            try:
+                self.journal.restore(journal_from_text(text))
+            except (ValueError, TypeError) as e:
+                log.warning(
+                    "console: ConfigMap %s/%s holds no usable journal (%s); starting without it"
+                    " (it is rewritten at the next event)",
+                    ns,
+                    JOURNAL_CONFIGMAP,
+                    e,
+                )
+        if not unsaved:
+            self._journal_saved = self.journal.changes
+
+    async def _save_journal(self) -> None:
+        """Write the journal when it changed since last written; a failure is retried."""
+        if not self._journal_loaded or self.journal.changes == self._journal_saved:
+            return
+        changes, ns = self.journal.changes, self.settings.notebook_namespace
+        try:
+            await self.kube.write_state(
+                ns, JOURNAL_CONFIGMAP, journal_to_text(self.journal.entries)
+            )
+        except Exception as e:  # noqa: BLE001 - kept in memory; written at the next cycle
+            log.warning("console: cannot write ConfigMap %s/%s: %s", ns, JOURNAL_CONFIGMAP, e)
+            return
+        self._journal_saved = changes
 
     async def _ask_hub(self, users: Sequence[str]) -> list[dict[str, Any] | None]:
         """The hub's models of ``users``, a few requests at a time."""

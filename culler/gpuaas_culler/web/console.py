@@ -2,8 +2,8 @@
 
 - ``GET console/`` — the page (HTML + JS, polling the API below); a browser is sent through
   the hub's OAuth (``oauth_callback``), and needs the console scope.
-- ``GET api/console`` — everything the page shows: teams, workbenches with the live plan,
-  reclaims and hand-offs, the policy in force.
+- ``GET api/console[?team=T&team=U]`` — everything the page shows: teams, workbenches with the
+  live plan, reclaims and hand-offs, the policy in force (``team=``: only those teams).
 - ``GET api/console/snapshot`` — the last cycle's inputs for ``gpuaas-culler --explain``.
 - ``GET api/console/export?day=YYYY-MM-DD&format=csv|json`` — GPU-equivalent hours by team,
   user and offering.
@@ -121,8 +121,20 @@ class ConsoleAssetHandler(_ConsoleHandler):
 
 
 class ConsoleAPIHandler(_ConsoleHandler):
+    """The last build's bytes (gzipped for a client that takes gzip): nothing is built or
+    serialised per request (console/state.py)."""
+
     def get(self) -> None:
-        self.finish(json.dumps(self.console.answer(self.teams)))
+        only = self.teams
+        asked = {t for t in self.get_arguments("team") if t}
+        if asked:
+            only = asked if only is None else only & asked
+        self.set_header("Vary", "Accept-Encoding")
+        if "gzip" in self.request.headers.get("Accept-Encoding", ""):
+            self.set_header("Content-Encoding", "gzip")
+            self.finish(self.console.answer_gzip(only))
+        else:
+            self.finish(self.console.answer_json(only))
 
 
 class ConsoleSnapshotHandler(_ConsoleHandler):

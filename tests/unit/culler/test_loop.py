@@ -15,6 +15,12 @@ from typing import Any
 import pytest
 
 from gpuaas_culler.clients.hub import HubError
+from gpuaas_culler.console.journal import (
+    JOURNAL_CONFIGMAP,
+    Entry,
+    journal_from_text,
+    journal_to_text,
+)
 from gpuaas_culler.reclaim.activity_store import ActivityStore
 from gpuaas_culler.reclaim.decide import Action, HandOffRecord
 from gpuaas_culler.reclaim.gather import (
@@ -1002,3 +1008,92 @@ async def test_a_warning_names_queued_work_of_another_team_by_its_team_only() ->
     assert "train" not in told
     ann = w.kube.pods[f"jupyter-{warned.workbench.user}"]["metadata"]["annotations"]
     assert "train" not in ann[RECLAIM_REASON]
+
+
+# --------------------------------------------------------------------------- the console's journal
+
+
+async def test_a_restarted_service_keeps_the_console_journal_and_its_regret() -> None:
+    w = await reclaimed_for_the_job()
+    before = [(e.event, e.user, e.at) for e in w.loop.journal.entries]
+    assert [e for e, _, _ in before] == ["warn", "warn", "reclaim", "reclaim"]
+    assert JOURNAL_CONFIGMAP in {name for _, name in w.kube.configmaps}
+    written = w.kube.configmaps[(NS, JOURNAL_CONFIGMAP)]
+    w.kube.configmaps[(NS, JOURNAL_CONFIGMAP)] = "not written since"
+    await w.cycle(after=1)  # nothing new in the journal: not written again
+    assert w.kube.configmaps[(NS, JOURNAL_CONFIGMAP)] == "not written since"
+    w.kube.configmaps[(NS, JOURNAL_CONFIGMAP)] = written
+
+    w.loop = w.new_loop()  # a restart: nothing in memory
+    # alice starts a server again, after her reclaim and the restart
+    again = pod("alice", uid="uid-alice-again")
+    back_at = w.now
+    again["metadata"]["creationTimestamp"] = again["status"]["startTime"] = iso(back_at)
+    w.kube.pods["jupyter-alice"] = again
+    w.hub.servers[("alice", "")] = {"name": "", "ready": True, "started": iso(w.now)}
+    w.view.pod_workloads.update(FakeView(w.view.state, [], [again]).pod_workloads)
+    await w.cycle(after=5)
+    assert [(e.event, e.user, e.at) for e in w.loop.journal.entries][:4] == before
+    assert w.loop.journal.regret(timedelta(hours=1)) == {
+        "reclaims": 2,
+        "returned_within_window": 1,
+        "window_seconds": 3600.0,
+    }
+    kept = journal_from_text(w.kube.configmaps[(NS, JOURNAL_CONFIGMAP)])
+    assert [e.returned_at for e in kept if e.event == "reclaim" and e.user == "alice"] == [back_at]
+
+
+async def test_no_journal_is_written_while_nothing_happens() -> None:
+    w = World()
+    w.jobs.clear()  # nothing queued: nobody is warned
+    assert await w.cycle() is not None
+    assert await w.cycle(after=5) is not None
+    assert not w.loop.journal.entries
+    assert (NS, JOURNAL_CONFIGMAP) not in w.kube.configmaps
+
+
+async def test_an_unusable_journal_is_replaced_and_an_unreadable_one_not_overwritten() -> None:
+    w = World()
+    w.kube.configmaps[(NS, JOURNAL_CONFIGMAP)] = '{"version": 1, "entries": [{"event": "x"}]}'
+    assert await w.cycle() is not None  # the decisions go on without it
+    kept = journal_from_text(w.kube.configmaps[(NS, JOURNAL_CONFIGMAP)])
+    assert [e.event for e in kept] == ["warn", "warn"]
+
+    class JournalDown(FakeKube):
+        async def read_state(self, namespace: str, name: str) -> str | None:
+            if name == JOURNAL_CONFIGMAP:
+                raise OSError("configmaps: forbidden")
+            return await super().read_state(namespace, name)
+
+    kube = JournalDown(w.pods)
+    kube.configmaps = dict(w.kube.configmaps)
+    w.kube = kube
+    w.loop = w.new_loop()
+    assert await w.cycle(after=31) is not None  # unreadable: the decisions go on
+    await w.cycle(after=16)  # (a restarted service says "saving" for save_lead first)
+    assert len(w.hub.stopped) == 2
+    assert [e.event for e in w.loop.journal.entries] == ["reclaim", "reclaim"]
+    # not overwritten while unread: what the previous run kept is still there
+    assert journal_from_text(kube.configmaps[(NS, JOURNAL_CONFIGMAP)]) == kept
+    kube.read_state = FakeKube.read_state.__get__(kube)  # type: ignore[method-assign]
+    await w.cycle(after=1)  # read now: both runs' events, in order, written
+    merged = [e.event for e in journal_from_text(kube.configmaps[(NS, JOURNAL_CONFIGMAP)])]
+    assert merged == ["warn", "warn", "reclaim", "reclaim"]
+
+
+def test_the_journal_text_is_bounded_and_keeps_the_newest() -> None:
+    entries = [
+        Entry(event="warn", at=T0 + timedelta(seconds=i), user=f"u{i}", reason="x" * 200)
+        for i in range(100)
+    ]
+    text = journal_to_text(entries, max_bytes=4096)
+    assert len(text.encode()) <= 4096
+    back = journal_from_text(text)
+    assert 5 < len(back) < 100
+    assert back == entries[-len(back) :]
+    full = journal_from_text(journal_to_text(entries))
+    assert full == entries
+    with pytest.raises(ValueError, match="version 1"):
+        journal_from_text('{"entries": []}')
+    with pytest.raises(ValueError, match="without its time"):
+        journal_from_text('{"version": 1, "entries": [{"event": "warn"}]}')
