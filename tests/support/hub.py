@@ -155,6 +155,18 @@ class Hub:
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
 
+def usage_of(hub: Hub, user: str) -> dict[str, Any]:
+    """The user's server's own GPU usage API (the jupyter_gpuaas server extension's
+    ``gpuaas/api/usage``), as the sidebar reads it: through the hub's proxy, with the user's
+    token."""
+    req = urllib.request.Request(
+        f"{hub.url}/user/{user}/gpuaas/api/usage",
+        headers={"Authorization": f"token {hub.user_token(user)}"},
+    )
+    with urllib.request.urlopen(req, timeout=20) as resp:
+        return json.loads(resp.read())  # type: ignore[no-any-return]
+
+
 async def pods_of(api: client.ApiClient, user: str) -> list[dict[str, Any]]:
     core = client.CoreV1Api(api)
     found = await core.list_namespaced_pod(
