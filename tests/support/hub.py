@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +25,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
-from devcluster.hub import HubProcess, HubSettings, free_port
+from devcluster.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port
 from devcluster.queue_hub import OPERATOR_TOKEN, service_config
 from devcluster.testing import Cluster
 from gpuaas_culler.reclaim.handoffs import HANDOFFS_CONFIGMAP
@@ -363,10 +363,11 @@ def run_culler_hub(
     policy_text: str = POLICY,
     extra_args: Sequence[str] = (),
     extra_config: str = "",
+    teams: Mapping[str, list[str]] | None = None,
 ) -> Iterator[CullerHub]:
     """A hub with the gpuaas service and the culler (policy above unless ``policy_text``), for
     one test module; ``extra_args``: more ``gpuaas-service`` options; ``extra_config``: more
-    hub configuration lines."""
+    hub configuration lines; ``teams``: its users (default: devcluster/hub.py's)."""
     kubectl = str(cluster.info.bin_dir / "kubectl")
     admin = [kubectl, "--kubeconfig", str(cluster.info.kubeconfig)]
     subprocess.run([*admin, "apply", "-f", "-"], input=QUEUE.encode(), check=True)
@@ -383,6 +384,7 @@ def run_culler_hub(
         service_token=token,
         start_timeout=90,
         poll_interval=1.0,
+        teams=dict(DEFAULT_TEAMS if teams is None else teams),
         extra_config=culler_config(
             port,
             cluster.kubeconfig_for("jupyterhub", "gpuaas", state / "gpuaas.kubeconfig"),
