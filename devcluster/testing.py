@@ -17,7 +17,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -232,6 +232,64 @@ def job_manifest(
             },
         },
     }
+
+
+def queued_pod_manifest(
+    name: str,
+    *,
+    queue: str,
+    node_selector: Mapping[str, str],
+    gpu: Mapping[str, str],
+    cpu: str = "1",
+    memory: str = "2Gi",
+    tolerations: Sequence[Mapping[str, Any]] = (),
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A notebook pod as GPUaaSSpawner queues it: Kueue's queue and interactive priority labels,
+    ``gpu`` (extended resources) as requests = limits, beside ``cpu``/``memory`` requests."""
+    spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "nodeSelector": dict(node_selector),
+        "containers": [
+            {
+                "name": "notebook",
+                "image": "quay.io/jupyter/base-notebook",
+                "args": ["jupyterhub-singleuser"],
+                "resources": {
+                    "requests": {"cpu": cpu, "memory": memory, **gpu},
+                    "limits": dict(gpu),
+                },
+            }
+        ],
+    }
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kueue.x-k8s.io/queue-name": queue,
+                "kueue.x-k8s.io/priority-class": "interactive",
+            },
+            "annotations": dict(annotations or {}),
+        },
+        "spec": spec,
+    }
+
+
+async def delete_pods(api: client.ApiClient, namespace: str, grace_period_seconds: int = 1) -> None:
+    """Delete every pod of ``namespace`` (one already gone is fine)."""
+    v1 = core(api)
+    for pod in (await v1.list_namespaced_pod(namespace)).items:
+        try:
+            await v1.delete_namespaced_pod(
+                pod.metadata.name, namespace, grace_period_seconds=grace_period_seconds
+            )
+        except ApiException as e:
+            if e.status != 404:
+                raise
 
 
 async def create_job(

@@ -4,11 +4,11 @@
 the team's LocalQueue and the interactive priority class as Kueue labels, the offering's
 resources (requests = limits; a HAMi fraction's ``nvidia.com/gpu``, ``nvidia.com/gpumem``,
 ``nvidia.com/gpucores``), its scheduler name and pod annotations, its flavor's node selector
-and tolerations, and a memory-backed
-``/dev/shm`` sized for data loaders. :func:`shape_pod` applies those settings to the pod
-KubeSpawner built (its JSON form), and :func:`externalize_secrets` moves the hub token out of
-the spec into a per-server Secret: Kueue copies a pod's spec into its Workload, which more
-people may read than the pod.
+and tolerations, a memory-backed ``/dev/shm`` sized for data loaders, and for a time-sliced
+(shared) GPU ``--GPUaaS.shared_devices=all`` on the server's command line. :func:`shape_pod`
+applies those settings to the pod KubeSpawner built (its JSON form), and
+:func:`externalize_secrets` moves the hub token out of the spec into a per-server Secret: Kueue
+copies a pod's spec into its Workload, which more people may read than the pod.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ class PodSettings:
     env: Mapping[str, str] = field(default_factory=dict)
     image: str | None = None
     scheduler_name: str | None = None
+    args: tuple[str, ...] = ()
+    """Appended to the notebook container's ``args`` (the server's command line)."""
 
 
 def pod_settings(choice: Choice, *, priority_class: str, default_namespace: str) -> PodSettings:
@@ -83,6 +85,10 @@ def pod_settings(choice: Choice, *, priority_class: str, default_namespace: str)
     if shm is not None:
         volumes, mounts = (shm[0],), (shm[1],)
 
+    # NVML cannot tell that a time-sliced GPU is shared with other pods: the server is told, so
+    # it shows the GPU's used memory as possibly others' and never counts its utilisation as this
+    # server's activity (jupyter_gpuaas/server/app.py). A fraction's server knows from HAMi's env.
+    args = ("--GPUaaS.shared_devices=all",) if offering.kind == "shared" else ()
     env = {
         "GPUAAS_TEAM": tenant.name,
         "GPUAAS_OFFERING": offering.slug,
@@ -102,6 +108,7 @@ def pod_settings(choice: Choice, *, priority_class: str, default_namespace: str)
         env=env,
         image=choice.image.image if choice.image else None,
         scheduler_name=offering.scheduler_name,
+        args=args,
     )
 
 
@@ -144,6 +151,9 @@ def shape_pod(
     c = _container(spec, container)
     if settings.image:
         c["image"] = settings.image
+    if settings.args:
+        args = list(c.get("args") or [])
+        c["args"] = args + [a for a in settings.args if a not in args]
     resources = c.setdefault("resources", {})
     if settings.requests:
         resources["requests"] = {**(resources.get("requests") or {}), **settings.requests}

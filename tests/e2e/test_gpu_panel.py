@@ -28,13 +28,14 @@ from tests.support.lab_page import (
     execute_in_kernel,
     expect,
     kernel_row,
-    open_and_run_notebook,
     open_panel,
     rgb,
     run_on,
+    run_until_printed,
     screenshot,
     set_theme,
     wait_for_panel_background_change,
+    write_notebook,
 )
 
 pytestmark = pytest.mark.e2e
@@ -63,31 +64,6 @@ child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, 
 print(child.stdout.readline().strip() + "-b by pid", child.pid)'''
 
 
-def _notebook(source: str) -> dict[str, Any]:
-    return {
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "id": "gpu-cell",
-                "metadata": {},
-                "outputs": [],
-                "source": source,
-            }
-        ],
-        "metadata": {
-            "kernelspec": {
-                "display_name": "Python 3 (ipykernel)",
-                "language": "python",
-                "name": "python3",
-            },
-            "language_info": {"name": "python"},
-        },
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-
-
 def _usage(lab: Lab) -> dict[str, Any]:
     usage: dict[str, Any] = lab.api("GET", "gpuaas/api/usage")
     return usage
@@ -100,14 +76,12 @@ def _gpu(usage: dict[str, Any], index: int) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def notebooks(lab: Lab, page: Any) -> dict[str, dict[str, str]]:
     """Two notebooks open and run: A holds 2 GiB in its kernel, B 3 GiB in a kernel's child."""
-    (lab.root / "a.ipynb").write_text(json.dumps(_notebook(NOTEBOOK_A)))
-    (lab.root / "b.ipynb").write_text(json.dumps(_notebook(NOTEBOOK_B)))
-    opened = {}
-    for path, marker in (("a.ipynb", "held-a"), ("b.ipynb", "held-b")):
-        opened[path] = open_and_run_notebook(page, path)
-        output = page.locator(f"#{opened[path]['widgetId']} .jp-OutputArea-output")
-        expect()(output.filter(has_text=marker)).to_be_visible(timeout=60_000)
-    return opened
+    write_notebook(lab.root / "a.ipynb", NOTEBOOK_A)
+    write_notebook(lab.root / "b.ipynb", NOTEBOOK_B)
+    return {
+        path: run_until_printed(page, path, marker)
+        for path, marker in (("a.ipynb", "held-a"), ("b.ipynb", "held-b"))
+    }
 
 
 def test_panel_is_in_the_left_sidebar(page: Any) -> None:

@@ -7,7 +7,6 @@ HAMi-core does inside such a container."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,8 +20,9 @@ from tests.support.lab_page import (
     execute_in_kernel,
     expect,
     kernel_row,
-    open_and_run_notebook,
     open_panel,
+    run_until_printed,
+    write_notebook,
 )
 
 pytestmark = pytest.mark.e2e
@@ -43,27 +43,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield server
 
 
-def _notebook(source: str) -> dict[str, Any]:
-    return {
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "id": "gpu-cell",
-                "metadata": {},
-                "outputs": [],
-                "source": source,
-            }
-        ],
-        "metadata": {
-            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-            "language_info": {"name": "python"},
-        },
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-
-
 def _wait_usage(lab: Lab, kernel_id: str, size: int) -> dict[str, Any]:
     deadline = time.monotonic() + 15
     while True:
@@ -78,17 +57,11 @@ def _wait_usage(lab: Lab, kernel_id: str, size: int) -> dict[str, Any]:
 
 
 def test_fraction_cap_per_kernel_use_and_near_cap_warning(lab: Lab, page: Any) -> None:
-    (lab.root / "small.ipynb").write_text(
-        json.dumps(
-            _notebook(
-                "from jupyter_gpuaas.gpu.simulate import hold\n"
-                'h = hold("1GiB")\nprint("held-small")'
-            )
-        )
+    write_notebook(
+        lab.root / "small.ipynb",
+        'from jupyter_gpuaas.gpu.simulate import hold\nh = hold("1GiB")\nprint("held-small")',
     )
-    opened = open_and_run_notebook(page, "small.ipynb")
-    output = page.locator(f"#{opened['widgetId']} .jp-OutputArea-output")
-    expect()(output.filter(has_text="held-small")).to_be_visible(timeout=60_000)
+    opened = run_until_printed(page, "small.ipynb", "held-small")
 
     # The server: the device is the cap, with its source, and marked shared (compute is).
     usage = _wait_usage(lab, opened["kernelId"], GIB)

@@ -1,10 +1,14 @@
-"""HAMi fractions through a real hub (docs/fractions.md): users of one team each start a quarter of
-an L4 on the simulated HAMi pool (kwok node l4-hami-0: the pods run, no server answers), the
-form's headroom counts down in quarter-L4s and GiB, and the fifth quarter queues with its
-position once the team's fractional quota (4 quarters: 22528 MiB) is used.
+"""HAMi fractions through a real hub (docs/fractions.md).
 
-The hub is the test's own: team-b with five users, and a start timeout long enough that the
-kwok servers (which never listen) stay starting while the test looks at them.
+On the simulated HAMi pool (kwok node l4-hami-0: the pods run, no server answers), users of one
+team each start a quarter of an L4, the form's headroom counts down in quarter-L4s and GiB, and
+the fifth quarter queues with its position once the team's fractional quota (4 quarters:
+22528 MiB) is used. That hub is the test's own: team-b with five users, and a start timeout long
+enough that the kwok servers (which never listen) stay starting while the test looks at them.
+
+On the node agent's node (local-0), a quarter of its HAMi L4 is a real server: admitted on the
+flavor local-hami, given HAMi's environment by the node agent, and its own GPU usage API shows
+the cap as HAMi-core makes NVML report it, beside a whole GPU of the same team on the same node.
 """
 
 from __future__ import annotations
@@ -16,7 +20,17 @@ import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
-from tests.support.hub import Hub, browser, eventually, login, nothing_left, own_hub, pods_of
+from tests.support.hub import (
+    Hub,
+    browser,
+    eventually,
+    login,
+    nothing_left,
+    own_hub,
+    pods_of,
+    usage_of,
+    workloads_of,
+)
 
 __all__ = ["browser"]  # a fixture
 
@@ -104,4 +118,60 @@ async def test_quarters_run_until_the_teams_pool_is_used_then_queue_with_positio
             for user in USERS:
                 hub.stop(user)
     for user in USERS:
+        await eventually(lambda u=user: nothing_left(k8s, u, f"jupyter-{u}"), what=user)
+
+
+GiB = 1 << 30
+
+
+async def test_a_quarter_on_the_node_agents_node_is_a_real_server_with_hamis_cap(
+    hub: Hub, k8s: client.ApiClient
+) -> None:
+    spawns = {
+        "alice": {"team": "team-a", "offering": "local-quarter"},
+        "bob": {"team": "team-a", "offering": "local-gpu"},  # team-a's one whole local GPU
+    }
+    try:
+        hub.start_all(spawns)
+        (pod,) = await pods_of(k8s, "alice")
+        assert pod["spec"]["nodeName"] == "local-0"
+        limits = pod["spec"]["containers"][0]["resources"]["limits"]
+        assert {k: v for k, v in limits.items() if k.startswith("nvidia.com/")} == {
+            "nvidia.com/gpu": "1",
+            "nvidia.com/gpumem": "6144",
+            "nvidia.com/gpucores": "25",
+        }
+        # Kueue admitted the vGPU on local-hami, counted as transformed; bob's whole GPU, asking
+        # for nvidia.com/gpu too, on "local" (he does not tolerate the vGPU flavor's taint).
+        (wl,) = await workloads_of(k8s, {pod["metadata"]["name"]})
+        (assignment,) = wl["status"]["admission"]["podSetAssignments"]
+        assert set(assignment["flavors"].values()) == {"local-hami"}, assignment
+        assert assignment["resourceUsage"]["nvidia.com/total-gpumem"] == "6144", assignment
+        assert assignment["resourceUsage"]["nvidia.com/total-gpucores"] == "25", assignment
+        (bob_pod,) = await pods_of(k8s, "bob")
+        (bob_wl,) = await workloads_of(k8s, {bob_pod["metadata"]["name"]})
+        (bob_assignment,) = bob_wl["status"]["admission"]["podSetAssignments"]
+        assert bob_assignment["flavors"]["nvidia.com/gpu"] == "local", bob_assignment
+
+        # The server's own view: the one L4 the node agent gave it, capped as HAMi-core shows
+        # it (total = the cap), the cap read from the env the node agent set.
+        usage = usage_of(hub, "alice")
+        assert usage["source"] == "simulated", usage
+        (device,) = usage["devices"]
+        assert device["name"] == "NVIDIA L4", device
+        assert device["cap"] == {
+            "memory": 6 * GiB,
+            "source": "CUDA_DEVICE_MEMORY_LIMIT_0",
+            "enforced_by": "HAMi",
+            "cores_percent": 25,
+        }, device
+        assert device["memory_total"] == 6 * GiB, device
+        assert device["shared"] is True, device
+        (whole,) = usage_of(hub, "bob")["devices"]
+        assert whole["name"] == "NVIDIA A100-SXM4-40GB", whole
+        assert whole["cap"] is None, whole
+    finally:
+        for user in spawns:
+            hub.stop(user)
+    for user in spawns:
         await eventually(lambda u=user: nothing_left(k8s, u, f"jupyter-{u}"), what=user)

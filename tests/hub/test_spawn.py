@@ -17,6 +17,7 @@ from tests.support.hub import (
     nothing_left,
     pods_of,
     secret_value,
+    usage_of,
     workloads_of,
 )
 
@@ -63,11 +64,7 @@ async def test_mig_notebook_is_admitted_runs_on_the_node_agent_and_answers(
         token = hub.user_token("alice")
         assert _get(f"{hub.url}/user/alice/api/status", token) == 200
         # ... and its GPU extension reads the simulated GPUs
-        req = urllib.request.Request(
-            f"{hub.url}/user/alice/gpuaas/api/usage", headers={"Authorization": f"token {token}"}
-        )
-        with urllib.request.urlopen(req, timeout=20) as resp:
-            usage = json.loads(resp.read())
+        usage = usage_of(hub, "alice")
         assert usage["source"] == "simulated", usage
         # ... of its own allocation only: the node agent handed it one 1g.5gb MIG device, so
         # it sees that device under its parent GPU, not the node's other GPUs.

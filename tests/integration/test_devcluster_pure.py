@@ -79,6 +79,13 @@ def test_sample_quotas_fit_in_the_pools() -> None:
             for (pool, res), amount in list(capacity.items()):
                 if res == t["input"]:
                     capacity[(pool, out)] = amount * float(factor)
+    # A flavor's quota is its pool's (nodeLabels gpuaas.dev/pool); several flavors may share one
+    # pool (local and local-hami: local-0's A100s and its HAMi L4), and their quotas add up.
+    pool_of = {
+        doc["metadata"]["name"]: doc["spec"]["nodeLabels"]["gpuaas.dev/pool"]
+        for doc in yaml.safe_load_all((MANIFESTS_DIR / "20-resource-flavors.yaml").read_text())
+    }
+    assert pool_of["local-hami"] == "local"
     quota: dict[tuple[str, str], float] = {}
     docs = yaml.safe_load_all((MANIFESTS_DIR / "30-cluster-queues.yaml").read_text())
     for doc in docs:
@@ -88,7 +95,7 @@ def test_sample_quotas_fit_in_the_pools() -> None:
             for flavor in group["flavors"]:
                 for r in flavor["resources"]:
                     if r["name"].startswith("nvidia.com/"):
-                        key = (flavor["name"], r["name"])
+                        key = (pool_of[flavor["name"]], r["name"])
                         quota[key] = quota.get(key, 0) + float(r["nominalQuota"])
     for key, q in quota.items():
         assert q <= capacity.get(key, 0), f"quota {key} = {q} > capacity {capacity.get(key, 0)}"

@@ -17,10 +17,18 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from devcluster.config import DEMO_CATALOG
-from devcluster.testing import KUEUE, Cluster, cluster_queues, core, wait_for, wait_queues_idle
+from devcluster.testing import (
+    KUEUE,
+    Cluster,
+    cluster_queues,
+    core,
+    delete_pods,
+    queued_pod_manifest,
+    wait_for,
+    wait_queues_idle,
+)
 from jupyter_gpuaas.core.catalog import Catalog, Offering, build_catalog, load_catalog_file
 from jupyter_gpuaas.core.headroom import Fit, QueueState, compute_headroom
 from jupyter_gpuaas.core.kueue import (
@@ -42,13 +50,7 @@ def _catalog() -> Catalog:
 
 async def _clean(cluster: Cluster) -> None:
     async with cluster.api("jupyterhub", "hub") as hub:
-        v1 = core(hub)
-        for pod in (await v1.list_namespaced_pod(USERS_NS)).items:
-            try:
-                await v1.delete_namespaced_pod(pod.metadata.name, USERS_NS, grace_period_seconds=0)
-            except ApiException as e:
-                if e.status != 404:
-                    raise
+        await delete_pods(hub, USERS_NS, grace_period_seconds=0)
     async with cluster.api("jupyterhub", "gpuaas") as reader:
         await wait_queues_idle(reader)
 
@@ -62,34 +64,16 @@ async def idle_queues(cluster: Cluster) -> AsyncIterator[None]:
 
 def fraction_pod(name: str, offering: Offering, queue: str) -> dict[str, Any]:
     """The pod as GPUaaSSpawner shapes it for a fraction (requests = limits, HAMi's names)."""
-    gpu = {k: str(v) for k, v in offering.requests(1).items()}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kueue.x-k8s.io/queue-name": queue,
-                "kueue.x-k8s.io/priority-class": "interactive",
-            },
-            "annotations": dict(offering.pod_annotations),
-        },
-        "spec": {
-            "automountServiceAccountToken": False,
-            "nodeSelector": dict(offering.node_selector),
-            "tolerations": [dict(t) for t in offering.tolerations],
-            "containers": [
-                {
-                    "name": "notebook",
-                    "image": "quay.io/jupyter/base-notebook",
-                    "resources": {
-                        "requests": {"cpu": "100m", "memory": "256Mi", **gpu},
-                        "limits": gpu,
-                    },
-                }
-            ],
-        },
-    }
+    return queued_pod_manifest(
+        name,
+        queue=queue,
+        node_selector=offering.node_selector,
+        gpu={k: str(v) for k, v in offering.requests(1).items()},
+        cpu="100m",
+        memory="256Mi",
+        tolerations=offering.tolerations,
+        annotations=offering.pod_annotations,
+    )
 
 
 async def _state(api: client.ApiClient) -> QueueState:

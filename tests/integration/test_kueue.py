@@ -26,9 +26,11 @@ from devcluster.testing import (
     create_job,
     create_when_free,
     delete_jobs,
+    delete_pods,
     has_condition,
     job_manifest,
     pending_workloads,
+    queued_pod_manifest,
     still_running,
     wait_for,
     wait_queues_idle,
@@ -49,15 +51,7 @@ async def idle_queues(cluster: Cluster) -> AsyncIterator[None]:
             await delete_jobs(a, "team-a")
             await delete_jobs(b, "team-b")
         async with cluster.api("jupyterhub", "hub") as hub:
-            v1 = core(hub)
-            for pod in (await v1.list_namespaced_pod(USERS_NS)).items:
-                try:
-                    await v1.delete_namespaced_pod(
-                        pod.metadata.name, USERS_NS, grace_period_seconds=1
-                    )
-                except ApiException as e:
-                    if e.status != 404:
-                        raise
+            await delete_pods(hub, USERS_NS)
         async with cluster.api("jupyterhub", "gpuaas") as reader:
             await wait_queues_idle(reader)
 
@@ -67,32 +61,12 @@ async def idle_queues(cluster: Cluster) -> AsyncIterator[None]:
 
 
 def notebook_pod(name: str, queue: str = "team-a", gpus: int = 1) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kueue.x-k8s.io/queue-name": queue,
-                "kueue.x-k8s.io/priority-class": "interactive",
-            },
-        },
-        "spec": {
-            "automountServiceAccountToken": False,
-            "nodeSelector": {"gpuaas.dev/pool": "h100"},
-            "containers": [
-                {
-                    "name": "notebook",
-                    "image": "quay.io/jupyter/base-notebook",
-                    "args": ["jupyterhub-singleuser"],
-                    "resources": {
-                        "requests": {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": str(gpus)},
-                        "limits": {"nvidia.com/gpu": str(gpus)},
-                    },
-                }
-            ],
-        },
-    }
+    return queued_pod_manifest(
+        name,
+        queue=queue,
+        node_selector={"gpuaas.dev/pool": "h100"},
+        gpu={"nvidia.com/gpu": str(gpus)},
+    )
 
 
 async def pod_running(v1: Any, name: str) -> bool:

@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +26,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
-from devcluster.hub import HubProcess, HubSettings, free_port
+from devcluster.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port
 from devcluster.queue_hub import OPERATOR_TOKEN, service_config
 from devcluster.testing import Cluster
 from gpuaas_culler.console.journal import JOURNAL_CONFIGMAP
@@ -155,6 +155,18 @@ class Hub:
 
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
+
+
+def usage_of(hub: Hub, user: str) -> dict[str, Any]:
+    """The user's server's own GPU usage API (the jupyter_gpuaas server extension's
+    ``gpuaas/api/usage``), as the sidebar reads it: through the hub's proxy, with the user's
+    token."""
+    req = urllib.request.Request(
+        f"{hub.url}/user/{user}/gpuaas/api/usage",
+        headers={"Authorization": f"token {hub.user_token(user)}"},
+    )
+    with urllib.request.urlopen(req, timeout=20) as resp:
+        return json.loads(resp.read())  # type: ignore[no-any-return]
 
 
 async def pods_of(api: client.ApiClient, user: str) -> list[dict[str, Any]]:
@@ -353,10 +365,11 @@ def run_culler_hub(
     policy_text: str = POLICY,
     extra_args: Sequence[str] = (),
     extra_config: str = "",
+    teams: Mapping[str, list[str]] | None = None,
 ) -> Iterator[CullerHub]:
     """A hub with the gpuaas service and the culler (policy above unless ``policy_text``), for
     one test module; ``extra_args``: more ``gpuaas-service`` options; ``extra_config``: more
-    hub configuration lines."""
+    hub configuration lines; ``teams``: its users (default: devcluster/hub.py's)."""
     kubectl = str(cluster.info.bin_dir / "kubectl")
     admin = [kubectl, "--kubeconfig", str(cluster.info.kubeconfig)]
     subprocess.run([*admin, "apply", "-f", "-"], input=QUEUE.encode(), check=True)
@@ -373,6 +386,7 @@ def run_culler_hub(
         service_token=token,
         start_timeout=90,
         poll_interval=1.0,
+        teams=dict(DEFAULT_TEAMS if teams is None else teams),
         extra_config=culler_config(
             port,
             cluster.kubeconfig_for("jupyterhub", "gpuaas", state / "gpuaas.kubeconfig"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any, cast
@@ -86,6 +87,37 @@ def command(page: Any, command_id: str, args: dict[str, Any] | None = None) -> N
 def open_and_run_notebook(page: Any, path: str) -> dict[str, str]:
     """Open a notebook, wait for its kernel, run all its cells; return widget and kernel ids."""
     return cast("dict[str, str]", page.evaluate(_OPEN_AND_RUN, path))
+
+
+def write_notebook(path: Path, source: str) -> None:
+    """Write a notebook of one code cell (``source``) on the python3 kernel."""
+    cell: dict[str, Any] = {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": "gpu-cell",
+        "metadata": {},
+        "outputs": [],
+        "source": source,
+    }
+    notebook = {
+        "cells": [cell],
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path.write_text(json.dumps(notebook))
+
+
+def run_until_printed(page: Any, path: str, printed: str) -> dict[str, str]:
+    """Open and run a notebook, and wait until its output shows ``printed``; return its widget
+    and kernel ids."""
+    opened = open_and_run_notebook(page, path)
+    output = page.locator(f"#{opened['widgetId']} .jp-OutputArea-output")
+    expect()(output.filter(has_text=printed)).to_be_visible(timeout=60_000)
+    return opened
 
 
 def execute_in_kernel(page: Any, widget_id: str, code: str) -> None:

@@ -18,6 +18,7 @@ from tests.support.samples import (
     GPU,
     GPUCORES,
     GPUMEM,
+    HAMI_TRANSFORMATIONS,
     NAMESPACE,
     TOTAL_GPUCORES,
     TOTAL_GPUMEM,
@@ -225,23 +226,12 @@ def test_fraction_fields_on_another_kind_are_refused() -> None:
 
 
 def test_the_demo_catalog_configures_kueue_with_the_same_transformations() -> None:
-    """devcluster renders Kueue's Configuration from the demo catalog: one definition."""
+    """devcluster renders Kueue's Configuration from the demo catalog: one definition, and the
+    same as the sample catalog's (HAMI_TRANSFORMATIONS in tests/support/samples.py: gpumem and
+    gpucores each replaced by its total, multiplied by nvidia.com/gpu)."""
     from devcluster.cluster import kueue_transformations
 
-    assert kueue_transformations() == [
-        {
-            "input": GPUMEM,
-            "strategy": "Replace",
-            "multiplyBy": GPU,
-            "outputs": {TOTAL_GPUMEM: "1"},
-        },
-        {
-            "input": GPUCORES,
-            "strategy": "Replace",
-            "multiplyBy": GPU,
-            "outputs": {TOTAL_GPUCORES: "1"},
-        },
-    ]
+    assert kueue_transformations() == HAMI_TRANSFORMATIONS
 
 
 # --------------------------------------------------------------------------- Kueue's arithmetic
@@ -305,60 +295,29 @@ def _notebooks(quota: tuple[int, int, int], used: tuple[int, int, int], pending:
     )
 
 
+# Per case: the offering asked for; team-a's quota and its use on l4-hami, each as (vGPUs, MiB of
+# total-gpumem, % of total-gpucores); the fit and the form's message; the fractional memory
+# (free, total) MiB the form shows.
+# fmt: off
 HEADROOM_CASES = [
-    (
-        "empty pool",
-        "l4-quarter",
-        (8, 22528, 100),
-        (0, 0, 0),
-        Fit.NOW,
-        "available now (4 of 4 quarter-L4s free)",
-        (22528, 22528),
-    ),
-    (
-        "memory binds before vGPU slots",
-        "l4-quarter",
-        (16, 98304, 400),
-        (13, 81920, 325),
-        Fit.NOW,
-        "available now (2 of 16 quarter-L4s free)",
-        (16384, 98304),
-    ),
-    (
-        "cores bind",
-        "l4-quarter",
-        (16, 98304, 400),
-        (2, 11264, 380),
-        Fit.QUEUE,
-        "will queue: first in line once a quarter-L4 frees up",
-        (87040, 98304),
-    ),
-    (
-        "full, others waiting",
-        "l4-half",
-        (8, 22528, 100),
-        (4, 22528, 100),
-        Fit.QUEUE,
-        "will queue: about 2 ahead of you",
-        (0, 22528),
-    ),
-    (
-        "larger than the team's pool",
-        "l4-half",
-        (8, 5632, 100),
-        (0, 0, 0),
-        Fit.NEVER,
-        "your team's maximum is 0 half-L4s (0 GPU-equivalents)",
-        (5632, 5632),
-    ),
+    pytest.param("l4-quarter", (8, 22528, 100), (0, 0, 0), Fit.NOW,
+                 "available now (4 of 4 quarter-L4s free)", (22528, 22528), id="empty pool"),
+    pytest.param("l4-quarter", (16, 98304, 400), (13, 81920, 325), Fit.NOW,
+                 "available now (2 of 16 quarter-L4s free)", (16384, 98304),
+                 id="memory binds before vGPU slots"),
+    pytest.param("l4-quarter", (16, 98304, 400), (2, 11264, 380), Fit.QUEUE,
+                 "will queue: first in line once a quarter-L4 frees up", (87040, 98304),
+                 id="cores bind"),
+    pytest.param("l4-half", (8, 22528, 100), (4, 22528, 100), Fit.QUEUE,
+                 "will queue: about 2 ahead of you", (0, 22528), id="full, others waiting"),
+    pytest.param("l4-half", (8, 5632, 100), (0, 0, 0), Fit.NEVER,
+                 "your team's maximum is 0 half-L4s (0 GPU-equivalents)", (5632, 5632),
+                 id="larger than the team's pool"),
 ]
+# fmt: on
 
 
-@pytest.mark.parametrize(
-    ("offering", "quota", "used", "fit", "message", "memory"),
-    [c[1:] for c in HEADROOM_CASES],
-    ids=[c[0] for c in HEADROOM_CASES],
-)
+@pytest.mark.parametrize(("offering", "quota", "used", "fit", "message", "memory"), HEADROOM_CASES)
 def test_headroom_in_the_transformed_resources(
     offering: str,
     quota: tuple[int, int, int],

@@ -42,7 +42,6 @@ from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import (
     PendingWorkloadInfo,
     WorkloadInfo,
-    read_cluster_queue,
     read_local_queue,
     read_workload,
 )
@@ -53,92 +52,35 @@ from jupyter_gpuaas.core.labels import (
     SNOOZES_USED,
     WARNED_AT,
 )
+from tests.unit.culler import world_samples as world
+from tests.unit.culler.world_samples import NS, iso
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 MIG = "nvidia.com/mig-1g.5gb"
-NS = "jupyter-users"
-
-
-def iso(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def cluster_queue(name: str, nominal: int, used: int) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "cohortName": "gpuaas",
-            "resourceGroups": [
-                {
-                    "coveredResources": [MIG],
-                    "flavors": [
-                        {"name": "local", "resources": [{"name": MIG, "nominalQuota": nominal}]}
-                    ],
-                }
-            ],
-        },
-        "status": {
-            "flavorsReservation": [{"name": "local", "resources": [{"name": MIG, "total": used}]}]
-        },
-    }
+    return world.cluster_queue(name, {("local", MIG): nominal}, {("local", MIG): used})
 
 
 def queue_state(notebooks_used: int = 3) -> QueueState:
-    cqs = [
-        read_cluster_queue(cluster_queue("team-a-notebooks", 3, notebooks_used)),
-        read_cluster_queue(cluster_queue("team-a-training", 0, 0)),
-    ]
-    lqs = [
-        read_local_queue(
-            {
-                "metadata": {"name": "team-a", "namespace": NS},
-                "spec": {"clusterQueue": "team-a-notebooks"},
-            }
-        ),
-        read_local_queue(
-            {
-                "metadata": {"name": "training", "namespace": "team-a"},
-                "spec": {"clusterQueue": "team-a-training"},
-            }
-        ),
-    ]
-    return QueueState(
-        cluster_queues={c.name: c for c in cqs},
-        local_queues={(q.namespace, q.name): q for q in lqs},
+    return world.team_a_queues(
+        cluster_queue("team-a-notebooks", 3, notebooks_used),
+        cluster_queue("team-a-training", 0, 0),
     )
 
 
 def pod(user: str, server: str = "", uid: str = "") -> dict[str, Any]:
-    name = f"jupyter-{user}" + (f"-{server}" if server else "")
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": NS,
-            "uid": uid or f"uid-{name}",
-            "labels": {
-                "component": "singleuser-server",
-                "kueue.x-k8s.io/queue-name": "team-a",
-                "gpuaas.jupyter.org/team": "team-a",
-                "gpuaas.jupyter.org/offering": "local-mig-1g",
-            },
-            "annotations": {"hub.jupyter.org/username": user, "hub.jupyter.org/servername": server},
-            "creationTimestamp": iso(T0),
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "notebook",
-                    "resources": {"requests": {MIG: "1", "cpu": "1"}, "limits": {MIG: "1"}},
-                    "env": [{"name": "GPUAAS_OFFERING_KIND", "value": "mig"}],
-                }
-            ]
-        },
-        "status": {
-            "phase": "Running",
-            "startTime": iso(T0),
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
+    return world.workbench_pod(
+        user,
+        server=server,
+        uid=uid,
+        offering="local-mig-1g",
+        kind="mig",
+        requests={MIG: "1", "cpu": "1"},
+        limits={MIG: "1"},
+        created=T0,
+    )
 
 
 def job_workload(
@@ -152,44 +94,13 @@ def job_workload(
                 {"type": "Admitted", "status": "True", "lastTransitionTime": iso(admitted)},
             ]
         }
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": "team-a",
-            "uid": f"uid-{name}",
-            "creationTimestamp": iso(T0),
-        },
-        "spec": {
-            "queueName": "training",
-            "priority": 100,
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": count,
-                    "template": {
-                        "spec": {
-                            "containers": [{"name": "t", "resources": {"requests": {MIG: "1"}}}]
-                        }
-                    },
-                }
-            ],
-        },
-        "status": status,
-    }
+    return world.job_workload_object(
+        name, requests={MIG: "1"}, count=count, created=T0, status=status
+    )
 
 
 def idle(at: datetime) -> dict[str, Any]:
-    return {
-        "sampled_at": at.isoformat(),
-        "source": "simulated",
-        "kernels": [
-            {"kernel_id": "k1", "execution_state": "idle", "last_activity": at.isoformat()}
-        ],
-        "terminals": [],
-        "gpu_memory": 0,
-        "gpu_utilization": [],
-        "idle_since": at.isoformat(),
-    }
+    return world.idle_report(at)
 
 
 def busy(at: datetime) -> dict[str, Any]:

@@ -421,3 +421,24 @@ def test_a_fraction_asks_for_hamis_resources_scheduler_and_annotations() -> None
         "value": "true",
         "effect": "NoSchedule",
     } in spec["tolerations"]
+
+
+def test_a_time_sliced_gpu_tells_the_server_its_devices_are_shared() -> None:
+    """NVML cannot tell a time-sliced GPU is shared: the server's command line says so, and the
+    server extension reads it as ``shared_devices == ["all"]``; other kinds add nothing."""
+    from jupyter_gpuaas.server.app import GPUaaS
+
+    (shared,) = build({"offering": "shared"})["spec"]["containers"]
+    assert shared["args"] == ["jupyterhub-singleuser", "--GPUaaS.shared_devices=all"]
+    app = GPUaaS()
+    app.parse_command_line(shared["args"][1:])
+    assert app.shared_devices == ["all"]
+    for offering in ("h100", "mig-1g", "cpu"):
+        (ctr,) = build({"offering": offering})["spec"]["containers"]
+        assert ctr["args"] == ["jupyterhub-singleuser"], offering
+    # KubeSpawner's args from the admin's config stay, and ours are not repeated
+    admin = ["jupyterhub-singleuser", "--debug"]
+    again = build({"offering": "shared"}, base_pod(cmd=admin))
+    assert again["spec"]["containers"][0]["args"] == [*admin, "--GPUaaS.shared_devices=all"]
+    twice = build({"offering": "shared"}, base_pod(cmd=[*admin, "--GPUaaS.shared_devices=all"]))
+    assert twice["spec"]["containers"][0]["args"] == [*admin, "--GPUaaS.shared_devices=all"]

@@ -1,0 +1,139 @@
+"""The culler's fractional hand-off on the real cluster with a real hub: two idle quarters of one
+team on the node agent's HAMi L4 (local-0, flavor local-hami) are warned and stopped through the
+hub for the team's queued half, which Kueue then admits and which starts as a real server with
+its own cap; another team's idle quarter, which could not help (notebook queues never borrow),
+is left alone.
+
+What the quarters hold and what the half lacks are Kueue's transformed amounts
+(``nvidia.com/total-gpumem``, ``nvidia.com/total-gpucores``): team-a's notebook quota on
+local-hami is 2 vGPUs, 12288 MiB, 50 % (devcluster/manifests/30-cluster-queues.yaml).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from devcluster.testing import Cluster
+from tests.support.hub import (
+    WARNED,
+    CullerHub,
+    eventually,
+    pod_of,
+    run_culler_hub,
+    usage_of,
+    warnings_on,
+    workloads_of,
+)
+
+pytestmark = pytest.mark.integration
+
+GiB = 1 << 30
+TEAMS = {"team-a": ["alice", "bob", "erin"], "team-b": ["carol"]}
+USERS = [u for users in TEAMS.values() for u in users]
+
+POLICY = """\
+report_stale_after: 30s
+handoff_timeout: 2m
+policies:
+  - name: local-fractions
+    match: {kinds: [fraction]}
+    idle_after: 2s
+    warn_before: 20s
+"""
+
+
+@pytest.fixture(scope="module")
+def culler_hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CullerHub]:
+    state = tmp_path_factory.mktemp("culler-fractions")
+    with run_culler_hub(cluster, state, policy_text=POLICY, teams=TEAMS) as hub:
+        yield hub
+
+
+@pytest.fixture(autouse=True)
+async def nothing_left_over(culler_hub: CullerHub, k8s: client.ApiClient) -> AsyncIterator[None]:
+    yield
+    for user in USERS:
+        culler_hub.stop(user)
+
+    async def gone() -> bool:
+        return [await pod_of(k8s, u) for u in USERS] == [None] * len(USERS)
+
+    await eventually(gone, 90, "every test server's pod to go")
+
+
+async def test_two_idle_quarters_are_reclaimed_for_the_teams_queued_half(
+    culler_hub: CullerHub, k8s: client.ApiClient
+) -> None:
+    hub = culler_hub
+    quarter = {"team": "team-a", "offering": "local-quarter"}
+    hub.start_all(
+        {"alice": quarter, "bob": quarter, "carol": {**quarter, "team": "team-b"}}, timeout=180
+    )
+    for user in ("alice", "bob", "carol"):
+        pod = await pod_of(k8s, user)
+        assert pod is not None
+        assert pod["spec"]["nodeName"] == "local-0"
+        assert WARNED not in (pod["metadata"].get("annotations") or {}), user
+
+    # team-a's fractional quota on local-hami is used: erin's half queues.
+    r = hub.api("POST", "/users/erin/server", {"team": "team-a", "offering": "local-half"})
+    assert r.status == 202, r
+    events = hub.progress_events("erin", until="position 1", timeout=60)
+    assert "Queued in team-a: position 1" in events[-1]["message"]
+    t_queued = time.monotonic()
+    erin = await pod_of(k8s, "erin")
+    assert erin is not None
+    assert erin["spec"].get("schedulingGates"), erin["spec"]
+
+    async def warned() -> list[dict[str, Any]] | None:
+        pods = [await pod_of(k8s, u) for u in ("alice", "bob")]
+        if all(p and WARNED in (p["metadata"].get("annotations") or {}) for p in pods):
+            return [p for p in pods if p]
+        return None
+
+    warned_pods = await eventually(warned, 60, "the warnings on alice's and bob's quarters")
+
+    async def one_warning_event_each() -> bool:
+        return [await warnings_on(k8s, p) for p in warned_pods] == [1, 1]
+
+    await eventually(one_warning_event_each, 30, "a GPUReclaimWarning Event on each quarter")
+    carol = await pod_of(k8s, "carol")
+    assert carol is not None
+    assert WARNED not in (carol["metadata"].get("annotations") or {})
+
+    # After the 20 s warning both are stopped through the hub; carol's quarter stays.
+    async def stopped() -> bool:
+        return all(hub.server(u) is None for u in ("alice", "bob"))
+
+    await eventually(stopped, 90, "the hub to stop alice's and bob's quarters")
+    assert hub.server("carol") is not None
+
+    # Kueue admits the half on local-hami and erin's server starts, capped at 12 GiB.
+    server = hub.wait_ready("erin", timeout=120)
+    assert server["ready"]
+    elapsed = time.monotonic() - t_queued
+    print(f"half queued -> its server ready through the culler: {elapsed:.1f}s")
+    erin = await pod_of(k8s, "erin")
+    assert erin is not None
+    (wl,) = await workloads_of(k8s, {erin["metadata"]["name"]})
+    (assignment,) = wl["status"]["admission"]["podSetAssignments"]
+    assert set(assignment["flavors"].values()) == {"local-hami"}, assignment
+    assert assignment["resourceUsage"]["nvidia.com/total-gpumem"] == "12288", assignment
+    (device,) = usage_of(hub, "erin")["devices"]
+    assert device["cap"]["memory"] == 12 * GiB, device
+    assert device["cap"]["cores_percent"] == 50, device
+    assert hub.server("carol") is not None
+
+    async def handed_off() -> bool:
+        return "gpuaas_culler_handoff_latency_seconds_count 1.0" in hub.metrics()
+
+    await eventually(handed_off, 30, "the hand-off in the metrics")
+    assert 'gpuaas_culler_reclaimed_gpu_equivalents_total{team="team-a"} 0.5' in hub.metrics()
+    records = hub.audit()
+    assert {r["user"] for r in records if r.get("action") == "reclaim"} == {"alice", "bob"}
+    assert any(r.get("event") == "culler.handoff" and r["result"] == "succeeded" for r in records)
