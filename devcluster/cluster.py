@@ -355,6 +355,17 @@ def _kueue_config(settings: Settings) -> Path:
             "webhookSecretName": "kueue-webhook-server-cert",
         },
         "visibilityServer": {"bindAddress": HOST, "bindPort": ports.kueue_visibility},
+        # On by default since Kueue 0.19; written out so that the dev cluster runs what we
+        # recommend (docs/queue.md, *Kueue configuration*): an admitted workload whose pods are
+        # not Ready within 30 min (or not Ready again within 30 min) is evicted and its quota
+        # freed. Never blockAdmission: it would admit one server at a time, each waiting for
+        # the one before to start. 30 min is longer than any hub start timeout, so the spawner
+        # reports a server that does not start, with its reason, before Kueue would act.
+        "waitForPodsReady": {
+            "timeout": "30m",
+            "recoveryTimeout": "30m",
+            "blockAdmission": False,
+        },
         "clientConnection": {"qps": 50, "burst": 100},
         "controller": {
             "groupKindConcurrency": {
@@ -791,7 +802,8 @@ def _bring_up(
             str(bin_dir / "kueue"),
             f"--config={_kueue_config(settings)}",
             f"--kubeconfig={kcfg['kueue']}",
-            f"--visibility-server-port={ports.kueue_visibility}",
+            # the visibility port is visibilityServer.bindPort in the config (Kueue 0.18
+            # removed --visibility-server-port: passing it stops Kueue at start)
         ],
         env=kueue_env,
         cwd=sd,

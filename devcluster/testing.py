@@ -309,7 +309,12 @@ async def old_workloads(api: client.ApiClient, namespace: str, name: str) -> lis
 
 
 async def create_when_free(
-    api: client.ApiClient, namespace: str, manifest: dict[str, Any], timeout: float = 10.0
+    api: client.ApiClient,
+    namespace: str,
+    manifest: dict[str, Any],
+    timeout: float = 10.0,
+    *,
+    wait_for_workloads: bool = True,
 ) -> Any:
     """Create the pod as soon as its name is free: the old pod gone (409 until then) and, for a
     pod Kueue manages, the old pod's Workload gone too.
@@ -321,7 +326,9 @@ async def create_when_free(
     ("Missing Workload; unable to restore pod templates") once the old one goes.
     """
     name = manifest["metadata"]["name"]
-    managed = "kueue.x-k8s.io/queue-name" in (manifest["metadata"].get("labels") or {})
+    managed = wait_for_workloads and "kueue.x-k8s.io/queue-name" in (
+        manifest["metadata"].get("labels") or {}
+    )
     deadline = time.monotonic() + timeout
     while True:
         if not managed or not await old_workloads(api, namespace, name):

@@ -7,6 +7,7 @@ notebooks 2 + 2 (never borrow), training 6 + 6, all in one cohort of 16.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from functools import partial
@@ -16,6 +17,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from devcluster.kube import kubectl
 from devcluster.testing import (
     Cluster,
     batch,
@@ -28,6 +30,7 @@ from devcluster.testing import (
     delete_jobs,
     has_condition,
     job_manifest,
+    old_workloads,
     pending_workloads,
     still_running,
     wait_for,
@@ -149,6 +152,106 @@ async def test_pod_recreated_at_once_under_the_same_name_keeps_running(cluster: 
     async with cluster.api("jupyterhub", "hub") as hub:
         uids = await churn_same_name(hub, USERS_NS, notebook_pod("nb-churn"), RECREATE_ROUNDS)
     assert len(set(uids)) == RECREATE_ROUNDS + 1
+
+
+HOLD = "gpuaas.dev/test-hold"
+
+
+def admin_kubectl(cluster: Cluster, *args: str) -> str:
+    res = kubectl(cluster.info.kubectl, cluster.info.kubeconfig, list(args))
+    assert res.returncode == 0, res.stderr
+    return str(res.stdout)
+
+
+@pytest.mark.usefixtures("idle_queues")
+async def test_pod_created_while_the_old_pods_workload_remains_gets_its_own(
+    cluster: Cluster,
+) -> None:
+    """Kueue 0.17 took a new pod for the Workload of an earlier pod of the same name (it matched
+    by owner name): the new pod ran on the old admission and was deleted once that Workload
+    went, which is why clients waited for it (create_when_free, the spawner). Kueue 0.18+ also
+    compares the owner's UID. Here the old Workload is held by a finalizer while the new pod is
+    created, then let go: the new pod must get a Workload of its own and keep running."""
+    async with cluster.api("jupyterhub", "hub") as hub:
+        v1 = core(hub)
+        first = await v1.create_namespaced_pod(USERS_NS, notebook_pod("nb-held"))
+        await wait_for("pod Running", lambda: pod_running(v1, "nb-held"))
+        old = await wait_for(
+            "the first pod's Workload", lambda: workload_of(hub, USERS_NS, first.metadata.uid)
+        )
+        old_name = old["metadata"]["name"]
+        hold = json.dumps([{"op": "add", "path": "/metadata/finalizers/-", "value": HOLD}])
+        admin_kubectl(
+            cluster, "-n", USERS_NS, "patch", "workload", old_name, "--type=json", "-p", hold
+        )
+        try:
+            await v1.delete_namespaced_pod("nb-held", USERS_NS, grace_period_seconds=1)
+            second = await create_when_free(
+                hub, USERS_NS, notebook_pod("nb-held"), wait_for_workloads=False
+            )
+            uid = second.metadata.uid
+            assert old_name in await old_workloads(hub, USERS_NS, "nb-held")  # still there
+            await wait_for("new pod Running", partial(still_running, v1, USERS_NS, "nb-held", uid))
+            own = await wait_for("the new pod's Workload", lambda: workload_of(hub, USERS_NS, uid))
+            assert own["metadata"]["name"] != old_name
+            assert [o["uid"] for o in own["metadata"]["ownerReferences"]] == [uid]
+            assert has_condition(own, "Admitted")
+        finally:
+            kept = [
+                f
+                for f in json.loads(
+                    admin_kubectl(
+                        cluster,
+                        "-n",
+                        USERS_NS,
+                        "get",
+                        "workload",
+                        old_name,
+                        "-o",
+                        "jsonpath={.metadata.finalizers}",
+                    )
+                    or "[]"
+                )
+                if f != HOLD
+            ]
+            patch = json.dumps({"metadata": {"finalizers": kept or None}})
+            admin_kubectl(
+                cluster, "-n", USERS_NS, "patch", "workload", old_name, "--type=merge", "-p", patch
+            )
+
+        async def old_gone() -> bool:
+            return old_name not in await old_workloads(hub, USERS_NS, "nb-held")
+
+        await wait_for("the old Workload gone", old_gone, 30)
+        # v0.17 deleted the new pod at this point ("Missing Workload"): give Kueue time to act
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            assert await still_running(v1, USERS_NS, "nb-held", uid)
+            await asyncio.sleep(0.2)
+
+
+@pytest.mark.usefixtures("idle_queues")
+async def test_notebook_pods_and_jobs_reach_pods_ready(cluster: Cluster) -> None:
+    """WaitForPodsReady is on (Kueue 0.19's default; devcluster/cluster.py writes it out): an
+    admitted Workload whose pods never turn Ready is evicted after the timeout. A running
+    notebook pod's Workload and a training Job's must therefore reach PodsReady."""
+    async with cluster.api("jupyterhub", "hub") as hub:
+        v1 = core(hub)
+        pod = await v1.create_namespaced_pod(USERS_NS, notebook_pod("nb-ready"))
+
+        async def pod_workload_ready() -> bool:
+            return has_condition(await workload_of(hub, USERS_NS, pod.metadata.uid), "PodsReady")
+
+        await wait_for("the notebook's Workload PodsReady", pod_workload_ready, 60)
+        assert await pod_running(v1, "nb-ready")
+    async with cluster.api("team-a", "alice") as alice:
+        job = await create_job(alice, "team-a", job_manifest("ready-job"))
+        uid = job["metadata"]["uid"]
+
+        async def job_workload_ready() -> bool:
+            return has_condition(await workload_of(alice, "team-a", uid), "PodsReady")
+
+        await wait_for("the Job's Workload PodsReady", job_workload_ready, 60)
 
 
 async def test_visibility_api_needs_its_role(cluster: Cluster) -> None:
