@@ -319,11 +319,13 @@ async def create_when_free(
     """Create the pod as soon as its name is free: the old pod gone (409 until then) and, for a
     pod Kueue manages, the old pod's Workload gone too.
 
-    The second wait is Kueue's rule, not ours: v0.17 finds a pod's Workloads by the owner's
-    *name* (jobframework ``FindMatchingWorkloads``: ``OwnerReferenceIndexFieldMatcher(gvk,
-    name)``), so a new pod created while the old pod's Workload is still there is taken to own
-    it: ungated on the old admission, its own Workload deleted as a duplicate, and stopped
-    ("Missing Workload; unable to restore pod templates") once the old one goes.
+    The second wait (``wait_for_workloads``) was Kueue 0.17's rule: it finds a pod's Workloads
+    by the owner's *name* (jobframework ``FindMatchingWorkloads``:
+    ``OwnerReferenceIndexFieldMatcher(gvk, name)``), so a new pod created while the old pod's
+    Workload is still there is taken to own it: ungated on the old admission, its own Workload
+    deleted as a duplicate, and stopped ("Missing Workload; unable to restore pod templates")
+    once the old one goes. Kueue 0.18+ also compares the owner's UID (test_kueue.py shows it);
+    the wait is kept as the spawner keeps it.
     """
     name = manifest["metadata"]["name"]
     managed = wait_for_workloads and "kueue.x-k8s.io/queue-name" in (
