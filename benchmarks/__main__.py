@@ -16,9 +16,12 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     # ``replay-check`` is benchmarks/bench_replay_check.py (module names take no hyphen).
-    argv = [
-        a.replace("-", "_") if i == 0 or not a.startswith("-") else a for i, a in enumerate(argv)
-    ]
+    # Only the names before the first option: the options' values (file names such as
+    # my-policy.yaml) are passed on as given.
+    names = 0
+    while names < len(argv) and not argv[names].startswith("-"):
+        names += 1
+    argv = [a.replace("-", "_") for a in argv[:names]] + argv[names:]
     found = sorted(
         m.name[len("bench_") :]
         for m in pkgutil.iter_modules([str(Path(__file__).parent)])

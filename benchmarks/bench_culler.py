@@ -377,6 +377,20 @@ async def bench_hub(state: Path, users: list[str]) -> AsyncIterator[dict[str, An
         responder.stop()
 
 
+def idle_report(now: datetime, since: datetime) -> dict[str, Any]:
+    """An activity report of a server idle since ``since`` (one idle kernel)."""
+    stamp = since.isoformat()
+    return {
+        "sampled_at": now.isoformat(),
+        "source": "simulated",
+        "kernels": [{"kernel_id": "k", "execution_state": "idle", "last_activity": stamp}],
+        "terminals": [],
+        "gpu_memory": 0,
+        "gpu_utilization": [],
+        "idle_since": stamp,
+    }
+
+
 # --------------------------------------------------------------------------- counting
 
 
@@ -511,18 +525,7 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
 
                 def report() -> None:
                     now = datetime.now(timezone.utc)
-                    stamp = now.isoformat()
-                    payload = {
-                        "sampled_at": stamp,
-                        "source": "simulated",
-                        "kernels": [
-                            {"kernel_id": "k", "execution_state": "idle", "last_activity": stamp}
-                        ],
-                        "terminals": [],
-                        "gpu_memory": 0,
-                        "gpu_utilization": [],
-                        "idle_since": stamp,
-                    }
+                    payload = idle_report(now, now)
                     for u in users:
                         store.record(u, "", payload, now)
 

@@ -2,9 +2,10 @@
 
 Measures the control plane's latencies, picks the compression factor k from them (replay note
 §5.6), replays a window of the same seeded trace on the dev cluster compressed by k and through
-the simulator, and compares admissions and waits. See benchmarks/replay/check.py.
+the simulator, with the real gpuaas service deciding on the cluster, and compares admissions,
+waits, warnings, reclaims and hand-offs, at k, k/2 and 2k. See benchmarks/replay/check.py.
 
-    python -m benchmarks replay-check [--seed 1] [--start-h 10] [--hours 1] [--json F]
+    python -m benchmarks replay-check [--seed 1] [--start-h 10.5] [--hours 2] [--k 30]
 """
 
 from __future__ import annotations

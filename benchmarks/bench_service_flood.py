@@ -32,6 +32,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from jupyter_gpuaas.core.activity import Activity, KernelActivity, activity_json
+
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -40,37 +42,15 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _report() -> bytes:
-    at = datetime.now(timezone.utc).isoformat()
-    return json.dumps(
-        {
-            "sampled_at": at,
-            "source": "simulated",
-            "kernels": [{"kernel_id": "k1", "execution_state": "idle", "last_activity": at}],
-            "terminals": [],
-            "gpu_memory": 0,
-            "gpu_utilization": [],
-            "idle_since": at,
-        }
-    ).encode()
+    at = datetime.now(timezone.utc)
+    kernel = KernelActivity("k1", "idle", at)
+    idle = Activity(sampled_at=at, source="simulated", kernels=(kernel,), idle_since=at)
+    return json.dumps(activity_json(idle)).encode()
 
 
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
-
-
-def _service_pid(hub_pid: int) -> int:
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == hub_pid and b"gpuaas_culler.app" in cmdline:
-            return int(entry.name)
-    raise RuntimeError("the gpuaas service process is not running")
 
 
 class Phase:
@@ -177,7 +157,9 @@ async def _run(args: argparse.Namespace) -> None:
         flood_token = server_token("flooder")
         base = f"http://127.0.0.1:{hub.service_port}/services/gpuaas/"
         assert hub.hub.proc is not None
-        pid = _service_pid(hub.hub.proc.pid)
+        pid = hub.hub.service_pid()
+        if pid is None:
+            raise RuntimeError("the gpuaas service process is not running")
         # Normal users and the flooder use separate clients: the flood must not queue the
         # others' requests inside this process.
         normal = AsyncHTTPClient(force_instance=True, max_clients=args.users * 2)

@@ -32,6 +32,7 @@ from devcluster import procs
 from devcluster.config import (
     BINARIES,
     BUILD_SCRIPT,
+    DEMO_CATALOG,
     HOST,
     MANIFESTS_DIR,
     NODES_FILE,
@@ -89,9 +90,34 @@ class ClusterError(RuntimeError):
         self.message = message
         self.log_tail = log_tail
         text = f"devcluster: {component}: {message}"
+        hint = known_cause(log_tail)
+        if hint:
+            text += f"\n{hint}"
         if log_tail:
             text += f"\n--- last lines of the {component} log ---\n{log_tail}"
         super().__init__(text)
+
+
+INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+def known_cause(log_tail: str, inotify_limit: Path = INOTIFY_LIMIT) -> str:
+    """What to do about a failure whose cause the log names, or ""."""
+    if "too many open files" not in log_tail:
+        return ""
+    # Go raises its own file limit to the hard limit at start, so in these binaries the usual
+    # cause is inotify: every kube-apiserver, controller-manager, scheduler and Kueue watches its
+    # certificates, about 16 instances per cluster, against a per-user limit of 128 by default.
+    try:
+        limit = inotify_limit.read_text().strip()
+    except OSError:
+        limit = "unknown"
+    return (
+        "Likely cause: the user is out of inotify instances (fs.inotify.max_user_instances is "
+        f"{limit}; each dev cluster holds about 16). Stop clusters you no longer need "
+        "(python -m devcluster down, with their GPUAAS_CLUSTER_DIR) or raise the limit as root: "
+        "sysctl -w fs.inotify.max_user_instances=1024"
+    )
 
 
 class BuildError(ClusterError):
@@ -335,6 +361,13 @@ def _kubeconfigs(settings: Settings, pki: ClusterPKI) -> dict[str, Path]:
     return out
 
 
+def kueue_transformations(catalog: Path = DEMO_CATALOG) -> list[dict[str, Any]]:
+    """Kueue's ``resources.transformations``, as the catalog's ``resource_transformations``."""
+    from jupyter_gpuaas.core.catalog import build_catalog, load_catalog_file
+
+    return [t.to_kueue() for t in build_catalog([load_catalog_file(str(catalog))]).transformations]
+
+
 def _kueue_config(settings: Settings) -> Path:
     ports = settings.ports
     cfg = {
@@ -388,6 +421,9 @@ def _kueue_config(settings: Settings) -> Path:
             # it): copied onto its Workload, where the gpuaas service reads it (docs/queue.md).
             "labelKeysToCopy": [USER_LABEL],
         },
+        # HAMi's per-vGPU memory and cores counted x vGPUs (docs/fractions.md): one definition,
+        # the demo catalog's, which the hub's headroom applies too.
+        "resources": {"transformations": kueue_transformations()},
     }
     path = settings.state_dir / "kueue" / "config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -906,6 +942,7 @@ def _bring_up(
                 f"--node={agent.name}",
                 f"--state-dir={settings.agent_dir}",
                 f"--ip-prefix={settings.pod_ip_prefix}",
+                *([f"--gpus={agent.simulated_gpus}"] if agent.simulated_gpus else []),
             ],
             env=_python_env(),
             cwd=REPO_ROOT,

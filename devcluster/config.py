@@ -18,6 +18,8 @@ VERSIONS_FILE = PACKAGE_DIR / "versions.env"
 NODES_FILE = PACKAGE_DIR / "nodes.yaml"
 STAGES_FILE = PACKAGE_DIR / "kwok-stages.yaml"
 MANIFESTS_DIR = PACKAGE_DIR / "manifests"
+DEMO_CATALOG = REPO_ROOT / "spawner" / "demo-catalog.yaml"
+"""The demo's and the hub tests' catalog; its resource transformations also configure Kueue."""
 
 HOST = "127.0.0.1"
 DEFAULT_PORT_BASE = 26400

@@ -11,9 +11,9 @@ in ``jupyter-users`` queued by Kueue; on the node agent's node ``local-0`` they 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-import random
 import shutil
 import signal
 import socket
@@ -26,24 +26,41 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devcluster.config import DEFAULT_PORT_BASE
+from devcluster.config import DEMO_CATALOG as DEMO_CATALOG
+
 REPO = Path(__file__).resolve().parent.parent
-DEMO_CATALOG = REPO / "spawner" / "demo-catalog.yaml"
-# What local-0 advertises (devcluster/nodes.yaml), as the sidebar's simulated GPUs.
-LOCAL_SIMULATED_DEVICES = "1xA100-40GB,1xA100-40GB:mig=2x1g.5gb+1x3g.20gb"
 DEFAULT_TEAMS: dict[str, list[str]] = {"team-a": ["alice", "bob"], "team-b": ["carol", "dave"]}
 
 
 # Ports handed out below Linux's ephemeral range (32768-60999 by default): a port from the
 # ephemeral range can be taken by any outgoing connection between this check and the server's
 # bind (seen: "Failed to bind hub ... Address already in use"). The dev clusters' blocks start
-# at 26400, so stay below that.
+# at 26400, so stay below that. Each dev cluster's sessions (tests, benchmarks, the demo) take
+# ports from their own block of 100, keyed by the cluster's GPUAAS_CLUSTER_PORT_BASE: runs on two
+# clusters of one machine cannot pick the same port while a hub or service that was handed it
+# is still starting (seen: a test's requests answered by another run's gpuaas service).
 _PORT_RANGE = (15000, 26000)
+_BLOCK_SIZE = 100
+_next_in_block = itertools.count()
+
+
+def port_block(env: Mapping[str, str] | None = None) -> range:
+    """The ports this process hands out: the block of its dev cluster's port base."""
+    raw = (env if env is not None else os.environ).get("GPUAAS_CLUSTER_PORT_BASE") or ""
+    base = int(raw) if raw.isdigit() else DEFAULT_PORT_BASE
+    blocks = (_PORT_RANGE[1] - _PORT_RANGE[0]) // _BLOCK_SIZE
+    start = _PORT_RANGE[0] + (base // _BLOCK_SIZE) % blocks * _BLOCK_SIZE
+    return range(start, start + _BLOCK_SIZE)
 
 
 def free_port(preferred: int = 0) -> int:
-    """``preferred`` if it is free on 127.0.0.1, else a free port outside the ephemeral range."""
+    """``preferred`` if it is free on 127.0.0.1, else the next free port of :func:`port_block`
+    (in turn, so a port handed out a moment ago is not handed out again before it is bound)."""
+    block = port_block()
+    first = next(_next_in_block)
     candidates = [preferred] if preferred else []
-    candidates += random.sample(range(*_PORT_RANGE), 200)
+    candidates += [block[(first + i) % len(block)] for i in range(len(block))]
     for port in candidates:
         with socket.socket() as s:
             try:
@@ -51,9 +68,10 @@ def free_port(preferred: int = 0) -> int:
             except OSError:
                 continue
             return port
-    with socket.socket() as s:  # all taken: let the kernel choose
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    raise RuntimeError(
+        f"no free port in {block.start}-{block.stop - 1} on 127.0.0.1: stop the hubs and servers "
+        "of earlier runs, or use another GPUAAS_CLUSTER_PORT_BASE"
+    )
 
 
 def find_chp() -> str:
@@ -140,10 +158,10 @@ c.Spawner.consecutive_failure_limit = 5
 c.KubeSpawner.namespace = "jupyter-users"
 c.KubeSpawner.image = "localhost/jupyter-gpuaas-dev:local"
 c.KubeSpawner.cmd = ["jupyterhub-singleuser"]
-# The node agent runs the command from this machine (PATH: {venv_bin} first).
+# The node agent runs the command from this machine (PATH: {venv_bin} first), and gives each
+# server the node's simulated GPUs of its allocation (nodes.yaml simulatedGpus).
 c.KubeSpawner.args = [{'"--allow-root",' if os.geteuid() == 0 else ""}
     "--GPUaaS.gpu_source=simulated",
-    "--GPUaaS.simulated_devices={LOCAL_SIMULATED_DEVICES}",
 ]
 c.KubeSpawner.default_url = "/lab"
 c.KubeSpawner.start_timeout = {settings.start_timeout}
@@ -205,6 +223,23 @@ class HubProcess:
             time.sleep(0.5)
         self.stop()
         raise RuntimeError(f"jupyterhub did not answer in {timeout:.0f}s:\n{self.log_tail()}")
+
+    def service_pid(self) -> int | None:
+        """The pid of the gpuaas service this hub started (its managed service), if it runs."""
+        if self.proc is None:
+            return None
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid == self.proc.pid and b"gpuaas_culler.app" in cmdline:
+                return int(entry.name)
+        return None
 
     def log_tail(self, lines: int = 60) -> str:
         try:

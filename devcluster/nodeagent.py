@@ -6,9 +6,19 @@
 - keeps its Node Ready: renews the node Lease every 10 s and refreshes the Ready condition;
 - list-watches the pods bound to its node (``spec.nodeName``);
 - for each pod: gives it its own loopback address 127.<p>.x.y as pod IP (so that many servers
-  can listen on the same port), a working directory (also its ``HOME``), runs the init containers
+  can listen on the same port), a directory whose ``home`` is the working directory and ``HOME``
+  (its ``logs`` and ``tmp``, the ``TMPDIR``, sit beside it, not in it), runs the init containers
   in turn and then each container's ``command`` + ``args`` (``args`` alone when there is no
   ``command``: there is no image to take an entrypoint from) with the container's environment;
+- hands each container the node's simulated GPUs that Kubernetes gave it (``--gpus``, from
+  ``simulatedGpus`` in nodes.yaml), as the device plugins would (devcluster/gpualloc.py): a
+  whole GPU, a MIG device, a replica of a time-sliced GPU or a HAMi vGPU, in
+  ``NVIDIA_VISIBLE_DEVICES`` and HAMi's ``CUDA_DEVICE_MEMORY_LIMIT_<i>`` /
+  ``CUDA_DEVICE_SM_LIMIT``; every container gets the node's one GPU state directory
+  (``$JUPYTER_GPUAAS_SIM_DIR``, the agent's ``gpus/``) and its own name in it
+  (``$JUPYTER_GPUAAS_SIM_CONTAINER``), so that each pod's fake NVML shows its own devices and a
+  neighbour's memory on a shared GPU (jupyter_gpuaas/gpu/simulate.py). A pod whose devices are
+  not there fails as a kubelet fails it (UnexpectedAdmissionError);
 - reports what a kubelet reports: phase, podIP(s), hostIP, startTime, the PodReadyToStartContainers,
   Initialized, ContainersReady and Ready conditions, and container statuses (running, terminated
   with exit code, restart count); honours ``restartPolicy`` and httpGet/tcpSocket readiness probes;
@@ -53,6 +63,9 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from devcluster import procs
+from devcluster.gpualloc import AllocationError, ContainerDevices, allocate
+from jupyter_gpuaas.gpu.simulate import ENV_CONTAINER, ENV_DIR, write_node
+from jupyter_gpuaas.gpu.spec import SimGpu, parse_devices
 
 log = logging.getLogger("devcluster.nodeagent")
 
@@ -131,19 +144,24 @@ def container_env(
     workdir: Path,
     base: Mapping[str, str],
     secrets: Mapping[tuple[str, str], str] | None = None,
+    tmpdir: Path | None = None,
+    devices: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment a container process gets (base, then the container's env, in order).
+    """The environment a container process gets (base, then the device plugins' ``devices``,
+    then the container's env, in order, as a kubelet puts them: the pod spec wins).
 
     ``secrets`` maps ``(secret name, key)`` to the decoded value, for ``secretKeyRef`` (read by
     the agent as a kubelet does: the Node authorizer lets it read Secrets its pods reference).
+    ``tmpdir`` is the ``TMPDIR`` (default ``<workdir>/tmp``).
     """
     env: dict[str, str] = {k: base[k] for k in INHERITED_ENV if k in base}
     env.update(
         HOME=str(workdir),
         PWD=str(workdir),
         HOSTNAME=str(pod.get("spec", {}).get("hostname") or pod["metadata"]["name"]),
-        TMPDIR=str(workdir / "tmp"),
+        TMPDIR=str(tmpdir if tmpdir is not None else workdir / "tmp"),
     )
+    env.update(devices or {})
     if container.get("envFrom"):
         for src in container["envFrom"]:
             ref = src.get("configMapRef") or src.get("secretRef") or {}
@@ -385,7 +403,8 @@ class PodRun:
     name: str
     pod: dict[str, Any]
     ip: str
-    workdir: Path
+    # The pod's directory: home/ (working directory, HOME), logs/, tmp/ (TMPDIR), vgpu/.
+    poddir: Path
     containers: list[Container] = field(default_factory=list)
     init_containers: list[Container] = field(default_factory=list)
     phase: str = "Pending"
@@ -396,6 +415,14 @@ class PodRun:
     task: asyncio.Task[None] | None = None
     transitions: dict[str, tuple[str, str]] = field(default_factory=dict)
     finalized: bool = False
+    # Set when the pod failed before its containers ran (e.g. UnexpectedAdmissionError).
+    reason: str | None = None
+    message: str | None = None
+    devices: dict[str, ContainerDevices] = field(default_factory=dict)
+
+    @property
+    def workdir(self) -> Path:
+        return self.poddir / "home"
 
     def _cond(self, ctype: str, status: bool, reason: str | None = None) -> dict[str, Any]:
         value = "True" if status else "False"
@@ -434,11 +461,20 @@ class PodRun:
         }
         if self.init_containers:
             st["initContainerStatuses"] = [c.status() for c in self.init_containers]
+        if self.reason:
+            st["reason"], st["message"] = self.reason, self.message or ""
         return st
 
 
 class NodeAgent:
-    def __init__(self, api: client.ApiClient, node: str, state_dir: Path, ip_prefix: str) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        node: str,
+        state_dir: Path,
+        ip_prefix: str,
+        gpus: str | None = None,
+    ) -> None:
         self.api = api
         # Typed loosely: bodies are plain dicts (strategic-merge patches), which the client sends
         # as they are; its annotations only know its model classes.
@@ -453,6 +489,13 @@ class NodeAgent:
         self.base_env = dict(os.environ)
         self._stopping = False
         self._background: set[asyncio.Task[None]] = set()
+        # The node's simulated GPUs and their one state directory (None: a node without GPUs;
+        # then servers simulate GPUs of their own, as configured).
+        self.gpus: list[SimGpu] = parse_devices(gpus) if gpus else []
+        self.gpu_dir: Path | None = None
+        if gpus:
+            self.gpu_dir = state_dir / "gpus"
+            write_node(self.gpu_dir, gpus)
 
     # ---- process bookkeeping (read by `devcluster down` after a crash) ----
 
@@ -593,14 +636,14 @@ class NodeAgent:
             task.add_done_callback(self._background.discard)
             return
         ip = self.ips.claim(uid, pod.get("status", {}).get("podIP"))
-        workdir = self.pods_dir / f"{meta['namespace']}_{meta['name']}_{uid[:8]}"
+        poddir = self.pods_dir / f"{meta['namespace']}_{meta['name']}_{uid[:8]}"
         run = PodRun(
             uid=uid,
             namespace=meta["namespace"],
             name=meta["name"],
             pod=pod,
             ip=ip,
-            workdir=workdir,
+            poddir=poddir,
             containers=[Container(c) for c in pod["spec"].get("containers", [])],
             init_containers=[
                 Container(c, init=True) for c in pod["spec"].get("initContainers") or []
@@ -691,6 +734,30 @@ class NodeAgent:
 
     # ---- running a pod ----
 
+    def _device_env(self, run: PodRun, c: Container) -> dict[str, str]:
+        """What the device plugins and the node's GPU state give the container."""
+        if self.gpu_dir is None:
+            return {}
+        devices = run.devices.get(c.name) or ContainerDevices(c.name)
+        cache = run.poddir / "vgpu" / f"{c.name}.cache"
+        return {
+            ENV_DIR: str(self.gpu_dir),
+            ENV_CONTAINER: f"{run.uid}/{c.name}",
+            **devices.env(str(cache)),
+        }
+
+    def _allocate(self, run: PodRun) -> None:
+        """Pick the pod's devices (raises AllocationError); other pods keep theirs."""
+        held = [
+            g
+            for other in self.runs.values()
+            if other is not run
+            for devices in other.devices.values()
+            for g in devices.grants
+        ]
+        run.devices = allocate(self.gpus, held, run.pod)
+        (run.poddir / "vgpu").mkdir(exist_ok=True)
+
     async def _spawn(self, run: PodRun, c: Container) -> bool:
         c.waiting_reason = None
         try:
@@ -702,6 +769,8 @@ class NodeAgent:
                 workdir=run.workdir,
                 base=self.base_env,
                 secrets=await self._secret_values(run.namespace, c.spec),
+                tmpdir=run.poddir / "tmp",
+                devices=self._device_env(run, c),
             )
             argv = container_argv(c.spec, env, run.ip)
         except ContainerConfigError as e:
@@ -709,7 +778,7 @@ class NodeAgent:
             c.started_at = c.finished_at = now()
             await self._event(run, "Failed", f"container {c.name}: {e}", "Warning")
             return False
-        logfile = run.workdir / "logs" / f"{c.name}.log"
+        logfile = run.poddir / "logs" / f"{c.name}.log"
         logfile.parent.mkdir(parents=True, exist_ok=True)
         try:
             with logfile.open("ab") as out:
@@ -869,7 +938,18 @@ class NodeAgent:
         spec = run.pod["spec"]
         restart_policy = spec.get("restartPolicy", "Always")
         run.workdir.mkdir(parents=True, exist_ok=True)
-        (run.workdir / "tmp").mkdir(exist_ok=True)
+        (run.poddir / "tmp").mkdir(exist_ok=True)
+        if self.gpus:
+            try:
+                self._allocate(run)
+            except AllocationError as e:
+                # As a kubelet rejects a pod whose devices it cannot find at admission.
+                run.phase, run.reason = "Failed", "UnexpectedAdmissionError"
+                run.message = f"Allocate failed due to {e}, which is unexpected"
+                await self._report(run)
+                await self._event(run, "UnexpectedAdmissionError", run.message, "Warning")
+                await self._wait_for_deletion(run)
+                return
         await self._report(run)  # Pending, with the pod IP
 
         # init containers, one after another
@@ -1007,7 +1087,7 @@ class NodeAgent:
         self.done.add(run.uid)
         self.ips.release(run.ip)
         self._save_processes()
-        shutil.rmtree(run.workdir, ignore_errors=True)
+        shutil.rmtree(run.poddir, ignore_errors=True)
 
     async def shutdown(self) -> None:
         """Stop every pod's processes (the cluster is going down; statuses are not reported)."""
@@ -1030,7 +1110,7 @@ async def amain(args: argparse.Namespace) -> int:
     cfg = client.Configuration()
     await config.load_kube_config(config_file=args.kubeconfig, client_configuration=cfg)
     async with client.ApiClient(cfg) as api:
-        agent = NodeAgent(api, args.node, state_dir, args.ip_prefix)
+        agent = NodeAgent(api, args.node, state_dir, args.ip_prefix, gpus=args.gpus)
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -1055,6 +1135,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node", required=True)
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--ip-prefix", default="127.42")
+    parser.add_argument(
+        "--gpus",
+        default=None,
+        help="the node's simulated GPUs, a spec such as '1xA100-40GB,1xL4-24GB:hami=4' "
+        "(jupyter_gpuaas/gpu/spec.py); default: none (servers simulate their own)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,

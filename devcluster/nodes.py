@@ -23,6 +23,8 @@ class NodeSpec:
     labels: dict[str, str]
     capacity: dict[str, str]
     taints: list[dict[str, str]] = field(default_factory=list)
+    # The GPUs the node agent hands out on its node (a spec of jupyter_gpuaas/gpu/spec.py).
+    simulated_gpus: str | None = None
 
     def manifest(self) -> dict[str, Any]:
         labels = {
@@ -87,6 +89,14 @@ def load_nodes(path: Path = NODES_FILE) -> list[NodeSpec]:
         taints = pool.get("taints") or []
         if not isinstance(taints, list):
             raise NodesFileError(f"{where}: taints must be a list")
+        simulated = pool.get("simulatedGpus")
+        if simulated is not None:
+            if run_by != "agent":
+                raise NodesFileError(
+                    f"{where}: simulatedGpus is for the node agent's pool (runBy: agent); "
+                    "kwok nodes run nothing, so their capacity alone says what they have"
+                )
+            check_simulated_gpus(str(simulated), capacity, where)
         for n in range(count):
             nodes.append(
                 NodeSpec(
@@ -96,6 +106,7 @@ def load_nodes(path: Path = NODES_FILE) -> list[NodeSpec]:
                     labels=_str_map(pool.get("labels"), f"{where}.labels"),
                     capacity=capacity,
                     taints=[_str_map(t, f"{where}.taints") for t in taints],
+                    simulated_gpus=None if simulated is None else str(simulated),
                 )
             )
     names = [n.name for n in nodes]
@@ -105,6 +116,32 @@ def load_nodes(path: Path = NODES_FILE) -> list[NodeSpec]:
     if len(agents) > 1:
         raise NodesFileError(f"{path}: at most one node may be run by the agent, got {agents}")
     return nodes
+
+
+def check_simulated_gpus(spec: str, capacity: dict[str, str], where: str) -> None:
+    """The agent's GPUs must give what the node's capacity promises Kubernetes, and no more:
+    the device plugins' counts of nvidia.com/gpu, nvidia.com/gpu.shared and nvidia.com/mig-*
+    (nvidia.com/gpumem and gpucores, which HAMi's scheduler keeps in annotations, are free)."""
+    from devcluster.gpualloc import HAMI_RESOURCES
+    from devcluster.gpualloc import capacity as plugin_capacity
+    from jupyter_gpuaas.gpu.spec import SpecError, parse_devices
+
+    try:
+        gpus = parse_devices(spec)
+    except SpecError as e:
+        raise NodesFileError(f"{where}.simulatedGpus: {e}") from e
+    have = plugin_capacity(gpus)
+    declared = {
+        k: int(v)
+        for k, v in capacity.items()
+        if k.startswith("nvidia.com/") and k not in HAMI_RESOURCES and str(v).isdigit()
+    }
+    declared = {k: v for k, v in declared.items() if v}
+    if have != declared:
+        raise NodesFileError(
+            f"{where}: capacity {declared} does not match what simulatedGpus {spec!r} gives "
+            f"the device plugins: {have}; make the capacity say {have}"
+        )
 
 
 def agent_node(nodes: list[NodeSpec]) -> NodeSpec | None:

@@ -45,6 +45,10 @@ report to it)."""
 OPERATOR_TOKEN = "dev-operator-" + secrets.token_hex(16)
 """The service's operator token in the dev cluster's hubs (``api/health``, ``metrics``)."""
 
+CONSOLE_SCOPE = "custom:gpuaas:console"
+"""The custom hub scope that opens the GPU console (docs/console.md); ``...!group=T``: team T
+only."""
+
 JOB_NAMESPACES = tuple(DEFAULT_TEAMS)
 """The dev cluster's teams' namespaces, where their training Jobs run."""
 
@@ -55,12 +59,17 @@ def service_config(
     poll_interval: float = 1.0,
     culler_args: Sequence[str] = (),
     report_interval: float | None = None,
+    service_args: Sequence[str] = (),
+    console_users: Sequence[str] = ("admin",),
 ) -> str:
     """The hub configuration lines for the gpuaas service (what an admin writes).
 
-    ``culler_args`` (e.g. ``["--GPUaaSService.policy=policy.yaml"]``; the older spelling
+    ``service_args``: more ``gpuaas-service`` options (e.g. its ``catalog_file``, for notebook
+    Jobs). ``culler_args`` (e.g. ``["--GPUaaSService.policy=policy.yaml"]``; the older spelling
     ``--policy=...`` works too) turn on its reclaim loop, which then gets
     the Hub API scopes it needs; ``report_interval`` sets how often servers report activity.
+    ``console_users`` (the hub's admins) and the admin service ``tester`` get the console's
+    scope; its page logs browsers in through the hub's OAuth and is listed in the Services menu.
     """
     service = {
         "name": "gpuaas",
@@ -73,18 +82,35 @@ def service_config(
             # the dev cluster's teams run their training Jobs here (devcluster/manifests)
             *(f"--GPUaaSService.job_namespaces={ns}" for ns in JOB_NAMESPACES),
             *culler_args,
+            *service_args,
         ],
         "environment": {"KUBECONFIG": str(kubeconfig), "GPUAAS_OPERATOR_TOKEN": OPERATOR_TOKEN},
+        # the console's page: OAuth tokens of this service may carry the console scope
+        "oauth_client_allowed_scopes": [CONSOLE_SCOPE],
+        "oauth_no_confirm": True,
+        "display": True,
     }
     roles: list[dict[str, Any]] = [
-        {"name": "user", "scopes": ["self", "access:services!service=gpuaas"]}
+        {"name": "user", "scopes": ["self", "access:services!service=gpuaas"]},
+        {
+            "name": "gpuaas-console",
+            "description": "The GPU console, every team",
+            "scopes": [CONSOLE_SCOPE, "access:services!service=gpuaas"],
+            "users": list(console_users),
+        },
     ]
     if culler_args:
         roles.append({"name": "gpuaas-culler", "services": ["gpuaas"], "scopes": CULLER_SCOPES})
+    scopes = {CONSOLE_SCOPE: {"description": "Read the GPU console of the gpuaas service"}}
     lines = f"""
-# The gpuaas hub service (docs/queue.md, docs/culler.md)
-c.JupyterHub.services.append({json.dumps(service)})
+# The gpuaas hub service (docs/queue.md, docs/culler.md, docs/console.md)
+c.JupyterHub.custom_scopes = {json.dumps(scopes)}
+c.JupyterHub.services.append({service!r})
 c.JupyterHub.load_roles.extend({json.dumps(roles)})
+# the tests' admin service "tester", where there is one, reads the console too
+for _role in c.JupyterHub.load_roles:
+    if _role["name"] == "gpuaas-console":
+        _role["services"] = [s["name"] for s in c.JupyterHub.services if s["name"] == "tester"]
 c.Spawner.server_token_scopes = {json.dumps(SERVER_TOKEN_SCOPES)}
 c.KubeSpawner.environment.update({{"GPUAAS_SERVICE_URL": "http://127.0.0.1:{port}/services/gpuaas/"}})
 """
@@ -150,7 +176,10 @@ class QueueHub:
 
 @contextmanager
 def queue_hub(
-    state_dir: Path, cluster_state: Path, kubeconfig: Path | None = None
+    state_dir: Path,
+    cluster_state: Path,
+    kubeconfig: Path | None = None,
+    service_args: Sequence[str] = (),
 ) -> Iterator[QueueHub]:
     """Start the hub with the gpuaas service; stop both at the end.
 
@@ -163,7 +192,9 @@ def queue_hub(
         kubeconfig=cluster_state / "credentials" / "hub.kubeconfig",
         service_token=token,
         extra_config=service_config(
-            port, kubeconfig or cluster_state / "credentials" / "gpuaas.kubeconfig"
+            port,
+            kubeconfig or cluster_state / "credentials" / "gpuaas.kubeconfig",
+            service_args=service_args,
         ),
     )
     hub = HubProcess(settings)

@@ -11,12 +11,16 @@
    LocalQueues, annotated ``gpuaas.dev/run-seconds`` = duration ÷ k (kwok ends them); notebook
    pods in ``jupyter-users`` labelled as the spawner labels them, through the teams' notebook
    LocalQueues, held for their session ÷ k (kwok never ends them; the driver deletes them).
-3. The same window through the simulator (``static``: servers are kept for their session, as in
-   the real window), in trace seconds.
-4. Compared: which workloads were admitted, in which order, and each one's wait (real waits × k).
-
-Not in this check (said in docs/replay.md): the reclaim loop acting on the real window (warnings,
-reclaims and hand-offs on real pods).
+3. By default the window is loaded (the work under way at its start carried in) and the real
+   gpuaas service decides on it (:func:`reclaim_replay`: ``gpuaas-service`` with the policy's
+   durations ÷ k, the hub stand-in of :mod:`.service`, activity reports through its
+   ``api/activity`` with each server's own token, users replayed from the model's timeline);
+   the model is the simulator with the gpuaas policy and k × the measured control-plane
+   latencies (:class:`.sim.Latencies`). ``--empty-start`` runs the earlier check (static).
+4. Compared, with the tolerances of :func:`verdict`: admissions, order, waits; the servers
+   warned and reclaimed and when; the workload each reclaim was for; hand-off latencies; at k
+   and at the multiples of ``--also-k`` (k/2, 2k). Results go to ``check-results.json``, which
+   ``python -m benchmarks replay`` writes into docs/replay.md.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import asyncio
 import json
 import math
 import os
+import re
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -35,10 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from . import brain
-from .policies import Static
+from .policies import Gpuaas, Static
 from .run import DEFAULT_CATALOG, DEFAULT_POLICY, Task, make_trace, organisation
-from .sim import NOTEBOOK_NAMESPACE, Simulation
-from .trace import Trace
+from .sim import NOTEBOOK_NAMESPACE, SERVER_STARTUP_S, Latencies, SessionState, Simulation
+from .trace import Interval, Session, Trace, TrainingJob
 
 PRIVATE_ENV = {
     "GPUAAS_CLUSTER_PORT_BASE": "32400",
@@ -63,19 +69,56 @@ def pct(values: Sequence[float], q: float) -> float:
 # --------------------------------------------------------------------------- the window
 
 
-def window_trace(trace: Trace, start_s: float, length_s: float) -> Trace:
+def window_trace(
+    trace: Trace, start_s: float, length_s: float, *, carry_every_s: float | None = None
+) -> Trace:
     """The jobs submitted and sessions started in ``[start_s, start_s + length_s)``, shifted so
-    the window starts at 0, on an empty cluster (both the real run and the model start so)."""
+    the window starts at 0, on an empty cluster (both the real run and the model start so).
+
+    With ``carry_every_s``, the work under way at ``start_s`` comes too, so that the window
+    starts loaded: training jobs submitted before and not yet ended (their remaining time) and
+    sessions open then (their remaining activity), submitted one every ``carry_every_s``
+    seconds from 0 in the order they started (more than a second apart once compressed: a
+    creation timestamp has whole seconds, and Kueue orders by it)."""
     end = start_s + length_s
-    jobs = tuple(
-        replace(j, submit_s=j.submit_s - start_s) for j in trace.jobs if start_s <= j.submit_s < end
+    jobs: list[TrainingJob] = []
+    sessions: list[Session] = []
+    carried: list[tuple[float, TrainingJob | Session]] = []
+    for j in trace.jobs:
+        if start_s <= j.submit_s < end:
+            jobs.append(replace(j, submit_s=j.submit_s - start_s))
+        elif carry_every_s is not None and j.submit_s < start_s < j.submit_s + j.duration_s:
+            carried.append((j.submit_s, j))
+    for s in trace.sessions:
+        if start_s <= s.start_s < end:
+            sessions.append(replace(s, start_s=s.start_s - start_s))
+        elif carry_every_s is not None and s.start_s < start_s < s.start_s + s.length_s:
+            carried.append((s.start_s, s))
+    carried.sort(key=lambda c: c[0])
+    for i, (_t, item) in enumerate(carried):
+        at = i * (carry_every_s or 0.0)
+        if isinstance(item, TrainingJob):
+            left = item.submit_s + item.duration_s - start_s
+            jobs.append(replace(item, submit_s=at, duration_s=max(60.0, left)))
+            continue
+        cut = start_s - item.start_s + at  # session seconds already gone when it comes in
+        intervals = tuple(
+            Interval(max(0.0, iv.start_s - cut), iv.end_s - cut, iv.kind, iv.utilization)
+            for iv in item.intervals
+            if iv.end_s > cut
+        )
+        sessions.append(
+            replace(item, start_s=at, length_s=item.length_s - cut, intervals=intervals)
+        )
+    jobs.sort(key=lambda j: j.submit_s)
+    sessions.sort(key=lambda s: s.start_s)
+    return replace(
+        trace,
+        days=length_s / 86400,
+        burn_in_s=0.0,
+        jobs=tuple(jobs),
+        sessions=tuple(sessions),
     )
-    sessions = tuple(
-        replace(s, start_s=s.start_s - start_s)
-        for s in trace.sessions
-        if start_s <= s.start_s < end
-    )
-    return replace(trace, days=length_s / 86400, burn_in_s=0.0, jobs=jobs, sessions=sessions)
 
 
 @dataclass
@@ -100,49 +143,51 @@ def plans(window: Trace, k: float) -> list[Plan]:
         out.append(replace(plan, at=job.submit_s))
     for session in window.sessions:
         offering = sim.choose_offering(session)
-        tenant = catalog.tenants[session.team]
         name = f"pod-{session.user}-{session.name}-1".lower()
-        gpu = {r: str(n) for r, n in offering.resources.items()}
-        out.append(
-            Plan(
-                name,
-                NOTEBOOK_NAMESPACE,
-                "notebook",
-                session.start_s,
-                session.start_s + session.length_s,
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {
-                        "name": name,
-                        "namespace": NOTEBOOK_NAMESPACE,
-                        "labels": {
-                            QUEUE_LABEL: tenant.local_queue,
-                            PRIORITY_LABEL: "interactive",
-                            brain.TEAM_LABEL: session.team,
-                            brain.OFFERING_LABEL: offering.slug,
-                            "component": "singleuser-server",
-                        },
-                        "annotations": {
-                            brain.HUB_USERNAME_ANNOTATION: session.user,
-                            brain.HUB_SERVERNAME_ANNOTATION: session.name,
-                        },
-                    },
-                    "spec": {
-                        "automountServiceAccountToken": False,
-                        "nodeSelector": dict(offering.node_selector),
-                        "containers": [
-                            {
-                                "name": "notebook",
-                                "image": "registry.example/notebook:sim",
-                                "resources": {"requests": {**SMALL, **gpu}, "limits": gpu},
-                            }
-                        ],
-                    },
-                },
-            )
-        )
+        body = notebook_body(name, session, offering, catalog)
+        until = session.start_s + session.length_s
+        out.append(Plan(name, NOTEBOOK_NAMESPACE, "notebook", session.start_s, until, body))
     return sorted(out, key=lambda p: p.at)
+
+
+def notebook_body(
+    name: str, session: Session, offering: brain.Offering, catalog: brain.Catalog
+) -> dict[str, Any]:
+    """A notebook pod as GPUaaSSpawner builds it (the labels, annotations, GPU requests and
+    ``GPUAAS_OFFERING_KIND`` the service reads), with small cpu and memory."""
+    tenant = catalog.tenants[session.team]
+    gpu = {r: str(n) for r, n in offering.resources.items()}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NOTEBOOK_NAMESPACE,
+            "labels": {
+                QUEUE_LABEL: tenant.local_queue,
+                PRIORITY_LABEL: "interactive",
+                brain.TEAM_LABEL: session.team,
+                brain.OFFERING_LABEL: offering.slug,
+                "component": "singleuser-server",
+            },
+            "annotations": {
+                brain.HUB_USERNAME_ANNOTATION: session.user,
+                brain.HUB_SERVERNAME_ANNOTATION: session.name,
+            },
+        },
+        "spec": {
+            "automountServiceAccountToken": False,
+            "nodeSelector": dict(offering.node_selector),
+            "containers": [
+                {
+                    "name": "notebook",
+                    "image": "registry.example/notebook:sim",
+                    "resources": {"requests": {**SMALL, **gpu}, "limits": gpu},
+                    "env": [{"name": "GPUAAS_OFFERING_KIND", "value": offering.kind}],
+                }
+            ],
+        },
+    }
 
 
 def simulated(window: Trace) -> dict[str, dict[str, float]]:
@@ -181,6 +226,8 @@ class Real:
         """owner name (Job or Pod) → monotonic time its Workload was first admitted."""
         self.running: dict[str, float] = {}
         self.created: dict[str, float] = {}
+        self.warned: dict[str, float] = {}
+        """notebook pod name → monotonic time the service's warning annotation appeared."""
 
     async def __aenter__(self) -> Real:
         from kubernetes_asyncio import client, config
@@ -224,10 +271,30 @@ class Real:
             w = watch.Watch(return_type="object")
             async for ev in w.stream(self.core.list_pod_for_all_namespaces):
                 obj = ev["raw_object"]
+                if brain.WARNED_AT in (obj["metadata"].get("annotations") or {}):
+                    self.warned.setdefault(obj["metadata"]["name"], time.monotonic())
                 if (obj.get("status") or {}).get("phase") == "Running":
                     labels = obj["metadata"].get("labels") or {}
                     owner = labels.get("job-name") or obj["metadata"]["name"]
                     self.running.setdefault(owner, time.monotonic())
+
+    async def drain(self, namespaces: Sequence[str], timeout: float = 180.0) -> None:
+        """Wait until no Workload is left in ``namespaces`` (the last run's are gone), then
+        forget what was seen: the next run reuses the names."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            left = 0
+            for ns in namespaces:
+                listed = await self.custom.list_namespaced_custom_object(
+                    "kueue.x-k8s.io", "v1beta2", ns, "workloads"
+                )
+                left += len(listed.get("items") or [])
+            if not left:
+                break
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0)  # the watches' last events
+        for seen in (self.admitted, self.running, self.created, self.warned):
+            seen.clear()
 
     async def create(self, plan: Plan) -> None:
         self.created[plan.name] = time.monotonic()
@@ -460,18 +527,440 @@ def compare(
     }
 
 
+# --------------------------------------------------------------------------- the reclaim window
+
+
+def scaled_policy(text: str, factor: float) -> str:
+    """The policy file with every duration × ``factor`` (whole seconds, at least 1 s): the
+    compressed run's policy is the admin's with its durations ÷ k, as the Jobs' run times."""
+    import yaml
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {key: walk(x) for key, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, str):
+            try:
+                seconds = brain.parse_duration(v).total_seconds()
+            except ValueError:
+                return v
+            return f"{max(1, round(seconds * factor))}s"
+        return v
+
+    return str(yaml.safe_dump(walk(yaml.safe_load(text)), sort_keys=False))
+
+
+@dataclass
+class ModelRun:
+    """The model's run of a window with the gpuaas policy: what it decided, and the users'
+    timeline the real run replays (spawns, session ends, "Keep my GPU" presses, activity)."""
+
+    sim: Simulation
+    events: list[dict[str, Any]]
+
+    def admissions(self) -> dict[str, dict[str, float]]:
+        """workload (Job or pod name) → {submitted, admitted} in trace seconds."""
+        out: dict[str, dict[str, float]] = {}
+        for e in self.events:
+            if e["event"] in ("submit", "spawn"):
+                name = e["workload"].split("/", 1)[1]
+                out[name] = {"submitted": e["t"], "admitted": math.inf}
+            elif e["event"] == "admission":
+                name = e["workload"].split("/", 1)[1]
+                if name in out and out[name]["admitted"] == math.inf:
+                    out[name]["admitted"] = e["t"]
+        return out
+
+    def decisions(self) -> dict[str, Any]:
+        warned: dict[str, float] = {}
+        reclaimed: dict[str, float] = {}
+        for e in self.events:
+            if e["event"] == "warning" and e.get("workload"):
+                warned.setdefault(e["workload"].split("/", 1)[1], e["t"])
+            elif e["event"] == "reclaim":
+                reclaimed.setdefault(e["workload"].split("/", 1)[1], e["t"])
+        targets = {
+            r["workload"].split("/", 1)[1]: (r.get("handoff") or "").split("/", 1)[-1]
+            for r in self.sim.reclaims
+        }
+        handoffs = {
+            e["workload"].split("/", 1)[-1]: e["latency"]
+            for e in self.events
+            if e["event"] == "handoff"
+        }
+        return {"warned": warned, "reclaimed": reclaimed, "targets": targets, "handoffs": handoffs}
+
+
+def model_run(window: Trace, policy_file: str, latencies: Latencies | None = None) -> ModelRun:
+    import io
+
+    org = organisation(Task("gpuaas", window.seed))
+    catalog = brain.load_catalog(str(DEFAULT_CATALOG))
+    policy = Gpuaas(brain.load_policy_file(policy_file))
+    events = io.StringIO()
+    sim = Simulation(
+        window,
+        org,
+        catalog,
+        policy,
+        events=events,
+        keep_activity=True,
+        latencies=latencies or Latencies(),
+    )
+    sim.run()
+    return ModelRun(sim, [json.loads(line) for line in events.getvalue().splitlines()])
+
+
+async def reclaim_replay(
+    real: Real,
+    cluster_state: Path,
+    window: Trace,
+    model: ModelRun,
+    *,
+    k: float,
+    length_s: float,
+    policy_file: str,
+    workdir: Path,
+) -> dict[str, Any]:
+    """The window on the dev cluster with the real gpuaas service deciding: training Jobs as
+    in :func:`replay`; the users replayed from the model's timeline (spawns, session ends,
+    "Keep my GPU" at the model's moments; every server reports its activity to the service's
+    ``api/activity`` with its own token every 60 s ÷ k); the hub stand-in stops servers when
+    the service says. Returns what happened, in trace seconds."""
+    from datetime import datetime, timedelta, timezone
+
+    from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
+    from .policies import REPORT_INTERVAL_S, activity_payload, iso
+    from .service import HubStandIn, Server, audit_lines, start_service
+
+    catalog = brain.load_catalog(str(DEFAULT_CATALOG))
+    sim = model.sim
+    await real.drain([NOTEBOOK_NAMESPACE, *sorted(window.teams)])
+    t0 = time.monotonic()
+    wall0 = datetime.now(timezone.utc)
+
+    def trace_s(mono: float) -> float:
+        return (mono - t0) * k
+
+    def clock_at(t: float) -> datetime:
+        return wall0 + timedelta(seconds=t / k)
+
+    async def stop_pod(name: str) -> None:
+        await real.delete(Plan(name, NOTEBOOK_NAMESPACE, "notebook", 0.0, None, {}))
+
+    hub = HubStandIn(stop_pod, lambda mono: iso(clock_at(trace_s(mono))))
+    hub_port, service_port = _free_port(), _free_port()
+    hub_server = hub.make_app().listen(hub_port, "127.0.0.1")
+    compressed = workdir / "policy-compressed.yaml"
+    compressed.write_text(
+        scaled_policy(Path(policy_file).read_text(encoding="utf-8"), 1 / k), encoding="utf-8"
+    )
+    log = workdir / "service.log"
+    proc = start_service(
+        hub_port=hub_port,
+        service_port=service_port,
+        service_token=hub.service_token,
+        kubeconfig=cluster_state / "credentials" / "gpuaas.kubeconfig",
+        policy=compressed,
+        interval=30.0 / k,
+        save_lead=15.0 / k,
+        reports_per_minute=6 * k,
+        log=log,
+        job_namespaces=tuple(sorted(window.teams)),
+    )
+    http = AsyncHTTPClient()
+    base = f"http://127.0.0.1:{service_port}/services/gpuaas/"
+    try:
+        await _wait(lambda: "listening on" in log.read_text(errors="replace"), 60)
+    except TimeoutError:
+        proc.terminate()
+        raise RuntimeError("gpuaas-service did not start:\n" + log.read_text()[-3000:]) from None
+    t0 = time.monotonic()
+    wall0 = datetime.now(timezone.utc)
+    current: dict[str, Server] = {}
+    """session → its server now (as the hub knows it)."""
+    notes: list[str] = []
+    reports = {"sent": 0, "refused": 0, "errors": 0}
+    snoozes: dict[str, Any] = {}
+
+    async def post(path: str, token: str, body: Any) -> tuple[int, Any]:
+        req = HTTPRequest(
+            base + path,
+            method="POST",
+            body=json.dumps(body),
+            headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+            request_timeout=10,
+        )
+        try:
+            resp = await http.fetch(req)
+            return resp.code, json.loads(resp.body or b"null")
+        except HTTPClientError as e:
+            return e.code, None
+
+    async def report(server: Server, state: SessionState) -> None:
+        """The server's reporter: every 60 s ÷ k from its start, while it runs."""
+        while hub.servers.get((server.user, server.name)) is server:
+            if server.ready_at is None:
+                running = real.running.get(server.pod)
+                if running is not None:
+                    server.ready_at = running + SERVER_STARTUP_S / k
+                    state.ready_at = trace_s(server.ready_at)
+                await asyncio.sleep(0.02)
+                continue
+            now = time.monotonic()
+            if now < server.ready_at:
+                await asyncio.sleep(server.ready_at - now)
+                continue
+            sent = trace_s(now)
+            code, _body = await post(
+                "api/activity", server.token, activity_payload(state, sent, clock_at)
+            )
+            reports["sent"] += 1
+            if code == 409:
+                reports["refused"] += 1
+            elif code != 200:
+                reports["errors"] += 1
+            step = REPORT_INTERVAL_S / k
+            await asyncio.sleep(step - ((time.monotonic() - server.ready_at) % step))
+
+    tasks: list[asyncio.Task[None]] = []
+    schedule: list[tuple[float, int, str, Any]] = []
+    for i, job in enumerate(window.jobs):
+        plan = _job(job.name, job.team, job.gpus, job.duration_s / k)
+        schedule.append((job.submit_s, i, "create", plan))
+    for i, e in enumerate(model.events):
+        if e["event"] in ("spawn", "session_end", "snooze"):
+            schedule.append((e["t"], len(window.jobs) + i, e["event"], e))
+    schedule.sort(key=lambda x: (x[0], x[1]))
+    for at, _i, what, item in schedule:
+        if at >= length_s:
+            break
+        delay = t0 + at / k - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if what == "create":
+            await real.create(item)
+            continue
+        session = item["session"]
+        state = sim.sessions[session]
+        server_now = current.get(session)
+        alive = server_now is not None and (
+            hub.servers.get((server_now.user, server_now.name)) is server_now
+        )
+        if what == "spawn":
+            pod = item["workload"].split("/", 1)[1]
+            if alive:
+                notes.append(f"{pod}: the model spawned again, the real server still runs")
+                continue
+            user_state = SessionState(state.session, state.offering)
+            user_state.realised = state.realised  # the model's users' activity, as it happened
+            body = notebook_body(pod, state.session, state.offering, catalog)
+            server = Server(state.session.user, session, state.session.team, pod, 0.0)
+            server.created = time.monotonic()
+            hub.add(server)
+            current[session] = server
+            await real.create(Plan(pod, NOTEBOOK_NAMESPACE, "notebook", at, None, body))
+            tasks.append(asyncio.create_task(report(server, user_state)))
+        elif what == "session_end" and server_now is not None and alive:
+            hub.remove(server_now.user, server_now.name)
+            await stop_pod(server_now.pod)
+        elif what == "snooze" and server_now is not None and alive:
+            code, body = await post("api/reclaim/snooze", server_now.token, {})
+            snoozes[server_now.pod] = {"t": trace_s(time.monotonic()), "code": code}
+    await asyncio.sleep(max(0.0, t0 + length_s / k + 2.0 - time.monotonic()))
+    for t in tasks:
+        t.cancel()
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    hub_server.stop()
+    audit = audit_lines(log)
+    targets: dict[str, str] = {}
+    for rec in audit:
+        if (
+            rec.get("event") == "culler.decision"
+            and rec.get("action") == "reclaim"
+            and not rec.get("dry_run")
+        ):
+            for _t, user, server_name, pod in hub.stops:
+                if (user, server_name) == (rec["user"], rec["server"]):
+                    targets[pod] = owner_of(rec.get("handoff") or "")
+    handoffs = {
+        owner_of(str(rec["workload"])): float(rec["latency_seconds"]) * k
+        for rec in audit
+        if rec.get("event") == "culler.handoff" and rec.get("result") == "succeeded"
+    }
+    names = {p.name for _a, _i, w, p in schedule if w == "create"}
+    names |= {e["workload"].split("/", 1)[1] for _a, _i, w, e in schedule if w == "spawn"}
+    admissions = {}
+    for name in sorted(names & set(real.created)):
+        created, admitted = real.created[name], real.admitted.get(name)
+        admissions[name] = {
+            "submitted": trace_s(created),
+            "admitted": trace_s(admitted) if admitted is not None else math.inf,
+        }
+    out = {
+        "admissions": admissions,
+        "decisions": {
+            "warned": {p: trace_s(t) for p, t in real.warned.items()},
+            "reclaimed": {pod: trace_s(t) for t, _u, _s, pod in hub.stops},
+            "targets": targets,
+            "handoffs": handoffs,
+        },
+        "reports": reports,
+        "snoozes": snoozes,
+        "notes": notes,
+        "hub_requests": hub.requests,
+        "audit_records": len(audit),
+    }
+    for name in names:  # leave the cluster empty
+        kind = "notebook" if name.startswith("pod-") else "training"
+        ns = NOTEBOOK_NAMESPACE if kind == "notebook" else _team_of(window, name)
+        await real.delete(Plan(name, ns, kind, 0.0, None, {}))
+    return out
+
+
+def owner_of(workload: str) -> str:
+    """The Job or Pod a Kueue Workload name stands for (``job-NAME-xxxxx``, ``pod-NAME-xxxxx``;
+    the model names its Workloads after their owner): names compare across the two runs."""
+    name = workload.split("/", 1)[-1]
+    match = re.fullmatch(r"(?:job|pod)-(.+)-[0-9a-f]{5}", name)
+    return match.group(1) if match else name
+
+
+def _team_of(window: Trace, job: str) -> str:
+    return next(j.team for j in window.jobs if j.name == job)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def compare_decisions(
+    model: dict[str, Any], real: dict[str, Any], *, tolerance_s: float
+) -> dict[str, Any]:
+    """Warnings and reclaims: the same servers, at times within ``tolerance_s``; each reclaim
+    for the same queued workload; the hand-offs' latencies side by side."""
+    out: dict[str, Any] = {"tolerance_s": tolerance_s}
+    for what in ("warned", "reclaimed"):
+        m, r = model[what], real[what]
+        both = sorted(set(m) & set(r))
+        deltas = {n: r[n] - m[n] for n in both}
+        out[what] = {
+            "model": len(m),
+            "real": len(r),
+            "both": len(both),
+            "only_model": sorted(set(m) - set(r)),
+            "only_real": sorted(set(r) - set(m)),
+            "deltas_s": {n: round(d, 1) for n, d in deltas.items()},
+            "model_s": {n: round(t, 1) for n, t in m.items()},
+            "max_abs_delta_s": max((abs(d) for d in deltas.values()), default=0.0),
+            "holds": set(m) == set(r) and all(abs(d) <= tolerance_s for d in deltas.values()),
+        }
+    both = sorted(set(model["reclaimed"]) & set(real["reclaimed"]))
+    same = [n for n in both if model["targets"].get(n) == real["targets"].get(n)]
+    out["targets"] = {
+        "both": len(both),
+        "same": len(same),
+        "model": {n: model["targets"].get(n) for n in both},
+        "real": {n: real["targets"].get(n) for n in both},
+        "holds": len(same) == len(both),
+    }
+    out["handoffs"] = {
+        "model": {w: round(x, 1) for w, x in model["handoffs"].items()},
+        "real": {w: round(x, 1) for w, x in real["handoffs"].items()},
+    }
+    return out
+
+
 # --------------------------------------------------------------------------- main
+
+
+RESULTS = Path(__file__).with_name("check-results.json")
+"""The last check's figures; ``python -m benchmarks replay`` writes them into docs/replay.md."""
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m benchmarks replay-check", description=__doc__)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--start-h", type=float, default=10.0, help="window start, hour of the day")
-    ap.add_argument("--hours", type=float, default=1.0, help="window length (simulated hours)")
+    ap.add_argument("--start-h", type=float, default=10.5, help="window start, hour of the day")
+    ap.add_argument("--hours", type=float, default=2.0, help="window length (simulated hours)")
     ap.add_argument("--max-k", type=float, default=30.0)
     ap.add_argument("--k", type=float, help="use this k instead of the calibrated one")
-    ap.add_argument("--json", help="write the figures to this file")
+    ap.add_argument(
+        "--also-k",
+        default="0.5,2",
+        help="rerun the window at these multiples of k (default 0.5,2: k/2 and 2k; '' for none)",
+    )
+    ap.add_argument(
+        "--policy-file", default=str(DEFAULT_POLICY), help="the policy the service runs"
+    )
+    ap.add_argument(
+        "--carry-every",
+        type=float,
+        default=63.0,
+        help="trace seconds between the carried-in workloads at the window's start (default"
+        " 63: over 1 s apart up to k = 60, so every k replays the same window)",
+    )
+    ap.add_argument(
+        "--empty-start",
+        action="store_true",
+        help="the earlier check: only work that starts in the window, static servers, no service",
+    )
+    ap.add_argument(
+        "--json", default=str(RESULTS), help=f"write the figures here (default {RESULTS.name})"
+    )
     return ap.parse_args(list(argv))
+
+
+def verdict(
+    comparison: dict[str, Any], decisions: dict[str, Any] | None, *, k: float, cal: dict[str, Any]
+) -> dict[str, Any]:
+    """The tolerances, stated before looking: admissions — the same workloads admitted by the
+    end, pairs in the same order ≥ 90%; waits (p50, p90, per kind) — within
+    ``max(2 × k × p99(create → admitted), 10%)``; warnings and reclaims — the same servers, at
+    times within two loop cycles (2 × 30 s) plus the same admission allowance; each reclaim
+    for the same queued workload."""
+    allowance = 2 * k * cal["create→admitted"]["p99"]
+    rows = []
+    rows.append(
+        (
+            "same workloads admitted by the window's end",
+            "all",
+            not comparison["only_model"] and not comparison["only_real"],
+        )
+    )
+    rows.append(("admission order (pairs)", "≥ 90%", comparison["order_agreement"] >= 0.9))
+    for kind, w in comparison["waits"].items():
+        for q in ("p50", "p90"):
+            m, r = w[f"model_{q}"], w[f"real_{q}"]
+            if m != m or r != r:
+                continue
+            tol = max(allowance, 0.1 * max(abs(m), abs(r)))
+            rows.append((f"{kind} wait {q}", f"± {tol:.0f} s", abs(m - r) <= tol))
+    if decisions is not None:
+        for what in ("warned", "reclaimed"):
+            rows.append(
+                (
+                    f"servers {what}, and when",
+                    f"same; ± {decisions['tolerance_s']:.0f} s",
+                    decisions[what]["holds"],
+                )
+            )
+        rows.append(("reclaim → same queued workload", "all", decisions["targets"]["holds"]))
+    return {
+        "allowance_s": allowance,
+        "rows": [{"check": c, "tolerance": t, "holds": h} for c, t, h in rows],
+        "all_hold": all(h for _c, _t, h in rows),
+    }
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -483,9 +972,16 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     t_up = time.monotonic()
     info = devcluster.up(settings, build=False)
     up_s = time.monotonic() - t_up
-    figures: dict[str, Any] = {"cluster_up_s": up_s, "load_before": os.getloadavg()}
+    figures: dict[str, Any] = {
+        "cluster_up_s": up_s,
+        "load_before": os.getloadavg(),
+        "seed": args.seed,
+        "start_h": args.start_h,
+        "hours": args.hours,
+    }
     # kubernetes_asyncio reads KUBECONFIG when it is first imported (the loop's clients).
     os.environ["KUBECONFIG"] = str(info.kubeconfig)
+    length = args.hours * 3600
     try:
         async with Real(info.kubeconfig) as real:
             cal = await calibrate(real, jobs=10, deletes=5)
@@ -500,24 +996,107 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             print(json.dumps(figures, indent=1, ensure_ascii=False), flush=True)
             trace = make_trace(Task("static", args.seed))
             start = trace.burn_in_s + args.start_h * 3600
-            window = window_trace(trace, start, args.hours * 3600)
-            plan = plans(window, k)
+            if args.empty_start:
+                window = window_trace(trace, start, length)
+                real_run = await replay(real, plans(window, k), k, length)
+                model_static = simulated(window)
+                comparison = compare(model_static, real_run, horizon=length)
+                figures["runs"] = [
+                    {
+                        "k": k,
+                        "comparison": comparison,
+                        "verdict": verdict(comparison, None, k=k, cal=figures["calibration"]),
+                    }
+                ]
+                return figures
+            ks = [k] + [k * float(x) for x in args.also_k.split(",") if x.strip()]
+            carry = args.carry_every
+            if carry / max(ks) < 1.0:  # creation timestamps have whole seconds
+                print(f"note: carried work arrives {carry / max(ks):.2f} s apart at the largest k")
+            window = window_trace(trace, start, length, carry_every_s=carry)
+            cal = figures["calibration"]
+
+            def measured(kk: float) -> Latencies:
+                """The model's control-plane latencies for a run at kk× speed: kk × the
+                p50s measured above (they do not compress)."""
+                return Latencies(
+                    start_s=kk * cal["admitted→Running"]["p50"],
+                    release_s=kk * cal["delete→next admitted"]["p50"],
+                )
+
+            # The model drives its own event loop: in a thread, not inside this one.
+            model = await asyncio.to_thread(model_run, window, args.policy_file, measured(k))
+            md = model.decisions()
             figures["window"] = {
                 "jobs": len(window.jobs),
                 "sessions": len(window.sessions),
-                "wall_s": args.hours * 3600 / k,
+                "carried_every_s": carry,
+                "model": {
+                    "warnings": len(md["warned"]),
+                    "reclaims": len(md["reclaimed"]),
+                    "handoffs": len(md["handoffs"]),
+                    "preemptions": sum(1 for e in model.events if e["event"] == "preemption"),
+                    "snoozes": sum(1 for e in model.events if e["event"] == "snooze"),
+                },
             }
             print(json.dumps(figures["window"]), flush=True)
-            real_run = await replay(real, plan, k, args.hours * 3600)
+            figures["runs"] = []
+            workdir = settings.state_dir / "replay-check"
+            workdir.mkdir(parents=True, exist_ok=True)
+            for kk in ks:
+                model = await asyncio.to_thread(model_run, window, args.policy_file, measured(kk))
+                md = model.decisions()
+                started = time.monotonic()
+                run = await reclaim_replay(
+                    real,
+                    settings.state_dir,
+                    window,
+                    model,
+                    k=kk,
+                    length_s=length,
+                    policy_file=args.policy_file,
+                    workdir=workdir,
+                )
+                comparison = compare(model.admissions(), run["admissions"], horizon=length)
+                allowance = 2 * kk * figures["calibration"]["create→admitted"]["p99"]
+                decisions = compare_decisions(
+                    md, run["decisions"], tolerance_s=2 * 30.0 + allowance
+                )
+                entry = {
+                    "k": kk,
+                    "wall_s": time.monotonic() - started,
+                    "comparison": comparison,
+                    "decisions": decisions,
+                    "per_workload": {
+                        n: {"model": model.admissions().get(n), "real": a}
+                        for n, a in sorted(run["admissions"].items())
+                    },
+                    "verdict": verdict(comparison, decisions, k=kk, cal=figures["calibration"]),
+                    "reports": run["reports"],
+                    "snoozes": run["snoozes"],
+                    "notes": run["notes"],
+                    "hub_requests": run["hub_requests"],
+                    "load": os.getloadavg(),
+                }
+                # The model as it was before the latencies (zero: instant admission and release)
+                # against the same real run: what the fix changed.
+                before = await asyncio.to_thread(
+                    model_run, window, args.policy_file, Latencies(0.0, 0.0)
+                )
+                bc = compare(before.admissions(), run["admissions"], horizon=length)
+                bd = compare_decisions(
+                    before.decisions(), run["decisions"], tolerance_s=2 * 30.0 + allowance
+                )
+                entry["verdict_zero_latency_model"] = verdict(
+                    bc, bd, k=kk, cal=figures["calibration"]
+                )
+                entry["latencies"] = measured(kk).__dict__
+                figures["runs"].append(entry)
+                print(json.dumps(entry, indent=1, ensure_ascii=False, default=str), flush=True)
             figures["load_after"] = os.getloadavg()
     finally:
         if info.started:
             devcluster.down(settings)
-    model = simulated(window)
-    figures["comparison"] = compare(model, real_run, horizon=args.hours * 3600)
-    figures["per_workload"] = {
-        n: {"model": model.get(n), "real": real_run.get(n)} for n in sorted(real_run)
-    }
     return figures
 
 
@@ -525,7 +1104,167 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     figures = asyncio.run(main_async(args))
     text = json.dumps(figures, indent=1, ensure_ascii=False, default=str)
-    print(json.dumps(figures["comparison"], indent=1, ensure_ascii=False, default=str))
+    for run in figures.get("runs", []):
+        print(f"k = {run['k']:g}:")
+        for row in run["verdict"]["rows"]:
+            print(f"  {row['check']}: {row['tolerance']} → {'yes' if row['holds'] else 'NO'}")
     if args.json:
-        Path(args.json).write_text(text, encoding="utf-8")
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
     return 0
+
+
+# --------------------------------------------------------------------------- docs
+
+
+def _s(x: float) -> str:
+    return "–" if x != x or x in (math.inf, -math.inf) else f"{x:.0f} s"
+
+
+def check_section(figures: dict[str, Any]) -> str:
+    """The check's figures as docs/replay.md shows them (``python -m benchmarks replay``
+    renders the last ``check-results.json`` with this)."""
+    cal = figures["calibration"]
+    lines = [
+        f"Calibration (seed {figures['seed']}; load average"
+        f" {figures['load_before'][0]:.1f} on 2 shared cores):",
+        "",
+        "| latency | n | p50 | p99 |",
+        "|---|---|---|---|",
+    ]
+    for name, c in cal.items():
+        lines.append(f"| {name} | {c['n']} | {c['p50']:.2f} s | {c['p99']:.2f} s |")
+    cycle = figures.get("loop_cycle_s") or []
+    if cycle:
+        lines.append(
+            f"| reclaim loop cycle (real `ReclaimLoop`, dry run) | {len(cycle)} |"
+            f" {statistics.median(cycle) * 1000:.0f} ms | {max(cycle) * 1000:.0f} ms |"
+        )
+    runs = figures.get("runs") or []
+    w = figures.get("window")
+    calibrated = max(1.0, min(30.0, math.floor(60.0 / cal["create→Running"]["p99"])))
+    lines += ["", f"→ **k = {figures['k']:g}**."]
+    if calibrated != figures["k"]:
+        lines[-1] += (
+            f" (The calibration alone gives k = {calibrated:g} on this loaded machine; the run set"
+            f" k = {figures['k']:g} with `--k`, and its reruns at k/2 and 2k show what k changes.)"
+        )
+    if w:
+        m = w["model"]
+        lines += [
+            "",
+            f"Window {figures['start_h']:g} h + {figures['hours']:g} h of seed {figures['seed']}:"
+            f" {w['jobs']} training Jobs and {w['sessions']} notebook sessions (the work under"
+            f" way at the start carried in, one every {w['carried_every_s']:g} s). The model"
+            f" decides {m['warnings']} warnings, {m['reclaims']} reclaims, {m['handoffs']}"
+            f" hand-offs, {m['preemptions']} preemption(s), {m['snoozes']} snooze(s).",
+        ]
+    if not runs:
+        return "\n".join(lines)
+    head = "| check | " + " | ".join(f"k = {r['k']:g}" for r in runs) + " |"
+    lines += ["", head, "|---|" + "---|" * len(runs)]
+    checks = [row["check"] for row in runs[0]["verdict"]["rows"]]
+    for i, check in enumerate(checks):
+        cells = []
+        for r in runs:
+            row = r["verdict"]["rows"][i]
+            cells.append(f"{row['tolerance']}: {'holds' if row['holds'] else '**no**'}")
+        lines.append(f"| {check} | " + " | ".join(cells) + " |")
+    if all("verdict_zero_latency_model" in r for r in runs):
+        cells = []
+        for r in runs:
+            v = r["verdict_zero_latency_model"]
+            failed = [row["check"] for row in v["rows"] if not row["holds"]]
+            held = len(v["rows"]) - len(failed)
+            cells.append(
+                f"{held} of {len(v['rows'])} hold"
+                + (f" (not: {'; '.join(failed)})" if failed else "")
+            )
+        lines.append(
+            "| the same real runs against the model without the latencies | "
+            + " | ".join(cells)
+            + " |"
+        )
+    detail = [
+        "",
+        f"| figure (trace seconds; model at k = {runs[0]['k']:g} where one column) | model | "
+        + " | ".join(f"k = {r['k']:g}: model / real" for r in runs)
+        + " |",
+        "|---|---|" + "---|" * len(runs),
+    ]
+    c0 = runs[0]["comparison"]
+    detail.append(
+        "| admitted in both / workloads | – | "
+        + " | ".join(
+            f"{r['comparison']['admitted_both']} / {r['comparison']['workloads']}"
+            + (
+                f" (model only: {', '.join(r['comparison']['only_model'])}; real only:"
+                f" {', '.join(r['comparison']['only_real'])})"
+                if r["comparison"]["only_model"] or r["comparison"]["only_real"]
+                else ""
+            )
+            for r in runs
+        )
+        + " |"
+    )
+    detail.append(
+        "| pairs in the same order | – | "
+        + " | ".join(
+            f"{r['comparison']['order_agreement']:.1%} of {r['comparison']['pairs']}" for r in runs
+        )
+        + " |"
+    )
+    for kind in c0["waits"]:
+        for q in ("p50", "p90"):
+            detail.append(
+                f"| {kind} wait {q} | – | "
+                + " | ".join(
+                    _s(r["comparison"]["waits"][kind][f"model_{q}"])
+                    + " / "
+                    + _s(r["comparison"]["waits"][kind][f"real_{q}"])
+                    for r in runs
+                )
+                + " |"
+            )
+    d0 = runs[0]["decisions"]
+    for what in ("warned", "reclaimed"):
+        pods = sorted({p for r in runs for p in r["decisions"][what]["deltas_s"]})
+        for pod in pods:
+            at = d0[what].get("model_s", {}).get(pod)
+            cells = []
+            for r in runs:
+                delta = r["decisions"][what]["deltas_s"].get(pod)
+                cells.append("–" if delta is None else f"{delta:+.0f} s")
+            model_at = "–" if at is None else f"{at:.0f} s"
+            detail.append(
+                f"| {what} `{pod}` (real − model) | {model_at} | " + " | ".join(cells) + " |"
+            )
+    for pod, target in d0["targets"]["model"].items():
+        detail.append(
+            f"| reclaim of `{pod}` for | `{target}` | "
+            + " | ".join(f"`{r['decisions']['targets']['real'].get(pod)}`" for r in runs)
+            + " |"
+        )
+    for wl in d0["handoffs"]["model"]:
+        detail.append(
+            f"| hand-off to `{wl}`, latency | – | "
+            + " | ".join(
+                _s(r["decisions"]["handoffs"]["model"].get(wl, math.nan))
+                + " / "
+                + _s(r["decisions"]["handoffs"]["real"].get(wl, math.nan))
+                for r in runs
+            )
+            + " |"
+        )
+    detail.append(
+        "| activity reports (accepted / refused 409 / errors) | – | "
+        + " | ".join(
+            f"{r['reports']['sent'] - r['reports']['refused'] - r['reports']['errors']} /"
+            f" {r['reports']['refused']} / {r['reports']['errors']}"
+            for r in runs
+        )
+        + " |"
+    )
+    detail.append(
+        "| wall time of the run | – | " + " | ".join(f"{r['wall_s']:.0f} s" for r in runs) + " |"
+    )
+    return "\n".join(lines + detail)

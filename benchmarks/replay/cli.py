@@ -194,6 +194,13 @@ def render(
     )
     static_busy = mean_ci(r["busy_share"] for r in runs if r["policy"] == "static")[0]
     static_alloc = mean_ci(r["allocation_share"] for r in runs if r["policy"] == "static")[0]
+    from .check import RESULTS, check_section
+
+    check = (
+        check_section(json.loads(RESULTS.read_text(encoding="utf-8")))
+        if RESULTS.exists()
+        else "(no check run yet: `python -m benchmarks replay-check`)"
+    )
     template = (REPO / "benchmarks" / "replay" / "replay.md.in").read_text(encoding="utf-8")
     return template.format(
         command="python -m benchmarks replay "
@@ -222,4 +229,5 @@ def render(
         static_alloc=f"{100 * static_alloc:.0f}%" if static_alloc == static_alloc else "–",
         version=TRACE_VERSION,
         parameters=_parameters(),
+        check=check,
     )

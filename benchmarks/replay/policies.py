@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -137,6 +137,9 @@ class _World:
         self, pod: brain.PodRef, reason: str, message: str, type_: str, *, at: datetime
     ) -> None:
         return None
+
+    async def flavor_taints(self) -> dict[str, list[dict[str, str]]]:
+        return {}
 
     async def flavor_labels(self) -> dict[str, dict[str, str]]:
         return {f: dict(labels) for f, labels in self.sim.org.flavor_labels.items()}
@@ -322,6 +325,41 @@ class _World:
         return None  # no visibility API: the loop takes creation order, as when it is off
 
 
+def activity_payload(
+    state: SessionState, sent: float, clock_at: Callable[[float], datetime]
+) -> dict[str, Any]:
+    """The activity payload a server sends at ``sent`` (trace seconds) from the session's
+    realised activity, as the server extension builds it (docs/api.md); ``clock_at`` maps
+    trace seconds to the culler's clock (the simulated one, or the wall clock of the
+    dev-cluster check)."""
+    busy, utilization = state.busy_at(sent)
+    kernel_last = state.last_activity(sent, ("gpu", "cpu", "restore"))
+    terminal_last = state.last_activity(sent, ("terminal",))
+    gpu_util = []
+    if state.offering.kind == "gpu":
+        gpu_util = [{"uuid": "GPU-sim", "utilization": 100 * utilization if busy else 0}]
+    return {
+        "source": "nvml",
+        "sampled_at": iso(clock_at(sent)),
+        "kernels": [
+            {
+                "kernel_id": "k-" + state.session.name,
+                "execution_state": "busy" if busy else "idle",
+                "last_activity": iso(clock_at(kernel_last or state.ready_at)),
+                "connections": 1,
+                "gpu_memory": 1 << 30,
+            }
+        ],
+        "terminals": (
+            [{"name": "1", "last_activity": iso(clock_at(terminal_last))}]
+            if terminal_last is not None
+            else []
+        ),
+        "gpu_memory": 1 << 30,
+        "gpu_utilization": gpu_util,
+    }
+
+
 class Gpuaas(Policy):
     """The project's reclaim loop as the culler; ``policies`` is the policy file, loaded."""
 
@@ -380,33 +418,7 @@ class Gpuaas(Policy):
     def _report(self, state: SessionState, now: float) -> tuple[dict[str, Any], float]:
         """The activity payload the server last sent (every 60 s since it started)."""
         sent = now - (now - state.ready_at) % REPORT_INTERVAL_S
-        busy, utilization = state.busy_at(sent)
-        kernel_last = state.last_activity(sent, ("gpu", "cpu", "restore"))
-        terminal_last = state.last_activity(sent, ("terminal",))
-        gpu_util = []
-        if state.offering.kind == "gpu":
-            gpu_util = [{"uuid": "GPU-sim", "utilization": 100 * utilization if busy else 0}]
-        payload: dict[str, Any] = {
-            "source": "nvml",
-            "sampled_at": iso(self.clock_at(sent)),
-            "kernels": [
-                {
-                    "kernel_id": "k-" + state.session.name,
-                    "execution_state": "busy" if busy else "idle",
-                    "last_activity": iso(self.clock_at(kernel_last or state.ready_at)),
-                    "connections": 1,
-                    "gpu_memory": 1 << 30,
-                }
-            ],
-            "terminals": (
-                [{"name": "1", "last_activity": iso(self.clock_at(terminal_last))}]
-                if terminal_last is not None
-                else []
-            ),
-            "gpu_memory": 1 << 30,
-            "gpu_utilization": gpu_util,
-        }
-        return payload, sent
+        return activity_payload(state, sent, self.clock_at), sent
 
     def _signature(self) -> tuple[int, int]:
         # Usage and the pending queues each carry a counter bumped at every change.

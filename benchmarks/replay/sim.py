@@ -29,6 +29,22 @@ RESTORE_SIGMA = 0.8
 """Re-running the notebook to get the lost kernel state back after a reclaim: lognormal, median
 5 min (an assumption; no published source)."""
 SNOOZE_PROBABILITY = 0.5
+
+
+@dataclass(frozen=True)
+class Latencies:
+    """The control plane's own delays, in trace seconds (measured on the dev cluster, warm,
+    p50; docs/replay.md). They do not compress: the dev-cluster check replays at k× speed, so
+    its model takes k × the latencies it measured (see ``check.py``)."""
+
+    start_s: float = 0.3
+    """Workload admitted → its pod Running: a training Job's run starts, a server's start-up
+    (``SERVER_STARTUP_S``) begins."""
+    release_s: float = 1.3
+    """A pod ends or is deleted → its quota admits the next workload (Kueue sees the pod go,
+    finishes the Workload and runs a scheduling cycle); the quota is held until then."""
+
+
 """A warned user who is at work presses "Keep my GPU" with this probability, else just goes on
 working (an assumption)."""
 
@@ -162,6 +178,8 @@ class Simulation:
         fractional: bool = False,
         events: IO[str] | None = None,
         check_invariants: bool = False,
+        keep_activity: bool = False,
+        latencies: Latencies = Latencies(),
     ) -> None:
         self.trace = trace
         self.org = org
@@ -176,6 +194,12 @@ class Simulation:
         self._scheduled = False
         self.events = events
         self.check_invariants = check_invariants
+        self.keep_activity = keep_activity
+        self.latencies = latencies
+        self.releasing: set[str] = set()
+        """Workloads whose pods are gone and whose quota is not free yet (``release_s``)."""
+        """Keep every session's realised activity (the dev-cluster check replays it); else
+        only the latest, which is all the policies read."""
         self.allocations: dict[str, Allocation] = {}
         self.closed: list[Allocation] = []
         self.computes: list[Compute] = []
@@ -256,6 +280,17 @@ class Simulation:
         )
 
     def _release(self, key: str) -> None:
+        """The workload's pod ends or is deleted: its quota is back ``release_s`` later."""
+        if self.latencies.release_s <= 0:
+            self._free(key)
+            return
+        if key in self.releasing:
+            return
+        self.releasing.add(key)
+        self.at(self.now + self.latencies.release_s, partial(self._free, key))
+
+    def _free(self, key: str) -> None:
+        self.releasing.discard(key)
         wl = self.kueue.release(key)
         alloc = self.allocations.pop(key, None)
         if alloc is not None:
@@ -339,7 +374,8 @@ class Simulation:
                 record.first_admitted = self.now
             epoch = self.job_epoch[wl.key]
             self.at(
-                self.now + self.job_remaining[wl.key], lambda: self._job_finished(wl.key, epoch)
+                self.now + self.latencies.start_s + self.job_remaining[wl.key],
+                lambda: self._job_finished(wl.key, epoch),
             )
             return
         state = self.by_workload[wl.key]
@@ -348,9 +384,20 @@ class Simulation:
         else:
             state.phase = "starting"
             epoch = state.epoch
-            self.at(self.now + SERVER_STARTUP_S, lambda: self._server_ready(state, epoch))
+            self.at(
+                self.now + self.latencies.start_s + SERVER_STARTUP_S,
+                lambda: self._server_ready(state, epoch),
+            )
 
     def _evicted(self, wl: Workload) -> None:
+        if wl.key in self.releasing:  # its pod is already gone: nothing runs to preempt
+            self.releasing.discard(wl.key)
+            self.kueue.withdraw(wl.key)  # and nothing comes back to the queue
+            alloc = self.allocations.pop(wl.key, None)
+            if alloc is not None:
+                alloc.end = self.now
+                self.closed.append(alloc)
+            return
         alloc = self.allocations.pop(wl.key, None)
         if alloc is not None:
             alloc.end = self.now
@@ -377,6 +424,9 @@ class Simulation:
             for s in tenant.offerings
             if self.catalog.offerings[s].is_gpu
             and self.catalog.offerings[s].flavor in self.org.flavor_labels
+            # One counted resource per offering here: HAMi fractions (three, transformed by
+            # Kueue) are not simulated yet.
+            and self.catalog.offerings[s].kind != "fraction"
         ]
 
         def memory(o: brain.Offering) -> float:
@@ -493,7 +543,7 @@ class Simulation:
         end = start + (iv.end_s - iv.start_s)
         end = min(end, state.end_s())
         state.realised.append((start, end, iv.kind, iv.utilization))
-        if len(state.realised) > 64:
+        if len(state.realised) > 64 and not self.keep_activity:
             del state.realised[:32]
         if iv.kind == "gpu" and state.workload is not None and not self.policy.oracle:
             self.compute(
@@ -556,6 +606,7 @@ class Simulation:
             {
                 "t": self.now,
                 "session": state.session.name,
+                "workload": key,
                 "gpu_equivalents": self.gpu_equivalents(
                     state.workload.resource, state.workload.amount
                 ),

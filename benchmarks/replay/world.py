@@ -101,12 +101,14 @@ def load_organisation(
     manifests: Path = DEFAULT_MANIFESTS,
     nodes: Path = DEFAULT_NODES,
     scale: float = 1.0,
-    exclude_flavors: Iterable[str] = ("local",),
+    exclude_flavors: Iterable[str] = ("local", "l4-hami"),
 ) -> Organisation:
     """The sample organisation from the dev cluster's files, GPU pools and quotas × ``scale``.
 
     ``exclude_flavors``: the node agent's real node ("local") is the demo's, not a GPU pool
     of the organisation; ClusterQueues left with no quota at all (demo-training) go with it.
+    HAMi's fractional pool ("l4-hami") is left out too: the replay counts one resource per
+    offering, and a fraction is counted in three (docs/fractions.md).
     """
     excluded = set(exclude_flavors)
     docs = [d for p in sorted(manifests.glob("*.yaml")) for d in _documents(p)]

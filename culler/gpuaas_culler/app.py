@@ -17,6 +17,7 @@ command line, then config file, then environment variable, then default.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -26,7 +27,7 @@ from urllib.parse import urlparse
 from traitlets import Bool, Enum, Float, Integer, List, TraitError, Unicode, default, validate
 from traitlets.config import Application
 
-from gpuaas_culler.clients.prometheus import DEFAULT_QUERY
+from gpuaas_culler.clients.prometheus import DEFAULT_QUERY, HAMI_LAST_KERNEL_QUERY
 from gpuaas_culler.reclaim.loop import Settings
 
 __all__ = ["GPUaaSService", "main"]
@@ -435,12 +436,84 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
     def _prometheus_query_default(self) -> str:
         return os.environ.get("GPUAAS_CULLER_PROMETHEUS_QUERY") or DEFAULT_QUERY
 
+    hami_last_kernel_query = Unicode(
+        HAMI_LAST_KERNEL_QUERY,
+        config=True,
+        help=f"""PromQL giving, per pod, the seconds since its last kernel from HAMi's vGPU
+        monitor (docs/fractions.md), asked of prometheus_url each cycle: for fractions it counts
+        as activity, and with a policy's busy_signal: gpu it alone says busy (a kernel in the
+        last minute) or idle since then. Empty: not asked. Default: {HAMI_LAST_KERNEL_QUERY}
+        Example: c.GPUaaSService.hami_last_kernel_query = ""
+        """,
+    )
+
     prometheus_timeout = Float(
         10.0,
         min=0.1,
         config=True,
         help="""Seconds per Prometheus query. Default 10.
         Example: c.GPUaaSService.prometheus_timeout = 20""",
+    )
+
+    # ---------------------------------------------------------------- notebook jobs
+
+    catalog_file = Unicode(
+        config=True,
+        help="""The GPU catalog (the hub's, c.GPUaaSSpawner.catalog_file) for notebook Jobs: a
+        tenant's ``jobs`` section says where its notebooks run as training Jobs and its caps
+        (docs/jobs.md). Empty: the jobs endpoints answer 503. Default: $GPUAAS_CATALOG_FILE,
+        else empty.
+        Example: c.GPUaaSService.catalog_file = "/etc/gpuaas/catalog.yaml"
+        """,
+    )
+
+    @default("catalog_file")
+    def _catalog_file_default(self) -> str:
+        return os.environ.get("GPUAAS_CATALOG_FILE", "")
+
+    job_service_url = Unicode(
+        config=True,
+        help="""The service's URL as a notebook Job's pod reaches it (its runner fetches the
+        notebook and sends the result there, with the Job's own token). Default: url + prefix
+        (right where pods share the service's network, as in the dev cluster); in a cluster,
+        the service's in-cluster address.
+        Example: c.GPUaaSService.job_service_url = "http://gpuaas.jupyterhub.svc:10101/services/gpuaas/"
+        """,
+    )
+
+    @default("job_service_url")
+    def _job_service_url_default(self) -> str:
+        return self.url.rstrip("/") + "/" + self.prefix.strip("/") + "/"
+
+    job_max_notebook_bytes = Integer(
+        900_000,
+        min=1024,
+        config=True,
+        help="""The largest notebook (JSON, bytes) a job takes, and the largest executed copy
+        it sends back: each is kept in a ConfigMap, which holds at most 1 MiB. Submit bodies
+        may be this plus 200 KiB. Default 900000.
+        Example: c.GPUaaSService.job_max_notebook_bytes = 500000""",
+    )
+
+    # ---------------------------------------------------------------- the console
+
+    console_regret_window = Float(
+        3600.0,
+        min=0.0,
+        config=True,
+        help="""Seconds after a reclaim within which its user starting a server again counts as
+        "regret" in the console (the reclaim took a GPU from someone who still wanted it).
+        Default 3600 (an hour).
+        Example: c.GPUaaSService.console_regret_window = 1800""",
+    )
+
+    console_cache_seconds = Float(
+        2.0,
+        min=0.0,
+        config=True,
+        help="""Seconds the console's answer (api/console) is reused before it is built again
+        from memory (it is always rebuilt after a reclaim cycle). Default 2.
+        Example: c.GPUaaSService.console_cache_seconds = 5""",
     )
 
     # ---------------------------------------------------------------- start-up
@@ -542,6 +615,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             limits=limits,
         )
         self._start_culler(app, view, hub_auth, pods)
+        self._start_jobs(app, view, index, hub_auth)
         url = urlparse(self.url)
         # Bodies over the limit are refused from their Content-Length, before they are read.
         app.listen(
@@ -574,11 +648,18 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             if source.error:
                 log.error("policy not loaded, reclaim is off until it is fixed: %s", source.error)
         policies = source.policies if source is not None else PolicySet(policies=())
-        utilization = (
+        prometheus = (
             PrometheusClient(
                 self.prometheus_url, self.prometheus_query, timeout=self.prometheus_timeout
-            ).pod_utilization
+            )
             if self.prometheus_url
+            else None
+        )
+        utilization = prometheus.pod_utilization if prometheus is not None else None
+        query = self.hami_last_kernel_query
+        last_kernel = (
+            functools.partial(prometheus.last_kernel, query)
+            if prometheus is not None and query
             else None
         )
         loop = ReclaimLoop(
@@ -596,16 +677,92 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             policies=policies,
             pods=_listed(pods),
             utilization=utilization,
+            last_kernel=last_kernel,
             settings=self.loop_settings(),
             store=ActivityStore(max_servers=self.activity_max_servers),
         )
         app.add_handlers(".*", reclaim_handlers(self.prefix, loop, hub_auth))
+        self._start_console(app, loop, view, source)
         app.settings["on_refused"] = lambda name: loop.metrics.requests_refused.labels(name).inc()
         loop.metrics.policy_valid.set(1 if source is None or not source.error else 0)
         app.settings["health_extra"]["policy"] = lambda: _policy_health(source, loop)
         if source is not None:
             loop.task = asyncio.ensure_future(loop.run())
             self._policy_task = asyncio.ensure_future(self._watch_policy(source, loop))
+
+    def load_catalog(self) -> Any:
+        """The catalog for notebook Jobs (``None`` without ``catalog_file``); a bad file is a
+        start-up error listing every problem."""
+        if not self.catalog_file:
+            return None
+        from jupyter_gpuaas.core.catalog import CatalogError, build_catalog, load_catalog_file
+
+        try:
+            return build_catalog([load_catalog_file(self.catalog_file)])
+        except CatalogError as e:
+            raise TraitError(str(e)) from None
+
+    def _start_jobs(self, app: Any, view: Any, index: Any, hub_auth: Any) -> None:
+        """Add the notebook-Job endpoints (docs/jobs.md)."""
+        from gpuaas_culler.jobs.kube import JobsKubeClient
+        from gpuaas_culler.jobs.service import JobService
+        from gpuaas_culler.web.jobs import jobs_handlers
+
+        catalog = self.load_catalog()
+        if catalog is None:
+            log.warning("catalog_file not set: notebook jobs are off (docs/jobs.md)")
+
+        def positions(user: str, groups: Any) -> dict[tuple[str, str], dict[str, Any]]:
+            items = index.answer(user, groups).get("items") or []
+            return {(i["namespace"], i["name"]): i for i in items if i.get("kind") == "job"}
+
+        service = JobService(
+            JobsKubeClient(timeout=self.kubernetes_request_timeout),
+            lambda: catalog,
+            service_url=self.job_service_url,
+            queue_state=view.queue_state,
+            positions=positions,
+            workloads=view.workloads,
+            max_notebook_bytes=self.job_max_notebook_bytes,
+        )
+        app.add_handlers(
+            ".*",
+            jobs_handlers(
+                self.prefix, service, hub_auth, max_body=self.job_max_notebook_bytes + 200_000
+            ),
+        )
+
+    def _start_console(self, app: Any, loop: Any, view: Any, source: Any) -> None:
+        """The console's page and API (docs/console.md), through the hub's OAuth."""
+        from datetime import timedelta
+
+        from jupyterhub.services.auth import HubOAuth
+
+        from gpuaas_culler.console.state import ConsoleState, update_metrics
+        from gpuaas_culler.web.console import console_handlers
+
+        console = ConsoleState(
+            loop,
+            view,
+            notebook_namespace=self.notebook_namespace,
+            job_namespaces=self.job_namespaces,
+            regret_window=timedelta(seconds=self.console_regret_window),
+            policy_file=lambda: {
+                "file": source.path if source is not None else None,
+                "error": source.error if source is not None else "",
+            },
+            ttl=self.console_cache_seconds,
+        )
+        loop.cycle_listeners.append(lambda _loop: update_metrics(console))
+        if not os.environ.get("JUPYTERHUB_CLIENT_ID"):
+            log.warning(
+                "console: no $JUPYTERHUB_CLIENT_ID (the hub sets it for a service with a url):"
+                " its page cannot log browsers in; tokens with the scope still work"
+            )
+            os.environ.setdefault("JUPYTERHUB_CLIENT_ID", "service-gpuaas")
+        # The OAuth state cookie is signed; a restart only asks browsers to log in again.
+        app.settings.setdefault("cookie_secret", os.urandom(32))
+        app.add_handlers(".*", console_handlers(self.prefix, console, HubOAuth(parent=self)))
 
     async def _watch_policy(self, source: Any, loop: Any) -> None:
         """Reload the policy file when it changes; keep the last good one when it is bad."""

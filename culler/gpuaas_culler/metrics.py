@@ -78,6 +78,64 @@ class Metrics:
         self.cycle_seconds = Gauge(
             "gpuaas_culler_cycle_seconds", "Duration of the last complete cycle", registry=r
         )
+        self.last_cycle = Gauge(
+            "gpuaas_culler_last_cycle_timestamp_seconds",
+            "When the last complete cycle decided (Unix time; 0: none yet)",
+            registry=r,
+        )
+        # The console's showback (docs/console.md): per team and offering kind, no user names.
+        team_kind = ["team", "kind"]
+        self.gpu_allocated = Gauge(
+            "gpuaas_gpu_equivalents_allocated",
+            "GPU-equivalents held by running workbenches now",
+            team_kind,
+            registry=r,
+        )
+        self.gpu_busy = Gauge(
+            "gpuaas_gpu_equivalents_busy",
+            "GPU-equivalents held by workbenches judged busy now",
+            team_kind,
+            registry=r,
+        )
+        self.gpu_idle = Gauge(
+            "gpuaas_gpu_equivalents_idle",
+            "GPU-equivalents held by workbenches judged idle now",
+            team_kind,
+            registry=r,
+        )
+        self.gpu_allocated_seconds = Counter(
+            "gpuaas_gpu_equivalent_allocated_seconds",
+            "GPU-equivalent seconds held by workbenches",
+            team_kind,
+            registry=r,
+        )
+        self.gpu_busy_seconds = Counter(
+            "gpuaas_gpu_equivalent_busy_seconds",
+            "GPU-equivalent seconds held by busy workbenches",
+            team_kind,
+            registry=r,
+        )
+        self.gpu_idle_seconds = Counter(
+            "gpuaas_gpu_equivalent_idle_seconds",
+            "GPU-equivalent seconds held by idle workbenches",
+            team_kind,
+            registry=r,
+        )
+        self.queued_gpu = Gauge(
+            "gpuaas_queued_gpu_equivalents",
+            "GPU-equivalents asked for by the team's pending Workloads",
+            ["team"],
+            registry=r,
+        )
+        self.queued_workloads = Gauge(
+            "gpuaas_queued_workloads", "The team's pending GPU Workloads", ["team"], registry=r
+        )
+        self.oldest_wait = Gauge(
+            "gpuaas_queue_oldest_wait_seconds",
+            "How long the team's oldest pending GPU Workload has waited",
+            ["team"],
+            registry=r,
+        )
 
     def exposition(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

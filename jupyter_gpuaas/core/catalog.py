@@ -13,10 +13,22 @@ Shape of one source (traitlet values or the YAML file)::
     offerings: [{slug, display_name, description, kind, resources, flavor, node_selector,
                  tolerations, gpu_model, gpu_memory, gpu_equivalents, isolation, shm_size,
                  min_count, max_count, default_count, images, sizes, default_image,
-                 default_size, cpu_guarantee, cpu_limit, mem_guarantee, mem_limit}]
+                 default_size, cpu_guarantee, cpu_limit, mem_guarantee, mem_limit,
+                 memory_cap, cores_percent, scheduler_name, pod_annotations}]
     tenants:   [{name, display_name, groups, namespace, local_queue, cluster_queue,
                  offerings, default_offering, max_gpu_servers_per_user, max_gpus_per_user,
-                 max_queued, priority_class}]
+                 max_queued, priority_class, jobs}]
+    jobs (of a tenant, optional: its notebooks as training Jobs, docs/jobs.md):
+               {namespace, local_queue, offerings, priority_class, max_per_user, max_per_team,
+                default_time_limit, max_time_limit}
+    resource_transformations: [{input, strategy, multiplyBy, outputs}]
+
+A ``fraction`` offering is a memory-capped share of one GPU as HAMi serves it (docs/fractions.md):
+its pod asks for one vGPU (``nvidia.com/gpu``), ``memory_cap`` as ``nvidia.com/gpumem`` (MiB)
+and ``cores_percent`` as ``nvidia.com/gpucores``. ``resource_transformations`` are Kueue's
+(``Configuration.resources.transformations``, written the same way): the hub and the service
+read them here, so that the form's headroom counts what Kueue counts; the same list must be in
+Kueue's Configuration (the dev cluster renders it from the demo catalog).
 """
 
 from __future__ import annotations
@@ -24,10 +36,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Literal, TypeVar
 
+from jupyter_gpuaas.core.durations import DURATION_HINT, parse_duration
 from jupyter_gpuaas.core.fields import (
     DNS_SUBDOMAIN_RE,
     LABEL_VALUE_RE,
@@ -41,10 +54,18 @@ from jupyter_gpuaas.core.fields import (
     type_name,
     unknown_keys,
 )
-from jupyter_gpuaas.core.kueue import QuantityError, parse_quantity
+from jupyter_gpuaas.core.kueue import (
+    QuantityError,
+    ResourceTransformation,
+    parse_quantity,
+    transform_requests,
+)
 
 __all__ = [
     "GPU_KINDS",
+    "HAMI_CORES",
+    "HAMI_MEMORY",
+    "HAMI_VGPU",
     "KINDS",
     "Catalog",
     "CatalogError",
@@ -53,14 +74,26 @@ __all__ = [
     "Offering",
     "Size",
     "Tenant",
+    "TenantJobs",
     "build_catalog",
     "load_catalog_file",
 ]
 
-Kind = Literal["gpu", "mig", "shared", "cpu"]
-KINDS: tuple[Kind, ...] = ("gpu", "mig", "shared", "cpu")
-GPU_KINDS: frozenset[str] = frozenset({"gpu", "mig", "shared"})
+Kind = Literal["gpu", "mig", "shared", "fraction", "cpu"]
+KINDS: tuple[Kind, ...] = ("gpu", "mig", "shared", "fraction", "cpu")
+GPU_KINDS: frozenset[str] = frozenset({"gpu", "mig", "shared", "fraction"})
 ISOLATIONS = ("hardware", "memory-limited", "none")
+
+# HAMi's resource names (charts/hami/values.yaml: resourceName, resourceMem, resourceCores).
+HAMI_VGPU = "nvidia.com/gpu"
+"""vGPUs: slots of a physical GPU (``deviceSplitCount`` per GPU); each vGPU is on its own GPU."""
+HAMI_MEMORY = "nvidia.com/gpumem"
+"""Device memory per vGPU, in MiB: a hard cap HAMi-core enforces inside the container."""
+HAMI_CORES = "nvidia.com/gpucores"
+"""Compute per vGPU, in percent of one GPU (0-100): a throttle, not an isolation."""
+_PER_VGPU = (HAMI_MEMORY, HAMI_CORES)
+_STRATEGIES = ("Retain", "Replace")
+_TRANSFORMATION_KEYS = ("input", "strategy", "multiplyBy", "outputs")
 
 _TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
 _EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -69,6 +102,7 @@ _DEFAULT_UNITS: dict[str, tuple[str, str]] = {
     "gpu": ("GPU", "GPUs"),
     "mig": ("MIG slice", "MIG slices"),
     "shared": ("GPU share", "GPU shares"),
+    "fraction": ("GPU fraction", "GPU fractions"),
     "cpu": ("server", "servers"),
 }
 
@@ -140,14 +174,51 @@ class Offering:
     mem_limit: str | None = None
     unit: str = "GPU"
     units: str = "GPUs"
+    memory_cap: str | None = None
+    """A fraction's hard memory limit (``nvidia.com/gpumem``), e.g. ``"5632Mi"``."""
+    cores_percent: int | None = None
+    """A fraction's share of the GPU's compute (``nvidia.com/gpucores``), 1-100."""
+    scheduler_name: str | None = None
+    """``spec.schedulerName`` of its pods (HAMi: ``hami-scheduler``), else the cluster's."""
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    """Annotations its pods carry (HAMi: ``nvidia.com/use-gputype: L4``, ...)."""
+    transformations: tuple[ResourceTransformation, ...] = ()
+    """The catalog's ``resource_transformations`` (Kueue's), applied by :meth:`quota_requests`."""
 
     @property
     def is_gpu(self) -> bool:
         return self.kind in GPU_KINDS
 
     def requests(self, count: int) -> dict[str, int]:
-        """Extended resources for ``count`` units (requests = limits)."""
-        return {name: qty * count for name, qty in self.resources.items()}
+        """Extended resources of the pod for ``count`` units (requests = limits).
+
+        A fraction's ``count`` is its number of vGPUs; HAMi's memory and cores are per vGPU
+        and so stay as they are.
+        """
+        return {
+            name: qty if self.kind == "fraction" and name in _PER_VGPU else qty * count
+            for name, qty in self.resources.items()
+        }
+
+    def quota_requests(self, count: int) -> dict[str, int]:
+        """What Kueue counts for ``count`` units: :meth:`requests` after the transformations
+        (a quarter L4: ``nvidia.com/gpu: 1``, ``nvidia.com/total-gpumem: 5632``, ...)."""
+        counted = transform_requests(
+            {k: Fraction(v) for k, v in self.requests(count).items()}, self.transformations
+        )
+        return {k: -(-v.numerator // v.denominator) for k, v in counted.items()}
+
+    @property
+    def memory_quota_resource(self) -> tuple[str, Fraction] | None:
+        """For a fraction, the resource Kueue keeps its memory quota in and the factor from
+        MiB (``("nvidia.com/total-gpumem", 1)``), from the transformation of ``gpumem``."""
+        if self.kind != "fraction":
+            return None
+        for t in self.transformations:
+            if t.input == HAMI_MEMORY and len(t.outputs) == 1:
+                name, factor = next(iter(t.outputs.items()))
+                return name, factor
+        return None
 
     def gpu_equivalents_for(self, count: int) -> Fraction:
         return self.gpu_equivalents * count
@@ -160,6 +231,8 @@ class Offering:
             return "whole GPU, not shared with anyone"
         if self.kind == "mig":
             return "hardware-isolated MIG slice"
+        if self.kind == "fraction":
+            return "memory-limited, no fault isolation"
         if self.isolation == "memory-limited":
             return "shared GPU, memory-limited (no fault isolation)"
         return "time-shared, no memory isolation"
@@ -181,6 +254,24 @@ class Tenant:
     max_gpus_per_user: Fraction | None = None
     max_queued: int | None = None
     priority_class: str | None = None
+    jobs: TenantJobs | None = None
+
+
+@dataclass(frozen=True)
+class TenantJobs:
+    """Where a team's notebooks run as training Jobs, and its caps (docs/jobs.md).
+
+    ``max_per_user`` / ``max_per_team``: Jobs queued or running at once (``None``: no cap);
+    time limits in seconds (``None``: none)."""
+
+    namespace: str
+    local_queue: str
+    offerings: tuple[str, ...]
+    priority_class: str | None = None
+    max_per_user: int | None = None
+    max_per_team: int | None = None
+    default_time_limit: int | None = None
+    max_time_limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -189,6 +280,8 @@ class Catalog:
     tenants: Mapping[str, Tenant]
     images: Mapping[str, Image] = field(default_factory=dict)
     sizes: Mapping[str, Size] = field(default_factory=dict)
+    transformations: tuple[ResourceTransformation, ...] = ()
+    """Kueue's resource transformations, as the catalog's ``resource_transformations``."""
 
     def tenants_for_groups(self, groups: Iterable[str]) -> list[Tenant]:
         """The tenants a user belongs to, in catalog order."""
@@ -520,6 +613,10 @@ _OFFERING_FIELDS = (
     "mem_limit",
     "unit",
     "units",
+    "memory_cap",
+    "cores_percent",
+    "scheduler_name",
+    "pod_annotations",
 )
 _TENANT_FIELDS = (
     "name",
@@ -534,8 +631,19 @@ _TENANT_FIELDS = (
     "max_gpus_per_user",
     "max_queued",
     "priority_class",
+    "jobs",
 )
-_TOP_FIELDS = ("offerings", "tenants", "images", "sizes")
+_TENANT_JOBS_FIELDS = (
+    "namespace",
+    "local_queue",
+    "offerings",
+    "priority_class",
+    "max_per_user",
+    "max_per_team",
+    "default_time_limit",
+    "max_time_limit",
+)
+_TOP_FIELDS = ("offerings", "tenants", "images", "sizes", "resource_transformations")
 
 
 def _check_guarantee_limit(
@@ -630,9 +738,25 @@ def _read_offering(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Offering 
     cpu_g, cpu_l, mem_g, mem_l = _cpu_mem(errs, p, d)
     unit = _str(errs, p, d, "unit")
     units = _str(errs, p, d, "units")
+    memory_cap = _memory(errs, p, d, "memory_cap")
+    cores = _int(errs, p, d, "cores_percent", default=None, minimum=1)
+    scheduler_name = _str(
+        errs, p, d, "scheduler_name", pattern=DNS_SUBDOMAIN_RE, what="a scheduler name"
+    )
+    pod_annotations = _pod_annotations(errs, p, d)
+
+    if kind == "fraction":
+        resources, isolation = _fraction_fields(
+            errs, p, d, gpu_memory=gpu_memory, memory_cap=memory_cap, cores=cores,
+            isolation=isolation,
+        )  # fmt: skip
+    elif kind is not None:
+        for key in ("memory_cap", "cores_percent"):
+            if d.get(key) is not None:
+                errs.add(key_path(p, key), f"is only for a fraction offering, not a {kind} one")
 
     if kind in GPU_KINDS:
-        if not resources and "resources" not in d:
+        if not resources and "resources" not in d and kind != "fraction":
             errs.add(key_path(p, "resources"), f"is required for a {kind} offering")
         if flavor is None and "flavor" not in d:
             errs.add(
@@ -701,7 +825,172 @@ def _read_offering(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Offering 
         mem_limit=mem_l,
         unit=unit or default_unit,
         units=units or default_units,
+        memory_cap=memory_cap if kind == "fraction" else None,
+        cores_percent=cores if kind == "fraction" else None,
+        scheduler_name=scheduler_name,
+        pod_annotations=pod_annotations,
     )
+
+
+_MIB = 1 << 20
+
+
+def _fraction_fields(
+    errs: FieldErrors,
+    p: str,
+    d: Mapping[str, Any],
+    *,
+    gpu_memory: str | None,
+    memory_cap: str | None,
+    cores: int | None,
+    isolation: str | None,
+) -> tuple[dict[str, int], str]:
+    """A fraction's pod resources (HAMi's names) from its cap and cores, and its isolation."""
+    if d.get("resources") is not None:
+        errs.add(
+            key_path(p, "resources"),
+            f"a fraction's resources come from memory_cap and cores_percent ({HAMI_VGPU}, "
+            f"{HAMI_MEMORY}, {HAMI_CORES} as HAMi expects them): remove resources",
+        )
+    if gpu_memory is None and "gpu_memory" not in d:
+        errs.add(
+            key_path(p, "gpu_memory"),
+            'is required for a fraction offering: the memory of its GPU model, e.g. "23034Mi" '
+            "(an NVIDIA L4, as nvidia-smi and the node's nvidia.com/gpu.memory label say)",
+        )
+    cap_mib: int | None = None
+    if memory_cap is None:
+        if "memory_cap" not in d:
+            errs.add(
+                key_path(p, "memory_cap"),
+                'is required for a fraction offering: its hard GPU memory limit, e.g. "5632Mi"',
+            )
+    else:
+        cap = parse_quantity(memory_cap)
+        if cap % _MIB:
+            errs.add(
+                key_path(p, "memory_cap"),
+                f"HAMi counts {HAMI_MEMORY} in whole MiB: {memory_cap!r} is not; use a multiple "
+                'of 1Mi such as "5632Mi"',
+            )
+        elif gpu_memory is not None and cap > parse_quantity(gpu_memory):
+            errs.add(
+                key_path(p, "memory_cap"),
+                f"{memory_cap} is more than the GPU's memory (gpu_memory: {gpu_memory}): lower "
+                "memory_cap, or correct gpu_memory if the GPU is larger",
+            )
+        else:
+            cap_mib = int(cap // _MIB)
+    if cores is not None and cores > 100:
+        errs.add(
+            key_path(p, "cores_percent"),
+            f"must be at most 100, not {cores}: {HAMI_CORES} is a percentage of one GPU's "
+            "compute (a fraction is on one GPU)",
+        )
+    if isolation is not None and isolation != "memory-limited":
+        errs.add(
+            key_path(p, "isolation"),
+            "a HAMi fraction caps memory but shares faults and bandwidth with its neighbours: "
+            "memory-limited (or leave it out)",
+        )
+    resources = {HAMI_VGPU: 1}
+    if cap_mib is not None:
+        resources[HAMI_MEMORY] = cap_mib
+    if cores is not None:
+        resources[HAMI_CORES] = cores
+    return resources, "memory-limited"
+
+
+def _pod_annotations(errs: FieldErrors, path: str, data: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for p, key, value in _entries(errs, path, data, "pod_annotations"):
+        if not isinstance(key, str) or not is_qualified_name(key):
+            errs.add(p, "is not a valid annotation key (such as nvidia.com/use-gputype)")
+        elif not isinstance(value, str):
+            errs.add(p, f"must be a string, not {type_name(value)} (quote numbers in YAML)")
+        else:
+            out[key] = value
+    return out
+
+
+def _read_transformations(
+    errs: FieldErrors, src: CatalogSource, seen: dict[str, str]
+) -> list[ResourceTransformation]:
+    """``resource_transformations`` of one source, checked as Kueue checks them (and more)."""
+    out: list[ResourceTransformation] = []
+    for p, d in _list_of_mappings(errs, src.origin, src.data, "resource_transformations"):
+        if not isinstance(d, Mapping):
+            _not_mapping(errs, p, d)
+            continue
+        before = len(errs.items)
+        unknown_keys(errs, p, d, _TRANSFORMATION_KEYS)
+        name = _str(errs, p, d, "input", required=True)
+        if name is not None and not is_qualified_name(name):
+            errs.add(key_path(p, "input"), f"{name!r} is not a resource name")
+        elif name is not None and name in seen:
+            errs.add(key_path(p, "input"), f"{name} is already transformed at {seen[name]}")
+        elif name is not None:
+            seen[name] = p
+        strategy = _str(errs, p, d, "strategy", default="Retain") or "Retain"
+        if strategy not in _STRATEGIES:
+            errs.add(key_path(p, "strategy"), f"must be Retain or Replace, not {strategy!r}")
+        multiply_by = _str(errs, p, d, "multiplyBy", default="") or ""
+        if multiply_by and not is_qualified_name(multiply_by):
+            errs.add(key_path(p, "multiplyBy"), f"{multiply_by!r} is not a resource name")
+        if multiply_by and strategy == "Retain":
+            errs.add(
+                key_path(p, "strategy"),
+                "must be Replace with multiplyBy: Kueue before v0.19 keeps the multiplied amount "
+                "under a retained input, so the quota would differ by Kueue version",
+            )
+        outputs: dict[str, Fraction] = {}
+        for op, out_name, factor in _entries(errs, p, d, "outputs"):
+            if not isinstance(out_name, str) or not is_qualified_name(out_name):
+                errs.add(op, "is not a resource name (such as nvidia.com/total-gpumem)")
+                continue
+            try:
+                amount = parse_quantity(factor)
+            except QuantityError:
+                errs.add(op, f'must be a quantity per unit of input such as "1", not {factor!r}')
+                continue
+            if amount <= 0:
+                errs.add(op, f"must be more than 0, not {factor!r}")
+                continue
+            outputs[out_name] = amount
+        if not outputs and strategy == "Replace" and "outputs" not in d:
+            errs.add(
+                key_path(p, "outputs"),
+                "is required: Replace without outputs makes Kueue ignore the input entirely",
+            )
+        if len(errs.items) == before and name is not None:
+            out.append(ResourceTransformation(name, outputs, strategy, multiply_by))
+    return out
+
+
+def _check_fraction_transformations(
+    errs: FieldErrors, p: str, off: Offering, by_input: Mapping[str, ResourceTransformation]
+) -> None:
+    """Each per-vGPU resource of a fraction needs its transformation, multiplied by vGPUs."""
+    fields = {HAMI_MEMORY: "memory_cap", HAMI_CORES: "cores_percent"}
+    for resource in _PER_VGPU:
+        if resource not in off.resources:
+            continue
+        t = by_input.get(resource)
+        total = resource.replace("nvidia.com/", "nvidia.com/total-")
+        if t is None:
+            errs.add(
+                key_path(p, fields[resource]),
+                f"{resource} has no entry in resource_transformations: Kueue would count it per "
+                f"pod, not per vGPU. Add {{input: {resource}, strategy: Replace, multiplyBy: "
+                f"{HAMI_VGPU}, outputs: {{{total}: 1}}}} to resource_transformations and the same "
+                "to Kueue's Configuration (resources.transformations)",
+            )
+        elif t.multiply_by != HAMI_VGPU:
+            errs.add(
+                key_path(p, fields[resource]),
+                f"the transformation of {resource} must have multiplyBy: {HAMI_VGPU} (HAMi "
+                f"counts it per vGPU), not {t.multiply_by or 'nothing'}",
+            )
 
 
 def _read_tenant(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Tenant | None:
@@ -736,6 +1025,7 @@ def _read_tenant(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Tenant | No
     pclass = _str(
         errs, p, d, "priority_class", pattern=DNS_SUBDOMAIN_RE, what="a WorkloadPriorityClass name"
     )
+    jobs = _read_tenant_jobs(errs, p, d, offerings)
     if len(errs.items) != before or name is None or lq is None or default_offering is None:
         return None
     return Tenant(
@@ -751,6 +1041,77 @@ def _read_tenant(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Tenant | No
         max_gpus_per_user=max_gpus,
         max_queued=max_queued,
         priority_class=pclass,
+        jobs=jobs,
+    )
+
+
+def _time_limit(errs: FieldErrors, path: str, data: Mapping[str, Any], key: str) -> int | None:
+    if key not in data or data[key] is None:
+        return None
+    try:
+        seconds = int(parse_duration(data[key]).total_seconds())
+    except ValueError as e:
+        errs.add(key_path(path, key), str(e))
+        return None
+    if seconds < 1:
+        errs.add(key_path(path, key), f"must be at least 1s ({DURATION_HINT})")
+        return None
+    return seconds
+
+
+def _read_tenant_jobs(
+    errs: FieldErrors, p: str, d: Mapping[str, Any], tenant_offerings: tuple[str, ...]
+) -> TenantJobs | None:
+    """A tenant's ``jobs`` section (its training Jobs from JupyterLab), or ``None``."""
+    raw = _mapping(errs, p, d, "jobs")
+    if raw is None:
+        return None
+    jp = key_path(p, "jobs")
+    unknown_keys(errs, jp, raw, _TENANT_JOBS_FIELDS)
+    before = len(errs.items)
+    ns = _str(errs, jp, raw, "namespace", required=True, pattern=SLUG_RE, what="a namespace name")
+    lq = _str(
+        errs,
+        jp,
+        raw,
+        "local_queue",
+        required=True,
+        pattern=DNS_SUBDOMAIN_RE,
+        what="a LocalQueue name",
+    )
+    offerings = _str_list(errs, jp, raw, "offerings") or tenant_offerings
+    for i, slug in enumerate(offerings):
+        if "offerings" in raw and slug not in tenant_offerings:
+            errs.add(
+                f"{key_path(jp, 'offerings')}[{i}]",
+                f"{slug!r} is not one of this tenant's offerings"
+                + did_you_mean(slug, tenant_offerings),
+            )
+    pclass = _str(
+        errs,
+        jp,
+        raw,
+        "priority_class",
+        pattern=DNS_SUBDOMAIN_RE,
+        what="a WorkloadPriorityClass name",
+    )
+    per_user = _int(errs, jp, raw, "max_per_user", default=None, minimum=0)
+    per_team = _int(errs, jp, raw, "max_per_team", default=None, minimum=0)
+    default_limit = _time_limit(errs, jp, raw, "default_time_limit")
+    max_limit = _time_limit(errs, jp, raw, "max_time_limit")
+    if default_limit is not None and max_limit is not None and default_limit > max_limit:
+        errs.add(key_path(jp, "default_time_limit"), "must not exceed max_time_limit")
+    if len(errs.items) != before or ns is None or lq is None:
+        return None
+    return TenantJobs(
+        namespace=ns,
+        local_queue=lq,
+        offerings=offerings,
+        priority_class=pclass,
+        max_per_user=per_user,
+        max_per_team=per_team,
+        default_time_limit=default_limit,
+        max_time_limit=max_limit,
     )
 
 
@@ -791,9 +1152,13 @@ def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = 
     tenants: dict[str, Tenant] = {}
     tenant_paths: dict[str, str] = {}
     queues: dict[tuple[str, str], str] = {}
+    transformations: list[ResourceTransformation] = []
+    transformed: dict[str, str] = {}
+    offering_paths: dict[str, str] = {}
 
     for src in sources:
         unknown_keys(errs, src.origin.rstrip(". :"), src.data, _TOP_FIELDS)
+        transformations += _read_transformations(errs, src, transformed)
         _read_all(errs, src, "images", _read_image, "image", images)
         _read_all(errs, src, "sizes", _read_size, "size", sizes)
         raw_offerings += _list_of_mappings(errs, src.origin, src.data, "offerings")
@@ -824,6 +1189,13 @@ def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = 
         if off.default_size is not None and off.default_size not in (off.sizes or sizes):
             errs.add(key_path(p, "default_size"), f"{off.default_size!r} is not offered here")
         offerings[off.slug] = off
+        offering_paths[off.slug] = p
+
+    by_input = {t.input: t for t in transformations}
+    for slug, off in offerings.items():
+        if off.kind == "fraction":
+            _check_fraction_transformations(errs, offering_paths[slug], off, by_input)
+        offerings[slug] = replace(off, transformations=tuple(transformations))
 
     for p, d in raw_tenants:
         if not isinstance(d, Mapping):
@@ -867,4 +1239,10 @@ def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = 
         errs.add("tenants", "no tenants are configured (GPUaaSSpawner.tenants or catalog_file)")
     if errs.items:
         raise CatalogError(errs.items)
-    return Catalog(offerings=offerings, tenants=tenants, images=images, sizes=sizes)
+    return Catalog(
+        offerings=offerings,
+        tenants=tenants,
+        images=images,
+        sizes=sizes,
+        transformations=tuple(transformations),
+    )

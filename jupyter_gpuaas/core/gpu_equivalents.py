@@ -61,9 +61,18 @@ def resource_gpu_equivalents(
     weights: Mapping[str, Fraction] = RESOURCE_GPU_EQUIVALENTS,
 ) -> Fraction:
     """GPU-equivalents guessed from requests: whole GPUs 1, MIG ``<N>g`` slices N/7, others
-    by ``weights``; resources it does not know count 0."""
+    by ``weights``; resources it does not know count 0. A HAMi fraction counts its compute
+    share: ``nvidia.com/total-gpucores`` (as Kueue counts it) / 100, or one pod's
+    ``nvidia.com/gpucores`` x its vGPUs / 100, instead of a whole GPU per vGPU."""
     total = Fraction(0)
+    cores = resources.get("nvidia.com/total-gpucores")
+    if cores is None and "nvidia.com/gpucores" in resources:
+        cores = resources["nvidia.com/gpucores"] * resources.get("nvidia.com/gpu", Fraction(1))
+    if cores is not None:
+        total += Fraction(cores) / 100
     for name, qty in resources.items():
+        if cores is not None and name == "nvidia.com/gpu":
+            continue
         if name in weights:
             total += weights[name] * qty
         elif name.startswith("nvidia.com/mig-"):

@@ -5,7 +5,10 @@ says whether a new server would start now, start by borrowing from the cohort, q
 ahead), or never fit — and why. It follows Kueue's quota arithmetic (``pkg/cache/scheduler/
 resource_node.go``: nominal quota, lending and borrowing limits, cohort trees) over ClusterQueue
 and Cohort *spec and status*, in the resource Kueue counts (``nvidia.com/gpu.shared`` replicas,
-``nvidia.com/mig-1g.10gb`` slices, ...), with GPU-equivalents alongside for people.
+``nvidia.com/mig-1g.10gb`` slices, ...), with GPU-equivalents alongside for people. A request
+is first put through Kueue's resource transformations as the catalog declares them
+(:meth:`~jupyter_gpuaas.core.catalog.Offering.quota_requests`: a HAMi fraction's per-vGPU
+``nvidia.com/gpumem`` becomes ``nvidia.com/total-gpumem``), so it counts what Kueue counts.
 
 Headroom is a forecast for the form, not a promise: Kueue decides. Pure; no I/O.
 """
@@ -35,6 +38,7 @@ __all__ = [
     "ResourceFit",
     "UserUsage",
     "compute_headroom",
+    "queue_message",
     "resolve_cluster_queue",
 ]
 
@@ -115,7 +119,8 @@ class Headroom:
     count: int
     fit: Fit
     message: str
-    """Short state for the form: "available now (3 of 8 free)", "will queue (about 2 ahead)"."""
+    """Short state for the form: "available now (3 of 8 free)", "will queue: about 2 ahead of
+    you", "will queue: first in line once a GPU frees up"."""
     detail: str = ""
     """A longer sentence: why, or what borrowing means."""
     cluster_queue: str = ""
@@ -128,6 +133,10 @@ class Headroom:
     total_gpu_equivalents: Fraction | None = None
     borrow_risk: bool = False
     resources: tuple[ResourceFit, ...] = ()
+    free_memory_mib: int | None = None
+    """For a fraction: the team's fractional GPU memory not in use (nominal - used), in MiB."""
+    total_memory_mib: int | None = None
+    """For a fraction: the team's fractional GPU memory quota (nominal), in MiB."""
 
 
 # --------------------------------------------------------------------------- Kueue's arithmetic
@@ -394,7 +403,7 @@ def compute_headroom(
 
     tree = state.tree()
     fits: list[ResourceFit] = []
-    for resource, qty in offering.requests(count).items():
+    for resource, qty in offering.quota_requests(count).items():
         flavor = offering.flavor or ""
         if not cq.covers(resource) or (flavor, resource) not in cq.quotas:
             detail = (
@@ -428,7 +437,7 @@ def compute_headroom(
     for rf in fits:
         fit = fit.worse(rf.fit)
 
-    per_unit = dict(offering.resources)
+    per_unit = offering.quota_requests(1)
     gpu_fits = [rf for rf in fits if rf.resource in per_unit]
     unit_eq = offering.gpu_equivalents
     if gpu_fits:
@@ -444,13 +453,23 @@ def compute_headroom(
             total_gpu_equivalents=unit_eq * total_units,
         )
     proto = replace(proto, fit=fit, resources=tuple(fits))
+    memory = offering.memory_quota_resource
+    memory_fit = next((rf for rf in fits if memory and rf.resource == memory[0]), None)
+    if memory is not None and memory_fit is not None:
+        proto = replace(
+            proto,
+            free_memory_mib=int(memory_fit.free / memory[1]),
+            total_memory_mib=int(memory_fit.nominal / memory[1]),
+        )
 
     if fit is Fit.NEVER:
         bad = next(rf for rf in fits if rf.fit is Fit.NEVER)
         if proto.max_units is not None and bad.resource in per_unit:
             n = proto.max_units
             eq = format_gpu_equivalents(unit_eq * n)
-            also = f" ({eq} GPU-equivalents)" if offering.kind in ("mig", "shared") else ""
+            also = (
+                f" ({eq} GPU-equivalents)" if offering.kind in ("mig", "shared", "fraction") else ""
+            )
             msg = f"your team's maximum is {n} {_plural(n, offering)}{also}"
         else:
             most = display_value(bad.resource, bad.potential)
@@ -462,8 +481,11 @@ def compute_headroom(
     if fit is Fit.NOW:
         if proto.free_units is None:
             return replace(proto, message="available now")
+        n = proto.total_units or 0
+        units = f" {_plural(n, offering)}" if offering.kind == "fraction" else ""
         return replace(
-            proto, message=f"available now ({proto.free_units} of {proto.total_units} free)"
+            proto,
+            message=f"available now ({proto.free_units} of {proto.total_units}{units} free)",
         )
 
     if fit is Fit.BORROW:
@@ -490,7 +512,21 @@ def compute_headroom(
     ahead = cq.pending_workloads
     return replace(
         proto,
-        message=f"will queue (about {ahead} ahead)",
+        message=queue_message(ahead, offering),
         ahead=ahead,
         detail="Your server waits in the queue until quota frees up.",
     )
+
+
+def queue_message(ahead: int, offering: Offering) -> str:
+    """What "will queue" means for the user: first in line, or behind about N others.
+
+    ``ahead`` is the ClusterQueue's pending count (Kueue's own, not a promise of order).
+    """
+    if ahead <= 0:
+        if not offering.is_gpu:
+            return "will queue: first in line once quota frees up"
+        unit = offering.unit
+        article = "an" if unit[:1].lower() in "aeiou" else "a"
+        return f"will queue: first in line once {article} {unit} frees up"
+    return f"will queue: about {ahead} ahead of you"

@@ -24,6 +24,7 @@ __all__ = [
     "ADMISSION_GATE",
     "JOB_UID_LABEL",
     "MANAGED_LABEL",
+    "MAX_EXEC_TIME_LABEL",
     "POD_FINALIZER",
     "PRIORITY_CLASS_LABEL",
     "QUEUE_NAME_LABEL",
@@ -36,6 +37,7 @@ __all__ = [
     "PendingWorkloadInfo",
     "QuantityError",
     "ResourceQuota",
+    "ResourceTransformation",
     "WorkloadInfo",
     "display_value",
     "format_quantity",
@@ -50,11 +52,15 @@ __all__ = [
     "read_local_queue",
     "read_pending_workloads",
     "read_workload",
+    "transform_requests",
     "workload_for_pod",
 ]
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+"""Job label: Kueue's maximum execution time in seconds (copied to the Workload's
+``spec.maximumExecutionTimeSeconds``; an admitted Workload running longer is deactivated)."""
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 POD_FINALIZER = "kueue.x-k8s.io/managed"
@@ -150,6 +156,67 @@ def _value_or_none(resource: str, value: object) -> int | None:
         return kueue_value(resource, parse_quantity(value))
     except QuantityError:
         return None
+
+
+# --------------------------------------------------------------------------- transformations
+
+
+@dataclass(frozen=True)
+class ResourceTransformation:
+    """One entry of Kueue's ``Configuration.resources.transformations`` (config v1beta2).
+
+    Kueue applies it to each pod's requests before it counts quota
+    (``pkg/workload/workload.go`` ``applyResourceTransformations``): every output gets
+    ``factor x input`` (``x`` the pod's amount of ``multiply_by``, where it asks for that),
+    and ``Replace`` drops the input itself while ``Retain`` keeps it. HAMi's per-vGPU memory
+    ``nvidia.com/gpumem`` multiplied by the vGPU count ``nvidia.com/gpu`` into
+    ``nvidia.com/total-gpumem`` is the case this project needs.
+    """
+
+    input: str
+    outputs: Mapping[str, Fraction]
+    strategy: str = "Retain"
+    multiply_by: str = ""
+
+    def to_kueue(self) -> dict[str, Any]:
+        """The entry as written in Kueue's Configuration."""
+        out: dict[str, Any] = {"input": self.input, "strategy": self.strategy}
+        if self.multiply_by:
+            out["multiplyBy"] = self.multiply_by
+        out["outputs"] = {name: format_quantity(f) for name, f in self.outputs.items()}
+        return out
+
+
+def transform_requests(
+    requests: Mapping[str, Fraction], transformations: Iterable[ResourceTransformation]
+) -> dict[str, Fraction]:
+    """One pod's requests as Kueue counts them after its resource transformations.
+
+    Kueue v0.19's arithmetic: outputs summed over inputs, a negative total clamped to 0, a
+    retained input kept as requested. (Kueue v0.17 kept the *multiplied* amount under a
+    retained input with ``multiplyBy``; the catalog accepts only ``Replace`` there, where
+    both versions agree.) Amounts are per pod: Kueue multiplies by the pod count after this.
+    """
+    by_input = {t.input: t for t in transformations}
+    if not any(name in by_input for name in requests):
+        return dict(requests)
+    retained: dict[str, Fraction] = {}
+    generated: dict[str, Fraction] = {}
+    for name, amount in requests.items():
+        t = by_input.get(name)
+        if t is None:
+            retained[name] = amount
+            continue
+        base = amount
+        if t.multiply_by and t.multiply_by in requests:
+            base = amount * requests[t.multiply_by]
+        for out_name, factor in t.outputs.items():
+            generated[out_name] = generated.get(out_name, Fraction(0)) + base * factor
+        if t.strategy == "Retain":
+            retained[name] = amount
+    for out_name, amount in generated.items():
+        retained[out_name] = retained.get(out_name, Fraction(0)) + max(amount, Fraction(0))
+    return retained
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -472,6 +539,10 @@ class WorkloadInfo:
     resources: Mapping[str, Fraction] = field(default_factory=dict)
     """Total requests of all its pods (count x per-pod requests), by resource name."""
     pods: int = 0
+    counted: Mapping[str, Fraction] = field(default_factory=dict)
+    """What Kueue itself counts for it, after its resource transformations: the admission's
+    ``resourceUsage``, else (pending) ``status.resourceRequests``; empty while Kueue has
+    written neither."""
 
     @property
     def user_label(self) -> str:
@@ -539,6 +610,11 @@ def read_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
         for res, flavor in as_mapping(as_mapping(raw).get("flavors")).items():
             if isinstance(res, str) and isinstance(flavor, str):
                 flavors[res] = flavor
+    counted = _sum_resources(
+        as_mapping(raw).get("resourceUsage") for raw in as_list(admission.get("podSetAssignments"))
+    ) or _sum_resources(
+        as_mapping(raw).get("resources") for raw in as_list(status.get("resourceRequests"))
+    )
     resources: dict[str, Fraction] = {}
     pods = 0
     for raw in as_list(spec.get("podSets")):
@@ -567,7 +643,19 @@ def read_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
         labels=labels,
         resources=resources,
         pods=pods,
+        counted=counted,
     )
+
+
+def _sum_resources(lists: Iterable[object]) -> dict[str, Fraction]:
+    total: dict[str, Fraction] = {}
+    for raw in lists:
+        for name, qty in as_mapping(raw).items():
+            try:
+                total[str(name)] = total.get(str(name), Fraction(0)) + parse_quantity(qty)
+            except QuantityError:
+                continue
+    return total
 
 
 def workload_for_pod(

@@ -13,6 +13,12 @@ __all__ = [
     "HUB_TOKEN_SECRET_LABEL",
     "HUB_TOKEN_SECRET_SUFFIX",
     "HUB_USERNAME_ANNOTATION",
+    "JOB_COLLECTED_ANNOTATION",
+    "JOB_LABEL",
+    "JOB_NOTEBOOK_ANNOTATION",
+    "JOB_NOTIFIED_ANNOTATION",
+    "JOB_RESULT_ANNOTATION",
+    "JOB_TOKEN_ANNOTATION",
     "OFFERING_LABEL",
     "RECLAIMED_AT",
     "RECLAIMED_FOR",
@@ -60,3 +66,19 @@ SNOOZED_UNTIL = RECLAIM_PREFIX + "snoozed-until"
 RECLAIMED_AT = RECLAIM_PREFIX + "stopped-at"
 """Pod annotation: the service asked the hub to stop it (a restart does not stop it twice)."""
 RECLAIMED_FOR = RECLAIM_PREFIX + "for"
+
+# Notebooks run as training Jobs (docs/jobs.md), created by the gpuaas service.
+JOB_LABEL = "gpuaas.jupyter.org/job"
+"""Job, pod, ConfigMap and Secret label ("notebook"): a notebook Job the gpuaas service created
+and the objects that belong to it; the service lists, reads and deletes only objects with it."""
+JOB_TOKEN_ANNOTATION = "gpuaas.jupyter.org/job-token-sha256"
+"""Job annotation: the SHA-256 of the token its pod proves itself with to the service (the token
+itself is only in the Job's Secret)."""
+JOB_COLLECTED_ANNOTATION = "gpuaas.jupyter.org/job-collected"
+"""Job annotation: the path the user's server wrote the executed notebook to."""
+JOB_NOTIFIED_ANNOTATION = "gpuaas.jupyter.org/job-notified"
+"""Job annotation: when the user's JupyterLab showed that the job finished."""
+JOB_NOTEBOOK_ANNOTATION = "gpuaas.jupyter.org/job-notebook"
+"""Job annotation: the notebook's file name (not its folder: that stays in the input ConfigMap)."""
+JOB_RESULT_ANNOTATION = "gpuaas.jupyter.org/job-result"
+"""Job annotation: ``succeeded`` or ``failed``, once its pod sent the executed notebook."""

@@ -11,6 +11,19 @@ Devices come from a spec (:mod:`jupyter_gpuaas.gpu.spec`); processes from the ho
 simulation's state directory (:mod:`jupyter_gpuaas.gpu.simulate`), so real PIDs of real processes
 show up; driver behaviours (PID namespaces, lost GPUs, missing driver, failing calls) from its
 DriverState.
+
+On a node of the dev cluster (:mod:`jupyter_gpuaas.gpu.simulate`, "A node's state") the library
+plays the driver as seen from one container: `gpus` are the container's (the NVIDIA container
+runtime's view, :func:`jupyter_gpuaas.gpu.spec.visible_gpus`), `container` names it, and
+holds of other containers on a time-shared GPU count in its used memory and utilisation but,
+with a driver that translates PIDs into the pod's namespace (565, 535.113), are not listed.
+
+With HAMi's environment (`hami`, :mod:`jupyter_gpuaas.gpu.hami`) it also plays HAMi-core's NVML
+hook: nvmlDeviceGetMemoryInfo and _v2 answer total = the cap, used = this container's holds,
+free = the rest; everything else passes through, as in HAMi-core. Coarser than HAMi-core:
+"this container's use" is the sum of its holds (HAMi-core counts CUDA allocations and context
+memory of the processes that loaded it), nothing stops a hold beyond the cap (HAMi-core fails
+the allocation with CUDA_ERROR_OUT_OF_MEMORY), and the compute share is not throttled.
 """
 
 from __future__ import annotations
@@ -18,22 +31,26 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pynvml
 
+from jupyter_gpuaas.gpu.hami import HamiEnv, hami_env
 from jupyter_gpuaas.gpu.simulate import (
+    ENV_CONTAINER,
     HOST_PID_OFFSET,
+    VISIBLE_DEVICES,
     DriverState,
     HoldReader,
     HoldRecord,
     read_driver,
+    read_node,
 )
 from jupyter_gpuaas.gpu.simulate import write_devices as _write_devices
-from jupyter_gpuaas.gpu.spec import MIG_SLICES, SimGpu, resolve_ref
+from jupyter_gpuaas.gpu.spec import MIG_SLICES, SimGpu, parse_devices, resolve_ref, visible_gpus
 
 _DRIVER_VERSIONS = {
     "565": "565.57.01",
@@ -137,8 +154,16 @@ class FakeNvml:
         *,
         refresh: float = 0.2,
         clock: Callable[[], float] = time.monotonic,
+        container: str | None = None,
+        hami: HamiEnv | None = None,
+        node: bool = False,
     ) -> None:
         self.gpus = list(gpus)
+        # This library's container on a node (None: no containers, every process is ours).
+        self.container = container
+        self.hami = hami or HamiEnv()
+        # A node's shared state: devices.json is not ours to write (each pod sees other GPUs).
+        self.node = node
         self.directory = directory
         self.default_driver = driver or DriverState()
         self.refresh = refresh
@@ -221,12 +246,22 @@ class FakeNvml:
             return dev.mig
         return self._mig_slot.get(resolve_ref(self.gpus, hold.device) or "")
 
+    def _ours(self, hold: HoldRecord) -> bool:
+        return self.container is None or hold.container == self.container
+
     def _used(self, dev: _Dev) -> int:
-        used = sum(h.size for h in self._holds_on(dev))
+        holds = self._holds_on(dev)
+        if self.hami.active and dev.mig is None and not dev.gpu.mig:
+            # HAMi-core: this container's processes only, never a neighbour's nor "other".
+            return sum(h.size for h in holds if self._ours(h))
+        used = sum(h.size for h in holds)
         return used + (dev.gpu.other if dev.mig is None else 0)
 
     def _total(self, dev: _Dev) -> int:
-        return dev.gpu.memory if dev.mig is None else dev.gpu.mig[dev.mig].memory
+        if dev.mig is not None:
+            return dev.gpu.mig[dev.mig].memory
+        cap = self.hami.cap(dev.gpu.index) if not dev.gpu.mig else None
+        return cap.memory if cap is not None else dev.gpu.memory
 
     def _processes(self, handle: Any, count_arg: Any, infos: Any, kinds: set[str]) -> int:
         dev = self._dev(handle)
@@ -234,8 +269,10 @@ class FakeNvml:
         # The driver lists a process once per device (MIG instance), with its total memory there,
         # however many allocations it made: several holds of one process add up.
         entries: dict[tuple[int, int | None], int] = {}
+        # A driver that translates PIDs into the pod's namespace lists only the pod's own.
+        namespaced = driver.behaviour != "535.104"
         for h in self._holds_on(dev):
-            if h.kind in kinds:
+            if h.kind in kinds and (self._ours(h) or not namespaced):
                 key = (h.pid, self._mig_slot_of(dev, h))
                 entries[key] = entries.get(key, 0) + h.size
         count = _target(count_arg)
@@ -253,8 +290,9 @@ class FakeNvml:
         return _SUCCESS
 
     def write_devices(self) -> None:
-        """Tell simulate.hold() which devices exist, so it can refuse unknown ones."""
-        if self.directory is not None:
+        """Tell simulate.hold() which devices exist, so it can refuse unknown ones (on a node,
+        hold() reads the node's GPUs itself)."""
+        if self.directory is not None and not self.node:
             _write_devices(
                 self.directory,
                 [
@@ -327,6 +365,15 @@ class FakeNvml:
         total, used = self._total(dev), self._used(dev)
         out = _target(memory)
         out.total, out.used, out.free = total, used, max(0, total - used)
+        return _SUCCESS
+
+    @_entry("nvmlDeviceGetMemoryInfo_v2")
+    def _memory_v2(self, handle: Any, memory: Any) -> int:
+        # The same figures (no reserved memory is simulated); HAMi-core rewrites both.
+        dev = self._dev(handle)
+        total, used = self._total(dev), self._used(dev)
+        out = _target(memory)
+        out.total, out.used, out.free, out.reserved = total, used, max(0, total - used), 0
         return _SUCCESS
 
     @_entry("nvmlDeviceGetUtilizationRates")
@@ -406,3 +453,41 @@ def uninstall() -> None:
         if isinstance(pynvml.nvmlLib, FakeNvml):
             pynvml.nvmlLib = None
             pynvml._nvmlGetFunctionPointer_cache.clear()
+
+
+def from_environment(
+    spec: str | Sequence[Any],
+    directory: Path,
+    driver: DriverState,
+    environ: Mapping[str, str],
+) -> tuple[FakeNvml, str]:
+    """The library for this process and a line saying what it simulates.
+
+    In a node's state directory (the dev cluster's node agent wrote ``node.json``) the GPUs are
+    the node's, seen as this container's allocation (``NVIDIA_VISIBLE_DEVICES``), and `spec` is
+    not used; elsewhere they are `spec`'s, all visible. HAMi's environment applies to both.
+    """
+    hami = hami_env(environ)
+    node = read_node(directory)
+    if node is not None:
+        visible = environ.get(VISIBLE_DEVICES)
+        gpus = visible_gpus(parse_devices(node), visible)
+        lib = FakeNvml(
+            gpus,
+            directory,
+            driver,
+            container=environ.get(ENV_CONTAINER) or None,
+            hami=hami,
+            node=True,
+        )
+        what = (
+            f"the node's simulated GPUs ({node}) as this pod's allocation "
+            f"(NVIDIA_VISIBLE_DEVICES={visible if visible is not None else '(not set: all)'})"
+        )
+    else:
+        lib = FakeNvml(parse_devices(spec), directory, driver, hami=hami)
+        what = "simulated GPUs of GPUaaS.simulated_devices"
+    if hami.active:
+        caps = ", ".join(f"GPU {i}: {c.memory} bytes ({c.source})" for i, c in hami.caps.items())
+        what += f"; HAMi-core's view, caps {caps or 'none'}"
+    return lib, what

@@ -28,6 +28,11 @@ class Device:
     shared: bool = False
     # Whether the process list of this device could be read (False: processes unknown).
     processes_read: bool = True
+    # A fraction's memory cap (HAMi: what NVML reports as memory_total inside the container),
+    # the environment variable it comes from, and its compute share (percent; None: unlimited).
+    memory_cap: int | None = None
+    cap_source: str | None = None
+    compute_cap: int | None = None
 
     @property
     def holds_processes(self) -> bool:

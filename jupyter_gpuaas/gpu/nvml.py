@@ -14,6 +14,7 @@ import pynvml
 
 from jupyter_gpuaas.gpu.attribution import merge_processes
 from jupyter_gpuaas.gpu.fake_nvml import FakeNvml, install, uninstall
+from jupyter_gpuaas.gpu.hami import HamiEnv
 from jupyter_gpuaas.gpu.model import Device, ErrorKind, GpuProcess, Source, device_matches
 
 _MIG_PROFILE = re.compile(r"MIG (\d+g\.\d+gb)", re.IGNORECASE)
@@ -79,8 +80,11 @@ class NvmlReader:
     (the sampler runs it on a single worker thread).
 
     `simulated`: a FakeNvml to install as the library (source "simulated"), or None for the real
-    driver. After a failure to initialise, the next attempt waits `backoff` seconds, doubling up
-    to `backoff_max`, so a machine without a driver is not probed on every request.
+    driver. `hami`: HAMi's limits in this container (jupyter_gpuaas.gpu.hami.hami_env): a GPU
+    with a memory cap is a fraction, marked with its cap and its source, and shared (HAMi packs
+    other pods' vGPUs onto it). After a failure to initialise, the next attempt waits
+    `backoff` seconds, doubling up to `backoff_max`, so a machine without a driver is not
+    probed on every request.
     """
 
     def __init__(
@@ -93,7 +97,9 @@ class NvmlReader:
         clock: Callable[[], float] = time.monotonic,
         log: logging.Logger | None = None,
         expect_gpu: bool = False,
+        hami: HamiEnv | None = None,
     ) -> None:
+        self.hami = hami or HamiEnv()
         # Without expect_gpu, a machine without a driver is normal (logged as info, not warning).
         self.expect_gpu = expect_gpu
         self.log = log or logging.getLogger(__name__)
@@ -202,6 +208,16 @@ class NvmlReader:
             return
         gpu = replace(gpu, utilization=utilization, mig_enabled=mig_enabled)
         gpu = replace(gpu, shared=device_matches(self.shared, gpu, None))
+        # HAMi-core's limits are by CUDA index, which is the NVML index in the container.
+        cap = None if mig_enabled else self.hami.cap(index)
+        if cap is not None:
+            gpu = replace(
+                gpu,
+                memory_cap=cap.memory,
+                cap_source=cap.source,
+                compute_cap=cap.cores,
+                shared=True,
+            )
         devices.append(gpu)
         if not mig_enabled:
             devices[-1] = self._processes(handle, gpu, processes, problems)

@@ -17,7 +17,16 @@ inherit the server's environment, so both see the same one. It holds::
 
     devices.json      the simulated devices, written by the library when it initialises
     driver.json       driver behaviour set by set_driver() (optional)
-    holds/*.json      one file per hold: pid, device, bytes, utilisation
+    holds/*.json      one file per hold: pid, device, bytes, utilisation, container
+
+A node's state: the dev cluster's node agent owns one such directory for its whole node and
+writes ``node.json`` there (the node's GPUs, as a spec string). Every pod's server and kernels
+get it as ``$JUPYTER_GPUAAS_SIM_DIR``, with the devices of their allocation in
+``NVIDIA_VISIBLE_DEVICES`` (and HAMi's ``CUDA_DEVICE_MEMORY_LIMIT_<i>`` for a fraction) and their
+container in ``$JUPYTER_GPUAAS_SIM_CONTAINER``. Then each pod's fake NVML shows only its own
+devices, holds name their device by UUID (a container's index 0 is not its neighbour's) and
+say whose container they are, so a time-shared GPU shows a neighbour's memory as used and, as a
+driver does inside a PID namespace, leaves their processes out of the list.
 """
 
 from __future__ import annotations
@@ -37,9 +46,19 @@ from typing import Any, Literal, get_args
 
 import psutil
 
-from jupyter_gpuaas.gpu.spec import SpecError, parse_size
+from jupyter_gpuaas.gpu.spec import (
+    SpecError,
+    parse_devices,
+    parse_size,
+    resolve_ref,
+    visible_gpus,
+)
 
 ENV_DIR = "JUPYTER_GPUAAS_SIM_DIR"
+# The container a process runs in (the node agent sets "<pod uid>/<container name>").
+ENV_CONTAINER = "JUPYTER_GPUAAS_SIM_CONTAINER"
+VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+NODE_FILE = "node.json"
 
 # How the simulated driver reports processes seen from inside a pod (notes/gpu-memory.md):
 #   "565"      PIDs of this namespace with their memory (drivers 565.57 and later, or hostPID)
@@ -72,6 +91,8 @@ class HoldRecord:
     utilization: int = 0
     kind: ProcessKind = "compute"
     create_time: float = 0.0
+    # The holder's container ($JUPYTER_GPUAAS_SIM_CONTAINER); "" outside a node's pods.
+    container: str = ""
 
 
 @dataclass(frozen=True)
@@ -161,7 +182,11 @@ def hold(
         raise SpecError(f"kind must be one of {get_args(ProcessKind)}, not {kind!r}")
     ref = _default_device() if device is None else str(device)
     directory = directory or state_dir()
-    _check_device(directory, ref)
+    node = read_node(directory)
+    if node is not None:
+        ref = _node_device(node, ref)
+    else:
+        _check_device(directory, ref)
     record = HoldRecord(
         pid=os.getpid(),
         device=ref,
@@ -169,6 +194,7 @@ def hold(
         utilization=utilization,
         kind=kind,
         create_time=psutil.Process().create_time(),
+        container=os.environ.get(ENV_CONTAINER, ""),
     )
     holds_dir = directory / "holds"
     holds_dir.mkdir(parents=True, exist_ok=True)
@@ -178,6 +204,40 @@ def hold(
     handle = Hold(path, record)
     _live_holds.add(handle)
     return handle
+
+
+def _node_device(node: str, ref: str) -> str:
+    """The UUID of `ref` among this container's devices on a node (see the module docstring)."""
+    gpus = visible_gpus(parse_devices(node), os.environ.get(VISIBLE_DEVICES))
+    uuid = resolve_ref(gpus, ref)
+    if uuid is None:
+        if not gpus:
+            raise SpecError(
+                "this pod has no GPU (NVIDIA_VISIBLE_DEVICES names none): request one "
+                "(e.g. nvidia.com/gpu: 1) to hold GPU memory"
+            )
+        raise SpecError(
+            f"no GPU {ref!r} in this pod: use an index 0-{len(gpus) - 1}, 'GPU:MIG' such as "
+            "'0:0' for a MIG device, or a UUID of NVIDIA_VISIBLE_DEVICES"
+        )
+    return uuid
+
+
+def write_node(directory: Path, spec: str) -> None:
+    """Make `directory` a node's GPU state: its GPUs, as a spec string (the node agent)."""
+    parse_devices(spec)  # refuse a bad spec here, not in every pod
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "holds").mkdir(exist_ok=True)
+    _write_json(directory / NODE_FILE, {"gpus": spec})
+
+
+def read_node(directory: Path) -> str | None:
+    """The node's GPUs (a spec string) when `directory` is a node's state, else None."""
+    try:
+        spec = json.loads((directory / NODE_FILE).read_text())["gpus"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return spec if isinstance(spec, str) else None
 
 
 def _check_device(directory: Path, ref: str) -> None:

@@ -7,21 +7,31 @@ Spec grammar (``GPUaaS.simulated_devices``), groups separated by commas::
                                                           mig=2x3g.20gb+1x1g.5gb
              | "other=" SIZE                              memory of processes NVML does not
                                                           list to us (other pods), e.g. other=4GiB
+             | "replicas=" N                              time-sliced by NVIDIA's device plugin
+                                                          into N replicas (nvidia.com/gpu.shared)
+             | "hami=" N                                  managed by HAMi's device plugin, split
+                                                          into N vGPUs (nvidia.com/gpu with
+                                                          nvidia.com/gpumem, nvidia.com/gpucores)
 
     "2xH100-80GB,1xA100-40GB:mig=7x1g.5gb"
 
 GPU memory follows the vendors' naming: "80GB" and the "5gb" of a MIG profile are GiB.
 The same devices can be given as a list of dicts:
 ``[{"model": "A100-40GB", "count": 1, "mig": "7x1g.5gb", "other": "4GiB"}]``.
+
+``replicas`` and ``hami`` say how a node shares the GPU between pods; they matter to the node
+agent that hands out devices (devcluster/gpualloc.py) and to what a pod's fake NVML shows,
+not to a server that simulates GPUs on its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 GiB = 1024**3
 
@@ -47,6 +57,11 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 _MODEL = re.compile(r"^(?:(\d+)x)?([A-Za-z0-9]+)-(\d+)GB$", re.IGNORECASE)
 _PROFILE = re.compile(r"^(\d+)g\.(\d+)gb$", re.IGNORECASE)
 _MIG_GROUP = re.compile(r"^(?:(\d+)x)?(\d+g\.\d+gb)$", re.IGNORECASE)
+_OPTIONS = ("mig", "other", "replicas", "hami")
+# How pods share a GPU: "none" (one pod: a whole GPU, or its MIG devices one pod each),
+# "time-slicing" (NVIDIA's device plugin: replicas, no memory isolation), "hami" (HAMi's device
+# plugin: vGPUs with a memory cap and a compute share, enforced in the container by HAMi-core).
+Sharing = Literal["none", "time-slicing", "hami"]
 
 # NVML's names for the models people are likely to write; others get "NVIDIA <model> <n>GB".
 _NAMES = {
@@ -109,6 +124,9 @@ class SimGpu:
     mig: tuple[SimMig, ...] = ()
     # Memory in use by processes outside this server's view (other pods on a shared GPU).
     other: int = 0
+    sharing: Sharing = "none"
+    # Pods that may share it at once: replicas (time-slicing) or vGPUs (HAMi's split count).
+    slots: int = 1
 
     @property
     def mig_capable(self) -> bool:
@@ -155,8 +173,11 @@ def _group_from_string(text: str) -> dict[str, Any]:
         group["count"] = int(match.group(1))
     for option in options:
         key, sep, value = option.partition("=")
-        if not sep or key not in ("mig", "other"):
-            raise SpecError(f"unknown option {option!r} in {text!r}: use mig=... or other=SIZE")
+        if not sep or key not in _OPTIONS:
+            raise SpecError(
+                f"unknown option {option!r} in {text!r}: use mig=..., other=SIZE, replicas=N "
+                "or hami=N"
+            )
         group[key] = value
     return group
 
@@ -169,7 +190,7 @@ def parse_devices(spec: str | Sequence[Mapping[str, Any]]) -> list[SimGpu]:
         groups = [dict(g) for g in spec]
     gpus: list[SimGpu] = []
     for group in groups:
-        unknown = set(group) - {"model", "count", "mig", "other"}
+        unknown = set(group) - {"model", "count", *_OPTIONS}
         if unknown:
             raise SpecError(f"unknown keys {sorted(unknown)} in {group!r}")
         match = _MODEL.match(str(group.get("model", "")))
@@ -181,9 +202,31 @@ def parse_devices(spec: str | Sequence[Mapping[str, Any]]) -> list[SimGpu]:
             raise SpecError(f"'count' must be at least 1 in {group!r}")
         profiles = _parse_mig(group.get("mig") or [])
         other = parse_size(group.get("other", 0))
+        sharing, slots = _sharing(group)
+        if sharing != "none" and profiles:
+            raise SpecError(
+                f"{group.get('model')}: a MIG-enabled GPU is shared by its MIG devices; "
+                "give either mig=... or replicas=/hami=, not both"
+            )
         for _ in range(count):
-            gpus.append(_make_gpu(len(gpus), model, gb, profiles, other))
+            gpu = _make_gpu(len(gpus), model, gb, profiles, other)
+            gpus.append(dataclasses.replace(gpu, sharing=sharing, slots=slots))
     return gpus
+
+
+def _sharing(group: Mapping[str, Any]) -> tuple[Sharing, int]:
+    if "replicas" in group and "hami" in group:
+        raise SpecError(f"{group.get('model')}: give replicas=N or hami=N, not both")
+    for key, sharing in (("replicas", "time-slicing"), ("hami", "hami")):
+        if key in group:
+            value = str(group[key]).strip()
+            if not value.isdigit() or not 1 <= int(value) <= 64:
+                raise SpecError(
+                    f"{group.get('model')}: {key}= must be a whole number from 1 to 64, "
+                    f"not {group[key]!r}"
+                )
+            return sharing, int(value)  # type: ignore[return-value]
+    return "none", 1
 
 
 def _make_gpu(index: int, model: str, gb: int, profiles: list[str], other: int) -> SimGpu:
@@ -234,3 +277,23 @@ def resolve_ref(gpus: Sequence[SimGpu], ref: str) -> str | None:
     if mig_part.isdigit() and int(mig_part) < len(gpu.mig):
         return gpu.mig[int(mig_part)].uuid
     return None
+
+
+def visible_gpus(gpus: Sequence[SimGpu], visible: str | None) -> list[SimGpu]:
+    """The GPUs a container sees, as the NVIDIA container runtime presents them from the
+    NVIDIA_VISIBLE_DEVICES its device plugin set: `None` (not set: no container runtime, every
+    GPU), "all", "none" or "void" (no GPU), or a comma-separated list of GPU UUIDs, MIG UUIDs
+    and GPU indexes. The GPUs named are re-indexed from 0 in the order of the machine; a MIG
+    device named shows its parent GPU with only that MIG device. UUIDs stay the machine's."""
+    if visible is None or visible.strip() == "all":
+        return list(gpus)
+    wanted = {part.strip() for part in visible.split(",") if part.strip()}
+    if not wanted or wanted & {"none", "void"}:
+        return []
+    seen: list[SimGpu] = []
+    for gpu in gpus:
+        whole = gpu.uuid in wanted or str(gpu.index) in wanted
+        migs = gpu.mig if whole else tuple(m for m in gpu.mig if m.uuid in wanted)
+        if whole or migs:
+            seen.append(dataclasses.replace(gpu, index=len(seen), mig=migs))
+    return seen

@@ -36,6 +36,19 @@ def device_payload(device: Device) -> dict[str, Any]:
         "memory_used": device.memory_used,
         "utilization": device.utilization,
         "shared": device.shared,
+        "cap": cap_payload(device),
+    }
+
+
+def cap_payload(device: Device) -> dict[str, Any] | None:
+    """A fraction's cap: bytes, where it was read, who enforces it, its compute share."""
+    if device.memory_cap is None:
+        return None
+    return {
+        "memory": device.memory_cap,
+        "source": device.cap_source,
+        "enforced_by": "HAMi",
+        "cores_percent": device.compute_cap,
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, cast
 
@@ -9,21 +10,29 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Enum, Float, Int, List, TraitError, Unicode, Union, validate
 
 from jupyter_gpuaas.gpu import processes
-from jupyter_gpuaas.gpu.fake_nvml import FakeNvml
+from jupyter_gpuaas.gpu.fake_nvml import from_environment
+from jupyter_gpuaas.gpu.hami import hami_env
 from jupyter_gpuaas.gpu.nvml import NvmlReader
 from jupyter_gpuaas.gpu.sampler import Sampler
 from jupyter_gpuaas.gpu.simulate import (
     DRIVER_BEHAVIOURS,
     DriverBehaviour,
     DriverState,
+    read_node,
     reset_driver,
     state_dir,
 )
 from jupyter_gpuaas.gpu.spec import DEFAULT_SIMULATED_DEVICES, SpecError, parse_devices
 from jupyter_gpuaas.gpu.usage import KernelInfo
 from jupyter_gpuaas.server.handlers import ActivityHandler, UsageHandler, kernel_models
+from jupyter_gpuaas.server.jobs import Collector, jobs_handlers
 from jupyter_gpuaas.server.queue import QueueHandler
-from jupyter_gpuaas.server.reporter import ReclaimHandler, Reporter, SnoozeHandler
+from jupyter_gpuaas.server.reporter import (
+    ReclaimHandler,
+    Reporter,
+    SnoozeHandler,
+    StandingHandler,
+)
 from jupyter_gpuaas.server.service_client import ServiceClient
 
 
@@ -58,6 +67,8 @@ class GPUaaS(ExtensionApp):
         mig and other. GPU memory sizes in the model name are GiB, as vendors write them.
         Default: "2xH100-80GB,1xA100-40GB:mig=7x1g.5gb" (two H100 80GB and one A100 40GB split
         into seven 1g.5gb MIG devices).
+        Not used on a node of the dev cluster, whose node agent hands each pod its devices
+        (the state directory holds the node's GPUs, NVIDIA_VISIBLE_DEVICES the pod's).
         Example: c.GPUaaS.simulated_devices = "4xA100-80GB,1xL4-24GB:other=6GiB"
         """,
     ).tag(config=True)
@@ -149,6 +160,18 @@ class GPUaaS(ExtensionApp):
         """,
     ).tag(config=True)
 
+    jobs_collect_interval = Float(
+        30.0,
+        min=0.0,
+        help="""Seconds between looks for finished GPU jobs of this user whose executed notebook
+        has not been written back yet (docs/jobs.md); each is written beside its source as
+        <name>-<job>.ipynb, never over an existing file, also while no browser is open. The
+        sidebar's poll collects too. 0 turns the background look off. Off outside JupyterHub.
+        Default: 30.
+        Example: c.GPUaaS.jobs_collect_interval = 60
+        """,
+    ).tag(config=True)
+
     @validate("simulated_devices")
     def _check_devices(self, proposal: dict[str, Any]) -> Any:
         try:
@@ -172,24 +195,36 @@ class GPUaaS(ExtensionApp):
             )
             # The loop runs once the server starts (initialize_settings runs before).
             serverapp.io_loop.add_callback(self.reporter.start)
+        self.jobs_collector: Any = None
+        if self.jobs_collect_interval > 0 and client.configured:
+            self.jobs_collector = Collector(
+                client, serverapp.contents_manager, self.jobs_collect_interval
+            )
+            serverapp.io_loop.add_callback(self.jobs_collector.start)
 
     def _reader(self) -> NvmlReader:
+        # HAMi's device plugin says in the environment what HAMi-core enforces here.
+        hami = hami_env(os.environ)
         if self.gpu_source != "simulated":
             return NvmlReader(
                 shared=frozenset(self.shared_devices),
                 log=self.log,
                 expect_gpu=self.gpu_source == "nvml",
+                hami=hami,
             )
         directory: Path = state_dir()
-        # A new server starts with the configured driver, not what a session left behind.
-        reset_driver(directory)
-        lib = FakeNvml(
-            parse_devices(self.simulated_devices),
+        if read_node(directory) is None:
+            # A new server starts with the configured driver, not what a session left behind
+            # (a node's driver is the node's: its other pods' servers read it too).
+            reset_driver(directory)
+        lib, what = from_environment(
+            self.simulated_devices,
             directory,
             DriverState(behaviour=cast("DriverBehaviour", self.simulated_driver)),
+            os.environ,
         )
-        self.log.info("GPUaaS: simulated GPUs; processes join them through %s", directory)
-        return NvmlReader(lib, shared=frozenset(self.simulated_shared), log=self.log)
+        self.log.info("GPUaaS: %s; processes join them through %s", what, directory)
+        return NvmlReader(lib, shared=frozenset(self.simulated_shared), log=self.log, hami=hami)
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(
@@ -199,6 +234,8 @@ class GPUaaS(ExtensionApp):
                 (r"/gpuaas/api/queue", QueueHandler),
                 (r"/gpuaas/api/reclaim", ReclaimHandler),
                 (r"/gpuaas/api/reclaim/snooze", SnoozeHandler),
+                *jobs_handlers(r"/gpuaas/api/"),
+                (r"/gpuaas/api/reclaim/standing", StandingHandler),
             ]
         )
 
@@ -228,5 +265,8 @@ class GPUaaS(ExtensionApp):
         reporter: Reporter | None = getattr(self, "reporter", None)
         if reporter is not None:
             await reporter.stop()
+        collector = getattr(self, "jobs_collector", None)
+        if collector is not None:
+            await collector.stop()
         if sampler is not None:
             await sampler.close()

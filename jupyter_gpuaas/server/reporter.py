@@ -106,6 +106,20 @@ class ReclaimHandler(GPUaaSHandler):
             await self.finish(answer.data)
 
 
+class StandingHandler(GPUaaSHandler):
+    """``GET gpuaas/api/reclaim/standing``: the reclaim policy that applies to this server and
+    where it stands (the service's last plan, for this server only)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        answer = await ServiceClient.for_app(self.gpuaas).request("api/reclaim/standing")
+        if answer.problem:
+            await self.finish({"known": False, **answer.problem.as_json()})
+        else:
+            await self.finish(answer.data)
+
+
 class SnoozeHandler(GPUaaSHandler):
     """``POST gpuaas/api/reclaim/snooze``: "Keep my GPU" (409 when no snooze is left)."""
 

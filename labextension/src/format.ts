@@ -1,7 +1,7 @@
 /**
  * Pure helpers that turn the server's figures into words; no DOM, no I/O.
  */
-import type { Attribution, IDevice, IUsage } from './types';
+import type { Attribution, ICap, IDevice, IUsage } from './types';
 
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
 
@@ -158,4 +158,40 @@ export function formatTime(iso: string): string {
 export function basename(path: string): string {
   const parts = path.split('/');
   return parts[parts.length - 1] ?? path;
+}
+
+/**
+ * Where a fraction's memory limit comes from:
+ * `cap 6.0 GiB from HAMi (CUDA_DEVICE_MEMORY_LIMIT_0)`.
+ */
+export function capLabel(cap: ICap): string {
+  const source = cap.source === null ? '' : ` (${cap.source})`;
+  return `cap ${formatBytes(cap.memory)} from ${cap.enforced_by}${source}`;
+}
+
+/** A fraction's compute share: `25% of the GPU's compute`, or null when not limited. */
+export function coresLabel(cap: ICap): string | null {
+  return cap.cores_percent === null
+    ? null
+    : `${String(Math.round(cap.cores_percent))}% of the GPU's compute`;
+}
+
+/**
+ * The warning for a kernel (or, with `who` null, the device) near a fraction's cap:
+ * `train.ipynb: 5.6 GiB of its 6.0 GiB cap`.
+ */
+export function capWarningText(
+  who: string | null,
+  deviceName: string,
+  bytes: number,
+  cap: ICap,
+  level: 'near' | 'full'
+): string {
+  const subject = who ?? `${deviceName} in all`;
+  const figure = `${formatBytes(bytes)} of its ${formatBytes(cap.memory)} cap`;
+  const outcome =
+    level === 'full'
+      ? `at the cap: the next GPU allocation fails with "out of memory" (${cap.enforced_by} enforces it)`
+      : 'near the cap: an allocation beyond it fails with "out of memory"';
+  return `${subject}: ${figure}, ${outcome}.`;
 }

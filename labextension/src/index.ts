@@ -3,9 +3,12 @@ import {
   type JupyterFrontEnd,
   type JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import { ICommandPalette, ToolbarButton } from '@jupyterlab/apputils';
+import type { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
+import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
+import { type IJobsApi, JobsSection, runAsGpuJob } from './jobs';
 import { DEFAULT_REFRESH_SECONDS, GpuPanel } from './panel';
 import { ReclaimBanner } from './reclaim';
 import { requestAPI } from './request';
@@ -16,6 +19,9 @@ export const PLUGIN_ID = 'jupyter-gpuaas:plugin';
 /** The command that shows the GPU panel. */
 export const OPEN_COMMAND = 'jupyter-gpuaas:open-panel';
 
+/** "Run as GPU job…" (docs/jobs.md): the notebook given by `path`, else the current one. */
+export const RUN_AS_JOB_COMMAND = 'jupyter-gpuaas:run-as-gpu-job';
+
 function refreshIntervalOf(settings: ISettingRegistry.ISettings): number {
   const value = settings.get('refreshInterval').composite;
   return typeof value === 'number' ? value : DEFAULT_REFRESH_SECONDS;
@@ -25,12 +31,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: 'A left-sidebar GPU panel: live GPU memory of each notebook kernel, per device.',
   autoStart: true,
-  optional: [ILayoutRestorer, ISettingRegistry, ICommandPalette],
+  optional: [ILayoutRestorer, ISettingRegistry, ICommandPalette, IDefaultFileBrowser],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
     settingRegistry: ISettingRegistry | null,
-    palette: ICommandPalette | null
+    palette: ICommandPalette | null,
+    fileBrowser: IDefaultFileBrowser | null
   ): void => {
     const { serviceManager } = app;
     const panel = new GpuPanel({
@@ -48,11 +55,30 @@ const plugin: JupyterFrontEndPlugin<void> = {
       0,
       new ReclaimBanner({
         fetchWarning: () => requestAPI<unknown>('reclaim', {}, serviceManager.serverSettings),
+        fetchStanding: () =>
+          requestAPI<unknown>('reclaim/standing', {}, serviceManager.serverSettings),
         snooze: () =>
           requestAPI<unknown>('reclaim/snooze', { method: 'POST' }, serviceManager.serverSettings),
         saveAll: () => app.commands.execute('docmanager:save-all')
       })
     );
+    const settings = serviceManager.serverSettings;
+    const jobsApi: IJobsApi = {
+      get: endpoint => requestAPI<unknown>(endpoint, {}, settings),
+      post: (endpoint, body) =>
+        requestAPI<unknown>(
+          endpoint,
+          { method: 'POST', body: body === undefined ? undefined : JSON.stringify(body) },
+          settings
+        ),
+      del: endpoint => requestAPI<unknown>(endpoint, { method: 'DELETE' }, settings),
+      open: path => {
+        void app.commands.execute('docmanager:open', { path, activate: true });
+      }
+    };
+    const jobs = new JobsSection(jobsApi);
+    panel.extras.addWidget(jobs); // below the Queue section
+    addJobCommands(app, jobsApi, jobs, palette, fileBrowser);
     app.shell.add(panel, 'left', { rank: 750, type: 'GPU' });
     restorer?.add(panel, GpuPanel.ID);
 
@@ -84,5 +110,71 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
   }
 };
+
+/** The notebook a command runs on: the file browser's selection, else the current notebook. */
+function notebookPath(
+  app: JupyterFrontEnd,
+  fileBrowser: IDefaultFileBrowser | null,
+  args: { path?: unknown }
+): string | null {
+  if (typeof args.path === 'string' && args.path.endsWith('.ipynb')) {
+    return args.path;
+  }
+  const selected = fileBrowser?.selectedItems().next();
+  if (selected && !selected.done && selected.value.path.endsWith('.ipynb')) {
+    return selected.value.path;
+  }
+  const current = app.shell.currentWidget as Partial<IDocumentWidget> | null;
+  const path = current?.context?.path;
+  return typeof path === 'string' && path.endsWith('.ipynb') ? path : null;
+}
+
+function addJobCommands(
+  app: JupyterFrontEnd,
+  api: IJobsApi,
+  jobs: JobsSection,
+  palette: ICommandPalette | null,
+  fileBrowser: IDefaultFileBrowser | null
+): void {
+  app.commands.addCommand(RUN_AS_JOB_COMMAND, {
+    label: 'Run as GPU job…',
+    caption: "Run this notebook as a training job in your team's GPU queue",
+    execute: async args => {
+      const path = notebookPath(app, fileBrowser, args);
+      if (path === null) {
+        return;
+      }
+      // the job runs what is saved: save an open notebook first
+      const current = app.shell.currentWidget as Partial<IDocumentWidget> | null;
+      if (current?.context?.path === path && current.context.model.dirty) {
+        await current.context.save();
+      }
+      await runAsGpuJob(path, api, () => void jobs.refresh());
+    }
+  });
+  palette?.addItem({ command: RUN_AS_JOB_COMMAND, category: 'GPU' });
+  app.contextMenu.addItem({
+    command: RUN_AS_JOB_COMMAND,
+    selector: '.jp-DirListing-item[data-file-type="notebook"]',
+    rank: 60
+  });
+  app.docRegistry.addWidgetExtension('Notebook', {
+    createNew: (
+      widget: IDocumentWidget,
+      context: DocumentRegistry.IContext<DocumentRegistry.IModel>
+    ) => {
+      const button = new ToolbarButton({
+        className: 'jp-gpuaas-run-as-job',
+        label: 'GPU job',
+        tooltip: 'Run as GPU job…',
+        onClick: () => {
+          void app.commands.execute(RUN_AS_JOB_COMMAND, { path: context.path });
+        }
+      });
+      widget.toolbar.insertItem(10, 'gpuaas-run-as-job', button);
+      return button;
+    }
+  });
+}
 
 export default plugin;

@@ -2,7 +2,7 @@
  * The panel's view model: the server's payload checked and arranged for display.
  * Pure functions of plain data; no DOM, no I/O.
  */
-import type { Attribution, GpuSource, IDevice, IKernelUsage, IUsage } from './types';
+import type { Attribution, GpuSource, ICap, IDevice, IKernelUsage, IUsage } from './types';
 
 /** What the app's sessions manager knows about a kernel's session. */
 export interface ISessionInfo {
@@ -40,11 +40,38 @@ export interface IOtherRow {
   bytes: number | null;
 }
 
+/** A kernel, or the whole device, near a fraction's memory cap. */
+export interface ICapWarning {
+  device: IDevice;
+  parent?: IDevice;
+  cap: ICap;
+  /** The kernel near the cap; null when it is the device's use as a whole. */
+  kernel: IKernelRow | null;
+  bytes: number;
+  /** `full`: at the cap (the next allocation fails); `near`: at NEAR_CAP_FRACTION of it. */
+  level: 'near' | 'full';
+}
+
 export interface IViewModel {
   usage: IUsage;
   tree: IDeviceNode[];
   kernels: IKernelRow[];
   other: IOtherRow[];
+  capWarnings: ICapWarning[];
+}
+
+/** The share of a fraction's cap from which the panel warns (90%). */
+export const NEAR_CAP_FRACTION = 0.9;
+
+/** How close `bytes` is to a cap: null below NEAR_CAP_FRACTION of it. */
+export function capLevel(bytes: number | null, cap: number): 'near' | 'full' | null {
+  if (bytes === null || !(cap > 0)) {
+    return null;
+  }
+  if (bytes >= cap) {
+    return 'full';
+  }
+  return bytes >= NEAR_CAP_FRACTION * cap ? 'near' : null;
 }
 
 const SOURCES: readonly GpuSource[] = ['nvml', 'simulated', 'unavailable'];
@@ -108,7 +135,25 @@ function parseDevice(raw: unknown, where: string): IDevice {
     memory_total: num(raw.memory_total) ?? 0,
     memory_used: num(raw.memory_used) ?? 0,
     utilization: num(raw.utilization),
-    shared: raw.shared === true
+    shared: raw.shared === true,
+    cap: parseCap(raw.cap)
+  };
+}
+
+/** A fraction's cap; null when absent or without a positive size. */
+function parseCap(raw: unknown): ICap | null {
+  if (!isRecord(raw)) {
+    return null;
+  }
+  const memory = num(raw.memory);
+  if (memory === null || memory <= 0) {
+    return null;
+  }
+  return {
+    memory,
+    source: str(raw.source),
+    enforced_by: str(raw.enforced_by) ?? 'HAMi',
+    cores_percent: num(raw.cores_percent)
   };
 }
 
@@ -250,9 +295,47 @@ export function buildViewModel(
       parent: parentOf(device),
       bytes: otherMemory(usage, device.uuid)
     }))
-    // Unknown amounts are listed, and every shared device: its note about other users
-    // matters even at 0.
-    .filter(row => row.bytes === null || row.bytes > 0 || row.device.shared);
+    // Unknown amounts are listed, and every time-shared device: its note about other users
+    // matters even at 0 (a fraction's used memory is this pod's alone: no such note).
+    .filter(
+      row => row.bytes === null || row.bytes > 0 || (row.device.shared && row.device.cap === null)
+    );
 
-  return { usage, tree: deviceTree(usage.devices), kernels, other };
+  return {
+    usage,
+    tree: deviceTree(usage.devices),
+    kernels,
+    other,
+    capWarnings: capWarnings(usage, kernels)
+  };
+}
+
+/**
+ * For every fraction whose cap is near: each kernel near it, or else the device as a whole
+ * (several kernels, or processes outside them, that add up to it).
+ */
+export function capWarnings(usage: IUsage, kernels: readonly IKernelRow[]): ICapWarning[] {
+  const warnings: ICapWarning[] = [];
+  const byUuid = new Map(usage.devices.map(d => [d.uuid, d]));
+  for (const device of [...usage.devices].sort(byIndexThenUuid)) {
+    const cap = device.cap;
+    if (cap === null) {
+      continue;
+    }
+    const parent = device.parent_uuid === null ? undefined : byUuid.get(device.parent_uuid);
+    const forKernels: ICapWarning[] = [];
+    for (const row of kernels) {
+      const bytes = row.devices.find(d => d.device.uuid === device.uuid)?.bytes ?? null;
+      const level = capLevel(bytes, cap.memory);
+      if (bytes !== null && level !== null) {
+        forKernels.push({ device, parent, cap, kernel: row, bytes, level });
+      }
+    }
+    const level = capLevel(device.memory_used, cap.memory);
+    if (forKernels.length === 0 && level !== null) {
+      warnings.push({ device, parent, cap, kernel: null, bytes: device.memory_used, level });
+    }
+    warnings.push(...forKernels);
+  }
+  return warnings;
 }

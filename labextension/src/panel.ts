@@ -7,6 +7,10 @@ import { Panel, Widget } from '@lumino/widgets';
 import {
   attributionDescription,
   attributionLabel,
+  basename,
+  capLabel,
+  capWarningText,
+  coresLabel,
   deviceShortName,
   formatBytes,
   formatPercent,
@@ -18,8 +22,10 @@ import {
 import { gpuIcon } from './icon';
 import {
   buildViewModel,
+  capLevel,
   otherMemory,
   parseUsage,
+  type ICapWarning,
   type IDeviceNode,
   type IKernelRow,
   type IOtherRow,
@@ -429,6 +435,7 @@ export class GpuPanel extends Panel {
       node.replaceChildren(this._renderEmpty(model.usage));
     } else {
       node.replaceChildren(
+        ...(model.capWarnings.length > 0 ? [this._renderCapWarnings(model.capWarnings)] : []),
         this._renderKernels(model),
         this._renderDevices(model),
         this._renderOther(model)
@@ -448,6 +455,32 @@ export class GpuPanel extends Panel {
       sampled_at: null,
       kernels: model.kernels.map(k => [k.kernel, k.path, k.sessionType])
     });
+  }
+
+  /** One alert line per kernel (or device) near a fraction's memory cap. */
+  private _renderCapWarnings(warnings: ICapWarning[]): HTMLElement {
+    return h(
+      'div',
+      { class: 'jp-gpuaas-cap-warnings', role: 'alert' },
+      ...warnings.map(w => {
+        const who =
+          w.kernel === null
+            ? null
+            : w.kernel.path === null
+              ? (w.kernel.kernel.name ?? w.kernel.kernel.kernel_id)
+              : basename(w.kernel.path);
+        const deviceName = deviceShortName(w.device, w.parent);
+        return h(
+          'p',
+          {
+            class: `jp-gpuaas-cap-warning jp-mod-${w.level}`,
+            'data-uuid': w.device.uuid,
+            'data-kernel-id': w.kernel?.kernel.kernel_id
+          },
+          capWarningText(who, deviceName, w.bytes, w.cap, w.level)
+        );
+      })
+    );
   }
 
   private _renderEmpty(usage: IUsage): HTMLElement {
@@ -533,9 +566,14 @@ export class GpuPanel extends Panel {
             { class: 'jp-gpuaas-bydevice', 'aria-label': `GPU memory of ${name} by device` },
             ...row.devices.map(({ device, parent, bytes }) => {
               const deviceName = deviceShortName(device, parent);
+              const near = device.cap === null ? null : capLevel(bytes, device.cap.memory);
               return h(
                 'li',
-                { class: 'jp-gpuaas-bydevice-item', 'data-uuid': device.uuid },
+                {
+                  class: `jp-gpuaas-bydevice-item${near === null ? '' : ' jp-mod-near-cap'}`,
+                  'data-uuid': device.uuid,
+                  'data-cap': device.cap === null ? undefined : String(device.cap.memory)
+                },
                 h(
                   'div',
                   { class: 'jp-gpuaas-line' },
@@ -549,13 +587,17 @@ export class GpuPanel extends Panel {
                     { class: 'jp-gpuaas-figure' },
                     bytes === null
                       ? 'size unknown'
-                      : `${formatBytes(bytes)} / ${formatBytes(device.memory_total)}`
+                      : device.cap === null
+                        ? `${formatBytes(bytes)} / ${formatBytes(device.memory_total)}`
+                        : `${formatBytes(bytes)} of ${formatBytes(device.cap.memory)} cap`
                   )
                 ),
                 bytes !== null
-                  ? memoryBar(`GPU memory of ${name} on ${deviceName}`, device.memory_total, [
-                      { bytes, kind: 'kernels' }
-                    ])
+                  ? memoryBar(
+                      `GPU memory of ${name} on ${deviceName}`,
+                      device.cap?.memory ?? device.memory_total,
+                      [{ bytes, kind: 'kernels' }]
+                    )
                   : null
               );
             })
@@ -621,7 +663,21 @@ export class GpuPanel extends Panel {
         h('span', { class: 'jp-gpuaas-tag', title: 'This GPU is split into MIG devices.' }, 'MIG')
       );
     }
-    if (device.shared) {
+    if (device.cap !== null) {
+      tags.push(
+        h(
+          'span',
+          {
+            class: 'jp-gpuaas-tag jp-mod-fraction',
+            title:
+              `A fraction of the GPU: its memory is capped by ${device.cap.enforced_by} and used ` +
+              "memory is this server's alone; compute is shared with other pods, and there is " +
+              'no fault isolation.'
+          },
+          'fraction'
+        )
+      );
+    } else if (device.shared) {
       tags.push(
         h(
           'span',
@@ -671,8 +727,25 @@ export class GpuPanel extends Panel {
               memory
             )
       ),
-      memoryBar(`Memory used on ${shortName}`, device.memory_total, segments),
+      device.cap === null ? null : this._renderCap(device.cap),
+      memoryBar(`Memory used on ${shortName}`, device.cap?.memory ?? device.memory_total, segments),
       children.length === 0 ? null : this._renderMigGroup(device, shortName, children, usage)
+    );
+  }
+
+  /** Where a fraction's cap comes from, and its compute share. */
+  private _renderCap(cap: NonNullable<IDevice['cap']>): HTMLElement {
+    const cores = coresLabel(cap);
+    return h(
+      'div',
+      {
+        class: 'jp-gpuaas-cap',
+        title:
+          'The memory this container may use on the GPU, as HAMi-core reports it through NVML; ' +
+          'the GPU itself may be larger and hold other pods.'
+      },
+      capLabel(cap),
+      cores === null ? '' : ` · ${cores}`
     );
   }
 
@@ -731,9 +804,12 @@ export class GpuPanel extends Panel {
 
   private _renderOtherRow(row: IOtherRow): HTMLElement {
     const { device, parent, bytes } = row;
-    const who = device.shared
-      ? 'other processes, possibly other users'
-      : "driver and processes outside this server's kernels";
+    const who =
+      device.cap !== null
+        ? "this server's processes outside its kernels (the cap counts only this pod's)"
+        : device.shared
+          ? 'other processes, possibly other users'
+          : "driver and processes outside this server's kernels";
     return h(
       'li',
       {

@@ -1,7 +1,18 @@
 import { Poll } from '@lumino/polling';
 import { Widget } from '@lumino/widgets';
 
-import { countdownLabel, type IReclaimWarning, parseReclaim, secondsLeft } from './reclaimModel';
+import {
+  causeSentence,
+  countdownLabel,
+  holdingWords,
+  type IReclaimCause,
+  type IReclaimWarning,
+  parseCause,
+  parseReclaim,
+  parseStanding,
+  secondsLeft,
+  standingLine
+} from './reclaimModel';
 
 /** How often the banner asks for a warning (seconds); it keeps asking while hidden. */
 export const RECLAIM_POLL_SECONDS = 5;
@@ -9,6 +20,8 @@ export const RECLAIM_POLL_SECONDS = 5;
 export interface IReclaimBannerOptions {
   /** `GET gpuaas/api/reclaim`. */
   fetchWarning: () => Promise<unknown>;
+  /** `GET gpuaas/api/reclaim/standing`: the policy that applies and where this server stands. */
+  fetchStanding?: () => Promise<unknown>;
   /** `POST gpuaas/api/reclaim/snooze` ("Keep my GPU"). */
   snooze: () => Promise<unknown>;
   /** Save every open document (best effort), called once when the deadline comes. */
@@ -57,7 +70,16 @@ export class ReclaimBanner extends Widget {
   }
 
   private async _refresh(): Promise<void> {
-    this._warning = parseReclaim(await this._options.fetchWarning());
+    const answer = await this._options.fetchWarning();
+    this._warning = parseReclaim(answer);
+    this._cause = this._warning ? parseCause((answer as { warning: unknown }).warning) : null;
+    if (this._options.fetchStanding) {
+      try {
+        this._standing = standingLine(parseStanding(await this._options.fetchStanding()));
+      } catch {
+        this._standing = '';
+      }
+    }
     if (this._warning?.saving && !this._saved) {
       this._saved = true;
       try {
@@ -90,7 +112,6 @@ export class ReclaimBanner extends Widget {
       return;
     }
     const left = secondsLeft(w, Date.now());
-    this._title.textContent = titleOf(w, left);
     this._countdown.dataset.secondsLeft = String(left);
     this._countdown.textContent = countdownLabel(left);
   }
@@ -99,9 +120,17 @@ export class ReclaimBanner extends Widget {
     this._title = null;
     this._countdown = null;
     const w = this._warning;
-    this.setHidden(w === null && this._note === '');
+    this.setHidden(w === null && this._note === '' && this._standing === '');
+    this.node.classList.toggle('jp-gpuaas-reclaim-warned', w !== null);
+    this.node.setAttribute('role', w === null ? 'status' : 'alert');
     this.node.replaceChildren();
     if (w === null) {
+      if (this._standing !== '') {
+        const line = document.createElement('p');
+        line.className = 'jp-gpuaas-reclaim-standing';
+        line.textContent = this._standing;
+        this.node.append(line);
+      }
       if (this._note !== '') {
         const note = document.createElement('p');
         note.className = 'jp-gpuaas-reclaim-note';
@@ -111,24 +140,32 @@ export class ReclaimBanner extends Widget {
       return;
     }
     const left = secondsLeft(w, Date.now());
+    // Said once: what, when (the browser's local time) with the countdown inside, then why.
     const title = document.createElement('h3');
     title.className = 'jp-gpuaas-reclaim-title';
-    title.textContent = titleOf(w, left);
-    this._title = title;
     const countdown = document.createElement('span');
     countdown.className = 'jp-gpuaas-reclaim-countdown';
     countdown.dataset.secondsLeft = String(left);
     countdown.textContent = countdownLabel(left);
     this._countdown = countdown;
+    title.append(...titleParts(w, this._cause), countdown, ')');
+    this._title = title;
     const reason = document.createElement('p');
     reason.className = 'jp-gpuaas-reclaim-reason';
-    reason.textContent = w.reason;
+    reason.textContent = causeSentence(this._cause) || 'Queued work needs what it holds.';
+    const details = document.createElement('details');
+    details.className = 'jp-gpuaas-reclaim-details';
+    const summary = document.createElement('summary');
+    summary.textContent = 'Details';
+    const detail = document.createElement('p');
+    detail.textContent = w.reason;
+    details.append(summary, detail);
     const loss = document.createElement('p');
     loss.className = 'jp-gpuaas-reclaim-loss';
     loss.textContent =
       'The server will be stopped: open documents are saved first, but running kernels and ' +
       'their state (variables, GPU memory) are lost. Your files stay.';
-    this.node.append(title, countdown, reason, loss);
+    this.node.append(title, reason, loss, details);
     if (w.snoozes_left > 0 && !w.dry_run) {
       const button = document.createElement('button');
       button.className = 'jp-mod-styled jp-mod-accept jp-gpuaas-reclaim-keep';
@@ -150,14 +187,22 @@ export class ReclaimBanner extends Widget {
   private readonly _poll: Poll;
   private readonly _timer: number;
   private _warning: IReclaimWarning | null = null;
+  private _cause: IReclaimCause | null = null;
+  private _standing = '';
   private _saved = false;
   private _note = '';
   private _title: HTMLElement | null = null;
   private _countdown: HTMLElement | null = null;
 }
 
-function titleOf(w: IReclaimWarning, left: number): string {
-  return w.dry_run
-    ? 'This GPU would be reclaimed (dry run)'
-    : `This GPU will be freed in ${countdownLabel(left)}`;
+/** "This MIG slice will be freed at 19:56 (in " — the countdown and ")" follow. */
+function titleParts(w: IReclaimWarning, cause: IReclaimCause | null): string[] {
+  const what = holdingWords(cause?.kind ?? 'gpu');
+  const subject = what.charAt(0).toUpperCase() + what.slice(1);
+  const at = new Date(w.reclaim_at);
+  const time = Number.isNaN(at.getTime())
+    ? ''
+    : ` at ${at.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })}`;
+  const verb = w.dry_run ? 'would be freed (dry run)' : 'will be freed';
+  return [`${subject} ${verb}${time} (in `];
 }

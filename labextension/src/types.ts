@@ -26,8 +26,25 @@ export interface IDevice {
   memory_used: number;
   /** Percent, or null where NVML reports none (MIG devices). */
   utilization: number | null;
-  /** Time-shared with other pods: `memory_used` includes other users' processes. */
+  /**
+   * Shared with other pods. Time-shared: `memory_used` includes other users' processes. A
+   * fraction (`cap` set): only the compute is shared; `memory_used` is this pod's alone.
+   */
   shared: boolean;
+  /** A memory-capped fraction of a GPU (HAMi); null for anything else. */
+  cap: ICap | null;
+}
+
+/** The memory cap of a fraction, as the container sees it. */
+export interface ICap {
+  /** Bytes: what NVML reports as `memory_total` inside the container. */
+  memory: number;
+  /** Where the server read it, e.g. `CUDA_DEVICE_MEMORY_LIMIT_0`. */
+  source: string | null;
+  /** Who enforces it, e.g. `HAMi`. */
+  enforced_by: string;
+  /** The compute share in percent; null when not limited. */
+  cores_percent: number | null;
 }
 
 /** A running kernel of this server and the GPU memory of its process tree. */

@@ -3,6 +3,9 @@ import { describe, test } from 'node:test';
 
 import {
   attributionLabel,
+  capLabel,
+  capWarningText,
+  coresLabel,
   deviceShortName,
   formatBytes,
   formatPercent,
@@ -10,7 +13,7 @@ import {
   shortenUuid,
   sourceLabel
 } from '../src/format';
-import type { Attribution, IDevice } from '../src/types';
+import type { Attribution, ICap, IDevice } from '../src/types';
 
 const GIB = 1024 ** 3;
 
@@ -25,6 +28,7 @@ function device(overrides: Partial<IDevice> = {}): IDevice {
     memory_used: 0,
     utilization: 0,
     shared: false,
+    cap: null,
     ...overrides
   };
 }
@@ -111,5 +115,36 @@ describe('words', () => {
     assert.equal(deviceShortName(mig, gpu), 'GPU 2 · MIG 1g.5gb #3');
     assert.equal(deviceShortName(mig), 'GPU-8a1f3c2e… · MIG 1g.5gb #3');
     assert.equal(deviceShortName(device({ index: null })), 'NVIDIA H100 80GB HBM3');
+  });
+});
+
+describe('fraction caps in words', () => {
+  const cap: ICap = {
+    memory: 6 * GIB,
+    source: 'CUDA_DEVICE_MEMORY_LIMIT_0',
+    enforced_by: 'HAMi',
+    cores_percent: 25
+  };
+
+  test('the cap says its size, who enforces it and where it was read', () => {
+    assert.equal(capLabel(cap), 'cap 6.0 GiB from HAMi (CUDA_DEVICE_MEMORY_LIMIT_0)');
+    assert.equal(capLabel({ ...cap, source: null }), 'cap 6.0 GiB from HAMi');
+  });
+
+  test('the compute share, or nothing when not limited', () => {
+    assert.equal(coresLabel(cap), "25% of the GPU's compute");
+    assert.equal(coresLabel({ ...cap, cores_percent: null }), null);
+  });
+
+  test('a warning names the kernel, its use against the cap and what happens next', () => {
+    assert.equal(
+      capWarningText('train.ipynb', 'GPU 0', 5.6 * GIB, cap, 'near'),
+      'train.ipynb: 5.6 GiB of its 6.0 GiB cap, near the cap: an allocation beyond it fails ' +
+        'with "out of memory".'
+    );
+    assert.match(
+      capWarningText(null, 'GPU 0', 6 * GIB, cap, 'full'),
+      /^GPU 0 in all: 6\.0 GiB of its 6\.0 GiB cap, at the cap: the next GPU allocation fails/
+    );
   });
 });

@@ -1,7 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { buildViewModel, deviceTree, otherMemory, parseUsage, PayloadError } from '../src/model';
+import {
+  buildViewModel,
+  capLevel,
+  deviceTree,
+  NEAR_CAP_FRACTION,
+  otherMemory,
+  parseUsage,
+  PayloadError
+} from '../src/model';
 
 const GIB = 1024 ** 3;
 
@@ -208,5 +216,108 @@ describe('buildViewModel', () => {
     assert.ok(gpu0);
     gpu0.shared = false;
     assert.deepEqual(buildViewModel(usage).other, []);
+  });
+});
+
+/** A HAMi fraction: a 6 GiB cap on an L4, as the server reports it inside the container. */
+function fractionPayload(kernelBytes: number[], used?: number): Record<string, unknown> {
+  const byKernel = kernelBytes.map((bytes, i) => ({
+    kernel_id: `k${String(i)}`,
+    name: 'python3',
+    path: `nb${String(i)}.ipynb`,
+    session_type: 'notebook',
+    execution_state: 'idle',
+    pids: [100 + i],
+    gpu_memory: bytes,
+    by_device: { 'GPU-L4': bytes },
+    attribution: 'exact'
+  }));
+  const total = kernelBytes.reduce((a, b) => a + b, 0);
+  return {
+    source: 'simulated',
+    error: null,
+    error_kind: null,
+    sampled_at: '2026-12-01T00:00:00Z',
+    devices: [
+      {
+        uuid: 'GPU-L4',
+        index: 0,
+        name: 'NVIDIA L4',
+        parent_uuid: null,
+        mig_profile: null,
+        memory_total: 6 * GIB,
+        memory_used: used ?? total,
+        utilization: 40,
+        shared: true,
+        cap: {
+          memory: 6 * GIB,
+          source: 'CUDA_DEVICE_MEMORY_LIMIT_0',
+          enforced_by: 'HAMi',
+          cores_percent: 25
+        }
+      }
+    ],
+    kernels: byKernel,
+    other_memory: { 'GPU-L4': (used ?? total) - total }
+  };
+}
+
+describe('fractions', () => {
+  test('the cap is parsed with its source; a device without one has null', () => {
+    const usage = parseUsage(fractionPayload([GIB]));
+    assert.deepEqual(usage.devices[0]?.cap, {
+      memory: 6 * GIB,
+      source: 'CUDA_DEVICE_MEMORY_LIMIT_0',
+      enforced_by: 'HAMi',
+      cores_percent: 25
+    });
+    assert.equal(parseUsage(payload()).devices[0]?.cap, null);
+  });
+
+  test('a cap without a positive size is no cap', () => {
+    const raw = fractionPayload([GIB]);
+    const [first] = raw.devices as Record<string, unknown>[];
+    assert.ok(first);
+    first.cap = { memory: 0, source: 'X' };
+    assert.equal(parseUsage(raw).devices[0]?.cap, null);
+  });
+
+  test('capLevel: nothing below the threshold, near from it, full at the cap', () => {
+    const cap = 10 * GIB;
+    assert.equal(NEAR_CAP_FRACTION, 0.9);
+    assert.equal(capLevel(8.9 * GIB, cap), null);
+    assert.equal(capLevel(9 * GIB, cap), 'near');
+    assert.equal(capLevel(cap, cap), 'full');
+    assert.equal(capLevel(null, cap), null);
+    assert.equal(capLevel(GIB, 0), null);
+  });
+
+  test('no warning while every kernel and the device are well under the cap', () => {
+    const model = buildViewModel(parseUsage(fractionPayload([GIB, 2 * GIB])));
+    assert.deepEqual(model.capWarnings, []);
+  });
+
+  test('a kernel near the cap is warned about by name, with its bytes', () => {
+    const model = buildViewModel(parseUsage(fractionPayload([5.5 * GIB])));
+    assert.equal(model.capWarnings.length, 1);
+    const warning = model.capWarnings[0];
+    assert.ok(warning);
+    assert.equal(warning.kernel?.path, 'nb0.ipynb');
+    assert.equal(warning.bytes, 5.5 * GIB);
+    assert.equal(warning.level, 'near');
+  });
+
+  test('kernels that each stay under the cap but add up to it warn for the device', () => {
+    const model = buildViewModel(parseUsage(fractionPayload([3 * GIB, 3 * GIB])));
+    assert.equal(model.capWarnings.length, 1);
+    assert.equal(model.capWarnings[0]?.kernel, null);
+    assert.equal(model.capWarnings[0]?.level, 'full');
+  });
+
+  test('a fraction has no standing "other users" row: its used memory is this pod\'s', () => {
+    assert.deepEqual(buildViewModel(parseUsage(fractionPayload([GIB]))).other, []);
+    // Memory of this pod outside its kernels is still listed.
+    const model = buildViewModel(parseUsage(fractionPayload([GIB], 2 * GIB)));
+    assert.equal(model.other[0]?.bytes, GIB);
   });
 });

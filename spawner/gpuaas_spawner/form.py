@@ -59,7 +59,11 @@ class OfferingOption:
     status: str
     detail: str
     gpu_status: str
-    """GPU-equivalents alongside, for fractions: "≈ 0.75 of 2 GPUs free"."""
+    """GPU-equivalents alongside, for MIG and shares: "≈ 0.75 of 2 GPU-equivalents free"; for a
+    memory-capped fraction the team's memory quota: "40 of 96 GiB of fractional GPU memory
+    free"."""
+    fraction: str
+    """A memory-capped fraction's terms: "5.5 GiB GPU memory (hard limit), 25% of its compute"."""
     selectable: bool
     checked: bool
     """Checked in the page as served (only in the selected team: radios share one name)."""
@@ -105,7 +109,28 @@ def _memory_text(value: str | None) -> str:
     return f"{int(amount)} bytes"
 
 
+def _mib_text(mib: int) -> str:
+    return _memory_text(f"{mib}Mi") if mib > 0 else "0 GiB"
+
+
+def _fraction_text(offering: Offering) -> str:
+    if offering.kind != "fraction" or not offering.memory_cap:
+        return ""
+    text = f"{_memory_text(offering.memory_cap)} GPU memory (hard limit)"
+    if offering.cores_percent is not None:
+        text += f", {offering.cores_percent}% of its compute"
+    return text
+
+
 def _gpu_status(offering: Offering, room: Headroom) -> str:
+    if offering.kind == "fraction":
+        if room.free_memory_mib is None or room.total_memory_mib is None:
+            return ""
+        free, total = _mib_text(room.free_memory_mib), _mib_text(room.total_memory_mib)
+        unit = total.rsplit(" ", 1)[-1]
+        if free.endswith(f" {unit}"):
+            free = free.rsplit(" ", 1)[0]
+        return f"{free} of {total} of fractional GPU memory free"
     if offering.kind not in ("mig", "shared") or room.free_gpu_equivalents is None:
         return ""
     free = format_gpu_equivalents(room.free_gpu_equivalents)
@@ -129,6 +154,7 @@ def _offering_option(
         status=room.message,
         detail=room.detail,
         gpu_status=_gpu_status(offering, room),
+        fraction=_fraction_text(offering),
         selectable=room.fit.selectable,
         checked=checked,
         preferred=preferred,

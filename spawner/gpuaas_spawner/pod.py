@@ -2,7 +2,9 @@
 
 :func:`pod_settings` turns a :class:`~gpuaas_spawner.validate.Choice` into what the pod needs:
 the team's LocalQueue and the interactive priority class as Kueue labels, the offering's
-resources (requests = limits), its flavor's node selector and tolerations, and a memory-backed
+resources (requests = limits; a HAMi fraction's ``nvidia.com/gpu``, ``nvidia.com/gpumem``,
+``nvidia.com/gpucores``), its scheduler name and pod annotations, its flavor's node selector
+and tolerations, and a memory-backed
 ``/dev/shm`` sized for data loaders. :func:`shape_pod` applies those settings to the pod
 KubeSpawner built (its JSON form), and :func:`externalize_secrets` moves the hub token out of
 the spec into a per-server Secret: Kueue copies a pod's spec into its Workload, which more
@@ -62,6 +64,7 @@ class PodSettings:
     volume_mounts: tuple[Mapping[str, Any], ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     image: str | None = None
+    scheduler_name: str | None = None
 
 
 def _cpu(value: float) -> str:
@@ -78,7 +81,8 @@ def pod_settings(choice: Choice, *, priority_class: str, default_namespace: str)
         OFFERING_LABEL: offering.slug,
     }
     annotations = {
-        GPU_EQUIVALENTS_ANNOTATION: exact_gpu_equivalents(offering.gpu_equivalents_for(count))
+        **offering.pod_annotations,
+        GPU_EQUIVALENTS_ANNOTATION: exact_gpu_equivalents(offering.gpu_equivalents_for(count)),
     }
     requests: dict[str, str] = {}
     limits: dict[str, str] = {}
@@ -129,6 +133,7 @@ def pod_settings(choice: Choice, *, priority_class: str, default_namespace: str)
         volume_mounts=mounts,
         env=env,
         image=choice.image.image if choice.image else None,
+        scheduler_name=offering.scheduler_name,
     )
 
 
@@ -157,6 +162,8 @@ def shape_pod(
     meta["annotations"] = {**(meta.get("annotations") or {}), **settings.annotations}
 
     spec = out.setdefault("spec", {})
+    if settings.scheduler_name:
+        spec["schedulerName"] = settings.scheduler_name
     if settings.node_selector:
         spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **settings.node_selector}
     if settings.tolerations:

@@ -113,7 +113,7 @@ def check_catalog(config: Config) -> Catalog:
     section = config.GPUaaSSpawner
     values = {
         k: list(section[k]) if k in section else []
-        for k in ("offerings", "tenants", "images", "sizes")
+        for k in ("offerings", "tenants", "images", "sizes", "resource_transformations")
     }
     catalog_file = str(section["catalog_file"]) if "catalog_file" in section else ""
     namespace = str(config.KubeSpawner.namespace) if "namespace" in config.KubeSpawner else ""
@@ -159,10 +159,11 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         Dict(),
         config=True,
         help="""
-        GPU offerings users may pick (whole GPU, MIG profile, shared GPU, CPU only).
+        GPU offerings users may pick (whole GPU, MIG profile, shared GPU, memory-capped
+        fraction, CPU only).
 
         Each is a dict: ``slug``, ``display_name``, ``description``, ``kind`` (gpu, mig,
-        shared, cpu), ``resources`` (extended resources for one unit, e.g.
+        shared, fraction, cpu), ``resources`` (extended resources for one unit, e.g.
         ``{"nvidia.com/mig-1g.10gb": 1}``), ``flavor`` (the Kueue ResourceFlavor whose quota it
         uses), ``node_selector`` and ``tolerations`` (the flavor's nodes), ``gpu_model``,
         ``gpu_memory`` (e.g. ``"10Gi"``), ``gpu_equivalents`` (size of one unit in whole GPUs,
@@ -170,7 +171,11 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         ``shm_size`` (memory-backed /dev/shm, default ``"1Gi"`` for GPU kinds), ``min_count``,
         ``max_count``, ``default_count`` (units per server, default 1), ``images``/``sizes``
         (slugs allowed with it; default all), ``cpu_guarantee``/``cpu_limit`` (cores),
-        ``mem_guarantee``/``mem_limit`` (e.g. ``"8Gi"``). Checked at hub start with the path
+        ``mem_guarantee``/``mem_limit`` (e.g. ``"8Gi"``); for kind ``fraction`` (HAMi, see
+        docs/fractions.md) ``memory_cap`` (hard GPU memory limit, whole MiB, e.g.
+        ``"5632Mi"``, at most ``gpu_memory``) and ``cores_percent`` (1-100) instead of
+        ``resources``; for any kind ``scheduler_name`` (e.g. ``"hami-scheduler"``) and
+        ``pod_annotations``. Checked at hub start with the path
         of every error. Default: none (use this or ``catalog_file``). Example::
 
             c.GPUaaSSpawner.offerings = [{"slug": "h100", "kind": "gpu",
@@ -219,11 +224,27 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             c.GPUaaSSpawner.sizes = [{"slug": "small", "cpu_limit": 2, "mem_limit": "8Gi"}]
         """,
     )
+    resource_transformations = List(
+        Dict(),
+        config=True,
+        help="""
+        Kueue's resource transformations, written exactly as in Kueue's Configuration
+        (``resources.transformations``: ``input``, ``strategy``, ``multiplyBy``, ``outputs``).
+        The form's headroom applies them to each offering's requests, so it counts what Kueue
+        counts; keep them equal to Kueue's own. Required for fraction offerings (HAMi's
+        per-vGPU memory and cores, multiplied by ``nvidia.com/gpu``). Default: none. Example::
+
+            c.GPUaaSSpawner.resource_transformations = [{"input": "nvidia.com/gpumem",
+                "strategy": "Replace", "multiplyBy": "nvidia.com/gpu",
+                "outputs": {"nvidia.com/total-gpumem": "1"}}]
+        """,
+    )
     catalog_file = Unicode(
         "",
         config=True,
         help="""
-        Path of a YAML file with ``offerings``, ``tenants``, ``images`` and ``sizes`` (same
+        Path of a YAML file with ``offerings``, ``tenants``, ``images``, ``sizes`` and
+        ``resource_transformations`` (same
         fields as the traitlets; both are combined, a slug defined twice is an error). Read at
         hub start and again when it changes. Default: "" (none). Example::
 
@@ -369,7 +390,10 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
     @property
     def catalog(self) -> Catalog:
         """The checked catalog (cached per configuration and file version)."""
-        values = {k: getattr(self, k) for k in ("offerings", "tenants", "images", "sizes")}
+        values = {
+            k: getattr(self, k)
+            for k in ("offerings", "tenants", "images", "sizes", "resource_transformations")
+        }
         stamp = ""
         if self.catalog_file:
             with contextlib.suppress(OSError):

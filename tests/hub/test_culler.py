@@ -30,12 +30,11 @@ from tests.support.hub import (
     WARNED,
     CullerHub,
     delete_jobs,
+    eventually,
     make_busy,
     pod_of,
     run_culler_hub,
-    service_pid,
     training_job,
-    wait_for,
     warnings_on,
 )
 
@@ -57,11 +56,7 @@ async def test_idle_workbenches_are_reclaimed_for_a_queued_job(
         "carol": {"team": "team-b", "offering": "local-mig-1g"},
         "dave": {"team": "team-b", "offering": "local-mig-3g"},
     }
-    for user, options in spawns.items():
-        r = hub.api("POST", f"/users/{user}/server", options)
-        assert r.status in (201, 202), r
-    for user in spawns:
-        hub.wait_ready(user, timeout=120)
+    hub.start_all(spawns)
     await make_busy(hub, "dave")
 
     # Nothing is queued: idle as they are, nobody is warned.
@@ -84,7 +79,7 @@ async def test_idle_workbenches_are_reclaimed_for_a_queued_job(
         pods = [await pod_of(k8s, u) for u in ("alice", "carol")]
         return all(p and WARNED in (p["metadata"].get("annotations") or {}) for p in pods)
 
-    await wait_for(warned, 60, "the warnings on alice's and carol's pods")
+    await eventually(warned, 60, "the warnings on alice's and carol's pods")
     dave = await pod_of(k8s, "dave")
     assert dave is not None
     assert WARNED not in (dave["metadata"].get("annotations") or {})
@@ -98,7 +93,7 @@ async def test_idle_workbenches_are_reclaimed_for_a_queued_job(
     async def stopped() -> bool:
         return all(hub.server(u) is None for u in ("alice", "carol"))
 
-    await wait_for(stopped, 90, "the hub to stop alice and carol")
+    await eventually(stopped, 90, "the hub to stop alice and carol")
     assert hub.server("dave") is not None
 
     async def admitted() -> bool:
@@ -112,14 +107,14 @@ async def test_idle_workbenches_are_reclaimed_for_a_queued_job(
                 return conds.get("Admitted") == "True"
         return False
 
-    await wait_for(admitted, 90, "Kueue to admit the Job")
+    await eventually(admitted, 90, "Kueue to admit the Job")
     elapsed = time.monotonic() - t_queued
     print(f"queued -> admitted through the culler: {elapsed:.1f}s")
 
     async def handed_off() -> bool:
         return "gpuaas_culler_handoff_latency_seconds_count 1.0" in hub.metrics()
 
-    await wait_for(handed_off, 30, "the hand-off in the metrics")
+    await eventually(handed_off, 30, "the hand-off in the metrics")
     text = hub.metrics()
     assert 'gpuaas_culler_reclaimed_gpu_equivalents_total{team="team-a"}' in text
     assert 'gpuaas_culler_reclaimed_gpu_equivalents_total{team="team-b"}' in text
@@ -149,11 +144,7 @@ async def test_restart_mid_warning_does_not_warn_twice_and_a_snooze_is_honoured(
         "bob": {"team": "team-a", "offering": "local-mig-1g"},
         "dave": {"team": "team-b", "offering": "local-mig-1g"},
     }
-    for user, options in spawns.items():
-        r = hub.api("POST", f"/users/{user}/server", options)
-        assert r.status in (201, 202), r
-    for user in spawns:
-        hub.wait_ready(user, timeout=120)
+    hub.start_all(spawns)
     async with cluster.api("team-a", "bob") as api:
         await client.BatchV1Api(api).create_namespaced_job(
             "team-a",
@@ -166,19 +157,19 @@ async def test_restart_mid_warning_does_not_warn_twice_and_a_snooze_is_honoured(
             return [p for p in pods if p]
         return None
 
-    bob, dave = await wait_for(both_warned, 60, "the warnings")
+    bob, dave = await eventually(both_warned, 60, "the warnings")
     warned_at = {p["metadata"]["name"]: p["metadata"]["annotations"][WARNED] for p in (bob, dave)}
     deadline = max(
         datetime.fromisoformat(w.replace("Z", "+00:00")) for w in warned_at.values()
     ) + timedelta(seconds=60)
 
     # The culler restarts in the middle of the countdown (the hub restarts its service).
-    old = service_pid(hub.proc)
+    old = hub.proc.service_pid()
     assert old is not None
     os.kill(old, signal.SIGTERM)
 
     async def restarted() -> bool:
-        pid = service_pid(hub.proc)
+        pid = hub.proc.service_pid()
         if pid is None or pid == old:
             return False
         try:
@@ -188,7 +179,7 @@ async def test_restart_mid_warning_does_not_warn_twice_and_a_snooze_is_honoured(
 
     # JupyterHub notices a managed service's exit at its next poll (Spawner.poll_interval, 30 s
     # with 10% jitter) and then starts it again: 30 s was a race.
-    await wait_for(restarted, 60, "the hub to restart the gpuaas service")
+    await eventually(restarted, 60, "the hub to restart the gpuaas service")
     await asyncio.sleep(3)  # a few cycles of the new culler
     for p in (bob, dave):
         now = await pod_of(k8s, p["metadata"]["annotations"]["hub.jupyter.org/username"])

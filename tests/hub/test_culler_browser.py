@@ -19,9 +19,9 @@ from tests.support.hub import (  # noqa: F401  (the browser fixture)
     CullerHub,
     browser,
     delete_jobs,
+    eventually,
     run_culler_hub,
     training_job,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -59,11 +59,12 @@ def contents(hub: CullerHub, user: str, path: str, body: Any = None) -> Any:
 
 
 async def spawn_pair(hub: CullerHub) -> None:
-    for user, team in (("alice", "team-a"), ("carol", "team-b")):
-        r = hub.api("POST", f"/users/{user}/server", {"team": team, "offering": "local-mig-1g"})
-        assert r.status in (201, 202), r
-    for user in ("alice", "carol"):
-        hub.wait_ready(user, timeout=120)
+    hub.start_all(
+        {
+            "alice": {"team": "team-a", "offering": "local-mig-1g"},
+            "carol": {"team": "team-b", "offering": "local-mig-1g"},
+        }
+    )
 
 
 async def queue_job(cluster: Cluster, name: str) -> None:
@@ -97,7 +98,7 @@ async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
     # Round 1: the warning with its countdown; at the deadline open documents are saved.
     await queue_job(cluster, "train-browser-1")
     banner = alice.locator(".jp-gpuaas-reclaim")
-    await banner.filter(has_text="will be freed in").wait_for(timeout=60_000)
+    await banner.filter(has_text="will be freed at").wait_for(timeout=60_000)
     text = await banner.inner_text()
     assert "kernel" in text
     assert "lost" in text
@@ -126,7 +127,7 @@ async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
     async def handed_off() -> bool:
         return "gpuaas_culler_handoff_latency_seconds_count 1.0" in hub.metrics()
 
-    await wait_for(handed_off, 60, "the Job's admission")
+    await eventually(handed_off, 60, "the Job's admission")
     await delete_jobs(cluster, k8s)
 
     # Round 2: new servers, a new Job; alice presses "Keep my GPU": nobody is stopped.
@@ -134,7 +135,7 @@ async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
     await alice.goto(f"{hub.url}/user/alice/lab")
     await alice.locator("[data-id='jupyter-gpuaas-panel']").click(timeout=90_000)
     await queue_job(cluster, "train-browser-2")
-    await banner.filter(has_text="will be freed in").wait_for(timeout=60_000)
+    await banner.filter(has_text="will be freed at").wait_for(timeout=60_000)
     await banner.locator(".jp-gpuaas-reclaim-keep").click()
     # The note that answers the press (not has_text="Kept": the warning's own reason ends in
     # "unless it is used or kept", which matches at once, before the press is answered).

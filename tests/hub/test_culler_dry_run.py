@@ -32,11 +32,12 @@ async def test_dry_run_changes_nothing(
     culler_hub: CullerHub, cluster: Cluster, k8s: client.ApiClient
 ) -> None:
     hub = culler_hub
-    for user, team in (("alice", "team-a"), ("carol", "team-b")):
-        r = hub.api("POST", f"/users/{user}/server", {"team": team, "offering": "local-mig-1g"})
-        assert r.status in (201, 202), r
-    for user in ("alice", "carol"):
-        hub.wait_ready(user, timeout=120)
+    hub.start_all(
+        {
+            "alice": {"team": "team-a", "offering": "local-mig-1g"},
+            "carol": {"team": "team-b", "offering": "local-mig-1g"},
+        }
+    )
     async with cluster.api("team-a", "alice") as api:
         await client.BatchV1Api(api).create_namespaced_job(
             "team-a",

@@ -33,11 +33,10 @@ from tests.support.hub import (
     WARNED,
     CullerHub,
     delete_jobs,
+    eventually,
     pod_of,
     run_culler_hub,
-    service_pid,
     training_job,
-    wait_for,
 )
 
 pytestmark = pytest.mark.integration
@@ -130,11 +129,7 @@ async def test_a_silent_webhook_and_a_restart_mid_countdown_delay_nothing(
         "bob": {"team": "team-a", "offering": "local-mig-1g"},
         "carol": {"team": "team-b", "offering": "local-mig-1g"},
     }
-    for user, options in spawns.items():
-        r = hub.api("POST", f"/users/{user}/server", options)
-        assert r.status in (201, 202), r
-    for user in spawns:
-        hub.wait_ready(user, timeout=120)
+    hub.start_all(spawns)
     token = server_token(hub, "bob")
     async with cluster.api("team-a", "alice") as api:
         await client.BatchV1Api(api).create_namespaced_job(
@@ -148,27 +143,27 @@ async def test_a_silent_webhook_and_a_restart_mid_countdown_delay_nothing(
         answer = reclaim_answer(hub, token) if WARNED in ann else None
         return answer if answer and answer["warning"] else None
 
-    before = await wait_for(bob_warned, 60, "the warning on bob's pod and in his banner")
+    before = await eventually(bob_warned, 60, "the warning on bob's pod and in his banner")
     deadline = parse(before["warning"]["reclaim_at"])  # what bob was told
 
     async def webhook_called() -> bool:
         return len(webhook.held) >= 1
 
-    await wait_for(webhook_called, 20, "the webhook to be called")
+    await eventually(webhook_called, 20, "the webhook to be called")
 
     # The service is restarted in the middle of the countdown.
-    old = service_pid(hub.proc)
+    old = hub.proc.service_pid()
     assert old is not None
     os.kill(old, signal.SIGTERM)
 
     async def restarted() -> dict[str, Any] | None:
-        pid = service_pid(hub.proc)
+        pid = hub.proc.service_pid()
         if pid is None or pid == old:
             return None
         answer = reclaim_answer(hub, token)
         return answer if answer and answer.get("warning") else None
 
-    again = await wait_for(restarted, 60, "the restarted service to show bob's warning")
+    again = await eventually(restarted, 60, "the restarted service to show bob's warning")
     assert parse(again["warning"]["reclaim_at"]) == deadline  # the same deadline, from the pod
     left = (deadline - datetime.now(timezone.utc)).total_seconds()
     assert left > SAVE_LEAD, f"the restart took past the saving window ({left:.0f}s left)"

@@ -28,7 +28,8 @@ import pytest
 from devcluster.hub import free_port
 from devcluster.queue_hub import OPERATOR_TOKEN
 from devcluster.testing import Cluster
-from tests.support.hub import CullerHub, run_culler_hub, service_pid
+from jupyter_gpuaas.core.activity import Activity, KernelActivity, activity_json
+from tests.support.hub import CullerHub, run_culler_hub
 
 pytestmark = pytest.mark.integration
 
@@ -117,18 +118,10 @@ def server_token(hub: CullerHub, user: str) -> str:
 
 
 def report() -> bytes:
-    at = datetime.now(timezone.utc).isoformat()
-    return json.dumps(
-        {
-            "sampled_at": at,
-            "source": "simulated",
-            "kernels": [{"kernel_id": "k1", "execution_state": "idle", "last_activity": at}],
-            "terminals": [],
-            "gpu_memory": 0,
-            "gpu_utilization": [],
-            "idle_since": at,
-        }
-    ).encode()
+    at = datetime.now(timezone.utc)
+    kernel = KernelActivity("k1", "idle", at)
+    idle = Activity(sampled_at=at, source="simulated", kernels=(kernel,), idle_since=at)
+    return json.dumps(activity_json(idle)).encode()
 
 
 # --------------------------------------------------------------------------- 4
@@ -207,7 +200,7 @@ def test_an_invalid_policy_file_keeps_the_last_good_one_and_a_valid_change_appli
     first = wait_policy(hub.port, {"valid": True, "reclaim": "on"})
     in_force = first["policies_in_force"]
     assert in_force >= 2
-    pid = service_pid(hub.proc)
+    pid = hub.proc.service_pid()
 
     policy.write_text(BAD_POLICY)
     bad = wait_policy(hub.port, {"valid": False})
@@ -222,7 +215,7 @@ def test_an_invalid_policy_file_keeps_the_last_good_one_and_a_valid_change_appli
     good = wait_policy(hub.port, {"valid": True, "policies_in_force": 1})
     assert good["error"] == ""
     assert "gpuaas_culler_policy_valid 1.0" in metrics(hub.port)
-    assert service_pid(hub.proc) == pid  # the same process all along
+    assert hub.proc.service_pid() == pid  # the same process all along
 
 
 def test_a_service_started_with_a_bad_policy_serves_with_reclaim_off(
@@ -231,7 +224,7 @@ def test_a_service_started_with_a_bad_policy_serves_with_reclaim_off(
     hub, _ = served
     # A second service process beside the hub's, with the hub's service credentials (read
     # from the managed service's environment, as the hub gave them to it).
-    pid = service_pid(hub.proc)
+    pid = hub.proc.service_pid()
     assert pid is not None
     raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     env = dict(e.decode().split("=", 1) for e in raw if b"=" in e)

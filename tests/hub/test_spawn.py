@@ -68,7 +68,13 @@ async def test_mig_notebook_is_admitted_runs_on_the_node_agent_and_answers(
         )
         with urllib.request.urlopen(req, timeout=20) as resp:
             usage = json.loads(resp.read())
-        assert "simulated" in json.dumps(usage)
+        assert usage["source"] == "simulated", usage
+        # ... of its own allocation only: the node agent handed it one 1g.5gb MIG device, so
+        # it sees that device under its parent GPU, not the node's other GPUs.
+        assert [(d["mig_profile"], d["parent_uuid"] is None) for d in usage["devices"]] == [
+            (None, True),
+            ("1g.5gb", False),
+        ], usage["devices"]
 
         # no pod spec or Workload holds the server's hub token (it is in the Secret only)
         secret_name = f"{pod['metadata']['name']}-hub-token"

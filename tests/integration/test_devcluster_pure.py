@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devcluster.cluster import ClusterError, known_cause, kueue_transformations
 from devcluster.config import (
     BINARIES,
     MANIFESTS_DIR,
@@ -18,6 +19,7 @@ from devcluster.config import (
     load_settings,
     read_versions,
 )
+from devcluster.hub import free_port, port_block
 from devcluster.kwokfinisher import Finisher, due
 from devcluster.nodeagent import (
     ContainerConfigError,
@@ -58,7 +60,7 @@ def test_settings_defaults_and_overrides(tmp_path: Path) -> None:
 
 def test_nodes_file_declares_the_pools() -> None:
     nodes = {n.name: n for n in load_nodes()}
-    assert set(nodes) == {"h100-0", "h100-1", "a100-mig-0", "l4-shared-0", "local-0"}
+    assert set(nodes) == {"h100-0", "h100-1", "a100-mig-0", "l4-shared-0", "l4-hami-0", "local-0"}
     assert nodes["local-0"].run_by == "agent"
     m = nodes["h100-0"].manifest()
     assert m["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
@@ -80,6 +82,13 @@ def test_sample_quotas_fit_in_the_pools() -> None:
             if res.startswith("nvidia.com/"):
                 key = (n.pool, res)
                 capacity[key] = capacity.get(key, 0) + float(qty)
+    # Kueue counts HAMi's per-vGPU memory and cores as their transformed totals: a pool's
+    # nvidia.com/gpumem (the devices' sum) is what nvidia.com/total-gpumem quota may use.
+    for t in kueue_transformations():
+        for out, factor in t["outputs"].items():
+            for (pool, res), amount in list(capacity.items()):
+                if res == t["input"]:
+                    capacity[(pool, out)] = amount * float(factor)
     quota: dict[tuple[str, str], float] = {}
     docs = yaml.safe_load_all((MANIFESTS_DIR / "30-cluster-queues.yaml").read_text())
     for doc in docs:
@@ -290,3 +299,35 @@ def test_kwok_finisher_removes_only_deleted_unheld_pods_on_its_nodes() -> None:
     }
     # a watch's BOOKMARK carries no uid: ignored, not a crash of the watch
     Finisher(None, nodes).seen("BOOKMARK", {"metadata": {"resourceVersion": "7"}})
+
+
+def test_a_component_out_of_inotify_instances_says_what_to_do(tmp_path: Path) -> None:
+    # Seen when nine clusters ran on one machine: Kueue exited with only "too many open files".
+    limit = tmp_path / "max_user_instances"
+    limit.write_text("128\n")
+    tail = '{"level":"error","msg":"Could not run manager","error":"too many open files"}'
+    hint = known_cause(tail, limit)
+    assert "fs.inotify.max_user_instances is 128" in hint
+    assert "sysctl -w fs.inotify.max_user_instances=1024" in hint
+    error = ClusterError("kueue", "exited (code 1) before GET /readyz", tail)
+    text = str(error)  # with this machine's limit, before the log
+    assert text.index("out of inotify instances") < text.index("last lines")
+    assert known_cause('{"error":"connection refused"}', limit) == ""
+
+
+def test_each_cluster_hands_out_ports_from_its_own_block() -> None:
+    # Seen: two runs on one machine picked the same port at random; one run's requests were
+    # answered by the other run's gpuaas service (403: wrong operator token).
+    default = port_block({})
+    assert default == port_block({"GPUAAS_CLUSTER_PORT_BASE": "26400"})
+    blocks = [port_block({"GPUAAS_CLUSTER_PORT_BASE": str(b)}) for b in range(26400, 28000, 100)]
+    seen: set[int] = set()
+    for block in blocks:
+        assert len(block) == 100
+        assert block.start >= 15000
+        assert block.stop <= 26000  # below the clusters' blocks and the ephemeral range
+        assert seen.isdisjoint(block)
+        seen.update(block)
+    first, second = free_port(), free_port()
+    assert first != second
+    assert {first, second} <= set(port_block())

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
+from devcluster.hub import free_port
 from gpuaas_culler.reclaim.activity_store import Notice
 from gpuaas_culler.reclaim.decide import SnoozeResult
 from gpuaas_culler.reclaim.loop import ReclaimLoop
@@ -40,12 +40,6 @@ TOKENS: dict[str, dict[str, Any]] = {
         "scopes": ["access:servers!user=alice", "access:services!service=gpuaas"],
     },
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class _Unused:

@@ -104,6 +104,14 @@ class Hub:
             time.sleep(0.5)
         raise AssertionError(f"{user}/{server} not ready in {timeout}s:\n{self.proc.log_tail()}")
 
+    def start_all(self, spawns: dict[str, dict[str, Any]], timeout: float = 120.0) -> None:
+        """Ask for every user's default server with its options, then wait until all are ready."""
+        for user, options in spawns.items():
+            r = self.api("POST", f"/users/{user}/server", options)
+            assert r.status in (201, 202), r
+        for user in spawns:
+            self.wait_ready(user, timeout=timeout)
+
     def stop(self, user: str, server: str = "", timeout: float = 60.0) -> None:
         """Stop (or cancel) a server and wait until the hub says it is gone."""
         path = f"/users/{user}/servers/{server}" if server else f"/users/{user}/server"
@@ -342,9 +350,11 @@ def run_culler_hub(
     dry_run: bool = False,
     policy_text: str = POLICY,
     extra_args: Sequence[str] = (),
+    extra_config: str = "",
 ) -> Iterator[CullerHub]:
     """A hub with the gpuaas service and the culler (policy above unless ``policy_text``), for
-    one test module; ``extra_args``: more ``gpuaas-service`` options."""
+    one test module; ``extra_args``: more ``gpuaas-service`` options; ``extra_config``: more
+    hub configuration lines."""
     kubectl = str(cluster.info.bin_dir / "kubectl")
     admin = [kubectl, "--kubeconfig", str(cluster.info.kubeconfig)]
     subprocess.run([*admin, "apply", "-f", "-"], input=QUEUE.encode(), check=True)
@@ -368,7 +378,8 @@ def run_culler_hub(
             save_lead,
             dry_run,
             extra_args,
-        ),
+        )
+        + extra_config,
     )
     proc = HubProcess(settings)
     proc.start()
@@ -477,16 +488,6 @@ async def pod_of(api: client.ApiClient, user: str) -> dict[str, Any] | None:
     return items[0] if items else None
 
 
-async def wait_for(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def delete_jobs(cluster: Cluster, k8s: client.ApiClient) -> None:
     async with cluster.api("team-a", "alice") as api:
         batch = client.BatchV1Api(api)
@@ -502,24 +503,7 @@ async def delete_jobs(cluster: Cluster, k8s: client.ApiClient) -> None:
         )
         return not wls["items"]
 
-    await wait_for(gone, 60, "the Job's workload to go")
-
-
-def service_pid(hub: HubProcess) -> int | None:
-    """The gpuaas service process the hub started (its child), if running."""
-    assert hub.proc is not None
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == hub.proc.pid and b"gpuaas_culler.app" in cmdline:
-            return int(entry.name)
-    return None
+    await eventually(gone, 60, "the Job's workload to go")
 
 
 async def warnings_on(k8s: client.ApiClient, pod: dict[str, Any]) -> int:

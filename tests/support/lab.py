@@ -11,7 +11,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from devcluster.hub import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 LABEXTENSION = REPO / "jupyter_gpuaas" / "labextension"
@@ -46,12 +47,6 @@ SAMPLE_TTL_S = 0.5
 SIMULATED_DEVICES = "1xH100-80GB,1xH100-80GB:other=6GiB,1xA100-40GB:mig=7x1g.5gb"
 SIMULATED_SHARED = ["1"]
 SERVER_START_TIMEOUT_S = 90.0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -181,7 +176,7 @@ def start_lab(
     )
 
     token = secrets.token_hex(16)
-    port = _free_port()
+    port = free_port()
     environment = {
         **os.environ,
         "JUPYTER_CONFIG_DIR": str(config),

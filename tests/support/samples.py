@@ -138,6 +138,69 @@ def catalog_data() -> dict[str, Any]:
     return copy.deepcopy(CATALOG)
 
 
+GPUMEM = "nvidia.com/gpumem"
+GPUCORES = "nvidia.com/gpucores"
+TOTAL_GPUMEM = "nvidia.com/total-gpumem"
+TOTAL_GPUCORES = "nvidia.com/total-gpucores"
+HAMI_TOLERATION = {
+    "key": "gpuaas.dev/hami-vgpu",
+    "operator": "Equal",
+    "value": "true",
+    "effect": "NoSchedule",
+}
+HAMI_TRANSFORMATIONS: list[dict[str, Any]] = [
+    {
+        "input": GPUMEM,
+        "strategy": "Replace",
+        "multiplyBy": GPU,
+        "outputs": {TOTAL_GPUMEM: "1"},
+    },
+    {
+        "input": GPUCORES,
+        "strategy": "Replace",
+        "multiplyBy": GPU,
+        "outputs": {TOTAL_GPUCORES: "1"},
+    },
+]
+
+
+def fraction_offering(slug: str, cap: str, cores: int, eq: str, unit: str) -> dict[str, Any]:
+    """A HAMi fraction of an L4 (23034 MiB) on the flavor ``l4-hami``."""
+    return {
+        "slug": slug,
+        "display_name": slug,
+        "kind": "fraction",
+        "flavor": "l4-hami",
+        "node_selector": {"gpuaas.dev/pool": "l4-hami"},
+        "tolerations": [HAMI_TOLERATION],
+        "gpu_model": "NVIDIA L4",
+        "gpu_memory": "23034Mi",
+        "memory_cap": cap,
+        "cores_percent": cores,
+        "gpu_equivalents": eq,
+        "unit": unit,
+        "units": unit + "s",
+        "scheduler_name": "hami-scheduler",
+        "pod_annotations": {"nvidia.com/use-gputype": "L4"},
+    }
+
+
+def fraction_catalog_data() -> dict[str, Any]:
+    """The sample catalog plus HAMi's transformations and a quarter and a half L4 for team-a."""
+    data = catalog_data()
+    data["resource_transformations"] = copy.deepcopy(HAMI_TRANSFORMATIONS)
+    data["offerings"].insert(-1, fraction_offering("l4-quarter", "5632Mi", 25, "1/4", "quarter-L4"))
+    data["offerings"].insert(-1, fraction_offering("l4-half", "11264Mi", 50, "1/2", "half-L4"))
+    data["tenants"][0]["offerings"][-1:-1] = ["l4-quarter", "l4-half"]
+    return data
+
+
+def fraction_catalog() -> Catalog:
+    return build_catalog(
+        [CatalogSource("GPUaaSSpawner.", fraction_catalog_data())], default_namespace=NAMESPACE
+    )
+
+
 def sample_catalog() -> Catalog:
     return build_catalog(
         [CatalogSource("GPUaaSSpawner.", catalog_data())], default_namespace=NAMESPACE

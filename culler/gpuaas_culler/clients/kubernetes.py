@@ -33,6 +33,8 @@ class Kube(Protocol):
 
     async def flavor_labels(self) -> dict[str, dict[str, str]]: ...
 
+    async def flavor_taints(self) -> dict[str, list[dict[str, str]]]: ...
+
     async def read_state(self, namespace: str, name: str) -> str | None: ...
 
     async def write_state(self, namespace: str, name: str, text: str) -> None: ...
@@ -67,8 +69,7 @@ class KubeClient:
         items: list[dict[str, Any]] = json.loads(await resp.read())["items"]
         return items
 
-    async def flavor_labels(self) -> dict[str, dict[str, str]]:
-        """ResourceFlavor name → its ``nodeLabels`` (one list call)."""
+    async def _flavors(self) -> list[dict[str, Any]]:
         from kubernetes_asyncio import client
 
         if self._api is None:
@@ -83,11 +84,28 @@ class KubeClient:
             "resourceflavors",
             _request_timeout=self.timeout,
         )
+        items: list[dict[str, Any]] = listing.get("items", [])
+        return items
+
+    async def flavor_labels(self) -> dict[str, dict[str, str]]:
+        """ResourceFlavor name → its ``nodeLabels`` (one list call)."""
         return {
             str(f["metadata"]["name"]): {
                 str(k): str(v) for k, v in ((f.get("spec") or {}).get("nodeLabels") or {}).items()
             }
-            for f in listing.get("items", [])
+            for f in await self._flavors()
+        }
+
+    async def flavor_taints(self) -> dict[str, list[dict[str, str]]]:
+        """ResourceFlavor name → its ``nodeTaints``: Kueue gives a flavor only to workloads
+        whose pods tolerate them (HAMi's fractional pool, docs/fractions.md)."""
+        return {
+            str(f["metadata"]["name"]): [
+                {str(k): str(v) for k, v in t.items()}
+                for t in ((f.get("spec") or {}).get("nodeTaints") or [])
+                if isinstance(t, dict)
+            ]
+            for f in await self._flavors()
         }
 
     async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> None:

@@ -10,6 +10,11 @@ for MIG instances as well as whole GPUs; ``DCGM_FI_DEV_GPU_UTIL`` is not reporte
 instances), the busiest moment of the last two minutes, per pod. DCGM exporter names the pod in
 the labels ``namespace`` and ``pod``; a Prometheus that scrapes it without ``honor_labels``
 renames them ``exported_namespace`` and ``exported_pod``: both spellings are read.
+
+For HAMi fractions (docs/fractions.md) a second query reads HAMi's vGPU monitor:
+``hami_container_last_kernel_elapsed_seconds`` (``cmd/vGPUmonitor/metrics.go``: seconds since the
+container last launched a kernel, per vGPU; exported only once it has launched one), the most
+recent per pod.
 """
 
 from __future__ import annotations
@@ -24,14 +29,22 @@ from jupyter_gpuaas.core.kueue import as_list, as_mapping
 
 __all__ = [
     "DEFAULT_QUERY",
+    "HAMI_LAST_KERNEL_QUERY",
     "PrometheusClient",
     "PrometheusError",
+    "read_last_kernel",
     "read_pod_utilization",
 ]
 
 DEFAULT_QUERY = (
     "100 * max by (namespace, pod, exported_namespace, exported_pod)"
     " (max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[2m]))"
+)
+
+
+HAMI_LAST_KERNEL_QUERY = (
+    "min by (namespace, pod, exported_namespace, exported_pod)"
+    " (hami_container_last_kernel_elapsed_seconds)"
 )
 
 
@@ -45,6 +58,16 @@ def read_pod_utilization(answer: Any) -> dict[tuple[str, str], float]:
     Samples without a pod label are left out; of several samples for one pod, the highest
     counts (a pod with two GPUs is busy when either is).
     """
+    return _read_vector(answer, max)
+
+
+def read_last_kernel(answer: Any) -> dict[tuple[str, str], float]:
+    """``(namespace, pod)`` → seconds since its last kernel; of several samples (vGPUs,
+    containers) the smallest counts: the pod's latest kernel."""
+    return _read_vector(answer, min)
+
+
+def _read_vector(answer: Any, pick: Any) -> dict[tuple[str, str], float]:
     body = as_mapping(answer)
     if body.get("status") != "success":
         raise PrometheusError(
@@ -72,7 +95,7 @@ def read_pod_utilization(answer: Any) -> dict[tuple[str, str], float]:
         if percent != percent:  # NaN: no reading
             continue
         key = (str(namespace), str(pod))
-        out[key] = max(percent, out.get(key, percent))
+        out[key] = pick(percent, out.get(key, percent))
     return out
 
 
@@ -86,10 +109,19 @@ class PrometheusClient:
         self.http = OwnClient(2)  # one query per cycle; never queued behind another collaborator
 
     async def pod_utilization(self) -> Mapping[tuple[str, str], float]:
+        return read_pod_utilization(await self._ask(self.query))
+
+    async def last_kernel(
+        self, query: str = HAMI_LAST_KERNEL_QUERY
+    ) -> Mapping[tuple[str, str], float]:
+        """Seconds since each pod's last kernel (HAMi's vGPU monitor)."""
+        return read_last_kernel(await self._ask(query))
+
+    async def _ask(self, query: str) -> Any:
         from tornado.httpclient import HTTPClientError, HTTPRequest
 
         req = HTTPRequest(
-            f"{self.url}/api/v1/query?{urlencode({'query': self.query})}",
+            f"{self.url}/api/v1/query?{urlencode({'query': query})}",
             connect_timeout=self.timeout,
             request_timeout=self.timeout,
         )
@@ -101,7 +133,6 @@ class PrometheusClient:
         except OSError as e:
             raise PrometheusError(f"{self.url}: {e}") from e
         try:
-            answer = json.loads(resp.body or b"null")
+            return json.loads(resp.body or b"null")
         except ValueError as e:
             raise PrometheusError(f"{self.url}: not JSON: {e}") from e
-        return read_pod_utilization(answer)

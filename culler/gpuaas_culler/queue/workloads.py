@@ -143,7 +143,7 @@ def queue_payload(
         # A notebook server's size is the catalog's, written on its pod; other work's a guess.
         geq = pod.gpu_equivalents if pod else None
         if geq is None:
-            geq = resource_gpu_equivalents(wl.resources, weights)
+            geq = resource_gpu_equivalents(wl.counted or wl.resources, weights)
         waited = (now - wl.created).total_seconds() if wl.created else None
         items.append(
             {

@@ -71,6 +71,9 @@ class Notice:
     reason: str
     snoozes_left: int
     dry_run: bool = False
+    cause: Mapping[str, Any] | None = None
+    """Why, in plain fields for the banner's words (the loop's :meth:`cause`): ``code``,
+    ``kind``, ``idle_seconds``, ``limit_seconds``, ``for`` (``{"team": "own"|"other", ...}``)."""
 
     def payload(self, now: datetime, save_lead: timedelta) -> dict[str, Any]:
         """The ``api/reclaim`` answer's ``warning``; ``saving`` from ``save_lead`` before the
@@ -83,6 +86,7 @@ class Notice:
             "snoozes_left": self.snoozes_left,
             "dry_run": self.dry_run,
             "saving": not self.dry_run and now >= self.reclaim_at - save_lead,
+            "cause": dict(self.cause) if self.cause is not None else None,
         }
 
 

@@ -10,6 +10,10 @@
   flavor, against the quota free to their ClusterQueue now.
 
 Only ``nvidia.com/*`` resources are weighed: CPU and memory are not what a GPU reclaim frees.
+Amounts are Kueue's own, after its resource transformations (a HAMi fraction holds
+``nvidia.com/total-gpumem``, not its per-vGPU ``nvidia.com/gpumem``): a Workload's admission
+``resourceUsage``, or for a pending one the ``status.resourceRequests`` Kueue records when it
+tries it, so the demand arithmetic counts what Kueue counts (docs/fractions.md).
 """
 
 from __future__ import annotations
@@ -109,6 +113,8 @@ def _kind(pod: Mapping[str, Any], requests: Mapping[str, Fraction]) -> str:
         return "mig"
     if "nvidia.com/gpu.shared" in requests:
         return "shared"
+    if "nvidia.com/gpumem" in requests or "nvidia.com/total-gpumem" in requests:
+        return "fraction"
     return "gpu"
 
 
@@ -157,17 +163,20 @@ def workbenches(
     workload_for_pod: Callable[[str, str, str], WorkloadInfo | None],
     groups: Mapping[str, Sequence[str]] | None = None,
     pod_utilization: Mapping[tuple[str, str], float] | None = None,
+    pod_last_kernel: Mapping[tuple[str, str], float] | None = None,
 ) -> tuple[list[Workbench], dict[str, PodRef]]:
     """The notebook pods that name a hub server, as :class:`Workbench` es.
 
     ``groups``: user → their hub groups (needed only when a policy names groups).
     ``pod_utilization``: ``(namespace, pod)`` → GPU utilisation in percent (DCGM through
-    Prometheus, where configured). The phase is
+    Prometheus, where configured); ``pod_last_kernel``: seconds since each HAMi fraction's last
+    kernel (HAMi's vGPU monitor through Prometheus). The phase is
     the pod's; :func:`as_the_hub_sees_them` corrects it for the servers about to be acted on.
     Judges each server's activity (and records the verdict in ``store`` for the next cycle).
     """
     groups = groups or {}
     pod_utilization = pod_utilization or {}
+    pod_last_kernel = pod_last_kernel or {}
     out: list[Workbench] = []
     refs: dict[str, PodRef] = {}
     for pod in pods:
@@ -188,7 +197,8 @@ def workbenches(
         requests = _gpu_requests(all_requests)
         wl = workload_for_pod(namespace, uid, str(meta.get("name", "")))
         flavors = wl.assigned_flavors if wl is not None else {}
-        holds = {(flavors[r], r): amount for r, amount in requests.items() if r in flavors}
+        counted = _gpu_requests(wl.counted) if wl is not None and wl.counted else requests
+        holds = {(flavors[r], r): amount for r, amount in counted.items() if r in flavors}
         kind = _kind(pod, requests)
         team = str(labels.get(TEAM_LABEL, ""))
         offering = str(labels.get(OFFERING_LABEL, ""))
@@ -212,6 +222,7 @@ def workbenches(
             previous=store.verdict(key),
             pod_utilization=pod_utilization.get((namespace, str(meta.get("name", "")))),
             trust_pod_utilization=bool(policy and policy.busy_signal == "gpu"),
+            pod_last_kernel=pod_last_kernel.get((namespace, str(meta.get("name", "")))),
         )
         store.set_verdict(key, idleness)
         out.append(
@@ -293,12 +304,45 @@ def _compatible(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
     return all(selector[k] == v for k, v in labels.items() if k in selector)
 
 
+def _tolerations(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    out: list[Mapping[str, Any]] = []
+    for raw in as_list(as_mapping(obj.get("spec")).get("podSets")):
+        spec = as_mapping(as_mapping(as_mapping(raw).get("template")).get("spec"))
+        out += [as_mapping(t) for t in as_list(spec.get("tolerations"))]
+    return out
+
+
+def _tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, str]) -> bool:
+    """Kubernetes' toleration rule for one taint (empty key + Exists tolerates everything)."""
+    for tol in tolerations:
+        effect = str(tol.get("effect") or "")
+        if effect and effect != taint.get("effect", ""):
+            continue
+        key = str(tol.get("key") or "")
+        if str(tol.get("operator") or "Equal") == "Exists":
+            if not key or key == taint.get("key"):
+                return True
+        elif key == taint.get("key") and str(tol.get("value") or "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def _untainted(
+    taints: Sequence[Mapping[str, str]], tolerations: Sequence[Mapping[str, Any]]
+) -> bool:
+    """Whether Kueue may give the flavor: every NoSchedule/NoExecute taint of it tolerated."""
+    return all(
+        _tolerates(tolerations, t) for t in taints if t.get("effect") in ("NoSchedule", "NoExecute")
+    )
+
+
 def pending_workloads(
     workloads: Sequence[Mapping[str, Any]],
     state: QueueState,
     *,
     positions: Callable[[str, str], Sequence[PendingWorkloadInfo] | None] = lambda ns, lq: None,
     flavor_labels: Mapping[str, Mapping[str, str]] | None = None,
+    flavor_taints: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
     notebook_namespace: str = "",
 ) -> list[PendingWorkload]:
     """Kueue's pending Workloads that ask for GPUs, with what each lacks now.
@@ -307,7 +351,9 @@ def pending_workloads(
     what its cohort lends), from the same arithmetic as the spawn form's headroom. Positions come
     from the visibility API where a LocalQueue is polled (``positions``), else creation order.
     ``flavor_labels`` (ResourceFlavor name → its ``nodeLabels``) drops the flavors that Kueue
-    skips for a workload because they contradict its pods' ``nodeSelector``.
+    skips for a workload because they contradict its pods' ``nodeSelector``;
+    ``flavor_taints`` (name → its ``nodeTaints``) those whose taints its pods do not tolerate
+    (a whole-GPU Job is never offered HAMi's tainted vGPU flavor, so never handed fractions).
 
     Its team: the namespace of a team's Jobs; in ``notebook_namespace``, where every team's
     servers are, its LocalQueue (one per team, named after it).
@@ -318,18 +364,21 @@ def pending_workloads(
         workload = read_workload(obj)
         if not workload.pending:
             continue
-        needs_raw = {r: a for r, a in workload.resources.items() if r.startswith(GPU_PREFIX)}
+        asked = workload.counted or workload.resources
+        needs_raw = {r: a for r, a in asked.items() if r.startswith(GPU_PREFIX)}
         lq = state.local_queues.get((workload.namespace, workload.queue_name))
         cq = state.cluster_queues.get(lq.cluster_queue) if lq else None
         if not needs_raw or cq is None:
             continue
         selector = _node_selector(obj)
+        tolerations = _tolerations(obj)
         needs = []
         for resource, amount in sorted(needs_raw.items()):
             flavors = tuple(
                 f
                 for f in cq.flavors_for(resource)
-                if flavor_labels is None or _compatible(flavor_labels.get(f, {}), selector)
+                if (flavor_labels is None or _compatible(flavor_labels.get(f, {}), selector))
+                and _untainted((flavor_taints or {}).get(f, ()), tolerations)
             )
             if not flavors:
                 break  # no flavor it could get: nothing a reclaim could do for it

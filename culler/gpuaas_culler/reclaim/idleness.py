@@ -9,6 +9,9 @@ clock into an :class:`Idleness`:
   or, on a *whole GPU* only, the GPU's utilisation is above the policy's threshold. A MIG
   slice reports no utilisation and a time-shared GPU's figure is everyone's, so for those kinds
   utilisation never counts (unless a per-pod figure, e.g. from DCGM, is given).
+- **fractions** (HAMi) — the seconds since the pod's last kernel, from HAMi's vGPU monitor on
+  the node (``pod_last_kernel``), count as activity at that moment; with ``busy_signal: gpu``
+  they alone decide: busy if a kernel ran in the last :data:`RECENT_KERNEL`, else idle since it.
 - **unknown** — no report yet, no report for ``stale_after``, or the report says the GPU
   readings failed (NVML error) on a GPU offering. Unknown is never idle.
 - **idle** — otherwise, since the latest of: kernels' and terminals' last activity, the
@@ -29,7 +32,10 @@ from jupyter_gpuaas.core.activity import Activity
 from jupyter_gpuaas.core.catalog import GPU_KINDS
 from jupyter_gpuaas.core.durations import format_duration
 
-__all__ = ["ActivityReport", "Idleness", "State", "judge"]
+__all__ = ["RECENT_KERNEL", "ActivityReport", "Idleness", "State", "judge"]
+
+RECENT_KERNEL = timedelta(seconds=60)
+"""A fraction whose last kernel is this recent (HAMi's metric) is busy."""
 
 
 class State(str, enum.Enum):
@@ -78,6 +84,7 @@ def judge(
     previous: Idleness | None = None,
     pod_utilization: float | None = None,
     trust_pod_utilization: bool = False,
+    pod_last_kernel: float | None = None,
 ) -> Idleness:
     """The verdict on a workbench of offering ``kind`` at ``now``.
 
@@ -87,7 +94,8 @@ def judge(
 
     ``trust_pod_utilization`` (a policy's ``busy_signal: gpu``): where that figure exists, it
     alone says busy or idle, and the server's own report — which its user could forge — is not
-    asked; idle since the last verdict that saw the GPU busy (or the server's start).
+    asked; idle since the last verdict that saw the GPU busy (or the server's start). For a
+    fraction the same goes for ``pod_last_kernel`` (seconds since its last kernel, HAMi).
     """
     threshold = busy_utilization_percent
     evidence: list[datetime] = [started_at]
@@ -119,6 +127,25 @@ def judge(
             f"{figure}; busy_signal: gpu, so kernels and terminals are not counted",
             gpu_memory=memory,
         )
+    kernel_at = (
+        now - timedelta(seconds=max(pod_last_kernel, 0.0))
+        if kind == "fraction" and pod_last_kernel is not None
+        else None
+    )
+    if kernel_at is not None:
+        ago = format_duration(now - kernel_at)
+        figure = f"last kernel {ago} ago (HAMi's vGPU monitor)"
+        if trust_pod_utilization:
+            memory = report.activity.gpu_memory if report else None
+            if now - kernel_at < RECENT_KERNEL:
+                return Idleness(State.BUSY, now, figure, gpu_memory=memory)
+            return Idleness(
+                State.IDLE,
+                last_active(kernel_at),
+                f"{figure}; busy_signal: gpu, so kernels and terminals are not counted",
+                gpu_memory=memory,
+            )
+        evidence.append(kernel_at)  # the server's report may say more, never less
     if report is None:
         return unknown(started_at, "no activity report since the server started")
 

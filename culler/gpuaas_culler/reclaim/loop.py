@@ -44,6 +44,8 @@ from typing import Any
 from gpuaas_culler.clients.hub import Hub, HubError
 from gpuaas_culler.clients.kubernetes import Kube
 from gpuaas_culler.clients.prometheus import PrometheusError
+from gpuaas_culler.console.journal import Entry, Journal
+from gpuaas_culler.console.ledger import Ledger
 from gpuaas_culler.metrics import Metrics
 from gpuaas_culler.reclaim.activity_store import ActivityStore, Notice, server_key
 from gpuaas_culler.reclaim.decide import (
@@ -51,6 +53,7 @@ from gpuaas_culler.reclaim.decide import (
     Decision,
     HandOffRecord,
     HandOffStatus,
+    PendingWorkload,
     Plan,
     SnoozeResult,
     Workbench,
@@ -69,10 +72,11 @@ from gpuaas_culler.reclaim.handoffs import (
     handoffs_from_text,
     handoffs_to_text,
 )
-from gpuaas_culler.reclaim.idleness import State
+from gpuaas_culler.reclaim.idleness import ActivityReport, State
 from gpuaas_culler.reclaim.notify import Notifier
 from gpuaas_culler.reclaim.policy import PolicySet
 from jupyter_gpuaas.core.durations import isoformat_z
+from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents
 from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
 from jupyter_gpuaas.core.labels import (
     RECLAIM_DEADLINE,
@@ -85,7 +89,7 @@ from jupyter_gpuaas.core.labels import (
 )
 from jupyter_gpuaas.core.watch import KueueReader
 
-__all__ = ["ReclaimLoop", "Settings"]
+__all__ = ["CycleInputs", "ReclaimLoop", "Settings"]
 
 log = logging.getLogger("gpuaas.culler")
 audit = logging.getLogger("gpuaas.culler.audit")
@@ -116,6 +120,18 @@ class Settings:
     """Hub requests at a time when confirming the servers a cycle is about to act on."""
 
 
+@dataclass(frozen=True)
+class CycleInputs:
+    """What the last complete cycle decided on, beyond its plan's workbenches (the console's
+    snapshot and policy preview: :func:`~.snapshot.dump_snapshot`)."""
+
+    pending: tuple[PendingWorkload, ...]
+    handoffs: tuple[HandOffRecord, ...]
+    reports: Mapping[str, ActivityReport | None]
+    pod_utilization: Mapping[str, float]
+    dry_run: bool
+
+
 @dataclass
 class _Seen:
     workbench: Workbench
@@ -142,6 +158,7 @@ class ReclaimLoop:
         notifier: Notifier | None = None,
         pods: Callable[[], Iterable[Mapping[str, Any]] | None] | None = None,
         utilization: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
+        last_kernel: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
     ) -> None:
         self.hub = hub
         self.kube = kube
@@ -149,6 +166,7 @@ class ReclaimLoop:
         """The notebook pods as a watch last saw them (``None`` until it has listed them);
         without it each cycle lists them."""
         self.utilization = utilization
+        self.last_kernel = last_kernel
         """Per-pod GPU utilisation, ``(namespace, pod)`` → percent
         (:mod:`gpuaas_culler.clients.prometheus`)."""
         self.view = view
@@ -184,6 +202,14 @@ class ReclaimLoop:
         told "saving" for ``save_lead`` before it is stopped)."""
         self.failures = 0
         self.last_plan: Plan | None = None
+        self.last_inputs: CycleInputs | None = None
+        self.last_completed: datetime | None = None
+        self.ledger = Ledger()
+        """GPU-equivalent time allocated, busy and idle per day (the console's showback)."""
+        self.journal = Journal()
+        """Recent warnings, snoozes, reclaims and hand-offs (the console's list)."""
+        self.cycle_listeners: list[Callable[[ReclaimLoop], None]] = []
+        """Called after each complete cycle (the console's metrics)."""
         self.last_error = ""
         self.task: asyncio.Future[None] | None = None
 
@@ -206,6 +232,7 @@ class ReclaimLoop:
             return self._failed("kueue", "Kueue caches are not synced")
         try:
             flavors = await self.kube.flavor_labels()
+            taints = await self.kube.flavor_taints()
             cached = self.pods() if self.pods is not None else None
             if self.pods is not None and cached is None:
                 return self._failed("kubernetes", "the notebook pods are not listed yet")
@@ -222,6 +249,7 @@ class ReclaimLoop:
             return self._failed("hub", str(e))
         try:
             utilization = await self.utilization() if self.utilization is not None else {}
+            last_kernel = await self.last_kernel() if self.last_kernel is not None else {}
         except PrometheusError as e:
             return self._failed("prometheus", str(e))
         now = self.clock()
@@ -234,8 +262,10 @@ class ReclaimLoop:
             workload_for_pod=self.view.workload_for_pod,
             groups=groups,
             pod_utilization=utilization,
+            pod_last_kernel=last_kernel,
         )
         self.store.keep_only(refs)
+        reports = {key: self.store.report(key) for key in refs}
         # Dry-run warnings are kept in memory only, so that a dry run shows the reclaims to come.
         self._dry_warned = {k: t for k, t in self._dry_warned.items() if k in refs}
         wbs = [
@@ -251,6 +281,7 @@ class ReclaimLoop:
             state,
             positions=self.view.pending_items,
             flavor_labels=flavors,
+            flavor_taints=taints,
             notebook_namespace=self.settings.notebook_namespace,
         )
         if self._saved_handoffs is None and not await self._load_handoffs():
@@ -258,13 +289,14 @@ class ReclaimLoop:
         self._update_handoffs(workloads, now)
         self._account_idle(wbs, now)
         asked: dict[str, dict[str, Any] | None] = {}
+        decided_handoffs = tuple(self.handoffs.values())
         while True:
             plan = decide(
                 wbs,
                 pending,
                 self.policies,
                 now=now,
-                handoffs=list(self.handoffs.values()),
+                handoffs=decided_handoffs,
                 dry_run=self.settings.dry_run,
             )
             # Only servers the hub has confirmed are warned or stopped (see the module doc).
@@ -313,6 +345,23 @@ class ReclaimLoop:
         self.failures = 0
         self.last_error = ""
         self.last_plan = plan
+        final = [d.workbench for d in plan.decisions]
+        self.last_inputs = CycleInputs(
+            pending=tuple(pending),
+            handoffs=decided_handoffs,
+            reports={wb.key: reports.get(wb.key) for wb in final},
+            pod_utilization={
+                key: utilization[(ref.namespace, ref.name)]
+                for key, ref in refs.items()
+                if (ref.namespace, ref.name) in utilization
+            },
+            dry_run=self.settings.dry_run,
+        )
+        self.last_completed = now
+        self.ledger.add(final, now)
+        self.journal.observe(final)
+        for listener in self.cycle_listeners:
+            listener(self)
         self.metrics.cycle_seconds.set((self.clock() - started).total_seconds())
         return plan
 
@@ -403,6 +452,7 @@ class ReclaimLoop:
                 reason=wb.warned_reason if wb.warned_at and wb.warned_reason else d.told,
                 snoozes_left=d.snoozes_left or 0,
                 dry_run=d.dry_run,
+                cause=self.cause(d, targets),
             )
         if d.dry_run:
             if d.action is Action.WARN:
@@ -440,6 +490,7 @@ class ReclaimLoop:
                     reclaim_at=max((told.reclaim_at if told else now) - lead, first) + lead,
                     reason=wb.warned_reason or d.told,
                     snoozes_left=0,
+                    cause=self.cause(d, targets),
                 ),
             )
             return
@@ -456,6 +507,7 @@ class ReclaimLoop:
                     },
                 )
                 self.metrics.warnings.labels(wb.team or "-").inc()
+                self._journal("warn", d, now)
                 await self._event(pod, "GPUReclaimWarning", d.reason, "Warning", now)
                 self._notify("warn", d, now, d.reclaim_at)
             elif d.action is Action.CLEAR_WARNING:
@@ -476,6 +528,7 @@ class ReclaimLoop:
                     raise
                 self.metrics.reclaimed.labels(wb.team or "-").inc(float(wb.gpu_equivalents))
                 self.metrics.reclaims.labels(wb.team or "-", d.code).inc()
+                self._journal("reclaim", d, now)
                 marks = {RECLAIMED_AT: isoformat_z(now)}
                 if d.handoff:
                     marks[RECLAIMED_FOR] = d.handoff
@@ -546,6 +599,65 @@ class ReclaimLoop:
             return False
         lead = timedelta(seconds=self.settings.save_lead)
         return now >= max(notice.reclaim_at - lead, first) + lead
+
+    def cause(self, d: Decision, targets: Mapping[str, Any]) -> dict[str, Any]:
+        """A warning's cause in plain fields, for the banner's words: the queued work of the
+        user's own team by its name (a Job's, where Kueue names its owner), another team's by
+        its team only (as :attr:`Decision.user_reason`)."""
+        wb = d.workbench
+        policy = self.policies.policy_for(
+            team=wb.team, kind=wb.kind, offering=wb.offering, user=wb.user, groups=wb.groups
+        )
+        limits: dict[str, timedelta | None] = (
+            {"max-idle": policy.max_idle, "max-age": policy.max_age, "always": policy.idle_after}
+            if policy is not None
+            else {}
+        )
+        cap = limits.get(d.code)
+        cause: dict[str, Any] = {
+            "code": d.code,
+            "kind": wb.kind,
+            "offering": wb.offering,
+            "idle_seconds": int(wb.idleness.idle_for(self.clock()).total_seconds())
+            if wb.idleness.state is State.IDLE
+            else None,
+            "limit_seconds": int(cap.total_seconds()) if cap is not None else None,
+            "for": None,
+        }
+        target = targets.get(d.handoff) if d.handoff else None
+        if target is not None:
+            wl = target.workload
+            if wl.team and wl.team == wb.team:
+                owner, owner_kind = wl.name, "Workload"
+                for obj in self.view.workloads(wl.namespace):
+                    info = read_workload(obj)
+                    if info.name == wl.name:
+                        owner, owner_kind = (
+                            info.owner_name or wl.name,
+                            info.owner_kind or "Workload",
+                        )
+                        break
+                cause["for"] = {"team": "own", "name": owner, "object": owner_kind}
+            else:
+                cause["for"] = {"team": "other", "name": wl.team or ""}
+        return cause
+
+    def _journal(self, event: str, d: Decision, now: datetime) -> None:
+        wb = d.workbench
+        self.journal.record(
+            Entry(
+                event=event,
+                at=now,
+                user=wb.user,
+                server=wb.server,
+                team=wb.team,
+                offering=wb.offering or wb.kind,
+                gpu_equivalents=format_gpu_equivalents(wb.gpu_equivalents),
+                reason=d.reason,
+                workload=d.handoff or "",
+                dry_run=d.dry_run,
+            )
+        )
 
     def _notify(self, kind: str, d: Decision, now: datetime, at: datetime | None) -> None:
         """Hand the notice to the webhook's background poster (returns at once)."""
@@ -658,6 +770,16 @@ class ReclaimLoop:
                 _audit_handoff(
                     record.workload, cq, result.status.value, result.reason, latency, now
                 )
+                self.journal.record(
+                    Entry(
+                        event="handoff",
+                        at=now,
+                        reason=result.reason,
+                        workload=record.workload,
+                        result=result.status.value,
+                        latency_seconds=latency,
+                    )
+                )
 
     # ------------------------------------------------------------------ asked by servers
 
@@ -726,6 +848,18 @@ class ReclaimLoop:
             raise
         self.seen[key] = _Seen(kept, seen.pod, seen.last)
         self.store.set_notice(key, None)
+        self.journal.record(
+            Entry(
+                event="snooze",
+                at=now,
+                user=user,
+                server=server,
+                team=wb.team,
+                offering=wb.offering or wb.kind,
+                gpu_equivalents=format_gpu_equivalents(wb.gpu_equivalents),
+                reason=result.reason,
+            )
+        )
         audit.info(
             json.dumps(
                 {

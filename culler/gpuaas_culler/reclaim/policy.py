@@ -26,9 +26,9 @@ A policy file::
 Policy fields (``defaults`` takes the same, except ``name`` and ``match``):
 
 ``match``
-    ``teams``, ``kinds`` (``gpu``, ``mig``, ``shared``, ``cpu``), ``offerings``, ``users``,
-    ``groups``: each a list; a workbench matches when it matches every list given (``groups``:
-    any of the user's groups). No ``match``: every workbench.
+    ``teams``, ``kinds`` (``gpu``, ``mig``, ``shared``, ``fraction``, ``cpu``), ``offerings``,
+    ``users``, ``groups``: each a list; a workbench matches when it matches every list given
+    (``groups``: any of the user's groups). No ``match``: every workbench.
 ``idle_after`` (required)
     how long without a busy kernel, terminal activity or (on a whole GPU) utilisation above
     ``busy_utilization_percent`` before a workbench counts as idle.
@@ -42,7 +42,8 @@ Policy fields (``defaults`` takes the same, except ``name`` and ``match``):
 ``busy_signal``
     ``reports`` (default): the server's activity reports (busy kernels, terminals, its own GPU
     readings) say whether it is busy. ``gpu``: where a per-pod GPU utilisation from outside the
-    server exists (DCGM through Prometheus, ``prometheus_url``), only that does: busy kernels
+    server exists (DCGM through Prometheus, ``prometheus_url``; for HAMi fractions the seconds
+    since the pod's last kernel, ``hami_last_kernel_query``), only that does: busy kernels
     with the GPU unused for ``idle_after`` are idle. Pods without such a sample fall back to
     the reports.
 ``warn_before``
@@ -672,33 +673,21 @@ def _duration_reader(key: str, *, positive: bool) -> Callable[..., Any]:
     return read
 
 
-def _read_reclaim(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
-    value = data.get("reclaim")
-    if value is None:
-        return None
-    if value not in RECLAIM_MODES:
-        shown = json.dumps(value) if isinstance(value, str) else repr(value)
-        more = did_you_mean(str(value), RECLAIM_MODES)
-        errs.add(
-            key_path(base, "reclaim"),
-            f"{shown} is not one of {', '.join(RECLAIM_MODES)}{more}",
-        )
-        return None
-    return value
+def _choice_reader(key: str, choices: Sequence[str]) -> Callable[..., Any]:
+    """A reader of a field that takes one of ``choices``; a wrong value is named with a hint."""
 
+    def read(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
+        value = data.get(key)
+        if value is None:
+            return None
+        if value not in choices:
+            shown = json.dumps(value) if isinstance(value, str) else repr(value)
+            more = did_you_mean(str(value), choices)
+            errs.add(key_path(base, key), f"{shown} is not one of {', '.join(choices)}{more}")
+            return None
+        return value
 
-def _read_busy_signal(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
-    value = data.get("busy_signal")
-    if value is None:
-        return None
-    if value not in BUSY_SIGNALS:
-        shown = json.dumps(value) if isinstance(value, str) else repr(value)
-        more = did_you_mean(str(value), BUSY_SIGNALS)
-        errs.add(
-            key_path(base, "busy_signal"), f"{shown} is not one of {', '.join(BUSY_SIGNALS)}{more}"
-        )
-        return None
-    return value
+    return read
 
 
 def _read_max_snoozes(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
@@ -734,7 +723,7 @@ def _read_exempt(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
 
 _FIELD_READERS = {
     "idle_after": _duration_reader("idle_after", positive=True),
-    "reclaim": _read_reclaim,
+    "reclaim": _choice_reader("reclaim", RECLAIM_MODES),
     "max_idle": _duration_reader("max_idle", positive=True),
     "max_age": _duration_reader("max_age", positive=True),
     "warn_before": _duration_reader("warn_before", positive=False),
@@ -744,5 +733,5 @@ _FIELD_READERS = {
     "dry_run": _read_dry_run,
     "busy_utilization_percent": _read_busy,
     "unknown_grace": _duration_reader("unknown_grace", positive=False),
-    "busy_signal": _read_busy_signal,
+    "busy_signal": _choice_reader("busy_signal", BUSY_SIGNALS),
 }

@@ -15,11 +15,13 @@ The live service gathers the same inputs from the Hub and Kubernetes; a snapshot
         "activity": {... the server's `activity` payload (docs/api.md) ...},
         "activity_received_at": "...",
         "pod_utilization": 12.5,                     # optional: DCGM's per-pod %, via Prometheus
-        "last_active": "..."                         # optional: the previous verdict's
+        "last_active": "...",                        # optional: the previous verdict's
+        "unknown_since": "...",                      # optional: ... while it was unknown
+        "warned_deadline": "...", "warned_reason": "..."  # optional: the warning's, as told
       }],
       "pending": [{
         "name": "train-1", "namespace": "team-a", "cluster_queue": "team-a-training",
-        "cohorts": ["team-a"], "priority": 100, "position": 0,
+        "cohorts": ["team-a"], "priority": 100, "position": 0, "team": "team-a",
         "needs": [{"resource": "nvidia.com/mig-1g.5gb", "amount": 2,
                    "flavors": ["a100-mig"], "free": {"a100-mig": 0}}]
       }],
@@ -29,6 +31,9 @@ The live service gathers the same inputs from the Hub and Kubernetes; a snapshot
 
 ``activity`` may be left out or ``null``: the server has not reported (unknown). Amounts are
 numbers or Kubernetes quantities; ``gpu_equivalents`` also takes ``"1/7"``.
+
+:func:`dump_snapshot` writes the live service's inputs of a cycle in this shape (the console's
+``api/console/snapshot``), so that ``--explain`` on it prints the plan the service made.
 """
 
 from __future__ import annotations
@@ -43,12 +48,14 @@ from typing import Any, TypeVar
 from gpuaas_culler.reclaim.decide import PHASES, HandOffRecord, Need, PendingWorkload, Workbench
 from gpuaas_culler.reclaim.idleness import ActivityReport, Idleness, State, judge
 from gpuaas_culler.reclaim.policy import DEFAULT_BUSY_UTILIZATION, PolicySet
-from jupyter_gpuaas.core.activity import ReportError, parse_activity
+from jupyter_gpuaas.core.activity import ReportError, activity_json, parse_activity
 from jupyter_gpuaas.core.catalog import KINDS
+from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.fields import FieldError, FieldErrors, key_path, object_items
+from jupyter_gpuaas.core.gpu_equivalents import exact_gpu_equivalents
 from jupyter_gpuaas.core.kueue import QuantityError, parse_quantity, parse_time
 
-__all__ = ["Snapshot", "SnapshotError", "load_snapshot", "load_snapshot_file"]
+__all__ = ["Snapshot", "SnapshotError", "dump_snapshot", "load_snapshot", "load_snapshot_file"]
 
 T = TypeVar("T")
 
@@ -213,7 +220,17 @@ def load_snapshot(
                 for err in e.errors:
                     r.add(f"{p}.activity.{err.path}", err.message)
         last_active = r.get(d, p, "last_active", _time, "an ISO 8601 time", None)
-        previous = Idleness(State.IDLE, last_active, "previous verdict") if last_active else None
+        unknown_since = r.get(d, p, "unknown_since", _time, "an ISO 8601 time", None)
+        previous = (
+            Idleness(
+                State.UNKNOWN if unknown_since else State.IDLE,
+                last_active,
+                "previous verdict",
+                unknown_since=unknown_since,
+            )
+            if last_active
+            else None
+        )
         utilization = r.get(d, p, "pod_utilization", _percent, "a percentage (0-100)", None)
         idleness = judge(
             report,
@@ -224,6 +241,7 @@ def load_snapshot(
             busy_utilization_percent=threshold,
             previous=previous,
             pod_utilization=utilization,
+            trust_pod_utilization=bool(policy and policy.busy_signal == "gpu"),
         )
         workbenches.append(
             Workbench(
@@ -245,6 +263,8 @@ def load_snapshot(
                 snoozes_used=r.get(d, p, "snoozes_used", _count, "a whole number", 0),
                 snoozed_until=r.get(d, p, "snoozed_until", _time, "an ISO 8601 time", None),
                 warned_at=r.get(d, p, "warned_at", _time, "an ISO 8601 time", None),
+                warned_deadline=r.get(d, p, "warned_deadline", _time, "an ISO 8601 time", None),
+                warned_reason=r.get(d, p, "warned_reason", _text, "a text", ""),
             )
         )
     keys = [wb.key for wb in workbenches]
@@ -288,6 +308,7 @@ def load_snapshot(
                 position=r.get(d, p, "position", _count, "a position (0 or more)", 0),
                 needs=tuple(needs),
                 local_queue=r.get(d, p, "local_queue", _text, "a LocalQueue name", ""),
+                team=r.get(d, p, "team", _text, "a team name", ""),
             )
         )
 
@@ -307,3 +328,89 @@ def load_snapshot(
     if r.items:
         raise SnapshotError(r.items, origin)
     return Snapshot(clock, tuple(workbenches), tuple(pending), tuple(handoffs))
+
+
+def _iso(value: datetime | None) -> str | None:
+    return isoformat_z(value) if value is not None else None
+
+
+def dump_snapshot(
+    now: datetime,
+    workbenches: Sequence[Workbench],
+    pending: Sequence[PendingWorkload],
+    handoffs: Sequence[HandOffRecord],
+    *,
+    reports: Mapping[str, ActivityReport | None],
+    pod_utilization: Mapping[str, float],
+) -> dict[str, Any]:
+    """A cycle's inputs as a snapshot (the inverse of :func:`load_snapshot`): ``reports`` and
+    ``pod_utilization`` by workbench key, as the cycle judged them; each workbench's verdict
+    goes in as ``last_active`` (and ``unknown_since``), so the same verdict comes back."""
+    out_wbs = []
+    for wb in workbenches:
+        report = reports.get(wb.key)
+        idle = wb.idleness
+        item: dict[str, Any] = {
+            "user": wb.user,
+            "server": wb.server,
+            "groups": list(wb.groups),
+            "team": wb.team,
+            "kind": wb.kind,
+            "offering": wb.offering,
+            "gpu_equivalents": exact_gpu_equivalents(wb.gpu_equivalents),
+            "holds": [
+                {"flavor": f, "resource": res, "amount": str(a)}
+                for (f, res), a in sorted(wb.holds.items())
+            ],
+            "cluster_queue": wb.cluster_queue,
+            "cohorts": list(wb.cohorts),
+            "started_at": isoformat_z(wb.started_at),
+            "phase": wb.phase,
+            "snoozes_used": wb.snoozes_used,
+            "snoozed_until": _iso(wb.snoozed_until),
+            "warned_at": _iso(wb.warned_at),
+            "warned_deadline": _iso(wb.warned_deadline),
+            "warned_reason": wb.warned_reason,
+            "activity": activity_json(report.activity) if report is not None else None,
+            "activity_received_at": _iso(report.received_at) if report is not None else None,
+            "last_active": isoformat_z(idle.last_active),
+            "unknown_since": _iso(idle.unknown_since) if idle.state is State.UNKNOWN else None,
+        }
+        if wb.key in pod_utilization:
+            item["pod_utilization"] = pod_utilization[wb.key]
+        out_wbs.append(item)
+    return {
+        "now": isoformat_z(now),
+        "workbenches": out_wbs,
+        "pending": [
+            {
+                "name": wl.name,
+                "namespace": wl.namespace,
+                "cluster_queue": wl.cluster_queue,
+                "cohorts": list(wl.cohorts),
+                "priority": wl.priority,
+                "position": wl.position,
+                "local_queue": wl.local_queue,
+                "team": wl.team,
+                "needs": [
+                    {
+                        "resource": n.resource,
+                        "amount": str(n.amount),
+                        "flavors": list(n.flavors),
+                        "free": {f: str(a) for f, a in n.free.items()},
+                    }
+                    for n in wl.needs
+                ],
+            }
+            for wl in pending
+        ],
+        "handoffs": [
+            {
+                "workload": h.workload,
+                "cluster_queue": h.cluster_queue,
+                "reclaimed_at": isoformat_z(h.reclaimed_at),
+                "admitted_at": _iso(h.admitted_at),
+            }
+            for h in handoffs
+        ],
+    }

@@ -174,7 +174,8 @@ def test_every_error_is_reported_with_its_field_path() -> None:
         "GPUaaSSpawner.offerings[3].cpu_guarantee: must not exceed cpu_limit (2.0)",
         "GPUaaSSpawner.offerings[3].resources: a cpu offering requests no extended resources",
         "GPUaaSSpawner.offerings[4].slug: offering 'cpu' is defined twice",
-        "GPUaaSSpawner.offerings[5].kind: must be one of gpu, mig, shared, cpu, not 'tpu'",
+        "GPUaaSSpawner.offerings[5].kind: must be one of gpu, mig, shared, fraction, cpu, "
+        "not 'tpu'",
         "GPUaaSSpawner.offerings[6]: must be a mapping, not a string",
         "GPUaaSSpawner.tenants[0].groups: must not be empty",
         "GPUaaSSpawner.tenants[0].default_offering: 'h100' is not one of this tenant's offerings",
@@ -236,9 +237,8 @@ def test_yaml_file_and_traitlets_combine_and_errors_name_the_file(tmp_path: Path
     path.write_text(yaml.safe_dump(file_part))
     with pytest.raises(CatalogError) as info:
         build_catalog([load_catalog_file(str(path)), CatalogSource("GPUaaSSpawner.", traits)])
-    assert f"{path}: offerings[0].kind: must be one of gpu, mig, shared, cpu, not 'fpga'" in str(
-        info.value
-    )
+    expected = "offerings[0].kind: must be one of gpu, mig, shared, fraction, cpu, not 'fpga'"
+    assert f"{path}: {expected}" in str(info.value)
 
 
 def test_unreadable_and_malformed_files(tmp_path: Path) -> None:

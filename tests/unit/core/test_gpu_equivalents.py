@@ -63,6 +63,15 @@ def test_exact_form_reads_back_the_same(value: Fraction) -> None:
         ({"nvidia.com/gpu.shared": Fraction(1)}, Fraction(1, 4)),
         ({"cpu": Fraction(4), "memory": Fraction(2**30)}, Fraction(0)),
         ({"nvidia.com/mig-bogus": Fraction(1)}, Fraction(0)),
+        # HAMi: one pod's 2 vGPUs x 25 %, or Kueue's transformed total
+        (
+            {"nvidia.com/gpu": Fraction(2), "nvidia.com/gpucores": Fraction(25)},
+            Fraction(1, 2),
+        ),
+        (
+            {"nvidia.com/gpu": Fraction(3), "nvidia.com/total-gpucores": Fraction(75)},
+            Fraction(3, 4),
+        ),
     ],
 )
 def test_resource_gpu_equivalents(resources: dict[str, Fraction], expected: Fraction) -> None:

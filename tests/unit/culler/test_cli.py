@@ -63,7 +63,7 @@ def test_check_policy_lists_every_error_with_its_path(tmp_path: Path) -> None:
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
         f"{bad}: 3 problem(s) in the policy:",
-        "  policies[1].match.kinds[0]: 'tpu' is not a kind: one of gpu, mig, shared, cpu"
+        "  policies[1].match.kinds[0]: 'tpu' is not a kind: one of gpu, mig, shared, fraction, cpu"
         " (did you mean 'gpu'?)",
         '  policies[1].idle_after: "5 parsecs" is not a duration (use e.g. 30m, 2h)',
         '  policies[1].reclaim: "sometimes" is not one of when-queued, always',
@@ -181,7 +181,7 @@ def test_explain_bad_snapshot(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         f"{snap}: 7 problem(s) in the snapshot:",
-        "  workbenches[0].kind: 'tpu' is not one of gpu, mig, shared, cpu",
+        "  workbenches[0].kind: 'tpu' is not one of gpu, mig, shared, fraction, cpu",
         "  workbenches[0].started_at: 'yesterday' is not an ISO 8601 time",
         "  workbenches[1].user: is required",
         "  workbenches[1].activity.kernels: must be a list",

@@ -357,3 +357,29 @@ def test_never_idle_while_busy_or_unsure(
         assert age_min <= 10
         assert not nvml_error or kind == "cpu"
     assert STARTED <= v.last_active <= NOW
+
+
+def test_a_fractions_last_kernel_from_hami_is_activity() -> None:
+    """HAMi's vGPU monitor (on the node) says when the fraction last ran a kernel."""
+    quiet = report(kernels=(kernel(last=ago(hours=2)),))
+    # from the reports: idle since the kernel's last activity two hours ago ...
+    assert verdict(quiet, "fraction").last_active == ago(hours=2)
+    # ... but HAMi saw a kernel 5 minutes ago: idle since then, never earlier
+    seen = verdict(quiet, "fraction", pod_last_kernel=300.0)
+    assert (seen.state, seen.last_active) == (State.IDLE, ago(minutes=5))
+    # an older figure never makes it idler than the reports say
+    old = verdict(report(kernels=(kernel(last=ago(minutes=1)),)), "fraction", pod_last_kernel=9e3)
+    assert old.last_active == ago(minutes=1)
+    # it counts for fractions only (on a whole GPU the DCGM figure does)
+    assert verdict(quiet, "gpu", pod_last_kernel=300.0).last_active == ago(hours=2)
+
+
+def test_busy_signal_gpu_trusts_hamis_last_kernel_over_the_report() -> None:
+    forged = report(kernels=(kernel("busy"),))  # the user's own server says busy
+    idle = verdict(forged, "fraction", pod_last_kernel=3600.0, trust_pod_utilization=True)
+    assert (idle.state, idle.last_active) == (State.IDLE, ago(hours=1))
+    assert "last kernel 1h ago (HAMi's vGPU monitor)" in idle.reason
+    busy = verdict(None, "fraction", pod_last_kernel=12.0, trust_pod_utilization=True)
+    assert busy.state is State.BUSY
+    # no HAMi sample (no kernel ever ran): the report decides
+    assert verdict(forged, "fraction", trust_pod_utilization=True).state is State.BUSY

@@ -255,6 +255,9 @@ class FakeKube:
     ) -> None:
         self.events.append((pod.name, reason, type_))
 
+    async def flavor_taints(self) -> dict[str, list[dict[str, str]]]:
+        return {}
+
     async def flavor_labels(self) -> dict[str, dict[str, str]]:
         return {"local": {"gpuaas.dev/pool": "local"}}
 

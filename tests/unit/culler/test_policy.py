@@ -286,7 +286,7 @@ def test_every_error_is_reported_at_once() -> None:
         'policies[0].name: "Bad Name!" is not a name',
         "policies[0].match.user: unknown field (did you mean 'users'?)",
         "policies[0].match.teams: must not be empty",
-        "policies[0].match.kinds[0]: 'gpus' is not a kind: one of gpu, mig, shared, cpu"
+        "policies[0].match.kinds[0]: 'gpus' is not a kind: one of gpu, mig, shared, fraction, cpu"
         " (did you mean 'gpu'?)",
         "policies[0].match.kinds[1]: 'tpu' is not a kind",
         "policies[0].idle_after: 30 is not a duration (a number needs a unit) (use e.g. 30m, 2h)",

@@ -13,8 +13,10 @@ from tornado import web
 
 from gpuaas_culler.clients.prometheus import (
     DEFAULT_QUERY,
+    HAMI_LAST_KERNEL_QUERY,
     PrometheusClient,
     PrometheusError,
+    read_last_kernel,
     read_pod_utilization,
 )
 
@@ -100,3 +102,20 @@ async def test_the_client_reports_a_bad_query_and_an_unreachable_prometheus(
         closed = s.getsockname()[1]
     with pytest.raises(PrometheusError, match=re.escape(f"127.0.0.1:{closed}")):
         await PrometheusClient(f"http://127.0.0.1:{closed}", timeout=2).pod_utilization()
+
+
+def test_hamis_last_kernel_per_pod_the_most_recent_wins() -> None:
+    """hami_container_last_kernel_elapsed_seconds has one sample per container and vGPU."""
+    answer = vector(
+        ({"namespace": "u", "pod": "jupyter-ann", "container": "notebook"}, "600"),
+        ({"namespace": "u", "pod": "jupyter-ann", "container": "sidecar"}, "30"),
+        ({"exported_namespace": "u", "exported_pod": "jupyter-ben"}, "7200"),
+    )
+    assert read_last_kernel(answer) == {("u", "jupyter-ann"): 30.0, ("u", "jupyter-ben"): 7200.0}
+
+
+async def test_the_client_asks_for_hamis_last_kernel(prometheus: tuple[str, list[str]]) -> None:
+    url, queries = prometheus
+    assert await PrometheusClient(url).last_kernel() == {("ns", "p"): 42.0}
+    assert queries == [HAMI_LAST_KERNEL_QUERY]
+    assert "hami_container_last_kernel_elapsed_seconds" in HAMI_LAST_KERNEL_QUERY

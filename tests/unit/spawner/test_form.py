@@ -54,8 +54,8 @@ def test_model_lists_the_teams_offerings_with_live_state() -> None:
     assert (team.name, team.selected) == ("team-a", True)
     rows = [(o.slug, o.state, o.status, o.selectable, o.checked) for o in team.offerings]
     assert rows == [
-        ("h100", "queue", "will queue (about 2 ahead)", True, False),
-        ("mig-1g", "queue", "will queue (about 2 ahead)", True, True),  # the team's default
+        ("h100", "queue", "will queue: about 2 ahead of you", True, False),
+        ("mig-1g", "queue", "will queue: about 2 ahead of you", True, True),  # the team's default
         ("mig-3g", "now", "available now (2 of 2 free)", True, False),
         ("shared", "now", "available now (4 of 16 free)", True, False),
         ("cpu", "now", "available now", True, False),
@@ -263,7 +263,7 @@ async def test_spawner_renders_the_form_from_its_caches(kubeconfig: None) -> Non
     spawner = make_spawner(FakeUser("alice", ["team-a"]), _view())
     html = await spawner.get_options_form()
     assert 'id="gpuaas-form"' in html
-    assert "will queue (about 2 ahead)" in html
+    assert "will queue: about 2 ahead of you" in html
     assert "available now (7 of 7 free)" in html
 
 
@@ -294,3 +294,29 @@ def test_check_catalog_for_hub_start() -> None:
         CatalogError, match=r"GPUaaSSpawner.tenants\[0\].offerings\[1\]: unknown offering 'tpu'"
     ):
         check_catalog(c)
+
+
+def test_a_fraction_shows_its_cap_its_isolation_and_the_pool_in_its_units() -> None:
+    from tests.support.samples import TOTAL_GPUCORES, TOTAL_GPUMEM, fraction_catalog
+
+    hami = {
+        ("l4-hami", GPU): (16, 0, None),
+        ("l4-hami", TOTAL_GPUMEM): (98304, 0, None),
+        ("l4-hami", TOTAL_GPUCORES): (400, 0, None),
+    }
+    used = {
+        ("l4-hami", GPU): 13,
+        ("l4-hami", TOTAL_GPUMEM): 57344,
+        ("l4-hami", TOTAL_GPUCORES): 325,
+    }
+    qs = state([team_a_notebooks(quotas=hami, usage=used)])
+    model = build_form_model(fraction_catalog(), ALICE, qs, namespace=NAMESPACE)
+    (team,) = model.teams
+    quarter = next(o for o in team.offerings if o.slug == "l4-quarter")
+    assert quarter.status == "available now (3 of 16 quarter-L4s free)"
+    assert quarter.fraction == "5.5 GiB GPU memory (hard limit), 25% of its compute"
+    assert quarter.isolation == "memory-limited, no fault isolation"
+    assert quarter.gpu_status == "40 of 96 GiB of fractional GPU memory free"
+    html = render_form(model)
+    assert "5.5 GiB GPU memory (hard limit), 25% of its compute" in html
+    assert "NVIDIA L4 (22.49 GiB)" in html

@@ -396,3 +396,28 @@ async def test_spawner_pod_holds_no_token_and_carries_the_choice(kubeconfig: Non
     assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
     assert {"name": "gpuaas-shm", "mountPath": "/dev/shm"} in ctr["volumeMounts"]
     assert pod["metadata"]["namespace"] == NAMESPACE
+
+
+def test_a_fraction_asks_for_hamis_resources_scheduler_and_annotations() -> None:
+    from tests.support.samples import fraction_catalog
+
+    catalog = fraction_catalog()
+    choice = validate_options({"team": "team-a", "offering": "l4-quarter"}, catalog, ALICE)
+    settings = pod_settings(choice, priority_class="interactive", default_namespace=NAMESPACE)
+    pod = shape_pod(base_pod(), settings)
+    spec = pod["spec"]
+    (container,) = spec["containers"]
+    hami = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "5632", "nvidia.com/gpucores": "25"}
+    for part in ("requests", "limits"):
+        got = container["resources"][part]
+        assert {k: v for k, v in got.items() if k.startswith("nvidia.com/")} == hami
+    assert spec["schedulerName"] == "hami-scheduler"
+    assert pod["metadata"]["annotations"]["nvidia.com/use-gputype"] == "L4"
+    assert pod["metadata"]["annotations"]["gpuaas.jupyter.org/gpu-equivalents"] == "1/4"
+    assert {"name": "GPUAAS_OFFERING_KIND", "value": "fraction"} in container["env"]
+    assert {
+        "key": "gpuaas.dev/hami-vgpu",
+        "operator": "Equal",
+        "value": "true",
+        "effect": "NoSchedule",
+    } in spec["tolerations"]

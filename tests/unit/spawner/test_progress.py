@@ -165,6 +165,12 @@ MINE = pending_item_for_workload(ITEMS, workload_name="pod-jupyter-alice-3a1f2")
 ready = {"type": "PodScheduled", "status": "True"}
 
 
+def on_node(notebook: dict[str, Any], phase: str = "Pending") -> dict[str, Any]:
+    """A pod placed on gpu-1 whose one container's status is ``notebook``."""
+    container = {"name": "notebook"} | notebook
+    return pod(phase=phase, conditions=[ready], node="gpu-1", containers=[container])
+
+
 def test_readers() -> None:
     wl = read_workload(QUEUED_WL)
     assert (wl.queue_name, wl.priority, wl.priority_class, wl.owner_kind, wl.owner_uid) == (
@@ -259,17 +265,7 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
     (
         "scheduled, pulling (event)",
         {
-            "pod": pod(
-                conditions=[ready],
-                node="gpu-1",
-                containers=[
-                    {
-                        "name": "notebook",
-                        "ready": False,
-                        "state": {"waiting": {"reason": "ContainerCreating"}},
-                    }
-                ],
-            ),
+            "pod": on_node({"ready": False, "state": {"waiting": {"reason": "ContainerCreating"}}}),
             "events": [
                 {
                     "reason": "Scheduled",
@@ -306,21 +302,16 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
     (
         "image pull failing",
         {
-            "pod": pod(
-                conditions=[ready],
-                node="gpu-1",
-                containers=[
-                    {
-                        "name": "notebook",
-                        "ready": False,
-                        "state": {
-                            "waiting": {
-                                "reason": "ImagePullBackOff",
-                                "message": "Back-off pulling image",
-                            }
-                        },
-                    }
-                ],
+            "pod": on_node(
+                {
+                    "ready": False,
+                    "state": {
+                        "waiting": {
+                            "reason": "ImagePullBackOff",
+                            "message": "Back-off pulling image",
+                        }
+                    },
+                }
             )
         },
         SpawnStatus(
@@ -330,21 +321,16 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
     (
         "token secret not there yet",
         {
-            "pod": pod(
-                conditions=[ready],
-                node="gpu-1",
-                containers=[
-                    {
-                        "name": "notebook",
-                        "ready": False,
-                        "state": {
-                            "waiting": {
-                                "reason": "CreateContainerConfigError",
-                                "message": 'secret "jupyter-alice-hub-token" not found',
-                            }
-                        },
-                    }
-                ],
+            "pod": on_node(
+                {
+                    "ready": False,
+                    "state": {
+                        "waiting": {
+                            "reason": "CreateContainerConfigError",
+                            "message": 'secret "jupyter-alice-hub-token" not found',
+                        }
+                    },
+                }
             )
         },
         SpawnStatus(
@@ -354,26 +340,12 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
     ),
     (
         "running, not ready",
-        {
-            "pod": pod(
-                phase="Running",
-                conditions=[ready],
-                node="gpu-1",
-                containers=[{"name": "notebook", "ready": False, "state": {"running": {}}}],
-            )
-        },
+        {"pod": on_node({"ready": False, "state": {"running": {}}}, phase="Running")},
         SpawnStatus(Phase.STARTING, "Starting Jupyter"),
     ),
     (
         "ready",
-        {
-            "pod": pod(
-                phase="Running",
-                conditions=[ready],
-                node="gpu-1",
-                containers=[{"name": "notebook", "ready": True, "state": {"running": {}}}],
-            )
-        },
+        {"pod": on_node({"ready": True, "state": {"running": {}}}, phase="Running")},
         SpawnStatus(Phase.READY, "Your server is ready"),
     ),
     (
@@ -389,19 +361,14 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
     (
         "exited and started again (restartPolicy OnFailure): it will not come up by retrying",
         {
-            "pod": pod(
+            "pod": on_node(
+                {
+                    "ready": False,
+                    "restartCount": 1,
+                    "state": {"running": {}},
+                    "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}},
+                },
                 phase="Running",
-                conditions=[ready],
-                node="gpu-1",
-                containers=[
-                    {
-                        "name": "notebook",
-                        "ready": False,
-                        "restartCount": 1,
-                        "state": {"running": {}},
-                        "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}},
-                    }
-                ],
             )
         },
         SpawnStatus(
@@ -411,17 +378,9 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
     (
         "exited, not yet started again",
         {
-            "pod": pod(
+            "pod": on_node(
+                {"ready": False, "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}},
                 phase="Running",
-                conditions=[ready],
-                node="gpu-1",
-                containers=[
-                    {
-                        "name": "notebook",
-                        "ready": False,
-                        "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
-                    }
-                ],
             )
         },
         SpawnStatus(
@@ -432,19 +391,14 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
     (
         "restarted once but ready now",
         {
-            "pod": pod(
+            "pod": on_node(
+                {
+                    "ready": True,
+                    "restartCount": 1,
+                    "state": {"running": {}},
+                    "lastState": {"terminated": {"exitCode": 1}},
+                },
                 phase="Running",
-                conditions=[ready],
-                node="gpu-1",
-                containers=[
-                    {
-                        "name": "notebook",
-                        "ready": True,
-                        "restartCount": 1,
-                        "state": {"running": {}},
-                        "lastState": {"terminated": {"exitCode": 1}},
-                    }
-                ],
             )
         },
         SpawnStatus(Phase.READY, "Your server is ready"),
@@ -568,12 +522,7 @@ def test_start_timeout_begins_at_admission() -> None:
     )
     done = spawn_status(
         team="team-a",
-        pod=pod(
-            phase="Running",
-            conditions=[ready],
-            node="gpu-1",
-            containers=[{"name": "notebook", "ready": True, "state": {"running": {}}}],
-        ),
+        pod=on_node({"ready": True, "state": {"running": {}}}, phase="Running"),
     )
     assert check_deadline(done, admitted_at=_at(0), now=_at(10**6), **kw) is None
 

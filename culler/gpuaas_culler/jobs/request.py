@@ -1,0 +1,359 @@
+"""One validation of a "Run as GPU job" request (pure; docs/jobs.md).
+
+The server extension forwards what the dialog chose plus the notebook's content; nothing of it
+reaches a manifest except through a :class:`JobRequest`, whose every field was checked against
+the catalog and the caller's teams here. Every problem is reported at once with its field path
+(``parameters["lr"]``, ``count``), as the catalog and the activity payload report theirs.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jupyter_gpuaas.core.catalog import Catalog, Image, Offering, Size, Tenant, TenantJobs
+from jupyter_gpuaas.core.durations import DURATION_HINT, format_duration, parse_duration
+from jupyter_gpuaas.core.fields import (
+    NAME_RE,
+    FieldError,
+    FieldErrors,
+    did_you_mean,
+    key_path,
+    type_name,
+)
+
+__all__ = [
+    "REQUEST_KEYS",
+    "JobRequest",
+    "JobRequestError",
+    "NotAllowed",
+    "job_teams",
+    "validate_job_request",
+]
+
+REQUEST_KEYS = (
+    "team",
+    "path",
+    "notebook",
+    "offering",
+    "count",
+    "image",
+    "size",
+    "time_limit",
+    "parameters",
+    "kernel_name",
+)
+"""The only keys a request may hold."""
+
+MAX_PARAMETERS = 50
+MAX_PARAMETER_TEXT = 2000
+MAX_PATH = 1024
+MAX_CELLS = 5000
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+
+
+class JobRequestError(ValueError):
+    """A refused request: every problem with its field path (answered 400)."""
+
+    def __init__(self, errors: Sequence[FieldError]) -> None:
+        self.errors = tuple(errors)
+        super().__init__("; ".join(str(e) for e in self.errors[:5]))
+
+
+class NotAllowed(PermissionError):
+    """The caller may not submit there (answered 403): not their team, or no jobs for it."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """A validated request: everything the Job, its input and its result path come from."""
+
+    user: str
+    tenant: Tenant
+    jobs: TenantJobs
+    offering: Offering
+    count: int
+    image: Image | None
+    size: Size | None
+    time_limit: int | None
+    path: str
+    notebook: Mapping[str, Any]
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    kernel_name: str | None = None
+
+    @property
+    def notebook_name(self) -> str:
+        return posixpath.basename(self.path)
+
+
+def job_teams(catalog: Catalog, groups: Sequence[str]) -> list[Tenant]:
+    """The caller's teams that run notebooks as Jobs (catalog order)."""
+    return [t for t in catalog.tenants_for_groups(groups) if t.jobs is not None]
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _text(errs: FieldErrors, data: Mapping[str, Any], key: str, limit: int = 253) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        errs.add(key, f"must be a string, not {type_name(value)}")
+        return None
+    if not value or len(value) > limit:
+        errs.add(key, f"{_show(value)} is not a valid choice")
+        return None
+    return value
+
+
+def _pick_team(catalog: Catalog, groups: Sequence[str], requested: str | None) -> Tenant:
+    mine = job_teams(catalog, groups)
+    if requested is not None:
+        for tenant in mine:
+            if tenant.name == requested:
+                return tenant
+        names = ", ".join(t.name for t in mine) or "none"
+        raise NotAllowed(
+            "team",
+            f"{_show(requested)} is not one of your teams that run GPU jobs (yours: {names})",
+        )
+    if not mine:
+        raise NotAllowed(
+            "team",
+            "you are in no team that runs notebooks as GPU jobs; ask an admin to add you to a"
+            " team's group (or to give your team a jobs section in the catalog)",
+        )
+    if len(mine) > 1:
+        names = ", ".join(t.name for t in mine)
+        raise NotAllowed("team", f"you are in several teams ({names}); choose which to charge")
+    return mine[0]
+
+
+def _path(errs: FieldErrors, data: Mapping[str, Any]) -> str:
+    value = data.get("path")
+    if not isinstance(value, str) or not value.strip():
+        errs.add("path", "is required: the notebook's path in your server, e.g. work/train.ipynb")
+        return ""
+    if len(value) > MAX_PATH or "\x00" in value or "\\" in value:
+        errs.add("path", f"{_show(value)} is not a notebook path")
+        return ""
+    parts = value.split("/")
+    if value.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        errs.add("path", f"{_show(value)} must be relative to your server's root, without . or ..")
+        return ""
+    if not parts[-1].endswith(".ipynb") or parts[-1] == ".ipynb":
+        errs.add("path", f"{_show(value)} is not a notebook (.ipynb)")
+        return ""
+    return value
+
+
+def _notebook(errs: FieldErrors, data: Mapping[str, Any]) -> Mapping[str, Any]:
+    nb = data.get("notebook")
+    if not isinstance(nb, Mapping):
+        errs.add("notebook", f"must be the notebook's JSON (an object), not {type_name(nb)}")
+        return {}
+    if nb.get("nbformat") != 4:
+        errs.add("notebook.nbformat", f"must be 4 (nbformat 4), not {_show(nb.get('nbformat'))}")
+    cells = nb.get("cells")
+    if not isinstance(cells, list):
+        errs.add("notebook.cells", f"must be a list, not {type_name(cells)}")
+        return {}
+    if len(cells) > MAX_CELLS:
+        errs.add("notebook.cells", f"has {len(cells)} cells; the most is {MAX_CELLS}")
+    for i, cell in enumerate(cells[:MAX_CELLS]):
+        if not isinstance(cell, Mapping) or not isinstance(cell.get("cell_type"), str):
+            errs.add(f"notebook.cells[{i}]", "must be a cell (an object with a cell_type)")
+            break
+    return nb
+
+
+def _parameter_value(errs: FieldErrors, path: str, value: Any, depth: int = 0) -> None:
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if abs(value) > 2**63:
+            errs.add(path, "is too large a number")
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            errs.add(path, "must be a finite number")
+        return
+    if isinstance(value, str):
+        if len(value) > MAX_PARAMETER_TEXT:
+            errs.add(path, f"is {len(value)} characters; the most is {MAX_PARAMETER_TEXT}")
+        return
+    if isinstance(value, list) and depth == 0:
+        if len(value) > 100:
+            errs.add(path, "has more than 100 items")
+            return
+        for i, item in enumerate(value):
+            _parameter_value(errs, f"{path}[{i}]", item, depth + 1)
+        return
+    errs.add(
+        path, f"must be text, a number, true/false, null or a list of those, not {type_name(value)}"
+    )
+
+
+def _parameters(errs: FieldErrors, data: Mapping[str, Any]) -> dict[str, Any]:
+    raw = data.get("parameters")
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        errs.add("parameters", f"must be an object of name: value, not {type_name(raw)}")
+        return {}
+    if len(raw) > MAX_PARAMETERS:
+        errs.add("parameters", f"has {len(raw)} names; the most is {MAX_PARAMETERS}")
+        return {}
+    out: dict[str, Any] = {}
+    for name, value in raw.items():
+        path = key_path("parameters", str(name))
+        if not isinstance(name, str) or not _IDENTIFIER.match(name) or keyword.iskeyword(name):
+            errs.add(path, "must be a Python variable name (letters, digits, _)")
+            continue
+        before = len(errs)
+        _parameter_value(errs, path, value)
+        if len(errs) == before:
+            out[name] = value
+    return out
+
+
+def _count(errs: FieldErrors, data: Mapping[str, Any], offering: Offering | None) -> int:
+    value = data.get("count")
+    default = offering.default_count if offering else 1
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        errs.add("count", f"must be a whole number, not {_show(value)}")
+        return default
+    if offering is not None and not offering.min_count <= value <= offering.max_count:
+        allowed = (
+            f"exactly {offering.min_count}"
+            if offering.min_count == offering.max_count
+            else f"{offering.min_count} to {offering.max_count}"
+        )
+        errs.add("count", f"{offering.display_name}: must be {allowed}, not {value}")
+        return default
+    return value
+
+
+def _time_limit(errs: FieldErrors, data: Mapping[str, Any], jobs: TenantJobs) -> int | None:
+    value = data.get("time_limit")
+    if value is None or value == "":
+        return jobs.default_time_limit
+    try:
+        seconds = int(parse_duration(value).total_seconds())
+    except ValueError as e:
+        errs.add("time_limit", str(e))
+        return None
+    if seconds < 60:
+        errs.add("time_limit", f"must be at least 1m ({DURATION_HINT})")
+        return None
+    if jobs.max_time_limit is not None and seconds > jobs.max_time_limit:
+        errs.add(
+            "time_limit",
+            f"{format_duration(seconds)} is over the team's limit of "
+            f"{format_duration(jobs.max_time_limit)}",
+        )
+        return None
+    return seconds
+
+
+def _choice(
+    errs: FieldErrors,
+    data: Mapping[str, Any],
+    key: str,
+    allowed: Sequence[Any],
+    default: Any,
+) -> Any:
+    slug = _text(errs, data, key)
+    if slug is None:
+        return default
+    for item in allowed:
+        if item.slug == slug:
+            return item
+    errs.add(
+        key, f"{_show(slug)} is not offered here{did_you_mean(slug, [a.slug for a in allowed])}"
+    )
+    return default
+
+
+def validate_job_request(
+    body: object, catalog: Catalog, user: str, groups: Sequence[str]
+) -> JobRequest:
+    """Check a request from ``user`` (with hub ``groups``) against the catalog.
+
+    Raises :class:`NotAllowed` (the team is not theirs, or runs no jobs) or
+    :class:`JobRequestError` with every problem's field path.
+    """
+    if not isinstance(body, Mapping):
+        raise JobRequestError([FieldError("", f"must be a JSON object, not {type_name(body)}")])
+    errs = FieldErrors()
+    for key in body:
+        if key not in REQUEST_KEYS:
+            errs.add(key_path("", str(key)), f"unknown field{did_you_mean(str(key), REQUEST_KEYS)}")
+    requested = body.get("team")
+    if requested is not None and not isinstance(requested, str):
+        raise NotAllowed("team", f"team must be a string, not {type_name(requested)}")
+    tenant = _pick_team(catalog, groups, requested)
+    jobs = tenant.jobs
+    assert jobs is not None  # job_teams() keeps only those
+    slug = _text(errs, body, "offering")
+    offering: Offering | None = None
+    if slug is None:
+        default = tenant.default_offering
+        slug = default if default in jobs.offerings else (jobs.offerings or ("",))[0]
+    if slug in jobs.offerings and slug in catalog.offerings:
+        offering = catalog.offerings[slug]
+    elif "offering" in body and body.get("offering") is not None:
+        errs.add(
+            "offering",
+            f"{_show(slug)} is not offered for {tenant.display_name}'s jobs"
+            f"{did_you_mean(slug, jobs.offerings)}",
+        )
+    else:
+        errs.add("offering", f"{tenant.display_name} offers nothing to run jobs on")
+    count = _count(errs, body, offering)
+    image = size = None
+    if offering is not None:
+        image = _choice(
+            errs, body, "image", catalog.images_for(offering), catalog.default_image_for(offering)
+        )
+        size = _choice(
+            errs, body, "size", catalog.sizes_for(offering), catalog.default_size_for(offering)
+        )
+    time_limit = _time_limit(errs, body, jobs)
+    path = _path(errs, body)
+    notebook = _notebook(errs, body)
+    parameters = _parameters(errs, body)
+    kernel_name = _text(errs, body, "kernel_name", limit=63)
+    if kernel_name is not None and not NAME_RE.match(kernel_name):
+        errs.add("kernel_name", f"{_show(kernel_name)} is not a kernel name")
+        kernel_name = None
+    if errs.items or offering is None:
+        raise JobRequestError(errs.items)
+    return JobRequest(
+        user=user,
+        tenant=tenant,
+        jobs=jobs,
+        offering=offering,
+        count=count,
+        image=image,
+        size=size,
+        time_limit=time_limit,
+        path=path,
+        notebook=notebook,
+        parameters=parameters,
+        kernel_name=kernel_name,
+    )

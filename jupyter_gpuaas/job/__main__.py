@@ -1,0 +1,5 @@
+import sys
+
+from jupyter_gpuaas.job.runner import main
+
+sys.exit(main())

@@ -1,0 +1,350 @@
+/**
+ * GPU jobs in JupyterLab (docs/jobs.md): the "Run as GPU job…" dialog, the jobs section under
+ * the Queue section (state, position, log, cancel, open the executed copy) and the notice
+ * when a job finishes — also for jobs that finished while no tab was open.
+ */
+import { Dialog, Notification, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { Poll } from '@lumino/polling';
+import { Widget } from '@lumino/widgets';
+
+import {
+  formatLimit,
+  type IJob,
+  type IJobOptions,
+  type IJobTeam,
+  jobRequest,
+  jobStateLabel,
+  jobsToNotify,
+  parseJobs
+} from './jobsModel';
+
+/** How the jobs part reaches the server extension (injected: tests give their own). */
+export interface IJobsApi {
+  get(endpoint: string): Promise<unknown>;
+  post(endpoint: string, body?: unknown): Promise<unknown>;
+  del(endpoint: string): Promise<unknown>;
+  open(path: string): void;
+}
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  ...children: (Node | string)[]
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  node.className = className;
+  node.append(...children);
+  return node;
+}
+
+/** The dialog's body: team, offering (with its headroom), count, time limit, parameters. */
+class JobForm extends Widget {
+  constructor(path: string, options: IJobOptions) {
+    super();
+    this.addClass('jp-gpuaas-job-form');
+    this._path = path;
+    this._options = options;
+    this._team = el('select', 'jp-mod-styled jp-gpuaas-job-team');
+    this._team.setAttribute('aria-label', 'Team');
+    for (const team of options.teams) {
+      this._team.append(new Option(team.display_name, team.team));
+    }
+    this._offering = el('select', 'jp-mod-styled jp-gpuaas-job-offering');
+    this._offering.setAttribute('aria-label', 'GPU');
+    this._count = el('input', 'jp-mod-styled jp-gpuaas-job-count');
+    this._count.type = 'number';
+    this._count.setAttribute('aria-label', 'Count');
+    this._limit = el('input', 'jp-mod-styled jp-gpuaas-job-limit');
+    this._limit.setAttribute('aria-label', 'Time limit');
+    this._limit.placeholder = 'e.g. 2h';
+    this._params = el('textarea', 'jp-mod-styled jp-gpuaas-job-parameters');
+    this._params.setAttribute('aria-label', 'Parameters');
+    this._params.placeholder = 'lr = 0.01\nepochs = 10';
+    this._room = el('div', 'jp-gpuaas-job-headroom');
+    this._room.setAttribute('role', 'status');
+    this._cap = el('div', 'jp-gpuaas-note jp-gpuaas-job-cap');
+    this._cap.setAttribute('role', 'alert');
+    this.node.append(
+      el('p', 'jp-gpuaas-job-path', `Notebook: ${path}`),
+      el('label', '', 'Team ', this._team),
+      el('label', '', 'GPU ', this._offering),
+      this._room,
+      el('label', '', 'Count ', this._count),
+      el('label', '', 'Time limit ', this._limit),
+      el('label', '', 'Parameters (name = value, one a line) ', this._params),
+      this._cap
+    );
+    this._team.onchange = () => {
+      this._fillOfferings();
+    };
+    this._offering.onchange = () => {
+      this._showOffering();
+    };
+    this._fillOfferings();
+  }
+
+  private _teamOf(): IJobTeam | undefined {
+    return this._options.teams.find(t => t.team === this._team.value);
+  }
+
+  private _fillOfferings(): void {
+    const team = this._teamOf();
+    this._offering.replaceChildren(
+      ...(team?.offerings ?? []).map(o => new Option(o.display_name, o.slug))
+    );
+    if (team?.default_offering) {
+      this._offering.value = team.default_offering;
+    }
+    this._limit.value = formatLimit(team?.default_time_limit ?? null);
+    this._cap.textContent = team?.cap_message ?? '';
+    this._cap.hidden = !team?.cap_message;
+    this._showOffering();
+  }
+
+  private _showOffering(): void {
+    const offering = this._teamOf()?.offerings.find(o => o.slug === this._offering.value);
+    this._count.min = String(offering?.min_count ?? 1);
+    this._count.max = String(offering?.max_count ?? 1);
+    this._count.value = String(offering?.default_count ?? 1);
+    const room = offering?.headroom;
+    this._room.textContent = room ? `${room.message}${room.detail ? ` — ${room.detail}` : ''}` : '';
+    this._room.dataset.fit = room?.fit ?? '';
+  }
+
+  /** The request to send, or throws with what is wrong in the parameters. */
+  getValue(): Record<string, unknown> {
+    return jobRequest(
+      this._path,
+      this._team.value,
+      this._offering.value,
+      Number(this._count.value),
+      this._limit.value,
+      this._params.value
+    );
+  }
+
+  get capReached(): boolean {
+    return Boolean(this._teamOf()?.cap_message);
+  }
+
+  private readonly _path: string;
+  private readonly _options: IJobOptions;
+  private readonly _team: HTMLSelectElement;
+  private readonly _offering: HTMLSelectElement;
+  private readonly _count: HTMLInputElement;
+  private readonly _limit: HTMLInputElement;
+  private readonly _params: HTMLTextAreaElement;
+  private readonly _room: HTMLDivElement;
+  private readonly _cap: HTMLDivElement;
+}
+
+function problemOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** "Run as GPU job…": ask what to run on, submit, say where to follow it. */
+export async function runAsGpuJob(
+  path: string,
+  api: IJobsApi,
+  onSubmitted: () => void
+): Promise<void> {
+  let options: IJobOptions;
+  try {
+    options = (await api.get('jobs/options')) as IJobOptions;
+  } catch (error) {
+    await showErrorMessage(
+      'GPU job',
+      `The GPU job options could not be loaded: ${problemOf(error)}`
+    );
+    return;
+  }
+  if (options.error !== undefined) {
+    await showErrorMessage('GPU job', options.error);
+    return;
+  }
+  if (options.teams.length === 0) {
+    await showErrorMessage('GPU job', 'None of your teams runs notebooks as GPU jobs.');
+    return;
+  }
+  const form = new JobForm(path, options);
+  const result = await showDialog({
+    title: 'Run as GPU job',
+    body: form,
+    buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Submit' })],
+    focusNodeSelector: 'select'
+  });
+  if (!result.button.accept) {
+    return;
+  }
+  let body: Record<string, unknown>;
+  try {
+    body = form.getValue();
+  } catch (error) {
+    await showErrorMessage('GPU job', problemOf(error));
+    return;
+  }
+  try {
+    const job = (await api.post('jobs', body)) as IJob;
+    Notification.info(`GPU job ${job.name} submitted: follow it in the GPU panel's Queue.`, {
+      autoClose: 5000
+    });
+    onSubmitted();
+  } catch (error) {
+    await showErrorMessage('GPU job not submitted', problemOf(error));
+  }
+}
+
+/**
+ * The jobs section: the user's GPU jobs with their state; log, cancel and the executed copy.
+ * Polls every `interval` ms while it is attached, and shows each finished job's notice once.
+ */
+export class JobsSection extends Widget {
+  constructor(api: IJobsApi, interval = 5000) {
+    super();
+    this._api = api;
+    this.addClass('jp-gpuaas-section');
+    this.addClass('jp-gpuaas-section-jobs');
+    this._poll = new Poll({
+      factory: () => this.refresh(),
+      frequency: { interval, backoff: true, max: 60_000 },
+      standby: 'never'
+    });
+    this._render();
+  }
+
+  /** Read the jobs now (after a submit, cancel). */
+  async refresh(): Promise<void> {
+    try {
+      const jobs = parseJobs(await this._api.get('jobs'));
+      this._jobs = jobs.jobs;
+      this._error = jobs.error;
+      this.setHidden(jobs.error_kind === 'not_configured');
+      this._notify();
+    } catch (error) {
+      this._error = `Could not load your GPU jobs: ${problemOf(error)}. Retrying.`;
+    }
+    this._render();
+  }
+
+  private _notify(): void {
+    for (const job of jobsToNotify(this._jobs, this._shown)) {
+      const key = `${job.team}/${job.name}`;
+      this._shown.add(key);
+      const what = `GPU job ${job.name} (${job.notebook}) ${jobStateLabel(job)}`;
+      const actions = job.collected
+        ? [
+            {
+              label: 'Open output',
+              callback: () => {
+                this._api.open(job.collected ?? '');
+              }
+            }
+          ]
+        : [];
+      if (job.state === 'succeeded') {
+        Notification.success(what, { actions, autoClose: false });
+      } else {
+        Notification.error(what, { actions, autoClose: false });
+      }
+      void this._api.post(`jobs/${job.team}/${job.name}/notified`).catch(() => {
+        this._shown.delete(key); // shown again next time: better twice than never
+      });
+    }
+  }
+
+  private _render(): void {
+    const heading = el('h3', 'jp-gpuaas-section-title', 'GPU jobs');
+    const parts: Node[] = [heading];
+    if (this._error !== null) {
+      parts.push(el('div', 'jp-gpuaas-note jp-gpuaas-jobs-error', this._error));
+    }
+    if (this._jobs.length === 0) {
+      parts.push(el('p', 'jp-gpuaas-hint', 'No GPU jobs. Run a notebook with "Run as GPU job…".'));
+    } else {
+      const list = el('ul', 'jp-gpuaas-jobs');
+      list.setAttribute('aria-label', 'Your GPU jobs');
+      list.append(...this._jobs.map(job => this._item(job)));
+      parts.push(list);
+    }
+    this.node.replaceChildren(...parts);
+  }
+
+  private _item(job: IJob): HTMLElement {
+    const state = el('span', 'jp-gpuaas-job-state', jobStateLabel(job));
+    const buttons = el('div', 'jp-gpuaas-job-actions');
+    const button = (label: string, action: () => void): HTMLButtonElement => {
+      const b = el('button', 'jp-mod-styled jp-gpuaas-job-button', label);
+      b.onclick = action;
+      return b;
+    };
+    buttons.append(button('Log', () => void this._showLog(job)));
+    if (job.collected) {
+      buttons.append(
+        button('Open output', () => {
+          this._api.open(job.collected ?? '');
+        })
+      );
+    }
+    buttons.append(button(job.finished ? 'Remove' : 'Cancel', () => void this._cancel(job)));
+    const row = el(
+      'li',
+      'jp-gpuaas-job',
+      el(
+        'div',
+        'jp-gpuaas-line',
+        el('span', 'jp-gpuaas-job-name', job.notebook || job.name),
+        state
+      ),
+      el('div', 'jp-gpuaas-meta', `${job.name} · ${job.offering_name} · team ${job.team}`),
+      buttons
+    );
+    row.dataset.job = job.name;
+    row.dataset.state = job.state;
+    return row;
+  }
+
+  private async _showLog(job: IJob): Promise<void> {
+    try {
+      const answer = (await this._api.get(`jobs/${job.team}/${job.name}/log`)) as { log: string };
+      const pre = el('pre', 'jp-gpuaas-job-log', answer.log || '(nothing logged yet)');
+      await showDialog({
+        title: `Log of ${job.name}`,
+        body: new Widget({ node: pre }),
+        buttons: [Dialog.okButton({ label: 'Close' })]
+      });
+    } catch (error) {
+      await showErrorMessage('GPU job log', problemOf(error));
+    }
+  }
+
+  private async _cancel(job: IJob): Promise<void> {
+    const verb = job.finished ? 'Remove' : 'Cancel';
+    const ok = await showDialog({
+      title: `${verb} GPU job ${job.name}?`,
+      body: job.finished
+        ? 'Its log and result are removed (the executed copy in your files stays).'
+        : 'It stops now; its pod and queue entry are removed.',
+      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: verb })]
+    });
+    if (!ok.button.accept) {
+      return;
+    }
+    try {
+      await this._api.del(`jobs/${job.team}/${job.name}`);
+    } catch (error) {
+      await showErrorMessage(`GPU job not ${verb.toLowerCase()}ed`, problemOf(error));
+    }
+    await this.refresh();
+  }
+
+  dispose(): void {
+    this._poll.dispose();
+    super.dispose();
+  }
+
+  private readonly _api: IJobsApi;
+  private readonly _poll: Poll;
+  private readonly _shown = new Set<string>();
+  private _jobs: IJob[] = [];
+  private _error: string | null = null;
+}

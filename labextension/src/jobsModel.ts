@@ -1,0 +1,168 @@
+/**
+ * Pure helpers of GPU jobs (docs/jobs.md): the payloads' shapes, their words, the dialog's
+ * request and which finished jobs still need a notice.
+ */
+
+/** One job of `GET gpuaas/api/jobs`. */
+export interface IJob {
+  team: string;
+  namespace: string;
+  name: string;
+  notebook: string;
+  state: 'queued' | 'starting' | 'running' | 'succeeded' | 'failed' | 'stopped';
+  finished: boolean;
+  message: string;
+  offering: string;
+  offering_name: string;
+  gpu_equivalents: string;
+  flavors: string[];
+  time_limit: number | null;
+  created_at: string | null;
+  started_at: string | null;
+  finished_at: string | null;
+  position_in_local_queue: number | null;
+  position_in_cluster_queue: number | null;
+  result: string | null;
+  collected: string | null;
+  notified: string | null;
+}
+
+export interface IJobs {
+  jobs: IJob[];
+  error: string | null;
+  error_kind: string | null;
+}
+
+/** One offering of `GET gpuaas/api/jobs/options`. */
+export interface IJobOffering {
+  slug: string;
+  display_name: string;
+  kind: string;
+  min_count: number;
+  max_count: number;
+  default_count: number;
+  unit: string;
+  units: string;
+  isolation: string;
+  images: { slug: string; display_name: string }[];
+  sizes: { slug: string; display_name: string }[];
+  headroom: { fit: string; message: string; detail: string; selectable: boolean } | null;
+}
+
+export interface IJobTeam {
+  team: string;
+  display_name: string;
+  default_offering: string | null;
+  offerings: IJobOffering[];
+  default_time_limit: number | null;
+  max_time_limit: number | null;
+  caps: {
+    per_user: { limit: number | null; active: number };
+    per_team: { limit: number | null; active: number };
+  };
+  /** Non-empty when a cap is reached: the dialog shows it and submits nothing. */
+  cap_message: string;
+}
+
+export interface IJobOptions {
+  teams: IJobTeam[];
+  error?: string;
+  error_kind?: string;
+}
+
+/** Check the shape of a `jobs` payload. */
+export function parseJobs(data: unknown): IJobs {
+  if (typeof data !== 'object' || data === null) {
+    throw new Error('the jobs answer is not an object');
+  }
+  const value = data as Partial<IJobs>;
+  return {
+    jobs: Array.isArray(value.jobs) ? value.jobs : [],
+    error: value.error ?? null,
+    error_kind: value.error_kind ?? null
+  };
+}
+
+/** A job's state in words: `queued · #1 in the queue`, `running on local`, `succeeded`. */
+export function jobStateLabel(job: IJob): string {
+  switch (job.state) {
+    case 'queued':
+      return job.position_in_local_queue === null
+        ? 'queued'
+        : `queued · #${String(job.position_in_local_queue)} in the queue`;
+    case 'starting':
+      return 'starting';
+    case 'running':
+      return job.flavors.length > 0
+        ? `running on ${job.flavors.join(', ')} (${job.offering_name})`
+        : `running (${job.offering_name})`;
+    case 'succeeded':
+      return 'succeeded';
+    case 'failed':
+      return job.message ? `failed: ${job.message}` : 'failed';
+    case 'stopped':
+      return job.message ? `stopped: ${job.message}` : 'stopped';
+  }
+  return String(job.state);
+}
+
+/** Finished jobs whose notice has not been shown (also those finished while no tab was open). */
+export function jobsToNotify(jobs: IJob[], shown: ReadonlySet<string>): IJob[] {
+  return jobs.filter(j => j.finished && j.notified === null && !shown.has(`${j.team}/${j.name}`));
+}
+
+/**
+ * Parameters as typed in the dialog, one `name = value` per line; a value is JSON where it
+ * parses as JSON (`3`, `0.1`, `true`, `"text"`, `[1, 2]`), else taken as text.
+ */
+export function parseParameters(text: string): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#')) {
+      continue;
+    }
+    const at = line.indexOf('=');
+    if (at <= 0) {
+      throw new Error(`"${line}" is not name = value`);
+    }
+    const name = line.slice(0, at).trim();
+    const value = line.slice(at + 1).trim();
+    try {
+      out[name] = JSON.parse(value);
+    } catch {
+      out[name] = value;
+    }
+  }
+  return out;
+}
+
+/** What the dialog sends (`POST gpuaas/api/jobs`). */
+export function jobRequest(
+  path: string,
+  team: string,
+  offering: string,
+  count: number,
+  timeLimit: string,
+  parameters: string
+): Record<string, unknown> {
+  const body: Record<string, unknown> = { path, team, offering, count };
+  if (timeLimit.trim() !== '') {
+    body.time_limit = timeLimit.trim();
+  }
+  const params = parseParameters(parameters);
+  if (Object.keys(params).length > 0) {
+    body.parameters = params;
+  }
+  return body;
+}
+
+/** Seconds as a duration the service reads back: `30m`, `2h`, `1h30m`. */
+export function formatLimit(seconds: number | null): string {
+  if (seconds === null) {
+    return '';
+  }
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  return `${h > 0 ? `${String(h)}h` : ''}${m > 0 ? `${String(m)}m` : ''}` || `${String(seconds)}s`;
+}

@@ -1,0 +1,80 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import {
+  formatLimit,
+  type IJob,
+  jobRequest,
+  jobStateLabel,
+  jobsToNotify,
+  parseJobs,
+  parseParameters
+} from '../src/jobsModel';
+
+function job(over: Partial<IJob> = {}): IJob {
+  return {
+    team: 'team-a',
+    namespace: 'team-a',
+    name: 'nb-train-ab12c',
+    notebook: 'train.ipynb',
+    state: 'queued',
+    finished: false,
+    message: '',
+    offering: 'h100',
+    offering_name: 'NVIDIA H100',
+    gpu_equivalents: '1',
+    flavors: [],
+    time_limit: null,
+    created_at: null,
+    started_at: null,
+    finished_at: null,
+    position_in_local_queue: null,
+    position_in_cluster_queue: null,
+    result: null,
+    collected: null,
+    notified: null,
+    ...over
+  };
+}
+
+void test('a job state in words', () => {
+  assert.equal(jobStateLabel(job({ position_in_local_queue: 2 })), 'queued · #2 in the queue');
+  assert.equal(
+    jobStateLabel(job({ state: 'running', flavors: ['h100'] })),
+    'running on h100 (NVIDIA H100)'
+  );
+  assert.equal(
+    jobStateLabel(job({ state: 'failed', message: 'BackoffLimitExceeded' })),
+    'failed: BackoffLimitExceeded'
+  );
+});
+
+void test('finished jobs are notified once, not when the server already says so', () => {
+  const done = job({ state: 'succeeded', finished: true });
+  const seen = job({
+    name: 'nb-x',
+    state: 'failed',
+    finished: true,
+    notified: '2026-12-02T00:00:00Z'
+  });
+  assert.deepEqual(jobsToNotify([done, seen, job()], new Set()), [done]);
+  assert.deepEqual(jobsToNotify([done], new Set(['team-a/nb-train-ab12c'])), []);
+});
+
+void test('parameters are name = value lines, JSON where they parse', () => {
+  assert.deepEqual(parseParameters('lr = 0.01\n# note\nname = run 1\nxs = [1, 2]\non=true'), {
+    lr: 0.01,
+    name: 'run 1',
+    xs: [1, 2],
+    on: true
+  });
+  assert.throws(() => parseParameters('justaword'), /not name = value/);
+  assert.deepEqual(jobRequest('a.ipynb', 'team-a', 'h100', 1, ' ', ''), {
+    path: 'a.ipynb',
+    team: 'team-a',
+    offering: 'h100',
+    count: 1
+  });
+  assert.equal(formatLimit(5400), '1h30m');
+  assert.deepEqual(parseJobs({ jobs: [] }), { jobs: [], error: null, error_kind: null });
+});

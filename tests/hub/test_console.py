@@ -1,0 +1,353 @@
+"""The GPU console on the real cluster with a real hub (docs/console.md): who may see what, the
+live plan is what ``gpuaas-culler --explain`` prints for the service's own snapshot, the policy
+preview (field paths; a shorter idle_after shows more reclaims and nothing changes), the
+export, a server's standing; and in Chromium: the page through the hub's OAuth with two teams
+and a warned workbench (screenshot in docs/), the warning and the sidebar's policy line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from devcluster.testing import Cluster
+from tests.support.hub import (
+    PASSWORD,
+    WARNED,
+    CullerHub,
+    eventually,
+    pod_of,
+    run_culler_hub,
+    training_job,
+)
+
+pytestmark = pytest.mark.integration
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+POLICY = """\
+report_stale_after: 30s
+handoff_timeout: 2m
+policies:
+  - name: team-a-mig
+    match: {teams: [team-a], kinds: [mig]}
+    idle_after: 2s
+    warn_before: 10m
+  - name: team-b-slow
+    match: {teams: [team-b], kinds: [mig]}
+    idle_after: 1h
+    reclaim: always
+    warn_before: 10m
+"""
+
+# what carol's server's own token holds (the spawner's server_token_scopes, expanded)
+SERVER_SCOPES = ["access:servers!server=carol/", "access:services!service=gpuaas"]
+
+LEAD = """
+# bob leads team-a: the console for his team only
+c.JupyterHub.load_roles.append({"name": "team-a-lead", "users": ["bob"],
+    "scopes": ["custom:gpuaas:console!group=team-a", "access:services!service=gpuaas"]})
+"""
+
+
+@pytest.fixture(scope="module")
+def console_hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CullerHub]:
+    state = tmp_path_factory.mktemp("console-hub")
+    with run_culler_hub(cluster, state, policy_text=POLICY, extra_config=LEAD) as hub:
+        yield hub
+
+
+def get(
+    hub: CullerHub, path: str, token: str, method: str = "GET", body: bytes | None = None
+) -> Any:
+    req = urllib.request.Request(
+        f"{hub.url}/services/gpuaas/{path}",
+        method=method,
+        data=body,
+        headers={"Authorization": f"token {token}"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            text = r.read().decode()
+            return r.status, json.loads(text) if r.headers["Content-Type"].startswith(
+                "application/json"
+            ) else text
+    except urllib.error.HTTPError as e:
+        text = e.read().decode()
+        try:
+            return e.code, json.loads(text)
+        except ValueError:
+            return e.code, text
+
+
+async def login(browser: Any, hub: CullerHub, user: str) -> Any:
+    """Log in (the hub may send a user with a running server straight to it)."""
+    page = await (await browser.new_context()).new_page()
+    page.set_default_timeout(30_000)
+    await page.goto(f"{hub.url}/hub/login")
+    await page.fill("#username_input", user)
+    await page.fill("#password_input", PASSWORD)
+    await page.click("#login_submit")
+    await page.wait_for_url(lambda url: "/hub/login" not in url, wait_until="commit")
+    return page
+
+
+def row(answer: dict[str, Any], key: str) -> dict[str, Any] | None:
+    return next((w for w in answer["workbenches"] if w["key"] == key), None)
+
+
+@pytest.fixture(scope="module")
+def warned(console_hub: CullerHub, cluster: Cluster) -> Iterator[CullerHub]:
+    """alice (team-a) and carol (team-b) on a local 1g MIG slice each, idle; a team-a Job
+    needing one slice queues: alice's is warned (10 min countdown), carol's is left alone."""
+    hub = console_hub
+    for user, team in (("alice", "team-a"), ("carol", "team-b")):
+        r = hub.api("POST", f"/users/{user}/server", {"team": team, "offering": "local-mig-1g"})
+        assert r.status in (201, 202), r
+    for user in ("alice", "carol"):
+        hub.wait_ready(user, timeout=120)
+    job = training_job("console-train")
+    job["spec"]["parallelism"] = job["spec"]["completions"] = 1
+
+    async def queue() -> None:
+        async with cluster.api("team-a", "alice") as api:
+            await client.BatchV1Api(api).create_namespaced_job("team-a", job)  # type: ignore[arg-type]
+
+    asyncio.run(queue())
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        status, answer = get(hub, "api/console", hub.token)
+        assert status == 200, answer
+        alice = row(answer, "alice")
+        if alice and alice["action"] in ("warn", "wait"):
+            break
+        time.sleep(1)
+    else:
+        raise AssertionError(f"alice's workbench not warned in the console: {alice}")
+    try:
+        yield hub
+    finally:
+        admin = [
+            str(cluster.info.bin_dir / "kubectl"),
+            "--kubeconfig",
+            str(cluster.info.kubeconfig),
+        ]
+        subprocess.run([*admin, "-n", "team-a", "delete", "job", "console-train"], check=False)
+        for user in ("alice", "carol"):
+            hub.stop(user)
+
+
+async def test_admin_sees_every_team_and_the_plan_explain_prints(
+    warned: CullerHub, tmp_path: Path
+) -> None:
+    hub = warned
+    # the same cycle in both answers: the console's plan and the snapshot of its inputs
+    for _ in range(20):
+        _, before = get(hub, "api/console", hub.token)
+        status, snap = get(hub, "api/console/snapshot", hub.token)
+        assert status == 200, snap
+        _, after = get(hub, "api/console", hub.token)
+        same = [a for a in (before, after) if a["decided_at"] == snap["now"]]
+        if same:
+            answer = same[0]
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError("no console answer of the snapshot's cycle")
+    assert answer["visible_teams"] is None
+    assert {"team-a", "team-b"} <= {t["team"] for t in answer["teams"]}
+    assert {"alice", "carol"} <= {w["key"] for w in answer["workbenches"]}
+    carol = row(answer, "carol")
+    assert carol is not None
+    assert (carol["policy"], carol["action"], carol["code"]) == (
+        "team-b-slow",
+        "skip",
+        "not-idle-yet",
+    )
+    team_a = next(t for t in answer["teams"] if t["team"] == "team-a")
+    assert team_a["queued"]["workloads"] >= 1
+
+    (tmp_path / "snap.json").write_text(json.dumps(snap))
+    (tmp_path / "policy.yaml").write_text(POLICY)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuaas_culler.cli",
+            "--explain",
+            "--json",
+            "--policy",
+            str(tmp_path / "policy.yaml"),
+            "--snapshot",
+            str(tmp_path / "snap.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    explained = {
+        (e["user"] if not e["server"] else f"{e['user']}/{e['server']}"): e
+        for e in map(json.loads, out.splitlines())
+    }
+    for w in answer["workbenches"]:
+        e = explained[w["key"]]
+        assert (w["action"], w["code"], w["reason"], w["policy"]) == (
+            e["action"],
+            e["code"],
+            e["reason"],
+            e["policy"],
+        ), w["key"]
+
+
+async def test_a_team_lead_sees_their_team_and_a_user_gets_403(warned: CullerHub) -> None:
+    hub = warned
+    status, lead = get(hub, "api/console", hub.user_token("bob"))
+    assert status == 200, lead
+    assert lead["visible_teams"] == ["team-a"]
+    assert [t["team"] for t in lead["teams"]] == ["team-a"]
+    assert {w["team"] for w in lead["workbenches"]} == {"team-a"}
+    assert get(hub, "api/console/snapshot", hub.user_token("bob"))[0] == 403
+
+    carol = hub.user_token("carol")
+    for path in (
+        "api/console",
+        "console/",
+        "api/console/export?format=csv",
+        "api/console/snapshot",
+    ):
+        status, body = get(hub, path, carol)
+        assert status == 403, (path, body)
+    status, body = get(hub, "api/console/preview", carol, "POST", POLICY.encode())
+    assert status == 403, body
+
+
+async def test_policy_preview_paths_and_a_shorter_idle_after(
+    warned: CullerHub, k8s: client.ApiClient
+) -> None:
+    hub = warned
+    bad = b"policies:\n  - name: team-a-mig\n    idle_after: soon\n    reclaim: sometimes\n"
+    status, body = get(hub, "api/console/preview", hub.token, "POST", bad)
+    assert status == 400, body
+    assert [e["path"] for e in body["errors"]] == ["policies[0].idle_after", "policies[0].reclaim"]
+
+    shorter = POLICY.replace("idle_after: 1h", "idle_after: 2s")
+    status, body = get(hub, "api/console/preview", hub.token, "POST", shorter.encode())
+    assert status == 200, body
+    assert body["summary"]["warn"] + body["summary"]["reclaim"] > (
+        body["summary_in_force"]["warn"] + body["summary_in_force"]["reclaim"]
+    ), body["summary"]
+    assert {"key": "carol", "now": "skip", "preview": "warn"} in body["changed"]
+    # nothing changed: the policy in force, carol's next step, her pod
+    time.sleep(3)
+    _, answer = get(hub, "api/console", hub.token)
+    assert "team-b-slow: " in answer["policy"]["in_force"]
+    assert "idle after 1h" in answer["policy"]["in_force"]
+    carol = row(answer, "carol")
+    assert carol is not None
+    assert carol["action"] == "skip"
+    pod = await pod_of(k8s, "carol")
+    assert pod is not None
+    assert WARNED not in (pod["metadata"].get("annotations") or {})
+
+
+async def test_export_and_a_servers_standing(warned: CullerHub) -> None:
+    hub = warned
+
+    async def counted() -> bool:
+        status, body = get(hub, "api/console/export?format=json", hub.token)
+        assert status == 200, body
+        return any(r["user"] == "alice" and r["idle_hours"] > 0 for r in body["rows"])
+
+    await eventually(counted, 30, "alice's idle GPU time in the export")
+    status, text = get(hub, "api/console/export?format=csv", hub.token)
+    assert status == 200
+    assert text.splitlines()[0].startswith("day,team,user,offering,kind,allocated_hours")
+    assert any(",team-a,alice,local-mig-1g,mig," in line for line in text.splitlines())
+
+    server_token = hub.api(
+        "POST", "/users/carol/tokens", {"scopes": SERVER_SCOPES, "note": "console test"}
+    ).body["token"]
+    status, standing = get(hub, "api/reclaim/standing", server_token)
+    assert status == 200, standing
+    assert standing["known"] is True
+    assert standing["policy"]["name"] == "team-b-slow"
+    assert standing["policy"]["idle_after_seconds"] == 3600
+    assert (standing["activity"], standing["code"]) == ("idle", "not-idle-yet")
+    # a user's own token is not a server's: refused
+    assert get(hub, "api/reclaim/standing", hub.user_token("carol"))[0] == 403
+
+
+async def test_console_page_warning_and_policy_line_in_chromium(
+    warned: CullerHub, browser: Any, cluster: Cluster, k8s: client.ApiClient
+) -> None:
+    hub = warned
+    admin = await login(browser, hub, "admin")
+    await admin.set_viewport_size({"width": 1400, "height": 1000})
+    await admin.goto(f"{hub.url}/services/gpuaas/")  # the Services menu's link
+    await admin.wait_for_url("**/services/gpuaas/console/")
+    await admin.locator("#teams .team[data-team='team-a']").wait_for()
+    await admin.locator("#teams .team[data-team='team-b']").wait_for()
+    alice = admin.locator("#workbenches tr[data-key='alice']")
+    await alice.locator(".act-warn, .act-wait").wait_for()
+    # live: the page updates without a reload (the status line's time moves)
+    first = await admin.locator("#status").inner_text()
+    await admin.wait_for_function(
+        "t => document.getElementById('status').textContent !== t", arg=first, timeout=20_000
+    )
+    # filter by team
+    await admin.select_option("#f-team", "team-b")
+    assert await admin.locator("#workbenches tbody tr").count() >= 1
+    assert await alice.count() == 0
+    await admin.select_option("#f-team", "")
+    # the preview through the page: its XSRF token, the field errors, then a valid policy
+    await admin.fill("#policy-text", "policies:\n  - name: x\n    idle_after: soon\n")
+    await admin.click("#preview")
+    await admin.locator(
+        "#preview-result .errors code", has_text="policies[0].idle_after"
+    ).wait_for()
+    await admin.fill("#policy-text", POLICY.replace("idle_after: 1h", "idle_after: 2s"))
+    await admin.click("#preview")
+    changes = admin.locator("#preview-changes")
+    await changes.get_by_role("cell", name="carol", exact=True).wait_for()
+    carol_row = changes.locator("tr", has=admin.get_by_role("cell", name="carol", exact=True))
+    assert "warn" in await carol_row.locator(".act-warn").inner_text()
+    await admin.screenshot(path=str(DOCS / "console.png"), full_page=True)
+    # a cookie-authenticated POST without the XSRF token is refused
+    status = await admin.evaluate(
+        "async () => (await fetch('../api/console/preview', {method: 'POST', body: 'x'})).status"
+    )
+    assert status == 403
+
+    # alice's warning, said once in plain words; carol's sidebar says where she stands
+    page = await login(browser, hub, "alice")
+    await page.goto(f"{hub.url}/user/alice/lab")
+    await page.locator("[data-id='jupyter-gpuaas-panel']").click(timeout=90_000)
+    banner = page.locator(".jp-gpuaas-reclaim")
+    await banner.filter(has_text="will be freed at").wait_for(timeout=60_000)
+    text = await banner.inner_text()
+    assert "This MIG slice will be freed at" in text
+    assert "Your team's job console-train is waiting for this MIG slice" in text, text
+    assert text.count(" s)") + text.count("min)") == 1, text  # the countdown once
+    assert "nvidia.com" not in await banner.locator(".jp-gpuaas-reclaim-reason").inner_text()
+    await banner.locator(".jp-gpuaas-reclaim-details summary").click()
+    assert (
+        "nvidia.com/mig-1g.5gb" in await banner.locator(".jp-gpuaas-reclaim-details").inner_text()
+    )
+
+    carol = await login(browser, hub, "carol")
+    await carol.goto(f"{hub.url}/user/carol/lab")
+    await carol.locator("[data-id='jupyter-gpuaas-panel']").click(timeout=90_000)
+    line = carol.locator(".jp-gpuaas-reclaim-standing")
+    await line.filter(has_text="Policy team-b-slow: idle for").wait_for(timeout=60_000)
+    assert "reclaimed after 1 h idle" in await line.inner_text()

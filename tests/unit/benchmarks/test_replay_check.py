@@ -1,0 +1,285 @@
+"""The dev-cluster check's pure parts: the loaded window, the compressed policy, the hub
+stand-in the real service talks to, the model's decisions and their comparison. (The check
+itself, ``python -m benchmarks replay-check``, is a benchmark on the dev cluster.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.replay import brain
+from benchmarks.replay.check import (
+    compare_decisions,
+    model_run,
+    scaled_policy,
+    verdict,
+    window_trace,
+)
+from benchmarks.replay.policies import Static, activity_payload
+from benchmarks.replay.run import DEFAULT_POLICY, Task, make_trace
+from benchmarks.replay.service import HubStandIn, Server
+from benchmarks.replay.sim import SessionState
+
+HOUR = 3600.0
+
+
+@pytest.fixture(scope="module")
+def trace() -> Any:
+    return make_trace(Task("static", 1))
+
+
+def test_a_loaded_window_carries_the_work_under_way(trace: Any) -> None:
+    start = trace.burn_in_s + 10.5 * HOUR
+    empty = window_trace(trace, start, 2 * HOUR)
+    loaded = window_trace(trace, start, 2 * HOUR, carry_every_s=63.0)
+    assert len(loaded.jobs) > len(empty.jobs)
+    assert len(loaded.sessions) > len(empty.sessions)
+    under_way = [j for j in trace.jobs if j.submit_s < start < j.submit_s + j.duration_s]
+    carried = sorted(j.submit_s for j in loaded.jobs if j.name in {u.name for u in under_way})
+    open_sessions = [s for s in trace.sessions if s.start_s < start < s.start_s + s.length_s]
+    at = sorted(s.start_s for s in loaded.sessions if s.name in {o.name for o in open_sessions})
+    # One every 63 s from 0, in the order they started; the rest keep their times.
+    assert sorted(carried + at) == [63.0 * i for i in range(len(under_way) + len(open_sessions))]
+    for job in under_way:
+        (got,) = [j for j in loaded.jobs if j.name == job.name]
+        assert got.duration_s == pytest.approx(max(60.0, job.submit_s + job.duration_s - start))
+    for s in open_sessions:
+        (kept,) = [x for x in loaded.sessions if x.name == s.name]
+        assert all(iv.start_s >= 0 and iv.end_s > iv.start_s for iv in kept.intervals)
+        gone = start + kept.start_s - s.start_s
+        assert kept.length_s == pytest.approx(s.length_s - gone)
+        assert len(kept.intervals) == sum(1 for iv in s.intervals if iv.end_s > gone)
+    # Deterministic.
+    assert window_trace(trace, start, 2 * HOUR, carry_every_s=63.0) == loaded
+
+
+def test_the_compressed_policy_is_the_admins_with_durations_divided_by_k(tmp_path: Path) -> None:
+    text = DEFAULT_POLICY.read_text(encoding="utf-8")
+    original = brain.load_policy_file(str(DEFAULT_POLICY))
+    compressed_text = scaled_policy(text, 1 / 30)
+    path = tmp_path / "compressed.yaml"
+    path.write_text(compressed_text, encoding="utf-8")
+    compressed = brain.load_policy_file(str(path))
+    for a, b in zip(original.policies, compressed.policies, strict=True):
+        assert a.name == b.name
+        assert a.reclaim == b.reclaim
+        assert b.idle_after * 30 == a.idle_after
+        assert b.warn_before * 30 == a.warn_before
+        assert (b.max_idle is None) == (a.max_idle is None)
+        if a.max_idle is not None and b.max_idle is not None:
+            assert b.max_idle * 30 == a.max_idle
+        assert b.max_snoozes == a.max_snoozes
+    assert "busy_utilization_percent: 10" in compressed_text  # numbers stay as they are
+
+
+def test_the_hub_stand_in_answers_as_the_hub_for_tokens_users_and_stops() -> None:
+    stopped: list[str] = []
+
+    async def stop_pod(name: str) -> None:
+        stopped.append(name)
+
+    hub = HubStandIn(stop_pod, lambda mono: "2026-01-05T10:00:00.000000Z")
+    server = Server("team-a-user01", "s-1", "team-a", "pod-team-a-user01-s-1-1", created=0.0)
+    hub.add(server)
+    me = hub.by_token(server.token)
+    assert me is not None
+    assert me["name"] == "team-a-user01"
+    assert "access:servers!server=team-a-user01/s-1" in me["scopes"]
+    assert hub.by_token("nobody") is None
+    service = hub.by_token(hub.service_token)
+    assert service is not None
+    assert service["kind"] == "service"
+    assert "delete:servers" in service["scopes"]
+    assert "list:users" not in service["scopes"]
+    model = hub.user_model("team-a-user01")
+    assert model is not None
+    assert model["groups"] == ["team-a"]
+    assert model["servers"]["s-1"]["ready"] is False  # not started yet
+    server.ready_at = 0.0
+    assert hub.user_model("team-a-user01")["servers"]["s-1"]["ready"] is True  # type: ignore[index]
+
+    async def http() -> list[tuple[int, Any]]:
+        from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+        from benchmarks.replay.check import _free_port
+
+        port = _free_port()
+        listening = hub.make_app().listen(port, "127.0.0.1")
+        client = AsyncHTTPClient()
+        out: list[tuple[int, Any]] = []
+        base = f"http://127.0.0.1:{port}/hub/api"
+        asks = [
+            ("GET", "/user", server.token),
+            ("GET", "/users/team-a-user01", server.token),  # a server may not read users
+            ("GET", "/users/team-a-user01", hub.service_token),
+            ("GET", "/groups", hub.service_token),
+            ("DELETE", "/users/team-a-user01/servers/s-1", server.token),
+            ("DELETE", "/users/team-a-user01/servers/s-1", hub.service_token),
+            ("DELETE", "/users/team-a-user01/servers/s-1", hub.service_token),
+        ]
+        for method, path, token in asks:
+            try:
+                r = await client.fetch(
+                    base + path, method=method, headers={"Authorization": f"token {token}"}
+                )
+                out.append((r.code, json.loads(r.body) if r.body else None))
+            except HTTPClientError as e:
+                out.append((e.code, None))
+        listening.stop()
+        return out
+
+    answers = asyncio.run(http())
+    assert [code for code, _ in answers] == [200, 403, 200, 200, 403, 202, 404]
+    assert answers[0][1]["name"] == "team-a-user01"
+    assert answers[3][1]["items"] == [{"name": "team-a", "users": ["team-a-user01"]}]
+    assert stopped == ["pod-team-a-user01-s-1-1"]
+    assert [s[1:] for s in hub.stops] == [("team-a-user01", "s-1", "pod-team-a-user01-s-1-1")]
+
+
+def test_the_model_of_the_check_window_warns_reclaims_and_hands_off(trace: Any) -> None:
+    window = window_trace(trace, trace.burn_in_s + 10.5 * HOUR, 2 * HOUR, carry_every_s=63.0)
+    model = model_run(window, str(DEFAULT_POLICY))
+    d = model.decisions()
+    assert d["reclaimed"], "the window is chosen to have reclaims"
+    assert set(d["reclaimed"]) <= set(d["warned"])
+    for pod, t in d["reclaimed"].items():
+        assert t >= d["warned"][pod] + 15 * 60  # warn_before 15m in the policy file
+        assert d["targets"][pod], "every reclaim is for a queued workload"
+    assert set(d["handoffs"]) == {d["targets"][p] for p in d["reclaimed"]}
+    admissions = model.admissions()
+    assert all(a["admitted"] >= a["submitted"] for a in admissions.values())
+    # The users' activity is kept whole for the real run to replay: from their first cell.
+    for s in model.sim.sessions.values():
+        if s.realised:
+            first = s.session.intervals[0]
+            assert s.realised[0][0] >= s.session.start_s + first.start_s
+            assert len([r for r in s.realised if r[2] != "restore"]) == s.next_interval
+
+
+def test_activity_payload_follows_the_clock_given(trace: Any) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    session = trace.sessions[0]
+    catalog = brain.load_catalog(str(DEFAULT_POLICY.parents[2] / "spawner" / "demo-catalog.yaml"))
+    offering = next(iter(catalog.offerings.values()))
+    state = SessionState(session, offering)
+    state.ready_at = 100.0
+    state.realised = [(100.0, 160.0, "cpu", 0.0), (400.0, 700.0, "gpu", 0.5)]
+    base = datetime(2026, 1, 5, tzinfo=timezone.utc)
+    at_k = activity_payload(state, 500.0, lambda t: base + timedelta(seconds=t / 30))
+    assert at_k["kernels"][0]["execution_state"] == "busy"
+    assert at_k["sampled_at"] == "2026-01-05T00:00:16.666667Z"
+    idle = activity_payload(state, 800.0, lambda t: base + timedelta(seconds=t))
+    assert idle["kernels"][0]["execution_state"] == "idle"
+    assert idle["kernels"][0]["last_activity"] == "2026-01-05T00:11:40.000000Z"  # 700 s
+
+
+def _decisions(**over: Any) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "warned": {"pod-a-1": 1000.0, "pod-b-1": 3000.0},
+        "reclaimed": {"pod-a-1": 1900.0},
+        "targets": {"pod-a-1": "pod-c-1"},
+        "handoffs": {"pod-c-1": 0.0},
+    }
+    d.update(over)
+    return d
+
+
+def test_decisions_agree_within_the_tolerance_and_not_beyond() -> None:
+    same = compare_decisions(_decisions(), _decisions(), tolerance_s=60)
+    assert same["warned"]["holds"]
+    assert same["reclaimed"]["holds"]
+    assert same["targets"]["holds"]
+    late = _decisions(reclaimed={"pod-a-1": 1990.0})
+    got = compare_decisions(_decisions(), late, tolerance_s=60)
+    assert not got["reclaimed"]["holds"]
+    assert got["reclaimed"]["max_abs_delta_s"] == 90.0
+    other = compare_decisions(
+        _decisions(), _decisions(targets={"pod-a-1": "job-9"}), tolerance_s=60
+    )
+    assert not other["targets"]["holds"]
+    missing = compare_decisions(
+        _decisions(), _decisions(warned={"pod-a-1": 1000.0}), tolerance_s=60
+    )
+    assert missing["warned"]["only_model"] == ["pod-b-1"]
+    assert not missing["warned"]["holds"]
+
+
+def test_verdict_states_each_tolerance() -> None:
+    cal = {"create→admitted": {"p99": 0.5}}
+    comparison = {
+        "only_model": [],
+        "only_real": [],
+        "order_agreement": 0.95,
+        "waits": {
+            "training": {"model_p50": 0.0, "real_p50": 20.0, "model_p90": 100.0, "real_p90": 140.0}
+        },
+    }
+    v = verdict(comparison, None, k=30, cal=cal)
+    rows = {r["check"]: r for r in v["rows"]}
+    assert v["allowance_s"] == 30.0
+    assert rows["training wait p50"]["holds"]  # 20 s ≤ 30 s
+    assert not rows["training wait p90"]["holds"]  # 40 s > max(30 s, 14 s)
+    assert not v["all_hold"]
+
+
+def test_kueue_workload_names_compare_with_the_models() -> None:
+    from benchmarks.replay.check import owner_of
+
+    assert owner_of("jupyter-users/pod-pod-team-a-user09-s-00013-1-ed837") == (
+        "pod-team-a-user09-s-00013-1"
+    )
+    assert owner_of("team-a/job-job-00087-1a2b3") == "job-00087"
+    assert owner_of("pod-team-a-user15-s-00019-2") == "pod-team-a-user15-s-00019-2"
+
+
+def test_freed_quota_admits_the_next_workload_only_after_the_release_latency() -> None:
+    """The model fix the check found: a pod's end frees its quota ``release_s`` later, and a
+    Job runs from ``start_s`` after its admission (both 0: the model as it was)."""
+    from benchmarks.replay.run import DEFAULT_CATALOG, organisation
+    from benchmarks.replay.sim import Latencies, Simulation
+    from benchmarks.replay.trace import Trace, TrainingJob
+
+    jobs = tuple(
+        TrainingJob(f"job-{i}", "team-a", float(i), 12, 100.0, False, 0.5) for i in range(2)
+    )
+    trace = Trace(1, 1, 1 / 24, 0.0, ("team-a", "team-b"), jobs, ())
+    catalog = brain.load_catalog(str(DEFAULT_CATALOG))
+    firsts = {}
+    for lat in (Latencies(0.0, 0.0), Latencies(2.0, 5.0)):
+        org = organisation(Task("static", 1))
+        sim = Simulation(trace, org, catalog, Static(), latencies=lat, check_invariants=True)
+        sim.run()
+        firsts[lat] = [sim.jobs[f"team-a/job-{i}"].first_admitted for i in range(2)]
+        ended = sim.jobs["team-a/job-0"].finished
+        assert ended == pytest.approx(lat.start_s + 100.0)
+    # 12 GPUs each: the h100 pool (16) holds one at a time; the second waits for the first.
+    assert firsts[Latencies(0.0, 0.0)] == [0.0, 100.0]
+    assert firsts[Latencies(2.0, 5.0)] == [0.0, pytest.approx(107.0)]  # 2 + 100 + 5
+
+
+def test_benchmark_options_keep_their_hyphens(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    import benchmarks.__main__ as entry
+
+    seen: list[list[str]] = []
+
+    class Fake:
+        @staticmethod
+        def main(argv: list[str]) -> int:
+            seen.append(argv)
+            return 0
+
+    real = importlib.import_module
+    monkeypatch.setattr(
+        importlib,
+        "import_module",
+        lambda name: Fake if name == "benchmarks.bench_replay_check" else real(name),
+    )
+    assert entry.main(["replay-check", "--policy-file", "/etc/my-policy.yaml", "--also-k", ""]) == 0
+    assert seen == [["--policy-file", "/etc/my-policy.yaml", "--also-k", ""]]
