@@ -704,6 +704,9 @@ def _bring_up(
             f"--etcd-servers=http://{HOST}:{ports.etcd}",
             f"--bind-address={HOST}",
             f"--advertise-address={HOST}",
+            # 1.37 refuses a loopback address for the `kubernetes` Service's endpoints; nothing
+            # here reaches the API through that Service, so it is not reconciled at all.
+            "--endpoint-reconciler-type=none",
             f"--secure-port={ports.apiserver}",
             f"--tls-cert-file={pki.apiserver.cert}",
             f"--tls-private-key-file={pki.apiserver.key}",
