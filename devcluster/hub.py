@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -42,7 +43,9 @@ DEFAULT_TEAMS: dict[str, list[str]] = {"team-a": ["alice", "bob"], "team-b": ["c
 # is still starting (seen: a test's requests answered by another run's gpuaas service).
 _PORT_RANGE = (15000, 26000)
 _BLOCK_SIZE = 100
-_next_in_block = itertools.count()
+# From a random place in the block, so that a run does not start where the last one left
+# servers that may still be going away.
+_next_in_block = itertools.count(random.randrange(_BLOCK_SIZE))
 
 
 def port_block(env: Mapping[str, str] | None = None) -> range:
@@ -54,20 +57,30 @@ def port_block(env: Mapping[str, str] | None = None) -> range:
     return range(start, start + _BLOCK_SIZE)
 
 
+# Ports this process handed out, and when: one that is not bound yet looks free, so it is not
+# handed out again for a while (two calls would otherwise meet at the same next free port).
+_handed_out: dict[int, float] = {}
+_HOLD_SECONDS = 300.0
+
+
 def free_port(preferred: int = 0) -> int:
     """``preferred`` if it is free on 127.0.0.1, else the next free port of :func:`port_block`
-    (in turn, so a port handed out a moment ago is not handed out again before it is bound)."""
+    that this process has not handed out in the last few minutes."""
     block = port_block()
     first = next(_next_in_block)
+    now = time.monotonic()
+    recent = {p for p, at in _handed_out.items() if now - at < _HOLD_SECONDS}
     candidates = [preferred] if preferred else []
-    candidates += [block[(first + i) % len(block)] for i in range(len(block))]
+    in_turn = (block[(first + i) % len(block)] for i in range(len(block)))
+    candidates += [p for p in in_turn if p not in recent]
     for port in candidates:
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _handed_out[port] = now
+        return port
     raise RuntimeError(
         f"no free port in {block.start}-{block.stop - 1} on 127.0.0.1: stop the hubs and servers "
         "of earlier runs, or use another GPUAAS_CLUSTER_PORT_BASE"

@@ -17,6 +17,7 @@ import {
   jobsToNotify,
   parseJobs
 } from './jobsModel';
+import { el } from './queue';
 
 /** How the jobs part reaches the server extension (injected: tests give their own). */
 export interface IJobsApi {
@@ -24,17 +25,6 @@ export interface IJobsApi {
   post(endpoint: string, body?: unknown): Promise<unknown>;
   del(endpoint: string): Promise<unknown>;
   open(path: string): void;
-}
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  ...children: (Node | string)[]
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  node.append(...children);
-  return node;
 }
 
 /** The dialog's body: team, offering (with its headroom), count, time limit, parameters. */

@@ -3,7 +3,8 @@ import { Widget } from '@lumino/widgets';
 import { formatWaited, positionLabel, queueSignature, requestLabel } from './queueModel';
 import type { IQueue, IQueueItem } from './types';
 
-function el<K extends keyof HTMLElementTagNameMap>(
+/** An element with a class and children (the sidebar's sections build their DOM with it). */
+export function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
   className: string,
   ...children: (Node | string)[]

@@ -15,7 +15,7 @@ import signal
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -45,6 +45,17 @@ pytestmark = pytest.mark.integration
 def culler_hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CullerHub]:
     with run_culler_hub(cluster, tmp_path_factory.mktemp("culler-hub")) as hub:
         yield hub
+
+
+@pytest.fixture(autouse=True)
+async def nothing_left_over(
+    culler_hub: CullerHub, cluster: Cluster, k8s: client.ApiClient
+) -> AsyncIterator[None]:
+    """Each test starts on an empty cluster, even after the one before it failed half-way."""
+    yield
+    for user in ("alice", "bob", "carol", "dave"):
+        culler_hub.stop(user)
+    await delete_jobs(cluster, k8s)
 
 
 async def test_idle_workbenches_are_reclaimed_for_a_queued_job(
@@ -83,11 +94,14 @@ async def test_idle_workbenches_are_reclaimed_for_a_queued_job(
     dave = await pod_of(k8s, "dave")
     assert dave is not None
     assert WARNED not in (dave["metadata"].get("annotations") or {})
-    core = client.CoreV1Api(k8s)
-    events = await core.list_namespaced_event(USERS_NS)
-    reasons = {(e.involved_object.name, e.reason) for e in events.items}
-    assert any(r == "GPUReclaimWarning" and "alice" in n for n, r in reasons)
-    assert any(r == "GPUReclaimWarning" and "carol" in n for n, r in reasons)
+
+    # The culler writes the Event just after the annotation: wait for it, do not race it.
+    warned_pods = [p for p in [await pod_of(k8s, u) for u in ("alice", "carol")] if p]
+
+    async def one_warning_event_each() -> bool:
+        return [await warnings_on(k8s, p) for p in warned_pods] == [1, 1]
+
+    await eventually(one_warning_event_each, 30, "a GPUReclaimWarning Event on each warned pod")
 
     # After the 20 s warning, both are stopped through the hub; the busy one keeps running.
     async def stopped() -> bool:
@@ -130,8 +144,6 @@ async def test_idle_workbenches_are_reclaimed_for_a_queued_job(
         )
     assert "train-mig" in kept.data[STATE_KEY]
     assert "handoff-succeeded" in kept.data[STATE_KEY]
-    hub.stop("dave")
-    await delete_jobs(cluster, k8s)
 
 
 async def test_restart_mid_warning_does_not_warn_twice_and_a_snooze_is_honoured(
@@ -224,6 +236,3 @@ async def test_restart_mid_warning_does_not_warn_twice_and_a_snooze_is_honoured(
     assert d is not None
     assert b["metadata"]["annotations"]["gpuaas.jupyter.org/reclaim-snoozes-used"] == "1"
     assert WARNED not in d["metadata"]["annotations"]  # its warning is withdrawn
-    for user in spawns:
-        hub.stop(user)
-    await delete_jobs(cluster, k8s)

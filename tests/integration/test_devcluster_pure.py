@@ -331,3 +331,27 @@ def test_each_cluster_hands_out_ports_from_its_own_block() -> None:
     first, second = free_port(), free_port()
     assert first != second
     assert {first, second} <= set(port_block())
+
+
+def test_ports_taken_in_the_block_do_not_make_two_calls_meet() -> None:
+    # Seen: with the block's next ports in use, consecutive calls walked to the same free port,
+    # and a hub was configured with one port for its proxy and the proxy's API.
+    import socket
+
+    held = []
+    try:
+        for port in port_block():
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            held.append(s)
+            if len(held) == 50:
+                break
+        ports = [free_port() for _ in range(5)]
+        assert len(set(ports)) == 5
+    finally:
+        for s in held:
+            s.close()
