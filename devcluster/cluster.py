@@ -399,6 +399,13 @@ def _kueue_config(settings: Settings) -> Path:
             "recoveryTimeout": "30m",
             "blockAdmission": False,
         },
+        # Kueue >= 0.18 finishes a pod's Workload as soon as the pod is marked for deletion
+        # (FinishOrphanedWorkloads, beta, on by default), so its quota is free while the pod
+        # still holds its GPU for its grace period. Off: the quota counts a GPU until its pod
+        # is gone, as the form's headroom promises, and the next queued server is not admitted
+        # onto a GPU that is still in use (on local-0 the default scheduler cannot tell, since
+        # its nvidia.com/gpu counts HAMi's vGPUs too). docs/queue.md, *Kueue configuration*.
+        "featureGates": {"FinishOrphanedWorkloads": False},
         "clientConnection": {"qps": 50, "burst": 100},
         "controller": {
             "groupKindConcurrency": {
