@@ -324,8 +324,8 @@ async def create_when_free(
     ``OwnerReferenceIndexFieldMatcher(gvk, name)``), so a new pod created while the old pod's
     Workload is still there is taken to own it: ungated on the old admission, its own Workload
     deleted as a duplicate, and stopped ("Missing Workload; unable to restore pod templates")
-    once the old one goes. Kueue 0.18+ also compares the owner's UID (test_kueue.py checks it);
-    the wait is kept as the spawner keeps it.
+    once the old one goes. Kueue 0.18+ compares the owner's UID too, but only with its gate
+    FinishOrphanedWorkloads on, which the dev cluster turns off (docs/queue.md): the rule holds.
     """
     name = manifest["metadata"]["name"]
     managed = wait_for_workloads and "kueue.x-k8s.io/queue-name" in (

@@ -776,8 +776,8 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         an earlier same-named pod's Workload remains is taken for that Workload's pod, and is
         stopped (deleted) once the garbage collector removes the old Workload. A quick
         stop-and-start would lose its new pod; waiting for the old Workload avoids it. Kueue
-        0.18+ also compares the owner's UID (docs/dev-cluster.md, *Versions*), so there the wait
-        is only a short one (the old Workload goes within moments) kept for older Kueues.
+        0.18+ compares the owner's UID only with FinishOrphanedWorkloads on, which the
+        configuration we ask for turns off (docs/queue.md), so the wait holds for every version.
         """
         view = self._view()
 

@@ -30,7 +30,6 @@ from devcluster.testing import (
     delete_jobs,
     has_condition,
     job_manifest,
-    old_workloads,
     pending_workloads,
     still_running,
     wait_for,
@@ -163,73 +162,6 @@ def admin_kubectl(cluster: Cluster, *args: str) -> str:
     return str(res.stdout)
 
 
-@pytest.mark.usefixtures("idle_queues")
-async def test_pod_created_while_the_old_pods_workload_remains_gets_its_own(
-    cluster: Cluster,
-) -> None:
-    """Kueue 0.17 took a new pod for the Workload of an earlier pod of the same name (it matched
-    by owner name): the new pod ran on the old admission and was deleted once that Workload
-    went, which is why clients waited for it (create_when_free, the spawner). Kueue 0.18+ also
-    compares the owner's UID. Here the old Workload is held by a finalizer while the new pod is
-    created, then let go: the new pod must get a Workload of its own and keep running."""
-    async with cluster.api("jupyterhub", "hub") as hub:
-        v1 = core(hub)
-        first = await v1.create_namespaced_pod(USERS_NS, notebook_pod("nb-held"))
-        await wait_for("pod Running", lambda: pod_running(v1, "nb-held"))
-        old = await wait_for(
-            "the first pod's Workload", lambda: workload_of(hub, USERS_NS, first.metadata.uid)
-        )
-        old_name = old["metadata"]["name"]
-        hold = json.dumps([{"op": "add", "path": "/metadata/finalizers/-", "value": HOLD}])
-        admin_kubectl(
-            cluster, "-n", USERS_NS, "patch", "workload", old_name, "--type=json", "-p", hold
-        )
-        try:
-            await v1.delete_namespaced_pod("nb-held", USERS_NS, grace_period_seconds=1)
-            second = await create_when_free(
-                hub, USERS_NS, notebook_pod("nb-held"), wait_for_workloads=False
-            )
-            uid = second.metadata.uid
-            assert old_name in await old_workloads(hub, USERS_NS, "nb-held")  # still there
-            await wait_for("new pod Running", partial(still_running, v1, USERS_NS, "nb-held", uid))
-            own = await wait_for("the new pod's Workload", lambda: workload_of(hub, USERS_NS, uid))
-            assert own["metadata"]["name"] != old_name
-            assert [o["uid"] for o in own["metadata"]["ownerReferences"]] == [uid]
-            assert has_condition(own, "Admitted")
-        finally:
-            kept = [
-                f
-                for f in json.loads(
-                    admin_kubectl(
-                        cluster,
-                        "-n",
-                        USERS_NS,
-                        "get",
-                        "workload",
-                        old_name,
-                        "-o",
-                        "jsonpath={.metadata.finalizers}",
-                    )
-                    or "[]"
-                )
-                if f != HOLD
-            ]
-            patch = json.dumps({"metadata": {"finalizers": kept or None}})
-            admin_kubectl(
-                cluster, "-n", USERS_NS, "patch", "workload", old_name, "--type=merge", "-p", patch
-            )
-
-        async def old_gone() -> bool:
-            return old_name not in await old_workloads(hub, USERS_NS, "nb-held")
-
-        await wait_for("the old Workload gone", old_gone, 30)
-        # v0.17 deleted the new pod at this point ("Missing Workload"): give Kueue time to act
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            assert await still_running(v1, USERS_NS, "nb-held", uid)
-            await asyncio.sleep(0.2)
-
-
 KUEUE_POD_FINALIZER = "kueue.x-k8s.io/managed"
 
 
@@ -261,11 +193,12 @@ async def test_a_terminating_pod_keeps_its_quota_until_it_is_gone(cluster: Clust
             # Kueue has handled the deletion (it drops its finalizer after its Workload's)...
             await wait_for("Kueue to handle the deletion", kueue_let_go, 30)
             held = await workload_of(hub, USERS_NS, first.metadata.uid)
+            assert held is not None
             # ...and the terminating pod's Workload still holds the quota.
             assert has_condition(held, "Admitted"), held
             assert not has_condition(held, "Finished"), held["status"]["conditions"]
-            waiting = await workload_of(hub, USERS_NS, second.metadata.uid)
-            assert not has_condition(waiting, "QuotaReserved"), waiting
+            still = await workload_of(hub, USERS_NS, second.metadata.uid)
+            assert not has_condition(still, "QuotaReserved"), still
         finally:
             admin_kubectl(
                 cluster,
