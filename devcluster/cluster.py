@@ -388,6 +388,24 @@ def _kueue_config(settings: Settings) -> Path:
             "webhookSecretName": "kueue-webhook-server-cert",
         },
         "visibilityServer": {"bindAddress": HOST, "bindPort": ports.kueue_visibility},
+        # On by default since Kueue 0.19; written out so that the dev cluster runs what we
+        # recommend (docs/queue.md, *Kueue configuration*): an admitted workload whose pods are
+        # not Ready within 30 min (or not Ready again within 30 min) is evicted and its quota
+        # freed. Never blockAdmission: it would admit one server at a time, each waiting for
+        # the one before to start. 30 min is longer than any hub start timeout, so the spawner
+        # reports a server that does not start, with its reason, before Kueue would act.
+        "waitForPodsReady": {
+            "timeout": "30m",
+            "recoveryTimeout": "30m",
+            "blockAdmission": False,
+        },
+        # Kueue >= 0.18 finishes a pod's Workload as soon as the pod is marked for deletion
+        # (FinishOrphanedWorkloads, beta, on by default), so its quota is free while the pod
+        # still holds its GPU for its grace period. Off: the quota counts a GPU until its pod
+        # is gone, as the form's headroom promises, and the next queued server is not admitted
+        # onto a GPU that is still in use (on local-0 the default scheduler cannot tell, since
+        # its nvidia.com/gpu counts HAMi's vGPUs too). docs/queue.md, *Kueue configuration*.
+        "featureGates": {"FinishOrphanedWorkloads": False},
         "clientConnection": {"qps": 50, "burst": 100},
         "controller": {
             "groupKindConcurrency": {
@@ -693,6 +711,9 @@ def _bring_up(
             f"--etcd-servers=http://{HOST}:{ports.etcd}",
             f"--bind-address={HOST}",
             f"--advertise-address={HOST}",
+            # 1.37 refuses a loopback address for the `kubernetes` Service's endpoints; nothing
+            # here reaches the API through that Service, so it is not reconciled at all.
+            "--endpoint-reconciler-type=none",
             f"--secure-port={ports.apiserver}",
             f"--tls-cert-file={pki.apiserver.cert}",
             f"--tls-private-key-file={pki.apiserver.key}",
@@ -827,7 +848,8 @@ def _bring_up(
             str(bin_dir / "kueue"),
             f"--config={_kueue_config(settings)}",
             f"--kubeconfig={kcfg['kueue']}",
-            f"--visibility-server-port={ports.kueue_visibility}",
+            # the visibility port is visibilityServer.bindPort in the config (Kueue 0.18
+            # removed --visibility-server-port: passing it stops Kueue at start)
         ],
         env=kueue_env,
         cwd=sd,

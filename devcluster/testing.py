@@ -367,19 +367,28 @@ async def old_workloads(api: client.ApiClient, namespace: str, name: str) -> lis
 
 
 async def create_when_free(
-    api: client.ApiClient, namespace: str, manifest: dict[str, Any], timeout: float = 10.0
+    api: client.ApiClient,
+    namespace: str,
+    manifest: dict[str, Any],
+    timeout: float = 10.0,
+    *,
+    wait_for_workloads: bool = True,
 ) -> Any:
     """Create the pod as soon as its name is free: the old pod gone (409 until then) and, for a
     pod Kueue manages, the old pod's Workload gone too.
 
-    The second wait is Kueue's rule, not ours: v0.17 finds a pod's Workloads by the owner's
-    *name* (jobframework ``FindMatchingWorkloads``: ``OwnerReferenceIndexFieldMatcher(gvk,
-    name)``), so a new pod created while the old pod's Workload is still there is taken to own
-    it: ungated on the old admission, its own Workload deleted as a duplicate, and stopped
-    ("Missing Workload; unable to restore pod templates") once the old one goes.
+    The second wait (``wait_for_workloads``) was Kueue 0.17's rule: it finds a pod's Workloads
+    by the owner's *name* (jobframework ``FindMatchingWorkloads``:
+    ``OwnerReferenceIndexFieldMatcher(gvk, name)``), so a new pod created while the old pod's
+    Workload is still there is taken to own it: ungated on the old admission, its own Workload
+    deleted as a duplicate, and stopped ("Missing Workload; unable to restore pod templates")
+    once the old one goes. Kueue 0.18+ compares the owner's UID too, but only with its gate
+    FinishOrphanedWorkloads on, which the dev cluster turns off (docs/queue.md): the rule holds.
     """
     name = manifest["metadata"]["name"]
-    managed = "kueue.x-k8s.io/queue-name" in (manifest["metadata"].get("labels") or {})
+    managed = wait_for_workloads and "kueue.x-k8s.io/queue-name" in (
+        manifest["metadata"].get("labels") or {}
+    )
     deadline = time.monotonic() + timeout
     while True:
         if not managed or not await old_workloads(api, namespace, name):

@@ -4,8 +4,9 @@ Every function here takes the JSON form of a Kubernetes object (a ``dict`` as a 
 ``GET`` returns it) and gives back small frozen dataclasses. No I/O, no client library: the
 hub-side caches feed these readers, and the tests feed them literal dicts.
 
-Both Kueue API versions served by Kueue 0.17 are understood: ``v1beta2`` (``spec.cohortName``)
-and ``v1beta1`` (``spec.cohort``). Malformed or missing fields never raise; they read as absent.
+Both Kueue API versions served by Kueue 0.17 to 0.19 are understood: ``v1beta2``
+(``spec.cohortName``) and ``v1beta1`` (``spec.cohort``). Malformed or missing fields never raise;
+they read as absent.
 """
 
 from __future__ import annotations

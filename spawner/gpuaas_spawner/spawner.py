@@ -772,10 +772,12 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
     async def _wait_for_earlier_workloads(self, namespace: str, earlier_uids: set[str]) -> None:
         """Wait until the Workloads of this server's earlier pods are gone.
 
-        Kueue (0.17) finds a plain pod's Workloads by the pod's *name*: a new pod created while
+        Kueue 0.17 finds a plain pod's Workloads by the pod's *name*: a new pod created while
         an earlier same-named pod's Workload remains is taken for that Workload's pod, and is
         stopped (deleted) once the garbage collector removes the old Workload. A quick
-        stop-and-start would lose its new pod; waiting for the old Workload avoids it.
+        stop-and-start would lose its new pod; waiting for the old Workload avoids it. Kueue
+        0.18+ compares the owner's UID only with FinishOrphanedWorkloads on, which the
+        configuration we ask for turns off (docs/queue.md), so the wait holds for every version.
         """
         view = self._view()
 

@@ -7,6 +7,7 @@ from kubernetes_asyncio import client
 
 from devcluster import cluster as devcluster
 from devcluster.cluster import STOP_ORDER
+from devcluster.config import read_versions
 from devcluster.kube import kubectl
 from devcluster.nodes import load_nodes
 from devcluster.testing import Cluster, core
@@ -38,7 +39,8 @@ def test_kubectl_works_with_the_written_kubeconfig(cluster: Cluster) -> None:
     assert res.returncode == 0, res.stderr
     assert "node/h100-0" in res.stdout.split()
     version = kubectl(cluster.info.kubectl, cluster.info.kubeconfig, ["version", "-o", "json"])
-    assert '"gitVersion": "v1.35' in version.stdout, version.stdout
+    pinned = read_versions()["KUBERNETES_VERSION"]
+    assert f'"gitVersion": "{pinned}"' in version.stdout, version.stdout
 
 
 async def test_gpu_nodes_show_their_resources(cluster: Cluster) -> None:

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from devcluster.cluster import ClusterError, known_cause, kueue_transformations
-from devcluster.config import MANIFESTS_DIR, PORT_OFFSETS, STAGES_FILE, load_settings
+from devcluster.config import (
+    BINARIES,
+    MANIFESTS_DIR,
+    PACKAGE_DIR,
+    PORT_OFFSETS,
+    STAGES_FILE,
+    build_key,
+    load_settings,
+    read_versions,
+)
 from devcluster.hub import free_port, port_block
 from devcluster.kwokfinisher import Finisher, due
 from devcluster.nodeagent import (
@@ -219,6 +229,49 @@ def test_missing_go_fails_the_build_with_a_clear_message(
     with pytest.raises(BuildError) as err:
         ensure_binaries(settings, log=lines.append)
     assert "Go is not installed" in str(err.value)
+    assert "make cluster-build" in str(err.value)
+
+
+# The pins before issue 15 (Kubernetes 1.35, Kueue 0.17): a machine may still hold their build.
+PREVIOUS_KEY = "k8s-v1.35.4_etcd-v3.6.16_kwok-v0.8.0_kueue-v0.17.0"
+
+
+def test_build_sh_and_python_derive_the_same_cache_key_from_the_pins() -> None:
+    # build.sh writes into cluster-bin/<key>, cluster.py looks there: one key, from versions.env
+    key_line = next(
+        line
+        for line in (PACKAGE_DIR / "build.sh").read_text().splitlines()
+        if line.startswith("key=")
+    )
+    script = f'. "{PACKAGE_DIR / "versions.env"}"; {key_line}; printf %s "$key"'
+    from_sh = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert from_sh == build_key(read_versions())
+
+
+def test_every_pin_is_in_the_cache_key() -> None:
+    pins = read_versions()
+    assert set(pins) == {"KUBERNETES_VERSION", "ETCD_VERSION", "KWOK_VERSION", "KUEUE_VERSION"}
+    for name in pins:
+        assert build_key({**pins, name: "v9.9.9"}) != build_key(pins), name
+
+
+def test_a_cache_of_the_previous_pins_is_not_reused(tmp_path: Path) -> None:
+    from devcluster.cluster import BuildError, ensure_binaries
+
+    assert build_key(read_versions()) != PREVIOUS_KEY
+    old = tmp_path / "cache" / "cluster-bin" / PREVIOUS_KEY
+    (old / "kueue-config" / "default").mkdir(parents=True)
+    (old / "kueue-config" / "default" / "kustomization.yaml").write_text("resources: []\n")
+    for name in BINARIES:
+        (old / name).write_text("#!/bin/sh\n")
+        (old / name).chmod(0o755)
+    (old / ".complete").touch()
+    settings = load_settings({"HOME": str(tmp_path), "GPUAAS_CACHE": str(tmp_path / "cache")})
+    with pytest.raises(BuildError) as err:
+        ensure_binaries(settings, build=False)  # build=True would start the real build
+    assert build_key(read_versions()) in str(err.value)
     assert "make cluster-build" in str(err.value)
 
 

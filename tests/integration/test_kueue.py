@@ -7,6 +7,7 @@ notebooks 2 + 2 (never borrow), training 6 + 6, all in one cohort of 16.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from functools import partial
@@ -16,6 +17,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from devcluster.kube import kubectl
 from devcluster.testing import (
     Cluster,
     batch,
@@ -123,6 +125,95 @@ async def test_pod_recreated_at_once_under_the_same_name_keeps_running(cluster: 
     async with cluster.api("jupyterhub", "hub") as hub:
         uids = await churn_same_name(hub, USERS_NS, notebook_pod("nb-churn"), RECREATE_ROUNDS)
     assert len(set(uids)) == RECREATE_ROUNDS + 1
+
+
+HOLD = "gpuaas.dev/test-hold"
+
+
+def admin_kubectl(cluster: Cluster, *args: str) -> str:
+    res = kubectl(cluster.info.kubectl, cluster.info.kubeconfig, list(args))
+    assert res.returncode == 0, res.stderr
+    return str(res.stdout)
+
+
+KUEUE_POD_FINALIZER = "kueue.x-k8s.io/managed"
+
+
+@pytest.mark.usefixtures("idle_queues")
+async def test_a_terminating_pod_keeps_its_quota_until_it_is_gone(cluster: Cluster) -> None:
+    """A pod being deleted holds its GPU until it is gone (a real one for its grace period):
+    its quota must stay counted until then, or the next queued pod is admitted onto a GPU still
+    in use. Kueue >= 0.18 finishes the Workload at the deletion mark (FinishOrphanedWorkloads,
+    off in devcluster/cluster.py). Team A's notebooks hold 2 H100s: the first pod takes both,
+    the second waits; the first is deleted but kept terminating by a finalizer of ours."""
+    async with cluster.api("jupyterhub", "hub") as hub:
+        v1 = core(hub)
+        first = await v1.create_namespaced_pod(USERS_NS, notebook_pod("nb-term", gpus=2))
+        await wait_for("first pod Running", lambda: pod_running(v1, "nb-term"))
+        hold = json.dumps([{"op": "add", "path": "/metadata/finalizers/-", "value": HOLD}])
+        admin_kubectl(cluster, "-n", USERS_NS, "patch", "pod", "nb-term", "--type=json", "-p", hold)
+        second = await v1.create_namespaced_pod(USERS_NS, notebook_pod("nb-next", gpus=2))
+        waiting = await wait_for(
+            "the second pod's Workload", lambda: workload_of(hub, USERS_NS, second.metadata.uid)
+        )
+        assert not has_condition(waiting, "QuotaReserved")
+        try:
+            await v1.delete_namespaced_pod("nb-term", USERS_NS, grace_period_seconds=0)
+
+            async def kueue_let_go() -> bool:
+                pod = await v1.read_namespaced_pod("nb-term", USERS_NS)
+                return KUEUE_POD_FINALIZER not in (pod.metadata.finalizers or [])
+
+            # Kueue has handled the deletion (it drops its finalizer after its Workload's)...
+            await wait_for("Kueue to handle the deletion", kueue_let_go, 30)
+            held = await workload_of(hub, USERS_NS, first.metadata.uid)
+            assert held is not None
+            # ...and the terminating pod's Workload still holds the quota.
+            assert has_condition(held, "Admitted"), held
+            assert not has_condition(held, "Finished"), held["status"]["conditions"]
+            still = await workload_of(hub, USERS_NS, second.metadata.uid)
+            assert not has_condition(still, "QuotaReserved"), still
+        finally:
+            admin_kubectl(
+                cluster,
+                "-n",
+                USERS_NS,
+                "patch",
+                "pod",
+                "nb-term",
+                "--type=json",
+                "-p",
+                json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]),
+            )
+
+        async def next_admitted() -> bool:
+            return has_condition(await workload_of(hub, USERS_NS, second.metadata.uid), "Admitted")
+
+        await wait_for("the second pod admitted once the first is gone", next_admitted, 30)
+
+
+@pytest.mark.usefixtures("idle_queues")
+async def test_notebook_pods_and_jobs_reach_pods_ready(cluster: Cluster) -> None:
+    """WaitForPodsReady is on (Kueue 0.19's default; devcluster/cluster.py writes it out): an
+    admitted Workload whose pods never turn Ready is evicted after the timeout. A running
+    notebook pod's Workload and a training Job's must therefore reach PodsReady."""
+    async with cluster.api("jupyterhub", "hub") as hub:
+        v1 = core(hub)
+        pod = await v1.create_namespaced_pod(USERS_NS, notebook_pod("nb-ready"))
+
+        async def pod_workload_ready() -> bool:
+            return has_condition(await workload_of(hub, USERS_NS, pod.metadata.uid), "PodsReady")
+
+        await wait_for("the notebook's Workload PodsReady", pod_workload_ready, 60)
+        assert await pod_running(v1, "nb-ready")
+    async with cluster.api("team-a", "alice") as alice:
+        job = await create_job(alice, "team-a", job_manifest("ready-job"))
+        uid = job["metadata"]["uid"]
+
+        async def job_workload_ready() -> bool:
+            return has_condition(await workload_of(alice, "team-a", uid), "PodsReady")
+
+        await wait_for("the Job's Workload PodsReady", job_workload_ready, 60)
 
 
 async def test_visibility_api_needs_its_role(cluster: Cluster) -> None:
