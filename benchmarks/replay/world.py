@@ -6,13 +6,16 @@ LocalQueues and WorkloadPriorityClasses), optionally scaled. :class:`Kueue` is a
 Kueue does with them, only as far as the replay needs:
 
 - quota per (flavor, resource), own nominal quota plus what the cohort lends, within each
-  queue's ``borrowingLimit`` (one flat cohort, as the sample has);
+  queue's ``borrowingLimit`` (one flat cohort, as the sample has); a workload may count in
+  several resources of one flavor (a HAMi fraction: vGPU slots, ``total-gpumem`` and
+  ``total-gpucores`` after Kueue's resource transformations), and fits where all of them do;
 - per ClusterQueue, ``BestEffortFIFO``: pending workloads in (priority, creation) order, the
   first that fits is admitted, one that does not fit does not block the ones behind it;
 - across ClusterQueues, in one pass: workloads that need no borrowing first, then priority, then
   creation time (Kueue's scheduler orders the heads of a cycle so);
 - flavors tried in the queue's order for the workload's resource, skipping flavors whose node
-  labels contradict its nodeSelector;
+  labels contradict its nodeSelector or whose ``nodeTaints`` its pods do not tolerate (the
+  ``l4-hami`` flavor: only the fraction offerings tolerate it);
 - ``reclaimWithinCohort: Any``: a workload that fits in its own queue's nominal quota evicts
   workloads of queues that borrow (lowest priority, most recently admitted first); an evicted
   workload is requeued by its eviction time and starts over.
@@ -36,6 +39,7 @@ import yaml
 from . import brain
 
 REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CATALOG = REPO / "spawner" / "demo-catalog.yaml"
 DEFAULT_MANIFESTS = REPO / "devcluster" / "manifests"
 DEFAULT_NODES = REPO / "devcluster" / "nodes.yaml"
 GPU_PREFIX = "nvidia.com/"
@@ -60,15 +64,19 @@ class Organisation:
     scale: float = 1.0
     physical_gpus: float = 0.0
     """Physical GPUs in the pools (nodes.yaml ``nvidia.com/gpu.count`` × nodes, scaled)."""
+    flavor_taints: Mapping[str, tuple[Mapping[str, str], ...]] = field(default_factory=dict)
+    """ResourceFlavor name → its ``nodeTaints``."""
 
     @property
     def gpu_equivalents(self) -> Fraction:
-        """Capacity in GPU-equivalents (MIG N/7, a shared replica 1/4: the project's weights)."""
+        """Capacity in GPU-equivalents (MIG N/7, a shared replica 1/4, a HAMi pool its
+        ``total-gpucores`` / 100: the project's weights), summed flavor by flavor so that a
+        HAMi pool's vGPU slots are not counted as whole GPUs."""
+        by_flavor: dict[str, dict[str, Fraction]] = {}
+        for (f, r), n in self.capacity.items():
+            by_flavor.setdefault(f, {})[r] = Fraction(n)
         return sum(
-            (
-                brain.resource_gpu_equivalents({r: Fraction(n)})
-                for (_f, r), n in self.capacity.items()
-            ),
+            (brain.resource_gpu_equivalents(resources) for resources in by_flavor.values()),
             Fraction(0),
         )
 
@@ -96,20 +104,46 @@ def _scaled(value: object, scale: float) -> int:
     return math.floor(int(str(value)) * scale + 0.5)
 
 
+def pool_capacity(
+    capacity: Mapping[str, object], transformations: Sequence[brain.ResourceTransformation]
+) -> dict[str, int]:
+    """A node's GPU allocatable in the names Kueue keeps quota in: HAMi's node totals of
+    ``nvidia.com/gpumem`` and ``nvidia.com/gpucores`` under the outputs of the catalog's
+    resource transformations (``nvidia.com/total-gpumem``, ...); a node's figure is already
+    a total over its vGPUs, so ``multiplyBy`` does not apply to it."""
+    by_input = {t.input: t for t in transformations}
+    out: dict[str, int] = {}
+    for resource, value in capacity.items():
+        name = str(resource)
+        if not name.startswith(GPU_PREFIX):
+            continue
+        t = by_input.get(name)
+        targets = dict(t.outputs) if t is not None else {name: Fraction(1)}
+        if t is not None and t.strategy == "Retain":
+            targets.setdefault(name, Fraction(1))
+        for target, factor in targets.items():
+            out[target] = out.get(target, 0) + math.floor(int(str(value)) * factor)
+    return out
+
+
 def load_organisation(
     *,
     manifests: Path = DEFAULT_MANIFESTS,
     nodes: Path = DEFAULT_NODES,
     scale: float = 1.0,
-    exclude_flavors: Iterable[str] = ("local", "l4-hami"),
+    exclude_flavors: Iterable[str] = ("local",),
+    transformations: Sequence[brain.ResourceTransformation] | None = None,
 ) -> Organisation:
     """The sample organisation from the dev cluster's files, GPU pools and quotas × ``scale``.
 
     ``exclude_flavors``: the node agent's real node ("local") is the demo's, not a GPU pool
     of the organisation; ClusterQueues left with no quota at all (demo-training) go with it.
-    HAMi's fractional pool ("l4-hami") is left out too: the replay counts one resource per
-    offering, and a fraction is counted in three (docs/fractions.md).
+    ``transformations``: Kueue's resource transformations (the catalog's
+    ``resource_transformations``; default the demo catalog's), to count the HAMi pool
+    (``l4-hami``) in ``total-gpumem`` and ``total-gpucores`` as its quotas are.
     """
+    if transformations is None:
+        transformations = brain.load_catalog(str(DEFAULT_CATALOG)).transformations
     excluded = set(exclude_flavors)
     docs = [d for p in sorted(manifests.glob("*.yaml")) for d in _documents(p)]
     flavor_labels = {
@@ -127,11 +161,10 @@ def load_organisation(
         if flavor is None:
             continue
         count = pool["count"] * scale
-        for resource, value in pool["capacity"].items():
-            if str(resource).startswith(GPU_PREFIX):
-                capacity[(flavor, str(resource))] = capacity.get((flavor, str(resource)), 0) + (
-                    math.floor(int(str(value)) * count + 0.5)
-                )
+        for resource, value in pool_capacity(pool["capacity"], transformations).items():
+            capacity[(flavor, resource)] = capacity.get((flavor, resource), 0) + (
+                math.floor(value * count + 0.5)
+            )
         physical += Fraction(int(pool["labels"].get("nvidia.com/gpu.count", "0"))) * Fraction(
             count
         ).limit_denominator(1000)
@@ -189,6 +222,14 @@ def load_organisation(
         priorities=priorities,
         scale=scale,
         physical_gpus=float(physical),
+        flavor_taints={
+            str(d["metadata"]["name"]): tuple(
+                {str(k): str(v) for k, v in t.items()}
+                for t in (d.get("spec") or {}).get("nodeTaints") or []
+            )
+            for d in docs
+            if d.get("kind") == "ResourceFlavor" and d["metadata"]["name"] not in excluded
+        },
     )
     return org
 
@@ -208,6 +249,7 @@ class Workload:
     created: float
     """Its place in the queue: creation, or the last eviction (Kueue's default requeuing)."""
     resource: str
+    """The resource whose flavors it is tried in (``nvidia.com/gpu`` for a HAMi fraction)."""
     amount: int
     kind: str
     """``training`` or ``notebook``."""
@@ -217,10 +259,22 @@ class Workload:
     flavor: str | None = None
     admitted_at: float | None = None
     uid: str = ""
+    also: Mapping[str, int] = field(default_factory=dict)
+    """Further resources Kueue counts for it in the same flavor, after its resource
+    transformations (a quarter L4: ``nvidia.com/total-gpumem: 5632``,
+    ``nvidia.com/total-gpucores: 25``)."""
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    pod_requests: Mapping[str, int] | None = None
+    """Its pod's GPU requests as written, before the transformations (None: :attr:`requests`)."""
 
     @property
     def name(self) -> str:
         return self.key.split("/", 1)[1]
+
+    @property
+    def requests(self) -> dict[str, int]:
+        """Everything Kueue counts for it: ``resource`` and ``also``."""
+        return {self.resource: self.amount, **self.also}
 
     def order(self) -> tuple[int, float, str]:
         """Its place in its ClusterQueue's pending queue (priority, then creation)."""
@@ -267,65 +321,101 @@ class Kueue:
             return cohort_free
         return min(cohort_free, own + limit)
 
-    def borrows(self, cq: str, fr: FlavorResource, amount: int) -> bool:
-        return self.used(cq, fr) + amount > self.org.nominal(cq, fr)
+    def borrows(self, wl: Workload, flavor: str) -> bool:
+        """Whether admitting ``wl`` in ``flavor`` takes its queue beyond its nominal quota in
+        any of the resources it counts in."""
+        cq = wl.cluster_queue
+        return any(
+            self.used(cq, (flavor, r)) + n > self.org.nominal(cq, (flavor, r))
+            for r, n in wl.requests.items()
+        )
 
     def _flavors(self, wl: Workload) -> list[str]:
         cq = self.org.cluster_queues[wl.cluster_queue]
         out = []
         for flavor in cq.flavors_for(wl.resource):
             labels = self.org.flavor_labels.get(flavor, {})
-            if all(wl.node_selector[k] == v for k, v in labels.items() if k in wl.node_selector):
-                out.append(flavor)
+            if not all(
+                wl.node_selector[k] == v for k, v in labels.items() if k in wl.node_selector
+            ):
+                continue
+            if not brain.flavor_tolerated(self.org.flavor_taints.get(flavor, ()), wl.tolerations):
+                continue
+            out.append(flavor)
         return out
+
+    def _fits_in(self, wl: Workload, flavor: str) -> bool:
+        return all(
+            self.available(wl.cluster_queue, (flavor, r)) >= n for r, n in wl.requests.items()
+        )
 
     def fits(self, wl: Workload) -> str | None:
         """The first flavor (queue order) where it fits now, without preempting."""
         for flavor in self._flavors(wl):
-            if self.available(wl.cluster_queue, (flavor, wl.resource)) >= wl.amount:
+            if self._fits_in(wl, flavor):
                 return flavor
         return None
 
     def _victims(self, wl: Workload) -> tuple[str, list[Workload]] | None:
-        """Borrowers to evict so that ``wl`` fits in its own nominal quota (reclaimWithinCohort)."""
+        """Borrowers to evict so that ``wl`` fits in its own nominal quota (reclaimWithinCohort),
+        in every resource it counts in."""
         cq = self.org.cluster_queues[wl.cluster_queue]
         if cq.reclaim_within_cohort == "Never":
             return None
+        own = wl.cluster_queue
         for flavor in self._flavors(wl):
-            fr = (flavor, wl.resource)
-            if self.used(wl.cluster_queue, fr) + wl.amount > self.org.nominal(wl.cluster_queue, fr):
+            requests = wl.requests
+            if any(
+                self.used(own, (flavor, r)) + n > self.org.nominal(own, (flavor, r))
+                for r, n in requests.items()
+            ):
                 continue
+            need = {
+                r: n - self.available(own, (flavor, r))
+                for r, n in requests.items()
+                if n > self.available(own, (flavor, r))
+            }
             candidates = sorted(
                 (
                     w
                     for w in self.admitted.values()
                     if w.flavor == flavor
-                    and w.resource == wl.resource
-                    and w.cluster_queue != wl.cluster_queue
-                    and w.cluster_queue in self._members[wl.cluster_queue]
-                    and self.used(w.cluster_queue, fr) > self.org.nominal(w.cluster_queue, fr)
+                    and w.cluster_queue != own
+                    and w.cluster_queue in self._members[own]
+                    and any(r in need for r in w.requests)
+                    and self.borrowing(w.cluster_queue, flavor, need)
                 ),
                 key=lambda w: (w.priority, -(w.admitted_at or 0.0), w.key),
             )
             chosen: list[Workload] = []
-            freed: dict[str, int] = {}
-            need = wl.amount - self.available(wl.cluster_queue, fr)
+            freed: dict[tuple[str, str], int] = {}
+            """(ClusterQueue, resource) → what the chosen victims give back."""
             for w in candidates:
-                if need <= 0:
+                if all(v <= 0 for v in need.values()):
                     break
-                over = (
-                    self.used(w.cluster_queue, fr)
-                    - freed.get(w.cluster_queue, 0)
-                    - self.org.nominal(w.cluster_queue, fr)
-                )
-                if over <= 0:
-                    continue  # no longer borrowing: not a reclaim candidate
+                borrowed = [
+                    r
+                    for r, v in need.items()
+                    if v > 0
+                    and r in w.requests
+                    and self.used(w.cluster_queue, (flavor, r)) - freed.get((w.cluster_queue, r), 0)
+                    > self.org.nominal(w.cluster_queue, (flavor, r))
+                ]
+                if not borrowed:
+                    continue  # no longer borrowing what is needed: not a reclaim candidate
                 chosen.append(w)
-                freed[w.cluster_queue] = freed.get(w.cluster_queue, 0) + w.amount
-                need -= w.amount
-            if need <= 0:
+                for r, n in w.requests.items():
+                    freed[(w.cluster_queue, r)] = freed.get((w.cluster_queue, r), 0) + n
+                    if r in need:
+                        need[r] -= n
+            if all(v <= 0 for v in need.values()):
                 return flavor, chosen
         return None
+
+    def borrowing(self, cq: str, flavor: str, resources: Iterable[str]) -> bool:
+        return any(
+            self.used(cq, (flavor, r)) > self.org.nominal(cq, (flavor, r)) for r in resources
+        )
 
     # -- changes
 
@@ -357,8 +447,8 @@ class Kueue:
     def release(self, key: str) -> Workload | None:
         wl = self.admitted.pop(key, None)
         if wl is not None and wl.flavor is not None:
-            k = (wl.cluster_queue, (wl.flavor, wl.resource))
-            self.usage[k] -= wl.amount
+            for r, n in wl.requests.items():
+                self.usage[(wl.cluster_queue, (wl.flavor, r))] -= n
             self.version += 1
         return wl
 
@@ -366,8 +456,9 @@ class Kueue:
         self._unqueue(wl)
         wl.flavor = flavor
         wl.admitted_at = now
-        k = (wl.cluster_queue, (flavor, wl.resource))
-        self.usage[k] = self.usage.get(k, 0) + wl.amount
+        for r, n in wl.requests.items():
+            k = (wl.cluster_queue, (flavor, r))
+            self.usage[k] = self.usage.get(k, 0) + n
         self.admitted[wl.key] = wl
         self.version += 1
 
@@ -385,9 +476,13 @@ class Kueue:
         while True:
             best: tuple[tuple[Any, ...], Workload, str, list[Workload]] | None = None
             for queue in self.pending.values():
-                too_big: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
+                too_big: dict[tuple[Any, ...], int] = {}
                 for wl in queue:
-                    shape = (wl.resource, tuple(sorted(wl.node_selector.items())))
+                    shape = (
+                        wl.resource,
+                        tuple(sorted(wl.node_selector.items())),
+                        tuple(sorted(wl.also.items())),
+                    )
                     if wl.amount >= too_big.get(shape, 1 << 62):
                         continue
                     flavor = self.fits(wl)
@@ -399,7 +494,7 @@ class Kueue:
                             continue  # BestEffortFIFO: the next one may fit
                         flavor, victims = found
                     order = (
-                        self.borrows(wl.cluster_queue, (flavor, wl.resource), wl.amount),
+                        self.borrows(wl, flavor),
                         -wl.priority,
                         wl.created,
                         wl.key,

@@ -9,15 +9,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.replay import brain
-from benchmarks.replay.world import Kueue, Workload, load_organisation
+from benchmarks.replay.world import DEFAULT_CATALOG, Kueue, Workload, load_organisation
 
 ORG = load_organisation(scale=0.5)
+CATALOG = brain.load_catalog(str(DEFAULT_CATALOG))
 SHAPES = [
     ("team-a", "training", "nvidia.com/gpu", {}),
     ("team-b", "training", "nvidia.com/gpu", {}),
     ("jupyter-users", "team-a", "nvidia.com/gpu", {"gpuaas.dev/pool": "h100"}),
     ("jupyter-users", "team-a", "nvidia.com/mig-1g.5gb", {"gpuaas.dev/pool": "a100-mig"}),
     ("jupyter-users", "team-b", "nvidia.com/gpu.shared", {"gpuaas.dev/pool": "l4-shared"}),
+    ("jupyter-users", "team-a", "l4-quarter", {}),
+    ("jupyter-users", "team-b", "l4-half", {}),
 ]
 
 step = st.one_of(
@@ -26,8 +29,32 @@ step = st.one_of(
 )
 
 
+def _fraction(n: int, team: str, slug: str, now: float) -> Workload:
+    """A notebook on a HAMi fraction, as the replay's spawner makes it (Kueue's counting)."""
+    offering = CATALOG.offerings[slug]
+    (resource, amount), *rest = offering.quota_requests(1).items()
+    return Workload(
+        key=f"jupyter-users/w{n}",
+        namespace="jupyter-users",
+        local_queue=team,
+        cluster_queue=ORG.local_queues[("jupyter-users", team)],
+        priority=1000,
+        priority_class="interactive",
+        created=now,
+        resource=resource,
+        amount=amount,
+        kind="notebook",
+        owner=f"w{n}",
+        node_selector=dict(offering.node_selector),
+        also=dict(rest),
+        tolerations=offering.tolerations,
+    )
+
+
 def _workload(n: int, shape: int, amount: int, now: float) -> Workload:
     namespace, lq, resource, selector = SHAPES[shape]
+    if resource in CATALOG.offerings:
+        return _fraction(n, lq, resource, now)
     notebook = namespace == "jupyter-users"
     return Workload(
         key=f"{namespace}/w{n}",
@@ -82,11 +109,7 @@ def test_never_beyond_capacity_or_quota_and_work_conserving(
         # Within a queue, of two workloads of the same shape, the older is admitted first.
         for wl in admitted:
             for other in kueue.pending[wl.cluster_queue]:
-                same = (other.resource, other.amount, other.priority) == (
-                    wl.resource,
-                    wl.amount,
-                    wl.priority,
-                )
+                same = (other.requests, other.priority) == (wl.requests, wl.priority)
                 assert not (same and other.created < wl.created), (other.key, wl.key)
         _agrees_with_the_project(kueue)
 
@@ -111,8 +134,51 @@ def test_capacity_and_quota_come_from_the_dev_cluster_files() -> None:
     org = load_organisation()
     assert org.capacity[("h100", "nvidia.com/gpu")] == 16
     assert org.capacity[("a100-mig", "nvidia.com/mig-1g.5gb")] == 28
-    assert org.physical_gpus == 28  # 16 H100 + 8 A100 (MIG) + 4 L4 (time-sliced ×4)
+    # 16 H100 + 8 A100 (MIG) + 4 L4 (time-sliced ×4) + 4 L4 (HAMi, 10 vGPUs each)
+    assert org.physical_gpus == 32
     assert org.nominal("team-a-notebooks", ("h100", "nvidia.com/gpu")) == 2
-    assert org.gpu_equivalents == 16 + Fraction(28, 7) + Fraction(8 * 3, 7) + 4
+    # The HAMi pool in what Kueue counts (node totals, not multiplied by the vGPUs), and in
+    # GPU-equivalents by its cores (400 % = 4 L4s), not by its 40 vGPU slots.
+    assert org.capacity[("l4-hami", "nvidia.com/gpu")] == 40
+    assert org.capacity[("l4-hami", "nvidia.com/total-gpumem")] == 4 * 23034
+    assert org.capacity[("l4-hami", "nvidia.com/total-gpucores")] == 400
+    assert org.gpu_equivalents == 16 + Fraction(28, 7) + Fraction(8 * 3, 7) + 4 + 4
+    assert org.flavor_taints["l4-hami"] == (
+        {"key": "gpuaas.dev/hami-vgpu", "value": "true", "effect": "NoSchedule"},
+    )
     assert "local" not in org.flavor_labels
     assert "demo-training" not in org.cluster_queues
+
+
+def test_a_fraction_fits_only_while_slots_memory_and_cores_all_do() -> None:
+    org = load_organisation()
+    kueue = Kueue(org)
+    quarters = [_fraction(n, "team-a", "l4-quarter", float(n)) for n in range(5)]
+    for wl in quarters:
+        kueue.submit(wl)
+    admitted, _ = kueue.schedule(10.0)
+    # team-a-notebooks has 8 vGPUs, 22528 MiB and 100 % on l4-hami, lends none: four quarters.
+    assert [w.key for w in admitted] == [w.key for w in quarters[:4]]
+    hami = ("l4-hami", "nvidia.com/total-gpucores")
+    assert kueue.used("team-a-notebooks", hami) == 100
+    assert kueue.used("team-a-notebooks", ("l4-hami", "nvidia.com/gpu")) == 4  # slots are left
+    assert kueue.fits(quarters[4]) is None  # ...but no memory nor cores
+    kueue.release(quarters[0].key)
+    half = _fraction(9, "team-a", "l4-half", 11.0)
+    kueue.submit(half)
+    admitted, _ = kueue.schedule(11.0)
+    assert [w.key for w in admitted] == [quarters[4].key]  # older, and fits; the half does not
+    assert kueue.over_capacity() == []
+
+
+def test_training_never_lands_on_the_tainted_hami_flavor() -> None:
+    org = load_organisation()
+    kueue = Kueue(org)
+    h100 = org.capacity[("h100", "nvidia.com/gpu")]
+    for n in range(h100 + 3):
+        kueue.submit(_workload(n, 0, 1, float(n)))
+    admitted, _ = kueue.schedule(100.0)
+    assert len(admitted) == h100
+    assert {w.flavor for w in admitted} == {"h100"}  # 40 vGPU slots of nvidia.com/gpu unused
+    assert kueue.used("team-a-training", ("l4-hami", "nvidia.com/gpu")) == 0
+    assert len(kueue.pending["team-a-training"]) == 3
