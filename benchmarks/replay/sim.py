@@ -399,14 +399,10 @@ class Simulation:
             )
 
     def _evicted(self, wl: Workload) -> None:
+        """Kueue evicted ``wl`` for a reclaim: it stops running now; its quota is free, and it
+        is queued again, once its pods are gone (``release_s`` later)."""
         if wl.key in self.releasing:  # its pod is already gone: nothing runs to preempt
-            self.releasing.discard(wl.key)
-            self.kueue.withdraw(wl.key)  # and nothing comes back to the queue
-            alloc = self.allocations.pop(wl.key, None)
-            if alloc is not None:
-                alloc.end = self.now
-                self.closed.append(alloc)
-            return
+            return  # (its quota comes back with the release under way)
         alloc = self.allocations.pop(wl.key, None)
         if alloc is not None:
             alloc.end = self.now
@@ -415,12 +411,24 @@ class Simulation:
         if wl.kind == "training":
             record = self.jobs[wl.key]
             record.evictions += 1
-            ran = self.job_remaining[wl.key] - 0  # it starts over: all it ran is lost
             started = alloc.start if alloc else self.now
             record.lost_gpu_s += (self.now - started) * wl.amount
             self.compute(started, self.now, record.job.utilization, float(wl.amount), "training")
             self.job_epoch[wl.key] += 1
-            self.job_remaining[wl.key] = max(ran, record.job.duration_s)
+            self.job_remaining[wl.key] = record.job.duration_s  # it starts over
+        evicted_at = self.now
+        if self.latencies.release_s <= 0:
+            self._eviction_done(wl.key, evicted_at)
+        else:
+            self.at(
+                self.now + self.latencies.release_s,
+                partial(self._eviction_done, wl.key, evicted_at),
+            )
+
+    def _eviction_done(self, key: str, evicted_at: float) -> None:
+        if self.kueue.finish_eviction(key, evicted_at) is not None:
+            self.emit("release", workload=key, kind="evicted")
+        self._request_scheduling()
 
     # ------------------------------------------------------------------ notebooks
 

@@ -11,14 +11,24 @@ Kueue does with them, only as far as the replay needs:
   ``total-gpucores`` after Kueue's resource transformations), and fits where all of them do;
 - per ClusterQueue, ``BestEffortFIFO``: pending workloads in (priority, creation) order, the
   first that fits is admitted, one that does not fit does not block the ones behind it;
-- across ClusterQueues, in one pass: workloads that need no borrowing first, then priority, then
-  creation time (Kueue's scheduler orders the heads of a cycle so);
+- Kueue v0.17's scheduling cycle (``pkg/scheduler/scheduler.go``, ``schedule``): each cycle
+  takes **one head per ClusterQueue** (its first pending workload in queue order that is not
+  parked as inadmissible), nominates them all against the usage at the cycle's start, orders
+  them (no borrowing first, then priority, then creation: the classical iterator) and admits
+  them in that order while each still fits; a head that fits no flavor is parked as
+  inadmissible (BestEffortFIFO: the queue's next workload is the head of the next cycle) until
+  quota is released in the cohort (``QueueAssociatedInadmissibleWorkloadsAfter`` when a
+  workload finishes or is evicted), and one that no longer fits after an earlier admission of
+  the cycle is skipped and stays at the head;
 - flavors tried in the queue's order for the workload's resource, skipping flavors whose node
   labels contradict its nodeSelector or whose ``nodeTaints`` its pods do not tolerate (the
   ``l4-hami`` flavor: only the fraction offerings tolerate it);
 - ``reclaimWithinCohort: Any``: a workload that fits in its own queue's nominal quota evicts
-  workloads of queues that borrow (lowest priority, most recently admitted first); an evicted
-  workload is requeued by its eviction time and starts over.
+  workloads of queues that borrow (lowest priority, most recently admitted first). As in
+  Kueue, the preemptor is not admitted in that cycle: the victims keep their quota until their
+  pods are gone (the simulator calls :meth:`Kueue.finish_eviction` ``release_s`` later), and
+  the preemptor stays its queue's head meanwhile (the sticky workload of ``cluster_queue.go``);
+  an evicted workload is requeued by its eviction time and starts over.
 
 Left out (see docs/replay.md): cpu/memory quotas, node-level fit (Kueue without TAS admits on
 quota only), the admission latency of a real control plane.
@@ -281,6 +291,11 @@ class Workload:
         return (-self.priority, self.created, self.key)
 
 
+def _shape(wl: Workload) -> tuple[Any, ...]:
+    """What, besides its amount, decides whether a workload fits: resource, selector, the rest."""
+    return (wl.resource, tuple(sorted(wl.node_selector.items())), tuple(sorted(wl.also.items())))
+
+
 class Kueue:
     """Quota bookkeeping and admission (see the module docstring for the rules modelled)."""
 
@@ -301,6 +316,16 @@ class Kueue:
         """Bumped at every change of usage (readers cache what they derive from it)."""
         self.pending_version = 0
         """Bumped at every change of the pending queues."""
+        self.inadmissible: dict[str, set[str]] = {cq: set() for cq in org.cluster_queues}
+        """Per ClusterQueue, pending workloads parked after fitting nowhere (BestEffortFIFO's
+        inadmissible list): not heads again until quota is released in the cohort."""
+        self.sticky: dict[str, str] = {}
+        """ClusterQueue → its head that is preempting (kept the head until admitted)."""
+        self.waiting: dict[str, set[str]] = {}
+        """A preemptor → its victims whose quota is not free yet."""
+        self.evicting: set[str] = set()
+        """Admitted workloads evicted whose pods are not gone yet: they hold their quota, and
+        are no candidates for another preemption."""
 
     # -- arithmetic
 
@@ -381,6 +406,7 @@ class Kueue:
                     for w in self.admitted.values()
                     if w.flavor == flavor
                     and w.cluster_queue != own
+                    and w.key not in self.evicting
                     and w.cluster_queue in self._members[own]
                     and any(r in need for r in w.requests)
                     and self.borrowing(w.cluster_queue, flavor, need)
@@ -435,6 +461,10 @@ class Kueue:
         del orders[i]
         del self.pending[wl.cluster_queue][i]
         del self._pending_keys[wl.key]
+        self.inadmissible[wl.cluster_queue].discard(wl.key)
+        if self.sticky.get(wl.cluster_queue) == wl.key:
+            del self.sticky[wl.cluster_queue]
+        self.waiting.pop(wl.key, None)
         self.pending_version += 1
 
     def withdraw(self, key: str) -> Workload | None:
@@ -445,11 +475,18 @@ class Kueue:
         return wl
 
     def release(self, key: str) -> Workload | None:
+        """Its quota is free (finished, deleted, or evicted and gone): the inadmissible
+        workloads of its cohort are queued again, as Kueue does."""
         wl = self.admitted.pop(key, None)
+        self.evicting.discard(key)
+        for preemptor in [p for p, keys in self.waiting.items() if key in keys]:
+            self.waiting[preemptor].discard(key)
         if wl is not None and wl.flavor is not None:
             for r, n in wl.requests.items():
                 self.usage[(wl.cluster_queue, (wl.flavor, r))] -= n
             self.version += 1
+            for member in self._members[wl.cluster_queue]:
+                self.inadmissible[member].clear()
         return wl
 
     def _admit(self, wl: Workload, flavor: str, now: float) -> None:
@@ -463,60 +500,110 @@ class Kueue:
         self.version += 1
 
     def schedule(self, now: float) -> tuple[list[Workload], list[Workload]]:
-        """One admission pass at ``now``: (admitted, evicted), in the order they happened.
+        """Kueue's scheduling cycles at ``now``, until no ClusterQueue has a head left:
+        (admitted, evicted), in the order they happened (see the module docstring).
 
-        Each round takes the head of every ClusterQueue (its first pending workload that fits,
-        or fits by reclaiming) and admits the best of the heads. Within a round nothing
-        changes, so a workload of the same shape (resource, node selector) as one that did not
-        fit, and at least as large, is passed over without looking again: whether a workload
-        fits or can reclaim is monotone in its amount. That keeps a round cheap however deep
-        the queues are (an 8-GPU job behind hundreds of others)."""
+        Within these cycles quota is only taken, never freed (an eviction frees it later), so
+        a workload of the same shape (resource, node selector, other resources) as a head that
+        fitted nowhere, and at least as large, would fit nowhere either: it is parked without
+        looking again. That keeps a walk down a deep queue (an 8-GPU job behind hundreds of
+        others) cheap."""
         admitted: list[Workload] = []
         evicted: list[Workload] = []
+        too_big: dict[tuple[str, tuple[Any, ...]], int] = {}
+        cursor: dict[str, int] = {}
+        """Per ClusterQueue, where its head was: everything before it is parked (nothing is
+        queued during these cycles, and what is admitted is a head), so a cycle never walks
+        the parked part of a queue again."""
         while True:
-            best: tuple[tuple[Any, ...], Workload, str, list[Workload]] | None = None
-            for queue in self.pending.values():
-                too_big: dict[tuple[Any, ...], int] = {}
-                for wl in queue:
-                    shape = (
-                        wl.resource,
-                        tuple(sorted(wl.node_selector.items())),
-                        tuple(sorted(wl.also.items())),
-                    )
-                    if wl.amount >= too_big.get(shape, 1 << 62):
-                        continue
-                    flavor = self.fits(wl)
-                    victims: list[Workload] = []
-                    if flavor is None:
-                        found = self._victims(wl)
-                        if found is None:
-                            too_big[shape] = wl.amount
-                            continue  # BestEffortFIFO: the next one may fit
+            entries: list[tuple[tuple[Any, ...], Workload, str | None, list[Workload]]] = []
+            for cq, queue in self.pending.items():
+                wl = self._head(cq, queue, too_big, cursor)
+                if wl is None:
+                    continue
+                flavor = self.fits(wl)
+                victims: list[Workload] = []
+                if flavor is None:
+                    found = self._victims(wl)
+                    if found is not None:
                         flavor, victims = found
-                    order = (
-                        self.borrows(wl, flavor),
-                        -wl.priority,
-                        wl.created,
-                        wl.key,
-                    )
-                    if best is None or order < best[0]:
-                        best = (order, wl, flavor, victims)
-                    break  # the head of this queue for this round
-            if best is None:
+                order = (
+                    flavor is not None and self.borrows(wl, flavor),
+                    -wl.priority,
+                    wl.created,
+                    wl.key,
+                )
+                entries.append((order, wl, flavor, victims))
+            if not entries:
                 return admitted, evicted
-            _order, wl, flavor, victims = best
-            for v in victims:
-                self.release(v.key)
-                v.flavor = None
-                v.admitted_at = None
-                v.created = now
-                self.submit(v)
-                if v in admitted:
-                    admitted.remove(v)  # admitted and evicted in the same pass: it never ran
-                else:
-                    evicted.append(v)
-            self._admit(wl, flavor, now)
-            admitted.append(wl)
+            entries.sort(key=lambda e: e[0])
+            for _order, wl, flavor, victims in entries:
+                cq = wl.cluster_queue
+                if flavor is None:
+                    self.inadmissible[cq].add(wl.key)
+                    too_big[(cq, _shape(wl))] = min(
+                        wl.amount, too_big.get((cq, _shape(wl)), 1 << 62)
+                    )
+                    continue
+                if victims:
+                    again = self._victims(wl)  # after what this cycle admitted before it
+                    if again is None:
+                        continue  # skipped: stays the head, tried again next cycle
+                    _flavor, victims = again
+                    for v in victims:
+                        self.evicting.add(v.key)
+                        evicted.append(v)
+                        if v in admitted:
+                            admitted.remove(v)  # admitted and evicted at once: it never ran
+                    self.sticky[cq] = wl.key
+                    self.waiting[wl.key] = {v.key for v in victims}
+                    continue
+                if not self._fits_in(wl, flavor):
+                    continue  # skipped: no longer fits after another admission of the cycle
+                self._admit(wl, flavor, now)
+                if self.sticky.get(cq) == wl.key:
+                    del self.sticky[cq]
+                self.waiting.pop(wl.key, None)
+                admitted.append(wl)
+
+    def _head(
+        self,
+        cq: str,
+        queue: list[Workload],
+        too_big: dict[tuple[str, tuple[Any, ...]], int],
+        cursor: dict[str, int],
+    ) -> Workload | None:
+        """This cycle's head of ``cq``: the sticky preemptor (none while its victims still
+        hold their quota), else the first workload not parked as inadmissible."""
+        sticky = self.sticky.get(cq)
+        if sticky is not None and sticky in self._pending_keys:
+            if self.waiting.get(sticky):
+                return None  # pending preemption: the queue waits for the victims to go
+            return self._pending_keys[sticky]
+        parked = self.inadmissible[cq]
+        for i in range(cursor.get(cq, 0), len(queue)):
+            wl = queue[i]
+            if wl.key in parked:
+                continue
+            if wl.amount >= too_big.get((cq, _shape(wl)), 1 << 62):
+                parked.add(wl.key)
+                continue
+            cursor[cq] = i
+            return wl
+        cursor[cq] = len(queue)
+        return None
+
+    def finish_eviction(self, key: str, now: float) -> Workload | None:
+        """An evicted workload's pods are gone: its quota is free, and it is queued again by
+        its eviction time (Kueue's default requeuing), to start over."""
+        wl = self.release(key)
+        if wl is None:
+            return None
+        wl.flavor = None
+        wl.admitted_at = None
+        wl.created = now
+        self.submit(wl)
+        return wl
 
     # -- checks
 
