@@ -4,7 +4,8 @@
     python -m benchmarks replay --seeds 3 --no-sweep --no-docs
     python -m benchmarks replay --policy-file my-policy.yaml --catalog my-catalog.yaml
     python -m benchmarks replay --policies gpuaas --seeds 1 --days 7 --scale 35.7 --no-sweep \
-        --no-docs                                    # the 1,000-GPU week
+        --fractions 0 --no-docs                      # the 1,000-GPU week
+    python -m benchmarks replay --fractions 0.25     # a quarter of the users on fractions
     python -m benchmarks replay --policies gpuaas --seeds 1 --events events.jsonl --no-docs
 """
 
