@@ -5,8 +5,9 @@ policy loading, its reclaim loop (which gathers the inputs with
 :mod:`gpuaas_culler.reclaim.gather`, judges idleness with :mod:`gpuaas_culler.reclaim.idleness`
 and decides with :func:`gpuaas_culler.reclaim.decide.decide`), "Keep my GPU"
 (:func:`gpuaas_culler.reclaim.decide.snooze` through the loop), the catalog loader and the Kueue
-object readers. Nothing here decides anything: the replay calls the project's code with a
-simulated clock.
+object readers, and the culler's rule for which flavors' taints a workload's pods tolerate
+(as Kueue assigns flavors). Nothing here decides anything: the replay calls the project's code
+with a simulated clock.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from gpuaas_culler.metrics import Metrics
 from gpuaas_culler.reclaim.activity_store import ActivityStore
 from gpuaas_culler.reclaim.decide import Action, Plan
 from gpuaas_culler.reclaim.gather import PodRef
+from gpuaas_culler.reclaim.gather import _untainted as flavor_tolerated
 from gpuaas_culler.reclaim.loop import ReclaimLoop, Settings
 from gpuaas_culler.reclaim.policy import PolicySet, load_policy_file
 from jupyter_gpuaas.core.catalog import Catalog, Offering, build_catalog, load_catalog_file
@@ -25,6 +27,7 @@ from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import (
     QUEUE_NAME_LABEL,
     ClusterQueueInfo,
+    ResourceTransformation,
     kueue_value,
     read_cluster_queue,
     read_cohort,
@@ -65,9 +68,11 @@ __all__ = [
     "PolicySet",
     "QueueState",
     "ReclaimLoop",
+    "ResourceTransformation",
     "Settings",
     "WatchedKueueView",
     "build_catalog",
+    "flavor_tolerated",
     "kueue_value",
     "load_catalog",
     "load_policy_file",

@@ -156,7 +156,7 @@ def notebook_body(
     """A notebook pod as GPUaaSSpawner builds it (the labels, annotations, GPU requests and
     ``GPUAAS_OFFERING_KIND`` the service reads), with small cpu and memory."""
     tenant = catalog.tenants[session.team]
-    gpu = {r: str(n) for r, n in offering.resources.items()}
+    gpu = {r: str(n) for r, n in offering.requests(1).items()}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -178,6 +178,7 @@ def notebook_body(
         "spec": {
             "automountServiceAccountToken": False,
             "nodeSelector": dict(offering.node_selector),
+            "tolerations": [dict(t) for t in offering.tolerations],
             "containers": [
                 {
                     "name": "notebook",

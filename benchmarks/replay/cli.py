@@ -4,7 +4,8 @@
     python -m benchmarks replay --seeds 3 --no-sweep --no-docs
     python -m benchmarks replay --policy-file my-policy.yaml --catalog my-catalog.yaml
     python -m benchmarks replay --policies gpuaas --seeds 1 --days 7 --scale 35.7 --no-sweep \
-        --no-docs                                    # the 1,000-GPU week
+        --fractions 0 --no-docs                      # the 1,000-GPU week
+    python -m benchmarks replay --fractions 0.25     # a quarter of the users on fractions
     python -m benchmarks replay --policies gpuaas --seeds 1 --events events.jsonl --no-docs
 """
 
@@ -15,11 +16,21 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .metrics import mean_ci
-from .report import differences, plot_shares, plot_sweep, plot_wait_cdf, smallest_meeting, table
+from .report import (
+    FRACTIONS_SUFFIX,
+    differences,
+    fraction_gains,
+    plot_shares,
+    plot_sweep,
+    plot_wait_cdf,
+    smallest_meeting,
+    table,
+)
 from .run import DEFAULT_CATALOG, DEFAULT_POLICY, POLICIES, Task, run_all, simulate
 from .trace import PARAMETERS, TRACE_VERSION
 from .world import REPO
@@ -28,6 +39,8 @@ DOCS = REPO / "docs" / "replay.md"
 IMAGES = REPO / "docs" / "images"
 SWEEP_SCALES = (0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.25)
 SWEEP_POLICIES = ("static", "gpuaas", "gpuaas-fractional")
+FRACTION_POLICIES = ("static", "idle-60", "idle-10", "gpuaas")
+"""The policies of the fractional scenario (some users on fractions, the others not)."""
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -53,6 +66,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="the culler's policy file for gpuaas and gpuaas-fractional",
     )
     ap.add_argument("--catalog", default=str(DEFAULT_CATALOG), help="the spawner's catalog file")
+    ap.add_argument(
+        "--fractions",
+        type=float,
+        default=0.5,
+        help="the fractional scenario: this share of notebook users take fractional offerings"
+        " (HAMi memory-capped or time-sliced) where one holds their memory need, under"
+        f" {', '.join(FRACTION_POLICIES)}; 0 skips it (default 0.5)",
+    )
     ap.add_argument("--no-sweep", action="store_true", help="skip the capacity sweep")
     ap.add_argument(
         "--target-p90-min",
@@ -108,6 +129,30 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(differences(runs, policies))
 
+    fractional: list[dict[str, Any]] = []
+    fractions_s = 0.0
+    scenario = [p for p in FRACTION_POLICIES if p in policies]
+    if args.fractions > 0 and scenario:
+        started = time.perf_counter()
+        fractional = run_all(
+            [
+                Task(p, s, scale=args.scale, demand=args.scale, fractions=args.fractions, **common)
+                for p in scenario
+                for s in seeds
+            ],
+            workers,
+        )
+        fractions_s = time.perf_counter() - started
+        for r in fractional:
+            r["policy"] += FRACTIONS_SUFFIX
+        print(
+            f"\nfractional scenario ({len(fractional)} runs, {100 * args.fractions:g}% of users"
+            f" take fractions) in {fractions_s:.1f} s:"
+        )
+        print(table(fractional, [p + FRACTIONS_SUFFIX for p in scenario]))
+        print()
+        print(fraction_gains(runs + fractional, scenario))
+
     sweep: list[dict[str, Any]] = []
     sweep_s = 0.0
     multipliers: dict[str, float | None] = {}
@@ -141,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"→ multiplier {multipliers[p]:.2f}" if multipliers.get(p) else "",
             )
     if args.json:
-        Path(args.json).write_text(json.dumps({"runs": runs, "sweep": sweep}, default=str))
+        Path(args.json).write_text(
+            json.dumps({"runs": runs, "fractional": fractional, "sweep": sweep}, default=str)
+        )
     if args.no_docs:
         return 0
     IMAGES.mkdir(parents=True, exist_ok=True)
@@ -155,7 +202,19 @@ def main(argv: list[str] | None = None) -> int:
             IMAGES / "replay-sweep.png",
         )
     DOCS.write_text(
-        render(args, policies, runs, sweep, sizes, multipliers, main_s, sweep_s, len(one)),
+        render(
+            args,
+            policies,
+            runs,
+            sweep,
+            sizes,
+            multipliers,
+            main_s,
+            sweep_s,
+            len(one),
+            fractional=fractional,
+            fractions_s=fractions_s,
+        ),
         encoding="utf-8",
     )
     print(f"\nwrote {DOCS.relative_to(REPO)} and its plots in {IMAGES.relative_to(REPO)}/")
@@ -181,6 +240,9 @@ def render(
     main_s: float,
     sweep_s: float,
     seeds: int,
+    *,
+    fractional: Sequence[dict[str, Any]] = (),
+    fractions_s: float = 0.0,
 ) -> str:
     gpus = runs[0]["gpus"]
     capacity = runs[0]["capacity_gpu_equivalents"]
@@ -230,4 +292,13 @@ def render(
         version=TRACE_VERSION,
         parameters=_parameters(),
         check=check,
+        fractions=f"{100 * args.fractions:g}%",
+        fractions_table=table(fractional, [p + FRACTIONS_SUFFIX for p in FRACTION_POLICIES])
+        if fractional
+        else "(not run: `--fractions 0`)",
+        fraction_gains=fraction_gains([*runs, *fractional], FRACTION_POLICIES)
+        if fractional
+        else "",
+        fractions_s=f"{fractions_s:.0f}",
+        fraction_runs=len(fractional),
     )

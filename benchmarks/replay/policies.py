@@ -139,7 +139,7 @@ class _World:
         return None
 
     async def flavor_taints(self) -> dict[str, list[dict[str, str]]]:
-        return {}
+        return {f: [dict(t) for t in taints] for f, taints in self.sim.org.flavor_taints.items()}
 
     async def flavor_labels(self) -> dict[str, dict[str, str]]:
         return {f: dict(labels) for f, labels in self.sim.org.flavor_labels.items()}
@@ -162,6 +162,7 @@ class _World:
             by_pod[name] = state
             started = iso(self.policy.clock_at(state.requested_at))
             offering = state.offering
+            gpu = {r: str(n) for r, n in offering.requests(1).items()}
             out.append(
                 {
                     "metadata": {
@@ -183,13 +184,11 @@ class _World:
                     },
                     "spec": {
                         "nodeSelector": dict(offering.node_selector),
+                        "tolerations": [dict(t) for t in offering.tolerations],
                         "containers": [
                             {
                                 "name": "notebook",
-                                "resources": {
-                                    "requests": {r: str(n) for r, n in offering.resources.items()},
-                                    "limits": {r: str(n) for r, n in offering.resources.items()},
-                                },
+                                "resources": {"requests": gpu, "limits": dict(gpu)},
                                 "env": [{"name": "GPUAAS_OFFERING_KIND", "value": offering.kind}],
                             }
                         ],
@@ -238,11 +237,17 @@ class _World:
         if cached is not None:
             return cached
         created = iso(self.policy.clock_at(wl.created))
+        counted = {r: str(n) for r, n in wl.requests.items()}
+        requests = {r: str(n) for r, n in (wl.pod_requests or wl.requests).items()}
         if wl.admitted_at is None:
             conditions = [
                 {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": ""}
             ]
-            status: dict[str, Any] = {"conditions": conditions}
+            # What Kueue writes once it has tried the Workload (after its transformations).
+            status: dict[str, Any] = {
+                "conditions": conditions,
+                "resourceRequests": [{"name": "main", "resources": counted}],
+            }
         else:
             at = iso(self.policy.clock_at(wl.admitted_at))
             status = {
@@ -252,7 +257,13 @@ class _World:
                 ],
                 "admission": {
                     "clusterQueue": wl.cluster_queue,
-                    "podSetAssignments": [{"name": "main", "flavors": {wl.resource: wl.flavor}}],
+                    "podSetAssignments": [
+                        {
+                            "name": "main",
+                            "flavors": {r: wl.flavor for r in counted},
+                            "resourceUsage": counted,
+                        }
+                    ],
                 },
             }
         obj = {
@@ -276,11 +287,9 @@ class _World:
                         "template": {
                             "spec": {
                                 "nodeSelector": dict(wl.node_selector),
+                                "tolerations": [dict(t) for t in wl.tolerations],
                                 "containers": [
-                                    {
-                                        "name": "main",
-                                        "resources": {"requests": {wl.resource: str(wl.amount)}},
-                                    }
+                                    {"name": "main", "resources": {"requests": requests}}
                                 ],
                             }
                         },

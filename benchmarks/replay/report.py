@@ -58,6 +58,35 @@ def table(runs: Sequence[Run], policies: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+FRACTIONS_SUFFIX = " +fractions"
+"""The name of a policy's column in the fractional scenario (``static +fractions``)."""
+
+
+def fraction_gains(runs: Sequence[Run], policies: Sequence[str]) -> str:
+    """What fractions add to each policy: the fractional scenario's run minus the same policy
+    without fractions, paired on the same seeds (``runs`` holds both)."""
+    keys = [
+        ("allocation_share", "allocation share", "pct"),
+        ("busy_share", "busy share", "pct"),
+        ("wait_p90_min", "training wait p90 (min)", "num"),
+        ("training_gpu_hours_completed", "training GPU-hours", "num"),
+        ("spawn_wait_mean_min", "spawn wait mean (min)", "num"),
+        ("spawn_wait_p90_min", "spawn wait p90 (min)", "num"),
+        ("reclaims_per_100h", "reclaims per 100 session-h", "num"),
+    ]
+    present = [p for p in policies if any(r["policy"] == p + FRACTIONS_SUFFIX for r in runs)]
+    lines = [
+        "| Δ with fractions − without (paired) | " + " | ".join(present) + " |",
+        "|---" * (len(present) + 1) + "|",
+    ]
+    for key, label, kind in keys:
+        cells = [
+            _fmt(*paired_difference(runs, p + FRACTIONS_SUFFIX, p, key), kind) for p in present
+        ]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def differences(runs: Sequence[Run], policies: Sequence[str], baseline: str = "static") -> str:
     """Paired differences against the baseline on the same seeds."""
     keys = [

@@ -44,6 +44,9 @@ class Task:
     manifests: str = str(REPO / "devcluster" / "manifests")
     nodes: str = str(REPO / "devcluster" / "nodes.yaml")
     burn_in_h: float = 6.0
+    fractions: float = 0.0
+    """The share of notebook users who take fractional offerings (the fractional scenario;
+    (d) ``gpuaas-fractional`` is every user)."""
 
 
 def make_policy(name: str, policy_file: str) -> tuple[Policy, bool]:
@@ -66,6 +69,7 @@ def organisation(task: Task, *, scale: float | None = None) -> Organisation:
         manifests=Path(task.manifests),
         nodes=Path(task.nodes),
         scale=task.scale if scale is None else scale,
+        transformations=brain.load_catalog(task.catalog).transformations,
     )
 
 
@@ -102,13 +106,20 @@ def simulate(task: Task, *, events: IO[str] | None = None, check: bool = False) 
     policy, fractional = make_policy(task.policy, task.policy_file)
     trace = make_trace(task)
     return Simulation(
-        trace, org, catalog, policy, fractional=fractional, events=events, check_invariants=check
+        trace,
+        org,
+        catalog,
+        policy,
+        fractions=1.0 if fractional else task.fractions,
+        events=events,
+        check_invariants=check,
     ).run()
 
 
 def run_task(task: Task) -> dict[str, Any]:
     summary = summarize(simulate(task))
     summary["scale"] = task.scale
+    summary["fractions"] = task.fractions
     return summary
 
 

@@ -176,6 +176,7 @@ class Simulation:
         policy: Policy,
         *,
         fractional: bool = False,
+        fractions: float = 0.0,
         events: IO[str] | None = None,
         check_invariants: bool = False,
         keep_activity: bool = False,
@@ -185,7 +186,10 @@ class Simulation:
         self.org = org
         self.catalog = catalog
         self.policy = policy
-        self.fractional = fractional
+        self.fractions = 1.0 if fractional else fractions
+        """The share of notebook users who take fractional offerings (time-sliced or HAMi
+        memory-capped) where one holds their memory need: 1 for (d), 0 for the others; in
+        between for the fractional scenario. Drawn per user, the same for every policy."""
         self.kueue = Kueue(org)
         self.now = 0.0
         self.rng = random.Random(f"users/{trace.seed}")
@@ -255,15 +259,20 @@ class Simulation:
             problems = self.kueue.over_capacity()
             assert not problems, problems
 
-    def gpu_equivalents(self, resource: str, amount: int) -> float:
-        return float(brain.resource_gpu_equivalents({resource: Fraction(amount)}))
+    def gpu_equivalents(self, wl: Workload) -> float:
+        """What ``wl`` holds in GPU-equivalents, from what Kueue counts for it
+        (:func:`~jupyter_gpuaas.core.gpu_equivalents.resource_gpu_equivalents`: a quarter L4's
+        ``total-gpucores: 25`` is 0.25)."""
+        return float(
+            brain.resource_gpu_equivalents({r: Fraction(n) for r, n in wl.requests.items()})
+        )
 
     def _allocate(self, wl: Workload) -> None:
         assert wl.flavor is not None
         self.allocations[wl.key] = Allocation(
             self.now,
             None,
-            self.gpu_equivalents(wl.resource, wl.amount),
+            self.gpu_equivalents(wl),
             wl.kind,
             wl.flavor,
             wl.resource,
@@ -350,7 +359,7 @@ class Simulation:
             self.now - self.job_remaining[key],
             self.now,
             record.job.utilization,
-            self.gpu_equivalents(wl.resource, wl.amount),
+            self.gpu_equivalents(wl),
             "training",
         )
         self.emit("finish", workload=key, failed=record.job.fails)
@@ -390,14 +399,10 @@ class Simulation:
             )
 
     def _evicted(self, wl: Workload) -> None:
+        """Kueue evicted ``wl`` for a reclaim: it stops running now; its quota is free, and it
+        is queued again, once its pods are gone (``release_s`` later)."""
         if wl.key in self.releasing:  # its pod is already gone: nothing runs to preempt
-            self.releasing.discard(wl.key)
-            self.kueue.withdraw(wl.key)  # and nothing comes back to the queue
-            alloc = self.allocations.pop(wl.key, None)
-            if alloc is not None:
-                alloc.end = self.now
-                self.closed.append(alloc)
-            return
+            return  # (its quota comes back with the release under way)
         alloc = self.allocations.pop(wl.key, None)
         if alloc is not None:
             alloc.end = self.now
@@ -406,36 +411,57 @@ class Simulation:
         if wl.kind == "training":
             record = self.jobs[wl.key]
             record.evictions += 1
-            ran = self.job_remaining[wl.key] - 0  # it starts over: all it ran is lost
             started = alloc.start if alloc else self.now
             record.lost_gpu_s += (self.now - started) * wl.amount
             self.compute(started, self.now, record.job.utilization, float(wl.amount), "training")
             self.job_epoch[wl.key] += 1
-            self.job_remaining[wl.key] = max(ran, record.job.duration_s)
+            self.job_remaining[wl.key] = record.job.duration_s  # it starts over
+        evicted_at = self.now
+        if self.latencies.release_s <= 0:
+            self._eviction_done(wl.key, evicted_at)
+        else:
+            self.at(
+                self.now + self.latencies.release_s,
+                partial(self._eviction_done, wl.key, evicted_at),
+            )
+
+    def _eviction_done(self, key: str, evicted_at: float) -> None:
+        if self.kueue.finish_eviction(key, evicted_at) is not None:
+            self.emit("release", workload=key, kind="evicted")
+        self._request_scheduling()
 
     # ------------------------------------------------------------------ notebooks
 
+    def takes_fractions(self, session: Session) -> bool:
+        """Whether this user takes fractional offerings (a draw per user and seed, so that
+        every policy replays the same users' choices)."""
+        if self.fractions >= 1.0:
+            return True
+        if self.fractions <= 0.0:
+            return False
+        draw = random.Random(f"fractions/{self.trace.seed}/{session.user}").random()
+        return draw < self.fractions
+
     def choose_offering(self, session: Session) -> brain.Offering:
         """The user's pick: the smallest offering of their team that holds their memory need —
-        hardware-isolated ones only (whole GPU, MIG) unless ``fractional``."""
+        hardware-isolated ones only (whole GPU, MIG) unless the user takes fractions
+        (:meth:`takes_fractions`): then time-sliced and HAMi memory-capped ones too."""
         tenant = self.catalog.tenants[session.team]
         offerings = [
             self.catalog.offerings[s]
             for s in tenant.offerings
             if self.catalog.offerings[s].is_gpu
             and self.catalog.offerings[s].flavor in self.org.flavor_labels
-            # One counted resource per offering here: HAMi fractions (three, transformed by
-            # Kueue) are not simulated yet.
-            and self.catalog.offerings[s].kind != "fraction"
         ]
 
         def memory(o: brain.Offering) -> float:
-            return _gib(o.gpu_memory)
+            return _gib(o.memory_cap or o.gpu_memory)
 
-        allowed = [o for o in offerings if self.fractional or o.kind in ("gpu", "mig")]
-        pool = allowed or offerings
+        fractional = self.takes_fractions(session)
+        hardware = [o for o in offerings if o.kind in ("gpu", "mig")]
+        pool = offerings if fractional else (hardware or offerings)
         fitting = [o for o in pool if memory(o) >= session.gpu_memory_gib]
-        if not fitting and not self.fractional:
+        if not fitting and not fractional:
             fitting = [o for o in offerings if memory(o) >= session.gpu_memory_gib]
         if fitting:
             return min(fitting, key=lambda o: (memory(o), o.gpu_equivalents, o.slug))
@@ -444,7 +470,7 @@ class Simulation:
     def _new_workload(self, state: SessionState) -> Workload:
         session, offering = state.session, state.offering
         tenant = self.catalog.tenants[session.team]
-        (resource, amount), *_ = offering.resources.items()
+        (resource, amount), *rest = offering.quota_requests(1).items()
         state.server_epoch += 1
         name = f"pod-{session.user}-{session.name}-{state.server_epoch}"
         return Workload(
@@ -462,6 +488,9 @@ class Simulation:
             owner=state.key,
             node_selector=dict(offering.node_selector),
             uid=self.uid(),
+            also=dict(rest),
+            tolerations=tuple(offering.tolerations),
+            pod_requests=offering.requests(1),
         )
 
     def _spawn(self, state: SessionState) -> None:
@@ -550,7 +579,7 @@ class Simulation:
                 start,
                 end,
                 iv.utilization,
-                self.gpu_equivalents(state.workload.resource, state.workload.amount),
+                self.gpu_equivalents(state.workload),
                 "notebook",
             )
         if state.warned_reclaim_at is not None and start < state.warned_reclaim_at:
@@ -573,7 +602,7 @@ class Simulation:
             self.now,
             end,
             iv.utilization,
-            self.gpu_equivalents(state.workload.resource, state.workload.amount),
+            self.gpu_equivalents(state.workload),
             "notebook",
         )
         key = state.workload.key
@@ -607,9 +636,7 @@ class Simulation:
                 "t": self.now,
                 "session": state.session.name,
                 "workload": key,
-                "gpu_equivalents": self.gpu_equivalents(
-                    state.workload.resource, state.workload.amount
-                ),
+                "gpu_equivalents": self.gpu_equivalents(state.workload),
                 "code": code,
                 "handoff": handoff,
                 "interrupted": later,

@@ -6,16 +6,29 @@ LocalQueues and WorkloadPriorityClasses), optionally scaled. :class:`Kueue` is a
 Kueue does with them, only as far as the replay needs:
 
 - quota per (flavor, resource), own nominal quota plus what the cohort lends, within each
-  queue's ``borrowingLimit`` (one flat cohort, as the sample has);
+  queue's ``borrowingLimit`` (one flat cohort, as the sample has); a workload may count in
+  several resources of one flavor (a HAMi fraction: vGPU slots, ``total-gpumem`` and
+  ``total-gpucores`` after Kueue's resource transformations), and fits where all of them do;
 - per ClusterQueue, ``BestEffortFIFO``: pending workloads in (priority, creation) order, the
   first that fits is admitted, one that does not fit does not block the ones behind it;
-- across ClusterQueues, in one pass: workloads that need no borrowing first, then priority, then
-  creation time (Kueue's scheduler orders the heads of a cycle so);
+- Kueue v0.17's scheduling cycle (``pkg/scheduler/scheduler.go``, ``schedule``): each cycle
+  takes **one head per ClusterQueue** (its first pending workload in queue order that is not
+  parked as inadmissible), nominates them all against the usage at the cycle's start, orders
+  them (no borrowing first, then priority, then creation: the classical iterator) and admits
+  them in that order while each still fits; a head that fits no flavor is parked as
+  inadmissible (BestEffortFIFO: the queue's next workload is the head of the next cycle) until
+  quota is released in the cohort (``QueueAssociatedInadmissibleWorkloadsAfter`` when a
+  workload finishes or is evicted), and one that no longer fits after an earlier admission of
+  the cycle is skipped and stays at the head;
 - flavors tried in the queue's order for the workload's resource, skipping flavors whose node
-  labels contradict its nodeSelector;
+  labels contradict its nodeSelector or whose ``nodeTaints`` its pods do not tolerate (the
+  ``l4-hami`` flavor: only the fraction offerings tolerate it);
 - ``reclaimWithinCohort: Any``: a workload that fits in its own queue's nominal quota evicts
-  workloads of queues that borrow (lowest priority, most recently admitted first); an evicted
-  workload is requeued by its eviction time and starts over.
+  workloads of queues that borrow (lowest priority, most recently admitted first). As in
+  Kueue, the preemptor is not admitted in that cycle: the victims keep their quota until their
+  pods are gone (the simulator calls :meth:`Kueue.finish_eviction` ``release_s`` later), and
+  the preemptor stays its queue's head meanwhile (the sticky workload of ``cluster_queue.go``);
+  an evicted workload is requeued by its eviction time and starts over.
 
 Left out (see docs/replay.md): cpu/memory quotas, node-level fit (Kueue without TAS admits on
 quota only), the admission latency of a real control plane.
@@ -36,6 +49,7 @@ import yaml
 from . import brain
 
 REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CATALOG = REPO / "spawner" / "demo-catalog.yaml"
 DEFAULT_MANIFESTS = REPO / "devcluster" / "manifests"
 DEFAULT_NODES = REPO / "devcluster" / "nodes.yaml"
 GPU_PREFIX = "nvidia.com/"
@@ -60,15 +74,19 @@ class Organisation:
     scale: float = 1.0
     physical_gpus: float = 0.0
     """Physical GPUs in the pools (nodes.yaml ``nvidia.com/gpu.count`` × nodes, scaled)."""
+    flavor_taints: Mapping[str, tuple[Mapping[str, str], ...]] = field(default_factory=dict)
+    """ResourceFlavor name → its ``nodeTaints``."""
 
     @property
     def gpu_equivalents(self) -> Fraction:
-        """Capacity in GPU-equivalents (MIG N/7, a shared replica 1/4: the project's weights)."""
+        """Capacity in GPU-equivalents (MIG N/7, a shared replica 1/4, a HAMi pool its
+        ``total-gpucores`` / 100: the project's weights), summed flavor by flavor so that a
+        HAMi pool's vGPU slots are not counted as whole GPUs."""
+        by_flavor: dict[str, dict[str, Fraction]] = {}
+        for (f, r), n in self.capacity.items():
+            by_flavor.setdefault(f, {})[r] = Fraction(n)
         return sum(
-            (
-                brain.resource_gpu_equivalents({r: Fraction(n)})
-                for (_f, r), n in self.capacity.items()
-            ),
+            (brain.resource_gpu_equivalents(resources) for resources in by_flavor.values()),
             Fraction(0),
         )
 
@@ -96,20 +114,46 @@ def _scaled(value: object, scale: float) -> int:
     return math.floor(int(str(value)) * scale + 0.5)
 
 
+def pool_capacity(
+    capacity: Mapping[str, object], transformations: Sequence[brain.ResourceTransformation]
+) -> dict[str, int]:
+    """A node's GPU allocatable in the names Kueue keeps quota in: HAMi's node totals of
+    ``nvidia.com/gpumem`` and ``nvidia.com/gpucores`` under the outputs of the catalog's
+    resource transformations (``nvidia.com/total-gpumem``, ...); a node's figure is already
+    a total over its vGPUs, so ``multiplyBy`` does not apply to it."""
+    by_input = {t.input: t for t in transformations}
+    out: dict[str, int] = {}
+    for resource, value in capacity.items():
+        name = str(resource)
+        if not name.startswith(GPU_PREFIX):
+            continue
+        t = by_input.get(name)
+        targets = dict(t.outputs) if t is not None else {name: Fraction(1)}
+        if t is not None and t.strategy == "Retain":
+            targets.setdefault(name, Fraction(1))
+        for target, factor in targets.items():
+            out[target] = out.get(target, 0) + math.floor(int(str(value)) * factor)
+    return out
+
+
 def load_organisation(
     *,
     manifests: Path = DEFAULT_MANIFESTS,
     nodes: Path = DEFAULT_NODES,
     scale: float = 1.0,
-    exclude_flavors: Iterable[str] = ("local", "local-hami", "l4-hami"),
+    exclude_flavors: Iterable[str] = ("local", "local-hami"),
+    transformations: Sequence[brain.ResourceTransformation] | None = None,
 ) -> Organisation:
     """The sample organisation from the dev cluster's files, GPU pools and quotas × ``scale``.
 
     ``exclude_flavors``: the node agent's real node ("local", and its HAMi L4 "local-hami") is
     the demo's, not a GPU pool of the organisation; ClusterQueues left with no quota at all
-    (demo-training) go with it. HAMi's fractional pool ("l4-hami") is left out too: the replay
-    counts one resource per offering, and a fraction is counted in three (docs/fractions.md).
+    (demo-training) go with it. ``transformations``: Kueue's resource transformations (the
+    catalog's ``resource_transformations``; default the demo catalog's), to count the HAMi pool
+    (``l4-hami``) in ``total-gpumem`` and ``total-gpucores`` as its quotas are.
     """
+    if transformations is None:
+        transformations = brain.load_catalog(str(DEFAULT_CATALOG)).transformations
     excluded = set(exclude_flavors)
     docs = [d for p in sorted(manifests.glob("*.yaml")) for d in _documents(p)]
     flavor_labels = {
@@ -127,11 +171,10 @@ def load_organisation(
         if flavor is None:
             continue
         count = pool["count"] * scale
-        for resource, value in pool["capacity"].items():
-            if str(resource).startswith(GPU_PREFIX):
-                capacity[(flavor, str(resource))] = capacity.get((flavor, str(resource)), 0) + (
-                    math.floor(int(str(value)) * count + 0.5)
-                )
+        for resource, value in pool_capacity(pool["capacity"], transformations).items():
+            capacity[(flavor, resource)] = capacity.get((flavor, resource), 0) + (
+                math.floor(value * count + 0.5)
+            )
         physical += Fraction(int(pool["labels"].get("nvidia.com/gpu.count", "0"))) * Fraction(
             count
         ).limit_denominator(1000)
@@ -189,6 +232,14 @@ def load_organisation(
         priorities=priorities,
         scale=scale,
         physical_gpus=float(physical),
+        flavor_taints={
+            str(d["metadata"]["name"]): tuple(
+                {str(k): str(v) for k, v in t.items()}
+                for t in (d.get("spec") or {}).get("nodeTaints") or []
+            )
+            for d in docs
+            if d.get("kind") == "ResourceFlavor" and d["metadata"]["name"] not in excluded
+        },
     )
     return org
 
@@ -208,6 +259,7 @@ class Workload:
     created: float
     """Its place in the queue: creation, or the last eviction (Kueue's default requeuing)."""
     resource: str
+    """The resource whose flavors it is tried in (``nvidia.com/gpu`` for a HAMi fraction)."""
     amount: int
     kind: str
     """``training`` or ``notebook``."""
@@ -217,14 +269,31 @@ class Workload:
     flavor: str | None = None
     admitted_at: float | None = None
     uid: str = ""
+    also: Mapping[str, int] = field(default_factory=dict)
+    """Further resources Kueue counts for it in the same flavor, after its resource
+    transformations (a quarter L4: ``nvidia.com/total-gpumem: 5632``,
+    ``nvidia.com/total-gpucores: 25``)."""
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    pod_requests: Mapping[str, int] | None = None
+    """Its pod's GPU requests as written, before the transformations (None: :attr:`requests`)."""
 
     @property
     def name(self) -> str:
         return self.key.split("/", 1)[1]
 
+    @property
+    def requests(self) -> dict[str, int]:
+        """Everything Kueue counts for it: ``resource`` and ``also``."""
+        return {self.resource: self.amount, **self.also}
+
     def order(self) -> tuple[int, float, str]:
         """Its place in its ClusterQueue's pending queue (priority, then creation)."""
         return (-self.priority, self.created, self.key)
+
+
+def _shape(wl: Workload) -> tuple[Any, ...]:
+    """What, besides its amount, decides whether a workload fits: resource, selector, the rest."""
+    return (wl.resource, tuple(sorted(wl.node_selector.items())), tuple(sorted(wl.also.items())))
 
 
 class Kueue:
@@ -247,6 +316,16 @@ class Kueue:
         """Bumped at every change of usage (readers cache what they derive from it)."""
         self.pending_version = 0
         """Bumped at every change of the pending queues."""
+        self.inadmissible: dict[str, set[str]] = {cq: set() for cq in org.cluster_queues}
+        """Per ClusterQueue, pending workloads parked after fitting nowhere (BestEffortFIFO's
+        inadmissible list): not heads again until quota is released in the cohort."""
+        self.sticky: dict[str, str] = {}
+        """ClusterQueue → its head that is preempting (kept the head until admitted)."""
+        self.waiting: dict[str, set[str]] = {}
+        """A preemptor → its victims whose quota is not free yet."""
+        self.evicting: set[str] = set()
+        """Admitted workloads evicted whose pods are not gone yet: they hold their quota, and
+        are no candidates for another preemption."""
 
     # -- arithmetic
 
@@ -267,65 +346,102 @@ class Kueue:
             return cohort_free
         return min(cohort_free, own + limit)
 
-    def borrows(self, cq: str, fr: FlavorResource, amount: int) -> bool:
-        return self.used(cq, fr) + amount > self.org.nominal(cq, fr)
+    def borrows(self, wl: Workload, flavor: str) -> bool:
+        """Whether admitting ``wl`` in ``flavor`` takes its queue beyond its nominal quota in
+        any of the resources it counts in."""
+        cq = wl.cluster_queue
+        return any(
+            self.used(cq, (flavor, r)) + n > self.org.nominal(cq, (flavor, r))
+            for r, n in wl.requests.items()
+        )
 
     def _flavors(self, wl: Workload) -> list[str]:
         cq = self.org.cluster_queues[wl.cluster_queue]
         out = []
         for flavor in cq.flavors_for(wl.resource):
             labels = self.org.flavor_labels.get(flavor, {})
-            if all(wl.node_selector[k] == v for k, v in labels.items() if k in wl.node_selector):
-                out.append(flavor)
+            if not all(
+                wl.node_selector[k] == v for k, v in labels.items() if k in wl.node_selector
+            ):
+                continue
+            if not brain.flavor_tolerated(self.org.flavor_taints.get(flavor, ()), wl.tolerations):
+                continue
+            out.append(flavor)
         return out
+
+    def _fits_in(self, wl: Workload, flavor: str) -> bool:
+        return all(
+            self.available(wl.cluster_queue, (flavor, r)) >= n for r, n in wl.requests.items()
+        )
 
     def fits(self, wl: Workload) -> str | None:
         """The first flavor (queue order) where it fits now, without preempting."""
         for flavor in self._flavors(wl):
-            if self.available(wl.cluster_queue, (flavor, wl.resource)) >= wl.amount:
+            if self._fits_in(wl, flavor):
                 return flavor
         return None
 
     def _victims(self, wl: Workload) -> tuple[str, list[Workload]] | None:
-        """Borrowers to evict so that ``wl`` fits in its own nominal quota (reclaimWithinCohort)."""
+        """Borrowers to evict so that ``wl`` fits in its own nominal quota (reclaimWithinCohort),
+        in every resource it counts in."""
         cq = self.org.cluster_queues[wl.cluster_queue]
         if cq.reclaim_within_cohort == "Never":
             return None
+        own = wl.cluster_queue
         for flavor in self._flavors(wl):
-            fr = (flavor, wl.resource)
-            if self.used(wl.cluster_queue, fr) + wl.amount > self.org.nominal(wl.cluster_queue, fr):
+            requests = wl.requests
+            if any(
+                self.used(own, (flavor, r)) + n > self.org.nominal(own, (flavor, r))
+                for r, n in requests.items()
+            ):
                 continue
+            need = {
+                r: n - self.available(own, (flavor, r))
+                for r, n in requests.items()
+                if n > self.available(own, (flavor, r))
+            }
             candidates = sorted(
                 (
                     w
                     for w in self.admitted.values()
                     if w.flavor == flavor
-                    and w.resource == wl.resource
-                    and w.cluster_queue != wl.cluster_queue
-                    and w.cluster_queue in self._members[wl.cluster_queue]
-                    and self.used(w.cluster_queue, fr) > self.org.nominal(w.cluster_queue, fr)
+                    and w.cluster_queue != own
+                    and w.key not in self.evicting
+                    and w.cluster_queue in self._members[own]
+                    and any(r in need for r in w.requests)
+                    and self.borrowing(w.cluster_queue, flavor, need)
                 ),
                 key=lambda w: (w.priority, -(w.admitted_at or 0.0), w.key),
             )
             chosen: list[Workload] = []
-            freed: dict[str, int] = {}
-            need = wl.amount - self.available(wl.cluster_queue, fr)
+            freed: dict[tuple[str, str], int] = {}
+            """(ClusterQueue, resource) → what the chosen victims give back."""
             for w in candidates:
-                if need <= 0:
+                if all(v <= 0 for v in need.values()):
                     break
-                over = (
-                    self.used(w.cluster_queue, fr)
-                    - freed.get(w.cluster_queue, 0)
-                    - self.org.nominal(w.cluster_queue, fr)
-                )
-                if over <= 0:
-                    continue  # no longer borrowing: not a reclaim candidate
+                borrowed = [
+                    r
+                    for r, v in need.items()
+                    if v > 0
+                    and r in w.requests
+                    and self.used(w.cluster_queue, (flavor, r)) - freed.get((w.cluster_queue, r), 0)
+                    > self.org.nominal(w.cluster_queue, (flavor, r))
+                ]
+                if not borrowed:
+                    continue  # no longer borrowing what is needed: not a reclaim candidate
                 chosen.append(w)
-                freed[w.cluster_queue] = freed.get(w.cluster_queue, 0) + w.amount
-                need -= w.amount
-            if need <= 0:
+                for r, n in w.requests.items():
+                    freed[(w.cluster_queue, r)] = freed.get((w.cluster_queue, r), 0) + n
+                    if r in need:
+                        need[r] -= n
+            if all(v <= 0 for v in need.values()):
                 return flavor, chosen
         return None
+
+    def borrowing(self, cq: str, flavor: str, resources: Iterable[str]) -> bool:
+        return any(
+            self.used(cq, (flavor, r)) > self.org.nominal(cq, (flavor, r)) for r in resources
+        )
 
     # -- changes
 
@@ -345,6 +461,10 @@ class Kueue:
         del orders[i]
         del self.pending[wl.cluster_queue][i]
         del self._pending_keys[wl.key]
+        self.inadmissible[wl.cluster_queue].discard(wl.key)
+        if self.sticky.get(wl.cluster_queue) == wl.key:
+            del self.sticky[wl.cluster_queue]
+        self.waiting.pop(wl.key, None)
         self.pending_version += 1
 
     def withdraw(self, key: str) -> Workload | None:
@@ -355,73 +475,135 @@ class Kueue:
         return wl
 
     def release(self, key: str) -> Workload | None:
+        """Its quota is free (finished, deleted, or evicted and gone): the inadmissible
+        workloads of its cohort are queued again, as Kueue does."""
         wl = self.admitted.pop(key, None)
+        self.evicting.discard(key)
+        for preemptor in [p for p, keys in self.waiting.items() if key in keys]:
+            self.waiting[preemptor].discard(key)
         if wl is not None and wl.flavor is not None:
-            k = (wl.cluster_queue, (wl.flavor, wl.resource))
-            self.usage[k] -= wl.amount
+            for r, n in wl.requests.items():
+                self.usage[(wl.cluster_queue, (wl.flavor, r))] -= n
             self.version += 1
+            for member in self._members[wl.cluster_queue]:
+                self.inadmissible[member].clear()
         return wl
 
     def _admit(self, wl: Workload, flavor: str, now: float) -> None:
         self._unqueue(wl)
         wl.flavor = flavor
         wl.admitted_at = now
-        k = (wl.cluster_queue, (flavor, wl.resource))
-        self.usage[k] = self.usage.get(k, 0) + wl.amount
+        for r, n in wl.requests.items():
+            k = (wl.cluster_queue, (flavor, r))
+            self.usage[k] = self.usage.get(k, 0) + n
         self.admitted[wl.key] = wl
         self.version += 1
 
     def schedule(self, now: float) -> tuple[list[Workload], list[Workload]]:
-        """One admission pass at ``now``: (admitted, evicted), in the order they happened.
+        """Kueue's scheduling cycles at ``now``, until no ClusterQueue has a head left:
+        (admitted, evicted), in the order they happened (see the module docstring).
 
-        Each round takes the head of every ClusterQueue (its first pending workload that fits,
-        or fits by reclaiming) and admits the best of the heads. Within a round nothing
-        changes, so a workload of the same shape (resource, node selector) as one that did not
-        fit, and at least as large, is passed over without looking again: whether a workload
-        fits or can reclaim is monotone in its amount. That keeps a round cheap however deep
-        the queues are (an 8-GPU job behind hundreds of others)."""
+        Within these cycles quota is only taken, never freed (an eviction frees it later), so
+        a workload of the same shape (resource, node selector, other resources) as a head that
+        fitted nowhere, and at least as large, would fit nowhere either: it is parked without
+        looking again. That keeps a walk down a deep queue (an 8-GPU job behind hundreds of
+        others) cheap."""
         admitted: list[Workload] = []
         evicted: list[Workload] = []
+        too_big: dict[tuple[str, tuple[Any, ...]], int] = {}
+        cursor: dict[str, int] = {}
+        """Per ClusterQueue, where its head was: everything before it is parked (nothing is
+        queued during these cycles, and what is admitted is a head), so a cycle never walks
+        the parked part of a queue again."""
         while True:
-            best: tuple[tuple[Any, ...], Workload, str, list[Workload]] | None = None
-            for queue in self.pending.values():
-                too_big: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
-                for wl in queue:
-                    shape = (wl.resource, tuple(sorted(wl.node_selector.items())))
-                    if wl.amount >= too_big.get(shape, 1 << 62):
-                        continue
-                    flavor = self.fits(wl)
-                    victims: list[Workload] = []
-                    if flavor is None:
-                        found = self._victims(wl)
-                        if found is None:
-                            too_big[shape] = wl.amount
-                            continue  # BestEffortFIFO: the next one may fit
+            entries: list[tuple[tuple[Any, ...], Workload, str | None, list[Workload]]] = []
+            for cq, queue in self.pending.items():
+                wl = self._head(cq, queue, too_big, cursor)
+                if wl is None:
+                    continue
+                flavor = self.fits(wl)
+                victims: list[Workload] = []
+                if flavor is None:
+                    found = self._victims(wl)
+                    if found is not None:
                         flavor, victims = found
-                    order = (
-                        self.borrows(wl.cluster_queue, (flavor, wl.resource), wl.amount),
-                        -wl.priority,
-                        wl.created,
-                        wl.key,
-                    )
-                    if best is None or order < best[0]:
-                        best = (order, wl, flavor, victims)
-                    break  # the head of this queue for this round
-            if best is None:
+                order = (
+                    flavor is not None and self.borrows(wl, flavor),
+                    -wl.priority,
+                    wl.created,
+                    wl.key,
+                )
+                entries.append((order, wl, flavor, victims))
+            if not entries:
                 return admitted, evicted
-            _order, wl, flavor, victims = best
-            for v in victims:
-                self.release(v.key)
-                v.flavor = None
-                v.admitted_at = None
-                v.created = now
-                self.submit(v)
-                if v in admitted:
-                    admitted.remove(v)  # admitted and evicted in the same pass: it never ran
-                else:
-                    evicted.append(v)
-            self._admit(wl, flavor, now)
-            admitted.append(wl)
+            entries.sort(key=lambda e: e[0])
+            for _order, wl, flavor, victims in entries:
+                cq = wl.cluster_queue
+                if flavor is None:
+                    self.inadmissible[cq].add(wl.key)
+                    too_big[(cq, _shape(wl))] = min(
+                        wl.amount, too_big.get((cq, _shape(wl)), 1 << 62)
+                    )
+                    continue
+                if victims:
+                    again = self._victims(wl)  # after what this cycle admitted before it
+                    if again is None:
+                        continue  # skipped: stays the head, tried again next cycle
+                    _flavor, victims = again
+                    for v in victims:
+                        self.evicting.add(v.key)
+                        evicted.append(v)
+                        if v in admitted:
+                            admitted.remove(v)  # admitted and evicted at once: it never ran
+                    self.sticky[cq] = wl.key
+                    self.waiting[wl.key] = {v.key for v in victims}
+                    continue
+                if not self._fits_in(wl, flavor):
+                    continue  # skipped: no longer fits after another admission of the cycle
+                self._admit(wl, flavor, now)
+                if self.sticky.get(cq) == wl.key:
+                    del self.sticky[cq]
+                self.waiting.pop(wl.key, None)
+                admitted.append(wl)
+
+    def _head(
+        self,
+        cq: str,
+        queue: list[Workload],
+        too_big: dict[tuple[str, tuple[Any, ...]], int],
+        cursor: dict[str, int],
+    ) -> Workload | None:
+        """This cycle's head of ``cq``: the sticky preemptor (none while its victims still
+        hold their quota), else the first workload not parked as inadmissible."""
+        sticky = self.sticky.get(cq)
+        if sticky is not None and sticky in self._pending_keys:
+            if self.waiting.get(sticky):
+                return None  # pending preemption: the queue waits for the victims to go
+            return self._pending_keys[sticky]
+        parked = self.inadmissible[cq]
+        for i in range(cursor.get(cq, 0), len(queue)):
+            wl = queue[i]
+            if wl.key in parked:
+                continue
+            if wl.amount >= too_big.get((cq, _shape(wl)), 1 << 62):
+                parked.add(wl.key)
+                continue
+            cursor[cq] = i
+            return wl
+        cursor[cq] = len(queue)
+        return None
+
+    def finish_eviction(self, key: str, now: float) -> Workload | None:
+        """An evicted workload's pods are gone: its quota is free, and it is queued again by
+        its eviction time (Kueue's default requeuing), to start over."""
+        wl = self.release(key)
+        if wl is None:
+            return None
+        wl.flavor = None
+        wl.admitted_at = None
+        wl.created = now
+        self.submit(wl)
+        return wl
 
     # -- checks
 

@@ -67,6 +67,62 @@ def test_skipping_quiet_cycles_changes_nothing() -> None:
     assert outcomes[0] == outcomes[1]
 
 
+def test_some_users_take_fractions_the_same_users_under_every_policy() -> None:
+    task = Task("static", 1, **SHORT)
+    org = load_organisation()
+    catalog = brain.load_catalog(str(DEFAULT_CATALOG))
+    trace = make_trace(task)
+    picks = []
+    for share in (0.0, 0.5, 0.5, 1.0):
+        sim = Simulation(trace, org, catalog, Gpuaas(brain.load_policy_file(str(DEFAULT_POLICY))))
+        sim.fractions = share
+        takers = {s.user for s in trace.sessions if sim.takes_fractions(s)}
+        picks.append((takers, {s.name: sim.choose_offering(s).slug for s in trace.sessions}))
+    users = {s.user for s in trace.sessions}
+    assert picks[0][0] == set()
+    assert picks[3][0] == users
+    assert picks[1] == picks[2]  # a draw per user and seed: the same for every policy
+    assert 0.25 * len(users) < len(picks[1][0]) < 0.75 * len(users)
+    kinds = {
+        share: {catalog.offerings[slug].kind for slug in chosen.values()}
+        for share, (_t, chosen) in zip((0.0, 0.5, 0.5, 1.0), picks, strict=True)
+    }
+    assert "fraction" in kinds[0.5]
+    assert "fraction" in kinds[1.0]
+    # Who takes no fractions takes a fraction only where their team has no whole GPU or MIG
+    # slice with the memory they need (team B: no H100 offering).
+    for session in trace.sessions:
+        slug = picks[0][1][session.name]
+        if catalog.offerings[slug].kind in ("fraction", "shared"):
+            assert session.team == "team-b"
+            assert session.gpu_memory_gib > 5
+
+
+def test_a_fraction_holds_a_quarter_gpu_equivalent_and_is_judged_by_its_policy(
+    tmp_path: Path,
+) -> None:
+    task = Task("gpuaas-fractional", 1, **SHORT)
+    result = simulate(task, check=True)
+    quarters = [a for a in result.allocations if a.flavor == "l4-hami"]
+    assert quarters, "no session took a HAMi fraction"
+    assert {a.gpu_equivalents for a in quarters} <= {0.25, 0.5}
+
+    # The shipped policy file has no rule for kind "fraction": no fraction is ever reclaimed.
+    def on_fractions(r: dict[str, Any]) -> bool:
+        return brain.load_catalog(str(DEFAULT_CATALOG)).offerings[r["offering"]].kind == "fraction"
+
+    assert not [r for r in result.reclaims if on_fractions(r)]
+    ruled = tmp_path / "fractions.yaml"
+    ruled.write_text(
+        DEFAULT_POLICY.read_text(encoding="utf-8")
+        + "  - name: fractions\n    match: {kinds: [fraction]}\n"
+        "    idle_after: 10m\n    reclaim: always\n",
+        encoding="utf-8",
+    )
+    changed = simulate(Task("gpuaas-fractional", 1, policy_file=str(ruled), **SHORT), check=True)
+    assert [r for r in changed.reclaims if on_fractions(r)]
+
+
 @pytest.mark.parametrize("policy", ["static", "idle-10", "gpuaas-fractional", "oracle"])
 def test_every_policy_stays_within_capacity_and_quota(policy: str) -> None:
     result = simulate(Task(policy, 3, **SHORT), check=True)
