@@ -346,12 +346,14 @@ def compute_headroom(
     usage: UserUsage | None = None,
     team_queued: int | None = None,
     extra_requests: Mapping[str, Fraction] | None = None,
+    workload: str = "server",
 ) -> Headroom:
     """Headroom of ``tenant`` for ``count`` units of ``offering``.
 
     ``extra_requests`` (e.g. ``{"cpu": Fraction(2), "memory": ...}``) are counted too where the
     ClusterQueue covers them. ``team_queued`` overrides the LocalQueue's pending count for the
-    ``max_queued`` cap.
+    ``max_queued`` cap. ``workload`` names what would wait or run, in the details the user reads
+    ("server" for the spawn form, "job" for a notebook run as a training Job).
     """
     count = offering.default_count if count is None else count
     usage = usage or UserUsage()
@@ -493,7 +495,7 @@ def compute_headroom(
         detail = "Uses quota your team borrows from other teams in its cohort."
         if risk:
             detail += (
-                " If a lending team needs its quota back, Kueue may stop this server "
+                f" If a lending team needs its quota back, Kueue may stop this {workload} "
                 "without warning; save your work often."
             )
         return replace(proto, message="available by borrowing", detail=detail, borrow_risk=risk)
@@ -505,8 +507,8 @@ def compute_headroom(
         return replace(
             proto,
             fit=Fit.NOT_ALLOWED,
-            message=f"limit: {tenant.max_queued} waiting servers per team",
-            detail=f"{tenant.display_name} already has {queued} servers waiting "
+            message=f"limit: {tenant.max_queued} waiting {workload}s per team",
+            detail=f"{tenant.display_name} already has {queued} {workload}s waiting "
             "in the queue; try again when one has started.",
         )
     ahead = cq.pending_workloads
@@ -514,7 +516,7 @@ def compute_headroom(
         proto,
         message=queue_message(ahead, offering),
         ahead=ahead,
-        detail="Your server waits in the queue until quota frees up.",
+        detail=f"Your {workload} waits in the queue until quota frees up.",
     )
 
 

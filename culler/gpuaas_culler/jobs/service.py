@@ -174,7 +174,12 @@ class JobService:
         def room(tenant: Tenant, offering: Offering, count: int) -> Headroom:
             assert tenant.jobs is not None
             return compute_headroom(
-                _job_tenant(tenant), offering, state, namespace=tenant.jobs.namespace, count=count
+                _job_tenant(tenant),
+                offering,
+                state,
+                namespace=tenant.jobs.namespace,
+                count=count,
+                workload="job",
             )
 
         return room
@@ -200,7 +205,9 @@ class JobService:
                 if off is None:
                     continue
                 room = (
-                    compute_headroom(_job_tenant(tenant), off, state, namespace=jobs.namespace)
+                    compute_headroom(
+                        _job_tenant(tenant), off, state, namespace=jobs.namespace, workload="job"
+                    )
                     if state is not None
                     else None
                 )

@@ -121,6 +121,21 @@ async def test_an_offering_the_training_queue_can_never_admit_is_refused() -> No
     assert job["offering"] == "mig-1g"
 
 
+async def test_the_dialogs_headroom_speaks_of_a_job() -> None:
+    """The dialog's headroom comes from the spawn form's code but is about a job, not a server."""
+    training = cluster_queue(
+        "team-a-training", quotas={("a100-mig", MIG1): (2, 0, None)}, usage={("a100-mig", MIG1): 2}
+    )
+    queues = state([training], [local_queue("training", "team-a-training", namespace="team-a")])
+    svc = JobService(
+        FakeKube(), jobs_catalog, service_url="http://svc/", queue_state=lambda: queues
+    )
+    (team,) = (await svc.options("alice", ["team-a"]))["teams"]
+    mig = next(o for o in team["offerings"] if o["slug"] == "mig-1g")
+    assert mig["headroom"]["fit"] == "queue"
+    assert mig["headroom"]["detail"] == "Your job waits in the queue until quota frees up."
+
+
 async def test_a_failed_job_create_leaves_nothing() -> None:
     kube = FakeKube(fail_job=True)
     with pytest.raises(RuntimeError):
