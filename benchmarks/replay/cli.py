@@ -230,6 +230,20 @@ def _parameters() -> str:
     return "\n".join(lines)
 
 
+def page_command(argv: Sequence[str]) -> str:
+    """The command that wrote the page, without ``--workers`` (it changes no figure)."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--workers":
+            skip = True
+        elif not arg.startswith("--workers="):
+            kept.append(arg)
+    return " ".join(["python -m benchmarks replay", *kept])
+
+
 def render(
     args: argparse.Namespace,
     policies: list[str],
@@ -265,8 +279,7 @@ def render(
     )
     template = (REPO / "benchmarks" / "replay" / "replay.md.in").read_text(encoding="utf-8")
     return template.format(
-        command="python -m benchmarks replay "
-        + " ".join(a for a in sys.argv[2:] if not a.startswith("--workers")),
+        command=page_command(sys.argv[2:]),
         seeds=seeds,
         days=args.days,
         gpus=f"{gpus:g}",

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from benchmarks.replay import brain
+from benchmarks.replay.cli import page_command
 from benchmarks.replay.metrics import summarize
 from benchmarks.replay.policies import Gpuaas
 from benchmarks.replay.run import DEFAULT_CATALOG, DEFAULT_POLICY, Task, make_trace, simulate
@@ -128,3 +129,11 @@ def test_every_policy_stays_within_capacity_and_quota(policy: str) -> None:
     result = simulate(Task(policy, 3, **SHORT), check=True)
     figures = summarize(result)
     assert 0 <= figures["busy_share"] <= figures["allocation_share"] <= 1
+
+
+def test_the_page_names_its_command_without_the_worker_count() -> None:
+    assert page_command([]) == "python -m benchmarks replay"
+    assert page_command(["--workers", "2"]) == "python -m benchmarks replay"
+    assert page_command(["--seeds", "3", "--workers=2", "--days", "1"]) == (
+        "python -m benchmarks replay --seeds 3 --days 1"
+    )
