@@ -58,6 +58,15 @@ def table(runs: Sequence[Run], policies: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+PAIRED_FIGURES = [
+    ("allocation_share", "allocation share", "pct"),
+    ("busy_share", "busy share", "pct"),
+    ("wait_p90_min", "training wait p90 (min)", "num"),
+    ("training_gpu_hours_completed", "training GPU-hours", "num"),
+    ("spawn_wait_mean_min", "spawn wait mean (min)", "num"),
+]
+"""The figures compared in pairs on the same seeds: (run key, row label, format)."""
+
 FRACTIONS_SUFFIX = " +fractions"
 """The name of a policy's column in the fractional scenario (``static +fractions``)."""
 
@@ -66,11 +75,7 @@ def fraction_gains(runs: Sequence[Run], policies: Sequence[str]) -> str:
     """What fractions add to each policy: the fractional scenario's run minus the same policy
     without fractions, paired on the same seeds (``runs`` holds both)."""
     keys = [
-        ("allocation_share", "allocation share", "pct"),
-        ("busy_share", "busy share", "pct"),
-        ("wait_p90_min", "training wait p90 (min)", "num"),
-        ("training_gpu_hours_completed", "training GPU-hours", "num"),
-        ("spawn_wait_mean_min", "spawn wait mean (min)", "num"),
+        *PAIRED_FIGURES,
         ("spawn_wait_p90_min", "spawn wait p90 (min)", "num"),
         ("reclaims_per_100h", "reclaims per 100 session-h", "num"),
     ]
@@ -89,13 +94,7 @@ def fraction_gains(runs: Sequence[Run], policies: Sequence[str]) -> str:
 
 def differences(runs: Sequence[Run], policies: Sequence[str], baseline: str = "static") -> str:
     """Paired differences against the baseline on the same seeds."""
-    keys = [
-        ("allocation_share", "allocation share", "pct"),
-        ("busy_share", "busy share", "pct"),
-        ("wait_p90_min", "training wait p90 (min)", "num"),
-        ("training_gpu_hours_completed", "training GPU-hours", "num"),
-        ("spawn_wait_mean_min", "spawn wait mean (min)", "num"),
-    ]
+    keys = PAIRED_FIGURES
     others = [p for p in policies if p != baseline and any(r["policy"] == p for r in runs)]
     lines = [
         f"| Δ against {baseline} (paired) | " + " | ".join(others) + " |",
