@@ -55,7 +55,14 @@ export function positionLabel(item: IQueueItem): string {
   if (item.position_in_cluster_queue === null || item.cluster_queue === null) {
     return local;
   }
-  return `${local} · #${String(item.position_in_cluster_queue)} in ${item.cluster_queue}`;
+  const shared = `#${String(item.position_in_cluster_queue)}`;
+  if (item.cluster_queue !== item.local_queue) {
+    return `${local} · ${shared} in ${item.cluster_queue}`;
+  }
+  // A LocalQueue named as its ClusterQueue: say a position once, or which queue is which.
+  return item.position_in_cluster_queue === item.position_in_local_queue
+    ? local
+    : `${local} · ${shared} in ClusterQueue ${item.cluster_queue}`;
 }
 
 /** What an item asked for: the offering, else its GPU resources, with GPU-equivalents. */

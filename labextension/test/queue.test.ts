@@ -54,6 +54,17 @@ describe('positionLabel', () => {
   test('both positions', () => {
     assert.equal(positionLabel(item()), '#2 in training · #5 in team-a-training');
   });
+  test('a LocalQueue named as its ClusterQueue', () => {
+    const same = { local_queue: 'nbjobs', cluster_queue: 'nbjobs' };
+    assert.equal(
+      positionLabel(item({ ...same, position_in_local_queue: 1, position_in_cluster_queue: 1 })),
+      '#1 in nbjobs'
+    );
+    assert.equal(
+      positionLabel(item({ ...same, position_in_local_queue: 1, position_in_cluster_queue: 3 })),
+      '#1 in nbjobs · #3 in ClusterQueue nbjobs'
+    );
+  });
   test('not placed', () => {
     assert.equal(
       positionLabel(item({ position_in_local_queue: null })),
