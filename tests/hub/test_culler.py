@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import time
 import urllib.error
 import urllib.request
@@ -33,6 +31,7 @@ from tests.support.hub import (
     eventually,
     make_busy,
     pod_of,
+    restart_service,
     run_culler_hub,
     training_job,
     warnings_on,
@@ -176,22 +175,12 @@ async def test_restart_mid_warning_does_not_warn_twice_and_a_snooze_is_honoured(
     ) + timedelta(seconds=60)
 
     # The culler restarts in the middle of the countdown (the hub restarts its service).
-    old = hub.proc.service_pid()
-    assert old is not None
-    os.kill(old, signal.SIGTERM)
-
-    async def restarted() -> bool:
-        pid = hub.proc.service_pid()
-        if pid is None or pid == old:
-            return False
-        try:
-            return "gpuaas_culler_decisions_total" in hub.metrics()
-        except OSError:
-            return False
+    async def serving() -> bool:
+        return "gpuaas_culler_decisions_total" in hub.metrics()
 
     # JupyterHub notices a managed service's exit at its next poll (Spawner.poll_interval, 30 s
     # with 10% jitter) and then starts it again: 30 s was a race.
-    await eventually(restarted, 60, "the hub to restart the gpuaas service")
+    await restart_service(hub, serving, 60, "the hub to restart the gpuaas service")
     await asyncio.sleep(3)  # a few cycles of the new culler
     for p in (bob, dave):
         now = await pod_of(k8s, p["metadata"]["annotations"]["hub.jupyter.org/username"])
