@@ -1,8 +1,9 @@
 """The Kubernetes objects of a notebook Job, from a validated request (pure; docs/jobs.md).
 
 - the Job: the team's training LocalQueue, the user label (set by the service, never by the
-  caller), the offering's resources, node selector and tolerations, a sized ``/dev/shm``, the
-  time limit as Kueue's maximum execution time, the catalog image running
+  caller), the offering's resources, node selector, tolerations, scheduler name and pod
+  annotations (a HAMi fraction needs ``hami-scheduler``, as a server does), a sized
+  ``/dev/shm``, the time limit as Kueue's maximum execution time, the catalog image running
   ``python -m jupyter_gpuaas.job`` — and no secret or notebook content as a literal: Kueue
   copies the pod template into the Workload, which teammates may read;
 - its input ConfigMap (the notebook, its parameters): teammates' role grants no ConfigMaps;
@@ -153,6 +154,8 @@ def build_job(req: JobRequest, *, name: str, token_sha: str, service_url: str) -
         pod_spec["nodeSelector"] = dict(offering.node_selector)
     if offering.tolerations:
         pod_spec["tolerations"] = [dict(t) for t in offering.tolerations]
+    if offering.scheduler_name:
+        pod_spec["schedulerName"] = offering.scheduler_name
     if not container["image"]:
         del container["image"]
     return {
@@ -172,7 +175,7 @@ def build_job(req: JobRequest, *, name: str, token_sha: str, service_url: str) -
             "template": {
                 "metadata": {
                     "labels": _labels(req),
-                    "annotations": {GPU_EQUIVALENTS_ANNOTATION: gpu_eq},
+                    "annotations": {**offering.pod_annotations, GPU_EQUIVALENTS_ANNOTATION: gpu_eq},
                 },
                 "spec": pod_spec,
             },

@@ -13,6 +13,8 @@ from gpuaas_culler.jobs.build import (
     token_sha256,
 )
 from gpuaas_culler.jobs.request import validate_job_request
+from jupyter_gpuaas.core.catalog import CatalogSource, build_catalog
+from tests.support.samples import HAMI_TOLERATION, fraction_catalog_data
 from tests.unit.culler.jobs_samples import NOTEBOOK, jobs_catalog, request_body
 
 CATALOG = jobs_catalog()
@@ -195,3 +197,27 @@ def test_input_and_token_objects() -> None:
         "controller": False,
         "blockOwnerDeletion": False,
     }
+
+
+def test_a_fraction_job_goes_to_hamis_scheduler_with_the_offerings_annotations() -> None:
+    """A HAMi fraction's pod only gets its vGPU when HAMi's scheduler places it: the Job's pod
+    carries the offering's scheduler name and annotations, as a server's pod does."""
+    data = fraction_catalog_data()
+    data["tenants"][0]["jobs"] = {
+        "namespace": "team-a",
+        "local_queue": "training",
+        "offerings": ["l4-quarter"],
+    }
+    catalog = build_catalog([CatalogSource("", data)], default_namespace="users")
+    req = validate_job_request(
+        request_body(offering="l4-quarter", count=1), catalog, "alice", ["team-a"]
+    )
+    job = build_job(req, name="nb-train-ab12c", token_sha="f" * 64, service_url="http://svc/")
+    template = job["spec"]["template"]
+    assert template["spec"]["schedulerName"] == "hami-scheduler"
+    assert template["metadata"]["annotations"] == {
+        "nvidia.com/use-gputype": "L4",
+        "gpuaas.jupyter.org/gpu-equivalents": "1/4",
+    }
+    assert template["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] == "5632"
+    assert template["spec"]["tolerations"] == [HAMI_TOLERATION]
