@@ -16,8 +16,7 @@ from gpuaas_culler.clients.kubernetes import KubeClient
 from gpuaas_culler.metrics import Metrics
 from gpuaas_culler.reclaim.activity_store import ActivityStore
 from gpuaas_culler.reclaim.decide import Action, Plan
-from gpuaas_culler.reclaim.gather import PodRef
-from gpuaas_culler.reclaim.gather import _untainted as flavor_tolerated
+from gpuaas_culler.reclaim.gather import PodRef, flavor_tolerated
 from gpuaas_culler.reclaim.loop import ReclaimLoop, Settings
 from gpuaas_culler.reclaim.policy import PolicySet, load_policy_file
 from jupyter_gpuaas.core.catalog import Catalog, Offering, build_catalog, load_catalog_file

@@ -58,6 +58,7 @@ from jupyter_gpuaas.core.labels import (
 __all__ = [
     "PodRef",
     "as_the_hub_sees_them",
+    "flavor_tolerated",
     "pending_workloads",
     "pod_state",
     "workbenches",
@@ -327,10 +328,11 @@ def _tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, str
     return False
 
 
-def _untainted(
+def flavor_tolerated(
     taints: Sequence[Mapping[str, str]], tolerations: Sequence[Mapping[str, Any]]
 ) -> bool:
-    """Whether Kueue may give the flavor: every NoSchedule/NoExecute taint of it tolerated."""
+    """Whether Kueue may give the flavor: every NoSchedule/NoExecute taint of it tolerated.
+    Public for the utilisation replay (benchmarks/replay), which places workloads by it too."""
     return all(
         _tolerates(tolerations, t) for t in taints if t.get("effect") in ("NoSchedule", "NoExecute")
     )
@@ -378,7 +380,7 @@ def pending_workloads(
                 f
                 for f in cq.flavors_for(resource)
                 if (flavor_labels is None or _compatible(flavor_labels.get(f, {}), selector))
-                and _untainted((flavor_taints or {}).get(f, ()), tolerations)
+                and flavor_tolerated((flavor_taints or {}).get(f, ()), tolerations)
             )
             if not flavors:
                 break  # no flavor it could get: nothing a reclaim could do for it
