@@ -239,7 +239,7 @@ class ConsoleState:
                 {
                     "workload": record.workload,
                     "cluster_queue": record.cluster_queue,
-                    "team": owners_team.get(record.cluster_queue, ""),
+                    "team": record.team or owners_team.get(record.cluster_queue, ""),
                     "reclaimed_at": isoformat_z(record.reclaimed_at),
                     "admitted_at": isoformat_z(record.admitted_at) if record.admitted_at else None,
                     "latency_seconds": result.latency.total_seconds() if result.latency else None,

@@ -163,6 +163,8 @@ class HandOffRecord:
     cluster_queue: str
     reclaimed_at: datetime
     admitted_at: datetime | None = None
+    team: str = ""
+    """The team whose queued work it is (its lead's console shows the hand-off)."""
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ def handoffs_to_text(
                     "workload": r.workload,
                     "reclaimed_at": isoformat_z(r.reclaimed_at),
                     "admitted_at": isoformat_z(r.admitted_at) if r.admitted_at else None,
+                    "team": r.team,
                     "reported": [m for w, m in done if w == r.workload],
                 }
                 for cq, r in sorted(handoffs.items())
@@ -59,6 +60,7 @@ def handoffs_from_text(text: str) -> tuple[dict[str, HandOffRecord], set[tuple[s
             cluster_queue=str(raw["cluster_queue"]),
             reclaimed_at=reclaimed,
             admitted_at=parse_time(raw.get("admitted_at")),
+            team=str(raw.get("team") or ""),  # records written before teams were kept have none
         )
         handoffs[record.cluster_queue] = record
         reported |= {(record.workload, str(m)) for m in raw.get("reported") or []}

@@ -594,7 +594,10 @@ class ReclaimLoop:
                             or self.handoffs[cq].admitted_at is not None
                         ):
                             self.handoffs[cq] = HandOffRecord(
-                                workload=d.handoff, cluster_queue=cq, reclaimed_at=now
+                                workload=d.handoff,
+                                cluster_queue=cq,
+                                reclaimed_at=now,
+                                team=target.workload.team,
                             )
                 try:
                     await self.kube.annotate(pod, marks)
@@ -804,11 +807,8 @@ class ReclaimLoop:
                 if found is not None and (found.admitted or found.quota_reserved):
                     cond = found.conditions.get("Admitted") or found.conditions.get("QuotaReserved")
                     when = (cond.last_transition_time if cond else None) or now
-                    record = HandOffRecord(
-                        workload=record.workload,
-                        cluster_queue=cq,
-                        reclaimed_at=record.reclaimed_at,
-                        admitted_at=max(when, record.reclaimed_at),
+                    record = replace(
+                        record, cluster_queue=cq, admitted_at=max(when, record.reclaimed_at)
                     )
                     self.handoffs[cq] = record
             result = assess_handoff(record, now=now, timeout=self.policies.handoff_timeout)
@@ -828,6 +828,7 @@ class ReclaimLoop:
                     Entry(
                         event="handoff",
                         at=now,
+                        team=record.team,
                         reason=result.reason,
                         workload=record.workload,
                         result=result.status.value,

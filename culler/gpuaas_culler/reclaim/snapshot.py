@@ -26,7 +26,7 @@ The live service gathers the same inputs from the Hub and Kubernetes; a snapshot
                    "flavors": ["a100-mig"], "free": {"a100-mig": 0}}]
       }],
       "handoffs": [{"workload": "team-a/train-0", "cluster_queue": "team-a-training",
-                    "reclaimed_at": "...", "admitted_at": null}]
+                    "reclaimed_at": "...", "admitted_at": null, "team": "team-a"}]
     }
 
 ``activity`` may be left out or ``null``: the server has not reported (unknown). Amounts are
@@ -322,6 +322,7 @@ def load_snapshot(
                 d, p, "reclaimed_at", _time, "an ISO 8601 time", clock, required=True
             ),
             admitted_at=r.get(d, p, "admitted_at", _time, "an ISO 8601 time", None),
+            team=r.get(d, p, "team", _text, "a team name", ""),
         )
         for p, d in r.objects(data, "handoffs")
     ]
@@ -410,6 +411,7 @@ def dump_snapshot(
                 "cluster_queue": h.cluster_queue,
                 "reclaimed_at": isoformat_z(h.reclaimed_at),
                 "admitted_at": _iso(h.admitted_at),
+                "team": h.team,
             }
             for h in handoffs
         ],

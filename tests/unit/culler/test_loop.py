@@ -439,6 +439,9 @@ async def test_warn_then_reclaim_the_two_idle_ones_and_verify_the_handoff(
     assert handoff
     assert handoff[0]["result"] == "succeeded"
     assert handoff[0]["latency_seconds"] == 4.0
+    # The journal's hand-off names the queued work's team, so that team's lead sees it.
+    (journaled,) = [e for e in w.loop.journal.recent(timedelta(days=1)) if e["event"] == "handoff"]
+    assert (journaled["team"], journaled["workload"]) == ("team-a", "team-a/train")
 
 
 async def test_a_restarted_culler_neither_warns_twice_nor_restarts_the_countdown() -> None:
@@ -625,6 +628,7 @@ def test_handoff_records_round_trip() -> None:
             cluster_queue="team-a-training",
             reclaimed_at=T0,
             admitted_at=T0 + timedelta(seconds=12),
+            team="team-a",
         )
     }
     marks = {("team-a/train", "handoff-succeeded"), ("team-a/other", "handoff-failed")}
@@ -633,6 +637,9 @@ def test_handoff_records_round_trip() -> None:
     assert reported == {("team-a/train", "handoff-succeeded")}
     with pytest.raises(ValueError, match="incomplete"):
         handoffs_from_text('{"version": 1, "handoffs": [{"workload": "x"}]}')
+    # a record kept before teams were recorded still reads, without a team
+    old = handoffs_to_text(records, marks).replace(', "team": "team-a"', "")
+    assert handoffs_from_text(old)[0]["team-a-training"].team == ""
 
 
 async def test_a_handoff_whose_workload_is_gone_blocks_nothing() -> None:
