@@ -108,14 +108,19 @@ def test_a_fraction_holds_a_quarter_gpu_equivalent_and_is_judged_by_its_policy(
     assert quarters, "no session took a HAMi fraction"
     assert {a.gpu_equivalents for a in quarters} <= {0.25, 0.5}
 
-    # The shipped policy file has no rule for kind "fraction": no fraction is ever reclaimed.
     def on_fractions(r: dict[str, Any]) -> bool:
         return brain.load_catalog(str(DEFAULT_CATALOG)).offerings[r["offering"]].kind == "fraction"
 
-    assert not [r for r in result.reclaims if on_fractions(r)]
+    # Without a rule for kind "fraction" no fraction is ever reclaimed; with one, some are.
+    shipped = DEFAULT_POLICY.read_text(encoding="utf-8")
+    assert "kinds: [mig, shared, fraction]" in shipped
+    unruled = tmp_path / "no-fractions.yaml"
+    unruled.write_text(shipped.replace("[mig, shared, fraction]", "[mig, shared]"), "utf-8")
+    kept = simulate(Task("gpuaas-fractional", 1, policy_file=str(unruled), **SHORT), check=True)
+    assert not [r for r in kept.reclaims if on_fractions(r)]
     ruled = tmp_path / "fractions.yaml"
     ruled.write_text(
-        DEFAULT_POLICY.read_text(encoding="utf-8")
+        shipped.replace("[mig, shared, fraction]", "[mig, shared]")
         + "  - name: fractions\n    match: {kinds: [fraction]}\n"
         "    idle_after: 10m\n    reclaim: always\n",
         encoding="utf-8",

@@ -130,7 +130,7 @@ def test_defaults_apply_and_a_policy_value_wins() -> None:
 
 def test_the_example_file_is_valid() -> None:
     ps = load_policy_file(str(EXAMPLE))
-    assert [p.name for p in ps.policies] == ["whole-gpus", "mig-and-shared", "cpu-only"]
+    assert [p.name for p in ps.policies] == ["whole-gpus", "slices-and-fractions", "cpu-only"]
 
 
 # --------------------------------------------------------------------------- matching
