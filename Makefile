@@ -36,7 +36,7 @@ VENV55  ?= .venv-hub55
 STAMP55 := $(VENV55)/.installed
 HUB55_CONSTRAINTS := spawner/hub-image/z2jh-hub-constraints.txt
 # what runs on it: the spawner's and the service's unit tests and the hub tests, not the browser ones
-HUB55_TESTS := tests/unit/spawner tests/unit/culler tests/unit/deploy \
+HUB55_TESTS := tests/unit/spawner tests/unit/service tests/unit/deploy \
 	tests/hub/test_spawn.py tests/hub/test_spawn_queue.py tests/hub/test_spawn_caps.py \
 	tests/hub/test_spawn_failures.py \
 	tests/hub/test_culler.py \

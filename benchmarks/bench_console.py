@@ -7,7 +7,7 @@ watch caches (``WatchedKueueView``, the gpuaas ServiceAccount's kubeconfig throu
 ``benchmarks/kube_counter.py``'s counting proxy); a hub whose database holds the N users with
 running servers (``bench_culler.bench_hub``); an activity report per server into the
 ``ActivityStore``; then real ``ReclaimLoop`` cycles (real ``HubClient``, ``KubeClient``). The
-console is the service's own tornado handlers (``gpuaas_culler.web.console``) on a loopback
+console is the service's own tornado handlers (``gpuaas_service.web.console``) on a loopback
 port, with the service's ``HubOAuth`` asking the hub who the caller's token belongs to (a hub
 service ``ops`` with the console scope). Counted per request: Kubernetes requests at the proxy,
 Hub requests at tornado's HTTP client (every ``fetch`` to the hub's API).
@@ -72,13 +72,13 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
 
     from benchmarks.kube_counter import CountingProxy
     from devcluster.testing import Cluster
-    from gpuaas_culler.clients.hub import HubClient
-    from gpuaas_culler.clients.kubernetes import KubeClient, notebook_pod_reflector
-    from gpuaas_culler.console.state import ConsoleState
-    from gpuaas_culler.reclaim.activity_store import ActivityStore
-    from gpuaas_culler.reclaim.loop import ReclaimLoop, Settings
-    from gpuaas_culler.reclaim.policy import load_policy
-    from gpuaas_culler.web.console import console_handlers
+    from gpuaas_service.clients.hub import HubClient
+    from gpuaas_service.clients.kubernetes import KubeClient, notebook_pod_reflector
+    from gpuaas_service.console.state import ConsoleState
+    from gpuaas_service.reclaim.activity_store import ActivityStore
+    from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
+    from gpuaas_service.reclaim.policy import load_policy
+    from gpuaas_service.web.console import console_handlers
     from jupyter_gpuaas.core.watch import WatchedKueueView
 
     users = [f"bench{i:05d}" for i in range(args.servers)]

@@ -446,11 +446,11 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
 
     from benchmarks.kube_counter import CountingProxy
     from devcluster.testing import Cluster
-    from gpuaas_culler.clients.hub import HubClient
-    from gpuaas_culler.clients.kubernetes import KubeClient, notebook_pod_reflector
-    from gpuaas_culler.reclaim.activity_store import ActivityStore
-    from gpuaas_culler.reclaim.loop import ReclaimLoop, Settings
-    from gpuaas_culler.reclaim.policy import load_policy
+    from gpuaas_service.clients.hub import HubClient
+    from gpuaas_service.clients.kubernetes import KubeClient, notebook_pod_reflector
+    from gpuaas_service.reclaim.activity_store import ActivityStore
+    from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
+    from gpuaas_service.reclaim.policy import load_policy
     from jupyter_gpuaas.core.watch import WatchedKueueView
 
     # the peer, as installed (no type information of its own)

@@ -250,7 +250,7 @@ class HubProcess:
             except OSError:
                 continue
             ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            if ppid == self.proc.pid and b"gpuaas_culler.app" in cmdline:
+            if ppid == self.proc.pid and b"gpuaas_service.app" in cmdline:
                 return int(entry.name)
         return None
 

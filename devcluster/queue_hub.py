@@ -2,7 +2,7 @@
 
 Used by tests/integration/test_queue_service.py, tests/hub/test_queue_browser.py and
 benchmarks/bench_queue.py. The hub is devcluster/hub.py's; this adds the managed service ``gpuaas``
-(``gpuaas-service``, culler/gpuaas_culler/app.py, with the ``gpuaas`` ServiceAccount's
+(``gpuaas-service``, culler/gpuaas_service/app.py, with the ``gpuaas`` ServiceAccount's
 kubeconfig), grants users ``access:services!service=gpuaas`` and puts it in the servers' token
 scopes (docs/queue.md).
 """
@@ -77,7 +77,7 @@ def service_config(
         "command": [
             sys.executable,
             "-m",
-            "gpuaas_culler.app",  # = gpuaas-service
+            "gpuaas_service.app",  # = gpuaas-service
             f"--GPUaaSService.poll_interval={poll_interval:g}",
             # the dev cluster's teams run their training Jobs here (devcluster/manifests)
             *(f"--GPUaaSService.job_namespaces={ns}" for ns in JOB_NAMESPACES),

@@ -2,9 +2,9 @@
 
 Everything the simulated world asks of the project goes through these names: the culler's
 policy loading, its reclaim loop (which gathers the inputs with
-:mod:`gpuaas_culler.reclaim.gather`, judges idleness with :mod:`gpuaas_culler.reclaim.idleness`
-and decides with :func:`gpuaas_culler.reclaim.decide.decide`), "Keep my GPU"
-(:func:`gpuaas_culler.reclaim.decide.snooze` through the loop), the catalog loader and the Kueue
+:mod:`gpuaas_service.reclaim.gather`, judges idleness with :mod:`gpuaas_service.reclaim.idleness`
+and decides with :func:`gpuaas_service.reclaim.decide.decide`), "Keep my GPU"
+(:func:`gpuaas_service.reclaim.decide.snooze` through the loop), the catalog loader and the Kueue
 object readers, and the culler's rule for which flavors' taints a workload's pods tolerate
 (as Kueue assigns flavors). Nothing here decides anything: the replay calls the project's code
 with a simulated clock.
@@ -12,13 +12,13 @@ with a simulated clock.
 
 from __future__ import annotations
 
-from gpuaas_culler.clients.kubernetes import KubeClient
-from gpuaas_culler.metrics import Metrics
-from gpuaas_culler.reclaim.activity_store import ActivityStore
-from gpuaas_culler.reclaim.decide import Action, Plan
-from gpuaas_culler.reclaim.gather import PodRef, flavor_tolerated
-from gpuaas_culler.reclaim.loop import ReclaimLoop, Settings
-from gpuaas_culler.reclaim.policy import PolicySet, load_policy_file
+from gpuaas_service.clients.kubernetes import KubeClient
+from gpuaas_service.metrics import Metrics
+from gpuaas_service.reclaim.activity_store import ActivityStore
+from gpuaas_service.reclaim.decide import Action, Plan
+from gpuaas_service.reclaim.gather import PodRef, flavor_tolerated
+from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
+from gpuaas_service.reclaim.policy import PolicySet, load_policy_file
 from jupyter_gpuaas.core.catalog import Catalog, Offering, build_catalog, load_catalog_file
 from jupyter_gpuaas.core.durations import parse_duration
 from jupyter_gpuaas.core.gpu_equivalents import resource_gpu_equivalents

@@ -5,7 +5,7 @@
   server whose hub ``last_activity`` (kernel and terminal activity, pushed by the server every
   300 s) is older than ``timeout``; no warning, no look at the queue.
 - :class:`Gpuaas` (c, d): the project's own reclaim loop
-  (:class:`gpuaas_culler.reclaim.loop.ReclaimLoop`)
+  (:class:`gpuaas_service.reclaim.loop.ReclaimLoop`)
   with its policy file, driven by the simulated clock: each cycle it reads simulated pods, Kueue
   objects and activity reports through the same interfaces it reads the real ones, and the
   hub's DELETE is the simulated server stop. (d) is (c) with users taking fractional offerings.

@@ -14,7 +14,7 @@ the service uses, for the users and servers of the replayed window:
   is deleted (grace period 0); ``202``, or ``404`` when it is not running.
 
 Only the service's token may read users and groups and stop servers. :func:`start_service`
-runs ``python -m gpuaas_culler.app`` (= ``gpuaas-service``) with the ``gpuaas``
+runs ``python -m gpuaas_service.app`` (= ``gpuaas-service``) with the ``gpuaas``
 ServiceAccount's kubeconfig, the policy file given and the hub stand-in as its hub.
 """
 
@@ -207,7 +207,7 @@ def start_service(
     args = [
         sys.executable,
         "-m",
-        "gpuaas_culler.app",
+        "gpuaas_service.app",
         f"--GPUaaSService.policy={policy}",
         f"--GPUaaSService.culler_interval={interval:g}",
         f"--GPUaaSService.save_lead={save_lead:g}",

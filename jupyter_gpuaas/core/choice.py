@@ -1,7 +1,7 @@
 """What a user picks from the catalog, checked once, and what it becomes in a pod (pure).
 
 A spawn (``spawner/gpuaas_spawner/validate.py``) and a notebook Job
-(``culler/gpuaas_culler/jobs/request.py``) both ask for a team, an offering, a count, an image
+(``culler/gpuaas_service/jobs/request.py``) both ask for a team, an offering, a count, an image
 and a size. :func:`read_choice` checks those against the catalog and the caller's teams for
 both, and reports each problem with its field path (:mod:`jupyter_gpuaas.core.fields`) in a
 sentence a person can act on; :func:`choice_resources` and :func:`shm_volume` are what the

@@ -1,6 +1,6 @@
 """The notebook Job's runner (its pod's only process; docs/jobs.md).
 
-Environment (set by the Job, culler/gpuaas_culler/jobs/build.py): ``GPUAAS_JOB_SERVICE_URL``,
+Environment (set by the Job, culler/gpuaas_service/jobs/build.py): ``GPUAAS_JOB_SERVICE_URL``,
 ``GPUAAS_JOB_NAMESPACE``, ``GPUAAS_JOB_NAME`` and ``GPUAAS_JOB_TOKEN`` (from the Job's Secret,
 never a literal in the spec). With the token it
 

@@ -1,4 +1,4 @@
-"""The server extension's one client of the gpuaas hub service (culler/gpuaas_culler).
+"""The server extension's one client of the gpuaas hub service (culler/gpuaas_service).
 
 The server holds no Kubernetes credentials: for the user's queue, the reclaim warning, "Keep my
 GPU" and its activity reports it asks the hub service ``gpuaas`` with its own hub token

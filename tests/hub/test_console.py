@@ -162,7 +162,7 @@ async def test_admin_sees_every_team_and_the_plan_explain_prints(
         [
             sys.executable,
             "-m",
-            "gpuaas_culler.cli",
+            "gpuaas_service.cli",
             "--explain",
             "--json",
             "--policy",

@@ -1,7 +1,7 @@
 """The culler on the real cluster with a real hub: idle GPU workbenches are warned, then stopped
 through the hub for a queued training Job, which Kueue then admits; a busy one is left alone.
 
-The hub runs the gpuaas service (culler/gpuaas_culler/app.py) as a managed service with a
+The hub runs the gpuaas service (culler/gpuaas_service/app.py) as a managed service with a
 short-duration policy; servers on local-0 are real jupyterhub-singleuser processes that report
 their activity to it every second with their own tokens.
 """
@@ -21,8 +21,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
-from gpuaas_culler.clients.kubernetes import STATE_KEY
-from gpuaas_culler.reclaim.handoffs import HANDOFFS_CONFIGMAP
+from gpuaas_service.clients.kubernetes import STATE_KEY
+from gpuaas_service.reclaim.handoffs import HANDOFFS_CONFIGMAP
 from tests.support.hub import (
     USERS_NS,
     WARNED,

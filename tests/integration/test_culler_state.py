@@ -10,8 +10,8 @@ from kubernetes_asyncio import client
 
 from devcluster.kube import KubeError
 from devcluster.testing import Cluster
-from gpuaas_culler.clients.kubernetes import KubeClient
-from gpuaas_culler.reclaim.handoffs import HANDOFFS_CONFIGMAP
+from gpuaas_service.clients.kubernetes import KubeClient
+from gpuaas_service.reclaim.handoffs import HANDOFFS_CONFIGMAP
 
 pytestmark = pytest.mark.integration
 

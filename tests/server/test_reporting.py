@@ -15,11 +15,11 @@ from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from devcluster.hub import free_port
-from gpuaas_culler.reclaim.activity_store import Notice
-from gpuaas_culler.reclaim.decide import SnoozeResult
-from gpuaas_culler.reclaim.loop import ReclaimLoop
-from gpuaas_culler.reclaim.policy import load_policy
-from gpuaas_culler.web.reclaim import reclaim_handlers
+from gpuaas_service.reclaim.activity_store import Notice
+from gpuaas_service.reclaim.decide import SnoozeResult
+from gpuaas_service.reclaim.loop import ReclaimLoop
+from gpuaas_service.reclaim.policy import load_policy
+from gpuaas_service.web.reclaim import reclaim_handlers
 
 SERVER_TOKEN = "server-token-of-alice"
 PERSONAL_TOKEN = "personal-token-of-alice"

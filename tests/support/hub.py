@@ -29,8 +29,8 @@ from tornado.websocket import websocket_connect
 from devcluster.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port
 from devcluster.queue_hub import OPERATOR_TOKEN, service_config
 from devcluster.testing import Cluster
-from gpuaas_culler.console.journal import JOURNAL_CONFIGMAP
-from gpuaas_culler.reclaim.handoffs import HANDOFFS_CONFIGMAP
+from gpuaas_service.console.journal import JOURNAL_CONFIGMAP
+from gpuaas_service.reclaim.handoffs import HANDOFFS_CONFIGMAP
 from tests.support.lab import CHROMIUM, CHROMIUM_ARGS
 
 USERS_NS = "jupyter-users"

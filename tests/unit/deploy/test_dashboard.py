@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from gpuaas_culler.metrics import Metrics
+from gpuaas_service.metrics import Metrics
 
 DEPLOY = Path(__file__).resolve().parents[3] / "culler" / "deploy"
 NAME = re.compile(r"\bgpuaas_[a-z_]+")

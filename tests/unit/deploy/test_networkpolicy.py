@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuaas_culler.jobs.build import JOB_KIND
+from gpuaas_service.jobs.build import JOB_KIND
 from jupyter_gpuaas.core.labels import JOB_LABEL, TEAM_LABEL, USER_LABEL
 
 ROOT = Path(__file__).resolve().parents[3]

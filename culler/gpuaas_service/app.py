@@ -1,0 +1,842 @@
+"""``gpuaas-service``: the gpuaas hub service as a traitlets application (docs/queue.md,
+docs/culler.md).
+
+Run by JupyterHub as the managed service ``gpuaas`` (or as its own Deployment,
+culler/deploy/culler.yaml). It answers the sidebar's queue questions from watch caches
+(:mod:`gpuaas_service.web.queue`), takes the servers' activity reports and runs the reclaim loop
+when a policy is given (:mod:`gpuaas_service.web.reclaim`, :mod:`gpuaas_service.reclaim.loop`).
+
+Configured like JupyterHub: a config file (``gpuaas_service_config.py`` in the working
+directory, or ``-f FILE``) with ``c.GPUaaSService.x = ...`` lines, ``--GPUaaSService.x=...`` on
+the command line, and for the settings of earlier releases their environment variables and
+short flags (``--policy``, ``GPUAAS_CULLER_POLICY``, ...), which keep working. Precedence:
+command line, then config file, then environment variable, then default.
+``gpuaas-service --help-all`` lists every option.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import urlparse
+
+from traitlets import Bool, Enum, Float, Integer, List, TraitError, Unicode, default, validate
+from traitlets.config import Application
+
+from gpuaas_service.clients.prometheus import DEFAULT_QUERY, HAMI_LAST_KERNEL_QUERY
+from gpuaas_service.reclaim.loop import Settings
+
+__all__ = ["GPUaaSService", "main"]
+
+log = logging.getLogger("gpuaas.service")
+
+_LOOP_DEFAULTS = Settings()
+"""The reclaim loop's own defaults: the options below start from them (one number each)."""
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+def _env_float(name: str, fallback: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return fallback
+    try:
+        return float(raw)
+    except ValueError:
+        raise TraitError(f"${name}={raw!r} is not a number of seconds") from None
+
+
+def _names(items: Iterable[str]) -> list[str]:
+    """Stripped, non-empty, each once, in order."""
+    return list(dict.fromkeys(n.strip() for n in items if n.strip()))
+
+
+def _env_bool(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
+
+
+class GPUaaSService(Application):
+    name = "gpuaas-service"
+    description = (
+        "The gpuaas JupyterHub service: each user's pending GPU work and its Kueue queue "
+        "positions from watch caches, the servers' activity reports, and the culler's reclaim "
+        "loop when a policy is given. Run by the hub as the managed service 'gpuaas' "
+        "(docs/queue.md, docs/culler.md); Kubernetes credentials from KUBECONFIG or the pod's "
+        "ServiceAccount; the Hub API token from $JUPYTERHUB_API_TOKEN (set by the hub)."
+    )
+    examples = """
+gpuaas-service -f /etc/gpuaas/gpuaas_service_config.py
+gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespaces=team-b
+gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml   # older flags
+"""
+
+    aliases = {  # noqa: RUF012 (traitlets reads these class attributes)
+        "f": "GPUaaSService.config_file",
+        "config": "GPUaaSService.config_file",
+        "log-level": "Application.log_level",
+        # the flags of earlier releases
+        "url": "GPUaaSService.url",
+        "prefix": "GPUaaSService.prefix",
+        "notebook-namespace": "GPUaaSService.notebook_namespace",
+        "job-namespaces": "GPUaaSService.job_namespaces",
+        "poll-interval": "GPUaaSService.poll_interval",
+        "policy": "GPUaaSService.policy",
+        "culler-interval": "GPUaaSService.culler_interval",
+        "prometheus-url": "GPUaaSService.prometheus_url",
+        "prometheus-query": "GPUaaSService.prometheus_query",
+        "save-lead": "GPUaaSService.save_lead",
+    }
+    flags = {  # noqa: RUF012
+        "culler-dry-run": (
+            {"GPUaaSService": {"culler_dry_run": True}},
+            "Decide and log only (GPUaaSService.culler_dry_run = True).",
+        ),
+    }
+
+    log_level = Enum(
+        (0, 10, 20, 30, 40, 50, "DEBUG", "INFO", "WARN", "ERROR", "CRITICAL"),
+        default_value="INFO",  # the service's key=value lines are its record
+        help="""The service's log level (its audit lines are INFO). Default INFO.
+        Example: c.GPUaaSService.log_level = "DEBUG"
+        """,
+    ).tag(config=True)
+
+    config_file = Unicode(
+        "gpuaas_service_config.py",
+        config=True,
+        help="""The configuration file to load (Python, ``c.GPUaaSService.x = ...`` lines), like
+        JupyterHub's ``-f``. Default: gpuaas_service_config.py, looked for in the working
+        directory and skipped if absent; a file named here explicitly must exist.
+        Example: gpuaas-service -f /etc/gpuaas/gpuaas_service_config.py""",
+    )
+
+    url = Unicode(
+        "http://127.0.0.1:10101",
+        config=True,
+        help="""Where the service listens (scheme, host and port). Default: $JUPYTERHUB_SERVICE_URL,
+        which the hub sets for a managed service, else http://127.0.0.1:10101.
+        Example: c.GPUaaSService.url = "http://0.0.0.0:10101"
+        """,
+    )
+
+    @default("url")
+    def _url_default(self) -> str:
+        return os.environ.get("JUPYTERHUB_SERVICE_URL") or "http://127.0.0.1:10101"
+
+    prefix = Unicode(
+        "/services/gpuaas/",
+        config=True,
+        help="""The URL prefix of every endpoint (the hub's proxy routes it here). Default:
+        $JUPYTERHUB_SERVICE_PREFIX, else /services/gpuaas/.
+        Example: c.GPUaaSService.prefix = "/services/gpuaas/"
+        """,
+    )
+
+    @default("prefix")
+    def _prefix_default(self) -> str:
+        return os.environ.get("JUPYTERHUB_SERVICE_PREFIX") or "/services/gpuaas/"
+
+    hub_api_url = Unicode(
+        "http://127.0.0.1:8081/hub/api",
+        config=True,
+        help="""The Hub REST API the culler calls. Default: $JUPYTERHUB_API_URL (set by the hub),
+        else http://127.0.0.1:8081/hub/api. The token is always $JUPYTERHUB_API_TOKEN.
+        Example: c.GPUaaSService.hub_api_url = "http://hub:8081/hub/api"
+        """,
+    )
+
+    @default("hub_api_url")
+    def _hub_api_url_default(self) -> str:
+        return os.environ.get("JUPYTERHUB_API_URL") or "http://127.0.0.1:8081/hub/api"
+
+    notebook_namespace = Unicode(
+        _LOOP_DEFAULTS.notebook_namespace,
+        config=True,
+        help=f"""The namespace of the users' servers (KubeSpawner's ``namespace``). Default:
+        $GPUAAS_NOTEBOOK_NAMESPACE, else {_LOOP_DEFAULTS.notebook_namespace}.
+        Example: c.GPUaaSService.notebook_namespace = "jupyter-users"
+        """,
+    )
+
+    @default("notebook_namespace")
+    def _notebook_namespace_default(self) -> str:
+        return os.environ.get("GPUAAS_NOTEBOOK_NAMESPACE") or _LOOP_DEFAULTS.notebook_namespace
+
+    job_namespaces = List(
+        Unicode(),
+        config=True,
+        help="""The namespaces of the teams' training Jobs: their queued Workloads are shown in
+        the sidebar's queue and are what a reclaim may free GPUs for. Empty (the default): only
+        the notebook namespace's Workloads count. Default: $GPUAAS_JOB_NAMESPACES
+        (comma-separated), else none. On the command line, repeat the option or give a
+        comma-separated list (--job-namespaces=team-a,team-b).
+        Example: c.GPUaaSService.job_namespaces = ["team-a", "team-b"]""",
+    )
+
+    @default("job_namespaces")
+    def _job_namespaces_default(self) -> list[str]:
+        return _names(os.environ.get("GPUAAS_JOB_NAMESPACES", "").split(","))
+
+    @validate("job_namespaces")
+    def _split_job_namespaces(self, proposal: Any) -> list[str]:
+        # "team-a,team-b" was the one spelling of earlier releases; keep it.
+        return _names(n for item in proposal["value"] for n in str(item).split(","))
+
+    poll_interval = Float(
+        2.0,
+        min=0.1,
+        config=True,
+        help="""Seconds between polls of Kueue's visibility API for a LocalQueue with pending
+        work (the only Kueue data that cannot be watched; one poller per such queue, shared by
+        all callers). Default: $GPUAAS_QUEUE_POLL_INTERVAL, else 2.
+        Example: c.GPUaaSService.poll_interval = 2""",
+    )
+
+    @default("poll_interval")
+    def _poll_interval_default(self) -> float:
+        return _env_float("GPUAAS_QUEUE_POLL_INTERVAL", 2.0)
+
+    cache_sync_timeout = Float(
+        30.0,
+        min=0.0,
+        config=True,
+        help="""Seconds to wait at start for the Kueue caches' first lists before serving anyway
+        (answers say "not synced" until they are). Default 30.
+        Example: c.GPUaaSService.cache_sync_timeout = 60""",
+    )
+
+    kubernetes_request_timeout = Float(
+        20.0,
+        min=0.1,
+        config=True,
+        help="""Seconds per Kubernetes API request (lists, patches, Events, the hand-off
+        ConfigMap; watches are long polls and excluded). Default 20.
+        Example: c.GPUaaSService.kubernetes_request_timeout = 30""",
+    )
+
+    pod_watch_seconds = Float(
+        300.0,
+        min=10.0,
+        config=True,
+        help="""Seconds each watch of the notebook pods runs before the service lists them all
+        again (changes arrive through the watch meanwhile; a list also follows any watch
+        error). kubespawner's own default, 10, would list every notebook pod every 10 s.
+        Default 300.
+        Example: c.GPUaaSService.pod_watch_seconds = 600""",
+    )
+
+    kueue_api_version = Unicode(
+        "v1beta2",
+        config=True,
+        help="""The kueue.x-k8s.io API version to read (ClusterQueues, LocalQueues, Workloads,
+        ResourceFlavors). Default v1beta2.
+        Example: c.GPUaaSService.kueue_api_version = "v1beta2"
+        """,
+    )
+
+    kueue_visibility_api_version = Unicode(
+        "v1beta2",
+        config=True,
+        help="""The visibility.kueue.x-k8s.io API version for queue positions. Default v1beta2.
+        Example: c.GPUaaSService.kueue_visibility_api_version = "v1beta2"
+        """,
+    )
+
+    # ---------------------------------------------------------------- limits and access
+
+    operator_token = Unicode(
+        config=True,
+        help="""The token Prometheus and operators send (``Authorization: Bearer TOKEN``) to read
+        ``{prefix}metrics`` and ``{prefix}api/health``. Those endpoints sit behind the hub's
+        proxy, where every hub user can reach the service: without this token they answer 403 to
+        everyone. Default: $GPUAAS_OPERATOR_TOKEN, else none (both closed).
+        Example: c.GPUaaSService.operator_token = open("/etc/gpuaas/operator-token").read().strip()
+        """,
+    )
+
+    @default("operator_token")
+    def _operator_token_default(self) -> str:
+        return os.environ.get("GPUAAS_OPERATOR_TOKEN", "").strip()
+
+    max_request_bytes = Integer(
+        64 * 1024,
+        min=1024,
+        config=True,
+        help="""The largest request body in bytes, refused before it is read (an activity report
+        is a few KiB; nothing the service takes is bigger). Default 65536 (64 KiB).
+        Example: c.GPUaaSService.max_request_bytes = 131072""",
+    )
+
+    activity_reports_per_minute = Float(
+        6.0,
+        min=0.0,
+        config=True,
+        help="""Activity reports each server may send per minute (a token bucket with a burst
+        of activity_report_burst); more are answered 429 with Retry-After, before they are
+        parsed. Servers report every GPUaaS.activity_report_interval (default 60 s). 0: no
+        limit. Default 6.
+        Example: c.GPUaaSService.activity_reports_per_minute = 12""",
+    )
+
+    activity_report_burst = Integer(
+        10,
+        min=1,
+        config=True,
+        help="""Reports a server may send at once before activity_reports_per_minute applies.
+        Default 10.
+        Example: c.GPUaaSService.activity_report_burst = 20""",
+    )
+
+    queue_requests_per_second = Float(
+        5.0,
+        min=0.0,
+        config=True,
+        help="""Queue questions (``api/queue``) each user may ask per second, over all their
+        servers and tabs (a sidebar asks every few seconds); a burst of queue_request_burst;
+        more are answered 429. 0: no limit. Default 5.
+        Example: c.GPUaaSService.queue_requests_per_second = 10""",
+    )
+
+    queue_request_burst = Integer(
+        20,
+        min=1,
+        config=True,
+        help="""Queue questions a user may ask at once before queue_requests_per_second
+        applies. Default 20.
+        Example: c.GPUaaSService.queue_request_burst = 40""",
+    )
+
+    activity_max_servers = Integer(
+        10_000,
+        min=1,
+        config=True,
+        help="""Servers whose latest activity report is kept (the longest silent is forgotten
+        first; reports older than a day are always dropped), whether or not a policy is loaded.
+        Default 10000.
+        Example: c.GPUaaSService.activity_max_servers = 50000""",
+    )
+
+    # ---------------------------------------------------------------- the culler
+
+    policy_check_interval = Float(
+        10.0,
+        min=0.1,
+        config=True,
+        help="""Seconds between checks of the policy file for changes. A changed file is loaded;
+        an invalid one is logged, shown in api/health and the metric gpuaas_culler_policy_valid,
+        and the last good policy stays in force (none at start: reclaim off). Default 10.
+        Example: c.GPUaaSService.policy_check_interval = 30""",
+    )
+
+    policy = Unicode(
+        config=True,
+        help="""The culler's YAML policy file (check it with ``gpuaas-culler --check-policy
+        FILE``). Without one, activity reports are still taken but nothing is reclaimed.
+        Default: $GPUAAS_CULLER_POLICY, else none.
+        Example: c.GPUaaSService.policy = "/etc/gpuaas/policy.yaml"
+        """,
+    )
+
+    @default("policy")
+    def _policy_default(self) -> str:
+        return os.environ.get("GPUAAS_CULLER_POLICY", "")
+
+    culler_interval = Float(
+        _LOOP_DEFAULTS.interval,
+        min=0.1,
+        config=True,
+        help=f"""Seconds between reclaim cycles (doubling, up to culler_max_backoff, while the hub
+        or Kubernetes cannot be read). Default: $GPUAAS_CULLER_INTERVAL, else
+        {_LOOP_DEFAULTS.interval:g}.
+        Example: c.GPUaaSService.culler_interval = 60""",
+    )
+
+    @default("culler_interval")
+    def _culler_interval_default(self) -> float:
+        return _env_float("GPUAAS_CULLER_INTERVAL", _LOOP_DEFAULTS.interval)
+
+    culler_max_backoff = Float(
+        _LOOP_DEFAULTS.max_backoff,
+        min=0.1,
+        config=True,
+        help=f"""The longest wait in seconds between reclaim cycles while the hub or Kubernetes
+        cannot be read. Default {_LOOP_DEFAULTS.max_backoff:g}.
+        Example: c.GPUaaSService.culler_max_backoff = 600""",
+    )
+
+    culler_dry_run = Bool(
+        False,
+        config=True,
+        help="""Decide and log only: no warning, no stop, no annotation, no Event (on top of the
+        policy file's own dry_run). Default: $GPUAAS_CULLER_DRY_RUN (1, true or yes), else False.
+        Example: c.GPUaaSService.culler_dry_run = True""",
+    )
+
+    @default("culler_dry_run")
+    def _culler_dry_run_default(self) -> bool:
+        return _env_bool("GPUAAS_CULLER_DRY_RUN")
+
+    save_lead = Float(
+        _LOOP_DEFAULTS.save_lead,
+        min=0.0,
+        config=True,
+        help=f"""Seconds before a reclaim from which open JupyterLabs are told to save. Default:
+        $GPUAAS_CULLER_SAVE_LEAD, else {_LOOP_DEFAULTS.save_lead:g}.
+        Example: c.GPUaaSService.save_lead = 30""",
+    )
+
+    @default("save_lead")
+    def _save_lead_default(self) -> float:
+        return _env_float("GPUAAS_CULLER_SAVE_LEAD", _LOOP_DEFAULTS.save_lead)
+
+    hub_concurrency = Integer(
+        _LOOP_DEFAULTS.hub_concurrency,
+        min=1,
+        config=True,
+        help=f"""Hub API requests at a time when a cycle confirms the servers it is about to warn
+        or stop. Default {_LOOP_DEFAULTS.hub_concurrency}.
+        Example: c.GPUaaSService.hub_concurrency = 16""",
+    )
+
+    hub_request_timeout = Float(
+        20.0,
+        min=0.1,
+        config=True,
+        help="""Seconds per Hub API request of the culler (connecting and the whole answer).
+        Default 20.
+        Example: c.GPUaaSService.hub_request_timeout = 60""",
+    )
+
+    hub_page_size = Integer(
+        200,
+        min=1,
+        config=True,
+        help="""Groups per page when the culler reads the hub's groups (only for policies that
+        name groups). Default 200.
+        Example: c.GPUaaSService.hub_page_size = 500""",
+    )
+
+    prometheus_url = Unicode(
+        config=True,
+        help="""A Prometheus that scrapes DCGM exporter with its pod mapping: each cycle asks it
+        for every pod's GPU utilisation, which then counts for whole GPUs and MIG slices
+        (docs/culler.md). Empty: not asked. Default: $GPUAAS_CULLER_PROMETHEUS_URL, else empty.
+        Example: c.GPUaaSService.prometheus_url = "http://prometheus.monitoring:9090"
+        """,
+    )
+
+    @default("prometheus_url")
+    def _prometheus_url_default(self) -> str:
+        return os.environ.get("GPUAAS_CULLER_PROMETHEUS_URL", "")
+
+    prometheus_query = Unicode(
+        DEFAULT_QUERY,
+        config=True,
+        help=f"""PromQL giving one sample per pod in percent, labelled namespace and pod (or
+        exported_namespace and exported_pod). Default: $GPUAAS_CULLER_PROMETHEUS_QUERY, else
+        {DEFAULT_QUERY}
+        Example: c.GPUaaSService.prometheus_query = "100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+        """,
+    )
+
+    @default("prometheus_query")
+    def _prometheus_query_default(self) -> str:
+        return os.environ.get("GPUAAS_CULLER_PROMETHEUS_QUERY") or DEFAULT_QUERY
+
+    hami_last_kernel_query = Unicode(
+        HAMI_LAST_KERNEL_QUERY,
+        config=True,
+        help=f"""PromQL giving, per pod, the seconds since its last kernel from HAMi's vGPU
+        monitor (docs/fractions.md), asked of prometheus_url each cycle: for fractions it counts
+        as activity, and with a policy's busy_signal: gpu it alone says busy (a kernel in the
+        last minute) or idle since then. Empty: not asked. Default: {HAMI_LAST_KERNEL_QUERY}
+        Example: c.GPUaaSService.hami_last_kernel_query = ""
+        """,
+    )
+
+    prometheus_timeout = Float(
+        10.0,
+        min=0.1,
+        config=True,
+        help="""Seconds per Prometheus query. Default 10.
+        Example: c.GPUaaSService.prometheus_timeout = 20""",
+    )
+
+    # ---------------------------------------------------------------- notebook jobs
+
+    catalog_file = Unicode(
+        config=True,
+        help="""The GPU catalog (the hub's, c.GPUaaSSpawner.catalog_file) for notebook Jobs: a
+        tenant's ``jobs`` section says where its notebooks run as training Jobs and its caps
+        (docs/jobs.md). Empty: the jobs endpoints answer 503. Default: $GPUAAS_CATALOG_FILE,
+        else empty.
+        Example: c.GPUaaSService.catalog_file = "/etc/gpuaas/catalog.yaml"
+        """,
+    )
+
+    @default("catalog_file")
+    def _catalog_file_default(self) -> str:
+        return os.environ.get("GPUAAS_CATALOG_FILE", "")
+
+    job_service_url = Unicode(
+        config=True,
+        help="""The service's URL as a notebook Job's pod reaches it (its runner fetches the
+        notebook and sends the result there, with the Job's own token). Default: url + prefix
+        (right where pods share the service's network, as in the dev cluster); in a cluster,
+        the service's in-cluster address.
+        Example: c.GPUaaSService.job_service_url = "http://gpuaas.jupyterhub.svc:10101/services/gpuaas/"
+        """,
+    )
+
+    @default("job_service_url")
+    def _job_service_url_default(self) -> str:
+        return self.url.rstrip("/") + "/" + self.prefix.strip("/") + "/"
+
+    job_max_notebook_bytes = Integer(
+        900_000,
+        min=1024,
+        config=True,
+        help="""The largest notebook (JSON, bytes) a job takes, and the largest executed copy
+        it sends back: each is kept in a ConfigMap, which holds at most 1 MiB. Submit bodies
+        may be this plus 200 KiB. Default 900000.
+        Example: c.GPUaaSService.job_max_notebook_bytes = 500000""",
+    )
+
+    # ---------------------------------------------------------------- the console
+
+    console_regret_window = Float(
+        3600.0,
+        min=0.0,
+        config=True,
+        help="""Seconds after a reclaim within which its user starting a server again counts as
+        "regret" in the console (the reclaim took a GPU from someone who still wanted it).
+        Default 3600 (an hour).
+        Example: c.GPUaaSService.console_regret_window = 1800""",
+    )
+
+    console_cache_seconds = Float(
+        2.0,
+        min=0.0,
+        config=True,
+        help="""Seconds the console's answer (api/console) is reused before it is built again
+        from memory: teams, events and hand-offs, then serialised and gzipped once; the
+        workbench rows are built once per reclaim cycle, and the whole answer right after
+        each cycle. Requests in between get the same bytes. Default 2.
+        Example: c.GPUaaSService.console_cache_seconds = 5""",
+    )
+
+    # ---------------------------------------------------------------- start-up
+
+    def initialize(self, argv: Any = None) -> None:
+        self.parse_command_line(argv)
+        if self.subapp is not None:
+            return
+        self._load_config_file()
+        # Env-derived defaults are read now; a bad one is a start-up error with its name.
+        for name in self.class_trait_names(config=True):
+            getattr(self, name)
+
+    def _load_config_file(self) -> None:
+        explicit = "config_file" in self.cli_config.GPUaaSService
+        path = os.path.abspath(os.path.expanduser(self.config_file))
+        if not os.path.isfile(path):
+            if explicit:
+                raise TraitError(f"config file {self.config_file} not found")
+            return
+        # traitlets applies the command line again after the file: it wins
+        self.load_config_file(os.path.basename(path), path=os.path.dirname(path))
+
+    def loop_settings(self) -> Settings:
+        """The reclaim loop's settings (plain data: decisions never see the Application)."""
+        return Settings(
+            notebook_namespace=self.notebook_namespace,
+            job_namespaces=tuple(self.job_namespaces),
+            interval=self.culler_interval,
+            max_backoff=self.culler_max_backoff,
+            save_lead=self.save_lead,
+            dry_run=self.culler_dry_run,
+            hub_concurrency=self.hub_concurrency,
+        )
+
+    def start(self) -> None:
+        if self.subapp is not None:
+            self.subapp.start()
+            return
+        level = self.log_level
+        logging.basicConfig(
+            level=level if isinstance(level, int) else str(level), format=LOG_FORMAT
+        )
+        try:
+            asyncio.run(self.serve())
+        except KeyboardInterrupt:  # the hub stops its managed services with SIGINT
+            log.info("gpuaas service stopped")
+
+    # ---------------------------------------------------------------- running
+
+    async def serve(self) -> None:
+        from jupyterhub.services.auth import HubAuth
+        from kubespawner.clients import load_config, shared_client
+
+        from gpuaas_service.clients.kubernetes import notebook_pod_reflector
+        from gpuaas_service.queue.index import QueueIndex
+        from gpuaas_service.web.queue import make_app
+        from jupyter_gpuaas.core.watch import WatchedKueueView
+
+        load_config()
+        if not self.job_namespaces:
+            log.warning(
+                "job_namespaces=none: only Workloads in %s are shown and reclaimed for; teams'"
+                " training Jobs elsewhere are not (set c.GPUaaSService.job_namespaces)",
+                self.notebook_namespace,
+            )
+        view = WatchedKueueView(
+            namespaces=[self.notebook_namespace, *self.job_namespaces],
+            custom_objects_api=lambda: shared_client("CustomObjectsApi"),
+            api_version=self.kueue_api_version,
+            visibility_version=self.kueue_visibility_api_version,
+            poll_interval=self.poll_interval,
+            request_timeout=self.kubernetes_request_timeout,
+            log=log,
+        )
+        pods = notebook_pod_reflector(
+            self.notebook_namespace, resync_seconds=self.pod_watch_seconds
+        )
+        await view.start(timeout=self.cache_sync_timeout)
+        await pods.start()
+        index = QueueIndex(
+            view,
+            notebook_namespace=self.notebook_namespace,
+            namespaces=self.job_namespaces,
+            pods=lambda: pods.resources,
+        )
+        from gpuaas_service.web.limits import RateLimit
+
+        hub_auth = HubAuth(parent=self)
+        limits = {
+            "activity": RateLimit(
+                self.activity_reports_per_minute / 60, self.activity_report_burst
+            ),
+            "queue": RateLimit(self.queue_requests_per_second, self.queue_request_burst),
+        }
+        app = make_app(
+            index,
+            prefix=self.prefix,
+            hub_auth=hub_auth,
+            operator_token=self.operator_token,
+            limits=limits,
+        )
+        self._start_culler(app, view, hub_auth, pods)
+        self._start_jobs(app, view, index, hub_auth)
+        url = urlparse(self.url)
+        # Bodies over the limit are refused from their Content-Length, before they are read.
+        app.listen(
+            url.port or 80, url.hostname or "127.0.0.1", max_body_size=self.max_request_bytes
+        )
+        log.info(
+            "gpuaas service listening on %s%s notebook_namespace=%s job_namespaces=%s",
+            self.url.rstrip("/"),
+            self.prefix,
+            self.notebook_namespace,
+            ",".join(self.job_namespaces) or "none",
+        )
+        while True:
+            index.tick()
+            await asyncio.sleep(max(0.5, self.poll_interval / 2))
+
+    def _start_culler(self, app: Any, view: Any, hub_auth: Any, pods: Any) -> None:
+        """Add the culler's handlers to the app and, with a policy, start its loop."""
+        from gpuaas_service.clients.hub import HubClient
+        from gpuaas_service.clients.kubernetes import KubeClient
+        from gpuaas_service.clients.prometheus import PrometheusClient
+        from gpuaas_service.reclaim.activity_store import ActivityStore
+        from gpuaas_service.reclaim.loop import ReclaimLoop
+        from gpuaas_service.reclaim.policy import PolicyFile, PolicySet
+        from gpuaas_service.web.reclaim import reclaim_handlers
+
+        source = PolicyFile(self.policy) if self.policy else None
+        if source is not None:
+            source.check()
+            if source.error:
+                log.error("policy not loaded, reclaim is off until it is fixed: %s", source.error)
+        policies = source.policies if source is not None else PolicySet(policies=())
+        prometheus = (
+            PrometheusClient(
+                self.prometheus_url, self.prometheus_query, timeout=self.prometheus_timeout
+            )
+            if self.prometheus_url
+            else None
+        )
+        utilization = prometheus.pod_utilization if prometheus is not None else None
+        query = self.hami_last_kernel_query
+        last_kernel = (
+            functools.partial(prometheus.last_kernel, query)
+            if prometheus is not None and query
+            else None
+        )
+        loop = ReclaimLoop(
+            hub=HubClient(
+                self.hub_api_url,
+                os.environ.get("JUPYTERHUB_API_TOKEN", ""),
+                timeout=self.hub_request_timeout,
+                page_size=self.hub_page_size,
+                max_clients=self.hub_concurrency + 2,
+            ),
+            kube=KubeClient(
+                timeout=self.kubernetes_request_timeout, kueue_version=self.kueue_api_version
+            ),
+            view=view,
+            policies=policies,
+            pods=_listed(pods),
+            utilization=utilization,
+            last_kernel=last_kernel,
+            settings=self.loop_settings(),
+            store=ActivityStore(max_servers=self.activity_max_servers),
+        )
+        app.add_handlers(".*", reclaim_handlers(self.prefix, loop, hub_auth))
+        self._start_console(app, loop, view, source)
+        app.settings["on_refused"] = lambda name: loop.metrics.requests_refused.labels(name).inc()
+        loop.metrics.policy_valid.set(1 if source is None or not source.error else 0)
+        app.settings["health_extra"]["policy"] = lambda: _policy_health(source, loop)
+        if source is not None:
+            loop.task = asyncio.ensure_future(loop.run())
+            self._policy_task = asyncio.ensure_future(self._watch_policy(source, loop))
+
+    def load_catalog(self) -> Any:
+        """The catalog for notebook Jobs (``None`` without ``catalog_file``); a bad file is a
+        start-up error listing every problem."""
+        if not self.catalog_file:
+            return None
+        from jupyter_gpuaas.core.catalog import CatalogError, build_catalog, load_catalog_file
+
+        try:
+            return build_catalog([load_catalog_file(self.catalog_file)])
+        except CatalogError as e:
+            raise TraitError(str(e)) from None
+
+    def _start_jobs(self, app: Any, view: Any, index: Any, hub_auth: Any) -> None:
+        """Add the notebook-Job endpoints (docs/jobs.md)."""
+        from gpuaas_service.jobs.kube import JobsKubeClient
+        from gpuaas_service.jobs.service import JobService
+        from gpuaas_service.web.jobs import jobs_handlers
+
+        catalog = self.load_catalog()
+        if catalog is None:
+            log.warning("catalog_file not set: notebook jobs are off (docs/jobs.md)")
+
+        def positions(user: str, groups: Any) -> dict[tuple[str, str], dict[str, Any]]:
+            items = index.answer(user, groups).get("items") or []
+            return {(i["namespace"], i["name"]): i for i in items if i.get("kind") == "job"}
+
+        service = JobService(
+            JobsKubeClient(timeout=self.kubernetes_request_timeout),
+            lambda: catalog,
+            service_url=self.job_service_url,
+            queue_state=view.queue_state,
+            positions=positions,
+            workloads=view.workloads,
+            max_notebook_bytes=self.job_max_notebook_bytes,
+        )
+        app.add_handlers(
+            ".*",
+            jobs_handlers(
+                self.prefix, service, hub_auth, max_body=self.job_max_notebook_bytes + 200_000
+            ),
+        )
+
+    def _start_console(self, app: Any, loop: Any, view: Any, source: Any) -> None:
+        """The console's page and API (docs/console.md), through the hub's OAuth."""
+        from datetime import timedelta
+
+        from jupyterhub.services.auth import HubOAuth
+
+        from gpuaas_service.console.state import ConsoleState, update_metrics
+        from gpuaas_service.web.console import console_handlers
+
+        console = ConsoleState(
+            loop,
+            view,
+            notebook_namespace=self.notebook_namespace,
+            job_namespaces=self.job_namespaces,
+            regret_window=timedelta(seconds=self.console_regret_window),
+            policy_file=lambda: {
+                "file": source.path if source is not None else None,
+                "error": source.error if source is not None else "",
+            },
+            ttl=self.console_cache_seconds,
+        )
+        loop.cycle_listeners.append(lambda _loop: update_metrics(console))
+        loop.cycle_listeners.append(lambda _loop: console.refresh())
+        if not os.environ.get("JUPYTERHUB_CLIENT_ID"):
+            log.warning(
+                "console: no $JUPYTERHUB_CLIENT_ID (the hub sets it for a service with a url):"
+                " its page cannot log browsers in; tokens with the scope still work"
+            )
+            os.environ.setdefault("JUPYTERHUB_CLIENT_ID", "service-gpuaas")
+        # The OAuth state cookie is signed; a restart only asks browsers to log in again.
+        app.settings.setdefault("cookie_secret", os.urandom(32))
+        app.add_handlers(".*", console_handlers(self.prefix, console, HubOAuth(parent=self)))
+
+    async def _watch_policy(self, source: Any, loop: Any) -> None:
+        """Reload the policy file when it changes; keep the last good one when it is bad."""
+        while True:
+            await asyncio.sleep(self.policy_check_interval)
+            before = (source.loaded, source.invalid)
+            changed = source.check()
+            if (source.loaded, source.invalid) == before:
+                continue
+            if source.error:
+                loop.metrics.policy_reloads.labels("invalid").inc()
+                log.error(
+                    "policy file %s is invalid; %s: %s",
+                    self.policy,
+                    "keeping the last good policy" if loop.policies.policies else "reclaim is off",
+                    source.error,
+                )
+            else:
+                loop.metrics.policy_reloads.labels("loaded").inc()
+                if changed:
+                    loop.set_policies(source.policies)
+                log.info(
+                    "policy file %s loaded (%d policies)",
+                    self.policy,
+                    len(source.policies.policies),
+                )
+            loop.metrics.policy_valid.set(0 if source.error else 1)
+
+
+def _policy_health(source: Any, loop: Any) -> dict[str, Any]:
+    """``api/health``'s ``policy``: the file, whether it is in force, why not."""
+    return {
+        "file": source.path if source is not None else None,
+        "valid": source is None or not source.error,
+        "error": source.error if source is not None else "",
+        "policies_in_force": len(loop.policies.policies),
+        "reclaim": "on" if loop.policies.policies else "off",
+    }
+
+
+def _listed(reflector: Any) -> Callable[[], Any]:
+    """The reflector's pods once it has listed them; ``None`` before."""
+
+    def pods() -> Any:
+        future = reflector.first_load_future
+        done = future.done() and not future.exception()
+        return reflector.resources.values() if done else None
+
+    return pods
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``gpuaas-service`` console script."""
+    try:
+        GPUaaSService.launch_instance(argv)
+    except TraitError as e:  # a bad option, file or environment variable: say which, no trace
+        raise SystemExit(f"gpuaas-service: error: {e}") from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""``gpuaas-culler``: check a policy file, or explain what the culler would do.
+
+Exit status: 0 when all is well, 2 when the policy, the catalog or the snapshot is invalid
+(every problem is listed with its field path on stderr), 1 for anything else unexpected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+
+from gpuaas_service.reclaim.decide import decide
+from gpuaas_service.reclaim.explain import explain, explain_policies
+from gpuaas_service.reclaim.policy import PolicyError, PolicySet, load_policy_file
+from gpuaas_service.reclaim.snapshot import SnapshotError, load_snapshot_file
+from jupyter_gpuaas.core.kueue import parse_time
+
+__all__ = ["main"]
+
+EXIT_INVALID = 2
+
+_DESCRIPTION = """\
+The GPU workbench culler of jupyter-gpuaas.
+
+This command checks policy files and explains, from a JSON snapshot of workbenches, their
+activity and Kueue's pending workloads, what the culler would do and why. The live culler
+(the loop that gathers those inputs, warns users and stops servers through the Hub API) runs
+inside the gpuaas hub service: gpuaas-service --policy FILE (docs/culler.md).
+"""
+
+_EPILOG = """\
+examples:
+  gpuaas-culler --check-policy /etc/gpuaas/culler-policy.yaml
+  gpuaas-culler --check-policy policy.yaml --catalog catalog.yaml
+  gpuaas-culler --explain --policy policy.yaml --snapshot snapshot.json
+  gpuaas-culler --explain --policy policy.yaml --snapshot snapshot.json --json
+
+The snapshot format is described in gpuaas_service/snapshot.py.
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuaas-culler",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument(
+        "--check-policy",
+        metavar="FILE",
+        help="validate a YAML policy file; exit 0 ('policy OK: N policies') or 2 (every"
+        " problem with its field path)",
+    )
+    mode.add_argument(
+        "--explain",
+        action="store_true",
+        help="print, for every workbench in the snapshot, what the culler would do now and why",
+    )
+    parser.add_argument(
+        "--policy", metavar="FILE", help="the YAML policy file to explain with (with --explain)"
+    )
+    parser.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="JSON snapshot of workbenches, pending workloads and hand-offs (required with"
+        " --explain)",
+    )
+    parser.add_argument(
+        "--catalog",
+        metavar="FILE",
+        help="the GPU catalog YAML (as GPUaaSSpawner reads it): policy team names are checked"
+        " against its tenants",
+    )
+    parser.add_argument(
+        "--now",
+        metavar="TIME",
+        help="the clock for --explain, ISO 8601 (default: the snapshot's 'now', else the time)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --explain: mark every decision as dry-run (explain never acts anyway)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="with --explain: print one JSON audit record per decision instead of text",
+    )
+    return parser
+
+
+def _known_teams(path: str | None) -> list[str] | None:
+    if path is None:
+        return None
+    from jupyter_gpuaas.core.catalog import CatalogError, build_catalog, load_catalog_file
+
+    try:
+        catalog = build_catalog([load_catalog_file(path)])
+    except CatalogError as e:
+        raise _Invalid(f"{path}: the catalog is invalid", [str(err) for err in e.errors]) from e
+    return list(catalog.tenants)
+
+
+class _Invalid(Exception):
+    def __init__(self, title: str, problems: Sequence[str]) -> None:
+        super().__init__(title)
+        self.title = title
+        self.problems = list(problems)
+
+
+def _load_policy(path: str, known_teams: list[str] | None) -> PolicySet:
+    try:
+        return load_policy_file(path, known_teams=known_teams)
+    except PolicyError as e:
+        raise _Invalid(
+            f"{path}: {len(e.errors)} problem(s) in the policy", [str(err) for err in e.errors]
+        ) from e
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        known = _known_teams(args.catalog)
+        if args.check_policy:
+            sys.stdout.write(explain_policies(_load_policy(args.check_policy, known)))
+            return 0
+        if not args.policy:
+            parser.error("--explain needs --policy FILE")
+        if not args.snapshot:
+            parser.error(
+                "--explain needs --snapshot FILE: reading the live hub and cluster is not"
+                " implemented yet"
+            )
+        now: datetime | None = None
+        if args.now:
+            now = parse_time(args.now)
+            if now is None:
+                parser.error(f"--now: {args.now!r} is not an ISO 8601 time")
+        policies = _load_policy(args.policy, known)
+        try:
+            snap = load_snapshot_file(args.snapshot, policies, now=now)
+        except SnapshotError as e:
+            raise _Invalid(
+                f"{args.snapshot}: {len(e.errors)} problem(s) in the snapshot",
+                [str(err) for err in e.errors],
+            ) from e
+        plan = decide(
+            snap.workbenches,
+            snap.pending,
+            policies,
+            now=snap.now,
+            handoffs=snap.handoffs,
+            dry_run=args.dry_run,
+        )
+        if args.json:
+            for d in plan.decisions:
+                sys.stdout.write(json.dumps(d.log_record(plan.now), sort_keys=True) + "\n")
+        else:
+            sys.stdout.write(explain(plan, source=args.snapshot))
+        return 0
+    except _Invalid as e:
+        sys.stderr.write(f"{e.title}:\n")
+        for problem in e.problems:
+            sys.stderr.write(f"  {problem}\n")
+        return EXIT_INVALID
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""What the console shows, from the service's state (pure: plain data and a clock in).
+
+- :func:`plan_rows`: one row per GPU workbench from the loop's last :class:`~.decide.Plan`
+  (the same decisions ``gpuaas-culler --explain`` prints for the same state).
+- :func:`teams`: per team and (flavor, resource), quota against use — notebooks, training,
+  borrowed, lent — from Kueue's ClusterQueues as the watch caches hold them; the team's queued
+  work (count, GPU-equivalents, the oldest wait); its GPU-equivalents held now (busy, idle,
+  unknown) and today's hours (:class:`~.ledger.Ledger`).
+
+A ClusterQueue belongs to the team whose LocalQueue points at it: in the notebook namespace the
+LocalQueue is named after the team (its *notebooks* queue); elsewhere the namespace is the
+team's (its *training* queue). Use is Kueue's reservation; *borrowed* is what the team's queues use
+beyond the team's nominal quota (borrowing between its own notebooks and training queues
+cancels out); *lent* is what the other teams of the same cohort tree borrow, shared out among
+the lending teams in proportion to their unused nominal quota (Kueue does not say whose quota a
+borrower uses; a Cohort's own quota is not counted as anyone's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from fractions import Fraction
+from typing import Any
+
+from gpuaas_service.console.ledger import Usage
+from gpuaas_service.reclaim.decide import Action, Decision, Plan
+from gpuaas_service.reclaim.idleness import State
+from jupyter_gpuaas.core.durations import isoformat_z
+from jupyter_gpuaas.core.gpu_equivalents import (
+    format_gpu_equivalents,
+    resource_gpu_equivalents,
+)
+from jupyter_gpuaas.core.headroom import QueueState
+from jupyter_gpuaas.core.kueue import WorkloadInfo, display_value
+
+__all__ = ["QueuedWork", "plan_row", "plan_rows", "queue_owners", "queued_work", "summary", "teams"]
+
+GPU_PREFIX = "nvidia.com/"
+
+
+def _seconds(value: timedelta) -> int:
+    return int(max(value.total_seconds(), 0))
+
+
+def plan_row(d: Decision, now: datetime) -> dict[str, Any]:
+    """One workbench as the console's table shows it."""
+    wb = d.workbench
+    idle = wb.idleness
+    return {
+        "key": wb.key,
+        "user": wb.user,
+        "server": wb.server,
+        "team": wb.team,
+        "offering": wb.offering,
+        "kind": wb.kind,
+        "gpu_equivalents": format_gpu_equivalents(wb.gpu_equivalents),
+        "started_at": isoformat_z(wb.started_at),
+        "age_seconds": _seconds(now - wb.started_at),
+        "phase": wb.phase,
+        "activity": idle.state.value,
+        "signal": idle.reason,
+        "idle_seconds": _seconds(idle.idle_for(now)) if idle.state is State.IDLE else None,
+        "unknown_seconds": _seconds(idle.unknown_for(now)) if idle.state is State.UNKNOWN else None,
+        "policy": d.policy,
+        "action": d.action.value,
+        "code": d.code,
+        "reason": d.reason,
+        "reclaim_at": isoformat_z(d.reclaim_at) if d.reclaim_at else None,
+        "warned_at": isoformat_z(wb.warned_at) if wb.warned_at else None,
+        "handoff": d.handoff,
+        "snoozes_left": d.snoozes_left,
+        "dry_run": d.dry_run,
+    }
+
+
+def plan_rows(plan: Plan, *, teams: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """The plan's GPU workbenches (CPU-only servers hold nothing to reclaim), optionally only
+    those of ``teams``."""
+    allowed = set(teams) if teams is not None else None
+    return [
+        plan_row(d, plan.now)
+        for d in plan.decisions
+        if d.workbench.kind != "cpu" and (allowed is None or d.workbench.team in allowed)
+    ]
+
+
+def summary(plan: Plan, *, teams: Iterable[str] | None = None) -> dict[str, int]:
+    """How many workbenches get each action (``warn``, ``reclaim``, ...)."""
+    allowed = set(teams) if teams is not None else None
+    counts = {a.value: 0 for a in Action}
+    for d in plan.decisions:
+        if d.workbench.kind != "cpu" and (allowed is None or d.workbench.team in allowed):
+            counts[d.action.value] += 1
+    return counts
+
+
+# --------------------------------------------------------------------------- teams
+
+
+def queue_owners(state: QueueState, notebook_namespace: str) -> dict[str, tuple[str, str]]:
+    """ClusterQueue → (team, ``notebooks`` | ``training``), from the LocalQueues."""
+    out: dict[str, tuple[str, str]] = {}
+    for (namespace, name), lq in sorted(state.local_queues.items()):
+        if not lq.cluster_queue or lq.cluster_queue in out:
+            continue
+        if namespace == notebook_namespace:
+            out[lq.cluster_queue] = (name, "notebooks")
+        else:
+            out[lq.cluster_queue] = (namespace, "training")
+    return out
+
+
+@dataclass(frozen=True)
+class QueuedWork:
+    """A team's pending GPU Workloads."""
+
+    count: int = 0
+    gpu_equivalents: Fraction = Fraction(0)
+    oldest: datetime | None = None
+
+
+def queued_work(
+    workloads: Iterable[WorkloadInfo], state: QueueState, notebook_namespace: str
+) -> dict[str, QueuedWork]:
+    """Per team: the pending Workloads that ask for GPUs (a queued notebook counts for the team
+    of its LocalQueue; a training Workload for its namespace's)."""
+    out: dict[str, QueuedWork] = {}
+    for wl in workloads:
+        if not wl.pending:
+            continue
+        gpus = {r: a for r, a in wl.resources.items() if r.startswith(GPU_PREFIX)}
+        if not gpus:
+            continue
+        team = wl.queue_name if wl.namespace == notebook_namespace else wl.namespace
+        if (wl.namespace, wl.queue_name) not in state.local_queues:
+            continue
+        was = out.get(team, QueuedWork())
+        oldest = was.oldest
+        if wl.created is not None and (oldest is None or wl.created < oldest):
+            oldest = wl.created
+        out[team] = QueuedWork(
+            was.count + 1, was.gpu_equivalents + resource_gpu_equivalents(gpus), oldest
+        )
+    return out
+
+
+def _root(state: QueueState, cohort: str | None) -> str | None:
+    seen: list[str] = []
+    while cohort and cohort not in seen:
+        seen.append(cohort)
+        parent = state.cohorts.get(cohort)
+        if parent is None or not parent.parent:
+            return cohort
+        cohort = parent.parent
+    return cohort
+
+
+def _flavor_rows(
+    state: QueueState, owners: Mapping[str, tuple[str, str]]
+) -> dict[str, list[dict[str, Any]]]:
+    """Per team, per (flavor, resource) of a GPU resource: nominal, notebooks, training,
+    borrowed, lent (Kueue's integer units)."""
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    roots: dict[tuple[str, str, str], str | None] = {}
+    for name, cq in state.cluster_queues.items():
+        team, role = owners.get(name, ("", ""))
+        if not team:
+            continue
+        keys = set(cq.quotas) | set(cq.reserved)
+        for flavor, resource in keys:
+            if not resource.startswith(GPU_PREFIX):
+                continue
+            row = rows.setdefault(
+                (team, flavor, resource),
+                {
+                    "flavor": flavor,
+                    "resource": resource,
+                    "nominal": 0,
+                    "notebooks": 0,
+                    "training": 0,
+                    "borrowed": 0,
+                    "lent": 0,
+                },
+            )
+            quota = cq.quotas.get((flavor, resource))
+            row["nominal"] += quota.nominal if quota else 0
+            row[role] += cq.usage((flavor, resource))
+            roots[(team, flavor, resource)] = _root(state, cq.cohort)
+    # At the team's level, borrowing between its own notebooks and training queues cancels out:
+    # borrowed is what it uses beyond its own quota; lent is shared out from that (module doc).
+    by_tree: dict[tuple[str | None, str, str], list[tuple[str, str, str]]] = {}
+    for key, row in rows.items():
+        row["borrowed"] = max(0, row["notebooks"] + row["training"] - row["nominal"])
+        if roots.get(key) is not None:
+            by_tree.setdefault((roots[key], key[1], key[2]), []).append(key)
+    for members in by_tree.values():
+        unused = {
+            k: max(0, rows[k]["nominal"] - rows[k]["notebooks"] - rows[k]["training"])
+            for k in members
+        }
+        pool = sum(unused.values())
+        for key in members:
+            borrowed = sum(rows[k]["borrowed"] for k in members if k[0] != key[0])
+            if borrowed and unused[key] and pool:
+                rows[key]["lent"] = min(unused[key], round(borrowed * unused[key] / pool))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for (team, _f, _r), row in sorted(rows.items()):
+        if not any(row[k] for k in ("nominal", "notebooks", "training", "borrowed", "lent")):
+            continue  # a flavor the queue lists with no quota and no use: nothing to show
+        shown = {
+            k: display_value(row["resource"], row[k])
+            for k in ("nominal", "notebooks", "training", "borrowed", "lent")
+        }
+        out.setdefault(team, []).append({**row, "shown": shown})
+    return out
+
+
+def teams(
+    state: QueueState,
+    plan: Plan | None,
+    workloads: Sequence[WorkloadInfo],
+    today: Mapping[str, Usage],
+    *,
+    notebook_namespace: str,
+    now: datetime,
+    only: Iterable[str] | None = None,
+) -> list[dict[str, Any]]:
+    """The console's team table (see the module's docstring)."""
+    owners = queue_owners(state, notebook_namespace)
+    flavors = _flavor_rows(state, owners)
+    queued = queued_work(workloads, state, notebook_namespace)
+    held: dict[str, dict[str, Fraction]] = {}
+    servers: dict[str, int] = {}
+    for d in plan.decisions if plan is not None else ():
+        wb = d.workbench
+        if wb.gpu_equivalents <= 0:
+            continue
+        team = wb.team or "-"
+        h = held.get(team)
+        if h is None:  # (not setdefault: its default would be built for every workbench)
+            h = held[team] = {s.value: Fraction(0) for s in State}
+        h[wb.idleness.state.value] += wb.gpu_equivalents
+        servers[team] = servers.get(team, 0) + 1
+    names = sorted({*(t for t, _ in owners.values()), *held, *queued, *today})
+    allowed = set(only) if only is not None else None
+    out = []
+    for team in names:
+        if allowed is not None and team not in allowed:
+            continue
+        q = queued.get(team, QueuedWork())
+        h = held.get(team, {s.value: Fraction(0) for s in State})
+        out.append(
+            {
+                "team": team,
+                "cluster_queues": sorted(cq for cq, (t, _) in owners.items() if t == team),
+                "flavors": flavors.get(team, []),
+                "queued": {
+                    "workloads": q.count,
+                    "gpu_equivalents": format_gpu_equivalents(q.gpu_equivalents),
+                    "oldest_wait_seconds": _seconds(now - q.oldest) if q.oldest else None,
+                },
+                "now": {
+                    "servers": servers.get(team, 0),
+                    "allocated": format_gpu_equivalents(sum(h.values(), Fraction(0))),
+                    **{state_: format_gpu_equivalents(v) for state_, v in h.items()},
+                },
+                "today": today.get(team, Usage()).hours(),
+            }
+        )
+    return out

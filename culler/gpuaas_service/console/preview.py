@@ -1,0 +1,103 @@
+"""The console's policy preview: a pasted policy, checked with field paths, then decided on the
+live state (pure; nothing is changed, the policy in force stays).
+
+The live state is the last complete cycle's inputs as a snapshot
+(:func:`gpuaas_service.reclaim.snapshot.dump_snapshot`): the same reader and the same
+:func:`~gpuaas_service.reclaim.decide.decide` as ``gpuaas-culler --explain`` — the pasted
+policy's own ``report_stale_after`` and ``busy_utilization_percent`` judge the activity again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from gpuaas_service.console.aggregates import plan_rows, summary
+from gpuaas_service.reclaim.decide import Plan, decide
+from gpuaas_service.reclaim.explain import explain_policies
+from gpuaas_service.reclaim.policy import PolicyError, PolicySet, load_policy
+from gpuaas_service.reclaim.snapshot import SnapshotError, load_snapshot
+
+__all__ = ["PreviewError", "parse_policy_text", "plan_of_snapshot", "preview"]
+
+MAX_POLICY_BYTES = 64 * 1024
+
+
+class PreviewError(ValueError):
+    """The pasted policy is not usable: every problem with its field path."""
+
+    def __init__(self, errors: list[dict[str, str]]) -> None:
+        super().__init__(f"{len(errors)} problem(s) in the pasted policy")
+        self.errors = errors
+
+
+def parse_policy_text(text: str, *, known_teams: Iterable[str] | None = None) -> PolicySet:
+    """YAML text → a :class:`PolicySet`, or :class:`PreviewError` listing every problem."""
+    import yaml
+
+    if len(text.encode()) > MAX_POLICY_BYTES:
+        raise PreviewError([{"path": "(text)", "message": f"longer than {MAX_POLICY_BYTES} bytes"}])
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise PreviewError([{"path": "(text)", "message": f"not valid YAML: {e}"}]) from e
+    try:
+        return load_policy(
+            data,
+            origin="pasted policy",
+            known_teams=list(known_teams) if known_teams is not None else None,
+        )
+    except PolicyError as e:
+        raise PreviewError([{"path": x.path, "message": x.message} for x in e.errors]) from e
+
+
+def plan_of_snapshot(
+    snapshot: Mapping[str, Any], policies: PolicySet, *, dry_run: bool = False
+) -> Plan:
+    """What ``--explain`` decides for this snapshot under ``policies``."""
+    snap = load_snapshot(snapshot, policies)
+    return decide(
+        snap.workbenches,
+        snap.pending,
+        policies,
+        now=snap.now,
+        handoffs=snap.handoffs,
+        dry_run=dry_run,
+    )
+
+
+def preview(
+    snapshot: Mapping[str, Any],
+    text: str,
+    current: Plan | None,
+    *,
+    dry_run: bool = False,
+    teams: Iterable[str] | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """The answer of ``POST api/console/preview`` (raises :class:`PreviewError`)."""
+    policies = parse_policy_text(text)
+    try:
+        plan = plan_of_snapshot(snapshot, policies, dry_run=dry_run)
+    except SnapshotError as e:  # the service's own snapshot: a bug, said as such
+        raise PreviewError(
+            [{"path": f"(live state) {x.path}", "message": x.message} for x in e.errors]
+        ) from e
+    allowed = list(teams) if teams is not None else None
+    rows = plan_rows(plan, teams=allowed)
+    in_force = {r["key"]: r for r in plan_rows(current, teams=allowed)} if current else {}
+    changed = [
+        {"key": r["key"], "now": in_force[r["key"]]["action"], "preview": r["action"]}
+        for r in rows
+        if r["key"] in in_force and in_force[r["key"]]["action"] != r["action"]
+    ]
+    return {
+        "valid": True,
+        "policy": explain_policies(policies),
+        "at": snapshot.get("now"),
+        "summary": summary(plan, teams=allowed),
+        "summary_in_force": summary(current, teams=allowed) if current else None,
+        "changed": changed,
+        "workbenches": rows,
+    }

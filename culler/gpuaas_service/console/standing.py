@@ -1,0 +1,61 @@
+"""Where one server stands with the culler, for its own sidebar (pure).
+
+The answer of ``GET api/reclaim/standing`` (the server's own token): the policy that applies
+(its rule in plain fields), the server's activity and the culler's next step for it, from the
+loop's last plan — the same row the console shows. The sidebar words it
+(``labextension/src/reclaimModel.ts``): "idle for 12 min; reclaimed after 30 min idle when
+queued work needs it; no queued work needs it now".
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from gpuaas_service.console.aggregates import plan_row
+from gpuaas_service.reclaim.decide import Plan
+from gpuaas_service.reclaim.policy import Policy, PolicySet
+from jupyter_gpuaas.core.durations import isoformat_z
+
+__all__ = ["policy_fields", "standing"]
+
+
+def _secs(value: Any) -> int | None:
+    return int(value.total_seconds()) if value is not None else None
+
+
+def policy_fields(policy: Policy) -> dict[str, Any]:
+    return {
+        "name": policy.name,
+        "idle_after_seconds": _secs(policy.idle_after),
+        "reclaim": policy.reclaim,
+        "max_idle_seconds": _secs(policy.max_idle),
+        "max_age_seconds": _secs(policy.max_age),
+        "warn_before_seconds": _secs(policy.warn_before),
+        "max_snoozes": policy.max_snoozes,
+        "dry_run": policy.dry_run,
+    }
+
+
+def standing(plan: Plan | None, policies: PolicySet, key: str, *, now: datetime) -> dict[str, Any]:
+    """``{"known": false}`` until a cycle has seen the server."""
+    decision = next((d for d in (plan.decisions if plan else ()) if d.workbench.key == key), None)
+    if plan is None or decision is None:
+        return {"known": False, "now": isoformat_z(now), "reclaim_on": bool(policies.policies)}
+    wb = decision.workbench
+    policy = policies.policy_for(
+        team=wb.team, kind=wb.kind, offering=wb.offering, user=wb.user, groups=wb.groups
+    )
+    row = plan_row(decision, plan.now)
+    # The user's version of the reason (another team's work is named by its team only; so no
+    # hand-off workload's name either).
+    row["reason"] = decision.told
+    return {
+        "known": True,
+        "now": isoformat_z(now),
+        "decided_at": isoformat_z(plan.now),
+        "reclaim_on": bool(policies.policies),
+        "policy": policy_fields(policy) if policy is not None and decision.policy else None,
+        **{k: row[k] for k in ("kind", "activity", "signal", "idle_seconds", "unknown_seconds")},
+        **{k: row[k] for k in ("action", "code", "reason", "reclaim_at", "dry_run")},
+    }

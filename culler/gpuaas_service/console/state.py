@@ -1,0 +1,355 @@
+"""The console's answers, built from the running service's memory (no Kubernetes or Hub call).
+
+:class:`ConsoleState` reads the reclaim loop (its last plan and inputs, ledger, journal, hand-off
+records), the Kueue watch caches and the policy in force. The work is done where it belongs:
+
+- per cycle (:meth:`ConsoleState.refresh`, a cycle listener): the plan's workbench rows, one per
+  GPU server, and their JSON — the bulk of the answer (5,000 servers: 2.6 MB);
+- at most once per ``ttl`` seconds (and after each cycle): the rest (teams from the watch
+  caches, recent events, hand-offs), and the whole answer serialised (and gzipped) once;
+- per request: the bytes of the last build. A caller limited to some teams gets the same
+  answer filtered, built once per build for each set of teams; ``teams=`` narrows an answer
+  to the teams asked for (the page of a team lead, a dashboard of one team).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any, TypeVar
+
+from gpuaas_service.console.aggregates import plan_rows, summary, teams
+from gpuaas_service.reclaim.decide import Plan, assess_handoff
+from gpuaas_service.reclaim.explain import explain_policies
+from gpuaas_service.reclaim.snapshot import dump_snapshot
+from jupyter_gpuaas.core.durations import isoformat_z
+from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
+from jupyter_gpuaas.core.watch import KueueReader
+
+__all__ = ["ConsoleState", "export_rows"]
+
+EXPORT_FIELDS = (
+    "day",
+    "team",
+    "user",
+    "offering",
+    "kind",
+    "allocated_hours",
+    "busy_hours",
+    "idle_hours",
+)
+
+T = TypeVar("T")
+Visible = frozenset[str] | None
+"""The teams an answer holds (``None``: every team)."""
+
+GZIP_LEVEL = 1
+"""Fast: the answer is mostly repeated keys, and level 1 already takes it to about a tenth."""
+
+KEEP_VARIANTS = 16
+"""Answers for at most this many sets of teams are kept per build and per cycle (callers with
+``teams=`` choose the set: past this many, a set's answer is built for its request only)."""
+
+
+def _kept(table: dict[Visible, T], visible: Visible, make: Callable[[], T]) -> T:
+    if visible in table:
+        return table[visible]
+    value = make()
+    if len(table) < KEEP_VARIANTS or visible is None:
+        table[visible] = value
+    return value
+
+
+def _encode(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+@dataclass
+class _Rows:
+    """One plan's workbench rows, their JSON and summary per set of teams (once per cycle)."""
+
+    plan: Plan | None
+    rows: list[dict[str, Any]]
+    encoded: dict[Visible, bytes] = field(default_factory=dict)
+    summaries: dict[Visible, dict[str, int]] = field(default_factory=dict)
+
+    def of(self, visible: Visible) -> list[dict[str, Any]]:
+        if visible is None:
+            return self.rows
+        return [r for r in self.rows if r["team"] in visible]
+
+    def json(self, visible: Visible) -> bytes:
+        return _kept(self.encoded, visible, lambda: _encode(self.of(visible)))
+
+    def summary(self, visible: Visible) -> dict[str, int]:
+        plan = self.plan
+        return _kept(
+            self.summaries,
+            visible,
+            lambda: summary(plan, teams=visible) if plan is not None else {},
+        )
+
+
+@dataclass
+class _Built:
+    at: float
+    rows: _Rows
+    body: dict[str, Any]
+    """Everything but the workbenches, for every team."""
+    heads: dict[Visible, dict[str, Any]] = field(default_factory=dict)
+    encoded: dict[Visible, bytes] = field(default_factory=dict)
+    gzipped: dict[Visible, bytes] = field(default_factory=dict)
+
+
+class ConsoleState:
+    def __init__(
+        self,
+        loop: Any,
+        view: KueueReader,
+        *,
+        notebook_namespace: str,
+        job_namespaces: Sequence[str],
+        regret_window: timedelta,
+        policy_file: Callable[[], dict[str, Any]] = dict,
+        ttl: float = 2.0,
+        clock: Callable[[], datetime] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.loop = loop
+        self.view = view
+        self.notebook_namespace = notebook_namespace
+        self.namespaces = list(dict.fromkeys([*job_namespaces, notebook_namespace]))
+        self.regret_window = regret_window
+        self.policy_file = policy_file
+        self.ttl = ttl
+        self.clock = clock or loop.clock
+        self.monotonic = monotonic
+        self._rows: _Rows | None = None
+        self._built: _Built | None = None
+        self._workload_cache: tuple[int, list[WorkloadInfo]] | None = None
+        self.builds = 0
+        """How many times the answer was built (the rows: :attr:`row_builds`)."""
+        self.row_builds = 0
+
+    def _workloads(self) -> list[WorkloadInfo]:
+        """The Workloads of the watched namespaces, read again only after the view changed."""
+        generation = getattr(self.view, "generation", None)
+        cached = self._workload_cache
+        if isinstance(generation, int) and cached is not None and cached[0] == generation:
+            return cached[1]
+        found = [read_workload(o) for ns in self.namespaces for o in self.view.workloads(ns)]
+        if isinstance(generation, int):
+            self._workload_cache = (generation, found)
+        return found
+
+    # ------------------------------------------------------------------ building
+
+    def _plan_rows(self) -> _Rows:
+        plan = self.loop.last_plan
+        if self._rows is None or self._rows.plan is not plan:
+            self._rows = _Rows(plan, plan_rows(plan) if plan is not None else [])
+            self.row_builds += 1
+        return self._rows
+
+    def _current(self) -> _Built:
+        rows = self._plan_rows()
+        built = self._built
+        if built is None or built.rows is not rows or self.monotonic() - built.at > self.ttl:
+            built = self._built = _Built(self.monotonic(), rows, self._build())
+            self.builds += 1
+        return built
+
+    def refresh(self) -> None:
+        """After each cycle (a listener): build the new plan's rows and the full answer now,
+        so that no request pays for them."""
+        self.answer_json(None)
+
+    @staticmethod
+    def _visible(only: Iterable[str] | None) -> Visible:
+        return frozenset(only) if only is not None else None
+
+    def _head(self, built: _Built, visible: Visible) -> dict[str, Any]:
+        body = built.body
+
+        def make() -> dict[str, Any]:
+            if visible is None:
+                return {**body, "visible_teams": None, "summary": built.rows.summary(None)}
+
+            def mine(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                return [i for i in items if i.get("team") in visible]
+
+            return {
+                **body,
+                "visible_teams": sorted(visible),
+                "teams": mine(body["teams"]),
+                "summary": built.rows.summary(visible),
+                "events": mine(body["events"]),
+                "handoffs": mine(body["handoffs"]),
+                "regret": None,
+            }
+
+        return _kept(built.heads, visible, make)
+
+    def answer(self, only: Iterable[str] | None = None) -> dict[str, Any]:
+        """The ``api/console`` answer (``only``: the teams the caller may see)."""
+        built = self._current()
+        visible = self._visible(only)
+        return {**self._head(built, visible), "workbenches": built.rows.of(visible)}
+
+    def _json(self, built: _Built, visible: Visible) -> bytes:
+        def make() -> bytes:
+            head = _encode(self._head(built, visible))
+            return head[:-1] + b',"workbenches":' + built.rows.json(visible) + b"}"
+
+        return _kept(built.encoded, visible, make)
+
+    def answer_json(self, only: Iterable[str] | None = None) -> bytes:
+        """:meth:`answer` as JSON, serialised once per build for each set of teams."""
+        return self._json(self._current(), self._visible(only))
+
+    def answer_gzip(self, only: Iterable[str] | None = None) -> bytes:
+        """:meth:`answer_json` gzipped, once per build for each set of teams."""
+        built, visible = self._current(), self._visible(only)
+        return _kept(
+            built.gzipped,
+            visible,
+            lambda: gzip.compress(self._json(built, visible), GZIP_LEVEL, mtime=0),
+        )
+
+    def _build(self) -> dict[str, Any]:
+        loop = self.loop
+        now = self.clock()
+        plan = loop.last_plan
+        state = self.view.queue_state()
+        owners_team = {
+            cq: (lq.name if ns == self.notebook_namespace else ns)
+            for (ns, _n), lq in state.local_queues.items()
+            for cq in [lq.cluster_queue]
+        }
+        handoffs = []
+        for record in loop.handoffs.values():
+            result = assess_handoff(record, now=now, timeout=loop.policies.handoff_timeout)
+            handoffs.append(
+                {
+                    "workload": record.workload,
+                    "cluster_queue": record.cluster_queue,
+                    "team": record.team or owners_team.get(record.cluster_queue, ""),
+                    "reclaimed_at": isoformat_z(record.reclaimed_at),
+                    "admitted_at": isoformat_z(record.admitted_at) if record.admitted_at else None,
+                    "latency_seconds": result.latency.total_seconds() if result.latency else None,
+                    "status": result.status.value,
+                    "reason": result.reason,
+                }
+            )
+        policies = loop.policies
+        return {
+            "now": isoformat_z(now),
+            "decided_at": isoformat_z(plan.now) if plan else None,
+            "last_completed": isoformat_z(loop.last_completed) if loop.last_completed else None,
+            "last_error": loop.last_error,
+            "synced": state.synced,
+            "reclaim": "on" if policies.policies else "off",
+            "policy": {
+                **self.policy_file(),
+                "in_force": explain_policies(policies) if policies.policies else "",
+            },
+            "teams": teams(
+                state,
+                plan,
+                self._workloads(),
+                loop.ledger.by_team(now.date()),
+                notebook_namespace=self.notebook_namespace,
+                now=now,
+            ),
+            "events": loop.journal.recent(self.regret_window),
+            "handoffs": handoffs,
+            "regret": loop.journal.regret(self.regret_window),
+        }
+
+    def snapshot(self) -> dict[str, Any] | None:
+        """The last cycle's inputs as ``--explain --snapshot`` reads them (``None`` before)."""
+        plan, inputs = self.loop.last_plan, self.loop.last_inputs
+        if plan is None or inputs is None:
+            return None
+        return dump_snapshot(
+            plan.now,
+            [d.workbench for d in plan.decisions],
+            inputs.pending,
+            inputs.handoffs,
+            reports=inputs.reports,
+            pod_utilization=inputs.pod_utilization,
+        )
+
+
+def export_rows(ledger: Any, day: date, only: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """One day's GPU-equivalent hours by team, user and offering."""
+    allowed = set(only) if only is not None else None
+    return [
+        {
+            "day": day.isoformat(),
+            "team": key.team,
+            "user": key.user,
+            "offering": key.offering,
+            "kind": key.kind,
+            **usage.hours(),
+        }
+        for key, usage in sorted(ledger.day(day).items())
+        if allowed is None or key.team in allowed
+    ]
+
+
+def export_csv(rows: Sequence[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=EXPORT_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(row)
+    return out.getvalue()
+
+
+def update_metrics(console: ConsoleState) -> None:
+    """After each cycle: the showback gauges and counters (metrics.py)."""
+    from fractions import Fraction
+
+    from gpuaas_service.console.aggregates import queued_work
+    from gpuaas_service.reclaim.idleness import State
+
+    loop = console.loop
+    m = loop.metrics
+    plan = loop.last_plan
+    if plan is not None:
+        m.last_cycle.set(plan.now.timestamp())
+        held: dict[tuple[str, str], dict[State, Fraction]] = {}
+        for d in plan.decisions:
+            wb = d.workbench
+            if wb.gpu_equivalents > 0:
+                by = held.get((wb.team or "-", wb.kind))
+                if by is None:
+                    by = held[(wb.team or "-", wb.kind)] = {s: Fraction(0) for s in State}
+                by[wb.idleness.state] += wb.gpu_equivalents
+        for gauge in (m.gpu_allocated, m.gpu_busy, m.gpu_idle):
+            gauge.clear()
+        for (team, kind), by in held.items():
+            m.gpu_allocated.labels(team, kind).set(float(sum(by.values(), Fraction(0))))
+            m.gpu_busy.labels(team, kind).set(float(by[State.BUSY]))
+            m.gpu_idle.labels(team, kind).set(float(by[State.IDLE]))
+    for key, usage in loop.ledger.last_added.items():
+        m.gpu_allocated_seconds.labels(key.team, key.kind).inc(usage.allocated)
+        m.gpu_busy_seconds.labels(key.team, key.kind).inc(usage.busy)
+        m.gpu_idle_seconds.labels(key.team, key.kind).inc(usage.idle)
+    now = console.clock()
+    queued = queued_work(
+        console._workloads(), console.view.queue_state(), console.notebook_namespace
+    )
+    for gauge in (m.queued_gpu, m.queued_workloads, m.oldest_wait):
+        gauge.clear()
+    for team, q in queued.items():
+        m.queued_gpu.labels(team).set(float(q.gpu_equivalents))
+        m.queued_workloads.labels(team).set(q.count)
+        m.oldest_wait.labels(team).set((now - q.oldest).total_seconds() if q.oldest else 0)

@@ -1,0 +1,175 @@
+"""What single-user servers report, and what the culler tells them back (pure, in memory).
+
+Each server's extension (``jupyter_gpuaas/server/reporter.py``) posts its ``activity`` payload to
+the gpuaas service with the server's own hub token. The service accepts a report only for the
+server that token belongs to: a server token carries the scope
+``access:servers!server=<user>/<server>`` (JupyterHub's ``server`` role), and nothing else in the
+token's identity names a server. :class:`ActivityStore` keeps the latest report per server with
+the service's arrival time, and the reclaim loop's :class:`Notice` for it (a pending warning, or
+"saving" at the deadline), which the server reads back for its sidebar.
+
+A server that stops reporting simply keeps an old report: :func:`.idleness.judge` turns a report
+older than ``report_stale_after`` into "unknown".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from gpuaas_service.reclaim.idleness import ActivityReport, Idleness
+from jupyter_gpuaas.core.activity import parse_activity
+from jupyter_gpuaas.core.durations import isoformat_z
+
+__all__ = ["ActivityStore", "Notice", "server_key", "server_of_token"]
+
+SERVER_SCOPE_PREFIX = "access:servers!server="
+
+
+def server_key(user: str, server: str = "") -> str:
+    """``alice`` for the default server, ``alice/gpu2`` for a named one (as decide.py keys)."""
+    return f"{user}/{server}" if server else user
+
+
+def server_of_token(model: Mapping[str, Any]) -> str | None:
+    """The server a hub token belongs to (``""``: the default server), from ``GET /hub/api/user``.
+
+    ``None`` unless the token is a server's own: exactly one ``access:servers!server=U/S`` scope
+    with ``U`` the token's user (a user's personal token has ``access:servers!user=...`` or
+    broader scopes instead, and may not report for any server).
+    """
+    if model.get("kind", "user") != "user":
+        return None
+    name = model.get("name")
+    scopes = model.get("scopes")
+    if not isinstance(name, str) or not isinstance(scopes, list):
+        return None
+    servers: set[str] = set()
+    for scope in scopes:
+        if not isinstance(scope, str):
+            continue
+        if scope.startswith("access:servers") and not scope.startswith(SERVER_SCOPE_PREFIX):
+            return None  # broader than one server: not a server's token
+        if scope.startswith(SERVER_SCOPE_PREFIX):
+            user, sep, server = scope[len(SERVER_SCOPE_PREFIX) :].partition("/")
+            if not sep or user != name:
+                return None
+            servers.add(server)
+    if len(servers) != 1:
+        return None
+    return servers.pop()
+
+
+@dataclass(frozen=True)
+class Notice:
+    """What the culler has told a server: a warning with its deadline (``None``: nothing)."""
+
+    warned_at: datetime
+    reclaim_at: datetime
+    reason: str
+    snoozes_left: int
+    dry_run: bool = False
+    cause: Mapping[str, Any] | None = None
+    """Why, in plain fields for the banner's words (the loop's :meth:`cause`): ``code``,
+    ``kind``, ``idle_seconds``, ``limit_seconds``, ``for`` (``{"team": "own"|"other", ...}``)."""
+
+    def payload(self, now: datetime, save_lead: timedelta) -> dict[str, Any]:
+        """The ``api/reclaim`` answer's ``warning``; ``saving`` from ``save_lead`` before the
+        deadline on, so that an open JupyterLab saves its documents before the stop."""
+        return {
+            "warned_at": isoformat_z(self.warned_at),
+            "reclaim_at": isoformat_z(self.reclaim_at),
+            "seconds_left": max(0, int((self.reclaim_at - now).total_seconds())),
+            "reason": self.reason,
+            "snoozes_left": self.snoozes_left,
+            "dry_run": self.dry_run,
+            "saving": not self.dry_run and now >= self.reclaim_at - save_lead,
+            "cause": dict(self.cause) if self.cause is not None else None,
+        }
+
+
+DEFAULT_MAX_SERVERS = 10_000
+DEFAULT_FORGET_AFTER = timedelta(days=1)
+
+
+class ActivityStore:
+    """Latest report per server (``server_key``), the last verdict on it, and its notice.
+
+    Bounded whether or not a reclaim loop runs (the loop also drops servers that stopped): at
+    most ``max_servers`` reports (the longest silent is forgotten first), none older than
+    ``forget_after`` (pruned as reports arrive).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_servers: int = DEFAULT_MAX_SERVERS,
+        forget_after: timedelta = DEFAULT_FORGET_AFTER,
+    ) -> None:
+        self.max_servers = max_servers
+        self.forget_after = forget_after
+        self._reports: dict[str, ActivityReport] = {}
+        self._verdicts: dict[str, Idleness] = {}
+        self._notices: dict[str, Notice] = {}
+        self.accepted = 0
+        self.rejected = 0
+
+    def record(
+        self, user: str, server: str, payload: object, received_at: datetime
+    ) -> ActivityReport:
+        """Keep a report (raises :class:`~jupyter_gpuaas.core.activity.ReportError` for a malformed
+        payload)."""
+        try:
+            report = ActivityReport(received_at, parse_activity(payload, now=received_at))
+        except ValueError:
+            self.rejected += 1
+            raise
+        key = server_key(user, server)
+        self._reports.pop(key, None)  # re-inserted last: the dict runs from longest silent
+        self._reports[key] = report
+        self.accepted += 1
+        self._prune(received_at)
+        return report
+
+    def _prune(self, now: datetime) -> None:
+        oldest = now - self.forget_after
+        while self._reports:
+            key, first = next(iter(self._reports.items()))
+            if len(self._reports) <= self.max_servers and first.received_at >= oldest:
+                break
+            self.forget(key)
+
+    def forget(self, key: str) -> None:
+        self._reports.pop(key, None)
+        self._verdicts.pop(key, None)
+        self._notices.pop(key, None)
+
+    def report(self, key: str) -> ActivityReport | None:
+        return self._reports.get(key)
+
+    def verdict(self, key: str) -> Idleness | None:
+        return self._verdicts.get(key)
+
+    def set_verdict(self, key: str, idleness: Idleness) -> None:
+        self._verdicts[key] = idleness
+
+    def notice(self, key: str) -> Notice | None:
+        return self._notices.get(key)
+
+    def set_notice(self, key: str, notice: Notice | None) -> None:
+        if notice is None:
+            self._notices.pop(key, None)
+        else:
+            self._notices[key] = notice
+
+    def keep_only(self, keys: Iterable[str]) -> None:
+        """Forget servers that are no longer running (a new server starts afresh)."""
+        live = set(keys)
+        for table in (self._reports, self._verdicts, self._notices):
+            for key in [k for k in table if k not in live]:
+                del table[key]
+
+    def __len__(self) -> int:
+        return len(self._reports)

@@ -1,0 +1,797 @@
+"""What to do with each GPU workbench now: warn, reclaim, wait, clear a warning, or skip (why).
+
+Pure: plain data and an injected clock in, a :class:`Plan` out. The service's loop gathers
+the inputs (hub servers, activity reports judged by :mod:`.idleness`, Kueue's pending
+workloads, earlier hand-offs) and carries out the plan; ``--explain`` prints it.
+
+Rules, in order, for each workbench (its policy is the first that matches):
+
+1. Never touched: no policy matches; starting or stopping; exempt; snoozed until later.
+2. ``max_age`` (the server is older): a hard cap, busy or not, activity known or not — the
+   server's age is the one signal here its user cannot forge. Warned and counted down like any
+   reclaim; the policy's snoozes (rule 1) are all that can put it off.
+3. Never touched either: busy; activity unknown for less than the policy's ``unknown_grace``.
+4. Other reasons of its own, no demand needed: ``max_idle`` (idle — or unknown past the grace —
+   that long), ``reclaim: always`` (idle ``idle_after``). An unknown workbench past the grace is
+   reclaimed only for these (or ``max_age``), never for demand.
+5. Demand: for each ClusterQueue with pending work, its head (highest priority, then lowest
+   position), highest priority first, asks for what it lacks: per resource, the amount minus
+   the quota already free to it, in one flavor (Kueue assigns one flavor per resource). It is
+   given *just enough* idle workbenches (idle at least ``idle_after``) whose quota it can use —
+   same ClusterQueue, else a shared cohort (nearest first) — holding that flavor and resource:
+   those with reasons of their own first, then those already warned, then the longest idle.
+   Any workbench it could do without is dropped again, so the selection is minimal. If the
+   idle workbenches cannot cover it, none is taken: a partial reclaim admits nothing.
+   A queue with a hand-off still waiting for admission gets nothing more; a queue whose
+   hand-off failed (not admitted within ``handoff_timeout``) gets nothing while that same
+   workload is still pending.
+6. Warn first: a selected workbench without a warning is warned (reclaim at
+   ``now + warn_before``); one whose countdown runs is left to wait; a demand batch is
+   reclaimed together, once every member's countdown is over (``warn_before: 0`` reclaims at
+   once). A warning whose reason is gone is cleared.
+
+``dry_run`` (the file's, a policy's, or the caller's) marks decisions not to be carried out; a
+demand batch with one dry-run member is dry-run as a whole (half a batch frees quota that admits
+nothing).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from fractions import Fraction
+from typing import Any
+
+from gpuaas_service.reclaim.idleness import Idleness, State
+from gpuaas_service.reclaim.policy import Policy, PolicySet
+from jupyter_gpuaas.core.durations import format_duration, isoformat_z
+from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents
+from jupyter_gpuaas.core.kueue import FlavorResource, format_quantity
+
+__all__ = [
+    "Action",
+    "Decision",
+    "HandOffRecord",
+    "HandOffResult",
+    "HandOffStatus",
+    "Need",
+    "PendingWorkload",
+    "Plan",
+    "SnoozeResult",
+    "Target",
+    "Workbench",
+    "assess_handoff",
+    "decide",
+    "snooze",
+]
+
+PHASES = ("starting", "running", "stopping")
+
+
+class Action(str, enum.Enum):
+    WARN = "warn"
+    WAIT = "wait"
+    RECLAIM = "reclaim"
+    CLEAR_WARNING = "clear-warning"
+    SKIP = "skip"
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workbench:
+    """A user's server as the culler sees it."""
+
+    user: str
+    server: str = ""
+    """The server's name; ``""`` is the default server."""
+    groups: tuple[str, ...] = ()
+    team: str = ""
+    kind: str = "gpu"
+    offering: str = ""
+    holds: Mapping[FlavorResource, Fraction] = field(default_factory=dict)
+    """Quota Kueue counts for it, by (flavor, resource) — e.g. ``("a100-mig",
+    "nvidia.com/mig-1g.5gb"): 1``."""
+    gpu_equivalents: Fraction = Fraction(0)
+    cluster_queue: str = ""
+    cohorts: tuple[str, ...] = ()
+    """Its ClusterQueue's cohort, then that cohort's parents; empty when it lends nothing."""
+    started_at: datetime
+    phase: str = "running"
+    """``starting``, ``running`` or ``stopping``."""
+    idleness: Idleness
+    snoozes_used: int = 0
+    snoozed_until: datetime | None = None
+    warned_at: datetime | None = None
+    warned_deadline: datetime | None = None
+    """The deadline its warning told the user (kept on the pod): never reclaimed before it."""
+    warned_reason: str = ""
+    """The reason its warning told the user (kept on the pod)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.user}/{self.server}" if self.server else self.user
+
+
+@dataclass(frozen=True, kw_only=True)
+class Need:
+    """One resource a pending workload asks for, and what is already free to it."""
+
+    resource: str
+    amount: Fraction
+    flavors: tuple[str, ...] = ()
+    """The flavors it may get, in the ClusterQueue's order; empty: any flavor."""
+    free: Mapping[str, Fraction] = field(default_factory=dict)
+    """Quota of this resource already free to it now, per flavor (from the headroom)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PendingWorkload:
+    name: str
+    namespace: str
+    cluster_queue: str
+    cohorts: tuple[str, ...] = ()
+    priority: int = 0
+    position: int = 0
+    """Its position in its ClusterQueue (the visibility API's, from 0)."""
+    needs: tuple[Need, ...] = ()
+    local_queue: str = ""
+    team: str = ""
+    """The team whose work it is (a user of another team is told only "queued work of team
+    B", never its name)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class HandOffStatus(str, enum.Enum):
+    WAITING = "waiting"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class HandOffRecord:
+    """A reclaim carried out earlier for a queued workload (kept where restarts keep it)."""
+
+    workload: str
+    """``namespace/name``."""
+    cluster_queue: str
+    reclaimed_at: datetime
+    admitted_at: datetime | None = None
+    team: str = ""
+    """The team whose queued work it is (its lead's console shows the hand-off)."""
+
+
+@dataclass(frozen=True)
+class HandOffResult:
+    status: HandOffStatus
+    reason: str
+    latency: timedelta | None = None
+
+
+def assess_handoff(record: HandOffRecord, *, now: datetime, timeout: timedelta) -> HandOffResult:
+    """A hand-off succeeds when its workload is admitted within ``timeout`` of the reclaim."""
+    deadline = record.reclaimed_at + timeout
+    if record.admitted_at is not None:
+        latency = max(record.admitted_at - record.reclaimed_at, timedelta(0))
+        if record.admitted_at <= deadline:
+            return HandOffResult(
+                HandOffStatus.SUCCEEDED,
+                f"{record.workload} was admitted {format_duration(latency)} after the reclaim",
+                latency,
+            )
+        return HandOffResult(
+            HandOffStatus.FAILED,
+            f"{record.workload} was admitted only {format_duration(latency)} after the reclaim"
+            f" (more than {format_duration(timeout)})",
+            latency,
+        )
+    if now <= deadline:
+        return HandOffResult(
+            HandOffStatus.WAITING,
+            f"waiting for {record.workload} to be admitted (reclaimed"
+            f" {format_duration(now - record.reclaimed_at)} ago, allowed"
+            f" {format_duration(timeout)})",
+        )
+    return HandOffResult(
+        HandOffStatus.FAILED,
+        f"{record.workload} was not admitted within {format_duration(timeout)} of the reclaim"
+        f" at {isoformat_z(record.reclaimed_at)}: something else took the freed quota, or it"
+        " needs more than was freed",
+    )
+
+
+# --------------------------------------------------------------------------- snoozing
+
+
+@dataclass(frozen=True)
+class SnoozeResult:
+    allowed: bool
+    reason: str
+    until: datetime | None = None
+    snoozes_left: int = 0
+
+
+def snooze(workbench: Workbench, policy: Policy | None, *, now: datetime) -> SnoozeResult:
+    """What pressing "Keep my GPU" does now (the caller records ``until`` and the count)."""
+    if policy is None:
+        return SnoozeResult(True, "no policy applies: nothing to snooze")
+    left = policy.max_snoozes - workbench.snoozes_used
+    if left <= 0:
+        return SnoozeResult(
+            False,
+            f"no snoozes left (policy {policy.name} allows {policy.max_snoozes} per server)",
+        )
+    until = now + policy.snooze_for
+    if workbench.snoozed_until is not None and workbench.snoozed_until > until:
+        until = workbench.snoozed_until
+    return SnoozeResult(
+        True,
+        f"kept until {isoformat_z(until)} ({left - 1} snooze(s) left)",
+        until=until,
+        snoozes_left=left - 1,
+    )
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    workbench: Workbench
+    action: Action
+    code: str
+    """Machine-readable cause: ``demand``, ``always``, ``max-idle``, ``max-age`` (warn, wait,
+    reclaim); ``no-policy``, ``starting``, ``stopping``, ``exempt``, ``snoozed``, ``busy``,
+    ``unknown``, ``not-idle-yet``, ``no-demand`` (skip, clear-warning)."""
+    reason: str
+    policy: str | None = None
+    dry_run: bool = False
+    reclaim_at: datetime | None = None
+    handoff: str | None = None
+    """The queued workload (``namespace/name``) this reclaim is for."""
+    snoozes_left: int | None = None
+    user_reason: str = ""
+    """What the workbench's user is told (banner, webhook), where it differs from ``reason``:
+    another team's queued work is named by its team only."""
+
+    @property
+    def told(self) -> str:
+        return self.user_reason or self.reason
+
+    def log_record(self, now: datetime) -> dict[str, Any]:
+        """The structured audit record of this decision (one JSON log line)."""
+        wb = self.workbench
+        return {
+            "event": "culler.decision",
+            "at": isoformat_z(now),
+            "action": self.action.value,
+            "code": self.code,
+            "reason": self.reason,
+            "user": wb.user,
+            "server": wb.server,
+            "team": wb.team,
+            "kind": wb.kind,
+            "offering": wb.offering,
+            "gpu_equivalents": format_gpu_equivalents(wb.gpu_equivalents),
+            "policy": self.policy,
+            "dry_run": self.dry_run,
+            "activity": wb.idleness.state.value,
+            "idle_seconds": int(wb.idleness.idle_for(now).total_seconds()),
+            "reclaim_at": isoformat_z(self.reclaim_at) if self.reclaim_at else None,
+            "handoff": self.handoff,
+            "snoozes_left": self.snoozes_left,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """One queue head considered for a hand-off, and what the plan does for it."""
+
+    workload: PendingWorkload
+    status: str
+    """``reclaim`` (the batch goes now), ``warn`` (its batch is being warned), ``enough-free``,
+    ``not-enough``, ``handoff-waiting``, ``blocked``."""
+    reason: str
+    workbenches: tuple[str, ...] = ()
+    frees: Mapping[FlavorResource, Fraction] = field(default_factory=dict)
+    reclaim_at: datetime | None = None
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    now: datetime
+    decisions: tuple[Decision, ...]
+    """One per workbench, in input order."""
+    targets: tuple[Target, ...] = ()
+
+    def with_action(self, action: Action) -> list[Decision]:
+        return [d for d in self.decisions if d.action is action]
+
+    def to_act_on(self) -> list[Decision]:
+        """Decisions the loop carries out (warn, reclaim, clear-warning; not dry-run)."""
+        return [
+            d
+            for d in self.decisions
+            if not d.dry_run and d.action in (Action.WARN, Action.RECLAIM, Action.CLEAR_WARNING)
+        ]
+
+
+# --------------------------------------------------------------------------- deciding
+
+
+@dataclass
+class _Case:
+    wb: Workbench
+    policy: Policy | None
+    dry_run: bool
+    skip: tuple[str, str] | None = None
+    own: tuple[str, str] | None = None
+    """(code, reason) of a reclaim reason of its own."""
+    eligible: bool = False
+    """Idle at least ``idle_after``: may be reclaimed for demand."""
+    decision: Decision | None = None
+    demand_note: str = ""
+    warned: datetime | None = None
+    """Its warning, unless a snooze came after it (then it starts over)."""
+
+
+def decide(
+    workbenches: Sequence[Workbench],
+    pending: Sequence[PendingWorkload],
+    policies: PolicySet,
+    *,
+    now: datetime,
+    handoffs: Sequence[HandOffRecord] = (),
+    dry_run: bool = False,
+) -> Plan:
+    """Decide for every workbench at ``now``; see the module's docstring for the rules."""
+    cases = [_assess(wb, policies, now, dry_run) for wb in workbenches]
+    targets = _serve_demand(cases, pending, policies, now, handoffs)
+
+    for case in cases:
+        if case.decision is not None:
+            continue
+        wb, policy = case.wb, case.policy
+        if case.own is not None and policy is not None:
+            case.decision = _countdown(case, case.own[0], case.own[1], now)
+        elif case.skip is not None:
+            case.decision = _skip(case, *case.skip)
+        else:
+            idle = format_duration(wb.idleness.idle_for(now))
+            case.decision = _skip(
+                case,
+                "no-demand",
+                case.demand_note
+                or f"idle {idle}, but no queued work can use what it holds ({_holds_text(wb)})",
+            )
+    # A warned workbench whose activity is unknown (a restarted culler has no reports yet) may
+    # still be one of its batch: until it reports, "too few idle" is no reason to withdraw the
+    # warnings of the others.
+    unsure = any(
+        c.wb.warned_at is not None and c.decision is not None and c.decision.code == "unknown"
+        for c in cases
+    )
+    decisions = []
+    for case in cases:
+        d = case.decision
+        assert d is not None
+        # A warning stays while the server stops or its activity is unknown: the countdown
+        # resumes, it does not start over.
+        if d.action is Action.SKIP and case.wb.warned_at is not None:
+            if d.code in ("stopping", "unknown"):
+                pass
+            elif d.code == "no-demand" and unsure:
+                kept = "warning kept while a warned workbench's activity is unknown"
+                d = replace(d, reason=f"{kept}: {d.reason}")
+            else:
+                d = replace(d, action=Action.CLEAR_WARNING, reason=f"warning withdrawn: {d.reason}")
+        decisions.append(d)
+    return Plan(now=now, decisions=tuple(decisions), targets=tuple(targets))
+
+
+def _assess(wb: Workbench, policies: PolicySet, now: datetime, dry_run: bool) -> _Case:
+    policy = policies.policy_for(
+        team=wb.team, kind=wb.kind, offering=wb.offering, user=wb.user, groups=wb.groups
+    )
+    case = _Case(wb, policy, dry_run or policies.dry_run or bool(policy and policy.dry_run))
+    case.warned = wb.warned_at
+    if (
+        wb.warned_at is not None
+        and wb.snoozed_until is not None
+        and wb.warned_at < wb.snoozed_until
+    ):
+        case.warned = None
+    idle = wb.idleness
+    if policy is None:
+        case.skip = ("no-policy", "no policy matches this workbench")
+        return case
+    if wb.phase in ("starting", "stopping"):
+        case.skip = (wb.phase, f"the server is {wb.phase}")
+        return case
+    exempt = policies.exemption(policy, wb.user, wb.groups)
+    if exempt:
+        case.skip = ("exempt", exempt)
+        return case
+    if wb.snoozed_until is not None and wb.snoozed_until > now:
+        case.skip = ("snoozed", f"snoozed by its user until {isoformat_z(wb.snoozed_until)}")
+        return case
+    idle_for = idle.idle_for(now)
+    age = max(now - wb.started_at, timedelta(0))
+    if policy.max_age is not None and age >= policy.max_age:
+        # A hard cap, resting on what the user cannot forge (the pod's age): busy or not, known
+        # or not; only the warning, its countdown and the policy's snoozes come first.
+        case.own = (
+            "max-age",
+            f"running {format_duration(age)}, max_age is {format_duration(policy.max_age)}"
+            " (a hard cap: reclaimed even while in use)",
+        )
+        if idle.state is not State.IDLE:
+            return case
+    if idle.state is State.BUSY:
+        case.skip = ("busy", f"in use: {idle.reason}")
+        return case
+    if idle.state is State.UNKNOWN:
+        unknown_for = idle.unknown_for(now)
+        if unknown_for < policy.unknown_grace:
+            case.skip = (
+                "unknown",
+                f"activity unknown for {format_duration(unknown_for)}: {idle.reason}; left"
+                f" alone for {format_duration(policy.unknown_grace)} (unknown_grace)",
+            )
+            return case
+    if case.own is None and policy.max_idle is not None and idle_for >= policy.max_idle:
+        case.own = (
+            "max-idle",
+            f"{'presumed ' if idle.state is State.UNKNOWN else ''}idle"
+            f" {format_duration(idle_for)}, max_idle is {format_duration(policy.max_idle)}",
+        )
+    elif (
+        case.own is None
+        and policy.reclaim == "always"
+        and idle.state is State.IDLE
+        and idle_for >= policy.idle_after
+    ):
+        case.own = (
+            "always",
+            f"idle {format_duration(idle_for)} (idle_after {format_duration(policy.idle_after)},"
+            " reclaim: always)",
+        )
+    if idle.state is State.UNKNOWN:
+        if case.own is None:
+            case.skip = (
+                "unknown",
+                f"activity unknown for {format_duration(idle.unknown_for(now))}: {idle.reason};"
+                " past the grace only max_idle / max_age apply, and neither is reached",
+            )
+        return case
+    if idle_for >= policy.idle_after:
+        case.eligible = True
+    elif case.own is None:
+        case.skip = (
+            "not-idle-yet",
+            f"idle {format_duration(idle_for)}, idle after {format_duration(policy.idle_after)}",
+        )
+    return case
+
+
+def _rank(wb: Workbench, wl: PendingWorkload) -> int | None:
+    """0: the same ClusterQueue; 1 + depth of the nearest shared cohort; None: unusable."""
+    if wb.cluster_queue and wb.cluster_queue == wl.cluster_queue:
+        return 0
+    for depth, cohort in enumerate(wl.cohorts):
+        if cohort in wb.cohorts:
+            return 1 + depth
+    return None
+
+
+def _order(case: _Case, wl: PendingWorkload) -> tuple[Any, ...]:
+    wb = case.wb
+    rank = _rank(wb, wl)
+    return (
+        rank if rank is not None else 1 << 30,
+        case.own is None,
+        case.warned is None,
+        case.warned or wb.idleness.last_active,
+        wb.idleness.last_active,
+        wb.user,
+        wb.server,
+    )
+
+
+def _heads(pending: Iterable[PendingWorkload]) -> list[PendingWorkload]:
+    heads: dict[str, PendingWorkload] = {}
+    for wl in pending:
+        best = heads.get(wl.cluster_queue)
+        if best is None or (wl.position, -wl.priority, wl.key) < (
+            best.position,
+            -best.priority,
+            best.key,
+        ):
+            heads[wl.cluster_queue] = wl
+    return sorted(heads.values(), key=lambda w: (-w.priority, w.position, w.cluster_queue, w.key))
+
+
+def _serve_demand(
+    cases: list[_Case],
+    pending: Sequence[PendingWorkload],
+    policies: PolicySet,
+    now: datetime,
+    handoffs: Sequence[HandOffRecord],
+) -> list[Target]:
+    still_pending = {wl.key for wl in pending}
+    waiting: dict[str, HandOffResult] = {}
+    failed: dict[str, tuple[str, HandOffResult]] = {}
+    for record in handoffs:
+        result = assess_handoff(record, now=now, timeout=policies.handoff_timeout)
+        if result.status is HandOffStatus.WAITING:
+            waiting[record.cluster_queue] = result
+        elif result.status is HandOffStatus.FAILED and record.workload in still_pending:
+            failed[record.cluster_queue] = (record.workload, result)
+
+    taken: set[str] = set()
+    targets: list[Target] = []
+    for wl in _heads(pending):
+        usable = [
+            c for c in cases if c.eligible and c.wb.key not in taken and _rank(c.wb, wl) is not None
+        ]
+        usable.sort(key=lambda c: _order(c, wl))
+        if wl.cluster_queue in waiting:
+            target = Target(
+                workload=wl, status="handoff-waiting", reason=waiting[wl.cluster_queue].reason
+            )
+        elif wl.cluster_queue in failed:
+            workload, result = failed[wl.cluster_queue]
+            target = Target(
+                workload=wl,
+                status="blocked",
+                reason=f"not reclaiming for ClusterQueue {wl.cluster_queue} while {workload}"
+                f" is pending: {result.reason}",
+            )
+        else:
+            target = _select(wl, usable, now)
+        targets.append(target)
+        if target.status not in ("reclaim", "warn"):
+            for c in usable:
+                if any(r == n.resource for n in wl.needs for (_f, r) in c.wb.holds):
+                    c.demand_note = c.demand_note or target.reason
+            continue
+        chosen = [c for c in usable if c.wb.key in target.workbenches]
+        taken.update(target.workbenches)
+        batch_dry = any(c.dry_run for c in chosen)
+        targets[-1] = replace(target, dry_run=batch_dry)
+        names = ", ".join(target.workbenches)
+        for c in usable:
+            if c.wb.key not in taken and any(key in target.frees for key in c.wb.holds):
+                c.demand_note = c.demand_note or (
+                    f"not needed: {names} cover what {wl.key} lacks (chosen first: same queue or"
+                    " nearest cohort, then already warned, then longest idle)"
+                )
+        for c in chosen:
+            c.dry_run = batch_dry
+            if c.own is not None:
+                c.decision = replace(_countdown(c, c.own[0], c.own[1], now), handoff=wl.key)
+                continue
+            holds = f"needs what it holds ({_holds_text(c.wb)})"
+            reason = f"queued {wl.key} {holds}"
+            told = "" if wl.team == c.wb.team else f"queued work of team {wl.team or '?'} {holds}"
+            if target.status == "reclaim":
+                now_text = f"; reclaiming the batch of {len(chosen)} now"
+                c.decision = _decision(
+                    c,
+                    Action.RECLAIM,
+                    "demand",
+                    reason + now_text,
+                    now,
+                    handoff=wl.key,
+                    told=told + now_text if told else "",
+                )
+            else:
+                c.decision = replace(
+                    _countdown(c, "demand", reason, now, batch=target.reclaim_at, told=told),
+                    handoff=wl.key,
+                )
+    return targets
+
+
+def _due_at(case: _Case, now: datetime) -> datetime:
+    """When its countdown ends: ``warned_at + warn_before`` (or ``now + warn_before``), and
+    never before the deadline its user was told."""
+    assert case.policy is not None
+    warn = case.policy.warn_before
+    told = case.wb.warned_deadline if case.warned is not None else None
+    if warn <= timedelta(0):
+        return max(now, told) if told is not None else now
+    start = case.warned if case.warned is not None else now
+    due = min(start, now) + warn
+    return max(due, told) if told is not None else due
+
+
+def _select(wl: PendingWorkload, usable: list[_Case], now: datetime) -> Target:
+    """Just enough of ``usable`` (already in preference order) for ``wl``'s shortfall."""
+    picks: list[tuple[Need, str, Fraction]] = []  # need, flavor, shortfall
+    chosen: list[_Case] = []
+    enough_free: list[str] = []
+    for need in wl.needs:
+        options = list(need.flavors) or sorted(
+            {f for c in usable for (f, r) in c.wb.holds if r == need.resource} | set(need.free)
+        )
+        best: tuple[int, int, str, Fraction, list[_Case]] | None = None
+        most = Fraction(0)
+        lacks = need.amount
+        for index, flavor in enumerate(options):
+            short = need.amount - need.free.get(flavor, Fraction(0))
+            if short <= 0:
+                best = (0, index, flavor, Fraction(0), [])
+                break
+            got = sum(
+                (c.wb.holds.get((flavor, need.resource), Fraction(0)) for c in chosen),
+                Fraction(0),
+            )
+            extra: list[_Case] = []
+            for c in usable:
+                if got >= short:
+                    break
+                held = c.wb.holds.get((flavor, need.resource), Fraction(0))
+                if held > 0 and all(c is not x for x in chosen):
+                    extra.append(c)
+                    got += held
+            most = max(most, got)
+            lacks = min(lacks, short)
+            if got >= short and (best is None or (len(extra), index) < best[:2]):
+                best = (len(extra), index, flavor, short, extra)
+        if best is None:
+            where = f" in {'/'.join(options)}" if options else ""
+            return Target(
+                workload=wl,
+                status="not-enough",
+                reason=f"{wl.key} lacks {_amount(lacks)} {need.resource}{where}; "
+                + (
+                    f"the idle workbenches it could use hold only {_amount(most)}"
+                    if most
+                    else "no idle workbench it could use holds any"
+                )
+                + ": reclaiming fewer would admit nothing",
+            )
+        _n, _i, flavor, short, extra = best
+        if short <= 0:
+            enough_free.append(need.resource)
+            continue
+        picks.append((need, flavor, short))
+        chosen.extend(extra)
+
+    if not picks:
+        if not wl.needs:
+            return Target(
+                workload=wl,
+                status="enough-free",
+                reason=f"{wl.key} asks for nothing that workbenches hold",
+            )
+        what = ", ".join(enough_free)
+        return Target(
+            workload=wl,
+            status="enough-free",
+            reason=f"enough quota is free for {wl.key} ({what}): it waits for something else",
+        )
+
+    def covered(selection: list[_Case]) -> bool:
+        return all(
+            sum((c.wb.holds.get((f, n.resource), Fraction(0)) for c in selection), Fraction(0))
+            >= short
+            for n, f, short in picks
+        )
+
+    for c in sorted(chosen, key=lambda c: _order(c, wl), reverse=True):
+        rest = [x for x in chosen if x is not c]
+        if covered(rest):
+            chosen = rest
+    chosen.sort(key=lambda c: _order(c, wl))
+    frees: dict[FlavorResource, Fraction] = {}
+    for c in chosen:
+        for key, amount in c.wb.holds.items():
+            frees[key] = frees.get(key, Fraction(0)) + amount
+    ready_at = max(_due_at(c, now) for c in chosen)
+    status = "reclaim" if ready_at <= now else "warn"
+    needs = ", ".join(f"{_amount(s)} {n.resource} in {f}" for n, f, s in picks)
+    names = ", ".join(c.wb.key for c in chosen)
+    return Target(
+        workload=wl,
+        status=status,
+        reason=(
+            f"lacks {needs}: reclaiming {names} now"
+            if status == "reclaim"
+            else f"lacks {needs}: warning {names}, reclaim at {isoformat_z(ready_at)}"
+        ),
+        workbenches=tuple(c.wb.key for c in chosen),
+        frees=frees,
+        reclaim_at=ready_at,
+    )
+
+
+def _countdown(
+    case: _Case,
+    code: str,
+    reason: str,
+    now: datetime,
+    *,
+    batch: datetime | None = None,
+    told: str = "",
+) -> Decision:
+    """Warn, wait or reclaim, depending on where its warning's countdown stands (``told``:
+    the user's version of ``reason``, if it differs)."""
+    due = _due_at(case, now)
+    when = max(due, batch) if batch is not None else due
+    if when <= now:
+        return _decision(case, Action.RECLAIM, code, reason, now, told=told)
+    if case.warned is None:
+        tail = f"; reclaim at {isoformat_z(when)} unless it is used or kept"
+        action = Action.WARN
+    else:
+        tail = f"; warned at {isoformat_z(case.warned)}; reclaim at {isoformat_z(when)}"
+        if batch is not None and batch > due:
+            tail += " (with the rest of its batch)"
+        action = Action.WAIT
+    return _decision(
+        case, action, code, reason + tail, now, reclaim_at=when, told=told + tail if told else ""
+    )
+
+
+def _decision(
+    case: _Case,
+    action: Action,
+    code: str,
+    reason: str,
+    now: datetime,
+    *,
+    reclaim_at: datetime | None = None,
+    handoff: str | None = None,
+    told: str = "",
+) -> Decision:
+    policy = case.policy
+    left = None
+    if policy is not None and action in (Action.WARN, Action.WAIT):
+        left = max(policy.max_snoozes - case.wb.snoozes_used, 0)
+    return Decision(
+        workbench=case.wb,
+        action=action,
+        code=code,
+        reason=reason,
+        policy=policy.name if policy else None,
+        dry_run=case.dry_run,
+        reclaim_at=reclaim_at
+        if reclaim_at is not None
+        else (now if action is Action.RECLAIM else None),
+        handoff=handoff,
+        snoozes_left=left,
+        user_reason=told,
+    )
+
+
+def _skip(case: _Case, code: str, reason: str) -> Decision:
+    return Decision(
+        workbench=case.wb,
+        action=Action.SKIP,
+        code=code,
+        reason=reason,
+        policy=case.policy.name if case.policy else None,
+        dry_run=case.dry_run,
+    )
+
+
+def _amount(value: Fraction) -> str:
+    return format_quantity(value)
+
+
+def _holds_text(wb: Workbench) -> str:
+    if not wb.holds:
+        return "no quota"
+    return ", ".join(
+        f"{_amount(amount)} {resource} in {flavor}"
+        for (flavor, resource), amount in sorted(wb.holds.items())
+    )

@@ -1,0 +1,426 @@
+"""The reclaim loop's inputs, built from what it read (pure: plain data and a clock in).
+
+- :func:`workbenches`: the notebook pods (labels, annotations, GPU requests, phase; each names
+  its hub user and server) joined with the pods' Kueue Workloads (assigned flavors,
+  ClusterQueue), the users' groups, the activity store (latest report, last verdict) and the
+  culler's own state kept on each pod (:data:`WARNED_AT` ...).
+- :func:`as_the_hub_sees_them`: the same workbenches corrected by what the hub says of their
+  users (``GET /hub/api/users/{name}``): the loop asks only about servers it is about to act on.
+- :func:`pending_workloads`: Kueue's pending Workloads with what they lack, per resource and
+  flavor, against the quota free to their ClusterQueue now.
+
+Only ``nvidia.com/*`` resources are weighed: CPU and memory are not what a GPU reclaim frees.
+Amounts are Kueue's own, after its resource transformations (a HAMi fraction holds
+``nvidia.com/total-gpumem``, not its per-vGPU ``nvidia.com/gpumem``): a Workload's admission
+``resourceUsage``, or for a pending one the ``status.resourceRequests`` Kueue records when it
+tries it, so the demand arithmetic counts what Kueue counts (docs/fractions.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from fractions import Fraction
+from typing import Any
+
+from gpuaas_service.reclaim.activity_store import ActivityStore, server_key
+from gpuaas_service.reclaim.decide import Need, PendingWorkload, Workbench
+from gpuaas_service.reclaim.idleness import judge
+from gpuaas_service.reclaim.policy import DEFAULT_BUSY_UTILIZATION, PolicySet
+from jupyter_gpuaas.core.gpu_equivalents import parse_gpu_equivalents, resource_gpu_equivalents
+from jupyter_gpuaas.core.headroom import QueueState
+from jupyter_gpuaas.core.kueue import (
+    QUEUE_NAME_LABEL,
+    PendingWorkloadInfo,
+    WorkloadInfo,
+    as_list,
+    as_mapping,
+    parse_time,
+    pod_requests,
+    read_conditions,
+    read_workload,
+)
+from jupyter_gpuaas.core.labels import (
+    GPU_EQUIVALENTS_ANNOTATION,
+    HUB_SERVERNAME_ANNOTATION,
+    HUB_USERNAME_ANNOTATION,
+    OFFERING_LABEL,
+    RECLAIM_DEADLINE,
+    RECLAIM_REASON,
+    RECLAIMED_AT,
+    SNOOZED_UNTIL,
+    SNOOZES_USED,
+    TEAM_LABEL,
+    WARNED_AT,
+)
+
+__all__ = [
+    "PodRef",
+    "as_the_hub_sees_them",
+    "flavor_tolerated",
+    "pending_workloads",
+    "pod_state",
+    "workbenches",
+]
+
+GPU_PREFIX = "nvidia.com/"
+
+
+@dataclass(frozen=True)
+class PodRef:
+    """Where a workbench's pod is (for annotations and Events)."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+def pod_state(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The culler's state kept in a pod's annotations."""
+    ann = as_mapping(as_mapping(pod.get("metadata")).get("annotations"))
+    used = ann.get(SNOOZES_USED, "0")
+    return {
+        "warned_at": parse_time(ann.get(WARNED_AT)),
+        "snoozes_used": int(used) if isinstance(used, str) and used.isdigit() else 0,
+        "snoozed_until": parse_time(ann.get(SNOOZED_UNTIL)),
+        "reclaimed_at": parse_time(ann.get(RECLAIMED_AT)),
+        "deadline": parse_time(ann.get(RECLAIM_DEADLINE)),
+        "reason": str(ann.get(RECLAIM_REASON) or ""),
+    }
+
+
+def _gpu_requests(requests: Mapping[str, Fraction]) -> dict[str, Fraction]:
+    return {r: q for r, q in requests.items() if r.startswith(GPU_PREFIX)}
+
+
+def _gpu_equivalents(pod: Mapping[str, Any], requests: Mapping[str, Fraction]) -> Fraction:
+    """:func:`pod_gpu_equivalents` from requests already read (the annotation first)."""
+    ann = as_mapping(as_mapping(pod.get("metadata")).get("annotations"))
+    written = parse_gpu_equivalents(ann.get(GPU_EQUIVALENTS_ANNOTATION))
+    return written if written is not None else resource_gpu_equivalents(requests)
+
+
+def _kind(pod: Mapping[str, Any], requests: Mapping[str, Fraction]) -> str:
+    for raw in as_list(as_mapping(pod.get("spec")).get("containers")):
+        for env in as_list(as_mapping(raw).get("env")):
+            if as_mapping(env).get("name") == "GPUAAS_OFFERING_KIND" and as_mapping(env).get(
+                "value"
+            ):
+                return str(as_mapping(env)["value"])
+    if not requests:
+        return "cpu"
+    if any(r.startswith("nvidia.com/mig-") for r in requests):
+        return "mig"
+    if "nvidia.com/gpu.shared" in requests:
+        return "shared"
+    if "nvidia.com/gpumem" in requests or "nvidia.com/total-gpumem" in requests:
+        return "fraction"
+    return "gpu"
+
+
+def _cohorts(state: QueueState, cluster_queue: str) -> tuple[str, ...]:
+    cq = state.cluster_queues.get(cluster_queue)
+    out: list[str] = []
+    name = cq.cohort if cq else None
+    while name and name not in out:
+        out.append(name)
+        co = state.cohorts.get(name)
+        name = co.parent if co else None
+    return tuple(out)
+
+
+def _cluster_queue(
+    state: QueueState, namespace: str, labels: Mapping[str, Any], wl: WorkloadInfo | None
+) -> str:
+    if wl is not None and wl.admitted_cluster_queue:
+        return wl.admitted_cluster_queue
+    lq = state.local_queues.get((namespace, str(labels.get(QUEUE_NAME_LABEL, ""))))
+    return lq.cluster_queue if lq else ""
+
+
+def _pod_phase(pod: Mapping[str, Any], kept: Mapping[str, Any] | None = None) -> str:
+    """``starting`` / ``running`` / ``stopping`` as far as the pod tells (the hub may know more).
+    ``kept``: its :func:`pod_state`, where already read."""
+    meta = as_mapping(pod.get("metadata"))
+    status = as_mapping(pod.get("status"))
+    kept = kept if kept is not None else pod_state(pod)
+    if meta.get("deletionTimestamp") or kept["reclaimed_at"]:
+        return "stopping"
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return "stopping"  # exited: the hub's poll is about to notice
+    ready = read_conditions(status).get("Ready")
+    running = status.get("phase") == "Running" and ready is not None and ready.status is True
+    return "running" if running else "starting"
+
+
+def workbenches(
+    pods: Iterable[Mapping[str, Any]],
+    state: QueueState,
+    store: ActivityStore,
+    policies: PolicySet,
+    *,
+    now: datetime,
+    workload_for_pod: Callable[[str, str, str], WorkloadInfo | None],
+    groups: Mapping[str, Sequence[str]] | None = None,
+    pod_utilization: Mapping[tuple[str, str], float] | None = None,
+    pod_last_kernel: Mapping[tuple[str, str], float] | None = None,
+) -> tuple[list[Workbench], dict[str, PodRef]]:
+    """The notebook pods that name a hub server, as :class:`Workbench` es.
+
+    ``groups``: user → their hub groups (needed only when a policy names groups).
+    ``pod_utilization``: ``(namespace, pod)`` → GPU utilisation in percent (DCGM through
+    Prometheus, where configured); ``pod_last_kernel``: seconds since each HAMi fraction's last
+    kernel (HAMi's vGPU monitor through Prometheus). The phase is
+    the pod's; :func:`as_the_hub_sees_them` corrects it for the servers about to be acted on.
+    Judges each server's activity (and records the verdict in ``store`` for the next cycle).
+    """
+    groups = groups or {}
+    pod_utilization = pod_utilization or {}
+    pod_last_kernel = pod_last_kernel or {}
+    out: list[Workbench] = []
+    refs: dict[str, PodRef] = {}
+    for pod in pods:
+        meta = as_mapping(pod.get("metadata"))
+        ann = as_mapping(meta.get("annotations"))
+        name = ann.get(HUB_USERNAME_ANNOTATION)
+        if not isinstance(name, str) or not name:
+            continue
+        server_name = str(ann.get(HUB_SERVERNAME_ANNOTATION) or "")
+        key = server_key(name, server_name)
+        if key in refs:  # pod names are per user and server: only across namespaces
+            continue
+        user_groups = tuple(str(g) for g in groups.get(name, ()))
+        labels = as_mapping(meta.get("labels"))
+        namespace, uid = str(meta.get("namespace", "")), str(meta.get("uid", ""))
+        # Read the pod's requests once (they were parsed three times per pod per cycle).
+        all_requests = pod_requests(pod)
+        requests = _gpu_requests(all_requests)
+        wl = workload_for_pod(namespace, uid, str(meta.get("name", "")))
+        flavors = wl.assigned_flavors if wl is not None else {}
+        counted = _gpu_requests(wl.counted) if wl is not None and wl.counted else requests
+        holds = {(flavors[r], r): amount for r, amount in counted.items() if r in flavors}
+        kind = _kind(pod, requests)
+        team = str(labels.get(TEAM_LABEL, ""))
+        offering = str(labels.get(OFFERING_LABEL, ""))
+        cq = _cluster_queue(state, namespace, labels, wl)
+        status = as_mapping(pod.get("status"))
+        started = parse_time(status.get("startTime")) or parse_time(meta.get("creationTimestamp"))
+        started = started or now
+        kept = pod_state(pod)
+        policy = policies.policy_for(
+            team=team, kind=kind, offering=offering, user=name, groups=user_groups
+        )
+        idleness = judge(
+            store.report(key),
+            kind=kind,
+            started_at=started,
+            now=now,
+            stale_after=policies.report_stale_after,
+            busy_utilization_percent=(
+                policy.busy_utilization_percent if policy else DEFAULT_BUSY_UTILIZATION
+            ),
+            previous=store.verdict(key),
+            pod_utilization=pod_utilization.get((namespace, str(meta.get("name", "")))),
+            trust_pod_utilization=bool(policy and policy.busy_signal == "gpu"),
+            pod_last_kernel=pod_last_kernel.get((namespace, str(meta.get("name", "")))),
+        )
+        store.set_verdict(key, idleness)
+        out.append(
+            Workbench(
+                user=name,
+                server=server_name,
+                groups=user_groups,
+                team=team,
+                kind=kind,
+                offering=offering,
+                holds=holds,
+                gpu_equivalents=_gpu_equivalents(pod, all_requests),
+                cluster_queue=cq,
+                cohorts=_cohorts(state, cq),
+                started_at=started,
+                phase=_pod_phase(pod, kept),
+                idleness=idleness,
+                snoozes_used=kept["snoozes_used"],
+                snoozed_until=kept["snoozed_until"],
+                warned_at=kept["warned_at"],
+                warned_deadline=kept["deadline"],
+                warned_reason=kept["reason"],
+            )
+        )
+        refs[key] = PodRef(namespace, str(meta.get("name", "")), uid)
+    return out, refs
+
+
+def as_the_hub_sees_them(
+    wbs: Iterable[Workbench], users: Mapping[str, Mapping[str, Any] | None]
+) -> list[Workbench]:
+    """``wbs`` with the hub's word for the users in ``users`` (their ``GET /users/{name}``
+    models; ``None``: no such user): phase from the server's ``pending`` and ``ready``, its
+    ``started``, the user's groups. A workbench whose server the hub does not have active is
+    left out (a pod outliving its server is not the culler's to stop)."""
+    out: list[Workbench] = []
+    for wb in wbs:
+        if wb.user not in users:
+            out.append(wb)
+            continue
+        user = as_mapping(users[wb.user])
+        server = user and as_mapping(user.get("servers")).get(wb.server)
+        if not server:
+            continue
+        model = as_mapping(server)
+        pending = model.get("pending")
+        if wb.phase == "stopping" or pending == "stop":
+            phase = "stopping"
+        elif pending or not model.get("ready", True):
+            phase = "starting"
+        else:
+            phase = "running"
+        hub_groups = user.get("groups")
+        out.append(
+            replace(
+                wb,
+                phase=phase,
+                started_at=parse_time(model.get("started")) or wb.started_at,
+                groups=(
+                    tuple(str(g) for g in as_list(hub_groups))
+                    if hub_groups is not None
+                    else wb.groups
+                ),
+            )
+        )
+    return out
+
+
+def _node_selector(obj: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for raw in as_list(as_mapping(obj.get("spec")).get("podSets")):
+        spec = as_mapping(as_mapping(as_mapping(raw).get("template")).get("spec"))
+        out.update({str(k): str(v) for k, v in as_mapping(spec.get("nodeSelector")).items()})
+    return out
+
+
+def _compatible(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
+    """Whether a flavor's node labels agree with a pod's nodeSelector (as Kueue assigns)."""
+    return all(selector[k] == v for k, v in labels.items() if k in selector)
+
+
+def _tolerations(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    out: list[Mapping[str, Any]] = []
+    for raw in as_list(as_mapping(obj.get("spec")).get("podSets")):
+        spec = as_mapping(as_mapping(as_mapping(raw).get("template")).get("spec"))
+        out += [as_mapping(t) for t in as_list(spec.get("tolerations"))]
+    return out
+
+
+def _tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, str]) -> bool:
+    """Kubernetes' toleration rule for one taint (empty key + Exists tolerates everything)."""
+    for tol in tolerations:
+        effect = str(tol.get("effect") or "")
+        if effect and effect != taint.get("effect", ""):
+            continue
+        key = str(tol.get("key") or "")
+        if str(tol.get("operator") or "Equal") == "Exists":
+            if not key or key == taint.get("key"):
+                return True
+        elif key == taint.get("key") and str(tol.get("value") or "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def flavor_tolerated(
+    taints: Sequence[Mapping[str, str]], tolerations: Sequence[Mapping[str, Any]]
+) -> bool:
+    """Whether Kueue may give the flavor: every NoSchedule/NoExecute taint of it tolerated.
+    Public for the utilisation replay (benchmarks/replay), which places workloads by it too."""
+    return all(
+        _tolerates(tolerations, t) for t in taints if t.get("effect") in ("NoSchedule", "NoExecute")
+    )
+
+
+def pending_workloads(
+    workloads: Sequence[Mapping[str, Any]],
+    state: QueueState,
+    *,
+    positions: Callable[[str, str], Sequence[PendingWorkloadInfo] | None] = lambda ns, lq: None,
+    flavor_labels: Mapping[str, Mapping[str, str]] | None = None,
+    flavor_taints: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
+    notebook_namespace: str = "",
+) -> list[PendingWorkload]:
+    """Kueue's pending Workloads that ask for GPUs, with what each lacks now.
+
+    ``free`` per flavor is what Kueue would still admit to the ClusterQueue (own quota plus
+    what its cohort lends), from the same arithmetic as the spawn form's headroom. Positions come
+    from the visibility API where a LocalQueue is polled (``positions``), else creation order.
+    ``flavor_labels`` (ResourceFlavor name → its ``nodeLabels``) drops the flavors that Kueue
+    skips for a workload because they contradict its pods' ``nodeSelector``;
+    ``flavor_taints`` (name → its ``nodeTaints``) those whose taints its pods do not tolerate
+    (a whole-GPU Job is never offered HAMi's tainted vGPU flavor, so never handed fractions).
+
+    Its team: the namespace of a team's Jobs; in ``notebook_namespace``, where every team's
+    servers are, its LocalQueue (one per team, named after it).
+    """
+    tree = state.tree()
+    found: list[tuple[datetime | None, PendingWorkload]] = []
+    for obj in workloads:
+        workload = read_workload(obj)
+        if not workload.pending:
+            continue
+        asked = workload.counted or workload.resources
+        needs_raw = {r: a for r, a in asked.items() if r.startswith(GPU_PREFIX)}
+        lq = state.local_queues.get((workload.namespace, workload.queue_name))
+        cq = state.cluster_queues.get(lq.cluster_queue) if lq else None
+        if not needs_raw or cq is None:
+            continue
+        selector = _node_selector(obj)
+        tolerations = _tolerations(obj)
+        needs = []
+        for resource, amount in sorted(needs_raw.items()):
+            flavors = tuple(
+                f
+                for f in cq.flavors_for(resource)
+                if (flavor_labels is None or _compatible(flavor_labels.get(f, {}), selector))
+                and flavor_tolerated((flavor_taints or {}).get(f, ()), tolerations)
+            )
+            if not flavors:
+                break  # no flavor it could get: nothing a reclaim could do for it
+            free = {
+                f: Fraction(max(0, tree.available(("cq", cq.name), (f, resource)))) for f in flavors
+            }
+            needs.append(Need(resource=resource, amount=amount, flavors=flavors, free=free))
+        if len(needs) < len(needs_raw):
+            continue
+        position = 0
+        items = positions(workload.namespace, workload.queue_name)
+        for item in items or ():
+            if item.name == workload.name:
+                position = item.position_in_cluster_queue
+        found.append(
+            (
+                workload.created,
+                PendingWorkload(
+                    name=workload.name,
+                    namespace=workload.namespace,
+                    cluster_queue=cq.name,
+                    cohorts=_cohorts(state, cq.name),
+                    priority=workload.priority or 0,
+                    position=position,
+                    needs=tuple(needs),
+                    local_queue=workload.queue_name,
+                    team=workload.queue_name
+                    if workload.namespace == notebook_namespace
+                    else workload.namespace,
+                ),
+            )
+        )
+    if all(p.position == 0 for _, p in found):  # no visibility answers: creation order
+        order: dict[str, int] = {}
+        out = []
+        for _created, p in sorted(
+            found, key=lambda x: (x[0].timestamp() if x[0] else float("inf"), x[1].key)
+        ):
+            n = order.get(p.cluster_queue, 0)
+            order[p.cluster_queue] = n + 1
+            out.append(replace(p, position=n))
+        return out
+    return [p for _, p in found]

@@ -1,0 +1,952 @@
+"""The reclaim loop: read the Hub, Kubernetes and the activity reports; decide; act; audit.
+
+Each cycle (``interval`` seconds; longer, doubling up to ``max_backoff``, while the hub or
+Kubernetes cannot be read — a cycle that cannot read everything acts on nothing):
+
+1. reads the notebook pods (the service's watch of them, or one list call), the ResourceFlavors
+   (one list call: it also proves the API server answers now), Kueue's objects from the watch
+   caches (:class:`jupyter_gpuaas.core.watch.WatchedKueueView`), the activity store, the hub's
+   groups (``GET /hub/api/groups``, paged; only when the policy names groups) and, where
+   configured, each pod's GPU utilisation from Prometheus (:mod:`gpuaas_service.clients.prometheus`);
+2. builds the inputs (:mod:`.gather`) and calls :func:`.decide.decide`; before acting it asks the
+   hub about each server it would warn or stop (``GET /hub/api/users/{name}``: is it still
+   active, starting or stopping, which groups), corrects those workbenches and decides again,
+   until every server acted on is one the hub has confirmed. So a cycle costs hub calls for the
+   servers it acts on, not for every running server; scopes ``read:servers``,
+   ``read:users:groups`` (and ``list:groups``, ``read:groups`` for group policies);
+3. acts, unless dry-run: **warn** — the pod is annotated ``gpuaas.jupyter.org/reclaim-warned-at``
+   (so a restarted culler neither warns twice nor restarts the countdown) and gets an Event;
+   **reclaim** — the server is stopped through the Hub API (``DELETE
+   /hub/api/users/{u}/servers/{s}``, scope ``delete:servers``; the pod is never deleted by the
+   culler), the pod is annotated ``...reclaim-stopped-at`` and gets an Event; **clear-warning**
+   — the annotation is removed;
+4. verifies hand-offs: the workload the GPUs were freed for must be admitted within
+   ``handoff_timeout``; the latency is recorded; otherwise decide.py stops reclaiming for that
+   ClusterQueue while the workload is pending, and the log says why.
+
+Audit: one JSON line per decision on the logger ``gpuaas.culler.audit`` (skips only when they
+change), Kubernetes Events for warnings and reclaims, Prometheus metrics
+(:class:`gpuaas_service.metrics.Metrics`).
+With the policy's ``notify.webhook``, warnings and reclaims carried out are also posted there in
+the background (:mod:`.notify`; never awaited by the cycle).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from gpuaas_service.clients.hub import Hub, HubError
+from gpuaas_service.clients.kubernetes import Kube
+from gpuaas_service.clients.prometheus import PrometheusError
+from gpuaas_service.console.journal import (
+    JOURNAL_CONFIGMAP,
+    Entry,
+    Journal,
+    journal_from_text,
+    journal_to_text,
+)
+from gpuaas_service.console.ledger import Ledger
+from gpuaas_service.metrics import Metrics
+from gpuaas_service.reclaim.activity_store import ActivityStore, Notice, server_key
+from gpuaas_service.reclaim.decide import (
+    Action,
+    Decision,
+    HandOffRecord,
+    HandOffStatus,
+    PendingWorkload,
+    Plan,
+    SnoozeResult,
+    Workbench,
+    assess_handoff,
+    decide,
+    snooze,
+)
+from gpuaas_service.reclaim.gather import (
+    PodRef,
+    as_the_hub_sees_them,
+    pending_workloads,
+    workbenches,
+)
+from gpuaas_service.reclaim.handoffs import (
+    HANDOFFS_CONFIGMAP,
+    handoffs_from_text,
+    handoffs_to_text,
+)
+from gpuaas_service.reclaim.idleness import ActivityReport, State
+from gpuaas_service.reclaim.notify import Notifier
+from gpuaas_service.reclaim.policy import PolicySet
+from jupyter_gpuaas.core.durations import isoformat_z
+from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents
+from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
+from jupyter_gpuaas.core.labels import (
+    RECLAIM_DEADLINE,
+    RECLAIM_REASON,
+    RECLAIMED_AT,
+    RECLAIMED_FOR,
+    SNOOZED_UNTIL,
+    SNOOZES_USED,
+    WARNED_AT,
+)
+from jupyter_gpuaas.core.watch import KueueReader
+
+__all__ = ["CycleInputs", "ReclaimLoop", "Settings"]
+
+log = logging.getLogger("gpuaas.culler")
+audit = logging.getLogger("gpuaas.culler.audit")
+
+MAX_REASON = 1000
+"""Characters of a warning's reason kept on the pod (annotations are small)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the loop is told, as plain data (the service builds it from its
+    ``GPUaaSService`` options, whose help texts say more; tests build it directly)."""
+
+    notebook_namespace: str = "jupyter-users"
+    """Where the single-user servers' pods are (KubeSpawner's namespace)."""
+    job_namespaces: Sequence[str] = ()
+    """Namespaces of the training Jobs whose queued Workloads a reclaim may be for (besides the
+    notebook namespace's)."""
+    interval: float = 30.0
+    """Seconds between cycles."""
+    max_backoff: float = 300.0
+    """Longest wait between cycles while the hub or Kubernetes cannot be read."""
+    save_lead: float = 15.0
+    """Seconds before a reclaim from which the server is told "saving"."""
+    dry_run: bool = False
+    """Decide and record only (on top of the policy file's dry_run)."""
+    hub_concurrency: int = 8
+    """Hub requests at a time when confirming the servers a cycle is about to act on."""
+
+
+@dataclass(frozen=True)
+class CycleInputs:
+    """What the last complete cycle decided on, beyond its plan's workbenches (the console's
+    snapshot and policy preview: :func:`~.snapshot.dump_snapshot`)."""
+
+    pending: tuple[PendingWorkload, ...]
+    handoffs: tuple[HandOffRecord, ...]
+    reports: Mapping[str, ActivityReport | None]
+    pod_utilization: Mapping[str, float]
+    dry_run: bool
+
+
+@dataclass
+class _Seen:
+    workbench: Workbench
+    pod: PodRef
+    last: tuple[str, str] = ("", "")
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ReclaimLoop:
+    """One culler: call :meth:`cycle` (tests) or :meth:`run` (the service)."""
+
+    def __init__(
+        self,
+        *,
+        hub: Hub,
+        kube: Kube,
+        view: KueueReader,
+        policies: PolicySet,
+        store: ActivityStore | None = None,
+        settings: Settings | None = None,
+        metrics: Metrics | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        notifier: Notifier | None = None,
+        pods: Callable[[], Iterable[Mapping[str, Any]] | None] | None = None,
+        utilization: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
+        last_kernel: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
+    ) -> None:
+        self.hub = hub
+        self.kube = kube
+        self.pods = pods
+        """The notebook pods as a watch last saw them (``None`` until it has listed them);
+        without it each cycle lists them."""
+        self.utilization = utilization
+        self.last_kernel = last_kernel
+        """Per-pod GPU utilisation, ``(namespace, pod)`` → percent
+        (:mod:`gpuaas_service.clients.prometheus`)."""
+        self.view = view
+        self.policies = policies
+        self.store = store if store is not None else ActivityStore()
+        self.settings = settings or Settings()
+        self.metrics = metrics or Metrics()
+        self.clock = clock
+        self.sleep = sleep
+        self.notifier = notifier
+        """Posts warnings and reclaims to the policy's ``notify.webhook`` (background tasks)."""
+        if notifier is None and policies.notify is not None:
+            self.notifier = Notifier(policies.notify)
+        self.seen: dict[str, _Seen] = {}
+        self.handoffs: dict[str, HandOffRecord] = {}
+        """By ClusterQueue: the last reclaim carried out for a workload of that queue."""
+        self._reported: set[tuple[str, str]] = set()
+        self._saved_handoffs: str | None = None
+        """The hand-off records as last read from or written to their ConfigMap (``None``:
+        not read yet)."""
+        self._last_cycle: datetime | None = None
+        self._dry_warned: dict[str, datetime] = {}
+        self.stopping: dict[str, tuple[str, str]] = {}
+        """Servers whose stop is under way (key → the pod's uid, why): a snooze or a busy report
+        that arrives now is answered 409 with this, never accepted and then ignored. Bound to
+        the pod: the same server started again (a new pod, same key) is not being stopped."""
+        self._kept: dict[str, Workbench] = {}
+        """Servers snoozed while a cycle ran (key → the workbench with the snooze): the cycle's
+        decision, made before the press, is not carried out, and its older view of the pod does
+        not undo the snooze."""
+        self._noticed: dict[str, datetime] = {}
+        """When this process first had a warning for a server (so, after a restart, a server is
+        told "saving" for ``save_lead`` before it is stopped)."""
+        self.failures = 0
+        self.last_plan: Plan | None = None
+        self.last_inputs: CycleInputs | None = None
+        self.last_completed: datetime | None = None
+        self.ledger = Ledger()
+        """GPU-equivalent time allocated, busy and idle per day (the console's showback)."""
+        self.journal = Journal()
+        """Recent warnings, snoozes, reclaims and hand-offs (the console's list), kept in
+        ConfigMap :data:`~gpuaas_service.console.journal.JOURNAL_CONFIGMAP` across restarts."""
+        self._journal_loaded = False
+        self._journal_saved = -1
+        """:attr:`Journal.changes` as last written (``-1``: not written by this process)."""
+        self.cycle_listeners: list[Callable[[ReclaimLoop], None]] = []
+        """Called after each complete cycle (the console's metrics)."""
+        self.last_error = ""
+        self.task: asyncio.Future[None] | None = None
+
+    # ------------------------------------------------------------------ one cycle
+
+    def set_policies(self, policies: PolicySet) -> None:
+        """Put a new policy in force from the next cycle (a reloaded file)."""
+        if policies.notify != self.policies.notify:
+            self.notifier = Notifier(policies.notify) if policies.notify is not None else None
+        self.policies = policies
+
+    async def cycle(self) -> Plan | None:
+        """Read, decide, act. ``None`` (and nothing done) when an input cannot be read, or
+        while no policy is in force (reclaim is off: no warning is cleared either)."""
+        if not self.policies.policies:
+            return None
+        started = self.clock()
+        state = self.view.queue_state()
+        if not state.synced:
+            return self._failed("kueue", "Kueue caches are not synced")
+        try:
+            flavors = await self.kube.flavor_labels()
+            taints = await self.kube.flavor_taints()
+            cached = self.pods() if self.pods is not None else None
+            if self.pods is not None and cached is None:
+                return self._failed("kubernetes", "the notebook pods are not listed yet")
+            pods = (
+                list(cached)
+                if cached is not None
+                else await self.kube.list_pods(self.settings.notebook_namespace)
+            )
+        except Exception as e:  # noqa: BLE001 - any API failure: act on nothing this cycle
+            return self._failed("kubernetes", f"listing pods and flavors: {e}")
+        try:
+            groups = await self.hub.group_members() if self.policies.names_groups else {}
+        except HubError as e:
+            return self._failed("hub", str(e))
+        try:
+            utilization = await self.utilization() if self.utilization is not None else {}
+            last_kernel = await self.last_kernel() if self.last_kernel is not None else {}
+        except PrometheusError as e:
+            return self._failed("prometheus", str(e))
+        now = self.clock()
+        wbs, refs = workbenches(
+            pods,
+            state,
+            self.store,
+            self.policies,
+            now=now,
+            workload_for_pod=self.view.workload_for_pod,
+            groups=groups,
+            pod_utilization=utilization,
+            pod_last_kernel=last_kernel,
+        )
+        self.store.keep_only(refs)
+        reports = {key: self.store.report(key) for key in refs}
+        # Dry-run warnings are kept in memory only, so that a dry run shows the reclaims to come.
+        self._dry_warned = {k: t for k, t in self._dry_warned.items() if k in refs}
+        wbs = [
+            replace(wb, warned_at=self._dry_warned[wb.key])
+            if wb.warned_at is None and wb.key in self._dry_warned
+            else wb
+            for wb in wbs
+        ]
+        namespaces = [*self.settings.job_namespaces, self.settings.notebook_namespace]
+        workloads = [o for ns in dict.fromkeys(namespaces) for o in self.view.workloads(ns)]
+        pending = pending_workloads(
+            workloads,
+            state,
+            positions=self.view.pending_items,
+            flavor_labels=flavors,
+            flavor_taints=taints,
+            notebook_namespace=self.settings.notebook_namespace,
+        )
+        if self._saved_handoffs is None and not await self._load_handoffs():
+            return self._failed("kubernetes", "reading the hand-off records")
+        await self._load_journal()
+        self._update_handoffs(workloads, now)
+        self._account_idle(wbs, now)
+        asked: dict[str, dict[str, Any] | None] = {}
+        decided_handoffs = tuple(self.handoffs.values())
+        while True:
+            plan = decide(
+                wbs,
+                pending,
+                self.policies,
+                now=now,
+                handoffs=decided_handoffs,
+                dry_run=self.settings.dry_run,
+            )
+            # Only servers the hub has confirmed are warned or stopped (see the module doc).
+            unasked = sorted(
+                {
+                    d.workbench.user
+                    for d in plan.decisions
+                    if d.action in (Action.WARN, Action.RECLAIM) and d.workbench.user not in asked
+                }
+            )
+            if not unasked:
+                break
+            try:
+                models = await self._ask_hub(unasked)
+            except HubError as e:
+                return self._failed("hub", str(e))
+            asked.update(zip(unasked, models, strict=True))
+            wbs = as_the_hub_sees_them(wbs, asked)
+            confirmed = {wb.key for wb in wbs}
+            refs = {k: r for k, r in refs.items() if k in confirmed}
+        targets = {t.workload.key: t for t in plan.targets}
+        self._kept = {
+            k: wb
+            for k, wb in self._kept.items()
+            if k in refs
+            and wb.snoozes_used
+            > next((d.workbench.snoozes_used for d in plan.decisions if d.workbench.key == k), 0)
+        }
+        for decision in plan.decisions:
+            key = decision.workbench.key
+            seen = self.seen.get(key)
+            kept = self._kept.get(key)
+            self.seen[key] = _Seen(
+                kept or decision.workbench, refs[key], seen.last if seen else ("", "")
+            )
+            await self._act(decision, refs[key], now, targets)
+        for table in (self.seen, self.stopping, self._noticed):
+            for key in [k for k in table if k not in refs]:
+                del table[key]
+        for key in [k for k, (uid, _) in self.stopping.items() if refs[k].uid != uid]:
+            del self.stopping[key]  # a new pod of the same server: its stop is not under way
+        for target in plan.targets:
+            if target.status in ("blocked", "not-enough", "handoff-waiting"):
+                self._audit_target(target.workload.key, target.status, target.reason, now)
+        await self._save_handoffs()
+        final = [d.workbench for d in plan.decisions]
+        self.journal.observe(final)
+        await self._save_journal()
+        self.failures = 0
+        self.last_error = ""
+        self.last_plan = plan
+        self.last_inputs = CycleInputs(
+            pending=tuple(pending),
+            handoffs=decided_handoffs,
+            reports={wb.key: reports.get(wb.key) for wb in final},
+            pod_utilization={
+                key: utilization[(ref.namespace, ref.name)]
+                for key, ref in refs.items()
+                if (ref.namespace, ref.name) in utilization
+            },
+            dry_run=self.settings.dry_run,
+        )
+        self.last_completed = now
+        self.ledger.add(final, now)
+        for listener in self.cycle_listeners:
+            listener(self)
+        self.metrics.cycle_seconds.set((self.clock() - started).total_seconds())
+        return plan
+
+    async def _load_handoffs(self) -> bool:
+        """Read the hand-off records a previous run kept (once per process)."""
+        ns = self.settings.notebook_namespace
+        try:
+            text = await self.kube.read_state(ns, HANDOFFS_CONFIGMAP)
+        except Exception as e:  # noqa: BLE001 - like any unreadable input: act on nothing
+            log.warning("culler: cannot read ConfigMap %s/%s: %s", ns, HANDOFFS_CONFIGMAP, e)
+            return False
+        if text:
+            try:
+                self.handoffs, reported = handoffs_from_text(text)
+                self._reported |= reported
+            except (ValueError, TypeError, AttributeError) as e:
+                log.warning(
+                    "culler: ConfigMap %s/%s holds no usable hand-off records (%s); starting"
+                    " without them (it is rewritten at the next hand-off)",
+                    ns,
+                    HANDOFFS_CONFIGMAP,
+                    e,
+                )
+        self._saved_handoffs = text or handoffs_to_text({}, ())
+        return True
+
+    async def _save_handoffs(self) -> None:
+        """Write the hand-off records when they changed; a failure is retried next cycle."""
+        marks = {m for m in self._reported if m[1].startswith("handoff-")}
+        text = handoffs_to_text(self.handoffs, marks)
+        if text == self._saved_handoffs:
+            return
+        ns = self.settings.notebook_namespace
+        try:
+            await self.kube.write_state(ns, HANDOFFS_CONFIGMAP, text)
+        except Exception as e:  # noqa: BLE001 - kept in memory; written at the next cycle
+            log.warning("culler: cannot write ConfigMap %s/%s: %s", ns, HANDOFFS_CONFIGMAP, e)
+            return
+        self._saved_handoffs = text
+
+    async def _load_journal(self) -> None:
+        """Put back the journal a previous run kept (once; retried each cycle until read, and
+        not written before, so that nothing kept is overwritten). A failure acts on nothing:
+        the journal is the console's record, not an input of the decisions."""
+        if self._journal_loaded:
+            return
+        ns = self.settings.notebook_namespace
+        try:
+            text = await self.kube.read_state(ns, JOURNAL_CONFIGMAP)
+        except Exception as e:  # noqa: BLE001 - retried next cycle
+            log.warning("console: cannot read ConfigMap %s/%s: %s", ns, JOURNAL_CONFIGMAP, e)
+            return
+        self._journal_loaded = True
+        unsaved = bool(self.journal.entries)  # recorded while the ConfigMap could not be read
+        if text:
+            try:
+                self.journal.restore(journal_from_text(text))
+            except (ValueError, TypeError) as e:
+                log.warning(
+                    "console: ConfigMap %s/%s holds no usable journal (%s); starting without it"
+                    " (it is rewritten at the next event)",
+                    ns,
+                    JOURNAL_CONFIGMAP,
+                    e,
+                )
+        if not unsaved:
+            self._journal_saved = self.journal.changes
+
+    async def _save_journal(self) -> None:
+        """Write the journal when it changed since last written; a failure is retried."""
+        if not self._journal_loaded or self.journal.changes == self._journal_saved:
+            return
+        changes, ns = self.journal.changes, self.settings.notebook_namespace
+        try:
+            await self.kube.write_state(
+                ns, JOURNAL_CONFIGMAP, journal_to_text(self.journal.entries)
+            )
+        except Exception as e:  # noqa: BLE001 - kept in memory; written at the next cycle
+            log.warning("console: cannot write ConfigMap %s/%s: %s", ns, JOURNAL_CONFIGMAP, e)
+            return
+        self._journal_saved = changes
+
+    async def _ask_hub(self, users: Sequence[str]) -> list[dict[str, Any] | None]:
+        """The hub's models of ``users``, a few requests at a time."""
+        gate = asyncio.Semaphore(self.settings.hub_concurrency)
+
+        async def one(name: str) -> dict[str, Any] | None:
+            async with gate:
+                return await self.hub.user(name)
+
+        return list(await asyncio.gather(*(one(u) for u in users)))
+
+    def _failed(self, source: str, message: str) -> Plan | None:
+        self.failures += 1
+        self.last_error = f"{source}: {message}"
+        self.metrics.cycle_errors.labels(source).inc()
+        log.warning("culler cycle skipped (nothing acted on): %s: %s", source, message)
+        return None  # the cycle's answer: nothing decided
+
+    def next_delay(self) -> float:
+        """``interval``, doubled per failed cycle in a row, at most ``max_backoff``."""
+        s = self.settings
+        if not self.failures:
+            return s.interval
+        return float(min(s.max_backoff, s.interval * (2 ** min(self.failures, 16))))
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.cycle()
+            except Exception:  # keep the service alive; the next cycle retries
+                self.failures += 1
+                log.exception("culler cycle failed")
+            await self.sleep(self.next_delay())
+
+    # ------------------------------------------------------------------ acting
+
+    async def _act(
+        self, d: Decision, pod: PodRef, now: datetime, targets: Mapping[str, Any]
+    ) -> None:
+        wb = d.workbench
+        key = wb.key
+        self.metrics.decisions.labels(d.action.value, d.code).inc()
+        self._audit(d, now)
+        notice = None
+        if d.action in (Action.WARN, Action.WAIT) and d.reclaim_at is not None:
+            notice = Notice(
+                warned_at=wb.warned_at or now,
+                reclaim_at=d.reclaim_at,
+                reason=wb.warned_reason if wb.warned_at and wb.warned_reason else d.told,
+                snoozes_left=d.snoozes_left or 0,
+                dry_run=d.dry_run,
+                cause=self.cause(d, targets),
+            )
+        if d.dry_run:
+            if d.action is Action.WARN:
+                self._dry_warned[key] = now
+            elif d.action in (Action.SKIP, Action.CLEAR_WARNING, Action.RECLAIM):
+                self._dry_warned.pop(key, None)
+            self.store.set_notice(key, None)
+            return
+        why = self._put_off(d, now, targets)
+        if why:
+            audit.info(
+                json.dumps(
+                    {
+                        "event": "culler.put-off",
+                        "at": isoformat_z(now),
+                        "action": d.action.value,
+                        "user": wb.user,
+                        "server": wb.server,
+                        "reason": why,
+                    },
+                    sort_keys=True,
+                )
+            )
+            return
+        if d.action is Action.RECLAIM and not self._saved_long_enough(d, now):
+            # Its user has not been told "saving" for save_lead (a restarted service has not
+            # shown the warning yet): tell them now; the stop comes at a later cycle.
+            lead = timedelta(seconds=self.settings.save_lead)
+            told = self.store.notice(key)
+            first = self._noticed.setdefault(key, now)
+            self.store.set_notice(
+                key,
+                Notice(
+                    warned_at=wb.warned_at or now,
+                    reclaim_at=max((told.reclaim_at if told else now) - lead, first) + lead,
+                    reason=wb.warned_reason or d.told,
+                    snoozes_left=0,
+                    cause=self.cause(d, targets),
+                ),
+            )
+            return
+        if notice is not None:
+            self._noticed.setdefault(key, now)
+        try:
+            if d.action is Action.WARN:
+                await self.kube.annotate(
+                    pod,
+                    {
+                        WARNED_AT: isoformat_z(now),
+                        RECLAIM_DEADLINE: isoformat_z(d.reclaim_at or now),
+                        RECLAIM_REASON: d.told[:MAX_REASON],
+                    },
+                )
+                self.metrics.warnings.labels(wb.team or "-").inc()
+                self._journal("warn", d, now)
+                await self._event(pod, "GPUReclaimWarning", d.reason, "Warning", now)
+                self._notify("warn", d, now, d.reclaim_at)
+            elif d.action is Action.CLEAR_WARNING:
+                await self.kube.annotate(
+                    pod, {WARNED_AT: None, RECLAIM_DEADLINE: None, RECLAIM_REASON: None}
+                )
+            elif d.action is Action.RECLAIM:
+                notice = None
+                self.stopping[key] = (
+                    pod.uid,
+                    f"this server is being stopped now ({d.told}); decided at"
+                    f" {isoformat_z(now)}, before this arrived",
+                )
+                try:
+                    await self.hub.stop_server(wb.user, wb.server)
+                except Exception:
+                    del self.stopping[key]
+                    raise
+                self.metrics.reclaimed.labels(wb.team or "-").inc(float(wb.gpu_equivalents))
+                self.metrics.reclaims.labels(wb.team or "-", d.code).inc()
+                self._journal("reclaim", d, now)
+                marks = {RECLAIMED_AT: isoformat_z(now)}
+                if d.handoff:
+                    marks[RECLAIMED_FOR] = d.handoff
+                    target = targets.get(d.handoff)
+                    if target is not None:
+                        cq = target.workload.cluster_queue
+                        if self.handoffs.get(cq, None) is None or (
+                            self.handoffs[cq].workload != d.handoff
+                            or self.handoffs[cq].admitted_at is not None
+                        ):
+                            self.handoffs[cq] = HandOffRecord(
+                                workload=d.handoff,
+                                cluster_queue=cq,
+                                reclaimed_at=now,
+                                team=target.workload.team,
+                            )
+                try:
+                    await self.kube.annotate(pod, marks)
+                except Exception as e:  # noqa: BLE001 - the pod may be gone already
+                    log.debug("annotating %s after the stop: %s", pod.name, e)
+                await self._event(pod, "GPUReclaimed", d.reason, "Normal", now)
+                self._notify("reclaim", d, now, now)
+        except HubError as e:
+            log.warning("culler: %s of %s failed: %s", d.action.value, key, e)
+            return
+        except Exception as e:  # noqa: BLE001 - one pod's API error must not stop the cycle
+            log.warning("culler: %s of %s failed: %s", d.action.value, key, e)
+            return
+        self.store.set_notice(key, notice)
+
+    def _put_off(self, d: Decision, now: datetime, targets: Mapping[str, Any]) -> str:
+        """Why a warning, a running countdown or a stop decided this cycle is not carried out:
+        its user (or, for a demand batch, a member's user) pressed "Keep my GPU" since, or a
+        busy report came in since (not for ``max-age``, a hard cap). ``""``: carry it out.
+
+        A countdown (``wait``) counts too: carried out, it would put back the warning that the
+        press has just withdrawn, and the banner would show it again."""
+        if d.action not in (Action.WARN, Action.WAIT, Action.RECLAIM):
+            return ""
+        target = targets.get(d.handoff) if d.handoff else None
+        keys = [d.workbench.key]
+        if d.action is Action.RECLAIM and target is not None:
+            keys += [k for k in target.workbenches if k != d.workbench.key]
+        for key in keys:
+            if key in self._kept:
+                who = "its user" if key == d.workbench.key else f"the user of {key} (same batch)"
+                return f"kept by {who} after this cycle's decision"
+        policy = self.policies.policy_for(
+            team=d.workbench.team,
+            kind=d.workbench.kind,
+            offering=d.workbench.offering,
+            user=d.workbench.user,
+            groups=d.workbench.groups,
+        )
+        if d.code == "max-age" or (policy is not None and policy.busy_signal == "gpu"):
+            return ""
+        report = self.store.report(d.workbench.key)
+        if report is not None and report.received_at > now:
+            activity = report.activity
+            if activity.idle_since is None or any(k.busy for k in activity.kernels):
+                return "a busy activity report arrived after this cycle's decision"
+        return ""
+
+    def _saved_long_enough(self, d: Decision, now: datetime) -> bool:
+        """Whether a warned server's user has been told "saving" for ``save_lead`` (by this
+        process: a restarted service tells them again before it stops anything)."""
+        if d.workbench.warned_at is None or d.dry_run:
+            return True  # never warned (warn_before: 0): nothing to save for
+        notice, first = self.store.notice(d.workbench.key), self._noticed.get(d.workbench.key)
+        if notice is None or first is None:
+            return False
+        lead = timedelta(seconds=self.settings.save_lead)
+        return now >= max(notice.reclaim_at - lead, first) + lead
+
+    def cause(self, d: Decision, targets: Mapping[str, Any]) -> dict[str, Any]:
+        """A warning's cause in plain fields, for the banner's words: the queued work of the
+        user's own team by its name (a Job's, where Kueue names its owner), another team's by
+        its team only (as :attr:`Decision.user_reason`)."""
+        wb = d.workbench
+        policy = self.policies.policy_for(
+            team=wb.team, kind=wb.kind, offering=wb.offering, user=wb.user, groups=wb.groups
+        )
+        limits: dict[str, timedelta | None] = (
+            {"max-idle": policy.max_idle, "max-age": policy.max_age, "always": policy.idle_after}
+            if policy is not None
+            else {}
+        )
+        cap = limits.get(d.code)
+        cause: dict[str, Any] = {
+            "code": d.code,
+            "kind": wb.kind,
+            "offering": wb.offering,
+            "idle_seconds": int(wb.idleness.idle_for(self.clock()).total_seconds())
+            if wb.idleness.state is State.IDLE
+            else None,
+            "limit_seconds": int(cap.total_seconds()) if cap is not None else None,
+            "for": None,
+        }
+        target = targets.get(d.handoff) if d.handoff else None
+        if target is not None:
+            wl = target.workload
+            if wl.team and wl.team == wb.team:
+                owner, owner_kind = wl.name, "Workload"
+                for obj in self.view.workloads(wl.namespace):
+                    info = read_workload(obj)
+                    if info.name == wl.name:
+                        owner, owner_kind = (
+                            info.owner_name or wl.name,
+                            info.owner_kind or "Workload",
+                        )
+                        break
+                cause["for"] = {"team": "own", "name": owner, "object": owner_kind}
+            else:
+                cause["for"] = {"team": "other", "name": wl.team or ""}
+        return cause
+
+    def _journal(self, event: str, d: Decision, now: datetime) -> None:
+        wb = d.workbench
+        self.journal.record(
+            Entry(
+                event=event,
+                at=now,
+                user=wb.user,
+                server=wb.server,
+                team=wb.team,
+                offering=wb.offering or wb.kind,
+                gpu_equivalents=format_gpu_equivalents(wb.gpu_equivalents),
+                reason=d.reason,
+                workload=d.handoff or "",
+                dry_run=d.dry_run,
+            )
+        )
+
+    def _notify(self, kind: str, d: Decision, now: datetime, at: datetime | None) -> None:
+        """Hand the notice to the webhook's background poster (returns at once)."""
+        if self.notifier is None:
+            return
+        wb = d.workbench
+        try:
+            self.notifier.notify(
+                {
+                    "event": kind,
+                    "user": wb.user,
+                    "server": wb.server,
+                    "team": wb.team,
+                    "kind": wb.kind,
+                    "offering": wb.offering,
+                    "reason": d.told,
+                    "reclaim_at": isoformat_z(at) if at is not None else None,
+                    "at": isoformat_z(now),
+                    "handoff": d.handoff,
+                    "dry_run": d.dry_run,
+                }
+            )
+        except Exception as e:  # noqa: BLE001 - a notice is a courtesy; never the cycle's end
+            log.warning("culler: notifying %s of %s failed: %s", kind, wb.key, e)
+
+    async def _event(
+        self, pod: PodRef, reason: str, message: str, type_: str, now: datetime
+    ) -> None:
+        try:
+            await self.kube.event(pod, reason, message, type_, at=now)
+        except Exception as e:  # noqa: BLE001 - Events are a courtesy; the log is the record
+            log.warning("culler: Event %s on %s/%s failed: %s", reason, pod.namespace, pod.name, e)
+
+    def _audit(self, d: Decision, now: datetime) -> None:
+        seen = self.seen.get(d.workbench.key)
+        mark = (d.action.value, d.code)
+        if d.action is Action.SKIP and seen is not None and seen.last == mark:
+            return  # an unchanged skip is said once
+        if seen is not None:
+            seen.last = mark
+        audit.info(json.dumps(d.log_record(now), sort_keys=True))
+
+    def _audit_target(self, workload: str, status: str, reason: str, now: datetime) -> None:
+        mark = (workload, status + reason.split(":")[0])
+        if mark in self._reported:
+            return
+        self._reported.add(mark)
+        audit.info(
+            json.dumps(
+                {
+                    "event": "culler.target",
+                    "at": isoformat_z(now),
+                    "workload": workload,
+                    "status": status,
+                    "reason": reason,
+                },
+                sort_keys=True,
+            )
+        )
+
+    def _account_idle(self, wbs: Sequence[Workbench], now: datetime) -> None:
+        last, self._last_cycle = self._last_cycle, now
+        if last is None:
+            return
+        hours = max((now - last).total_seconds(), 0.0) / 3600
+        for wb in wbs:
+            if wb.idleness.state is State.IDLE and wb.gpu_equivalents:
+                self.metrics.idle_gpu_hours.labels(wb.team or "-").inc(
+                    float(wb.gpu_equivalents) * hours
+                )
+
+    # ------------------------------------------------------------------ hand-offs
+
+    def _update_handoffs(self, workloads: Sequence[Mapping[str, Any]], now: datetime) -> None:
+        by_key: dict[str, WorkloadInfo] = {}
+        for obj in workloads:
+            info = read_workload(obj)
+            by_key[f"{info.namespace}/{info.name}"] = info
+        for cq, record in list(self.handoffs.items()):
+            if record.admitted_at is None and record.workload not in by_key:
+                # Deleted (or finished and removed) before it was seen admitted: nothing left
+                # to hand off to, and nothing to block the queue for.
+                del self.handoffs[cq]
+                _audit_handoff(
+                    record.workload, cq, "gone", f"{record.workload} no longer exists", None, now
+                )
+                continue
+            if record.admitted_at is None:
+                found = by_key.get(record.workload)
+                if found is not None and (found.admitted or found.quota_reserved):
+                    cond = found.conditions.get("Admitted") or found.conditions.get("QuotaReserved")
+                    when = (cond.last_transition_time if cond else None) or now
+                    record = replace(
+                        record, cluster_queue=cq, admitted_at=max(when, record.reclaimed_at)
+                    )
+                    self.handoffs[cq] = record
+            result = assess_handoff(record, now=now, timeout=self.policies.handoff_timeout)
+            if result.status is HandOffStatus.WAITING:
+                continue
+            mark = (record.workload, "handoff-" + result.status.value)
+            if mark not in self._reported:
+                self._reported.add(mark)
+                self.metrics.handoffs.labels(result.status.value).inc()
+                if result.latency is not None:
+                    self.metrics.handoff_latency.observe(result.latency.total_seconds())
+                latency = result.latency.total_seconds() if result.latency is not None else None
+                _audit_handoff(
+                    record.workload, cq, result.status.value, result.reason, latency, now
+                )
+                self.journal.record(
+                    Entry(
+                        event="handoff",
+                        at=now,
+                        team=record.team,
+                        reason=result.reason,
+                        workload=record.workload,
+                        result=result.status.value,
+                        latency_seconds=latency,
+                    )
+                )
+
+    # ------------------------------------------------------------------ asked by servers
+
+    def stop_under_way(self, user: str, server: str) -> str:
+        """Why this server's current pod is being stopped now, or ``""``."""
+        key = server_key(user, server)
+        entry, seen = self.stopping.get(key), self.seen.get(key)
+        if entry is None or (seen is not None and seen.pod.uid != entry[0]):
+            return ""
+        return entry[1]
+
+    def warning_for(self, user: str, server: str, now: datetime | None = None) -> dict[str, Any]:
+        """The ``api/reclaim`` answer for one server."""
+        now = now or self.clock()
+        notice = self.store.notice(server_key(user, server))
+        return {
+            "server": server,
+            "now": isoformat_z(now),
+            "warning": notice.payload(now, timedelta(seconds=self.settings.save_lead))
+            if notice
+            else None,
+        }
+
+    async def snooze(self, user: str, server: str) -> SnoozeResult:
+        """ "Keep my GPU": allowed up to the policy's ``max_snoozes``; kept on the pod. A press
+        that arrives while a cycle runs wins over its decision; one that arrives while the stop
+        is under way is refused with why (:attr:`stopping`)."""
+        key = server_key(user, server)
+        under_way = self.stop_under_way(user, server)
+        if under_way:
+            return SnoozeResult(False, under_way)
+        seen = self.seen.get(key)
+        if seen is None:
+            return SnoozeResult(False, "this server is not known to the culler (yet)")
+        wb = self._kept.get(key, seen.workbench)
+        policy = self.policies.policy_for(
+            team=wb.team, kind=wb.kind, offering=wb.offering, user=wb.user, groups=wb.groups
+        )
+        now = self.clock()
+        result = snooze(wb, policy, now=now)
+        if not result.allowed or result.until is None:
+            return result
+        used = wb.snoozes_used + 1
+        kept = replace(
+            wb, snoozes_used=used, snoozed_until=result.until, warned_at=None, warned_deadline=None
+        )
+        # Before any await: a cycle between its decision and its stop sees this press.
+        before = self._kept.get(key)
+        self._kept[key] = kept
+        try:
+            await self.kube.annotate(
+                seen.pod,
+                {
+                    SNOOZES_USED: str(used),
+                    SNOOZED_UNTIL: isoformat_z(result.until),
+                    WARNED_AT: None,
+                    RECLAIM_DEADLINE: None,
+                    RECLAIM_REASON: None,
+                },
+            )
+        except Exception:
+            if before is None:
+                self._kept.pop(key, None)
+            else:
+                self._kept[key] = before
+            raise
+        self.seen[key] = _Seen(kept, seen.pod, seen.last)
+        self.store.set_notice(key, None)
+        self.journal.record(
+            Entry(
+                event="snooze",
+                at=now,
+                user=user,
+                server=server,
+                team=wb.team,
+                offering=wb.offering or wb.kind,
+                gpu_equivalents=format_gpu_equivalents(wb.gpu_equivalents),
+                reason=result.reason,
+            )
+        )
+        audit.info(
+            json.dumps(
+                {
+                    "event": "culler.snooze",
+                    "at": isoformat_z(now),
+                    "user": user,
+                    "server": server,
+                    "until": isoformat_z(result.until),
+                    "snoozes_left": result.snoozes_left,
+                },
+                sort_keys=True,
+            )
+        )
+        return result
+
+
+def _audit_handoff(
+    workload: str,
+    cluster_queue: str,
+    result: str,
+    reason: str,
+    latency: float | None,
+    now: datetime,
+) -> None:
+    """One audit line per hand-off outcome (``gone``, ``succeeded``, ``failed``)."""
+    record = {
+        "event": "culler.handoff",
+        "at": isoformat_z(now),
+        "workload": workload,
+        "cluster_queue": cluster_queue,
+        "result": result,
+        "reason": reason,
+        "latency_seconds": latency,
+    }
+    audit.info(json.dumps(record, sort_keys=True))

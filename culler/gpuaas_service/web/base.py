@@ -1,0 +1,120 @@
+"""Tornado bases of the gpuaas service's handlers: JSON answers and errors, the hub's auth."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import time
+from typing import Any
+
+from jupyterhub.services.auth import HubAuthenticated
+from tornado import web
+
+from gpuaas_service.reclaim.activity_store import server_of_token
+
+__all__ = [
+    "HubJSONHandler",
+    "JSONHandler",
+    "TooManyRequests",
+    "check_operator_token",
+    "limit",
+    "server_caller",
+]
+
+
+class JSONHandler(web.RequestHandler):
+    """Answers JSON, never cached; errors as ``{"status", "message"}`` with the reason given."""
+
+    def set_default_headers(self) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        reason = self._reason
+        exc = kwargs.get("exc_info")
+        if exc and isinstance(exc[1], web.HTTPError) and exc[1].log_message:
+            reason = exc[1].log_message
+        if exc and isinstance(exc[1], TooManyRequests):
+            # send_error() clears the headers set before the error was raised: set it here
+            self.set_header("Retry-After", str(exc[1].retry_after))
+        self.finish(json.dumps({"status": status_code, "message": reason}))
+
+
+class TooManyRequests(web.HTTPError):
+    """429 with ``Retry-After`` (whole seconds, at least 1)."""
+
+    def __init__(self, wait: float) -> None:
+        super().__init__(429, f"too many requests: try again in {wait:.0f}s")
+        self.retry_after = max(1, round(wait))
+
+
+def check_operator_token(handler: web.RequestHandler) -> None:
+    """403 unless the request carries the service's ``operator_token`` (``/metrics`` and
+    ``api/health`` are for Prometheus and operators, not for every hub user behind the
+    proxy). No token configured: refused to everyone, with how to set one."""
+    expected: str = handler.settings.get("operator_token") or ""
+    if not expected:
+        raise web.HTTPError(
+            403,
+            "set c.GPUaaSService.operator_token (or $GPUAAS_OPERATOR_TOKEN) and send it as"
+            " 'Authorization: Bearer TOKEN'",
+        )
+    given = handler.request.headers.get("Authorization", "")
+    scheme, _, token = given.partition(" ")
+    if scheme.lower() not in ("bearer", "token") or not hmac.compare_digest(
+        token.strip().encode(), expected.encode()
+    ):
+        raise web.HTTPError(403, "the operator token is needed (Authorization: Bearer TOKEN)")
+
+
+def limit(handler: web.RequestHandler, name: str, key: str) -> None:
+    """429 with ``Retry-After`` when ``key`` has used up its share of the limit ``name``
+    (a :class:`~gpuaas_service.web.limits.RateLimit` in the app's settings, if configured)."""
+    limiter = handler.settings.get("limits", {}).get(name)
+    if limiter is None:
+        return
+    wait = limiter.take(key, time.monotonic())
+    if wait > 0:
+        refused = handler.settings.get("on_refused")
+        if refused is not None:  # the metric gpuaas_service_requests_refused
+            refused(name)
+        raise TooManyRequests(wait)
+
+
+class HubJSONHandler(HubAuthenticated, JSONHandler):  # type: ignore[misc]
+    """A :class:`JSONHandler` whose caller the hub identifies (``self.current_user``: the
+    token's owner model, or ``None``)."""
+
+    async def prepare(self) -> None:
+        # HubAuthenticated's own lookup blocks on the hub; ask asynchronously instead
+        # (answers are cached by HubAuth for cache_max_age seconds).
+        model = await self.hub_auth.get_user(self, sync=False)
+        allowed = None
+        if model:
+            try:
+                allowed = self.check_hub_user(model)
+            except Exception:  # noqa: BLE001 - UserNotAllowed: not allowed
+                allowed = None
+        self._hub_auth_user_cache = allowed
+
+
+def server_caller(model: dict[str, Any] | None) -> tuple[str, str]:
+    """(user, server) of a request made with a single-user server's own hub token (``model``:
+    the hub's answer for the token, ``handler.current_user``), or 403.
+
+    A user's personal token (``/hub/token``) is refused too, though it may hold the service's
+    scope: what only a server does (report activity, answer its warning, submit its notebooks
+    as Jobs) must come from the server, whose token names exactly that one server
+    (:func:`~gpuaas_service.reclaim.activity_store.server_of_token`)."""
+    if not model:
+        raise web.HTTPError(
+            403, "a server's token with the scope access:services!service=gpuaas is needed"
+        )
+    server = server_of_token(model)
+    if server is None:
+        raise web.HTTPError(
+            403,
+            "only a single-user server's own token may do this (its scopes name exactly one"
+            " server: access:servers!server=USER/NAME)",
+        )
+    return str(model["name"]), server

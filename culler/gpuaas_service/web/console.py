@@ -1,0 +1,240 @@
+"""The GPU console's handlers (docs/console.md), under the service prefix:
+
+- ``GET console/`` — the page (HTML + JS, polling the API below); a browser is sent through
+  the hub's OAuth (``oauth_callback``), and needs the console scope.
+- ``GET api/console[?team=T&team=U]`` — everything the page shows: teams, workbenches with the
+  live plan, reclaims and hand-offs, the policy in force (``team=``: only those teams).
+- ``GET api/console/snapshot`` — the last cycle's inputs for ``gpuaas-culler --explain``.
+- ``GET api/console/export?day=YYYY-MM-DD&format=csv|json`` — GPU-equivalent hours by team,
+  user and offering.
+- ``POST api/console/preview`` — a pasted policy (the body, YAML): its field errors, or what it
+  would do now on the live state. Never changes the policy in force.
+- ``GET api/reclaim/standing`` — for a server's own token: its policy and where it stands.
+
+The console's endpoints need the custom hub scope :data:`CONSOLE_SCOPE` (``custom:gpuaas:console``;
+``custom:gpuaas:console!group=G``: only team ``G``); the rest get 403. A cookie-authenticated POST
+needs the hub's XSRF token (``X-XSRFToken``, given in the page), as JupyterHub checks its forms.
+Every answer comes from the service's memory (:class:`~gpuaas_service.console.state.ConsoleState`).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from importlib import resources
+from typing import Any, Literal
+
+from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
+from tornado import escape, web
+
+from gpuaas_service.console.preview import MAX_POLICY_BYTES, PreviewError, preview
+from gpuaas_service.console.standing import standing
+from gpuaas_service.console.state import ConsoleState, export_csv, export_rows
+from gpuaas_service.reclaim.activity_store import server_key
+from gpuaas_service.web.base import JSONHandler
+from gpuaas_service.web.reclaim import _ServerHandler
+
+__all__ = ["CONSOLE_SCOPE", "console_access", "console_handlers"]
+
+CONSOLE_SCOPE = "custom:gpuaas:console"
+"""The hub scope that opens the console (defined in ``c.JupyterHub.custom_scopes``)."""
+
+
+def console_access(scopes: Any) -> set[str] | Literal[False] | None:
+    """``None``: every team; a set: those teams only (``!group=`` filters); ``False``: none."""
+    teams: set[str] = set()
+    for scope in scopes if isinstance(scopes, list) else ():
+        base, _, filter_ = str(scope).partition("!")
+        if base != CONSOLE_SCOPE:
+            continue
+        if not filter_:
+            return None
+        kind, _, value = filter_.partition("=")
+        if kind == "group" and value:
+            teams.add(value)
+    return teams or False
+
+
+def _asset(name: str) -> str:
+    return (resources.files("gpuaas_service.console") / "static" / name).read_text("utf-8")
+
+
+class _ConsoleHandler(HubOAuthenticated, JSONHandler):  # type: ignore[misc]
+    """Who may see the console, and which teams (``self.teams``: ``None`` = all)."""
+
+    console: ConsoleState
+    page = False
+    """A page (not the API): without a login the browser is sent to the hub's."""
+
+    def initialize(self, console: ConsoleState) -> None:
+        self.console = console
+
+    async def prepare(self) -> None:
+        model = await self.hub_auth.get_user(self, sync=False)
+        self._hub_auth_user_cache = model or None
+        if not model:
+            if self.page:
+                return  # the page: @web.authenticated sends the browser to the hub's login
+            raise web.HTTPError(
+                403,
+                f"a hub token or login with the scope {CONSOLE_SCOPE} is needed (and, for a"
+                " POST from a browser, the XSRF token of the console page)",
+            )
+        access = console_access(model.get("scopes"))
+        if access is False:
+            raise web.HTTPError(
+                403,
+                f"{model.get('kind', 'user')} {model.get('name')} lacks the scope {CONSOLE_SCOPE}"
+                " (an admin grants it with a role: docs/console.md)",
+            )
+        self.teams: set[str] | None = access
+
+    def get_current_user(self) -> Any:
+        return self._hub_auth_user_cache
+
+
+class ConsolePageHandler(_ConsoleHandler):
+    page = True
+
+    @web.authenticated
+    def get(self) -> None:
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header(
+            "Content-Security-Policy",
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self';"
+            " img-src 'self' data:; frame-ancestors 'none'",
+        )
+        page = _asset("console.html")
+        self.finish(page.replace("{{xsrf}}", escape.xhtml_escape(self.xsrf_token)))
+
+
+class ConsoleAssetHandler(_ConsoleHandler):
+    page = True
+    TYPES = {"console.js": "text/javascript", "console.css": "text/css"}  # noqa: RUF012
+
+    @web.authenticated
+    def get(self, name: str) -> None:
+        if name not in self.TYPES:
+            raise web.HTTPError(404, f"no asset {name}")
+        self.set_header("Content-Type", self.TYPES[name] + "; charset=utf-8")
+        self.finish(_asset(name))
+
+
+class ConsoleAPIHandler(_ConsoleHandler):
+    """The last build's bytes (gzipped for a client that takes gzip): nothing is built or
+    serialised per request (console/state.py)."""
+
+    def get(self) -> None:
+        only = self.teams
+        asked = {t for t in self.get_arguments("team") if t}
+        if asked:
+            only = asked if only is None else only & asked
+        self.set_header("Vary", "Accept-Encoding")
+        if "gzip" in self.request.headers.get("Accept-Encoding", ""):
+            self.set_header("Content-Encoding", "gzip")
+            self.finish(self.console.answer_gzip(only))
+        else:
+            self.finish(self.console.answer_json(only))
+
+
+class ConsoleSnapshotHandler(_ConsoleHandler):
+    def get(self) -> None:
+        if self.teams is not None:
+            raise web.HTTPError(403, f"the snapshot holds every team: {CONSOLE_SCOPE} unfiltered")
+        snap = self.console.snapshot()
+        if snap is None:
+            raise web.HTTPError(409, "no complete reclaim cycle yet (is a policy in force?)")
+        self.finish(json.dumps(snap))
+
+
+class ConsoleExportHandler(_ConsoleHandler):
+    def get(self) -> None:
+        raw = self.get_argument("day", "")
+        try:
+            day = date.fromisoformat(raw) if raw else self.console.clock().date()
+        except ValueError:
+            raise web.HTTPError(400, f"day={raw[:20]!r} is not a date (YYYY-MM-DD)") from None
+        fmt = self.get_argument("format", "json")
+        rows = export_rows(self.console.loop.ledger, day, self.teams)
+        name = f"gpuaas-gpu-hours-{day.isoformat()}"
+        if fmt == "csv":
+            self.set_header("Content-Type", "text/csv; charset=utf-8")
+            self.set_header("Content-Disposition", f'attachment; filename="{name}.csv"')
+            self.finish(export_csv(rows))
+        elif fmt == "json":
+            self.finish(
+                json.dumps({"day": day.isoformat(), "unit": "GPU-equivalent hours", "rows": rows})
+            )
+        else:
+            raise web.HTTPError(400, f"format={fmt[:20]!r}: csv or json")
+
+
+class ConsolePreviewHandler(_ConsoleHandler):
+    def post(self) -> None:
+        body = self.request.body or b""
+        if len(body) > MAX_POLICY_BYTES:
+            raise web.HTTPError(413, f"a policy of at most {MAX_POLICY_BYTES} bytes")
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise web.HTTPError(400, "the policy must be UTF-8 text") from None
+        snap = self.console.snapshot()
+        if snap is None:
+            raise web.HTTPError(409, "no complete reclaim cycle yet: nothing to preview on")
+        loop = self.console.loop
+        inputs = loop.last_inputs
+        try:
+            answer = preview(
+                snap,
+                text,
+                loop.last_plan,
+                dry_run=bool(inputs and inputs.dry_run),
+                teams=self.teams,
+            )
+        except PreviewError as e:
+            self.set_status(400)
+            self.finish(
+                json.dumps({"status": 400, "valid": False, "message": str(e), "errors": e.errors})
+            )
+            return
+        self.finish(json.dumps(answer))
+
+
+class StandingHandler(_ServerHandler):
+    """``GET api/reclaim/standing``: this server's policy and next step (its own token)."""
+
+    def get(self) -> None:
+        user, server = self.caller()
+        loop = self.loop
+        self.finish(
+            json.dumps(
+                standing(loop.last_plan, loop.policies, server_key(user, server), now=loop.clock())
+            )
+        )
+
+
+class _Root(web.RequestHandler):
+    def get(self) -> None:
+        self.redirect(self.request.path.rstrip("/") + "/console/")
+
+
+def console_handlers(
+    prefix: str, console: ConsoleState, hub_oauth: Any
+) -> list[tuple[str, type, dict[str, Any]]]:
+    """The console's handlers (``app.add_handlers(".*", ...)``); the app needs a
+    ``cookie_secret`` for the OAuth state cookie."""
+    prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
+    _ConsoleHandler.hub_auth = hub_oauth
+    HubOAuthCallbackHandler.hub_auth = hub_oauth
+    kw = {"console": console}
+    return [
+        (prefix, _Root, {}),
+        (prefix + "oauth_callback", HubOAuthCallbackHandler, {}),
+        (prefix + "console/?", ConsolePageHandler, kw),
+        (prefix + r"console/static/([a-z.]+)", ConsoleAssetHandler, kw),
+        (prefix + "api/console", ConsoleAPIHandler, kw),
+        (prefix + "api/console/snapshot", ConsoleSnapshotHandler, kw),
+        (prefix + "api/console/export", ConsoleExportHandler, kw),
+        (prefix + "api/console/preview", ConsolePreviewHandler, kw),
+        (prefix + "api/reclaim/standing", StandingHandler, {"loop": console.loop}),
+    ]

@@ -1,0 +1,234 @@
+"""The gpuaas service's notebook-Job endpoints (docs/jobs.md, docs/api.md), under its prefix:
+
+For users (their server's own token, forwarded by the server extension: scopes
+``access:servers!server=USER/NAME`` and ``access:services!service=gpuaas``; a user's personal
+token is refused with 403, as for ``api/activity``), each answering for the caller's own Jobs
+only:
+
+- ``GET api/jobs/options`` — the dialog's teams, offerings with headroom, caps and their use;
+- ``POST api/jobs`` — submit (400 with field paths, 403 another team, 409 a cap, 413 too big);
+- ``GET api/jobs`` — the caller's notebook Jobs with their state and queue position;
+- ``DELETE api/jobs/{team}/{name}`` — cancel: the Job goes, and with it its pod, Workload,
+  input, token and result;
+- ``GET api/jobs/{team}/{name}/log``, ``GET .../result``;
+- ``POST .../collected`` (``{"path": ...}``: where the server wrote the executed copy),
+  ``POST .../notified`` (the finish notice was shown).
+
+For the Job's own pod (``Authorization: Bearer <its token>``, ``X-GPUaaS-Job: ns/name``; no
+hub token): ``GET api/job-runner/input``, ``POST api/job-runner/log``,
+``POST api/job-runner/result``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tornado import web
+
+from gpuaas_service.jobs.request import JobRequestError
+from gpuaas_service.jobs.service import JobError, JobService
+from gpuaas_service.web.base import HubJSONHandler, JSONHandler, limit, server_caller
+
+__all__ = ["jobs_handlers"]
+
+
+def _no_constants(name: str) -> None:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body or b"null", parse_constant=_no_constants)
+    except ValueError as e:
+        raise JobError(400, f"not JSON: {str(e)[:200]}") from e
+
+
+class _Errors:
+    """Answers :class:`JobError` and :class:`JobRequestError` as JSON with their details."""
+
+    def answer_error(self: Any, e: Exception) -> None:
+        if isinstance(e, JobRequestError):
+            self.set_status(400)
+            errors = [{"path": x.path, "message": x.message} for x in e.errors[:20]]
+            self.finish(
+                json.dumps(
+                    {
+                        "status": 400,
+                        "message": f"invalid job request: {e}",
+                        "errors": errors,
+                        "more_errors": max(0, len(e.errors) - 20),
+                    }
+                )
+            )
+            return
+        assert isinstance(e, JobError)
+        self.set_status(e.status)
+        self.finish(json.dumps({"status": e.status, "message": str(e), **e.extra}))
+
+
+class _UserHandler(_Errors, HubJSONHandler):
+    service: JobService
+
+    def initialize(self, service: JobService) -> None:
+        self.service = service
+
+    def caller(self) -> tuple[str, list[str]]:
+        """(user, hub groups) of the calling server's own token, or 403: the server extension
+        forwards with it; a user's personal token, even with the service's scope, is refused."""
+        name, _server = server_caller(self.current_user)
+        limit(self, "queue", name)
+        return name, [str(g) for g in self.current_user.get("groups") or ()]
+
+    async def run(self, call: Any) -> None:
+        try:
+            self.finish(json.dumps(await call))
+        except (JobError, JobRequestError) as e:
+            self.answer_error(e)
+
+
+class OptionsHandler(_UserHandler):
+    async def get(self) -> None:
+        user, groups = self.caller()
+        await self.run(self.service.options(user, groups))
+
+
+@web.stream_request_body
+class JobsHandler(_UserHandler):
+    """``GET``: the caller's jobs; ``POST``: submit (a body up to ``max_body`` bytes: the
+    notebook travels in it, so this endpoint alone takes more than ``max_request_bytes``)."""
+
+    def initialize(self, service: JobService, max_body: int = 1_100_000) -> None:
+        self.service = service
+        self.max_body = max_body
+        self._body = bytearray()
+
+    async def prepare(self) -> None:
+        if self.request.method == "POST":
+            # before the body is read: from its Content-Length, or as it arrives
+            self.request.connection.set_max_body_size(self.max_body)  # type: ignore[union-attr]
+        await super().prepare()
+
+    def data_received(self, chunk: bytes) -> None:
+        self._body += chunk
+
+    async def get(self) -> None:
+        user, groups = self.caller()
+        await self.run(self.service.list(user, groups))
+
+    async def post(self) -> None:
+        user, groups = self.caller()
+        try:
+            body = _json(bytes(self._body))
+        except JobError as e:
+            self.answer_error(e)
+            return
+        self.set_status(201)
+        await self.run(self.service.submit(user, groups, body))
+
+
+class JobHandler(_UserHandler):
+    async def delete(self, team: str, name: str) -> None:
+        user, groups = self.caller()
+        await self.run(self.service.cancel(user, groups, team, name))
+
+
+class JobLogHandler(_UserHandler):
+    async def get(self, team: str, name: str) -> None:
+        user, groups = self.caller()
+        await self.run(self.service.log_of(user, groups, team, name))
+
+
+class JobResultHandler(_UserHandler):
+    async def get(self, team: str, name: str) -> None:
+        user, groups = self.caller()
+        await self.run(self.service.result(user, groups, team, name))
+
+
+class JobMarkHandler(_UserHandler):
+    async def post(self, team: str, name: str, what: str) -> None:
+        user, groups = self.caller()
+        try:
+            body = _json(self.request.body) or {}
+        except JobError as e:
+            self.answer_error(e)
+            return
+        if what == "collected":
+            path = body.get("path") if isinstance(body, dict) else None
+            if not isinstance(path, str) or not path:
+                self.answer_error(JobError(400, 'collected needs {"path": "..."}'))
+                return
+            await self.run(self.service.mark(user, groups, team, name, collected=path))
+        else:
+            await self.run(self.service.mark(user, groups, team, name, notified=True))
+
+
+@web.stream_request_body
+class RunnerHandler(_Errors, JSONHandler):
+    """The Job's pod: its token, never a hub token."""
+
+    def initialize(self, service: JobService, max_body: int = 1_100_000) -> None:
+        self.service = service
+        self.max_body = max_body
+        self._body = bytearray()
+
+    def prepare(self) -> None:
+        if self.request.method == "POST":
+            self.request.connection.set_max_body_size(self.max_body)  # type: ignore[union-attr]
+
+    def data_received(self, chunk: bytes) -> None:
+        self._body += chunk
+
+    async def _job(self) -> Any:
+        scheme, _, token = self.request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            token = ""
+        return await self.service.runner_job(
+            self.request.headers.get("X-GPUaaS-Job", ""), token.strip()
+        )
+
+    async def get(self, what: str) -> None:
+        try:
+            if what != "input":
+                raise JobError(404, "no such runner endpoint")
+            job = await self._job()
+            self.finish(json.dumps(await self.service.runner_input(job)))
+        except JobError as e:
+            self.answer_error(e)
+
+    async def post(self, what: str) -> None:
+        try:
+            job = await self._job()
+            body = _json(bytes(self._body))
+            if what == "log":
+                self.service.runner_log(
+                    job, (body or {}).get("log") if isinstance(body, dict) else None
+                )
+                self.finish(json.dumps({"accepted": True}))
+            elif what == "result":
+                self.finish(json.dumps(await self.service.runner_result(job, body)))
+            else:
+                raise JobError(404, "no such runner endpoint")
+        except JobError as e:
+            self.answer_error(e)
+
+
+def jobs_handlers(
+    prefix: str, service: JobService, hub_auth: Any = None, *, max_body: int = 1_100_000
+) -> list[tuple[str, type, dict[str, Any]]]:
+    """The handlers to add to the service's tornado app (``app.add_handlers(".*", ...)``)."""
+    prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
+    if hub_auth is not None:
+        _UserHandler.hub_auth = hub_auth
+    kw: dict[str, Any] = {"service": service}
+    big = {"service": service, "max_body": max_body}
+    part = r"([a-z0-9][-a-z0-9.]{0,252})"
+    return [
+        (prefix + "api/jobs/options", OptionsHandler, kw),
+        (prefix + "api/jobs", JobsHandler, big),
+        (prefix + f"api/jobs/{part}/{part}", JobHandler, kw),
+        (prefix + f"api/jobs/{part}/{part}/log", JobLogHandler, kw),
+        (prefix + f"api/jobs/{part}/{part}/result", JobResultHandler, kw),
+        (prefix + f"api/jobs/{part}/{part}/(collected|notified)", JobMarkHandler, kw),
+        (prefix + "api/job-runner/(input|log|result)", RunnerHandler, big),
+    ]

@@ -1,0 +1,144 @@
+"""The gpuaas service's endpoints for single-user servers' culling, and its ``/metrics``.
+
+Under the service prefix (``/services/gpuaas/``):
+
+- ``POST api/activity`` — a server's ``activity`` payload (docs/api.md). Only a server's own
+  token may report, and only for its own server (:func:`.activity_store.server_of_token`);
+  anything else is ``403``; a malformed payload ``400`` with its field paths.
+- ``GET api/reclaim`` — the calling server's pending warning (deadline, reason, snoozes left,
+  ``saving`` at the deadline) or ``null``.
+- ``POST api/reclaim/snooze`` — "Keep my GPU": ``200`` with the new deadline-free state, or
+  ``409`` with why: the policy allows no more snoozes, or the stop is already under way.
+  A busy report that arrives while the stop is under way is answered ``409`` too.
+- ``GET metrics`` — Prometheus text (no user names in it); only with the operator token.
+
+Callers are identified by the hub (``HubAuth``, which needs ``access:services!service=gpuaas``
+on the token); no handler here counts as the user's activity.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tornado import web
+
+from gpuaas_service.reclaim.activity_store import server_key
+from gpuaas_service.reclaim.loop import ReclaimLoop
+from gpuaas_service.web.base import HubJSONHandler, check_operator_token, limit, server_caller
+from jupyter_gpuaas.core.activity import ReportError
+from jupyter_gpuaas.core.durations import isoformat_z
+
+__all__ = ["reclaim_handlers"]
+
+
+def _no_constants(name: str) -> None:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+class _ServerHandler(HubJSONHandler):
+    """A request from a single-user server, made with that server's own hub token."""
+
+    loop: ReclaimLoop
+
+    def initialize(self, loop: ReclaimLoop) -> None:
+        self.loop = loop
+
+    def caller(self) -> tuple[str, str]:
+        """(user, server) of the calling server's token, or 403."""
+        return server_caller(self.current_user)
+
+
+class ActivityReportHandler(_ServerHandler):
+    def post(self) -> None:
+        # The body is limited before it is read (the HTTP server's max_body_size).
+        user, server = self.caller()
+        limit(self, "activity", server_key(user, server))
+        try:
+            payload = json.loads(self.request.body or b"null", parse_constant=_no_constants)
+        except ValueError as e:
+            raise web.HTTPError(400, f"not JSON: {str(e)[:200]}") from e
+        now = self.loop.clock()
+        try:
+            self.loop.store.record(user, server, payload, now)
+        except ReportError as e:
+            self.set_status(400)
+            self.finish(
+                json.dumps(
+                    {
+                        "status": 400,
+                        "message": f"invalid activity report: {e}",
+                        "errors": [{"path": x.path, "message": x.message} for x in e.errors],
+                        "more_errors": e.more,
+                    }
+                )
+            )
+            return
+        stopping = self.loop.stop_under_way(user, server)
+        if stopping:
+            # Taken, but too late to keep the server: say so rather than accept and ignore it.
+            self.set_status(409)
+            self.finish(json.dumps({"accepted": False, "reason": stopping}))
+            return
+        self.finish(
+            json.dumps(
+                {
+                    "accepted": True,
+                    "received_at": isoformat_z(now),
+                    **self.loop.warning_for(user, server, now),
+                }
+            )
+        )
+
+
+class ReclaimHandler(_ServerHandler):
+    def get(self) -> None:
+        user, server = self.caller()
+        self.finish(json.dumps(self.loop.warning_for(user, server)))
+
+
+class SnoozeHandler(_ServerHandler):
+    async def post(self) -> None:
+        user, server = self.caller()
+        result = await self.loop.snooze(user, server)
+        if not result.allowed:
+            self.set_status(409)
+        self.finish(
+            json.dumps(
+                {
+                    "allowed": result.allowed,
+                    "reason": result.reason,
+                    "until": isoformat_z(result.until) if result.until else None,
+                    "snoozes_left": result.snoozes_left,
+                }
+            )
+        )
+
+
+class MetricsHandler(web.RequestHandler):
+    """``GET metrics``: only with the operator token (docs/security.md)."""
+
+    def initialize(self, loop: ReclaimLoop) -> None:
+        self.loop = loop
+
+    def get(self) -> None:
+        check_operator_token(self)
+        body, content_type = self.loop.metrics.exposition()
+        self.set_header("Content-Type", content_type)
+        self.finish(body)
+
+
+def reclaim_handlers(
+    prefix: str, loop: ReclaimLoop, hub_auth: Any = None
+) -> list[tuple[str, type, dict[str, Any]]]:
+    """The handlers to add to the service's tornado app (``app.add_handlers(".*", ...)``)."""
+    prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
+    if hub_auth is not None:
+        _ServerHandler.hub_auth = hub_auth
+    kw = {"loop": loop}
+    return [
+        (prefix + "api/activity", ActivityReportHandler, kw),
+        (prefix + "api/reclaim", ReclaimHandler, kw),
+        (prefix + "api/reclaim/snooze", SnoozeHandler, kw),
+        (prefix + "metrics", MetricsHandler, kw),
+    ]

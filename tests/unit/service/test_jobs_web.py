@@ -1,0 +1,111 @@
+"""The jobs endpoints take only a single-user server's own token (web/jobs.py), as api/activity
+and api/reclaim do (web/base.py server_caller): a user's personal token, though it holds the
+service's scope, submits and reads nothing. Over tornado with HubAuth's answers faked (our
+collaborator's interface) and the in-memory Kubernetes of test_jobs_service."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.httpserver import HTTPServer
+from tornado.netutil import bind_sockets
+from tornado.web import Application
+
+from gpuaas_service.web.base import HubJSONHandler
+from gpuaas_service.web.jobs import jobs_handlers
+from tests.unit.service.jobs_samples import NOTEBOOK
+from tests.unit.service.test_jobs_service import FakeKube, service
+
+SERVICE_SCOPE = "access:services!service=gpuaas"
+MODELS: dict[str, dict[str, Any]] = {
+    # what the hub answers for each token (GET /hub/api/user, scopes expanded)
+    "server-alice": {"scopes": ["access:servers!server=alice/", SERVICE_SCOPE]},
+    "named-server-alice": {"scopes": ["access:servers!server=alice/gpu", SERVICE_SCOPE]},
+    "personal-alice": {"scopes": [SERVICE_SCOPE]},  # /hub/token with the service's scope
+    "personal-alice-all": {"scopes": ["access:servers!user=alice", SERVICE_SCOPE]},
+    "two-servers-alice": {
+        "scopes": ["access:servers!server=alice/", "access:servers!server=alice/b", SERVICE_SCOPE]
+    },
+    "bobs-server-for-alice": {"scopes": ["access:servers!server=bob/", SERVICE_SCOPE]},
+}
+
+
+class FakeHubAuth:
+    async def get_user(self, handler: Any, sync: bool = True) -> Any:
+        token = handler.request.headers.get("Authorization", "").partition(" ")[2]
+        model = MODELS.get(token)
+        return (
+            None
+            if model is None
+            else {"kind": "user", "name": "alice", "groups": ["team-a"], **model}
+        )
+
+
+class Served:
+    def __init__(self, kube: FakeKube, port: int) -> None:
+        self.kube = kube
+        self.port = port
+
+    async def call(self, method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:
+        req = HTTPRequest(
+            f"http://127.0.0.1:{self.port}/services/gpuaas/{path}",
+            method=method,
+            body=None if body is None else json.dumps(body),
+            headers={"Authorization": f"token {token}"},
+        )
+        try:
+            resp = await AsyncHTTPClient().fetch(req)
+        except HTTPClientError as e:
+            return e.code, json.loads(e.response.body) if e.response is not None else None
+        return resp.code, json.loads(resp.body)
+
+
+@pytest.fixture
+async def served(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Served]:
+    kube = FakeKube()
+    app = Application(jobs_handlers("/services/gpuaas/", service(kube), FakeHubAuth()))
+    monkeypatch.setattr(HubJSONHandler, "check_hub_user", lambda self, model: model)
+    (sock,) = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
+    server = HTTPServer(app)
+    server.add_sockets([sock])
+    yield Served(kube, sock.getsockname()[1])
+    server.stop()
+
+
+BODY = {"path": "work/train.ipynb", "notebook": NOTEBOOK, "offering": "mig-1g"}
+
+
+async def test_a_servers_own_token_submits(served: Served) -> None:
+    for token in ("server-alice", "named-server-alice"):
+        code, job = await served.call("POST", "api/jobs", token, BODY)
+        assert code == 201, job
+        assert job["team"] == "team-a"
+    code, listing = await served.call("GET", "api/jobs", "server-alice")
+    assert code == 200
+    assert len(listing["jobs"]) == 2
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["personal-alice", "personal-alice-all", "two-servers-alice", "bobs-server-for-alice"],
+)
+async def test_any_other_token_of_the_user_is_refused_and_creates_nothing(
+    served: Served, token: str
+) -> None:
+    code, answer = await served.call("POST", "api/jobs", token, BODY)
+    assert code == 403, answer
+    assert answer["message"].startswith("only a single-user server's own token may do this")
+    for method, path in (
+        ("GET", "api/jobs"),
+        ("GET", "api/jobs/options"),
+        ("DELETE", "api/jobs/team-a/nb-train-abcde"),
+        ("GET", "api/jobs/team-a/nb-train-abcde/log"),
+    ):
+        assert (await served.call(method, path, token))[0] == 403, (method, path)
+    assert served.kube.calls == []
+    assert (await served.call("GET", "api/jobs", "no-such-token"))[0] == 403

@@ -1,0 +1,289 @@
+"""The notification hook: the policy's ``notify`` field, and the loop posting warnings and
+reclaims to a real HTTP server on 127.0.0.1 in the background."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from tornado.httpserver import HTTPServer
+from tornado.web import Application, RequestHandler
+
+from gpuaas_service.reclaim.decide import Action
+from gpuaas_service.reclaim.notify import Notifier
+from gpuaas_service.reclaim.policy import Notify, PolicyError, load_policy
+from tests.unit.service.test_loop import POLICY, World
+
+# --------------------------------------------------------------------------- the field
+
+
+def policy_with(notify: Any) -> dict[str, Any]:
+    return {**POLICY, "notify": notify}
+
+
+def test_notify_is_read_with_a_default_timeout() -> None:
+    assert load_policy(POLICY).notify is None
+    got = load_policy(policy_with({"webhook": "https://chat.example.org/hooks/x"})).notify
+    assert got == Notify("https://chat.example.org/hooks/x", timeout=timedelta(seconds=5))
+    got = load_policy(policy_with({"webhook": "http://127.0.0.1:9/h", "timeout": "2s"})).notify
+    assert got is not None
+    assert got.timeout == timedelta(seconds=2)
+
+
+@pytest.mark.parametrize(
+    ("notify", "path", "message"),
+    [
+        ("https://x.org", "notify", "must be a mapping"),
+        ({}, "notify.webhook", "is required"),
+        ({"webhook": 3}, "notify.webhook", "must be a URL"),
+        ({"webhook": "ftp://x.org/h"}, "notify.webhook", "is not an http(s) URL"),
+        ({"webhook": "chat.example.org"}, "notify.webhook", "is not an http(s) URL"),
+        ({"webhook": "https://u:p@x.org/h"}, "notify.webhook", "must not carry credentials"),
+        ({"webhook": "https://x.org/h", "timeout": 5}, "notify.timeout", "needs a unit"),
+        ({"webhook": "https://x.org/h", "timeout": "0"}, "notify.timeout", "longer than 0"),
+        ({"webhook": "https://x.org/h", "timeout": "5m"}, "notify.timeout", "longer than 1m"),
+        ({"webhook": "https://x.org/h", "timout": "5s"}, "notify.timout", "did you mean 'timeout'"),
+    ],
+)
+def test_notify_errors_have_field_paths(notify: Any, path: str, message: str) -> None:
+    with pytest.raises(PolicyError) as e:
+        load_policy(policy_with(notify))
+    assert [err.path for err in e.value.errors] == [path]
+    assert message in e.value.errors[0].message
+
+
+def test_notify_errors_come_with_the_others() -> None:
+    with pytest.raises(PolicyError) as e:
+        load_policy({**policy_with({"webhook": "nope"}), "handoff_timeout": "soon"})
+    assert {err.path for err in e.value.errors} == {"notify.webhook", "handoff_timeout"}
+
+
+# --------------------------------------------------------------------------- a real receiver
+
+
+class Receiver:
+    """A tornado app on 127.0.0.1 that records what is posted to /hook."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[dict[str, str], dict[str, Any]]] = []
+        self.arrived = asyncio.Event()
+        outer = self
+
+        class Hook(RequestHandler):
+            def post(self) -> None:
+                outer.posts.append((dict(self.request.headers), json.loads(self.request.body)))
+                outer.arrived.set()
+                self.set_status(204)
+
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        sock.setblocking(False)
+        self.port = sock.getsockname()[1]
+        self.server = HTTPServer(Application([("/hook", Hook)]))
+        self.server.add_sockets([sock])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def world_posting_to(url: str, timeout: str = "5s") -> World:
+    return World(policy=policy_with({"webhook": url, "timeout": timeout}))
+
+
+async def test_warnings_and_reclaims_are_posted(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gpuaas.culler.notify")
+    receiver = Receiver()
+    try:
+        w = world_posting_to(receiver.url)
+        assert w.loop.notifier is not None
+        plan = await w.cycle()
+        assert {d.workbench.key for d in plan.with_action(Action.WARN)} == {"alice", "bob"}
+        await w.loop.notifier.drain()  # the posts and their answers, not a poll of the receiver
+        warned = sorted((p for _, p in receiver.posts), key=lambda p: p["user"])
+        assert [(p["event"], p["user"], p["server"]) for p in warned] == [
+            ("warn", "alice", ""),
+            ("warn", "bob", ""),
+        ]
+        alice = warned[0]
+        assert alice["reclaim_at"] == "2026-11-30T12:01:30.000Z"  # warned at 12:01:00, 30 s
+        assert alice["at"] == "2026-11-30T12:01:00.000Z"
+        assert alice["team"] == "team-a"
+        assert alice["kind"] == "mig"
+        assert alice["offering"] == "local-mig-1g"
+        assert "team-a/train" in alice["reason"]
+        assert alice["dry_run"] is False
+        assert set(alice) == {
+            "event", "user", "server", "team", "kind", "offering", "reason", "reclaim_at",
+            "at", "handoff", "dry_run",
+        }  # fmt: skip
+        headers = receiver.posts[0][0]
+        assert headers["Content-Type"] == "application/json"
+        assert "Authorization" not in headers
+        assert not any("token" in json.dumps(p).lower() for _, p in receiver.posts)
+
+        await w.cycle(after=10)  # waiting: no second post
+        await w.loop.notifier.drain()
+        assert len(receiver.posts) == 2
+
+        plan = await w.cycle(after=25)
+        assert {d.workbench.key for d in plan.with_action(Action.RECLAIM)} == {"alice", "bob"}
+        await w.loop.notifier.drain()
+        reclaimed = sorted((p for _, p in receiver.posts[2:]), key=lambda p: p["user"])
+        assert [(p["event"], p["user"]) for p in reclaimed] == [
+            ("reclaim", "alice"),
+            ("reclaim", "bob"),
+        ]
+        assert reclaimed[0]["reclaim_at"] == reclaimed[0]["at"] == "2026-11-30T12:01:35.000Z"
+        assert reclaimed[0]["handoff"] == "team-a/train"
+        assert w.loop.notifier.sent == 4
+        assert w.loop.notifier.failed == 0
+        lines = [
+            json.loads(r.getMessage()) for r in caplog.records if r.name == "gpuaas.culler.notify"
+        ]
+        assert {(x["result"], x["notice"], x["user"]) for x in lines} == {
+            ("sent", "warn", "alice"),
+            ("sent", "warn", "bob"),
+            ("sent", "reclaim", "alice"),
+            ("sent", "reclaim", "bob"),
+        }
+        assert all(x["webhook_host"] == f"127.0.0.1:{receiver.port}" for x in lines)
+        assert all("/hook" not in json.dumps(x) for x in lines)  # the path may hold a secret
+    finally:
+        receiver.stop()
+
+
+async def test_dry_run_posts_nothing() -> None:
+    receiver = Receiver()
+    try:
+        w = World(policy={**policy_with({"webhook": receiver.url}), "dry_run": True})
+        plan = await w.cycle()
+        assert {d.workbench.key for d in plan.with_action(Action.WARN)} == {"alice", "bob"}
+        assert w.loop.notifier is not None
+        await w.loop.notifier.drain()
+        assert receiver.posts == []
+    finally:
+        receiver.stop()
+
+
+async def test_a_webhook_that_never_answers_does_not_delay_the_cycle(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Accepts the connection (the kernel's backlog), never answers: the post times out in
+    the background; the cycle has long finished and acted."""
+    caplog.set_level(logging.INFO, logger="gpuaas.culler.notify")
+    silent = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    try:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/hook"
+        w = world_posting_to(url, timeout="1s")
+        started = time.monotonic()
+        plan = await w.cycle()
+        took = time.monotonic() - started
+        assert took < 0.5
+        assert {d.workbench.key for d in plan.with_action(Action.WARN)} == {"alice", "bob"}
+        assert len(w.kube.events) == 2  # acted in full
+        notifier = w.loop.notifier
+        assert notifier is not None
+        assert len(notifier.tasks) == 2
+        await notifier.drain()
+        assert time.monotonic() - started < 3  # each post gave up after its 1 s
+        assert notifier.failed == 2
+        assert notifier.sent == 0
+        lines = [
+            json.loads(r.getMessage()) for r in caplog.records if r.name == "gpuaas.culler.notify"
+        ]
+        assert [x["result"] for x in lines] == ["failed", "failed"]
+        assert all(x["error"] and x["seconds"] >= 0.9 for x in lines)
+        # the next cycles go on as usual
+        plan = await w.cycle(after=35)
+        assert {d.workbench.key for d in plan.with_action(Action.RECLAIM)} == {"alice", "bob"}
+        await notifier.drain()
+        assert notifier.failed == 4  # one try each: no retries
+    finally:
+        silent.close()
+
+
+async def test_a_refused_webhook_is_logged_and_the_cycle_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="gpuaas.culler.notify")
+    closed = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    w = world_posting_to(f"http://127.0.0.1:{port}/hook")
+    plan = await w.cycle()
+    assert len(plan.with_action(Action.WARN)) == 2
+    assert w.loop.notifier is not None
+    await w.loop.notifier.drain()
+    assert w.loop.notifier.failed == 2
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "gpuaas.culler.notify"]
+    assert [(x["event"], x["result"]) for x in lines] == [("culler.notify", "failed")] * 2
+
+
+async def test_a_receiver_error_status_is_a_failure_not_a_retry() -> None:
+    calls: list[int] = []
+
+    class Broken(RequestHandler):
+        def post(self) -> None:
+            calls.append(1)
+            self.set_status(500)
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    sock.setblocking(False)
+    server = HTTPServer(Application([("/hook", Broken)]))
+    server.add_sockets([sock])
+    try:
+        n = Notifier(Notify(f"http://127.0.0.1:{sock.getsockname()[1]}/hook"))
+        task = n.notify({"event": "warn", "user": "alice", "server": ""})
+        assert task is not None
+        assert await task is False
+        assert calls == [1]
+        assert n.failed == 1
+    finally:
+        server.stop()
+
+
+async def test_posts_beyond_the_in_flight_limit_are_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="gpuaas.culler.notify")
+    silent = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    try:
+        n = Notifier(
+            Notify(f"http://127.0.0.1:{silent.getsockname()[1]}/h", timedelta(seconds=1)),
+            max_in_flight=2,
+        )
+        assert n.notify({"event": "warn", "user": "a", "server": ""}) is not None
+        assert n.notify({"event": "warn", "user": "b", "server": ""}) is not None
+        assert n.notify({"event": "warn", "user": "c", "server": ""}) is None
+        assert n.dropped == 1
+        await n.drain()
+        assert n.failed == 2
+        assert not n.tasks
+        assert n.notify({"event": "warn", "user": "d", "server": ""}) is not None  # room again
+        await n.drain()
+        dropped = [
+            json.loads(r.getMessage())
+            for r in caplog.records
+            if r.name == "gpuaas.culler.notify" and "dropped" in r.getMessage()
+        ]
+        assert [x["user"] for x in dropped] == ["c"]
+    finally:
+        silent.close()

@@ -1,0 +1,121 @@
+"""Per-pod GPU utilisation from Prometheus: reading instant-query answers, and the client
+against a real HTTP server on 127.0.0.1 that answers as Prometheus's query API does."""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from tornado import web
+
+from gpuaas_service.clients.prometheus import (
+    DEFAULT_QUERY,
+    HAMI_LAST_KERNEL_QUERY,
+    PrometheusClient,
+    PrometheusError,
+    read_last_kernel,
+    read_pod_utilization,
+)
+
+
+def vector(*samples: tuple[dict[str, str], str]) -> dict[str, Any]:
+    return {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [{"metric": m, "value": [1764500000.0, v]} for m, v in samples],
+        },
+    }
+
+
+def test_samples_by_pod_in_either_label_spelling_highest_wins() -> None:
+    answer = vector(
+        ({"namespace": "jupyter-users", "pod": "jupyter-alice"}, "12.5"),
+        ({"exported_namespace": "jupyter-users", "exported_pod": "jupyter-bob"}, "80"),
+        ({"namespace": "jupyter-users", "pod": "jupyter-bob", "gpu": "1"}, "3"),
+        ({"namespace": "jupyter-users"}, "99"),  # no pod: not a workbench's
+        ({"namespace": "jupyter-users", "pod": "jupyter-nan"}, "NaN"),
+        ({"namespace": "jupyter-users", "pod": "jupyter-junk"}, "x"),
+    )
+    assert read_pod_utilization(answer) == {
+        ("jupyter-users", "jupyter-alice"): 12.5,
+        ("jupyter-users", "jupyter-bob"): 80.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        ({"status": "error", "errorType": "bad_data", "error": "parse error"}, "bad_data"),
+        ({"status": "success", "data": {"resultType": "matrix", "result": []}}, "instant vector"),
+        (None, "query failed"),
+    ],
+)
+def test_a_failed_or_misshapen_answer_is_an_error_that_says_why(answer: Any, message: str) -> None:
+    with pytest.raises(PrometheusError, match=message):
+        read_pod_utilization(answer)
+
+
+@pytest.fixture
+async def prometheus() -> AsyncIterator[tuple[str, list[str]]]:
+    queries: list[str] = []
+
+    class Query(web.RequestHandler):
+        def get(self) -> None:
+            query = self.get_argument("query")
+            queries.append(query)
+            if "syntax error" in query:
+                self.set_status(400)
+                self.finish({"status": "error", "errorType": "bad_data", "error": "parse error"})
+                return
+            self.finish(vector(({"namespace": "ns", "pod": "p"}, "42")))
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = web.Application([(r"/prom/api/v1/query", Query)]).listen(port, "127.0.0.1")
+    try:
+        yield f"http://127.0.0.1:{port}/prom/", queries
+    finally:
+        server.stop()
+
+
+async def test_the_client_sends_the_query_and_reads_the_vector(
+    prometheus: tuple[str, list[str]],
+) -> None:
+    url, queries = prometheus
+    assert await PrometheusClient(url).pod_utilization() == {("ns", "p"): 42.0}
+    assert queries == [DEFAULT_QUERY]
+
+
+async def test_the_client_reports_a_bad_query_and_an_unreachable_prometheus(
+    prometheus: tuple[str, list[str]],
+) -> None:
+    url, _ = prometheus
+    with pytest.raises(PrometheusError, match=r"HTTP 400.*parse error"):
+        await PrometheusClient(url, "syntax error(").pod_utilization()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    with pytest.raises(PrometheusError, match=re.escape(f"127.0.0.1:{closed}")):
+        await PrometheusClient(f"http://127.0.0.1:{closed}", timeout=2).pod_utilization()
+
+
+def test_hamis_last_kernel_per_pod_the_most_recent_wins() -> None:
+    """hami_container_last_kernel_elapsed_seconds has one sample per container and vGPU."""
+    answer = vector(
+        ({"namespace": "u", "pod": "jupyter-ann", "container": "notebook"}, "600"),
+        ({"namespace": "u", "pod": "jupyter-ann", "container": "sidecar"}, "30"),
+        ({"exported_namespace": "u", "exported_pod": "jupyter-ben"}, "7200"),
+    )
+    assert read_last_kernel(answer) == {("u", "jupyter-ann"): 30.0, ("u", "jupyter-ben"): 7200.0}
+
+
+async def test_the_client_asks_for_hamis_last_kernel(prometheus: tuple[str, list[str]]) -> None:
+    url, queries = prometheus
+    assert await PrometheusClient(url).last_kernel() == {("ns", "p"): 42.0}
+    assert queries == [HAMI_LAST_KERNEL_QUERY]
+    assert "hami_container_last_kernel_elapsed_seconds" in HAMI_LAST_KERNEL_QUERY

@@ -1,0 +1,429 @@
+"""The gpuaas service's queue view: per-user filtering and the shaping of positions (pure)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from gpuaas_service.queue.index import QueueIndex
+from gpuaas_service.queue.workloads import NotebookPod, queue_payload, read_notebook_pod, user_of
+from jupyter_gpuaas.core.headroom import QueueState
+from jupyter_gpuaas.core.kueue import (
+    PendingWorkloadInfo,
+    read_cluster_queue,
+    read_local_queue,
+    read_pending_workloads,
+    read_workload,
+)
+
+NOW = datetime(2026, 11, 30, 16, 40, tzinfo=timezone.utc)
+T0 = "2026-11-30T16:30:00Z"
+
+
+def job_workload(
+    name: str,
+    user: str | None,
+    *,
+    ns: str = "team-a",
+    queue: str = "training",
+    gpus: str = "1",
+    count: int = 1,
+    created: str = T0,
+    conditions: list[dict[str, Any]] | None = None,
+    active: bool = True,
+) -> dict[str, Any]:
+    labels = {"kueue.x-k8s.io/job-uid": f"uid-{name}"}
+    if user is not None:
+        labels["gpuaas.jupyter.org/user"] = user
+    return {
+        "metadata": {
+            "name": f"job-{name}-x1",
+            "namespace": ns,
+            "uid": f"wl-{name}",
+            "creationTimestamp": created,
+            "labels": labels,
+            "ownerReferences": [
+                {"kind": "Job", "name": name, "uid": f"uid-{name}", "controller": True}
+            ],
+        },
+        "spec": {
+            "queueName": queue,
+            "active": active,
+            "priorityClassRef": {"name": "training"},
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": count,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "train",
+                                    "command": ["python", "train.py"],
+                                    "env": [{"name": "SECRET", "value": "hunter2"}],
+                                    "resources": {
+                                        "requests": {"cpu": "1", "nvidia.com/gpu": gpus},
+                                        "limits": {"nvidia.com/gpu": gpus},
+                                    },
+                                }
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
+        "status": {"conditions": conditions or []},
+    }
+
+
+def pod_workload(name: str, pod_uid: str, *, label_user: str | None = None) -> dict[str, Any]:
+    wl = job_workload(name, label_user, ns="jupyter-users", queue="team-a")
+    wl["metadata"]["ownerReferences"] = [
+        {"kind": "Pod", "name": name, "uid": pod_uid, "controller": True}
+    ]
+    return wl
+
+
+def notebook_pod(uid: str, user: str, server: str = "") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "uid": uid,
+            "name": f"jupyter-{user}",
+            "namespace": "jupyter-users",
+            "labels": {
+                "gpuaas.jupyter.org/team": "team-a",
+                "gpuaas.jupyter.org/offering": "local-mig-1g",
+            },
+            "annotations": {
+                "hub.jupyter.org/username": user,
+                "hub.jupyter.org/servername": server,
+                "gpuaas.jupyter.org/gpu-equivalents": "1/7",
+            },
+        }
+    }
+
+
+ADMITTED = [
+    {"type": "QuotaReserved", "status": "True"},
+    {"type": "Admitted", "status": "True"},
+]
+WAITING = [
+    {
+        "type": "QuotaReserved",
+        "status": "False",
+        "reason": "Pending",
+        "message": "insufficient unused quota for nvidia.com/gpu in flavor h100, 1 more needed",
+    }
+]
+
+LQS = {
+    ("team-a", "training"): read_local_queue(
+        {
+            "metadata": {"name": "training", "namespace": "team-a"},
+            "spec": {"clusterQueue": "team-a-training"},
+        }
+    ),
+    ("jupyter-users", "team-a"): read_local_queue(
+        {
+            "metadata": {"name": "team-a", "namespace": "jupyter-users"},
+            "spec": {"clusterQueue": "team-a-notebooks"},
+        }
+    ),
+    ("team-b", "training"): read_local_queue(
+        {
+            "metadata": {"name": "training", "namespace": "team-b"},
+            "spec": {"clusterQueue": "team-b-training"},
+        }
+    ),
+}
+CQS = {
+    name: read_cluster_queue(
+        {
+            "metadata": {"name": name},
+            "spec": {"cohortName": "gpuaas"},
+            "status": {"admittedWorkloads": adm, "pendingWorkloads": pend},
+        }
+    )
+    for name, adm, pend in [
+        ("team-a-training", 3, 4),
+        ("team-a-notebooks", 1, 1),
+        ("team-b-training", 0, 0),
+    ]
+}
+
+
+def visibility(*names_positions: tuple[str, str, int, int]) -> list[PendingWorkloadInfo]:
+    return read_pending_workloads(
+        {
+            "items": [
+                {
+                    "metadata": {"name": name, "namespace": "team-a"},
+                    "localQueueName": lq,
+                    "positionInLocalQueue": lpos,
+                    "positionInClusterQueue": cpos,
+                    "priority": 500,
+                }
+                for name, lq, lpos, cpos in names_positions
+            ]
+        }
+    )
+
+
+# --------------------------------------------------------------------------- whose is it
+
+
+@pytest.mark.parametrize(
+    ("workload", "pods", "expected"),
+    [
+        pytest.param(job_workload("a", "alice"), {}, "alice", id="job-labelled"),
+        pytest.param(job_workload("a", None), {}, "", id="job-unlabelled"),
+        pytest.param(
+            pod_workload("p", "pod-1"),
+            {"pod-1": read_notebook_pod(notebook_pod("pod-1", "alice"))},
+            "alice",
+            id="notebook-pod-annotation",
+        ),
+        pytest.param(
+            pod_workload("p", "pod-1", label_user="mallory"),
+            {"pod-1": read_notebook_pod(notebook_pod("pod-1", "alice"))},
+            "alice",
+            id="notebook-pod-beats-label",
+        ),
+        pytest.param(pod_workload("p", "pod-unknown"), {}, "", id="unknown-pod"),
+        pytest.param(
+            pod_workload("p", "pod-9", label_user="bob"), {}, "bob", id="plain-pod-labelled"
+        ),
+    ],
+)
+def test_user_of(workload: dict[str, Any], pods: Mapping[str, NotebookPod], expected: str) -> None:
+    assert user_of(read_workload(workload), pods) == expected
+
+
+@pytest.mark.parametrize(
+    ("conditions", "active", "pending"),
+    [
+        ([], True, True),
+        (WAITING, True, True),
+        (ADMITTED, True, False),
+        ([{"type": "QuotaReserved", "status": "True"}], True, False),
+        ([{"type": "Finished", "status": "True"}], True, False),
+        (WAITING, False, False),
+    ],
+)
+def test_pending(conditions: list[dict[str, Any]], active: bool, pending: bool) -> None:
+    wl = read_workload(job_workload("a", "alice", conditions=conditions, active=active))
+    assert wl.pending is pending
+
+
+def test_summary_totals_pods_and_drops_templates() -> None:
+    wl = read_workload(job_workload("a", "alice", gpus="2", count=3))
+    assert wl.resources == {"cpu": Fraction(3), "nvidia.com/gpu": Fraction(6)}
+    assert wl.pods == 3
+    assert "hunter2" not in repr(wl)
+    assert "train.py" not in repr(wl)
+
+
+# --------------------------------------------------------------------------- the answer
+
+
+def payload(
+    user: str,
+    workloads: list[dict[str, Any]],
+    pending: dict[tuple[str, str], list[PendingWorkloadInfo] | None],
+    pods: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    teams: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    notebook = {p.uid: p for p in map(read_notebook_pod, pods)}
+    return queue_payload(
+        user,
+        workloads=[read_workload(w) for w in workloads],
+        notebook_pods=notebook,
+        pending=pending,
+        local_queues=LQS,
+        cluster_queues=CQS,
+        now=NOW,
+        teams=teams,
+    )
+
+
+THREE_AND_BOB = [
+    job_workload("a3", "alice", created="2026-11-30T16:33:00Z", conditions=WAITING),
+    job_workload("a1", "alice", created="2026-11-30T16:31:00Z", conditions=WAITING),
+    job_workload("b1", "bob", created="2026-11-30T16:34:00Z", conditions=WAITING),
+    job_workload("a2", "alice", created="2026-11-30T16:32:00Z", conditions=WAITING),
+    job_workload("filler", "alice", conditions=ADMITTED),
+]
+QUEUE = visibility(
+    ("job-a1-x1", "training", 0, 0),
+    ("job-a2-x1", "training", 1, 1),
+    ("job-a3-x1", "training", 2, 2),
+    ("job-b1-x1", "training", 3, 3),
+)
+
+
+@pytest.mark.parametrize(
+    ("user", "names", "positions"),
+    [
+        ("alice", ["a1", "a2", "a3"], [1, 2, 3]),
+        ("bob", ["b1"], [4]),
+        ("carol", [], []),
+        ("", [], []),
+    ],
+)
+def test_only_the_callers_pending_work(user: str, names: list[str], positions: list[int]) -> None:
+    out = payload(user, THREE_AND_BOB, {("team-a", "training"): QUEUE})
+    assert [i["name"] for i in out["items"]] == names
+    assert [i["position_in_local_queue"] for i in out["items"]] == positions
+    assert [i["position_in_cluster_queue"] for i in out["items"]] == positions
+    assert out["user"] == user
+    assert out["error"] is None
+
+
+def test_item_shape_has_summaries_only() -> None:
+    out = payload("alice", THREE_AND_BOB, {("team-a", "training"): QUEUE})
+    first = out["items"][0]
+    assert first == {
+        "kind": "job",
+        "name": "a1",
+        "workload": "job-a1-x1",
+        "namespace": "team-a",
+        "local_queue": "training",
+        "cluster_queue": "team-a-training",
+        "position_in_local_queue": 1,
+        "position_in_cluster_queue": 1,
+        "positions_known": True,
+        "offering": None,
+        "resources": {"cpu": "1", "nvidia.com/gpu": "1"},
+        "pods": 1,
+        "gpu_equivalents": "1",
+        "team": "team-a",
+        "priority_class": "training",
+        "waiting_since": "2026-11-30T16:31:00.000Z",
+        "waited_seconds": 540,
+        "reason": "insufficient unused quota for nvidia.com/gpu in flavor h100, 1 more needed",
+    }
+    text = json.dumps(out)
+    for secret in ("hunter2", "train.py", "SECRET", "template", "env"):
+        assert secret not in text
+
+
+def test_positions_move_up_after_an_admission() -> None:
+    later = [dict(w) for w in THREE_AND_BOB]
+    later[1] = job_workload("a1", "alice", conditions=ADMITTED)
+    moved = visibility(
+        ("job-a2-x1", "training", 0, 0),
+        ("job-a3-x1", "training", 1, 1),
+        ("job-b1-x1", "training", 2, 2),
+    )
+    out = payload("alice", later, {("team-a", "training"): moved})
+    assert [(i["name"], i["position_in_local_queue"]) for i in out["items"]] == [
+        ("a2", 1),
+        ("a3", 2),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("answer", "known", "position"),
+    [
+        pytest.param(None, False, None, id="not-polled-yet"),
+        pytest.param([], True, None, id="not-in-answer"),
+    ],
+)
+def test_unknown_positions(
+    answer: list[PendingWorkloadInfo] | None, known: bool, position: int | None
+) -> None:
+    out = payload("alice", [job_workload("a1", "alice")], {("team-a", "training"): answer})
+    (item,) = out["items"]
+    assert item["positions_known"] is known
+    assert item["position_in_local_queue"] is position
+
+
+def test_notebook_pod_item_and_team_counts() -> None:
+    wl = pod_workload("jupyter-alice", "pod-1")
+    answer = read_pending_workloads(
+        {
+            "items": [
+                {
+                    "metadata": {
+                        "name": wl["metadata"]["name"],
+                        "namespace": "jupyter-users",
+                        "ownerReferences": [{"kind": "Pod", "uid": "pod-1", "name": "x"}],
+                    },
+                    "localQueueName": "team-a",
+                    "positionInLocalQueue": 0,
+                    "positionInClusterQueue": 1,
+                }
+            ]
+        }
+    )
+    out = payload(
+        "alice",
+        [wl],
+        {("jupyter-users", "team-a"): answer},
+        pods=[notebook_pod("pod-1", "alice", "gpu")],
+        teams=("team-a", "team-b"),
+    )
+    (item,) = out["items"]
+    assert item["kind"] == "notebook"
+    assert item["name"] == "gpu"
+    assert item["offering"] == "local-mig-1g"
+    assert item["gpu_equivalents"] == "1/7"
+    assert (item["position_in_local_queue"], item["position_in_cluster_queue"]) == (1, 2)
+    teams = {t["team"]: t for t in out["teams"]}
+    assert teams["team-a"]["admitted"] == 4
+    assert teams["team-a"]["pending"] == 5
+    assert [c["name"] for c in teams["team-a"]["cluster_queues"]] == [
+        "team-a-notebooks",
+        "team-a-training",
+    ]
+    assert teams["team-b"]["pending"] == 0
+
+
+# --------------------------------------------------------------------------- the index
+
+
+class FakeView:
+    """Our own KueueView collaborator, in memory."""
+
+    def __init__(self, workloads: dict[str, list[dict[str, Any]]]) -> None:
+        self._workloads = workloads
+        self.generation = 0
+        self.pending: dict[tuple[str, str], list[PendingWorkloadInfo]] = {}
+        self.tracked: list[tuple[str, str]] = []
+        self.released: list[tuple[str, str]] = []
+
+    def workloads(self, namespace: str) -> list[dict[str, Any]]:
+        return self._workloads.get(namespace, [])
+
+    def pending_items(self, ns: str, lq: str) -> list[PendingWorkloadInfo] | None:
+        return self.pending.get((ns, lq))
+
+    def queue_state(self) -> QueueState:
+        return QueueState(cluster_queues=CQS, cohorts={}, local_queues=LQS, synced=True)
+
+    def track_local_queue(self, ns: str, lq: str) -> Any:
+        self.tracked.append((ns, lq))
+        return lambda: self.released.append((ns, lq))
+
+
+def test_index_rebuilds_on_change_only_and_tracks_queues() -> None:
+    view = FakeView({"team-a": THREE_AND_BOB})
+    view.pending[("team-a", "training")] = QUEUE
+    index = QueueIndex(
+        view, notebook_namespace="jupyter-users", namespaces=["team-a"], clock=lambda: NOW
+    )
+    for _ in range(50):
+        out = index.answer("alice")
+    assert [i["position_in_local_queue"] for i in out["items"]] == [1, 2, 3]
+    assert index.rebuilds == 1
+    assert view.tracked == [("team-a", "training")]  # one poller, however many callers
+    view._workloads["team-a"] = [job_workload("a1", "alice", conditions=ADMITTED)]
+    view.generation += 1
+    assert index.answer("alice")["items"] == []
+    assert index.rebuilds == 2
+    assert view.released == [("team-a", "training")]
