@@ -584,7 +584,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         from gpuaas_service.clients.kubernetes import notebook_pod_reflector
         from gpuaas_service.queue.index import QueueIndex
         from gpuaas_service.web.queue import make_app
-        from jupyter_gpuaas.core.watch import WatchedKueueView
+        from jupyter_gpuaas.hub.watch import WatchedKueueView
 
         load_config()
         if not self.job_namespaces:
@@ -753,12 +753,19 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
 
         from jupyterhub.services.auth import HubOAuth
 
-        from gpuaas_service.console.state import ConsoleState, update_metrics
+        from gpuaas_service.clients.persisted import PersistedState
+        from gpuaas_service.console.journal import JOURNAL_CONFIGMAP
+        from gpuaas_service.console.record import ConsoleRecord
+        from gpuaas_service.console.state import ConsoleState
         from gpuaas_service.web.console import console_handlers
 
+        journal_state = PersistedState(
+            loop.kube, self.notebook_namespace, JOURNAL_CONFIGMAP, owner="console", what="journal"
+        )
         console = ConsoleState(
             loop,
             view,
+            record=ConsoleRecord(journal_state),
             notebook_namespace=self.notebook_namespace,
             job_namespaces=self.job_namespaces,
             regret_window=timedelta(seconds=self.console_regret_window),
@@ -768,8 +775,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             },
             ttl=self.console_cache_seconds,
         )
-        loop.cycle_listeners.append(lambda _loop: update_metrics(console))
-        loop.cycle_listeners.append(lambda _loop: console.refresh())
+        loop.listeners.append(console)
         if not os.environ.get("JUPYTERHUB_CLIENT_ID"):
             log.warning(
                 "console: no $JUPYTERHUB_CLIENT_ID (the hub sets it for a service with a url):"

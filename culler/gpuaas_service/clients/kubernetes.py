@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from gpuaas_service.reclaim.gather import PodRef
+from gpuaas_service.model.pods import PodRef
 
 __all__ = ["EVENT_SOURCE", "Kube", "KubeClient", "notebook_pod_reflector"]
 

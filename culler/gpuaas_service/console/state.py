@@ -25,12 +25,16 @@ from datetime import date, datetime, timedelta
 from typing import Any, TypeVar
 
 from gpuaas_service.console.aggregates import plan_rows, summary, teams
+from gpuaas_service.console.ledger import Ledger
+from gpuaas_service.console.record import ConsoleRecord
 from gpuaas_service.reclaim.decide import Plan, assess_handoff
+from gpuaas_service.reclaim.events import CycleResult, LoopEvent
 from gpuaas_service.reclaim.explain import explain_policies
+from gpuaas_service.reclaim.loop import ReclaimLoop
 from gpuaas_service.reclaim.snapshot import dump_snapshot
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
-from jupyter_gpuaas.core.watch import KueueReader
+from jupyter_gpuaas.hub.watch import KueueReader
 
 __all__ = ["ConsoleState", "export_rows"]
 
@@ -108,11 +112,16 @@ class _Built:
 
 
 class ConsoleState:
+    """The console's answers, and a listener of the loop (:meth:`ReclaimLoop.listeners`): it
+    feeds its :class:`~.record.ConsoleRecord` and, after each cycle, updates the metrics and
+    builds the new answer."""
+
     def __init__(
         self,
-        loop: Any,
+        loop: ReclaimLoop,
         view: KueueReader,
         *,
+        record: ConsoleRecord | None = None,
         notebook_namespace: str,
         job_namespaces: Sequence[str],
         regret_window: timedelta,
@@ -123,6 +132,8 @@ class ConsoleState:
     ) -> None:
         self.loop = loop
         self.view = view
+        self.record = record if record is not None else ConsoleRecord()
+        """The journal and the ledger."""
         self.notebook_namespace = notebook_namespace
         self.namespaces = list(dict.fromkeys([*job_namespaces, notebook_namespace]))
         self.regret_window = regret_window
@@ -164,6 +175,14 @@ class ConsoleState:
             built = self._built = _Built(self.monotonic(), rows, self._build())
             self.builds += 1
         return built
+
+    def happened(self, event: LoopEvent) -> None:
+        self.record.happened(event)
+
+    async def cycle_completed(self, result: CycleResult) -> None:
+        await self.record.cycle_completed(result)
+        update_metrics(self)
+        self.refresh()
 
     def refresh(self) -> None:
         """After each cycle (a listener): build the new plan's rows and the full answer now,
@@ -263,13 +282,13 @@ class ConsoleState:
                 state,
                 plan,
                 self._workloads(),
-                loop.ledger.by_team(now.date()),
+                self.record.ledger.by_team(now.date()),
                 notebook_namespace=self.notebook_namespace,
                 now=now,
             ),
-            "events": loop.journal.recent(self.regret_window),
+            "events": self.record.journal.recent(self.regret_window),
             "handoffs": handoffs,
-            "regret": loop.journal.regret(self.regret_window),
+            "regret": self.record.journal.regret(self.regret_window),
         }
 
     def snapshot(self) -> dict[str, Any] | None:
@@ -287,7 +306,9 @@ class ConsoleState:
         )
 
 
-def export_rows(ledger: Any, day: date, only: Iterable[str] | None = None) -> list[dict[str, Any]]:
+def export_rows(
+    ledger: Ledger, day: date, only: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
     """One day's GPU-equivalent hours by team, user and offering."""
     allowed = set(only) if only is not None else None
     return [
@@ -339,7 +360,7 @@ def update_metrics(console: ConsoleState) -> None:
             m.gpu_allocated.labels(team, kind).set(float(sum(by.values(), Fraction(0))))
             m.gpu_busy.labels(team, kind).set(float(by[State.BUSY]))
             m.gpu_idle.labels(team, kind).set(float(by[State.IDLE]))
-    for key, usage in loop.ledger.last_added.items():
+    for key, usage in console.record.ledger.last_added.items():
         m.gpu_allocated_seconds.labels(key.team, key.kind).inc(usage.allocated)
         m.gpu_busy_seconds.labels(key.team, key.kind).inc(usage.busy)
         m.gpu_idle_seconds.labels(key.team, key.kind).inc(usage.idle)

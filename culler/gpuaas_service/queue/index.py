@@ -1,7 +1,7 @@
 """The per-user answers of ``GET api/queue``: who waits for what, from the watch caches.
 
 :class:`QueueIndex` derives each user's pending Workloads from the Kueue caches
-(:class:`jupyter_gpuaas.core.watch.WatchedKueueView`) and the notebook pods' watch, and rebuilds
+(:class:`jupyter_gpuaas.hub.watch.WatchedKueueView`) and the notebook pods' watch, and rebuilds
 only when either changed, so a request costs no Kubernetes round trip and no rebuild. It also
 keeps one visibility poller per LocalQueue with pending work (shared by every caller).
 """

@@ -19,11 +19,12 @@ tries it, so the demand arithmetic counts what Kueue counts (docs/fractions.md).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
+from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.activity_store import ActivityStore, server_key
 from gpuaas_service.reclaim.decide import Need, PendingWorkload, Workbench
 from gpuaas_service.reclaim.idleness import judge
@@ -56,7 +57,6 @@ from jupyter_gpuaas.core.labels import (
 )
 
 __all__ = [
-    "PodRef",
     "as_the_hub_sees_them",
     "flavor_tolerated",
     "pending_workloads",
@@ -65,15 +65,6 @@ __all__ = [
 ]
 
 GPU_PREFIX = "nvidia.com/"
-
-
-@dataclass(frozen=True)
-class PodRef:
-    """Where a workbench's pod is (for annotations and Events)."""
-
-    namespace: str
-    name: str
-    uid: str
 
 
 def pod_state(pod: Mapping[str, Any]) -> dict[str, Any]:

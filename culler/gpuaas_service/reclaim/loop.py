@@ -5,9 +5,10 @@ Kubernetes cannot be read — a cycle that cannot read everything acts on nothin
 
 1. reads the notebook pods (the service's watch of them, or one list call), the ResourceFlavors
    (one list call: it also proves the API server answers now), Kueue's objects from the watch
-   caches (:class:`jupyter_gpuaas.core.watch.WatchedKueueView`), the activity store, the hub's
+   caches (:class:`jupyter_gpuaas.hub.watch.WatchedKueueView`), the activity store, the hub's
    groups (``GET /hub/api/groups``, paged; only when the policy names groups) and, where
-   configured, each pod's GPU utilisation from Prometheus (:mod:`gpuaas_service.clients.prometheus`);
+   configured, each pod's GPU utilisation from Prometheus
+   (:mod:`gpuaas_service.clients.prometheus`);
 2. builds the inputs (:mod:`.gather`) and calls :func:`.decide.decide`; before acting it asks the
    hub about each server it would warn or stop (``GET /hub/api/users/{name}``: is it still
    active, starting or stopping, which groups), corrects those workbenches and decides again,
@@ -39,27 +40,20 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Literal
 
 from gpuaas_service.clients.hub import Hub, HubError
 from gpuaas_service.clients.kubernetes import Kube
+from gpuaas_service.clients.persisted import PersistedState, StateUnreadable
 from gpuaas_service.clients.prometheus import PrometheusError
-from gpuaas_service.console.journal import (
-    JOURNAL_CONFIGMAP,
-    Entry,
-    Journal,
-    journal_from_text,
-    journal_to_text,
-)
-from gpuaas_service.console.ledger import Ledger
 from gpuaas_service.metrics import Metrics
+from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.activity_store import ActivityStore, Notice, server_key
 from gpuaas_service.reclaim.decide import (
     Action,
     Decision,
     HandOffRecord,
     HandOffStatus,
-    PendingWorkload,
     Plan,
     SnoozeResult,
     Workbench,
@@ -67,22 +61,17 @@ from gpuaas_service.reclaim.decide import (
     decide,
     snooze,
 )
-from gpuaas_service.reclaim.gather import (
-    PodRef,
-    as_the_hub_sees_them,
-    pending_workloads,
-    workbenches,
-)
+from gpuaas_service.reclaim.events import CycleInputs, CycleResult, LoopEvent, LoopListener
+from gpuaas_service.reclaim.gather import as_the_hub_sees_them, pending_workloads, workbenches
 from gpuaas_service.reclaim.handoffs import (
     HANDOFFS_CONFIGMAP,
     handoffs_from_text,
     handoffs_to_text,
 )
-from gpuaas_service.reclaim.idleness import ActivityReport, State
+from gpuaas_service.reclaim.idleness import State
 from gpuaas_service.reclaim.notify import Notifier
 from gpuaas_service.reclaim.policy import PolicySet
 from jupyter_gpuaas.core.durations import isoformat_z
-from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents
 from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
 from jupyter_gpuaas.core.labels import (
     RECLAIM_DEADLINE,
@@ -93,9 +82,9 @@ from jupyter_gpuaas.core.labels import (
     SNOOZES_USED,
     WARNED_AT,
 )
-from jupyter_gpuaas.core.watch import KueueReader
+from jupyter_gpuaas.hub.watch import KueueReader
 
-__all__ = ["CycleInputs", "ReclaimLoop", "Settings"]
+__all__ = ["ReclaimLoop", "Settings"]
 
 log = logging.getLogger("gpuaas.culler")
 audit = logging.getLogger("gpuaas.culler.audit")
@@ -124,18 +113,6 @@ class Settings:
     """Decide and record only (on top of the policy file's dry_run)."""
     hub_concurrency: int = 8
     """Hub requests at a time when confirming the servers a cycle is about to act on."""
-
-
-@dataclass(frozen=True)
-class CycleInputs:
-    """What the last complete cycle decided on, beyond its plan's workbenches (the console's
-    snapshot and policy preview: :func:`~.snapshot.dump_snapshot`)."""
-
-    pending: tuple[PendingWorkload, ...]
-    handoffs: tuple[HandOffRecord, ...]
-    reports: Mapping[str, ActivityReport | None]
-    pod_utilization: Mapping[str, float]
-    dry_run: bool
 
 
 @dataclass
@@ -190,9 +167,15 @@ class ReclaimLoop:
         self.handoffs: dict[str, HandOffRecord] = {}
         """By ClusterQueue: the last reclaim carried out for a workload of that queue."""
         self._reported: set[tuple[str, str]] = set()
-        self._saved_handoffs: str | None = None
-        """The hand-off records as last read from or written to their ConfigMap (``None``:
-        not read yet)."""
+        self._handoff_state = PersistedState(
+            kube,
+            self.settings.notebook_namespace,
+            HANDOFFS_CONFIGMAP,
+            owner="culler",
+            what="hand-off records",
+            empty=handoffs_to_text({}, ()),
+        )
+        """The hand-off records kept across restarts (read once, before the first decision)."""
         self._last_cycle: datetime | None = None
         self._dry_warned: dict[str, datetime] = {}
         self.stopping: dict[str, tuple[str, str]] = {}
@@ -210,16 +193,8 @@ class ReclaimLoop:
         self.last_plan: Plan | None = None
         self.last_inputs: CycleInputs | None = None
         self.last_completed: datetime | None = None
-        self.ledger = Ledger()
-        """GPU-equivalent time allocated, busy and idle per day (the console's showback)."""
-        self.journal = Journal()
-        """Recent warnings, snoozes, reclaims and hand-offs (the console's list), kept in
-        ConfigMap :data:`~gpuaas_service.console.journal.JOURNAL_CONFIGMAP` across restarts."""
-        self._journal_loaded = False
-        self._journal_saved = -1
-        """:attr:`Journal.changes` as last written (``-1``: not written by this process)."""
-        self.cycle_listeners: list[Callable[[ReclaimLoop], None]] = []
-        """Called after each complete cycle (the console's metrics)."""
+        self.listeners: list[LoopListener] = []
+        """Told of each action carried out and of each complete cycle (the console)."""
         self.last_error = ""
         self.task: asyncio.Future[None] | None = None
 
@@ -294,9 +269,8 @@ class ReclaimLoop:
             flavor_taints=taints,
             notebook_namespace=self.settings.notebook_namespace,
         )
-        if self._saved_handoffs is None and not await self._load_handoffs():
+        if not self._handoff_state.loaded and not await self._load_handoffs():
             return self._failed("kubernetes", "reading the hand-off records")
-        await self._load_journal()
         self._update_handoffs(workloads, now)
         self._account_idle(wbs, now)
         asked: dict[str, dict[str, Any] | None] = {}
@@ -354,8 +328,6 @@ class ReclaimLoop:
                 self._audit_target(target.workload.key, target.status, target.reason, now)
         await self._save_handoffs()
         final = [d.workbench for d in plan.decisions]
-        self.journal.observe(final)
-        await self._save_journal()
         self.failures = 0
         self.last_error = ""
         self.last_plan = plan
@@ -371,90 +343,30 @@ class ReclaimLoop:
             dry_run=self.settings.dry_run,
         )
         self.last_completed = now
-        self.ledger.add(final, now)
-        for listener in self.cycle_listeners:
-            listener(self)
+        result = CycleResult(now, plan, self.last_inputs)
+        for listener in self.listeners:
+            await listener.cycle_completed(result)
         self.metrics.cycle_seconds.set((self.clock() - started).total_seconds())
         return plan
 
     async def _load_handoffs(self) -> bool:
         """Read the hand-off records a previous run kept (once per process)."""
-        ns = self.settings.notebook_namespace
         try:
-            text = await self.kube.read_state(ns, HANDOFFS_CONFIGMAP)
-        except Exception as e:  # noqa: BLE001 - like any unreadable input: act on nothing
-            log.warning("culler: cannot read ConfigMap %s/%s: %s", ns, HANDOFFS_CONFIGMAP, e)
-            return False
+            text = await self._handoff_state.read()
+        except StateUnreadable:
+            return False  # like any unreadable input: act on nothing
         if text:
             try:
                 self.handoffs, reported = handoffs_from_text(text)
                 self._reported |= reported
             except (ValueError, TypeError, AttributeError) as e:
-                log.warning(
-                    "culler: ConfigMap %s/%s holds no usable hand-off records (%s); starting"
-                    " without them (it is rewritten at the next hand-off)",
-                    ns,
-                    HANDOFFS_CONFIGMAP,
-                    e,
-                )
-        self._saved_handoffs = text or handoffs_to_text({}, ())
+                self._handoff_state.unusable(e)
         return True
 
     async def _save_handoffs(self) -> None:
         """Write the hand-off records when they changed; a failure is retried next cycle."""
         marks = {m for m in self._reported if m[1].startswith("handoff-")}
-        text = handoffs_to_text(self.handoffs, marks)
-        if text == self._saved_handoffs:
-            return
-        ns = self.settings.notebook_namespace
-        try:
-            await self.kube.write_state(ns, HANDOFFS_CONFIGMAP, text)
-        except Exception as e:  # noqa: BLE001 - kept in memory; written at the next cycle
-            log.warning("culler: cannot write ConfigMap %s/%s: %s", ns, HANDOFFS_CONFIGMAP, e)
-            return
-        self._saved_handoffs = text
-
-    async def _load_journal(self) -> None:
-        """Put back the journal a previous run kept (once; retried each cycle until read, and
-        not written before, so that nothing kept is overwritten). A failure acts on nothing:
-        the journal is the console's record, not an input of the decisions."""
-        if self._journal_loaded:
-            return
-        ns = self.settings.notebook_namespace
-        try:
-            text = await self.kube.read_state(ns, JOURNAL_CONFIGMAP)
-        except Exception as e:  # noqa: BLE001 - retried next cycle
-            log.warning("console: cannot read ConfigMap %s/%s: %s", ns, JOURNAL_CONFIGMAP, e)
-            return
-        self._journal_loaded = True
-        unsaved = bool(self.journal.entries)  # recorded while the ConfigMap could not be read
-        if text:
-            try:
-                self.journal.restore(journal_from_text(text))
-            except (ValueError, TypeError) as e:
-                log.warning(
-                    "console: ConfigMap %s/%s holds no usable journal (%s); starting without it"
-                    " (it is rewritten at the next event)",
-                    ns,
-                    JOURNAL_CONFIGMAP,
-                    e,
-                )
-        if not unsaved:
-            self._journal_saved = self.journal.changes
-
-    async def _save_journal(self) -> None:
-        """Write the journal when it changed since last written; a failure is retried."""
-        if not self._journal_loaded or self.journal.changes == self._journal_saved:
-            return
-        changes, ns = self.journal.changes, self.settings.notebook_namespace
-        try:
-            await self.kube.write_state(
-                ns, JOURNAL_CONFIGMAP, journal_to_text(self.journal.entries)
-            )
-        except Exception as e:  # noqa: BLE001 - kept in memory; written at the next cycle
-            log.warning("console: cannot write ConfigMap %s/%s: %s", ns, JOURNAL_CONFIGMAP, e)
-            return
-        self._journal_saved = changes
+        await self._handoff_state.write(handoffs_to_text(self.handoffs, marks))
 
     async def _ask_hub(self, users: Sequence[str]) -> list[dict[str, Any] | None]:
         """The hub's models of ``users``, a few requests at a time."""
@@ -561,7 +473,7 @@ class ReclaimLoop:
                     },
                 )
                 self.metrics.warnings.labels(wb.team or "-").inc()
-                self._journal("warn", d, now)
+                self._carried_out("warn", d, now)
                 await self._event(pod, "GPUReclaimWarning", d.reason, "Warning", now)
                 self._notify("warn", d, now, d.reclaim_at)
             elif d.action is Action.CLEAR_WARNING:
@@ -582,7 +494,7 @@ class ReclaimLoop:
                     raise
                 self.metrics.reclaimed.labels(wb.team or "-").inc(float(wb.gpu_equivalents))
                 self.metrics.reclaims.labels(wb.team or "-", d.code).inc()
-                self._journal("reclaim", d, now)
+                self._carried_out("reclaim", d, now)
                 marks = {RECLAIMED_AT: isoformat_z(now)}
                 if d.handoff:
                     marks[RECLAIMED_FOR] = d.handoff
@@ -699,17 +611,16 @@ class ReclaimLoop:
                 cause["for"] = {"team": "other", "name": wl.team or ""}
         return cause
 
-    def _journal(self, event: str, d: Decision, now: datetime) -> None:
-        wb = d.workbench
-        self.journal.record(
-            Entry(
-                event=event,
+    def _publish(self, event: LoopEvent) -> None:
+        for listener in self.listeners:
+            listener.happened(event)
+
+    def _carried_out(self, kind: Literal["warn", "reclaim"], d: Decision, now: datetime) -> None:
+        self._publish(
+            LoopEvent(
+                kind=kind,
                 at=now,
-                user=wb.user,
-                server=wb.server,
-                team=wb.team,
-                offering=wb.offering or wb.kind,
-                gpu_equivalents=format_gpu_equivalents(wb.gpu_equivalents),
+                workbench=d.workbench,
                 reason=d.reason,
                 workload=d.handoff or "",
                 dry_run=d.dry_run,
@@ -824,9 +735,9 @@ class ReclaimLoop:
                 _audit_handoff(
                     record.workload, cq, result.status.value, result.reason, latency, now
                 )
-                self.journal.record(
-                    Entry(
-                        event="handoff",
+                self._publish(
+                    LoopEvent(
+                        kind="handoff",
                         at=now,
                         team=record.team,
                         reason=result.reason,
@@ -903,18 +814,7 @@ class ReclaimLoop:
             raise
         self.seen[key] = _Seen(kept, seen.pod, seen.last)
         self.store.set_notice(key, None)
-        self.journal.record(
-            Entry(
-                event="snooze",
-                at=now,
-                user=user,
-                server=server,
-                team=wb.team,
-                offering=wb.offering or wb.kind,
-                gpu_equivalents=format_gpu_equivalents(wb.gpu_equivalents),
-                reason=result.reason,
-            )
-        )
+        self._publish(LoopEvent(kind="snooze", at=now, workbench=wb, reason=result.reason))
         audit.info(
             json.dumps(
                 {

@@ -155,7 +155,7 @@ class ConsoleExportHandler(_ConsoleHandler):
         except ValueError:
             raise web.HTTPError(400, f"day={raw[:20]!r} is not a date (YYYY-MM-DD)") from None
         fmt = self.get_argument("format", "json")
-        rows = export_rows(self.console.loop.ledger, day, self.teams)
+        rows = export_rows(self.console.record.ledger, day, self.teams)
         name = f"gpuaas-gpu-hours-{day.isoformat()}"
         if fmt == "csv":
             self.set_header("Content-Type", "text/csv; charset=utf-8")

@@ -16,7 +16,12 @@ from gpuaas_service import cli
 from gpuaas_service.console.aggregates import plan_rows, queued_work, summary, teams
 from gpuaas_service.console.journal import Entry, Journal
 from gpuaas_service.console.ledger import Ledger, Usage
-from gpuaas_service.console.preview import PreviewError, parse_policy_text, plan_of_snapshot, preview
+from gpuaas_service.console.preview import (
+    PreviewError,
+    parse_policy_text,
+    plan_of_snapshot,
+    preview,
+)
 from gpuaas_service.console.standing import standing
 from gpuaas_service.console.state import export_csv, export_rows
 from gpuaas_service.reclaim.decide import Action, Workbench, decide

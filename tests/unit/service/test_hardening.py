@@ -21,8 +21,8 @@ from tornado.httpserver import HTTPServer
 from tornado.web import Application, RequestHandler
 
 from gpuaas_service.clients.hub import HubClient
+from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.activity_store import ActivityStore
-from gpuaas_service.reclaim.gather import PodRef
 from gpuaas_service.reclaim.idleness import State, judge
 from gpuaas_service.reclaim.loop import _Seen
 from gpuaas_service.reclaim.notify import Notifier

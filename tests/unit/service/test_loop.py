@@ -15,16 +15,18 @@ from typing import Any
 import pytest
 
 from gpuaas_service.clients.hub import HubError
+from gpuaas_service.clients.persisted import PersistedState
 from gpuaas_service.console.journal import (
     JOURNAL_CONFIGMAP,
     Entry,
     journal_from_text,
     journal_to_text,
 )
+from gpuaas_service.console.record import ConsoleRecord
+from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.decide import Action, HandOffRecord
 from gpuaas_service.reclaim.gather import (
-    PodRef,
     as_the_hub_sees_them,
     pending_workloads,
     workbenches,
@@ -258,7 +260,9 @@ class World:
         self.loop = self.new_loop()
 
     def new_loop(self) -> ReclaimLoop:
-        return ReclaimLoop(
+        """A loop with the console's record listening, as the service runs them (a restart:
+        both start with nothing in memory)."""
+        loop = ReclaimLoop(
             hub=self.hub,
             kube=self.kube,
             view=self.view,
@@ -267,6 +271,10 @@ class World:
             settings=self.settings,
             clock=lambda: self.now,
         )
+        journal = PersistedState(self.kube, NS, JOURNAL_CONFIGMAP, owner="console", what="journal")
+        self.record = ConsoleRecord(journal)
+        loop.listeners.append(self.record)
+        return loop
 
     def add_idle(self, user: str) -> None:
         """Another idle MIG notebook of team A, running and reporting."""
@@ -440,7 +448,9 @@ async def test_warn_then_reclaim_the_two_idle_ones_and_verify_the_handoff(
     assert handoff[0]["result"] == "succeeded"
     assert handoff[0]["latency_seconds"] == 4.0
     # The journal's hand-off names the queued work's team, so that team's lead sees it.
-    (journaled,) = [e for e in w.loop.journal.recent(timedelta(days=1)) if e["event"] == "handoff"]
+    (journaled,) = [
+        e for e in w.record.journal.recent(timedelta(days=1)) if e["event"] == "handoff"
+    ]
     assert (journaled["team"], journaled["workload"]) == ("team-a", "team-a/train")
 
 
@@ -933,7 +943,7 @@ async def test_a_warning_names_queued_work_of_another_team_by_its_team_only() ->
 
 async def test_a_restarted_service_keeps_the_console_journal_and_its_regret() -> None:
     w = await reclaimed_for_the_job()
-    before = [(e.event, e.user, e.at) for e in w.loop.journal.entries]
+    before = [(e.event, e.user, e.at) for e in w.record.journal.entries]
     assert [e for e, _, _ in before] == ["warn", "warn", "reclaim", "reclaim"]
     assert JOURNAL_CONFIGMAP in {name for _, name in w.kube.configmaps}
     written = w.kube.configmaps[(NS, JOURNAL_CONFIGMAP)]
@@ -951,8 +961,8 @@ async def test_a_restarted_service_keeps_the_console_journal_and_its_regret() ->
     w.hub.servers[("alice", "")] = {"name": "", "ready": True, "started": iso(w.now)}
     w.view.pod_workloads.update(FakeView(w.view.state, [], [again]).pod_workloads)
     await w.cycle(after=5)
-    assert [(e.event, e.user, e.at) for e in w.loop.journal.entries][:4] == before
-    assert w.loop.journal.regret(timedelta(hours=1)) == {
+    assert [(e.event, e.user, e.at) for e in w.record.journal.entries][:4] == before
+    assert w.record.journal.regret(timedelta(hours=1)) == {
         "reclaims": 2,
         "returned_within_window": 1,
         "window_seconds": 3600.0,
@@ -966,7 +976,7 @@ async def test_no_journal_is_written_while_nothing_happens() -> None:
     w.jobs.clear()  # nothing queued: nobody is warned
     assert await w.cycle() is not None
     assert await w.cycle(after=5) is not None
-    assert not w.loop.journal.entries
+    assert not w.record.journal.entries
     assert (NS, JOURNAL_CONFIGMAP) not in w.kube.configmaps
 
 
@@ -990,7 +1000,7 @@ async def test_an_unusable_journal_is_replaced_and_an_unreadable_one_not_overwri
     assert await w.cycle(after=31) is not None  # unreadable: the decisions go on
     await w.cycle(after=16)  # (a restarted service says "saving" for save_lead first)
     assert len(w.hub.stopped) == 2
-    assert [e.event for e in w.loop.journal.entries] == ["reclaim", "reclaim"]
+    assert [e.event for e in w.record.journal.entries] == ["reclaim", "reclaim"]
     # not overwritten while unread: what the previous run kept is still there
     assert journal_from_text(kube.configmaps[(NS, JOURNAL_CONFIGMAP)]) == kept
     kube.read_state = FakeKube.read_state.__get__(kube)  # type: ignore[method-assign]
