@@ -79,7 +79,7 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
     from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
     from gpuaas_service.reclaim.policy import load_policy
     from gpuaas_service.web.console import console_handlers
-    from jupyter_gpuaas.core.watch import WatchedKueueView
+    from jupyter_gpuaas.hub.watch import WatchedKueueView
 
     users = [f"bench{i:05d}" for i in range(args.servers)]
     admin = await kconfig.new_client_from_config(str(info.kubeconfig))

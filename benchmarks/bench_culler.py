@@ -451,7 +451,7 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
     from gpuaas_service.reclaim.activity_store import ActivityStore
     from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
     from gpuaas_service.reclaim.policy import load_policy
-    from jupyter_gpuaas.core.watch import WatchedKueueView
+    from jupyter_gpuaas.hub.watch import WatchedKueueView
 
     # the peer, as installed (no type information of its own)
     cull_idle = importlib.import_module("jupyterhub_idle_culler").cull_idle

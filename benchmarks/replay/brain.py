@@ -43,7 +43,7 @@ from jupyter_gpuaas.core.labels import (
     TEAM_LABEL,
     WARNED_AT,
 )
-from jupyter_gpuaas.core.watch import WatchedKueueView
+from jupyter_gpuaas.hub.watch import WatchedKueueView
 
 __all__ = [
     "HUB_SERVERNAME_ANNOTATION",

@@ -1,5 +1,6 @@
-"""Shared by every part and pure: the catalog, Kueue readers and the watch cache, headroom, labels,
+"""Shared by every part and pure: the catalog, Kueue readers, headroom, labels,
 the activity payload, GPU-equivalents, field-path validation, durations.
 
-It knows no hub, no Jupyter server and no NVML (checked by ``lint-imports``).
+It knows no hub, no Jupyter server and no NVML, and does no I/O: the Kueue watch cache lives
+with the hub-side code in :mod:`jupyter_gpuaas.hub` (checked by ``lint-imports``).
 """

@@ -71,7 +71,7 @@ from jupyter_gpuaas.core.catalog import (
 )
 from jupyter_gpuaas.core.headroom import Headroom, compute_headroom
 from jupyter_gpuaas.core.labels import HUB_TOKEN_SECRET_LABEL, HUB_TOKEN_SECRET_SUFFIX, TEAM_LABEL
-from jupyter_gpuaas.core.watch import KueueView, WatchedKueueView
+from jupyter_gpuaas.hub.watch import KueueView, WatchedKueueView
 
 __all__ = ["GPUaaSSpawner", "check_catalog"]
 

@@ -15,7 +15,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from gpuaas_spawner import hubcompat
 from gpuaas_spawner.failures import CLUSTER_DOWN, KUEUE_DOWN, Failure, classify_start_error
 from gpuaas_spawner.hubcompat import SpawnException
-from jupyter_gpuaas.core.watch import StaticKueueView
+from jupyter_gpuaas.hub.watch import StaticKueueView
 from tests.support.samples import (
     FakeUser,
     install_pod_reflector,

@@ -14,7 +14,7 @@ from gpuaas_spawner.form import FormModel, build_form_model, render_form
 from gpuaas_spawner.validate import UserContext, options_from_form_data, validate_options
 from jupyter_gpuaas.core.catalog import CatalogError
 from jupyter_gpuaas.core.headroom import UserUsage
-from jupyter_gpuaas.core.watch import StaticKueueView
+from jupyter_gpuaas.hub.watch import StaticKueueView
 from tests.support.samples import (
     GPU,
     MIG1,

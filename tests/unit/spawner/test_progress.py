@@ -23,7 +23,7 @@ from jupyter_gpuaas.core.kueue import (
     read_workload,
     workload_for_pod,
 )
-from jupyter_gpuaas.core.watch import StaticKueueView
+from jupyter_gpuaas.hub.watch import StaticKueueView
 from tests.support.samples import (
     GPU,
     NAMESPACE,

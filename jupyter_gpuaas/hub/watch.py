@@ -1,4 +1,6 @@
-"""Reads of Kueue objects for the hub, served from memory.
+"""Reads of Kueue objects for the hub side, served from memory: the list+watch cache shared by
+the spawner (in the hub process) and the gpuaas service, which do Kubernetes I/O; the pure
+readers it parses objects with live in :mod:`jupyter_gpuaas.core.kueue`.
 
 :class:`KueueView` is what the spawner needs; every method but :meth:`KueueView.start` answers
 from memory, so rendering the form or a progress step never waits on the API server.

@@ -1,0 +1,71 @@
+"""The hub side's Kueue watch cache: it notices a dead connection and a visibility pager that
+ignores ``offset``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from jupyter_gpuaas.hub.watch import WatchedKueueView
+
+
+class FakeCustomObjects:
+    """Our own collaborator's interface: lists once, then watches that never send anything."""
+
+    def __init__(self, pages: list[dict[str, Any]] | None = None) -> None:
+        self.pages = pages
+        self.visibility_calls = 0
+        self.api_client = self
+
+    async def list_cluster_custom_object(self, *a: Any, **kw: Any) -> dict[str, Any]:
+        if kw.get("watch"):
+            await asyncio.sleep(3600)
+        return {"items": [], "metadata": {"resourceVersion": "1"}}
+
+    async def list_namespaced_custom_object(self, *a: Any, **kw: Any) -> dict[str, Any]:
+        return await self.list_cluster_custom_object(*a, **kw)
+
+    async def call_api(self, *a: Any, **kw: Any) -> dict[str, Any]:
+        self.visibility_calls += 1
+        assert self.pages is not None
+        return self.pages[0]  # whatever the offset: a server that ignores it
+
+
+async def test_a_cache_that_hears_nothing_for_too_long_reports_itself_unsynced() -> None:
+    now = [0.0]
+    view = WatchedKueueView(namespaces=["ns"], custom_objects_api=FakeCustomObjects)
+    view.clock = lambda: now[0]
+    view.resync_period = 10
+    view.request_timeout = 1
+    await view.start(timeout=5)
+    assert view.queue_state().synced
+    now[0] = 20.0  # within 2 x resync + timeout
+    assert view.queue_state().synced
+    now[0] = 22.0  # the watch went silent: no event, no bookmark, no relist
+    assert not view.queue_state().synced
+    await view.stop()
+
+
+async def test_the_visibility_pager_stops_when_the_server_ignores_offset() -> None:
+    item = {
+        "metadata": {"name": "w1", "namespace": "ns"},
+        "localQueueName": "lq",
+        "positionInLocalQueue": 0,
+        "positionInClusterQueue": 0,
+        "priority": 0,
+    }
+    api = FakeCustomObjects(pages=[{"items": [item]}])
+    view = WatchedKueueView(namespaces=["ns"], custom_objects_api=lambda: api)
+    view.visibility_page_size = 1  # every page is "full"
+    await view.start(timeout=5)
+    release = view.track_local_queue("ns", "lq")
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if view.pending_items("ns", "lq") is not None:
+            break
+    items = view.pending_items("ns", "lq")
+    assert items is not None
+    assert [i.name for i in items] == ["w1"]
+    assert api.visibility_calls == 2  # the first page, the same again: stop
+    release()
+    await view.stop()
