@@ -38,7 +38,7 @@ from traitlets import Callable as CallableTrait
 from traitlets import Dict, Float, List, Unicode, default
 from traitlets.config import Config
 
-from gpuaas_spawner.failures import classify_start_error
+from gpuaas_spawner.failures import classify_start_error, cluster_not_answering
 from gpuaas_spawner.form import FormModel, build_form_model, render_form
 from gpuaas_spawner.hubcompat import SpawnException, not_counted
 from gpuaas_spawner.pod import (
@@ -573,6 +573,13 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         return _from_api_json(data, "V1Pod")
 
     async def _make_create_pod_request(self, pod: Any, request_timeout: int) -> Any:
+        """Create the token Secret, then the pod; ``False`` (KubeSpawner retries, with backoff,
+        until ``k8s_api_request_retry_timeout``) while the API server does not answer.
+
+        Both steps are safe to repeat: the Secret is replaced if it exists, and KubeSpawner
+        handles a pod that an unanswered request did create (409). KubeSpawner itself retries
+        only a timed-out pod request; a refused or dropped connection is a moment of the same
+        kind and is retried the same way."""
         leaks = find_secrets(to_api_json(pod), [self.api_token or ""])
         if leaks:  # e.g. a modify_pod_hook put it back: never create such a pod
             raise _user_error(
@@ -580,8 +587,21 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 reason="secret_in_pod",
                 status_code=500,
             )
-        await self._ensure_token_secret(request_timeout)
-        return await super()._make_create_pod_request(pod, request_timeout)
+        step = "token-secret"
+        try:
+            await self._ensure_token_secret(request_timeout)
+            step = "pod"
+            return await super()._make_create_pod_request(pod, request_timeout)
+        except Exception as e:
+            if not cluster_not_answering(e):
+                raise
+            self.log.warning(
+                "gpuaas: event=cluster-not-answering step=%s pod=%s, retrying: %s",
+                step,
+                self.pod_name,
+                e or type(e).__name__,
+            )
+            return False
 
     async def _ensure_token_secret(self, request_timeout: int) -> None:
         from kubernetes_asyncio.client.rest import ApiException

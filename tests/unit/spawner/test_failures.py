@@ -13,7 +13,13 @@ import pytest
 from kubernetes_asyncio.client.rest import ApiException
 
 from gpuaas_spawner import hubcompat
-from gpuaas_spawner.failures import CLUSTER_DOWN, KUEUE_DOWN, Failure, classify_start_error
+from gpuaas_spawner.failures import (
+    CLUSTER_DOWN,
+    KUEUE_DOWN,
+    Failure,
+    classify_start_error,
+    cluster_not_answering,
+)
 from gpuaas_spawner.hubcompat import SpawnException
 from jupyter_gpuaas.hub.watch import StaticKueueView
 from tests.support.samples import (
@@ -75,12 +81,19 @@ async def _refused_connection() -> BaseException:
             TimeoutError("Could not create pod jupyter-users/jupyter-alice"),  # KubeSpawner's
             Failure("cluster_unavailable", CLUSTER_DOWN),
         ),
+        # asyncio.wait_for around a request to a paused API server: a bare TimeoutError, which
+        # JupyterHub would take for its own start timeout if it left start()
+        (TimeoutError(), Failure("cluster_unavailable", CLUSTER_DOWN)),
+        (
+            aiohttp.ServerDisconnectedError(),  # a dropped connection, not an OSError
+            Failure("cluster_unavailable", CLUSTER_DOWN),
+        ),
         # errors stay errors: the hub's own fault or an admin's, which they must see
         (_api_error(403, '{"message": "pods is forbidden"}'), None),
         (_api_error(422, '{"message": "Pod is invalid"}'), None),
         (_api_error(500, '{"message": "etcdserver: request timed out"}'), None),
-        (TimeoutError("something else"), None),
         (RuntimeError("a bug"), None),
+        (ValueError("a bad manifest"), None),
     ],
 )
 def test_classify_start_error(error: BaseException, expected: Failure | None) -> None:
@@ -133,3 +146,68 @@ async def test_an_unreachable_api_server_ends_the_spawn_cleanly(
     assert info.value.jupyterhub_message == CLUSTER_DOWN
     # JupyterHub 5.5 adds one for the failed spawn next: it is taken off first
     assert handler.settings["failure_count"] == (-1 if hub55 else 0)
+
+
+@pytest.mark.parametrize(
+    ("error", "answering"),
+    [
+        (TimeoutError(), False),
+        (ConnectionResetError(104, "reset"), False),
+        (_api_error(503), False),
+        (_api_error(409, '{"reason": "AlreadyExists"}'), True),
+        (_api_error(403), True),
+        (RuntimeError("a bug"), True),
+    ],
+)
+def test_cluster_not_answering(error: BaseException, answering: bool) -> None:
+    assert cluster_not_answering(error) is not answering
+
+
+class PausedThenBack:
+    """A CoreV1Api whose first ``hung`` requests never answer (a paused API server: the kernel
+    accepts the connection, nobody reads it), then answers as usual."""
+
+    def __init__(self, hung: int) -> None:
+        self.hung = hung
+        self.calls: list[str] = []
+
+    async def _answer(self, what: str) -> dict[str, Any]:
+        self.calls.append(what)
+        if len(self.calls) <= self.hung:
+            await asyncio.Event().wait()  # never set: the request hangs until its timeout
+        return {"kind": what}
+
+    async def create_namespaced_secret(self, namespace: str, body: Any) -> dict[str, Any]:
+        return await self._answer("secret")
+
+    async def create_namespaced_pod(self, namespace: str, body: Any) -> dict[str, Any]:
+        return await self._answer("pod")
+
+
+async def test_a_paused_api_server_is_retried_not_raised(spawner: Any) -> None:
+    """Each unanswered step is "not yet" for KubeSpawner's backoff (which retries within
+    k8s_api_request_retry_timeout), not a TimeoutError out of start()."""
+    from kubernetes_asyncio.client import V1ObjectMeta, V1Pod
+
+    api = PausedThenBack(hung=2)
+    spawner.api = api
+    pod = V1Pod(metadata=V1ObjectMeta(name=spawner.pod_name, namespace=spawner.namespace))
+    first = await spawner._make_create_pod_request(pod, 0.05)  # the Secret's request hangs
+    second = await spawner._make_create_pod_request(pod, 0.05)  # Secret again: still hangs
+    third = await spawner._make_create_pod_request(pod, 0.05)  # back: Secret, then the pod
+    assert (first, second, third) == (False, False, True)
+    assert api.calls == ["secret", "secret", "secret", "pod"]
+
+
+async def test_an_answer_that_refuses_is_not_retried(spawner: Any) -> None:
+    class Refusing:
+        async def create_namespaced_secret(self, namespace: str, body: Any) -> None:
+            raise _api_error(403, '{"message": "secrets is forbidden"}')
+
+    from kubernetes_asyncio.client import V1ObjectMeta, V1Pod
+
+    spawner.api = Refusing()
+    pod = V1Pod(metadata=V1ObjectMeta(name=spawner.pod_name, namespace=spawner.namespace))
+    with pytest.raises(ApiException) as info:
+        await spawner._make_create_pod_request(pod, 0.05)
+    assert info.value.status == 403
