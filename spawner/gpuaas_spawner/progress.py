@@ -75,6 +75,8 @@ class SpawnStatus:
     position: int | None = None
     """1-based position in the team's queue, when Kueue's visibility API tells it."""
     ahead_in_cluster_queue: int | None = None
+    failure_reason: str = ""
+    """For a failed spawn, the reason for the hub's metrics when it is not the server's own."""
 
     @property
     def progress(self) -> int:
@@ -137,6 +139,39 @@ def _exited_before_ready(status: Mapping[str, Any]) -> str:
             parts.append(str(why))
         return ", ".join(parts)
     return ""
+
+
+# Why a kubelet fails a pod before any of its containers ran (the node's doing, not the server's):
+# device or resource admission, node affinity, eviction, node shutdown; in a person's words.
+_NODE_REFUSALS = {
+    "UnexpectedAdmissionError": "the GPU it was given was not free on the node",
+    "NodeAffinity": "the pod does not match the node it was placed on",
+    "Evicted": "the node ran short of memory or disk",
+    "Shutdown": "the node was shutting down",
+    "Terminated": "the node was shutting down",
+}
+
+
+def _refused_by_node(status: Mapping[str, Any]) -> str:
+    """In words, why the node failed a pod before any of its containers ran; "" if it did not
+    (a container that ran and exited is the server's own failure, told by the caller)."""
+    reason = str(status.get("reason") or "")
+    if _exited_before_ready(status):
+        return ""
+    if reason.startswith("OutOf"):  # OutOfcpu, OutOfnvidia.com/gpu: admission ran out of it
+        return f"it had no {_resource_words(reason.removeprefix('OutOf'))} left"
+    return _NODE_REFUSALS.get(reason, "")
+
+
+def _resource_words(resource: str) -> str:
+    """A pod resource's name as a person says it."""
+    if resource.startswith("nvidia.com/mig-"):
+        return "free GPU slice"
+    if "gpu" in resource.lower():
+        return "free GPU"
+    return {"cpu": "free CPU", "memory": "free memory", "pods": "room for another server"}.get(
+        resource, "free capacity of the kind your server asked for"
+    )
 
 
 def _removed_message(
@@ -210,6 +245,15 @@ def spawn_status(
         return _removed_message(team, workload, pod)
 
     phase = status.get("phase")
+    refused = _refused_by_node(status) if phase == "Failed" else ""
+    if refused:
+        return SpawnStatus(
+            Phase.FAILED,
+            f"The node could not run your server: {refused}. This is the cluster's doing, not "
+            f"a setting of yours, and nothing of yours was lost. Start it again; if it happens "
+            f"again, tell an admin.",
+            failure_reason="node_refused",
+        )
     if phase in ("Failed", "Succeeded"):
         reason = status.get("message") or status.get("reason") or "it exited"
         return SpawnStatus(

@@ -857,7 +857,9 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             self._gpuaas_notice = status.message  # also shown on the next visit
             raise _user_error(status.message, reason="preempted")
         if status.terminal:
-            reason = "server_exited" if status.phase is Phase.FAILED else "stopped"
+            reason = status.failure_reason or (
+                "server_exited" if status.phase is Phase.FAILED else "stopped"
+            )
             raise _user_error(status.message, reason=reason)
         deadline = check_deadline(
             status,

@@ -359,6 +359,40 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
         ),
     ),
     (
+        "refused by the node's device admission (a kubelet's UnexpectedAdmissionError)",
+        {
+            "pod": pod(phase="Failed", node="local-0")
+            | {
+                "status": {
+                    "phase": "Failed",
+                    "reason": "UnexpectedAdmissionError",
+                    "message": "nvidia.com/mig-1g.5gb: 1 requested, 0 free",
+                }
+            }
+        },
+        SpawnStatus(
+            Phase.FAILED,
+            "The node could not run your server: the GPU it was given was not free on the node. "
+            "This is the cluster's doing, not a setting of yours, and nothing of yours was lost. "
+            "Start it again; if it happens again, tell an admin.",
+            failure_reason="node_refused",
+        ),
+    ),
+    (
+        "refused by the node's resource admission (OutOf<resource>)",
+        {
+            "pod": pod(phase="Failed", node="gpu-1")
+            | {"status": {"phase": "Failed", "reason": "OutOfnvidia.com/gpu"}}
+        },
+        SpawnStatus(
+            Phase.FAILED,
+            "The node could not run your server: it had no free GPU left. "
+            "This is the cluster's doing, not a setting of yours, and nothing of yours was lost. "
+            "Start it again; if it happens again, tell an admin.",
+            failure_reason="node_refused",
+        ),
+    ),
+    (
         "exited and started again (restartPolicy OnFailure): it will not come up by retrying",
         {
             "pod": on_node(
