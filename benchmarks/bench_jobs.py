@@ -1,9 +1,9 @@
 """Submit → Workload admitted: "Run as GPU job" through the gpuaas service vs the same Job with
 kubectl, same cluster, same run, free quota.
 
-The dev cluster (started or reused), a real hub with the gpuaas service and the jobs catalog of
-tests/integration/test_notebook_jobs.py (team A's test queue ``nbjobs-test``: one 1g.5gb slice on
-the node agent's node). Each round, in alternating order:
+The dev cluster (started or reused), a real hub with the gpuaas service and the demo catalog with
+a jobs section for team A (its own queue ``nbjobs-bench``: one 1g.5gb slice on the node agent's
+node, outside the cohort). Each round, in alternating order:
 
 - **service**: ``POST /services/gpuaas/api/jobs`` through the hub's proxy with alice's server
   token (the notebook in the body; the service asks the hub who it is, validates, checks the
@@ -31,6 +31,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -40,10 +42,84 @@ from devcluster.config import load_settings  # noqa: E402
 from devcluster.kube import kubectl  # noqa: E402
 from devcluster.queue_hub import queue_hub  # noqa: E402
 from devcluster.testing import Cluster, get_json  # noqa: E402
-from tests.integration.test_notebook_jobs import QUEUE_YAML, SLEEPER, catalog_file  # noqa: E402
 
 NS = "team-a"
+QUEUE = "nbjobs-bench"
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
+# Team A's jobs queue for the benchmark: one 1g.5gb slice on the node agent's node, no cohort.
+QUEUE_OBJECTS: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "List",
+    "items": [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": QUEUE},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
+                "queueingStrategy": "StrictFIFO",
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory", "nvidia.com/mig-1g.5gb"],
+                        "flavors": [
+                            {
+                                "name": "local",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": 4},
+                                    {"name": "memory", "nominalQuota": "8Gi"},
+                                    {"name": "nvidia.com/mig-1g.5gb", "nominalQuota": 1},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": QUEUE, "namespace": NS},
+            "spec": {"clusterQueue": QUEUE},
+        },
+    ],
+}
+# A notebook that holds its slice for longer than a round takes.
+SLEEPING_NOTEBOOK = {
+    "nbformat": 4,
+    "nbformat_minor": 5,
+    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
+    "cells": [
+        {
+            "cell_type": "code",
+            "id": "sleep",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": None,
+            "source": "import time\ntime.sleep(600)\n",
+        }
+    ],
+}
+
+
+def _catalog_file(tmp: Path) -> Path:
+    """The demo catalog, with team A's Jobs going to the benchmark's queue."""
+    data = yaml.safe_load((REPO / "spawner" / "demo-catalog.yaml").read_text())
+    for tenant in data["tenants"]:
+        if tenant["name"] == NS:
+            tenant["jobs"] = {
+                "namespace": NS,
+                "local_queue": QUEUE,
+                "offerings": ["local-mig-1g"],
+                "max_per_user": 2,
+                "max_per_team": 3,
+                "default_time_limit": "30m",
+                "max_time_limit": "2h",
+            }
+        else:
+            tenant["jobs"] = {"namespace": tenant["name"], "local_queue": "training"}
+    path = tmp / "catalog.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
 
 
 def _kubectl(info: Any, args: list[str], stdin: str | None = None, as_sa: bool = False) -> str:
@@ -101,14 +177,14 @@ async def main_async(rounds: int) -> dict[str, list[float]]:
     settings = load_settings()
     info = devcluster.up(settings)
     cluster = Cluster(info)
-    _kubectl(info, ["apply", "-f", "-"], stdin=QUEUE_YAML)
+    _kubectl(info, ["apply", "-f", "-"], stdin=json.dumps(QUEUE_OBJECTS))
     _kubectl(info, ["-n", NS, "delete", "jobs", "-l", "gpuaas.jupyter.org/job=notebook"])
     results: dict[str, list[float]] = {"service": [], "kubectl": []}
     with tempfile.TemporaryDirectory() as tmp:
-        args = [f"--GPUaaSService.catalog_file={catalog_file(Path(tmp))}"]
+        args = [f"--GPUaaSService.catalog_file={_catalog_file(Path(tmp))}"]
         with queue_hub(Path(tmp) / "hub", settings.state_dir, service_args=args) as hub:
             token = hub.server_token("alice")
-            body = {"team": NS, "path": "bench.ipynb", "notebook": SLEEPER}
+            body = {"team": NS, "path": "bench.ipynb", "notebook": SLEEPING_NOTEBOOK}
 
             def submit() -> str:
                 req = urllib.request.Request(
@@ -148,7 +224,7 @@ async def main_async(rounds: int) -> dict[str, list[float]]:
                         print(f"  {how:<8} {i or 'warm-up'}: {took * 1000:.0f} ms", flush=True)
                         _kubectl(info, ["-n", NS, "delete", "job", name, "--wait=false"])
                         await _gone(api, name)
-    _kubectl(info, ["delete", "--ignore-not-found", "-f", "-"], stdin=QUEUE_YAML)
+    _kubectl(info, ["delete", "--ignore-not-found", "-f", "-"], stdin=json.dumps(QUEUE_OBJECTS))
     return results
 
 
