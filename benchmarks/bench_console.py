@@ -67,7 +67,6 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
     from jupyterhub.services.auth import HubOAuth
     from kubernetes_asyncio import config as kconfig
     from kubernetes_asyncio.config import kube_config
-    from tornado import web
     from tornado.httpclient import AsyncHTTPClient
 
     from benchmarks.kube_counter import CountingProxy
@@ -78,7 +77,8 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
     from gpuaas_service.reclaim.activity_store import ActivityStore
     from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
     from gpuaas_service.reclaim.policy import load_policy
-    from gpuaas_service.web.console import console_handlers
+    from gpuaas_service.web.app import make_app
+    from gpuaas_service.web.context import ServiceContext
     from jupyter_gpuaas.hub.watch import WatchedKueueView
 
     users = [f"bench{i:05d}" for i in range(args.servers)]
@@ -135,7 +135,7 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
                     job_namespaces=("team-a", "team-b"),
                     regret_window=timedelta(hours=1),
                 )
-                loop.cycle_listeners.append(lambda _loop: console.refresh())  # as the service
+                loop.listeners.append(console)  # as the service
                 for _ in range(2):  # two cycles: the ledger counts the time between them
                     if await loop.cycle() is None:
                         raise RuntimeError(f"culler cycle failed: {loop.last_error}")
@@ -145,8 +145,8 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
                     oauth_client_id="service-gpuaas",
                     cache_max_age=300,
                 )
-                app = web.Application(
-                    console_handlers("/services/gpuaas/", console, oauth),
+                app = make_app(
+                    ServiceContext(console=console, console_auth=oauth),
                     cookie_secret=secrets.token_bytes(32),
                 )
                 port = bc.free_port()

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from gpuaas_service.clients.kubernetes import KubeClient
 from gpuaas_service.metrics import Metrics
+from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.decide import Action, Plan
-from gpuaas_service.reclaim.gather import PodRef, flavor_tolerated
+from gpuaas_service.reclaim.gather import flavor_tolerated
 from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
 from gpuaas_service.reclaim.policy import PolicySet, load_policy_file
 from jupyter_gpuaas.core.catalog import Catalog, Offering, build_catalog, load_catalog_file

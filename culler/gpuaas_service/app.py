@@ -20,8 +20,8 @@ import asyncio
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from traitlets import Bool, Enum, Float, Integer, List, TraitError, Unicode, default, validate
@@ -29,6 +29,20 @@ from traitlets.config import Application
 
 from gpuaas_service.clients.prometheus import DEFAULT_QUERY, HAMI_LAST_KERNEL_QUERY
 from gpuaas_service.reclaim.loop import Settings
+from gpuaas_service.reclaim.policy import PolicyFile
+
+if TYPE_CHECKING:
+    from gpuaas_service.clients.kubernetes import PodWatch
+    from gpuaas_service.console.state import ConsoleState
+    from gpuaas_service.jobs.service import JobService
+    from gpuaas_service.queue.index import QueueIndex
+    from gpuaas_service.reclaim.loop import ReclaimLoop
+    from gpuaas_service.web.context import ServiceContext
+    from jupyter_gpuaas.core.catalog import Catalog
+    from jupyter_gpuaas.hub.watch import WatchedKueueView
+
+Readings = Callable[[], Awaitable[Mapping[tuple[str, str], float]]]
+"""A Prometheus reading per pod: ``(namespace, pod)`` → a figure."""
 
 __all__ = ["GPUaaSService", "main"]
 
@@ -182,7 +196,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         return _names(os.environ.get("GPUAAS_JOB_NAMESPACES", "").split(","))
 
     @validate("job_namespaces")
-    def _split_job_namespaces(self, proposal: Any) -> list[str]:
+    def _split_job_namespaces(self, proposal: Mapping[str, Iterable[object]]) -> list[str]:
         # "team-a,team-b" was the one spelling of earlier releases; keep it.
         return _names(n for item in proposal["value"] for n in str(item).split(","))
 
@@ -531,7 +545,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
 
     # ---------------------------------------------------------------- start-up
 
-    def initialize(self, argv: Any = None) -> None:
+    def initialize(self, argv: list[str] | None = None) -> None:
         self.parse_command_line(argv)
         if self.subapp is not None:
             return
@@ -578,13 +592,11 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
     # ---------------------------------------------------------------- running
 
     async def serve(self) -> None:
-        from jupyterhub.services.auth import HubAuth
-        from kubespawner.clients import load_config, shared_client
+        from kubespawner.clients import load_config
 
         from gpuaas_service.clients.kubernetes import notebook_pod_reflector
         from gpuaas_service.queue.index import QueueIndex
-        from gpuaas_service.web.queue import make_app
-        from jupyter_gpuaas.hub.watch import WatchedKueueView
+        from gpuaas_service.web.app import make_app
 
         load_config()
         if not self.job_namespaces:
@@ -593,15 +605,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
                 " training Jobs elsewhere are not (set c.GPUaaSService.job_namespaces)",
                 self.notebook_namespace,
             )
-        view = WatchedKueueView(
-            namespaces=[self.notebook_namespace, *self.job_namespaces],
-            custom_objects_api=lambda: shared_client("CustomObjectsApi"),
-            api_version=self.kueue_api_version,
-            visibility_version=self.kueue_visibility_api_version,
-            poll_interval=self.poll_interval,
-            request_timeout=self.kubernetes_request_timeout,
-            log=log,
-        )
+        view = self._kueue_view()
         pods = notebook_pod_reflector(
             self.notebook_namespace, resync_seconds=self.pod_watch_seconds
         )
@@ -613,27 +617,13 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             namespaces=self.job_namespaces,
             pods=lambda: pods.resources,
         )
-        from gpuaas_service.web.limits import RateLimit
-
-        hub_auth = HubAuth(parent=self)
-        limits = {
-            "activity": RateLimit(
-                self.activity_reports_per_minute / 60, self.activity_report_burst
-            ),
-            "queue": RateLimit(self.queue_requests_per_second, self.queue_request_burst),
-        }
-        app = make_app(
-            index,
-            prefix=self.prefix,
-            hub_auth=hub_auth,
-            operator_token=self.operator_token,
-            limits=limits,
-        )
-        self._start_culler(app, view, hub_auth, pods)
-        self._start_jobs(app, view, index, hub_auth)
+        source = PolicyFile(self.policy) if self.policy else None
+        loop = self._reclaim_loop(view, pods, source)
+        context = self._context(view, index, loop, source)
+        self._start_reclaim(loop, source)
         url = urlparse(self.url)
         # Bodies over the limit are refused from their Content-Length, before they are read.
-        app.listen(
+        make_app(context).listen(
             url.port or 80, url.hostname or "127.0.0.1", max_body_size=self.max_request_bytes
         )
         log.info(
@@ -647,37 +637,71 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             index.tick()
             await asyncio.sleep(max(0.5, self.poll_interval / 2))
 
-    def _start_culler(self, app: Any, view: Any, hub_auth: Any, pods: Any) -> None:
-        """Add the culler's handlers to the app and, with a policy, start its loop."""
+    def _kueue_view(self) -> WatchedKueueView:
+        from kubespawner.clients import shared_client
+
+        from jupyter_gpuaas.hub.watch import WatchedKueueView
+
+        return WatchedKueueView(
+            namespaces=[self.notebook_namespace, *self.job_namespaces],
+            custom_objects_api=lambda: shared_client("CustomObjectsApi"),
+            api_version=self.kueue_api_version,
+            visibility_version=self.kueue_visibility_api_version,
+            poll_interval=self.poll_interval,
+            request_timeout=self.kubernetes_request_timeout,
+            log=log,
+        )
+
+    def _context(
+        self,
+        view: WatchedKueueView,
+        index: QueueIndex,
+        loop: ReclaimLoop,
+        source: PolicyFile | None,
+    ) -> ServiceContext:
+        """The service's parts and web settings, built once, for every handler."""
+        from jupyterhub.services.auth import HubAuth, HubOAuth
+
+        from gpuaas_service.web.context import ServiceContext
+        from gpuaas_service.web.limits import RateLimit
+
+        console = self._console(loop, view, source)
+        return ServiceContext(
+            prefix=self.prefix,
+            hub_auth=HubAuth(parent=self),
+            console_auth=HubOAuth(parent=self),
+            operator_token=self.operator_token,
+            limits={
+                "activity": RateLimit(
+                    self.activity_reports_per_minute / 60, self.activity_report_burst
+                ),
+                "queue": RateLimit(self.queue_requests_per_second, self.queue_request_burst),
+            },
+            on_refused=lambda name: loop.metrics.requests_refused.labels(name).inc(),
+            health_extras={"policy": lambda: _policy_health(source, loop)},
+            index=index,
+            loop=loop,
+            console=console,
+            jobs=self._job_service(view, index),
+            job_max_body=self.job_max_notebook_bytes + 200_000,
+        )
+
+    def _reclaim_loop(
+        self, view: WatchedKueueView, pods: PodWatch, source: PolicyFile | None
+    ) -> ReclaimLoop:
+        """The culler's loop, with the policy file's policies (none: reclaim is off)."""
         from gpuaas_service.clients.hub import HubClient
         from gpuaas_service.clients.kubernetes import KubeClient
-        from gpuaas_service.clients.prometheus import PrometheusClient
         from gpuaas_service.reclaim.activity_store import ActivityStore
         from gpuaas_service.reclaim.loop import ReclaimLoop
-        from gpuaas_service.reclaim.policy import PolicyFile, PolicySet
-        from gpuaas_service.web.reclaim import reclaim_handlers
+        from gpuaas_service.reclaim.policy import PolicySet
 
-        source = PolicyFile(self.policy) if self.policy else None
         if source is not None:
             source.check()
             if source.error:
                 log.error("policy not loaded, reclaim is off until it is fixed: %s", source.error)
-        policies = source.policies if source is not None else PolicySet(policies=())
-        prometheus = (
-            PrometheusClient(
-                self.prometheus_url, self.prometheus_query, timeout=self.prometheus_timeout
-            )
-            if self.prometheus_url
-            else None
-        )
-        utilization = prometheus.pod_utilization if prometheus is not None else None
-        query = self.hami_last_kernel_query
-        last_kernel = (
-            functools.partial(prometheus.last_kernel, query)
-            if prometheus is not None and query
-            else None
-        )
-        loop = ReclaimLoop(
+        utilization, last_kernel = self._prometheus_readers()
+        return ReclaimLoop(
             hub=HubClient(
                 self.hub_api_url,
                 os.environ.get("JUPYTERHUB_API_TOKEN", ""),
@@ -689,23 +713,35 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
                 timeout=self.kubernetes_request_timeout, kueue_version=self.kueue_api_version
             ),
             view=view,
-            policies=policies,
+            policies=source.policies if source is not None else PolicySet(policies=()),
             pods=_listed(pods),
             utilization=utilization,
             last_kernel=last_kernel,
             settings=self.loop_settings(),
             store=ActivityStore(max_servers=self.activity_max_servers),
         )
-        app.add_handlers(".*", reclaim_handlers(self.prefix, loop, hub_auth))
-        self._start_console(app, loop, view, source)
-        app.settings["on_refused"] = lambda name: loop.metrics.requests_refused.labels(name).inc()
+
+    def _prometheus_readers(self) -> tuple[Readings | None, Readings | None]:
+        """Per-pod GPU utilisation and HAMi's seconds since the last kernel, where configured."""
+        from gpuaas_service.clients.prometheus import PrometheusClient
+
+        if not self.prometheus_url:
+            return None, None
+        prometheus = PrometheusClient(
+            self.prometheus_url, self.prometheus_query, timeout=self.prometheus_timeout
+        )
+        query = self.hami_last_kernel_query
+        last_kernel = functools.partial(prometheus.last_kernel, query) if query else None
+        return prometheus.pod_utilization, last_kernel
+
+    def _start_reclaim(self, loop: ReclaimLoop, source: PolicyFile | None) -> None:
+        """With a policy file, start the loop and the file's reload."""
         loop.metrics.policy_valid.set(1 if source is None or not source.error else 0)
-        app.settings["health_extra"]["policy"] = lambda: _policy_health(source, loop)
         if source is not None:
             loop.task = asyncio.ensure_future(loop.run())
             self._policy_task = asyncio.ensure_future(self._watch_policy(source, loop))
 
-    def load_catalog(self) -> Any:
+    def load_catalog(self) -> Catalog | None:
         """The catalog for notebook Jobs (``None`` without ``catalog_file``); a bad file is a
         start-up error listing every problem."""
         if not self.catalog_file:
@@ -717,21 +753,20 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         except CatalogError as e:
             raise TraitError(str(e)) from None
 
-    def _start_jobs(self, app: Any, view: Any, index: Any, hub_auth: Any) -> None:
-        """Add the notebook-Job endpoints (docs/jobs.md)."""
+    def _job_service(self, view: WatchedKueueView, index: QueueIndex) -> JobService:
+        """The notebook-Job service (docs/jobs.md)."""
         from gpuaas_service.jobs.kube import JobsKubeClient
         from gpuaas_service.jobs.service import JobService
-        from gpuaas_service.web.jobs import jobs_handlers
 
         catalog = self.load_catalog()
         if catalog is None:
             log.warning("catalog_file not set: notebook jobs are off (docs/jobs.md)")
 
-        def positions(user: str, groups: Any) -> dict[tuple[str, str], dict[str, Any]]:
+        def positions(user: str, groups: Sequence[str]) -> dict[tuple[str, str], dict[str, Any]]:
             items = index.answer(user, groups).get("items") or []
             return {(i["namespace"], i["name"]): i for i in items if i.get("kind") == "job"}
 
-        service = JobService(
+        return JobService(
             JobsKubeClient(timeout=self.kubernetes_request_timeout),
             lambda: catalog,
             service_url=self.job_service_url,
@@ -740,24 +775,17 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             workloads=view.workloads,
             max_notebook_bytes=self.job_max_notebook_bytes,
         )
-        app.add_handlers(
-            ".*",
-            jobs_handlers(
-                self.prefix, service, hub_auth, max_body=self.job_max_notebook_bytes + 200_000
-            ),
-        )
 
-    def _start_console(self, app: Any, loop: Any, view: Any, source: Any) -> None:
-        """The console's page and API (docs/console.md), through the hub's OAuth."""
+    def _console(
+        self, loop: ReclaimLoop, view: WatchedKueueView, source: PolicyFile | None
+    ) -> ConsoleState:
+        """The console's state (docs/console.md), a listener of the loop."""
         from datetime import timedelta
-
-        from jupyterhub.services.auth import HubOAuth
 
         from gpuaas_service.clients.persisted import PersistedState
         from gpuaas_service.console.journal import JOURNAL_CONFIGMAP
         from gpuaas_service.console.record import ConsoleRecord
         from gpuaas_service.console.state import ConsoleState
-        from gpuaas_service.web.console import console_handlers
 
         journal_state = PersistedState(
             loop.kube, self.notebook_namespace, JOURNAL_CONFIGMAP, owner="console", what="journal"
@@ -782,11 +810,9 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
                 " its page cannot log browsers in; tokens with the scope still work"
             )
             os.environ.setdefault("JUPYTERHUB_CLIENT_ID", "service-gpuaas")
-        # The OAuth state cookie is signed; a restart only asks browsers to log in again.
-        app.settings.setdefault("cookie_secret", os.urandom(32))
-        app.add_handlers(".*", console_handlers(self.prefix, console, HubOAuth(parent=self)))
+        return console
 
-    async def _watch_policy(self, source: Any, loop: Any) -> None:
+    async def _watch_policy(self, source: PolicyFile, loop: ReclaimLoop) -> None:
         """Reload the policy file when it changes; keep the last good one when it is bad."""
         while True:
             await asyncio.sleep(self.policy_check_interval)
@@ -814,7 +840,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             loop.metrics.policy_valid.set(0 if source.error else 1)
 
 
-def _policy_health(source: Any, loop: Any) -> dict[str, Any]:
+def _policy_health(source: PolicyFile | None, loop: ReclaimLoop) -> dict[str, object]:
     """``api/health``'s ``policy``: the file, whether it is in force, why not."""
     return {
         "file": source.path if source is not None else None,
@@ -825,10 +851,10 @@ def _policy_health(source: Any, loop: Any) -> dict[str, Any]:
     }
 
 
-def _listed(reflector: Any) -> Callable[[], Any]:
+def _listed(reflector: PodWatch) -> Callable[[], Iterable[Mapping[str, Any]] | None]:
     """The reflector's pods once it has listed them; ``None`` before."""
 
-    def pods() -> Any:
+    def pods() -> Iterable[Mapping[str, Any]] | None:
         future = reflector.first_load_future
         done = future.done() and not future.exception()
         return reflector.resources.values() if done else None

@@ -11,7 +11,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from devcluster.hub import free_port
@@ -19,7 +18,8 @@ from gpuaas_service.reclaim.activity_store import Notice
 from gpuaas_service.reclaim.decide import SnoozeResult
 from gpuaas_service.reclaim.loop import ReclaimLoop
 from gpuaas_service.reclaim.policy import load_policy
-from gpuaas_service.web.reclaim import reclaim_handlers
+from gpuaas_service.web.app import make_app
+from gpuaas_service.web.context import ServiceContext
 
 SERVER_TOKEN = "server-token-of-alice"
 PERSONAL_TOKEN = "personal-token-of-alice"
@@ -71,9 +71,7 @@ async def service(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[str, R
         view=_Unused(),  # type: ignore[arg-type]
         policies=load_policy({"policies": [{"name": "p", "idle_after": "1m"}]}),
     )
-    app = web.Application(
-        reclaim_handlers("/services/gpuaas/", loop, hub_auth), operator_token="op"
-    )
+    app = make_app(ServiceContext(loop=loop, hub_auth=hub_auth, operator_token="op"))
     port = free_port()
     server = app.listen(port, "127.0.0.1")
     url = f"http://127.0.0.1:{port}/services/gpuaas/"

@@ -5,6 +5,7 @@ ServiceAccount); and the watch of the notebook pods that the queue answers and t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Mapping
@@ -13,7 +14,7 @@ from typing import Any, Protocol
 
 from gpuaas_service.model.pods import PodRef
 
-__all__ = ["EVENT_SOURCE", "Kube", "KubeClient", "notebook_pod_reflector"]
+__all__ = ["EVENT_SOURCE", "Kube", "KubeClient", "PodWatch", "notebook_pod_reflector"]
 
 EVENT_SOURCE = "gpuaas-culler"
 """The ``source`` of the culler's Events and the manager of its ConfigMap."""
@@ -38,6 +39,17 @@ class Kube(Protocol):
     async def read_state(self, namespace: str, name: str) -> str | None: ...
 
     async def write_state(self, namespace: str, name: str, text: str) -> None: ...
+
+
+class PodWatch(Protocol):
+    """The list+watch cache of the notebook pods (:func:`notebook_pod_reflector`)."""
+
+    resources: dict[str, dict[str, Any]]
+    """Pod name → the pod, as last seen."""
+    first_load_future: asyncio.Future[Any]
+    """Done once the pods have been listed."""
+
+    async def start(self) -> None: ...
 
 
 class KubeClient:
@@ -174,7 +186,7 @@ class KubeClient:
             )
 
 
-def notebook_pod_reflector(namespace: str, *, resync_seconds: float = 300.0) -> Any:
+def notebook_pod_reflector(namespace: str, *, resync_seconds: float = 300.0) -> PodWatch:
     """A list+watch cache of the single-user server pods in ``namespace`` (kubespawner's
     reflector; start it with ``await reflector.start()``): the queue index and the culler read
     it instead of listing pods.
@@ -191,9 +203,10 @@ def notebook_pod_reflector(namespace: str, *, resync_seconds: float = 300.0) -> 
         labels = {"component": "singleuser-server"}  # noqa: RUF012 (a traitlet default)
 
     watch = max(1, round(resync_seconds))
-    return NotebookPodReflector(
+    reflector: PodWatch = NotebookPodReflector(
         namespace=namespace,
         timeout_seconds=watch,
         restart_seconds=watch,
         request_timeout=watch + 30,
     )
+    return reflector

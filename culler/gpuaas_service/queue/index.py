@@ -12,13 +12,32 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol
 
 from gpuaas_service.queue.workloads import NotebookPod, queue_payload, read_notebook_pod, user_of
 from jupyter_gpuaas.core.gpu_equivalents import RESOURCE_GPU_EQUIVALENTS
+from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import PendingWorkloadInfo, WorkloadInfo, read_workload
 
-__all__ = ["QueueIndex"]
+__all__ = ["QueueIndex", "QueueView"]
+
+
+class QueueView(Protocol):
+    """Kueue as the queue answers read it (a watch cache: ``jupyter_gpuaas.hub.watch``)."""
+
+    @property
+    def generation(self) -> int:
+        """Bumped on every change the caches see."""
+
+    def queue_state(self) -> QueueState: ...
+
+    def workloads(self, namespace: str) -> Sequence[Mapping[str, Any]]: ...
+
+    def pending_items(self, namespace: str, local_queue: str) -> list[PendingWorkloadInfo] | None:
+        """The visibility API's last answer for that LocalQueue (``None``: not polled yet)."""
+
+    def track_local_queue(self, namespace: str, local_queue: str) -> Callable[[], None]:
+        """Poll this LocalQueue's positions; call the result to stop."""
 
 
 class QueueIndex:
@@ -26,7 +45,7 @@ class QueueIndex:
 
     def __init__(
         self,
-        view: Any,
+        view: QueueView,
         *,
         notebook_namespace: str,
         namespaces: Sequence[str],

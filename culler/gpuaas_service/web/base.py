@@ -11,10 +11,13 @@ from jupyterhub.services.auth import HubAuthenticated
 from tornado import web
 
 from gpuaas_service.reclaim.activity_store import server_of_token
+from gpuaas_service.reclaim.loop import ReclaimLoop
+from gpuaas_service.web.context import ServiceContext
 
 __all__ = [
     "HubJSONHandler",
     "JSONHandler",
+    "ServerHandler",
     "TooManyRequests",
     "check_operator_token",
     "limit",
@@ -23,7 +26,15 @@ __all__ = [
 
 
 class JSONHandler(web.RequestHandler):
-    """Answers JSON, never cached; errors as ``{"status", "message"}`` with the reason given."""
+    """Answers JSON, never cached; errors as ``{"status", "message"}`` with the reason given.
+
+    Each handler's ``initialize()`` takes the service's context (and its part) and calls
+    :meth:`bind`."""
+
+    context: ServiceContext
+
+    def bind(self, context: ServiceContext) -> None:
+        self.context = context
 
     def set_default_headers(self) -> None:
         self.set_header("Content-Type", "application/json")
@@ -48,11 +59,10 @@ class TooManyRequests(web.HTTPError):
         self.retry_after = max(1, round(wait))
 
 
-def check_operator_token(handler: web.RequestHandler) -> None:
+def check_operator_token(handler: web.RequestHandler, expected: str) -> None:
     """403 unless the request carries the service's ``operator_token`` (``/metrics`` and
     ``api/health`` are for Prometheus and operators, not for every hub user behind the
     proxy). No token configured: refused to everyone, with how to set one."""
-    expected: str = handler.settings.get("operator_token") or ""
     if not expected:
         raise web.HTTPError(
             403,
@@ -67,23 +77,27 @@ def check_operator_token(handler: web.RequestHandler) -> None:
         raise web.HTTPError(403, "the operator token is needed (Authorization: Bearer TOKEN)")
 
 
-def limit(handler: web.RequestHandler, name: str, key: str) -> None:
+def limit(context: ServiceContext, name: str, key: str) -> None:
     """429 with ``Retry-After`` when ``key`` has used up its share of the limit ``name``
-    (a :class:`~gpuaas_service.web.limits.RateLimit` in the app's settings, if configured)."""
-    limiter = handler.settings.get("limits", {}).get(name)
+    (a :class:`~gpuaas_service.web.limits.RateLimit` of the context, if configured)."""
+    limiter = context.limits.get(name)
     if limiter is None:
         return
     wait = limiter.take(key, time.monotonic())
     if wait > 0:
-        refused = handler.settings.get("on_refused")
-        if refused is not None:  # the metric gpuaas_service_requests_refused
-            refused(name)
+        if context.on_refused is not None:  # the metric gpuaas_service_requests_refused
+            context.on_refused(name)
         raise TooManyRequests(wait)
 
 
 class HubJSONHandler(HubAuthenticated, JSONHandler):  # type: ignore[misc]
     """A :class:`JSONHandler` whose caller the hub identifies (``self.current_user``: the
     token's owner model, or ``None``)."""
+
+    def bind(self, context: ServiceContext) -> None:
+        super().bind(context)
+        if context.hub_auth is not None:
+            self.hub_auth = context.hub_auth
 
     async def prepare(self) -> None:
         # HubAuthenticated's own lookup blocks on the hub; ask asynchronously instead
@@ -118,3 +132,18 @@ def server_caller(model: dict[str, Any] | None) -> tuple[str, str]:
             " server: access:servers!server=USER/NAME)",
         )
     return str(model["name"]), server
+
+
+class ServerHandler(HubJSONHandler):
+    """A request from a single-user server, made with that server's own hub token, about what
+    the reclaim loop knows of it."""
+
+    loop: ReclaimLoop
+
+    def initialize(self, context: ServiceContext, loop: ReclaimLoop) -> None:
+        self.bind(context)
+        self.loop = loop
+
+    def caller(self) -> tuple[str, str]:
+        """(user, server) of the calling server's token, or 403."""
+        return server_caller(self.current_user)

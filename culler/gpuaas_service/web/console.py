@@ -31,8 +31,8 @@ from gpuaas_service.console.preview import MAX_POLICY_BYTES, PreviewError, previ
 from gpuaas_service.console.standing import standing
 from gpuaas_service.console.state import ConsoleState, export_csv, export_rows
 from gpuaas_service.reclaim.activity_store import server_key
-from gpuaas_service.web.base import JSONHandler
-from gpuaas_service.web.reclaim import _ServerHandler
+from gpuaas_service.web.base import JSONHandler, ServerHandler
+from gpuaas_service.web.context import ServiceContext
 
 __all__ = ["CONSOLE_SCOPE", "console_access", "console_handlers"]
 
@@ -40,7 +40,7 @@ CONSOLE_SCOPE = "custom:gpuaas:console"
 """The hub scope that opens the console (defined in ``c.JupyterHub.custom_scopes``)."""
 
 
-def console_access(scopes: Any) -> set[str] | Literal[False] | None:
+def console_access(scopes: object) -> set[str] | Literal[False] | None:
     """``None``: every team; a set: those teams only (``!group=`` filters); ``False``: none."""
     teams: set[str] = set()
     for scope in scopes if isinstance(scopes, list) else ():
@@ -66,7 +66,10 @@ class _ConsoleHandler(HubOAuthenticated, JSONHandler):  # type: ignore[misc]
     page = False
     """A page (not the API): without a login the browser is sent to the hub's."""
 
-    def initialize(self, console: ConsoleState) -> None:
+    def initialize(self, context: ServiceContext, console: ConsoleState) -> None:
+        self.bind(context)
+        if context.console_auth is not None:
+            self.hub_auth = context.console_auth
         self.console = console
 
     async def prepare(self) -> None:
@@ -200,7 +203,7 @@ class ConsolePreviewHandler(_ConsoleHandler):
         self.finish(json.dumps(answer))
 
 
-class StandingHandler(_ServerHandler):
+class StandingHandler(ServerHandler):
     """``GET api/reclaim/standing``: this server's policy and next step (its own token)."""
 
     def get(self) -> None:
@@ -213,28 +216,38 @@ class StandingHandler(_ServerHandler):
         )
 
 
+class OAuthCallbackHandler(HubOAuthCallbackHandler):  # type: ignore[misc]
+    """The hub's OAuth callback, with the console's :class:`HubOAuth`."""
+
+    def initialize(self, context: ServiceContext) -> None:
+        if context.console_auth is not None:
+            self.hub_auth = context.console_auth
+
+
 class _Root(web.RequestHandler):
     def get(self) -> None:
         self.redirect(self.request.path.rstrip("/") + "/console/")
 
 
 def console_handlers(
-    prefix: str, console: ConsoleState, hub_oauth: Any
-) -> list[tuple[str, type, dict[str, Any]]]:
-    """The console's handlers (``app.add_handlers(".*", ...)``); the app needs a
-    ``cookie_secret`` for the OAuth state cookie."""
-    prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
-    _ConsoleHandler.hub_auth = hub_oauth
-    HubOAuthCallbackHandler.hub_auth = hub_oauth
-    kw = {"console": console}
+    context: ServiceContext, console: ConsoleState
+) -> list[tuple[str, type[web.RequestHandler], dict[str, object]]]:
+    """The console's endpoints, for :func:`gpuaas_service.web.app.make_app` (the app needs a
+    ``cookie_secret`` for the OAuth state cookie)."""
+    prefix = context.root
+    kw: dict[str, object] = {"context": context, "console": console}
     return [
         (prefix, _Root, {}),
-        (prefix + "oauth_callback", HubOAuthCallbackHandler, {}),
+        (prefix + "oauth_callback", OAuthCallbackHandler, {"context": context}),
         (prefix + "console/?", ConsolePageHandler, kw),
         (prefix + r"console/static/([a-z.]+)", ConsoleAssetHandler, kw),
         (prefix + "api/console", ConsoleAPIHandler, kw),
         (prefix + "api/console/snapshot", ConsoleSnapshotHandler, kw),
         (prefix + "api/console/export", ConsoleExportHandler, kw),
         (prefix + "api/console/preview", ConsolePreviewHandler, kw),
-        (prefix + "api/reclaim/standing", StandingHandler, {"loop": console.loop}),
+        (
+            prefix + "api/reclaim/standing",
+            StandingHandler,
+            {"context": context, "loop": console.loop},
+        ),
     ]

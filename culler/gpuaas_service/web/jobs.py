@@ -22,6 +22,7 @@ hub token): ``GET api/job-runner/input``, ``POST api/job-runner/log``,
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 from typing import Any
 
 from tornado import web
@@ -29,6 +30,7 @@ from tornado import web
 from gpuaas_service.jobs.request import JobRequestError
 from gpuaas_service.jobs.service import JobError, JobService
 from gpuaas_service.web.base import HubJSONHandler, JSONHandler, limit, server_caller
+from gpuaas_service.web.context import ServiceContext
 
 __all__ = ["jobs_handlers"]
 
@@ -44,10 +46,10 @@ def _json(body: bytes) -> Any:
         raise JobError(400, f"not JSON: {str(e)[:200]}") from e
 
 
-class _Errors:
+class _Errors(JSONHandler):
     """Answers :class:`JobError` and :class:`JobRequestError` as JSON with their details."""
 
-    def answer_error(self: Any, e: Exception) -> None:
+    def answer_error(self, e: Exception) -> None:
         if isinstance(e, JobRequestError):
             self.set_status(400)
             errors = [{"path": x.path, "message": x.message} for x in e.errors[:20]]
@@ -70,17 +72,18 @@ class _Errors:
 class _UserHandler(_Errors, HubJSONHandler):
     service: JobService
 
-    def initialize(self, service: JobService) -> None:
+    def initialize(self, context: ServiceContext, service: JobService) -> None:
+        self.bind(context)
         self.service = service
 
     def caller(self) -> tuple[str, list[str]]:
         """(user, hub groups) of the calling server's own token, or 403: the server extension
         forwards with it; a user's personal token, even with the service's scope, is refused."""
         name, _server = server_caller(self.current_user)
-        limit(self, "queue", name)
+        limit(self.context, "queue", name)
         return name, [str(g) for g in self.current_user.get("groups") or ()]
 
-    async def run(self, call: Any) -> None:
+    async def run(self, call: Awaitable[object]) -> None:
         try:
             self.finish(json.dumps(await call))
         except (JobError, JobRequestError) as e:
@@ -98,7 +101,10 @@ class JobsHandler(_UserHandler):
     """``GET``: the caller's jobs; ``POST``: submit (a body up to ``max_body`` bytes: the
     notebook travels in it, so this endpoint alone takes more than ``max_request_bytes``)."""
 
-    def initialize(self, service: JobService, max_body: int = 1_100_000) -> None:
+    def initialize(
+        self, context: ServiceContext, service: JobService, max_body: int = 1_100_000
+    ) -> None:
+        self.bind(context)
         self.service = service
         self.max_body = max_body
         self._body = bytearray()
@@ -164,10 +170,13 @@ class JobMarkHandler(_UserHandler):
 
 
 @web.stream_request_body
-class RunnerHandler(_Errors, JSONHandler):
+class RunnerHandler(_Errors):
     """The Job's pod: its token, never a hub token."""
 
-    def initialize(self, service: JobService, max_body: int = 1_100_000) -> None:
+    def initialize(
+        self, context: ServiceContext, service: JobService, max_body: int = 1_100_000
+    ) -> None:
+        self.bind(context)
         self.service = service
         self.max_body = max_body
         self._body = bytearray()
@@ -214,14 +223,12 @@ class RunnerHandler(_Errors, JSONHandler):
 
 
 def jobs_handlers(
-    prefix: str, service: JobService, hub_auth: Any = None, *, max_body: int = 1_100_000
-) -> list[tuple[str, type, dict[str, Any]]]:
-    """The handlers to add to the service's tornado app (``app.add_handlers(".*", ...)``)."""
-    prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
-    if hub_auth is not None:
-        _UserHandler.hub_auth = hub_auth
-    kw: dict[str, Any] = {"service": service}
-    big = {"service": service, "max_body": max_body}
+    context: ServiceContext, service: JobService
+) -> list[tuple[str, type[web.RequestHandler], dict[str, object]]]:
+    """The notebook-Job endpoints, for :func:`gpuaas_service.web.app.make_app`."""
+    prefix = context.root
+    kw: dict[str, object] = {"context": context, "service": service}
+    big: dict[str, object] = {**kw, "max_body": context.job_max_body}
     part = r"([a-z0-9][-a-z0-9.]{0,252})"
     return [
         (prefix + "api/jobs/options", OptionsHandler, kw),

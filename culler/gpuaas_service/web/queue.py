@@ -14,19 +14,22 @@ identified by the hub (``HubAuth``, cached for ``cache_max_age``).
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from tornado import web
 
 from gpuaas_service.queue.index import QueueIndex
 from gpuaas_service.web.base import HubJSONHandler, JSONHandler, check_operator_token, limit
-from gpuaas_service.web.limits import RateLimit
+from gpuaas_service.web.context import ServiceContext
 
-__all__ = ["HealthHandler", "QueueHandler", "make_app"]
+__all__ = ["HealthHandler", "QueueHandler", "queue_handlers"]
 
 
 class QueueHandler(HubJSONHandler):
     """``GET api/queue``: the caller's own pending GPU work (never anybody else's)."""
+
+    def initialize(self, context: ServiceContext, index: QueueIndex) -> None:
+        self.bind(context)
+        self.index = index
 
     def get(self) -> None:
         user = self.current_user
@@ -34,57 +37,38 @@ class QueueHandler(HubJSONHandler):
             raise web.HTTPError(
                 403, "a user's token with the scope access:services!service=gpuaas is needed"
             )
-        limit(self, "queue", str(user["name"]))
-        index: QueueIndex = self.settings["queue_index"]
-        self.settings["stats"]["requests"] += 1
-        self.finish(json.dumps(index.answer(user["name"], user.get("groups") or ())))
+        limit(self.context, "queue", str(user["name"]))
+        self.context.stats.requests += 1
+        self.finish(json.dumps(self.index.answer(user["name"], user.get("groups") or ())))
 
 
 class HealthHandler(JSONHandler):
+    def initialize(self, context: ServiceContext, index: QueueIndex) -> None:
+        self.bind(context)
+        self.index = index
+
     def get(self) -> None:
-        check_operator_token(self)
-        index: QueueIndex = self.settings["queue_index"]
-        stats = self.settings["stats"]
+        check_operator_token(self, self.context.operator_token)
+        index = self.index
         self.finish(
             json.dumps(
                 {
                     "synced": index.view.queue_state().synced,
                     "polled_queues": index.polled_queues,
-                    "requests_served": stats["requests"],
+                    "requests_served": self.context.stats.requests,
                     "index_rebuilds": index.rebuilds,
-                    **{k: f() for k, f in self.settings["health_extra"].items()},
+                    **{k: f() for k, f in self.context.health_extras.items()},
                 }
             )
         )
 
 
-def make_app(
-    index: QueueIndex,
-    *,
-    prefix: str = "/services/gpuaas/",
-    hub_auth: Any = None,
-    operator_token: str = "",
-    limits: dict[str, RateLimit] | None = None,
-) -> web.Application:
-    """The service's tornado app with its queue endpoints (the culler adds its own:
-    :func:`gpuaas_service.web.reclaim.reclaim_handlers`)."""
-    prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
-    settings: dict[str, Any] = {
-        "queue_index": index,
-        "stats": {"requests": 0},
-        "operator_token": operator_token,
-        "limits": limits or {},
-        "health_extra": {},
-    }
-    if hub_auth is not None:
-        settings["hub_auth"] = hub_auth
-    app = web.Application(
-        [
-            (prefix + "api/queue", QueueHandler),
-            (prefix + "api/health", HealthHandler),
-        ],
-        **settings,
-    )
-    if hub_auth is not None:
-        QueueHandler.hub_auth = hub_auth
-    return app
+def queue_handlers(
+    context: ServiceContext, index: QueueIndex
+) -> list[tuple[str, type[web.RequestHandler], dict[str, object]]]:
+    """The queue's endpoints, for :func:`gpuaas_service.web.app.make_app`."""
+    kw: dict[str, object] = {"context": context, "index": index}
+    return [
+        (context.root + "api/queue", QueueHandler, kw),
+        (context.root + "api/health", HealthHandler, kw),
+    ]

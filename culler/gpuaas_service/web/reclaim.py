@@ -19,13 +19,13 @@ on the token); no handler here counts as the user's activity.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from tornado import web
 
 from gpuaas_service.reclaim.activity_store import server_key
 from gpuaas_service.reclaim.loop import ReclaimLoop
-from gpuaas_service.web.base import HubJSONHandler, check_operator_token, limit, server_caller
+from gpuaas_service.web.base import ServerHandler, check_operator_token, limit
+from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.activity import ReportError
 from jupyter_gpuaas.core.durations import isoformat_z
 
@@ -36,24 +36,11 @@ def _no_constants(name: str) -> None:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-class _ServerHandler(HubJSONHandler):
-    """A request from a single-user server, made with that server's own hub token."""
-
-    loop: ReclaimLoop
-
-    def initialize(self, loop: ReclaimLoop) -> None:
-        self.loop = loop
-
-    def caller(self) -> tuple[str, str]:
-        """(user, server) of the calling server's token, or 403."""
-        return server_caller(self.current_user)
-
-
-class ActivityReportHandler(_ServerHandler):
+class ActivityReportHandler(ServerHandler):
     def post(self) -> None:
         # The body is limited before it is read (the HTTP server's max_body_size).
         user, server = self.caller()
-        limit(self, "activity", server_key(user, server))
+        limit(self.context, "activity", server_key(user, server))
         try:
             payload = json.loads(self.request.body or b"null", parse_constant=_no_constants)
         except ValueError as e:
@@ -91,13 +78,13 @@ class ActivityReportHandler(_ServerHandler):
         )
 
 
-class ReclaimHandler(_ServerHandler):
+class ReclaimHandler(ServerHandler):
     def get(self) -> None:
         user, server = self.caller()
         self.finish(json.dumps(self.loop.warning_for(user, server)))
 
 
-class SnoozeHandler(_ServerHandler):
+class SnoozeHandler(ServerHandler):
     async def post(self) -> None:
         user, server = self.caller()
         result = await self.loop.snooze(user, server)
@@ -118,27 +105,25 @@ class SnoozeHandler(_ServerHandler):
 class MetricsHandler(web.RequestHandler):
     """``GET metrics``: only with the operator token (docs/security.md)."""
 
-    def initialize(self, loop: ReclaimLoop) -> None:
+    def initialize(self, context: ServiceContext, loop: ReclaimLoop) -> None:
+        self.context = context
         self.loop = loop
 
     def get(self) -> None:
-        check_operator_token(self)
+        check_operator_token(self, self.context.operator_token)
         body, content_type = self.loop.metrics.exposition()
         self.set_header("Content-Type", content_type)
         self.finish(body)
 
 
 def reclaim_handlers(
-    prefix: str, loop: ReclaimLoop, hub_auth: Any = None
-) -> list[tuple[str, type, dict[str, Any]]]:
-    """The handlers to add to the service's tornado app (``app.add_handlers(".*", ...)``)."""
-    prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
-    if hub_auth is not None:
-        _ServerHandler.hub_auth = hub_auth
-    kw = {"loop": loop}
+    context: ServiceContext, loop: ReclaimLoop
+) -> list[tuple[str, type[web.RequestHandler], dict[str, object]]]:
+    """The culler's endpoints, for :func:`gpuaas_service.web.app.make_app`."""
+    kw: dict[str, object] = {"context": context, "loop": loop}
     return [
-        (prefix + "api/activity", ActivityReportHandler, kw),
-        (prefix + "api/reclaim", ReclaimHandler, kw),
-        (prefix + "api/reclaim/snooze", SnoozeHandler, kw),
-        (prefix + "metrics", MetricsHandler, kw),
+        (context.root + "api/activity", ActivityReportHandler, kw),
+        (context.root + "api/reclaim", ReclaimHandler, kw),
+        (context.root + "api/reclaim/snooze", SnoozeHandler, kw),
+        (context.root + "metrics", MetricsHandler, kw),
     ]

@@ -33,9 +33,9 @@ from gpuaas_service.reclaim.policy import (
     PolicyFile,
     load_policy,
 )
+from gpuaas_service.web.app import make_app
+from gpuaas_service.web.context import ServiceContext
 from gpuaas_service.web.limits import RateLimit
-from gpuaas_service.web.queue import make_app
-from gpuaas_service.web.reclaim import reclaim_handlers
 from tests.unit.service.test_decide import bench
 from tests.unit.service.test_loop import POLICY, T0, World, busy, idle
 
@@ -157,12 +157,14 @@ async def served(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Served]:
     w = World()
     auth = FakeHubAuth()
     app = make_app(
-        cast(Any, FakeIndex()),
-        hub_auth=auth,
-        operator_token="op-secret",
-        limits={"activity": RateLimit(6 / 60, 3), "queue": RateLimit(5, 5)},
+        ServiceContext(
+            index=cast(Any, FakeIndex()),
+            loop=w.loop,
+            hub_auth=auth,
+            operator_token="op-secret",
+            limits={"activity": RateLimit(6 / 60, 3), "queue": RateLimit(5, 5)},
+        )
     )
-    app.add_handlers(".*", reclaim_handlers("/services/gpuaas/", w.loop, auth))
     from gpuaas_service.web.base import HubJSONHandler
 
     monkeypatch.setattr(HubJSONHandler, "check_hub_user", lambda self, model: model)

@@ -14,10 +14,10 @@ import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
-from tornado.web import Application
 
+from gpuaas_service.web.app import make_app
 from gpuaas_service.web.base import HubJSONHandler
-from gpuaas_service.web.jobs import jobs_handlers
+from gpuaas_service.web.context import ServiceContext
 from tests.unit.service.jobs_samples import NOTEBOOK
 from tests.unit.service.test_jobs_service import FakeKube, service
 
@@ -68,7 +68,7 @@ class Served:
 @pytest.fixture
 async def served(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Served]:
     kube = FakeKube()
-    app = Application(jobs_handlers("/services/gpuaas/", service(kube), FakeHubAuth()))
+    app = make_app(ServiceContext(jobs=service(kube), hub_auth=FakeHubAuth()))
     monkeypatch.setattr(HubJSONHandler, "check_hub_user", lambda self, model: model)
     (sock,) = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
     server = HTTPServer(app)

@@ -1,0 +1,64 @@
+"""What the service's handlers are given: one :class:`ServiceContext`, built once by the app
+(:mod:`gpuaas_service.app`) and handed to every handler through tornado's ``initialize()``
+keyword arguments, with the part each handler serves (the queue index, the reclaim loop, the
+console, the job service)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from jupyterhub.services.auth import HubAuth, HubOAuth
+
+from gpuaas_service.console.state import ConsoleState
+from gpuaas_service.jobs.service import JobService
+from gpuaas_service.queue.index import QueueIndex
+from gpuaas_service.reclaim.loop import ReclaimLoop
+from gpuaas_service.web.limits import RateLimit
+
+__all__ = ["RequestStats", "ServiceContext", "service_prefix"]
+
+
+def service_prefix(prefix: str) -> str:
+    """``prefix`` with one leading and one trailing slash (``/`` for an empty one)."""
+    return "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
+
+
+@dataclass
+class RequestStats:
+    """What ``api/health`` counts."""
+
+    requests: int = 0
+    """Queue questions answered."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceContext:
+    """The service's parts and its web settings; a part that is ``None`` has no endpoints."""
+
+    prefix: str = "/services/gpuaas/"
+    """The URL prefix of every endpoint."""
+    hub_auth: HubAuth | None = None
+    """Identifies the callers of the API by their hub tokens (``None``: from the environment)."""
+    console_auth: HubOAuth | None = None
+    """Logs browsers in to the console through the hub's OAuth."""
+    operator_token: str = ""
+    """The token of ``metrics`` and ``api/health`` (``""``: both closed)."""
+    limits: Mapping[str, RateLimit] = field(default_factory=dict)
+    """Per-caller request limits by name (``activity``, ``queue``)."""
+    on_refused: Callable[[str], None] | None = None
+    """Told the limit's name of each request refused by it (the metric)."""
+    stats: RequestStats = field(default_factory=RequestStats)
+    health_extras: Mapping[str, Callable[[], object]] = field(default_factory=dict)
+    """More of ``api/health``'s answer, by key (the policy's state)."""
+    index: QueueIndex | None = None
+    loop: ReclaimLoop | None = None
+    console: ConsoleState | None = None
+    jobs: JobService | None = None
+    job_max_body: int = 1_100_000
+    """The largest body of a job submission or a runner's upload, in bytes."""
+
+    @property
+    def root(self) -> str:
+        """:attr:`prefix` with one leading and one trailing slash."""
+        return service_prefix(self.prefix)
