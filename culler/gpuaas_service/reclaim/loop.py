@@ -54,8 +54,10 @@ from gpuaas_service.reclaim.decide import (
     Decision,
     HandOffRecord,
     HandOffStatus,
+    PendingWorkload,
     Plan,
     SnoozeResult,
+    Target,
     Workbench,
     assess_handoff,
     decide,
@@ -68,10 +70,11 @@ from gpuaas_service.reclaim.handoffs import (
     handoffs_from_text,
     handoffs_to_text,
 )
-from gpuaas_service.reclaim.idleness import State
+from gpuaas_service.reclaim.idleness import ActivityReport, State
 from gpuaas_service.reclaim.notify import Notifier
 from gpuaas_service.reclaim.policy import PolicySet
 from jupyter_gpuaas.core.durations import isoformat_z
+from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
 from jupyter_gpuaas.core.labels import (
     RECLAIM_DEADLINE,
@@ -113,6 +116,32 @@ class Settings:
     """Decide and record only (on top of the policy file's dry_run)."""
     hub_concurrency: int = 8
     """Hub requests at a time when confirming the servers a cycle is about to act on."""
+
+
+@dataclass(frozen=True)
+class _Readings:
+    """What a cycle read: Kueue (from the watch caches), the ResourceFlavors, the notebook pods,
+    the hub's groups and Prometheus's per-pod figures."""
+
+    state: QueueState
+    flavors: Mapping[str, Mapping[str, str]]
+    taints: Mapping[str, Sequence[Mapping[str, str]]]
+    pods: Sequence[Mapping[str, Any]]
+    groups: Mapping[str, Sequence[str]]
+    utilization: Mapping[tuple[str, str], float]
+    last_kernel: Mapping[tuple[str, str], float]
+
+
+@dataclass(frozen=True)
+class _Gathered:
+    """A cycle's inputs to :func:`.decide.decide`, before the hub confirmed them."""
+
+    workbenches: list[Workbench]
+    refs: dict[str, PodRef]
+    reports: Mapping[str, ActivityReport | None]
+    workloads: list[Mapping[str, Any]]
+    pending: list[PendingWorkload]
+    utilization: Mapping[tuple[str, str], float]
 
 
 @dataclass
@@ -207,47 +236,78 @@ class ReclaimLoop:
         self.policies = policies
 
     async def cycle(self) -> Plan | None:
-        """Read, decide, act. ``None`` (and nothing done) when an input cannot be read, or
-        while no policy is in force (reclaim is off: no warning is cleared either)."""
+        """Read, confirm, act, record. ``None`` (and nothing done) when an input cannot be read,
+        or while no policy is in force (reclaim is off: no warning is cleared either)."""
         if not self.policies.policies:
             return None
         started = self.clock()
+        readings = await self._read()
+        if readings is None:
+            return None
+        now = self.clock()
+        gathered = self._gather(readings, now)
+        if not self._handoff_state.loaded and not await self._load_handoffs():
+            self._failed("kubernetes", "reading the hand-off records")
+            return None
+        self._update_handoffs(gathered.workloads, now)
+        self._account_idle(gathered.workbenches, now)
+        decided_handoffs = tuple(self.handoffs.values())
+        confirmed = await self._confirm(gathered, decided_handoffs, now)
+        if confirmed is None:
+            return None
+        plan, refs = confirmed
+        await self._act_on(plan, refs, now)
+        await self._record(plan, refs, gathered, decided_handoffs, now)
+        self.metrics.cycle_seconds.set((self.clock() - started).total_seconds())
+        return plan
+
+    async def _read(self) -> _Readings | None:
+        """Everything a cycle reads, or ``None`` (the failure recorded) if anything is
+        unreadable: a cycle that cannot read everything acts on nothing."""
         state = self.view.queue_state()
         if not state.synced:
-            return self._failed("kueue", "Kueue caches are not synced")
+            self._failed("kueue", "Kueue caches are not synced")
+            return None
         try:
             flavors = await self.kube.flavor_labels()
             taints = await self.kube.flavor_taints()
             cached = self.pods() if self.pods is not None else None
             if self.pods is not None and cached is None:
-                return self._failed("kubernetes", "the notebook pods are not listed yet")
+                self._failed("kubernetes", "the notebook pods are not listed yet")
+                return None
             pods = (
                 list(cached)
                 if cached is not None
                 else await self.kube.list_pods(self.settings.notebook_namespace)
             )
         except Exception as e:  # noqa: BLE001 - any API failure: act on nothing this cycle
-            return self._failed("kubernetes", f"listing pods and flavors: {e}")
+            self._failed("kubernetes", f"listing pods and flavors: {e}")
+            return None
         try:
             groups = await self.hub.group_members() if self.policies.names_groups else {}
         except HubError as e:
-            return self._failed("hub", str(e))
+            self._failed("hub", str(e))
+            return None
         try:
             utilization = await self.utilization() if self.utilization is not None else {}
             last_kernel = await self.last_kernel() if self.last_kernel is not None else {}
         except PrometheusError as e:
-            return self._failed("prometheus", str(e))
-        now = self.clock()
+            self._failed("prometheus", str(e))
+            return None
+        return _Readings(state, flavors, taints, pods, groups, utilization, last_kernel)
+
+    def _gather(self, readings: _Readings, now: datetime) -> _Gathered:
+        """The cycle's workbenches (judged, the verdicts kept in the store) and queued work."""
         wbs, refs = workbenches(
-            pods,
-            state,
+            readings.pods,
+            readings.state,
             self.store,
             self.policies,
             now=now,
             workload_for_pod=self.view.workload_for_pod,
-            groups=groups,
-            pod_utilization=utilization,
-            pod_last_kernel=last_kernel,
+            groups=readings.groups,
+            pod_utilization=readings.utilization,
+            pod_last_kernel=readings.last_kernel,
         )
         self.store.keep_only(refs)
         reports = {key: self.store.report(key) for key in refs}
@@ -263,28 +323,31 @@ class ReclaimLoop:
         workloads = [o for ns in dict.fromkeys(namespaces) for o in self.view.workloads(ns)]
         pending = pending_workloads(
             workloads,
-            state,
+            readings.state,
             positions=self.view.pending_items,
-            flavor_labels=flavors,
-            flavor_taints=taints,
+            flavor_labels=readings.flavors,
+            flavor_taints=readings.taints,
             notebook_namespace=self.settings.notebook_namespace,
         )
-        if not self._handoff_state.loaded and not await self._load_handoffs():
-            return self._failed("kubernetes", "reading the hand-off records")
-        self._update_handoffs(workloads, now)
-        self._account_idle(wbs, now)
+        return _Gathered(wbs, refs, reports, workloads, pending, readings.utilization)
+
+    async def _confirm(
+        self, gathered: _Gathered, handoffs: tuple[HandOffRecord, ...], now: datetime
+    ) -> tuple[Plan, dict[str, PodRef]] | None:
+        """Decide, asking the hub about each server to be warned or stopped and deciding again
+        on what it says, until every server acted on is one the hub has confirmed (see the
+        module doc); ``None`` when the hub cannot be asked."""
+        wbs, refs = gathered.workbenches, gathered.refs
         asked: dict[str, dict[str, Any] | None] = {}
-        decided_handoffs = tuple(self.handoffs.values())
         while True:
             plan = decide(
                 wbs,
-                pending,
+                gathered.pending,
                 self.policies,
                 now=now,
-                handoffs=decided_handoffs,
+                handoffs=handoffs,
                 dry_run=self.settings.dry_run,
             )
-            # Only servers the hub has confirmed are warned or stopped (see the module doc).
             unasked = sorted(
                 {
                     d.workbench.user
@@ -293,15 +356,19 @@ class ReclaimLoop:
                 }
             )
             if not unasked:
-                break
+                return plan, refs
             try:
                 models = await self._ask_hub(unasked)
             except HubError as e:
-                return self._failed("hub", str(e))
+                self._failed("hub", str(e))
+                return None
             asked.update(zip(unasked, models, strict=True))
             wbs = as_the_hub_sees_them(wbs, asked)
             confirmed = {wb.key for wb in wbs}
             refs = {k: r for k, r in refs.items() if k in confirmed}
+
+    async def _act_on(self, plan: Plan, refs: Mapping[str, PodRef], now: datetime) -> None:
+        """Carry out the plan's decisions; forget the servers that are gone."""
         targets = {t.workload.key: t for t in plan.targets}
         self._kept = {
             k: wb
@@ -326,15 +393,27 @@ class ReclaimLoop:
         for target in plan.targets:
             if target.status in ("blocked", "not-enough", "handoff-waiting"):
                 self._audit_target(target.workload.key, target.status, target.reason, now)
+
+    async def _record(
+        self,
+        plan: Plan,
+        refs: Mapping[str, PodRef],
+        gathered: _Gathered,
+        handoffs: tuple[HandOffRecord, ...],
+        now: datetime,
+    ) -> None:
+        """Keep the hand-off records, remember the cycle and publish it to the listeners."""
         await self._save_handoffs()
-        final = [d.workbench for d in plan.decisions]
         self.failures = 0
         self.last_error = ""
         self.last_plan = plan
-        self.last_inputs = CycleInputs(
-            pending=tuple(pending),
-            handoffs=decided_handoffs,
-            reports={wb.key: reports.get(wb.key) for wb in final},
+        utilization = gathered.utilization
+        inputs = CycleInputs(
+            pending=tuple(gathered.pending),
+            handoffs=handoffs,
+            reports={
+                d.workbench.key: gathered.reports.get(d.workbench.key) for d in plan.decisions
+            },
             pod_utilization={
                 key: utilization[(ref.namespace, ref.name)]
                 for key, ref in refs.items()
@@ -342,12 +421,11 @@ class ReclaimLoop:
             },
             dry_run=self.settings.dry_run,
         )
+        self.last_inputs = inputs
         self.last_completed = now
-        result = CycleResult(now, plan, self.last_inputs)
+        result = CycleResult(now, plan, inputs)
         for listener in self.listeners:
             await listener.cycle_completed(result)
-        self.metrics.cycle_seconds.set((self.clock() - started).total_seconds())
-        return plan
 
     async def _load_handoffs(self) -> bool:
         """Read the hand-off records a previous run kept (once per process)."""
@@ -378,12 +456,11 @@ class ReclaimLoop:
 
         return list(await asyncio.gather(*(one(u) for u in users)))
 
-    def _failed(self, source: str, message: str) -> Plan | None:
+    def _failed(self, source: str, message: str) -> None:
         self.failures += 1
         self.last_error = f"{source}: {message}"
         self.metrics.cycle_errors.labels(source).inc()
         log.warning("culler cycle skipped (nothing acted on): %s: %s", source, message)
-        return None  # the cycle's answer: nothing decided
 
     def next_delay(self) -> float:
         """``interval``, doubled per failed cycle in a row, at most ``max_backoff``."""
@@ -404,128 +481,155 @@ class ReclaimLoop:
     # ------------------------------------------------------------------ acting
 
     async def _act(
-        self, d: Decision, pod: PodRef, now: datetime, targets: Mapping[str, Any]
+        self, d: Decision, pod: PodRef, now: datetime, targets: Mapping[str, Target]
     ) -> None:
-        wb = d.workbench
-        key = wb.key
+        """Carry out one decision, unless it is a dry run, was put off since it was made, or
+        its server's user has not been told "saving" for long enough."""
+        key = d.workbench.key
         self.metrics.decisions.labels(d.action.value, d.code).inc()
         self._audit(d, now)
-        notice = None
-        if d.action in (Action.WARN, Action.WAIT) and d.reclaim_at is not None:
-            notice = Notice(
-                warned_at=wb.warned_at or now,
-                reclaim_at=d.reclaim_at,
-                reason=wb.warned_reason if wb.warned_at and wb.warned_reason else d.told,
-                snoozes_left=d.snoozes_left or 0,
-                dry_run=d.dry_run,
-                cause=self.cause(d, targets),
-            )
         if d.dry_run:
-            if d.action is Action.WARN:
-                self._dry_warned[key] = now
-            elif d.action in (Action.SKIP, Action.CLEAR_WARNING, Action.RECLAIM):
-                self._dry_warned.pop(key, None)
-            self.store.set_notice(key, None)
+            self._act_dry(d, now)
             return
         why = self._put_off(d, now, targets)
         if why:
-            audit.info(
-                json.dumps(
-                    {
-                        "event": "culler.put-off",
-                        "at": isoformat_z(now),
-                        "action": d.action.value,
-                        "user": wb.user,
-                        "server": wb.server,
-                        "reason": why,
-                    },
-                    sort_keys=True,
-                )
-            )
+            self._audit_put_off(d, why, now)
             return
         if d.action is Action.RECLAIM and not self._saved_long_enough(d, now):
-            # Its user has not been told "saving" for save_lead (a restarted service has not
-            # shown the warning yet): tell them now; the stop comes at a later cycle.
-            lead = timedelta(seconds=self.settings.save_lead)
-            told = self.store.notice(key)
-            first = self._noticed.setdefault(key, now)
-            self.store.set_notice(
-                key,
-                Notice(
-                    warned_at=wb.warned_at or now,
-                    reclaim_at=max((told.reclaim_at if told else now) - lead, first) + lead,
-                    reason=wb.warned_reason or d.told,
-                    snoozes_left=0,
-                    cause=self.cause(d, targets),
-                ),
-            )
+            self._tell_saving(d, now, targets)
             return
+        notice = self._notice(d, now, targets)
         if notice is not None:
             self._noticed.setdefault(key, now)
         try:
-            if d.action is Action.WARN:
-                await self.kube.annotate(
-                    pod,
-                    {
-                        WARNED_AT: isoformat_z(now),
-                        RECLAIM_DEADLINE: isoformat_z(d.reclaim_at or now),
-                        RECLAIM_REASON: d.told[:MAX_REASON],
-                    },
-                )
-                self.metrics.warnings.labels(wb.team or "-").inc()
-                self._carried_out("warn", d, now)
-                await self._event(pod, "GPUReclaimWarning", d.reason, "Warning", now)
-                self._notify("warn", d, now, d.reclaim_at)
-            elif d.action is Action.CLEAR_WARNING:
-                await self.kube.annotate(
-                    pod, {WARNED_AT: None, RECLAIM_DEADLINE: None, RECLAIM_REASON: None}
-                )
-            elif d.action is Action.RECLAIM:
-                notice = None
-                self.stopping[key] = (
-                    pod.uid,
-                    f"this server is being stopped now ({d.told}); decided at"
-                    f" {isoformat_z(now)}, before this arrived",
-                )
-                try:
-                    await self.hub.stop_server(wb.user, wb.server)
-                except Exception:
-                    del self.stopping[key]
-                    raise
-                self.metrics.reclaimed.labels(wb.team or "-").inc(float(wb.gpu_equivalents))
-                self.metrics.reclaims.labels(wb.team or "-", d.code).inc()
-                self._carried_out("reclaim", d, now)
-                marks = {RECLAIMED_AT: isoformat_z(now)}
-                if d.handoff:
-                    marks[RECLAIMED_FOR] = d.handoff
-                    target = targets.get(d.handoff)
-                    if target is not None:
-                        cq = target.workload.cluster_queue
-                        if self.handoffs.get(cq, None) is None or (
-                            self.handoffs[cq].workload != d.handoff
-                            or self.handoffs[cq].admitted_at is not None
-                        ):
-                            self.handoffs[cq] = HandOffRecord(
-                                workload=d.handoff,
-                                cluster_queue=cq,
-                                reclaimed_at=now,
-                                team=target.workload.team,
-                            )
-                try:
-                    await self.kube.annotate(pod, marks)
-                except Exception as e:  # noqa: BLE001 - the pod may be gone already
-                    log.debug("annotating %s after the stop: %s", pod.name, e)
-                await self._event(pod, "GPUReclaimed", d.reason, "Normal", now)
-                self._notify("reclaim", d, now, now)
-        except HubError as e:
+            await self._carry_out(d, pod, now, targets)
+        except Exception as e:  # noqa: BLE001 - one server's hub or API error must not stop the cycle
             log.warning("culler: %s of %s failed: %s", d.action.value, key, e)
             return
-        except Exception as e:  # noqa: BLE001 - one pod's API error must not stop the cycle
-            log.warning("culler: %s of %s failed: %s", d.action.value, key, e)
-            return
-        self.store.set_notice(key, notice)
+        self.store.set_notice(key, None if d.action is Action.RECLAIM else notice)
 
-    def _put_off(self, d: Decision, now: datetime, targets: Mapping[str, Any]) -> str:
+    def _notice(self, d: Decision, now: datetime, targets: Mapping[str, Target]) -> Notice | None:
+        """The warning its server is shown (for a warning or a countdown), or ``None``."""
+        if d.action not in (Action.WARN, Action.WAIT) or d.reclaim_at is None:
+            return None
+        wb = d.workbench
+        return Notice(
+            warned_at=wb.warned_at or now,
+            reclaim_at=d.reclaim_at,
+            reason=wb.warned_reason if wb.warned_at and wb.warned_reason else d.told,
+            snoozes_left=d.snoozes_left or 0,
+            dry_run=d.dry_run,
+            cause=self.cause(d, targets),
+        )
+
+    def _act_dry(self, d: Decision, now: datetime) -> None:
+        """A dry run's warnings are remembered in memory only; nothing is shown to servers."""
+        key = d.workbench.key
+        if d.action is Action.WARN:
+            self._dry_warned[key] = now
+        elif d.action in (Action.SKIP, Action.CLEAR_WARNING, Action.RECLAIM):
+            self._dry_warned.pop(key, None)
+        self.store.set_notice(key, None)
+
+    def _audit_put_off(self, d: Decision, why: str, now: datetime) -> None:
+        record = {
+            "event": "culler.put-off",
+            "at": isoformat_z(now),
+            "action": d.action.value,
+            "user": d.workbench.user,
+            "server": d.workbench.server,
+            "reason": why,
+        }
+        audit.info(json.dumps(record, sort_keys=True))
+
+    def _tell_saving(self, d: Decision, now: datetime, targets: Mapping[str, Target]) -> None:
+        """Its user has not been told "saving" for save_lead (a restarted service has not shown
+        the warning yet): tell them now; the stop comes at a later cycle."""
+        wb, key = d.workbench, d.workbench.key
+        lead = timedelta(seconds=self.settings.save_lead)
+        told = self.store.notice(key)
+        first = self._noticed.setdefault(key, now)
+        self.store.set_notice(
+            key,
+            Notice(
+                warned_at=wb.warned_at or now,
+                reclaim_at=max((told.reclaim_at if told else now) - lead, first) + lead,
+                reason=wb.warned_reason or d.told,
+                snoozes_left=0,
+                cause=self.cause(d, targets),
+            ),
+        )
+
+    async def _carry_out(
+        self, d: Decision, pod: PodRef, now: datetime, targets: Mapping[str, Target]
+    ) -> None:
+        if d.action is Action.WARN:
+            await self._warn(d, pod, now)
+        elif d.action is Action.CLEAR_WARNING:
+            await self.kube.annotate(
+                pod, {WARNED_AT: None, RECLAIM_DEADLINE: None, RECLAIM_REASON: None}
+            )
+        elif d.action is Action.RECLAIM:
+            await self._stop(d, pod, now, targets)
+
+    async def _warn(self, d: Decision, pod: PodRef, now: datetime) -> None:
+        """The warning kept on the pod, counted, published, an Event and the webhook."""
+        await self.kube.annotate(
+            pod,
+            {
+                WARNED_AT: isoformat_z(now),
+                RECLAIM_DEADLINE: isoformat_z(d.reclaim_at or now),
+                RECLAIM_REASON: d.told[:MAX_REASON],
+            },
+        )
+        self.metrics.warnings.labels(d.workbench.team or "-").inc()
+        self._carried_out("warn", d, now)
+        await self._event(pod, "GPUReclaimWarning", d.reason, "Warning", now)
+        self._notify("warn", d, now, d.reclaim_at)
+
+    async def _stop(
+        self, d: Decision, pod: PodRef, now: datetime, targets: Mapping[str, Target]
+    ) -> None:
+        """Stop the server through the hub (the pod is never deleted here); while the stop is
+        under way a snooze or a busy report is refused with why (:attr:`stopping`)."""
+        wb, key = d.workbench, d.workbench.key
+        self.stopping[key] = (
+            pod.uid,
+            f"this server is being stopped now ({d.told}); decided at"
+            f" {isoformat_z(now)}, before this arrived",
+        )
+        try:
+            await self.hub.stop_server(wb.user, wb.server)
+        except Exception:
+            del self.stopping[key]
+            raise
+        self.metrics.reclaimed.labels(wb.team or "-").inc(float(wb.gpu_equivalents))
+        self.metrics.reclaims.labels(wb.team or "-", d.code).inc()
+        self._carried_out("reclaim", d, now)
+        marks = {RECLAIMED_AT: isoformat_z(now)}
+        if d.handoff:
+            marks[RECLAIMED_FOR] = d.handoff
+            self._follow_handoff(d.handoff, targets.get(d.handoff), now)
+        try:
+            await self.kube.annotate(pod, marks)
+        except Exception as e:  # noqa: BLE001 - the pod may be gone already
+            log.debug("annotating %s after the stop: %s", pod.name, e)
+        await self._event(pod, "GPUReclaimed", d.reason, "Normal", now)
+        self._notify("reclaim", d, now, now)
+
+    def _follow_handoff(self, workload: str, target: Target | None, now: datetime) -> None:
+        """Record the reclaim for ``workload``: its admission is verified from the next cycle
+        (one record per ClusterQueue; a batch's later stops keep the first one's time)."""
+        if target is None:
+            return
+        cq = target.workload.cluster_queue
+        record = self.handoffs.get(cq)
+        if record is None or record.workload != workload or record.admitted_at is not None:
+            self.handoffs[cq] = HandOffRecord(
+                workload=workload, cluster_queue=cq, reclaimed_at=now, team=target.workload.team
+            )
+
+    def _put_off(self, d: Decision, now: datetime, targets: Mapping[str, Target]) -> str:
         """Why a warning, a running countdown or a stop decided this cycle is not carried out:
         its user (or, for a demand batch, a member's user) pressed "Keep my GPU" since, or a
         busy report came in since (not for ``max-age``, a hard cap). ``""``: carry it out.
@@ -569,7 +673,7 @@ class ReclaimLoop:
         lead = timedelta(seconds=self.settings.save_lead)
         return now >= max(notice.reclaim_at - lead, first) + lead
 
-    def cause(self, d: Decision, targets: Mapping[str, Any]) -> dict[str, Any]:
+    def cause(self, d: Decision, targets: Mapping[str, Target]) -> dict[str, Any]:
         """A warning's cause in plain fields, for the banner's words: the queued work of the
         user's own team by its name (a Job's, where Kueue names its owner), another team's by
         its team only (as :attr:`Decision.user_reason`)."""
