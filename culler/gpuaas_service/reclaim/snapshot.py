@@ -187,148 +187,153 @@ def load_snapshot(
         clock = now or datetime.now(timezone.utc)
     elif now is not None:
         clock = now
-
-    workbenches: list[Workbench] = []
-    for p, d in r.objects(data, "workbenches"):
-        user = r.get(d, p, "user", _text, "a user name", "", required=True)
-        server = r.get(d, p, "server", _text, "a server name", "")
-        groups: tuple[str, ...] = r.get(d, p, "groups", _texts, "a list of group names", ())
-        team = r.get(d, p, "team", _text, "a team name", "")
-        kind = r.get(d, p, "kind", _kind, f"one of {', '.join(KINDS)}", "gpu", required=True)
-        offering = r.get(d, p, "offering", _text, "an offering slug", "")
-        started = r.get(d, p, "started_at", _time, "an ISO 8601 time", clock, required=True)
-        holds: dict[tuple[str, str], Fraction] = {}
-        what = "must be a list of {flavor, resource, amount}"
-        for hp, h in object_items(d.get("holds"), f"{p}.holds", r.add, what):
-            flavor = r.get(h, hp, "flavor", _text, "a flavor name", "", required=True)
-            resource = r.get(h, hp, "resource", _text, "a resource name", "", required=True)
-            amount = r.get(h, hp, "amount", _amount, "an amount", Fraction(0), required=True)
-            holds[(flavor, resource)] = holds.get((flavor, resource), Fraction(0)) + amount
-
-        policy = policies.policy_for(
-            team=team, kind=kind, offering=offering, user=user, groups=groups
-        )
-        threshold = policy.busy_utilization_percent if policy else DEFAULT_BUSY_UTILIZATION
-        report = None
-        if d.get("activity") is not None:
-            received = r.get(
-                d, p, "activity_received_at", _time, "an ISO 8601 time", clock, required=True
-            )
-            try:
-                report = ActivityReport(received, parse_activity(d["activity"]))
-            except ReportError as e:
-                for err in e.errors:
-                    r.add(f"{p}.activity.{err.path}", err.message)
-        last_active = r.get(d, p, "last_active", _time, "an ISO 8601 time", None)
-        unknown_since = r.get(d, p, "unknown_since", _time, "an ISO 8601 time", None)
-        previous = (
-            Idleness(
-                State.UNKNOWN if unknown_since else State.IDLE,
-                last_active,
-                "previous verdict",
-                unknown_since=unknown_since,
-            )
-            if last_active
-            else None
-        )
-        utilization = r.get(d, p, "pod_utilization", _percent, "a percentage (0-100)", None)
-        idleness = judge(
-            report,
-            kind=kind,
-            started_at=started,
-            now=clock,
-            stale_after=policies.report_stale_after,
-            busy_utilization_percent=threshold,
-            previous=previous,
-            pod_utilization=utilization,
-            trust_pod_utilization=bool(policy and policy.busy_signal == "gpu"),
-        )
-        workbenches.append(
-            Workbench(
-                user=user,
-                server=server,
-                groups=groups,
-                team=team,
-                kind=kind,
-                offering=offering,
-                holds=holds,
-                gpu_equivalents=r.get(
-                    d, p, "gpu_equivalents", _amount, "a number such as 1 or 1/7", Fraction(0)
-                ),
-                cluster_queue=r.get(d, p, "cluster_queue", _text, "a ClusterQueue name", ""),
-                cohorts=r.get(d, p, "cohorts", _texts, "a list of cohort names", ()),
-                started_at=started,
-                phase=r.get(d, p, "phase", _phase, f"one of {', '.join(PHASES)}", "running"),
-                idleness=idleness,
-                snoozes_used=r.get(d, p, "snoozes_used", _count, "a whole number", 0),
-                snoozed_until=r.get(d, p, "snoozed_until", _time, "an ISO 8601 time", None),
-                warned_at=r.get(d, p, "warned_at", _time, "an ISO 8601 time", None),
-                warned_deadline=r.get(d, p, "warned_deadline", _time, "an ISO 8601 time", None),
-                warned_reason=r.get(d, p, "warned_reason", _text, "a text", ""),
-            )
-        )
+    workbenches = [
+        _read_workbench(r, p, d, policies, clock) for p, d in r.objects(data, "workbenches")
+    ]
     keys = [wb.key for wb in workbenches]
     for i, key in enumerate(keys):
         if key in keys[:i]:
             r.add(f"workbenches[{i}]", f"server {key!r} is listed twice")
-
-    pending: list[PendingWorkload] = []
-    for p, d in r.objects(data, "pending"):
-        needs: list[Need] = []
-        what = "must be a list of {resource, amount, flavors, free}"
-        for np_, n in object_items(d.get("needs"), f"{p}.needs", r.add, what):
-            free: dict[str, Fraction] = {}
-            raw_free = n.get("free") or {}
-            if not isinstance(raw_free, Mapping):
-                r.add(f"{np_}.free", "must map flavor names to amounts")
-                raw_free = {}
-            for flavor in raw_free:
-                free[str(flavor)] = r.get(
-                    raw_free, f"{np_}.free", flavor, _amount, "an amount", Fraction(0)
-                )
-            needs.append(
-                Need(
-                    resource=r.get(n, np_, "resource", _text, "a resource name", "", required=True),
-                    amount=r.get(
-                        n, np_, "amount", _amount, "an amount", Fraction(0), required=True
-                    ),
-                    flavors=r.get(n, np_, "flavors", _texts, "a list of flavor names", ()),
-                    free=free,
-                )
-            )
-        pending.append(
-            PendingWorkload(
-                name=r.get(d, p, "name", _text, "a workload name", "", required=True),
-                namespace=r.get(d, p, "namespace", _text, "a namespace", "", required=True),
-                cluster_queue=r.get(
-                    d, p, "cluster_queue", _text, "a ClusterQueue name", "", required=True
-                ),
-                cohorts=r.get(d, p, "cohorts", _texts, "a list of cohort names", ()),
-                priority=r.get(d, p, "priority", _int, "a whole number", 0),
-                position=r.get(d, p, "position", _count, "a position (0 or more)", 0),
-                needs=tuple(needs),
-                local_queue=r.get(d, p, "local_queue", _text, "a LocalQueue name", ""),
-                team=r.get(d, p, "team", _text, "a team name", ""),
-            )
-        )
-
-    handoffs = [
-        HandOffRecord(
-            workload=r.get(d, p, "workload", _text, "namespace/name", "", required=True),
-            cluster_queue=r.get(
-                d, p, "cluster_queue", _text, "a ClusterQueue name", "", required=True
-            ),
-            reclaimed_at=r.get(
-                d, p, "reclaimed_at", _time, "an ISO 8601 time", clock, required=True
-            ),
-            admitted_at=r.get(d, p, "admitted_at", _time, "an ISO 8601 time", None),
-            team=r.get(d, p, "team", _text, "a team name", ""),
-        )
-        for p, d in r.objects(data, "handoffs")
-    ]
+    pending = [_read_pending(r, p, d) for p, d in r.objects(data, "pending")]
+    handoffs = [_read_handoff(r, p, d, clock) for p, d in r.objects(data, "handoffs")]
     if r.items:
         raise SnapshotError(r.items, origin)
     return Snapshot(clock, tuple(workbenches), tuple(pending), tuple(handoffs))
+
+
+def _read_workbench(
+    r: _Reader, p: str, d: Mapping[str, Any], policies: PolicySet, clock: datetime
+) -> Workbench:
+    user = r.get(d, p, "user", _text, "a user name", "", required=True)
+    server = r.get(d, p, "server", _text, "a server name", "")
+    groups: tuple[str, ...] = r.get(d, p, "groups", _texts, "a list of group names", ())
+    team = r.get(d, p, "team", _text, "a team name", "")
+    kind = r.get(d, p, "kind", _kind, f"one of {', '.join(KINDS)}", "gpu", required=True)
+    offering = r.get(d, p, "offering", _text, "an offering slug", "")
+    started = r.get(d, p, "started_at", _time, "an ISO 8601 time", clock, required=True)
+    holds = _read_holds(r, p, d)
+    policy = policies.policy_for(team=team, kind=kind, offering=offering, user=user, groups=groups)
+    idleness = judge(
+        _read_report(r, p, d, clock),
+        kind=kind,
+        started_at=started,
+        now=clock,
+        stale_after=policies.report_stale_after,
+        busy_utilization_percent=policy.busy_utilization_percent
+        if policy
+        else DEFAULT_BUSY_UTILIZATION,
+        previous=_read_previous_verdict(r, p, d),
+        pod_utilization=r.get(d, p, "pod_utilization", _percent, "a percentage (0-100)", None),
+        trust_pod_utilization=bool(policy and policy.busy_signal == "gpu"),
+    )
+    return Workbench(
+        user=user,
+        server=server,
+        groups=groups,
+        team=team,
+        kind=kind,
+        offering=offering,
+        holds=holds,
+        gpu_equivalents=r.get(
+            d, p, "gpu_equivalents", _amount, "a number such as 1 or 1/7", Fraction(0)
+        ),
+        cluster_queue=r.get(d, p, "cluster_queue", _text, "a ClusterQueue name", ""),
+        cohorts=r.get(d, p, "cohorts", _texts, "a list of cohort names", ()),
+        started_at=started,
+        phase=r.get(d, p, "phase", _phase, f"one of {', '.join(PHASES)}", "running"),
+        idleness=idleness,
+        snoozes_used=r.get(d, p, "snoozes_used", _count, "a whole number", 0),
+        snoozed_until=r.get(d, p, "snoozed_until", _time, "an ISO 8601 time", None),
+        warned_at=r.get(d, p, "warned_at", _time, "an ISO 8601 time", None),
+        warned_deadline=r.get(d, p, "warned_deadline", _time, "an ISO 8601 time", None),
+        warned_reason=r.get(d, p, "warned_reason", _text, "a text", ""),
+    )
+
+
+def _read_holds(r: _Reader, p: str, d: Mapping[str, Any]) -> dict[tuple[str, str], Fraction]:
+    holds: dict[tuple[str, str], Fraction] = {}
+    what = "must be a list of {flavor, resource, amount}"
+    for hp, h in object_items(d.get("holds"), f"{p}.holds", r.add, what):
+        flavor = r.get(h, hp, "flavor", _text, "a flavor name", "", required=True)
+        resource = r.get(h, hp, "resource", _text, "a resource name", "", required=True)
+        amount = r.get(h, hp, "amount", _amount, "an amount", Fraction(0), required=True)
+        holds[(flavor, resource)] = holds.get((flavor, resource), Fraction(0)) + amount
+    return holds
+
+
+def _read_report(
+    r: _Reader, p: str, d: Mapping[str, Any], clock: datetime
+) -> ActivityReport | None:
+    """The workbench's last activity report, if the snapshot has one."""
+    if d.get("activity") is None:
+        return None
+    received = r.get(d, p, "activity_received_at", _time, "an ISO 8601 time", clock, required=True)
+    try:
+        return ActivityReport(received, parse_activity(d["activity"]))
+    except ReportError as e:
+        for err in e.errors:
+            r.add(f"{p}.activity.{err.path}", err.message)
+        return None
+
+
+def _read_previous_verdict(r: _Reader, p: str, d: Mapping[str, Any]) -> Idleness | None:
+    """The verdict of the cycle before, as the snapshot kept it (``last_active``)."""
+    last_active = r.get(d, p, "last_active", _time, "an ISO 8601 time", None)
+    unknown_since = r.get(d, p, "unknown_since", _time, "an ISO 8601 time", None)
+    if not last_active:
+        return None
+    return Idleness(
+        State.UNKNOWN if unknown_since else State.IDLE,
+        last_active,
+        "previous verdict",
+        unknown_since=unknown_since,
+    )
+
+
+def _read_need(r: _Reader, np_: str, n: Mapping[str, Any]) -> Need:
+    free: dict[str, Fraction] = {}
+    raw_free = n.get("free") or {}
+    if not isinstance(raw_free, Mapping):
+        r.add(f"{np_}.free", "must map flavor names to amounts")
+        raw_free = {}
+    for flavor in raw_free:
+        free[str(flavor)] = r.get(
+            raw_free, f"{np_}.free", flavor, _amount, "an amount", Fraction(0)
+        )
+    return Need(
+        resource=r.get(n, np_, "resource", _text, "a resource name", "", required=True),
+        amount=r.get(n, np_, "amount", _amount, "an amount", Fraction(0), required=True),
+        flavors=r.get(n, np_, "flavors", _texts, "a list of flavor names", ()),
+        free=free,
+    )
+
+
+def _read_pending(r: _Reader, p: str, d: Mapping[str, Any]) -> PendingWorkload:
+    what = "must be a list of {resource, amount, flavors, free}"
+    needs = [
+        _read_need(r, np_, n) for np_, n in object_items(d.get("needs"), f"{p}.needs", r.add, what)
+    ]
+    return PendingWorkload(
+        name=r.get(d, p, "name", _text, "a workload name", "", required=True),
+        namespace=r.get(d, p, "namespace", _text, "a namespace", "", required=True),
+        cluster_queue=r.get(d, p, "cluster_queue", _text, "a ClusterQueue name", "", required=True),
+        cohorts=r.get(d, p, "cohorts", _texts, "a list of cohort names", ()),
+        priority=r.get(d, p, "priority", _int, "a whole number", 0),
+        position=r.get(d, p, "position", _count, "a position (0 or more)", 0),
+        needs=tuple(needs),
+        local_queue=r.get(d, p, "local_queue", _text, "a LocalQueue name", ""),
+        team=r.get(d, p, "team", _text, "a team name", ""),
+    )
+
+
+def _read_handoff(r: _Reader, p: str, d: Mapping[str, Any], clock: datetime) -> HandOffRecord:
+    return HandOffRecord(
+        workload=r.get(d, p, "workload", _text, "namespace/name", "", required=True),
+        cluster_queue=r.get(d, p, "cluster_queue", _text, "a ClusterQueue name", "", required=True),
+        reclaimed_at=r.get(d, p, "reclaimed_at", _time, "an ISO 8601 time", clock, required=True),
+        admitted_at=r.get(d, p, "admitted_at", _time, "an ISO 8601 time", None),
+        team=r.get(d, p, "team", _text, "a team name", ""),
+    )
 
 
 def _iso(value: datetime | None) -> str | None:
