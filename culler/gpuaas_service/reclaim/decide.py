@@ -412,15 +412,8 @@ def _assess(wb: Workbench, policies: PolicySet, now: datetime, dry_run: bool) ->
     if policy is None:
         case.skip = ("no-policy", "no policy matches this workbench")
         return case
-    if wb.phase in ("starting", "stopping"):
-        case.skip = (wb.phase, f"the server is {wb.phase}")
-        return case
-    exempt = policies.exemption(policy, wb.user, wb.groups)
-    if exempt:
-        case.skip = ("exempt", exempt)
-        return case
-    if wb.snoozed_until is not None and wb.snoozed_until > now:
-        case.skip = ("snoozed", f"snoozed by its user until {isoformat_z(wb.snoozed_until)}")
+    case.skip = _left_alone(wb, policy, policies, now)
+    if case.skip is not None:
         return case
     idle_for = idle.idle_for(now)
     age = max(now - wb.started_at, timedelta(0))
@@ -479,6 +472,21 @@ def _assess(wb: Workbench, policies: PolicySet, now: datetime, dry_run: bool) ->
             f"idle {format_duration(idle_for)}, idle after {format_duration(policy.idle_after)}",
         )
     return case
+
+
+def _left_alone(
+    wb: Workbench, policy: Policy, policies: PolicySet, now: datetime
+) -> tuple[str, str] | None:
+    """Why a workbench is skipped whatever its activity (starting or stopping, exempt,
+    snoozed), or ``None``."""
+    if wb.phase in ("starting", "stopping"):
+        return (wb.phase, f"the server is {wb.phase}")
+    exempt = policies.exemption(policy, wb.user, wb.groups)
+    if exempt:
+        return ("exempt", exempt)
+    if wb.snoozed_until is not None and wb.snoozed_until > now:
+        return ("snoozed", f"snoozed by its user until {isoformat_z(wb.snoozed_until)}")
+    return None
 
 
 def _rank(wb: Workbench, wl: PendingWorkload) -> int | None:
@@ -613,6 +621,42 @@ def _due_at(case: _Case, now: datetime) -> datetime:
     return max(due, told) if told is not None else due
 
 
+_Best = tuple[int, int, str, Fraction, list[_Case]]
+"""A flavor that covers a need: (workbenches added, the flavor's rank among the options, the
+flavor, the shortfall, the workbenches added)."""
+
+
+def _pick_flavor(
+    need: Need, options: list[str], usable: list[_Case], chosen: list[_Case]
+) -> tuple[_Best | None, Fraction, Fraction]:
+    """The flavor that covers ``need`` adding the fewest of ``usable`` to ``chosen`` (``None``:
+    none does), the most any flavor's workbenches hold, and the least any flavor lacks."""
+    best: _Best | None = None
+    most = Fraction(0)
+    lacks = need.amount
+    for index, flavor in enumerate(options):
+        short = need.amount - need.free.get(flavor, Fraction(0))
+        if short <= 0:
+            return (0, index, flavor, Fraction(0), []), most, lacks
+        got = sum(
+            (c.wb.holds.get((flavor, need.resource), Fraction(0)) for c in chosen),
+            Fraction(0),
+        )
+        extra: list[_Case] = []
+        for c in usable:
+            if got >= short:
+                break
+            held = c.wb.holds.get((flavor, need.resource), Fraction(0))
+            if held > 0 and all(c is not x for x in chosen):
+                extra.append(c)
+                got += held
+        most = max(most, got)
+        lacks = min(lacks, short)
+        if got >= short and (best is None or (len(extra), index) < best[:2]):
+            best = (len(extra), index, flavor, short, extra)
+    return best, most, lacks
+
+
 def _select(wl: PendingWorkload, usable: list[_Case], now: datetime) -> Target:
     """Just enough of ``usable`` (already in preference order) for ``wl``'s shortfall."""
     picks: list[tuple[Need, str, Fraction]] = []  # need, flavor, shortfall
@@ -622,30 +666,7 @@ def _select(wl: PendingWorkload, usable: list[_Case], now: datetime) -> Target:
         options = list(need.flavors) or sorted(
             {f for c in usable for (f, r) in c.wb.holds if r == need.resource} | set(need.free)
         )
-        best: tuple[int, int, str, Fraction, list[_Case]] | None = None
-        most = Fraction(0)
-        lacks = need.amount
-        for index, flavor in enumerate(options):
-            short = need.amount - need.free.get(flavor, Fraction(0))
-            if short <= 0:
-                best = (0, index, flavor, Fraction(0), [])
-                break
-            got = sum(
-                (c.wb.holds.get((flavor, need.resource), Fraction(0)) for c in chosen),
-                Fraction(0),
-            )
-            extra: list[_Case] = []
-            for c in usable:
-                if got >= short:
-                    break
-                held = c.wb.holds.get((flavor, need.resource), Fraction(0))
-                if held > 0 and all(c is not x for x in chosen):
-                    extra.append(c)
-                    got += held
-            most = max(most, got)
-            lacks = min(lacks, short)
-            if got >= short and (best is None or (len(extra), index) < best[:2]):
-                best = (len(extra), index, flavor, short, extra)
+        best, most, lacks = _pick_flavor(need, options, usable, chosen)
         if best is None:
             where = f" in {'/'.join(options)}" if options else ""
             return Target(
