@@ -383,69 +383,8 @@ def load_policy(
     exempt_users, exempt_groups = _exempt(errs, "", data)
     notify = _notify(errs, data)
 
-    defaults: dict[str, Any] = {}
-    bad_defaults: set[str] = set()
-    raw_defaults = data.get("defaults")
-    if raw_defaults is not None:
-        if not isinstance(raw_defaults, Mapping):
-            errs.add(
-                "defaults", f"must be a mapping of policy fields, not {type_name(raw_defaults)}"
-            )
-        else:
-            for key in raw_defaults:
-                if key in ("name", "match"):
-                    errs.add(
-                        key_path("defaults", str(key)), "belongs in each policy, not in defaults"
-                    )
-            unknown_keys(errs, "defaults", raw_defaults, (*_POLICY_FIELDS, "name", "match"))
-            for key in _POLICY_FIELDS:
-                if key not in raw_defaults:
-                    continue
-                n = len(errs.items)
-                value = _FIELD_READERS[key](errs, "defaults", raw_defaults)
-                if len(errs.items) > n:
-                    bad_defaults.add(key)
-                else:
-                    defaults[key] = value
-
-    policies: list[Policy] = []
-    raw_policies = data.get("policies")
-    if raw_policies is None:
-        errs.add("policies", "is required (a list of policies)")
-    elif not isinstance(raw_policies, list):
-        errs.add("policies", f"must be a list of policies, not {type_name(raw_policies)}")
-    elif not raw_policies:
-        errs.add("policies", "must not be empty")
-    else:
-        names: dict[str, str] = {}
-        placed: list[tuple[str, Policy]] = []
-        for i, raw in enumerate(raw_policies):
-            p = f"policies[{i}]"
-            if not isinstance(raw, Mapping):
-                errs.add(
-                    p, f"must be a mapping with 'name', 'idle_after', ..., not {type_name(raw)}"
-                )
-                continue
-            policy = _read_policy(errs, p, raw, defaults, bad_defaults, known_teams)
-            if policy is None:
-                continue
-            if policy.name in names:
-                errs.add(
-                    key_path(p, "name"), f"{policy.name!r} is already used by {names[policy.name]}"
-                )
-            else:
-                names[policy.name] = p
-            for earlier_path, earlier in placed:
-                if earlier.match.covers(policy.match):
-                    errs.add(
-                        key_path(p, "match"),
-                        f"never applies: {earlier_path} ({earlier.name}) comes first and matches"
-                        " every workbench this one matches (the first matching policy applies)",
-                    )
-                    break
-            placed.append((p, policy))
-            policies.append(policy)
-
+    defaults, bad_defaults = _read_defaults(errs, data)
+    policies = _read_policies(errs, data, defaults, bad_defaults, known_teams)
     if errs.items:
         raise PolicyError(errs.items, origin)
     return PolicySet(
@@ -457,6 +396,80 @@ def load_policy(
         handoff_timeout=handoff if handoff is not None else DEFAULT_HANDOFF_TIMEOUT,
         notify=notify,
     )
+
+
+def _read_defaults(errs: FieldErrors, data: Mapping[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """``defaults``: the fields every policy starts from, and those given but invalid."""
+    defaults: dict[str, Any] = {}
+    bad_defaults: set[str] = set()
+    raw_defaults = data.get("defaults")
+    if raw_defaults is None:
+        return defaults, bad_defaults
+    if not isinstance(raw_defaults, Mapping):
+        errs.add("defaults", f"must be a mapping of policy fields, not {type_name(raw_defaults)}")
+        return defaults, bad_defaults
+    for key in raw_defaults:
+        if key in ("name", "match"):
+            errs.add(key_path("defaults", str(key)), "belongs in each policy, not in defaults")
+    unknown_keys(errs, "defaults", raw_defaults, (*_POLICY_FIELDS, "name", "match"))
+    for key in _POLICY_FIELDS:
+        if key not in raw_defaults:
+            continue
+        n = len(errs.items)
+        value = _FIELD_READERS[key](errs, "defaults", raw_defaults)
+        if len(errs.items) > n:
+            bad_defaults.add(key)
+        else:
+            defaults[key] = value
+    return defaults, bad_defaults
+
+
+def _read_policies(
+    errs: FieldErrors,
+    data: Mapping[str, Any],
+    defaults: Mapping[str, Any],
+    bad_defaults: set[str],
+    known_teams: Collection[str] | None,
+) -> list[Policy]:
+    """``policies``, in order: each read, its name unique, none shadowed by an earlier one."""
+    raw_policies = data.get("policies")
+    if raw_policies is None:
+        errs.add("policies", "is required (a list of policies)")
+        return []
+    if not isinstance(raw_policies, list):
+        errs.add("policies", f"must be a list of policies, not {type_name(raw_policies)}")
+        return []
+    if not raw_policies:
+        errs.add("policies", "must not be empty")
+        return []
+    policies: list[Policy] = []
+    names: dict[str, str] = {}
+    placed: list[tuple[str, Policy]] = []
+    for i, raw in enumerate(raw_policies):
+        p = f"policies[{i}]"
+        if not isinstance(raw, Mapping):
+            errs.add(p, f"must be a mapping with 'name', 'idle_after', ..., not {type_name(raw)}")
+            continue
+        policy = _read_policy(errs, p, raw, defaults, bad_defaults, known_teams)
+        if policy is None:
+            continue
+        if policy.name in names:
+            errs.add(
+                key_path(p, "name"), f"{policy.name!r} is already used by {names[policy.name]}"
+            )
+        else:
+            names[policy.name] = p
+        for earlier_path, earlier in placed:
+            if earlier.match.covers(policy.match):
+                errs.add(
+                    key_path(p, "match"),
+                    f"never applies: {earlier_path} ({earlier.name}) comes first and matches"
+                    " every workbench this one matches (the first matching policy applies)",
+                )
+                break
+        placed.append((p, policy))
+        policies.append(policy)
+    return policies
 
 
 def _read_policy(
