@@ -22,6 +22,7 @@ from jupyter_gpuaas.core.catalog import Catalog, Image, Offering, Size, Tenant
 from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents
 from jupyter_gpuaas.core.headroom import Fit, Headroom, QueueState, compute_headroom
 from jupyter_gpuaas.core.kueue import parse_quantity
+from jupyter_gpuaas.core.sizing import Advice
 
 __all__ = [
     "ChoiceOption",
@@ -72,6 +73,8 @@ class OfferingOption:
     counts: tuple[int, ...]
     default_count: int
     units: str
+    advised: bool = False
+    """The offering that fits the user's measured use (see ``TeamOption.advice``)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,9 @@ class TeamOption:
     display_name: str
     selected: bool
     offerings: tuple[OfferingOption, ...]
+    advice: str = ""
+    """Why the advised offering fits, in one line ("Your last 8 sessions peaked at 6.1 GiB;
+    ..."); empty without advice."""
 
     @property
     def any_selectable(self) -> bool:
@@ -139,7 +145,7 @@ def _gpu_status(offering: Offering, room: Headroom) -> str:
 
 
 def _offering_option(
-    offering: Offering, room: Headroom, *, preferred: bool, checked: bool
+    offering: Offering, room: Headroom, *, preferred: bool, checked: bool, advised: bool
 ) -> OfferingOption:
     return OfferingOption(
         slug=offering.slug,
@@ -161,6 +167,7 @@ def _offering_option(
         counts=tuple(range(offering.min_count, offering.max_count + 1)),
         default_count=offering.default_count,
         units=offering.units,
+        advised=advised,
     )
 
 
@@ -173,6 +180,7 @@ def _team_option(
     namespace: str,
     selected: bool,
     previous_offering: str | None,
+    advice: Advice | None,
 ) -> TeamOption:
     rooms: list[tuple[Offering, Headroom]] = []
     for slug in tenant.offerings:
@@ -180,9 +188,11 @@ def _team_option(
         room = compute_headroom(tenant, offering, state, namespace=namespace, usage=user.usage)
         rooms.append((offering, room))
     selectable = [o.slug for o, r in rooms if r.fit.selectable]
-    # Preselect: the last choice, else the team's default, else the first that starts now.
+    # Preselect: what fits the user's measured use, else the last choice, else the team's
+    # default, else the first that starts now; only ever something the user may start.
+    advised = advice.offering if advice is not None and advice.measured else None
     preferred = (
-        [previous_offering, tenant.default_offering]
+        [advised, previous_offering, tenant.default_offering]
         + [o.slug for o, r in rooms if r.fit is Fit.NOW]
         + selectable
     )
@@ -193,10 +203,15 @@ def _team_option(
         selected=selected,
         offerings=tuple(
             _offering_option(
-                o, r, preferred=o.slug == checked, checked=selected and o.slug == checked
+                o,
+                r,
+                preferred=o.slug == checked,
+                checked=selected and o.slug == checked,
+                advised=o.slug == advised,
             )
             for o, r in rooms
         ),
+        advice=advice.reason if advice is not None and advised in selectable else "",
     )
 
 
@@ -231,12 +246,16 @@ def build_form_model(
     default_team: str = "",
     previous: Mapping[str, Any] | None = None,
     notice: str = "",
+    advice: Mapping[str, Advice] | None = None,
 ) -> FormModel:
     """The form for ``user``: their teams, each team's offerings with live headroom.
 
     ``previous`` is the user's last ``user_options`` (preselects team, offering, image, size);
-    ``notice`` is shown above the form (e.g. why their last server was stopped).
+    ``notice`` is shown above the form (e.g. why their last server was stopped); ``advice``, by
+    team, the offering that fits the user's measured use (preselected before ``previous``, and
+    only where the user may start it now).
     """
+    advice = advice or {}
     previous = previous or {}
     tenants = catalog.tenants_for_groups(user.groups)
     if not tenants:
@@ -266,6 +285,7 @@ def build_form_model(
             namespace=namespace,
             selected=t.name == selected.name,
             previous_offering=prev_offering if t.name == selected.name else None,
+            advice=advice.get(t.name),
         )
         for t in tenants
     )

@@ -34,8 +34,8 @@ from jupyterhub.utils import exponential_backoff
 from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import Any as AnyTrait
+from traitlets import Bool, Dict, Float, List, Unicode, default
 from traitlets import Callable as CallableTrait
-from traitlets import Dict, Float, List, Unicode, default
 from traitlets.config import Config
 
 from gpuaas_spawner.failures import classify_start_error, cluster_not_answering
@@ -71,6 +71,14 @@ from jupyter_gpuaas.core.catalog import (
 )
 from jupyter_gpuaas.core.headroom import Headroom, compute_headroom
 from jupyter_gpuaas.core.labels import HUB_TOKEN_SECRET_LABEL, HUB_TOKEN_SECRET_SUFFIX, TEAM_LABEL
+from jupyter_gpuaas.core.sizing import (
+    DEFAULT_HEADROOM,
+    HISTORY_CONFIGMAP,
+    Advice,
+    PeakHistory,
+    advise,
+    history_from_configmap,
+)
 from jupyter_gpuaas.hub.watch import KueueView, WatchedKueueView
 
 __all__ = ["GPUaaSSpawner", "check_catalog"]
@@ -316,6 +324,43 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         """,
     )
 
+    size_advice = Bool(
+        True,
+        config=True,
+        help="""
+        Preselect, for each user, the smallest offering that holds the GPU-memory peak of their
+        recent sessions (with ``size_advice_headroom``), and say why in one line on the form.
+        The peaks are those the gpuaas service records from the servers' activity reports
+        (ConfigMap ``gpuaas-usage-history`` in the servers' namespace; the hub needs ``get``
+        on it). Users with no recorded session get their team's ``default_offering``; anyone
+        may pick another. Advice only: a user's own server reports the peaks, so they are
+        never a limit. Default: True. Example::
+
+            c.GPUaaSSpawner.size_advice = False
+        """,
+    )
+    size_advice_headroom = Float(
+        DEFAULT_HEADROOM,
+        min=1.0,
+        config=True,
+        help="""
+        Room above a user's largest recent GPU-memory peak that the advised offering must hold,
+        as a factor (1.25: 25% more than the peak). Default: 1.25. Example::
+
+            c.GPUaaSSpawner.size_advice_headroom = 1.5
+        """,
+    )
+    usage_history_max_age = Float(
+        30.0,
+        config=True,
+        help="""
+        Seconds the hub reuses the usage history it read for the size advice before reading it
+        again (one small read per period, not one per form). Default: 30. Example::
+
+            c.GPUaaSSpawner.usage_history_max_age = 60
+        """,
+    )
+
     # Inherited traitlet, annotated for the type checker only (no value: the trait stays).
     start_timeout: int
 
@@ -476,6 +521,60 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
 
     # ------------------------------------------------------------------ form
 
+    # The usage history by namespace: when it was read (monotonic seconds) and what it said.
+    _usage_history: ClassVar[dict[str, tuple[float, PeakHistory]]] = {}
+
+    async def _read_usage_history(self, namespace: str) -> PeakHistory:
+        """The users' recent session peaks, read at most every ``usage_history_max_age``
+        seconds; on any failure the last one read (or none: the form then uses the teams'
+        defaults), with a log line that says what is wrong."""
+        from aiohttp import ClientError
+        from kubernetes_asyncio.client.rest import ApiException
+
+        now = asyncio.get_running_loop().time()
+        read_at, history = self._usage_history.get(namespace, (-1e18, PeakHistory({})))
+        if now - read_at < self.usage_history_max_age:
+            return history
+        self._usage_history[namespace] = (now, history)  # one read per period, even if it fails
+        try:
+            cm = await asyncio.wait_for(
+                self.api.read_namespaced_config_map(HISTORY_CONFIGMAP, namespace),
+                self.k8s_api_request_timeout,
+            )
+        except ApiException as e:
+            if e.status != 404:  # 404: no session recorded yet
+                self.log.warning(
+                    "gpuaas: cannot read %s: %s %s", HISTORY_CONFIGMAP, e.status, e.reason
+                )
+            return history
+        except (ClientError, OSError, TimeoutError) as e:
+            self.log.warning("gpuaas: cannot read %s: %s", HISTORY_CONFIGMAP, e or type(e).__name__)
+            return history
+        history, problems = history_from_configmap(getattr(cm, "data", None))
+        for problem in problems[:5]:
+            self.log.warning("gpuaas: %s: ignored: %s", HISTORY_CONFIGMAP, problem)
+        self._usage_history[namespace] = (now, history)
+        return history
+
+    async def _size_advice(self, catalog: Catalog, user: UserContext) -> dict[str, Advice]:
+        """By team: the offering that fits this user's measured use (see ``size_advice``)."""
+        if not self.size_advice:
+            return {}
+        history = await self._read_usage_history(self._gpuaas_default_namespace)
+        peaks = history.of(user.name)
+        advice: dict[str, Advice] = {}
+        for tenant in catalog.tenants_for_groups(user.groups):
+            offerings = [catalog.offerings[slug] for slug in tenant.offerings]
+            found = advise(
+                offerings,
+                peaks,
+                default=tenant.default_offering,
+                headroom=self.size_advice_headroom,
+            )
+            if found is not None:
+                advice[tenant.name] = found
+        return advice
+
     async def _render_gpuaas_form(self, spawner: Any = None) -> str:
         try:
             catalog = self.catalog
@@ -490,14 +589,16 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         view = self._view()
         await view.start(timeout=2.0)  # first render after a hub start: else headroom "unknown"
         previous = dict(getattr(getattr(self, "orm_spawner", None), "user_options", None) or {})
+        user = self._user_context(catalog)
         model = build_form_model(
             catalog,
-            self._user_context(catalog),
+            user,
             view.queue_state(),
             namespace=self._gpuaas_default_namespace,
             default_team=self.default_team,
             previous=previous,
             notice=self._gpuaas_notice,
+            advice=await self._size_advice(catalog, user),
         )
         return render_form(model)
 

@@ -14,6 +14,14 @@ from gpuaas_spawner.form import FormModel, build_form_model, render_form
 from gpuaas_spawner.validate import UserContext, options_from_form_data, validate_options
 from jupyter_gpuaas.core.catalog import CatalogError
 from jupyter_gpuaas.core.headroom import UserUsage
+from jupyter_gpuaas.core.sizing import (
+    HISTORY_CONFIGMAP,
+    HISTORY_KEY,
+    Advice,
+    PeakHistory,
+    advise,
+    history_json,
+)
 from jupyter_gpuaas.hub.watch import StaticKueueView
 from tests.support.samples import (
     GPU,
@@ -320,3 +328,113 @@ def test_a_fraction_shows_its_cap_its_isolation_and_the_pool_in_its_units() -> N
     html = render_form(model)
     assert "5.5 GiB GPU memory (hard limit), 25% of its compute" in html
     assert "NVIDIA L4 (22.49 GiB)" in html
+
+
+def test_what_fits_the_measured_use_is_preselected_before_the_last_choice() -> None:
+    advice = advise(
+        [CATALOG.offerings[s] for s in CATALOG.tenants["team-a"].offerings],
+        [6 * 1024, 2 * 1024],  # MiB: 6 GiB x 1.25 needs more than mig-1g's 5 GiB
+        default="mig-1g",
+    )
+    assert advice is not None
+    model = _model(previous={"team": "team-a", "offering": "h100"}, advice={"team-a": advice})
+    (team,) = model.teams
+    assert [(o.slug, o.checked, o.advised) for o in team.offerings if o.checked or o.advised] == [
+        ("mig-3g", True, True)
+    ]
+    assert team.advice == (
+        "Your last 2 sessions peaked at 6 GiB; A100 MIG 3g.20gb (20 GiB) fits."
+    ), team.advice
+    html = render_form(model)
+    assert 'id="gpuaas-advice-team-a"' in html
+    assert "fits your use" in html
+
+
+def test_advice_the_user_cannot_start_now_is_neither_preselected_nor_shown() -> None:
+    capped = UserContext(
+        "alice", ("team-a",), UserUsage(gpu_servers=2, gpu_equivalents=Fraction(1))
+    )
+    advice = Advice("mig-3g", "Your last session peaked at 6 GiB; MIG 3g.20gb fits.", True)
+    (team,) = _model(capped, advice={"team-a": advice}).teams
+    assert [o.slug for o in team.offerings if o.checked] == ["cpu"]
+    assert team.advice == ""
+
+
+def test_no_history_keeps_the_last_choice_then_the_default() -> None:
+    default = Advice("mig-1g", "No GPU use measured yet: your team's usual choice.", False)
+    (team,) = _model(previous={"offering": "shared"}, advice={"team-a": default}).teams
+    assert [o.slug for o in team.offerings if o.checked] == ["shared"]
+    assert team.advice == ""
+
+
+class HistoryAPI:
+    """The hub's CoreV1Api as far as the usage history goes: one ConfigMap, or a status."""
+
+    def __init__(self, data: dict[str, str] | None = None, status: int = 0) -> None:
+        self.data, self.status, self.reads = data, status, 0
+
+    async def read_namespaced_config_map(self, name: str, namespace: str) -> Any:
+        from kubernetes_asyncio.client import V1ConfigMap
+        from kubernetes_asyncio.client.rest import ApiException
+
+        self.reads += 1
+        assert (name, namespace) == (HISTORY_CONFIGMAP, NAMESPACE)
+        if self.status:
+            raise ApiException(status=self.status, reason="Forbidden")
+        return V1ConfigMap(data=self.data)
+
+
+def _history(**peaks_mib: list[int]) -> dict[str, str]:
+    return {HISTORY_KEY: history_json(PeakHistory({u: tuple(p) for u, p in peaks_mib.items()}))}
+
+
+async def test_spawner_preselects_from_the_recorded_history(kubeconfig: None) -> None:
+    spawner = make_spawner(FakeUser("alice", ["team-a"]), _view())
+    spawner.usage_history_max_age = 0  # read at every render
+    spawner.api = HistoryAPI(_history(alice=[6 * 1024, 1024], bob=[70 * 1024]))
+    html = await spawner.get_options_form()
+    assert "Your last 2 sessions peaked at 6 GiB; A100 MIG 3g.20gb (20 GiB) fits." in html
+    assert 'value="mig-3g" id="gpuaas-team-a-mig-3g"' in html
+    assert _checked(html) == ["mig-3g"]
+
+    spawner.size_advice = False  # the admin's switch: the team's default again
+    html = await spawner.get_options_form()
+    assert "gpuaas-advice" not in html
+    assert _checked(html) == ["mig-1g"]
+
+
+@pytest.mark.parametrize(
+    ("api", "logged"),
+    [
+        (HistoryAPI({HISTORY_KEY: '{"peaks_mib": {"alice": "lots"}}'}), "ignored: peaks_mib"),
+        (HistoryAPI({HISTORY_KEY: "{broken"}), "ignored: peaks.json: not JSON"),
+        (HistoryAPI(status=403), "cannot read gpuaas-usage-history: 403"),
+        (HistoryAPI(status=404), ""),  # nothing recorded yet: not a problem
+    ],
+)
+async def test_a_history_that_cannot_be_used_gives_the_default_and_a_log_line(
+    kubeconfig: None, api: HistoryAPI, logged: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    spawner = make_spawner(FakeUser("alice", ["team-a"]), _view())
+    spawner.usage_history_max_age = 0
+    spawner.api = api
+    html = await spawner.get_options_form()
+    assert api.reads == 1
+    assert "gpuaas-advice" not in html
+    assert _checked(html) == ["mig-1g"]  # the team's default
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(logged in w for w in warnings) if logged else not warnings, warnings
+
+
+def _checked(html: str) -> list[str]:
+    """Slugs of the offering radios checked as served."""
+    found: list[str] = []
+
+    class Radios(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            a = dict(attrs)
+            if tag == "input" and a.get("name") == "offering" and "checked" in a:
+                found.append(str(a.get("value")))
+
+    Radios().feed(html)
+    return found
