@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .metrics import mean_ci
+from .metrics import mean_ci, summarize
 from .report import (
     FRACTIONS_SUFFIX,
     differences,
@@ -50,12 +50,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--seeds", type=int, default=5, help="seeds 1..N (default 5)")
+    ap.add_argument(
+        "--seed",
+        type=seed_list,
+        help="these seeds instead of 1..N: a comma-separated list of integers (e.g. 9137,12)",
+    )
     ap.add_argument("--days", type=float, default=1.0, help="measured days after a 6 h burn-in")
     ap.add_argument(
         "--scale",
         type=float,
         default=1.0,
-        help="cluster and demand × this (1 = the sample organisation, 28 GPUs)",
+        help="cluster and demand × this (1 = the sample organisation: 32 physical GPUs, 16 of"
+        " them H100s; quotas and pools are rounded down)",
     )
     ap.add_argument(
         "--policies", default=",".join(POLICIES), help=f"comma-separated, of: {', '.join(POLICIES)}"
@@ -83,12 +89,24 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     ap.add_argument(
         "--events",
-        help="write every event of ONE run (first policy, seed 1) as JSON lines to this file",
+        help="write every event of ONE run (the first of --policies, the first seed) as JSON"
+        " lines to this file, and print that run's table",
     )
     ap.add_argument("--workers", type=int, default=0, help="processes (default: CPU count)")
     ap.add_argument("--no-docs", action="store_true", help="print only; leave docs/ as it is")
     ap.add_argument("--json", help="also write every run's figures to this JSON file")
     return ap.parse_args(argv)
+
+
+def seed_list(text: str) -> list[int]:
+    """``9137,12`` → [9137, 12] (argparse type of ``--seed``)."""
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("no seed given")
+    return seeds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,16 +119,18 @@ def main(argv: list[str] | None = None) -> int:
     common: dict[str, Any] = dict(
         days=args.days, policy_file=args.policy_file, catalog=args.catalog
     )
+    seeds = args.seed or list(range(1, args.seeds + 1))
     if args.events:
         started = time.perf_counter()
+        task = Task(policies[0], seeds[0], scale=args.scale, demand=args.scale, **common)
         with open(args.events, "w", encoding="utf-8") as f:
-            simulate(Task(policies[0], 1, scale=args.scale, demand=args.scale, **common), events=f)
+            result = simulate(task, events=f)
         print(
-            f"events of {policies[0]}, seed 1 → {args.events}"
+            f"events of {task.policy}, seed {task.seed} → {args.events}"
             f" ({time.perf_counter() - started:.1f} s)"
         )
+        print(table([summarize(result)], [task.policy]))
         return 0
-    seeds = list(range(1, args.seeds + 1))
     tasks = [
         Task(p, s, scale=args.scale, demand=args.scale, **common) for p in policies for s in seeds
     ]

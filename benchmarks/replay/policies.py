@@ -115,7 +115,8 @@ class _World:
         state = self._state(user, server)
         if state is None or state.phase != "running":
             return 404
-        self.sim.stop_server(state, code="", handoff=None)
+        # The decision's code and hand-off come with the cycle's plan (see Gpuaas._follow).
+        self.sim.stop_server(state, code="", handoff=None, emit=False)
         return 202
 
     # -- Kubernetes
@@ -500,6 +501,8 @@ class Gpuaas(Policy):
         self._last_acted = plan is None or bool(plan.to_act_on())
         if plan is not None:
             self._follow(plan, before)
+        for record in sim.reclaims[before:]:
+            sim.emit_reclaim(record)
         sim.at(now + self.interval, self.cycle)
 
     def _follow(self, plan: brain.Plan, before: int) -> None:

@@ -621,40 +621,67 @@ class Simulation:
                 self._release(state.workload.key)
         elif state.phase == "running" and state.workload is not None and not self.policy.oracle:
             self._release(state.workload.key)
+        self._close_session(state, "ended")
+
+    def _close_session(self, state: SessionState, reason: str) -> None:
+        """Every session ends once, with one ``session_end`` event: ``ended`` (its length is
+        over, whatever its phase: running, waiting for its GPU, or reclaimed and away) or
+        ``trace_end`` (still open when the trace ends)."""
+        phase = state.phase
         state.phase = "done"
         self.live.pop(state.session.name, None)
-        self.emit("session_end", session=state.session.name)
+        self.emit(
+            "session_end",
+            session=state.session.name,
+            user=state.session.user,
+            reason=reason,
+            phase=phase,
+        )
 
-    def stop_server(self, state: SessionState, *, code: str, handoff: str | None) -> None:
-        """A culler stops the server (the hub's DELETE): quota back, the user is away."""
+    def stop_server(
+        self, state: SessionState, *, code: str, handoff: str | None, emit: bool = True
+    ) -> dict[str, Any] | None:
+        """A culler stops the server (the hub's DELETE): quota back, the user is away until
+        their next activity (then they spawn again), or until the session's end.
+
+        ``emit=False``: the caller learns the decision's code and hand-off only after the stop
+        (the reclaim loop acts, then returns its plan); it fills them into the record returned
+        and emits the ``reclaim`` event with :meth:`emit_reclaim`."""
         if state.phase != "running" or state.workload is None:
-            return
+            return None
         key = state.workload.key
         later = state.next_interval < len(state.session.intervals)
-        self.reclaims.append(
-            {
-                "t": self.now,
-                "session": state.session.name,
-                "workload": key,
-                "gpu_equivalents": self.gpu_equivalents(state.workload),
-                "code": code,
-                "handoff": handoff,
-                "interrupted": later,
-                "offering": state.offering.slug,
-            }
-        )
-        self.emit(
-            "reclaim",
-            workload=key,
-            session=state.session.name,
-            code=code,
-            handoff=handoff,
-            active_later=later,
-        )
+        record: dict[str, Any] = {
+            "t": self.now,
+            "session": state.session.name,
+            "workload": key,
+            "gpu_equivalents": self.gpu_equivalents(state.workload),
+            "code": code,
+            "handoff": handoff,
+            "interrupted": later,
+            "offering": state.offering.slug,
+        }
+        self.reclaims.append(record)
+        if emit:
+            self.emit_reclaim(record)
         state.phase = "gone"
         state.epoch += 1
         self._release(key)
         self._plan_next(state)
+        epoch = state.epoch
+        self.at(state.end_s(), lambda: self._session_end(state, epoch))
+        return record
+
+    def emit_reclaim(self, record: dict[str, Any]) -> None:
+        self.emit(
+            "reclaim",
+            workload=record["workload"],
+            session=record["session"],
+            code=record["code"],
+            handoff=record["handoff"],
+            active_later=record["interrupted"],
+            gpu_equivalents=record["gpu_equivalents"],
+        )
 
     def _user_returns(self, state: SessionState) -> None:
         state.returned_at = self.now
@@ -669,6 +696,19 @@ class Simulation:
                 yield state
 
     def run(self) -> Result:
+        self.emit(
+            "run",
+            policy=self.policy.name,
+            seed=self.trace.seed,
+            trace_version=self.trace.version,
+            days=self.trace.days,
+            burn_in_s=self.trace.burn_in_s,
+            end_s=self.trace.end_s,
+            physical_gpus=self.org.physical_gpus,
+            capacity_gpu_equivalents=float(self.org.gpu_equivalents),
+            sessions=len(self.trace.sessions),
+            jobs=len(self.trace.jobs),
+        )
         for job in self.trace.jobs:
             self.at(job.submit_s, partial(self._submit_job, job))
         for session in self.trace.sessions:
@@ -683,6 +723,9 @@ class Simulation:
             self.counters["events"] += 1
             action()
         self.now = end
+        for state in self.sessions.values():
+            if state.phase not in ("new", "done"):
+                self._close_session(state, "trace_end")
         for key, record in self.jobs.items():
             if key in self.kueue.admitted and record.finished is None:
                 started = self.allocations[key].start if key in self.allocations else end

@@ -28,7 +28,13 @@ Kueue does with them, only as far as the replay needs:
   Kueue, the preemptor is not admitted in that cycle: the victims keep their quota until their
   pods are gone (the simulator calls :meth:`Kueue.finish_eviction` ``release_s`` later), and
   the preemptor stays its queue's head meanwhile (the sticky workload of ``cluster_queue.go``);
-  an evicted workload is requeued by its eviction time and starts over.
+  an evicted workload is requeued by its eviction time. The preemptor's request is **reserved**
+  from the moment it issues the preemption until it is admitted (or withdrawn): as Kueue's
+  scheduler adds a preempting entry's usage to the cycle's cohort usage, so that no workload
+  later in the same cycle takes what the preemption is for, and kept across cycles so that the
+  quota its victims give back goes to it, not to the borrowers queued behind (without it, a
+  preemptor that needs more than one victim frees was one GPU short each round and evicted a
+  borrower every ``release_s``).
 
 Left out (see docs/replay.md): cpu/memory quotas, node-level fit (Kueue without TAS admits on
 quota only), the admission latency of a real control plane.
@@ -111,7 +117,25 @@ def _documents(path: Path) -> list[dict[str, Any]]:
 
 
 def _scaled(value: object, scale: float) -> int:
-    return math.floor(int(str(value)) * scale + 0.5)
+    """A quota × ``scale``, rounded down: the quotas of a pool never add up to more than its
+    scaled capacity (which is rounded down too) when they did not before scaling."""
+    return math.floor(int(str(value)) * scale + 1e-9)
+
+
+def quota_beyond_pools(
+    capacity: Mapping[FlavorResource, int], cluster_queues: Mapping[str, brain.ClusterQueueInfo]
+) -> list[str]:
+    """Each (flavor, resource) whose nominal quotas add up to more than its pool holds."""
+    totals: dict[FlavorResource, int] = {}
+    for cq in cluster_queues.values():
+        for fr, q in cq.quotas.items():
+            if fr[1].startswith(GPU_PREFIX):  # cpu and memory are not modelled
+                totals[fr] = totals.get(fr, 0) + q.nominal
+    return [
+        f"{flavor} {resource}: quota {n} beyond the pool's {capacity.get((flavor, resource), 0)}"
+        for (flavor, resource), n in sorted(totals.items())
+        if n > capacity.get((flavor, resource), 0)
+    ]
 
 
 def pool_capacity(
@@ -173,7 +197,7 @@ def load_organisation(
         count = pool["count"] * scale
         for resource, value in pool_capacity(pool["capacity"], transformations).items():
             capacity[(flavor, resource)] = capacity.get((flavor, resource), 0) + (
-                math.floor(value * count + 0.5)
+                math.floor(value * count + 1e-9)
             )
         physical += Fraction(int(pool["labels"].get("nvidia.com/gpu.count", "0"))) * Fraction(
             count
@@ -205,6 +229,9 @@ def load_organisation(
         if groups:
             cq_objects[str(d["metadata"]["name"])] = obj
     cluster_queues = {n: brain.read_cluster_queue(o) for n, o in cq_objects.items()}
+    beyond = quota_beyond_pools(capacity, cluster_queues)
+    if beyond:
+        raise ValueError(f"quotas beyond the pools at scale {scale:g}: " + "; ".join(beyond))
     lq_objects = [
         d
         for d in docs
@@ -326,21 +353,36 @@ class Kueue:
         self.evicting: set[str] = set()
         """Admitted workloads evicted whose pods are not gone yet: they hold their quota, and
         are no candidates for another preemption."""
+        self.reservations: dict[str, tuple[str, str, dict[str, int]]] = {}
+        """A preemptor → (its ClusterQueue, flavor, requests): quota held for it from the
+        preemption it issued until its admission or withdrawal."""
+        self.reserved: dict[tuple[str, FlavorResource], int] = {}
+        """The reservations summed per (ClusterQueue, (flavor, resource))."""
 
     # -- arithmetic
 
     def used(self, cq: str, fr: FlavorResource) -> int:
         return self.usage.get((cq, fr), 0)
 
-    def available(self, cq: str, fr: FlavorResource) -> int:
+    def held(self, cq: str, fr: FlavorResource, mine: str | None = None) -> int:
+        """Usage plus the preemptors' reservations (but ``mine``'s own)."""
+        n = self.usage.get((cq, fr), 0) + self.reserved.get((cq, fr), 0)
+        if mine is not None and mine in self.reservations:
+            own_cq, flavor, requests = self.reservations[mine]
+            if own_cq == cq and flavor == fr[0]:
+                n -= requests.get(fr[1], 0)
+        return n
+
+    def available(self, cq: str, fr: FlavorResource, mine: str | None = None) -> int:
         """What Kueue would still admit to ``cq`` in ``fr``: own quota plus what the cohort
-        lends, within its borrowing limit."""
+        lends, within its borrowing limit, less what is reserved for preemptors (but the
+        reservation of the workload ``mine``, when it is the one asking)."""
         org = self.org
-        own = org.nominal(cq, fr) - self.used(cq, fr)
+        own = org.nominal(cq, fr) - self.held(cq, fr, mine)
         members = self._members[cq]
         if len(members) == 1:
             return own
-        cohort_free = sum(org.nominal(m, fr) - self.used(m, fr) for m in members)
+        cohort_free = sum(org.nominal(m, fr) - self.held(m, fr, mine) for m in members)
         limit = org.borrowing_limit(cq, fr)
         if limit is None:
             return cohort_free
@@ -371,7 +413,8 @@ class Kueue:
 
     def _fits_in(self, wl: Workload, flavor: str) -> bool:
         return all(
-            self.available(wl.cluster_queue, (flavor, r)) >= n for r, n in wl.requests.items()
+            self.available(wl.cluster_queue, (flavor, r), wl.key) >= n
+            for r, n in wl.requests.items()
         )
 
     def fits(self, wl: Workload) -> str | None:
@@ -396,9 +439,9 @@ class Kueue:
             ):
                 continue
             need = {
-                r: n - self.available(own, (flavor, r))
+                r: n - self.available(own, (flavor, r), wl.key)
                 for r, n in requests.items()
-                if n > self.available(own, (flavor, r))
+                if n > self.available(own, (flavor, r), wl.key)
             }
             candidates = sorted(
                 (
@@ -465,7 +508,25 @@ class Kueue:
         if self.sticky.get(wl.cluster_queue) == wl.key:
             del self.sticky[wl.cluster_queue]
         self.waiting.pop(wl.key, None)
+        self._unreserve(wl.key)
         self.pending_version += 1
+
+    def _reserve(self, wl: Workload, flavor: str) -> None:
+        self._unreserve(wl.key)
+        self.reservations[wl.key] = (wl.cluster_queue, flavor, dict(wl.requests))
+        for r, n in wl.requests.items():
+            k = (wl.cluster_queue, (flavor, r))
+            self.reserved[k] = self.reserved.get(k, 0) + n
+        self.version += 1
+
+    def _unreserve(self, key: str) -> None:
+        held = self.reservations.pop(key, None)
+        if held is None:
+            return
+        cq, flavor, requests = held
+        for r, n in requests.items():
+            self.reserved[(cq, (flavor, r))] -= n
+        self.version += 1
 
     def withdraw(self, key: str) -> Workload | None:
         """A pending workload deleted (its pod or Job gone) before admission."""
@@ -557,6 +618,7 @@ class Kueue:
                             admitted.remove(v)  # admitted and evicted at once: it never ran
                     self.sticky[cq] = wl.key
                     self.waiting[wl.key] = {v.key for v in victims}
+                    self._reserve(wl, _flavor)
                     continue
                 if not self._fits_in(wl, flavor):
                     continue  # skipped: no longer fits after another admission of the cycle
