@@ -135,7 +135,8 @@ def test_an_organisation_with_quota_beyond_its_pools_is_refused(tmp_path: Path) 
     queues.write_text(
         text.replace(marker, marker.replace("nominalQuota: 2", "nominalQuota: 9"), 1), "utf-8"
     )
-    with pytest.raises(ValueError, match=r"h100 nvidia\.com/gpu: quota 2[3-9] beyond the pool's 16"):
+    beyond = r"h100 nvidia\.com/gpu: quota 2[3-9] beyond the pool's 16"
+    with pytest.raises(ValueError, match=beyond):
         load_organisation(manifests=manifests)
 
 
