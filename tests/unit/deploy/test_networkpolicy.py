@@ -36,7 +36,8 @@ SERVICE_MANIFESTS = ROOT / "culler" / "deploy" / "culler.yaml"
 
 HUB_NS, USERS_NS = "jupyterhub", "jupyter-users"
 RELEASE = "jupyterhub"
-API_SERVER_IP = "10.0.0.1"  # wherever it is: culler.yaml allows its ports to any address
+API_SERVER_IP = "203.0.113.10"  # culler.yaml's placeholder for the API server's address
+ELSEWHERE_IP = "198.51.100.7"  # any other address outside the cluster
 CLOUD_METADATA_IP = "169.254.169.254"  # z2jh's singleuser.cloudMetadata.ip
 
 # z2jh's values.yaml defaults for what the three policies read
@@ -370,6 +371,7 @@ PROXY = Endpoint(
 )
 DNS = Endpoint("kube-dns", "kube-system", {"k8s-app": "kube-dns"}, {"dns": 53})
 API_SERVER = Endpoint("kube-apiserver", ip=API_SERVER_IP)
+ELSEWHERE = Endpoint("an address on the internet", ip=ELSEWHERE_IP)
 STRANGER = Endpoint("another pod", HUB_NS, {"app": "something-else"})
 
 
@@ -498,3 +500,15 @@ def test_the_service_values_alone_keep_the_proxys_rule_for_servers() -> None:
 def test_the_model_reads_peers_as_kubernetes_does(peer: dict[str, Any], expected: bool) -> None:
     assert _peer_matches(peer, HUB_NS, PROXY) is expected
     assert _peer_matches({"podSelector": {}}, USERS_NS, PROXY) is False  # policy's namespace
+
+
+def test_the_service_reaches_out_to_the_api_server_only() -> None:
+    """Its token reads Kueue objects and patches pods: a service that could reach any address
+    on 443 could send what it reads anywhere (a bug, or code run in it)."""
+    policies = both_examples()
+    gpuaas = service_pod()
+    for port in (443, 6443):
+        assert allowed(policies, gpuaas, API_SERVER, port)
+        assert not allowed(policies, gpuaas, ELSEWHERE, port)
+    assert not allowed(policies, gpuaas, API_SERVER, 80)
+    assert not allowed(policies, gpuaas, ELSEWHERE, 80)
