@@ -89,6 +89,7 @@ from jupyter_gpuaas.core.fields import (
     type_name,
     unknown_keys,
 )
+from jupyter_gpuaas.core.parsing import ParseError, read_yaml_file
 
 __all__ = [
     "RECLAIM_MODES",
@@ -305,18 +306,15 @@ class PolicyError(ValueError):
 
 
 def load_policy_file(path: str, *, known_teams: Collection[str] | None = None) -> PolicySet:
-    """Read and check a YAML policy file (``yaml.safe_load``: plain data only)."""
-    import yaml
-
+    """Read and check a YAML policy file (plain data only, bounded: core/parsing.py)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+        data = read_yaml_file(path, path="(file)")
     except OSError as e:
         raise PolicyError(
             [FieldError("(file)", f"cannot read the policy file: {e.strerror}")], path
         ) from e
-    except yaml.YAMLError as e:
-        raise PolicyError([FieldError("(file)", f"not valid YAML: {e}")], path) from e
+    except ParseError as e:
+        raise PolicyError([FieldError(e.path, e.message)], path) from None
     return load_policy(data, origin=path, known_teams=known_teams)
 
 
@@ -351,6 +349,10 @@ class PolicyFile:
             policies = load_policy_file(self.path)
         except PolicyError as e:
             self.error = str(e)
+            self.invalid += 1
+            return False
+        except Exception as e:  # noqa: BLE001 - a bug in the checks is this file's error too
+            self.error = f"invalid culler policy in {self.path}: cannot be checked: {e!r:.200}"
             self.invalid += 1
             return False
         self.error = ""
