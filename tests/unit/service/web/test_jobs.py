@@ -1,7 +1,7 @@
 """The jobs endpoints take only a single-user server's own token (web/jobs.py), as api/activity
 and api/reclaim do (web/base.py server_caller): a user's personal token, though it holds the
 service's scope, submits and reads nothing. Over tornado with HubAuth's answers faked (our
-collaborator's interface) and the in-memory Kubernetes of test_jobs_service."""
+collaborator's interface) and the in-memory Kubernetes of tests/support/jobs_samples.py."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ from tornado.netutil import bind_sockets
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.base import HubJSONHandler
 from gpuaas_service.web.context import ServiceContext
-from tests.unit.service.jobs_samples import NOTEBOOK
-from tests.unit.service.test_jobs_service import FakeKube, service
+from tests.support.jobs_samples import NOTEBOOK, FakeKube, service
 
 SERVICE_SCOPE = "access:services!service=gpuaas"
 MODELS: dict[str, dict[str, Any]] = {

@@ -4,70 +4,12 @@ runner's token."""
 
 from __future__ import annotations
 
-import copy
-import uuid
-from collections.abc import Mapping
-from typing import Any
-
 import pytest
 
 from gpuaas_service.jobs.request import JobRequestError
 from gpuaas_service.jobs.service import CapReached, JobError, JobService
+from tests.support.jobs_samples import FakeKube, jobs_catalog, request_body, service
 from tests.support.samples import MIG1, cluster_queue, local_queue, state
-from tests.unit.service.jobs_samples import jobs_catalog, request_body
-
-
-class FakeKube:
-    def __init__(self, fail_job: bool = False) -> None:
-        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
-        self.calls: list[tuple[str, str, str]] = []
-        self.fail_job = fail_job
-
-    async def create(self, kind: str, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(dict(body))
-        name = obj["metadata"]["name"]
-        self.calls.append(("create", kind, name))
-        if kind == "job" and self.fail_job:
-            raise RuntimeError("admission refused")
-        obj["metadata"]["uid"] = str(uuid.uuid4())
-        obj["metadata"]["namespace"] = namespace
-        self.objects[(kind, namespace, name)] = obj
-        return copy.deepcopy(obj)
-
-    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        obj = self.objects.get((kind, namespace, name))
-        return copy.deepcopy(obj) if obj else None
-
-    async def patch(
-        self, kind: str, namespace: str, name: str, body: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        self.calls.append(("patch", kind, name))
-        obj = self.objects[(kind, namespace, name)]
-        for key, value in body["metadata"].items():
-            if isinstance(value, dict):
-                obj["metadata"].setdefault(key, {}).update(value)
-            else:
-                obj["metadata"][key] = value
-        return copy.deepcopy(obj)
-
-    async def delete(self, kind: str, namespace: str, name: str) -> bool:
-        self.calls.append(("delete", kind, name))
-        return self.objects.pop((kind, namespace, name), None) is not None
-
-    async def list_jobs(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        wanted = dict(part.split("=") for part in selector.split(","))
-        return [
-            copy.deepcopy(o)
-            for (kind, ns, _), o in self.objects.items()
-            if kind == "job"
-            and ns == namespace
-            and all(o["metadata"]["labels"].get(k) == v for k, v in wanted.items())
-        ]
-
-
-def service(kube: FakeKube) -> JobService:
-    tokens = iter(f"token-{i}" for i in range(100))
-    return JobService(kube, jobs_catalog, service_url="http://svc/", token=lambda: next(tokens))
 
 
 async def test_submit_creates_input_token_job_then_owners() -> None:

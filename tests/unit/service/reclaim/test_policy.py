@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -13,12 +15,14 @@ from hypothesis import strategies as st
 from gpuaas_service.reclaim.policy import (
     Match,
     PolicyError,
+    PolicyFile,
     PolicySet,
     load_policy,
     load_policy_file,
 )
+from tests.support.service_world import POLICY
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "culler" / "examples" / "policy.yaml"
+EXAMPLE = Path(__file__).resolve().parents[4] / "culler" / "examples" / "policy.yaml"
 
 
 def errors_of(data: Any, **kw: Any) -> list[str]:
@@ -382,3 +386,59 @@ def test_file_errors(tmp_path: Path) -> None:
     with pytest.raises(PolicyError, match="not valid YAML") as info:
         load_policy_file(str(bad))
     assert info.value.origin == str(bad)
+
+
+def test_busy_signal_is_a_policy_field_with_a_path() -> None:
+    first: dict[str, Any] = json.loads(json.dumps(POLICY["policies"]))[0]
+    p = load_policy({**POLICY, "policies": [{**first, "busy_signal": "gpu"}]})
+    assert p.policies[0].busy_signal == "gpu"
+    with pytest.raises(PolicyError) as e:
+        load_policy({**POLICY, "policies": [{**first, "busy_signal": "gpus"}]})
+    assert [x.path for x in e.value.errors] == ["policies[0].busy_signal"]
+    assert "did you mean 'gpu'" in e.value.errors[0].message
+
+
+@pytest.mark.parametrize("path", ["culler/examples/policy.yaml", "demo/policy.yaml"])
+def test_the_shipped_policies_set_max_age(path: str) -> None:
+    from gpuaas_service.reclaim.policy import load_policy_file
+
+    root = Path(__file__).resolve().parents[4]
+    ps = load_policy_file(str(root / path))
+    assert all(
+        p.max_age is not None
+        for p in ps.policies
+        if "gpu" in p.match.kinds or "mig" in p.match.kinds or not p.match.kinds
+    )
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # a visible change
+
+
+def test_the_policy_file_is_reloaded_and_a_bad_one_keeps_the_last_good(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    _write(path, "policies: [{name: a, idle_after: 5m}]")
+    source = PolicyFile(str(path))
+    assert source.check()
+    assert source.policies.policies[0].name == "a"
+    assert not source.check()  # unchanged: not read again
+    _write(path, "policies: [{name: b, idle_after: 99999999999999999999w}]")
+    assert not source.check()
+    assert "policies[0].idle_after" in source.error
+    assert "longest duration" in source.error
+    assert source.policies.policies[0].name == "a"  # the last good one stays in force
+    _write(path, "policies: [{name: c, idle_after: 1h}]")
+    assert source.check()
+    assert source.policies.policies[0].name == "c"
+    assert not source.error
+
+
+def test_a_bad_file_at_start_means_reclaim_off_not_no_service(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    _write(path, "policies: [{name: a, idle_after: soon}]")
+    source = PolicyFile(str(path))
+    assert not source.check()
+    assert source.policies.policies == ()
+    assert "idle_after" in source.error

@@ -4,175 +4,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
 
 import pytest
 
-from gpuaas_service.queue.index import QueueIndex
 from gpuaas_service.queue.workloads import NotebookPod, queue_payload, read_notebook_pod, user_of
-from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import (
     PendingWorkloadInfo,
-    read_cluster_queue,
-    read_local_queue,
     read_pending_workloads,
     read_workload,
 )
-
-NOW = datetime(2026, 11, 30, 16, 40, tzinfo=timezone.utc)
-T0 = "2026-11-30T16:30:00Z"
-
-
-def job_workload(
-    name: str,
-    user: str | None,
-    *,
-    ns: str = "team-a",
-    queue: str = "training",
-    gpus: str = "1",
-    count: int = 1,
-    created: str = T0,
-    conditions: list[dict[str, Any]] | None = None,
-    active: bool = True,
-) -> dict[str, Any]:
-    labels = {"kueue.x-k8s.io/job-uid": f"uid-{name}"}
-    if user is not None:
-        labels["gpuaas.jupyter.org/user"] = user
-    return {
-        "metadata": {
-            "name": f"job-{name}-x1",
-            "namespace": ns,
-            "uid": f"wl-{name}",
-            "creationTimestamp": created,
-            "labels": labels,
-            "ownerReferences": [
-                {"kind": "Job", "name": name, "uid": f"uid-{name}", "controller": True}
-            ],
-        },
-        "spec": {
-            "queueName": queue,
-            "active": active,
-            "priorityClassRef": {"name": "training"},
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": count,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "train",
-                                    "command": ["python", "train.py"],
-                                    "env": [{"name": "SECRET", "value": "hunter2"}],
-                                    "resources": {
-                                        "requests": {"cpu": "1", "nvidia.com/gpu": gpus},
-                                        "limits": {"nvidia.com/gpu": gpus},
-                                    },
-                                }
-                            ]
-                        }
-                    },
-                }
-            ],
-        },
-        "status": {"conditions": conditions or []},
-    }
-
-
-def pod_workload(name: str, pod_uid: str, *, label_user: str | None = None) -> dict[str, Any]:
-    wl = job_workload(name, label_user, ns="jupyter-users", queue="team-a")
-    wl["metadata"]["ownerReferences"] = [
-        {"kind": "Pod", "name": name, "uid": pod_uid, "controller": True}
-    ]
-    return wl
-
-
-def notebook_pod(uid: str, user: str, server: str = "") -> dict[str, Any]:
-    return {
-        "metadata": {
-            "uid": uid,
-            "name": f"jupyter-{user}",
-            "namespace": "jupyter-users",
-            "labels": {
-                "gpuaas.jupyter.org/team": "team-a",
-                "gpuaas.jupyter.org/offering": "local-mig-1g",
-            },
-            "annotations": {
-                "hub.jupyter.org/username": user,
-                "hub.jupyter.org/servername": server,
-                "gpuaas.jupyter.org/gpu-equivalents": "1/7",
-            },
-        }
-    }
-
-
-ADMITTED = [
-    {"type": "QuotaReserved", "status": "True"},
-    {"type": "Admitted", "status": "True"},
-]
-WAITING = [
-    {
-        "type": "QuotaReserved",
-        "status": "False",
-        "reason": "Pending",
-        "message": "insufficient unused quota for nvidia.com/gpu in flavor h100, 1 more needed",
-    }
-]
-
-LQS = {
-    ("team-a", "training"): read_local_queue(
-        {
-            "metadata": {"name": "training", "namespace": "team-a"},
-            "spec": {"clusterQueue": "team-a-training"},
-        }
-    ),
-    ("jupyter-users", "team-a"): read_local_queue(
-        {
-            "metadata": {"name": "team-a", "namespace": "jupyter-users"},
-            "spec": {"clusterQueue": "team-a-notebooks"},
-        }
-    ),
-    ("team-b", "training"): read_local_queue(
-        {
-            "metadata": {"name": "training", "namespace": "team-b"},
-            "spec": {"clusterQueue": "team-b-training"},
-        }
-    ),
-}
-CQS = {
-    name: read_cluster_queue(
-        {
-            "metadata": {"name": name},
-            "spec": {"cohortName": "gpuaas"},
-            "status": {"admittedWorkloads": adm, "pendingWorkloads": pend},
-        }
-    )
-    for name, adm, pend in [
-        ("team-a-training", 3, 4),
-        ("team-a-notebooks", 1, 1),
-        ("team-b-training", 0, 0),
-    ]
-}
-
-
-def visibility(*names_positions: tuple[str, str, int, int]) -> list[PendingWorkloadInfo]:
-    return read_pending_workloads(
-        {
-            "items": [
-                {
-                    "metadata": {"name": name, "namespace": "team-a"},
-                    "localQueueName": lq,
-                    "positionInLocalQueue": lpos,
-                    "positionInClusterQueue": cpos,
-                    "priority": 500,
-                }
-                for name, lq, lpos, cpos in names_positions
-            ]
-        }
-    )
-
+from tests.support.queue_samples import (
+    ADMITTED,
+    CQS,
+    LQS,
+    NOW,
+    QUEUE,
+    THREE_AND_BOB,
+    WAITING,
+    job_workload,
+    notebook_pod,
+    pod_workload,
+    visibility,
+)
 
 # --------------------------------------------------------------------------- whose is it
 
@@ -249,21 +104,6 @@ def payload(
         now=NOW,
         teams=teams,
     )
-
-
-THREE_AND_BOB = [
-    job_workload("a3", "alice", created="2026-11-30T16:33:00Z", conditions=WAITING),
-    job_workload("a1", "alice", created="2026-11-30T16:31:00Z", conditions=WAITING),
-    job_workload("b1", "bob", created="2026-11-30T16:34:00Z", conditions=WAITING),
-    job_workload("a2", "alice", created="2026-11-30T16:32:00Z", conditions=WAITING),
-    job_workload("filler", "alice", conditions=ADMITTED),
-]
-QUEUE = visibility(
-    ("job-a1-x1", "training", 0, 0),
-    ("job-a2-x1", "training", 1, 1),
-    ("job-a3-x1", "training", 2, 2),
-    ("job-b1-x1", "training", 3, 3),
-)
 
 
 @pytest.mark.parametrize(
@@ -382,48 +222,3 @@ def test_notebook_pod_item_and_team_counts() -> None:
         "team-a-training",
     ]
     assert teams["team-b"]["pending"] == 0
-
-
-# --------------------------------------------------------------------------- the index
-
-
-class FakeView:
-    """Our own KueueView collaborator, in memory."""
-
-    def __init__(self, workloads: dict[str, list[dict[str, Any]]]) -> None:
-        self._workloads = workloads
-        self.generation = 0
-        self.pending: dict[tuple[str, str], list[PendingWorkloadInfo]] = {}
-        self.tracked: list[tuple[str, str]] = []
-        self.released: list[tuple[str, str]] = []
-
-    def workloads(self, namespace: str) -> list[dict[str, Any]]:
-        return self._workloads.get(namespace, [])
-
-    def pending_items(self, ns: str, lq: str) -> list[PendingWorkloadInfo] | None:
-        return self.pending.get((ns, lq))
-
-    def queue_state(self) -> QueueState:
-        return QueueState(cluster_queues=CQS, cohorts={}, local_queues=LQS, synced=True)
-
-    def track_local_queue(self, ns: str, lq: str) -> Any:
-        self.tracked.append((ns, lq))
-        return lambda: self.released.append((ns, lq))
-
-
-def test_index_rebuilds_on_change_only_and_tracks_queues() -> None:
-    view = FakeView({"team-a": THREE_AND_BOB})
-    view.pending[("team-a", "training")] = QUEUE
-    index = QueueIndex(
-        view, notebook_namespace="jupyter-users", namespaces=["team-a"], clock=lambda: NOW
-    )
-    for _ in range(50):
-        out = index.answer("alice")
-    assert [i["position_in_local_queue"] for i in out["items"]] == [1, 2, 3]
-    assert index.rebuilds == 1
-    assert view.tracked == [("team-a", "training")]  # one poller, however many callers
-    view._workloads["team-a"] = [job_workload("a1", "alice", conditions=ADMITTED)]
-    view.generation += 1
-    assert index.answer("alice")["items"] == []
-    assert index.rebuilds == 2
-    assert view.released == [("team-a", "training")]

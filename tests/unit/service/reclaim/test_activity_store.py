@@ -9,6 +9,7 @@ import pytest
 
 from gpuaas_service.reclaim.activity_store import ActivityStore, Notice, server_key, server_of_token
 from jupyter_gpuaas.core.activity import ReportError
+from tests.support.service_world import idle
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 
@@ -104,3 +105,14 @@ def test_notice_payload_counts_down_and_says_saving_at_the_deadline() -> None:
     assert after["seconds_left"] == 0
     dry = Notice(T0, T0 + timedelta(seconds=60), "x", 0, dry_run=True)
     assert dry.payload(T0 + timedelta(seconds=59), timedelta(seconds=15))["saving"] is False
+
+
+def test_the_store_of_reports_is_bounded_and_pruned_without_a_policy() -> None:
+    store = ActivityStore(max_servers=3, forget_after=timedelta(hours=1))
+    for i in range(10):
+        store.record(f"u{i}", "", idle(T0), T0)
+    assert len(store) == 3
+    assert store.report("u9") is not None
+    assert store.report("u0") is None
+    store.record("late", "", idle(T0), T0 + timedelta(hours=2))
+    assert len(store) == 1  # the others were silent for longer than forget_after

@@ -17,7 +17,7 @@ from gpuaas_service.jobs.request import (
     validate_job_request,
 )
 from jupyter_gpuaas.core.catalog import CatalogError, CatalogSource, build_catalog
-from tests.unit.service.jobs_samples import NOTEBOOK, jobs_catalog, jobs_catalog_data, request_body
+from tests.support.jobs_samples import NOTEBOOK, jobs_catalog, jobs_catalog_data, request_body
 
 CATALOG = jobs_catalog()
 

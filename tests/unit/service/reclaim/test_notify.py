@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 from tornado.httpserver import HTTPServer
+from tornado.netutil import bind_sockets
 from tornado.web import Application, RequestHandler
 
+from gpuaas_service.clients.hub import HubClient
 from gpuaas_service.reclaim.decide import Action
 from gpuaas_service.reclaim.notify import Notifier
-from gpuaas_service.reclaim.policy import Notify, PolicyError, load_policy
-from tests.unit.service.test_loop import POLICY, World
+from gpuaas_service.reclaim.policy import MAX_NOTIFY_TIMEOUT, Notify, PolicyError, load_policy
+from tests.support.service_world import POLICY, World
 
 # --------------------------------------------------------------------------- the field
 
@@ -286,4 +288,42 @@ async def test_posts_beyond_the_in_flight_limit_are_dropped(
         ]
         assert [x["user"] for x in dropped] == ["c"]
     finally:
+        silent.close()
+
+
+async def test_a_webhook_that_never_answers_holds_up_neither_cycle_nor_hub() -> None:
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(200)  # accepts connections, never answers
+    silent.setblocking(False)
+    hook = f"http://127.0.0.1:{silent.getsockname()[1]}/hook"
+    held: list[socket.socket] = []
+
+    class Users(RequestHandler):
+        def get(self, name: str) -> None:
+            self.finish({"name": name, "servers": {}})
+
+    (hub_sock,) = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
+    hub_port = hub_sock.getsockname()[1]
+    hub_server = HTTPServer(Application([(r"/hub/api/users/(.*)", Users)]))
+    hub_server.add_sockets([hub_sock])
+    notifier = Notifier(Notify(hook, timeout=MAX_NOTIFY_TIMEOUT))
+    try:
+        for i in range(50):  # a full house of posts in flight, each waiting its minute
+            notifier.notify({"event": "warn", "user": f"u{i}"})
+        loop = asyncio.get_running_loop()
+        for _ in range(50):  # every post has its connection: all of them are in flight
+            conn, _addr = await asyncio.wait_for(loop.sock_accept(silent), 10)
+            held.append(conn)
+        hub = HubClient(f"http://127.0.0.1:{hub_port}/hub/api", "t", timeout=2)
+        started = time.monotonic()
+        models = await asyncio.gather(*(hub.user(f"u{i}") for i in range(20)))
+        assert all(m is not None for m in models)
+        assert time.monotonic() - started < 1.5  # not queued behind the webhook's posts
+    finally:
+        for task in list(notifier.tasks):
+            task.cancel()
+        hub_server.stop()
+        for conn in held:
+            conn.close()
         silent.close()

@@ -1,7 +1,10 @@
-"""The culler and HAMi fractions, with the real gather and decision code: what an idle fraction
-holds and what a queued Job lacks are Kueue's transformed amounts (``nvidia.com/total-gpumem``),
-so idle fractions are reclaimed for a queued fractional Job, and never for a whole-GPU Job,
-which Kueue cannot admit on the tainted vGPU flavor (docs/fractions.md)."""
+"""The reclaim loop's inputs (pure): workbenches from the notebook pods, their Workloads and
+activity reports; the hub's word on them; queued work and what it lacks.
+
+With HAMi fractions, what an idle fraction holds and what a queued Job lacks are Kueue's
+transformed amounts (``nvidia.com/total-gpumem``), so idle fractions are reclaimed for a queued
+fractional Job, and never for a whole-GPU Job, which Kueue cannot admit on the tainted vGPU
+flavor (docs/fractions.md)."""
 
 from __future__ import annotations
 
@@ -9,14 +12,17 @@ from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from typing import Any
 
+from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.decide import Action, decide
-from gpuaas_service.reclaim.gather import pending_workloads, workbenches
+from gpuaas_service.reclaim.gather import as_the_hub_sees_them, pending_workloads, workbenches
+from gpuaas_service.reclaim.idleness import State
 from gpuaas_service.reclaim.policy import load_policy
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
-from tests.unit.service import world_samples as world
-from tests.unit.service.world_samples import NS, iso
+from tests.support import service_samples as world
+from tests.support import service_world as loop_world
+from tests.support.service_samples import NS, iso
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
 NOW = T0 + timedelta(minutes=30)
@@ -192,3 +198,102 @@ def test_without_the_taint_check_the_whole_gpu_job_would_take_a_fraction() -> No
     whole = job("whole", {GPU: "1"}, {GPU: "1"}, tolerate=False)
     _, _, plan = _plan(whole, users=("ann",), taints=None)
     assert plan.with_action(Action.WARN) + plan.with_action(Action.RECLAIM)
+
+
+# ----------------------------------------------------------------- workbenches and queued work
+
+
+def test_workbenches_join_pods_workloads_and_reports() -> None:
+    w = loop_world.World()
+    w.report()
+    starting = loop_world.pod("bob")
+    starting["status"] = {"phase": "Pending"}
+    no_user = loop_world.pod("nobody")
+    del no_user["metadata"]["annotations"]["hub.jupyter.org/username"]
+    wbs, refs = workbenches(
+        [w.pods[0], starting, w.pods[2], no_user],
+        w.view.state,
+        w.store,
+        w.policy,
+        now=w.now,
+        workload_for_pod=w.view.workload_for_pod,
+        groups={"alice": ["team-a", "on-call"]},
+    )
+    by = {wb.key: wb for wb in wbs}
+    assert set(by) == {"alice", "alice/busy", "bob"}
+    alice = by["alice"]
+    assert alice.holds == {("local", loop_world.MIG): Fraction(1)}
+    assert alice.kind == "mig"
+    assert alice.team == "team-a"
+    assert alice.offering == "local-mig-1g"
+    assert alice.cluster_queue == "team-a-notebooks"
+    assert alice.cohorts == ("gpuaas",)
+    assert alice.gpu_equivalents == Fraction(1, 7)
+    assert alice.groups == ("team-a", "on-call")
+    assert alice.phase == "running"
+    assert alice.idleness.state is State.IDLE
+    assert by["alice/busy"].idleness.state is State.BUSY
+    assert by["bob"].phase == "starting"
+    assert by["bob"].groups == ()
+    assert refs["alice/busy"] == PodRef(NS, "jupyter-alice-busy", "uid-jupyter-alice-busy")
+
+
+def test_the_hub_has_the_last_word_on_phase_groups_and_whether_a_server_is_active() -> None:
+    w = loop_world.World()
+    w.report()
+    wbs, _ = workbenches(
+        w.pods,
+        w.view.state,
+        w.store,
+        w.policy,
+        now=w.now,
+        workload_for_pod=w.view.workload_for_pod,
+    )
+    started = loop_world.T0 + timedelta(seconds=5)
+    users: dict[str, dict[str, Any] | None] = {
+        "alice": {
+            "name": "alice",
+            "groups": ["ops"],
+            "servers": {"": {"ready": False, "pending": "spawn", "started": iso(started)}},
+        },
+        "bob": None,  # no such user any more: his pod is not a workbench
+    }
+    by = {wb.key: wb for wb in as_the_hub_sees_them(wbs, users)}
+    assert set(by) == {"alice"}  # bob is gone; alice's "busy" is not active in the hub
+    assert by["alice"].phase == "starting"
+    assert by["alice"].groups == ("ops",)
+    assert by["alice"].started_at == started
+    users["alice"] = {"name": "alice", "servers": {"": {"ready": True, "pending": "stop"}}}
+    (alice,) = [wb for wb in as_the_hub_sees_them(wbs, users) if wb.key == "alice"]
+    assert alice.phase == "stopping"
+    assert alice.groups == ()  # the hub did not say: what the cycle knew stays
+    users["alice"] = {"name": "alice", "servers": {"": {"ready": True, "pending": None}}}
+    (alice,) = [wb for wb in as_the_hub_sees_them(wbs, users) if wb.key == "alice"]
+    assert alice.phase == "running"
+
+
+def test_pending_workloads_lack_what_the_cohort_cannot_lend() -> None:
+    state = loop_world.queue_state(notebooks_used=3)
+    (wl,) = pending_workloads(
+        [loop_world.job_workload(), loop_world.job_workload("done", admitted=loop_world.T0)], state
+    )
+    assert wl.key == "team-a/train"
+    assert wl.cluster_queue == "team-a-training"
+    assert wl.cohorts == ("gpuaas",)
+    assert wl.priority == 100
+    assert wl.position == 0
+    (need,) = wl.needs
+    assert need.resource == loop_world.MIG
+    assert need.amount == 2
+    assert need.flavors == ("local",)
+    assert need.free == {"local": 0}
+    # a flavor whose node labels contradict the pods' nodeSelector is not one it can get
+    job = loop_world.job_workload()
+    job["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = {"gpuaas.dev/pool": "other"}
+    local = {"local": {"gpuaas.dev/pool": "local"}}
+    assert pending_workloads([job], state, flavor_labels=local) == []
+    assert len(pending_workloads([loop_world.job_workload()], state, flavor_labels=local)) == 1
+    (freer,) = pending_workloads(
+        [loop_world.job_workload()], loop_world.queue_state(notebooks_used=2)
+    )
+    assert freer.needs[0].free == {"local": 1}

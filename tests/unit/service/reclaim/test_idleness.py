@@ -19,6 +19,7 @@ from jupyter_gpuaas.core.activity import (
 )
 from jupyter_gpuaas.gpu.model import Device
 from jupyter_gpuaas.server.activity import activity_payload
+from tests.support.service_world import T0, World, busy
 
 NOW = datetime(2026, 11, 30, 16, 40, tzinfo=timezone.utc)
 STARTED = NOW - timedelta(hours=8)
@@ -383,3 +384,25 @@ def test_busy_signal_gpu_trusts_hamis_last_kernel_over_the_report() -> None:
     assert busy.state is State.BUSY
     # no HAMi sample (no kernel ever ran): the report decides
     assert verdict(forged, "fraction", trust_pod_utilization=True).state is State.BUSY
+
+
+def test_busy_signal_gpu_trusts_the_pod_figure_over_the_report() -> None:
+    report = World().store.record("alice", "", busy(T0), T0)  # a kernel "busy" forever
+    now = T0 + timedelta(hours=2)
+    args: dict[str, Any] = dict(
+        kind="mig",
+        started_at=T0,
+        now=now,
+        stale_after=timedelta(minutes=5),
+        busy_utilization_percent=10,
+    )
+    assert judge(report, **args, pod_utilization=0.0).state is State.UNKNOWN  # stale: as before
+    fresh = World().store.record("alice", "", busy(now), now)
+    assert judge(fresh, **args, pod_utilization=0.0).state is State.BUSY  # reports trusted
+    verdict = judge(fresh, **args, pod_utilization=0.0, trust_pod_utilization=True)
+    assert verdict.state is State.IDLE
+    assert verdict.idle_for(now) == timedelta(hours=2)  # GPU unused since the start
+    assert "busy_signal: gpu" in verdict.reason
+    assert judge(fresh, **args, pod_utilization=55.0, trust_pod_utilization=True).state is (
+        State.BUSY
+    )

@@ -14,8 +14,8 @@ from gpuaas_service.jobs.build import (
 )
 from gpuaas_service.jobs.request import validate_job_request
 from jupyter_gpuaas.core.catalog import CatalogSource, build_catalog
+from tests.support.jobs_samples import NOTEBOOK, jobs_catalog, request_body
 from tests.support.samples import HAMI_TOLERATION, fraction_catalog_data
-from tests.unit.service.jobs_samples import NOTEBOOK, jobs_catalog, request_body
 
 CATALOG = jobs_catalog()
 USER = {

@@ -1,0 +1,97 @@
+"""The console's aggregates (pure): each team's quota against use, borrowed and lent, queued
+work and today's hours; the plan's rows, which say what ``--explain`` prints."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from fractions import Fraction
+
+import pytest
+
+from gpuaas_service import cli
+from gpuaas_service.console.aggregates import plan_rows, queued_work, summary, teams
+from gpuaas_service.console.ledger import Usage
+from gpuaas_service.console.preview import (
+    plan_of_snapshot,
+)
+from gpuaas_service.reclaim.decide import decide
+from gpuaas_service.reclaim.idleness import State
+from gpuaas_service.reclaim.policy import load_policy, load_policy_file
+from tests.support.console_samples import EXAMPLES, NS, T0, org, wb, workload
+
+
+def test_teams_quota_use_borrowed_lent_queue_and_today() -> None:
+    state = org()
+    wls = [
+        workload("train-1", "team-a", "training", T0 - timedelta(minutes=40), 2, admitted=False),
+        workload("train-0", "team-a", "training", T0 - timedelta(hours=2), 1, admitted=False),
+        workload("train-run", "team-a", "training", T0 - timedelta(hours=3), 2, admitted=True),
+        workload("nb-carol", NS, "team-b", T0 - timedelta(minutes=5), 1, admitted=False),
+    ]
+    plan = decide(
+        [
+            wb("alice", "team-a", State.IDLE, Fraction(1, 7)),
+            wb("bob", "team-a", State.BUSY, Fraction(1, 7)),
+            wb("dave", "team-b", State.UNKNOWN, Fraction(1, 7)),
+        ],
+        [],
+        load_policy({"policies": [{"name": "p", "idle_after": "30m"}]}),
+        now=T0,
+    )
+    today = {"team-a": Usage(allocated=7200, busy=3600, idle=1800)}
+    rows = {t["team"]: t for t in teams(state, plan, wls, today, notebook_namespace=NS, now=T0)}
+    assert sorted(rows) == ["team-a", "team-b"]
+    a, b = rows["team-a"], rows["team-b"]
+    assert a["cluster_queues"] == ["team-a-notebooks", "team-a-training"]
+    (fa,) = a["flavors"]
+    assert {k: fa[k] for k in ("nominal", "notebooks", "training", "borrowed", "lent")} == {
+        "nominal": 4,
+        "notebooks": 3,
+        "training": 2,
+        "borrowed": 1,
+        "lent": 0,
+    }
+    (fb,) = b["flavors"]
+    assert (fb["nominal"], fb["notebooks"], fb["borrowed"], fb["lent"]) == (2, 0, 0, 1)
+    assert a["queued"] == {
+        "workloads": 2,
+        "gpu_equivalents": "0.43",  # 3 x 1/7
+        "oldest_wait_seconds": 7200,
+    }
+    assert b["queued"]["workloads"] == 1
+    assert b["queued"]["oldest_wait_seconds"] == 300
+    assert a["now"] == {
+        "servers": 2,
+        "allocated": "0.29",
+        "busy": "0.14",
+        "idle": "0.14",
+        "unknown": "0",
+    }
+    assert a["today"] == {"allocated_hours": 2.0, "busy_hours": 1.0, "idle_hours": 0.5}
+    assert b["today"] == {"allocated_hours": 0.0, "busy_hours": 0.0, "idle_hours": 0.0}
+    only = teams(state, plan, wls, today, notebook_namespace=NS, now=T0, only=["team-b"])
+    assert [t["team"] for t in only] == ["team-b"]
+    assert queued_work(wls, state, NS)["team-a"].count == 2
+
+
+# --------------------------------------------------------------------------- plan rows = --explain
+
+
+def test_plan_rows_are_what_explain_prints_for_the_same_snapshot(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    policy, snapshot = EXAMPLES / "policy.yaml", EXAMPLES / "snapshot.json"
+    assert (
+        cli.main(["--explain", "--json", "--policy", str(policy), "--snapshot", str(snapshot)]) == 0
+    )
+    explained = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    plan = plan_of_snapshot(json.loads(snapshot.read_text()), load_policy_file(str(policy)))
+    rows = plan_rows(plan)
+    keys = ("action", "code", "reason", "policy", "team", "offering", "dry_run", "handoff")
+    assert [{k: r[k] for k in keys} for r in rows] == [{k: e[k] for k in keys} for e in explained]
+    assert [r["idle_seconds"] or 0 for r in rows] == [
+        e["idle_seconds"] if e["activity"] == "idle" else 0 for e in explained
+    ]
+    assert {r["action"] for r in rows} >= {"warn", "skip"}, "a scenario with something to do"
+    assert summary(plan)["warn"] == sum(1 for e in explained if e["action"] == "warn")

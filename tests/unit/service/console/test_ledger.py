@@ -1,0 +1,92 @@
+"""The GPU-hour ledger (pure): hours by team, split at midnight, exported per user."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+from fractions import Fraction
+
+import pytest
+
+from gpuaas_service.console.ledger import Ledger
+from gpuaas_service.console.state import export_csv, export_rows
+from gpuaas_service.reclaim.decide import Workbench
+from gpuaas_service.reclaim.idleness import State
+from tests.support.console_samples import T0, wb
+
+LEDGER_CASES = [
+    # (name, workbenches, [cycle times], team -> (allocated, busy, idle) hours)
+    (
+        "one busy GPU for an hour in 6 cycles",
+        [wb("a", "team-a", State.BUSY, Fraction(1), kind="gpu")],
+        [T0 + timedelta(minutes=10 * i) for i in range(7)],
+        {"team-a": (1.0, 1.0, 0.0)},
+    ),
+    (
+        "two idle 1/7 slices and an unknown one, 30 min",
+        [
+            wb("a", "team-a", State.IDLE, Fraction(1, 7)),
+            wb("b", "team-a", State.IDLE, Fraction(1, 7)),
+            wb("c", "team-b", State.UNKNOWN, Fraction(1, 7)),
+        ],
+        [T0, T0 + timedelta(minutes=5), T0 + timedelta(minutes=30)][:2]
+        + [T0 + timedelta(minutes=10 + 5 * i) for i in range(5)],
+        {"team-a": (2 / 7 * 0.5, 0.0, 2 / 7 * 0.5), "team-b": (0.5 / 7, 0.0, 0.0)},
+    ),
+    (
+        "a gap longer than max_gap (10 min) is not counted",
+        [wb("a", "team-a", State.IDLE, Fraction(1), kind="gpu")],
+        [T0, T0 + timedelta(minutes=5), T0 + timedelta(minutes=45), T0 + timedelta(minutes=50)],
+        {"team-a": (10 / 60, 0.0, 10 / 60)},
+    ),
+    (
+        "CPU-only servers hold no GPU time",
+        [wb("a", "team-a", State.IDLE, Fraction(0), kind="cpu")],
+        [T0, T0 + timedelta(minutes=5)],
+        {},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("workbenches", "times", "expected"),
+    [c[1:] for c in LEDGER_CASES],
+    ids=[c[0] for c in LEDGER_CASES],
+)
+def test_ledger_hours_by_team(
+    workbenches: list[Workbench],
+    times: list[datetime],
+    expected: dict[str, tuple[float, float, float]],
+) -> None:
+    ledger = Ledger()
+    for t in times:
+        ledger.add(workbenches, t)
+    got = {
+        team: (u.allocated / 3600, u.busy / 3600, u.idle / 3600)
+        for team, u in ledger.by_team(T0.date()).items()
+    }
+    assert got.keys() == expected.keys()
+    for team, values in expected.items():
+        assert got[team] == pytest.approx(values), team
+
+
+def test_ledger_splits_at_midnight_and_exports_per_user() -> None:
+    ledger = Ledger()
+    late = datetime(2026, 11, 30, 23, 55, tzinfo=timezone.utc)
+    busy = wb("alice", "team-a", State.BUSY, Fraction(1), kind="gpu")
+    idle = wb("bob", "team-a", State.IDLE, Fraction(1, 7))
+    ledger.add([busy, idle], late)
+    ledger.add([busy, idle], late + timedelta(minutes=10))
+    first, second = ledger.by_team(date(2026, 11, 30)), ledger.by_team(date(2026, 12, 1))
+    assert first["team-a"].allocated == pytest.approx(300 + 300 / 7)
+    assert second["team-a"].allocated == pytest.approx(300 + 300 / 7)
+    rows = export_rows(ledger, date(2026, 12, 1))
+    assert [(r["user"], r["offering"], r["busy_hours"], r["idle_hours"]) for r in rows] == [
+        ("alice", "off-gpu", round(300 / 3600, 4), 0.0),
+        ("bob", "off-mig", 0.0, round(300 / 7 / 3600, 4)),
+    ]
+    assert export_rows(ledger, date(2026, 12, 1), only=["team-b"]) == []
+    text = export_csv(rows)
+    assert text.splitlines()[0] == (
+        "day,team,user,offering,kind,allocated_hours,busy_hours,idle_hours"
+    )
+    assert text.splitlines()[1].startswith("2026-12-01,team-a,alice,off-gpu,gpu,0.0833,0.0833,0")

@@ -1,0 +1,30 @@
+"""Where a server stands: its policy and next step, for the sidebar."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from fractions import Fraction
+
+from gpuaas_service.console.standing import standing
+from gpuaas_service.reclaim.decide import decide
+from gpuaas_service.reclaim.idleness import Idleness, State
+from gpuaas_service.reclaim.policy import load_policy
+from tests.support.console_samples import T0, wb
+
+
+def test_standing_of_an_idle_server_with_no_queued_work() -> None:
+    policies = load_policy({"policies": [{"name": "mig", "idle_after": "30m"}]})
+    alice = wb("alice", "team-a", State.IDLE, Fraction(1, 7))
+    alice = replace(alice, idleness=Idleness(State.IDLE, T0 - timedelta(minutes=12), "no kernel"))
+    plan = decide([alice], [], policies, now=T0)
+    got = standing(plan, policies, "alice", now=T0)
+    assert got["known"]
+    assert got["activity"] == "idle"
+    assert got["idle_seconds"] == 720
+    assert got["policy"]["name"] == "mig"
+    assert got["policy"]["idle_after_seconds"] == 1800
+    assert got["policy"]["reclaim"] == "when-queued"
+    assert (got["action"], got["code"]) == ("skip", "not-idle-yet")
+    assert standing(plan, policies, "bob", now=T0)["known"] is False
+    assert standing(None, policies, "alice", now=T0)["known"] is False

@@ -1,0 +1,124 @@
+"""The console's answers from memory: built once per cycle and per set of teams, served as bytes."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from fractions import Fraction
+from typing import Any
+
+from gpuaas_service.reclaim.decide import decide
+from gpuaas_service.reclaim.idleness import State
+from gpuaas_service.reclaim.policy import load_policy_file
+from jupyter_gpuaas.core.headroom import QueueState
+from tests.support.console_samples import EXAMPLES, NS, T0, org, wb
+
+
+class _View:
+    """The Kueue view's reads the console makes (a fixed state; ``generation`` as the watch's)."""
+
+    def __init__(self, state: QueueState, workloads: dict[str, list[Any]]) -> None:
+        self.state = state
+        self.objects = workloads
+        self.generation = 0
+        self.reads = 0
+
+    def queue_state(self) -> QueueState:
+        return self.state
+
+    def workloads(self, namespace: str) -> list[Any]:
+        self.reads += 1
+        return self.objects.get(namespace, [])
+
+
+def console_of(plan: Any, *, ticks: list[float]) -> tuple[Any, _View]:
+    from gpuaas_service.console.state import ConsoleState
+    from gpuaas_service.reclaim.loop import ReclaimLoop
+
+    policies = load_policy_file(str(EXAMPLES / "policy.yaml"))
+    loop = ReclaimLoop(hub=None, kube=None, view=None, policies=policies, clock=lambda: T0)  # type: ignore[arg-type]
+    loop.last_plan = plan
+    view = _View(org(), {})
+    console = ConsoleState(
+        loop,
+        view,  # type: ignore[arg-type]
+        notebook_namespace=NS,
+        job_namespaces=["team-a"],
+        regret_window=timedelta(hours=1),
+        ttl=2.0,
+        monotonic=lambda: ticks[0],
+    )
+    return console, view
+
+
+def two_team_plan() -> Any:
+    policies = load_policy_file(str(EXAMPLES / "policy.yaml"))
+    wbs = [
+        wb("alice", "team-a", State.IDLE, Fraction(1, 7)),
+        wb("bob", "team-b", State.BUSY, Fraction(1, 7)),
+        wb("cleo", "team-a", State.BUSY, Fraction(1), kind="gpu"),
+    ]
+    return decide(wbs, [], policies, now=T0)
+
+
+def test_console_answer_is_serialised_once_per_build_and_its_rows_once_per_plan() -> None:
+    import gzip
+
+    ticks = [100.0]
+    plan = two_team_plan()
+    console, view = console_of(plan, ticks=ticks)
+    console.refresh()  # what the loop's listener does after a cycle
+    assert (console.builds, console.row_builds) == (1, 1)
+    first = console.answer_json()
+    # the bytes are the answer, and the gzipped bytes the same
+    assert json.loads(first) == json.loads(json.dumps(console.answer()))
+    assert gzip.decompress(console.answer_gzip()) == first
+    assert {w["key"] for w in json.loads(first)["workbenches"]} == {"alice", "bob", "cleo"}
+    # within the ttl: the same bytes, nothing built or serialised again
+    ticks[0] += 1.9
+    assert console.answer_json() is first
+    assert (console.builds, console.row_builds, view.reads) == (1, 1, 2)
+    # past the ttl: the answer is built again, the rows (one plan) are not
+    ticks[0] += 0.2
+    again = console.answer_json()
+    assert again is not first
+    assert (console.builds, console.row_builds) == (2, 1)
+    assert view.reads == 2, "the Workloads are read again only after the view changed"
+    view.generation += 1
+    ticks[0] += 2.1
+    console.answer_json()
+    assert view.reads == 4
+    # a new plan (the next cycle): rows and answer at once, whatever the ttl
+    plan2 = decide([plan.decisions[0].workbench], [], console.loop.policies, now=T0)
+    console.loop.last_plan = plan2
+    assert [w["key"] for w in json.loads(console.answer_json())["workbenches"]] == ["alice"]
+    assert (console.builds, console.row_builds) == (4, 2)
+
+
+def test_console_answer_for_some_teams_only() -> None:
+    ticks = [0.0]
+    console, _ = console_of(two_team_plan(), ticks=ticks)
+    body = json.loads(console.answer_json({"team-a"}))
+    assert body["visible_teams"] == ["team-a"]
+    assert {w["team"] for w in body["workbenches"]} == {"team-a"}
+    assert [t["team"] for t in body["teams"]] == ["team-a"]
+    assert sum(body["summary"].values()) == 2
+    assert body["regret"] is None
+    assert json.loads(console.answer_json())["visible_teams"] is None
+    assert sum(json.loads(console.answer_json())["summary"].values()) == 3
+    assert body == console.answer(["team-a"])
+    assert console.answer_json(["team-a"]) is console.answer_json({"team-a"})
+
+
+def test_console_keeps_a_bounded_number_of_team_sets() -> None:
+    from gpuaas_service.console import state
+
+    ticks = [0.0]
+    console, _ = console_of(two_team_plan(), ticks=ticks)
+    for i in range(state.KEEP_VARIANTS + 10):
+        assert json.loads(console.answer_json({f"t{i}"}))["workbenches"] == []
+    built = console._built
+    assert built is not None
+    assert len(built.encoded) <= state.KEEP_VARIANTS + 1  # + every team's (never dropped)
+    assert len(built.rows.encoded) <= state.KEEP_VARIANTS + 1
+    assert json.loads(console.answer_json({"team-b"}))["workbenches"][0]["user"] == "bob"
