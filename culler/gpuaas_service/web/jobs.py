@@ -31,19 +31,21 @@ from gpuaas_service.jobs.request import JobRequestError
 from gpuaas_service.jobs.service import JobError, JobService
 from gpuaas_service.web.base import HubJSONHandler, JSONHandler, limit, server_caller
 from gpuaas_service.web.context import ServiceContext
+from jupyter_gpuaas.core.parsing import ParseError, load_json
 
 __all__ = ["jobs_handlers"]
 
 
-def _no_constants(name: str) -> None:
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
 def _json(body: bytes) -> Any:
+    """The body as JSON, bounded (core/parsing.py; its size the server bounded already): 400
+    with the path of what is wrong, never a RecursionError. A notebook's outputs may nest a
+    displayed value a little deeper than the default."""
     try:
-        return json.loads(body or b"null", parse_constant=_no_constants)
-    except ValueError as e:
-        raise JobError(400, f"not JSON: {str(e)[:200]}") from e
+        return load_json(body, max_bytes=len(body), max_depth=100)
+    except ParseError as e:
+        raise JobError(
+            400, f"not JSON: {e}", errors=[{"path": e.path, "message": e.message}]
+        ) from None
 
 
 class _Errors(JSONHandler):

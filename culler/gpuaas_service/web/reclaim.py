@@ -19,6 +19,7 @@ on the token); no handler here counts as the user's activity.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from tornado import web
 
@@ -28,38 +29,37 @@ from gpuaas_service.web.base import ServerHandler, check_operator_token, limit
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.activity import ReportError
 from jupyter_gpuaas.core.durations import isoformat_z
+from jupyter_gpuaas.core.fields import FieldError
+from jupyter_gpuaas.core.parsing import ParseError, load_json
 
 __all__ = ["reclaim_handlers"]
 
 
-def _no_constants(name: str) -> None:
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
 class ActivityReportHandler(ServerHandler):
+    def _invalid(self, message: str, errors: Sequence[FieldError], more: int) -> None:
+        self.set_status(400)
+        answer = {
+            "status": 400,
+            "message": f"invalid activity report: {message}",
+            "errors": [{"path": x.path, "message": x.message} for x in errors],
+            "more_errors": more,
+        }
+        self.finish(json.dumps(answer))
+
     def post(self) -> None:
         # The body is limited before it is read (the HTTP server's max_body_size).
         user, server = self.caller()
         limit(self.context, "activity", server_key(user, server))
-        try:
-            payload = json.loads(self.request.body or b"null", parse_constant=_no_constants)
-        except ValueError as e:
-            raise web.HTTPError(400, f"not JSON: {str(e)[:200]}") from e
+        body = self.request.body
         now = self.loop.clock()
         try:
+            payload = load_json(body, max_bytes=len(body))
             self.loop.store.record(user, server, payload, now)
+        except ParseError as e:
+            self._invalid(f"not JSON: {e}", [FieldError(e.path, e.message)], 0)
+            return
         except ReportError as e:
-            self.set_status(400)
-            self.finish(
-                json.dumps(
-                    {
-                        "status": 400,
-                        "message": f"invalid activity report: {e}",
-                        "errors": [{"path": x.path, "message": x.message} for x in e.errors],
-                        "more_errors": e.more,
-                    }
-                )
-            )
+            self._invalid(str(e), e.errors, e.more)
             return
         stopping = self.loop.stop_under_way(user, server)
         if stopping:
