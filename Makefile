@@ -70,9 +70,11 @@ unit: $(STAMP) ## unit tests only (no cluster, no browser)
 	$(VENV)/bin/pytest tests/unit -q
 
 # One dev cluster for both test sessions (the session fixture reuses a running one); stopped at
-# the end, whatever the outcome, if this target started it.
+# the end, whatever the outcome, if this target started it. It is the tests' own cluster: a
+# running `make demo` (its cluster in .demo/cluster) is neither used nor touched.
 test: install lint cluster-build $(STAMP55) ## install everything the tests need, then lint and run every test, on JupyterHub 6 and 5.5
 	npm test
+	@echo "make test: on the tests' own dev cluster, $$($(PY) -m devcluster where); a running make demo is not touched"
 	status=0; started=0; \
 	$(PY) -m devcluster status >/dev/null 2>&1 || { $(PY) -m devcluster up >/dev/null && started=1; }; \
 	$(VENV)/bin/pytest -ra || status=$$?; \
@@ -86,14 +88,15 @@ test-hub55: $(STAMP55) ## the spawner's, the service's and the hub tests on z2jh
 cluster-build: ## build the cluster binaries from Go modules (cached under ~/.cache/jupyter-gpuaas)
 	bash devcluster/build.sh
 
-cluster-up: $(STAMP) cluster-build ## start etcd, Kubernetes, kwok and Kueue on 127.0.0.1
+cluster-up: $(STAMP) cluster-build ## start the tests' cluster (etcd, Kubernetes, kwok, Kueue) on 127.0.0.1
 	$(PY) -m devcluster up
 
 cluster-down: ## stop the cluster started by cluster-up and remove its state
 	$(PY) -m devcluster down
 
-demo: install ## run the demo and print where to open it
-	$(PY) -m demo
+# Its own cluster and hub state in .demo/; one demo per clone (a second one is refused).
+demo: install ## run the demo and print where to open it (Ctrl-C stops it)
+	$(PY) -m demo $(DEMO_ARGS)
 
 bench: $(STAMP) ## run the benchmarks and print their figures
 	$(PY) -m benchmarks

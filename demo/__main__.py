@@ -2,14 +2,21 @@
 GPUaaSSpawner and the gpuaas service, demo users in two teams, notebooks on the node agent with
 simulated GPUs.
 
-Ctrl-C or SIGTERM stops the hub (and the servers it started) and brings the cluster down again
-if the demo started it; a further signal meanwhile does not cut that short (demo/shutdown.py).
-Everything listens on 127.0.0.1.
+The demo runs on a cluster of its own (``.demo/cluster`` in this clone, ports from 26600, pod IPs
+127.46.x.y) with the hub's state in ``.demo/hub``; the tests use another cluster, so neither
+touches the other. It holds its cluster's claim (devcluster/claim.py) while it runs: a second
+demo in this clone is refused, naming the first.
+
+Ctrl-C or SIGTERM (also when started in the background, with SIGINT ignored) stops the hub, the
+servers it started, its proxy and service, and brings the cluster down; a further signal
+meanwhile does not cut that short (demo/shutdown.py). If the hub ends by itself, the same
+happens. Everything listens on 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,11 +26,13 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from demo.shutdown import run_until_stopped  # noqa: E402
-from devcluster import ClusterError, down, load_settings, status, up  # noqa: E402
+from devcluster import ClusterError, down, up  # noqa: E402
+from devcluster.claim import Claim, ClusterInUse, exclusive  # noqa: E402
+from devcluster.config import DEMO_PORT_BASE, DEMO_STATE_DIR, Settings, demo_settings  # noqa: E402
 from devcluster.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port  # noqa: E402
 from devcluster.queue_hub import service_config  # noqa: E402
 
-STATE = REPO / ".demo"
+STATE = DEMO_STATE_DIR
 DEMO_POLICY = REPO / "demo" / "policy.yaml"
 DEMO_JOB = REPO / "demo" / "training-job.yaml"
 # Who submits the sample Job: the label gpuaas.jupyter.org/user must name the submitter
@@ -36,81 +45,99 @@ def submit_job_command(kubectl: Path, kubeconfig: Path) -> str:
     return f"KUBECONFIG={kubeconfig} {kubectl} --as={DEMO_JOB_SUBMITTER} create -f {DEMO_JOB}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, default=8000, help="preferred port (default 8000)")
-    parser.add_argument("--password", default="gpuaas-demo", help="the demo users' password")
-    args = parser.parse_args()
+def banner(hub: HubProcess, password: str, kubectl: Path, settings: Settings) -> str:
+    users = "\n".join(f"    {team}: {', '.join(names)}" for team, names in DEFAULT_TEAMS.items())
+    return (
+        "\n  jupyter-gpuaas demo is up: JupyterHub + Kueue on a local cluster\n"
+        f"  open  {hub.url}/hub/login\n"
+        f"  users (password {password!r}; 'admin' is the hub admin):\n{users}\n"
+        "  Offerings marked 'this machine' run for real on the node agent (simulated GPUs,\n"
+        "  GPU sidebar); the others are admitted by Kueue onto simulated nodes.\n"
+        "  Try: alice starts 'Whole A100 40GB', then bob picks it too and watches his queue\n"
+        "  position; stopping alice's server lets bob's start.\n"
+        f"  Idle GPU servers are reclaimed for queued work under {DEMO_POLICY.name}\n"
+        "  (its decisions are in the hub log); the sidebar warns first. To see it: alice\n"
+        "  and carol each start 'A100 MIG 1g.5gb (this machine)' and leave it idle; then\n"
+        "  submit the sample training Job (one such slice; it waits for them):\n"
+        f"    {submit_job_command(kubectl, settings.kubeconfig)}\n"
+        "  After 5 min idle the longest-idle one is warned, 2 min later stopped, and\n"
+        "  the Job runs (docs/culler.md, 'The demo').\n"
+        f"  hub log: {hub.log_path}\n"
+        f"  the demo's own cluster: {settings.state_dir} (`make test` uses another)\n"
+        f"  export KUBECONFIG={settings.kubeconfig}\n"
+        "  Ctrl-C stops the demo.\n"
+    )
 
-    settings = load_settings()
-    was_running = bool(status(settings).get("running"))
-    started: list[bool] = []  # whether up() started the cluster, once it has returned
+
+def start_hub(settings: Settings, port: int, password: str) -> HubProcess:
+    return HubProcess(
+        HubSettings(
+            state_dir=STATE / "hub",
+            kubeconfig=settings.credentials_dir / "hub.kubeconfig",
+            port=free_port(port),
+            password=password,
+            queue_timeout=1800,
+            # The gpuaas hub service: queue positions for the sidebar, and the culler.
+            extra_config=service_config(
+                free_port(),
+                settings.credentials_dir / "gpuaas.kubeconfig",
+                poll_interval=2.0,
+                culler_args=[f"--GPUaaSService.policy={DEMO_POLICY}"],
+                report_interval=30,
+            ),
+        )
+    )
+
+
+def run_demo(args: argparse.Namespace, settings: Settings, claim: Claim) -> None:
+    """Start the cluster and the hub, wait until the hub ends or a signal comes; then stop the
+    hub with everything it started and take the demo's cluster down."""
     hubs: list[HubProcess] = []
 
     def run() -> None:
         try:
             info = up(settings)
         except ClusterError as e:
-            raise SystemExit(f"could not start the dev cluster: {e}") from e
-        started.append(info.started)
-        hub = HubProcess(
-            HubSettings(
-                state_dir=STATE / "hub",
-                kubeconfig=settings.credentials_dir / "hub.kubeconfig",
-                port=free_port(args.port),
-                password=args.password,
-                queue_timeout=1800,
-                # The gpuaas hub service: queue positions for the sidebar, and the culler.
-                extra_config=service_config(
-                    free_port(),
-                    settings.credentials_dir / "gpuaas.kubeconfig",
-                    poll_interval=2.0,
-                    culler_args=[f"--GPUaaSService.policy={DEMO_POLICY}"],
-                    report_interval=30,
-                ),
-            )
-        )
+            raise SystemExit(f"could not start the demo's cluster: {e}") from e
+        hub = start_hub(settings, args.port, args.password)
         hubs.append(hub)
         hub.start()
-        users = "\n".join(
-            f"    {team}: {', '.join(names)}" for team, names in DEFAULT_TEAMS.items()
-        )
-        print(
-            "\n  jupyter-gpuaas demo is up: JupyterHub + Kueue on a local cluster\n"
-            f"  open  {hub.url}/hub/login\n"
-            f"  users (password {args.password!r}; 'admin' is the hub admin):\n{users}\n"
-            "  Offerings marked 'this machine' run for real on the node agent (simulated GPUs,\n"
-            "  GPU sidebar); the others are admitted by Kueue onto simulated nodes.\n"
-            "  Try: alice starts 'Whole A100 40GB', then bob picks it too and watches his queue\n"
-            "  position; stopping alice's server lets bob's start.\n"
-            f"  Idle GPU servers are reclaimed for queued work under {DEMO_POLICY.name}\n"
-            "  (its decisions are in the hub log); the sidebar warns first. To see it: alice\n"
-            "  and carol each start 'A100 MIG 1g.5gb (this machine)' and leave it idle; then\n"
-            "  submit the sample training Job (one such slice; it waits for them):\n"
-            f"    {submit_job_command(info.bin_dir / 'kubectl', settings.kubeconfig)}\n"
-            "  After 5 min idle the longest-idle one is warned, 2 min later stopped, and\n"
-            "  the Job runs (docs/culler.md, 'The demo').\n"
-            f"  hub log: {hub.log_path}\n"
-            f"  export KUBECONFIG={settings.kubeconfig}\n"
-            "  Ctrl-C stops the demo.\n",
-            flush=True,
-        )
-        while hub.proc is not None and hub.proc.poll() is None:
+        claim.note(url=hub.url)
+        print(banner(hub, args.password, info.bin_dir / "kubectl", settings), flush=True)
+        while hub.running():
             time.sleep(1)
         print(f"jupyterhub exited; see {hub.log_path}", file=sys.stderr)
 
     def cleanup() -> None:
         for hub in hubs:
-            print("stopping the hub and its servers ...", file=sys.stderr, flush=True)
-            hub.stop()
-        # if stopped inside up(), whatever it may have started of a cluster that was not running
-        ours = started[0] if started else not was_running
-        if ours:
-            down(settings)
-        else:
-            print("the cluster was already running: left running", file=sys.stderr)
+            print("stopping the hub, its proxy, service and servers ...", file=sys.stderr)
+            for note in hub.stop():
+                print(f"demo: {note}", file=sys.stderr)
+        down(settings, held=claim)
 
     run_until_stopped(run, cleanup)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=8000, help="preferred port (default 8000)")
+    parser.add_argument("--password", default="gpuaas-demo", help="the demo users' password")
+    parser.add_argument(
+        "--cluster-port-base",
+        type=int,
+        default=DEMO_PORT_BASE,
+        help=f"first port of the demo cluster's block (default {DEMO_PORT_BASE})",
+    )
+    args = parser.parse_args()
+
+    settings = demo_settings(port_base=args.cluster_port_base)
+    # The hub's, proxy's and service's ports come from the block of the demo's cluster.
+    os.environ["GPUAAS_CLUSTER_PORT_BASE"] = str(settings.port_base)
+    try:
+        with exclusive(settings, f"make demo in {REPO}") as claim:
+            run_demo(args, settings, claim)
+    except ClusterInUse as e:
+        raise SystemExit(f"make demo: not started: {e}") from None
 
 
 if __name__ == "__main__":

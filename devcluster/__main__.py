@@ -1,10 +1,13 @@
-"""``python -m devcluster up|down|status|env`` (run from the repository root)."""
+"""``python -m devcluster up|down|status|env|where`` (run from the repository root).
+
+It acts on the tests' cluster (``GPUAAS_CLUSTER_*`` choose another); the demo's is its own."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from devcluster.claim import demo_holder
 from devcluster.cluster import ClusterError, down, dump_json, format_status, status, up
 from devcluster.config import load_settings
 
@@ -24,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     p_status = sub.add_parser("status", help="show the recorded processes and whether they run")
     p_status.add_argument("--json", action="store_true")
     sub.add_parser("env", help="print `export KUBECONFIG=...` and the built kubectl's directory")
+    sub.add_parser("where", help="print the cluster's state directory and API address")
     args = parser.parse_args(argv)
 
     try:
@@ -32,6 +36,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"devcluster: {e}", file=sys.stderr)
         return 2
     try:
+        holder = demo_holder(settings) if args.command == "up" else None
+        if holder is not None:
+            print(
+                f"devcluster: {settings.state_dir} is in use by {holder}; the tests' cluster is "
+                "the default (unset GPUAAS_CLUSTER_DIR)",
+                file=sys.stderr,
+            )
+            return 1
         if args.command == "up":
             info = up(settings, build=not args.no_build)
             print(f"export KUBECONFIG={info.kubeconfig}")
@@ -44,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
             st = status(settings)
             print(dump_json(st) if args.json else format_status(st))
             return 0 if st.get("running") else 1
+        if args.command == "where":
+            print(f"{settings.state_dir} (API {settings.apiserver_url})")
+            return 0
         if args.command == "env":
             st = status(settings)
             print(f"export KUBECONFIG={settings.kubeconfig}")

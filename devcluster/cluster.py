@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from devcluster import procs
+from devcluster.claim import Claim, demo_holder, shared
 from devcluster.config import (
     BINARIES,
     BUILD_SCRIPT,
@@ -639,14 +640,17 @@ def running(
     """The cluster for the length of a block: :func:`up` (or the one already running), and
     :func:`down` at the end only if this block started it (a cluster someone else started
     keeps running). Scripts and fixtures that need a cluster use this, so that each leaves the
-    machine as it found it."""
+    machine as it found it. The block holds the cluster's shared claim: it fails at once
+    (:class:`~devcluster.claim.ClusterInUse`) on a cluster a demo holds, and a demo cannot take
+    this one meanwhile."""
     settings = settings or load_settings()
-    info = up(settings, log=log, build=build)
-    try:
-        yield info
-    finally:
-        if info.started:
-            down(settings, log=log)
+    with shared(settings):
+        info = up(settings, log=log, build=build)
+        try:
+            yield info
+        finally:
+            if info.started:
+                down(settings, log=log)
 
 
 def _check_visibility_dir() -> None:
@@ -1092,9 +1096,22 @@ def _down_locked(settings: Settings, log: Log) -> list[str]:
     return notes
 
 
-def down(settings: Settings | None = None, *, log: Log = _stderr) -> list[str]:
-    """Stop the processes recorded for this state dir and remove it. Harmless when not running."""
+def down(
+    settings: Settings | None = None, *, log: Log = _stderr, held: Claim | None = None
+) -> list[str]:
+    """Stop the processes recorded for this state dir and remove it. Harmless when not running.
+
+    Refused (ClusterError) while a demo holds the cluster, unless ``held`` is that demo's own
+    claim (devcluster/claim.py)."""
     settings = settings or load_settings()
+    if held is None:
+        holder = demo_holder(settings)
+        if holder is not None:
+            raise ClusterError(
+                "down",
+                f"{settings.state_dir} is in use by {holder}: stop the demo instead (Ctrl-C); "
+                "it takes its cluster down",
+            )
     with _locked(settings):
         if not settings.state_dir.exists():
             log(f"devcluster: nothing to stop ({settings.state_dir} does not exist)")

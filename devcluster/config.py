@@ -23,6 +23,13 @@ DEMO_CATALOG = REPO_ROOT / "spawner" / "demo-catalog.yaml"
 
 HOST = "127.0.0.1"
 DEFAULT_PORT_BASE = 26400
+DEFAULT_POD_IP_PREFIX = "127.42"
+
+# `make demo` runs its own cluster, apart from the tests' (the default above): its state in the
+# clone's .demo/ (beside the demo hub's), its own block of ports and pod IPs.
+DEMO_STATE_DIR = REPO_ROOT / ".demo"
+DEMO_PORT_BASE = 26600
+DEMO_POD_IP_PREFIX = "127.46"
 
 # Offsets from the port base; the last two digits echo each component's usual port.
 PORT_OFFSETS: dict[str, int] = {
@@ -72,8 +79,11 @@ class Settings:
     cache_dir: Path
     ports: Ports
     bin_dir_override: Path | None = None
-    pod_ip_prefix: str = "127.42"
+    pod_ip_prefix: str = DEFAULT_POD_IP_PREFIX
     node_agent_name: str = "local-0"
+    port_base: int = DEFAULT_PORT_BASE
+    """The first port of the block (the hubs and servers started for it take theirs from a
+    block keyed by it: devcluster.hub.port_block)."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -88,6 +98,11 @@ class Settings:
     def lock_file(self) -> Path:
         # Outside state_dir so that removing the state never races with the lock.
         return self.state_dir.parent / f".{self.state_dir.name}.lock"
+
+    @property
+    def claim_file(self) -> Path:
+        """Held by whoever uses the cluster: the demo alone or test sessions (claim.py)."""
+        return self.state_dir.parent / f".{self.state_dir.name}.claim"
 
     @property
     def pki_dir(self) -> Path:
@@ -142,7 +157,8 @@ def _int_env(env: Mapping[str, str], name: str, default: int) -> int:
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
-    """Read the settings from the environment (``os.environ`` by default).
+    """The tests' cluster (also ``make cluster-up``'s and the benchmarks'), from the environment
+    (``os.environ`` by default); the demo's is :func:`demo_settings`.
 
     - ``GPUAAS_CLUSTER_DIR``: state directory (default ``~/.local/state/jupyter-gpuaas/cluster``)
     - ``GPUAAS_CACHE``: build cache shared with ``build.sh`` (default ``~/.cache/jupyter-gpuaas``)
@@ -165,7 +181,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     values = [p for _, p in ports.items()]
     if len(set(values)) != len(values):
         raise ValueError(f"two components would share a port: {ports}")
-    prefix = env.get("GPUAAS_CLUSTER_POD_IP_PREFIX", "127.42")
+    prefix = env.get("GPUAAS_CLUSTER_POD_IP_PREFIX", DEFAULT_POD_IP_PREFIX)
     octets = prefix.split(".")
     if len(octets) != 2 or octets[0] != "127" or not octets[1].isdigit() or int(octets[1]) > 255:
         raise ValueError(f"GPUAAS_CLUSTER_POD_IP_PREFIX={prefix!r}: want two octets like 127.42")
@@ -178,7 +194,26 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         ports=ports,
         bin_dir_override=Path(bin_override).resolve() if bin_override else None,
         pod_ip_prefix=prefix,
+        port_base=base,
     )
+
+
+def demo_settings(
+    env: Mapping[str, str] | None = None, port_base: int = DEMO_PORT_BASE
+) -> Settings:
+    """The demo's cluster: ``.demo/cluster`` in this clone, ports from ``port_base``, pod IPs
+    ``127.46.x.y``. The ``GPUAAS_CLUSTER_*`` variables (which choose the tests' cluster) do not
+    apply, except ``GPUAAS_CLUSTER_BIN``; the build cache is shared."""
+    env = os.environ if env is None else env
+    own = {k: v for k, v in env.items() if not k.startswith("GPUAAS_CLUSTER_")}
+    if env.get("GPUAAS_CLUSTER_BIN"):
+        own["GPUAAS_CLUSTER_BIN"] = env["GPUAAS_CLUSTER_BIN"]
+    own.update(
+        GPUAAS_CLUSTER_DIR=str(DEMO_STATE_DIR / "cluster"),
+        GPUAAS_CLUSTER_PORT_BASE=str(port_base),
+        GPUAAS_CLUSTER_POD_IP_PREFIX=DEMO_POD_IP_PREFIX,
+    )
+    return load_settings(own)
 
 
 def read_versions() -> dict[str, str]:

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devcluster import procs
 from devcluster.config import DEFAULT_PORT_BASE
 from devcluster.config import DEMO_CATALOG as DEMO_CATALOG
 
@@ -199,7 +200,12 @@ check_catalog(c)
 
 
 class HubProcess:
-    """``jupyterhub -f <config>`` as a child process (its own session; log in the state dir)."""
+    """``jupyterhub -f <config>`` as a child process (its own session; log in the state dir).
+
+    JupyterHub starts its proxy and its managed services in sessions of their own, so they
+    outlive a hub that dies. While the hub runs, :meth:`running` notes every process below it;
+    :meth:`stop` stops the hub and then each of those still alive, however the hub ended, so
+    that nothing it started keeps its port."""
 
     def __init__(self, settings: HubSettings, *, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings
@@ -210,6 +216,20 @@ class HubProcess:
         self._env["KUBECONFIG"] = str(settings.kubeconfig)
         self._env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + self._env["PATH"]
         self.proc: subprocess.Popen[bytes] | None = None
+        self._started: dict[int, procs.ProcRecord] = {}
+
+    def running(self) -> bool:
+        """Whether the hub runs; notes the processes it has started meanwhile."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        for rec in procs.descendants(self.proc.pid):
+            self._started.setdefault(rec.pid, rec)
+        return True
+
+    @property
+    def started_processes(self) -> list[procs.ProcRecord]:
+        """The processes noted below the hub (proxy, services), alive or not."""
+        return list(self._started.values())
 
     def start(self, timeout: float = 90.0) -> None:
         with self.log_path.open("ab") as log:
@@ -223,7 +243,8 @@ class HubProcess:
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if not self.running():
+                self.stop()  # what it started before it exited
                 raise RuntimeError(
                     f"jupyterhub exited with {self.proc.returncode}:\n{self.log_tail()}"
                 )
@@ -260,14 +281,16 @@ class HubProcess:
         except OSError:
             return ""
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """SIGTERM (the hub stops its servers: ``cleanup_servers``), SIGKILL after ``timeout``."""
+    def stop(self, timeout: float = 60.0) -> list[str]:
+        """SIGTERM (the hub stops its servers: ``cleanup_servers``), SIGKILL after ``timeout``;
+        then whatever it had started and left running (its proxy, its services), also after a
+        crash. Returns notes on what had to be killed."""
         proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        if proc is not None and self.running():
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        return procs.stop_together(self._started.values(), timeout=10)

@@ -156,6 +156,54 @@ def stop(records: Iterable[ProcRecord], timeout: float = 10.0) -> list[str]:
     return notes
 
 
+def descendants(pid: int) -> list[ProcRecord]:
+    """Every live process below ``pid`` (children, their children, ...), found by parent PID.
+
+    A process that starts its children in sessions of their own (JupyterHub its proxy and
+    services) leaves them behind when it dies; recorded while it runs, they can still be
+    stopped, each by its start time, after it is gone."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields is None or fields[0] in ("Z", "X"):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    out: list[ProcRecord] = []
+    todo = list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        todo += children.get(child, [])
+        ticks = start_ticks(child)
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if ticks is None:
+            continue
+        words = [a.decode("utf-8", "replace") for a in argv if a]
+        out.append(ProcRecord(Path(words[0]).name if words else "?", child, ticks, words, ""))
+    return out
+
+
+def stop_together(records: Iterable[ProcRecord], timeout: float = 10.0) -> list[str]:
+    """SIGTERM every live record at once (its process group when it leads one), SIGKILL what is
+    left after ``timeout``; return notes on what had to be killed."""
+    live = [r for r in records if is_alive(r)]
+    for rec in live:
+        _signal(rec, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(is_alive(r) for r in live):
+        time.sleep(0.05)
+    notes = []
+    for rec in live:
+        if is_alive(rec):
+            notes.append(f"{rec.name} (pid {rec.pid}) ignored SIGTERM for {timeout:.0f}s: killed")
+            _signal(rec, signal.SIGKILL)
+    return notes
+
+
 def tail(path: Path | str, lines: int = 40) -> str:
     try:
         with Path(path).open("rb") as fh:

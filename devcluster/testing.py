@@ -30,7 +30,15 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from devcluster import cluster as devcluster
 from devcluster import procs
 from devcluster.cluster import ClusterInfo
-from devcluster.config import HOST, PORT_OFFSETS, Settings, load_settings
+from devcluster.config import (
+    DEMO_POD_IP_PREFIX,
+    DEMO_PORT_BASE,
+    HOST,
+    PORT_OFFSETS,
+    Settings,
+    load_settings,
+)
+from devcluster.hub import port_block
 from jupyter_gpuaas.core.labels import USER_LABEL
 
 T = TypeVar("T")
@@ -111,16 +119,20 @@ def leftovers(settings: Settings, records: list[procs.ProcRecord]) -> list[str]:
 
 
 def free_port_base(start: int = 27400, stop: int = 40000, step: int = 100) -> int:
-    """A port base whose whole block is free on 127.0.0.1 (for throwaway second clusters)."""
+    """A port base whose whole block is free on 127.0.0.1 (for throwaway second clusters); never
+    the demo's, whose ports are free until it starts."""
     for base in range(start, stop, step):
+        if base == DEMO_PORT_BASE:
+            continue
         if not any(procs.port_in_use(HOST, base + off) for off in PORT_OFFSETS.values()):
             return base
     raise RuntimeError(f"no free block of ports between {start} and {stop}")
 
 
 def free_pod_ip_prefix(first: int = 43) -> str:
-    """A ``127.N`` pod IP prefix nobody listens on."""
+    """A ``127.N`` pod IP prefix nobody listens on (never the demo's)."""
     used = {ip.split(".")[1] for ip, _ in procs.listening_sockets("127.")}
+    used.add(DEMO_POD_IP_PREFIX.split(".")[1])
     for n in range(first, 255):
         if str(n) not in used:
             return f"127.{n}"
@@ -519,11 +531,27 @@ def borrowed(cq: dict[str, Any], flavor: str, resource: str) -> str:
     return "0"
 
 
+def which_cluster(settings: Settings, started: bool) -> str:
+    """The line a test session prints about the cluster it runs on."""
+    block = port_block({"GPUAAS_CLUSTER_PORT_BASE": str(settings.port_base)})
+    how = "started for this session" if started else "already running: left running"
+    return (
+        f"dev cluster for the tests: {settings.state_dir} ({how}); API {settings.apiserver_url}, "
+        f"hubs on ports {block.start}-{block.stop - 1}, pod IPs {settings.pod_ip_prefix}.x.y. "
+        "A running `make demo` has its own cluster and is not touched."
+    )
+
+
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
-    """The running dev cluster (started for the session unless one was already running)."""
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """The running dev cluster (started for the session unless one was already running); never
+    a demo's (devcluster/claim.py). Says which on the terminal."""
     settings = load_settings()
     with devcluster.running(settings) as info:
+        line = which_cluster(settings, info.started)
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
         yield Cluster(info)
     if info.started:
         left = leftovers(settings, info.processes)

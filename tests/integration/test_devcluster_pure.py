@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from devcluster.cluster import ClusterError, known_cause, kueue_transformations
+from devcluster import claim
+from devcluster.claim import demo_holder
+from devcluster.cluster import ClusterError, down, known_cause, kueue_transformations
 from devcluster.config import (
     BINARIES,
+    DEMO_POD_IP_PREFIX,
+    DEMO_PORT_BASE,
+    DEMO_STATE_DIR,
     MANIFESTS_DIR,
     PACKAGE_DIR,
     PORT_OFFSETS,
     STAGES_FILE,
+    Settings,
     build_key,
+    demo_settings,
     load_settings,
     read_versions,
 )
@@ -33,6 +42,7 @@ from devcluster.nodeagent import (
     uid_bound,
 )
 from devcluster.nodes import NodesFileError, load_nodes
+from devcluster.testing import free_pod_ip_prefix, free_port_base
 
 
 def test_settings_defaults_and_overrides(tmp_path: Path) -> None:
@@ -362,3 +372,113 @@ def test_ports_taken_in_the_block_do_not_make_two_calls_meet() -> None:
     finally:
         for s in held:
             s.close()
+
+
+# --- the demo and the tests each on their own cluster -----------------------------------------
+
+
+def test_the_demo_and_the_tests_have_their_own_directory_ports_pod_ips_and_hub_ports(
+    tmp_path: Path,
+) -> None:
+    # Even with the tests' variables set, the demo keeps its own cluster (its state in .demo/).
+    env = {
+        "HOME": str(tmp_path),
+        "GPUAAS_CLUSTER_DIR": str(tmp_path / "tests-cluster"),
+        "GPUAAS_CLUSTER_PORT_BASE": str(DEMO_PORT_BASE),
+        "GPUAAS_CLUSTER_POD_IP_PREFIX": "127.46",
+    }
+    demo = demo_settings(env)
+    assert demo.state_dir == DEMO_STATE_DIR / "cluster"
+    assert demo.port_base == DEMO_PORT_BASE
+    assert demo.pod_ip_prefix == "127.46"
+    assert demo.claim_file.parent == DEMO_STATE_DIR
+    tests = load_settings({"HOME": str(tmp_path)})
+    assert tests.state_dir != demo.state_dir
+    assert tests.claim_file != demo.claim_file
+    assert {p for _, p in tests.ports.items()}.isdisjoint(p for _, p in demo.ports.items())
+    assert tests.pod_ip_prefix != demo.pod_ip_prefix
+    hub_ports = [port_block({"GPUAAS_CLUSTER_PORT_BASE": str(s.port_base)}) for s in (tests, demo)]
+    assert set(hub_ports[0]).isdisjoint(hub_ports[1])
+    # Throwaway clusters of the tests never take the demo's ports or pod IPs.
+    assert free_port_base(DEMO_PORT_BASE) != DEMO_PORT_BASE
+    assert free_pod_ip_prefix(46) != DEMO_POD_IP_PREFIX
+    # GPUAAS_CLUSTER_BIN is the one variable the demo honours (prebuilt binaries).
+    assert demo_settings({**env, "GPUAAS_CLUSTER_BIN": str(tmp_path)}).bin_dir_override == tmp_path
+
+
+def settings_in(tmp_path: Path) -> Settings:
+    return load_settings({"HOME": str(tmp_path), "GPUAAS_CLUSTER_DIR": str(tmp_path / "c")})
+
+
+def test_a_demo_holds_its_cluster_alone(tmp_path: Path) -> None:
+    settings = settings_in(tmp_path)
+    assert demo_holder(settings) is None
+    with claim.exclusive(settings, "make demo in /clone") as held:
+        held.note(url="http://127.0.0.1:8000")
+        who = demo_holder(settings)
+        assert who == f"make demo in /clone (pid {os.getpid()}, hub http://127.0.0.1:8000)"
+        with (
+            pytest.raises(claim.ClusterInUse) as second_demo,
+            claim.exclusive(settings, "make demo in /clone"),
+        ):
+            pass
+        assert f"in use by {who}" in str(second_demo.value)
+        assert f"kill -INT {os.getpid()}" in str(second_demo.value)
+        with pytest.raises(claim.ClusterInUse) as tests, claim.shared(settings):
+            pass
+        assert "tests never use a demo's cluster" in str(tests.value)
+        settings.state_dir.mkdir()
+        with pytest.raises(ClusterError, match="stop the demo instead"):
+            down(settings, log=lambda _m: None)
+        assert settings.state_dir.is_dir()  # untouched
+        down(settings, log=lambda _m: None, held=held)  # the demo's own clean-up
+        assert not settings.state_dir.exists()
+    assert demo_holder(settings) is None
+    with claim.shared(settings):
+        pass
+
+
+def test_test_sessions_share_a_cluster_and_keep_a_demo_off_it(tmp_path: Path) -> None:
+    settings = settings_in(tmp_path)
+    with claim.shared(settings), claim.shared(settings):
+        assert demo_holder(settings) is None
+        with (
+            pytest.raises(claim.ClusterInUse, match="in use by test sessions"),
+            claim.exclusive(settings, "make demo"),
+        ):
+            pass
+    with claim.exclusive(settings, "make demo"):
+        pass
+
+
+def test_the_claim_goes_with_its_holder_however_it_ends(tmp_path: Path) -> None:
+    settings = settings_in(tmp_path)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from devcluster import claim\n"
+            "from devcluster.config import load_settings\n"
+            f"s = load_settings({{'GPUAAS_CLUSTER_DIR': {str(settings.state_dir)!r}}})\n"
+            "with claim.exclusive(s, 'make demo'):\n"
+            "    print('held', flush=True)\n"
+            "    time.sleep(300)\n",
+        ],
+        cwd=PACKAGE_DIR.parent,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        assert demo_holder(settings) == f"make demo (pid {holder.pid})"
+        holder.kill()  # no clean-up at all: the kernel drops the lock
+        holder.wait(10)
+        assert demo_holder(settings) is None
+        with claim.exclusive(settings, "make demo"):
+            pass
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
