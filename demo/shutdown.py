@@ -1,5 +1,5 @@
-"""How the demo ends: on SIGTERM or SIGINT it stops the hub, its servers and the cluster, and a
-further signal while it does so does not cut that short.
+"""How the demo ends: on SIGTERM or SIGINT (also one it inherited as ignored) it stops the hub,
+its servers and the cluster, and a further signal while it does so does not cut that short.
 
 ``make demo`` stopped by a service manager or by ``kill`` on its process group gets SIGTERM
 twice (the group's, then the one make relays): with the clean-up interruptible, the second one
@@ -46,8 +46,12 @@ def run_until_stopped(
     body: Callable[[], None], cleanup: Callable[[], None], log: Callable[[str], None] = _stderr
 ) -> None:
     """Run ``body`` until it returns or SIGTERM/SIGINT arrives; then always run ``cleanup`` to
-    its end, whatever signals come meanwhile. Main thread only (signal handlers)."""
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    its end, whatever signals come meanwhile. Main thread only (signal handlers).
+
+    Both handlers are set here, whatever was inherited: a shell that starts a command in the
+    background without job control starts it with SIGINT ignored, and Python then leaves SIGINT
+    ignored (no KeyboardInterrupt), so Ctrl-C or ``kill -INT`` would not stop it."""
+    previous = {s: signal.signal(s, _interrupt) for s in _STOP_SIGNALS}
     try:
         body()
     except KeyboardInterrupt:
@@ -58,4 +62,5 @@ def run_until_stopped(
             with uninterrupted(log):
                 cleanup()
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for s, handler in previous.items():
+                signal.signal(s, handler)

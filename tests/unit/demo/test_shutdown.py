@@ -4,6 +4,7 @@ while it stops (what ``kill`` on ``make demo``'s group does: make relays it once
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -55,16 +56,28 @@ def _alive(pid: int) -> bool:
     return True
 
 
+_unread: dict[int, str] = {}
+
+
 def _read_until(proc: subprocess.Popen[str], line: str, timeout: float = 30.0) -> None:
+    """Read the child's lines until ``line``, failing after ``timeout`` (a plain readline would
+    wait for ever: the child's own children hold its stdout open)."""
     assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    buffer = _unread.pop(proc.pid, "")
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = proc.stdout.readline().strip()
-        if got == line:
-            return
-        if not got and proc.poll() is not None:
+    while True:
+        while "\n" in buffer:
+            got, buffer = buffer.split("\n", 1)
+            if got.strip() == line:
+                _unread[proc.pid] = buffer
+                return
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(fd, 4096) if ready else b""
+        if not chunk:
             break
-    raise AssertionError(f"no {line!r} from the child (exit {proc.poll()})")
+        buffer += chunk.decode("utf-8", "replace")
+    raise AssertionError(f"no {line!r} from the child within {timeout:.0f}s (exit {proc.poll()})")
 
 
 def test_a_second_sigterm_during_shutdown_does_not_cut_it_short(tmp_path: Path) -> None:
@@ -87,6 +100,41 @@ def test_a_second_sigterm_during_shutdown_does_not_cut_it_short(tmp_path: Path) 
         assert proc.wait(30) == 0
         assert proc.stderr is not None
         assert "SIGTERM while stopping: finishing the clean-up first" in proc.stderr.read()
+        assert (tmp_path / "cleaned").read_text() == "yes"
+        assert not any(_alive(p) for p in pids)
+    finally:
+        for p in pids:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_sigint_stops_it_also_when_inherited_as_ignored(tmp_path: Path) -> None:
+    # `make demo &` from a shell without job control (a script, CI, nohup) starts it with SIGINT
+    # ignored; Python keeps it ignored unless told otherwise, and Ctrl-C did nothing.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_ignore_sigint,
+    )
+    pids: list[int] = []
+    try:
+        _read_until(proc, "up")
+        pids = [int((tmp_path / f"{n}.pid").read_text()) for n in ("hub", "cluster")]
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
+        _read_until(proc, "stopping")
+        _read_until(proc, "stopped")
+        assert proc.wait(30) == 0
         assert (tmp_path / "cleaned").read_text() == "yes"
         assert not any(_alive(p) for p in pids)
     finally:
