@@ -2,6 +2,7 @@
  * The reclaim warning as the server extension passes it on from the gpuaas service
  * (`GET gpuaas/api/reclaim`, docs/culler.md): pure functions, tested without a DOM.
  */
+import { say } from './messages';
 
 export interface IReclaimWarning {
   warned_at: string;
@@ -116,15 +117,12 @@ export function parseCause(w: unknown): IReclaimCause | null {
 export function holdingWords(kind: string): string {
   switch (kind) {
     case 'mig':
-      return 'this MIG slice';
     case 'shared':
-      return 'this shared GPU';
     case 'fraction':
-      return 'this GPU share';
     case 'cpu':
-      return 'this server';
+      return say(`holding.${kind}`);
     default:
-      return 'this GPU';
+      return say('holding.gpu');
   }
 }
 
@@ -145,49 +143,96 @@ export function durationWords(seconds: number): string {
   return `${String(Math.floor(h / 24))} d ${String(h % 24)} h`;
 }
 
+/** "in 4 min 05 s", or "any moment now" at the deadline (the sidebar, once a second). */
+export function inWords(seconds: number): string {
+  return seconds > 0
+    ? say('relative.in', { duration: countdownLabel(seconds) })
+    : say('relative.due');
+}
+
+/**
+ * The same, coarser, for a notification that is updated only when its words change: whole
+ * minutes (rounded up) from a minute on, steps of 10 s below.
+ */
+export function inWordsCoarse(seconds: number): string {
+  if (seconds <= 0) {
+    return say('relative.due');
+  }
+  if (seconds < 60) {
+    return say('relative.in', { duration: `${String(Math.ceil(seconds / 10) * 10)} s` });
+  }
+  return say('relative.in', { duration: durationWords(Math.ceil(seconds / 60) * 60) });
+}
+
+/** "12 min ago", "just now" (under 5 s). */
+export function agoWords(seconds: number): string {
+  return seconds < 5
+    ? say('relative.justNow')
+    : say('relative.ago', { duration: durationWords(seconds) });
+}
+
+/** A time of day in the browser's locale and time zone, hours and minutes: "19:56", "7:56 PM". */
+export function localTime(at: number | string): string {
+  const date = new Date(at);
+  return Number.isNaN(date.getTime())
+    ? ''
+    : date.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+}
+
 /** The cause as a sentence: "Your team's job demo-train is waiting for this MIG slice." */
 export function causeSentence(cause: IReclaimCause | null): string {
   if (cause === null) {
     return '';
   }
-  const what = holdingWords(cause.kind);
+  const holding = holdingWords(cause.kind);
   const idle = cause.idle_seconds !== null ? durationWords(cause.idle_seconds) : null;
+  const limit = cause.limit_seconds !== null ? durationWords(cause.limit_seconds) : null;
+  const waiting = (sentence: string): string =>
+    sentence + (idle ? say('cause.idleTail', { idle }) : '.');
   switch (cause.code) {
     case 'demand': {
       const f = cause.for;
       if (f?.team === 'own') {
-        const noun = f.object === 'Job' ? 'job' : f.object === 'Pod' ? 'notebook' : 'work';
-        return (
-          `Your team's ${noun} ${f.name} is waiting for ${what}` +
-          (idle ? `, idle for ${idle}.` : '.')
+        const noun = say(
+          f.object === 'Job' ? 'noun.job' : f.object === 'Pod' ? 'noun.notebook' : 'noun.work'
         );
+        return waiting(say('cause.ownWork', { noun, name: f.name, holding }));
       }
       if (f?.team === 'other') {
-        return (
-          `Queued work of ${f.name ? `team ${f.name}` : 'another team'} is waiting for ${what}` +
-          (idle ? `, idle for ${idle}.` : '.')
+        return waiting(
+          f.name
+            ? say('cause.otherTeam', { team: f.name, holding })
+            : say('cause.anotherTeam', { holding })
         );
       }
-      return `Queued work is waiting for ${what}.`;
+      return say('cause.queued', { holding });
     }
     case 'max-idle':
-      return (
-        `It has been idle for ${idle ?? 'a long time'}` +
-        (cause.limit_seconds !== null
-          ? `; the limit is ${durationWords(cause.limit_seconds)}.`
-          : '.')
-      );
+      return limit !== null
+        ? say('cause.maxIdle', { idle: idle ?? 'a long time', limit })
+        : say('cause.maxIdleNoLimit', { idle: idle ?? 'a long time' });
     case 'always':
-      return `It has been idle for ${idle ?? 'a while'}, and idle GPUs go back to the pool.`;
+      return say('cause.always', { idle: idle ?? 'a while' });
     case 'max-age':
-      return (
-        `This server has run for the longest a server may run` +
-        (cause.limit_seconds !== null
-          ? ` (${durationWords(cause.limit_seconds)}), even while in use.`
-          : ', even while in use.')
-      );
+      return limit !== null ? say('cause.maxAge', { limit }) : say('cause.maxAgeNoLimit');
     default:
       return '';
+  }
+}
+
+/** Why, in a few words, for a notification: "for queued work". */
+export function purposeWords(cause: IReclaimCause | null): string {
+  switch (cause?.code) {
+    case 'demand':
+      return say('purpose.demand');
+    case 'max-idle':
+      return say('purpose.idle');
+    case 'always':
+      return say('purpose.always');
+    case 'max-age':
+      return say('purpose.maxAge');
+    default:
+      return say('purpose.unknown');
   }
 }
 
@@ -207,6 +252,9 @@ export interface IStanding {
   action: string;
   code: string;
   reclaim_at: string | null;
+  /** When the service judged `idle_seconds`, and when it answered (its clock). */
+  decided_at: string | null;
+  now: string | null;
 }
 
 export function parseStanding(data: unknown): IStanding | null {
@@ -223,7 +271,9 @@ export function parseStanding(data: unknown): IStanding | null {
       idle_seconds: null,
       action: '',
       code: '',
-      reclaim_at: null
+      reclaim_at: null,
+      decided_at: null,
+      now: null
     };
   }
   const p = o.policy as Record<string, unknown> | null;
@@ -245,15 +295,33 @@ export function parseStanding(data: unknown): IStanding | null {
     idle_seconds: num(o.idle_seconds),
     action: typeof o.action === 'string' ? o.action : '',
     code: typeof o.code === 'string' ? o.code : '',
-    reclaim_at: typeof o.reclaim_at === 'string' ? o.reclaim_at : null
+    reclaim_at: typeof o.reclaim_at === 'string' ? o.reclaim_at : null,
+    decided_at: typeof o.decided_at === 'string' ? o.decided_at : null,
+    now: typeof o.now === 'string' ? o.now : null
   };
+}
+
+/**
+ * How long the server has been idle `elapsedMs` after the answer arrived: the service's
+ * figure is from its last decision (`decided_at`), so it is counted on to its answer's `now`
+ * and from there by this browser's clock. Null unless idle with a figure.
+ */
+export function idleSecondsNow(s: IStanding | null, elapsedMs: number): number | null {
+  if (s?.activity !== 'idle' || s.idle_seconds === null) {
+    return null;
+  }
+  const decided = s.decided_at === null ? NaN : Date.parse(s.decided_at);
+  const answered = s.now === null ? NaN : Date.parse(s.now);
+  const lag = Number.isNaN(decided) || Number.isNaN(answered) ? 0 : Math.max(0, answered - decided);
+  return s.idle_seconds + (lag + Math.max(0, elapsedMs)) / 1000;
 }
 
 /**
  * The sidebar's policy line: "Policy mig-notebooks: idle for 12 min; reclaimed after 30 min
  * idle when queued work needs it; no queued work needs it now." Empty while unknown.
+ * `idleNow`: the idle time now, counted on from the answer (`idleSecondsNow`).
  */
-export function standingLine(s: IStanding | null): string {
+export function standingLine(s: IStanding | null, idleNow?: number): string {
   if (!s?.known) {
     return s && !s.reclaim_on ? 'No reclaim policy is in force: this GPU is not reclaimed.' : '';
   }
@@ -265,7 +333,7 @@ export function standingLine(s: IStanding | null): string {
     s.activity === 'busy'
       ? 'in use now'
       : s.activity === 'idle' && s.idle_seconds !== null
-        ? `idle for ${durationWords(s.idle_seconds)}`
+        ? `idle for ${durationWords(idleNow ?? s.idle_seconds)}`
         : 'activity unknown';
   let rule =
     `reclaimed after ${durationWords(p.idle_after_seconds)} idle` +

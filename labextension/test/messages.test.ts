@@ -1,0 +1,82 @@
+import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+
+import { MESSAGES, type MessageKey, say } from '../src/messages';
+
+/**
+ * The user-facing sentences as a user reads them, one per message, in a file beside this
+ * test: a change to a message fails here until the file is changed too (run
+ * `UPDATE_MESSAGES=1 npm test` and review the difference). npm runs tests from the root.
+ */
+const SNAPSHOT = join(process.cwd(), 'labextension', 'test', 'messages.json');
+
+/** A value for every slot the table uses. */
+const SAMPLE: Record<string, string | number> = {
+  holding: 'this MIG slice',
+  time: '14:05',
+  countdown: 'in 4 min',
+  duration: '4 min',
+  purpose: 'for queued work',
+  left: 1,
+  noun: 'job',
+  name: 'train-resnet',
+  team: 'team-b',
+  idle: '35 min',
+  limit: '4 h',
+  ago: '12 min ago',
+  more: 'once more',
+  n: 2
+};
+
+function rendered(): Record<string, string> {
+  return Object.fromEntries(
+    (Object.keys(MESSAGES) as MessageKey[]).map(key => [key, say(key, SAMPLE)])
+  );
+}
+
+/** What a data scientist must not be shown (docs/culler.md, "words"). */
+const FORBIDDEN: [string, RegExp][] = [
+  ['an unfilled slot', /\{[A-Za-z]+\}/],
+  ['an ISO timestamp', /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}/],
+  ['an HTTP code', /\bHTTP\b|\b[1-5]\d\d\b/],
+  ['a setting name', /\bc\.[A-Z]\w+\.|GPUaaS\w*\.\w+|_\w+_/],
+  ['a Kubernetes word', /\b(Pod|Workload|Kueue|namespace|nvidia\.com|ClusterQueue|LocalQueue)\b/],
+  ['GPU-equivalents', /GPU-eq/i],
+  ['"snooze"', /snooze/i]
+];
+
+describe('the user-facing messages', () => {
+  test('match the reviewed list, each one as a user reads it', () => {
+    const now = rendered();
+    if (process.env.UPDATE_MESSAGES === '1') {
+      writeFileSync(SNAPSHOT, JSON.stringify(now, null, 2) + '\n');
+    }
+    const reviewed = JSON.parse(readFileSync(SNAPSHOT, 'utf8')) as Record<string, string>;
+    assert.deepEqual(now, reviewed);
+  });
+
+  test("use a person's words", () => {
+    for (const [key, text] of Object.entries(rendered())) {
+      for (const [what, pattern] of FORBIDDEN) {
+        assert.doesNotMatch(text, pattern, `${key} shows ${what}: ${text}`);
+      }
+    }
+  });
+
+  test('a notification fits in the 140 characters JupyterLab shows', () => {
+    for (const key of ['warn.toast', 'stopped.toast', 'warn.over', 'keep.untilMore'] as const) {
+      const text = say(key, { ...SAMPLE, holding: 'this shared GPU', time: '12:45 PM' });
+      assert.ok(text.length <= 140, `${key} is ${String(text.length)} characters: ${text}`);
+    }
+  });
+
+  test('fill capitalised slots, and leave a missing one visible', () => {
+    assert.equal(
+      say('warn.title', { holding: 'this GPU', time: '9:05', countdown: 'in 12 s' }),
+      'This GPU will be freed at 9:05 (in 12 s)'
+    );
+    assert.equal(say('relative.in'), 'in {duration}');
+  });
+});
