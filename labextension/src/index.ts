@@ -4,14 +4,16 @@ import {
   type JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { ICommandPalette, ToolbarButton } from '@jupyterlab/apputils';
+import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import type { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { type IJobsApi, JobsSection, runAsGpuJob } from './jobs';
 import { DEFAULT_REFRESH_SECONDS, GpuPanel } from './panel';
-import { ReclaimBanner } from './reclaim';
-import { requestAPI } from './request';
+import { ReclaimAlerts } from './alerts';
+import { ReclaimBanner, ReclaimWatch } from './reclaim';
+import { failureStatus, requestAPI, requestAPIAnswer } from './request';
 
 /** The plugin id; its settings schema is labextension/schema/plugin.json. */
 export const PLUGIN_ID = 'jupyter-gpuaas:plugin';
@@ -21,6 +23,12 @@ export const OPEN_COMMAND = 'jupyter-gpuaas:open-panel';
 
 /** "Run as GPU job…" (docs/jobs.md): the notebook given by `path`, else the current one. */
 export const RUN_AS_JOB_COMMAND = 'jupyter-gpuaas:run-as-gpu-job';
+
+/** The hub's home page (start a stopped server there), or null outside JupyterHub. */
+function hubHomeUrl(): string | null {
+  const prefix = PageConfig.getOption('hubPrefix');
+  return prefix === '' ? null : PageConfig.getOption('hubHost') + URLExt.join(prefix, 'home');
+}
 
 function refreshIntervalOf(settings: ISettingRegistry.ISettings): number {
   const value = settings.get('refreshInterval').composite;
@@ -50,19 +58,24 @@ const plugin: JupyterFrontEndPlugin<void> = {
         void app.commands.execute(command, { path, activate: true });
       }
     });
-    // The culler's warning goes first in the panel (docs/culler.md).
-    panel.extras.insertWidget(
-      0,
-      new ReclaimBanner({
-        fetchWarning: () => requestAPI<unknown>('reclaim', {}, serviceManager.serverSettings),
-        fetchStanding: () =>
-          requestAPI<unknown>('reclaim/standing', {}, serviceManager.serverSettings),
-        snooze: () =>
-          requestAPI<unknown>('reclaim/snooze', { method: 'POST' }, serviceManager.serverSettings),
-        saveAll: () => app.commands.execute('docmanager:save-all')
-      })
-    );
+    // The culler's warning: first in the panel, and wherever the user is (docs/culler.md).
     const settings = serviceManager.serverSettings;
+    const watch = new ReclaimWatch({
+      fetchWarning: () => requestAPI<unknown>('reclaim', {}, settings),
+      fetchStanding: () => requestAPI<unknown>('reclaim/standing', {}, settings),
+      snooze: () => requestAPIAnswer('reclaim/snooze', { method: 'POST' }, settings, [409]),
+      saveAll: () => app.commands.execute('docmanager:save-all'),
+      failureOf: error => ({ status: failureStatus(error) }),
+      busyNow: () =>
+        Array.from(serviceManager.kernels.running()).some(k => k.execution_state === 'busy'),
+      hubHome: hubHomeUrl()
+    });
+    panel.extras.insertWidget(0, new ReclaimBanner(watch));
+    const alerts = new ReclaimAlerts(watch, panel.title);
+    panel.disposed.connect(() => {
+      alerts.dispose();
+      watch.dispose();
+    });
     const jobsApi: IJobsApi = {
       get: endpoint => requestAPI<unknown>(endpoint, {}, settings),
       post: (endpoint, body) =>

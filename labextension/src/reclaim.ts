@@ -1,208 +1,419 @@
 import { Poll } from '@lumino/polling';
 import { Widget } from '@lumino/widgets';
 
+import { say } from './messages';
 import {
   causeSentence,
-  countdownLabel,
   holdingWords,
-  type IReclaimCause,
-  type IReclaimWarning,
+  idleSecondsNow,
+  inWords,
+  type IStanding,
+  localTime,
   parseCause,
   parseReclaim,
   parseStanding,
   secondsLeft,
   standingLine
 } from './reclaimModel';
+import {
+  EMPTY_STATE,
+  type IPollFailure,
+  type IReclaimState,
+  noteWords,
+  stoppedWords,
+  withAnswer,
+  withFailure
+} from './reclaimState';
 
-/** How often the banner asks for a warning (seconds); it keeps asking while hidden. */
+/** How often the warning is asked for (seconds); it keeps asking while the panel is hidden. */
 export const RECLAIM_POLL_SECONDS = 5;
 
-export interface IReclaimBannerOptions {
+/** The answer to `POST gpuaas/api/reclaim/snooze`: its status (200, 409) and body. */
+export interface ISnoozeAnswer {
+  status: number;
+  data: unknown;
+}
+
+export interface IReclaimWatchOptions {
   /** `GET gpuaas/api/reclaim`. */
   fetchWarning: () => Promise<unknown>;
   /** `GET gpuaas/api/reclaim/standing`: the policy that applies and where this server stands. */
   fetchStanding?: () => Promise<unknown>;
-  /** `POST gpuaas/api/reclaim/snooze` ("Keep my GPU"). */
-  snooze: () => Promise<unknown>;
-  /** Save every open document (best effort), called once when the deadline comes. */
+  /** `POST gpuaas/api/reclaim/snooze` ("Keep my GPU"); rejects when the server did not answer. */
+  snooze: () => Promise<ISnoozeAnswer>;
+  /** Save every open document (best effort): once when the deadline comes, and "Save now". */
   saveAll: () => Promise<unknown>;
+  /** The HTTP status of a failed request (0: no answer; -1: not a request's failure). */
+  failureOf: (error: unknown) => IPollFailure;
+  /** Whether a kernel of this server runs a cell now (then it is not idle, whatever was said). */
+  busyNow?: () => boolean;
+  /** The hub's home page, where a stopped server is started again (null outside JupyterHub). */
+  hubHome?: string | null;
 }
 
+/** Why listeners are called: a new answer (or failure), or the once-a-second clock. */
+export type ReclaimChange = 'state' | 'tick';
+
 /**
- * The reclaim warning at the top of the GPU panel: why this server's GPU will be freed, a
- * countdown, "Keep my GPU" while snoozes are left, and the note that kernel state is lost. At
- * the deadline (the service says "saving") every open document is saved once.
+ * The tab's knowledge of a reclaim: it polls the warning (every 5 s, also while the GPU panel
+ * and the browser tab are hidden: the warning must reach the user; the server extension does
+ * not count these requests as activity), acts on it (the save at the deadline, "Keep my GPU",
+ * "Save now"), and tells its listeners: the sidebar banner and the alerts.
  */
-export class ReclaimBanner extends Widget {
-  constructor(options: IReclaimBannerOptions) {
-    super();
+export class ReclaimWatch {
+  constructor(options: IReclaimWatchOptions) {
     this._options = options;
-    this.addClass('jp-gpuaas-reclaim');
-    this.node.setAttribute('role', 'alert');
-    this.setHidden(true);
+    this.hubHome = options.hubHome ?? null;
     this._poll = new Poll({
-      factory: async () => {
-        await this._refresh();
-      },
+      factory: () => this._refresh(),
       frequency: {
         interval: RECLAIM_POLL_SECONDS * 1000,
         backoff: true,
         max: RECLAIM_POLL_SECONDS * 12 * 1000
       },
+      name: 'jupyter-gpuaas:reclaim',
       standby: 'never'
     });
     this._timer = window.setInterval(() => {
-      this._tick();
+      this._emit('tick');
     }, 1000);
   }
 
-  get warning(): IReclaimWarning | null {
-    return this._warning;
+  readonly hubHome: string | null;
+
+  get state(): IReclaimState {
+    return this._state;
+  }
+
+  get standing(): IStanding | null {
+    return this._standing;
+  }
+
+  /** The policy line now: the idle time counted on, "in use now" while a cell runs. */
+  standingLineNow(now: number): string {
+    const s = this._standing;
+    if (s?.known && this._options.busyNow?.()) {
+      return standingLine({ ...s, activity: 'busy' });
+    }
+    return standingLine(s, idleSecondsNow(s, now - this._standingAt) ?? undefined);
+  }
+
+  get isDisposed(): boolean {
+    return this._disposed;
+  }
+
+  /** Call `listener` on every change; returns the function that stops it. */
+  subscribe(listener: (change: ReclaimChange) => void): () => void {
+    this._listeners.add(listener);
+    return () => {
+      this._listeners.delete(listener);
+    };
+  }
+
+  /** Ask the server now. */
+  refresh(): Promise<void> {
+    return this._poll.refresh();
+  }
+
+  /** "Keep my GPU". */
+  async keep(): Promise<void> {
+    try {
+      const answer = await this._options.snooze();
+      const data = (answer.data ?? {}) as { until?: unknown; snoozes_left?: unknown };
+      this._state = {
+        ...this._state,
+        note:
+          answer.status === 200
+            ? {
+                kind: 'kept',
+                until: typeof data.until === 'string' ? data.until : null,
+                snoozesLeft: typeof data.snoozes_left === 'number' ? data.snoozes_left : 0
+              }
+            : { kind: 'refused' }
+      };
+    } catch {
+      this._state = { ...this._state, note: { kind: 'failed' } };
+    }
+    this._emit('state');
+    await this._poll.refresh();
+  }
+
+  /** "Save now", and the save at the deadline. */
+  async saveNow(): Promise<void> {
+    let saved = true;
+    try {
+      await this._options.saveAll();
+    } catch {
+      saved = false;
+    }
+    this._state = { ...this._state, note: { kind: saved ? 'saved' : 'saveFailed' } };
+    this._emit('state');
+  }
+
+  dispose(): void {
+    if (this._disposed) {
+      return;
+    }
+    this._disposed = true;
+    this._poll.dispose();
+    window.clearInterval(this._timer);
+    this._listeners.clear();
+  }
+
+  private async _refresh(): Promise<void> {
+    let answer: unknown;
+    try {
+      answer = await this._options.fetchWarning();
+    } catch (error) {
+      this._state = withFailure(this._state, this._options.failureOf(error), Date.now());
+      this._emit('state');
+      throw error; // the poll backs off
+    }
+    const received = Date.now();
+    const body = (answer ?? {}) as { error_kind?: unknown; now?: unknown; warning?: unknown };
+    // The service could not be asked: no news, not "no warning".
+    if (typeof body.error_kind !== 'string') {
+      const warning = parseReclaim(answer);
+      const serviceNow = typeof body.now === 'string' ? Date.parse(body.now) : NaN;
+      const skew = Number.isNaN(serviceNow) ? 0 : serviceNow - received;
+      this._state = withAnswer(
+        this._state,
+        warning,
+        warning ? parseCause(body.warning) : null,
+        skew
+      );
+    }
+    await this._refreshStanding();
+    const w = this._state.warning;
+    const key = w === null ? '' : `${w.warned_at} ${w.reclaim_at}`;
+    if (w?.saving && this._savedFor !== key) {
+      this._savedFor = key;
+      await this.saveNow();
+    }
+    this._emit('state');
+  }
+
+  private async _refreshStanding(): Promise<void> {
+    if (!this._options.fetchStanding) {
+      return;
+    }
+    try {
+      this._standing = parseStanding(await this._options.fetchStanding());
+    } catch {
+      this._standing = null;
+    }
+    this._standingAt = Date.now();
+  }
+
+  private _emit(change: ReclaimChange): void {
+    for (const listener of [...this._listeners]) {
+      try {
+        listener(change);
+      } catch (error) {
+        console.error('jupyter-gpuaas: a reclaim listener failed', error);
+      }
+    }
+  }
+
+  private readonly _options: IReclaimWatchOptions;
+  private readonly _poll: Poll;
+  private readonly _timer: number;
+  private readonly _listeners = new Set<(change: ReclaimChange) => void>();
+  private _state: IReclaimState = EMPTY_STATE;
+  private _standing: IStanding | null = null;
+  private _standingAt = 0;
+  private _savedFor = '';
+  private _disposed = false;
+}
+
+/** Whether the browser may show its own notifications, and whether it could still ask. */
+export function browserPermission(): NotificationPermission | 'unsupported' {
+  return typeof window.Notification === 'function' ? window.Notification.permission : 'unsupported';
+}
+
+/**
+ * The reclaim warning at the top of the GPU panel: why this server's GPU will be freed, a
+ * countdown, "Keep my GPU" while snoozes are left, and the note that kernel state is lost;
+ * after the stop, what happened and how to go on. Also the policy line while no warning is on.
+ */
+export class ReclaimBanner extends Widget {
+  constructor(watch: ReclaimWatch) {
+    super();
+    this._watch = watch;
+    this.addClass('jp-gpuaas-reclaim');
+    this.node.setAttribute('role', 'status');
+    this.setHidden(true);
+    this._unsubscribe = watch.subscribe(change => {
+      if (change === 'state') {
+        this._render();
+      } else {
+        this._tick();
+      }
+    });
   }
 
   dispose(): void {
     if (this.isDisposed) {
       return;
     }
-    this._poll.dispose();
-    window.clearInterval(this._timer);
+    this._unsubscribe();
     super.dispose();
   }
 
-  private async _refresh(): Promise<void> {
-    const answer = await this._options.fetchWarning();
-    this._warning = parseReclaim(answer);
-    this._cause = this._warning ? parseCause((answer as { warning: unknown }).warning) : null;
-    if (this._options.fetchStanding) {
-      try {
-        this._standing = standingLine(parseStanding(await this._options.fetchStanding()));
-      } catch {
-        this._standing = '';
-      }
-    }
-    if (this._warning?.saving && !this._saved) {
-      this._saved = true;
-      try {
-        await this._options.saveAll();
-        this._note = 'Your open documents were saved.';
-      } catch {
-        this._note = 'Saving the open documents failed: save your work now.';
-      }
-    }
-    if (this._warning === null) {
-      this._saved = false;
-    }
-    this._render();
-  }
-
-  private async _keep(): Promise<void> {
-    try {
-      const answer = (await this._options.snooze()) as { reason?: string };
-      this._note = answer.reason ? `Kept: ${answer.reason}` : 'Kept.';
-    } catch (error) {
-      this._note = `Could not keep the GPU: ${error instanceof Error ? error.message : String(error)}`;
-    }
-    await this._poll.refresh();
-  }
-
-  /** Once a second: only the countdown's text changes (the button stays put for clicks). */
+  /** Once a second: only the live words change (the buttons stay put for clicks). */
   private _tick(): void {
-    const w = this._warning;
-    if (w === null || this._title === null || this._countdown === null) {
-      return;
+    for (const [node, words] of this._live) {
+      node.textContent = words();
     }
-    const left = secondsLeft(w, Date.now());
-    this._countdown.dataset.secondsLeft = String(left);
-    this._countdown.textContent = countdownLabel(left);
+    const w = this._watch.state.warning;
+    if (w !== null && this._countdown !== null) {
+      this._countdown.dataset.secondsLeft = String(
+        secondsLeft(w, Date.now() + this._watch.state.skewMs)
+      );
+    }
+  }
+
+  /** A paragraph whose words are recomputed every second. */
+  private _livePara(className: string, words: () => string): HTMLElement {
+    const p = document.createElement('p');
+    p.className = className;
+    p.textContent = words();
+    this._live.set(p, words);
+    return p;
   }
 
   private _render(): void {
-    this._title = null;
+    this._live.clear();
     this._countdown = null;
-    const w = this._warning;
-    this.setHidden(w === null && this._note === '' && this._standing === '');
-    this.node.classList.toggle('jp-gpuaas-reclaim-warned', w !== null);
-    this.node.setAttribute('role', w === null ? 'status' : 'alert');
-    this.node.replaceChildren();
-    if (w === null) {
-      if (this._standing !== '') {
-        const line = document.createElement('p');
-        line.className = 'jp-gpuaas-reclaim-standing';
-        line.textContent = this._standing;
-        this.node.append(line);
-      }
-      if (this._note !== '') {
-        const note = document.createElement('p');
-        note.className = 'jp-gpuaas-reclaim-note';
-        note.textContent = this._note;
-        this.node.append(note);
-      }
-      return;
+    const state = this._watch.state;
+    const w = state.warning;
+    const parts: HTMLElement[] = [];
+    if (w !== null) {
+      parts.push(...this._renderWarning());
+    } else if (state.stopped !== null) {
+      parts.push(...this._renderStopped());
+    } else if (this._watch.standingLineNow(Date.now()) !== '') {
+      parts.push(
+        this._livePara('jp-gpuaas-reclaim-standing', () => this._watch.standingLineNow(Date.now()))
+      );
     }
-    const left = secondsLeft(w, Date.now());
+    const note = state.note;
+    if (note !== null && state.stopped === null) {
+      parts.push(
+        this._livePara('jp-gpuaas-reclaim-note', () =>
+          noteWords(note, Date.now(), this._watch.state.skewMs)
+        )
+      );
+    }
+    if (parts.length > 0 && browserPermission() === 'default' && state.stopped === null) {
+      parts.push(this._askButton());
+    }
+    this.setHidden(parts.length === 0);
+    this.node.classList.toggle('jp-gpuaas-reclaim-warned', w !== null);
+    this.node.classList.toggle('jp-gpuaas-reclaim-stopped', state.stopped !== null);
+    this.node.setAttribute('role', w === null && state.stopped === null ? 'status' : 'alert');
+    this.node.replaceChildren(...parts);
+  }
+
+  private _renderWarning(): HTMLElement[] {
+    const { warning, cause, skewMs } = this._watch.state;
+    if (warning === null) {
+      return [];
+    }
+    const w = warning;
     // Said once: what, when (the browser's local time) with the countdown inside, then why.
     const title = document.createElement('h3');
     title.className = 'jp-gpuaas-reclaim-title';
     const countdown = document.createElement('span');
     countdown.className = 'jp-gpuaas-reclaim-countdown';
-    countdown.dataset.secondsLeft = String(left);
-    countdown.textContent = countdownLabel(left);
+    const left = (): number => secondsLeft(w, Date.now() + this._watch.state.skewMs);
+    countdown.dataset.secondsLeft = String(left());
     this._countdown = countdown;
-    title.append(...titleParts(w, this._cause), countdown, ')');
-    this._title = title;
+    // The title's words around the live countdown: "… at 19:56 (in " + countdown + ")".
+    const marker = '\u0000';
+    const words = say(w.dry_run ? 'warn.titleDryRun' : 'warn.title', {
+      holding: holdingWords(cause?.kind ?? 'gpu'),
+      time: localTime(Date.parse(w.reclaim_at) - skewMs),
+      countdown: marker
+    });
+    const [before = '', after = ''] = words.split(marker);
+    const countdownWords = (): string => inWords(left());
+    countdown.textContent = countdownWords();
+    this._live.set(countdown, countdownWords);
+    title.append(before, countdown, after);
     const reason = document.createElement('p');
     reason.className = 'jp-gpuaas-reclaim-reason';
-    reason.textContent = causeSentence(this._cause) || 'Queued work needs what it holds.';
+    reason.textContent = causeSentence(cause) || say('warn.reasonFallback');
+    const loss = document.createElement('p');
+    loss.className = 'jp-gpuaas-reclaim-loss';
+    loss.textContent = say('warn.loss');
+    // The service's own words (queue and resource names) for whoever wants them.
     const details = document.createElement('details');
     details.className = 'jp-gpuaas-reclaim-details';
     const summary = document.createElement('summary');
-    summary.textContent = 'Details';
+    summary.textContent = say('warn.details');
     const detail = document.createElement('p');
     detail.textContent = w.reason;
     details.append(summary, detail);
-    const loss = document.createElement('p');
-    loss.className = 'jp-gpuaas-reclaim-loss';
-    loss.textContent =
-      'The server will be stopped: open documents are saved first, but running kernels and ' +
-      'their state (variables, GPU memory) are lost. Your files stay.';
-    this.node.append(title, reason, loss, details);
+    const parts: HTMLElement[] = [title, reason, loss, details];
     if (w.snoozes_left > 0 && !w.dry_run) {
       const button = document.createElement('button');
       button.className = 'jp-mod-styled jp-mod-accept jp-gpuaas-reclaim-keep';
-      button.textContent = `Keep my GPU (${String(w.snoozes_left)} left)`;
+      button.textContent = say('warn.keepButton', { left: w.snoozes_left });
       button.onclick = () => {
-        void this._keep();
+        void this._watch.keep();
       };
-      this.node.append(button);
+      parts.push(button);
     }
-    if (this._note !== '') {
-      const note = document.createElement('p');
-      note.className = 'jp-gpuaas-reclaim-note';
-      note.textContent = this._note;
-      this.node.append(note);
-    }
+    return parts;
   }
 
-  private readonly _options: IReclaimBannerOptions;
-  private readonly _poll: Poll;
-  private readonly _timer: number;
-  private _warning: IReclaimWarning | null = null;
-  private _cause: IReclaimCause | null = null;
-  private _standing = '';
-  private _saved = false;
-  private _note = '';
-  private _title: HTMLElement | null = null;
-  private _countdown: HTMLElement | null = null;
-}
+  private _renderStopped(): HTMLElement[] {
+    const { stopped } = this._watch.state;
+    if (stopped === null) {
+      return [];
+    }
+    const hubHome = this._watch.hubHome;
+    const words = (): ReturnType<typeof stoppedWords> => stoppedWords(stopped, Date.now(), hubHome);
+    const title = document.createElement('h3');
+    title.className = 'jp-gpuaas-reclaim-title';
+    title.textContent = words().title;
+    const when = this._livePara('jp-gpuaas-reclaim-reason', () => words().when);
+    const kept = document.createElement('p');
+    kept.className = 'jp-gpuaas-reclaim-loss';
+    kept.textContent = words().kept;
+    const next = document.createElement('p');
+    next.className = 'jp-gpuaas-reclaim-next';
+    const text = words().next;
+    const linkWords = say('stopped.hubLink');
+    const at = text.indexOf(linkWords);
+    if (hubHome !== null && at >= 0) {
+      const link = document.createElement('a');
+      link.className = 'jp-gpuaas-reclaim-hub';
+      link.href = hubHome;
+      link.textContent = linkWords;
+      next.append(text.slice(0, at), link, text.slice(at + linkWords.length));
+    } else {
+      next.textContent = text;
+    }
+    return [title, when, kept, next];
+  }
 
-/** "This MIG slice will be freed at 19:56 (in " — the countdown and ")" follow. */
-function titleParts(w: IReclaimWarning, cause: IReclaimCause | null): string[] {
-  const what = holdingWords(cause?.kind ?? 'gpu');
-  const subject = what.charAt(0).toUpperCase() + what.slice(1);
-  const at = new Date(w.reclaim_at);
-  const time = Number.isNaN(at.getTime())
-    ? ''
-    : ` at ${at.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })}`;
-  const verb = w.dry_run ? 'would be freed (dry run)' : 'will be freed';
-  return [`${subject} ${verb}${time} (in `];
+  /** Ask for the browser's notifications, only on this explicit click. */
+  private _askButton(): HTMLElement {
+    const button = document.createElement('button');
+    button.className = 'jp-mod-styled jp-gpuaas-reclaim-ask';
+    button.textContent = say('warn.askBrowser');
+    button.onclick = () => {
+      void window.Notification.requestPermission().then(() => {
+        this._render();
+      });
+    };
+    return button;
+  }
+
+  private readonly _watch: ReclaimWatch;
+  private readonly _unsubscribe: () => void;
+  private readonly _live = new Map<HTMLElement, () => string>();
+  private _countdown: HTMLElement | null = null;
 }

@@ -21,6 +21,19 @@ export async function requestAPI<T>(
   init: RequestInit = {},
   settings: ServerConnection.ISettings = ServerConnection.makeSettings()
 ): Promise<T> {
+  return (await requestAPIAnswer(endpoint, init, settings)).data as T;
+}
+
+/**
+ * As `requestAPI`, but an answer with a status in `accept` (besides the 2xx ones) is returned
+ * with its status rather than thrown: `POST reclaim/snooze` answers 409 with why.
+ */
+export async function requestAPIAnswer(
+  endpoint: string,
+  init: RequestInit = {},
+  settings: ServerConnection.ISettings = ServerConnection.makeSettings(),
+  accept: readonly number[] = []
+): Promise<{ status: number; data: unknown }> {
   const url = URLExt.join(settings.baseUrl, API_NAMESPACE, endpoint);
 
   let response: Response;
@@ -47,10 +60,18 @@ export async function requestAPI<T>(
     }
   }
 
-  if (!response.ok) {
+  if (!response.ok && !accept.includes(response.status)) {
     throw new ServerConnection.ResponseError(response, errorMessage(data));
   }
-  return data as T;
+  return { status: response.status, data };
+}
+
+/** The HTTP status of a failed request: 0 when nothing answered, -1 for other errors. */
+export function failureStatus(error: unknown): number {
+  if (error instanceof ServerConnection.ResponseError) {
+    return error.response.status;
+  }
+  return error instanceof ServerConnection.NetworkError ? 0 : -1;
 }
 
 /** The message of a Jupyter Server error body (`{"message": ...}`), or the body itself. */
