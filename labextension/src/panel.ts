@@ -20,6 +20,7 @@ import {
   sourceLabel
 } from './format';
 import { gpuIcon } from './icon';
+import { say } from './messages';
 import {
   buildViewModel,
   capLevel,
@@ -125,15 +126,27 @@ function memoryBar(label: string, total: number, segments: ISegment[]): HTMLElem
   return bar;
 }
 
-/** A short description of a failed request, for the error note. */
+/**
+ * A short description of a failed request, for the error note: the server's own message
+ * where it gave one, else what the status means in words (no HTTP codes).
+ */
 function describeError(error: unknown): string {
   if (error instanceof ServerConnection.ResponseError) {
-    const status = String(error.response.status);
-    const message = error.message.length > 0 ? error.message : error.response.statusText;
-    return message.includes(status) ? message : `${message} (HTTP ${status})`;
+    const status = error.response.status;
+    if ([424, 502, 503].includes(status)) {
+      return say('error.notRunning'); // JupyterHub's answer for a stopped server
+    }
+    const own = error.message.length > 0 && error.message !== error.response.statusText;
+    if (own && !/\bHTTP\b|^Invalid response: \d+/.test(error.message)) {
+      return error.message;
+    }
+    if (status === 401 || status === 403) {
+      return say('error.refused');
+    }
+    return status >= 500 ? say('error.serverError') : say('error.other');
   }
   if (error instanceof ServerConnection.NetworkError) {
-    return 'the Jupyter server cannot be reached';
+    return say('error.unreachable');
   }
   if (error instanceof Error) {
     return error.message;

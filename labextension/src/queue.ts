@@ -1,6 +1,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { formatWaited, positionLabel, queueSignature, requestLabel } from './queueModel';
+import { say } from './messages';
 import type { IQueue, IQueueItem } from './types';
 
 /** An element with a class and children (the sidebar's sections build their DOM with it). */
@@ -14,6 +15,31 @@ export function el<K extends keyof HTMLElementTagNameMap>(
   node.append(...children);
   return node;
 }
+
+/**
+ * Why the service gave no queue, in a person's words; the service client's own message (with
+ * URLs and setting names, for an administrator) goes to the browser's console.
+ */
+function serviceProblem(queue: IQueue | null): string | null {
+  if (queue?.error == null) {
+    return null;
+  }
+  const logged = `${queue.error_kind ?? ''} ${queue.error}`;
+  if (logged !== loggedProblem) {
+    loggedProblem = logged;
+    console.warn(`jupyter-gpuaas: the queue: ${queue.error}`);
+  }
+  switch (queue.error_kind) {
+    case 'forbidden':
+    case 'not_configured':
+      return say('queue.forbidden');
+    case 'service_unavailable':
+      return say('queue.unavailable');
+    default:
+      return say('queue.serviceError');
+  }
+}
+let loggedProblem = '';
 
 /**
  * The Queue section of the GPU panel: the user's pending GPU work with its queue positions,
@@ -50,7 +76,7 @@ export class QueueSection extends Widget {
     heading.id = 'jp-gpuaas-queue-heading';
     const parts: Node[] = [heading];
     const queue = this._queue;
-    const problem = this._error ?? queue?.error ?? null;
+    const problem = this._error ?? serviceProblem(queue);
     if (problem !== null) {
       const note = el('div', 'jp-gpuaas-note jp-gpuaas-queue-error', problem);
       note.setAttribute('role', 'status');
@@ -112,8 +138,9 @@ export class QueueSection extends Widget {
     );
     row.dataset.workload = item.workload;
     row.dataset.position = String(item.position_in_local_queue ?? '');
+    // Kueue's own words on why it waits are for operators: kept out of sight.
     if (item.reason !== null) {
-      row.title = item.reason;
+      row.dataset.reason = item.reason;
     }
     return row;
   }

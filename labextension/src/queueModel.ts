@@ -65,14 +65,16 @@ export function positionLabel(item: IQueueItem): string {
     : `${local} · ${shared} in ClusterQueue ${item.cluster_queue}`;
 }
 
-/** What an item asked for: the offering, else its GPU resources, with GPU-equivalents. */
+/**
+ * What an item asked for: the offering, else its GPU resources. (GPU-equivalents are for the
+ * operators' console, not for the person waiting.)
+ */
 export function requestLabel(item: IQueueItem): string {
   const gpus = Object.entries(item.resources)
     .filter(([name]) => name.startsWith('nvidia.com/'))
     .map(([name, qty]) => `${qty}× ${name.replace('nvidia.com/', '')}`);
   const what = item.offering ?? (gpus.length > 0 ? gpus.join(', ') : 'no GPU');
-  const geq = item.gpu_equivalents === '0' ? '' : ` (${item.gpu_equivalents} GPU-eq.)`;
-  return `${what}${geq}`;
+  return what;
 }
 
 /** A stable signature of what the section shows (the waiting time in minutes only). */

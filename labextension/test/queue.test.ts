@@ -81,12 +81,12 @@ describe('positionLabel', () => {
 
 describe('requestLabel', () => {
   test('resources of a Job', () => {
-    assert.equal(requestLabel(item()), '2× gpu (2 GPU-eq.)');
+    assert.equal(requestLabel(item()), '2× gpu');
   });
   test('offering of a server', () => {
     assert.equal(
       requestLabel(item({ offering: 'local-mig-1g', gpu_equivalents: '1/7' })),
-      'local-mig-1g (1/7 GPU-eq.)'
+      'local-mig-1g'
     );
   });
 });
