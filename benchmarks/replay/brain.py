@@ -20,7 +20,13 @@ from gpuaas_service.reclaim.decide import Action, Plan
 from gpuaas_service.reclaim.gather import flavor_tolerated
 from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
 from gpuaas_service.reclaim.policy import PolicySet, load_policy_file
-from jupyter_gpuaas.core.catalog import Catalog, Offering, build_catalog, load_catalog_file
+from jupyter_gpuaas.core.catalog import (
+    Catalog,
+    CatalogSource,
+    Offering,
+    build_catalog,
+    load_catalog_file,
+)
 from jupyter_gpuaas.core.durations import parse_duration
 from jupyter_gpuaas.core.gpu_equivalents import resource_gpu_equivalents
 from jupyter_gpuaas.core.headroom import QueueState
@@ -59,6 +65,7 @@ __all__ = [
     "Action",
     "ActivityStore",
     "Catalog",
+    "CatalogSource",
     "ClusterQueueInfo",
     "KubeClient",
     "Metrics",

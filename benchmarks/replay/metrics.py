@@ -93,6 +93,8 @@ def summarize(result: Result) -> dict[str, Any]:
     jct: list[float] = []
     completed_gpu_s = 0.0
     never = 0
+    weighted_wait = 0.0
+    weights = 0.0
     for record in result.jobs:
         job = record.job
         if not lo <= job.submit_s < hi:
@@ -104,13 +106,17 @@ def summarize(result: Result) -> dict[str, Any]:
             never += 1
         waits.setdefault(job.gpus, []).append(wait)
         all_waits.append(wait)
+        weighted_wait += wait * job.gpus * job.duration_s
+        weights += job.gpus * job.duration_s
         if record.finished is not None:
             jct.append(record.finished - job.submit_s)
     for record in result.jobs:
         if record.finished is not None and lo <= record.finished < hi:
             completed_gpu_s += record.job.gpus * record.job.duration_s
 
-    spawn = [w for requested, w, _again in result.spawn_waits if lo <= requested < hi]
+    # Spawns still waiting at the end count with their wait so far (a lower bound).
+    spawns = [*result.spawn_waits, *result.unserved_spawns]
+    spawn = [w for requested, w, _again in spawns if lo <= requested < hi]
     respawn = [w for requested, w, again in result.spawn_waits if again and lo <= requested < hi]
     reclaims = [r for r in result.reclaims if lo <= r["t"] < hi]
     session_h = max(result.session_seconds / HOUR, 1e-9)
@@ -129,12 +135,19 @@ def summarize(result: Result) -> dict[str, Any]:
         **{f"wait_p90_min_{s}gpu": percentile(waits.get(s, []), 90) / 60 for s in SIZES},
         **{f"wait_p50_min_{s}gpu": percentile(waits.get(s, []), 50) / 60 for s in SIZES},
         **{f"wait_p99_min_{s}gpu": percentile(waits.get(s, []), 99) / 60 for s in SIZES},
+        "wait_gpu_hour_weighted_mean_min": weighted_wait / weights / 60 if weights else 0.0,
         "jobs": len(all_waits),
         "jobs_never_admitted": never,
         "jct_mean_h": (statistics.fmean(jct) / HOUR) if jct else float("nan"),
         "training_gpu_hours_completed": completed_gpu_s / HOUR,
         "spawn_wait_mean_min": (statistics.fmean(spawn) / 60) if spawn else 0.0,
         "spawn_wait_p90_min": percentile(spawn, 90) / 60 if spawn else 0.0,
+        "spawns_unserved": sum(1 for r, _w, _a in result.unserved_spawns if lo <= r < hi),
+        "share_slowdown": (
+            result.counters.get("share_slowdown_s", 0.0) / result.counters["share_burst_s"]
+            if result.counters.get("share_burst_s")
+            else 0.0
+        ),
         "respawns": len(respawn),
         "reclaims_per_100h": len(reclaims) * per100,
         "interrupted_per_100h": sum(1 for r in reclaims if r["interrupted"]) * per100,

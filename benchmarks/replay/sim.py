@@ -29,6 +29,9 @@ RESTORE_SIGMA = 0.8
 """Re-running the notebook to get the lost kernel state back after a reclaim: lognormal, median
 5 min (an assumption; no published source)."""
 SNOOZE_PROBABILITY = 0.5
+CHECKPOINT_S = 15 * 60.0
+"""A training Job checkpoints this often: a preemption loses the time since its last
+checkpoint, not the whole run (an assumption; ``--checkpoint-min``)."""
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,9 @@ class Result:
     session_seconds: float
     lost_user_s: float
     cycles: int
-    counters: dict[str, int] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    unserved_spawns: list[tuple[float, float, bool]] = field(default_factory=list)
+    """Spawns still waiting at the trace's end: (requested, waited so far, after a reclaim)."""
 
 
 class Policy:
@@ -181,6 +186,7 @@ class Simulation:
         check_invariants: bool = False,
         keep_activity: bool = False,
         latencies: Latencies = Latencies(),
+        checkpoint_s: float | None = CHECKPOINT_S,
     ) -> None:
         self.trace = trace
         self.org = org
@@ -200,6 +206,9 @@ class Simulation:
         self.check_invariants = check_invariants
         self.keep_activity = keep_activity
         self.latencies = latencies
+        self.checkpoint_s = checkpoint_s
+        """A preempted Job keeps its progress up to its last checkpoint (None: it starts
+        over)."""
         self.releasing: set[str] = set()
         """Workloads whose pods are gone and whose quota is not free yet (``release_s``)."""
         """Keep every session's realised activity (the dev-cluster check replays it); else
@@ -223,7 +232,14 @@ class Simulation:
         self.lost_user_s = 0.0
         self.cycles = 0
         self._uid = 0
-        self.counters: dict[str, int] = {"events": 0, "admission_passes": 0}
+        self.counters: dict[str, float] = {
+            "events": 0,
+            "admission_passes": 0,
+            "share_burst_s": 0.0,
+            "share_slowdown_s": 0.0,
+        }
+        """Events run, admission passes, and for notebooks on GPU shares the seconds their
+        GPU bursts would take on a whole GPU and the seconds the shares added."""
         policy.attach(self)
 
     # ------------------------------------------------------------------ plumbing
@@ -327,6 +343,8 @@ class Simulation:
         namespace = job.team
         lq = "training"
         cq = self.org.local_queues[(namespace, lq)]
+        (resource, per_gpu), *rest = self.org.training_requests.items()
+        amount = per_gpu * job.gpus
         wl = Workload(
             key=f"{namespace}/{job.name}",
             namespace=namespace,
@@ -336,11 +354,12 @@ class Simulation:
             priority_class="training",
             created=self.now,
             submitted=self.now,
-            resource="nvidia.com/gpu",
-            amount=job.gpus,
+            resource=resource,
+            amount=amount,
             kind="training",
             owner=job.name,
             uid=self.uid(),
+            also={r: n * job.gpus for r, n in rest},
         )
         self.jobs[wl.key] = JobRecord(job)
         self.job_remaining[wl.key] = job.duration_s
@@ -412,10 +431,16 @@ class Simulation:
             record = self.jobs[wl.key]
             record.evictions += 1
             started = alloc.start if alloc else self.now
-            record.lost_gpu_s += (self.now - started) * wl.amount
-            self.compute(started, self.now, record.job.utilization, float(wl.amount), "training")
+            ran = max(0.0, self.now - started - self.latencies.start_s)
+            kept = 0.0
+            if self.checkpoint_s:
+                kept = min(ran - ran % self.checkpoint_s, self.job_remaining[wl.key])
+            record.lost_gpu_s += (ran - kept) * record.job.gpus
+            self.compute(
+                started, self.now, record.job.utilization, float(record.job.gpus), "training"
+            )
             self.job_epoch[wl.key] += 1
-            self.job_remaining[wl.key] = record.job.duration_s  # it starts over
+            self.job_remaining[wl.key] -= kept  # it resumes from its last checkpoint
         evicted_at = self.now
         if self.latencies.release_s <= 0:
             self._eviction_done(wl.key, evicted_at)
@@ -567,18 +592,37 @@ class Simulation:
             return
         self._realise(state, iv)
 
+    def share_of(self, state: SessionState) -> float:
+        """The share of a GPU's compute the session's offering gets: a memory-capped fraction
+        its ``cores_percent``, anything else the whole of what it holds (1)."""
+        o = state.offering
+        if o.kind == "fraction" and o.cores_percent:
+            return o.cores_percent / 100
+        return 1.0
+
     def _realise(self, state: SessionState, iv: Interval) -> None:
         start = self.now
-        end = start + (iv.end_s - iv.start_s)
-        end = min(end, state.end_s())
-        state.realised.append((start, end, iv.kind, iv.utilization))
+        length = iv.end_s - iv.start_s
+        utilization = iv.utilization
+        share = self.share_of(state)
+        if iv.kind == "gpu" and share < 1.0 and not self.policy.oracle:
+            # On a share g, a burst at utilisation u takes max(1, u/g) times longer: the same
+            # GPU work at the share's pace; the user's later activity moves with it.
+            stretch = max(1.0, utilization / share)
+            self.counters["share_burst_s"] += length
+            self.counters["share_slowdown_s"] += length * (stretch - 1)
+            state.offset += length * (stretch - 1)
+            length *= stretch
+            utilization = min(1.0, utilization / share)
+        end = min(start + length, state.end_s())
+        state.realised.append((start, end, iv.kind, utilization))
         if len(state.realised) > 64 and not self.keep_activity:
             del state.realised[:32]
         if iv.kind == "gpu" and state.workload is not None and not self.policy.oracle:
             self.compute(
                 start,
                 end,
-                iv.utilization,
+                utilization,
                 self.gpu_equivalents(state.workload),
                 "notebook",
             )
@@ -615,6 +659,9 @@ class Simulation:
 
     def _session_end(self, state: SessionState, epoch: int) -> None:
         if epoch != state.epoch or state.phase == "done":
+            return
+        if self.now < state.end_s() - 1e-6:  # a burst on a share moved the end later
+            self.at(state.end_s(), lambda: self._session_end(state, epoch))
             return
         if state.phase in ("waiting", "starting") and state.workload is not None:
             if self.kueue.withdraw(state.workload.key) is None:
@@ -723,7 +770,11 @@ class Simulation:
             self.counters["events"] += 1
             action()
         self.now = end
+        unserved = []
         for state in self.sessions.values():
+            if state.phase in ("waiting", "starting") and not self.policy.oracle:
+                waited = end - state.requested_at
+                unserved.append((state.requested_at, waited, state.returned_at is not None))
             if state.phase not in ("new", "done"):
                 self._close_session(state, "trace_end")
         for key, record in self.jobs.items():
@@ -755,6 +806,7 @@ class Simulation:
             lost_user_s=self.lost_user_s,
             cycles=self.cycles,
             counters=self.counters,
+            unserved_spawns=unserved,
         )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -243,11 +243,17 @@ def day_factor(day: int) -> float:
 
 
 def _training(
-    rng: random.Random, teams: Sequence[str], training_gpus: int, start: float, end: float
+    rng: random.Random,
+    teams: Sequence[str],
+    training_gpus: int,
+    start: float,
+    end: float,
+    offered_load: float,
+    team_weights: Sequence[float] | None,
 ) -> list[TrainingJob]:
     rhythm: Sequence[float] = _p("train_hourly_rhythm")
     daytime = sum(rhythm[9:18]) / 9
-    per_second = _p("train_daytime_offered_load") * training_gpus / mean_job_gpu_seconds()
+    per_second = offered_load * training_gpus / mean_job_gpu_seconds()
     peak = per_second / daytime * max(rhythm)
     sizes: dict[int, float] = _p("train_sizes")
     jobs: list[TrainingJob] = []
@@ -275,7 +281,11 @@ def _training(
         jobs.append(
             TrainingJob(
                 name=f"job-{len(jobs):05d}",
-                team=rng.choice(list(teams)),
+                team=(
+                    rng.choices(list(teams), weights=team_weights)[0]
+                    if team_weights
+                    else rng.choice(list(teams))
+                ),
                 submit_s=t,
                 gpus=gpus,
                 duration_s=duration,
@@ -311,12 +321,18 @@ def _activity(rng: random.Random, length: float, terminal: bool) -> tuple[Interv
 
 
 def _sessions(
-    rng: random.Random, teams: Sequence[str], users: int, days: int, start: float, end: float
+    rng: random.Random,
+    teams: Sequence[str],
+    users: Mapping[str, int],
+    days: int,
+    start: float,
+    end: float,
+    memory: tuple[float, float],
 ) -> list[Session]:
     out: list[Session] = []
     first, last = _p("session_start_hours")
     for team in teams:
-        for u in range(users):
+        for u in range(users[team]):
             user = f"{team}-user{u:02d}"
             for day in range(days):
                 if rng.random() > _p("session_days_per_user") * day_factor(day):
@@ -347,9 +363,7 @@ def _sessions(
                             team=team,
                             start_s=s,
                             length_s=length,
-                            gpu_memory_gib=_lognormal(
-                                rng, _p("gpu_memory_log_median_gib"), _p("gpu_memory_sigma")
-                            ),
+                            gpu_memory_gib=_lognormal(rng, *memory),
                             intervals=_activity(rng, length, rng.random() < _p("terminal_share")),
                         )
                     )
@@ -364,18 +378,30 @@ def generate(
     training_gpus: int,
     days: float = 1.0,
     burn_in_s: float = 6 * HOUR,
-    users_per_team: int | None = None,
+    users_per_team: int | Mapping[str, int] | None = None,
+    offered_load: float | None = None,
+    team_weights: Mapping[str, float] | None = None,
+    gpu_memory: tuple[float, float] | None = None,
 ) -> Trace:
     """The trace for ``seed``: jobs sized to ``training_gpus`` (the training queues' nominal
-    GPUs of the *reference* cluster, so a capacity sweep replays the same demand)."""
+    GPUs of the *reference* cluster, so a capacity sweep replays the same demand).
+
+    The rest default to :data:`PARAMETERS`: ``users_per_team`` (one number for every team, or
+    per team), ``offered_load`` (daytime training demand ÷ ``training_gpus``), ``team_weights``
+    (how training Jobs are spread over the teams; default evenly), ``gpu_memory`` (a session's
+    GPU-memory need: lognormal median GiB and sigma)."""
     rng = random.Random(f"gpuaas-replay/{TRACE_VERSION}/{seed}")
     # The measured window starts at midnight after the burn-in: day 0 starts at -burn_in.
     end = burn_in_s + days * DAY
     whole_days = math.ceil(days) + 1
     shift = DAY - burn_in_s  # trace time t is clock time t + shift (burn-in from 18:00)
-    jobs = _training(rng, teams, training_gpus, shift, end + shift)
-    users = _p("users_per_team") if users_per_team is None else users_per_team
-    sessions = _sessions(rng, teams, users, whole_days, shift, end + shift)
+    load = _p("train_daytime_offered_load") if offered_load is None else offered_load
+    weights = [team_weights[t] for t in teams] if team_weights else None
+    jobs = _training(rng, teams, training_gpus, shift, end + shift, load, weights)
+    count = _p("users_per_team") if users_per_team is None else users_per_team
+    users = dict(count) if isinstance(count, Mapping) else dict.fromkeys(teams, int(count))
+    memory = gpu_memory or (_p("gpu_memory_log_median_gib"), _p("gpu_memory_sigma"))
+    sessions = _sessions(rng, teams, users, whole_days, shift, end + shift, memory)
     return Trace(
         seed=seed,
         version=TRACE_VERSION,

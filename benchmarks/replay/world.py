@@ -82,6 +82,10 @@ class Organisation:
     """Physical GPUs in the pools (nodes.yaml ``nvidia.com/gpu.count`` × nodes, scaled)."""
     flavor_taints: Mapping[str, tuple[Mapping[str, str], ...]] = field(default_factory=dict)
     """ResourceFlavor name → its ``nodeTaints``."""
+    training_requests: Mapping[str, int] = field(default_factory=lambda: {"nvidia.com/gpu": 1})
+    """What Kueue counts for one GPU of a training Job, its first resource the one whose
+    flavors it is tried in (a pool shared with notebook shares counts it in
+    ``nvidia.com/total-gpucores: 100`` and the rest of a whole card)."""
 
     @property
     def gpu_equivalents(self) -> Fraction:
@@ -178,8 +182,29 @@ def load_organisation(
     """
     if transformations is None:
         transformations = brain.load_catalog(str(DEFAULT_CATALOG)).transformations
-    excluded = set(exclude_flavors)
     docs = [d for p in sorted(manifests.glob("*.yaml")) for d in _documents(p)]
+    pools = yaml.safe_load(nodes.read_text(encoding="utf-8"))["pools"]
+    return build_organisation(
+        docs, pools, scale=scale, exclude_flavors=exclude_flavors, transformations=transformations
+    )
+
+
+def build_organisation(
+    docs: Sequence[Mapping[str, Any]],
+    pools: Sequence[Mapping[str, Any]],
+    *,
+    transformations: Sequence[brain.ResourceTransformation],
+    scale: float = 1.0,
+    exclude_flavors: Iterable[str] = (),
+    training_requests: Mapping[str, int] | None = None,
+) -> Organisation:
+    """An organisation from Kueue's objects (``docs``: ResourceFlavors, ClusterQueues, the
+    Cohorts, LocalQueues and WorkloadPriorityClasses) and its node pools (as in
+    devcluster/nodes.yaml: ``count``, ``labels``, ``capacity``; a pool's ``gpuaas.dev/pool``
+    label names the flavor whose nodeLabels select it), pools and GPU quotas × ``scale``
+    (rounded down). ``training_requests``: what Kueue counts for one GPU of a training Job
+    (default ``nvidia.com/gpu: 1``)."""
+    excluded = set(exclude_flavors)
     flavor_labels = {
         str(d["metadata"]["name"]): {
             str(k): str(v) for k, v in ((d.get("spec") or {}).get("nodeLabels") or {}).items()
@@ -190,7 +215,7 @@ def load_organisation(
     pool_flavor = {labels.get("gpuaas.dev/pool"): f for f, labels in flavor_labels.items()}
     capacity: dict[FlavorResource, int] = {}
     physical = Fraction(0)
-    for pool in yaml.safe_load(nodes.read_text(encoding="utf-8"))["pools"]:
+    for pool in pools:
         flavor = pool_flavor.get(pool["labels"].get("gpuaas.dev/pool"))
         if flavor is None:
             continue
@@ -267,6 +292,7 @@ def load_organisation(
             for d in docs
             if d.get("kind") == "ResourceFlavor" and d["metadata"]["name"] not in excluded
         },
+        training_requests=dict(training_requests or {"nvidia.com/gpu": 1}),
     )
     return org
 

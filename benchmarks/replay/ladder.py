@@ -1,0 +1,422 @@
+"""The ladder of what teams run, every rung on the same paired traces of one organisation.
+
+A rung is a queue structure (how Kueue's quotas are laid out), what stops idle notebooks, and
+whether notebooks take whole GPUs or need-sized shares of the GPUs training uses:
+
+====  =========================================================================================
+B0    week-long per-user whole-GPU reservations (a notebook quota of one GPU per user) + a
+      training partition; nothing is lent
+B1    per-queue static partitions: per team a notebook queue and a training queue, no cohort
+      (the notebook share of each team's GPUs is chosen best for B1 from ``--splits``)
+B1i   B1 + jupyterhub-idle-culler (z2jh: 60 min timeout, every 10 min)
+B2    per-team Kueue cohorts: a team's training borrows what its own notebooks leave
+L1    one org-wide cohort: training borrows what any notebook or other team leaves; notebooks
+      take their quota back by preempting borrowers (the product's sample organisation)
+L1i   L1 + jupyterhub-idle-culler (60 min): the strongest stack from open parts today
+L1g   L1 + jupyter-gpuaas as shipped (its policy file; the product's own reclaim loop decides)
+L2    L1 with notebooks on need-sized shares of the training GPUs under one quota in
+      GPU-equivalents (idealised: quota only, shares packed perfectly; the mechanism is not
+      shipped yet)
+L3    L2 + jupyter-gpuaas as shipped
+====  =========================================================================================
+
+The cluster is sized in GPUs of its training pools (``gpus``); a MIG pool, where the
+organisation has one, stays as it is. Demand (users, training Jobs) is the organisation's as
+given, whatever the size, so that a smaller cluster replays the same people.
+
+Shares are memory-capped in steps of a tenth of the card (8 GiB of an 80 GB H100): a session
+takes the smallest that holds its memory need, and its compute share is the same tenth
+(HAMi's ``gpucores``), so a burst at utilisation u on share g runs max(1, u/g) times longer.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import brain
+from .organisations import OrgSpec, Pool
+from .policies import Gpuaas, IdleCuller, Static
+from .sim import NOTEBOOK_NAMESPACE, Policy
+from .trace import Trace, generate
+from .world import Organisation, build_organisation
+
+SHARE_STEPS = 10
+"""Shares are tenths of a card (memory and compute alike)."""
+VGPUS_PER_GPU = 10
+"""HAMi's default ``deviceSplitCount``: vGPU slots a card offers in the shared pool."""
+NOTEBOOK_PRIORITY = 1000
+TRAINING_PRIORITY = 500
+DEFAULT_SPLITS = (0.25, 0.375, 0.5)
+"""Notebook share of each team's GPUs that B0-B1i choose from (per size, the best)."""
+COHORT_NOTEBOOK_SHARE = 0.5
+"""Notebook quota of each team's GPUs in the cohort rungs (lent to training while unused)."""
+
+TRANSFORMATIONS = [
+    {
+        "input": "nvidia.com/gpumem",
+        "strategy": "Replace",
+        "multiplyBy": "nvidia.com/gpu",
+        "outputs": {"nvidia.com/total-gpumem": "1"},
+    },
+    {
+        "input": "nvidia.com/gpucores",
+        "strategy": "Replace",
+        "multiplyBy": "nvidia.com/gpu",
+        "outputs": {"nvidia.com/total-gpucores": "1"},
+    },
+]
+"""Kueue's resource transformations for HAMi shares, as the product's catalog states them."""
+
+
+@dataclass(frozen=True)
+class Rung:
+    name: str
+    structure: str
+    """``reserved``, ``partitions``, ``team-cohorts`` or ``org-cohort``."""
+    culler: str
+    """``none``, ``idle-60`` or ``gpuaas``."""
+    shares: bool
+    text: str
+
+    @property
+    def split_chosen(self) -> bool:
+        """Whether the notebook/training split is chosen best per size (the partitions)."""
+        return self.structure == "partitions"
+
+
+RUNGS: dict[str, Rung] = {
+    r.name: r
+    for r in (
+        Rung("B0", "reserved", "none", False, "per-user whole-GPU reservations + training"),
+        Rung("B1", "partitions", "none", False, "per-queue static partitions"),
+        Rung("B1i", "partitions", "idle-60", False, "B1 + idle-culler 60 min"),
+        Rung("B2", "team-cohorts", "none", False, "per-team Kueue cohorts"),
+        Rung("L1", "org-cohort", "none", False, "org-wide Kueue cohort"),
+        Rung("L1i", "org-cohort", "idle-60", False, "L1 + idle-culler 60 min"),
+        Rung("L1g", "org-cohort", "gpuaas", False, "L1 + gpuaas as shipped"),
+        Rung("L2", "org-cohort", "none", True, "L1 + need-sized shares (idealised)"),
+        Rung("L3", "org-cohort", "gpuaas", True, "L2 + gpuaas as shipped (idealised shares)"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class World:
+    org: Organisation
+    catalog: brain.Catalog
+    fractions: float
+    """The share of users who take fractional offerings (1 on the shares rungs)."""
+
+
+def sized(spec: OrgSpec, gpus: int) -> tuple[Pool, ...]:
+    """The organisation's pools with its training pools holding ``gpus`` GPUs in all (split
+    over them as the file splits them); MIG pools as they are."""
+    reference = spec.training_gpus
+    out = []
+    left = gpus
+    training = spec.training_pools
+    for pool in spec.pools:
+        if pool.mig is not None:
+            out.append(pool)
+            continue
+        share = left if pool is training[-1] else math.floor(gpus * pool.gpus / reference)
+        left -= share
+        nodes = share / pool.gpus_per_node
+        out.append(Pool(pool.name, nodes, pool.gpus_per_node, pool.gpu_memory_gib))
+    return tuple(out)
+
+
+def _resources(shares: bool) -> list[str]:
+    if shares:
+        return ["nvidia.com/gpu", "nvidia.com/total-gpumem", "nvidia.com/total-gpucores"]
+    return ["nvidia.com/gpu"]
+
+
+def _quota(pool: Pool, gpus: int, shares: bool) -> dict[str, int]:
+    """What ``gpus`` GPUs of ``pool`` are in Kueue's resources (a MIG pool: ``gpus`` slices)."""
+    if pool.mig is not None:
+        return {pool.mig.resource: gpus}
+    if shares:
+        return {
+            "nvidia.com/gpu": VGPUS_PER_GPU * gpus,
+            "nvidia.com/total-gpumem": _mib(pool.gpu_memory_gib) * gpus,
+            "nvidia.com/total-gpucores": 100 * gpus,
+        }
+    return {"nvidia.com/gpu": gpus}
+
+
+def _mib(gib: float) -> int:
+    return round(gib * 1024)
+
+
+def _cluster_queue(
+    name: str,
+    team: str,
+    kind: str,
+    cohort: str | None,
+    flavors: Mapping[str, Mapping[str, int]],
+    *,
+    lends_only: bool,
+) -> dict[str, Any]:
+    covered = sorted({r for quota in flavors.values() for r in quota})
+    spec: dict[str, Any] = {
+        "queueingStrategy": "BestEffortFIFO",
+        "namespaceSelector": {},
+        "preemption": {
+            "reclaimWithinCohort": "Any" if cohort else "Never",
+            "borrowWithinCohort": {"policy": "Never"},
+            "withinClusterQueue": "Never",
+        },
+        "resourceGroups": [
+            {
+                "coveredResources": covered,
+                "flavors": [
+                    {
+                        "name": flavor,
+                        "resources": [
+                            {
+                                "name": r,
+                                "nominalQuota": quota.get(r, 0),
+                                **({"borrowingLimit": 0} if lends_only or not cohort else {}),
+                            }
+                            for r in covered
+                        ],
+                    }
+                    for flavor, quota in flavors.items()
+                ],
+            }
+        ],
+    }
+    if cohort:
+        spec["cohortName"] = cohort
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name, "labels": {"gpuaas.dev/team": team, "gpuaas.dev/kind": kind}},
+        "spec": spec,
+    }
+
+
+def manifests(
+    spec: OrgSpec, rung: Rung, gpus: int, notebook_share: float
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Kueue's objects and the node pools of ``spec`` at ``gpus`` training GPUs on ``rung``."""
+    pools = sized(spec, gpus)
+    users = spec.users()
+    docs: list[dict[str, Any]] = [
+        {"kind": "WorkloadPriorityClass", "metadata": {"name": "interactive"}, "value": 1000},
+        {"kind": "WorkloadPriorityClass", "metadata": {"name": "training"}, "value": 500},
+    ]
+    for pool in pools:
+        docs.append(
+            {
+                "kind": "ResourceFlavor",
+                "metadata": {"name": pool.name},
+                "spec": {"nodeLabels": {"gpuaas.dev/pool": pool.name}},
+            }
+        )
+    notebooks: dict[str, dict[str, dict[str, int]]] = {t.name: {} for t in spec.teams}
+    training: dict[str, dict[str, dict[str, int]]] = {t.name: {} for t in spec.teams}
+    for pool in pools:
+        split = spec.team_quota(pool, pool.units)
+        for team, team_gpus in split.items():
+            if pool.mig is not None:
+                if rung.structure != "reserved":
+                    notebooks[team][pool.name] = _quota(pool, team_gpus, rung.shares)
+                continue
+            if rung.structure == "reserved":
+                held = min(users[team], team_gpus)
+            elif rung.structure == "partitions":
+                held = math.floor(team_gpus * notebook_share + 1e-9)
+            else:
+                held = math.floor(team_gpus * COHORT_NOTEBOOK_SHARE + 1e-9)
+            notebooks[team][pool.name] = _quota(pool, held, rung.shares)
+            training[team][pool.name] = _quota(pool, team_gpus - held, rung.shares)
+    cohorts: dict[str, str | None] = {}
+    for t in spec.teams:
+        if rung.structure == "org-cohort":
+            cohorts[t.name] = "org"
+        elif rung.structure == "team-cohorts":
+            cohorts[t.name] = t.name
+        else:
+            cohorts[t.name] = None
+    for cohort in sorted({c for c in cohorts.values() if c}):
+        docs.append({"kind": "Cohort", "metadata": {"name": cohort}, "spec": {}})
+    for t in spec.teams:
+        docs.append(
+            _cluster_queue(
+                f"{t.name}-notebooks",
+                t.name,
+                "notebooks",
+                cohorts[t.name],
+                notebooks[t.name],
+                lends_only=True,
+            )
+        )
+        docs.append(
+            _cluster_queue(
+                f"{t.name}-training",
+                t.name,
+                "training",
+                cohorts[t.name],
+                training[t.name],
+                lends_only=False,
+            )
+        )
+        docs.append(
+            {
+                "kind": "LocalQueue",
+                "metadata": {"name": t.name, "namespace": NOTEBOOK_NAMESPACE},
+                "spec": {"clusterQueue": f"{t.name}-notebooks"},
+            }
+        )
+        docs.append(
+            {
+                "kind": "LocalQueue",
+                "metadata": {"name": "training", "namespace": t.name},
+                "spec": {"clusterQueue": f"{t.name}-training"},
+            }
+        )
+    node_pools = []
+    for pool in pools:
+        if pool.mig is not None:
+            capacity = {pool.mig.resource: str(pool.gpus_per_node * pool.mig.per_gpu)}
+        elif rung.shares:
+            capacity = {
+                "nvidia.com/gpu": str(VGPUS_PER_GPU * pool.gpus_per_node),
+                "nvidia.com/gpumem": str(_mib(pool.gpu_memory_gib) * pool.gpus_per_node),
+                "nvidia.com/gpucores": str(100 * pool.gpus_per_node),
+            }
+        else:
+            capacity = {"nvidia.com/gpu": str(pool.gpus_per_node)}
+        node_pools.append(
+            {
+                "name": pool.name,
+                "count": pool.nodes,
+                "labels": {
+                    "gpuaas.dev/pool": pool.name,
+                    "nvidia.com/gpu.count": str(pool.gpus_per_node),
+                },
+                "capacity": capacity,
+            }
+        )
+    return docs, node_pools
+
+
+def catalog_data(spec: OrgSpec, rung: Rung) -> dict[str, Any]:
+    """The spawner's catalog for ``rung``: a whole GPU of each training pool (the shares
+    rungs: need-sized shares of it instead), a slice of each MIG pool; every team may use all."""
+    offerings: list[dict[str, Any]] = []
+    for pool in spec.pools:
+        selector = {"gpuaas.dev/pool": pool.name}
+        if pool.mig is not None:
+            offerings.append(
+                {
+                    "slug": f"{pool.name}-{pool.mig.profile.replace('.', '-')}",
+                    "display_name": f"MIG {pool.mig.profile}",
+                    "kind": "mig",
+                    "resources": {pool.mig.resource: 1},
+                    "flavor": pool.name,
+                    "node_selector": selector,
+                    "gpu_memory": f"{pool.mig.memory_gib:g}Gi",
+                    "gpu_equivalents": f"1/{pool.mig.per_gpu}",
+                }
+            )
+        elif rung.shares:
+            step = pool.gpu_memory_gib / SHARE_STEPS
+            for k in range(1, SHARE_STEPS + 1):
+                offerings.append(
+                    {
+                        "slug": f"{pool.name}-share-{k}",
+                        "display_name": f"{k * step:g} GiB share of a {pool.name}",
+                        "kind": "fraction",
+                        "flavor": pool.name,
+                        "node_selector": selector,
+                        "gpu_memory": f"{pool.gpu_memory_gib:g}Gi",
+                        "memory_cap": f"{_mib(k * step)}Mi",
+                        "cores_percent": 100 * k // SHARE_STEPS,
+                        "gpu_equivalents": f"{k}/{SHARE_STEPS}",
+                    }
+                )
+        else:
+            offerings.append(
+                {
+                    "slug": pool.name,
+                    "display_name": f"whole {pool.name}",
+                    "kind": "gpu",
+                    "resources": {"nvidia.com/gpu": 1},
+                    "flavor": pool.name,
+                    "node_selector": selector,
+                    "gpu_memory": f"{pool.gpu_memory_gib:g}Gi",
+                }
+            )
+    if rung.structure == "reserved":
+        offerings = [o for o in offerings if o["kind"] == "gpu"]
+    slugs = [o["slug"] for o in offerings]
+    return {
+        "offerings": offerings,
+        "resource_transformations": TRANSFORMATIONS,
+        "tenants": [
+            {"name": t.name, "groups": [t.name], "local_queue": t.name, "offerings": slugs}
+            for t in spec.teams
+        ],
+    }
+
+
+@functools.lru_cache(maxsize=64)
+def world(spec: OrgSpec, rung_name: str, gpus: int, notebook_share: float) -> World:
+    rung = RUNGS[rung_name]
+    source = brain.CatalogSource(f"{spec.name}/{rung.name}: ", catalog_data(spec, rung))
+    catalog = brain.build_catalog([source])
+    docs, pools = manifests(spec, rung, gpus, notebook_share)
+    per_gpu = _quota(spec.training_pools[0], 1, rung.shares)
+    training = (
+        {
+            "nvidia.com/total-gpucores": per_gpu["nvidia.com/total-gpucores"],
+            "nvidia.com/total-gpumem": per_gpu["nvidia.com/total-gpumem"],
+            "nvidia.com/gpu": 1,
+        }
+        if rung.shares
+        else {"nvidia.com/gpu": 1}
+    )
+    org = build_organisation(
+        docs, pools, transformations=catalog.transformations, training_requests=training
+    )
+    return World(org, catalog, 1.0 if rung.shares else 0.0)
+
+
+def policy(rung: Rung, policy_file: str) -> Policy:
+    if rung.culler == "idle-60":
+        return IdleCuller(3600.0, 600.0, rung.name)
+    if rung.culler == "gpuaas":
+        return Gpuaas(brain.load_policy_file(policy_file), name=rung.name)
+    p = Static()
+    p.name = rung.name
+    return p
+
+
+def trace(spec: OrgSpec, seed: int, *, days: float, burn_in_h: float) -> Trace:
+    """The paired trace of ``seed``: the same for every rung and every size."""
+    weights = {t.name: t.weight for t in spec.teams}
+    return generate(
+        seed,
+        teams=[t.name for t in spec.teams],
+        training_gpus=spec.training_gpus,
+        days=days,
+        burn_in_s=burn_in_h * 3600,
+        users_per_team=spec.users(),
+        offered_load=spec.demand.training_offered_load,
+        team_weights=weights,
+        gpu_memory=(spec.demand.gpu_memory_median_gib, spec.demand.gpu_memory_sigma),
+    )
+
+
+def rungs(names: Sequence[str]) -> list[Rung]:
+    unknown = [n for n in names if n not in RUNGS]
+    if unknown:
+        raise ValueError(f"no such rung: {', '.join(unknown)}; have {', '.join(RUNGS)}")
+    return [RUNGS[n] for n in names]
