@@ -17,8 +17,10 @@
   ``CUDA_DEVICE_SM_LIMIT``; every container gets the node's one GPU state directory
   (``$JUPYTER_GPUAAS_SIM_DIR``, the agent's ``gpus/``) and its own name in it
   (``$JUPYTER_GPUAAS_SIM_CONTAINER``), so that each pod's fake NVML shows its own devices and a
-  neighbour's memory on a shared GPU (jupyter_gpuaas/gpu/simulate.py). A pod whose devices are
-  not there fails as a kubelet fails it (UnexpectedAdmissionError);
+  neighbour's memory on a shared GPU (jupyter_gpuaas/gpu/simulate.py). A finished pod
+  (Succeeded, Failed) holds no devices, though it stays until deleted, as with a kubelet. A pod
+  whose devices are not there fails as a kubelet fails it (UnexpectedAdmissionError, "Pod was
+  rejected: Allocate failed due to ..."): the node's doing, not the pod's;
 - reports what a kubelet reports: phase, podIP(s), hostIP, startTime, the PodReadyToStartContainers,
   Initialized, ContainersReady and Ready conditions, and container statuses (running, terminated
   with exit code, restart count); honours ``restartPolicy`` and httpGet/tcpSocket readiness probes;
@@ -53,7 +55,7 @@ import re
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,7 +65,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from devcluster import procs
-from devcluster.gpualloc import AllocationError, ContainerDevices, allocate
+from devcluster.gpualloc import AllocationError, ContainerDevices, Grant, allocate
 from jupyter_gpuaas.gpu.simulate import ENV_CONTAINER, ENV_DIR, write_node
 from jupyter_gpuaas.gpu.spec import SimGpu, parse_devices
 
@@ -79,6 +81,7 @@ ALL_INTERFACES = ("0.0.0.0", "::", "[::]", "", "*")
 IP_ARG = re.compile(r"^(--(?:ip|ServerApp\.ip|NotebookApp\.ip))=(.*)$")
 VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
 # From the agent's own environment into every container.
+TERMINAL_PHASES = ("Succeeded", "Failed")
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
@@ -276,6 +279,19 @@ def pod_phase(restart_policy: str, exit_codes: list[int | None]) -> str | None:
     return "Succeeded" if all(c == 0 for c in codes) else "Failed"
 
 
+def devices_held(runs: Iterable[PodRun], but: PodRun | None = None) -> list[Grant]:
+    """The devices the pods hold, except ``but``'s. A finished pod (Succeeded, Failed) holds
+    none, as a kubelet frees a terminated pod's devices at once: it stays on the node until it is
+    deleted (a Job keeps its pods), and counting it left a slice taken for good."""
+    return [
+        g
+        for run in runs
+        if run is not but and run.phase not in TERMINAL_PHASES
+        for devices in run.devices.values()
+        for g in devices.grants
+    ]
+
+
 # --- list-watch (shared with devcluster.kwokfinisher) ------------------------------------------
 
 
@@ -440,7 +456,7 @@ class PodRun:
         return cond
 
     def status(self) -> dict[str, Any]:
-        terminal = self.phase in ("Succeeded", "Failed")
+        terminal = self.phase in TERMINAL_PHASES
         all_ready = bool(self.containers) and all(c.ready for c in self.containers) and not terminal
         not_ready_reason = "PodCompleted" if terminal else "ContainersNotReady"
         conditions = [
@@ -627,7 +643,7 @@ class NodeAgent:
         if uid in self.done:
             return
         phase = pod.get("status", {}).get("phase")
-        if phase in ("Succeeded", "Failed") or deleting:
+        if phase in TERMINAL_PHASES or deleting:
             # Not ours to run (finished earlier, or deleted before it started): make it terminal
             # if need be and let it go.
             self.done.add(uid)
@@ -664,7 +680,7 @@ class NodeAgent:
     async def _finalize_unstarted(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         try:
-            if pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+            if pod.get("status", {}).get("phase") not in TERMINAL_PHASES:
                 await self.core.patch_namespaced_pod_status(
                     meta["name"],
                     meta["namespace"],
@@ -747,15 +763,8 @@ class NodeAgent:
         }
 
     def _allocate(self, run: PodRun) -> None:
-        """Pick the pod's devices (raises AllocationError); other pods keep theirs."""
-        held = [
-            g
-            for other in self.runs.values()
-            if other is not run
-            for devices in other.devices.values()
-            for g in devices.grants
-        ]
-        run.devices = allocate(self.gpus, held, run.pod)
+        """Pick the pod's devices (raises AllocationError); other running pods keep theirs."""
+        run.devices = allocate(self.gpus, devices_held(self.runs.values(), but=run), run.pod)
         (run.poddir / "vgpu").mkdir(exist_ok=True)
 
     async def _spawn(self, run: PodRun, c: Container) -> bool:
@@ -945,7 +954,8 @@ class NodeAgent:
             except AllocationError as e:
                 # As a kubelet rejects a pod whose devices it cannot find at admission.
                 run.phase, run.reason = "Failed", "UnexpectedAdmissionError"
-                run.message = f"Allocate failed due to {e}, which is unexpected"
+                # the kubelet's words, which say it is the node's doing and not the pod's
+                run.message = f"Pod was rejected: Allocate failed due to {e}, which is unexpected"
                 await self._report(run)
                 await self._event(run, "UnexpectedAdmissionError", run.message, "Warning")
                 await self._wait_for_deletion(run)
@@ -1066,7 +1076,7 @@ class NodeAgent:
         if had_live:
             await self._event(run, "Killing", f"Stopping containers (grace {run.grace:.0f}s)")
         await self._stop_containers(run)
-        if run.phase not in ("Succeeded", "Failed"):
+        if run.phase not in TERMINAL_PHASES:
             codes = [c.exit_code for c in run.containers if c.exit_code is not None]
             run.phase = (
                 "Succeeded"

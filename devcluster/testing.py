@@ -14,6 +14,7 @@ yields a ``kubernetes_asyncio`` ApiClient with a token from the TokenRequest API
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
@@ -542,16 +543,23 @@ def which_cluster(settings: Settings, started: bool) -> str:
     )
 
 
+def say(config: pytest.Config, line: str) -> None:
+    """Write a line on pytest's terminal, past its output capture."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        reporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     """The running dev cluster (started for the session unless one was already running); never
     a demo's (devcluster/claim.py). Says which on the terminal."""
     settings = load_settings()
     with devcluster.running(settings) as info:
-        line = which_cluster(settings, info.started)
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(line)
+        say(request.config, which_cluster(settings, info.started))
         yield Cluster(info)
     if info.started:
         left = leftovers(settings, info.processes)

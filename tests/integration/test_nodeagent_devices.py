@@ -1,12 +1,15 @@
-"""The node agent's device allocation from pod specs (pure: no cluster): which devices each
-container gets and the environment the device plugins would give it."""
+"""The node agent's device allocation from pod specs: which devices each container gets and the
+environment the device plugins would give it (pure: no cluster), and that a finished pod's devices
+are free again (also on the cluster, with the node agent)."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from devcluster.gpualloc import (
     AllocationError,
@@ -16,8 +19,9 @@ from devcluster.gpualloc import (
     capacity,
     requests_of,
 )
-from devcluster.nodeagent import container_env
+from devcluster.nodeagent import PodRun, container_env, devices_held
 from devcluster.nodes import NodesFileError, check_simulated_gpus, load_nodes
+from devcluster.testing import Cluster, core, wait_for
 from jupyter_gpuaas.gpu.spec import GiB, parse_devices
 
 MiB = 1024**2
@@ -213,3 +217,104 @@ def test_the_agent_pool_of_nodes_yaml_declares_its_gpus() -> None:
     (agent,) = [n for n in load_nodes() if n.run_by == "agent"]
     assert agent.simulated_gpus is not None
     assert parse_devices(agent.simulated_gpus)
+
+
+# --- a finished pod's devices are free -------------------------------------------------------
+
+
+def run_of(phase: str, grants: tuple[Grant, ...]) -> PodRun:
+    run = PodRun(uid=phase, namespace="ns", name=phase, pod={}, ip="", poddir=Path("/nonexistent"))
+    run.phase = phase
+    run.devices = {"c0": ContainerDevices("c0", grants)}
+    return run
+
+
+def test_a_finished_pod_holds_no_devices() -> None:
+    slices = allocate(GPUS, [], pod({"nvidia.com/mig-1g.5gb": 2}))["c0"].grants
+    running, succeeded, failed = (run_of(p, slices) for p in ("Running", "Succeeded", "Failed"))
+    new = run_of("Pending", ())
+    assert devices_held([running, succeeded, failed, new], but=new) == list(slices)
+    assert devices_held([succeeded, failed, new], but=new) == []
+    assert devices_held([running], but=running) == []
+    # So the slices a finished Job pod had are handed out again.
+    freed = allocate(
+        GPUS, devices_held([succeeded, new], but=new), pod({"nvidia.com/mig-1g.5gb": 2})
+    )
+    assert freed["c0"].grants == slices
+
+
+NS = "jupyter-users"
+LOCAL_MIG = "nvidia.com/mig-1g.5gb"  # local-0 has two: nodes.yaml
+
+
+def local_pod(name: str, command: list[str], slices: int) -> dict[str, Any]:
+    """A pod on the node agent's node (no queue: Kueue leaves it alone) holding MIG slices."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 1,
+            "nodeSelector": {"gpuaas.dev/pool": "local"},
+            "tolerations": [
+                {
+                    "key": "gpuaas.dev/local-node",
+                    "operator": "Equal",
+                    "value": "true",
+                    "effect": "NoSchedule",
+                }
+            ],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "python:3.11",
+                    "command": command,
+                    "resources": {
+                        "requests": {"cpu": "50m", "memory": "64Mi"},
+                        "limits": {LOCAL_MIG: str(slices)},
+                    },
+                }
+            ],
+        },
+    }
+
+
+@pytest.mark.integration
+async def test_a_pod_starts_on_the_slices_a_finished_pod_had(cluster: Cluster) -> None:
+    # Seen in the demo: after the sample Job's pod Succeeded (a Job keeps its pods), a server
+    # admitted onto the slice it had used was refused by the node agent, "1 requested, 0 free".
+    names = ["finished-job-pod", "after-the-job"]
+    async with cluster.api("jupyterhub", "hub") as api:
+        v1 = core(api)
+        try:
+            await v1.create_namespaced_pod(NS, local_pod(names[0], ["python3", "-c", "pass"], 2))
+
+            async def phase_of(name: str) -> str:
+                pod = await v1.read_namespaced_pod(name, NS)
+                if pod.status.phase == "Failed":
+                    pytest.fail(f"{name} failed: {pod.status.reason}: {pod.status.message}")
+                return str(pod.status.phase)
+
+            async def succeeded() -> bool:
+                return await phase_of(names[0]) == "Succeeded"
+
+            await wait_for(f"{names[0]} Succeeded", succeeded, 60)
+            await v1.create_namespaced_pod(NS, local_pod(names[1], ["sleep", "300"], 1))
+
+            async def running() -> bool:
+                return await phase_of(names[1]) == "Running"
+
+            await wait_for(f"{names[1]} Running on a freed slice", running, 60)
+            assert await phase_of(names[0]) == "Succeeded"  # still there, holding nothing
+        finally:
+            for name in names:
+                with contextlib.suppress(ApiException):
+                    await v1.delete_namespaced_pod(name, NS, grace_period_seconds=0)
+
+            async def gone() -> bool:
+                left = {p.metadata.name for p in (await v1.list_namespaced_pod(NS)).items}
+                return not left & set(names)
+
+            await wait_for("the pods gone", gone, 60)
