@@ -19,29 +19,21 @@ __all__ = ["ConsoleRecord", "journal_entry"]
 
 
 def journal_entry(event: LoopEvent) -> Entry:
-    """The journal's line for an action the loop carried out."""
+    """The journal's line for an action the loop carried out (a hand-off names no workbench:
+    its team is the queued work's)."""
     wb = event.workbench
-    if wb is None:
-        return Entry(
-            event=event.kind,
-            at=event.at,
-            team=event.team,
-            reason=event.reason,
-            workload=event.workload,
-            result=event.result,
-            latency_seconds=event.latency_seconds,
-            dry_run=event.dry_run,
-        )
     return Entry(
         event=event.kind,
         at=event.at,
-        user=wb.user,
-        server=wb.server,
-        team=wb.team,
-        offering=wb.offering or wb.kind,
-        gpu_equivalents=format_gpu_equivalents(wb.gpu_equivalents),
+        user=wb.user if wb else "",
+        server=wb.server if wb else "",
+        team=wb.team if wb else event.team,
+        offering=(wb.offering or wb.kind) if wb else "",
+        gpu_equivalents=format_gpu_equivalents(wb.gpu_equivalents) if wb else "",
         reason=event.reason,
         workload=event.workload,
+        result=event.result,
+        latency_seconds=event.latency_seconds,
         dry_run=event.dry_run,
     )
 
