@@ -9,8 +9,15 @@ One process beside the hub, split by job:
   holds no Kubernetes credentials; the service creates the Job in the team's namespace);
 - :mod:`.console` — the ITOps console: quotas against use, every workbench, hand-offs, the
   journal, showback and the policy preview;
-- :mod:`.web` — the service's HTTP handlers (hub-authenticated);
-- :mod:`.clients` — the Hub API, the Kubernetes API and Prometheus;
+- :mod:`.web` — the service's HTTP app and handlers (hub-authenticated), handed one typed
+  context built by :mod:`.app`;
+- :mod:`.clients` — the Hub API, the Kubernetes API, Prometheus, and the state kept in
+  ConfigMaps across restarts;
+- :mod:`.model` — plain data shared by the layers (where a pod is);
 - :mod:`.metrics` — the Prometheus metrics it exposes; :mod:`.cli` — ``--check-policy``,
   ``--explain``.
+
+The parts are layers, checked by ``lint-imports``: ``app | cli`` > ``web`` >
+``console | jobs | queue`` > ``reclaim`` > ``clients | metrics`` > ``model``. The console
+listens to the reclaim loop; the loop never imports the console.
 """
