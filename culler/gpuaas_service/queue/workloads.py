@@ -15,7 +15,7 @@ Whose work is it:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
@@ -125,74 +125,106 @@ def queue_payload(
     ``null`` while Kueue's visibility API has not placed them, e.g. inadmissible ones); ``teams``
     (the caller's hub groups) adds teams to the per-team counts besides those of the items.
     """
-    items: list[dict[str, Any]] = []
-    item_teams: set[str] = set()
-    for wl in workloads:
-        if not wl.pending or not user or user_of(wl, notebook_pods) != user:
-            continue
-        lq = local_queues.get((wl.namespace, wl.queue_name))
-        pod = notebook_pods.get(wl.owner_uid) if wl.owner_kind == "Pod" else None
-        answer = pending.get((wl.namespace, wl.queue_name))
-        entry = None
-        for candidate in answer or ():
-            if candidate.name == wl.name or (wl.owner_uid and candidate.owner_uid == wl.owner_uid):
-                entry = candidate
-                break
-        team = (pod.team if pod else "") or wl.namespace
-        item_teams.add(team)
-        # A notebook server's size is the catalog's, written on its pod; other work's a guess.
-        geq = pod.gpu_equivalents if pod else None
-        if geq is None:
-            geq = resource_gpu_equivalents(wl.counted or wl.resources, weights)
-        waited = (now - wl.created).total_seconds() if wl.created else None
-        items.append(
-            {
-                "kind": "notebook" if pod else "job" if wl.owner_kind == "Job" else "workload",
-                "name": (pod.server_name or "default") if pod else wl.owner_name or wl.name,
-                "workload": wl.name,
-                "namespace": wl.namespace,
-                "local_queue": wl.queue_name,
-                "cluster_queue": lq.cluster_queue if lq else None,
-                "position_in_local_queue": (
-                    entry.position_in_local_queue + 1 if entry is not None else None
-                ),
-                "position_in_cluster_queue": (
-                    entry.position_in_cluster_queue + 1 if entry is not None else None
-                ),
-                "positions_known": answer is not None,
-                "offering": (pod.offering or None) if pod else wl.labels.get(OFFERING_LABEL),
-                "resources": {k: format_quantity(v) for k, v in sorted(wl.resources.items())},
-                "pods": wl.pods,
-                "gpu_equivalents": exact_gpu_equivalents(geq),
-                "team": team,
-                "priority_class": wl.priority_class or None,
-                "waiting_since": isoformat_z(wl.created) if wl.created else None,
-                "waited_seconds": max(0, int(waited)) if waited is not None else None,
-                "reason": wl.pending_message or None,
-            }
+    items = [
+        _item(
+            wl,
+            notebook_pods.get(wl.owner_uid) if wl.owner_kind == "Pod" else None,
+            local_queues.get((wl.namespace, wl.queue_name)),
+            pending.get((wl.namespace, wl.queue_name)),
+            now=now,
+            weights=weights,
         )
+        for wl in workloads
+        if wl.pending and user and user_of(wl, notebook_pods) == user
+    ]
+    items.sort(key=_item_order)
+    item_teams = {i["team"] for i in items}
+    return {
+        "user": user,
+        "generated_at": isoformat_z(now),
+        "synced": synced,
+        "items": items,
+        "teams": _team_rows(item_teams | set(teams), items, local_queues, cluster_queues),
+        "error": None,
+        "error_kind": None,
+    }
 
-    def order(item: dict[str, Any]) -> tuple[Any, ...]:
-        pos = item["position_in_cluster_queue"]
-        return (
-            item["cluster_queue"] or "",
-            pos is None,
-            pos or 0,
-            item["waiting_since"] or "",
-            item["workload"],
-        )
 
-    items.sort(key=order)
+def _item(
+    wl: WorkloadInfo,
+    pod: NotebookPod | None,
+    lq: LocalQueueInfo | None,
+    answer: list[PendingWorkloadInfo] | None,
+    *,
+    now: datetime,
+    weights: Mapping[str, Fraction],
+) -> dict[str, Any]:
+    """One pending Workload of the caller, with its positions from the visibility ``answer``
+    of its LocalQueue (``None``: not polled yet)."""
+    entry = None
+    for candidate in answer or ():
+        if candidate.name == wl.name or (wl.owner_uid and candidate.owner_uid == wl.owner_uid):
+            entry = candidate
+            break
+    # A notebook server's size is the catalog's, written on its pod; other work's a guess.
+    geq = pod.gpu_equivalents if pod else None
+    if geq is None:
+        geq = resource_gpu_equivalents(wl.counted or wl.resources, weights)
+    waited = (now - wl.created).total_seconds() if wl.created else None
+    return {
+        "kind": "notebook" if pod else "job" if wl.owner_kind == "Job" else "workload",
+        "name": (pod.server_name or "default") if pod else wl.owner_name or wl.name,
+        "workload": wl.name,
+        "namespace": wl.namespace,
+        "local_queue": wl.queue_name,
+        "cluster_queue": lq.cluster_queue if lq else None,
+        "position_in_local_queue": (
+            entry.position_in_local_queue + 1 if entry is not None else None
+        ),
+        "position_in_cluster_queue": (
+            entry.position_in_cluster_queue + 1 if entry is not None else None
+        ),
+        "positions_known": answer is not None,
+        "offering": (pod.offering or None) if pod else wl.labels.get(OFFERING_LABEL),
+        "resources": {k: format_quantity(v) for k, v in sorted(wl.resources.items())},
+        "pods": wl.pods,
+        "gpu_equivalents": exact_gpu_equivalents(geq),
+        "team": (pod.team if pod else "") or wl.namespace,
+        "priority_class": wl.priority_class or None,
+        "waiting_since": isoformat_z(wl.created) if wl.created else None,
+        "waited_seconds": max(0, int(waited)) if waited is not None else None,
+        "reason": wl.pending_message or None,
+    }
 
-    team_rows = []
-    for team in sorted(item_teams | set(teams)):
+
+def _item_order(item: Mapping[str, Any]) -> tuple[Any, ...]:
+    """By ClusterQueue, then position (unknown last), then how long it has waited."""
+    pos = item["position_in_cluster_queue"]
+    return (
+        item["cluster_queue"] or "",
+        pos is None,
+        pos or 0,
+        item["waiting_since"] or "",
+        item["workload"],
+    )
+
+
+def _team_rows(
+    teams: Iterable[str],
+    items: Sequence[Mapping[str, Any]],
+    local_queues: Mapping[tuple[str, str], LocalQueueInfo],
+    cluster_queues: Mapping[str, ClusterQueueInfo],
+) -> list[dict[str, Any]]:
+    """Admitted and pending counts of each team's ClusterQueues (teams without one: none)."""
+    rows = []
+    for team in sorted(teams):
         names = _team_cluster_queues(team, local_queues) | {
             i["cluster_queue"] for i in items if i["team"] == team and i["cluster_queue"]
         }
         cqs = [cluster_queues[n] for n in sorted(names) if n in cluster_queues]
         if not cqs:
             continue
-        team_rows.append(
+        rows.append(
             {
                 "team": team,
                 "admitted": sum(c.admitted_workloads for c in cqs),
@@ -207,12 +239,4 @@ def queue_payload(
                 ],
             }
         )
-    return {
-        "user": user,
-        "generated_at": isoformat_z(now),
-        "synced": synced,
-        "items": items,
-        "teams": team_rows,
-        "error": None,
-        "error_kind": None,
-    }
+    return rows
