@@ -54,7 +54,7 @@ class Served:
         req = HTTPRequest(
             f"http://127.0.0.1:{self.port}/services/gpuaas/{path}",
             method=method,
-            body=None if body is None else json.dumps(body),
+            body=None if body is None else body if isinstance(body, bytes) else json.dumps(body),
             headers={"Authorization": f"token {token}"},
         )
         try:
@@ -108,3 +108,26 @@ async def test_any_other_token_of_the_user_is_refused_and_creates_nothing(
         assert (await served.call(method, path, token))[0] == 403, (method, path)
     assert served.kube.calls == []
     assert (await served.call("GET", "api/jobs", "no-such-token"))[0] == 403
+
+
+async def test_a_deep_job_submission_is_a_400_with_its_path(served: Served) -> None:
+    """Nested deeper than the recursion limit: a 400 with the path down to where it is too
+    deep, never a 500, and nothing created (core/parsing.py)."""
+    deep = b"[" * 30_000 + b"]" * 30_000  # json.loads alone: RecursionError
+    code, answer = await served.call("POST", "api/jobs", "server-alice", deep)
+    assert code == 400, answer
+    assert answer["errors"][0]["path"].startswith("(body)[0][0]")
+    # a notebook whose output nests too deep: the path names the cell and the output
+    output = {"output_type": "display_data", "metadata": {}, "data": {}}
+    notebook = {**NOTEBOOK, "cells": [{**NOTEBOOK["cells"][0], "outputs": [output]}]}
+    body = json.dumps({"path": "work/t.ipynb", "notebook": notebook, "offering": "mig-1g"})
+    nested = "[" * 120 + "]" * 120
+    body = body.replace('"data": {}', f'"data": {{"application/json": {nested}}}')
+    code, answer = await served.call("POST", "api/jobs", "server-alice", body.encode())
+    assert code == 400, answer
+    (error,) = answer["errors"]
+    assert error["path"].startswith("(body).notebook.cells[0].outputs…"), error
+    assert error["message"] == "nested deeper than 100 levels"
+    code, answer = await served.call("POST", "api/jobs/team-a/x/collected", "server-alice", deep)
+    assert code == 400, answer
+    assert not served.kube.objects  # nothing was created

@@ -176,3 +176,25 @@ async def test_metrics_and_health_need_the_operator_token(served: Served) -> Non
         assert code == 403
         code, _ = await served.call("GET", path, headers={"Authorization": "Bearer op-secret"})
         assert code == 200
+
+
+DEEP = b"[" * 30_000 + b"]" * 30_000  # json.loads alone: RecursionError; 60 KB < 64 KiB
+
+
+async def test_a_deep_activity_report_is_a_400_with_its_path(served: Served) -> None:
+    """Nested deeper than the recursion limit, or not UTF-8: a 400 with the path down to where
+    it is too deep, never a 500 (core/parsing.py)."""
+    code, answer = await served.call("POST", "api/activity", DEEP)
+    assert code == 400, answer
+    (error,) = answer["errors"]
+    assert error == {
+        "path": "(body)[0][0][0][0]…[0][0][0][0]",
+        "message": "nested deeper than 64 levels",
+    }
+    deep_kernel = b'{"kernels": [{"state": ' + b"[" * 70 + b"]" * 70 + b"}]}"
+    code, answer = await served.call("POST", "api/activity", deep_kernel)
+    assert code == 400, answer
+    assert answer["errors"][0]["path"].startswith("(body).kernels[0].state[0]")
+    code, answer = await served.call("POST", "api/activity", b"\xff{}")
+    assert code == 400, answer
+    assert answer["errors"][0]["message"].startswith("not UTF-8")
