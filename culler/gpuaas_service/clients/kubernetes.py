@@ -51,6 +51,8 @@ class PodWatch(Protocol):
 
     async def start(self) -> None: ...
 
+    async def stop(self) -> None: ...
+
 
 class KubeClient:
     """Notebook pods, their annotations and Events (kubernetes_asyncio; the culler's account)."""
