@@ -63,9 +63,13 @@ class ParseError(ValueError):
         self.message = message
 
 
-def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
-    """``text`` quoted (``repr``), cut to ``limit`` characters with ``…`` where it was longer."""
-    return repr(text[:limit]) + ("…" if len(text) > limit else "")
+def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
+    """``value`` as an error quotes it: a string's first ``limit`` characters (``repr``), any
+    other value's ``repr`` cut to ``limit`` characters; ``…`` where something was cut."""
+    if isinstance(value, str):
+        return repr(value[:limit]) + ("…" if len(value) > limit else "")
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _segment_path(segments: list[str | int], root: str) -> str:
@@ -258,6 +262,14 @@ def _yaml_loader(path: str, max_depth: int, max_nodes: int) -> type:
 
 def _yaml_error(path: str, e: Exception) -> ParseError:
     """A PyYAML error in our words: its problem and where, never its quoted lines."""
+    import yaml
+
+    if isinstance(e, yaml.reader.ReaderError):
+        return ParseError(
+            path,
+            f"not valid YAML: the character {e.character:#x} (position {e.position}) is not"
+            " allowed in YAML",
+        )
     problem = getattr(e, "problem", None) or getattr(e, "context", None) or type(e).__name__
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
     where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -276,7 +288,10 @@ def load_yaml(
     import yaml
 
     text = _text(data, path, max_bytes)
-    loader = _yaml_loader(path, max_depth, max_nodes)(text)
+    try:
+        loader = _yaml_loader(path, max_depth, max_nodes)(text)  # checks the characters
+    except yaml.YAMLError as e:
+        raise _yaml_error(path, e) from None
     try:
         return loader.get_single_data()
     except ParseError:

@@ -127,6 +127,8 @@ def test_errors_quote_a_bounded_excerpt_of_a_long_line() -> None:
     assert len(str(refused(load_yaml, unknown))) < 250
     assert excerpt("abc") == "'abc'"
     assert excerpt("x" * 100) == repr("x" * EXCERPT_CHARS) + "…"
+    assert excerpt([1, 2]) == "[1, 2]"
+    assert excerpt(list(range(100))) == repr(list(range(100)))[:EXCERPT_CHARS] + "…"
 
 
 def test_json_has_no_nan_infinity_or_numbers_out_of_range() -> None:
@@ -163,3 +165,8 @@ def test_a_file_is_read_only_up_to_its_bound(tmp_path: Path) -> None:
     assert refused(read_yaml_file, str(path), path="policy").path == "policy"
     with pytest.raises(FileNotFoundError):
         read_yaml_file(str(tmp_path / "missing.yaml"))
+
+
+def test_characters_yaml_does_not_allow_are_a_parse_error() -> None:
+    err = refused(load_yaml, "a: \x1f")
+    assert err.message == ("not valid YAML: the character 0x1f (position 3) is not allowed in YAML")
