@@ -47,6 +47,7 @@ def parse_duration(value: object) -> timedelta:
             shown = text if len(text) <= 40 else text[:37] + "..."
             raise ValueError(f"{json.dumps(shown)} is longer than the longest duration, 10000d")
     shown = json.dumps(value) if isinstance(value, str) else repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
     extra = " (a number needs a unit)" if isinstance(value, int | float) else ""
     raise ValueError(f"{shown} is not a duration{extra} ({DURATION_HINT})")
 

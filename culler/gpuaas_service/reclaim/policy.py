@@ -89,7 +89,7 @@ from jupyter_gpuaas.core.fields import (
     type_name,
     unknown_keys,
 )
-from jupyter_gpuaas.core.parsing import ParseError, read_yaml_file
+from jupyter_gpuaas.core.parsing import ParseError, excerpt, read_yaml_file
 
 __all__ = [
     "RECLAIM_MODES",
@@ -457,7 +457,8 @@ def _read_policies(
             continue
         if policy.name in names:
             errs.add(
-                key_path(p, "name"), f"{policy.name!r} is already used by {names[policy.name]}"
+                key_path(p, "name"),
+                f"{excerpt(policy.name)} is already used by {names[policy.name]}",
             )
         else:
             names[policy.name] = p
@@ -563,12 +564,15 @@ def _match(
     for i, kind in enumerate(_str_list_items(value, "kinds")):
         if isinstance(kind, str) and kind and kind not in KINDS:
             more = did_you_mean(kind, KINDS)
-            errs.add(f"{mp}.kinds[{i}]", f"{kind!r} is not a kind: one of {', '.join(KINDS)}{more}")
+            errs.add(
+                f"{mp}.kinds[{i}]",
+                f"{excerpt(kind)} is not a kind: one of {', '.join(KINDS)}{more}",
+            )
     if known_teams is not None:
         for i, team in enumerate(_str_list_items(value, "teams")):
             if isinstance(team, str) and team and team not in known_teams:
                 more = did_you_mean(team, known_teams)
-                errs.add(f"{mp}.teams[{i}]", f"{team!r} is not a team in the catalog{more}")
+                errs.add(f"{mp}.teams[{i}]", f"{excerpt(team)} is not a team in the catalog{more}")
     return Match(
         teams=teams,
         kinds=kinds,
@@ -604,7 +608,7 @@ def _bool(
     if value is None:
         return default
     if not isinstance(value, bool):
-        errs.add(key_path(base, key), f"must be true or false, not {value!r}")
+        errs.add(key_path(base, key), f"must be true or false, not {excerpt(value)}")
         return default
     return value
 
@@ -710,7 +714,10 @@ def _read_max_snoozes(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> 
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        errs.add(key_path(base, "max_snoozes"), f"must be a whole number, 0 or more, not {value!r}")
+        errs.add(
+            key_path(base, "max_snoozes"),
+            f"must be a whole number, 0 or more, not {excerpt(value)}",
+        )
         return None
     return value
 
@@ -726,7 +733,7 @@ def _read_busy(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
         errs.add(
             key_path(base, "busy_utilization_percent"),
-            f"must be a percentage from 0 to 100, not {value!r}",
+            f"must be a percentage from 0 to 100, not {excerpt(value)}",
         )
         return None
     return float(value)
