@@ -12,9 +12,13 @@ left behind, and ``/hub/metrics`` counting failures, not errors.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,7 +30,7 @@ from kubernetes_asyncio import client
 from devcluster.hub import DEMO_CATALOG
 from devcluster.testing import Cluster
 from gpuaas_spawner import hubcompat
-from gpuaas_spawner.failures import KUEUE_DOWN
+from gpuaas_spawner.failures import CLUSTER_DOWN, KUEUE_DOWN
 from tests.hub.test_spawn_queue import FAILURE_LIMIT, spawn_counts
 from tests.support.hub import Hub, eventually, nothing_left, own_hub
 
@@ -88,11 +92,29 @@ def kueue_webhook_unreachable(cluster: Cluster) -> Iterator[None]:
         patch(port)
 
 
-def spawn_failure(hub: Hub, user: str, options: dict[str, Any]) -> tuple[int, str]:
+@contextmanager
+def api_server_paused(cluster: Cluster) -> Iterator[None]:
+    """Stop the kube-apiserver process (SIGSTOP) for the block: the kernel still accepts
+    connections and nobody answers them, as when the API server hangs (not refused, as when it
+    is gone); then let it go on and wait until it is ready again."""
+    (apiserver,) = (r for r in cluster.info.processes if r.name == "kube-apiserver")
+    os.kill(apiserver.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(apiserver.pid, signal.SIGCONT)
+    kubectl = [str(cluster.info.kubectl), "--kubeconfig", str(cluster.info.kubeconfig)]
+    subprocess.run([*kubectl, "get", "--raw", "/readyz"], check=True, capture_output=True)
+
+
+def spawn_failure(
+    hub: Hub, user: str, options: dict[str, Any], server: str = ""
+) -> tuple[int, str]:
     """Spawn; return the status the hub answered with (202: later) and what the user is told."""
-    r = hub.api("POST", f"/users/{user}/server", options, timeout=60)
+    path = f"/users/{user}/servers/{server}" if server else f"/users/{user}/server"
+    r = hub.api("POST", path, options, timeout=60)
     if r.status == 202:  # slower than slow_spawn_timeout: the failure comes on the progress stream
-        events = hub.progress_events(user, until="Spawn failed", timeout=90)
+        events = hub.progress_events(user, server, until="Spawn failed", timeout=90)
         message = str(events[-1]["message"]).removeprefix("Spawn failed: ")
         return r.status, message
     assert r.status >= 400, (options, r)
@@ -150,3 +172,81 @@ async def test_failures_a_restart_cannot_mend_are_clean_and_never_stop_the_hub(
         finally:
             hub.stop("alice")
         await eventually(lambda: nothing_left(k8s, "alice", "jupyter-alice"), what="alice")
+
+
+# c.KubeSpawner.k8s_api_request_retry_timeout of the hub below: how long a start retries the
+# creation of the token Secret and the pod while the API server does not answer
+RETRY_WINDOW = 10
+# Servers that really run (on the node agent's node), one per user, within the teams' quotas
+RUNNING = {
+    "alice": {"offering": "local-mig-1g"},
+    "bob": {"offering": "local-quarter"},
+    "carol": {"offering": "local-mig-1g"},
+    "dave": {"offering": "local-quarter"},
+}
+# More spawns than consecutive_failure_limit, at once: every user's default server and a named one
+FAILING = [(user, server) for user in RUNNING for server in ("", "second")][: FAILURE_LIMIT + 2]
+
+
+def _hub_alive(hub: Hub) -> None:
+    log = hub.proc.log_path.read_text(errors="replace")
+    assert "Aborting due to" not in log
+    assert hub.proc.proc is not None
+    assert hub.proc.proc.poll() is None
+    assert hub.api("GET", "/users/alice").status == 200
+
+
+async def test_a_paused_api_server_is_waited_out_and_never_stops_the_hub(
+    cluster: Cluster, k8s: client.ApiClient, tmp_path: Path
+) -> None:
+    """A warm hub (its pod and Kueue watches running) while the API server hangs: a pause
+    within the retry window delays the spawns and they start; a longer one fails each spawn in
+    words ("the cluster is not answering"), as a failure, not an error, so more of them than
+    ``consecutive_failure_limit`` leave the hub running."""
+    extra = f"c.KubeSpawner.k8s_api_request_retry_timeout = {RETRY_WINDOW}\n"
+    with own_hub(cluster, tmp_path, start_timeout=90, poll_interval=0.5, extra_config=extra) as hub:
+        try:
+            hub.start_all({"alice": RUNNING["alice"]})  # warms the hub's watches
+            hub.stop("alice")
+            await eventually(lambda: nothing_left(k8s, "alice", "jupyter-alice"))
+
+            with ThreadPoolExecutor(len(RUNNING)) as pool:
+                with api_server_paused(cluster):
+                    asked = [
+                        pool.submit(hub.api, "POST", f"/users/{u}/server", o, timeout=60)
+                        for u, o in RUNNING.items()
+                    ]
+                    time.sleep(RETRY_WINDOW / 2)
+                answers = [f.result() for f in asked]
+                assert all(r.status in (201, 202) for r in answers), answers
+            for user in RUNNING:
+                hub.wait_ready(user, timeout=120)
+            for user in RUNNING:
+                hub.stop(user)
+            _hub_alive(hub)
+
+            with ThreadPoolExecutor(len(FAILING)) as pool, api_server_paused(cluster):
+                told = list(
+                    pool.map(
+                        lambda us: spawn_failure(hub, us[0], {"offering": "cpu"}, us[1]), FAILING
+                    )
+                )
+            assert len(told) > FAILURE_LIMIT
+            assert told == [(202, CLUSTER_DOWN)] * len(told), told
+
+            counts = spawn_counts(hub)
+            if hubcompat.COUNTS_EVERY_FAILURE:
+                assert counts.get(("failure", "")) == len(told), counts
+            else:
+                assert counts.get(("failure", "cluster_unavailable")) == len(told), counts
+            assert sum(n for (st, _), n in counts.items() if st == "error") == 0, counts
+            _hub_alive(hub)
+            assert "failed to start in" not in hub.proc.log_path.read_text(errors="replace")
+        finally:
+            for user, server in FAILING:
+                hub.stop(user, server)
+        for user in RUNNING:
+            for pod in (f"jupyter-{user}", f"jupyter-{user}--second"):
+                await eventually(
+                    lambda user=user, pod=pod: nothing_left(k8s, user, pod), timeout=60, what=pod
+                )
