@@ -1,12 +1,21 @@
-"""``python -m benchmarks replay``: the utilisation replay, its table, sweep, plots and docs.
+"""``python -m benchmarks replay``: the utilisation replay.
 
-    python -m benchmarks replay                      # 5 seeds, all policies, sweep, docs/replay.md
-    python -m benchmarks replay --seeds 3 --no-sweep --no-docs
-    python -m benchmarks replay --policy-file my-policy.yaml --catalog my-catalog.yaml
-    python -m benchmarks replay --policies gpuaas --seeds 1 --days 7 --scale 35.7 --no-sweep \
-        --fractions 0 --no-docs                      # the 1,000-GPU week
-    python -m benchmarks replay --fractions 0.25     # a quarter of the users on fractions
-    python -m benchmarks replay --policies gpuaas --seeds 1 --events events.jsonl --no-docs
+On a realistic organisation (``--org dgx-4``, the default; any file of benchmarks/replay/orgs/
+or a path) it runs the ladder of what teams run and writes docs/replay.md:
+
+    python -m benchmarks replay                      # dgx-4, all rungs, 20 seeds, the page
+    python -m benchmarks replay --org dgx-8 --rungs B1,L1i,L1g,L2,L3 --no-docs
+    python -m benchmarks replay --quick --no-docs    # 3 seeds, half a day: a first look
+    python -m benchmarks replay --users-per-gpu 2 --memory-median 16 --no-docs
+    python -m benchmarks replay --events run.jsonl --rung L2 --size 28 --seed 9137
+
+On the dev cluster's sample organisation (``--org sample``, the functional fixture) it compares
+the culler policies on it, as the dev-cluster check replays them:
+
+    python -m benchmarks replay --org sample --seeds 3 --no-sweep
+    python -m benchmarks replay --org sample --policies gpuaas --seeds 1 --days 7 --scale 35.7 \
+        --no-sweep --fractions 0                     # the 1,000-GPU week
+    python -m benchmarks replay --org sample --policies idle-10 --seed 9137 --events ev.jsonl
 """
 
 from __future__ import annotations
@@ -20,23 +29,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .metrics import mean_ci, summarize
+from . import ladder_report, organisations
+from .metrics import summarize
 from .report import (
     FRACTIONS_SUFFIX,
     differences,
     fraction_gains,
-    plot_shares,
-    plot_sweep,
-    plot_wait_cdf,
     smallest_meeting,
     table,
 )
 from .run import DEFAULT_CATALOG, DEFAULT_POLICY, POLICIES, Task, run_all, simulate
-from .trace import PARAMETERS, TRACE_VERSION
-from .world import REPO
 
-DOCS = REPO / "docs" / "replay.md"
-IMAGES = REPO / "docs" / "images"
 SWEEP_SCALES = (0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.25)
 SWEEP_POLICIES = ("static", "gpuaas", "gpuaas-fractional")
 FRACTION_POLICIES = ("static", "idle-60", "idle-10", "gpuaas")
@@ -49,13 +52,25 @@ def parse(argv: list[str]) -> argparse.Namespace:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--seeds", type=int, default=5, help="seeds 1..N (default 5)")
+    ap.add_argument(
+        "--org",
+        default="dgx-4",
+        help="the organisation: a name of benchmarks/replay/orgs/ ("
+        + ", ".join(organisations.available()[1:])
+        + "), a path to such a file, or 'sample' (the dev cluster's; the policy comparison)"
+        " (default dgx-4)",
+    )
+    ap.add_argument(
+        "--seeds", type=int, default=None, help="seeds 1..N (default 20; 5 for --org sample)"
+    )
     ap.add_argument(
         "--seed",
         type=seed_list,
         help="these seeds instead of 1..N: a comma-separated list of integers (e.g. 9137,12)",
     )
-    ap.add_argument("--days", type=float, default=1.0, help="measured days after a 6 h burn-in")
+    ap.add_argument(
+        "--days", type=float, default=1.0, help="measured days after the burn-in (--burn-in-h)"
+    )
     ap.add_argument(
         "--scale",
         type=float,
@@ -93,8 +108,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         " lines to this file, and print that run's table",
     )
     ap.add_argument("--workers", type=int, default=0, help="processes (default: CPU count)")
-    ap.add_argument("--no-docs", action="store_true", help="print only; leave docs/ as it is")
+    ap.add_argument(
+        "--no-docs",
+        action="store_true",
+        help="print only; leave docs/replay.md as it is (--org sample always prints only)",
+    )
     ap.add_argument("--json", help="also write every run's figures to this JSON file")
+    ladder_report.add_arguments(ap)
     return ap.parse_args(argv)
 
 
@@ -110,14 +130,25 @@ def seed_list(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    if args.org != organisations.SAMPLE:
+        try:
+            return ladder_report.main(args, argv)
+        except organisations.OrganisationError as e:
+            print(e)
+            return 2
+    args.seeds = args.seeds or 5
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
         print(f"no such policy: {', '.join(unknown)}; have {', '.join(POLICIES)}")
         return 2
     common: dict[str, Any] = dict(
-        days=args.days, policy_file=args.policy_file, catalog=args.catalog
+        days=args.days,
+        policy_file=args.policy_file,
+        catalog=args.catalog,
+        burn_in_h=6.0 if args.burn_in_h is None else args.burn_in_h,
     )
     seeds = args.seed or list(range(1, args.seeds + 1))
     if args.events:
@@ -143,7 +174,6 @@ def main(argv: list[str] | None = None) -> int:
         f" scale {args.scale:g}) in {main_s:.1f} s; peak RSS"
         f" {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB (this process)"
     )
-    one = [r for r in runs if r["policy"] == policies[0]]
     print(table(runs, policies))
     if "static" in policies and len(policies) > 1:
         print()
@@ -209,45 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(
             json.dumps({"runs": runs, "fractional": fractional, "sweep": sweep}, default=str)
         )
-    if args.no_docs:
-        return 0
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    plot_shares(runs, policies, IMAGES / "replay-shares.png")
-    plot_wait_cdf(runs, policies, IMAGES / "replay-wait-cdf.png")
-    if sweep:
-        plot_sweep(
-            sweep,
-            [p for p in SWEEP_POLICIES if p in policies],
-            args.target_p90_min,
-            IMAGES / "replay-sweep.png",
-        )
-    DOCS.write_text(
-        render(
-            args,
-            policies,
-            runs,
-            sweep,
-            sizes,
-            multipliers,
-            main_s,
-            sweep_s,
-            len(one),
-            fractional=fractional,
-            fractions_s=fractions_s,
-        ),
-        encoding="utf-8",
-    )
-    print(f"\nwrote {DOCS.relative_to(REPO)} and its plots in {IMAGES.relative_to(REPO)}/")
     return 0
-
-
-def _parameters() -> str:
-    lines = ["| parameter | value | source |", "|---|---|---|"]
-    for name, p in PARAMETERS.items():
-        value = p.value
-        text = json.dumps(value) if not isinstance(value, float) else f"{value:g}"
-        lines.append(f"| `{name}` | {text} | {p.source} |")
-    return "\n".join(lines)
 
 
 def page_command(argv: Sequence[str]) -> str:
@@ -262,76 +254,3 @@ def page_command(argv: Sequence[str]) -> str:
         elif not arg.startswith("--workers="):
             kept.append(arg)
     return " ".join(["python -m benchmarks replay", *kept])
-
-
-def render(
-    args: argparse.Namespace,
-    policies: list[str],
-    runs: list[dict[str, Any]],
-    sweep: list[dict[str, Any]],
-    sizes: dict[str, float | None],
-    multipliers: dict[str, float | None],
-    main_s: float,
-    sweep_s: float,
-    seeds: int,
-    *,
-    fractional: Sequence[dict[str, Any]] = (),
-    fractions_s: float = 0.0,
-) -> str:
-    gpus = runs[0]["gpus"]
-    capacity = runs[0]["capacity_gpu_equivalents"]
-    legend = "\n".join(f"- `{p}` — {POLICIES[p]}" for p in policies)
-    mult = "\n".join(
-        f"- `{p}`: smallest cluster {sizes[p]:.1f} GPUs → multiplier "
-        + (f"**{multipliers[p]:.2f}×**" if multipliers.get(p) else "–")
-        if sizes.get(p)
-        else f"- `{p}`: no swept size meets the target"
-        for p in sizes
-    )
-    static_busy = mean_ci(r["busy_share"] for r in runs if r["policy"] == "static")[0]
-    static_alloc = mean_ci(r["allocation_share"] for r in runs if r["policy"] == "static")[0]
-    from .check import RESULTS, check_section
-
-    check = (
-        check_section(json.loads(RESULTS.read_text(encoding="utf-8")))
-        if RESULTS.exists()
-        else "(no check run yet: `python -m benchmarks replay-check`)"
-    )
-    template = (REPO / "benchmarks" / "replay" / "replay.md.in").read_text(encoding="utf-8")
-    return template.format(
-        command=page_command(sys.argv[2:]),
-        seeds=seeds,
-        days=args.days,
-        gpus=f"{gpus:g}",
-        capacity=f"{capacity:.2f}",
-        policy_file=Path(args.policy_file).resolve().relative_to(REPO)
-        if Path(args.policy_file).resolve().is_relative_to(REPO)
-        else args.policy_file,
-        catalog=Path(args.catalog).resolve().relative_to(REPO)
-        if Path(args.catalog).resolve().is_relative_to(REPO)
-        else args.catalog,
-        legend=legend,
-        table=table(runs, policies),
-        differences=differences(runs, policies) if "static" in policies else "",
-        target=f"{args.target_p90_min:g}",
-        scales=", ".join(f"{k:g}" for k in SWEEP_SCALES),
-        multipliers=mult or "- (no sweep run)",
-        main_s=f"{main_s:.0f}",
-        sweep_s=f"{sweep_s:.0f}",
-        runs=len(runs),
-        sweep_runs=len(sweep),
-        static_busy=f"{100 * static_busy:.0f}%" if static_busy == static_busy else "–",
-        static_alloc=f"{100 * static_alloc:.0f}%" if static_alloc == static_alloc else "–",
-        version=TRACE_VERSION,
-        parameters=_parameters(),
-        check=check,
-        fractions=f"{100 * args.fractions:g}%",
-        fractions_table=table(fractional, [p + FRACTIONS_SUFFIX for p in FRACTION_POLICIES])
-        if fractional
-        else "(not run: `--fractions 0`)",
-        fraction_gains=fraction_gains([*runs, *fractional], FRACTION_POLICIES)
-        if fractional
-        else "",
-        fractions_s=f"{fractions_s:.0f}",
-        fraction_runs=len(fractional),
-    )

@@ -105,6 +105,7 @@ class SessionState:
     annotations: dict[str, str] = field(default_factory=dict)
     warned_reclaim_at: float | None = None
     gpu_burst: bool = False
+    ended_at: float | None = None
 
     @property
     def key(self) -> str:
@@ -187,6 +188,7 @@ class Simulation:
         keep_activity: bool = False,
         latencies: Latencies = Latencies(),
         checkpoint_s: float | None = CHECKPOINT_S,
+        run_info: dict[str, Any] | None = None,
     ) -> None:
         self.trace = trace
         self.org = org
@@ -207,6 +209,8 @@ class Simulation:
         self.keep_activity = keep_activity
         self.latencies = latencies
         self.checkpoint_s = checkpoint_s
+        self.run_info = dict(run_info or {})
+        """More fields for the ``run`` event (the ladder's rung, size, organisation)."""
         """A preempted Job keeps its progress up to its last checkpoint (None: it starts
         over)."""
         self.releasing: set[str] = set()
@@ -325,16 +329,27 @@ class Simulation:
             self.emit("release", workload=key, kind=wl.kind)
         self._request_scheduling()
 
-    def compute(self, start: float, end: float, utilization: float, eq: float, kind: str) -> None:
+    def compute(
+        self,
+        start: float,
+        end: float,
+        utilization: float,
+        eq: float,
+        kind: str,
+        **share: float,
+    ) -> None:
+        """GPU work done: ``eq`` GPU-equivalents at ``utilization`` from ``start`` to ``end``;
+        ``share``: a burst on a share, its ``burst_s`` (on a whole GPU) and ``slowdown_s``."""
         if end > start and utilization > 0:
             self.computes.append(Compute(start, end, utilization, eq, kind))
             self.emit(
                 "compute",
                 start=round(start, 3),
                 end=round(end, 3),
-                utilization=round(utilization, 4),
+                utilization=round(utilization, 6),
                 gpu_equivalents=eq,
                 kind=kind,
+                **{k: round(v, 3) for k, v in share.items()},
             )
 
     # ------------------------------------------------------------------ training
@@ -365,7 +380,14 @@ class Simulation:
         self.job_remaining[wl.key] = job.duration_s
         self.job_epoch[wl.key] = 0
         self.kueue.submit(wl)
-        self.emit("submit", workload=wl.key, kind="training", gpus=job.gpus, team=job.team)
+        self.emit(
+            "submit",
+            workload=wl.key,
+            kind="training",
+            gpus=job.gpus,
+            team=job.team,
+            duration_s=round(job.duration_s, 3),
+        )
         self._request_scheduling()
 
     def _job_finished(self, key: str, epoch: int) -> None:
@@ -539,6 +561,14 @@ class Simulation:
 
     def _session_start(self, state: SessionState) -> None:
         self.live[state.session.name] = state
+        self.emit(
+            "session_start",
+            session=state.session.name,
+            user=state.session.user,
+            team=state.session.team,
+            offering=state.offering.slug,
+            gpu_memory_gib=round(state.session.gpu_memory_gib, 3),
+        )
         if self.policy.oracle:
             state.phase = "running"
             self._plan_next(state)
@@ -609,8 +639,9 @@ class Simulation:
             # On a share g, a burst at utilisation u takes max(1, u/g) times longer: the same
             # GPU work at the share's pace; the user's later activity moves with it.
             stretch = max(1.0, utilization / share)
-            self.counters["share_burst_s"] += length
-            self.counters["share_slowdown_s"] += length * (stretch - 1)
+            if utilization > 0:  # a cell that does not use the GPU is no GPU work
+                self.counters["share_burst_s"] += length
+                self.counters["share_slowdown_s"] += length * (stretch - 1)
             state.offset += length * (stretch - 1)
             length *= stretch
             utilization = min(1.0, utilization / share)
@@ -619,12 +650,18 @@ class Simulation:
         if len(state.realised) > 64 and not self.keep_activity:
             del state.realised[:32]
         if iv.kind == "gpu" and state.workload is not None and not self.policy.oracle:
+            shared = (
+                {"burst_s": iv.end_s - iv.start_s, "slowdown_s": length - (iv.end_s - iv.start_s)}
+                if share < 1.0
+                else {}
+            )
             self.compute(
                 start,
                 end,
                 utilization,
                 self.gpu_equivalents(state.workload),
                 "notebook",
+                **shared,
             )
         if state.warned_reclaim_at is not None and start < state.warned_reclaim_at:
             self.policy.warned(state)
@@ -676,6 +713,7 @@ class Simulation:
         ``trace_end`` (still open when the trace ends)."""
         phase = state.phase
         state.phase = "done"
+        state.ended_at = self.now
         self.live.pop(state.session.name, None)
         self.emit(
             "session_end",
@@ -755,6 +793,8 @@ class Simulation:
             capacity_gpu_equivalents=float(self.org.gpu_equivalents),
             sessions=len(self.trace.sessions),
             jobs=len(self.trace.jobs),
+            checkpoint_s=self.checkpoint_s,
+            **self.run_info,
         )
         for job in self.trace.jobs:
             self.at(job.submit_s, partial(self._submit_job, job))
@@ -786,8 +826,11 @@ class Simulation:
         for alloc in self.allocations.values():
             alloc.end = end
             self.closed.append(alloc)
+        lo = self.trace.burn_in_s
         session_s = sum(
-            max(0.0, min(s.end_s(), end) - s.session.start_s) for s in self.sessions.values()
+            max(0.0, min(s.ended_at, end) - max(s.session.start_s, lo))
+            for s in self.sessions.values()
+            if s.ended_at is not None
         )
         return Result(
             policy=self.policy.name,

@@ -180,7 +180,8 @@ def test_any_list_of_seeds_and_events_of_any_run(
     with pytest.raises(SystemExit):
         parse(["--seed", "9137,x"])
     path = tmp_path / "events.jsonl"
-    argv = ["--events", str(path), "--seed", "7", "--policies", "idle-10", "--days", "0.25"]
+    argv = ["--org", "sample", "--events", str(path), "--seed", "7", "--policies", "idle-10"]
+    argv += ["--days", "0.25"]
     assert main(argv) == 0
     first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
     assert (first["policy"], first["seed"]) == ("idle-10", 7)

@@ -1,0 +1,408 @@
+"""``python -m benchmarks replay --org NAME``: the ladder's effective capacity, its multipliers
+with paired bootstrap intervals, each rung at its own service-level size, and the page."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from . import capacity, ladder
+from .capacity import Levels, Multiplier, RunSpec, Search
+from .metrics import mean_ci
+from .organisations import OrgSpec
+from .trace import PARAMETERS, TRACE_VERSION
+from .world import REPO
+
+DOCS = REPO / "docs" / "replay.md"
+TEMPLATE = Path(__file__).with_name("ladder.md.in")
+BASELINES = ("B1", "B2", "L1i")
+QUICK = {"seeds": 3, "days": 0.5, "burn_in_h": 12.0, "resamples": 200}
+"""``--quick``: for tests and a first look (a few minutes at most on two cores)."""
+
+AT_SIZE_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("allocation_share", "allocated", "pct"),
+    ("busy_share", "busy (GPU work ÷ capacity)", "pct"),
+    ("wait_p90_min", "training wait p90 (min)", "num"),
+    ("wait_gpu_hour_weighted_mean_min", "training wait, GPU-hour-weighted mean (min)", "num"),
+    ("spawn_wait_p90_min", "notebook spawn wait p90 (min)", "num"),
+    ("interrupted_per_100h", "active sessions interrupted per 100 session-h", "num"),
+    ("share_slowdown", "burst slowdown on shares (extra ÷ burst time)", "pct"),
+)
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    g = ap.add_argument_group("the ladder (every --org but sample)")
+    g.add_argument(
+        "--rungs",
+        default=",".join(ladder.RUNGS),
+        help=f"comma-separated, of: {', '.join(ladder.RUNGS)} (default all)",
+    )
+    g.add_argument(
+        "--burn-in-h",
+        type=float,
+        default=None,
+        help="hours replayed before the measured window (default 24 for the ladder: training"
+        " Jobs run up to 24 h; 6 for sample)",
+    )
+    g.add_argument(
+        "--splits",
+        default=",".join(f"{s:g}" for s in ladder.DEFAULT_SPLITS),
+        help="notebook shares of each team's GPUs that the partitions (B1, B1i) choose their"
+        " best from, at each size (default 0.25,0.375,0.5)",
+    )
+    g.add_argument(
+        "--users-per-gpu",
+        type=float,
+        help="notebook users per GPU of the training pools (default: the organisation's)",
+    )
+    g.add_argument(
+        "--training-load",
+        type=float,
+        help="daytime training offered load ÷ the training pools' GPUs (default: the"
+        " organisation's)",
+    )
+    g.add_argument(
+        "--memory-median",
+        type=float,
+        help="median GPU-memory need of a session, GiB (lognormal; default: the organisation's;"
+        " an assumption until measured)",
+    )
+    g.add_argument(
+        "--spawn-p90-min", type=float, default=5.0, help="service level: spawn wait p90 (min)"
+    )
+    g.add_argument(
+        "--max-interrupted",
+        type=float,
+        default=5.0,
+        help="service level: active sessions interrupted per 100 session-hours (default 5:"
+        " about once a week for four hours of notebook sessions a day)",
+    )
+    g.add_argument(
+        "--checkpoint-min",
+        type=float,
+        default=15.0,
+        help="training Jobs checkpoint this often; a preemption loses the time since the last"
+        " one (0: a preempted Job starts over)",
+    )
+    g.add_argument(
+        "--rung",
+        default="L1",
+        help="with --events: the rung of the one run (default L1)",
+    )
+    g.add_argument(
+        "--size",
+        type=int,
+        help="with --events: the training pools' GPUs of the one run (default: the organisation's)",
+    )
+    g.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of the seeds")
+    g.add_argument(
+        "--quick",
+        action="store_true",
+        help="3 seeds, half-day window after 12 h, 200 resamples: for tests and a first look",
+    )
+
+
+def _demand(args: argparse.Namespace) -> tuple[tuple[str, float], ...]:
+    changes = {
+        "users_per_gpu": args.users_per_gpu,
+        "training_offered_load": args.training_load,
+        "gpu_memory_median_gib": args.memory_median,
+    }
+    return tuple((k, float(v)) for k, v in changes.items() if v is not None)
+
+
+def _fmt(value: float, kind: str, half: float = math.nan) -> str:
+    if math.isnan(value):
+        return "–"
+    if math.isinf(value):
+        return "none"
+    if kind == "pct":
+        text = f"{100 * value:.0f}%"
+        return text if math.isnan(half) else f"{text} ± {100 * half:.0f}"
+    digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
+    text = f"{value:.{digits}f}"
+    return text if math.isnan(half) else f"{text} ± {half:.{digits}f}"
+
+
+def _multiplier(m: Multiplier | None) -> str:
+    if m is None or math.isnan(m.value):
+        return "–"
+    if math.isinf(m.value) or m.value == 0:
+        return "– (one side meets at no size run)"
+    return f"**{m.value:.2f}×** [{m.low:.2f}–{m.high:.2f}]"
+
+
+def capacity_table(
+    searches: Mapping[str, Search], levels: Levels, spec: OrgSpec
+) -> tuple[str, dict[str, float], dict[str, float]]:
+    full = levels.limits()
+    relaxed = levels.limits(interruptions=False)
+    caps = {r: s.capacity(full) for r, s in searches.items()}
+    caps_relaxed = {r: s.capacity(relaxed) for r, s in searches.items()}
+    lines = [
+        "| rung | what | GPUs meeting all levels | GPUs meeting training + spawn levels |",
+        "|---|---|---|---|",
+    ]
+    for r in searches:
+        lines.append(
+            f"| {r} | {ladder.RUNGS[r].text} | {_fmt(caps[r], 'num')} |"
+            f" {_fmt(caps_relaxed[r], 'num')} |"
+        )
+    del spec
+    return "\n".join(lines), caps, caps_relaxed
+
+
+def multiplier_table(searches: Mapping[str, Search], multipliers: Sequence[Multiplier]) -> str:
+    bases = [b for b in BASELINES if b in searches]
+    by = {(m.rung, m.baseline): m for m in multipliers}
+    lines = [
+        "| rung | " + " | ".join(f"× against {b} [95%]" for b in bases) + " |",
+        "|---" * (len(bases) + 1) + "|",
+    ]
+    for r in searches:
+        lines.append(f"| {r} | " + " | ".join(_multiplier(by.get((r, b))) for b in bases) + " |")
+    return "\n".join(lines)
+
+
+def at_size_table(searches: Mapping[str, Search], levels: Levels) -> str:
+    """Each rung at the smallest size run that meets all levels (else the training and spawn
+    levels), with the split chosen there: mean ± 95% over the seeds."""
+    full, relaxed = levels.limits(), levels.limits(interruptions=False)
+    sizes: dict[str, tuple[int | None, str]] = {}
+    for r, s in searches.items():
+        g = s.meeting_size(full)
+        sizes[r] = (g, "") if g is not None else (s.meeting_size(relaxed), " †")
+    present = list(searches)
+    head = [
+        f"{r} @ {sizes[r][0]}{sizes[r][1]}" if sizes[r][0] is not None else f"{r} (none)"
+        for r in present
+    ]
+    lines = ["| figure | " + " | ".join(head) + " |", "|---" * (len(present) + 1) + "|"]
+    for key, label, kind in AT_SIZE_ROWS:
+        cells = []
+        for r in present:
+            g = sizes[r][0]
+            if g is None:
+                cells.append("–")
+                continue
+            runs = searches[r].sizes[g][searches[r].best_split(g, full)]
+            mean, half = mean_ci(float(x[key]) for x in runs)
+            cells.append(_fmt(mean, kind, half))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    splits = []
+    for r in present:
+        g = sizes[r][0]
+        if g is not None and ladder.RUNGS[r].split_chosen:
+            splits.append(f"{r}: {searches[r].best_split(g, full):g}")
+    lines.append(
+        "\n† meets the training and spawn levels only (no size run meets the interruption"
+        " level)." + (f" Notebook share chosen: {', '.join(splits)}." if splits else "")
+    )
+    return "\n".join(lines)
+
+
+def search_table(searches: Mapping[str, Search], levels: Levels) -> str:
+    full = levels.limits()
+    lines = ["| rung | sizes run (GPUs: ratio to the levels, ≤ 1 meets) |", "|---|---|"]
+    for r, s in searches.items():
+        points = ", ".join(f"{g}: {x:.2f}" for g, x in s.points(full))
+        lines.append(f"| {r} | {points} |")
+    return "\n".join(lines)
+
+
+def _parameters() -> str:
+    lines = ["| parameter | value | source |", "|---|---|---|"]
+    for name, p in PARAMETERS.items():
+        value = p.value
+        text = json.dumps(value) if not isinstance(value, float) else f"{value:g}"
+        lines.append(f"| `{name}` | {text} | {p.source} |")
+    return "\n".join(lines)
+
+
+def run_events(args: argparse.Namespace, base: RunSpec, seeds: Sequence[int]) -> int:
+    spec = capacity.spec_of(base)
+    run = RunSpec(
+        **{
+            **base.__dict__,
+            "rung": args.rung,
+            "gpus": args.size or spec.training_gpus,
+            "seed": seeds[0],
+        }
+    )
+    if run.rung not in ladder.RUNGS:
+        print(f"no such rung: {run.rung}; have {', '.join(ladder.RUNGS)}")
+        return 2
+    started = time.perf_counter()
+    with open(args.events, "w", encoding="utf-8") as f:
+        figures = capacity.run_one(run, f)
+    print(
+        f"events of {spec.name} {run.rung} at {run.gpus} GPUs, seed {run.seed}"
+        f" → {args.events} ({time.perf_counter() - started:.1f} s)"
+    )
+    lines = ["| figure | value |", "|---|---|"]
+    for key, label, kind in AT_SIZE_ROWS:
+        lines.append(f"| {label} | {_fmt(float(figures[key]), kind)} |")
+    print("\n".join(lines))
+    return 0
+
+
+def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    if args.quick:
+        args.seeds = QUICK["seeds"]
+        args.days = QUICK["days"]
+        args.burn_in_h = args.burn_in_h or QUICK["burn_in_h"]
+        args.resamples = QUICK["resamples"]
+    seeds = args.seed or list(range(1, (args.seeds or 20) + 1))
+    rung_names = [r.strip() for r in args.rungs.split(",") if r.strip()]
+    try:
+        ladder.rungs(rung_names)
+    except ValueError as e:
+        print(e)
+        return 2
+    base = RunSpec(
+        org=args.org,
+        rung=rung_names[0],
+        gpus=0,
+        seed=seeds[0],
+        days=args.days,
+        burn_in_h=args.burn_in_h if args.burn_in_h is not None else 24.0,
+        policy_file=args.policy_file,
+        demand=_demand(args),
+        checkpoint_min=args.checkpoint_min,
+    )
+    spec = capacity.spec_of(base)
+    if args.events:
+        return run_events(args, base, seeds)
+    levels = Levels(args.target_p90_min, args.spawn_p90_min, args.max_interrupted)
+    splits = [float(s) for s in args.splits.split(",") if s.strip()]
+    workers = args.workers or capacity.default_workers()
+    started = time.perf_counter()
+    cpu0 = time.process_time()
+    searches = capacity.search_all(
+        base,
+        rung_names,
+        seeds,
+        levels=levels,
+        splits=splits,
+        workers=workers,
+        progress=lambda line: print(line, flush=True),
+    )
+    runs = sum(len(v) for s in searches.values() for by in s.sizes.values() for v in by.values())
+    wall = time.perf_counter() - started
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = time.process_time() - cpu0 + children.ru_utime + children.ru_stime
+    multipliers = capacity.bootstrap(
+        searches, BASELINES, len(seeds), levels.limits(), resamples=args.resamples
+    )
+    relaxed = capacity.bootstrap(
+        searches,
+        BASELINES,
+        len(seeds),
+        levels.limits(interruptions=False),
+        resamples=args.resamples,
+    )
+    cap_table, _caps, _relaxed = capacity_table(searches, levels, spec)
+    sections = {
+        "capacity": cap_table,
+        "multipliers": multiplier_table(searches, multipliers),
+        "multipliers_relaxed": multiplier_table(searches, relaxed),
+        "at_size": at_size_table(searches, levels),
+        "search": search_table(searches, levels),
+    }
+    print(
+        f"\n{spec.name}: {runs} runs ({len(rung_names)} rungs × {len(seeds)} seeds × the sizes"
+        f" searched) in {wall:.0f} s wall, {cpu:.0f} s CPU, {workers} workers"
+    )
+    for title, key in (
+        ("Effective capacity", "capacity"),
+        ("Multipliers, all service levels", "multipliers"),
+        ("Multipliers, training and spawn levels only", "multipliers_relaxed"),
+        ("Each rung at its own service-level size", "at_size"),
+        ("Sizes searched", "search"),
+    ):
+        print(f"\n{title}:\n{sections[key]}")
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "org": spec.name,
+                    "seeds": seeds,
+                    "levels": levels.__dict__,
+                    "searches": {r: s.sizes for r, s in searches.items()},
+                    "multipliers": [m.__dict__ for m in multipliers],
+                    "multipliers_relaxed": [m.__dict__ for m in relaxed],
+                },
+                default=str,
+            ),
+            encoding="utf-8",
+        )
+    if args.no_docs:
+        return 0
+    DOCS.write_text(
+        render(args, argv, spec, seeds, levels, sections, runs, wall, cpu), encoding="utf-8"
+    )
+    print(f"\nwrote {DOCS.relative_to(REPO)}")
+    return 0
+
+
+def render(
+    args: argparse.Namespace,
+    argv: Sequence[str],
+    spec: OrgSpec,
+    seeds: Sequence[int],
+    levels: Levels,
+    sections: Mapping[str, str],
+    runs: int,
+    wall: float,
+    cpu: float,
+) -> str:
+    from .check import RESULTS, check_section
+    from .cli import page_command
+
+    check = (
+        check_section(json.loads(RESULTS.read_text(encoding="utf-8")))
+        if RESULTS.exists()
+        else "(no check run yet: `python -m benchmarks replay-check`)"
+    )
+
+    users = spec.users()
+    teams = ", ".join(f"{t.name} ({users[t.name]} notebook users)" for t in spec.teams)
+    pools = "; ".join(
+        f"{p.name}: {p.nodes:g} × {p.gpus_per_node} GPUs of {p.gpu_memory_gib:g} GiB"
+        + (f" in MIG {p.mig.profile} ({p.mig.per_gpu} per GPU, notebooks only)" if p.mig else "")
+        for p in spec.pools
+    )
+    rungs = "\n".join(f"| {r.name} | {r.text} |" for r in ladder.RUNGS.values())
+    d = spec.demand
+    return TEMPLATE.read_text(encoding="utf-8").format(
+        command=page_command(list(argv)),
+        org=spec.name,
+        org_description=spec.description,
+        pools=pools,
+        teams=teams,
+        users_per_gpu=f"{d.users_per_gpu:g}",
+        training_load=f"{d.training_offered_load:g}",
+        memory_median=f"{d.gpu_memory_median_gib:g}",
+        memory_sigma=f"{d.gpu_memory_sigma:g}",
+        seeds=len(seeds),
+        days=f"{args.days:g}",
+        burn_in=f"{args.burn_in_h if args.burn_in_h is not None else 24:g}",
+        training_p90=f"{levels.training_p90_min:g}",
+        spawn_p90=f"{levels.spawn_p90_min:g}",
+        interrupted=f"{levels.interrupted_per_100h:g}",
+        checkpoint=f"{args.checkpoint_min:g}",
+        rungs=rungs,
+        runs=runs,
+        wall=f"{wall / 60:.0f}",
+        cpu=f"{cpu / 60:.0f}",
+        resamples=args.resamples,
+        version=TRACE_VERSION,
+        parameters=_parameters(),
+        check=check,
+        **sections,
+    )

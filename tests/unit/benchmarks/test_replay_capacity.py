@@ -1,0 +1,126 @@
+"""Effective capacity: the search finds the smallest size meeting every level, the bootstrap is
+paired over the seeds, every figure printed for a run is recomputed from its events alone, and
+the command runs the ladder in quick mode."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.replay import capacity, recompute
+from benchmarks.replay.capacity import Levels, RunSpec, Search, _Bisection, crossing, grid_sizes
+from benchmarks.replay.cli import main
+
+LEVELS = Levels()
+
+
+def _runs(wait: float, interrupted: float = 0.0, n: int = 1) -> list[dict[str, Any]]:
+    return [
+        {"wait_p90_min": wait, "spawn_wait_p90_min": 1.0, "interrupted_per_100h": interrupted}
+    ] * n
+
+
+def test_the_crossing_interpolates_between_the_last_failing_and_first_meeting_size() -> None:
+    assert crossing([(40, 0.5), (20, 2.0), (30, 1.5)]) == pytest.approx(30 + 10 * 0.5 / 1.0)
+    assert crossing([(20, 0.9), (30, 0.5)]) == 20  # meets at the smallest size run
+    assert math.isinf(crossing([(20, 3.0), (30, 1.2)]))
+
+
+def test_the_search_finds_the_levels_and_the_interruption_level_only_adds() -> None:
+    grid = grid_sizes(32)
+    assert grid[0] == 16
+    assert grid[-1] == 128
+
+    def outcome(g: int) -> dict[float, list[dict[str, Any]]]:
+        # Training meets from 40 GPUs on; sessions are interrupted too often below 51.
+        return {0.5: _runs(30 * 40 / g, interrupted=6.0 if g < 51 else 2.0)}
+
+    search = Search("x")
+    bisection = _Bisection(grid, [LEVELS.limits(interruptions=False), LEVELS.limits()])
+    probes = []
+    while (i := bisection.next(search, grid.index(32))) is not None:
+        probes.append(grid[i])
+        search.sizes[grid[i]] = outcome(grid[i])
+    assert len(probes) == len(set(probes)) < len(grid) // 2  # bisected, never run twice
+    assert search.capacity(LEVELS.limits(interruptions=False)) == pytest.approx(40.0)
+    assert search.meeting_size(LEVELS.limits()) == 51
+    assert 45 < search.capacity(LEVELS.limits()) <= 51
+
+
+def test_the_best_split_is_chosen_per_size() -> None:
+    by_split = {0.25: _runs(50.0), 0.5: _runs(20.0)}
+    assert capacity.ratio(by_split, LEVELS.limits()) == pytest.approx(20 / 30)
+    search = Search("B1", {32: by_split})
+    assert search.best_split(32, LEVELS.limits()) == 0.5
+
+
+def test_the_bootstrap_is_paired_over_the_seeds() -> None:
+    """Two rungs whose capacity moves with the seed in step: every resample gives the same
+    multiplier, so the interval is a point; unpaired it would spread."""
+    seeds = 10
+    waits = [20.0 + 3 * k for k in range(seeds)]
+
+    def search(factor: float) -> Search:
+        return Search(
+            "x",
+            {
+                g: {
+                    0.5: [{**_runs(w * 32 * factor / g)[0], "seed": k} for k, w in enumerate(waits)]
+                }
+                for g in (16, 20, 26, 32, 40, 51, 64, 80, 102, 128)
+            },
+        )
+
+    searches = {"B1": search(2.0), "L1": search(1.0)}
+    (m,) = [
+        x for x in capacity.bootstrap(searches, ["B1"], seeds, LEVELS.limits()) if x.rung == "L1"
+    ]
+    assert m.value == pytest.approx(2.0, rel=0.15)
+    assert m.high - m.low < 0.2
+
+
+@pytest.mark.parametrize("rung", ["B0", "B1i", "L1g", "L2"])
+def test_every_figure_is_recomputed_from_the_events_alone(rung: str) -> None:
+    out = io.StringIO()
+    run = RunSpec(org="dgx-4", rung=rung, gpus=24, seed=5, days=0.5, burn_in_h=12.0)
+    figures = capacity.run_one(run, out)
+    again = recompute.figures(recompute.read(out.getvalue().splitlines()))
+    for key, value in again.items():
+        assert value == pytest.approx(float(figures[key]), rel=1e-6, abs=1e-9), key
+    events = recompute.read(out.getvalue().splitlines())
+    assert events[0]["rung"] == rung
+    assert events[0]["seed"] == 5
+
+
+def test_the_quick_ladder_runs_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "ladder.json"
+    argv = ["--quick", "--seed", "1,2", "--rungs", "B1,L1,L2", "--splits", "0.25,0.5"]
+    assert main([*argv, "--no-docs", "--json", str(out), "--workers", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "Effective capacity" in printed
+    assert "| L2 | L1 + need-sized shares (idealised) |" in printed
+    assert "× against B1 [95%]" in printed
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["seeds"] == [1, 2]
+    assert set(data["searches"]) == {"B1", "L1", "L2"}
+    assert {m["baseline"] for m in data["multipliers"]} == {"B1"}
+
+
+def test_events_of_any_rung_size_and_seed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "run.jsonl"
+    argv = ["--events", str(path), "--rung", "B2", "--size", "20", "--seed", "9137", "--quick"]
+    assert main(argv) == 0
+    first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+    assert (first["rung"], first["gpus_size"], first["seed"]) == ("B2", 20, 9137)
+    printed = capsys.readouterr().out
+    assert "| training wait p90 (min) |" in printed
+    assert main(["--org", "no-such-org", "--quick", "--no-docs"]) == 2
