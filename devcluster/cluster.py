@@ -676,211 +676,197 @@ def _bring_up(
     agent: NodeSpec | None,
     log: Log,
 ) -> None:
-    ports = settings.ports
-    sd = settings.state_dir
-    pki = make_cluster_pki(settings.pki_dir, (agent.name,) if agent else ())
-    kcfg = _kubeconfigs(settings, pki)
+    """Start the components in dependency order, each ready before what needs it starts."""
+    up = _BringUp(settings, bin_dir, state, nodes, agent, log)
+    up.start_etcd()
+    up.start_apiserver()
+    controllers = up.start_controllers()
+    # While they start: Kueue's CRDs, RBAC, webhooks, APIService; the nodes.
+    up.apply_kueue_manifests()
+    up.create_nodes()
+    up.wait_controllers(*controllers)
+    kueue = up.start_kwok_and_kueue()
+    up.wait_kueue(kueue)
+    up.apply_sample_organisation()
+    up.start_node_agent()
+    up.write_credentials_and_wait_for_queues(controllers[0])
 
-    def step(msg: str) -> None:
-        log(f"devcluster: {msg}")
 
-    # etcd (plain HTTP on loopback; fsync off: it is a throwaway test cluster)
-    step("starting etcd")
-    etcd = _start(
-        state,
-        "etcd",
-        [
-            str(bin_dir / "etcd"),
-            "--name=devcluster",
-            f"--data-dir={sd / 'etcd'}",
-            f"--listen-client-urls=http://{HOST}:{ports.etcd}",
-            f"--advertise-client-urls=http://{HOST}:{ports.etcd}",
-            f"--listen-peer-urls=http://{HOST}:{ports.etcd_peer}",
-            f"--initial-advertise-peer-urls=http://{HOST}:{ports.etcd_peer}",
-            f"--initial-cluster=devcluster=http://{HOST}:{ports.etcd_peer}",
-            "--initial-cluster-state=new",
-            "--unsafe-no-fsync=true",
-            "--quota-backend-bytes=2147483648",
-            "--log-level=warn",
-        ],
-    )
-    _wait(etcd, "GET /health", lambda: _http_ok(f"http://{HOST}:{ports.etcd}/health"), 30, "etcd")
+class _BringUp:
+    """The steps of :func:`_bring_up`, sharing the cluster's PKI, kubeconfigs and admin client."""
 
-    step("starting kube-apiserver")
-    apiserver = _start(
-        state,
-        "kube-apiserver",
-        [
-            str(bin_dir / "kube-apiserver"),
-            f"--etcd-servers=http://{HOST}:{ports.etcd}",
-            f"--bind-address={HOST}",
-            f"--advertise-address={HOST}",
-            # 1.37 refuses a loopback address for the `kubernetes` Service's endpoints; nothing
-            # here reaches the API through that Service, so it is not reconciled at all.
-            "--endpoint-reconciler-type=none",
-            f"--secure-port={ports.apiserver}",
-            f"--tls-cert-file={pki.apiserver.cert}",
-            f"--tls-private-key-file={pki.apiserver.key}",
-            f"--client-ca-file={pki.ca.cert}",
-            "--authorization-mode=Node,RBAC",
-            "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,NodeRestriction,"
-            "TaintNodesByCondition,Priority,DefaultTolerationSeconds,DefaultStorageClass,"
-            "StorageObjectInUseProtection,RuntimeClass,PodSecurity,ResourceQuota,"
-            "MutatingAdmissionWebhook,ValidatingAdmissionPolicy,ValidatingAdmissionWebhook",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki.service_account.cert}",
-            f"--service-account-signing-key-file={pki.service_account.key}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            # Aggregated APIs (Kueue's visibility server) learn the caller from these headers,
-            # trusted because the apiserver presents the front-proxy client certificate.
-            f"--requestheader-client-ca-file={pki.front_proxy_ca.cert}",
-            "--requestheader-allowed-names=front-proxy-client",
-            "--requestheader-username-headers=X-Remote-User",
-            "--requestheader-group-headers=X-Remote-Group",
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-            f"--proxy-client-cert-file={pki.front_proxy_client.cert}",
-            f"--proxy-client-key-file={pki.front_proxy_client.key}",
-            "--allow-privileged=true",
-            "--profiling=false",
-            "--event-ttl=1h",
-            "--enable-garbage-collector=true",
-        ],
-    )
-    admin = _admin_client(settings)
+    def __init__(
+        self,
+        settings: Settings,
+        bin_dir: Path,
+        state: _State,
+        nodes: list[NodeSpec],
+        agent: NodeSpec | None,
+        log: Log,
+    ) -> None:
+        self.settings = settings
+        self.ports = settings.ports
+        self.bin_dir = bin_dir
+        self.state = state
+        self.nodes = nodes
+        self.agent = agent
+        self.log = log
+        self.pki = make_cluster_pki(settings.pki_dir, (agent.name,) if agent else ())
+        self.kcfg = _kubeconfigs(settings, self.pki)
+        self.admin = _admin_client(settings)
 
-    def api_ready() -> bool:
+    def step(self, msg: str) -> None:
+        self.log(f"devcluster: {msg}")
+
+    def binary(self, name: str) -> str:
+        return str(self.bin_dir / name)
+
+    def start_etcd(self) -> None:
+        """etcd: plain HTTP on loopback, fsync off (a throwaway cluster)."""
+        self.step("starting etcd")
+        ports, sd = self.ports, self.settings.state_dir
+        client_url, peer_url = f"http://{HOST}:{ports.etcd}", f"http://{HOST}:{ports.etcd_peer}"
+        etcd = _start(
+            self.state,
+            "etcd",
+            [
+                self.binary("etcd"),
+                "--name=devcluster",
+                f"--data-dir={sd / 'etcd'}",
+                f"--listen-client-urls={client_url}",
+                f"--advertise-client-urls={client_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=devcluster={peer_url}",
+                "--initial-cluster-state=new",
+                "--unsafe-no-fsync=true",
+                "--quota-backend-bytes=2147483648",
+                "--log-level=warn",
+            ],
+        )
+        _wait(etcd, "GET /health", lambda: _http_ok(f"{client_url}/health"), 30, "etcd")
+
+    def start_apiserver(self) -> None:
+        self.step("starting kube-apiserver")
+        pki, ports = self.pki, self.ports
+        apiserver = _start(
+            self.state,
+            "kube-apiserver",
+            [
+                self.binary("kube-apiserver"),
+                f"--etcd-servers=http://{HOST}:{ports.etcd}",
+                f"--bind-address={HOST}",
+                f"--advertise-address={HOST}",
+                # 1.37 refuses a loopback address for the `kubernetes` Service's endpoints;
+                # nothing here reaches the API through that Service, so it is not reconciled.
+                "--endpoint-reconciler-type=none",
+                f"--secure-port={ports.apiserver}",
+                f"--tls-cert-file={pki.apiserver.cert}",
+                f"--tls-private-key-file={pki.apiserver.key}",
+                f"--client-ca-file={pki.ca.cert}",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,"
+                "NodeRestriction,TaintNodesByCondition,Priority,DefaultTolerationSeconds,"
+                "DefaultStorageClass,StorageObjectInUseProtection,RuntimeClass,PodSecurity,"
+                "ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionPolicy,"
+                "ValidatingAdmissionWebhook",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki.service_account.cert}",
+                f"--service-account-signing-key-file={pki.service_account.key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                # Aggregated APIs (Kueue's visibility server) learn the caller from these
+                # headers, trusted because the apiserver presents the front-proxy certificate.
+                f"--requestheader-client-ca-file={pki.front_proxy_ca.cert}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={pki.front_proxy_client.cert}",
+                f"--proxy-client-key-file={pki.front_proxy_client.key}",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--event-ttl=1h",
+                "--enable-garbage-collector=true",
+            ],
+        )
+        _wait(apiserver, "GET /readyz", self.api_ready, 120, "kube-apiserver", interval=0.5)
+
+    def api_ready(self) -> bool:
         try:
-            return admin.get_text("/readyz", timeout=3).strip() == "ok"
+            return self.admin.get_text("/readyz", timeout=3).strip() == "ok"
         except (KubeError, OSError):
             return False
 
-    _wait(apiserver, "GET /readyz", api_ready, 120, "kube-apiserver", interval=0.5)
-
-    step("starting kube-controller-manager and kube-scheduler")
-    kcm = _start(
-        state,
-        "kube-controller-manager",
-        [
-            str(bin_dir / "kube-controller-manager"),
-            f"--kubeconfig={kcfg['controller-manager']}",
-            f"--authentication-kubeconfig={kcfg['controller-manager']}",
-            f"--authorization-kubeconfig={kcfg['controller-manager']}",
+    def _serving_flags(self, component: str, port: int) -> list[str]:
+        """What the controller manager and the scheduler share: identity, loopback serving."""
+        kubeconfig = self.kcfg[component]
+        return [
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
             f"--bind-address={HOST}",
-            f"--secure-port={ports.controller_manager}",
-            f"--tls-cert-file={pki.loopback_serving.cert}",
-            f"--tls-private-key-file={pki.loopback_serving.key}",
-            "--leader-elect=false",
-            "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={pki.service_account.key}",
-            f"--root-ca-file={pki.ca.cert}",
-            f"--cluster-signing-cert-file={pki.ca.cert}",
-            f"--cluster-signing-key-file={pki.ca.key}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--profiling=false",
-            # The defaults (20 QPS, 5 Job syncs) pace a burst of Jobs like a busy production
-            # cluster would; a dev cluster has the apiserver to itself.
-            "--kube-api-qps=100",
-            "--kube-api-burst=200",
-            "--concurrent-job-syncs=10",
-        ],
-    )
-    sched = _start(
-        state,
-        "kube-scheduler",
-        [
-            str(bin_dir / "kube-scheduler"),
-            f"--kubeconfig={kcfg['scheduler']}",
-            f"--authentication-kubeconfig={kcfg['scheduler']}",
-            f"--authorization-kubeconfig={kcfg['scheduler']}",
-            f"--bind-address={HOST}",
-            f"--secure-port={ports.scheduler}",
-            f"--tls-cert-file={pki.loopback_serving.cert}",
-            f"--tls-private-key-file={pki.loopback_serving.key}",
+            f"--secure-port={port}",
+            f"--tls-cert-file={self.pki.loopback_serving.cert}",
+            f"--tls-private-key-file={self.pki.loopback_serving.key}",
             "--leader-elect=false",
             "--profiling=false",
-        ],
-    )
+        ]
 
-    # While they start: Kueue's CRDs, RBAC, webhooks, APIService; the nodes.
-    step("applying Kueue's manifests (CRDs, RBAC, webhooks, visibility APIService)")
-    _apply(bin_dir, settings.kubeconfig, "kueue", stdin=render_kueue_manifests(settings, bin_dir))
-    step(f"creating {len(nodes)} nodes from {NODES_FILE.name}")
-    node_docs = yaml.safe_dump_all([n.manifest() for n in nodes], sort_keys=False)
-    _apply(bin_dir, settings.kubeconfig, "nodes", stdin=node_docs)
-    for n in nodes:
-        admin.patch_merge(f"/api/v1/nodes/{n.name}/status", n.status_patch())
+    def start_controllers(self) -> tuple[procs.ProcRecord, procs.ProcRecord]:
+        """kube-controller-manager and kube-scheduler (waited for by :meth:`wait_controllers`)."""
+        self.step("starting kube-controller-manager and kube-scheduler")
+        pki = self.pki
+        kcm = _start(
+            self.state,
+            "kube-controller-manager",
+            [
+                self.binary("kube-controller-manager"),
+                *self._serving_flags("controller-manager", self.ports.controller_manager),
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={pki.service_account.key}",
+                f"--root-ca-file={pki.ca.cert}",
+                f"--cluster-signing-cert-file={pki.ca.cert}",
+                f"--cluster-signing-key-file={pki.ca.key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                # The defaults (20 QPS, 5 Job syncs) pace a burst of Jobs like a busy production
+                # cluster would; a dev cluster has the apiserver to itself.
+                "--kube-api-qps=100",
+                "--kube-api-burst=200",
+                "--concurrent-job-syncs=10",
+            ],
+        )
+        sched = _start(
+            self.state,
+            "kube-scheduler",
+            [
+                self.binary("kube-scheduler"),
+                *self._serving_flags("scheduler", self.ports.scheduler),
+            ],
+        )
+        return kcm, sched
 
-    serving = ssl.create_default_context(cafile=str(pki.ca.cert))
-    _wait(
-        kcm,
-        "GET /healthz",
-        lambda: _http_ok(f"https://{HOST}:{ports.controller_manager}/healthz", serving),
-        60,
-        "kube-controller-manager",
-    )
-    _wait(
-        sched,
-        "GET /healthz",
-        lambda: _http_ok(f"https://{HOST}:{ports.scheduler}/healthz", serving),
-        60,
-        "kube-scheduler",
-    )
+    def apply_kueue_manifests(self) -> None:
+        self.step("applying Kueue's manifests (CRDs, RBAC, webhooks, visibility APIService)")
+        manifests = render_kueue_manifests(self.settings, self.bin_dir)
+        _apply(self.bin_dir, self.settings.kubeconfig, "kueue", stdin=manifests)
 
-    step("starting kwok and Kueue")
-    kwok = _start(
-        state,
-        "kwok",
-        [
-            str(bin_dir / "kwok"),
-            f"--kubeconfig={kcfg['kwok']}",
-            f"--config={STAGES_FILE}",
-            "--manage-all-nodes=false",
-            f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}={KWOK_ANNOTATION_VALUE}",
-            f"--cidr={KWOK_POD_CIDR}",
-            "--node-ip=10.243.0.1",
-            "--node-lease-duration-seconds=40",
-            f"--server-address={HOST}:{ports.kwok}",
-        ],
-        cwd=sd,
-    )
-    kueue_env = _env_for_components()
-    kueue_env["KUBECONFIG"] = str(kcfg["kueue"])
-    kueue = _start(
-        state,
-        "kueue",
-        [
-            str(bin_dir / "kueue"),
-            f"--config={_kueue_config(settings)}",
-            f"--kubeconfig={kcfg['kueue']}",
-            # the visibility port is visibilityServer.bindPort in the config (Kueue 0.18
-            # removed --visibility-server-port: passing it stops Kueue at start)
-        ],
-        env=kueue_env,
-        cwd=sd,
-    )
+    def create_nodes(self) -> None:
+        self.step(f"creating {len(self.nodes)} nodes from {NODES_FILE.name}")
+        node_docs = yaml.safe_dump_all([n.manifest() for n in self.nodes], sort_keys=False)
+        _apply(self.bin_dir, self.settings.kubeconfig, "nodes", stdin=node_docs)
+        for n in self.nodes:
+            self.admin.patch_merge(f"/api/v1/nodes/{n.name}/status", n.status_patch())
 
-    kwok_nodes = [n.name for n in nodes if n.run_by == "kwok"]
-    # kwok deletes by name only, so the pods' last step (removal by UID) is ours: see its docstring
-    finisher_ready = sd / "kwok-finisher.ready"
-    finisher = _start(
-        state,
-        "kwok-finisher",
-        [
-            sys.executable,
-            "-m",
-            "devcluster.kwokfinisher",
-            f"--kubeconfig={kcfg['kwok']}",
-            f"--ready-file={finisher_ready}",
-            *(f"--node={n}" for n in kwok_nodes),
-        ],
-        env=_python_env(),
-        cwd=REPO_ROOT,
-    )
+    def wait_controllers(self, kcm: procs.ProcRecord, sched: procs.ProcRecord) -> None:
+        serving = ssl.create_default_context(cafile=str(self.pki.ca.cert))
+        for rec, port in ((kcm, self.ports.controller_manager), (sched, self.ports.scheduler)):
+            url = f"https://{HOST}:{port}/healthz"
+            _wait(rec, "GET /healthz", partial(_http_ok, url, serving), 60, rec.name)
 
-    def nodes_ready(names: list[str]) -> Callable[[], bool]:
+    def nodes_ready(self, names: list[str]) -> Callable[[], bool]:
         def check() -> bool:
             try:
-                items = admin.get("/api/v1/nodes")["items"]
+                items = self.admin.get("/api/v1/nodes")["items"]
             except (KubeError, OSError):
                 return False
             ready = {i["metadata"]["name"] for i in items if condition(i, "Ready") == "True"}
@@ -888,102 +874,171 @@ def _bring_up(
 
         return check
 
-    _wait(kwok, "GET /healthz", lambda: _http_ok(f"http://{HOST}:{ports.kwok}/healthz"), 60, "kwok")
-    _wait(kwok, f"nodes {', '.join(kwok_nodes)} Ready", nodes_ready(kwok_nodes), 60, "kwok")
-    _wait(finisher, "its first pod list", finisher_ready.exists, 30, "kwok-finisher")
-    cert_dir = settings.state_dir / "kueue" / "webhook-certs"
+    def start_kwok_and_kueue(self) -> procs.ProcRecord:
+        """kwok (and the finisher, its last step) ready with its nodes; Kueue started."""
+        self.step("starting kwok and Kueue")
+        sd, kcfg = self.settings.state_dir, self.kcfg
+        kwok = _start(
+            self.state,
+            "kwok",
+            [
+                self.binary("kwok"),
+                f"--kubeconfig={kcfg['kwok']}",
+                f"--config={STAGES_FILE}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}={KWOK_ANNOTATION_VALUE}",
+                f"--cidr={KWOK_POD_CIDR}",
+                "--node-ip=10.243.0.1",
+                "--node-lease-duration-seconds=40",
+                f"--server-address={HOST}:{self.ports.kwok}",
+            ],
+            cwd=sd,
+        )
+        kueue_env = _env_for_components()
+        kueue_env["KUBECONFIG"] = str(kcfg["kueue"])
+        kueue = _start(
+            self.state,
+            "kueue",
+            [
+                self.binary("kueue"),
+                f"--config={_kueue_config(self.settings)}",
+                f"--kubeconfig={kcfg['kueue']}",
+                # the visibility port is visibilityServer.bindPort in the config (Kueue 0.18
+                # removed --visibility-server-port: passing it stops Kueue at start)
+            ],
+            env=kueue_env,
+            cwd=sd,
+        )
+        kwok_nodes = [n.name for n in self.nodes if n.run_by == "kwok"]
+        # kwok deletes by name only, so the pods' last step (removal by UID) is ours: see its
+        # docstring
+        finisher_ready = sd / "kwok-finisher.ready"
+        finisher = _start(
+            self.state,
+            "kwok-finisher",
+            [
+                sys.executable,
+                "-m",
+                "devcluster.kwokfinisher",
+                f"--kubeconfig={kcfg['kwok']}",
+                f"--ready-file={finisher_ready}",
+                *(f"--node={n}" for n in kwok_nodes),
+            ],
+            env=_python_env(),
+            cwd=REPO_ROOT,
+        )
+        healthz = partial(_http_ok, f"http://{HOST}:{self.ports.kwok}/healthz")
+        _wait(kwok, "GET /healthz", healthz, 60, "kwok")
+        _wait(
+            kwok, f"nodes {', '.join(kwok_nodes)} Ready", self.nodes_ready(kwok_nodes), 60, "kwok"
+        )
+        _wait(finisher, "its first pod list", finisher_ready.exists, 30, "kwok-finisher")
+        return kueue
 
-    def kueue_ready() -> bool:
-        # Kueue's cert rotator stores its serving certificate in a Secret and waits until the
-        # files appear in its certDir, where a kubelet would mount that Secret: do it here.
-        _sync_webhook_secret(admin, cert_dir)
-        return _http_ok(f"http://{HOST}:{ports.kueue_health}/readyz")
+    def wait_kueue(self, kueue: procs.ProcRecord) -> None:
+        """Kueue ready (its webhook certificates in place) and its visibility API served."""
+        cert_dir = self.settings.state_dir / "kueue" / "webhook-certs"
 
-    _wait(
-        kueue,
-        "GET /readyz (webhook certificates and server)",
-        kueue_ready,
-        120,
-        "kueue",
-        interval=0.5,
-    )
+        def kueue_ready() -> bool:
+            # Kueue's cert rotator stores its serving certificate in a Secret and waits until
+            # the files appear in its certDir, where a kubelet would mount that Secret: do it.
+            _sync_webhook_secret(self.admin, cert_dir)
+            return _http_ok(f"http://{HOST}:{self.ports.kueue_health}/readyz")
 
-    def apiservice_available() -> bool:
-        try:
-            obj = admin.get(
-                "/apis/apiregistration.k8s.io/v1/apiservices/v1beta2.visibility.kueue.x-k8s.io"
-            )
-        except (KubeError, OSError):
-            return False
-        return condition(obj, "Available") == "True"
+        what = "GET /readyz (webhook certificates and server)"
+        _wait(kueue, what, kueue_ready, 120, "kueue", interval=0.5)
+        _wait(
+            kueue,
+            "the visibility APIService to be Available",
+            partial(_visibility_available, self.admin),
+            60,
+            "kueue",
+            interval=0.5,
+            detail=partial(_visibility_detail, self.admin),
+        )
 
-    def apiservice_detail() -> str:
-        try:
-            obj = admin.get(
-                "/apis/apiregistration.k8s.io/v1/apiservices/v1beta2.visibility.kueue.x-k8s.io"
-            )
-        except (KubeError, OSError) as e:
-            return str(e)
-        for c in obj.get("status", {}).get("conditions", []):
-            if c.get("type") == "Available":
-                return f"{c.get('reason')}: {c.get('message')}"
-        return "no status yet"
+    def apply_sample_organisation(self) -> None:
+        self.step(f"applying the sample organisation ({MANIFESTS_DIR.relative_to(REPO_ROOT)})")
+        # Kueue's webhooks validate these; its CA bundle may still be propagating: retry briefly.
+        _apply(
+            self.bin_dir,
+            self.settings.kubeconfig,
+            "sample organisation",
+            path=MANIFESTS_DIR,
+            retry_for=60,
+        )
 
-    _wait(
-        kueue,
-        "the visibility APIService to be Available",
-        apiservice_available,
-        60,
-        "kueue",
-        interval=0.5,
-        detail=apiservice_detail,
-    )
-
-    step(f"applying the sample organisation ({MANIFESTS_DIR.relative_to(REPO_ROOT)})")
-    # Kueue's webhooks validate these; its CA bundle may still be propagating: retry briefly.
-    _apply(bin_dir, settings.kubeconfig, "sample organisation", path=MANIFESTS_DIR, retry_for=60)
-
-    if agent is not None:
-        step(f"starting the node agent for {agent.name}")
+    def start_node_agent(self) -> None:
+        agent = self.agent
+        if agent is None:
+            return
+        self.step(f"starting the node agent for {agent.name}")
         rec = _start(
-            state,
+            self.state,
             "nodeagent",
             [
                 sys.executable,
                 "-m",
                 "devcluster.nodeagent",
-                f"--kubeconfig={kcfg['node-' + agent.name]}",
+                f"--kubeconfig={self.kcfg['node-' + agent.name]}",
                 f"--node={agent.name}",
-                f"--state-dir={settings.agent_dir}",
-                f"--ip-prefix={settings.pod_ip_prefix}",
+                f"--state-dir={self.settings.agent_dir}",
+                f"--ip-prefix={self.settings.pod_ip_prefix}",
                 *([f"--gpus={agent.simulated_gpus}"] if agent.simulated_gpus else []),
             ],
             env=_python_env(),
             cwd=REPO_ROOT,
         )
-        _wait(rec, f"node {agent.name} Ready", nodes_ready([agent.name]), 30, "nodeagent")
+        _wait(rec, f"node {agent.name} Ready", self.nodes_ready([agent.name]), 30, "nodeagent")
 
-    step("writing ServiceAccount kubeconfigs and waiting for the queues")
-    _write_credentials(settings, pki, admin)
-    _wait(
-        None,
-        "ClusterQueues Active",
-        lambda: _queues_active(admin),
-        60,
-        "kueue",
-        detail=lambda: _inactive_queues(admin),
-    )
-    # The ServiceAccount admission plugin refuses pods until the namespace's `default` account
-    # exists (the controller manager makes it): wait, so that the first test pod is not refused.
-    for ns in _namespaces_of(MANIFESTS_DIR):
-        path = f"/api/v1/namespaces/{ns}/serviceaccounts/default"
+    def write_credentials_and_wait_for_queues(self, kcm: procs.ProcRecord) -> None:
+        self.step("writing ServiceAccount kubeconfigs and waiting for the queues")
+        admin = self.admin
+        _write_credentials(self.settings, self.pki, admin)
         _wait(
-            kcm,
-            f"ServiceAccount {ns}/default",
-            partial(_exists, admin, path),
-            30,
-            "kube-controller-manager",
+            None,
+            "ClusterQueues Active",
+            lambda: _queues_active(admin),
+            60,
+            "kueue",
+            detail=lambda: _inactive_queues(admin),
         )
+        # The ServiceAccount admission plugin refuses pods until the namespace's `default`
+        # account exists (the controller manager makes it): wait, so that the first test pod is
+        # not refused.
+        for ns in _namespaces_of(MANIFESTS_DIR):
+            path = f"/api/v1/namespaces/{ns}/serviceaccounts/default"
+            _wait(
+                kcm,
+                f"ServiceAccount {ns}/default",
+                partial(_exists, admin, path),
+                30,
+                "kube-controller-manager",
+            )
+
+
+VISIBILITY_APISERVICE = (
+    "/apis/apiregistration.k8s.io/v1/apiservices/v1beta2.visibility.kueue.x-k8s.io"
+)
+
+
+def _visibility_available(admin: Kube) -> bool:
+    try:
+        obj = admin.get(VISIBILITY_APISERVICE)
+    except (KubeError, OSError):
+        return False
+    return condition(obj, "Available") == "True"
+
+
+def _visibility_detail(admin: Kube) -> str:
+    try:
+        obj = admin.get(VISIBILITY_APISERVICE)
+    except (KubeError, OSError) as e:
+        return str(e)
+    for c in obj.get("status", {}).get("conditions", []):
+        if c.get("type") == "Available":
+            return f"{c.get('reason')}: {c.get('message')}"
+    return "no status yet"
 
 
 def _sync_webhook_secret(admin: Kube, cert_dir: Path) -> None:

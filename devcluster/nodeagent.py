@@ -944,62 +944,80 @@ class NodeAgent:
             log.exception("pod %s/%s", run.namespace, run.name)
 
     async def _run_pod_inner(self, run: PodRun) -> None:
-        spec = run.pod["spec"]
-        restart_policy = spec.get("restartPolicy", "Always")
+        """Admit the pod (its devices), run its init containers, then its containers until they
+        end or the pod is deleted."""
+        restart_policy = run.pod["spec"].get("restartPolicy", "Always")
         run.workdir.mkdir(parents=True, exist_ok=True)
         (run.poddir / "tmp").mkdir(exist_ok=True)
-        if self.gpus:
-            try:
-                self._allocate(run)
-            except AllocationError as e:
-                # As a kubelet rejects a pod whose devices it cannot find at admission.
-                run.phase, run.reason = "Failed", "UnexpectedAdmissionError"
-                # the kubelet's words, which say it is the node's doing and not the pod's
-                run.message = f"Pod was rejected: Allocate failed due to {e}, which is unexpected"
-                await self._report(run)
-                await self._event(run, "UnexpectedAdmissionError", run.message, "Warning")
+        if not await self._admit(run):
+            await self._wait_for_deletion(run)
+            return
+        await self._report(run)  # Pending, with the pod IP
+        for c in run.init_containers:
+            if not await self._run_init_container(run, c, restart_policy):
                 await self._wait_for_deletion(run)
                 return
-        await self._report(run)  # Pending, with the pod IP
-
-        # init containers, one after another
-        for c in run.init_containers:
-            backoff = 1.0
-            while True:
-                if run.stop_requested.is_set():
-                    break
-                started = await self._spawn(run, c)
-                if started:
-                    await self._report(run)
-                    waiter = asyncio.create_task(self._wait_exit(c))
-                    stop = asyncio.create_task(run.stop_requested.wait())
-                    await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
-                    stop.cancel()
-                    if run.stop_requested.is_set():
-                        await self._stop_containers(run)
-                        break
-                if c.exit_code == 0:
-                    break
-                if restart_policy == "Never":
-                    run.phase = "Failed"
-                    await self._report(run)
-                    await self._wait_for_deletion(run)
-                    return
-                c.restart_count += 1
-                await self._report(run)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(run.stop_requested.wait(), backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+            if run.stop_requested.is_set():
+                break
         if run.stop_requested.is_set():
             await self._terminate(run)
             return
         run.initialized = True
+        await self._run_containers(run, restart_policy)
+        if run.stop_requested.is_set():
+            await self._terminate(run)
+        else:
+            await self._wait_for_deletion(run)
 
+    async def _admit(self, run: PodRun) -> bool:
+        """Pick the pod's devices; if they are not there, fail it as a kubelet rejects a pod
+        at admission, and say False."""
+        if not self.gpus:
+            return True
+        try:
+            self._allocate(run)
+        except AllocationError as e:
+            run.phase, run.reason = "Failed", "UnexpectedAdmissionError"
+            # the kubelet's words, which say it is the node's doing and not the pod's
+            run.message = f"Pod was rejected: Allocate failed due to {e}, which is unexpected"
+            await self._report(run)
+            await self._event(run, "UnexpectedAdmissionError", run.message, "Warning")
+            return False
+        return True
+
+    async def _run_init_container(self, run: PodRun, c: Container, restart_policy: str) -> bool:
+        """Run one init container to success (again after failures, with backoff, unless the
+        policy is Never) or until the pod is deleted; False when the pod failed."""
+        backoff = 1.0
+        while not run.stop_requested.is_set():
+            if await self._spawn(run, c):
+                await self._report(run)
+                waiter = asyncio.create_task(self._wait_exit(c))
+                stop = asyncio.create_task(run.stop_requested.wait())
+                await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
+                stop.cancel()
+                if run.stop_requested.is_set():
+                    await self._stop_containers(run)
+                    return True
+            if c.exit_code == 0:
+                return True
+            if restart_policy == "Never":
+                run.phase = "Failed"
+                await self._report(run)
+                return False
+            c.restart_count += 1
+            await self._report(run)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(run.stop_requested.wait(), backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF)
+        return True
+
+    async def _run_containers(self, run: PodRun, restart_policy: str) -> None:
+        """Start the containers and supervise them, with readiness probes, until they end (as
+        the restart policy says) or the pod is deleted."""
         for c in run.containers:
             await self._spawn(run, c)
         run.phase = "Running"
-        if all(c.exit_code is not None for c in run.containers):
-            pass  # every container failed to start: handled below
         for c in run.containers:
             if c.proc is not None and c.exit_code is None and not c.spec.get("readinessProbe"):
                 c.ready = True
@@ -1009,10 +1027,6 @@ class NodeAgent:
             await self._supervise(run, restart_policy)
         finally:
             probes.cancel()
-        if run.stop_requested.is_set():
-            await self._terminate(run)
-        else:
-            await self._wait_for_deletion(run)
 
     async def _supervise(self, run: PodRun, restart_policy: str) -> None:
         backoff: dict[str, float] = {}
