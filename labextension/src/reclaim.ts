@@ -180,7 +180,8 @@ export class ReclaimWatch {
         this._state,
         warning,
         warning ? parseCause(body.warning) : null,
-        skew
+        skew,
+        received
       );
     }
     await this._refreshStanding();
@@ -198,7 +199,10 @@ export class ReclaimWatch {
       return;
     }
     try {
-      this._standing = parseStanding(await this._options.fetchStanding());
+      const answer = await this._options.fetchStanding();
+      // The service could not be asked (no hub, not reachable): nothing to say about a policy.
+      const unasked = typeof (answer as { error_kind?: unknown } | null)?.error_kind === 'string';
+      this._standing = unasked ? null : parseStanding(answer);
     } catch {
       this._standing = null;
     }

@@ -72,13 +72,33 @@ export function isServerGone(failure: IPollFailure): boolean {
   return [0, 424, 502, 503].includes(failure.status);
 }
 
-/** A new answer from the server: it runs (again), so nothing is stopped. */
+/**
+ * How long past its deadline a warning that the service no longer shows is still held as the
+ * stop under way (seconds): the service forgets it when it asks the hub to stop the server,
+ * and the server may answer a little longer. Past this, with the server still answering, the
+ * warning is over.
+ */
+export const STOP_GRACE_SECONDS = 120;
+
+/**
+ * A new answer from the server at `now`: it runs (again), so nothing is stopped. A warning
+ * that vanishes at its deadline is the stop beginning, not the warning ending — unless this
+ * tab's "Keep my GPU" was answered.
+ */
 export function withAnswer(
   state: IReclaimState,
   warning: IReclaimWarning | null,
   cause: IReclaimCause | null,
-  skewMs: number
+  skewMs: number,
+  now: number
 ): IReclaimState {
+  const last = state.warning;
+  if (warning === null && last !== null && !last.dry_run && state.note?.kind !== 'kept') {
+    const overdue = (now + skewMs - Date.parse(last.reclaim_at)) / 1000;
+    if (overdue >= -STOPPED_MARGIN_SECONDS && overdue < STOP_GRACE_SECONDS) {
+      return { ...state, skewMs, stopped: null };
+    }
+  }
   return { ...state, warning, cause, skewMs, stopped: null };
 }
 

@@ -49,7 +49,7 @@ function warned(overrides: Record<string, unknown> = {}): IReclaimState {
     }
   };
   const warning = parseReclaim(answer);
-  return withAnswer(EMPTY_STATE, warning, parseCause(answer.warning), 0);
+  return withAnswer(EMPTY_STATE, warning, parseCause(answer.warning), 0, T0);
 }
 
 describe('relative times', () => {
@@ -191,9 +191,25 @@ describe('the old tab after the stop', () => {
 
   test('an answer again (the server was started again): nothing is stopped', () => {
     const stopped = withFailure(warned(), { status: 424 }, Date.parse('2026-12-03T14:05:00Z'));
-    const back = withAnswer(stopped, null, null, 0);
+    const back = withAnswer(stopped, null, null, 0, Date.parse('2026-12-03T14:20:00Z'));
     assert.equal(back.stopped, null);
     assert.equal(alertView(back, T0, HUB).toast, null);
+  });
+
+  test('a warning that vanishes at its deadline is the stop beginning', () => {
+    const atDeadline = Date.parse('2026-12-03T14:04:01Z');
+    const held = withAnswer(warned(), null, null, 0, atDeadline);
+    assert.ok(held.warning, 'the service forgot it as it stopped the server');
+    assert.ok(withFailure(held, { status: 424 }, atDeadline + 5000).stopped);
+    // Still answering two minutes on: the warning is over after all.
+    assert.equal(withAnswer(held, null, null, 0, atDeadline + 121_000).warning, null);
+    // Earlier, or after this tab's "Keep my GPU": the warning ends.
+    assert.equal(withAnswer(warned(), null, null, 0, T0).warning, null);
+    const kept: IReclaimState = {
+      ...warned(),
+      note: { kind: 'kept', until: null, snoozesLeft: 0 }
+    };
+    assert.equal(withAnswer(kept, null, null, 0, atDeadline).warning, null);
   });
 });
 

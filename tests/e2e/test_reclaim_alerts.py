@@ -19,6 +19,7 @@ import re
 import secrets
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -251,6 +252,17 @@ def test_the_old_tab_after_the_stop(lab: Lab, page: Any, service: FakeService) -
     expect()(toast).to_have_count(1, timeout=POLL_MS)
     expect()(toast.get_by_role("button", name="Keep my GPU")).to_have_count(0)
     page.wait_for_timeout(9_000)  # past the deadline
+    # The service forgets the warning as it asks the hub to stop the server, which may answer
+    # a little longer: that is the stop beginning, not the warning ending.
+    with service.lock:
+        service.warning = None
+    before = service.reclaim_requests
+    deadline = time.monotonic() + POLL_MS / 1000
+    while service.reclaim_requests < before + 2:
+        assert time.monotonic() < deadline, "the warning is no longer polled"
+        page.wait_for_timeout(500)
+    expect()(page.locator(TOAST, has_text="warning is over")).to_have_count(0)
+    expect()(toast).to_have_count(1)
     # The server is stopped, as the hub stops it: nothing answers any more.
     lab.process.send_signal(signal.SIGTERM)
     lab.process.wait(timeout=30)
