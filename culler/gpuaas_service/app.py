@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from gpuaas_service.jobs.service import JobService
     from gpuaas_service.queue.index import QueueIndex
     from gpuaas_service.reclaim.loop import ReclaimLoop
+    from gpuaas_service.reclaim.usage import UsageRecorder
     from gpuaas_service.web.context import ServiceContext
     from jupyter_gpuaas.core.catalog import Catalog
     from jupyter_gpuaas.hub.watch import WatchedKueueView
@@ -701,7 +702,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             if source.error:
                 log.error("policy not loaded, reclaim is off until it is fixed: %s", source.error)
         utilization, last_kernel = self._prometheus_readers()
-        return ReclaimLoop(
+        loop = ReclaimLoop(
             hub=HubClient(
                 self.hub_api_url,
                 os.environ.get("JUPYTERHUB_API_TOKEN", ""),
@@ -720,6 +721,19 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             settings=self.loop_settings(),
             store=ActivityStore(max_servers=self.activity_max_servers),
         )
+        loop.listeners.append(self._usage_recorder(loop))
+        return loop
+
+    def _usage_recorder(self, loop: ReclaimLoop) -> UsageRecorder:
+        """Each user's session GPU-memory peaks, for the spawn form's size advice."""
+        from gpuaas_service.clients.persisted import PersistedState
+        from gpuaas_service.reclaim.usage import UsageRecorder
+        from jupyter_gpuaas.core.sizing import HISTORY_CONFIGMAP
+
+        state = PersistedState(
+            loop.kube, self.notebook_namespace, HISTORY_CONFIGMAP, owner="culler", what="usage"
+        )
+        return UsageRecorder(state)
 
     def _prometheus_readers(self) -> tuple[Readings | None, Readings | None]:
         """Per-pod GPU utilisation and HAMi's seconds since the last kernel, where configured."""

@@ -27,6 +27,7 @@ __all__ = [
     "RECLAIM_REASON",
     "SNOOZED_UNTIL",
     "SNOOZES_USED",
+    "STATE_KEY",
     "TEAM_LABEL",
     "USER_LABEL",
     "WARNED_AT",
@@ -52,6 +53,10 @@ HUB_TOKEN_SECRET_SUFFIX = "-hub-token"
 # Written by KubeSpawner on every server pod.
 HUB_USERNAME_ANNOTATION = "hub.jupyter.org/username"
 HUB_SERVERNAME_ANNOTATION = "hub.jupyter.org/servername"
+
+# The key of each ConfigMap in which the gpuaas service keeps a state across restarts (hand-off
+# records, the console's journal, the users' GPU-memory peaks, which the hub reads too).
+STATE_KEY = "state.json"
 
 # The reclaim loop's state, kept on the pod so that a restarted service carries on.
 RECLAIM_PREFIX = "gpuaas.jupyter.org/reclaim-"

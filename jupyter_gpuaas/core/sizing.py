@@ -33,6 +33,7 @@ from typing import Any
 
 from jupyter_gpuaas.core.catalog import Offering
 from jupyter_gpuaas.core.kueue import QuantityError, parse_quantity
+from jupyter_gpuaas.core.labels import STATE_KEY
 
 __all__ = [
     "DEFAULT_HEADROOM",
@@ -53,7 +54,8 @@ __all__ = [
 
 HISTORY_CONFIGMAP = "gpuaas-usage-history"
 """ConfigMap (in the namespace of users' servers) that holds every user's recent peaks."""
-HISTORY_KEY = "peaks.json"
+HISTORY_KEY = STATE_KEY
+"""Its one key (as for every state the service keeps in a ConfigMap)."""
 SESSIONS_KEPT = 8
 """Recent sessions kept per user: enough to see a habit, few enough to follow a change."""
 USERS_KEPT = 5000

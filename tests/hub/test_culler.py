@@ -21,8 +21,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
-from gpuaas_service.clients.kubernetes import STATE_KEY
 from gpuaas_service.reclaim.handoffs import HANDOFFS_CONFIGMAP
+from jupyter_gpuaas.core.labels import STATE_KEY
 from tests.support.hub import (
     USERS_NS,
     WARNED,

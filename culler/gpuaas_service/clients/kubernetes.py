@@ -13,13 +13,12 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from gpuaas_service.model.pods import PodRef
+from jupyter_gpuaas.core.labels import STATE_KEY
 
 __all__ = ["EVENT_SOURCE", "Kube", "KubeClient", "PodWatch", "notebook_pod_reflector"]
 
 EVENT_SOURCE = "gpuaas-culler"
 """The ``source`` of the culler's Events and the manager of its ConfigMap."""
-STATE_KEY = "state.json"
-"""The key of the text kept in a state ConfigMap."""
 
 
 class Kube(Protocol):

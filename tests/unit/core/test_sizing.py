@@ -166,9 +166,9 @@ def test_history_round_trip() -> None:
 @pytest.mark.parametrize(
     ("text", "kept", "problem"),
     [
-        ("{not json", {}, "peaks.json: not JSON"),
-        ('{"version": 1}', {}, "peaks.json: want an object with peaks_mib"),
-        ("[" * 100_000, {}, "peaks.json: not JSON"),
+        ("{not json", {}, "state.json: not JSON"),
+        ('{"version": 1}', {}, "state.json: want an object with peaks_mib"),
+        ("[" * 100_000, {}, "state.json: not JSON"),
         (
             '{"peaks_mib": {"alice": [1024], "mallory": ["lots"], "eve": [-1]}}',
             {"alice": (1024,)},

@@ -407,7 +407,7 @@ async def test_spawner_preselects_from_the_recorded_history(kubeconfig: None) ->
     ("api", "logged"),
     [
         (HistoryAPI({HISTORY_KEY: '{"peaks_mib": {"alice": "lots"}}'}), "ignored: peaks_mib"),
-        (HistoryAPI({HISTORY_KEY: "{broken"}), "ignored: peaks.json: not JSON"),
+        (HistoryAPI({HISTORY_KEY: "{broken"}), "ignored: state.json: not JSON"),
         (HistoryAPI(status=403), "cannot read gpuaas-usage-history: 403"),
         (HistoryAPI(status=404), ""),  # nothing recorded yet: not a problem
     ],
