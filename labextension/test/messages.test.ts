@@ -66,8 +66,21 @@ describe('the user-facing messages', () => {
   });
 
   test('a notification fits in the 140 characters JupyterLab shows', () => {
+    const keys = Object.keys(MESSAGES) as MessageKey[];
+    const longest = (prefix: string): string =>
+      keys
+        .filter(k => k.startsWith(prefix))
+        .map(k => MESSAGES[k])
+        .reduce((a, b) => (b.length > a.length ? b : a), '');
+    const worst = {
+      ...SAMPLE,
+      holding: longest('holding.'),
+      purpose: longest('purpose.'),
+      time: '12:45 PM',
+      countdown: 'in 1 h 05 min'
+    };
     for (const key of ['warn.toast', 'stopped.toast', 'warn.over', 'keep.untilMore'] as const) {
-      const text = say(key, { ...SAMPLE, holding: 'this shared GPU', time: '12:45 PM' });
+      const text = say(key, worst);
       assert.ok(text.length <= 140, `${key} is ${String(text.length)} characters: ${text}`);
     }
   });
