@@ -99,6 +99,68 @@ def test_the_jobs_admission_policy_is_the_dev_clusters_for_the_services_identity
     assert f"'{identity()}'" in conditions["the-gpuaas-service"]
     assert f"'{notebooks}'" in conditions["not-its-own-state"]
     (binding,) = of_kind(JOBS_POLICY, "ValidatingAdmissionPolicyBinding")
+    (dev_binding,) = of_kind(
+        docs(DEV / "63-gpuaas-jobs-policy.yaml"), "ValidatingAdmissionPolicyBinding"
+    )
+    assert binding == dev_binding
+    assert binding["spec"] == {
+        "policyName": ours["metadata"]["name"],
+        "validationActions": ["Deny"],
+        "paramRef": {
+            "name": "gpuaas-job-images",
+            "namespace": "jupyterhub",
+            "parameterNotFoundAction": "Deny",
+        },
+    }
+
+
+def images_param(items: list[dict[str, Any]]) -> list[str]:
+    """The images a policy's parameter ConfigMap lists (as the policy's CEL reads them)."""
+    (cm,) = [d for d in of_kind(items, "ConfigMap") if d["metadata"]["name"] == "gpuaas-job-images"]
+    assert cm["metadata"]["namespace"] == "jupyterhub"  # where the service writes nothing
+    return [line.strip() for line in cm["data"]["images"].split("\n") if line.strip()]
+
+
+def test_notebook_jobs_may_run_exactly_the_catalogs_images() -> None:
+    demo = yaml.safe_load((ROOT / "spawner" / "demo-catalog.yaml").read_text())
+    assert images_param(docs(DEV / "63-gpuaas-jobs-policy.yaml")) == [
+        i["image"] for i in demo["images"]
+    ]
+    values = yaml.safe_load((ROOT / "spawner" / "z2jh-values.example.yaml").read_text())
+    catalog = values["hub"]["extraFiles"]["gpuaas-catalog"]["data"]
+    assert images_param(JOBS_POLICY) == [i["image"] for i in catalog["images"]]
+    # the service's grants reach no ConfigMap of the hub's namespace
+    for role in of_kind(DEPLOYED, "Role"):
+        touches = any("configmaps" in r["resources"] for r in role["rules"])
+        assert not (touches and role["metadata"]["namespace"] == "jupyterhub")
+
+
+def test_the_state_policy_is_the_dev_clusters_and_names_the_services_state() -> None:
+    from gpuaas_service.console.journal import JOURNAL_CONFIGMAP
+    from gpuaas_service.reclaim.handoffs import HANDOFFS_CONFIGMAP
+    from jupyter_gpuaas.core.sizing import HISTORY_CONFIGMAP
+
+    (dev,) = of_kind(docs(DEV / "59-gpuaas-service-state-policy.yaml"), "ValidatingAdmissionPolicy")
+    deployed = docs(DEPLOY / "gpuaas-service-state-policy.yaml")
+    (ours,) = of_kind(deployed, "ValidatingAdmissionPolicy")
+    notebooks = service_config().notebook_namespace
+    expected = copy.deepcopy(dev)
+    for cond in expected["spec"]["matchConditions"]:
+        cond["expression"] = (
+            cond["expression"]
+            .replace(f"'{DEV_IDENTITY}'", f"'{identity()}'")
+            .replace(f"'{DEV_NOTEBOOKS}'", f"'{notebooks}'")
+        )
+    assert ours == expected
+    (names,) = [v["expression"] for v in ours["spec"]["variables"] if v["name"] == "own"]
+    assert names == f"['{HANDOFFS_CONFIGMAP}', '{JOURNAL_CONFIGMAP}', '{HISTORY_CONFIGMAP}']"
+    # the Role's update grant names the same ConfigMaps
+    (role,) = [r for r in of_kind(DEPLOYED, "Role") if r["metadata"]["namespace"] == notebooks]
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    assert [sorted(r["resourceNames"]) for r in named] == [
+        sorted([HANDOFFS_CONFIGMAP, JOURNAL_CONFIGMAP, HISTORY_CONFIGMAP])
+    ]
+    (binding,) = of_kind(deployed, "ValidatingAdmissionPolicyBinding")
     assert binding["spec"] == {
         "policyName": ours["metadata"]["name"],
         "validationActions": ["Deny"],
