@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -279,7 +279,8 @@ async def test_the_gpuaas_service_cannot_take_over_or_delete_a_teams_objects(
                 "metadata": {"labels": NOTEBOOK_LABELS},
                 "stringData": {"token": "mine now"},
             }
-            attempts = {  # RBAC grants patch and delete on all three (update: none of them)
+            # RBAC grants patch and delete on all three (update: none of them)
+            attempts: dict[str, Callable[[], Awaitable[Any]]] = {
                 "labelling a team's Secret": lambda: v1.patch_namespaced_secret(
                     theirs, TEAM_NS, label
                 ),
