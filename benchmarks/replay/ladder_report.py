@@ -9,6 +9,7 @@ import math
 import resource
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from . import capacity, ladder
@@ -22,6 +23,13 @@ DOCS = REPO / "docs" / "replay.md"
 TEMPLATE = Path(__file__).with_name("ladder.md.in")
 BASELINES = ("B1", "B2", "L1i")
 QUICK = {"seeds": 3, "days": 0.5, "burn_in_h": 12.0, "resamples": 200}
+SWEEP: tuple[tuple[str, str, tuple[float, ...]], ...] = (
+    ("users_per_gpu", "notebook users per GPU", (0.5, 2.0, 3.0)),
+    ("gpu_memory_median_gib", "median GPU-memory need (GiB)", (4.0, 16.0)),
+    ("training_offered_load", "training offered load", (0.4, 0.9)),
+)
+"""The sensitivity sweep (``--sweep``): each figure moved alone from the organisation's."""
+SWEEP_RUNGS = ("B1", "L1i", "L1g", "L2")
 """``--quick``: for tests and a first look (a few minutes at most on two cores)."""
 
 AT_SIZE_ROWS: tuple[tuple[str, str, str], ...] = (
@@ -100,6 +108,14 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         help="with --events: the training pools' GPUs of the one run (default: the organisation's)",
     )
     g.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of the seeds")
+    g.add_argument(
+        "--sweep",
+        action="store_true",
+        help="also the sensitivity sweep: the capacity of "
+        + ", ".join(SWEEP_RUNGS)
+        + " with users per GPU, memory need and training load moved one at a time",
+    )
+    g.add_argument("--sweep-seeds", type=int, default=10, help="seeds of each point of the sweep")
     g.add_argument(
         "--quick",
         action="store_true",
@@ -203,6 +219,41 @@ def at_size_table(searches: Mapping[str, Search], levels: Levels) -> str:
         "\n† meets the training and spawn levels only (no size run meets the interruption"
         " level)." + (f" Notebook share chosen: {', '.join(splits)}." if splits else "")
     )
+    return "\n".join(lines)
+
+
+def sweep_table(
+    base: RunSpec,
+    spec: OrgSpec,
+    rung_names: Sequence[str],
+    seeds: Sequence[int],
+    levels: Levels,
+    splits: Sequence[float],
+    workers: int,
+    resamples: int,
+) -> str:
+    """Effective capacity of ``rung_names`` with one demand figure moved at a time, and the
+    last rung's multipliers against the first and the second (paired bootstrap)."""
+    full = levels.limits()
+    last = rung_names[-1]
+    bases = [b for b in rung_names[:2] if b != last]
+    head = [f"{r} GPUs" for r in rung_names] + [f"{last} × against {b}" for b in bases]
+    lines = ["| demand | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+    d = spec.demand.__dict__
+    for key, label, values in SWEEP:
+        for value in values:
+            point = replace(base, demand=(*base.demand, (key, value)))
+            searches = capacity.search_all(
+                point, rung_names, seeds, levels=levels, splits=splits, workers=workers
+            )
+            by = {
+                m.baseline: m
+                for m in capacity.bootstrap(searches, bases, len(seeds), full, resamples=resamples)
+                if m.rung == last
+            }
+            cells = [_fmt(searches[r].capacity(full), "num") for r in rung_names]
+            cells += [_multiplier(by.get(b)) for b in bases]
+            lines.append(f"| {label} {value:g} (else {d[key]:g}) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -314,6 +365,14 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "at_size": at_size_table(searches, levels),
         "search": search_table(searches, levels),
     }
+    if args.sweep:
+        sweep_rungs = [r for r in SWEEP_RUNGS if r in rung_names]
+        sweep_seeds = seeds[: args.sweep_seeds]
+        sections["sweep"] = sweep_table(
+            base, spec, sweep_rungs, sweep_seeds, levels, splits, workers, args.resamples
+        )
+    else:
+        sections["sweep"] = "(not run: `--sweep`)"
     print(
         f"\n{spec.name}: {runs} runs ({len(rung_names)} rungs × {len(seeds)} seeds × the sizes"
         f" searched) in {wall:.0f} s wall, {cpu:.0f} s CPU, {workers} workers"
@@ -324,6 +383,7 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         ("Multipliers, training and spawn levels only", "multipliers_relaxed"),
         ("Each rung at its own service-level size", "at_size"),
         ("Sizes searched", "search"),
+        ("Sensitivity", "sweep"),
     ):
         print(f"\n{title}:\n{sections[key]}")
     if args.json:
@@ -398,11 +458,12 @@ def render(
         checkpoint=f"{args.checkpoint_min:g}",
         rungs=rungs,
         runs=runs,
-        wall=f"{wall / 60:.0f}",
-        cpu=f"{cpu / 60:.0f}",
+        wall=f"{wall / 60:.1f}",
+        cpu=f"{cpu / 60:.1f}",
         resamples=args.resamples,
         version=TRACE_VERSION,
         parameters=_parameters(),
         check=check,
+        sweep_seeds=min(args.sweep_seeds, len(seeds)),
         **sections,
     )

@@ -124,3 +124,21 @@ def test_events_of_any_rung_size_and_seed(
     printed = capsys.readouterr().out
     assert "| training wait p90 (min) |" in printed
     assert main(["--org", "no-such-org", "--quick", "--no-docs"]) == 2
+
+
+def test_the_sensitivity_sweep_moves_one_demand_figure_at_a_time(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks.replay import ladder_report
+
+    monkeypatch.setattr(
+        ladder_report,
+        "SWEEP",
+        (("gpu_memory_median_gib", "median GPU-memory need (GiB)", (16.0,)),),
+    )
+    argv = ["--quick", "--seed", "1", "--rungs", "B1,L2", "--splits", "0.375", "--sweep"]
+    assert main([*argv, "--no-docs", "--workers", "1", "--resamples", "20"]) == 0
+    printed = capsys.readouterr().out
+    sweep = printed.split("Sensitivity:")[1]
+    assert "| demand | B1 GPUs | L2 GPUs | L2 × against B1 |" in sweep
+    assert "| median GPU-memory need (GiB) 16 (else 8) |" in sweep
