@@ -60,6 +60,7 @@ from jupyter_gpuaas.core.kueue import (
     parse_quantity,
     transform_requests,
 )
+from jupyter_gpuaas.core.parsing import ParseError, read_yaml_file
 
 __all__ = [
     "GPU_KINDS",
@@ -232,7 +233,7 @@ class Offering:
         if self.kind == "mig":
             return "hardware-isolated MIG slice"
         if self.kind == "fraction":
-            return "memory-limited, no fault isolation"
+            return "memory-limited, no fault isolation; a cap against accidents, not a hard limit"
         if self.isolation == "memory-limited":
             return "shared GPU, memory-limited (no fault isolation)"
         return "time-shared, no memory isolation"
@@ -325,17 +326,14 @@ class CatalogSource:
 
 
 def load_catalog_file(path: str) -> CatalogSource:
-    """Read a YAML catalog file (plain data only: ``yaml.safe_load``)."""
-    import yaml
-
+    """Read a YAML catalog file (plain data only, within bounds: core/parsing.py)."""
     origin = f"{path}: "
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+        data = read_yaml_file(path)
     except OSError as e:
         raise CatalogError([FieldError(path, f"cannot read the catalog file: {e.strerror}")]) from e
-    except yaml.YAMLError as e:
-        raise CatalogError([FieldError(path, f"not valid YAML: {e}")]) from e
+    except ParseError as e:
+        raise CatalogError([FieldError(e.path, e.message)]) from None
     if data is None:
         data = {}
     if not isinstance(data, Mapping):

@@ -49,7 +49,9 @@ def test_a_fraction_asks_for_hamis_resources_and_kueue_counts_them_per_vgpu() ->
     assert quarter.quota_requests(1) == {GPU: 1, TOTAL_GPUMEM: 5632, TOTAL_GPUCORES: 25}
     assert quarter.quota_requests(2) == {GPU: 2, TOTAL_GPUMEM: 11264, TOTAL_GPUCORES: 50}
     assert quarter.isolation == "memory-limited"
-    assert quarter.isolation_text == "memory-limited, no fault isolation"
+    assert quarter.isolation_text == (
+        "memory-limited, no fault isolation; a cap against accidents, not a hard limit"
+    )
     assert quarter.gpu_equivalents == F(1, 4)
     assert quarter.memory_quota_resource == (TOTAL_GPUMEM, Fraction(1))
     assert quarter.scheduler_name == "hami-scheduler"

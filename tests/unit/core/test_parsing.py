@@ -170,3 +170,22 @@ def test_a_file_is_read_only_up_to_its_bound(tmp_path: Path) -> None:
 def test_characters_yaml_does_not_allow_are_a_parse_error() -> None:
     err = refused(load_yaml, "a: \x1f")
     assert err.message == ("not valid YAML: the character 0x1f (position 3) is not allowed in YAML")
+
+
+def test_a_catalog_file_is_read_within_bounds(tmp_path: Path) -> None:
+    """The catalog's file goes through the same loader: its problems are CatalogErrors with a
+    path, never a RecursionError or a UnicodeDecodeError."""
+    from jupyter_gpuaas.core.catalog import CatalogError, load_catalog_file
+
+    path = tmp_path / "catalog.yaml"
+    for content, message in (
+        (b"# caf\xe9\nofferings: []\n", "not UTF-8 text (byte 5: 0xe9)"),
+        (b"offerings: " + b"[" * 3000 + b"]" * 3000, "nested deeper than 64 levels"),
+        (alias_bomb(7).encode(), "once its aliases (*name) are expanded"),
+    ):
+        path.write_bytes(content)
+        with pytest.raises(CatalogError) as err:
+            load_catalog_file(str(path))
+        (error,) = err.value.errors
+        assert error.path.startswith(str(path))
+        assert message in error.message

@@ -323,7 +323,9 @@ def test_a_fraction_shows_its_cap_its_isolation_and_the_pool_in_its_units() -> N
     quarter = next(o for o in team.offerings if o.slug == "l4-quarter")
     assert quarter.status == "available now (3 of 16 quarter-L4s free)"
     assert quarter.fraction == "5.5 GiB GPU memory (hard limit), 25% of its compute"
-    assert quarter.isolation == "memory-limited, no fault isolation"
+    assert quarter.isolation == (
+        "memory-limited, no fault isolation; a cap against accidents, not a hard limit"
+    )
     assert quarter.gpu_status == "40 of 96 GiB of fractional GPU memory free"
     html = render_form(model)
     assert "5.5 GiB GPU memory (hard limit), 25% of its compute" in html
@@ -343,7 +345,7 @@ def test_what_fits_the_measured_use_is_preselected_before_the_last_choice() -> N
         ("mig-3g", True, True)
     ]
     assert team.advice == (
-        "Your last 2 sessions peaked at 6 GiB; A100 MIG 3g.20gb (20 GiB) fits."
+        "Your last 2 sessions peaked at 6 GiB; 20 GiB is enough: A100 MIG 3g.20gb."
     ), team.advice
     html = render_form(model)
     assert 'id="gpuaas-advice-team-a"' in html
@@ -393,7 +395,7 @@ async def test_spawner_preselects_from_the_recorded_history(kubeconfig: None) ->
     spawner.usage_history_max_age = 0  # read at every render
     spawner.api = HistoryAPI(_history(alice=[6 * 1024, 1024], bob=[70 * 1024]))
     html = await spawner.get_options_form()
-    assert "Your last 2 sessions peaked at 6 GiB; A100 MIG 3g.20gb (20 GiB) fits." in html
+    assert "Your last 2 sessions peaked at 6 GiB; 20 GiB is enough: A100 MIG 3g.20gb." in html
     assert 'value="mig-3g" id="gpuaas-team-a-mig-3g"' in html
     assert _checked(html) == ["mig-3g"]
 
