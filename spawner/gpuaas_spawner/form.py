@@ -64,7 +64,7 @@ class OfferingOption:
     memory-capped fraction the team's memory quota: "40 of 96 GiB of fractional GPU memory
     free"."""
     fraction: str
-    """A memory-capped fraction's terms: "5.5 GiB GPU memory (hard limit), 25% of its compute"."""
+    """A memory-capped fraction's terms: "5.5 GiB GPU memory (capped), 25% of its compute"."""
     selectable: bool
     checked: bool
     """Checked in the page as served (only in the selected team: radios share one name)."""
@@ -122,7 +122,7 @@ def _mib_text(mib: int) -> str:
 def _fraction_text(offering: Offering) -> str:
     if offering.kind != "fraction" or not offering.memory_cap:
         return ""
-    text = f"{_memory_text(offering.memory_cap)} GPU memory (hard limit)"
+    text = f"{_memory_text(offering.memory_cap)} GPU memory (capped)"
     if offering.cores_percent is not None:
         text += f", {offering.cores_percent}% of its compute"
     return text

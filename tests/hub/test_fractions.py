@@ -65,7 +65,7 @@ async def test_quarters_run_until_the_teams_pool_is_used_then_queue_with_positio
         try:
             first = await form_status(page, hub, "fe", "l4-quarter")
             assert first.startswith("available now (4 of 4 quarter-L4s free)"), first
-            assert "5.5 GiB GPU memory (hard limit), 25% of its compute" in first, first
+            assert "5.5 GiB GPU memory (capped), 25% of its compute" in first, first
             assert "memory-limited, no fault isolation" in first, first
             assert "22 of 22 GiB of fractional GPU memory free" in first, first
             for i, user in enumerate(USERS[:4]):

@@ -322,13 +322,13 @@ def test_a_fraction_shows_its_cap_its_isolation_and_the_pool_in_its_units() -> N
     (team,) = model.teams
     quarter = next(o for o in team.offerings if o.slug == "l4-quarter")
     assert quarter.status == "available now (3 of 16 quarter-L4s free)"
-    assert quarter.fraction == "5.5 GiB GPU memory (hard limit), 25% of its compute"
+    assert quarter.fraction == "5.5 GiB GPU memory (capped), 25% of its compute"
     assert quarter.isolation == (
         "memory-limited, no fault isolation; a cap against accidents, not a hard limit"
     )
     assert quarter.gpu_status == "40 of 96 GiB of fractional GPU memory free"
     html = render_form(model)
-    assert "5.5 GiB GPU memory (hard limit), 25% of its compute" in html
+    assert "5.5 GiB GPU memory (capped), 25% of its compute" in html
     assert "NVIDIA L4 (22.49 GiB)" in html
 
 
