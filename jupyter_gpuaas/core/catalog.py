@@ -33,14 +33,12 @@ Kueue's Configuration (the dev cluster renders it from the demo catalog).
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from fractions import Fraction
 from typing import Any, Literal, TypeVar
 
-from jupyter_gpuaas.core.durations import DURATION_HINT, parse_duration
 from jupyter_gpuaas.core.fields import (
     DNS_SUBDOMAIN_RE,
     LABEL_VALUE_RE,
@@ -50,7 +48,13 @@ from jupyter_gpuaas.core.fields import (
     did_you_mean,
     is_qualified_name,
     key_path,
-    string_items,
+    read_duration,
+    read_entries,
+    read_int,
+    read_mapping,
+    read_number,
+    read_str,
+    read_str_list,
     type_name,
     unknown_keys,
 )
@@ -341,73 +345,6 @@ def load_catalog_file(path: str) -> CatalogSource:
     return CatalogSource(origin=origin, data=data)
 
 
-def _str(
-    errs: FieldErrors,
-    path: str,
-    data: Mapping[str, Any],
-    key: str,
-    *,
-    required: bool = False,
-    default: str | None = None,
-    pattern: re.Pattern[str] | None = None,
-    what: str = "",
-) -> str | None:
-    p = key_path(path, key)
-    if key not in data or data[key] is None:
-        if required:
-            errs.add(p, "is required")
-        return default
-    value = data[key]
-    if not isinstance(value, str):
-        errs.add(p, f"must be a string, not {type_name(value)}")
-        return default
-    if required and not value.strip():
-        errs.add(p, "must not be empty")
-        return default
-    if pattern is not None and not pattern.match(value):
-        errs.add(p, f"{value!r} is not {what}")
-        return default
-    return value
-
-
-def _int(
-    errs: FieldErrors,
-    path: str,
-    data: Mapping[str, Any],
-    key: str,
-    *,
-    default: int | None,
-    minimum: int = 0,
-) -> int | None:
-    p = key_path(path, key)
-    if key not in data or data[key] is None:
-        return default
-    value = data[key]
-    if isinstance(value, bool) or not isinstance(value, int):
-        errs.add(p, f"must be a whole number, not {value!r}")
-        return default
-    if value < minimum:
-        errs.add(p, f"must be at least {minimum}, not {value}")
-        return default
-    return value
-
-
-def _number(
-    errs: FieldErrors, path: str, data: Mapping[str, Any], key: str, *, positive: bool = True
-) -> float | None:
-    p = key_path(path, key)
-    if key not in data or data[key] is None:
-        return None
-    value = data[key]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        errs.add(p, f"must be a number of CPU cores, not {value!r}")
-        return None
-    if positive and not value > 0:
-        errs.add(p, f"must be more than 0, not {value}")
-        return None
-    return float(value)
-
-
 def _fraction(errs: FieldErrors, path: str, data: Mapping[str, Any], key: str) -> Fraction | None:
     """A non-negative number given as ``1``, ``0.25`` or ``"1/7"``."""
     p = key_path(path, key)
@@ -451,48 +388,9 @@ def _memory(errs: FieldErrors, path: str, data: Mapping[str, Any], key: str) -> 
     return str(value)
 
 
-def _str_list(
-    errs: FieldErrors, path: str, data: Mapping[str, Any], key: str, *, required: bool = False
-) -> tuple[str, ...]:
-    p = key_path(path, key)
-    if key not in data or data[key] is None:
-        if required:
-            errs.add(p, "is required (a list)")
-        return ()
-    value = data[key]
-    if isinstance(value, str) or not isinstance(value, list):
-        errs.add(p, f"must be a list of strings, not {type_name(value)}")
-        return ()
-    out = string_items(errs, p, value)
-    if required and not value:
-        errs.add(p, "must not be empty")
-    return tuple(out)
-
-
-def _mapping(
-    errs: FieldErrors, path: str, data: Mapping[str, Any], key: str
-) -> Mapping[str, Any] | None:
-    if key not in data or data[key] is None:
-        return None
-    value = data[key]
-    if not isinstance(value, Mapping):
-        errs.add(key_path(path, key), f"must be a mapping, not {type_name(value)}")
-        return None
-    return value
-
-
-def _entries(
-    errs: FieldErrors, path: str, data: Mapping[str, Any], key: str
-) -> list[tuple[str, Any, Any]]:
-    """``(path, key, value)`` of each entry of the mapping ``data[key]`` (none if absent)."""
-    base = key_path(path, key)
-    raw = _mapping(errs, path, data, key) or {}
-    return [(f"{base}[{json.dumps(str(k))}]", k, v) for k, v in raw.items()]
-
-
 def _resources(errs: FieldErrors, path: str, data: Mapping[str, Any]) -> dict[str, int]:
     out: dict[str, int] = {}
-    for p, name, qty in _entries(errs, path, data, "resources"):
+    for p, name, qty in read_entries(errs, path, data, "resources"):
         if not isinstance(name, str) or not is_qualified_name(name) or "/" not in name:
             errs.add(p, "must be an extended resource name such as nvidia.com/gpu")
             continue
@@ -508,7 +406,7 @@ def _resources(errs: FieldErrors, path: str, data: Mapping[str, Any]) -> dict[st
 
 def _node_selector(errs: FieldErrors, path: str, data: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for p, key, value in _entries(errs, path, data, "node_selector"):
+    for p, key, value in read_entries(errs, path, data, "node_selector"):
         if not isinstance(key, str) or not is_qualified_name(key):
             errs.add(p, "is not a valid node label key")
         elif not isinstance(value, str) or not LABEL_VALUE_RE.match(value):
@@ -644,6 +542,9 @@ _TENANT_JOBS_FIELDS = (
 _TOP_FIELDS = ("offerings", "tenants", "images", "sizes", "resource_transformations")
 
 
+_CORES = "a number of CPU cores"
+
+
 def _check_guarantee_limit(
     errs: FieldErrors,
     path: str,
@@ -659,8 +560,8 @@ def _check_guarantee_limit(
 def _cpu_mem(
     errs: FieldErrors, path: str, data: Mapping[str, Any]
 ) -> tuple[float | None, float | None, str | None, str | None]:
-    cpu_g = _number(errs, path, data, "cpu_guarantee")
-    cpu_l = _number(errs, path, data, "cpu_limit")
+    cpu_g = read_number(errs, path, data, "cpu_guarantee", what=_CORES, above=0)
+    cpu_l = read_number(errs, path, data, "cpu_limit", what=_CORES, above=0)
     mem_g = _memory(errs, path, data, "mem_guarantee")
     mem_l = _memory(errs, path, data, "mem_limit")
     _check_guarantee_limit(errs, path, cpu_g, cpu_l, ("cpu_guarantee", "cpu_limit"), Fraction)
@@ -670,13 +571,13 @@ def _cpu_mem(
 
 def _read_image(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Image | None:
     unknown_keys(errs, p, d, _IMAGE_FIELDS)
-    slug = _str(errs, p, d, "slug", required=True, pattern=SLUG_RE, what="a slug (a-z, 0-9, -)")
-    image = _str(errs, p, d, "image", required=True)
+    slug = read_str(errs, p, d, "slug", required=True, pattern=SLUG_RE, what="a slug (a-z, 0-9, -)")
+    image = read_str(errs, p, d, "image", required=True)
     if image is not None and (any(c.isspace() for c in image) or not image.strip()):
         errs.add(key_path(p, "image"), f"{image!r} is not an image reference")
         image = None
-    name = _str(errs, p, d, "display_name", default=slug) or ""
-    desc = _str(errs, p, d, "description", default="") or ""
+    name = read_str(errs, p, d, "display_name", default=slug) or ""
+    desc = read_str(errs, p, d, "description", default="") or ""
     if slug is None or image is None:
         return None
     return Image(slug=slug, display_name=name or slug, image=image, description=desc)
@@ -684,9 +585,9 @@ def _read_image(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Image | None
 
 def _read_size(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Size | None:
     unknown_keys(errs, p, d, _SIZE_FIELDS)
-    slug = _str(errs, p, d, "slug", required=True, pattern=SLUG_RE, what="a slug (a-z, 0-9, -)")
-    name = _str(errs, p, d, "display_name", default=slug) or ""
-    desc = _str(errs, p, d, "description", default="") or ""
+    slug = read_str(errs, p, d, "slug", required=True, pattern=SLUG_RE, what="a slug (a-z, 0-9, -)")
+    name = read_str(errs, p, d, "display_name", default=slug) or ""
+    desc = read_str(errs, p, d, "description", default="") or ""
     cpu_g, cpu_l, mem_g, mem_l = _cpu_mem(errs, p, d)
     if slug is None:
         return None
@@ -696,28 +597,28 @@ def _read_size(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Size | None:
 def _read_offering(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Offering | None:
     unknown_keys(errs, p, d, _OFFERING_FIELDS)
     before = len(errs.items)
-    slug = _str(errs, p, d, "slug", required=True, pattern=SLUG_RE, what="a slug (a-z, 0-9, -)")
-    name = _str(errs, p, d, "display_name", default=slug) or ""
-    desc = _str(errs, p, d, "description", default="") or ""
-    kind = _str(errs, p, d, "kind", required=True)
+    slug = read_str(errs, p, d, "slug", required=True, pattern=SLUG_RE, what="a slug (a-z, 0-9, -)")
+    name = read_str(errs, p, d, "display_name", default=slug) or ""
+    desc = read_str(errs, p, d, "description", default="") or ""
+    kind = read_str(errs, p, d, "kind", required=True)
     if kind is not None and kind not in KINDS:
         errs.add(key_path(p, "kind"), f"must be one of {', '.join(KINDS)}, not {kind!r}")
         kind = None
     resources = _resources(errs, p, d)
-    flavor = _str(errs, p, d, "flavor", pattern=DNS_SUBDOMAIN_RE, what="a ResourceFlavor name")
+    flavor = read_str(errs, p, d, "flavor", pattern=DNS_SUBDOMAIN_RE, what="a ResourceFlavor name")
     node_selector = _node_selector(errs, p, d)
     tolerations = _tolerations(errs, p, d)
-    gpu_model = _str(errs, p, d, "gpu_model", default="") or ""
+    gpu_model = read_str(errs, p, d, "gpu_model", default="") or ""
     gpu_memory = _memory(errs, p, d, "gpu_memory")
     gpu_eq = _fraction(errs, p, d, "gpu_equivalents")
-    isolation = _str(errs, p, d, "isolation")
+    isolation = read_str(errs, p, d, "isolation")
     if isolation is not None and isolation not in ISOLATIONS:
         errs.add(key_path(p, "isolation"), f"must be one of {', '.join(ISOLATIONS)}")
         isolation = None
     shm_size = _memory(errs, p, d, "shm_size")
-    min_count = _int(errs, p, d, "min_count", default=1, minimum=1) or 1
-    max_count = _int(errs, p, d, "max_count", default=None, minimum=1)
-    default_count = _int(errs, p, d, "default_count", default=None, minimum=1)
+    min_count = read_int(errs, p, d, "min_count", default=1, minimum=1) or 1
+    max_count = read_int(errs, p, d, "max_count", default=None, minimum=1)
+    default_count = read_int(errs, p, d, "default_count", default=None, minimum=1)
     if max_count is None:
         max_count = max(min_count, 1)
     if max_count < min_count:
@@ -729,16 +630,16 @@ def _read_offering(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Offering 
             key_path(p, "default_count"),
             f"must be between min_count ({min_count}) and max_count ({max_count})",
         )
-    images = _str_list(errs, p, d, "images")
-    sizes = _str_list(errs, p, d, "sizes")
-    default_image = _str(errs, p, d, "default_image")
-    default_size = _str(errs, p, d, "default_size")
+    images = read_str_list(errs, p, d, "images")
+    sizes = read_str_list(errs, p, d, "sizes")
+    default_image = read_str(errs, p, d, "default_image")
+    default_size = read_str(errs, p, d, "default_size")
     cpu_g, cpu_l, mem_g, mem_l = _cpu_mem(errs, p, d)
-    unit = _str(errs, p, d, "unit")
-    units = _str(errs, p, d, "units")
+    unit = read_str(errs, p, d, "unit")
+    units = read_str(errs, p, d, "units")
     memory_cap = _memory(errs, p, d, "memory_cap")
-    cores = _int(errs, p, d, "cores_percent", default=None, minimum=1)
-    scheduler_name = _str(
+    cores = read_int(errs, p, d, "cores_percent", default=None, minimum=1)
+    scheduler_name = read_str(
         errs, p, d, "scheduler_name", pattern=DNS_SUBDOMAIN_RE, what="a scheduler name"
     )
     pod_annotations = _pod_annotations(errs, p, d)
@@ -901,7 +802,7 @@ def _fraction_fields(
 
 def _pod_annotations(errs: FieldErrors, path: str, data: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for p, key, value in _entries(errs, path, data, "pod_annotations"):
+    for p, key, value in read_entries(errs, path, data, "pod_annotations"):
         if not isinstance(key, str) or not is_qualified_name(key):
             errs.add(p, "is not a valid annotation key (such as nvidia.com/use-gputype)")
         elif not isinstance(value, str):
@@ -922,17 +823,17 @@ def _read_transformations(
             continue
         before = len(errs.items)
         unknown_keys(errs, p, d, _TRANSFORMATION_KEYS)
-        name = _str(errs, p, d, "input", required=True)
+        name = read_str(errs, p, d, "input", required=True)
         if name is not None and not is_qualified_name(name):
             errs.add(key_path(p, "input"), f"{name!r} is not a resource name")
         elif name is not None and name in seen:
             errs.add(key_path(p, "input"), f"{name} is already transformed at {seen[name]}")
         elif name is not None:
             seen[name] = p
-        strategy = _str(errs, p, d, "strategy", default="Retain") or "Retain"
+        strategy = read_str(errs, p, d, "strategy", default="Retain") or "Retain"
         if strategy not in _STRATEGIES:
             errs.add(key_path(p, "strategy"), f"must be Retain or Replace, not {strategy!r}")
-        multiply_by = _str(errs, p, d, "multiplyBy", default="") or ""
+        multiply_by = read_str(errs, p, d, "multiplyBy", default="") or ""
         if multiply_by and not is_qualified_name(multiply_by):
             errs.add(key_path(p, "multiplyBy"), f"{multiply_by!r} is not a resource name")
         if multiply_by and strategy == "Retain":
@@ -942,7 +843,7 @@ def _read_transformations(
                 "under a retained input, so the quota would differ by Kueue version",
             )
         outputs: dict[str, Fraction] = {}
-        for op, out_name, factor in _entries(errs, p, d, "outputs"):
+        for op, out_name, factor in read_entries(errs, p, d, "outputs"):
             if not isinstance(out_name, str) or not is_qualified_name(out_name):
                 errs.add(op, "is not a resource name (such as nvidia.com/total-gpumem)")
                 continue
@@ -994,11 +895,11 @@ def _check_fraction_transformations(
 def _read_tenant(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Tenant | None:
     unknown_keys(errs, p, d, _TENANT_FIELDS)
     before = len(errs.items)
-    name = _str(errs, p, d, "name", required=True, pattern=SLUG_RE, what="a slug (a-z, 0-9, -)")
-    display = _str(errs, p, d, "display_name", default=name) or ""
-    groups = _str_list(errs, p, d, "groups", required=True)
-    namespace = _str(errs, p, d, "namespace", pattern=SLUG_RE, what="a namespace name")
-    lq = _str(
+    name = read_str(errs, p, d, "name", required=True, pattern=SLUG_RE, what="a slug (a-z, 0-9, -)")
+    display = read_str(errs, p, d, "display_name", default=name) or ""
+    groups = read_str_list(errs, p, d, "groups", required=True)
+    namespace = read_str(errs, p, d, "namespace", pattern=SLUG_RE, what="a namespace name")
+    lq = read_str(
         errs,
         p,
         d,
@@ -1007,9 +908,9 @@ def _read_tenant(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Tenant | No
         pattern=DNS_SUBDOMAIN_RE,
         what="a LocalQueue name",
     )
-    cq = _str(errs, p, d, "cluster_queue", pattern=DNS_SUBDOMAIN_RE, what="a ClusterQueue name")
-    offerings = _str_list(errs, p, d, "offerings", required=True)
-    default_offering = _str(errs, p, d, "default_offering")
+    cq = read_str(errs, p, d, "cluster_queue", pattern=DNS_SUBDOMAIN_RE, what="a ClusterQueue name")
+    offerings = read_str_list(errs, p, d, "offerings", required=True)
+    default_offering = read_str(errs, p, d, "default_offering")
     if default_offering is None and offerings:
         default_offering = offerings[0]
     elif default_offering is not None and offerings and default_offering not in offerings:
@@ -1017,10 +918,10 @@ def _read_tenant(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Tenant | No
             key_path(p, "default_offering"),
             f"{default_offering!r} is not one of this tenant's offerings",
         )
-    max_servers = _int(errs, p, d, "max_gpu_servers_per_user", default=None, minimum=0)
+    max_servers = read_int(errs, p, d, "max_gpu_servers_per_user", default=None, minimum=0)
     max_gpus = _fraction(errs, p, d, "max_gpus_per_user")
-    max_queued = _int(errs, p, d, "max_queued", default=None, minimum=0)
-    pclass = _str(
+    max_queued = read_int(errs, p, d, "max_queued", default=None, minimum=0)
+    pclass = read_str(
         errs, p, d, "priority_class", pattern=DNS_SUBDOMAIN_RE, what="a WorkloadPriorityClass name"
     )
     jobs = _read_tenant_jobs(errs, p, d, offerings)
@@ -1043,32 +944,27 @@ def _read_tenant(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Tenant | No
     )
 
 
-def _time_limit(errs: FieldErrors, path: str, data: Mapping[str, Any], key: str) -> int | None:
-    if key not in data or data[key] is None:
-        return None
-    try:
-        seconds = int(parse_duration(data[key]).total_seconds())
-    except ValueError as e:
-        errs.add(key_path(path, key), str(e))
-        return None
-    if seconds < 1:
-        errs.add(key_path(path, key), f"must be at least 1s ({DURATION_HINT})")
-        return None
-    return seconds
+_SECOND = timedelta(seconds=1)
+
+
+def _seconds(value: timedelta | None) -> int | None:
+    return None if value is None else int(value.total_seconds())
 
 
 def _read_tenant_jobs(
     errs: FieldErrors, p: str, d: Mapping[str, Any], tenant_offerings: tuple[str, ...]
 ) -> TenantJobs | None:
     """A tenant's ``jobs`` section (its training Jobs from JupyterLab), or ``None``."""
-    raw = _mapping(errs, p, d, "jobs")
+    raw = read_mapping(errs, p, d, "jobs")
     if raw is None:
         return None
     jp = key_path(p, "jobs")
     unknown_keys(errs, jp, raw, _TENANT_JOBS_FIELDS)
     before = len(errs.items)
-    ns = _str(errs, jp, raw, "namespace", required=True, pattern=SLUG_RE, what="a namespace name")
-    lq = _str(
+    ns = read_str(
+        errs, jp, raw, "namespace", required=True, pattern=SLUG_RE, what="a namespace name"
+    )
+    lq = read_str(
         errs,
         jp,
         raw,
@@ -1077,7 +973,7 @@ def _read_tenant_jobs(
         pattern=DNS_SUBDOMAIN_RE,
         what="a LocalQueue name",
     )
-    offerings = _str_list(errs, jp, raw, "offerings") or tenant_offerings
+    offerings = read_str_list(errs, jp, raw, "offerings") or tenant_offerings
     for i, slug in enumerate(offerings):
         if "offerings" in raw and slug not in tenant_offerings:
             errs.add(
@@ -1085,7 +981,7 @@ def _read_tenant_jobs(
                 f"{slug!r} is not one of this tenant's offerings"
                 + did_you_mean(slug, tenant_offerings),
             )
-    pclass = _str(
+    pclass = read_str(
         errs,
         jp,
         raw,
@@ -1093,10 +989,10 @@ def _read_tenant_jobs(
         pattern=DNS_SUBDOMAIN_RE,
         what="a WorkloadPriorityClass name",
     )
-    per_user = _int(errs, jp, raw, "max_per_user", default=None, minimum=0)
-    per_team = _int(errs, jp, raw, "max_per_team", default=None, minimum=0)
-    default_limit = _time_limit(errs, jp, raw, "default_time_limit")
-    max_limit = _time_limit(errs, jp, raw, "max_time_limit")
+    per_user = read_int(errs, jp, raw, "max_per_user", default=None, minimum=0)
+    per_team = read_int(errs, jp, raw, "max_per_team", default=None, minimum=0)
+    default_limit = _seconds(read_duration(errs, jp, raw, "default_time_limit", minimum=_SECOND))
+    max_limit = _seconds(read_duration(errs, jp, raw, "max_time_limit", minimum=_SECOND))
     if default_limit is not None and max_limit is not None and default_limit > max_limit:
         errs.add(key_path(jp, "default_time_limit"), "must not exceed max_time_limit")
     if len(errs.items) != before or ns is None or lq is None:
@@ -1144,15 +1040,10 @@ def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = 
     errs = FieldErrors()
     images: dict[str, Image] = {}
     sizes: dict[str, Size] = {}
-    offerings: dict[str, Offering] = {}
     raw_offerings: list[tuple[str, Any]] = []
     raw_tenants: list[tuple[str, Any]] = []
-    tenants: dict[str, Tenant] = {}
-    tenant_paths: dict[str, str] = {}
-    queues: dict[tuple[str, str], str] = {}
     transformations: list[ResourceTransformation] = []
     transformed: dict[str, str] = {}
-    offering_paths: dict[str, str] = {}
 
     for src in sources:
         unknown_keys(errs, src.origin.rstrip(". :"), src.data, _TOP_FIELDS)
@@ -1162,71 +1053,8 @@ def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = 
         raw_offerings += _list_of_mappings(errs, src.origin, src.data, "offerings")
         raw_tenants += _list_of_mappings(errs, src.origin, src.data, "tenants")
 
-    seen_offering_slugs: set[str] = set()
-    for p, d in raw_offerings:
-        if not isinstance(d, Mapping):
-            _not_mapping(errs, p, d)
-            continue
-        slug = d.get("slug")
-        if isinstance(slug, str) and slug in seen_offering_slugs:
-            errs.add(key_path(p, "slug"), f"offering {slug!r} is defined twice")
-            continue
-        if isinstance(slug, str):
-            seen_offering_slugs.add(slug)
-        off = _read_offering(errs, p, d)
-        if off is None:
-            continue
-        for i, s in enumerate(off.images):
-            if s not in images:
-                errs.add(f"{key_path(p, 'images')}[{i}]", f"unknown image {s!r}")
-        for i, s in enumerate(off.sizes):
-            if s not in sizes:
-                errs.add(f"{key_path(p, 'sizes')}[{i}]", f"unknown size {s!r}")
-        if off.default_image is not None and off.default_image not in (off.images or images):
-            errs.add(key_path(p, "default_image"), f"{off.default_image!r} is not offered here")
-        if off.default_size is not None and off.default_size not in (off.sizes or sizes):
-            errs.add(key_path(p, "default_size"), f"{off.default_size!r} is not offered here")
-        offerings[off.slug] = off
-        offering_paths[off.slug] = p
-
-    by_input = {t.input: t for t in transformations}
-    for slug, off in offerings.items():
-        if off.kind == "fraction":
-            _check_fraction_transformations(errs, offering_paths[slug], off, by_input)
-        offerings[slug] = replace(off, transformations=tuple(transformations))
-
-    for p, d in raw_tenants:
-        if not isinstance(d, Mapping):
-            _not_mapping(errs, p, d)
-            continue
-        name = d.get("name")
-        if isinstance(name, str) and name in tenant_paths:
-            errs.add(
-                key_path(p, "name"), f"tenant {name!r} is already defined at {tenant_paths[name]}"
-            )
-            continue
-        if isinstance(name, str):
-            tenant_paths[name] = p
-        tenant = _read_tenant(errs, p, d)
-        for i, slug in enumerate(_str_list(FieldErrors(), p, d, "offerings")):
-            if slug not in seen_offering_slugs:
-                errs.add(
-                    f"{key_path(p, 'offerings')}[{i}]",
-                    f"unknown offering {slug!r}{did_you_mean(slug, offerings)}",
-                )
-        lq = d.get("local_queue")
-        raw_ns = d.get("namespace")
-        ns = raw_ns if isinstance(raw_ns, str) else default_namespace
-        if isinstance(lq, str):
-            if (ns, lq) in queues:
-                errs.add(
-                    key_path(p, "local_queue"),
-                    f"LocalQueue {ns}/{lq} is already used by tenant {queues[(ns, lq)]!r}",
-                )
-            else:
-                queues[(ns, lq)] = name if isinstance(name, str) else p
-        if tenant is not None:
-            tenants[tenant.name] = tenant
+    offerings, slugs = _read_offerings(errs, raw_offerings, images, sizes, transformations)
+    tenants = _read_tenants(errs, raw_tenants, slugs, offerings, default_namespace)
 
     nothing_else = not errs.items
     if not raw_offerings and nothing_else:
@@ -1244,3 +1072,117 @@ def build_catalog(sources: Sequence[CatalogSource], *, default_namespace: str = 
         sizes=sizes,
         transformations=tuple(transformations),
     )
+
+
+def _read_offerings(
+    errs: FieldErrors,
+    raw: list[tuple[str, Any]],
+    images: Mapping[str, Image],
+    sizes: Mapping[str, Size],
+    transformations: list[ResourceTransformation],
+) -> tuple[dict[str, Offering], set[str]]:
+    """The valid offerings by slug, each with the catalog's transformations, and every slug
+    defined (valid or not: a tenant naming an invalid one is not told it does not exist)."""
+    offerings: dict[str, Offering] = {}
+    paths: dict[str, str] = {}
+    slugs: set[str] = set()
+    for p, d in raw:
+        if not isinstance(d, Mapping):
+            _not_mapping(errs, p, d)
+            continue
+        slug = d.get("slug")
+        if isinstance(slug, str) and slug in slugs:
+            errs.add(key_path(p, "slug"), f"offering {slug!r} is defined twice")
+            continue
+        if isinstance(slug, str):
+            slugs.add(slug)
+        off = _read_offering(errs, p, d)
+        if off is None:
+            continue
+        _check_offering_choices(errs, p, off, images, sizes)
+        offerings[off.slug] = off
+        paths[off.slug] = p
+    by_input = {t.input: t for t in transformations}
+    for slug, off in offerings.items():
+        if off.kind == "fraction":
+            _check_fraction_transformations(errs, paths[slug], off, by_input)
+        offerings[slug] = replace(off, transformations=tuple(transformations))
+    return offerings, slugs
+
+
+def _check_offering_choices(
+    errs: FieldErrors,
+    p: str,
+    off: Offering,
+    images: Mapping[str, Image],
+    sizes: Mapping[str, Size],
+) -> None:
+    """An offering's images and sizes exist, and its defaults are among them."""
+    for i, s in enumerate(off.images):
+        if s not in images:
+            errs.add(f"{key_path(p, 'images')}[{i}]", f"unknown image {s!r}")
+    for i, s in enumerate(off.sizes):
+        if s not in sizes:
+            errs.add(f"{key_path(p, 'sizes')}[{i}]", f"unknown size {s!r}")
+    if off.default_image is not None and off.default_image not in (off.images or images):
+        errs.add(key_path(p, "default_image"), f"{off.default_image!r} is not offered here")
+    if off.default_size is not None and off.default_size not in (off.sizes or sizes):
+        errs.add(key_path(p, "default_size"), f"{off.default_size!r} is not offered here")
+
+
+def _read_tenants(
+    errs: FieldErrors,
+    raw: list[tuple[str, Any]],
+    slugs: set[str],
+    offerings: Mapping[str, Offering],
+    default_namespace: str,
+) -> dict[str, Tenant]:
+    """The valid tenants by name; a name or a LocalQueue used twice, or an offering that is
+    not defined, is an error."""
+    tenants: dict[str, Tenant] = {}
+    paths: dict[str, str] = {}
+    queues: dict[tuple[str, str], str] = {}
+    for p, d in raw:
+        if not isinstance(d, Mapping):
+            _not_mapping(errs, p, d)
+            continue
+        name = d.get("name")
+        if isinstance(name, str) and name in paths:
+            errs.add(key_path(p, "name"), f"tenant {name!r} is already defined at {paths[name]}")
+            continue
+        if isinstance(name, str):
+            paths[name] = p
+        tenant = _read_tenant(errs, p, d)
+        for i, slug in enumerate(read_str_list(FieldErrors(), p, d, "offerings")):
+            if slug not in slugs:
+                errs.add(
+                    f"{key_path(p, 'offerings')}[{i}]",
+                    f"unknown offering {slug!r}{did_you_mean(slug, offerings)}",
+                )
+        _claim_local_queue(errs, p, d, queues, default_namespace)
+        if tenant is not None:
+            tenants[tenant.name] = tenant
+    return tenants
+
+
+def _claim_local_queue(
+    errs: FieldErrors,
+    p: str,
+    d: Mapping[str, Any],
+    queues: dict[tuple[str, str], str],
+    default_namespace: str,
+) -> None:
+    """Record the tenant's LocalQueue in ``queues``; one already used by another is an error."""
+    lq = d.get("local_queue")
+    if not isinstance(lq, str):
+        return
+    name = d.get("name")
+    raw_ns = d.get("namespace")
+    ns = raw_ns if isinstance(raw_ns, str) else default_namespace
+    if (ns, lq) in queues:
+        errs.add(
+            key_path(p, "local_queue"),
+            f"LocalQueue {ns}/{lq} is already used by tenant {queues[(ns, lq)]!r}",
+        )
+    else:
+        queues[(ns, lq)] = name if isinstance(name, str) else p

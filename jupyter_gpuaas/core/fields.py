@@ -4,6 +4,12 @@ The catalog, the reclaim policy, the activity payload and the ``--explain`` snap
 checked with these helpers, so that every error names its field the same way
 (``offerings[2].resources["nvidia.com/gpu"]``), every problem is listed at once, and a
 misspelt key or name gets a "did you mean".
+
+The typed readers (:func:`read_str`, :func:`read_int`, :func:`read_number`, :func:`read_bool`,
+:func:`read_duration`, :func:`read_str_list`, :func:`read_mapping`, :func:`read_entries`) all
+take ``(errs, base, data, key)``: they read ``data[key]``, treat a missing key and ``None`` alike
+(the default), and record a wrong value at ``key_path(base, key)`` in ``errs`` instead of
+raising, returning the default, so that a reader can go on and report the next field too.
 """
 
 from __future__ import annotations
@@ -13,7 +19,10 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
+
+from jupyter_gpuaas.core.durations import DURATION_HINT, format_duration, parse_duration
 
 __all__ = [
     "DNS_SUBDOMAIN_RE",
@@ -26,6 +35,14 @@ __all__ = [
     "is_qualified_name",
     "key_path",
     "object_items",
+    "read_bool",
+    "read_duration",
+    "read_entries",
+    "read_int",
+    "read_mapping",
+    "read_number",
+    "read_str",
+    "read_str_list",
     "string_items",
     "type_name",
     "unknown_keys",
@@ -142,3 +159,220 @@ def string_items(errs: FieldErrors, path: str, items: list[Any]) -> list[str]:
         else:
             out.append(item)
     return out
+
+
+# --------------------------------------------------------------------------- typed readers
+
+
+_QUOTE_CHARS = 40
+
+
+def _quote(value: object) -> str:
+    """``repr(value)`` as a message quotes it, cut to a bounded length (``…`` where cut): what
+    a reader echoes of its input stays short whatever the input."""
+    text = repr(value)
+    return text if len(text) <= _QUOTE_CHARS else text[:_QUOTE_CHARS] + "…"
+
+
+def _given(data: Mapping[str, Any], key: str) -> bool:
+    """Whether ``data`` sets ``key``: absent and ``None`` (YAML's empty value) are alike."""
+    return data.get(key) is not None
+
+
+def read_str(
+    errs: FieldErrors,
+    base: str,
+    data: Mapping[str, Any],
+    key: str,
+    *,
+    required: bool = False,
+    default: str | None = None,
+    pattern: re.Pattern[str] | None = None,
+    what: str = "",
+) -> str | None:
+    """A string; ``required``: present and not blank; ``pattern``: it must match, else it
+    is reported as not ``what`` (``'X' is not a slug (a-z, 0-9, -)``)."""
+    path = key_path(base, key)
+    if not _given(data, key):
+        if required:
+            errs.add(path, "is required")
+        return default
+    value = data[key]
+    if not isinstance(value, str):
+        errs.add(path, f"must be a string, not {type_name(value)}")
+        return default
+    if required and not value.strip():
+        errs.add(path, "must not be empty")
+        return default
+    if pattern is not None and not pattern.match(value):
+        errs.add(path, f"{_quote(value)} is not {what}")
+        return default
+    return value
+
+
+def _bounds_text(minimum: float | None, maximum: float | None, above: float | None = None) -> str:
+    if above is not None:
+        return f"more than {above}"
+    if minimum is not None and maximum is not None:
+        return f"from {minimum} to {maximum}"
+    if minimum is not None:
+        return f"at least {minimum}"
+    return f"at most {maximum}"
+
+
+def _out_of_bounds(
+    value: float, minimum: float | None, maximum: float | None, above: float | None = None
+) -> bool:
+    return (
+        (above is not None and not value > above)
+        or (minimum is not None and value < minimum)
+        or (maximum is not None and value > maximum)
+    )
+
+
+def read_int(
+    errs: FieldErrors,
+    base: str,
+    data: Mapping[str, Any],
+    key: str,
+    *,
+    default: int | None = None,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    what: str = "a whole number",
+    bounds: str | None = None,
+) -> int | None:
+    """A whole number (``true`` is not one) within ``[minimum, maximum]``. A wrong type says
+    "must be ``what``"; a value out of range "must be ``bounds``" (by default the bounds
+    themselves: "at least 1")."""
+    path = key_path(base, key)
+    if not _given(data, key):
+        return default
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        errs.add(path, f"must be {what}, not {_quote(value)}")
+        return default
+    if _out_of_bounds(value, minimum, maximum):
+        errs.add(path, f"must be {bounds or _bounds_text(minimum, maximum)}, not {_quote(value)}")
+        return default
+    return value
+
+
+def read_number(
+    errs: FieldErrors,
+    base: str,
+    data: Mapping[str, Any],
+    key: str,
+    *,
+    default: float | None = None,
+    above: float | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    what: str = "a number",
+    bounds: str | None = None,
+) -> float | None:
+    """A number (whole or not; ``true`` is not one) as a float, more than ``above`` and within
+    ``[minimum, maximum]``; messages as :func:`read_int`'s."""
+    path = key_path(base, key)
+    if not _given(data, key):
+        return default
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        errs.add(path, f"must be {what}, not {_quote(value)}")
+        return default
+    if _out_of_bounds(value, minimum, maximum, above):
+        text = bounds or _bounds_text(minimum, maximum, above)
+        errs.add(path, f"must be {text}, not {_quote(value)}")
+        return default
+    return float(value)
+
+
+def read_bool(
+    errs: FieldErrors, base: str, data: Mapping[str, Any], key: str, *, default: bool
+) -> bool:
+    """``true`` or ``false`` (not ``1``, not ``"yes"``)."""
+    if not _given(data, key):
+        return default
+    value = data[key]
+    if not isinstance(value, bool):
+        errs.add(key_path(base, key), f"must be true or false, not {_quote(value)}")
+        return default
+    return value
+
+
+def read_duration(
+    errs: FieldErrors,
+    base: str,
+    data: Mapping[str, Any],
+    key: str,
+    *,
+    positive: bool = False,
+    minimum: timedelta | None = None,
+) -> timedelta | None:
+    """A duration as :func:`~jupyter_gpuaas.core.durations.parse_duration` reads it (``30m``,
+    ``1h30m``); ``positive``: longer than 0; ``minimum``: at least that long."""
+    if not _given(data, key):
+        return None
+    path = key_path(base, key)
+    try:
+        value = parse_duration(data[key])
+    except ValueError as e:
+        errs.add(path, str(e))
+        return None
+    if positive and value <= timedelta(0):
+        errs.add(path, f"must be longer than 0 ({DURATION_HINT})")
+        return None
+    if minimum is not None and value < minimum:
+        errs.add(path, f"must be at least {format_duration(minimum)} ({DURATION_HINT})")
+        return None
+    return value
+
+
+def read_str_list(
+    errs: FieldErrors,
+    base: str,
+    data: Mapping[str, Any],
+    key: str,
+    *,
+    required: bool = False,
+    what: str = "a list of strings",
+    empty_error: str | None = None,
+) -> tuple[str, ...]:
+    """The distinct non-empty strings of a list (each other item is reported). ``required``:
+    present and not empty; ``empty_error``: an empty list is reported with this message."""
+    path = key_path(base, key)
+    if not _given(data, key):
+        if required:
+            errs.add(path, "is required (a list)")
+        return ()
+    value = data[key]
+    if isinstance(value, str) or not isinstance(value, list):
+        errs.add(path, f"must be {what}, not {type_name(value)}")
+        return ()
+    out = string_items(errs, path, value)
+    if not value and (required or empty_error):
+        errs.add(path, empty_error or "must not be empty")
+    return tuple(out)
+
+
+def read_mapping(
+    errs: FieldErrors, base: str, data: Mapping[str, Any], key: str, *, what: str = "a mapping"
+) -> Mapping[str, Any] | None:
+    """A mapping (an object), or ``None`` if absent or not one (then reported as not ``what``)."""
+    if not _given(data, key):
+        return None
+    value = data[key]
+    if not isinstance(value, Mapping):
+        errs.add(key_path(base, key), f"must be {what}, not {type_name(value)}")
+        return None
+    return value
+
+
+def read_entries(
+    errs: FieldErrors, base: str, data: Mapping[str, Any], key: str
+) -> list[tuple[str, Any, Any]]:
+    """``(path, key, value)`` of each entry of the mapping ``data[key]`` (none if absent), the
+    path naming the entry (``resources["nvidia.com/gpu"]``); the caller checks the entries."""
+    path = key_path(base, key)
+    raw = read_mapping(errs, base, data, key) or {}
+    return [(f"{path}[{json.dumps(str(k))}]", k, v) for k, v in raw.items()]
