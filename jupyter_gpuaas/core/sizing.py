@@ -20,7 +20,7 @@ anything: they size advice, never a limit.
    fraction's cap, a MIG slice's or a whole GPU's memory) holds the need, the smallest (memory,
    then GPU-equivalents, then catalog order). Time-shared GPUs never: their memory is not the
    user's alone.
-4. Nothing holds it: the offering with the most memory, saying that even it is short.
+4. Nothing holds it: the offering with the most memory, saying that it has only so much.
 """
 
 from __future__ import annotations
@@ -180,11 +180,10 @@ def advise(
     peaked = f"{_sessions(len(peaks)).capitalize()} peaked at {format_gib(top)}"
     if fits:
         memory, _, _, best = min(fits, key=lambda f: (f[0], f[1], f[2]))
-        return Advice(
-            best.slug, f"{peaked}; {best.display_name} ({format_gib(memory)}) fits.", True
-        )
+        why = f"{peaked}; {format_gib(memory)} is enough: {best.display_name}."
+        return Advice(best.slug, why, True)
     memory, largest = max(sized, key=lambda s: s[0])
-    why = f"{peaked}; even the largest, {largest.display_name} ({format_gib(memory)}), is tight."
+    why = f"{peaked}; the largest here has only {format_gib(memory)}: {largest.display_name}."
     return Advice(largest.slug, why, True)
 
 

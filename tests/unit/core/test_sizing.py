@@ -62,19 +62,23 @@ TEAM = [
             [3 * GIB, 2 * GIB],
             # 10 GiB holds 3 GiB x 1.25; of the two, the share is fewer GPU-equivalents
             Advice(
-                "h100-10g", "Your last 2 sessions peaked at 3 GiB; 10Gi share (10 GiB) fits.", True
+                "h100-10g",
+                "Your last 2 sessions peaked at 3 GiB; 10 GiB is enough: 10Gi share.",
+                True,
             ),
         ),
         (
             [6246],  # 6.1 GiB x 1.25 = 7.6 GiB
             Advice(
-                "h100-10g", "Your last session peaked at 6.1 GiB; 10Gi share (10 GiB) fits.", True
+                "h100-10g",
+                "Your last session peaked at 6.1 GiB; 10 GiB is enough: 10Gi share.",
+                True,
             ),
         ),
         (
             [9 * GIB],  # x 1.25 = 11.25 GiB: not 10
             Advice(
-                "h100-20g", "Your last session peaked at 9 GiB; 20Gi share (20 GiB) fits.", True
+                "h100-20g", "Your last session peaked at 9 GiB; 20 GiB is enough: 20Gi share.", True
             ),
         ),
         (
@@ -85,7 +89,7 @@ TEAM = [
             [100 * GIB],
             Advice(
                 "h100",
-                "Your last session peaked at 100 GiB; even the largest, H100 (80 GiB), is tight.",
+                "Your last session peaked at 100 GiB; the largest here has only 80 GiB: H100.",
                 True,
             ),
         ),
@@ -98,7 +102,7 @@ def test_advise(peaks: list[int], expected: Advice) -> None:
 def test_time_shared_gpus_are_never_advised() -> None:
     only_shared = [gpu("l4-shared", "24Gi", kind="shared"), gpu("a100", "40Gi")]
     assert advise(only_shared, [GIB], default="a100") == Advice(
-        "a100", "Your last session peaked at 1 GiB; A100 (40 GiB) fits.", True
+        "a100", "Your last session peaked at 1 GiB; 40 GiB is enough: A100.", True
     )
     assert offering_memory(only_shared[0]) is None
 
@@ -142,7 +146,7 @@ def test_advice_never_smaller_than_the_measured_peak(
         )
     else:
         assert memory == largest  # nothing holds it: the largest, said to be tight
-        assert "tight" in advice.reason
+        assert "the largest here has only" in advice.reason
 
 
 def test_record_peak_is_bounded_and_newest_first() -> None:
