@@ -1,9 +1,10 @@
-"""The server's ``activity`` payload, built with its contract in ``core.activity``."""
+"""The server's ``activity`` payload, built with its contract in ``core.activity``: from the
+GPU sample and the server's kernels and terminals as they are now."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from jupyter_gpuaas.core.activity import (
@@ -13,6 +14,7 @@ from jupyter_gpuaas.core.activity import (
     build_activity,
 )
 from jupyter_gpuaas.gpu.model import Device
+from jupyter_gpuaas.gpu.sampler import Sampler
 
 
 def attributable_utilization(devices: Sequence[Device]) -> list[tuple[str, int]]:
@@ -48,3 +50,63 @@ def activity_payload(
         started=started,
     )
     return activity_json(activity)
+
+
+async def current_activity(
+    sampler: Sampler, settings: Mapping[str, Any], *, busy_utilization_percent: float
+) -> dict[str, Any]:
+    """The ``activity`` payload now (``GET gpuaas/api/activity``'s answer and what the reporter
+    posts), from the server's web settings (its kernel and terminal managers)."""
+    sample = await sampler.sample()
+    km: Any = settings["kernel_manager"]
+    gpu = sample.attribution.kernels
+    kernels = []
+    # Kernel states are read live: the GPU sample may be up to sample_ttl old.
+    for kernel_id, model in kernel_models(km):
+        kernels.append(
+            KernelActivity(
+                kernel_id=kernel_id,
+                execution_state=model.get("execution_state"),
+                last_activity=_parse(model.get("last_activity")),
+                connections=int(model.get("connections", 0)),
+                gpu_memory=gpu[kernel_id].gpu_memory if kernel_id in gpu else 0,
+            )
+        )
+    return activity_payload(
+        sampled_at=sample.sampled_at,
+        source=sample.read.source,
+        error=sample.read.error,
+        kernels=kernels,
+        terminals=_terminals(settings),
+        devices=sample.read.devices,
+        busy_utilization_percent=busy_utilization_percent,
+        started=settings.get("started") or datetime.now(timezone.utc),
+    )
+
+
+def kernel_models(km: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(kernel_id, model)`` of each running kernel of a kernel manager, skipping any that
+    shut down while being listed."""
+    for kernel_id in list(km.list_kernel_ids()):
+        try:
+            yield kernel_id, km.kernel_model(kernel_id)
+        except KeyError:
+            continue
+
+
+def _terminals(settings: Mapping[str, Any]) -> list[TerminalActivity]:
+    manager: Any = settings.get("terminal_manager")
+    if manager is None:
+        return []  # terminals disabled, or jupyter-server-terminals not installed
+    return [
+        TerminalActivity(name=str(t.get("name")), last_activity=_parse(t.get("last_activity")))
+        for t in manager.list()
+    ]
+
+
+def _parse(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))

@@ -1,7 +1,9 @@
-"""The jupyter-server extension: configuration (``c.GPUaaS.*``), the sampler, the handlers."""
+"""The jupyter-server extension: configuration (``c.GPUaaS.*``), and the one
+:class:`~jupyter_gpuaas.server.state.ServerState` it builds and hands to its handlers."""
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any, cast
@@ -24,16 +26,12 @@ from jupyter_gpuaas.gpu.simulate import (
 )
 from jupyter_gpuaas.gpu.spec import DEFAULT_SIMULATED_DEVICES, SpecError, parse_devices
 from jupyter_gpuaas.gpu.usage import KernelInfo
-from jupyter_gpuaas.server.handlers import ActivityHandler, UsageHandler, kernel_models
-from jupyter_gpuaas.server.jobs import Collector, jobs_handlers
-from jupyter_gpuaas.server.queue import QueueHandler
-from jupyter_gpuaas.server.reporter import (
-    ReclaimHandler,
-    Reporter,
-    SnoozeHandler,
-    StandingHandler,
-)
+from jupyter_gpuaas.server.activity import current_activity, kernel_models
+from jupyter_gpuaas.server.handlers import handlers
+from jupyter_gpuaas.server.jobs import Collector
+from jupyter_gpuaas.server.reporter import Reporter
 from jupyter_gpuaas.server.service_client import ServiceClient
+from jupyter_gpuaas.server.state import ServerState
 
 
 class GPUaaS(ExtensionApp):
@@ -181,26 +179,30 @@ class GPUaaS(ExtensionApp):
         return proposal["value"]
 
     def initialize_settings(self) -> None:
-        self.sampler = Sampler(self._reader(), self._kernel_infos, ttl=self.sample_ttl)
-        self.reporter: Reporter | None = None
-        client = ServiceClient.for_app(self)
         serverapp: Any = self.serverapp
+        sampler = Sampler(self._reader(), self._kernel_infos, ttl=self.sample_ttl)
+        activity_now = functools.partial(
+            current_activity,
+            sampler,
+            serverapp.web_app.settings,
+            busy_utilization_percent=self.busy_utilization_percent,
+        )
+        client = ServiceClient.for_app(self)
+        reporter = collector = None
         if self.activity_report_interval > 0 and client.configured:
-            self.reporter = Reporter(
-                self,
-                serverapp.web_app.settings,
-                client,
-                self.activity_report_interval,
-                self.log,
-            )
+            reporter = Reporter(activity_now, client, self.activity_report_interval, self.log)
             # The loop runs once the server starts (initialize_settings runs before).
-            serverapp.io_loop.add_callback(self.reporter.start)
-        self.jobs_collector: Any = None
+            serverapp.io_loop.add_callback(reporter.start)
         if self.jobs_collect_interval > 0 and client.configured:
-            self.jobs_collector = Collector(
-                client, serverapp.contents_manager, self.jobs_collect_interval
-            )
-            serverapp.io_loop.add_callback(self.jobs_collector.start)
+            collector = Collector(client, serverapp.contents_manager, self.jobs_collect_interval)
+            serverapp.io_loop.add_callback(collector.start)
+        self.state = ServerState(
+            sampler=sampler,
+            activity_now=activity_now,
+            client=client,
+            reporter=reporter,
+            collector=collector,
+        )
 
     def _reader(self) -> NvmlReader:
         # HAMi's device plugin says in the environment what HAMi-core enforces here.
@@ -227,17 +229,7 @@ class GPUaaS(ExtensionApp):
         return NvmlReader(lib, shared=frozenset(self.simulated_shared), log=self.log, hami=hami)
 
     def initialize_handlers(self) -> None:
-        self.handlers.extend(
-            [
-                (r"/gpuaas/api/usage", UsageHandler),
-                (r"/gpuaas/api/activity", ActivityHandler),
-                (r"/gpuaas/api/queue", QueueHandler),
-                (r"/gpuaas/api/reclaim", ReclaimHandler),
-                (r"/gpuaas/api/reclaim/snooze", SnoozeHandler),
-                *jobs_handlers(r"/gpuaas/api/"),
-                (r"/gpuaas/api/reclaim/standing", StandingHandler),
-            ]
-        )
+        self.handlers.extend(handlers(self.state))
 
     async def _kernel_infos(self) -> list[KernelInfo]:
         serverapp: Any = self.serverapp
@@ -261,12 +253,11 @@ class GPUaaS(ExtensionApp):
         return infos
 
     async def stop_extension(self) -> None:
-        sampler: Sampler | None = getattr(self, "sampler", None)  # None if loading failed
-        reporter: Reporter | None = getattr(self, "reporter", None)
-        if reporter is not None:
-            await reporter.stop()
-        collector = getattr(self, "jobs_collector", None)
-        if collector is not None:
-            await collector.stop()
-        if sampler is not None:
-            await sampler.close()
+        state: ServerState | None = getattr(self, "state", None)  # None if loading failed
+        if state is None:
+            return
+        if state.reporter is not None:
+            await state.reporter.stop()
+        if state.collector is not None:
+            await state.collector.stop()
+        await state.sampler.close()

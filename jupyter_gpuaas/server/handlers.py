@@ -1,21 +1,28 @@
-"""HTTP handlers of `{base_url}gpuaas/api/` (docs/api.md)."""
+"""HTTP handlers of `{base_url}gpuaas/api/` (docs/api.md).
+
+Every handler is given the extension's :class:`~jupyter_gpuaas.server.state.ServerState` and
+only translates between HTTP and it: the GPU sample, the activity payload, and the gpuaas hub
+service's answers (queue, reclaim warning, GPU jobs).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, cast
+import json
+from dataclasses import replace
+from typing import Any
 
+from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
-from jupyter_gpuaas.core.activity import KernelActivity, TerminalActivity
-from jupyter_gpuaas.server.activity import activity_payload
+from jupyter_gpuaas.server.jobs import SUBMIT_TIMEOUT, collect_results, job_submission
+from jupyter_gpuaas.server.queue import fetch_queue
+from jupyter_gpuaas.server.service_client import ServiceAnswer, ServiceClient
+from jupyter_gpuaas.server.state import ServerState
 
-if TYPE_CHECKING:
-    from jupyter_gpuaas.server.app import GPUaaS
+__all__ = ["GPUaaSHandler", "handlers"]
 
 
 class GPUaaSHandler(ExtensionHandlerMixin, APIHandler):
@@ -33,12 +40,12 @@ class GPUaaSHandler(ExtensionHandlerMixin, APIHandler):
     # The GPU figures describe kernels, so reading them takes the kernels read permission.
     auth_resource = "kernels"
 
+    def initialize(self, name: str, *args: Any, state: ServerState, **kwargs: Any) -> None:
+        self.state = state
+        super().initialize(name, *args, **kwargs)
+
     def update_api_activity(self) -> None:
         """Polling is not activity (see the class docstring)."""
-
-    @property
-    def gpuaas(self) -> GPUaaS:
-        return cast("GPUaaS", self.extensionapp)
 
     def set_default_headers(self) -> None:
         super().set_default_headers()
@@ -49,7 +56,7 @@ class UsageHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        sample = await self.gpuaas.sampler.sample()
+        sample = await self.state.sampler.sample()
         await self.finish(sample.usage_json)
 
 
@@ -57,61 +64,157 @@ class ActivityHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        await self.finish(await activity_for(self.gpuaas, self.settings))
+        await self.finish(await self.state.activity_now())
 
 
-async def activity_for(app: GPUaaS, settings: Any) -> dict[str, Any]:
-    """The `activity` payload now (the endpoint's answer, and what the reporter posts)."""
-    sample = await app.sampler.sample()
-    km: Any = settings["kernel_manager"]
-    gpu = sample.attribution.kernels
-    kernels = []
-    # Kernel states are read live: the GPU sample may be up to sample_ttl old.
-    for kernel_id, model in kernel_models(km):
-        kernels.append(
-            KernelActivity(
-                kernel_id=kernel_id,
-                execution_state=model.get("execution_state"),
-                last_activity=_parse(model.get("last_activity")),
-                connections=int(model.get("connections", 0)),
-                gpu_memory=gpu[kernel_id].gpu_memory if kernel_id in gpu else 0,
-            )
+class QueueHandler(GPUaaSHandler):
+    """Reads the user's queue; like the other endpoints, polling it is not activity."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        await self.finish(await fetch_queue(self.state.client))
+
+
+class ReclaimHandler(GPUaaSHandler):
+    """``GET gpuaas/api/reclaim``: this server's pending reclaim warning (or ``null``)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        answer = await self.state.client.request("api/reclaim")
+        if answer.problem:
+            await self.finish({"warning": None, **answer.problem.as_json()})
+        else:
+            await self.finish(answer.data)
+
+
+class StandingHandler(GPUaaSHandler):
+    """``GET gpuaas/api/reclaim/standing``: the reclaim policy that applies to this server and
+    where it stands (the service's last plan, for this server only)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        answer = await self.state.client.request("api/reclaim/standing")
+        if answer.problem:
+            await self.finish({"known": False, **answer.problem.as_json()})
+        else:
+            await self.finish(answer.data)
+
+
+class SnoozeHandler(GPUaaSHandler):
+    """``POST gpuaas/api/reclaim/snooze``: "Keep my GPU" (409 when no snooze is left)."""
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        answer = await self.state.client.request(
+            "api/reclaim/snooze", method="POST", accept=(200, 409)
         )
-    return activity_payload(
-        sampled_at=sample.sampled_at,
-        source=sample.read.source,
-        error=sample.read.error,
-        kernels=kernels,
-        terminals=_terminals(settings),
-        devices=sample.read.devices,
-        busy_utilization_percent=app.busy_utilization_percent,
-        started=settings.get("started") or datetime.now(timezone.utc),
-    )
+        if answer.problem:
+            self.set_status(502)
+            await self.finish(answer.problem.as_json())
+        else:
+            self.set_status(answer.status)
+            await self.finish(answer.data)
 
 
-def kernel_models(km: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(kernel_id, model)`` of each running kernel of a kernel manager, skipping any that
-    shut down while being listed."""
-    for kernel_id in list(km.list_kernel_ids()):
+def _answer(handler: web.RequestHandler, answer: ServiceAnswer) -> None:
+    if answer.problem is not None and answer.status in (0, 401, 403) and not answer.data:
+        handler.set_status(200 if answer.status == 0 else 502)
+        handler.finish(json.dumps({**answer.problem.as_json(), "status": answer.status}))
+        return
+    handler.set_status(answer.status or 502)
+    handler.finish(json.dumps(answer.data))
+
+
+class _JobsHandler(GPUaaSHandler):
+    def client(self, timeout: float | None = None) -> ServiceClient:
+        client = self.state.client
+        return replace(client, timeout=timeout) if timeout else client
+
+
+class JobsOptionsHandler(_JobsHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        _answer(self, await self.client().request("api/jobs/options"))
+
+
+class JobsHandler(_JobsHandler):
+    """``GET gpuaas/api/jobs``: the user's jobs (collecting finished ones' results);
+    ``POST`` (``{"path", "offering", "count", "image", "size", "time_limit", "parameters",
+    "team"}``): reads the notebook from the contents manager and sends it."""
+
+    auth_resource = "contents"  # it reads the notebook to send
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        client = self.client()
+        answer = await client.request("api/jobs")
+        if answer.problem is None:
+            await collect_results(client, self.contents_manager, answer.data.get("jobs") or [])
+        _answer(self, answer)
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
         try:
-            yield kernel_id, km.kernel_model(kernel_id)
-        except KeyError:
-            continue
+            body = json.loads(self.request.body or b"{}")
+        except ValueError as e:
+            raise web.HTTPError(400, f"not JSON: {e}") from e
+        if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+            raise web.HTTPError(400, 'send {"path": "<notebook>.ipynb", ...}')
+        path = body["path"].strip("/")
+        model = await ensure_async(
+            self.contents_manager.get(path, content=True, type="notebook")  # type: ignore[no-untyped-call]
+        )
+        notebook = json.loads(json.dumps(model["content"]))  # NotebookNode → plain JSON
+        answer = await self.client(SUBMIT_TIMEOUT).request(
+            "api/jobs", method="POST", body=job_submission(body, path, notebook), accept=(201,)
+        )
+        _answer(self, answer)
 
 
-def _terminals(settings: Any) -> list[TerminalActivity]:
-    manager: Any = settings.get("terminal_manager")
-    if manager is None:
-        return []  # terminals disabled, or jupyter-server-terminals not installed
+class JobHandler(_JobsHandler):
+    @web.authenticated
+    @authorized
+    async def delete(self, team: str, name: str) -> None:
+        _answer(self, await self.client().request(f"api/jobs/{team}/{name}", method="DELETE"))
+
+
+class JobLogHandler(_JobsHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, team: str, name: str) -> None:
+        _answer(self, await self.client().request(f"api/jobs/{team}/{name}/log"))
+
+
+class JobNotifiedHandler(_JobsHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, team: str, name: str) -> None:
+        answer = await self.client().request(f"api/jobs/{team}/{name}/notified", method="POST")
+        _answer(self, answer)
+
+
+def handlers(state: ServerState) -> list[tuple[str, type, dict[str, Any]]]:
+    """The extension's routes, relative to ``base_url``, each handler given ``state``."""
+    base = r"/gpuaas/api/"
+    part = r"([a-z0-9][-a-z0-9.]{0,252})"
+    kw = {"state": state}
     return [
-        TerminalActivity(name=str(t.get("name")), last_activity=_parse(t.get("last_activity")))
-        for t in manager.list()
+        (base + "usage", UsageHandler, kw),
+        (base + "activity", ActivityHandler, kw),
+        (base + "queue", QueueHandler, kw),
+        (base + "reclaim", ReclaimHandler, kw),
+        (base + "reclaim/snooze", SnoozeHandler, kw),
+        (base + "jobs/options", JobsOptionsHandler, kw),
+        (base + "jobs", JobsHandler, kw),
+        (base + f"jobs/{part}/{part}", JobHandler, kw),
+        (base + f"jobs/{part}/{part}/log", JobLogHandler, kw),
+        (base + f"jobs/{part}/{part}/notified", JobNotifiedHandler, kw),
+        (base + "reclaim/standing", StandingHandler, kw),
     ]
-
-
-def _parse(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
-    if not isinstance(value, str) or not value:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))

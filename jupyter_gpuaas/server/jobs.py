@@ -1,36 +1,28 @@
-"""``gpuaas/api/jobs``: run a notebook as a GPU job, follow it, get its executed copy back
-(docs/jobs.md). Everything goes to the gpuaas hub service with this server's own token; the
-server holds no Kubernetes credentials.
-
-- ``GET gpuaas/api/jobs/options``, ``GET gpuaas/api/jobs``: the service's answers; the latter
-  also collects finished jobs' results (and so does a background task, every
-  ``GPUaaS.jobs_collect_interval`` seconds, while the browser is closed);
-- ``POST gpuaas/api/jobs`` (``{"path", "offering", "count", "image", "size", "time_limit",
-  "parameters", "team"}``): reads the notebook from the contents manager and sends it;
-- ``DELETE gpuaas/api/jobs/{team}/{name}``, ``GET .../log``, ``POST .../notified``.
+"""Notebooks run as GPU jobs, the server's side (docs/jobs.md): what a submission sends the
+gpuaas hub service, and the executed copies coming back. Everything goes to the service with
+this server's own token; the server holds no Kubernetes credentials. The HTTP endpoints
+(``gpuaas/api/jobs...``) are in :mod:`.handlers`.
 
 A result is written as ``<name>-<job>.ipynb`` beside the source (``-1``, ``-2``, ... when that
 exists: nothing is ever overwritten), then reported as collected so no server writes it twice.
+Finished jobs are collected when the sidebar lists them and by :class:`Collector`, every
+``GPUaaS.jobs_collect_interval`` seconds, while the browser is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import posixpath
-from dataclasses import replace
 from typing import Any
 
 from jupyter_core.utils import ensure_async
-from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from jupyter_gpuaas.server.handlers import GPUaaSHandler
-from jupyter_gpuaas.server.service_client import ServiceAnswer, ServiceClient
+from jupyter_gpuaas.server.service_client import ServiceClient
 
-__all__ = ["Collector", "collect_results", "jobs_handlers", "output_path"]
+__all__ = ["SUBMIT_TIMEOUT", "Collector", "collect_results", "job_submission", "output_path"]
 
 log = logging.getLogger("gpuaas.server.jobs")
 
@@ -141,94 +133,12 @@ class Collector:
                 await self.task
 
 
-def _answer(handler: web.RequestHandler, answer: ServiceAnswer) -> None:
-    if answer.problem is not None and answer.status in (0, 401, 403) and not answer.data:
-        handler.set_status(200 if answer.status == 0 else 502)
-        handler.finish(json.dumps({**answer.problem.as_json(), "status": answer.status}))
-        return
-    handler.set_status(answer.status or 502)
-    handler.finish(json.dumps(answer.data))
-
-
-class _JobsHandler(GPUaaSHandler):
-    def client(self, timeout: float | None = None) -> ServiceClient:
-        client = ServiceClient.for_app(self.gpuaas)
-        return replace(client, timeout=timeout) if timeout else client
-
-
-class JobsOptionsHandler(_JobsHandler):
-    @web.authenticated
-    @authorized
-    async def get(self) -> None:
-        _answer(self, await self.client().request("api/jobs/options"))
-
-
-class JobsHandler(_JobsHandler):
-    auth_resource = "contents"  # it reads the notebook to send
-
-    @web.authenticated
-    @authorized
-    async def get(self) -> None:
-        client = self.client()
-        answer = await client.request("api/jobs")
-        if answer.problem is None:
-            await collect_results(client, self.contents_manager, answer.data.get("jobs") or [])
-        _answer(self, answer)
-
-    @web.authenticated
-    @authorized
-    async def post(self) -> None:
-        try:
-            body = json.loads(self.request.body or b"{}")
-        except ValueError as e:
-            raise web.HTTPError(400, f"not JSON: {e}") from e
-        if not isinstance(body, dict) or not isinstance(body.get("path"), str):
-            raise web.HTTPError(400, 'send {"path": "<notebook>.ipynb", ...}')
-        path = body["path"].strip("/")
-        model = await ensure_async(
-            self.contents_manager.get(path, content=True, type="notebook")  # type: ignore[no-untyped-call]
-        )
-        notebook = json.loads(json.dumps(model["content"]))  # NotebookNode → plain JSON
-        kernel = ((notebook.get("metadata") or {}).get("kernelspec") or {}).get("name")
-        forward = {k: body[k] for k in _FORWARDED if k in body}
-        forward.update(path=path, notebook=notebook)
-        if kernel:
-            forward["kernel_name"] = kernel
-        answer = await self.client(SUBMIT_TIMEOUT).request(
-            "api/jobs", method="POST", body=forward, accept=(201,)
-        )
-        _answer(self, answer)
-
-
-class JobHandler(_JobsHandler):
-    @web.authenticated
-    @authorized
-    async def delete(self, team: str, name: str) -> None:
-        _answer(self, await self.client().request(f"api/jobs/{team}/{name}", method="DELETE"))
-
-
-class JobLogHandler(_JobsHandler):
-    @web.authenticated
-    @authorized
-    async def get(self, team: str, name: str) -> None:
-        _answer(self, await self.client().request(f"api/jobs/{team}/{name}/log"))
-
-
-class JobNotifiedHandler(_JobsHandler):
-    @web.authenticated
-    @authorized
-    async def post(self, team: str, name: str) -> None:
-        answer = await self.client().request(f"api/jobs/{team}/{name}/notified", method="POST")
-        _answer(self, answer)
-
-
-def jobs_handlers(base: str) -> list[tuple[str, type]]:
-    """``base``: ``{base_url}gpuaas/api/``."""
-    part = r"([a-z0-9][-a-z0-9.]{0,252})"
-    return [
-        (base + "jobs/options", JobsOptionsHandler),
-        (base + "jobs", JobsHandler),
-        (base + f"jobs/{part}/{part}", JobHandler),
-        (base + f"jobs/{part}/{part}/log", JobLogHandler),
-        (base + f"jobs/{part}/{part}/notified", JobNotifiedHandler),
-    ]
+def job_submission(body: dict[str, Any], path: str, notebook: dict[str, Any]) -> dict[str, Any]:
+    """What ``POST gpuaas/api/jobs`` sends the service: the choices of ``body`` it forwards, the
+    notebook at ``path`` as plain JSON, and its kernel's name."""
+    kernel = ((notebook.get("metadata") or {}).get("kernelspec") or {}).get("name")
+    forward = {k: body[k] for k in _FORWARDED if k in body}
+    forward.update(path=path, notebook=notebook)
+    if kernel:
+        forward["kernel_name"] = kernel
+    return forward

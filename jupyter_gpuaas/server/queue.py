@@ -1,4 +1,4 @@
-"""``GET gpuaas/api/queue``: the user's pending GPU work, from the gpuaas hub service.
+"""The user's pending GPU work (``GET gpuaas/api/queue``), from the gpuaas hub service.
 
 The service is asked through :mod:`.service_client`. When it cannot be asked the answer is still
 JSON with status 200, empty lists and ``error`` / ``error_kind`` set, so that the sidebar shows
@@ -10,14 +10,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from jupyter_server.auth.decorator import authorized
-from tornado import web
-
 from jupyter_gpuaas.core.durations import isoformat_z
-from jupyter_gpuaas.server.handlers import GPUaaSHandler
 from jupyter_gpuaas.server.service_client import ServiceClient, ServiceProblem
 
-__all__ = ["QueueHandler", "error_payload", "fetch_queue"]
+__all__ = ["error_payload", "fetch_queue"]
 
 
 def error_payload(problem: ServiceProblem) -> dict[str, Any]:
@@ -36,12 +32,3 @@ async def fetch_queue(client: ServiceClient) -> dict[str, Any]:
     """Ask the gpuaas service for the token owner's queue; never raises for service trouble."""
     answer = await client.request("api/queue")
     return error_payload(answer.problem) if answer.problem else answer.data
-
-
-class QueueHandler(GPUaaSHandler):
-    """Reads the user's queue; like the other endpoints, polling it is not activity."""
-
-    @web.authenticated
-    @authorized
-    async def get(self) -> None:
-        await self.finish(await fetch_queue(ServiceClient.for_app(self.gpuaas)))

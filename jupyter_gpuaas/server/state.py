@@ -1,0 +1,33 @@
+"""What the extension's handlers and tasks share, built once by the extension app."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jupyter_gpuaas.gpu.sampler import Sampler
+from jupyter_gpuaas.server.jobs import Collector
+from jupyter_gpuaas.server.reporter import Reporter
+from jupyter_gpuaas.server.service_client import ServiceClient
+
+__all__ = ["ServerState"]
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """The server's GPU sampler, its activity as of now, and its link to the gpuaas service.
+
+    Built in :meth:`GPUaaS.initialize_settings <jupyter_gpuaas.server.app.GPUaaS>` and handed
+    to every handler (as a handler argument) and, in parts, to the reporter.
+    """
+
+    sampler: Sampler
+    activity_now: Callable[[], Awaitable[dict[str, Any]]]
+    """The ``activity`` payload now: the endpoint's answer and what the reporter posts."""
+    client: ServiceClient
+    """The one client of the gpuaas hub service (queue, reclaim warning, jobs, reports)."""
+    reporter: Reporter | None = None
+    """Posts the activity to the service; ``None`` when reporting is off."""
+    collector: Collector | None = None
+    """Collects finished GPU jobs' results in the background; ``None`` when off."""
