@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -246,20 +247,16 @@ def test_catalogs_are_built_or_refused_with_paths(data: Any) -> None:
 # --------------------------------------------------------------------------- the text itself
 
 
-@FUZZ
-@given(st.text(max_size=300) | st.binary(max_size=300))
-def test_any_text_is_json_or_a_parse_error(text: str | bytes) -> None:
-    try:
-        load_json(text)
-    except ParseError as e:
-        check_errors([(e.path, e.message)])
+LOADERS: list[Callable[[str | bytes], Any]] = [load_json, load_yaml]
 
 
 @FUZZ
-@given(st.text(max_size=300) | st.binary(max_size=300))
-def test_any_text_is_yaml_or_a_parse_error(text: str | bytes) -> None:
+@given(st.sampled_from(LOADERS), st.text(max_size=300) | st.binary(max_size=300))
+def test_any_text_is_json_and_yaml_or_a_parse_error(
+    load: Callable[[str | bytes], Any], text: str | bytes
+) -> None:
     try:
-        load_yaml(text)
+        load(text)
     except ParseError as e:
         check_errors([(e.path, e.message)])
 

@@ -49,6 +49,20 @@ def identity() -> str:
     )
 
 
+def as_deployed(dev_policy: dict[str, Any]) -> dict[str, Any]:
+    """A dev cluster's admission policy with the deployment's service identity and notebook
+    namespace put in place of the dev cluster's."""
+    notebooks = service_config().notebook_namespace
+    policy = copy.deepcopy(dev_policy)
+    for cond in policy["spec"]["matchConditions"]:
+        cond["expression"] = (
+            cond["expression"]
+            .replace(f"'{DEV_IDENTITY}'", f"'{identity()}'")
+            .replace(f"'{DEV_NOTEBOOKS}'", f"'{notebooks}'")
+        )
+    return policy
+
+
 def test_the_jobs_role_is_the_dev_clusters_and_bound_in_every_job_namespace() -> None:
     (dev_role,) = of_kind(docs(DEV / "62-gpuaas-jobs-rbac.yaml"), "ClusterRole")
     roles = {r["metadata"]["name"]: r for r in of_kind(DEPLOYED, "ClusterRole")}
@@ -87,14 +101,7 @@ def test_the_jobs_admission_policy_is_the_dev_clusters_for_the_services_identity
     (ours,) = of_kind(JOBS_POLICY, "ValidatingAdmissionPolicy")
     notebooks = service_config().notebook_namespace
     # the same policy once the identity and the service's own namespace are put in its place
-    expected = copy.deepcopy(dev)
-    for cond in expected["spec"]["matchConditions"]:
-        cond["expression"] = (
-            cond["expression"]
-            .replace(f"'{DEV_IDENTITY}'", f"'{identity()}'")
-            .replace(f"'{DEV_NOTEBOOKS}'", f"'{notebooks}'")
-        )
-    assert ours == expected
+    assert ours == as_deployed(dev)
     conditions = {c["name"]: c["expression"] for c in ours["spec"]["matchConditions"]}
     assert f"'{identity()}'" in conditions["the-gpuaas-service"]
     assert f"'{notebooks}'" in conditions["not-its-own-state"]
@@ -144,14 +151,7 @@ def test_the_state_policy_is_the_dev_clusters_and_names_the_services_state() -> 
     deployed = docs(DEPLOY / "gpuaas-service-state-policy.yaml")
     (ours,) = of_kind(deployed, "ValidatingAdmissionPolicy")
     notebooks = service_config().notebook_namespace
-    expected = copy.deepcopy(dev)
-    for cond in expected["spec"]["matchConditions"]:
-        cond["expression"] = (
-            cond["expression"]
-            .replace(f"'{DEV_IDENTITY}'", f"'{identity()}'")
-            .replace(f"'{DEV_NOTEBOOKS}'", f"'{notebooks}'")
-        )
-    assert ours == expected
+    assert ours == as_deployed(dev)
     (names,) = [v["expression"] for v in ours["spec"]["variables"] if v["name"] == "own"]
     assert names == f"['{HANDOFFS_CONFIGMAP}', '{JOURNAL_CONFIGMAP}', '{HISTORY_CONFIGMAP}']"
     # the Role's update grant names the same ConfigMaps
