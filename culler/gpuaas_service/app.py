@@ -329,10 +329,22 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         10_000,
         min=1,
         config=True,
-        help="""Servers whose latest activity report is kept (the longest silent is forgotten
-        first; reports older than a day are always dropped), whether or not a policy is loaded.
+        help="""Servers whose latest activity report is kept, whether or not a policy is
+        loaded (then the longest silent report of the user holding the most is forgotten first;
+        reports older than a day are always dropped). A forgotten report leaves its server
+        "unknown" from when it was last known active, never idle since its start.
         Default 10000.
         Example: c.GPUaaSService.activity_max_servers = 50000""",
+    )
+
+    activity_max_servers_per_user = Integer(
+        100,
+        min=1,
+        config=True,
+        help="""Servers of one user whose latest activity report is kept (their longest
+        silent is forgotten first), so that no user's reports push out another's. Keep it at
+        or above the hub's named_server_limit_per_user. Default 100.
+        Example: c.GPUaaSService.activity_max_servers_per_user = 20""",
     )
 
     # ---------------------------------------------------------------- the culler
@@ -719,7 +731,10 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             utilization=utilization,
             last_kernel=last_kernel,
             settings=self.loop_settings(),
-            store=ActivityStore(max_servers=self.activity_max_servers),
+            store=ActivityStore(
+                max_servers=self.activity_max_servers,
+                max_per_user=self.activity_max_servers_per_user,
+            ),
         )
         loop.listeners.append(self._usage_recorder(loop))
         return loop

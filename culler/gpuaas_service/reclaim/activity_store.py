@@ -91,26 +91,39 @@ class Notice:
 
 
 DEFAULT_MAX_SERVERS = 10_000
+DEFAULT_MAX_PER_USER = 100
 DEFAULT_FORGET_AFTER = timedelta(days=1)
 
 
 class ActivityStore:
     """Latest report per server (``server_key``), the last verdict on it, and its notice.
 
-    Bounded whether or not a reclaim loop runs (the loop also drops servers that stopped): at
-    most ``max_servers`` reports (the longest silent is forgotten first), none older than
-    ``forget_after`` (pruned as reports arrive).
+    Reports are bounded whether or not a reclaim loop runs (the loop also drops servers that
+    stopped): at most ``max_per_user`` per user (their longest silent is forgotten first), at
+    most ``max_servers`` in all (then the longest silent of the user holding the most goes, so
+    no user's reports push out another's), none older than ``forget_after`` (pruned as reports
+    arrive). Forgetting a report keeps the server's verdict and notice: those exist only for
+    servers the loop saw running (its pods, pruned by :meth:`keep_only`), and the verdict is
+    what keeps a server whose report was forgotten from being judged as if it never reported
+    (:func:`.gather.workbenches`).
     """
 
     def __init__(
         self,
         *,
         max_servers: int = DEFAULT_MAX_SERVERS,
+        max_per_user: int = DEFAULT_MAX_PER_USER,
         forget_after: timedelta = DEFAULT_FORGET_AFTER,
     ) -> None:
         self.max_servers = max_servers
+        self.max_per_user = max_per_user
         self.forget_after = forget_after
         self._reports: dict[str, ActivityReport] = {}
+        """By key, from the longest silent on (a new report is put last)."""
+        self._owners: dict[str, str] = {}
+        """Key → its user (a user's name may hold a slash: keys are not split)."""
+        self._by_user: dict[str, dict[str, None]] = {}
+        """User → the keys of their reports, longest silent first."""
         self._verdicts: dict[str, Idleness] = {}
         self._notices: dict[str, Notice] = {}
         self.accepted = 0
@@ -127,22 +140,42 @@ class ActivityStore:
             self.rejected += 1
             raise
         key = server_key(user, server)
-        self._reports.pop(key, None)  # re-inserted last: the dict runs from longest silent
+        self._drop_report(key)  # re-inserted last: the tables run from longest silent
         self._reports[key] = report
+        self._owners[key] = user
+        self._by_user.setdefault(user, {})[key] = None
         self.accepted += 1
-        self._prune(received_at)
+        self._prune(user, received_at)
         return report
 
-    def _prune(self, now: datetime) -> None:
+    def _prune(self, user: str, now: datetime) -> None:
         oldest = now - self.forget_after
         while self._reports:
             key, first = next(iter(self._reports.items()))
-            if len(self._reports) <= self.max_servers and first.received_at >= oldest:
+            if first.received_at >= oldest:
                 break
-            self.forget(key)
+            self._drop_report(key)
+        own = self._by_user.get(user, {})
+        while len(own) > max(self.max_per_user, 1):
+            self._drop_report(next(iter(own)))
+        while len(self._reports) > max(self.max_servers, 1):
+            most = max(len(keys) for keys in self._by_user.values())
+            key = next(k for k in self._reports if len(self._by_user[self._owners[k]]) == most)
+            self._drop_report(key)
+
+    def _drop_report(self, key: str) -> None:
+        """Forget the server's report only (its verdict and notice stay)."""
+        if self._reports.pop(key, None) is None:
+            return
+        user = self._owners.pop(key)
+        keys = self._by_user[user]
+        del keys[key]
+        if not keys:
+            del self._by_user[user]
 
     def forget(self, key: str) -> None:
-        self._reports.pop(key, None)
+        """Forget everything about a server (its report, verdict and notice)."""
+        self._drop_report(key)
         self._verdicts.pop(key, None)
         self._notices.pop(key, None)
 
@@ -167,7 +200,9 @@ class ActivityStore:
     def keep_only(self, keys: Iterable[str]) -> None:
         """Forget servers that are no longer running (a new server starts afresh)."""
         live = set(keys)
-        for table in (self._reports, self._verdicts, self._notices):
+        for key in [k for k in self._reports if k not in live]:
+            self._drop_report(key)
+        for table in (self._verdicts, self._notices):
             for key in [k for k in table if k not in live]:
                 del table[key]
 

@@ -12,8 +12,9 @@ clock into an :class:`Idleness`:
 - **fractions** (HAMi) — the seconds since the pod's last kernel, from HAMi's vGPU monitor on
   the node (``pod_last_kernel``), count as activity at that moment; with ``busy_signal: gpu``
   they alone decide: busy if a kernel ran in the last :data:`RECENT_KERNEL`, else idle since it.
-- **unknown** — no report yet, no report for ``stale_after``, or the report says the GPU
-  readings failed (NVML error) on a GPU offering. Unknown is never idle.
+- **unknown** — no report yet, no report for ``stale_after``, the report judged last time
+  forgotten since (unknown from the last moment it was known active), or the report says the
+  GPU readings failed (NVML error) on a GPU offering. Unknown is never idle.
 - **idle** — otherwise, since the latest of: kernels' and terminals' last activity, the
   server's start, the last time it was seen busy, and the server's own ``idle_since``.
 
@@ -146,6 +147,10 @@ def judge(
                 gpu_memory=memory,
             )
         evidence.append(kernel_at)  # the server's report may say more, never less
+    if report is None and previous is not None and previous.state is not State.UNKNOWN:
+        # Judged from a report that has been forgotten since (the store's bounds): unknown
+        # from the last moment it was known active, never presumed idle since its start.
+        return unknown(previous.last_active, "its last activity report was forgotten")
     if report is None:
         return unknown(started_at, "no activity report since the server started")
 

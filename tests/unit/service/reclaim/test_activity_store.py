@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from gpuaas_service.reclaim.activity_store import ActivityStore, Notice, server_key, server_of_token
+from gpuaas_service.reclaim.decide import Action
+from gpuaas_service.reclaim.idleness import State
 from jupyter_gpuaas.core.activity import ReportError
-from tests.support.service_world import idle
+from tests.support.service_world import POLICY, World, busy, idle
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 
@@ -116,3 +118,57 @@ def test_the_store_of_reports_is_bounded_and_pruned_without_a_policy() -> None:
     assert store.report("u0") is None
     store.record("late", "", idle(T0), T0 + timedelta(hours=2))
     assert len(store) == 1  # the others were silent for longer than forget_after
+
+
+def test_no_user_pushes_another_users_report_out_of_the_store() -> None:
+    """A flood of reports for made-up servers costs its sender their own entries, never
+    another user's: at most ``max_per_user`` each, and over the total bound the user holding
+    the most loses their longest silent first."""
+    store = ActivityStore(max_servers=50, max_per_user=10)
+    store.record("alice", "", idle(T0), T0)
+    for i in range(10_000):
+        store.record("mallory", f"made-up-{i}", idle(T0), T0 + timedelta(seconds=1))
+    assert store.report("alice") is not None
+    assert len(store) == 11  # alice's one and mallory's last ten
+    assert store.report("mallory/made-up-9999") is not None
+    many = ActivityStore(max_servers=6, max_per_user=5)
+    many.record("alice", "", idle(T0), T0)
+    for user in ("u1", "u2"):
+        for i in range(5):
+            many.record(user, f"s{i}", idle(T0), T0 + timedelta(seconds=1))
+    assert many.report("alice") is not None  # the total bound took from u1 and u2
+    assert len(many) == 6
+
+
+async def test_a_busy_server_whose_report_was_forgotten_is_not_presumed_idle_since_its_start() -> (
+    None
+):
+    """Its verdict outlives the report: unknown from when it was last known busy, so within
+    the policy's grace it is left alone, and its max_idle counts from then, not from its start."""
+    policy = {**POLICY, "policies": [{**POLICY["policies"][0], "max_idle": "1h"}]}
+    w = World(policy=policy)
+    w.store.max_per_user = 2
+    w.now = T0 + timedelta(hours=2)  # the servers started at T0: two hours ago
+    w.store.record("alice", "busy", busy(w.now), w.now)
+    w.store.record("bob", "", busy(w.now), w.now)
+    w.store.record("alice", "", busy(w.now), w.now)
+    await w.loop.cycle()
+    assert w.store.verdict("alice/busy").state is State.BUSY  # type: ignore[union-attr]
+    w.now += timedelta(minutes=1)
+    w.store.record("alice", "other", idle(w.now), w.now)  # over her bound: her longest silent
+    assert w.store.report("alice/busy") is None
+    plan = await w.loop.cycle()
+    assert plan is not None
+    decision = next(d for d in plan.decisions if d.workbench.key == "alice/busy")
+    assert decision.action is Action.SKIP, decision.reason
+    verdict = w.store.verdict("alice/busy")
+    assert verdict is not None
+    assert verdict.state is State.UNKNOWN
+    assert verdict.unknown_since == w.now - timedelta(minutes=1)
+    assert "forgotten" in verdict.reason
+    w.now += timedelta(minutes=61)  # an hour after it was last known busy: max_idle
+    plan = await w.loop.cycle()
+    assert plan is not None
+    decision = next(d for d in plan.decisions if d.workbench.key == "alice/busy")
+    assert decision.action is Action.WARN
+    assert "presumed idle 1h" in decision.reason
