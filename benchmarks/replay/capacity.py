@@ -237,6 +237,12 @@ class _Bisection:
             limits = self.phases[self.phase]
             if not run:
                 return start
+            for j in range(self.lo, self.hi + 1):  # what was run already narrows the range
+                if self.grid[j] in run:
+                    if ratio(run[self.grid[j]], limits) <= 1.0:
+                        self.hi = j
+                        break
+                    self.lo = j + 1
             if self.lo < self.hi:
                 i = (self.lo + self.hi) // 2
             elif self.lo == self.hi and self.grid[self.hi] not in run:
