@@ -53,6 +53,8 @@ from devcluster.nodes import (
     load_nodes,
 )
 from devcluster.pki import ClusterPKI, make_cluster_pki
+from devcluster.provisioner import STORAGE_CLASS
+from devcluster.provisioner import manifests as provisioner_manifests
 from jupyter_gpuaas.core.labels import USER_LABEL
 
 Log = Callable[[str], None]
@@ -73,6 +75,7 @@ CREDENTIALS = {
 # Stop order for `down`: the node agent first (it stops its pods' processes), etcd last.
 STOP_ORDER = (
     "nodeagent",
+    "provisioner",
     "kueue",
     "kwok-finisher",
     "kwok",
@@ -577,7 +580,18 @@ def _running_info(settings: Settings, log: Log) -> ClusterInfo | None:
             processes=records,
             agent_node=state.get("agent_node"),
         )
-    why = f"{', '.join(dead)} not running" if dead else "not ready"
+    missing = (
+        set(STOP_ORDER)
+        - {r.name for r in records}
+        - ({"nodeagent"} if not state.get("agent_node") else set())
+    )
+    why = (
+        f"{', '.join(dead)} not running"
+        if dead
+        else f"it has no {', '.join(sorted(missing))} (an older checkout started it)"
+        if missing
+        else "not ready"
+    )
     log(
         f"devcluster: the cluster recorded in {settings.state_dir} is broken ({why}); restarting it"
     )
@@ -684,6 +698,7 @@ def _bring_up(
     # While they start: Kueue's CRDs, RBAC, webhooks, APIService; the nodes.
     up.apply_kueue_manifests()
     up.create_nodes()
+    up.start_provisioner()
     up.wait_controllers(*controllers)
     kueue = up.start_kwok_and_kueue()
     up.wait_kueue(kueue)
@@ -856,6 +871,31 @@ class _BringUp:
         _apply(self.bin_dir, self.settings.kubeconfig, "nodes", stdin=node_docs)
         for n in self.nodes:
             self.admin.patch_merge(f"/api/v1/nodes/{n.name}/status", n.status_patch())
+
+    def start_provisioner(self) -> None:
+        """The default StorageClass and its provisioner (devcluster/provisioner.py)."""
+        self.step(f"starting the volume provisioner (StorageClass {STORAGE_CLASS})")
+        _apply(self.bin_dir, self.settings.kubeconfig, "provisioner", stdin=provisioner_manifests())
+        pair = self.pki.clients["provisioner"]
+        ready = self.settings.state_dir / "provisioner.ready"
+        rec = _start(
+            self.state,
+            "provisioner",
+            [
+                sys.executable,
+                "-m",
+                "devcluster.provisioner",
+                f"--server={self.settings.apiserver_url}",
+                f"--ca={self.pki.ca.cert}",
+                f"--cert={pair.cert}",
+                f"--key={pair.key}",
+                f"--root={self.settings.volumes_dir}",
+                f"--ready-file={ready}",
+            ],
+            env=_python_env(),
+            cwd=REPO_ROOT,
+        )
+        _wait(rec, "its first list of claims", ready.exists, 30, "provisioner")
 
     def wait_controllers(self, kcm: procs.ProcRecord, sched: procs.ProcRecord) -> None:
         serving = ssl.create_default_context(cafile=str(self.pki.ca.cert))

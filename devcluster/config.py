@@ -117,6 +117,11 @@ class Settings:
         return self.state_dir / "nodeagent"
 
     @property
+    def volumes_dir(self) -> Path:
+        """The persistent volumes' directories (devcluster/provisioner.py)."""
+        return self.state_dir / "volumes"
+
+    @property
     def credentials_dir(self) -> Path:
         """Kubeconfigs of the project's ServiceAccounts (hub, gpuaas service)."""
         return self.state_dir / "credentials"

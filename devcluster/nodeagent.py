@@ -28,9 +28,16 @@
   period, reports the terminal phase, then deletes the pod with grace period 0 (as a kubelet does),
   so that finalizers (Kueue's) are released and a same-named pod can be created at once.
 
+Volumes: a PersistentVolumeClaim mounted at a container's home (its ``HOME`` in the spec, else
+its ``workingDir``, else ``/home/jovyan`` as in Jupyter's images; with ``subPath`` if given) makes
+that volume's directory (devcluster/provisioner.py's ``hostPath``) the container's working
+directory and ``HOME``, so that what a user saves outlives the pod, as a home on a persistent
+volume does; a claim that is not bound to such a volume fails the pod (FailedMount). Without
+one, the pod's own ``home`` is the working directory and goes with the pod.
+
 What it does not do: pull or unpack images (the command runs from this machine's PATH, the
-agent's own virtualenv first), mount volumes (none; ``workingDir`` is ignored: the pod's
-directory is the working directory), isolate anything (no namespaces, cgroups, limits, users:
+agent's own virtualenv first), mount other volumes (no mount namespaces: other paths are not
+there), isolate anything (no namespaces, cgroups, limits, users:
 the processes run as the agent's user and see the whole machine), read Secrets or ConfigMaps
 (``secretKeyRef``/``configMapKeyRef``/``envFrom`` are refused unless marked optional), exec or
 liveness probes, ``kubectl logs``/``exec`` (logs are in the pod directory), or services.
@@ -89,11 +96,36 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+class MountError(Exception):
+    """A pod's volume is not there (kubelet: FailedMount)."""
+
+
 class ContainerConfigError(Exception):
     """The container cannot be started as specified (kubelet: CreateContainerConfigError)."""
 
 
 # --- pure helpers (unit-testable) ----------------------------------------------------------
+
+
+DEFAULT_HOME = "/home/jovyan"  # Jupyter's images' home
+
+
+def container_home(container: Mapping[str, Any]) -> str:
+    """Where the container's home is in its image: ``HOME`` of its env, else its
+    ``workingDir``, else Jupyter's images' ``/home/jovyan``."""
+    for item in container.get("env") or []:
+        if item.get("name") == "HOME" and item.get("value"):
+            return str(item["value"])
+    return str(container.get("workingDir") or DEFAULT_HOME)
+
+
+def home_mount(container: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The container's volume mount at its home, if it has one."""
+    home = container_home(container).rstrip("/")
+    for mount in container.get("volumeMounts") or []:
+        if str(mount.get("mountPath", "")).rstrip("/") == home:
+            return dict(mount)
+    return None
 
 
 def expand(text: str, env: Mapping[str, str]) -> str:
@@ -197,6 +229,8 @@ def container_env(
                     )
         else:
             env[name] = ""
+    if env["HOME"] == container_home(container):
+        env["HOME"] = str(workdir)  # the image's home is the working directory here
     url = env.get("JUPYTERHUB_SERVICE_URL")
     if url:
         env["JUPYTERHUB_SERVICE_URL"] = bind_url_to(url, pod_ip)
@@ -435,10 +469,16 @@ class PodRun:
     reason: str | None = None
     message: str | None = None
     devices: dict[str, ContainerDevices] = field(default_factory=dict)
+    # Containers whose home is a persistent volume: name -> the volume's directory.
+    homes: dict[str, Path] = field(default_factory=dict)
 
     @property
     def workdir(self) -> Path:
+        """The pod's own home, for containers without a volume there (goes with the pod)."""
         return self.poddir / "home"
+
+    def home_of(self, c: Container) -> Path:
+        return self.homes.get(c.name, self.workdir)
 
     def _cond(self, ctype: str, status: bool, reason: str | None = None) -> dict[str, Any]:
         value = "True" if status else "False"
@@ -775,7 +815,7 @@ class NodeAgent:
                 c.spec,
                 pod_ip=run.ip,
                 host_ip="127.0.0.1",
-                workdir=run.workdir,
+                workdir=run.home_of(c),
                 base=self.base_env,
                 secrets=await self._secret_values(run.namespace, c.spec),
                 tmpdir=run.poddir / "tmp",
@@ -793,7 +833,7 @@ class NodeAgent:
             with logfile.open("ab") as out:
                 c.proc = await asyncio.create_subprocess_exec(
                     *argv,
-                    cwd=run.workdir,
+                    cwd=run.home_of(c),
                     env=env,
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=out,
@@ -970,8 +1010,15 @@ class NodeAgent:
             await self._wait_for_deletion(run)
 
     async def _admit(self, run: PodRun) -> bool:
-        """Pick the pod's devices; if they are not there, fail it as a kubelet rejects a pod
-        at admission, and say False."""
+        """Pick the pod's devices and find its volumes; if they are not there, fail it as a
+        kubelet does, and say False."""
+        try:
+            await self._mount_homes(run)
+        except MountError as e:
+            run.phase, run.reason, run.message = "Failed", "FailedMount", str(e)
+            await self._report(run)
+            await self._event(run, "FailedMount", run.message, "Warning")
+            return False
         if not self.gpus:
             return True
         try:
@@ -984,6 +1031,39 @@ class NodeAgent:
             await self._event(run, "UnexpectedAdmissionError", run.message, "Warning")
             return False
         return True
+
+    async def _mount_homes(self, run: PodRun) -> None:
+        """The directories of the volumes at the containers' homes (MountError if a claim has
+        no local volume)."""
+        containers = [*run.init_containers, *run.containers]
+        wanted = {mount["name"] for c in containers if (mount := home_mount(c.spec)) is not None}
+        directories: dict[str, Path] = {}
+        for volume in run.pod["spec"].get("volumes") or []:
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim and volume["name"] in wanted:
+                directories[volume["name"]] = await self._claim_directory(run.namespace, claim)
+        for c in containers:
+            mount = home_mount(c.spec)
+            if mount is not None and mount["name"] in directories:
+                home = directories[mount["name"]] / str(mount.get("subPath") or "")
+                home.mkdir(parents=True, exist_ok=True)
+                run.homes[c.name] = home
+
+    async def _claim_directory(self, namespace: str, claim: str) -> Path:
+        # The Node authorizer lets a node read the claims and volumes of its pods.
+        try:
+            pvc = await self.core.read_namespaced_persistent_volume_claim(claim, namespace)
+            if not pvc.spec.volume_name or (pvc.status and pvc.status.phase != "Bound"):
+                raise MountError(f"persistentVolumeClaim {claim} is not bound to a volume")
+            pv = await self.core.read_persistent_volume(pvc.spec.volume_name)
+        except ApiException as e:
+            raise MountError(f"persistentVolumeClaim {claim}: {e.reason}") from e
+        if pv.spec.host_path is None or not pv.spec.host_path.path:
+            raise MountError(
+                f"volume {pv.metadata.name} of claim {claim} is not a directory of this node "
+                "(hostPath): this node can give a pod only those"
+            )
+        return Path(pv.spec.host_path.path)
 
     async def _run_init_container(self, run: PodRun, c: Container, restart_policy: str) -> bool:
         """Run one init container to success (again after failures, with backoff, unless the

@@ -18,6 +18,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from devcluster.provisioner import IDENTITY as PROVISIONER_IDENTITY
+
 VALIDITY = dt.timedelta(days=365)
 
 
@@ -175,6 +177,8 @@ CLIENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # kwok plays the kubelet of many nodes at once; the Node authorizer allows one node per
     # identity, so it runs as an administrator (as kwokctl does).
     "kwok": ("kwok-controller", ("system:masters",)),
+    # The volume provisioner: bound to its ClusterRole (devcluster/provisioner.py).
+    "provisioner": (PROVISIONER_IDENTITY, ()),
     # Kueue runs with the RBAC of its own manifests: the identity its ClusterRoleBindings name.
     "kueue": (
         "system:serviceaccount:kueue-system:kueue-controller-manager",

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -36,12 +37,24 @@ from devcluster.nodeagent import (
     bind_url_to,
     container_argv,
     container_env,
+    container_home,
     delete_body,
     expand,
+    home_mount,
     pod_phase,
     uid_bound,
 )
 from devcluster.nodes import NodesFileError, load_nodes
+from devcluster.provisioner import (
+    PROVISIONED_BY,
+    PROVISIONER,
+    STORAGE_CLASS,
+    Provision,
+    Refuse,
+    Remove,
+    plan,
+    quantity_bytes,
+)
 from devcluster.testing import free_pod_ip_prefix, free_port_base
 
 
@@ -482,3 +495,109 @@ def test_the_claim_goes_with_its_holder_however_it_ends(tmp_path: Path) -> None:
         if holder.poll() is None:
             holder.kill()
             holder.wait()
+
+
+# --- persistent volumes: the provisioner's decisions, the agent's homes -------------------------
+
+
+def claim_of(
+    name: str = "claim-alice",
+    *,
+    size: str = "10Gi",
+    modes: tuple[str, ...] = ("ReadWriteOnce",),
+    storage_class: str | None = STORAGE_CLASS,
+    phase: str = "Pending",
+    **spec: Any,
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "jupyter-users", "uid": f"uid-{name}"},
+        "spec": {
+            "accessModes": list(modes),
+            "resources": {"requests": {"storage": size}},
+            **({"storageClassName": storage_class} if storage_class else {}),
+            **spec,
+        },
+        "status": {"phase": phase},
+    }
+
+
+def test_storage_sizes_are_read_as_kubernetes_writes_them() -> None:
+    assert quantity_bytes("10Gi") == 10 * 1024**3
+    assert quantity_bytes("500M") == 500 * 1000**2
+    assert quantity_bytes("1.5Gi") == 3 * 1024**3 // 2
+    assert quantity_bytes("1024") == 1024
+    with pytest.raises(ValueError, match="not a storage size"):
+        quantity_bytes("ten gigs")
+
+
+def test_a_pending_claim_of_the_class_gets_a_directory_volume_bound_to_it(tmp_path: Path) -> None:
+    claim = claim_of()
+    (action,) = plan([claim], [], tmp_path, 20 * 1024**3)
+    assert isinstance(action, Provision)
+    assert action.directory == tmp_path / "pvc-uid-claim-alice"
+    spec = action.volume["spec"]
+    assert spec["hostPath"]["path"] == str(action.directory)
+    assert spec["claimRef"] == {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "namespace": "jupyter-users",
+        "name": "claim-alice",
+        "uid": "uid-claim-alice",
+    }
+    assert (spec["capacity"], spec["accessModes"]) == ({"storage": "10Gi"}, ["ReadWriteOnce"])
+    assert spec["persistentVolumeReclaimPolicy"] == "Delete"
+    # Made once: a volume already pre-bound to the claim, or a bound claim, gets nothing more.
+    assert plan([claim], [action.volume], tmp_path, 20 * 1024**3) == []
+    assert plan([claim_of(phase="Bound")], [], tmp_path, 20 * 1024**3) == []
+    # Another class's claims are left to their provisioner.
+    assert plan([claim_of(storage_class="fast-ssd")], [], tmp_path, 20 * 1024**3) == []
+
+
+@pytest.mark.parametrize(
+    ("claim", "why"),
+    [
+        (claim_of(modes=("ReadWriteMany",)), "directories of one node"),
+        (claim_of(size="1Ti"), "1Ti requested, more than the 20 GiB"),
+        (claim_of(volumeMode="Block"), "only Filesystem"),
+        (claim_of(size="lots"), "not a storage size"),
+    ],
+)
+def test_a_claim_a_directory_cannot_honour_is_told_why(
+    tmp_path: Path, claim: dict[str, Any], why: str
+) -> None:
+    (action,) = plan([claim], [], tmp_path, 20 * 1024**3)
+    assert isinstance(action, Refuse)
+    assert why in action.message
+
+
+def test_only_released_volumes_of_ours_with_policy_delete_are_removed(tmp_path: Path) -> None:
+    def volume(name: str, phase: str, policy: str = "Delete", ours: bool = True) -> dict[str, Any]:
+        annotations = {PROVISIONED_BY: PROVISIONER} if ours else {}
+        return {
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {
+                "persistentVolumeReclaimPolicy": policy,
+                "hostPath": {"path": str(tmp_path / name)},
+            },
+            "status": {"phase": phase},
+        }
+
+    volumes = [
+        volume("pvc-released", "Released"),
+        volume("pvc-bound", "Bound"),
+        volume("pvc-kept", "Released", policy="Retain"),
+        volume("pvc-theirs", "Released", ours=False),
+    ]
+    assert plan([], volumes, tmp_path, 1) == [Remove("pvc-released", tmp_path / "pvc-released")]
+    outside = volume("pvc-outside", "Released")
+    outside["spec"]["hostPath"]["path"] = "/etc"
+    assert plan([], [outside], tmp_path, 1) == []
+
+
+def test_the_home_is_the_mount_at_the_images_home() -> None:
+    mount = {"name": "home", "mountPath": "/home/jovyan"}
+    assert home_mount({"volumeMounts": [mount]}) == mount
+    assert home_mount({"volumeMounts": [{**mount, "mountPath": "/data"}]}) is None
+    assert container_home({"workingDir": "/work"}) == "/work"
+    assert container_home({"env": [{"name": "HOME", "value": "/u"}], "workingDir": "/w"}) == "/u"
+    assert home_mount({"workingDir": "/data/", "volumeMounts": [{**mount, "mountPath": "/data"}]})
