@@ -69,23 +69,24 @@ def banner(hub: HubProcess, password: str, kubectl: Path, settings: Settings) ->
     )
 
 
-def start_hub(settings: Settings, port: int, password: str) -> HubProcess:
-    return HubProcess(
-        HubSettings(
-            state_dir=STATE / "hub",
-            kubeconfig=settings.credentials_dir / "hub.kubeconfig",
-            port=free_port(port),
-            password=password,
-            queue_timeout=1800,
-            # The gpuaas hub service: queue positions for the sidebar, and the culler.
-            extra_config=service_config(
-                free_port(),
-                settings.credentials_dir / "gpuaas.kubeconfig",
-                poll_interval=2.0,
-                culler_args=[f"--GPUaaSService.policy={DEMO_POLICY}"],
-                report_interval=30,
-            ),
-        )
+def hub_settings(settings: Settings, port: int, password: str) -> HubSettings:
+    """The demo hub's settings on the demo's cluster (picks its free ports)."""
+    return HubSettings(
+        state_dir=STATE / "hub",
+        kubeconfig=settings.credentials_dir / "hub.kubeconfig",
+        port=free_port(port),
+        password=password,
+        queue_timeout=1800,
+        # Homes on persistent volumes: files survive a stop, a reclaim, a change of offering.
+        persistent_homes=True,
+        # The gpuaas hub service: queue positions for the sidebar, and the culler.
+        extra_config=service_config(
+            free_port(),
+            settings.credentials_dir / "gpuaas.kubeconfig",
+            poll_interval=2.0,
+            culler_args=[f"--GPUaaSService.policy={DEMO_POLICY}"],
+            report_interval=30,
+        ),
     )
 
 
@@ -99,7 +100,7 @@ def run_demo(args: argparse.Namespace, settings: Settings, claim: Claim) -> None
             info = up(settings)
         except ClusterError as e:
             raise SystemExit(f"could not start the demo's cluster: {e}") from e
-        hub = start_hub(settings, args.port, args.password)
+        hub = HubProcess(hub_settings(settings, args.port, args.password))
         hubs.append(hub)
         hub.start()
         claim.note(url=hub.url)

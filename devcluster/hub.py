@@ -119,7 +119,23 @@ class HubSettings:
     queue_timeout: float = 600.0
     start_timeout: int = 120
     poll_interval: float = 1.0
+    persistent_homes: bool = False
+    """Each server's home on a persistent volume (a claim per server, KubeSpawner's storage
+    settings as Zero to JupyterHub sets them by default), kept across stops."""
     extra_config: str = ""
+
+
+# KubeSpawner's storage settings as Zero to JupyterHub's default (singleuser.storage.type
+# dynamic): a claim per server, of the cluster's default StorageClass, mounted at the home.
+PERSISTENT_HOMES_CONFIG = """
+c.KubeSpawner.storage_pvc_ensure = True
+c.KubeSpawner.storage_capacity = "10Gi"
+c.KubeSpawner.storage_access_modes = ["ReadWriteOnce"]
+c.KubeSpawner.volumes = [
+    {"name": "volume-{user_server}", "persistentVolumeClaim": {"claimName": "{pvc_name}"}},
+]
+c.KubeSpawner.volume_mounts = [{"name": "volume-{user_server}", "mountPath": "/home/jovyan"}]
+"""
 
 
 def write_hub_config(settings: HubSettings) -> Path:
@@ -192,6 +208,7 @@ c.GPUaaSSpawner.stop_timeout = 30
 
 from gpuaas_spawner import check_catalog  # noqa: E402
 check_catalog(c)
+{PERSISTENT_HOMES_CONFIG if settings.persistent_homes else ""}
 {settings.extra_config}
 """
     path = state / "jupyterhub_config.py"
