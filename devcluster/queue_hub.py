@@ -41,6 +41,11 @@ groups before acting on it, the groups when a policy names them, stopping server
 ``list:users`` (it never lists users: it watches pods) and no ``access:servers`` (servers
 report to it)."""
 
+SERVER_CHECK_SCOPES = ["read:servers", "read:tokens"]
+"""What the gpuaas service always needs of the Hub API: whether a server is running and which
+token the hub issued to it (token ids and notes, never the tokens themselves), before it takes
+a report, a "Keep my GPU" or a notebook Job from that server."""
+
 
 OPERATOR_TOKEN = "dev-operator-" + secrets.token_hex(16)
 """The service's operator token in the dev cluster's hubs (``api/health``, ``metrics``)."""
@@ -99,6 +104,8 @@ def service_config(
             "users": list(console_users),
         },
     ]
+    # which running server a token was issued to (culler/gpuaas_service/web/servers.py)
+    roles.append({"name": "gpuaas-servers", "services": ["gpuaas"], "scopes": SERVER_CHECK_SCOPES})
     if culler_args:
         roles.append({"name": "gpuaas-culler", "services": ["gpuaas"], "scopes": CULLER_SCOPES})
     scopes = {CONSOLE_SCOPE: {"description": "Read the GPU console of the gpuaas service"}}

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from gpuaas_service.reclaim.loop import ReclaimLoop
     from gpuaas_service.reclaim.usage import UsageRecorder
     from gpuaas_service.web.context import ServiceContext
+    from gpuaas_service.web.servers import ServerTokens
     from jupyter_gpuaas.core.catalog import Catalog
     from jupyter_gpuaas.hub.watch import WatchedKueueView
 
@@ -682,6 +683,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         return ServiceContext(
             prefix=self.prefix,
             hub_auth=HubAuth(parent=self),
+            servers=self._server_tokens(),
             console_auth=HubOAuth(parent=self),
             operator_token=self.operator_token,
             limits={
@@ -698,6 +700,20 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             jobs=self._job_service(view, index),
             job_max_body=self.job_max_notebook_bytes + 200_000,
         )
+
+    def _server_tokens(self) -> ServerTokens:
+        """Which running server a token was issued to (its own Hub API connections: a busy
+        cycle never delays a server's request); scopes read:servers and read:tokens."""
+        from gpuaas_service.clients.hub import HubClient
+        from gpuaas_service.web.servers import ServerTokens
+
+        hub = HubClient(
+            self.hub_api_url,
+            os.environ.get("JUPYTERHUB_API_TOKEN", ""),
+            timeout=self.hub_request_timeout,
+            max_clients=4,
+        )
+        return ServerTokens(hub)
 
     def _reclaim_loop(
         self, view: WatchedKueueView, pods: PodWatch, source: PolicyFile | None

@@ -81,6 +81,13 @@ class HubClient:
         )
         return model
 
+    async def tokens(self, name: str) -> list[dict[str, Any]]:
+        """The user's API tokens' models (ids, notes, times; never their secrets), scope
+        ``read:tokens``: which one the hub issued to a server (web/servers.py)."""
+        answer = await self._fetch("GET", f"/users/{quote(name)}/tokens", missing={})
+        tokens = answer.get("api_tokens") if isinstance(answer, dict) else None
+        return [t for t in tokens or () if isinstance(t, dict)]
+
     async def group_members(self) -> dict[str, list[str]]:
         """User → the names of their groups, from every page of ``GET /groups``."""
         members: dict[str, list[str]] = {}

@@ -3,8 +3,9 @@
 Each server's extension (``jupyter_gpuaas/server/reporter.py``) posts its ``activity`` payload to
 the gpuaas service with the server's own hub token. The service accepts a report only for the
 server that token belongs to: a server token carries the scope
-``access:servers!server=<user>/<server>`` (JupyterHub's ``server`` role), and nothing else in the
-token's identity names a server. :class:`ActivityStore` keeps the latest report per server with
+``access:servers!server=<user>/<server>`` (JupyterHub's ``server`` role) — a first filter only,
+since a user may mint such a token; the web layer also asks the hub whether the token is the
+one it issued to that server, and whether it runs (:mod:`gpuaas_service.web.servers`). :class:`ActivityStore` keeps the latest report per server with
 the service's arrival time, and the reclaim loop's :class:`Notice` for it (a pending warning, or
 "saving" at the deadline), which the server reads back for its sidebar.
 

@@ -10,7 +10,6 @@ from typing import Any
 from jupyterhub.services.auth import HubAuthenticated
 from tornado import web
 
-from gpuaas_service.reclaim.activity_store import server_of_token
 from gpuaas_service.reclaim.loop import ReclaimLoop
 from gpuaas_service.web.context import ServiceContext
 
@@ -18,10 +17,10 @@ __all__ = [
     "HubJSONHandler",
     "JSONHandler",
     "ServerHandler",
+    "ServerTokenHandler",
     "TooManyRequests",
     "check_operator_token",
     "limit",
-    "server_caller",
 ]
 
 
@@ -112,29 +111,22 @@ class HubJSONHandler(HubAuthenticated, JSONHandler):  # type: ignore[misc]
         self._hub_auth_user_cache = allowed
 
 
-def server_caller(model: dict[str, Any] | None) -> tuple[str, str]:
-    """(user, server) of a request made with a single-user server's own hub token (``model``:
-    the hub's answer for the token, ``handler.current_user``), or 403.
+class ServerTokenHandler(HubJSONHandler):
+    """A request that only a single-user server may make, with the token the hub issued to
+    it, while the hub has it running (:class:`~gpuaas_service.web.servers.ServerTokens`):
+    anything else is refused in :meth:`prepare`, before any method runs or a body is read."""
 
-    A user's personal token (``/hub/token``) is refused too, though it may hold the service's
-    scope: what only a server does (report activity, answer its warning, submit its notebooks
-    as Jobs) must come from the server, whose token names exactly that one server
-    (:func:`~gpuaas_service.reclaim.activity_store.server_of_token`)."""
-    if not model:
-        raise web.HTTPError(
-            403, "a server's token with the scope access:services!service=gpuaas is needed"
-        )
-    server = server_of_token(model)
-    if server is None:
-        raise web.HTTPError(
-            403,
-            "only a single-user server's own token may do this (its scopes name exactly one"
-            " server: access:servers!server=USER/NAME)",
-        )
-    return str(model["name"]), server
+    server_caller: tuple[str, str]
+    """(user, server) of the calling server."""
+
+    async def prepare(self) -> None:
+        await super().prepare()
+        if self.context.servers is None:
+            raise web.HTTPError(503, "this service was started without the hub's server check")
+        self.server_caller = await self.context.servers.server_of(self.current_user)
 
 
-class ServerHandler(HubJSONHandler):
+class ServerHandler(ServerTokenHandler):
     """A request from a single-user server, made with that server's own hub token, about what
     the reclaim loop knows of it."""
 
@@ -145,5 +137,5 @@ class ServerHandler(HubJSONHandler):
         self.loop = loop
 
     def caller(self) -> tuple[str, str]:
-        """(user, server) of the calling server's token, or 403."""
-        return server_caller(self.current_user)
+        """(user, server) of the calling server (checked in :meth:`prepare`)."""
+        return self.server_caller

@@ -15,6 +15,7 @@ from gpuaas_service.jobs.service import JobService
 from gpuaas_service.queue.index import QueueIndex
 from gpuaas_service.reclaim.loop import ReclaimLoop
 from gpuaas_service.web.limits import RateLimit
+from gpuaas_service.web.servers import ServerTokens
 
 __all__ = ["RequestStats", "ServiceContext", "service_prefix"]
 
@@ -42,6 +43,9 @@ class ServiceContext:
     """Identifies the callers of the API by their hub tokens (``None``: from the environment)."""
     console_auth: HubOAuth | None = None
     """Logs browsers in to the console through the hub's OAuth."""
+    servers: ServerTokens | None = None
+    """Which running server a token was issued to, as the hub says (``None``: every request
+    only a server may make is refused with 503)."""
     operator_token: str = ""
     """The token of ``metrics`` and ``api/health`` (``""``: both closed)."""
     limits: Mapping[str, RateLimit] = field(default_factory=dict)

@@ -29,7 +29,7 @@ from tornado import web
 
 from gpuaas_service.jobs.request import JobRequestError
 from gpuaas_service.jobs.service import JobError, JobService
-from gpuaas_service.web.base import HubJSONHandler, JSONHandler, limit, server_caller
+from gpuaas_service.web.base import JSONHandler, ServerTokenHandler, limit
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.parsing import ParseError, load_json
 
@@ -71,7 +71,7 @@ class _Errors(JSONHandler):
         self.finish(json.dumps({"status": e.status, "message": str(e), **e.extra}))
 
 
-class _UserHandler(_Errors, HubJSONHandler):
+class _UserHandler(_Errors, ServerTokenHandler):
     service: JobService
 
     def initialize(self, context: ServiceContext, service: JobService) -> None:
@@ -81,7 +81,7 @@ class _UserHandler(_Errors, HubJSONHandler):
     def caller(self) -> tuple[str, list[str]]:
         """(user, hub groups) of the calling server's own token, or 403: the server extension
         forwards with it; a user's personal token, even with the service's scope, is refused."""
-        name, _server = server_caller(self.current_user)
+        name, _server = self.server_caller
         limit(self.context, "queue", name)
         return name, [str(g) for g in self.current_user.get("groups") or ()]
 

@@ -2,9 +2,10 @@
 
 Under the service prefix (``/services/gpuaas/``):
 
-- ``POST api/activity`` — a server's ``activity`` payload (docs/api.md). Only a server's own
-  token may report, and only for its own server (:func:`.activity_store.server_of_token`);
-  anything else is ``403``; a malformed payload ``400`` with its field paths.
+- ``POST api/activity`` — a server's ``activity`` payload (docs/api.md). Only the token the
+  hub issued to a server it has running may report, and only for that server
+  (:mod:`gpuaas_service.web.servers`); anything else is ``403``; a malformed payload ``400``
+  with its field paths.
 - ``GET api/reclaim`` — the calling server's pending warning (deadline, reason, snoozes left,
   ``saving`` at the deadline) or ``null``.
 - ``POST api/reclaim/snooze`` — "Keep my GPU": ``200`` with the new deadline-free state, or

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -145,7 +145,8 @@ async def test_a_busy_server_whose_report_was_forgotten_is_not_presumed_idle_sin
 ):
     """Its verdict outlives the report: unknown from when it was last known busy, so within
     the policy's grace it is left alone, and its max_idle counts from then, not from its start."""
-    policy = {**POLICY, "policies": [{**POLICY["policies"][0], "max_idle": "1h"}]}
+    team_a = cast(list[dict[str, Any]], POLICY["policies"])[0]
+    policy = {**POLICY, "policies": [{**team_a, "max_idle": "1h"}]}
     w = World(policy=policy)
     w.store.max_per_user = 2
     w.now = T0 + timedelta(hours=2)  # the servers started at T0: two hours ago

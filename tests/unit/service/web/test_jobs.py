@@ -1,5 +1,5 @@
 """The jobs endpoints take only a single-user server's own token (web/jobs.py), as api/activity
-and api/reclaim do (web/base.py server_caller): a user's personal token, though it holds the
+and api/reclaim do (web/servers.py): a user's personal token, though it holds the
 service's scope, submits and reads nothing. Over tornado with HubAuth's answers faked (our
 collaborator's interface) and the in-memory Kubernetes of tests/support/jobs_samples.py."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,31 +19,32 @@ from tornado.netutil import bind_sockets
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.base import HubJSONHandler
 from gpuaas_service.web.context import ServiceContext
+from gpuaas_service.web.servers import ServerTokens
+from tests.support.hub_tokens import SERVICE_SCOPE, STARTED, TokenHub
 from tests.support.jobs_samples import NOTEBOOK, FakeKube, service
 
-SERVICE_SCOPE = "access:services!service=gpuaas"
-MODELS: dict[str, dict[str, Any]] = {
-    # what the hub answers for each token (GET /hub/api/user, scopes expanded)
-    "server-alice": {"scopes": ["access:servers!server=alice/", SERVICE_SCOPE]},
-    "named-server-alice": {"scopes": ["access:servers!server=alice/gpu", SERVICE_SCOPE]},
-    "personal-alice": {"scopes": [SERVICE_SCOPE]},  # /hub/token with the service's scope
-    "personal-alice-all": {"scopes": ["access:servers!user=alice", SERVICE_SCOPE]},
-    "two-servers-alice": {
-        "scopes": ["access:servers!server=alice/", "access:servers!server=alice/b", SERVICE_SCOPE]
-    },
-    "bobs-server-for-alice": {"scopes": ["access:servers!server=bob/", SERVICE_SCOPE]},
-}
 
-
-class FakeHubAuth:
-    async def get_user(self, handler: Any, sync: bool = True) -> Any:
-        token = handler.request.headers.get("Authorization", "").partition(" ")[2]
-        model = MODELS.get(token)
-        return (
-            None
-            if model is None
-            else {"kind": "user", "name": "alice", "groups": ["team-a"], **model}
-        )
+def token_hub() -> TokenHub:
+    """alice's servers and the tokens she could try (the hub's answers for each)."""
+    hub = TokenHub(groups={"alice": ["team-a"]})
+    hub.start("alice", secret="server-alice")
+    hub.start("alice", "gpu", secret="named-server-alice")
+    minted = {
+        "personal-alice": [SERVICE_SCOPE],  # /hub/token with the service's scope
+        "personal-alice-all": ["access:servers!user=alice", SERVICE_SCOPE],
+        "two-servers-alice": [
+            "access:servers!server=alice/",
+            "access:servers!server=alice/b",
+            SERVICE_SCOPE,
+        ],
+        "bobs-server-for-alice": ["access:servers!server=bob/", SERVICE_SCOPE],
+        # the scopes and the note of her server's own, minted after it started
+        "minted-server-alice": ["access:servers!server=alice/", SERVICE_SCOPE],
+    }
+    for secret, scopes in minted.items():
+        later = STARTED + timedelta(minutes=1)
+        hub.mint("alice", scopes, note="Server at /user/alice//", at=later, secret=secret)
+    return hub
 
 
 class Served:
@@ -67,7 +69,8 @@ class Served:
 @pytest.fixture
 async def served(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Served]:
     kube = FakeKube()
-    app = make_app(ServiceContext(jobs=service(kube), hub_auth=FakeHubAuth()))
+    hub = token_hub()
+    app = make_app(ServiceContext(jobs=service(kube), hub_auth=hub, servers=ServerTokens(hub)))
     monkeypatch.setattr(HubJSONHandler, "check_hub_user", lambda self, model: model)
     (sock,) = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
     server = HTTPServer(app)
@@ -91,7 +94,13 @@ async def test_a_servers_own_token_submits(served: Served) -> None:
 
 @pytest.mark.parametrize(
     "token",
-    ["personal-alice", "personal-alice-all", "two-servers-alice", "bobs-server-for-alice"],
+    [
+        "personal-alice",
+        "personal-alice-all",
+        "two-servers-alice",
+        "bobs-server-for-alice",
+        "minted-server-alice",
+    ],
 )
 async def test_any_other_token_of_the_user_is_refused_and_creates_nothing(
     served: Served, token: str

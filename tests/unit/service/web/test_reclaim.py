@@ -18,14 +18,16 @@ from tornado.web import Application
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.context import ServiceContext
 from gpuaas_service.web.limits import RateLimit
+from gpuaas_service.web.servers import ServerTokens
+from tests.support.hub_tokens import SERVICE_SCOPE, STARTED, TokenHub
 from tests.support.service_world import T0, World, busy, idle
 
 # --------------------------------------------------------------------------- the web app
 
 
 class Served:
-    def __init__(self, world: World, app: Application, port: int) -> None:
-        self.world, self.app, self.port = world, app, port
+    def __init__(self, world: World, app: Application, port: int, hub: TokenHub) -> None:
+        self.world, self.app, self.port, self.hub = world, app, port, hub
         self.client = AsyncHTTPClient(force_instance=True)
 
     async def call(
@@ -53,25 +55,6 @@ class Served:
         return resp.code, json.loads(resp.body) if resp.body.startswith(b"{") else resp.body
 
 
-class FakeHubAuth:
-    """Identifies callers as HubAuth does (our collaborator's interface): server tokens."""
-
-    def __init__(self) -> None:
-        self.models = {
-            f"server-{u}": {
-                "kind": "user",
-                "name": u,
-                "groups": [],
-                "scopes": [f"access:servers!server={u}/", "access:services!service=gpuaas"],
-            }
-            for u in ("alice", "bob")
-        }
-
-    async def get_user(self, handler: Any, sync: bool = True) -> Any:
-        auth = handler.request.headers.get("Authorization", "")
-        return self.models.get(auth.partition(" ")[2])
-
-
 class FakeIndex:
     rebuilds = 0
     polled_queues = ()
@@ -88,12 +71,15 @@ class FakeIndex:
 @pytest.fixture
 async def served(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Served]:
     w = World()
-    auth = FakeHubAuth()
+    hub = TokenHub()
+    for user in ("alice", "bob"):
+        hub.start(user, secret=f"server-{user}")
     app = make_app(
         ServiceContext(
             index=cast(Any, FakeIndex()),
             loop=w.loop,
-            hub_auth=auth,
+            hub_auth=cast(Any, hub),
+            servers=ServerTokens(hub),
             operator_token="op-secret",
             limits={"activity": RateLimit(6 / 60, 3), "queue": RateLimit(5, 5)},
         )
@@ -104,7 +90,7 @@ async def served(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Served]:
     sock, port = _socket()
     server = HTTPServer(app, max_body_size=64 * 1024)
     server.add_sockets([sock])
-    yield Served(w, app, port)
+    yield Served(w, app, port, hub)
     server.stop()
 
 
@@ -134,6 +120,32 @@ async def test_bodies_are_limited_before_they_are_read(served: Served) -> None:
     code, _ = await served.call("POST", "api/activity", b"{" + b" " * (100 * 1024) + b"}")
     assert code in (400, 413, 599)  # refused from its Content-Length; the connection closed
     assert served.world.store.rejected == 0  # never parsed
+
+
+async def test_reports_only_from_running_servers_with_the_token_the_hub_issued_them(
+    served: Served,
+) -> None:
+    """A made-up server is refused, and so is a token alice mints with her server's scopes
+    and note: neither gets a report kept nor a rate bucket."""
+    served.world.loop.clock = lambda: T0
+    made_up = served.hub.mint("alice", ["access:servers!server=alice/x", SERVICE_SCOPE])
+    copy = served.hub.mint(
+        "alice",
+        ["access:servers!server=alice/", SERVICE_SCOPE],
+        note="Server at /user/alice//",
+        at=STARTED + timedelta(seconds=5),
+    )
+    body = json.dumps(busy(T0)).encode()
+    code, answer = await served.call("POST", "api/activity", body, token=made_up)
+    assert code == 403
+    assert "no running server alice/x" in answer["message"]
+    code, answer = await served.call("POST", "api/activity", body, token=copy)
+    assert code == 403
+    assert "the one the hub issued to the server alice/" in answer["message"]
+    assert len(served.world.store) == 0
+    assert (await served.call("GET", "api/reclaim", token=copy))[0] == 403
+    assert (await served.call("POST", "api/reclaim/snooze", b"", token=copy))[0] == 403
+    assert (await served.call("POST", "api/activity", body))[0] == 200  # the server's own
 
 
 async def test_reports_are_rate_limited_per_server(served: Served) -> None:
