@@ -186,27 +186,65 @@ def parse_activity(
     with ``now`` (the receiving service's clock) no time may lie more than ``max_skew`` after it
     (a report from the future would otherwise count as activity later than it is).
     """
-    errs = FieldErrors()
     if not isinstance(payload, Mapping):
         raise ReportError([FieldError("(report)", "must be a JSON object")])
-    latest = now + max_skew if now is not None else None
+    r = _PayloadReader(payload, now + max_skew if now is not None else None, max_skew)
+    source = r.text("source", payload.get("source", "nvml"), MAX_NAME) or "unavailable"
+    error = payload.get("error")
+    if error is not None:
+        error = r.text("error", error, MAX_TEXT)
+    kernels = _read_kernels(r)
+    terminals = [
+        TerminalActivity(
+            name=r.text(f"{p}.name", t.get("name", ""), MAX_NAME),
+            last_activity=r.time(f"{p}.last_activity", t.get("last_activity")),
+        )
+        for p, t in r.items("terminals", MAX_TERMINALS)
+    ]
+    utilization = _read_utilization(r)
+    activity = Activity(
+        sampled_at=r.time("sampled_at", payload.get("sampled_at")),
+        source=source,
+        error=error,
+        kernels=tuple(kernels),
+        terminals=tuple(terminals),
+        gpu_memory=r.size("gpu_memory", payload.get("gpu_memory", 0)),
+        gpu_utilization=tuple(utilization),
+        idle_since=r.time("idle_since", payload.get("idle_since")),
+    )
+    errs = r.errs
+    if errs.items:
+        raise ReportError(errs.items[:MAX_ERRORS], max(len(errs.items) - MAX_ERRORS, 0))
+    return activity
 
-    def time(path: str, value: object) -> datetime | None:
+
+class _PayloadReader:
+    """Reads the fields of one payload, collecting every problem with its path."""
+
+    def __init__(
+        self, payload: Mapping[str, Any], latest: datetime | None, max_skew: timedelta
+    ) -> None:
+        self.payload = payload
+        self.latest = latest
+        self.max_skew = max_skew
+        self.errs = FieldErrors()
+
+    def time(self, path: str, value: object) -> datetime | None:
         if value is None:
             return None
         parsed = parse_time(value)
         if parsed is None:
-            errs.add(path, f"{shown(value)} is not an ISO 8601 time")
-        elif latest is not None and parsed > latest:
-            errs.add(
+            self.errs.add(path, f"{shown(value)} is not an ISO 8601 time")
+        elif self.latest is not None and parsed > self.latest:
+            self.errs.add(
                 path,
-                f"{shown(value)} lies in the future (more than {int(max_skew.total_seconds())}s"
-                " after the service's clock)",
+                f"{shown(value)} lies in the future (more than "
+                f"{int(self.max_skew.total_seconds())}s after the service's clock)",
             )
             return None
         return parsed
 
-    def size(path: str, value: object) -> int | None:
+    def size(self, path: str, value: object) -> int | None:
         if value is None:
             return None  # some GPU memory, of unknown size
         if (
@@ -214,60 +252,56 @@ def parse_activity(
             or not isinstance(value, int)
             or not 0 <= value <= MAX_GPU_MEMORY
         ):
-            errs.add(path, f"must be a whole number of bytes up to 2^50, not {shown(value)}")
+            self.errs.add(path, f"must be a whole number of bytes up to 2^50, not {shown(value)}")
             return 0
         return value
 
-    def text(path: str, value: object, limit: int) -> str:
+    def text(self, path: str, value: object, limit: int) -> str:
         if not isinstance(value, str):
-            errs.add(path, f"must be a string, not {shown(value)}")
+            self.errs.add(path, f"must be a string, not {shown(value)}")
             return ""
         if len(value) > limit:
-            errs.add(path, f"must be at most {limit} characters, not {len(value)}")
+            self.errs.add(path, f"must be at most {limit} characters, not {len(value)}")
         return value[:limit]
 
-    def items(key: str, most: int) -> list[tuple[str, Mapping[str, Any]]]:
-        value = payload.get(key)
+    def items(self, key: str, most: int) -> list[tuple[str, Mapping[str, Any]]]:
+        value = self.payload.get(key)
         if isinstance(value, list) and len(value) > most:
-            errs.add(key, f"must list at most {most} items, not {len(value)}")
+            self.errs.add(key, f"must list at most {most} items, not {len(value)}")
             return []
-        return object_items(value, key, errs.add)
+        return object_items(value, key, self.errs.add)
 
-    source = text("source", payload.get("source", "nvml"), MAX_NAME) or "unavailable"
-    error = payload.get("error")
-    if error is not None:
-        error = text("error", error, MAX_TEXT)
 
+def _read_kernels(r: _PayloadReader) -> list[KernelActivity]:
     kernels = []
-    for p, k in items("kernels", MAX_KERNELS):
+    for p, k in r.items("kernels", MAX_KERNELS):
         state, connections = k.get("execution_state"), k.get("connections", 0)
         if state is not None:
-            state = text(f"{p}.execution_state", state, MAX_NAME)
+            state = r.text(f"{p}.execution_state", state, MAX_NAME)
         if (
             isinstance(connections, bool)
             or not isinstance(connections, int)
             or not 0 <= connections <= MAX_CONNECTIONS
         ):
-            errs.add(f"{p}.connections", f"must be a whole number from 0, not {shown(connections)}")
+            r.errs.add(
+                f"{p}.connections", f"must be a whole number from 0, not {shown(connections)}"
+            )
             connections = 0
         kernels.append(
             KernelActivity(
-                kernel_id=text(f"{p}.kernel_id", k.get("kernel_id", ""), MAX_NAME),
+                kernel_id=r.text(f"{p}.kernel_id", k.get("kernel_id", ""), MAX_NAME),
                 execution_state=state,
-                last_activity=time(f"{p}.last_activity", k.get("last_activity")),
+                last_activity=r.time(f"{p}.last_activity", k.get("last_activity")),
                 connections=connections,
-                gpu_memory=size(f"{p}.gpu_memory", k.get("gpu_memory", 0)),
+                gpu_memory=r.size(f"{p}.gpu_memory", k.get("gpu_memory", 0)),
             )
         )
-    terminals = [
-        TerminalActivity(
-            name=text(f"{p}.name", t.get("name", ""), MAX_NAME),
-            last_activity=time(f"{p}.last_activity", t.get("last_activity")),
-        )
-        for p, t in items("terminals", MAX_TERMINALS)
-    ]
+    return kernels
+
+
+def _read_utilization(r: _PayloadReader) -> list[tuple[str, float]]:
     utilization = []
-    for p, u in items("gpu_utilization", MAX_UTILIZATIONS):
+    for p, u in r.items("gpu_utilization", MAX_UTILIZATIONS):
         value = u.get("utilization")
         if (
             isinstance(value, bool)
@@ -275,20 +309,9 @@ def parse_activity(
             or not math.isfinite(value)
             or not 0 <= value <= 100
         ):
-            errs.add(f"{p}.utilization", f"must be a percentage from 0 to 100, not {shown(value)}")
+            r.errs.add(
+                f"{p}.utilization", f"must be a percentage from 0 to 100, not {shown(value)}"
+            )
             continue
-        utilization.append((text(f"{p}.uuid", u.get("uuid", ""), MAX_NAME), float(value)))
-
-    activity = Activity(
-        sampled_at=time("sampled_at", payload.get("sampled_at")),
-        source=source,
-        error=error,
-        kernels=tuple(kernels),
-        terminals=tuple(terminals),
-        gpu_memory=size("gpu_memory", payload.get("gpu_memory", 0)),
-        gpu_utilization=tuple(utilization),
-        idle_since=time("idle_since", payload.get("idle_since")),
-    )
-    if errs.items:
-        raise ReportError(errs.items[:MAX_ERRORS], max(len(errs.items) - MAX_ERRORS, 0))
-    return activity
+        utilization.append((r.text(f"{p}.uuid", u.get("uuid", ""), MAX_NAME), float(value)))
+    return utilization

@@ -594,28 +594,20 @@ def _read_size(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Size | None:
     return Size(slug, name or slug, desc, cpu_g, cpu_l, mem_g, mem_l)
 
 
-def _read_offering(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Offering | None:
-    unknown_keys(errs, p, d, _OFFERING_FIELDS)
-    before = len(errs.items)
-    slug = read_str(errs, p, d, "slug", required=True, pattern=SLUG_RE, what="a slug (a-z, 0-9, -)")
-    name = read_str(errs, p, d, "display_name", default=slug) or ""
-    desc = read_str(errs, p, d, "description", default="") or ""
+def _read_kind(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Kind | None:
     kind = read_str(errs, p, d, "kind", required=True)
-    if kind is not None and kind not in KINDS:
-        errs.add(key_path(p, "kind"), f"must be one of {', '.join(KINDS)}, not {kind!r}")
-        kind = None
-    resources = _resources(errs, p, d)
-    flavor = read_str(errs, p, d, "flavor", pattern=DNS_SUBDOMAIN_RE, what="a ResourceFlavor name")
-    node_selector = _node_selector(errs, p, d)
-    tolerations = _tolerations(errs, p, d)
-    gpu_model = read_str(errs, p, d, "gpu_model", default="") or ""
-    gpu_memory = _memory(errs, p, d, "gpu_memory")
-    gpu_eq = _fraction(errs, p, d, "gpu_equivalents")
-    isolation = read_str(errs, p, d, "isolation")
-    if isolation is not None and isolation not in ISOLATIONS:
-        errs.add(key_path(p, "isolation"), f"must be one of {', '.join(ISOLATIONS)}")
-        isolation = None
-    shm_size = _memory(errs, p, d, "shm_size")
+    if kind is None:
+        return None
+    for known in KINDS:
+        if kind == known:
+            return known
+    errs.add(key_path(p, "kind"), f"must be one of {', '.join(KINDS)}, not {kind!r}")
+    return None
+
+
+def _read_counts(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> tuple[int, int, int]:
+    """``min_count``, ``max_count`` (default: the minimum) and ``default_count`` (default: the
+    minimum), the default between the two."""
     min_count = read_int(errs, p, d, "min_count", default=1, minimum=1) or 1
     max_count = read_int(errs, p, d, "max_count", default=None, minimum=1)
     default_count = read_int(errs, p, d, "default_count", default=None, minimum=1)
@@ -630,6 +622,79 @@ def _read_offering(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Offering 
             key_path(p, "default_count"),
             f"must be between min_count ({min_count}) and max_count ({max_count})",
         )
+    return min_count, max_count, default_count
+
+
+def _gpu_offering_rules(
+    errs: FieldErrors,
+    p: str,
+    d: Mapping[str, Any],
+    kind: str,
+    *,
+    resources: Mapping[str, int],
+    flavor: str | None,
+    node_selector: Mapping[str, str],
+    gpu_eq: Fraction | None,
+    isolation: str | None,
+    shm_size: str | None,
+) -> tuple[Fraction | None, str | None, str | None]:
+    """What a GPU offering must say (resources, flavor, size in GPUs), and its defaults: its
+    GPU-equivalents, isolation and ``/dev/shm`` size."""
+    if not resources and "resources" not in d and kind != "fraction":
+        errs.add(key_path(p, "resources"), f"is required for a {kind} offering")
+    if flavor is None and "flavor" not in d:
+        errs.add(
+            key_path(p, "flavor"),
+            f"is required for a {kind} offering (the Kueue ResourceFlavor whose quota it uses)",
+        )
+    if kind == "gpu" and gpu_eq is None:
+        gpu_eq = Fraction(1)
+    if gpu_eq is None and "gpu_equivalents" not in d:
+        errs.add(
+            key_path(p, "gpu_equivalents"),
+            f'is required for a {kind} offering (its size in whole GPUs, e.g. "1/7")',
+        )
+    elif gpu_eq is not None and gpu_eq == 0:
+        errs.add(key_path(p, "gpu_equivalents"), "must be more than 0 for a GPU offering")
+    if isolation is None and "isolation" not in d:
+        isolation = "none" if kind == "shared" else "hardware"
+    if kind == "shared" and isolation == "hardware":
+        errs.add(
+            key_path(p, "isolation"),
+            "a shared (time-sliced) GPU is not hardware-isolated: none or memory-limited",
+        )
+    if shm_size is None and "shm_size" not in d:
+        shm_size = _DEFAULT_SHM
+    if "nvidia.com/gpu" in resources and kind in ("mig", "shared") and not node_selector:
+        errs.add(
+            key_path(p, "node_selector"),
+            f"a {kind} offering requesting nvidia.com/gpu (MIG single strategy or "
+            "time-slicing without renaming) needs a node_selector such as "
+            "nvidia.com/gpu.product to tell its nodes apart from whole GPUs",
+        )
+    return gpu_eq, isolation, shm_size
+
+
+def _read_offering(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Offering | None:
+    unknown_keys(errs, p, d, _OFFERING_FIELDS)
+    before = len(errs.items)
+    slug = read_str(errs, p, d, "slug", required=True, pattern=SLUG_RE, what="a slug (a-z, 0-9, -)")
+    name = read_str(errs, p, d, "display_name", default=slug) or ""
+    desc = read_str(errs, p, d, "description", default="") or ""
+    kind = _read_kind(errs, p, d)
+    resources = _resources(errs, p, d)
+    flavor = read_str(errs, p, d, "flavor", pattern=DNS_SUBDOMAIN_RE, what="a ResourceFlavor name")
+    node_selector = _node_selector(errs, p, d)
+    tolerations = _tolerations(errs, p, d)
+    gpu_model = read_str(errs, p, d, "gpu_model", default="") or ""
+    gpu_memory = _memory(errs, p, d, "gpu_memory")
+    gpu_eq = _fraction(errs, p, d, "gpu_equivalents")
+    isolation = read_str(errs, p, d, "isolation")
+    if isolation is not None and isolation not in ISOLATIONS:
+        errs.add(key_path(p, "isolation"), f"must be one of {', '.join(ISOLATIONS)}")
+        isolation = None
+    shm_size = _memory(errs, p, d, "shm_size")
+    min_count, max_count, default_count = _read_counts(errs, p, d)
     images = read_str_list(errs, p, d, "images")
     sizes = read_str_list(errs, p, d, "sizes")
     default_image = read_str(errs, p, d, "default_image")
@@ -655,38 +720,18 @@ def _read_offering(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Offering 
                 errs.add(key_path(p, key), f"is only for a fraction offering, not a {kind} one")
 
     if kind in GPU_KINDS:
-        if not resources and "resources" not in d and kind != "fraction":
-            errs.add(key_path(p, "resources"), f"is required for a {kind} offering")
-        if flavor is None and "flavor" not in d:
-            errs.add(
-                key_path(p, "flavor"),
-                f"is required for a {kind} offering (the Kueue ResourceFlavor whose quota it uses)",
-            )
-        if kind == "gpu" and gpu_eq is None:
-            gpu_eq = Fraction(1)
-        if gpu_eq is None and "gpu_equivalents" not in d:
-            errs.add(
-                key_path(p, "gpu_equivalents"),
-                f'is required for a {kind} offering (its size in whole GPUs, e.g. "1/7")',
-            )
-        elif gpu_eq is not None and gpu_eq == 0:
-            errs.add(key_path(p, "gpu_equivalents"), "must be more than 0 for a GPU offering")
-        if isolation is None and "isolation" not in d:
-            isolation = "none" if kind == "shared" else "hardware"
-        if kind == "shared" and isolation == "hardware":
-            errs.add(
-                key_path(p, "isolation"),
-                "a shared (time-sliced) GPU is not hardware-isolated: none or memory-limited",
-            )
-        if shm_size is None and "shm_size" not in d:
-            shm_size = _DEFAULT_SHM
-        if "nvidia.com/gpu" in resources and kind in ("mig", "shared") and not node_selector:
-            errs.add(
-                key_path(p, "node_selector"),
-                f"a {kind} offering requesting nvidia.com/gpu (MIG single strategy or "
-                "time-slicing without renaming) needs a node_selector such as "
-                "nvidia.com/gpu.product to tell its nodes apart from whole GPUs",
-            )
+        gpu_eq, isolation, shm_size = _gpu_offering_rules(
+            errs,
+            p,
+            d,
+            kind,
+            resources=resources,
+            flavor=flavor,
+            node_selector=node_selector,
+            gpu_eq=gpu_eq,
+            isolation=isolation,
+            shm_size=shm_size,
+        )
     elif kind == "cpu":
         if resources:
             errs.add(key_path(p, "resources"), "a cpu offering requests no extended resources")

@@ -354,42 +354,23 @@ def compute_headroom(
     ClusterQueue covers them. ``team_queued`` overrides the LocalQueue's pending count for the
     ``max_queued`` cap. ``workload`` names what would wait or run, in the details the user reads
     ("server" for the spawn form, "job" for a notebook run as a training Job).
+
+    In order: the per-user caps (policy, decided before any quota is looked at), whether the
+    queues are known, the tenant's ClusterQueue, the fit of each requested resource in Kueue's
+    arithmetic, and what that fit means for the user.
     """
     count = offering.default_count if count is None else count
-    usage = usage or UserUsage()
-    gpu_eq = offering.gpu_equivalents_for(count)
     proto = Headroom(
         tenant=tenant.name,
         offering=offering.slug,
         count=count,
         fit=Fit.UNKNOWN,
         message="",
-        gpu_equivalents=gpu_eq,
+        gpu_equivalents=offering.gpu_equivalents_for(count),
     )
-
-    # Per-user caps: policy, decided before any quota is looked at.
-    if offering.is_gpu:
-        cap = tenant.max_gpu_servers_per_user
-        if cap is not None and usage.gpu_servers + 1 > cap:
-            noun = "GPU server" if cap == 1 else "GPU servers"
-            return replace(
-                proto,
-                fit=Fit.NOT_ALLOWED,
-                message=f"limit: {cap} {noun} per user",
-                detail=f"You already have {usage.gpu_servers}; stop one to start this.",
-            )
-        gcap = tenant.max_gpus_per_user
-        if gcap is not None and usage.gpu_equivalents + gpu_eq > gcap:
-            have = format_gpu_equivalents(usage.gpu_equivalents)
-            noun = "GPU" if gcap == 1 else "GPUs"
-            return replace(
-                proto,
-                fit=Fit.NOT_ALLOWED,
-                message=f"limit: {format_gpu_equivalents(gcap)} {noun} per user",
-                detail=f"You already use {have} GPU-equivalents; this needs "
-                f"{format_gpu_equivalents(gpu_eq)}.",
-            )
-
+    refused = _user_cap(proto, tenant, offering, usage or UserUsage())
+    if refused is not None:
+        return refused
     if not state.synced:
         return replace(
             proto,
@@ -397,35 +378,89 @@ def compute_headroom(
             message="quota state not known yet",
             detail="The hub is still reading the queues; this may start or queue.",
         )
-
     cq, why = resolve_cluster_queue(tenant, state, namespace)
     if cq is None:
         return replace(proto, fit=Fit.NOT_ALLOWED, message=why)
     proto = replace(proto, cluster_queue=cq.name)
-
     tree = state.tree()
-    fits: list[ResourceFit] = []
-    for resource, qty in offering.quota_requests(count).items():
-        flavor = offering.flavor or ""
-        if not cq.covers(resource) or (flavor, resource) not in cq.quotas:
-            detail = (
-                f"ClusterQueue {cq.name} does not cover {resource}."
-                if not cq.covers(resource)
-                else f"ClusterQueue {cq.name} has no {resource} in flavor {flavor}."
-            )
-            return replace(
-                proto,
-                fit=Fit.NEVER,
-                message=f"your team has no quota for {offering.display_name}",
-                detail=detail,
-            )
-        fits.append(_fit_resource(tree, cq, (flavor, resource), qty))
+    fits = _offering_fits(tree, cq, offering, count)
+    if isinstance(fits, str):
+        return replace(
+            proto,
+            fit=Fit.NEVER,
+            message=f"your team has no quota for {offering.display_name}",
+            detail=fits,
+        )
+    fits += _extra_fits(tree, cq, offering, extra_requests or {})
+    proto = _with_sizes(proto, offering, fits)
+    if proto.fit is Fit.NEVER:
+        return _never(proto, offering, fits)
+    if proto.fit is Fit.NOW:
+        return _now(proto, offering)
+    if proto.fit is Fit.BORROW:
+        return _borrowing(proto, tree.borrow_risk(cq), workload)
+    lq = state.local_queues.get((tenant.namespace or namespace, tenant.local_queue))
+    queued = team_queued if team_queued is not None else (lq.pending_workloads if lq else None)
+    return _queued(proto, tenant, offering, cq.pending_workloads, queued, workload)
 
-    for resource, extra_qty in (extra_requests or {}).items():
+
+def _user_cap(
+    proto: Headroom, tenant: Tenant, offering: Offering, usage: UserUsage
+) -> Headroom | None:
+    """``NOT_ALLOWED`` where one more GPU server would pass a per-user cap, else ``None``."""
+    if not offering.is_gpu:
+        return None
+    cap = tenant.max_gpu_servers_per_user
+    if cap is not None and usage.gpu_servers + 1 > cap:
+        noun = "GPU server" if cap == 1 else "GPU servers"
+        return replace(
+            proto,
+            fit=Fit.NOT_ALLOWED,
+            message=f"limit: {cap} {noun} per user",
+            detail=f"You already have {usage.gpu_servers}; stop one to start this.",
+        )
+    gcap = tenant.max_gpus_per_user
+    gpu_eq = proto.gpu_equivalents
+    if gcap is not None and usage.gpu_equivalents + gpu_eq > gcap:
+        have = format_gpu_equivalents(usage.gpu_equivalents)
+        noun = "GPU" if gcap == 1 else "GPUs"
+        return replace(
+            proto,
+            fit=Fit.NOT_ALLOWED,
+            message=f"limit: {format_gpu_equivalents(gcap)} {noun} per user",
+            detail=f"You already use {have} GPU-equivalents; this needs "
+            f"{format_gpu_equivalents(gpu_eq)}.",
+        )
+    return None
+
+
+def _offering_fits(
+    tree: _Tree, cq: ClusterQueueInfo, offering: Offering, count: int
+) -> list[ResourceFit] | str:
+    """The fit of each resource the offering requests (as Kueue counts it), or why the
+    ClusterQueue has no quota for one of them."""
+    fits: list[ResourceFit] = []
+    flavor = offering.flavor or ""
+    for resource, qty in offering.quota_requests(count).items():
+        if not cq.covers(resource):
+            return f"ClusterQueue {cq.name} does not cover {resource}."
+        if (flavor, resource) not in cq.quotas:
+            return f"ClusterQueue {cq.name} has no {resource} in flavor {flavor}."
+        fits.append(_fit_resource(tree, cq, (flavor, resource), qty))
+    return fits
+
+
+def _extra_fits(
+    tree: _Tree, cq: ClusterQueueInfo, offering: Offering, extra: Mapping[str, Fraction]
+) -> list[ResourceFit]:
+    """The best fit of each extra request (CPU, memory) the ClusterQueue covers; one it does
+    not cover is left out (Kueue is assumed to be configured to ignore it)."""
+    fits: list[ResourceFit] = []
+    for resource, extra_qty in extra.items():
         flavors = cq.flavors_for(resource)
         amount = kueue_value(resource, extra_qty)
         if not flavors or amount <= 0:
-            continue  # not covered: Kueue is assumed to be configured to ignore it
+            continue
         candidates = [offering.flavor] if offering.flavor in flavors else list(flavors)
         options = [
             _fit_resource(tree, cq, (f, resource), amount)
@@ -434,18 +469,23 @@ def compute_headroom(
         ]
         if options:
             fits.append(min(options, key=lambda rf: list(Fit).index(rf.fit)))
+    return fits
 
+
+def _with_sizes(proto: Headroom, offering: Offering, fits: list[ResourceFit]) -> Headroom:
+    """The overall fit (the worst of the resources'), and the team's quota in the offering's
+    units and GPU-equivalents (and, for a fraction, in MiB of GPU memory)."""
     fit = Fit.NOW
     for rf in fits:
         fit = fit.worse(rf.fit)
-
+    proto = replace(proto, fit=fit, resources=tuple(fits))
     per_unit = offering.quota_requests(1)
     gpu_fits = [rf for rf in fits if rf.resource in per_unit]
-    unit_eq = offering.gpu_equivalents
     if gpu_fits:
         free_units = min(_units(rf.free, per_unit[rf.resource]) for rf in gpu_fits)
         total_units = min(_units(rf.nominal, per_unit[rf.resource]) for rf in gpu_fits)
         max_units = min(_units(rf.potential, per_unit[rf.resource]) for rf in gpu_fits)
+        unit_eq = offering.gpu_equivalents
         proto = replace(
             proto,
             free_units=free_units,
@@ -454,7 +494,6 @@ def compute_headroom(
             free_gpu_equivalents=unit_eq * free_units,
             total_gpu_equivalents=unit_eq * total_units,
         )
-    proto = replace(proto, fit=fit, resources=tuple(fits))
     memory = offering.memory_quota_resource
     memory_fit = next((rf for rf in fits if memory and rf.resource == memory[0]), None)
     if memory is not None and memory_fit is not None:
@@ -463,46 +502,54 @@ def compute_headroom(
             free_memory_mib=int(memory_fit.free / memory[1]),
             total_memory_mib=int(memory_fit.nominal / memory[1]),
         )
+    return proto
 
-    if fit is Fit.NEVER:
-        bad = next(rf for rf in fits if rf.fit is Fit.NEVER)
-        if proto.max_units is not None and bad.resource in per_unit:
-            n = proto.max_units
-            eq = format_gpu_equivalents(unit_eq * n)
-            also = (
-                f" ({eq} GPU-equivalents)" if offering.kind in ("mig", "shared", "fraction") else ""
-            )
-            msg = f"your team's maximum is {n} {_plural(n, offering)}{also}"
-        else:
-            most = display_value(bad.resource, bad.potential)
-            msg = f"your team's maximum {bad.resource} is {most}"
-        return replace(
-            proto, message=msg, detail=f"This asks for {count} {_plural(count, offering)}."
+
+def _never(proto: Headroom, offering: Offering, fits: list[ResourceFit]) -> Headroom:
+    """More than the team could ever get: its maximum, in units where it can be said so."""
+    bad = next(rf for rf in fits if rf.fit is Fit.NEVER)
+    if proto.max_units is not None and bad.resource in offering.quota_requests(1):
+        n = proto.max_units
+        eq = format_gpu_equivalents(offering.gpu_equivalents * n)
+        also = f" ({eq} GPU-equivalents)" if offering.kind in ("mig", "shared", "fraction") else ""
+        msg = f"your team's maximum is {n} {_plural(n, offering)}{also}"
+    else:
+        most = display_value(bad.resource, bad.potential)
+        msg = f"your team's maximum {bad.resource} is {most}"
+    count = proto.count
+    return replace(proto, message=msg, detail=f"This asks for {count} {_plural(count, offering)}.")
+
+
+def _now(proto: Headroom, offering: Offering) -> Headroom:
+    if proto.free_units is None:
+        return replace(proto, message="available now")
+    n = proto.total_units or 0
+    units = f" {_plural(n, offering)}" if offering.kind == "fraction" else ""
+    return replace(
+        proto, message=f"available now ({proto.free_units} of {proto.total_units}{units} free)"
+    )
+
+
+def _borrowing(proto: Headroom, risk: bool, workload: str) -> Headroom:
+    detail = "Uses quota your team borrows from other teams in its cohort."
+    if risk:
+        detail += (
+            f" If a lending team needs its quota back, Kueue may stop this {workload} "
+            "without warning; save your work often."
         )
+    return replace(proto, message="available by borrowing", detail=detail, borrow_risk=risk)
 
-    if fit is Fit.NOW:
-        if proto.free_units is None:
-            return replace(proto, message="available now")
-        n = proto.total_units or 0
-        units = f" {_plural(n, offering)}" if offering.kind == "fraction" else ""
-        return replace(
-            proto,
-            message=f"available now ({proto.free_units} of {proto.total_units}{units} free)",
-        )
 
-    if fit is Fit.BORROW:
-        risk = tree.borrow_risk(cq)
-        detail = "Uses quota your team borrows from other teams in its cohort."
-        if risk:
-            detail += (
-                f" If a lending team needs its quota back, Kueue may stop this {workload} "
-                "without warning; save your work often."
-            )
-        return replace(proto, message="available by borrowing", detail=detail, borrow_risk=risk)
-
-    # Fit.QUEUE
-    lq = state.local_queues.get((tenant.namespace or namespace, tenant.local_queue))
-    queued = team_queued if team_queued is not None else (lq.pending_workloads if lq else None)
+def _queued(
+    proto: Headroom,
+    tenant: Tenant,
+    offering: Offering,
+    ahead: int,
+    queued: int | None,
+    workload: str,
+) -> Headroom:
+    """It would wait: behind about ``ahead`` others, unless the team's ``max_queued`` cap
+    (over ``queued``, its waiting workloads) refuses it."""
     if tenant.max_queued is not None and queued is not None and queued >= tenant.max_queued:
         return replace(
             proto,
@@ -511,7 +558,6 @@ def compute_headroom(
             detail=f"{tenant.display_name} already has {queued} {workload}s waiting "
             "in the queue; try again when one has started.",
         )
-    ahead = cq.pending_workloads
     return replace(
         proto,
         message=queue_message(ahead, offering),
