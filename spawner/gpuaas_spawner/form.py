@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import jinja2
 
+from gpuaas_spawner.progress import NoticePart, notice_parts
 from gpuaas_spawner.validate import OptionsError, UserContext, pick_team
 from jupyter_gpuaas.core.catalog import Catalog, Image, Offering, Size, Tenant
 from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents
@@ -102,6 +103,11 @@ class FormModel:
     notice: str = ""
     problem: str = ""
     """Set when the user cannot start anything (no team, catalog broken)."""
+
+    @property
+    def notice_parts(self) -> tuple[NoticePart, ...]:
+        """The notice with its moments as times the page shows in the reader's time zone."""
+        return notice_parts(self.notice)
 
 
 def _memory_text(value: str | None) -> str:

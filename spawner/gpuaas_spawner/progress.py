@@ -11,12 +11,13 @@ has admitted the pod.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jupyter_gpuaas.core.durations import format_duration
+from jupyter_gpuaas.core.durations import format_duration, isoformat_z
 from jupyter_gpuaas.core.kueue import (
     ADMISSION_GATE,
     TERMINATION_TARGET,
@@ -26,15 +27,20 @@ from jupyter_gpuaas.core.kueue import (
     as_mapping,
     parse_time,
 )
+from jupyter_gpuaas.core.labels import RECLAIMED_AT, RECLAIMED_FOR, WARNED_AT
 
 __all__ = [
     "EXITED_HINT",
     "Deadline",
+    "NoticePart",
     "Phase",
     "SpawnStatus",
     "check_deadline",
     "is_gated",
+    "notice_parts",
+    "reclaim_notice",
     "spawn_status",
+    "time_mark",
 ]
 
 
@@ -376,3 +382,65 @@ def check_deadline(
             f"it again, and tell an admin if it happens again (the pod's events say why).",
         )
     return None
+
+
+# --------------------------------------------------------------------------- notices
+
+_TIME_MARK = re.compile(r"\[\[time:([^\]]{1,40})\]\]")
+
+
+def time_mark(at: datetime) -> str:
+    """A moment in a notice's text, shown to the reader in their own time zone (with how long
+    ago) by the form; :func:`notice_parts` reads it back."""
+    return f"[[time:{isoformat_z(at)}]]"
+
+
+@dataclass(frozen=True)
+class NoticePart:
+    text: str
+    time: str = ""
+    """An ISO time to show as the reader's local time; ``text`` is its fallback (UTC)."""
+
+
+def notice_parts(notice: str) -> tuple[NoticePart, ...]:
+    """A notice's text in parts, its :func:`time_mark` moments as times (a mark that is not a
+    time stays as written)."""
+    parts: list[NoticePart] = []
+    pos = 0
+    for m in _TIME_MARK.finditer(notice):
+        parts.append(NoticePart(notice[pos : m.start()]))
+        at = parse_time(m.group(1))
+        if at is None:
+            parts.append(NoticePart(m.group(0)))
+        else:
+            parts.append(NoticePart(at.strftime("%H:%M UTC"), time=isoformat_z(at)))
+        pos = m.end()
+    parts.append(NoticePart(notice[pos:]))
+    return tuple(p for p in parts if p.text)
+
+
+def reclaim_notice(
+    annotations: Mapping[str, Any], *, team: str, team_names: Mapping[str, str]
+) -> str:
+    """What a user is told on their next visit about a server that the gpuaas service stopped
+    to free its GPU (the marks it left on the pod); "" for a pod it did not stop.
+
+    ``team`` is the server's team; ``team_names`` the display names of the teams, by name (a
+    training Job's namespace is its team's name)."""
+    stopped = parse_time(annotations.get(RECLAIMED_AT))
+    if stopped is None:
+        return ""
+    warned = parse_time(annotations.get(WARNED_AT))
+    target_team = str(annotations.get(RECLAIMED_FOR) or "").partition("/")[0]
+    if not target_team:
+        whose = "queued work"
+    elif target_team == team:
+        whose = "your team's queued work"
+    else:
+        whose = f"queued work of {team_names.get(target_team, 'another team')}"
+    after = f", after the warning at {time_mark(warned)}" if warned is not None else ""
+    return (
+        f"Your server was stopped at {time_mark(stopped)} to give its GPU to {whose}{after}. "
+        "Your files are kept. Start it again below; if the GPU is still in use, the next page "
+        "shows your place in the queue."
+    )

@@ -52,7 +52,14 @@ from gpuaas_spawner.pod import (
     to_api_json,
     token_secret_manifest,
 )
-from gpuaas_spawner.progress import Phase, SpawnStatus, check_deadline, is_gated, spawn_status
+from gpuaas_spawner.progress import (
+    Phase,
+    SpawnStatus,
+    check_deadline,
+    is_gated,
+    reclaim_notice,
+    spawn_status,
+)
 from gpuaas_spawner.validate import (
     Choice,
     OptionsError,
@@ -1022,7 +1029,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             finally:
                 self.start_timeout = long_timeout
             return
-        notice = self._orphaned_queue_notice()
+        notice = self._orphaned_queue_notice() or self._reclaimed_notice()
         self.start_timeout = max(1, int(self.stop_timeout))
         try:
             await self._stop_pod(now)
@@ -1046,6 +1053,26 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
             return False
         return is_gated(pod)
+
+    def _reclaimed_notice(self) -> str:
+        """Why the gpuaas service is stopping this server (the marks it left on the pod before
+        asking the hub): shown to the user on their next visit; "" for any other stop."""
+        reflector = getattr(self, "pod_reflector", None)
+        pod = reflector.pods.get(f"{self.namespace}/{self.pod_name}") if reflector else None
+        meta = (pod or {}).get("metadata") or {}
+        team = str((meta.get("labels") or {}).get(TEAM_LABEL, ""))
+        try:
+            names = {t.name: t.display_name for t in self.catalog.tenants.values()}
+        except CatalogError:
+            names = {}
+        notice = reclaim_notice(meta.get("annotations") or {}, team=team, team_names=names)
+        if notice:
+            self.log.info(
+                "gpuaas: event=reclaimed user=%s server=%s: told on the next visit",
+                self.user.name,
+                self.name,
+            )
+        return notice
 
     def _orphaned_queue_notice(self) -> str:
         """Why a queued pod this hub process did not start is being stopped: a hub restart.

@@ -35,6 +35,7 @@ the background (:mod:`.notify`; never awaited by the cycle).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -591,29 +592,36 @@ class ReclaimLoop:
         self, d: Decision, pod: PodRef, now: datetime, targets: Mapping[str, Target]
     ) -> None:
         """Stop the server through the hub (the pod is never deleted here); while the stop is
-        under way a snooze or a busy report is refused with why (:attr:`stopping`)."""
+        under way a snooze or a busy report is refused with why (:attr:`stopping`).
+
+        The pod is marked as reclaimed (when, for which queued work) before the hub is asked:
+        the hub's spawner reads the mark from the pod it stops and tells the user on their next
+        visit. A stop that fails takes the mark off again (a marked pod counts as stopping)."""
         wb, key = d.workbench, d.workbench.key
         self.stopping[key] = (
             pod.uid,
             f"this server is being stopped now ({d.told}); decided at"
             f" {isoformat_z(now)}, before this arrived",
         )
+        marks = {RECLAIMED_AT: isoformat_z(now)}
+        if d.handoff:
+            marks[RECLAIMED_FOR] = d.handoff
+        try:
+            await self.kube.annotate(pod, marks)
+        except Exception as e:  # noqa: BLE001 - the stop goes on; its user is told less
+            log.warning("culler: could not mark %s as reclaimed before the stop: %s", pod.name, e)
         try:
             await self.hub.stop_server(wb.user, wb.server)
         except Exception:
             del self.stopping[key]
+            with contextlib.suppress(Exception):
+                await self.kube.annotate(pod, dict.fromkeys(marks))
             raise
         self.metrics.reclaimed.labels(wb.team or "-").inc(float(wb.gpu_equivalents))
         self.metrics.reclaims.labels(wb.team or "-", d.code).inc()
         self._carried_out("reclaim", d, now)
-        marks = {RECLAIMED_AT: isoformat_z(now)}
         if d.handoff:
-            marks[RECLAIMED_FOR] = d.handoff
             self._follow_handoff(d.handoff, targets.get(d.handoff), now)
-        try:
-            await self.kube.annotate(pod, marks)
-        except Exception as e:  # noqa: BLE001 - the pod may be gone already
-            log.debug("annotating %s after the stop: %s", pod.name, e)
         await self._event(pod, "GPUReclaimed", d.reason, "Normal", now)
         self._notify("reclaim", d, now, now)
 

@@ -12,9 +12,12 @@ import pytest
 from gpuaas_spawner.hubcompat import SpawnException
 from gpuaas_spawner.progress import (
     EXITED_HINT,
+    NoticePart,
     Phase,
     SpawnStatus,
     check_deadline,
+    notice_parts,
+    reclaim_notice,
     spawn_status,
 )
 from jupyter_gpuaas.core.kueue import (
@@ -890,3 +893,47 @@ async def test_a_server_that_exits_before_it_listens_ends_the_spawn_cleanly(spaw
     assert (info.value.status_code, info.value.reason) == (400, "server_exited")
     assert "before it was ready" in info.value.message
     assert "the server itself did not start" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({}, ""),
+        ({"gpuaas.jupyter.org/reclaim-warned-at": "2026-11-30T09:50:00Z"}, ""),  # warned only
+        (
+            {
+                "gpuaas.jupyter.org/reclaim-stopped-at": "2026-11-30T10:00:00Z",
+                "gpuaas.jupyter.org/reclaim-for": "team-a/train",
+            },
+            "Your server was stopped at [[time:2026-11-30T10:00:00.000Z]] to give its GPU to your"
+            " team's queued work.",
+        ),
+        (
+            {
+                "gpuaas.jupyter.org/reclaim-stopped-at": "2026-11-30T10:00:00Z",
+                "gpuaas.jupyter.org/reclaim-for": "team-x/train",
+            },
+            "Your server was stopped at [[time:2026-11-30T10:00:00.000Z]] to give its GPU to queued"
+            " work of another team.",
+        ),
+        (
+            {"gpuaas.jupyter.org/reclaim-stopped-at": "2026-11-30T10:00:00Z"},  # a max-age stop
+            "Your server was stopped at [[time:2026-11-30T10:00:00.000Z]] to give its GPU to queued"
+            " work.",
+        ),
+    ],
+)
+def test_reclaim_notice(annotations: dict[str, str], expected: str) -> None:
+    notice = reclaim_notice(annotations, team="team-a", team_names={"team-b": "Team B"})
+    assert notice.startswith(expected) if expected else notice == ""
+
+
+def test_notice_parts_show_moments_as_times_and_keep_the_rest() -> None:
+    parts = notice_parts("At [[time:2026-11-30T10:00:00Z]], or [[time:soon]].")
+    assert parts == (
+        NoticePart("At "),
+        NoticePart("10:00 UTC", time="2026-11-30T10:00:00.000Z"),
+        NoticePart(", or "),
+        NoticePart("[[time:soon]]"),
+        NoticePart("."),
+    )

@@ -222,3 +222,46 @@ async def test_a_pod_already_going_away_is_not_stopped_again(view: StaticKueueVi
     assert await sp.poll() is None  # KubeSpawner's answer for a Pending pod, unchanged
     assert sp.test_stopped == []
     assert sp.get_state().get("gpuaas_notice") is None
+
+
+def running_pod(annotations: dict[str, str]) -> dict[str, Any]:
+    pod = queued_pod()
+    pod["spec"].pop("schedulingGates")
+    pod["status"]["phase"] = "Running"
+    pod["metadata"]["annotations"] = annotations
+    return pod
+
+
+async def test_a_server_stopped_by_the_gpuaas_service_is_explained_on_the_next_visit(
+    view: StaticKueueView,
+) -> None:
+    sp = new_hub_process_spawner(view)
+    install_pod_reflector(sp).pods[POD_KEY] = running_pod(
+        {
+            "gpuaas.jupyter.org/reclaim-warned-at": "2026-11-30T09:50:00Z",
+            "gpuaas.jupyter.org/reclaim-stopped-at": "2026-11-30T10:00:00Z",
+            "gpuaas.jupyter.org/reclaim-for": "team-b/train-resnet",
+        }
+    )
+    await sp.stop()  # the hub's stop, asked by the gpuaas service
+    state = hub_stops(sp)
+    assert state["gpuaas_notice"] == (
+        "Your server was stopped at [[time:2026-11-30T10:00:00.000Z]] to give its GPU to queued"
+        " work of Team B, after the warning at [[time:2026-11-30T09:50:00.000Z]]. Your files are"
+        " kept."
+        " Start it again below; if the GPU is still in use, the next page shows your place in"
+        " the queue."
+    )
+    again = new_hub_process_spawner(view)
+    again.load_state(state)
+    page = await again.get_options_form()
+    assert '<time class="gpuaas-time" datetime="2026-11-30T10:00:00.000Z">10:00 UTC</time>' in page
+    assert "[[time:" not in page
+
+
+async def test_a_stop_of_the_users_own_tells_nothing(view: StaticKueueView) -> None:
+    sp = new_hub_process_spawner(view)
+    warned_only = {"gpuaas.jupyter.org/reclaim-warned-at": "2026-11-30T09:50:00Z"}
+    install_pod_reflector(sp).pods[POD_KEY] = running_pod(warned_only)
+    await sp.stop()
+    assert "gpuaas_notice" not in hub_stops(sp)

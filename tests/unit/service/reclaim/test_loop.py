@@ -33,6 +33,7 @@ from jupyter_gpuaas.core.labels import (
     RECLAIM_DEADLINE,
     RECLAIM_REASON,
     RECLAIMED_AT,
+    RECLAIMED_FOR,
     SNOOZES_USED,
     WARNED_AT,
 )
@@ -383,8 +384,8 @@ class GatedKube(FakeKube):
 
 
 async def test_a_snooze_between_the_decision_and_the_stop_wins() -> None:
-    # Issue 13.3: alice's stop is under way (her annotation after it waits); bob, decided in
-    # the same cycle, presses "Keep my GPU" now: his server is not stopped.
+    # alice's stop is under way (her reclaim mark, set before the stop, waits); bob, decided
+    # in the same cycle, presses "Keep my GPU" now: his server is not stopped.
     w = World()
     await w.cycle()  # alice and bob warned
     w.kube = GatedKube(list(w.kube.pods.values()), "jupyter-alice")
@@ -392,7 +393,7 @@ async def test_a_snooze_between_the_decision_and_the_stop_wins() -> None:
     w.now += timedelta(seconds=31)
     w.report()
     cycle = asyncio.ensure_future(w.loop.cycle())
-    await asyncio.wait_for(w.kube.entered.wait(), 5)  # alice stopped; bob decided, not yet
+    await asyncio.wait_for(w.kube.entered.wait(), 5)  # alice stopping; bob decided, not yet
     result = await w.loop.snooze("bob", "")
     assert result.allowed, result.reason
     w.kube.release.set()
@@ -500,3 +501,38 @@ async def test_no_policy_in_force_acts_on_nothing() -> None:
     assert await w.cycle() is None
     assert not w.kube.patches
     assert not w.hub.stopped
+
+
+class MarkReadingHub(FakeHub):
+    """A hub that reads, as the spawner's stop does, the pod it is asked to stop; ``refuse``:
+    the stop fails."""
+
+    def __init__(self, servers: list[tuple[str, str]], kube: FakeKube, refuse: bool) -> None:
+        super().__init__(servers)
+        self.kube, self.refuse = kube, refuse
+        self.seen: dict[str, Mapping[str, Any]] = {}
+
+    async def stop_server(self, user: str, server: str) -> int:
+        pod = self.kube.pods[f"jupyter-{user}"]
+        self.seen[user] = dict(pod["metadata"]["annotations"])
+        if self.refuse:
+            raise OSError("hub unreachable")
+        return await super().stop_server(user, server)
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+async def test_the_pod_is_marked_reclaimed_before_the_hub_stops_it(refuse: bool) -> None:
+    w = World()
+    await w.cycle()  # alice and bob warned
+    w.hub = MarkReadingHub(list(w.hub.servers), w.kube, refuse)
+    w.loop.hub = w.hub
+    await w.cycle(after=31)
+    assert sorted(w.hub.seen) == ["alice", "bob"]
+    for user, seen in w.hub.seen.items():
+        assert seen[RECLAIMED_AT] == isoformat_z(w.now), user
+        assert seen[RECLAIMED_FOR] == "team-a/train", user
+    kept = {u: w.kube.pods[f"jupyter-{u}"]["metadata"]["annotations"] for u in ("alice", "bob")}
+    if refuse:  # a stop that failed takes the mark off: the pod is not taken for stopping
+        assert all(RECLAIMED_AT not in a and RECLAIMED_FOR not in a for a in kept.values())
+    else:
+        assert all(RECLAIMED_AT in a for a in kept.values())
