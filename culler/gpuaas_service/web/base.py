@@ -19,6 +19,7 @@ __all__ = [
     "ServerHandler",
     "ServerTokenHandler",
     "TooManyRequests",
+    "admit_body",
     "check_operator_token",
     "limit",
 ]
@@ -48,6 +49,19 @@ class JSONHandler(web.RequestHandler):
             # send_error() clears the headers set before the error was raised: set it here
             self.set_header("Retry-After", str(exc[1].retry_after))
         self.finish(json.dumps({"status": status_code, "message": reason}))
+
+
+def admit_body(handler: web.RequestHandler, max_body: int, too_large: str, timeout: float) -> None:
+    """Let a streamed request's body in (call from ``prepare()``, once the caller is known):
+    413 with ``too_large`` when its Content-Length says it is over ``max_body`` bytes;
+    otherwise up to ``max_body`` bytes (more, in chunks: the connection is closed), arriving
+    within ``timeout`` seconds. Until then the server's ``max_request_bytes`` holds."""
+    length = handler.request.headers.get("Content-Length", "")
+    if length.isdigit() and int(length) > max_body:
+        raise web.HTTPError(413, too_large)
+    connection = handler.request.connection
+    connection.set_body_timeout(timeout)  # type: ignore[union-attr]
+    connection.set_max_body_size(max_body)  # type: ignore[union-attr]
 
 
 class TooManyRequests(web.HTTPError):

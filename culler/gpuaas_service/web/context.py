@@ -60,7 +60,10 @@ class ServiceContext:
     console: ConsoleState | None = None
     jobs: JobService | None = None
     job_max_body: int = 1_100_000
-    """The largest body of a job submission or a runner's upload, in bytes."""
+    """The largest body of a job submission or a runner's upload, in bytes (let in only once
+    the caller is known; every other body is held to the server's ``max_request_bytes``)."""
+    body_timeout: float = 60.0
+    """Seconds such a body may take to arrive, once let in."""
 
     @property
     def root(self) -> str:

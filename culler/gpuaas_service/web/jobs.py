@@ -29,7 +29,7 @@ from tornado import web
 
 from gpuaas_service.jobs.request import JobRequestError
 from gpuaas_service.jobs.service import JobError, JobService
-from gpuaas_service.web.base import JSONHandler, ServerTokenHandler, limit
+from gpuaas_service.web.base import JSONHandler, ServerTokenHandler, admit_body, limit
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.parsing import ParseError, load_json
 
@@ -112,13 +112,18 @@ class JobsHandler(_UserHandler):
         self._body = bytearray()
 
     async def prepare(self) -> None:
+        await super().prepare()  # the caller first: 403 before a byte of the body is read
         if self.request.method == "POST":
-            # before the body is read: from its Content-Length, or as it arrives
-            self.request.connection.set_max_body_size(self.max_body)  # type: ignore[union-attr]
-        await super().prepare()
+            admit_body(
+                self,
+                self.max_body,
+                f"the request is over {self.max_body} bytes: clear the notebook's outputs and"
+                " submit it again (or ask an admin: c.GPUaaSService.job_max_notebook_bytes)",
+                self.context.body_timeout,
+            )
 
     def data_received(self, chunk: bytes) -> None:
-        self._body += chunk
+        self._body += chunk[: max(0, self.max_body - len(self._body))]
 
     async def get(self) -> None:
         user, groups = self.caller()
@@ -175,6 +180,9 @@ class JobMarkHandler(_UserHandler):
 class RunnerHandler(_Errors):
     """The Job's pod: its token, never a hub token."""
 
+    job: Any
+    """The Job whose token the request carries (:meth:`JobService.runner_job`)."""
+
     def initialize(
         self, context: ServiceContext, service: JobService, max_body: int = 1_100_000
     ) -> None:
@@ -183,33 +191,40 @@ class RunnerHandler(_Errors):
         self.max_body = max_body
         self._body = bytearray()
 
-    def prepare(self) -> None:
-        if self.request.method == "POST":
-            self.request.connection.set_max_body_size(self.max_body)  # type: ignore[union-attr]
-
-    def data_received(self, chunk: bytes) -> None:
-        self._body += chunk
-
-    async def _job(self) -> Any:
+    async def prepare(self) -> None:
+        # the Job's token first: 403 before a byte of the body is read
         scheme, _, token = self.request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer":
             token = ""
-        return await self.service.runner_job(
-            self.request.headers.get("X-GPUaaS-Job", ""), token.strip()
-        )
+        try:
+            self.job = await self.service.runner_job(
+                self.request.headers.get("X-GPUaaS-Job", ""), token.strip()
+            )
+        except JobError as e:
+            self.answer_error(e)
+            return
+        if self.request.method == "POST":
+            admit_body(
+                self,
+                self.max_body,
+                f"an upload of at most {self.max_body} bytes",
+                self.context.body_timeout,
+            )
+
+    def data_received(self, chunk: bytes) -> None:
+        self._body += chunk[: max(0, self.max_body - len(self._body))]
 
     async def get(self, what: str) -> None:
         try:
             if what != "input":
                 raise JobError(404, "no such runner endpoint")
-            job = await self._job()
-            self.finish(json.dumps(await self.service.runner_input(job)))
+            self.finish(json.dumps(await self.service.runner_input(self.job)))
         except JobError as e:
             self.answer_error(e)
 
     async def post(self, what: str) -> None:
+        job = self.job
         try:
-            job = await self._job()
             body = _json(bytes(self._body))
             if what == "log":
                 self.service.runner_log(

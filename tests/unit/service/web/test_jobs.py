@@ -5,6 +5,7 @@ collaborator's interface) and the in-memory Kubernetes of tests/support/jobs_sam
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from collections.abc import AsyncIterator
@@ -70,10 +71,17 @@ class Served:
 async def served(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Served]:
     kube = FakeKube()
     hub = token_hub()
-    app = make_app(ServiceContext(jobs=service(kube), hub_auth=hub, servers=ServerTokens(hub)))
+    context = ServiceContext(
+        jobs=service(kube),
+        hub_auth=hub,
+        servers=ServerTokens(hub),
+        job_max_body=200_000,
+        body_timeout=0.5,
+    )
+    app = make_app(context)
     monkeypatch.setattr(HubJSONHandler, "check_hub_user", lambda self, model: model)
     (sock,) = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
-    server = HTTPServer(app)
+    server = HTTPServer(app, max_body_size=64 * 1024)  # the service's max_request_bytes
     server.add_sockets([sock])
     yield Served(kube, sock.getsockname()[1])
     server.stop()
@@ -140,3 +148,54 @@ async def test_a_deep_job_submission_is_a_400_with_its_path(served: Served) -> N
     code, answer = await served.call("POST", "api/jobs/team-a/x/collected", "server-alice", deep)
     assert code == 400, answer
     assert not served.kube.objects  # nothing was created
+
+
+async def raw_post(port: int, path: str, headers: dict[str, str], body: bytes = b"") -> bytes:
+    """What the service answers to a POST whose headers promise more body than is sent: the
+    answer (or ``b""`` when it closed the connection), read within 3 seconds."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    lines = [f"POST /services/gpuaas/{path} HTTP/1.1", "Host: localhost"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+    await writer.drain()
+    try:
+        return await asyncio.wait_for(reader.read(65536), 3)
+    except asyncio.TimeoutError:
+        return b"(no answer in 3 s)"
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("path", ["api/jobs", "api/job-runner/result"])
+async def test_a_big_body_with_a_wrong_token_is_refused_before_it_is_read(
+    served: Served, path: str
+) -> None:
+    """The caller is checked on the headers: no byte of a megabyte's body is waited for."""
+    for token in ("personal-alice", "no-such-token"):
+        headers = {"Authorization": f"token {token}", "Content-Length": "1000000"}
+        if path.startswith("api/job-runner"):
+            headers = {"Authorization": "Bearer wrong", "X-GPUaaS-Job": "team-a/x", **headers}
+        answer = await raw_post(served.port, path, headers)
+        assert answer.startswith(b"HTTP/1.1 403"), answer[:200]
+
+
+async def test_a_notebook_over_the_limit_is_a_413_that_says_clear_its_outputs(
+    served: Served,
+) -> None:
+    headers = {"Authorization": "token server-alice", "Content-Length": "1000000"}
+    answer = await raw_post(served.port, "api/jobs", headers)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    message = json.loads(answer.partition(b"\r\n\r\n")[2])["message"]
+    assert "clear the notebook's outputs" in message
+    assert served.kube.calls == []
+
+
+async def test_a_body_that_stops_arriving_is_given_up_after_the_body_timeout(
+    served: Served,
+) -> None:
+    """A server's own token, a body within the limit that stalls: the connection is closed
+    after ``body_timeout`` (0.5 s here), not held open."""
+    headers = {"Authorization": "token server-alice", "Content-Length": "150000"}
+    answer = await raw_post(served.port, "api/jobs", headers, body=b'{"path": ')
+    assert answer != b"(no answer in 3 s)"
+    assert served.kube.calls == []
