@@ -325,12 +325,24 @@ def export_rows(
     ]
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What makes a spreadsheet read a cell as a formula (OWASP, "CSV Injection")."""
+
+
+def spreadsheet_safe(value: object) -> object:
+    """A text cell that a spreadsheet would run as a formula, with a leading apostrophe (user,
+    team and offering names are the users' and admins' to choose); numbers as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def export_csv(rows: Sequence[dict[str, Any]]) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=EXPORT_FIELDS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow(row)
+        writer.writerow({k: spreadsheet_safe(v) for k, v in row.items()})
     return out.getvalue()
 
 

@@ -122,3 +122,33 @@ def test_console_keeps_a_bounded_number_of_team_sets() -> None:
     assert len(built.encoded) <= state.KEEP_VARIANTS + 1  # + every team's (never dropped)
     assert len(built.rows.encoded) <= state.KEEP_VARIANTS + 1
     assert json.loads(console.answer_json({"team-b"}))["workbenches"][0]["user"] == "bob"
+
+
+def test_the_showback_csv_escapes_cells_a_spreadsheet_would_run_as_formulas() -> None:
+    """A user or team named like a formula is written with a leading apostrophe (OWASP), so a
+    spreadsheet shows it as text; numbers and plain names are unchanged."""
+    import csv
+    import io
+
+    from gpuaas_service.console.state import export_csv
+
+    names = ['=HYPERLINK("http://x")', "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "alice"]
+    rows = [
+        {
+            "day": "2026-11-30",
+            "team": "team-a",
+            "user": name,
+            "offering": "mig-1g",
+            "kind": "mig",
+            "allocated_hours": 1.5,
+            "busy_hours": 1.0,
+            "idle_hours": 0.5,
+        }
+        for name in names
+    ]
+    rows[0]["team"] = "=cmd|' /C calc'!A0"
+    read = list(csv.DictReader(io.StringIO(export_csv(rows))))
+    assert [r["user"] for r in read] == ["'" + n for n in names[:-1]] + ["alice"]
+    assert read[0]["team"] == "'=cmd|' /C calc'!A0"
+    assert read[1]["team"] == "team-a"
+    assert read[0]["allocated_hours"] == "1.5"
