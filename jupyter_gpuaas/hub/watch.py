@@ -172,6 +172,8 @@ class WatchedKueueView:
             "clusterqueues",
             "cohorts",
             *(f"localqueues/{n}" for n in self.namespaces),
+            # the Workloads carry the demand a reclaim is for: stale ones are no demand
+            *(f"workloads/{n}" for n in self.namespaces),
         }
         self._state: QueueState | None = None
         self._parsed: dict[str, dict[tuple[str, str], Any]] = {"clusterqueues": {}, "cohorts": {}}

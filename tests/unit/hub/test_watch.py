@@ -46,6 +46,24 @@ async def test_a_cache_that_hears_nothing_for_too_long_reports_itself_unsynced()
     await view.stop()
 
 
+class NoWorkloads(FakeCustomObjects):
+    """Lists everything but the Workloads, whose list times out."""
+
+    async def list_namespaced_custom_object(self, *a: Any, **kw: Any) -> dict[str, Any]:
+        if a[3] == "workloads":
+            raise TimeoutError("the API server did not answer")
+        return await self.list_cluster_custom_object(*a, **kw)
+
+
+async def test_a_view_whose_workloads_are_not_listed_is_not_synced() -> None:
+    """The Workloads carry the demand that a reclaim is for: without them (or with a silent
+    watch of them) the view says unsynced, and the culler acts on nothing."""
+    view = WatchedKueueView(namespaces=["ns"], custom_objects_api=NoWorkloads)
+    await view.start(timeout=0.5)
+    assert not view.queue_state().synced
+    await view.stop()
+
+
 async def test_the_visibility_pager_stops_when_the_server_ignores_offset() -> None:
     item = {
         "metadata": {"name": "w1", "namespace": "ns"},
