@@ -8,10 +8,12 @@ bounds allow:
 - its size in bytes (``max_bytes``), and UTF-8 (what JSON and YAML files are);
 - its nesting depth (``max_depth``): deeper documents overflow the recursion of the parsers and
   of every later walk over the data, a 500 where a 400 is owed;
-- for YAML, the number of nodes once aliases are expanded (``max_nodes``): ~400 bytes of nested
-  aliases (``&a [*b, *b, ...]``) stand for billions of nodes, which any later walk — a check, an
-  answer's JSON — would expand. Aliases within the bound still work; an alias to the node it is
-  part of (a recursive document) is refused.
+- for YAML, the number of values and the characters of text once aliases are expanded
+  (``max_nodes``; :data:`EXPANSION` times ``max_bytes``): ~400 bytes of nested aliases
+  (``&a [*b, *b, ...]``) stand for billions of values, and 9,000 aliases of one long string for
+  50 MB of text, which any later walk — a check, an error that quotes it, an answer's JSON —
+  would expand. Aliases within the bounds still work; an alias to the node it is part of (a
+  recursive document) is refused.
 
 Errors quote at most :data:`EXCERPT_CHARS` characters of any part of the input (PyYAML's own
 messages quote whole lines, which may be the whole document).
@@ -22,13 +24,19 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
+
+import yaml
+from yaml.events import AliasEvent
+from yaml.nodes import Node, ScalarNode
 
 from jupyter_gpuaas.core.fields import key_path
 
 __all__ = [
     "EXCERPT_CHARS",
+    "EXPANSION",
     "MAX_BYTES",
     "MAX_DEPTH",
     "MAX_NODES",
@@ -45,6 +53,8 @@ MAX_DEPTH = 64
 """Default bound on nesting (mappings and lists inside each other)."""
 MAX_NODES = 100_000
 """Default bound on a YAML document's nodes once its aliases are expanded."""
+EXPANSION = 4
+"""A YAML document's text once its aliases are expanded: at most this many times ``max_bytes``."""
 EXCERPT_CHARS = 40
 """The most characters of the input an error quotes at once."""
 _MESSAGE_CHARS = 120
@@ -193,77 +203,89 @@ def load_json(
 # --------------------------------------------------------------------------- YAML
 
 
-def _yaml_loader(path: str, max_depth: int, max_nodes: int) -> type:
-    """A SafeLoader that counts and bounds while it composes, before anything is constructed."""
-    import yaml
-    from yaml.events import AliasEvent
-    from yaml.nodes import Node, ScalarNode
+@dataclass(frozen=True)
+class _Bounds:
+    path: str
+    max_depth: int
+    max_nodes: int
+    max_chars: int
 
-    class BoundedLoader(yaml.SafeLoader):
-        # Anchor names are unique in a document (PyYAML refuses a second &name), so they
-        # identify the nodes aliases stand for.
-        def __init__(self, stream: str) -> None:
-            super().__init__(stream)
-            self.bound_nodes = 0
-            self.bound_path: list[str | int] = []
-            self.bound_sizes: dict[str, int] = {}  # anchor -> its node's expanded size
-            self.bound_open: set[str] = set()  # anchors of the nodes being composed
 
-        def _count(self, n: int) -> None:
-            self.bound_nodes += n
-            if self.bound_nodes > max_nodes:
-                raise ParseError(
-                    _segment_path(self.bound_path, path),
-                    f"more than {max_nodes} values once its aliases (*name) are expanded",
-                )
+class _BoundedLoader(yaml.SafeLoader):
+    """A SafeLoader that counts and bounds while it composes, before anything is constructed.
 
-        def compose_node(self, parent: Node | None, index: Any) -> Node | None:
-            # a mapping's key (index None) is named by the mapping's path
-            segment: str | int | None = None
-            if isinstance(index, int):
-                segment = index
-            elif isinstance(index, Node):
-                segment = str(index.value) if isinstance(index, ScalarNode) else "(key)"
+    Anchor names are unique in a document (PyYAML refuses a second ``&name``), so they identify
+    the nodes aliases stand for."""
+
+    def __init__(self, stream: str, bounds: _Bounds) -> None:
+        super().__init__(stream)
+        self.bounds = bounds
+        self.bound_nodes = 0
+        self.bound_chars = 0
+        self.bound_path: list[str | int] = []
+        # anchor -> its node's expanded size: (values, characters of scalar text)
+        self.bound_sizes: dict[str, tuple[int, int]] = {}
+        self.bound_open: set[str] = set()  # anchors of the nodes being composed
+
+    def _refuse(self, message: str) -> ParseError:
+        return ParseError(_segment_path(self.bound_path, self.bounds.path), message)
+
+    def _count(self, nodes: int, chars: int) -> None:
+        self.bound_nodes += nodes
+        self.bound_chars += chars
+        if self.bound_nodes > self.bounds.max_nodes:
+            raise self._refuse(
+                f"more than {self.bounds.max_nodes} values once its aliases (*name) are expanded"
+            )
+        if self.bound_chars > self.bounds.max_chars:
+            raise self._refuse(
+                f"more than {self.bounds.max_chars} characters once its aliases (*name) are"
+                " expanded"
+            )
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        # a mapping's key (index None) is named by the mapping's path
+        segment: str | int | None = None
+        if isinstance(index, int):
+            segment = index
+        elif isinstance(index, Node):
+            segment = str(index.value) if isinstance(index, ScalarNode) else "(key)"
+        if segment is not None:
+            self.bound_path.append(segment)
+        try:
+            return self._compose_bounded(parent, index)
+        finally:
             if segment is not None:
-                self.bound_path.append(segment)
-            try:
-                return self._compose_bounded(parent, index)
-            finally:
-                if segment is not None:
-                    self.bound_path.pop()
+                self.bound_path.pop()
 
-        def _compose_bounded(self, parent: Node | None, index: Any) -> Node | None:
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            anchor: str | None = event.anchor
-            if self.check_event(AliasEvent) and anchor is not None:
-                if anchor in self.bound_open:
-                    raise ParseError(
-                        _segment_path(self.bound_path, path),
-                        f"the alias *{anchor[:EXCERPT_CHARS]} stands for a value it is part of",
-                    )
-                self._count(self.bound_sizes.get(anchor, 1))
-                return super().compose_node(parent, index)
-            if len(self.bound_path) > max_depth:
-                raise ParseError(
-                    _segment_path(self.bound_path, path), f"nested deeper than {max_depth} levels"
+    def _compose_bounded(self, parent: Node | None, index: Any) -> Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        anchor: str | None = event.anchor
+        if self.check_event(AliasEvent) and anchor is not None:
+            if anchor in self.bound_open:
+                raise self._refuse(
+                    f"the alias *{anchor[:EXCERPT_CHARS]} stands for a value it is part of"
                 )
-            before = self.bound_nodes
-            self._count(1)
-            if anchor is not None:
-                self.bound_open.add(anchor)
-            node = super().compose_node(parent, index)
-            if anchor is not None:
-                self.bound_open.discard(anchor)
-                self.bound_sizes[anchor] = self.bound_nodes - before
-            return node
-
-    return BoundedLoader
+            self._count(*self.bound_sizes.get(anchor, (1, 0)))
+            return super().compose_node(parent, index)
+        if len(self.bound_path) > self.bounds.max_depth:
+            raise self._refuse(f"nested deeper than {self.bounds.max_depth} levels")
+        before = (self.bound_nodes, self.bound_chars)
+        self._count(1, len(getattr(event, "value", "") or ""))
+        if anchor is not None:
+            self.bound_open.add(anchor)
+        node = super().compose_node(parent, index)
+        if anchor is not None:
+            self.bound_open.discard(anchor)
+            self.bound_sizes[anchor] = (
+                self.bound_nodes - before[0],
+                self.bound_chars - before[1],
+            )
+        return node
 
 
 def _yaml_error(path: str, e: Exception) -> ParseError:
     """A PyYAML error in our words: its problem and where, never its quoted lines."""
-    import yaml
-
     if isinstance(e, yaml.reader.ReaderError):
         return ParseError(
             path,
@@ -285,11 +307,10 @@ def load_yaml(
     max_nodes: int = MAX_NODES,
 ) -> Any:
     """One YAML document → plain data (``yaml.safe_load``'s types), or :class:`ParseError`."""
-    import yaml
-
     text = _text(data, path, max_bytes)
     try:
-        loader = _yaml_loader(path, max_depth, max_nodes)(text)  # checks the characters
+        bounds = _Bounds(path, max_depth, max_nodes, EXPANSION * max_bytes)
+        loader = _BoundedLoader(text, bounds)  # checks the characters
     except yaml.YAMLError as e:
         raise _yaml_error(path, e) from None
     try:

@@ -27,20 +27,40 @@ MAX_POLICY_VALUES = 10_000
 """A pasted policy's values with aliases expanded (a policy of 20 rules has a few hundred)."""
 
 
+MAX_PROBLEMS = 50
+"""The most problems a preview's answer lists (the rest are counted), ..."""
+MAX_PROBLEM_CHARS = 300
+"""... and the most characters of each one's message: the answer stays small whatever the
+pasted text holds."""
+
+
 class PreviewError(ValueError):
-    """The pasted policy is not usable: every problem with its field path."""
+    """The pasted policy is not usable: its problems with their field paths, at most
+    :data:`MAX_PROBLEMS` of them, each message cut to :data:`MAX_PROBLEM_CHARS`."""
 
     def __init__(self, errors: list[dict[str, str]]) -> None:
         super().__init__(f"{len(errors)} problem(s) in the pasted policy")
-        self.errors = errors
+        shown = [
+            {"path": e["path"][:MAX_PROBLEM_CHARS], "message": _cut(e["message"])}
+            for e in errors[:MAX_PROBLEMS]
+        ]
+        if len(errors) > MAX_PROBLEMS:
+            more = len(errors) - MAX_PROBLEMS
+            shown.append({"path": "(text)", "message": f"and {more} more problem(s)"})
+        self.errors = shown
+
+
+def _cut(message: str) -> str:
+    return message if len(message) <= MAX_PROBLEM_CHARS else message[:MAX_PROBLEM_CHARS] + "…"
 
 
 def parse_policy_text(text: str, *, known_teams: Iterable[str] | None = None) -> PolicySet:
     """YAML text → a :class:`PolicySet`, or :class:`PreviewError` listing every problem.
 
     The text is parsed within bounds (core/parsing.py: its size, nesting, and at most
-    :data:`MAX_POLICY_VALUES` values with aliases expanded), so neither the check nor the
-    answer can grow beyond what a policy needs.
+    :data:`MAX_POLICY_VALUES` values and four times its size in text with aliases expanded),
+    and the problems are bounded (:class:`PreviewError`), so neither the check nor the answer
+    can grow beyond what a policy needs.
     """
     try:
         data = load_yaml(

@@ -189,3 +189,13 @@ def test_a_catalog_file_is_read_within_bounds(tmp_path: Path) -> None:
         (error,) = err.value.errors
         assert error.path.startswith(str(path))
         assert message in error.message
+
+
+def test_aliases_of_long_text_are_bounded_by_the_text_they_stand_for() -> None:
+    """Few values, much text: 100 aliases of a 1,000-character string in 1.3 KB."""
+    refs = ", ".join(["*a"] * 100)
+    text = f"a: &a {'x' * 1000}\nb: [{refs}]\n"
+    assert len(load_yaml(text, max_bytes=30_000)["b"]) == 100  # 101,000 characters in all
+    err = refused(load_yaml, text, max_bytes=20_000)
+    assert err.message == "more than 80000 characters once its aliases (*name) are expanded"
+    assert err.path == "(text).b[78]"  # 1,000 + 79 × 1,000 + the keys: past 80,000

@@ -4,9 +4,16 @@ error quotes a bounded part of the text."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from gpuaas_service.console.preview import PreviewError, parse_policy_text
+from gpuaas_service.console.preview import (
+    MAX_PROBLEM_CHARS,
+    MAX_PROBLEMS,
+    PreviewError,
+    parse_policy_text,
+)
 
 
 def refused(text: str) -> list[dict[str, str]]:
@@ -53,3 +60,22 @@ def test_deep_nesting_and_long_lines_are_field_errors_of_bounded_size() -> None:
     assert error["path"] == "(text)"
     assert len(error["message"]) < 200
     assert "line 1" in error["message"]
+
+
+def test_aliases_of_a_long_string_are_refused_and_problems_are_bounded() -> None:
+    """9,000 aliases of a 6,000-character string: 54 MB of text in 42 KB, which the checks'
+    errors would quote in full."""
+    refs = ", ".join(["*a"] * 9000)
+    text = f"defs: &a {'x' * 6000}\npolicies:\n  - name: p\n    match: {{users: [{refs}]}}\n"
+    assert len(text) < 64 * 1024
+    errors = refused(text)
+    assert len(errors) == 1
+    assert errors[0]["message"].startswith("more than 262144 characters once its aliases")
+    # within the bounds, a long value repeated: each message cut, the list cut and counted
+    refs = ", ".join(["*a"] * 60)
+    text = f"defs: &a {'y' * 1000}\npolicies:\n  - name: p\n    match: {{users: [{refs}]}}\n"
+    errors = refused(text)
+    assert len(errors) == MAX_PROBLEMS + 1
+    assert all(len(e["message"]) <= MAX_PROBLEM_CHARS + 1 for e in errors)
+    assert errors[-1]["path"] == "(text)"
+    assert re.fullmatch(r"and \d+ more problem\(s\)", errors[-1]["message"])
