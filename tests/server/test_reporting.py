@@ -1,6 +1,7 @@
 """A real jupyter server with the extension reports its activity to the gpuaas service's
-handlers (a real tornado app; only the hub's token lookup is answered in-process), reads its
-reclaim warning back and forwards "Keep my GPU"."""
+handlers (a real tornado app; only the hub's answers, who a token is and which servers and
+tokens a user has, come from an in-process stand-in), reads its reclaim warning back and
+forwards "Keep my GPU"."""
 
 from __future__ import annotations
 
@@ -20,26 +21,20 @@ from gpuaas_service.reclaim.loop import ReclaimLoop
 from gpuaas_service.reclaim.policy import load_policy
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.context import ServiceContext
+from gpuaas_service.web.servers import ServerTokens
+from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
 
 SERVER_TOKEN = "server-token-of-alice"
 PERSONAL_TOKEN = "personal-token-of-alice"
-TOKENS: dict[str, dict[str, Any]] = {
-    SERVER_TOKEN: {
-        "kind": "user",
-        "name": "alice",
-        "groups": ["team-a"],
-        "scopes": [
-            "access:servers!server=alice/",
-            "users:activity!user=alice",
-            "access:services!service=gpuaas",
-        ],
-    },
-    PERSONAL_TOKEN: {
-        "kind": "user",
-        "name": "alice",
-        "scopes": ["access:servers!user=alice", "access:services!service=gpuaas"],
-    },
-}
+
+
+def token_hub() -> TokenHub:
+    """The hub's answers: alice's server runs with the token the hub issued it; alice also
+    minted a personal token that may reach the service."""
+    hub = TokenHub(groups={"alice": ["team-a"]})
+    hub.start("alice", secret=SERVER_TOKEN)
+    hub.mint("alice", ["access:servers!user=alice", SERVICE_SCOPE], secret=PERSONAL_TOKEN)
+    return hub
 
 
 class _Unused:
@@ -60,18 +55,17 @@ async def service(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[str, R
         access_scopes={"access:services!service=gpuaas"},
     )
 
-    async def get_user(handler: Any, *, sync: bool = True) -> dict[str, Any] | None:
-        header = handler.request.headers.get("Authorization", "")
-        return TOKENS.get(header.removeprefix("token "))
-
-    monkeypatch.setattr(hub_auth, "get_user", get_user)
+    hub = token_hub()
+    monkeypatch.setattr(hub_auth, "get_user", hub.get_user)
     loop = ReclaimLoop(
         hub=_Unused(),  # type: ignore[arg-type]
         kube=_Unused(),  # type: ignore[arg-type]
         view=_Unused(),  # type: ignore[arg-type]
         policies=load_policy({"policies": [{"name": "p", "idle_after": "1m"}]}),
     )
-    app = make_app(ServiceContext(loop=loop, hub_auth=hub_auth, operator_token="op"))
+    app = make_app(
+        ServiceContext(loop=loop, hub_auth=hub_auth, operator_token="op", servers=ServerTokens(hub))
+    )
     port = free_port()
     server = app.listen(port, "127.0.0.1")
     url = f"http://127.0.0.1:{port}/services/gpuaas/"
