@@ -80,13 +80,19 @@ class _Rows:
 
     plan: Plan | None
     rows: list[dict[str, Any]]
+    team_of: Callable[[str], str] = lambda key: ""
+    """The team of a queued workload, by its key (``namespace/name``)."""
     encoded: dict[Visible, bytes] = field(default_factory=dict)
     summaries: dict[Visible, dict[str, int]] = field(default_factory=dict)
 
     def of(self, visible: Visible) -> list[dict[str, Any]]:
         if visible is None:
             return self.rows
-        return [r for r in self.rows if r["team"] in visible]
+        return [
+            unnamed_for(r, "handoff", visible, self.team_of)
+            for r in self.rows
+            if r["team"] in visible
+        ]
 
     def json(self, visible: Visible) -> bytes:
         return _kept(self.encoded, visible, lambda: _encode(self.of(visible)))
@@ -98,6 +104,27 @@ class _Rows:
             visible,
             lambda: summary(plan, teams=visible) if plan is not None else {},
         )
+
+
+def unnamed_for(
+    item: dict[str, Any], field_name: str, visible: frozenset[str], team_of: Callable[[str], str]
+) -> dict[str, Any]:
+    """A row or event as a viewer of the ``visible`` teams may see it: queued work of another
+    team (the workload in ``field_name``) named by its team only, in that field and in the
+    reason, as its users are told (a team lead sees their own teams' names, no others')."""
+    key = item.get(field_name)
+    if not isinstance(key, str) or not key:
+        return item
+    team = team_of(key)
+    if team in visible:
+        return item
+    words = f"work of team {team or '?'}"
+    reason = item.get("reason")
+    return {
+        **item,
+        field_name: None if field_name == "handoff" else words,
+        "reason": reason.replace(key, words) if isinstance(reason, str) else reason,
+    }
 
 
 @dataclass
@@ -159,12 +186,29 @@ class ConsoleState:
             self._workload_cache = (generation, found)
         return found
 
+    def _team_of_workload(self) -> Callable[[str], str]:
+        """Workload key → its team: a team's namespace, or in the notebook namespace its
+        LocalQueue (one per team); ``""`` when unknown (gone since)."""
+        queues = {f"{w.namespace}/{w.name}": w.queue_name for w in self._workloads()}
+        records = {r.workload: r.team for r in self.loop.handoffs.values() if r.team}
+        notebooks = self.notebook_namespace
+
+        def team_of(key: str) -> str:
+            namespace = key.partition("/")[0]
+            if namespace != notebooks:
+                return namespace
+            return records.get(key) or queues.get(key, "")
+
+        return team_of
+
     # ------------------------------------------------------------------ building
 
     def _plan_rows(self) -> _Rows:
         plan = self.loop.last_plan
         if self._rows is None or self._rows.plan is not plan:
-            self._rows = _Rows(plan, plan_rows(plan) if plan is not None else [])
+            self._rows = _Rows(
+                plan, plan_rows(plan) if plan is not None else [], self._team_of_workload()
+            )
             self.row_builds += 1
         return self._rows
 
@@ -203,12 +247,15 @@ class ConsoleState:
             def mine(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 return [i for i in items if i.get("team") in visible]
 
+            team_of = built.rows.team_of
             return {
                 **body,
                 "visible_teams": sorted(visible),
                 "teams": mine(body["teams"]),
                 "summary": built.rows.summary(visible),
-                "events": mine(body["events"]),
+                "events": [
+                    unnamed_for(e, "workload", visible, team_of) for e in mine(body["events"])
+                ],
                 "handoffs": mine(body["handoffs"]),
                 "regret": None,
             }

@@ -152,3 +152,43 @@ def test_the_showback_csv_escapes_cells_a_spreadsheet_would_run_as_formulas() ->
     assert read[0]["team"] == "'=cmd|' /C calc'!A0"
     assert read[1]["team"] == "team-a"
     assert read[0]["allocated_hours"] == "1.5"
+
+
+def test_a_team_leads_console_names_no_other_teams_work() -> None:
+    """alice (team-a) warned for team-b's queued Job, and for a team-b notebook: team-a's lead
+    sees the rows and events with that work named by its team only; the full console names it."""
+    from dataclasses import replace
+
+    from gpuaas_service.reclaim.decide import Action, Plan
+    from gpuaas_service.reclaim.events import LoopEvent
+
+    plan = two_team_plan()
+    alice = plan.decisions[0]
+    job, notebook = "team-b/train-secret-project", f"{NS}/jupyter-bob-secret"
+    warned = replace(
+        alice,
+        action=Action.WARN,
+        reason=f"queued {job} needs what it holds (1 slice)",
+        handoff=job,
+    )
+    console, _ = console_of(Plan(T0, (warned, *plan.decisions[1:])), ticks=[0.0])
+    for key in (job, notebook):
+        console.happened(
+            LoopEvent(
+                kind="reclaim",
+                at=T0,
+                workbench=alice.workbench,
+                reason=f"queued {key} needs what it holds",
+                workload=key,
+            )
+        )
+    lead = console.answer_json({"team-a"})
+    assert b"secret" not in lead
+    body = json.loads(lead)
+    row = next(w for w in body["workbenches"] if w["key"] == "alice")
+    assert row["reason"] == "queued work of team team-b needs what it holds (1 slice)"
+    assert row["handoff"] is None
+    assert {e["workload"] for e in body["events"]} == {"work of team team-b", "work of team ?"}
+    full = console.answer_json()
+    assert job.encode() in full
+    assert notebook.encode() in full
