@@ -35,6 +35,7 @@ from gpuaas_service.jobs.build import (
     token_sha256,
 )
 from gpuaas_service.jobs.kube import JobsKube
+from gpuaas_service.jobs.logs import MAX_LOG, RunnerLogs
 from gpuaas_service.jobs.request import JobRequest, NotAllowed, job_teams, validate_job_request
 from gpuaas_service.jobs.state import job_summary
 from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant
@@ -57,7 +58,6 @@ log = logging.getLogger("gpuaas.jobs")
 
 _SUFFIX_CHARS = string.ascii_lowercase + string.digits
 RESULT_STATUSES = ("succeeded", "failed")
-MAX_LOG = 256 * 1024
 
 
 class JobError(Exception):
@@ -126,7 +126,8 @@ class JobService:
         self.token = token
         self.suffix = suffix
         self.max_notebook_bytes = max_notebook_bytes
-        self.logs: dict[str, str] = {}
+        self.logs = RunnerLogs()
+        """The runners' log tails (bounded in total and aged out)."""
         self._locks: dict[str, asyncio.Lock] = {}
 
     # ---------------------------------------------------------------- helpers
@@ -380,7 +381,7 @@ class JobService:
         tenant, job = await self._own_job(user, groups, team, name)
         ns = job["metadata"]["namespace"]
         await self.kube.delete("job", ns, name)
-        self.logs.pop(f"{ns}/{name}", None)
+        self.logs.drop(f"{ns}/{name}")
         log.info("job.cancelled user=%s job=%s/%s", user, ns, name)
         return {"cancelled": True, "team": tenant.name, "name": name}
 
@@ -389,7 +390,7 @@ class JobService:
     ) -> dict[str, Any]:
         _, job = await self._own_job(user, groups, team, name)
         ns = job["metadata"]["namespace"]
-        text = self.logs.get(f"{ns}/{name}")
+        text = self.logs.get(f"{ns}/{name}", self.clock())
         if text is None:
             result = await self.kube.get("configmap", ns, result_name(name))
             text = ((result or {}).get("data") or {}).get("log.txt", "")
@@ -481,7 +482,7 @@ class JobService:
         if not isinstance(text, str):
             raise JobError(400, "log must be text")
         meta = job["metadata"]
-        self.logs[f"{meta['namespace']}/{meta['name']}"] = text[-MAX_LOG:]
+        self.logs.put(f"{meta['namespace']}/{meta['name']}", text, self.clock())
 
     async def runner_result(self, job: Mapping[str, Any], body: object) -> dict[str, Any]:
         if not isinstance(body, Mapping) or body.get("status") not in RESULT_STATUSES:
@@ -526,7 +527,7 @@ class JobService:
         await self.kube.patch(
             "job", ns, name, {"metadata": {"annotations": {JOB_RESULT_ANNOTATION: body["status"]}}}
         )
-        self.logs[f"{ns}/{name}"] = str(log_text)[-MAX_LOG:]
+        self.logs.put(f"{ns}/{name}", str(log_text), self.clock())
         log.info("job.result job=%s/%s status=%s", ns, name, body["status"])
         return {"accepted": True}
 
