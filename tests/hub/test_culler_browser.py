@@ -67,6 +67,18 @@ async def spawn_pair(hub: CullerHub) -> None:
     )
 
 
+async def told_on_return(page: Any, hub: CullerHub, whose: str) -> None:
+    """The spawn form says when and for whose work the server was stopped, in the reader's
+    own time zone."""
+    await page.goto(f"{hub.url}/hub/spawn")
+    notice = await page.locator("#gpuaas-notice").inner_text()
+    assert f"to give its GPU to {whose}, after the warning at" in notice, notice
+    assert "Your files are kept." in notice
+    assert "UTC" not in notice, notice
+    assert "[[time:" not in notice, notice
+    assert re.search(r"\((just now|\d+ min ago)\)", notice), notice
+
+
 async def queue_job(cluster: Cluster, name: str) -> None:
     async with cluster.api("team-a", "alice") as api:
         await client.BatchV1Api(api).create_namespaced_job(
@@ -123,6 +135,8 @@ async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
         time.sleep(1)
     assert hub.server("alice") is None
     assert hub.server("carol") is None
+    await told_on_return(alice, hub, "your team's queued work")
+    await told_on_return(carol, hub, "queued work of Team A")
 
     async def handed_off() -> bool:
         return "gpuaas_culler_handoff_latency_seconds_count 1.0" in hub.metrics()
