@@ -220,14 +220,40 @@ def _bounds_text(minimum: float | None, maximum: float | None, above: float | No
     return f"at most {maximum}"
 
 
-def _out_of_bounds(
-    value: float, minimum: float | None, maximum: float | None, above: float | None = None
-) -> bool:
-    return (
+def _read_amount(
+    errs: FieldErrors,
+    base: str,
+    data: Mapping[str, Any],
+    key: str,
+    *,
+    whole: bool,
+    above: float | None,
+    minimum: float | None,
+    maximum: float | None,
+    what: str,
+    bounds: str | None,
+) -> float | None:
+    """The number at ``data[key]`` (``whole``: an int; never a bool) if it is in bounds;
+    ``None`` if absent or reported."""
+    if not _given(data, key):
+        return None
+    value = data[key]
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (whole and not isinstance(value, int))
+    ):
+        errs.add(key_path(base, key), f"must be {what}, not {_quote(value)}")
+        return None
+    if (
         (above is not None and not value > above)
         or (minimum is not None and value < minimum)
         or (maximum is not None and value > maximum)
-    )
+    ):
+        text = bounds or _bounds_text(minimum, maximum, above)
+        errs.add(key_path(base, key), f"must be {text}, not {_quote(value)}")
+        return None
+    return value
 
 
 def read_int(
@@ -245,17 +271,19 @@ def read_int(
     """A whole number (``true`` is not one) within ``[minimum, maximum]``. A wrong type says
     "must be ``what``"; a value out of range "must be ``bounds``" (by default the bounds
     themselves: "at least 1")."""
-    path = key_path(base, key)
-    if not _given(data, key):
-        return default
-    value = data[key]
-    if isinstance(value, bool) or not isinstance(value, int):
-        errs.add(path, f"must be {what}, not {_quote(value)}")
-        return default
-    if _out_of_bounds(value, minimum, maximum):
-        errs.add(path, f"must be {bounds or _bounds_text(minimum, maximum)}, not {_quote(value)}")
-        return default
-    return value
+    value = _read_amount(
+        errs,
+        base,
+        data,
+        key,
+        whole=True,
+        above=None,
+        minimum=minimum,
+        maximum=maximum,
+        what=what,
+        bounds=bounds,
+    )
+    return default if value is None else int(value)
 
 
 def read_number(
@@ -273,18 +301,19 @@ def read_number(
 ) -> float | None:
     """A number (whole or not; ``true`` is not one) as a float, more than ``above`` and within
     ``[minimum, maximum]``; messages as :func:`read_int`'s."""
-    path = key_path(base, key)
-    if not _given(data, key):
-        return default
-    value = data[key]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        errs.add(path, f"must be {what}, not {_quote(value)}")
-        return default
-    if _out_of_bounds(value, minimum, maximum, above):
-        text = bounds or _bounds_text(minimum, maximum, above)
-        errs.add(path, f"must be {text}, not {_quote(value)}")
-        return default
-    return float(value)
+    value = _read_amount(
+        errs,
+        base,
+        data,
+        key,
+        whole=False,
+        above=above,
+        minimum=minimum,
+        maximum=maximum,
+        what=what,
+        bounds=bounds,
+    )
+    return default if value is None else float(value)
 
 
 def read_bool(
