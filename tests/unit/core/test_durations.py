@@ -84,3 +84,8 @@ def test_format_duration(value: timedelta | float, text: str) -> None:
 )
 def test_isoformat_z(dt: datetime, text: str) -> None:
     assert isoformat_z(dt) == text
+
+
+def test_an_overflowing_duration_is_a_plain_error() -> None:
+    with pytest.raises(ValueError, match="longest duration"):
+        parse_duration("999999999999999w")
