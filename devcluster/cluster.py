@@ -623,7 +623,7 @@ def up(settings: Settings | None = None, *, log: Log = _stderr, build: bool = Tr
         state = _State(settings, bin_dir, agent.name if agent else None)
         t0 = time.monotonic()
         try:
-            _bring_up(settings, bin_dir, state, nodes, agent, log)
+            _BringUp(settings, bin_dir, state, nodes, agent, log).run()
         except BaseException:
             notes = procs.stop(reversed(state.records()), timeout=5)
             _stop_pod_processes(settings)
@@ -682,33 +682,9 @@ def _check_visibility_dir() -> None:
         ) from None
 
 
-def _bring_up(
-    settings: Settings,
-    bin_dir: Path,
-    state: _State,
-    nodes: list[NodeSpec],
-    agent: NodeSpec | None,
-    log: Log,
-) -> None:
-    """Start the components in dependency order, each ready before what needs it starts."""
-    up = _BringUp(settings, bin_dir, state, nodes, agent, log)
-    up.start_etcd()
-    up.start_apiserver()
-    controllers = up.start_controllers()
-    # While they start: Kueue's CRDs, RBAC, webhooks, APIService; the nodes.
-    up.apply_kueue_manifests()
-    up.create_nodes()
-    up.start_provisioner()
-    up.wait_controllers(*controllers)
-    kueue = up.start_kwok_and_kueue()
-    up.wait_kueue(kueue)
-    up.apply_sample_organisation()
-    up.start_node_agent()
-    up.write_credentials_and_wait_for_queues(controllers[0])
-
-
 class _BringUp:
-    """The steps of :func:`_bring_up`, sharing the cluster's PKI, kubeconfigs and admin client."""
+    """Bringing the cluster up: :meth:`run` does the steps in order; they share the cluster's
+    PKI, kubeconfigs and admin client."""
 
     def __init__(
         self,
@@ -729,6 +705,22 @@ class _BringUp:
         self.pki = make_cluster_pki(settings.pki_dir, (agent.name,) if agent else ())
         self.kcfg = _kubeconfigs(settings, self.pki)
         self.admin = _admin_client(settings)
+
+    def run(self) -> None:
+        """Start the components in dependency order, each ready before what needs it starts."""
+        self.start_etcd()
+        self.start_apiserver()
+        controllers = self.start_controllers()
+        # While they start: Kueue's CRDs, RBAC, webhooks, APIService; the nodes; the volumes.
+        self.apply_kueue_manifests()
+        self.create_nodes()
+        self.start_provisioner()
+        self.wait_controllers(*controllers)
+        kueue = self.start_kwok_and_kueue()
+        self.wait_kueue(kueue)
+        self.apply_sample_organisation()
+        self.start_node_agent()
+        self.write_credentials_and_wait_for_queues(controllers[0])
 
     def step(self, msg: str) -> None:
         self.log(f"devcluster: {msg}")

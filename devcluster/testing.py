@@ -143,6 +143,22 @@ def free_pod_ip_prefix(first: int = 43) -> str:
 # --- helpers for tests that talk to the cluster ---------------------------------------------
 
 
+def on_local_node() -> dict[str, Any]:
+    """Pod spec fields that place a pod on the node agent's node without a queue (Kueue leaves
+    it alone): its pool's selector and the toleration of its taint."""
+    return {
+        "nodeSelector": {"gpuaas.dev/pool": "local"},
+        "tolerations": [
+            {
+                "key": "gpuaas.dev/local-node",
+                "operator": "Equal",
+                "value": "true",
+                "effect": "NoSchedule",
+            }
+        ],
+    }
+
+
 def core(api: client.ApiClient) -> Any:
     """CoreV1Api, typed loosely: the tests pass plain dicts as bodies (the client accepts them)."""
     return client.CoreV1Api(api)

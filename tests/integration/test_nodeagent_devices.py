@@ -21,7 +21,7 @@ from devcluster.gpualloc import (
 )
 from devcluster.nodeagent import PodRun, container_env, devices_held
 from devcluster.nodes import NodesFileError, check_simulated_gpus, load_nodes
-from devcluster.testing import Cluster, core, wait_for
+from devcluster.testing import Cluster, core, on_local_node, wait_for
 from jupyter_gpuaas.gpu.spec import GiB, parse_devices
 
 MiB = 1024**2
@@ -257,15 +257,7 @@ def local_pod(name: str, command: list[str], slices: int) -> dict[str, Any]:
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             "terminationGracePeriodSeconds": 1,
-            "nodeSelector": {"gpuaas.dev/pool": "local"},
-            "tolerations": [
-                {
-                    "key": "gpuaas.dev/local-node",
-                    "operator": "Equal",
-                    "value": "true",
-                    "effect": "NoSchedule",
-                }
-            ],
+            **on_local_node(),
             "containers": [
                 {
                     "name": "main",

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from devcluster.testing import Cluster, core, wait_for
+from devcluster.testing import Cluster, core, on_local_node, wait_for
 from jupyter_gpuaas.gpu.spec import GiB, parse_devices
 
 pytestmark = pytest.mark.integration
@@ -70,15 +70,7 @@ def gpu_pod(name: str, limits: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {
             "automountServiceAccountToken": False,
-            "nodeSelector": {"gpuaas.dev/pool": "local"},
-            "tolerations": [
-                {
-                    "key": "gpuaas.dev/local-node",
-                    "operator": "Equal",
-                    "value": "true",
-                    "effect": "NoSchedule",
-                }
-            ],
+            **on_local_node(),
             "terminationGracePeriodSeconds": 2,
             "containers": [
                 {

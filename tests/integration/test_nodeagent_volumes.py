@@ -12,7 +12,7 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from devcluster.kube import KubeError
-from devcluster.testing import Cluster, core, wait_for
+from devcluster.testing import Cluster, core, on_local_node, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -39,15 +39,7 @@ def home_pod(name: str, claim_name: str, script: str) -> dict[str, Any]:
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             "terminationGracePeriodSeconds": 1,
-            "nodeSelector": {"gpuaas.dev/pool": "local"},
-            "tolerations": [
-                {
-                    "key": "gpuaas.dev/local-node",
-                    "operator": "Equal",
-                    "value": "true",
-                    "effect": "NoSchedule",
-                }
-            ],
+            **on_local_node(),
             "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": claim_name}}],
             "containers": [
                 {

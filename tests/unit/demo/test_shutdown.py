@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from devcluster.hub import REPO
@@ -80,19 +82,37 @@ def _read_until(proc: subprocess.Popen[str], line: str, timeout: float = 30.0) -
     raise AssertionError(f"no {line!r} from the child within {timeout:.0f}s (exit {proc.poll()})")
 
 
-def test_a_second_sigterm_during_shutdown_does_not_cut_it_short(tmp_path: Path) -> None:
+@contextmanager
+def demo_in_miniature(
+    tmp_path: Path, inherited_sigint: Callable[[], None] | None = None
+) -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
+    """The child, in a process group of its own as make demo's, once it is up; its "hub" and
+    "cluster" pids. Whatever is left is killed at the end."""
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(tmp_path)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,  # its own process group, as make demo's
+        start_new_session=True,
+        preexec_fn=inherited_sigint,
     )
     pids: list[int] = []
     try:
         _read_until(proc, "up")
-        pids = [int((tmp_path / f"{n}.pid").read_text()) for n in ("hub", "cluster")]
+        pids += [int((tmp_path / f"{n}.pid").read_text()) for n in ("hub", "cluster")]
+        yield proc, pids
+    finally:
+        for p in pids:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_second_sigterm_during_shutdown_does_not_cut_it_short(tmp_path: Path) -> None:
+    with demo_in_miniature(tmp_path) as (proc, pids):
         os.killpg(proc.pid, signal.SIGTERM)  # kill -TERM -<pgid>
         _read_until(proc, "stopping")
         os.killpg(proc.pid, signal.SIGTERM)  # make relays it: the second, during the clean-up
@@ -102,13 +122,6 @@ def test_a_second_sigterm_during_shutdown_does_not_cut_it_short(tmp_path: Path) 
         assert "SIGTERM while stopping: finishing the clean-up first" in proc.stderr.read()
         assert (tmp_path / "cleaned").read_text() == "yes"
         assert not any(_alive(p) for p in pids)
-    finally:
-        for p in pids:
-            if _alive(p):
-                os.kill(p, signal.SIGKILL)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def _ignore_sigint() -> None:
@@ -118,29 +131,10 @@ def _ignore_sigint() -> None:
 def test_sigint_stops_it_also_when_inherited_as_ignored(tmp_path: Path) -> None:
     # `make demo &` from a shell without job control (a script, CI, nohup) starts it with SIGINT
     # ignored; Python keeps it ignored unless told otherwise, and Ctrl-C did nothing.
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tmp_path)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        preexec_fn=_ignore_sigint,
-    )
-    pids: list[int] = []
-    try:
-        _read_until(proc, "up")
-        pids = [int((tmp_path / f"{n}.pid").read_text()) for n in ("hub", "cluster")]
+    with demo_in_miniature(tmp_path, inherited_sigint=_ignore_sigint) as (proc, pids):
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
         _read_until(proc, "stopping")
         _read_until(proc, "stopped")
         assert proc.wait(30) == 0
         assert (tmp_path / "cleaned").read_text() == "yes"
         assert not any(_alive(p) for p in pids)
-    finally:
-        for p in pids:
-            if _alive(p):
-                os.kill(p, signal.SIGKILL)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
