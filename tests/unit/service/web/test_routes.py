@@ -1,0 +1,220 @@
+"""One authorisation table for every route of the service (docs/security.md, "Who may call
+each route"): every route and method that :func:`make_app` registers has a row, every row names a
+registered route, and each route answers an anonymous caller as its row says. A route added
+without a row fails here."""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from jupyterhub.services.auth import HubOAuth
+from tornado import web
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+from tornado.httpserver import HTTPServer
+from tornado.netutil import bind_sockets
+from tornado.routing import PathMatches
+
+from gpuaas_service.console.state import ConsoleState
+from gpuaas_service.web.app import make_app
+from gpuaas_service.web.context import ServiceContext
+from gpuaas_service.web.servers import ServerTokens
+from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
+from tests.support.jobs_samples import FakeKube, service
+from tests.support.service_samples import NS
+from tests.support.service_world import World
+
+SECURITY = Path(__file__).resolve().parents[4] / "docs" / "security.md"
+PREFIX = "/services/gpuaas/"
+SAMPLES = {"team": "team-a", "name": "nb-x", "file": "console.js"}
+METHODS = ("get", "post", "put", "patch", "delete")
+
+
+def table(heading: str) -> dict[tuple[str, str], list[str]]:
+    """(method, path) → the row's answers, of the table under ``heading``."""
+    lines = SECURITY.read_text().splitlines()
+    start = lines.index(heading)
+    rows: dict[tuple[str, str], list[str]] = {}
+    for line in lines[start + 1 :]:
+        if line.startswith("#"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        found = re.fullmatch(r"`([A-Z]+) ?([^`]*)`", cells[0]) if line.startswith("|") else None
+        if found is None:
+            continue
+        key = (found[1], found[2])
+        assert key not in rows, f"{key} has two rows"
+        rows[key] = cells[1:]
+    assert rows, f"no table under {heading!r} in {SECURITY}"
+    return rows
+
+
+def concrete(path: str) -> str:
+    return re.sub(r"\{(\w+)\}", lambda m: SAMPLES[m[1]], path)
+
+
+def registered(app: web.Application) -> list[tuple[re.Pattern[str], type, list[str]]]:
+    """Each route's pattern, handler and the methods it answers."""
+    out = []
+    for rule in app.wildcard_router.rules:
+        assert isinstance(rule.matcher, PathMatches)
+        handler = cast(type, rule.target)
+        methods = [
+            m.upper() for m in METHODS if getattr(handler, m) is not getattr(web.RequestHandler, m)
+        ]
+        out.append((rule.matcher.regex, handler, methods))
+    return out
+
+
+class Index:
+    """The queue index's reads of the handlers."""
+
+    rebuilds = 0
+    polled_queues = ()
+
+    class view:
+        @staticmethod
+        def queue_state() -> Any:
+            return type("S", (), {"synced": True})()
+
+    def answer(self, user: str, groups: Any) -> dict[str, Any]:
+        return {"user": user, "items": []}
+
+
+def full_context() -> ServiceContext:
+    """Every part of the service, so that every route is registered."""
+    w, hub = World(), TokenHub()
+    console = ConsoleState(
+        w.loop,
+        w.view,
+        notebook_namespace=NS,
+        job_namespaces=["team-a"],
+        regret_window=timedelta(hours=1),
+    )
+    return ServiceContext(
+        hub_auth=cast(Any, hub),
+        console_auth=HubOAuth(
+            api_token="service-token",
+            api_url="http://127.0.0.1:9/hub/api",
+            oauth_client_id="service-gpuaas",
+            oauth_redirect_uri="http://127.0.0.1/services/gpuaas/oauth_callback",
+        ),
+        servers=ServerTokens(hub),
+        operator_token="op-secret",
+        index=cast(Any, Index()),
+        loop=w.loop,
+        console=console,
+        jobs=service(FakeKube()),
+    )
+
+
+def test_every_route_the_service_registers_has_a_row_and_every_row_a_route() -> None:
+    rows = table("### The gpuaas service (`/services/gpuaas/`)")
+    routes = registered(make_app(full_context()))
+    for regex, handler, methods in routes:
+        for method in methods:
+            assert any(m == method and regex.fullmatch(PREFIX + concrete(p)) for m, p in rows), (
+                f"{method} {regex.pattern} ({handler.__name__}) has no row in {SECURITY.name}"
+            )
+    for method, path in rows:
+        assert any(
+            method in methods and regex.fullmatch(PREFIX + concrete(path))
+            for regex, _, methods in routes
+        ), f"the row `{method} {path}` names no registered route"
+
+
+@pytest.fixture
+async def port() -> AsyncIterator[int]:
+    (sock,) = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
+    server = HTTPServer(make_app(full_context()), max_body_size=64 * 1024)
+    server.add_sockets([sock])
+    yield sock.getsockname()[1]
+    server.stop()
+
+
+async def test_each_route_answers_an_anonymous_caller_as_its_row_says(port: int) -> None:
+    client = AsyncHTTPClient(force_instance=True)
+    for (method, path), answers in table("### The gpuaas service (`/services/gpuaas/`)").items():
+        expected = int(re.match(r"\d{3}", answers[0])[0])  # type: ignore[index]
+        response = await client.fetch(
+            HTTPRequest(
+                f"http://127.0.0.1:{port}{PREFIX}{concrete(path)}",
+                method=method,
+                body=b"{}" if method == "POST" else None,
+                follow_redirects=False,
+            ),
+            raise_error=False,
+        )
+        assert response.code == expected, (method, path, response.code, response.body[:200])
+
+
+async def test_each_route_refuses_and_admits_the_callers_its_row_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """For every caller with a token: a row's ``403`` is a 403, and a row's ``2xx`` is never a
+    refusal (the body here may well be a 400: what matters is that the caller was let in).
+    The hub's answers for the tokens are faked (HubAuth's interface; its own scope check, of
+    ``access:services!service=gpuaas``, is the hub's)."""
+    from gpuaas_service.web.base import HubJSONHandler
+
+    monkeypatch.setattr(HubJSONHandler, "check_hub_user", lambda self, model: model)
+    hub = TokenHub(groups={"alice": ["team-a"], "bob": ["team-a"]})
+    context = full_context()
+    hub_auth = cast(Any, hub)
+    context = ServiceContext(
+        **{
+            **{f: getattr(context, f) for f in ("operator_token", "index", "loop", "console")},
+            "jobs": context.jobs,
+            "hub_auth": hub_auth,
+            "console_auth": hub_auth,
+            "servers": ServerTokens(hub),
+        }
+    )
+    own = hub.start("alice")
+    hub.start("bob")
+    tokens = {
+        "another user": hub.mint("bob", [SERVICE_SCOPE]),
+        "the owner": hub.mint("alice", [SERVICE_SCOPE]),
+        "the server's own token": own,
+        "a team lead": hub.mint("lead", ["custom:gpuaas:console!group=team-a", SERVICE_SCOPE]),
+        "an operator": hub.mint("ops", ["custom:gpuaas:console", SERVICE_SCOPE]),
+    }
+    (sock,) = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
+    server = HTTPServer(make_app(context), max_body_size=64 * 1024)
+    server.add_sockets([sock])
+    client = AsyncHTTPClient(force_instance=True)
+    checked = 0
+    try:
+        rows = table("### The gpuaas service (`/services/gpuaas/`)")
+        for (method, path), answers in rows.items():
+            for caller, answer in zip(list(tokens)[:5], answers[1:], strict=True):
+                code = re.match(r"(\d)\d\d", answer)
+                if code is None or code[1] not in "24":
+                    continue
+                token = tokens[caller]
+                if caller == "an operator" and "operator token" in answer:
+                    token = "op-secret"
+                response = await client.fetch(
+                    HTTPRequest(
+                        f"http://127.0.0.1:{sock.getsockname()[1]}{PREFIX}{concrete(path)}",
+                        method=method,
+                        body=b"{}" if method == "POST" else None,
+                        headers={"Authorization": f"Bearer {token}"},
+                        follow_redirects=False,
+                    ),
+                    raise_error=False,
+                )
+                got = (method, path, caller, response.code, response.body[:160])
+                if code[1] == "4":
+                    assert response.code == int(code[0]), got
+                else:
+                    assert response.code not in (401, 403), got
+                checked += 1
+    finally:
+        server.stop()
+    assert checked > 100
