@@ -19,7 +19,7 @@ class FakeCustomObjects:
 
     async def list_cluster_custom_object(self, *a: Any, **kw: Any) -> dict[str, Any]:
         if kw.get("watch"):
-            await asyncio.sleep(3600)
+            await asyncio.Event().wait()  # a watch that stays silent until cancelled
         return {"items": [], "metadata": {"resourceVersion": "1"}}
 
     async def list_namespaced_custom_object(self, *a: Any, **kw: Any) -> dict[str, Any]:
@@ -77,8 +77,8 @@ async def test_the_visibility_pager_stops_when_the_server_ignores_offset() -> No
     view.visibility_page_size = 1  # every page is "full"
     await view.start(timeout=5)
     release = view.track_local_queue("ns", "lq")
-    for _ in range(50):
-        await asyncio.sleep(0.01)
+    for _ in range(100):  # let the poller run: its requests answer at once, no time passes
+        await asyncio.sleep(0)
         if view.pending_items("ns", "lq") is not None:
             break
     items = view.pending_items("ns", "lq")
