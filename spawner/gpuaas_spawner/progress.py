@@ -250,6 +250,26 @@ def spawn_status(
     if meta.get("deletionTimestamp") or _pod_condition(pod, TERMINATION_TARGET) is not None:
         return _removed_message(team, workload, pod)
 
+    failed = _failed(status)
+    if failed is not None:
+        return failed
+    if is_gated(pod):
+        return _queued(team, workload, pending)
+
+    for_what = f" for {offering}" if offering else ""
+    scheduled = _pod_condition(pod, "PodScheduled")
+    if not status.get("nodeName") and not (scheduled and scheduled.get("status") == "True"):
+        why = str(scheduled.get("message", "")) if scheduled else ""
+        detail = f" ({why})" if why else ""
+        return SpawnStatus(
+            Phase.WAITING_FOR_NODE,
+            f"Admitted in {team} (quota reserved); waiting for a free node{for_what}{detail}",
+        )
+    return _on_the_node(status, events)
+
+
+def _failed(status: Mapping[str, Any]) -> SpawnStatus | None:
+    """A pod that ended, or whose server exited, before it was ready; ``None`` if not."""
     phase = status.get("phase")
     refused = _refused_by_node(status) if phase == "Failed" else ""
     if refused:
@@ -270,39 +290,37 @@ def spawn_status(
         return SpawnStatus(
             Phase.FAILED, f"Your server exited before it was ready ({exited}). {EXITED_HINT}"
         )
+    return None
 
-    if is_gated(pod):
-        if workload is not None and workload.quota_reserved:
-            return SpawnStatus(
-                Phase.QUOTA_RESERVED,
-                f"Admitted in {team}: quota reserved, waiting for Kueue's admission checks",
-            )
-        if pending is not None:
-            pos = pending.position_in_local_queue + 1
-            ahead = pending.position_in_cluster_queue
-            more = f" ({ahead} ahead in the cluster queue)" if ahead + 1 != pos else ""
-            return SpawnStatus(
-                Phase.QUEUED,
-                f"Queued in {team}: position {pos}{more}",
-                position=pos,
-                ahead_in_cluster_queue=ahead,
-            )
-        if workload is None:
-            return SpawnStatus(Phase.QUEUED, f"Queued in {team}: waiting for Kueue to register it")
-        why = workload.pending_message
-        detail = f" ({why})" if why else ""
-        return SpawnStatus(Phase.QUEUED, f"Queued in {team}{detail}")
 
-    for_what = f" for {offering}" if offering else ""
-    scheduled = _pod_condition(pod, "PodScheduled")
-    if not status.get("nodeName") and not (scheduled and scheduled.get("status") == "True"):
-        why = str(scheduled.get("message", "")) if scheduled else ""
-        detail = f" ({why})" if why else ""
+def _queued(
+    team: str, workload: WorkloadInfo | None, pending: PendingWorkloadInfo | None
+) -> SpawnStatus:
+    """A pod that Kueue still holds: where it stands in the queue."""
+    if workload is not None and workload.quota_reserved:
         return SpawnStatus(
-            Phase.WAITING_FOR_NODE,
-            f"Admitted in {team} (quota reserved); waiting for a free node{for_what}{detail}",
+            Phase.QUOTA_RESERVED,
+            f"Admitted in {team}: quota reserved, waiting for Kueue's admission checks",
         )
+    if pending is not None:
+        pos = pending.position_in_local_queue + 1
+        ahead = pending.position_in_cluster_queue
+        more = f" ({ahead} ahead in the cluster queue)" if ahead + 1 != pos else ""
+        return SpawnStatus(
+            Phase.QUEUED,
+            f"Queued in {team}: position {pos}{more}",
+            position=pos,
+            ahead_in_cluster_queue=ahead,
+        )
+    if workload is None:
+        return SpawnStatus(Phase.QUEUED, f"Queued in {team}: waiting for Kueue to register it")
+    why = workload.pending_message
+    detail = f" ({why})" if why else ""
+    return SpawnStatus(Phase.QUEUED, f"Queued in {team}{detail}")
 
+
+def _on_the_node(status: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> SpawnStatus:
+    """A pod placed on a node: pulling, starting, or ready."""
     statuses = [as_mapping(s) for s in as_list(status.get("containerStatuses"))]
     states = [as_mapping(s.get("state")) for s in statuses]
     waiting = [as_mapping(state.get("waiting")) for state in states if "waiting" in state]
