@@ -51,17 +51,30 @@ class JSONHandler(web.RequestHandler):
         self.finish(json.dumps({"status": status_code, "message": reason}))
 
 
-def admit_body(handler: web.RequestHandler, max_body: int, too_large: str, timeout: float) -> None:
+def admit_body(
+    handler: web.RequestHandler, max_body: int, too_large: str, timeout: float
+) -> web.HTTPError | None:
     """Let a streamed request's body in (call from ``prepare()``, once the caller is known):
-    413 with ``too_large`` when its Content-Length says it is over ``max_body`` bytes;
-    otherwise up to ``max_body`` bytes (more, in chunks: the connection is closed), arriving
-    within ``timeout`` seconds. Until then the server's ``max_request_bytes`` holds."""
-    length = handler.request.headers.get("Content-Length", "")
-    if length.isdigit() and int(length) > max_body:
-        raise web.HTTPError(413, too_large)
+    up to ``max_body`` bytes (more, in chunks: the connection is closed), arriving within
+    ``timeout`` seconds; until then the server's ``max_request_bytes`` holds.
+
+    A body whose Content-Length is over ``max_body`` is answered 413 with ``too_large``: one of
+    up to :data:`DRAINED_OVER_LIMIT` times the limit once it has been read (and dropped: the
+    handler keeps none of it), so that a proxy in between, still sending it, passes the answer
+    on rather than a cut connection; this returns that answer for the handler to raise when
+    the body is in. A larger one is answered at once (raised here) and the connection cut."""
     connection = handler.request.connection
+    length = handler.request.headers.get("Content-Length", "")
+    over = length.isdigit() and int(length) > max_body
+    if over and int(length) > DRAINED_OVER_LIMIT * max_body:
+        raise web.HTTPError(413, too_large)
     connection.set_body_timeout(timeout)  # type: ignore[union-attr]
-    connection.set_max_body_size(max_body)  # type: ignore[union-attr]
+    connection.set_max_body_size(int(length) if over else max_body)  # type: ignore[union-attr]
+    return web.HTTPError(413, too_large) if over else None
+
+
+DRAINED_OVER_LIMIT = 4
+"""How many times its limit a body answered 413 may be and still be read (and dropped)."""
 
 
 class TooManyRequests(web.HTTPError):

@@ -110,11 +110,13 @@ class JobsHandler(_UserHandler):
         self.service = service
         self.max_body = max_body
         self._body = bytearray()
+        self.too_large: web.HTTPError | None = None
+        """The 413 to answer once an over-limit body has been read (web/base.py admit_body)."""
 
     async def prepare(self) -> None:
         await super().prepare()  # the caller first: 403 before a byte of the body is read
         if self.request.method == "POST":
-            admit_body(
+            self.too_large = admit_body(
                 self,
                 self.max_body,
                 f"the request is over {self.max_body} bytes: clear the notebook's outputs and"
@@ -123,13 +125,16 @@ class JobsHandler(_UserHandler):
             )
 
     def data_received(self, chunk: bytes) -> None:
-        self._body += chunk[: max(0, self.max_body - len(self._body))]
+        if self.too_large is None:
+            self._body += chunk[: max(0, self.max_body - len(self._body))]
 
     async def get(self) -> None:
         user, groups = self.caller()
         await self.run(self.service.list(user, groups))
 
     async def post(self) -> None:
+        if self.too_large is not None:
+            raise self.too_large  # its body read and dropped
         user, groups = self.caller()
         try:
             body = _json(bytes(self._body))
@@ -190,6 +195,8 @@ class RunnerHandler(_Errors):
         self.service = service
         self.max_body = max_body
         self._body = bytearray()
+        self.too_large: web.HTTPError | None = None
+        """The 413 to answer once an over-limit body has been read (web/base.py admit_body)."""
 
     async def prepare(self) -> None:
         # the Job's token first: 403 before a byte of the body is read
@@ -204,7 +211,7 @@ class RunnerHandler(_Errors):
             self.answer_error(e)
             return
         if self.request.method == "POST":
-            admit_body(
+            self.too_large = admit_body(
                 self,
                 self.max_body,
                 f"an upload of at most {self.max_body} bytes",
@@ -212,7 +219,8 @@ class RunnerHandler(_Errors):
             )
 
     def data_received(self, chunk: bytes) -> None:
-        self._body += chunk[: max(0, self.max_body - len(self._body))]
+        if self.too_large is None:
+            self._body += chunk[: max(0, self.max_body - len(self._body))]
 
     async def get(self, what: str) -> None:
         try:
@@ -223,6 +231,8 @@ class RunnerHandler(_Errors):
             self.answer_error(e)
 
     async def post(self, what: str) -> None:
+        if self.too_large is not None:
+            raise self.too_large  # its body read and dropped
         job = self.job
         try:
             body = _json(bytes(self._body))

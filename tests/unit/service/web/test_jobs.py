@@ -199,3 +199,27 @@ async def test_a_body_that_stops_arriving_is_given_up_after_the_body_timeout(
     answer = await raw_post(served.port, "api/jobs", headers, body=b'{"path": ')
     assert answer != b"(no answer in 3 s)"
     assert served.kube.calls == []
+
+
+async def test_a_notebook_a_little_over_the_limit_is_read_and_answered_413_alone(
+    served: Served,
+) -> None:
+    """Through the hub's proxy the body is still being sent when the 413 is written: a body of
+    up to four times the limit is read and dropped, so the answer is the 413 and nothing else
+    (not a cut connection, which the proxy turns into its own 503 page)."""
+    body = b"x" * 300_000  # the limit here is 200,000
+    headers = {
+        "Authorization": "token server-alice",
+        "Content-Length": str(len(body)),
+        "Connection": "close",
+    }
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    head = ["POST /services/gpuaas/api/jobs HTTP/1.1", "Host: localhost"]
+    head += [f"{k}: {v}" for k, v in headers.items()]
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+    await writer.drain()  # the whole body is taken, not refused halfway
+    answer = await asyncio.wait_for(reader.read(), 5)  # to the connection's end
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert answer.count(b"HTTP/1.1") == 1, answer
+    assert b"clear the notebook's outputs" in answer
