@@ -20,6 +20,7 @@ from gpuaas_service.web.context import ServiceContext
 from gpuaas_service.web.limits import RateLimit
 from gpuaas_service.web.servers import ServerTokens
 from tests.support.hub_tokens import SERVICE_SCOPE, STARTED, TokenHub
+from tests.support.service_web import QueueIndexStub
 from tests.support.service_world import T0, World, busy, idle
 
 # --------------------------------------------------------------------------- the web app
@@ -55,19 +56,6 @@ class Served:
         return resp.code, json.loads(resp.body) if resp.body.startswith(b"{") else resp.body
 
 
-class FakeIndex:
-    rebuilds = 0
-    polled_queues = ()
-
-    class view:
-        @staticmethod
-        def queue_state() -> Any:
-            return type("S", (), {"synced": True})()
-
-    def answer(self, user: str, groups: Any) -> dict[str, Any]:
-        return {"user": user, "items": []}
-
-
 @pytest.fixture
 async def served(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Served]:
     w = World()
@@ -76,7 +64,7 @@ async def served(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Served]:
         hub.start(user, secret=f"server-{user}")
     app = make_app(
         ServiceContext(
-            index=cast(Any, FakeIndex()),
+            index=cast(Any, QueueIndexStub()),
             loop=w.loop,
             hub_auth=cast(Any, hub),
             servers=ServerTokens(hub),

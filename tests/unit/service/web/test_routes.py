@@ -9,7 +9,6 @@ import re
 import socket
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -26,36 +25,19 @@ from gpuaas_service.web.context import ServiceContext
 from gpuaas_service.web.servers import ServerTokens
 from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
 from tests.support.jobs_samples import FakeKube, service
+from tests.support.route_table import (
+    SECURITY,
+    SERVICE_TABLE,
+    answered_methods,
+    concrete,
+    first_status,
+    table,
+)
 from tests.support.service_samples import NS
+from tests.support.service_web import QueueIndexStub
 from tests.support.service_world import World
 
-SECURITY = Path(__file__).resolve().parents[4] / "docs" / "security.md"
 PREFIX = "/services/gpuaas/"
-SAMPLES = {"team": "team-a", "name": "nb-x", "file": "console.js"}
-METHODS = ("get", "post", "put", "patch", "delete")
-
-
-def table(heading: str) -> dict[tuple[str, str], list[str]]:
-    """(method, path) → the row's answers, of the table under ``heading``."""
-    lines = SECURITY.read_text().splitlines()
-    start = lines.index(heading)
-    rows: dict[tuple[str, str], list[str]] = {}
-    for line in lines[start + 1 :]:
-        if line.startswith("#"):
-            break
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        found = re.fullmatch(r"`([A-Z]+) ?([^`]*)`", cells[0]) if line.startswith("|") else None
-        if found is None:
-            continue
-        key = (found[1], found[2])
-        assert key not in rows, f"{key} has two rows"
-        rows[key] = cells[1:]
-    assert rows, f"no table under {heading!r} in {SECURITY}"
-    return rows
-
-
-def concrete(path: str) -> str:
-    return re.sub(r"\{(\w+)\}", lambda m: SAMPLES[m[1]], path)
 
 
 def registered(app: web.Application) -> list[tuple[re.Pattern[str], type, list[str]]]:
@@ -64,26 +46,8 @@ def registered(app: web.Application) -> list[tuple[re.Pattern[str], type, list[s
     for rule in app.wildcard_router.rules:
         assert isinstance(rule.matcher, PathMatches)
         handler = cast(type, rule.target)
-        methods = [
-            m.upper() for m in METHODS if getattr(handler, m) is not getattr(web.RequestHandler, m)
-        ]
-        out.append((rule.matcher.regex, handler, methods))
+        out.append((rule.matcher.regex, handler, answered_methods(handler)))
     return out
-
-
-class Index:
-    """The queue index's reads of the handlers."""
-
-    rebuilds = 0
-    polled_queues = ()
-
-    class view:
-        @staticmethod
-        def queue_state() -> Any:
-            return type("S", (), {"synced": True})()
-
-    def answer(self, user: str, groups: Any) -> dict[str, Any]:
-        return {"user": user, "items": []}
 
 
 def full_context() -> ServiceContext:
@@ -106,7 +70,7 @@ def full_context() -> ServiceContext:
         ),
         servers=ServerTokens(hub),
         operator_token="op-secret",
-        index=cast(Any, Index()),
+        index=cast(Any, QueueIndexStub()),
         loop=w.loop,
         console=console,
         jobs=service(FakeKube()),
@@ -114,7 +78,7 @@ def full_context() -> ServiceContext:
 
 
 def test_every_route_the_service_registers_has_a_row_and_every_row_a_route() -> None:
-    rows = table("### The gpuaas service (`/services/gpuaas/`)")
+    rows = table(SERVICE_TABLE)
     routes = registered(make_app(full_context()))
     for regex, handler, methods in routes:
         for method in methods:
@@ -139,8 +103,8 @@ async def port() -> AsyncIterator[int]:
 
 async def test_each_route_answers_an_anonymous_caller_as_its_row_says(port: int) -> None:
     client = AsyncHTTPClient(force_instance=True)
-    for (method, path), answers in table("### The gpuaas service (`/services/gpuaas/`)").items():
-        expected = int(re.match(r"\d{3}", answers[0])[0])  # type: ignore[index]
+    for (method, path), answers in table(SERVICE_TABLE).items():
+        expected = first_status(answers[0])
         response = await client.fetch(
             HTTPRequest(
                 f"http://127.0.0.1:{port}{PREFIX}{concrete(path)}",
@@ -190,7 +154,7 @@ async def test_each_route_refuses_and_admits_the_callers_its_row_says(
     client = AsyncHTTPClient(force_instance=True)
     checked = 0
     try:
-        rows = table("### The gpuaas service (`/services/gpuaas/`)")
+        rows = table(SERVICE_TABLE)
         for (method, path), answers in rows.items():
             for caller, answer in zip(list(tokens)[:5], answers[1:], strict=True):
                 code = re.match(r"(\d)\d\d", answer)
