@@ -95,7 +95,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
         " (HAMi memory-capped or time-sliced) where one holds their memory need, under"
         f" {', '.join(FRACTION_POLICIES)}; 0 skips it (default 0.5)",
     )
-    ap.add_argument("--no-sweep", action="store_true", help="skip the capacity sweep")
+    ap.add_argument(
+        "--no-sweep",
+        action="store_true",
+        help="skip the sweep (--org sample: its capacity sweep; the ladder: its sensitivity sweep)",
+    )
     ap.add_argument(
         "--target-p90-min",
         type=float,
@@ -243,14 +247,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def page_command(argv: Sequence[str]) -> str:
-    """The command that wrote the page, without ``--workers`` (it changes no figure)."""
+    """The command that wrote the page, without ``--workers`` and ``--json`` (they change no
+    figure, and the JSON file's path is the writer's)."""
     kept: list[str] = []
     skip = False
     for arg in argv:
         if skip:
             skip = False
-        elif arg == "--workers":
+        elif arg in ("--workers", "--json"):
             skip = True
-        elif not arg.startswith("--workers="):
+        elif not arg.startswith(("--workers=", "--json=")):
             kept.append(arg)
     return " ".join(["python -m benchmarks replay", *kept])

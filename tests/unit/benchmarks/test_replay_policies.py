@@ -142,3 +142,6 @@ def test_the_page_names_its_command_without_the_worker_count() -> None:
     assert page_command(["--seeds", "3", "--workers=2", "--days", "1"]) == (
         "python -m benchmarks replay --seeds 3 --days 1"
     )
+    assert page_command(["--json", "/tmp/x.json", "--quick", "--json=y"]) == (
+        "python -m benchmarks replay --quick"
+    )
