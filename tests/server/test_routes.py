@@ -14,8 +14,8 @@ from tornado.httpclient import HTTPClientError
 from jupyter_gpuaas.server.handlers import handlers
 from tests.support.route_table import (
     EXTENSION_TABLE,
-    SECURITY,
     answered_methods,
+    assert_table_matches,
     concrete,
     first_status,
     table,
@@ -30,17 +30,7 @@ def test_every_route_the_extension_registers_has_a_row_and_every_row_a_route() -
     registered = []
     for pattern, handler, _kw in handlers(cast(Any, None)):
         registered.append((re.compile(pattern + "$"), handler, answered_methods(handler)))
-    rows = table(EXTENSION_TABLE)
-    for regex, handler, methods in registered:
-        for method in methods:
-            assert any(m == method and regex.fullmatch(BASE + concrete(p)) for m, p in rows), (
-                f"{method} {regex.pattern} ({handler.__name__}) has no row in {SECURITY.name}"
-            )
-    for method, path in rows:
-        assert any(
-            method in methods and regex.fullmatch(BASE + concrete(path))
-            for regex, _, methods in registered
-        ), f"the row `{method} {path}` names no registered route"
+    assert_table_matches(table(EXTENSION_TABLE), registered, BASE)
 
 
 @pytest.mark.parametrize(("column", "authorization"), [(0, ""), (1, "token not-theirs")])

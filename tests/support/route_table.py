@@ -48,3 +48,22 @@ def first_status(answer: str) -> int | None:
     """The status a table cell starts with (``None``: words, e.g. "as another user")."""
     found = re.match(r"\d{3}", answer)
     return int(found[0]) if found else None
+
+
+def assert_table_matches(
+    rows: dict[tuple[str, str], list[str]],
+    routes: list[tuple[re.Pattern[str], type, list[str]]],
+    prefix: str,
+) -> None:
+    """Every method of every registered route (pattern, handler, methods) has a row, and
+    every row's method and path (under ``prefix``) is a registered route's."""
+    for regex, handler, methods in routes:
+        for method in methods:
+            assert any(m == method and regex.fullmatch(prefix + concrete(p)) for m, p in rows), (
+                f"{method} {regex.pattern} ({handler.__name__}) has no row in {SECURITY.name}"
+            )
+    for method, path in rows:
+        assert any(
+            method in methods and regex.fullmatch(prefix + concrete(path))
+            for regex, _, methods in routes
+        ), f"the row `{method} {path}` names no registered route"

@@ -26,9 +26,9 @@ from gpuaas_service.web.servers import ServerTokens
 from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
 from tests.support.jobs_samples import FakeKube, service
 from tests.support.route_table import (
-    SECURITY,
     SERVICE_TABLE,
     answered_methods,
+    assert_table_matches,
     concrete,
     first_status,
     table,
@@ -78,18 +78,7 @@ def full_context() -> ServiceContext:
 
 
 def test_every_route_the_service_registers_has_a_row_and_every_row_a_route() -> None:
-    rows = table(SERVICE_TABLE)
-    routes = registered(make_app(full_context()))
-    for regex, handler, methods in routes:
-        for method in methods:
-            assert any(m == method and regex.fullmatch(PREFIX + concrete(p)) for m, p in rows), (
-                f"{method} {regex.pattern} ({handler.__name__}) has no row in {SECURITY.name}"
-            )
-    for method, path in rows:
-        assert any(
-            method in methods and regex.fullmatch(PREFIX + concrete(path))
-            for regex, _, methods in routes
-        ), f"the row `{method} {path}` names no registered route"
+    assert_table_matches(table(SERVICE_TABLE), registered(make_app(full_context())), PREFIX)
 
 
 @pytest.fixture
