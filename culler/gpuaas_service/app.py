@@ -21,6 +21,7 @@ import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -750,6 +751,7 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
             store=ActivityStore(
                 max_servers=self.activity_max_servers,
                 max_per_user=self.activity_max_servers_per_user,
+                opened_at=datetime.now(timezone.utc),
             ),
         )
         loop.listeners.append(self._usage_recorder(loop))

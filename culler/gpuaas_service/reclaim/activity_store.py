@@ -5,9 +5,10 @@ the gpuaas service with the server's own hub token. The service accepts a report
 server that token belongs to: a server token carries the scope
 ``access:servers!server=<user>/<server>`` (JupyterHub's ``server`` role) — a first filter only,
 since a user may mint such a token; the web layer also asks the hub whether the token is the
-one it issued to that server, and whether it runs (:mod:`gpuaas_service.web.servers`). :class:`ActivityStore` keeps the latest report per server with
-the service's arrival time, and the reclaim loop's :class:`Notice` for it (a pending warning, or
-"saving" at the deadline), which the server reads back for its sidebar.
+one it issued to that server, and whether it runs (:mod:`gpuaas_service.web.servers`).
+:class:`ActivityStore` keeps the latest report per server with the service's arrival time,
+and the reclaim loop's :class:`Notice` for it (a pending warning, or "saving" at the
+deadline), which the server reads back for its sidebar.
 
 A server that stops reporting simply keeps an old report: :func:`.idleness.judge` turns a report
 older than ``report_stale_after`` into "unknown".
@@ -115,7 +116,11 @@ class ActivityStore:
         max_servers: int = DEFAULT_MAX_SERVERS,
         max_per_user: int = DEFAULT_MAX_PER_USER,
         forget_after: timedelta = DEFAULT_FORGET_AFTER,
+        opened_at: datetime | None = None,
     ) -> None:
+        self.opened_at = opened_at
+        """When the service began taking reports (``None``: unknown): a server started before
+        then is judged from then on, not as if it never reported since its start."""
         self.max_servers = max_servers
         self.max_per_user = max_per_user
         self.forget_after = forget_after

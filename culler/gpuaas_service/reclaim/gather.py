@@ -215,6 +215,7 @@ def workbenches(
             pod_utilization=pod_utilization.get((namespace, str(meta.get("name", "")))),
             trust_pod_utilization=bool(policy and policy.busy_signal == "gpu"),
             pod_last_kernel=pod_last_kernel.get((namespace, str(meta.get("name", "")))),
+            listening_since=store.opened_at,
         )
         store.set_verdict(key, idleness)
         out.append(

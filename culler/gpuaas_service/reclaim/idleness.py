@@ -86,6 +86,7 @@ def judge(
     pod_utilization: float | None = None,
     trust_pod_utilization: bool = False,
     pod_last_kernel: float | None = None,
+    listening_since: datetime | None = None,
 ) -> Idleness:
     """The verdict on a workbench of offering ``kind`` at ``now``.
 
@@ -97,6 +98,10 @@ def judge(
     alone says busy or idle, and the server's own report — which its user could forge — is not
     asked; idle since the last verdict that saw the GPU busy (or the server's start). For a
     fraction the same goes for ``pod_last_kernel`` (seconds since its last kernel, HAMi).
+
+    ``listening_since``: when the service began taking reports (its start). A server started
+    before then, with no report and no verdict yet, is unknown since then, not since its start:
+    the reports it sent before were forgotten with the service's memory.
     """
     threshold = busy_utilization_percent
     evidence: list[datetime] = [started_at]
@@ -147,12 +152,9 @@ def judge(
                 gpu_memory=memory,
             )
         evidence.append(kernel_at)  # the server's report may say more, never less
-    if report is None and previous is not None and previous.state is not State.UNKNOWN:
-        # Judged from a report that has been forgotten since (the store's bounds): unknown
-        # from the last moment it was known active, never presumed idle since its start.
-        return unknown(previous.last_active, "its last activity report was forgotten")
     if report is None:
-        return unknown(started_at, "no activity report since the server started")
+        since, reason = _without_report(started_at, previous, listening_since)
+        return unknown(since, reason, since)
 
     seen_at = min(report.received_at, now)
     activity = report.activity
@@ -184,6 +186,19 @@ def judge(
         + (", GPU utilisation low" if kind == "gpu" and activity.gpu_utilization else ""),
         gpu_memory=activity.gpu_memory,
     )
+
+
+def _without_report(
+    started_at: datetime, previous: Idleness | None, listening_since: datetime | None
+) -> tuple[datetime, str]:
+    """Since when a server without a report is unknown, and why."""
+    if previous is not None and previous.state is not State.UNKNOWN:
+        # Judged from a report that has been forgotten since (the store's bounds): unknown
+        # from the last moment it was known active, never presumed idle since its start.
+        return previous.last_active, "its last activity report was forgotten"
+    if previous is None and listening_since is not None and listening_since > started_at:
+        return listening_since, "no activity report since the service started (after the server)"
+    return started_at, "no activity report since the server started"
 
 
 def _busy_reason(

@@ -173,3 +173,20 @@ async def test_a_busy_server_whose_report_was_forgotten_is_not_presumed_idle_sin
     decision = next(d for d in plan.decisions if d.workbench.key == "alice/busy")
     assert decision.action is Action.WARN
     assert "presumed idle 1h" in decision.reason
+
+
+async def test_after_a_service_restart_a_server_is_unknown_since_then_not_since_its_start() -> None:
+    """The reports a server sent before the service restarted are gone with its memory: with
+    none yet, the server is unknown from the restart on, within the policy's grace, and never
+    presumed idle since it started."""
+    team_a = cast(list[dict[str, Any]], POLICY["policies"])[0]
+    w = World(policy={**POLICY, "policies": [{**team_a, "max_idle": "1h"}]})
+    w.now = T0 + timedelta(hours=2)  # the servers started at T0
+    w.store = w.loop.store = ActivityStore(opened_at=w.now)
+    plan = await w.loop.cycle()
+    assert plan is not None
+    assert {d.action for d in plan.decisions} == {Action.SKIP}
+    verdict = w.store.verdict("alice")
+    assert verdict is not None
+    assert verdict.unknown_since == w.now
+    assert "since the service started" in verdict.reason
