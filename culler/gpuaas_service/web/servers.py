@@ -138,16 +138,23 @@ class ServerTokens:
                 for name, s in as_mapping(as_mapping(model).get("servers")).items()
                 if not as_mapping(s).get("stopped")
             }
-            self._remember(self._users, user, (self.clock(), servers))
-            future.set_result(servers)
-            return servers
         except HubError as e:
-            future.set_exception(_unavailable(e))
-            raise _unavailable(e) from e
+            error = _unavailable(e)
+            future.set_exception(error)
+            raise error from e
+        except asyncio.CancelledError:
+            future.cancel()  # the callers waiting on this answer are told too
+            raise
+        except Exception as e:
+            future.set_exception(e)
+            raise
         finally:
             del self._asking[user]
             if future.done() and not future.cancelled():
                 future.exception()  # retrieved: no "never retrieved" warning
+        self._remember(self._users, user, (self.clock(), servers))
+        future.set_result(servers)
+        return servers
 
     async def _issued_token(self, user: str, server: str, running: Mapping[str, Any]) -> str:
         started = str(running.get("started") or "")

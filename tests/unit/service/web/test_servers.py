@@ -4,6 +4,7 @@ one naming a made-up server; a flood of made-up names costs the hub a few calls.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -142,3 +143,44 @@ def test_the_newest_token_noted_for_the_server_before_its_start_is_its_own() -> 
     assert issued_token_id(tokens, url, started) == "a2"
     assert issued_token_id(tokens, url, "") == ""
     assert issued_token_id([], url, started) == ""
+
+
+class SlowHub(TokenHub):
+    """Answers after the event loop has turned a few times, or fails as asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail: Exception | None = None
+
+    async def user(self, name: str) -> dict[str, Any] | None:
+        for _ in range(3):
+            await asyncio.sleep(0)
+        if self.fail is not None:
+            self.calls.append(f"user {name}")
+            raise self.fail
+        return await super().user(name)
+
+
+async def test_requests_at_once_for_one_user_share_one_question_to_the_hub() -> None:
+    hub = SlowHub()
+    tokens = [hub.start("alice", f"s{i}") for i in range(5)]
+    check = ServerTokens(hub)
+    found = await asyncio.gather(*(check.server_of(hub.whoami[t]) for t in tokens))
+    assert found == [("alice", f"s{i}") for i in range(5)]
+    assert hub.calls.count("user alice") == 1
+
+
+async def test_an_unexpected_failure_reaches_every_waiting_request() -> None:
+    """Not only the hub's refusals: whatever ends the question ends the requests waiting on it,
+    and the next request asks again."""
+    hub = SlowHub()
+    tokens = [hub.start("alice", f"s{i}") for i in range(3)]
+    hub.fail = ValueError("the hub's answer was not JSON")
+    check = ServerTokens(hub)
+    answers = await asyncio.wait_for(
+        asyncio.gather(*(check.server_of(hub.whoami[t]) for t in tokens), return_exceptions=True),
+        5,
+    )
+    assert all(isinstance(a, ValueError) for a in answers)
+    hub.fail = None
+    assert await check.server_of(hub.whoami[tokens[0]]) == ("alice", "s0")
