@@ -36,6 +36,7 @@ __all__ = [
     "Phase",
     "SpawnStatus",
     "check_deadline",
+    "home_volume_failure",
     "is_gated",
     "notice_parts",
     "reclaim_notice",
@@ -462,3 +463,24 @@ def reclaim_notice(
         "Your files are kept. Start it again below; if the GPU is still in use, the next page "
         "shows your place in the queue."
     )
+
+
+def home_volume_failure(claim: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> str:
+    """Why the home volume ``claim`` cannot be provisioned (its provisioner's latest
+    ``ProvisioningFailed`` Warning about this very claim), or "" while it is bound or may
+    still be (no such event). A claim of the same name deleted earlier has another UID: its
+    events say nothing of this one."""
+    if as_mapping(claim.get("status")).get("phase") == "Bound":
+        return ""
+    uid = as_mapping(claim.get("metadata")).get("uid")
+    failures = [
+        e
+        for e in events
+        if e.get("reason") == "ProvisioningFailed"
+        and e.get("type") == "Warning"
+        and as_mapping(e.get("involvedObject")).get("uid") == uid
+    ]
+    if not failures:
+        return ""
+    _, message = _latest_event_reason(failures)
+    return message.strip().rstrip(".")[:300] or "its provisioner refused it"

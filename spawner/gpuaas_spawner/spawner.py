@@ -56,6 +56,7 @@ from gpuaas_spawner.progress import (
     Phase,
     SpawnStatus,
     check_deadline,
+    home_volume_failure,
     is_gated,
     reclaim_notice,
     spawn_status,
@@ -96,6 +97,8 @@ _STARTING: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "gpuaas_starting", default=None
 )
 _WEEK = 7 * 24 * 3600
+_CLAIM_CHECK_INTERVAL = 5.0
+"""Seconds between looks at a waiting server's home volume claim."""
 
 
 def _user_error(message: str, *, reason: str, status_code: int = 400) -> web.HTTPError:
@@ -408,6 +411,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         self._gpuaas_secret_owned = False
         self._gpuaas_notice = ""
         self._gpuaas_last_status: SpawnStatus | None = None
+        self._gpuaas_claim_checked_at = float("-inf")
 
     # ------------------------------------------------------------------ hub state
 
@@ -830,6 +834,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         self._gpuaas_pod_uid = ""
         self._gpuaas_notice = ""
         self._gpuaas_settings = None
+        self._gpuaas_claim_checked_at = float("-inf")
         self._start_future = asyncio.ensure_future(self._gpuaas_start())
         self._start_future.add_done_callback(lambda _: self._restore_start_timeout())
         return self._start_future
@@ -964,6 +969,8 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         if status.phase is Phase.PREEMPTED:
             self._gpuaas_notice = status.message  # also shown on the next visit
             raise _user_error(status.message, reason="preempted")
+        if status.phase is Phase.WAITING_FOR_NODE:
+            await self._check_home_volume()
         if status.terminal:
             reason = status.failure_reason or (
                 "server_exited" if status.phase is Phase.FAILED else "stopped"
@@ -984,6 +991,48 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 raise _user_error(deadline.message, reason="queue_timeout")
             # admitted, then not ready in time: the cluster's or the server's doing, not the hub's
             raise _user_error(deadline.message, reason="start_timeout")
+
+    async def _check_home_volume(self) -> None:
+        """End the start, saying why, when the home volume cannot be provisioned: the pod
+        would wait for its claim until the start timeout with no word of the reason, which is
+        an Event on the claim (the pod's own Events only say the claim is unbound)."""
+        if not self.storage_pvc_ensure:
+            return
+        now = asyncio.get_running_loop().time()
+        if now - self._gpuaas_claim_checked_at < _CLAIM_CHECK_INTERVAL:
+            return
+        self._gpuaas_claim_checked_at = now
+        from aiohttp import ClientError
+        from kubernetes_asyncio.client.rest import ApiException
+
+        selector = f"involvedObject.kind=PersistentVolumeClaim,involvedObject.name={self.pvc_name}"
+        try:
+            claim = await asyncio.wait_for(
+                self.api.read_namespaced_persistent_volume_claim(self.pvc_name, self.namespace),
+                self.k8s_api_request_timeout,
+            )
+            events = await asyncio.wait_for(
+                self.api.list_namespaced_event(self.namespace, field_selector=selector),
+                self.k8s_api_request_timeout,
+            )
+        except (ApiException, ClientError, OSError, TimeoutError) as e:
+            self.log.warning("gpuaas: cannot read the claim %s or its events: %s", self.pvc_name, e)
+            return
+        why = home_volume_failure(to_api_json(claim), [to_api_json(e) for e in events.items])
+        if why:
+            self.log.error(
+                "gpuaas: event=spawn-failed reason=home_volume user=%s claim=%s: %s",
+                self.user.name,
+                self.pvc_name,
+                why,
+            )
+            raise _user_error(
+                f"The storage for your home folder could not be created, so your server cannot "
+                f"start: {why}. Nothing of yours was changed. Tell an admin (the volume claim "
+                f"{self.pvc_name} says why).",
+                reason="home_volume",
+                status_code=503,
+            )
 
     async def progress(self) -> AsyncIterator[dict[str, Any]]:
         """Yield the spawn's phase whenever it changes; safe to run several at once."""

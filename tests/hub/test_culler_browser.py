@@ -3,10 +3,8 @@ with its countdown, "Keep my GPU", and the save of open documents before the sto
 
 from __future__ import annotations
 
-import json
 import re
 import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,18 +44,6 @@ async def login(browser: Any, hub: CullerHub, user: str) -> Any:  # noqa: F811
     return page
 
 
-def contents(hub: CullerHub, user: str, path: str, body: Any = None) -> Any:
-    token = hub.user_token(user)
-    req = urllib.request.Request(
-        f"{hub.url}/user/{user}/api/contents/{path}",
-        data=None if body is None else json.dumps(body).encode(),
-        method="GET" if body is None else "PUT",
-        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read())
-
-
 async def spawn_pair(hub: CullerHub) -> None:
     hub.start_all(
         {
@@ -95,7 +81,7 @@ async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
 ) -> None:
     hub = culler_hub
     await spawn_pair(hub)
-    contents(hub, "carol", "notes.txt", {"type": "file", "format": "text", "content": "first"})
+    hub.contents("carol", "notes.txt", {"type": "file", "format": "text", "content": "first"})
 
     alice = await login(browser, hub, "alice")
     await alice.goto(f"{hub.url}/user/alice/lab")
@@ -125,7 +111,7 @@ async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not saved:
         try:
-            saved = "second" in contents(hub, "carol", "notes.txt")["content"]
+            saved = "second" in hub.contents("carol", "notes.txt")["content"]
         except OSError:
             break  # already stopped
         time.sleep(0.5)

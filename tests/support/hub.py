@@ -89,6 +89,21 @@ class Hub:
             self._user_tokens[name] = r.body["token"]
         return self._user_tokens[name]
 
+    def contents(self, user: str, path: str, body: Any = None) -> Any:
+        """Jupyter Server's contents API of the user's server, through the hub's proxy: GET
+        ``path``, or PUT ``body`` (a contents model) there."""
+        req = urllib.request.Request(
+            f"{self.url}/user/{user}/api/contents/{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            method="GET" if body is None else "PUT",
+            headers={
+                "Authorization": f"token {self.user_token(user)}",
+                "Content-Type": "application/json",
+            },
+        )
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())
+
     def server(self, user: str, server: str = "") -> dict[str, Any] | None:
         r = self.api("GET", f"/users/{user}")
         assert r.status == 200, r

@@ -16,6 +16,7 @@ from gpuaas_spawner.progress import (
     Phase,
     SpawnStatus,
     check_deadline,
+    home_volume_failure,
     notice_parts,
     reclaim_notice,
     spawn_status,
@@ -937,3 +938,43 @@ def test_notice_parts_show_moments_as_times_and_keep_the_rest() -> None:
         NoticePart("[[time:soon]]"),
         NoticePart("."),
     )
+
+
+def _claim(phase: str, uid: str = "claim-2") -> dict[str, Any]:
+    return {"metadata": {"name": "claim-alice", "uid": uid}, "status": {"phase": phase}}
+
+
+def _claim_event(uid: str, message: str, at: str, reason: str = "ProvisioningFailed") -> Any:
+    return {
+        "type": "Warning",
+        "reason": reason,
+        "message": message,
+        "lastTimestamp": at,
+        "involvedObject": {"kind": "PersistentVolumeClaim", "name": "claim-alice", "uid": uid},
+    }
+
+
+@pytest.mark.parametrize(
+    ("claim", "events", "expected"),
+    [
+        (_claim("Pending"), [], ""),  # the provisioner has not said anything yet
+        (
+            _claim("Pending"),
+            [
+                _claim_event("claim-2", "asks for 50Gi, more than 20Gi.", "2026-12-03T10:00:00Z"),
+                _claim_event("claim-2", "the node is full.", "2026-12-03T10:00:05Z"),
+            ],
+            "the node is full",
+        ),
+        # an earlier claim of the same name (deleted since) or another kind of event: nothing
+        (_claim("Pending"), [_claim_event("claim-1", "too big", "2026-12-03T09:00:00Z")], ""),
+        (
+            _claim("Pending"),
+            [_claim_event("claim-2", "waiting", "2026-12-03T10:00:00Z", reason="Provisioning")],
+            "",
+        ),
+        (_claim("Bound"), [_claim_event("claim-2", "too big", "2026-12-03T10:00:00Z")], ""),
+    ],
+)
+def test_home_volume_failure(claim: Any, events: list[Any], expected: str) -> None:
+    assert home_volume_failure(claim, events) == expected

@@ -1,0 +1,80 @@
+"""Users' homes on persistent volumes, as Zero to JupyterHub keeps them (real hub and cluster).
+
+The hub of these tests has KubeSpawner's storage settings as z2jh's defaults (a claim per server
+of the cluster's default StorageClass, mounted at the home); the dev cluster provisions the
+claims and the node agent gives each server its volume's directory as its home.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client
+
+from devcluster.testing import Cluster
+from tests.support.hub import USERS_NS, Hub, eventually, own_hub, pods_of
+
+pytestmark = pytest.mark.integration
+
+NOTE = {"type": "file", "format": "text", "content": "results of a long afternoon"}
+
+
+@pytest.fixture
+def homes_hub(cluster: Cluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Hub]:
+    extra = getattr(request, "param", "")
+    with own_hub(cluster, tmp_path, persistent_homes=True, extra_config=extra) as hub:
+        yield hub
+
+
+async def _delete_claim(k8s: client.ApiClient, name: str) -> None:
+    await client.CoreV1Api(k8s).delete_namespaced_persistent_volume_claim(name, USERS_NS)
+
+
+async def test_files_are_kept_when_the_server_stops_and_starts_on_another_gpu(
+    homes_hub: Hub, k8s: client.ApiClient
+) -> None:
+    hub = homes_hub
+    try:
+        hub.start_all({"alice": {"team": "team-a", "offering": "local-mig-1g"}})
+        hub.contents("alice", "notes.txt", NOTE)
+        hub.stop("alice")
+        await eventually(lambda: _no_pods(k8s, "alice"), what="alice's pod gone")
+        # back on another offering (the way up to a bigger GPU is such a switch)
+        hub.start_all({"alice": {"team": "team-a", "offering": "local-quarter"}})
+        assert hub.contents("alice", "notes.txt")["content"] == NOTE["content"]
+    finally:
+        hub.stop("alice")
+        await eventually(lambda: _no_pods(k8s, "alice"), what="alice's pod gone")
+        await _delete_claim(k8s, "claim-alice")
+
+
+@pytest.mark.parametrize("homes_hub", ['c.KubeSpawner.storage_capacity = "50Gi"\n'], indirect=True)
+async def test_a_home_that_cannot_be_provisioned_fails_the_start_saying_so(
+    homes_hub: Hub, k8s: client.ApiClient
+) -> None:
+    hub = homes_hub
+    try:
+        r = hub.api("POST", "/users/bob/server", {"team": "team-a", "offering": "cpu"}, timeout=60)
+        if r.status == 202:  # slower than slow_spawn_timeout: the failure is on the stream
+            events = hub.progress_events("bob", until="Spawn failed", timeout=90)
+            message = str(events[-1]["message"]).removeprefix("Spawn failed: ")
+        else:
+            assert r.status == 503, r  # the cluster's fault, not the user's request
+            message = str(r.body["message"])
+        assert message.startswith(
+            "The storage for your home folder could not be created, so your server cannot start:"
+        ), message
+        assert "50Gi" in message, message  # the provisioner's reason
+        assert "Nothing of yours was changed. Tell an admin" in message
+        assert hub.server("bob") is None
+        await eventually(lambda: _no_pods(k8s, "bob"), what="bob's pod gone")
+        assert hub.api("GET", "/users/bob").status == 200  # the hub goes on
+    finally:
+        hub.stop("bob")
+        await _delete_claim(k8s, "claim-bob")
+
+
+async def _no_pods(k8s: client.ApiClient, user: str) -> bool:
+    return not await pods_of(k8s, user)
