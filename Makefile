@@ -85,6 +85,13 @@ test: install lint cluster-build $(STAMP55) ## install everything the tests need
 test-hub55: $(STAMP55) ## the spawner's, the service's and the hub tests on z2jh's hub versions (JupyterHub 5.5)
 	$(HUB55_PYTEST)
 
+# The browser tests write their screenshots to build/screenshots/; this run writes the docs' own.
+SCREENSHOT_TESTS := tests/e2e/test_gpu_panel.py tests/hub/test_console.py \
+	tests/hub/test_console_handoff.py tests/hub/test_queue_browser.py \
+	tests/integration/test_notebook_jobs_browser.py
+screenshots: install cluster-build ## refresh the docs' screenshots from the browser tests that take them
+	GPUAAS_DOCS_SCREENSHOTS=1 $(VENV)/bin/pytest -q $(SCREENSHOT_TESTS)
+
 cluster-build: ## build the cluster binaries from Go modules (cached under ~/.cache/jupyter-gpuaas)
 	bash devcluster/build.sh
 
@@ -101,4 +108,4 @@ demo: install ## run the demo and print where to open it (Ctrl-C stops it)
 bench: $(STAMP) ## run the benchmarks and print their figures
 	$(PY) -m benchmarks
 
-.PHONY: help install chromium lint unit test test-hub55 cluster-build cluster-up cluster-down demo bench
+.PHONY: help install chromium lint unit test test-hub55 screenshots cluster-build cluster-up cluster-down demo bench

@@ -9,8 +9,10 @@ scopes (docs/queue.md).
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
+import ssl
 import sys
 import time
 import urllib.error
@@ -20,7 +22,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from devcluster.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port
+from jupyter_gpuaas.core.labels import HUB_TOKEN_SECRET_SUFFIX
 
 SERVER_TOKEN_SCOPES = [
     "users:activity!user",
@@ -109,9 +114,14 @@ def service_config(
     if culler_args:
         roles.append({"name": "gpuaas-culler", "services": ["gpuaas"], "scopes": CULLER_SCOPES})
     scopes = {CONSOLE_SCOPE: {"description": "Read the GPU console of the gpuaas service"}}
+    template_vars = {"gpuaas_console": {"url": "/services/gpuaas/console/", "scope": CONSOLE_SCOPE}}
     lines = f"""
 # The gpuaas hub service (docs/queue.md, docs/culler.md, docs/console.md)
 c.JupyterHub.custom_scopes = {json.dumps(scopes)}
+# the "GPU console" link in the hub's navigation, for those with the console scope
+import gpuaas_spawner
+c.JupyterHub.template_paths = [gpuaas_spawner.HUB_TEMPLATES]
+c.JupyterHub.template_vars = {json.dumps(template_vars)}
 c.JupyterHub.services.append({service!r})
 c.JupyterHub.load_roles.extend({json.dumps(roles)})
 # the tests' admin service "tester", where there is one, reads the console too
@@ -160,17 +170,23 @@ class QueueHub:
         )
         return str(out["token"])
 
-    def server_token(self, user: str, server: str = "") -> str:
-        """A token with what the hub gives ``user``'s server ``server`` (its
-        ``server_token_scopes`` expanded for that server: the ``!server`` filter becomes
-        ``!server=user/server``, which only a token issued to the server itself gets)."""
-        return self.user_token(
-            user,
-            [
-                f"users:activity!user={user}",
-                f"access:servers!server={user}/{server}",
-                "access:services!service=gpuaas",
-            ],
+    def server_token(self, user: str, offering: str = "cpu", timeout: float = 120.0) -> str:
+        """The token the hub issued to ``user``'s default server, started here (on
+        ``offering``) unless it runs. Only such a token passes the service's server check:
+        one with the same scopes that a test mints itself is refused, as a user's would be."""
+        running = self.request(f"/hub/api/users/{user}", self.admin_token)["servers"].get("")
+        if not running:
+            self.request(
+                f"/hub/api/users/{user}/server", self.admin_token, "POST", {"offering": offering}
+            )
+        deadline = time.monotonic() + timeout
+        while not (running and running.get("ready")):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{user}'s server not ready in {timeout}s: {running}")
+            time.sleep(0.5)
+            running = self.request(f"/hub/api/users/{user}", self.admin_token)["servers"].get("")
+        return secret_token(
+            self.hub.settings.kubeconfig, f"jupyter-{user}{HUB_TOKEN_SECRET_SUFFIX}"
         )
 
     def queue(self, token: str) -> dict[str, Any]:
@@ -192,6 +208,23 @@ class QueueHub:
         raise AssertionError(
             f"gpuaas service not synced in {timeout}s: {last}\n{self.hub.log_tail()}"
         )
+
+
+def secret_token(kubeconfig: Path, name: str, namespace: str = "jupyter-users") -> str:
+    """The ``token`` of Secret ``name``, read with ``kubeconfig`` (a ServiceAccount's: its
+    bearer token and the cluster's CA, as :func:`devcluster.kube.write_kubeconfig` writes)."""
+    cfg = yaml.safe_load(kubeconfig.read_text())
+    cluster, creds = cfg["clusters"][0]["cluster"], cfg["users"][0]["user"]
+    ctx = ssl.create_default_context(
+        cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
+    )
+    req = urllib.request.Request(
+        f"{cluster['server']}/api/v1/namespaces/{namespace}/secrets/{name}",
+        headers={"Authorization": f"Bearer {creds['token']}", "Accept": "application/json"},
+    )
+    with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+        secret = json.loads(resp.read())
+    return base64.b64decode(secret["data"]["token"]).decode()
 
 
 @contextmanager

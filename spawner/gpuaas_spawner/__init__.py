@@ -8,16 +8,21 @@ class is imported on first use so that they stay light.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpuaas_spawner.spawner import GPUaaSSpawner, check_catalog
 
-__all__ = ["GPUaaSSpawner", "check_catalog"]
+__all__ = ["HUB_TEMPLATES", "GPUaaSSpawner", "check_catalog"]
+
+HUB_TEMPLATES = str(Path(__file__).parent / "templates" / "hub")
+"""JupyterHub page templates (``c.JupyterHub.template_paths``): the "GPU console" link in the
+hub's navigation, for users who may open the console (``template_vars["gpuaas_console"]``)."""
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
+    if name in ("GPUaaSSpawner", "check_catalog"):
         from gpuaas_spawner import spawner
 
         return getattr(spawner, name)

@@ -30,10 +30,10 @@ from tests.support.hub import (
     training_job,
 )
 from tests.support.hub import service_get as get
+from tests.support.lab_page import docs_image
 
 pytestmark = pytest.mark.integration
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 POLICY = """\
 report_stale_after: 30s
@@ -51,7 +51,6 @@ policies:
 """
 
 # what carol's server's own token holds (the spawner's server_token_scopes, expanded)
-SERVER_SCOPES = ["access:servers!server=carol/", "access:services!service=gpuaas"]
 
 LEAD = """
 # bob leads team-a: the console for his team only
@@ -260,9 +259,7 @@ async def test_export_and_a_servers_standing(warned: CullerHub) -> None:
     assert text.splitlines()[0].startswith("day,team,user,offering,kind,allocated_hours")
     assert any(",team-a,alice,local-mig-1g,mig," in line for line in text.splitlines())
 
-    server_token = hub.api(
-        "POST", "/users/carol/tokens", {"scopes": SERVER_SCOPES, "note": "console test"}
-    ).body["token"]
+    server_token = hub.server_token("carol")  # her running server's own
     status, standing = get(hub, "api/reclaim/standing", server_token)
     assert status == 200, standing
     assert standing["known"] is True
@@ -279,7 +276,9 @@ async def test_console_page_warning_and_policy_line_in_chromium(
     hub = warned
     admin = await login(browser, hub, "admin")
     await admin.set_viewport_size({"width": 1400, "height": 1000})
-    await admin.goto(f"{hub.url}/services/gpuaas/")  # the Services menu's link
+    # found from the hub in one click: "GPU console" in the hub's navigation
+    await admin.goto(f"{hub.url}/hub/home")
+    await admin.get_by_role("link", name="GPU console").click()
     await admin.wait_for_url("**/services/gpuaas/console/")
     await admin.locator("#teams .team[data-team='team-a']").wait_for()
     await admin.locator("#teams .team[data-team='team-b']").wait_for()
@@ -307,7 +306,7 @@ async def test_console_page_warning_and_policy_line_in_chromium(
     await changes.get_by_role("cell", name="carol", exact=True).wait_for()
     carol_row = changes.locator("tr", has=admin.get_by_role("cell", name="carol", exact=True))
     assert "warn" in await carol_row.locator(".act-warn").inner_text()
-    await admin.screenshot(path=str(DOCS / "console.png"), full_page=True)
+    await admin.screenshot(path=str(docs_image("console.png")), full_page=True)
     # a cookie-authenticated POST without the XSRF token is refused
     status = await admin.evaluate(
         "async () => (await fetch('../api/console/preview', {method: 'POST', body: 'x'})).status"
@@ -316,6 +315,8 @@ async def test_console_page_warning_and_policy_line_in_chromium(
 
     # alice's warning, said once in plain words; carol's sidebar says where she stands
     page = await login(browser, hub, "alice")
+    await page.goto(f"{hub.url}/hub/home")  # no console scope: no link to it
+    assert await page.get_by_role("link", name="GPU console").count() == 0
     await page.goto(f"{hub.url}/user/alice/lab")
     await page.locator("[data-id='jupyter-gpuaas-panel']").click(timeout=90_000)
     banner = page.locator(".jp-gpuaas-reclaim")

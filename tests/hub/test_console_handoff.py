@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,10 +25,10 @@ from tests.support.hub import (
     training_job,
 )
 from tests.support.hub import service_get as get
+from tests.support.lab_page import docs_image
 
 pytestmark = pytest.mark.integration
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 # alice (team-a): warned 5 s ahead, stopped 3 s after the warning's end (save_lead); carol
 # (team-b) holds the other local slice and is never idle long enough, so alice's is the one
@@ -148,7 +147,7 @@ async def test_a_reclaim_and_its_handoff_in_the_console(
     await events.filter(has_text="reclaim").filter(has_text="alice").wait_for()
     assert "admitted after" in await events.filter(has_text="handoff succeeded").inner_text()
     await page.locator("#events-title").scroll_into_view_if_needed()
-    await page.screenshot(path=str(DOCS / "console-handoff.png"), full_page=True)
+    await page.screenshot(path=str(docs_image("console-handoff.png")), full_page=True)
 
 
 async def test_the_consoles_events_and_handoffs_survive_a_restart(handed_off: CullerHub) -> None:

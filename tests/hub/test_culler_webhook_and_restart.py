@@ -97,13 +97,6 @@ policies:
         yield hub
 
 
-def server_token(hub: CullerHub, user: str) -> str:
-    scopes = [f"access:servers!server={user}/", "access:services!service=gpuaas"]
-    r = hub.api("POST", f"/users/{user}/tokens", {"scopes": scopes, "note": "restart test"})
-    assert r.status == 201, r
-    return str(r.body["token"])
-
-
 def reclaim_answer(hub: CullerHub, token: str) -> dict[str, Any] | None:
     req = urllib.request.Request(
         f"http://127.0.0.1:{hub.port}/services/gpuaas/api/reclaim",
@@ -130,7 +123,7 @@ async def test_a_silent_webhook_and_a_restart_mid_countdown_delay_nothing(
         "carol": {"team": "team-b", "offering": "local-mig-1g"},
     }
     hub.start_all(spawns)
-    token = server_token(hub, "bob")
+    token = hub.server_token("bob")
     async with cluster.api("team-a", "alice") as api:
         await client.BatchV1Api(api).create_namespaced_job(
             "team-a",

@@ -27,7 +27,7 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
 from devcluster.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port
-from devcluster.queue_hub import OPERATOR_TOKEN, service_config
+from devcluster.queue_hub import OPERATOR_TOKEN, secret_token, service_config
 from devcluster.testing import Cluster
 from gpuaas_service.console.journal import JOURNAL_CONFIGMAP
 from gpuaas_service.reclaim.handoffs import HANDOFFS_CONFIGMAP
@@ -103,6 +103,15 @@ class Hub:
         )
         with urllib.request.urlopen(req, timeout=30) as r:
             return json.loads(r.read())
+
+    def server_token(self, user: str, offering: str = "cpu") -> str:
+        """The token the hub issued to ``user``'s default server (started on ``offering``
+        unless it runs), from the server's token Secret: only that token passes the gpuaas
+        service's server check (one a test mints with the same scopes is refused)."""
+        if self.server(user) is None:
+            self.start_all({user: {"offering": offering}})
+        self.wait_ready(user)
+        return secret_token(self.proc.settings.kubeconfig, f"jupyter-{user}-hub-token")
 
     def server(self, user: str, server: str = "") -> dict[str, Any] | None:
         r = self.api("GET", f"/users/{user}")

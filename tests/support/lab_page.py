@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, cast
 
 from tests.support.lab import REFRESH_S, REPO, SAMPLE_TTL_S
 
-IMAGES = REPO / "docs" / "images"
+SCREENSHOTS = REPO / "build" / "screenshots"
+"""Where the browser tests' screenshots go on an ordinary run (ignored by git)."""
+
+
+def docs_image(name: str) -> Path:
+    """The path of a screenshot that illustrates the docs (``name`` below ``docs/``): under
+    build/screenshots/ on an ordinary run, so that tests never change tracked files; the docs'
+    own file when ``make screenshots`` refreshes them on purpose (GPUAAS_DOCS_SCREENSHOTS=1)."""
+    base = REPO / "docs" if os.environ.get("GPUAAS_DOCS_SCREENSHOTS") == "1" else SCREENSHOTS
+    path = base / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 PANEL = "#jupyter-gpuaas-panel"
 PANEL_TAB = '.jp-SideBar [data-id="jupyter-gpuaas-panel"]'
 USAGE_URL = re.compile(r"/gpuaas/api/usage")
@@ -173,11 +187,10 @@ def colors(page: Any) -> dict[str, str]:
 
 def screenshot(page: Any, name: str) -> Path:
     """Save a screenshot of the page for the README, without a focus ring or hover."""
-    IMAGES.mkdir(parents=True, exist_ok=True)
     page.evaluate("() => document.activeElement?.blur()")
     page.mouse.move(900, 600)
     page.wait_for_timeout(300)  # let the last render settle into pixels
-    path = IMAGES / name
+    path = docs_image(f"images/{name}")
     page.screenshot(path=str(path))
     return path
 
