@@ -120,6 +120,30 @@ def report() -> bytes:
 # --------------------------------------------------------------------------- 4
 
 
+def test_a_notebook_over_the_limit_gets_413_in_words_through_the_hubs_proxy(
+    served: tuple[CullerHub, Path],
+) -> None:
+    """What JupyterLab's "Run as GPU job" meets: the service's 413 with what to do, relayed by
+    the hub's proxy (not its error page for a cut connection)."""
+    hub, _ = served
+    notebook = {"cells": [{"cell_type": "code", "source": "x" * 1_500_000}], "metadata": {}}
+    body = json.dumps({"notebook": notebook, "name": "big.ipynb"}).encode()  # over 1.1 MB
+    req = urllib.request.Request(
+        f"{hub.url}/services/gpuaas/api/jobs",
+        data=body,
+        method="POST",
+        headers={
+            "Authorization": f"token {hub.server_token('alice')}",
+            "Content-Type": "application/json",
+        },
+    )
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(req, timeout=60)
+    assert info.value.code == 413
+    answer = json.loads(info.value.read())
+    assert "clear the notebook's outputs" in answer["message"], answer
+
+
 def test_an_oversized_body_is_refused_before_it_is_sent(served: tuple[CullerHub, Path]) -> None:
     hub, _ = served
     token = hub.server_token("alice")
