@@ -11,7 +11,9 @@ valid samples with a few fields replaced, removed or added (:func:`mutated`).
 - policy text: ``gpuaas_service/console/preview.py`` ``parse_policy_text`` (the console's
   preview), and ``reclaim/policy.py`` ``load_policy`` on parsed data (the policy file);
 - catalogs: ``core/catalog.py`` ``build_catalog``;
-- the text itself: ``core/parsing.py`` ``load_json`` and ``load_yaml``.
+- the text itself: ``core/parsing.py`` ``load_json`` and ``load_yaml``;
+- query parameters: the console export's ``day`` (``gpuaas_service/web/console.py``
+  ``export_day``; its ``team`` and ``format`` are compared as they are, never parsed).
 
 Each example has a deadline (hypothesis's ``deadline``, far above what an example takes) so an
 input that makes a parser slow shows up as a failure; the runs are derandomised and keep no
@@ -24,7 +26,7 @@ import copy
 import json
 import math
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 import yaml
@@ -34,6 +36,7 @@ from hypothesis import strategies as st
 from gpuaas_service.console.preview import PreviewError, parse_policy_text
 from gpuaas_service.jobs.request import JobRequestError, NotAllowed, validate_job_request
 from gpuaas_service.reclaim.policy import PolicyError, PolicySet, load_policy
+from gpuaas_service.web.console import export_day
 from jupyter_gpuaas.core.activity import Activity, ReportError, parse_activity
 from jupyter_gpuaas.core.catalog import Catalog, CatalogError, CatalogSource, build_catalog
 from jupyter_gpuaas.core.choice import Choice, read_choice
@@ -289,3 +292,20 @@ def _leaves(value: Any) -> list[Any]:
     if isinstance(value, list):
         return [x for v in value for x in _leaves(v)]
     return [value]
+
+
+@FUZZ
+@given(st.text(max_size=200))
+@example("2026-11-30")
+@example("")
+def test_the_exports_day_is_a_date_or_says_what_is_wrong(raw: str) -> None:
+    outcome: date | str
+    try:
+        outcome = export_day(raw, NOW.date())
+    except ValueError as e:
+        outcome = str(e)
+    if isinstance(outcome, str):  # quotes at most 20 characters of the input, escaped
+        assert outcome.startswith("day="), outcome
+        assert len(outcome) < MAX_MESSAGE, outcome
+    else:
+        assert outcome == (date.fromisoformat(raw) if raw else NOW.date())

@@ -150,13 +150,23 @@ class ConsoleSnapshotHandler(_ConsoleHandler):
         self.finish(json.dumps(snap))
 
 
+def export_day(raw: str, today: date) -> date:
+    """The export's ``day`` query parameter: ``YYYY-MM-DD``, today when absent; a
+    :class:`ValueError` that says what is wrong (quoting at most 20 characters) otherwise."""
+    if not raw:
+        return today
+    try:
+        return date.fromisoformat(raw)
+    except ValueError:
+        raise ValueError(f"day={raw[:20]!r} is not a date (YYYY-MM-DD)") from None
+
+
 class ConsoleExportHandler(_ConsoleHandler):
     def get(self) -> None:
-        raw = self.get_argument("day", "")
         try:
-            day = date.fromisoformat(raw) if raw else self.console.clock().date()
-        except ValueError:
-            raise web.HTTPError(400, f"day={raw[:20]!r} is not a date (YYYY-MM-DD)") from None
+            day = export_day(self.get_argument("day", ""), self.console.clock().date())
+        except ValueError as e:
+            raise web.HTTPError(400, str(e)) from None
         fmt = self.get_argument("format", "json")
         rows = export_rows(self.console.record.ledger, day, self.teams)
         name = f"gpuaas-gpu-hours-{day.isoformat()}"
