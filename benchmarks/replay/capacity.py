@@ -69,6 +69,8 @@ class RunSpec:
     demand: tuple[tuple[str, float], ...] = ()
     """Demand figures changed from the file's (the sensitivity sweeps)."""
     checkpoint_min: float = 15.0
+    idle_timeout_min: float = 60.0
+    """jupyterhub-idle-culler's timeout on the idle-culler rungs (the frontier moves it)."""
 
 
 def spec_of(run: RunSpec) -> OrgSpec:
@@ -109,7 +111,7 @@ def simulate_run(run: RunSpec, events: Any = None) -> Any:
         trace,
         world.org,
         world.catalog,
-        ladder.policy(rung, run.policy_file),
+        ladder.policy(rung, run.policy_file, run.idle_timeout_min),
         fractions=world.fractions,
         events=events,
         checkpoint_s=run.checkpoint_min * 60 if run.checkpoint_min > 0 else None,

@@ -389,9 +389,11 @@ def world(spec: OrgSpec, rung_name: str, gpus: int, notebook_share: float) -> Wo
     return World(org, catalog, 1.0 if rung.shares else 0.0)
 
 
-def policy(rung: Rung, policy_file: str) -> Policy:
+def policy(rung: Rung, policy_file: str, idle_timeout_min: float = 60.0) -> Policy:
+    """What stops idle notebooks on ``rung``: gpuaas with ``policy_file``, jupyterhub-idle-culler
+    with ``idle_timeout_min`` (z2jh's 60 by default; every 10 min), or nothing."""
     if rung.culler == "idle-60":
-        return IdleCuller(3600.0, 600.0, rung.name)
+        return IdleCuller(idle_timeout_min * 60.0, 600.0, rung.name)
     if rung.culler == "gpuaas":
         return Gpuaas(brain.load_policy_file(policy_file), name=rung.name)
     p = Static()

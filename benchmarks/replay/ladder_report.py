@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 import resource
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -30,6 +31,18 @@ SWEEP: tuple[tuple[str, str, tuple[float, ...]], ...] = (
 )
 """The sensitivity sweep (``--sweep``): each figure moved alone from the organisation's."""
 SWEEP_RUNGS = ("B1", "L1i", "L2")
+FRONTIER_IDLE_MIN = (30.0, 60.0, 120.0, 240.0)
+"""jupyterhub-idle-culler timeouts on the culler frontier (L1i)."""
+FRONTIER_GPUAAS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("as shipped", ()),
+    ("idle_after 10m", (("idle_after: 30m", "idle_after: 10m"),)),
+    ("warn_before 0s", (("warn_before: 15m", "warn_before: 0s"),)),
+    (
+        "idle_after 10m, warn_before 0s",
+        (("idle_after: 30m", "idle_after: 10m"), ("warn_before: 15m", "warn_before: 0s")),
+    ),
+)
+"""gpuaas policy variants on the culler frontier (L1g): the policy file with these edits."""
 """``--quick``: for tests and a first look (a few minutes at most on two cores)."""
 
 AT_SIZE_ROWS: tuple[tuple[str, str, str], ...] = (
@@ -116,7 +129,20 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         + ", ".join(SWEEP_RUNGS)
         + " with users per GPU, memory need and training load moved one at a time",
     )
-    g.add_argument("--sweep-seeds", type=int, default=10, help="seeds of each point of the sweep")
+    g.add_argument(
+        "--sweep-seeds",
+        type=int,
+        default=10,
+        help="seeds of each point of the sweep and of the culler frontier",
+    )
+    g.add_argument(
+        "--frontier",
+        action="store_true",
+        help="run the culler frontier even with --quick (it runs by default, unless"
+        " --no-frontier): capacity against interrupted sessions for idle-culler's timeout and"
+        " gpuaas's idle_after and warn_before",
+    )
+    g.add_argument("--no-frontier", action="store_true", help="skip the culler frontier")
     g.add_argument(
         "--quick",
         action="store_true",
@@ -261,6 +287,53 @@ def sweep_table(
     return "\n".join(lines)
 
 
+def frontier_table(
+    base: RunSpec,
+    seeds: Sequence[int],
+    levels: Levels,
+    workers: int,
+    directory: Path,
+) -> str:
+    """Each culler setting on L1: its effective capacity on the training and spawn levels, and
+    the sessions it interrupts (and the spawn wait) at the smallest size run that meets them."""
+    relaxed = replace(levels, interrupted_per_100h=math.inf)
+    limits = relaxed.limits()
+    shipped = Path(base.policy_file).read_text(encoding="utf-8")
+    variants: list[tuple[str, RunSpec, str]] = [
+        (f"idle-culler, timeout {t:g} min", replace(base, idle_timeout_min=t), "L1i")
+        for t in FRONTIER_IDLE_MIN
+    ]
+    for i, (label, edits) in enumerate(FRONTIER_GPUAAS):
+        text = shipped
+        for old, new in edits:
+            if old not in text:
+                raise ValueError(f"the policy file has no {old!r} to change for {label!r}")
+            text = text.replace(old, new)
+        path = directory / f"policy-{i}.yaml"
+        path.write_text(text, encoding="utf-8")
+        variants.append((f"gpuaas, {label}", replace(base, policy_file=str(path)), "L1g"))
+    lines = [
+        "| culler on L1 | GPUs meeting training + spawn levels | at that size: interrupted per"
+        " 100 session-h | spawn wait p90 (min) |",
+        "|---|---|---|---|",
+    ]
+    for label, point, rung in variants:
+        search = capacity.search_all(
+            point, [rung], seeds, levels=relaxed, splits=(), workers=workers
+        )[rung]
+        size = search.meeting_size(limits)
+        cells = [_fmt(search.capacity(limits), "num")]
+        for key in ("interrupted_per_100h", "spawn_wait_p90_min"):
+            if size is None:
+                cells.append("–")
+                continue
+            (runs,) = search.sizes[size].values()
+            mean, half = mean_ci(float(x[key]) for x in runs)
+            cells.append(_fmt(mean, "num", half) + f" @ {size}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def search_table(searches: Mapping[str, Search], levels: Levels) -> str:
     full = levels.limits()
     lines = ["| rung | sizes run (GPUs: ratio to the levels, ≤ 1 meets) |", "|---|---|"]
@@ -377,6 +450,13 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         )
     else:
         sections["sweep"] = "(not run: `--no-sweep` or `--quick`)"
+    if args.frontier or not (args.quick or args.no_frontier):
+        with tempfile.TemporaryDirectory(prefix="replay-frontier-") as tmp:
+            sections["frontier"] = frontier_table(
+                base, seeds[: args.sweep_seeds], levels, workers, Path(tmp)
+            )
+    else:
+        sections["frontier"] = "(not run: `--no-frontier` or `--quick`)"
     wall = time.perf_counter() - started  # the whole command, the sweep included
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = time.process_time() - cpu0 + children.ru_utime + children.ru_stime
@@ -392,6 +472,7 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         ("Each rung at its own service-level size", "at_size"),
         ("Sizes searched", "search"),
         ("Sensitivity", "sweep"),
+        ("The culler frontier", "frontier"),
     ):
         print(f"\n{title}:\n{sections[key]}")
     if args.json:

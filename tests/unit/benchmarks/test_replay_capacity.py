@@ -142,3 +142,28 @@ def test_the_sensitivity_sweep_moves_one_demand_figure_at_a_time(
     sweep = printed.split("Sensitivity:")[1]
     assert "| demand | B1 GPUs | L2 GPUs | L2 × against B1 |" in sweep
     assert "| median GPU-memory need (GiB) 16 (else 8) |" in sweep
+
+
+def test_the_culler_frontier_moves_the_cullers_knobs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks.replay import ladder, ladder_report
+    from benchmarks.replay.policies import IdleCuller
+
+    culler = ladder.policy(ladder.RUNGS["L1i"], "", 30.0)
+    assert isinstance(culler, IdleCuller)
+    assert culler.timeout_s == 1800.0
+    monkeypatch.setattr(ladder_report, "FRONTIER_IDLE_MIN", (30.0,))
+    monkeypatch.setattr(
+        ladder_report,
+        "FRONTIER_GPUAAS",
+        (("warn_before 0s", (("warn_before: 15m", "warn_before: 0s"),)),),
+    )
+    argv = ["--quick", "--seed", "1", "--rungs", "L1", "--frontier", "--no-docs"]
+    assert main([*argv, "--workers", "1", "--resamples", "20"]) == 0
+    frontier = capsys.readouterr().out.split("The culler frontier:")[1]
+    assert "| idle-culler, timeout 30 min | " in frontier
+    assert "| gpuaas, warn_before 0s | " in frontier
+    monkeypatch.setattr(ladder_report, "FRONTIER_GPUAAS", (("typo", (("warn_befor: 15m", "x"),)),))
+    with pytest.raises(ValueError, match="the policy file has no 'warn_befor: 15m'"):
+        main([*argv, "--workers", "1"])
