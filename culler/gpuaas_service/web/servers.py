@@ -102,6 +102,13 @@ class ServerTokens:
         if running is None:
             raise web.HTTPError(403, f"the hub has no running server {user}/{server}")
         issued = await self._issued_token(user, server, running)
+        if issued != token_id and self._may_ask_again(user):
+            # the server may have started again since the hub was asked: its new token is
+            # not the one remembered for the old start (asked at most every refresh_after)
+            running = as_mapping(await self._ask_user(user)).get(server)
+            if running is None:
+                raise web.HTTPError(403, f"the hub has no running server {user}/{server}")
+            issued = await self._issued_token(user, server, as_mapping(running))
         if issued != token_id:
             raise web.HTTPError(
                 403,
@@ -122,6 +129,10 @@ class ServerTokens:
         servers = await self._ask_user(user)
         found = servers.get(server)
         return as_mapping(found) if found is not None else None
+
+    def _may_ask_again(self, user: str) -> bool:
+        cached = self._users.get(user)
+        return cached is None or self.clock() - cached[0] >= self.refresh_after
 
     async def _ask_user(self, user: str) -> Mapping[str, Any]:
         """The user's running servers, one hub call at a time per user."""

@@ -184,3 +184,17 @@ async def test_an_unexpected_failure_reaches_every_waiting_request() -> None:
     assert all(isinstance(a, ValueError) for a in answers)
     hub.fail = None
     assert await check.server_of(hub.whoami[tokens[0]]) == ("alice", "s0")
+
+
+async def test_a_server_started_again_is_known_by_its_new_token_after_a_refresh() -> None:
+    """A stop and a start within the users' cache time: the new start's token passes once the
+    hub may be asked again (refresh_after), not only when the cache expires (user_ttl)."""
+    hub, clock = TokenHub(), Clock()
+    first = hub.start("alice")
+    check = ServerTokens(hub, user_ttl=30, refresh_after=5, clock=clock)
+    assert await check.server_of(hub.whoami[first]) == ("alice", "")
+    hub.stop("alice")
+    again = hub.start("alice", at=STARTED + timedelta(minutes=2))
+    clock.now += 6
+    assert await check.server_of(hub.whoami[again]) == ("alice", "")
+    assert (await refused(check, hub.whoami[first])).status_code == 403  # the old start's
