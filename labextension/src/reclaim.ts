@@ -22,7 +22,8 @@ import {
   noteWords,
   stoppedWords,
   withAnswer,
-  withFailure
+  withFailure,
+  withKept
 } from './reclaimState';
 
 /** How often the warning is asked for (seconds); it keeps asking while the panel is hidden. */
@@ -120,17 +121,14 @@ export class ReclaimWatch {
     try {
       const answer = await this._options.snooze();
       const data = (answer.data ?? {}) as { until?: unknown; snoozes_left?: unknown };
-      this._state = {
-        ...this._state,
-        note:
-          answer.status === 200
-            ? {
-                kind: 'kept',
-                until: typeof data.until === 'string' ? data.until : null,
-                snoozesLeft: typeof data.snoozes_left === 'number' ? data.snoozes_left : 0
-              }
-            : { kind: 'refused' }
-      };
+      this._state =
+        answer.status === 200
+          ? withKept(
+              this._state,
+              typeof data.until === 'string' ? data.until : null,
+              typeof data.snoozes_left === 'number' ? data.snoozes_left : 0
+            )
+          : { ...this._state, note: { kind: 'refused' } };
     } catch {
       this._state = { ...this._state, note: { kind: 'failed' } };
     }

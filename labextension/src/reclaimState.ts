@@ -35,7 +35,13 @@ export interface IStopped {
 
 /** The answer to "Keep my GPU" or to the save at the deadline, for the sidebar. */
 export type ReclaimNote =
-  | { kind: 'kept'; until: string | null; snoozesLeft: number }
+  | {
+      kind: 'kept';
+      until: string | null;
+      snoozesLeft: number;
+      /** The warning the press kept (its `warned_at`): withdrawn, whatever a late answer says. */
+      warnedAt: string | null;
+    }
   | { kind: 'refused' }
   | { kind: 'failed' }
   | { kind: 'saved' }
@@ -93,13 +99,29 @@ export function withAnswer(
   now: number
 ): IReclaimState {
   const last = state.warning;
-  if (warning === null && last !== null && !last.dry_run && state.note?.kind !== 'kept') {
+  const note = state.note;
+  if (warning !== null && note?.kind === 'kept' && note.warnedAt === warning.warned_at) {
+    // kept: the service withdraws this warning at its next cycle; an answer from before that
+    // must not bring its countdown back
+    warning = null;
+  }
+  if (warning === null && last !== null && !last.dry_run && note?.kind !== 'kept') {
     const overdue = (now + skewMs - Date.parse(last.reclaim_at)) / 1000;
     if (overdue >= -STOPPED_MARGIN_SECONDS && overdue < STOP_GRACE_SECONDS) {
       return { ...state, skewMs, stopped: null };
     }
   }
   return { ...state, warning, cause, skewMs, stopped: null };
+}
+
+/** "Keep my GPU" was answered yes: the warning is withdrawn at once, and stays so. */
+export function withKept(
+  state: IReclaimState,
+  until: string | null,
+  snoozesLeft: number
+): IReclaimState {
+  const warnedAt = state.warning?.warned_at ?? null;
+  return { ...state, warning: null, note: { kind: 'kept', until, snoozesLeft, warnedAt } };
 }
 
 /** A failed poll: the server stopped, if it failed as a stopped server does past the deadline. */

@@ -21,7 +21,8 @@ import {
   prefixedTitle,
   stoppedWords,
   withAnswer,
-  withFailure
+  withFailure,
+  withKept
 } from '../src/reclaimState';
 
 const T0 = Date.parse('2026-12-03T14:00:00Z');
@@ -207,9 +208,23 @@ describe('the old tab after the stop', () => {
     assert.equal(withAnswer(warned(), null, null, 0, T0).warning, null);
     const kept: IReclaimState = {
       ...warned(),
-      note: { kind: 'kept', until: null, snoozesLeft: 0 }
+      note: { kind: 'kept', until: null, snoozesLeft: 0, warnedAt: null }
     };
     assert.equal(withAnswer(kept, null, null, 0, atDeadline).warning, null);
+  });
+
+  test('a kept warning is gone at once, and a late answer does not bring it back', () => {
+    const before = warned();
+    const kept = withKept(before, '2026-12-03T15:00:00.000Z', 0);
+    assert.equal(kept.warning, null);
+    assert.equal(kept.note?.kind, 'kept');
+    // the service withdraws it at its next cycle: an answer from before that still has it
+    const late = withAnswer(kept, before.warning, null, 0, T0 + 2000);
+    assert.equal(late.warning, null);
+    // a new warning (another warned_at) is shown
+    assert.ok(before.warning);
+    const next = { ...before.warning, warned_at: '2026-12-03T15:00:01.000Z' };
+    assert.equal(withAnswer(kept, next, null, 0, T0 + 3_600_000).warning, next);
   });
 });
 
@@ -218,14 +233,17 @@ describe('the answers to "Keep my GPU"', () => {
     const until = '2026-12-03T14:30:00Z';
     const time = localTime(Date.parse(until));
     assert.equal(
-      noteWords({ kind: 'kept', until, snoozesLeft: 0 }, T0, 0),
+      noteWords({ kind: 'kept', until, snoozesLeft: 0, warnedAt: null }, T0, 0),
       `Kept: this GPU stays until ${time} (in 30 min 00 s). That was the last keep.`
     );
     assert.equal(
-      noteWords({ kind: 'kept', until, snoozesLeft: 2 }, T0 + 60_000, 0),
+      noteWords({ kind: 'kept', until, snoozesLeft: 2, warnedAt: null }, T0 + 60_000, 0),
       `Kept: this GPU stays until ${time} (in 29 min 00 s). You can keep it 2 more times.`
     );
-    assert.equal(noteWords({ kind: 'kept', until: null, snoozesLeft: 0 }, T0, 0), 'Kept.');
+    assert.equal(
+      noteWords({ kind: 'kept', until: null, snoozesLeft: 0, warnedAt: null }, T0, 0),
+      'Kept.'
+    );
     assert.match(noteWords({ kind: 'refused' }, T0, 0), /could not be kept/);
   });
 });
