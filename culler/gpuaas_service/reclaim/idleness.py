@@ -153,8 +153,10 @@ def judge(
             )
         evidence.append(kernel_at)  # the server's report may say more, never less
     if report is None:
+        # unknown since then; not active then: a restart of the service is no activity of the
+        # server's, and the report that comes next must not find its idle clock reset
         since, reason = _without_report(started_at, previous, listening_since)
-        return unknown(since, reason, since)
+        return unknown(since, reason)
 
     seen_at = min(report.received_at, now)
     activity = report.activity

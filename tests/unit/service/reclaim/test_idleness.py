@@ -275,6 +275,18 @@ def test_unknown_since_carries_over_and_resets() -> None:
     assert third.unknown_since is None
 
 
+def test_a_service_restart_is_no_activity_of_the_server() -> None:
+    """Restarted 2 min ago, the service has no report yet: unknown since then. The report that
+    comes next says idle for 2 h: idle since then, not since the service's restart (a warning
+    given before the restart stands)."""
+    restarted = ago(minutes=2)
+    waiting = verdict(None, now=ago(minutes=1), listening_since=restarted)
+    assert (waiting.state, waiting.unknown_since) == (State.UNKNOWN, restarted)
+    back = verdict(report(kernels=(kernel(),)), previous=waiting, listening_since=restarted)
+    assert back.state is State.IDLE
+    assert back.last_active == ago(hours=2)
+
+
 # --------------------------------------------------------------------------- the payload
 
 
