@@ -232,7 +232,10 @@ async def test_a_paused_api_server_is_waited_out_and_never_stops_the_hub(
                     )
                 )
             assert len(told) > FAILURE_LIMIT
-            assert told == [(202, CLUSTER_DOWN)] * len(told), told
+            # 503 at once, or 202 and the failure on the progress stream (slower than the hub's
+            # slow_spawn_timeout): the same words either way
+            assert all(status in (202, 503) for status, _ in told), told
+            assert [message for _, message in told] == [CLUSTER_DOWN] * len(told), told
 
             counts = spawn_counts(hub)
             if hubcompat.COUNTS_EVERY_FAILURE:
