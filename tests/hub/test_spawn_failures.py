@@ -176,7 +176,7 @@ async def test_failures_a_restart_cannot_mend_are_clean_and_never_stop_the_hub(
 
 # c.KubeSpawner.k8s_api_request_retry_timeout of the hub below: how long a start retries the
 # creation of the token Secret and the pod while the API server does not answer
-RETRY_WINDOW = 10
+RETRY_WINDOW = 20
 # Servers that really run (on the node agent's node), one per user, within the teams' quotas
 RUNNING = {
     "alice": {"offering": "local-mig-1g"},
