@@ -98,6 +98,24 @@ class OptionsHandler(_UserHandler):
         await self.run(self.service.options(user, groups))
 
 
+class _Body:
+    """A streamed request body, kept up to ``limit`` bytes once :meth:`admit` let it in (the
+    caller known first: web/base.py ``admit_body``)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.data = bytearray()
+        self.too_large: web.HTTPError | None = None
+        """The 413 to answer once an over-limit body has been read."""
+
+    def admit(self, handler: web.RequestHandler, too_large: str, timeout: float) -> None:
+        self.too_large = admit_body(handler, self.limit, too_large, timeout)
+
+    def received(self, chunk: bytes) -> None:
+        if self.too_large is None:
+            self.data += chunk[: max(0, self.limit - len(self.data))]
+
+
 @web.stream_request_body
 class JobsHandler(_UserHandler):
     """``GET``: the caller's jobs; ``POST``: submit (a body up to ``max_body`` bytes: the
@@ -108,36 +126,31 @@ class JobsHandler(_UserHandler):
     ) -> None:
         self.bind(context)
         self.service = service
-        self.max_body = max_body
-        self._body = bytearray()
-        self.too_large: web.HTTPError | None = None
-        """The 413 to answer once an over-limit body has been read (web/base.py admit_body)."""
+        self.body = _Body(max_body)
 
     async def prepare(self) -> None:
         await super().prepare()  # the caller first: 403 before a byte of the body is read
         if self.request.method == "POST":
-            self.too_large = admit_body(
+            self.body.admit(
                 self,
-                self.max_body,
-                f"the request is over {self.max_body} bytes: clear the notebook's outputs and"
+                f"the request is over {self.body.limit} bytes: clear the notebook's outputs and"
                 " submit it again (or ask an admin: c.GPUaaSService.job_max_notebook_bytes)",
                 self.context.body_timeout,
             )
 
     def data_received(self, chunk: bytes) -> None:
-        if self.too_large is None:
-            self._body += chunk[: max(0, self.max_body - len(self._body))]
+        self.body.received(chunk)
 
     async def get(self) -> None:
         user, groups = self.caller()
         await self.run(self.service.list(user, groups))
 
     async def post(self) -> None:
-        if self.too_large is not None:
-            raise self.too_large  # its body read and dropped
+        if self.body.too_large is not None:
+            raise self.body.too_large  # its body read and dropped
         user, groups = self.caller()
         try:
-            body = _json(bytes(self._body))
+            body = _json(bytes(self.body.data))
         except JobError as e:
             self.answer_error(e)
             return
@@ -193,10 +206,7 @@ class RunnerHandler(_Errors):
     ) -> None:
         self.bind(context)
         self.service = service
-        self.max_body = max_body
-        self._body = bytearray()
-        self.too_large: web.HTTPError | None = None
-        """The 413 to answer once an over-limit body has been read (web/base.py admit_body)."""
+        self.body = _Body(max_body)
 
     async def prepare(self) -> None:
         # the Job's token first: 403 before a byte of the body is read
@@ -211,16 +221,12 @@ class RunnerHandler(_Errors):
             self.answer_error(e)
             return
         if self.request.method == "POST":
-            self.too_large = admit_body(
-                self,
-                self.max_body,
-                f"an upload of at most {self.max_body} bytes",
-                self.context.body_timeout,
+            self.body.admit(
+                self, f"an upload of at most {self.body.limit} bytes", self.context.body_timeout
             )
 
     def data_received(self, chunk: bytes) -> None:
-        if self.too_large is None:
-            self._body += chunk[: max(0, self.max_body - len(self._body))]
+        self.body.received(chunk)
 
     async def get(self, what: str) -> None:
         try:
@@ -231,11 +237,11 @@ class RunnerHandler(_Errors):
             self.answer_error(e)
 
     async def post(self, what: str) -> None:
-        if self.too_large is not None:
-            raise self.too_large  # its body read and dropped
+        if self.body.too_large is not None:
+            raise self.body.too_large  # its body read and dropped
         job = self.job
         try:
-            body = _json(bytes(self._body))
+            body = _json(bytes(self.body.data))
             if what == "log":
                 self.service.runner_log(
                     job, (body or {}).get("log") if isinstance(body, dict) else None
