@@ -31,8 +31,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -41,7 +39,7 @@ from devcluster import cluster as devcluster  # noqa: E402
 from devcluster.config import load_settings  # noqa: E402
 from devcluster.kube import kubectl  # noqa: E402
 from devcluster.queue_hub import queue_hub  # noqa: E402
-from devcluster.testing import Cluster, get_json  # noqa: E402
+from devcluster.testing import Cluster, get_json, jobs_catalog_file  # noqa: E402
 
 NS = "team-a"
 QUEUE = "nbjobs-bench"
@@ -99,27 +97,6 @@ SLEEPING_NOTEBOOK = {
         }
     ],
 }
-
-
-def _catalog_file(tmp: Path) -> Path:
-    """The demo catalog, with team A's Jobs going to the benchmark's queue."""
-    data = yaml.safe_load((REPO / "spawner" / "demo-catalog.yaml").read_text())
-    for tenant in data["tenants"]:
-        if tenant["name"] == NS:
-            tenant["jobs"] = {
-                "namespace": NS,
-                "local_queue": QUEUE,
-                "offerings": ["local-mig-1g"],
-                "max_per_user": 2,
-                "max_per_team": 3,
-                "default_time_limit": "30m",
-                "max_time_limit": "2h",
-            }
-        else:
-            tenant["jobs"] = {"namespace": tenant["name"], "local_queue": "training"}
-    path = tmp / "catalog.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def _kubectl(info: Any, args: list[str], stdin: str | None = None, as_sa: bool = False) -> str:
@@ -181,7 +158,7 @@ async def main_async(rounds: int) -> dict[str, list[float]]:
     _kubectl(info, ["-n", NS, "delete", "jobs", "-l", "gpuaas.jupyter.org/job=notebook"])
     results: dict[str, list[float]] = {"service": [], "kubectl": []}
     with tempfile.TemporaryDirectory() as tmp:
-        args = [f"--GPUaaSService.catalog_file={_catalog_file(Path(tmp))}"]
+        args = [f"--GPUaaSService.catalog_file={jobs_catalog_file(Path(tmp), QUEUE)}"]
         with queue_hub(Path(tmp) / "hub", settings.state_dir, service_args=args) as hub:
             token = hub.server_token("alice")
             body = {"team": NS, "path": "bench.ipynb", "notebook": SLEEPING_NOTEBOOK}

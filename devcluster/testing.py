@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -39,7 +40,7 @@ from devcluster.config import (
     Settings,
     load_settings,
 )
-from devcluster.hub import port_block
+from devcluster.hub import DEMO_CATALOG, port_block
 from jupyter_gpuaas.core.labels import USER_LABEL
 
 T = TypeVar("T")
@@ -580,3 +581,25 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     if info.started:
         left = leftovers(settings, info.processes)
         assert not left, f"devcluster down left things behind: {left}"
+
+
+def jobs_catalog_file(tmp: Path, queue: str) -> Path:
+    """The demo catalog with notebook Jobs on: team A's go to LocalQueue ``queue`` in team-a
+    (the local MIG slice, small caps), the other teams' to their ``training`` queue."""
+    data = yaml.safe_load(DEMO_CATALOG.read_text())
+    for tenant in data["tenants"]:
+        if tenant["name"] == "team-a":
+            tenant["jobs"] = {
+                "namespace": "team-a",
+                "local_queue": queue,
+                "offerings": ["local-mig-1g"],
+                "max_per_user": 2,
+                "max_per_team": 3,
+                "default_time_limit": "30m",
+                "max_time_limit": "2h",
+            }
+        else:
+            tenant["jobs"] = {"namespace": tenant["name"], "local_queue": "training"}
+    path = tmp / "catalog.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path

@@ -28,12 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from devcluster.hub import free_port
 from devcluster.kube import kubectl
 from devcluster.queue_hub import QueueHub, queue_hub
-from devcluster.testing import Cluster, wait_for
+from devcluster.testing import Cluster, jobs_catalog_file, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -120,23 +119,7 @@ def run_kubectl(cluster: Cluster, args: list[str], stdin: str | None = None) -> 
 
 
 def catalog_file(tmp: Path) -> Path:
-    data = yaml.safe_load((REPO / "spawner" / "demo-catalog.yaml").read_text())
-    for tenant in data["tenants"]:
-        if tenant["name"] == "team-a":
-            tenant["jobs"] = {
-                "namespace": "team-a",
-                "local_queue": QUEUE,
-                "offerings": ["local-mig-1g"],
-                "max_per_user": 2,
-                "max_per_team": 3,
-                "default_time_limit": "30m",
-                "max_time_limit": "2h",
-            }
-        else:
-            tenant["jobs"] = {"namespace": "team-b", "local_queue": "training"}
-    path = tmp / "catalog.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return jobs_catalog_file(tmp, QUEUE)
 
 
 class JupyterServer:
