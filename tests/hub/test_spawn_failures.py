@@ -31,8 +31,7 @@ from devcluster.hub import DEMO_CATALOG
 from devcluster.testing import Cluster
 from gpuaas_spawner import hubcompat
 from gpuaas_spawner.failures import CLUSTER_DOWN, KUEUE_DOWN
-from tests.hub.test_spawn_queue import FAILURE_LIMIT, spawn_counts
-from tests.support.hub import Hub, eventually, nothing_left, own_hub
+from tests.support.hub import FAILURE_LIMIT, Hub, eventually, nothing_left, own_hub, spawn_counts
 
 pytestmark = pytest.mark.integration
 

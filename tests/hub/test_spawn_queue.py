@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,12 +21,21 @@ from kubernetes_asyncio import client
 from devcluster.hub import HubProcess, HubSettings
 from devcluster.testing import Cluster
 from gpuaas_spawner import hubcompat
-from tests.support.hub import Hub, browser, eventually, login, nothing_left, pods_of, secret_value  # noqa: F401  (browser: a fixture)
+from tests.support.hub import (  # noqa: F401  (browser: a fixture)
+    FAILURE_LIMIT,
+    Hub,
+    browser,
+    eventually,
+    login,
+    nothing_left,
+    pods_of,
+    secret_value,
+    spawn_counts,
+)
 
 pytestmark = pytest.mark.integration
 
 LOCAL_GPU = {"team": "team-a", "offering": "local-gpu"}
-FAILURE_LIMIT = 5  # devcluster/hub.py's Spawner.consecutive_failure_limit (z2jh's default)
 
 
 @contextmanager
@@ -47,24 +55,6 @@ def run_hub(cluster: Cluster, state: Path, **settings: Any) -> Iterator[Hub]:
         yield Hub(proc, token)
     finally:
         proc.stop()
-
-
-def spawn_counts(hub: Hub) -> dict[tuple[str, str], float]:
-    """JupyterHub's own tally of finished spawns, by (status, reason), from /hub/metrics
-    (it lists some pairs with 0 from the start)."""
-    req = urllib.request.Request(
-        f"{hub.url}/hub/metrics", headers={"Authorization": f"token {hub.token}"}
-    )
-    with urllib.request.urlopen(req, timeout=30) as r:
-        text = r.read().decode()
-    counts: dict[tuple[str, str], float] = {}
-    for line in text.splitlines():
-        if line.startswith("jupyterhub_server_spawn_duration_seconds_count{"):
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', line[: line.index("}")]))
-            # JupyterHub 5.5 has no "reason" label (and no "error" status: every failure counts)
-            key = (labels["status"], labels.get("reason", ""))
-            counts[key] = float(line.rsplit(" ", 1)[1])
-    return counts
 
 
 def queue_timeout_failure(hub: Hub, user: str) -> str:

@@ -30,96 +30,18 @@ from typing import Any
 import pytest
 
 from devcluster.hub import free_port
-from devcluster.kube import kubectl
 from devcluster.queue_hub import QueueHub, queue_hub
-from devcluster.testing import Cluster, jobs_catalog_file, wait_for
+from devcluster.testing import Cluster, wait_for
+from tests.support.notebook_jobs import (
+    QUEUE_YAML,
+    SLEEPER,
+    WRITER,
+    catalog_file,
+    clear_notebook_jobs,
+    run_kubectl,
+)
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
-QUEUE = "nbjobs-test"
-
-QUEUE_YAML = f"""
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {{name: {QUEUE}}}
-spec:
-  namespaceSelector:
-    matchLabels: {{kubernetes.io/metadata.name: team-a}}
-  queueingStrategy: StrictFIFO
-  resourceGroups:
-    - coveredResources: [cpu, memory, nvidia.com/mig-1g.5gb]
-      flavors:
-        - name: local
-          resources:
-            - {{name: cpu, nominalQuota: 4}}
-            - {{name: memory, nominalQuota: 8Gi}}
-            - {{name: nvidia.com/mig-1g.5gb, nominalQuota: 1}}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {{name: {QUEUE}, namespace: team-a}}
-spec: {{clusterQueue: {QUEUE}}}
-"""
-
-SLEEPER = {
-    "nbformat": 4,
-    "nbformat_minor": 5,
-    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
-    "cells": [
-        {
-            "cell_type": "code",
-            "id": "s",
-            "metadata": {},
-            "outputs": [],
-            "execution_count": None,
-            "source": "import time\ntime.sleep(600)\n",
-        }
-    ],
-}
-WRITER = {
-    "nbformat": 4,
-    "nbformat_minor": 5,
-    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
-    "cells": [
-        {
-            "cell_type": "code",
-            "id": "p",
-            "metadata": {"tags": ["parameters"]},
-            "outputs": [],
-            "execution_count": None,
-            "source": "greeting = 'hello'\n",
-        },
-        {
-            "cell_type": "code",
-            "id": "w",
-            "metadata": {},
-            "outputs": [],
-            "execution_count": None,
-            "source": "with open('out.txt', 'w') as f:\n    f.write(greeting * 2)\n",
-        },
-        {
-            "cell_type": "code",
-            "id": "r",
-            "metadata": {},
-            "outputs": [],
-            "execution_count": None,
-            "source": "import os\n"
-            "print('wrote', open('out.txt').read(), os.environ['GPUAAS_OFFERING'])\n",
-        },
-    ],
-}
-
-
-def run_kubectl(cluster: Cluster, args: list[str], stdin: str | None = None) -> str:
-    info = cluster.info
-    done = kubectl(info.kubectl, info.settings.kubeconfig, args, stdin=stdin)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def catalog_file(tmp: Path) -> Path:
-    return jobs_catalog_file(tmp, QUEUE)
 
 
 class JupyterServer:
@@ -200,12 +122,6 @@ def hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     with queue_hub(tmp / "hub", info.settings.state_dir, service_args=args) as qh:
         yield qh
     run_kubectl(cluster, ["delete", "--ignore-not-found", "-f", "-"], stdin=QUEUE_YAML)
-
-
-def clear_notebook_jobs(cluster: Cluster) -> None:
-    run_kubectl(
-        cluster, ["-n", "team-a", "delete", "jobs", "-l", "gpuaas.jupyter.org/job=notebook"]
-    )
 
 
 @pytest.fixture

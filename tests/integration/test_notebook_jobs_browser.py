@@ -20,7 +20,9 @@ import pytest
 
 from devcluster.queue_hub import QueueHub, queue_hub
 from devcluster.testing import Cluster
-from tests.integration.test_notebook_jobs import (
+from tests.support.lab import Lab, browser, start_lab
+from tests.support.lab_page import expect, open_panel, screenshot
+from tests.support.notebook_jobs import (
     QUEUE_YAML,
     SLEEPER,
     WRITER,
@@ -28,8 +30,6 @@ from tests.integration.test_notebook_jobs import (
     clear_notebook_jobs,
     run_kubectl,
 )
-from tests.support.lab import Lab, browser, start_lab
-from tests.support.lab_page import expect, open_panel, screenshot
 
 __all__ = ["browser"]
 

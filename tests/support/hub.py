@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -34,6 +35,7 @@ from gpuaas_service.reclaim.handoffs import HANDOFFS_CONFIGMAP
 from tests.support.lab import CHROMIUM, CHROMIUM_ARGS
 
 USERS_NS = "jupyter-users"
+FAILURE_LIMIT = 5  # devcluster/hub.py's Spawner.consecutive_failure_limit (z2jh's default)
 
 
 @dataclass
@@ -598,3 +600,21 @@ async def restart_service(hub: Hub, ready: Any, timeout: float, what: str) -> An
             return None
 
     return await eventually(restarted, timeout, what)
+
+
+def spawn_counts(hub: Hub) -> dict[tuple[str, str], float]:
+    """JupyterHub's own tally of finished spawns, by (status, reason), from /hub/metrics
+    (it lists some pairs with 0 from the start)."""
+    req = urllib.request.Request(
+        f"{hub.url}/hub/metrics", headers={"Authorization": f"token {hub.token}"}
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        text = r.read().decode()
+    counts: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        if line.startswith("jupyterhub_server_spawn_duration_seconds_count{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line[: line.index("}")]))
+            # JupyterHub 5.5 has no "reason" label (and no "error" status: every failure counts)
+            key = (labels["status"], labels.get("reason", ""))
+            counts[key] = float(line.rsplit(" ", 1)[1])
+    return counts
