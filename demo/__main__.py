@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from demo.jobs import EXAMPLES, examples_config, write_catalog  # noqa: E402
 from demo.shutdown import run_until_stopped  # noqa: E402
 from devcluster import ClusterError, down, up  # noqa: E402
 from devcluster.claim import Claim, ClusterInUse, exclusive  # noqa: E402
@@ -46,6 +47,7 @@ def submit_job_command(kubectl: Path, kubeconfig: Path) -> str:
 
 
 def banner(hub: HubProcess, password: str, kubectl: Path, settings: Settings) -> str:
+    samples = ", ".join(p.name for p in sorted(EXAMPLES.glob("*.ipynb")))
     users = "\n".join(f"    {team}: {', '.join(names)}" for team, names in DEFAULT_TEAMS.items())
     return (
         "\n  jupyter-gpuaas demo is up: JupyterHub + Kueue on a local cluster\n"
@@ -62,6 +64,8 @@ def banner(hub: HubProcess, password: str, kubectl: Path, settings: Settings) ->
         f"    {submit_job_command(kubectl, settings.kubeconfig)}\n"
         "  After 5 min idle the longest-idle one is warned, 2 min later stopped, and\n"
         "  the Job runs (docs/culler.md, 'The demo').\n"
+        f"  GPU jobs: each home has {samples}; right-click it, 'Run as GPU job…',\n"
+        "  and follow it in the GPU panel (docs/jobs.md).\n"
         f"  hub log: {hub.log_path}\n"
         f"  the demo's own cluster: {settings.state_dir} (`make test` uses another)\n"
         f"  export KUBECONFIG={settings.kubeconfig}\n"
@@ -69,10 +73,12 @@ def banner(hub: HubProcess, password: str, kubectl: Path, settings: Settings) ->
     )
 
 
-def hub_settings(settings: Settings, port: int, password: str) -> HubSettings:
-    """The demo hub's settings on the demo's cluster (picks its free ports)."""
+def hub_settings(settings: Settings, port: int, password: str, catalog: Path) -> HubSettings:
+    """The demo hub's settings on the demo's cluster (picks its free ports), with ``catalog``
+    (demo/jobs.py's: GPU jobs on) and the sample notebooks in every home."""
     return HubSettings(
         state_dir=STATE / "hub",
+        catalog_file=catalog,
         kubeconfig=settings.credentials_dir / "hub.kubeconfig",
         port=free_port(port),
         password=password,
@@ -86,7 +92,9 @@ def hub_settings(settings: Settings, port: int, password: str) -> HubSettings:
             poll_interval=2.0,
             culler_args=[f"--GPUaaSService.policy={DEMO_POLICY}"],
             report_interval=30,
-        ),
+            service_args=[f"--GPUaaSService.catalog_file={catalog}"],
+        )
+        + examples_config(),
     )
 
 
@@ -100,7 +108,8 @@ def run_demo(args: argparse.Namespace, settings: Settings, claim: Claim) -> None
             info = up(settings)
         except ClusterError as e:
             raise SystemExit(f"could not start the demo's cluster: {e}") from e
-        hub = HubProcess(hub_settings(settings, args.port, args.password))
+        catalog = write_catalog(STATE)
+        hub = HubProcess(hub_settings(settings, args.port, args.password, catalog))
         hubs.append(hub)
         hub.start()
         claim.note(url=hub.url)
