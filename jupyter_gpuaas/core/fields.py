@@ -5,9 +5,10 @@ checked with these helpers, so that every error names its field the same way
 (``offerings[2].resources["nvidia.com/gpu"]``), every problem is listed at once, and a
 misspelt key or name gets a "did you mean".
 
-The typed readers (:func:`read_str`, :func:`read_int`, :func:`read_number`, :func:`read_bool`,
-:func:`read_duration`, :func:`read_str_list`, :func:`read_mapping`, :func:`read_entries`) all
-take ``(errs, base, data, key)``: they read ``data[key]``, treat a missing key and ``None`` alike
+The typed readers (:func:`read_str`, :func:`read_one_of`, :func:`read_int`, :func:`read_number`,
+:func:`read_bool`, :func:`read_duration`, :func:`read_str_list`, :func:`read_list`,
+:func:`read_objects`, :func:`read_mapping`, :func:`read_entries`) all take
+``(errs, base, data, key)``: they read ``data[key]``, treat a missing key and ``None`` alike
 (the default), and record a wrong value at ``key_path(base, key)`` in ``errs`` instead of
 raising, returning the default, so that a reader can go on and report the next field too.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -39,8 +40,11 @@ __all__ = [
     "read_duration",
     "read_entries",
     "read_int",
+    "read_list",
     "read_mapping",
     "read_number",
+    "read_objects",
+    "read_one_of",
     "read_str",
     "read_str_list",
     "string_items",
@@ -186,16 +190,18 @@ def read_str(
     key: str,
     *,
     required: bool = False,
+    required_hint: str = "",
     default: str | None = None,
     pattern: re.Pattern[str] | None = None,
     what: str = "",
 ) -> str | None:
-    """A string; ``required``: present and not blank; ``pattern``: it must match, else it
-    is reported as not ``what`` (``'X' is not a slug (a-z, 0-9, -)``)."""
+    """A string; ``required``: present and not blank (a missing one "is required", followed by
+    ``required_hint`` in brackets where given); ``pattern``: it must match, else it is reported
+    as not ``what`` (``'X' is not a slug (a-z, 0-9, -)``)."""
     path = key_path(base, key)
     if not _given(data, key):
         if required:
-            errs.add(path, "is required")
+            errs.add(path, f"is required ({required_hint})" if required_hint else "is required")
         return default
     value = data[key]
     if not isinstance(value, str):
@@ -207,6 +213,21 @@ def read_str(
     if pattern is not None and not pattern.match(value):
         errs.add(path, f"{_quote(value)} is not {what}")
         return default
+    return value
+
+
+def read_one_of(
+    errs: FieldErrors, base: str, data: Mapping[str, Any], key: str, choices: Sequence[str]
+) -> str | None:
+    """One of ``choices`` (``None`` if absent); anything else is reported with the choices and
+    a "did you mean" (``'sometimes' is not one of when-queued, always``)."""
+    if not _given(data, key):
+        return None
+    value = data[key]
+    if not isinstance(value, str) or value not in choices:
+        more = did_you_mean(str(value), choices)
+        errs.add(key_path(base, key), f"{_quote(value)} is not one of {', '.join(choices)}{more}")
+        return None
     return value
 
 
@@ -384,11 +405,67 @@ def read_str_list(
     return tuple(out)
 
 
-def read_mapping(
-    errs: FieldErrors, base: str, data: Mapping[str, Any], key: str, *, what: str = "a mapping"
-) -> Mapping[str, Any] | None:
-    """A mapping (an object), or ``None`` if absent or not one (then reported as not ``what``)."""
+def read_list(
+    errs: FieldErrors,
+    base: str,
+    data: Mapping[str, Any],
+    key: str,
+    *,
+    required: bool = False,
+    what: str = "a list",
+) -> list[tuple[str, Any]]:
+    """``(path, item)`` of each item of the list ``data[key]`` (none if absent or not a list,
+    then reported as not ``what``), the path naming the item (``policies[2]``); the caller
+    checks the items. ``required``: present and not empty ("is required (``what``)")."""
+    path = key_path(base, key)
     if not _given(data, key):
+        if required:
+            errs.add(path, f"is required ({what})")
+        return []
+    value = data[key]
+    if not isinstance(value, list):
+        errs.add(path, f"must be {what}, not {type_name(value)}")
+        return []
+    if required and not value:
+        errs.add(path, "must not be empty")
+    return [(f"{path}[{i}]", item) for i, item in enumerate(value)]
+
+
+def read_objects(
+    errs: FieldErrors,
+    base: str,
+    data: Mapping[str, Any],
+    key: str,
+    *,
+    required: bool = False,
+    what: str = "a list",
+    item_what: str = "a mapping",
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The mappings of the list ``data[key]`` with their paths, as :func:`read_list` reads it;
+    each item that is not a mapping is reported as not ``item_what`` and left out."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for path, item in read_list(errs, base, data, key, required=required, what=what):
+        if isinstance(item, Mapping):
+            out.append((path, item))
+        else:
+            errs.add(path, f"must be {item_what}, not {type_name(item)}")
+    return out
+
+
+def read_mapping(
+    errs: FieldErrors,
+    base: str,
+    data: Mapping[str, Any],
+    key: str,
+    *,
+    required: bool = False,
+    what: str = "a mapping",
+) -> Mapping[str, Any] | None:
+    """A mapping (an object), or ``None`` if absent or not one (then reported as not ``what``);
+    ``required``: a missing one "is required (``what``)"."""
+    if not _given(data, key):
+        if required:
+            errs.add(key_path(base, key), f"is required ({what})")
         return None
     value = data[key]
     if not isinstance(value, Mapping):

@@ -6,6 +6,7 @@ A policy file::
     dry_run: false              # true: decide and record, never act
     report_stale_after: 10m     # a server whose last activity report is older is "unknown"
     handoff_timeout: 10m        # a reclaim for queued work succeeds if it is admitted this soon
+    prefer_own_team: true       # queued work takes its own team's idle servers before a lender's
     notify:                     # optional: POST each warning and reclaim to a webhook
       webhook: https://chat.example.org/hooks/gpu-reclaim
       timeout: 5s               # per post (default 5s); never retried, never blocks a cycle
@@ -60,6 +61,11 @@ Policy fields (``defaults`` takes the same, except ``name`` and ``match``):
     how long a server may stop reporting (or report NVML errors) before ``max_idle`` and
     ``max_age`` apply to it regardless; until then it is left alone.
 
+``prefer_own_team`` (top level only; default ``false``)
+    for queued work, take the idle servers of the team whose work it is before those of a team
+    that lends it quota through the cohort (after the same ClusterQueue's, which are its own
+    anyway). Without it the longest idle servers of the cohort go first, whoever's they are.
+
 ``notify`` (top level only) posts ``{"event": "warn"|"reclaim", "user", "server", "team",
 "reason", "reclaim_at", "at", ...}`` (no tokens) to ``webhook`` (an ``http`` or ``https`` URL)
 for users with no tab open; see :mod:`.notify`.
@@ -70,7 +76,6 @@ makes sense).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -78,14 +83,22 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from jupyter_gpuaas.core.catalog import KINDS
-from jupyter_gpuaas.core.durations import DURATION_HINT, format_duration, parse_duration
+from jupyter_gpuaas.core.durations import format_duration
 from jupyter_gpuaas.core.fields import (
     NAME_RE,
     FieldError,
     FieldErrors,
     did_you_mean,
     key_path,
-    string_items,
+    read_bool,
+    read_duration,
+    read_int,
+    read_mapping,
+    read_number,
+    read_objects,
+    read_one_of,
+    read_str,
+    read_str_list,
     type_name,
     unknown_keys,
 )
@@ -122,6 +135,7 @@ _TOP_FIELDS = (
     "dry_run",
     "report_stale_after",
     "handoff_timeout",
+    "prefer_own_team",
     "notify",
     "exempt",
     "defaults",
@@ -254,6 +268,8 @@ class PolicySet:
     report_stale_after: timedelta = DEFAULT_REPORT_STALE_AFTER
     handoff_timeout: timedelta = DEFAULT_HANDOFF_TIMEOUT
     notify: Notify | None = None
+    prefer_own_team: bool = False
+    """Queued work takes its own team's idle servers before a lending team's."""
 
     def policy_for(
         self, *, team: str, kind: str, offering: str, user: str, groups: Iterable[str]
@@ -379,9 +395,10 @@ def load_policy(
         raise PolicyError(errs.items, origin)
     unknown_keys(errs, "", data, _TOP_FIELDS)
 
-    dry_run = _bool(errs, "", data, "dry_run", default=False)
-    stale = _duration(errs, "", data, "report_stale_after", positive=True)
-    handoff = _duration(errs, "", data, "handoff_timeout", positive=True)
+    dry_run = read_bool(errs, "", data, "dry_run", default=False)
+    stale = read_duration(errs, "", data, "report_stale_after", positive=True)
+    handoff = read_duration(errs, "", data, "handoff_timeout", positive=True)
+    own_team_first = read_bool(errs, "", data, "prefer_own_team", default=False)
     exempt_users, exempt_groups = _exempt(errs, "", data)
     notify = _notify(errs, data)
 
@@ -397,6 +414,7 @@ def load_policy(
         report_stale_after=stale if stale is not None else DEFAULT_REPORT_STALE_AFTER,
         handoff_timeout=handoff if handoff is not None else DEFAULT_HANDOFF_TIMEOUT,
         notify=notify,
+        prefer_own_team=bool(own_team_first),
     )
 
 
@@ -404,11 +422,8 @@ def _read_defaults(errs: FieldErrors, data: Mapping[str, Any]) -> tuple[dict[str
     """``defaults``: the fields every policy starts from, and those given but invalid."""
     defaults: dict[str, Any] = {}
     bad_defaults: set[str] = set()
-    raw_defaults = data.get("defaults")
+    raw_defaults = read_mapping(errs, "", data, "defaults", what="a mapping of policy fields")
     if raw_defaults is None:
-        return defaults, bad_defaults
-    if not isinstance(raw_defaults, Mapping):
-        errs.add("defaults", f"must be a mapping of policy fields, not {type_name(raw_defaults)}")
         return defaults, bad_defaults
     for key in raw_defaults:
         if key in ("name", "match"):
@@ -434,24 +449,18 @@ def _read_policies(
     known_teams: Collection[str] | None,
 ) -> list[Policy]:
     """``policies``, in order: each read, its name unique, none shadowed by an earlier one."""
-    raw_policies = data.get("policies")
-    if raw_policies is None:
-        errs.add("policies", "is required (a list of policies)")
-        return []
-    if not isinstance(raw_policies, list):
-        errs.add("policies", f"must be a list of policies, not {type_name(raw_policies)}")
-        return []
-    if not raw_policies:
-        errs.add("policies", "must not be empty")
-        return []
     policies: list[Policy] = []
     names: dict[str, str] = {}
     placed: list[tuple[str, Policy]] = []
-    for i, raw in enumerate(raw_policies):
-        p = f"policies[{i}]"
-        if not isinstance(raw, Mapping):
-            errs.add(p, f"must be a mapping with 'name', 'idle_after', ..., not {type_name(raw)}")
-            continue
+    for p, raw in read_objects(
+        errs,
+        "",
+        data,
+        "policies",
+        required=True,
+        what="a list of policies",
+        item_what="a mapping with 'name', 'idle_after', ...",
+    ):
         policy = _read_policy(errs, p, raw, defaults, bad_defaults, known_teams)
         if policy is None:
             continue
@@ -485,15 +494,16 @@ def _read_policy(
 ) -> Policy | None:
     unknown_keys(errs, p, raw, ("name", "match", *_POLICY_FIELDS))
     start = len(errs.items)
-    name = raw.get("name")
-    if name is None:
-        errs.add(key_path(p, "name"), "is required (it names the policy in every decision)")
-    elif not isinstance(name, str) or not NAME_RE.match(name):
-        errs.add(
-            key_path(p, "name"),
-            f"{json.dumps(name) if isinstance(name, str) else repr(name)} is not a name"
-            " (letters, digits, '-', '_', '.'; at most 63)",
-        )
+    name = read_str(
+        errs,
+        p,
+        raw,
+        "name",
+        required=True,
+        required_hint="it names the policy in every decision",
+        pattern=NAME_RE,
+        what="a name (letters, digits, '-', '_', '.'; at most 63)",
+    )
     match = _match(errs, p, raw, known_teams)
     values: dict[str, Any] = {}
     for key in _POLICY_FIELDS:
@@ -549,15 +559,12 @@ def _default(value: Any, fallback: Any) -> Any:
 def _match(
     errs: FieldErrors, p: str, raw: Mapping[str, Any], known_teams: Collection[str] | None
 ) -> Match:
-    value = raw.get("match")
+    value = read_mapping(
+        errs, p, raw, "match", what="a mapping with teams/kinds/offerings/users/groups"
+    )
     if value is None:
         return Match()
     mp = key_path(p, "match")
-    if not isinstance(value, Mapping):
-        errs.add(
-            mp, f"must be a mapping with teams/kinds/offerings/users/groups, not {type_name(value)}"
-        )
-        return Match()
     unknown_keys(errs, mp, value, _MATCH_FIELDS)
     teams = _str_set(errs, mp, value, "teams")
     kinds = _str_set(errs, mp, value, "kinds")
@@ -585,165 +592,118 @@ def _match(
 # --------------------------------------------------------------------------- field readers
 
 
-def _duration(
-    errs: FieldErrors, base: str, data: Mapping[str, Any], key: str, *, positive: bool
-) -> timedelta | None:
-    if data.get(key) is None:
-        return None
-    try:
-        value = parse_duration(data[key])
-    except ValueError as e:
-        errs.add(key_path(base, key), str(e))
-        return None
-    if positive and value <= timedelta(0):
-        errs.add(key_path(base, key), f"must be longer than 0 ({DURATION_HINT})")
-        return None
-    return value
-
-
-def _bool(
-    errs: FieldErrors, base: str, data: Mapping[str, Any], key: str, *, default: bool
-) -> bool:
-    value = data.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        errs.add(key_path(base, key), f"must be true or false, not {excerpt(value)}")
-        return default
-    return value
-
-
 def _str_list_items(data: Mapping[str, Any], key: str) -> list[Any]:
     value = data.get(key)
     return value if isinstance(value, list) else []
 
 
 def _str_set(errs: FieldErrors, base: str, data: Mapping[str, Any], key: str) -> frozenset[str]:
-    value = data.get(key)
-    if value is None:
-        return frozenset()
-    p = key_path(base, key)
-    if not isinstance(value, list):
-        errs.add(p, f"must be a list of names, not {type_name(value)}")
-        return frozenset()
-    if not value:
-        errs.add(p, "must not be empty (leave it out to match any)")
-    return frozenset(string_items(errs, p, value))
+    return frozenset(
+        read_str_list(
+            errs,
+            base,
+            data,
+            key,
+            what="a list of names",
+            empty_error="must not be empty (leave it out to match any)",
+        )
+    )
 
 
 def _exempt(
     errs: FieldErrors, base: str, data: Mapping[str, Any]
 ) -> tuple[frozenset[str], frozenset[str]]:
-    value = data.get("exempt")
+    value = read_mapping(errs, base, data, "exempt", what="a mapping with 'users' and/or 'groups'")
     if value is None:
         return frozenset(), frozenset()
     p = key_path(base, "exempt")
-    if not isinstance(value, Mapping):
-        errs.add(p, f"must be a mapping with 'users' and/or 'groups', not {type_name(value)}")
-        return frozenset(), frozenset()
     unknown_keys(errs, p, value, _EXEMPT_FIELDS)
     return _str_set(errs, p, value, "users"), _str_set(errs, p, value, "groups")
 
 
 def _notify(errs: FieldErrors, data: Mapping[str, Any]) -> Notify | None:
-    value = data.get("notify")
+    value = read_mapping(errs, "", data, "notify", what="a mapping with 'webhook' (and 'timeout')")
     if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        errs.add(
-            "notify", f"must be a mapping with 'webhook' (and 'timeout'), not {type_name(value)}"
-        )
         return None
     unknown_keys(errs, "notify", value, _NOTIFY_FIELDS)
     start = len(errs.items)
-    url = value.get("webhook")
-    if url is None:
-        errs.add("notify.webhook", "is required (the URL warnings and reclaims are posted to)")
-    elif not isinstance(url, str):
-        errs.add("notify.webhook", f"must be a URL, not {type_name(url)}")
-    else:
+    url = read_str(
+        errs,
+        "notify",
+        value,
+        "webhook",
+        required=True,
+        required_hint="the URL warnings and reclaims are posted to",
+    )
+    if url is not None:
         parts = urlsplit(url.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
             errs.add(
                 "notify.webhook",
-                f"{json.dumps(url)} is not an http(s) URL (e.g. https://chat.example.org/hook)",
+                f"{excerpt(url)} is not an http(s) URL (e.g. https://chat.example.org/hook)",
             )
         elif parts.username is not None or parts.password is not None:
             errs.add(
                 "notify.webhook",
                 "must not carry credentials (user:password@); use a URL the receiver accepts as is",
             )
-    timeout = _duration(errs, "notify", value, "timeout", positive=True)
+    timeout = read_duration(errs, "notify", value, "timeout", positive=True)
     if timeout is not None and timeout > MAX_NOTIFY_TIMEOUT:
         errs.add(
             "notify.timeout",
             f"{format_duration(timeout)} is longer than {format_duration(MAX_NOTIFY_TIMEOUT)}"
             " (a post that slow only holds connections open)",
         )
-    if len(errs.items) > start or not isinstance(url, str):
+    if len(errs.items) > start or url is None:
         return None
     return Notify(webhook=url.strip(), timeout=timeout or DEFAULT_NOTIFY_TIMEOUT)
 
 
-def _duration_reader(key: str, *, positive: bool) -> Callable[..., Any]:
+_FieldReader = Callable[[FieldErrors, str, Mapping[str, Any]], Any]
+
+
+def _duration_reader(key: str, *, positive: bool) -> _FieldReader:
     def read(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
-        return _duration(errs, base, data, key, positive=positive)
+        return read_duration(errs, base, data, key, positive=positive)
 
     return read
 
 
-def _choice_reader(key: str, choices: Sequence[str]) -> Callable[..., Any]:
-    """A reader of a field that takes one of ``choices``; a wrong value is named with a hint."""
-
+def _choice_reader(key: str, choices: Sequence[str]) -> _FieldReader:
     def read(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
-        value = data.get(key)
-        if value is None:
-            return None
-        if value not in choices:
-            shown = json.dumps(value) if isinstance(value, str) else repr(value)
-            more = did_you_mean(str(value), choices)
-            errs.add(key_path(base, key), f"{shown} is not one of {', '.join(choices)}{more}")
-            return None
-        return value
+        return read_one_of(errs, base, data, key, choices)
 
     return read
 
 
 def _read_max_snoozes(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
-    value = data.get("max_snoozes")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        errs.add(
-            key_path(base, "max_snoozes"),
-            f"must be a whole number, 0 or more, not {excerpt(value)}",
-        )
-        return None
-    return value
+    wording = "a whole number, 0 or more"
+    return read_int(errs, base, data, "max_snoozes", minimum=0, what=wording, bounds=wording)
 
 
 def _read_dry_run(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
-    return _bool(errs, base, data, "dry_run", default=False)
+    return read_bool(errs, base, data, "dry_run", default=False)
 
 
 def _read_busy(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
-    value = data.get("busy_utilization_percent")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
-        errs.add(
-            key_path(base, "busy_utilization_percent"),
-            f"must be a percentage from 0 to 100, not {excerpt(value)}",
-        )
-        return None
-    return float(value)
+    wording = "a percentage from 0 to 100"
+    return read_number(
+        errs,
+        base,
+        data,
+        "busy_utilization_percent",
+        minimum=0,
+        maximum=100,
+        what=wording,
+        bounds=wording,
+    )
 
 
 def _read_exempt(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     return _exempt(errs, base, data)
 
 
-_FIELD_READERS = {
+_FIELD_READERS: dict[str, _FieldReader] = {
     "idle_after": _duration_reader("idle_after", positive=True),
     "reclaim": _choice_reader("reclaim", RECLAIM_MODES),
     "max_idle": _duration_reader("max_idle", positive=True),

@@ -15,8 +15,11 @@ from jupyter_gpuaas.core.fields import (
     read_duration,
     read_entries,
     read_int,
+    read_list,
     read_mapping,
     read_number,
+    read_objects,
+    read_one_of,
     read_str,
     read_str_list,
 )
@@ -37,6 +40,9 @@ def test_absent_and_none_give_the_default_without_an_error() -> None:
         assert read_str_list(errs, "a", data, "k") == ()
         assert read_mapping(errs, "a", data, "k") is None
         assert read_entries(errs, "a", data, "k") == []
+        assert read_one_of(errs, "a", data, "k", ("x", "y")) is None
+        assert read_list(errs, "a", data, "k") == []
+        assert read_objects(errs, "a", data, "k") == []
     assert errors(errs) == []
 
 
@@ -46,11 +52,51 @@ def test_required_fields_say_so() -> None:
     assert read_str(errs, "t[0]", {"slug": "  "}, "slug", required=True) is None
     assert read_str_list(errs, "t[0]", {}, "groups", required=True) == ()
     assert read_str_list(errs, "t[0]", {"offerings": []}, "offerings", required=True) == ()
+    assert read_str(errs, "n", {}, "webhook", required=True, required_hint="the URL") is None
+    assert read_mapping(errs, "", {}, "nb", required=True, what="the notebook") is None
+    assert read_list(errs, "", {}, "policies", required=True, what="a list of policies") == []
+    assert read_objects(errs, "", {"policies": []}, "policies", required=True) == []
     assert errors(errs) == [
         "t[0].name: is required",
         "t[0].slug: must not be empty",
         "t[0].groups: is required (a list)",
         "t[0].offerings: must not be empty",
+        "n.webhook: is required (the URL)",
+        "nb: is required (the notebook)",
+        "policies: is required (a list of policies)",
+        "policies: must not be empty",
+    ]
+
+
+def test_one_of_names_the_choices_and_the_nearest() -> None:
+    errs = FieldErrors()
+    data = {"mode": "always", "typo": "alwys", "number": 3}
+    modes = ("when-queued", "always")
+    assert read_one_of(errs, "p", data, "mode", modes) == "always"
+    assert read_one_of(errs, "p", data, "typo", modes) is None
+    assert read_one_of(errs, "p", data, "number", modes) is None
+    assert errors(errs) == [
+        "p.typo: 'alwys' is not one of when-queued, always (did you mean 'always'?)",
+        "p.number: 3 is not one of when-queued, always",
+    ]
+
+
+def test_lists_and_their_objects_carry_paths() -> None:
+    errs = FieldErrors()
+    data = {"items": [{"a": 1}, "x", {"b": 2}], "one": {"a": 1}}
+    assert read_list(errs, "m", data, "items") == [
+        ("m.items[0]", {"a": 1}),
+        ("m.items[1]", "x"),
+        ("m.items[2]", {"b": 2}),
+    ]
+    assert read_objects(errs, "m", data, "items", item_what="a policy") == [
+        ("m.items[0]", {"a": 1}),
+        ("m.items[2]", {"b": 2}),
+    ]
+    assert read_objects(errs, "m", data, "one", what="a list of policies") == []
+    assert errors(errs) == [
+        "m.items[1]: must be a policy, not a string",
+        "m.one: must be a list of policies, not a mapping",
     ]
 
 

@@ -66,7 +66,7 @@ def test_check_policy_lists_every_error_with_its_path(tmp_path: Path) -> None:
         "  policies[1].match.kinds[0]: 'tpu' is not a kind: one of gpu, mig, shared, fraction, cpu"
         " (did you mean 'gpu'?)",
         '  policies[1].idle_after: "5 parsecs" is not a duration (use e.g. 30m, 2h)',
-        '  policies[1].reclaim: "sometimes" is not one of when-queued, always',
+        "  policies[1].reclaim: 'sometimes' is not one of when-queued, always",
     ]
 
 

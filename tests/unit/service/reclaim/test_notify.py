@@ -43,7 +43,7 @@ def test_notify_is_read_with_a_default_timeout() -> None:
     [
         ("https://x.org", "notify", "must be a mapping"),
         ({}, "notify.webhook", "is required"),
-        ({"webhook": 3}, "notify.webhook", "must be a URL"),
+        ({"webhook": 3}, "notify.webhook", "must be a string"),
         ({"webhook": "ftp://x.org/h"}, "notify.webhook", "is not an http(s) URL"),
         ({"webhook": "chat.example.org"}, "notify.webhook", "is not an http(s) URL"),
         ({"webhook": "https://u:p@x.org/h"}, "notify.webhook", "must not carry credentials"),
