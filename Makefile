@@ -50,13 +50,21 @@ $(STAMP55): pyproject.toml $(HUB55_CONSTRAINTS) jupyter_gpuaas/labextension/pack
 	$(VENV55)/bin/python -m pip install --quiet -c $(HUB55_CONSTRAINTS) -e ".[test]"
 	@touch $@
 
-install: $(STAMP) chromium ## install the package (editable), its test tools and the built labextension
+install: $(STAMP) chromium prometheus ## install the package (editable), its test tools and the built labextension
 
 chromium: ## install Debian's Chromium for the browser tests (needs root, as on CI)
 	@if [ ! -x $(CHROMIUM) ]; then \
 	  echo "installing Debian's chromium for the browser tests"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	    || { echo "could not install chromium: run 'apt-get install chromium' as root" >&2; exit 1; }; \
+	fi
+
+prometheus: ## install Debian's Prometheus and promtool for the tests and the demo (needs root, as on CI)
+	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
+	  echo "installing Debian's prometheus for the tests and the demo"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
+	    || { echo "could not install prometheus: run 'apt-get install prometheus' as root" >&2; exit 1; }; \
+	  systemctl disable --now prometheus >/dev/null 2>&1 || true; \
 	fi
 
 lint: $(STAMP) ## ruff, mypy, import boundaries, eslint and tsc
@@ -108,4 +116,4 @@ demo: install ## run the demo and print where to open it (Ctrl-C stops it)
 bench: $(STAMP) ## run the benchmarks and print their figures
 	$(PY) -m benchmarks
 
-.PHONY: help install chromium lint unit test test-hub55 screenshots cluster-build cluster-up cluster-down demo bench
+.PHONY: help install chromium prometheus lint unit test test-hub55 screenshots cluster-build cluster-up cluster-down demo bench
