@@ -18,8 +18,10 @@ Rules, in order, for each workbench (its policy is the first that matches):
    position), highest priority first, asks for what it lacks: per resource, the amount minus
    the quota already free to it, in one flavor (Kueue assigns one flavor per resource). It is
    given *just enough* idle workbenches (idle at least ``idle_after``) whose quota it can use —
-   same ClusterQueue, else a shared cohort (nearest first) — holding that flavor and resource:
-   those with reasons of their own first, then those already warned, then the longest idle.
+   same ClusterQueue, else a shared cohort (nearest first; with the policy file's
+   ``prefer_own_team``, the queued work's own team's before a lending team's) — holding that
+   flavor and resource: those with reasons of their own first, then those already warned, then
+   the longest idle.
    Any workbench it could do without is dropped again, so the selection is minimal. If the
    idle workbenches cannot cover it, none is taken: a partial reclaim admits nothing.
    A queue with a hand-off still waiting for admission gets nothing more; a queue whose
@@ -499,11 +501,12 @@ def _rank(wb: Workbench, wl: PendingWorkload) -> int | None:
     return None
 
 
-def _order(case: _Case, wl: PendingWorkload) -> tuple[Any, ...]:
+def _order(case: _Case, wl: PendingWorkload, own_team_first: bool = False) -> tuple[Any, ...]:
     wb = case.wb
     rank = _rank(wb, wl)
     return (
         rank if rank is not None else 1 << 30,
+        own_team_first and bool(wl.team) and wb.team != wl.team,
         case.own is None,
         case.warned is None,
         case.warned or wb.idleness.last_active,
@@ -549,7 +552,7 @@ def _serve_demand(
         usable = [
             c for c in cases if c.eligible and c.wb.key not in taken and _rank(c.wb, wl) is not None
         ]
-        usable.sort(key=lambda c: _order(c, wl))
+        usable.sort(key=lambda c: _order(c, wl, policies.prefer_own_team))
         if wl.cluster_queue in waiting:
             target = Target(
                 workload=wl, status="handoff-waiting", reason=waiting[wl.cluster_queue].reason
@@ -563,7 +566,7 @@ def _serve_demand(
                 f" is pending: {result.reason}",
             )
         else:
-            target = _select(wl, usable, now)
+            target = _select(wl, usable, now, own_team_first=policies.prefer_own_team)
         targets.append(target)
         if target.status not in ("reclaim", "warn"):
             for c in usable:
@@ -657,7 +660,9 @@ def _pick_flavor(
     return best, most, lacks
 
 
-def _select(wl: PendingWorkload, usable: list[_Case], now: datetime) -> Target:
+def _select(
+    wl: PendingWorkload, usable: list[_Case], now: datetime, *, own_team_first: bool = False
+) -> Target:
     """Just enough of ``usable`` (already in preference order) for ``wl``'s shortfall."""
     picks: list[tuple[Need, str, Fraction]] = []  # need, flavor, shortfall
     chosen: list[_Case] = []
@@ -708,11 +713,14 @@ def _select(wl: PendingWorkload, usable: list[_Case], now: datetime) -> Target:
             for n, f, short in picks
         )
 
-    for c in sorted(chosen, key=lambda c: _order(c, wl), reverse=True):
+    def order(c: _Case) -> tuple[Any, ...]:
+        return _order(c, wl, own_team_first)
+
+    for c in sorted(chosen, key=order, reverse=True):
         rest = [x for x in chosen if x is not c]
         if covered(rest):
             chosen = rest
-    chosen.sort(key=lambda c: _order(c, wl))
+    chosen.sort(key=order)
     frees: dict[FlavorResource, Fraction] = {}
     for c in chosen:
         for key, amount in c.wb.holds.items():

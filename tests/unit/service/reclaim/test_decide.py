@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from typing import Any
@@ -26,7 +27,7 @@ from gpuaas_service.reclaim.decide import (
     snooze,
 )
 from gpuaas_service.reclaim.idleness import Idleness, State
-from gpuaas_service.reclaim.policy import PolicySet, load_policy
+from gpuaas_service.reclaim.policy import PolicyError, PolicySet, load_policy
 
 NOW = datetime(2026, 11, 30, 16, 40, tzinfo=timezone.utc)
 MIG = ("a100-mig", "nvidia.com/mig-1g.5gb")
@@ -826,3 +827,84 @@ def test_uniform_slices_take_exactly_the_shortfall_longest_idle_first(
         assert len(t.workbenches) == short
         longest = sorted(benches, key=lambda b: (b.idleness.last_active, b.user))[:short]
         assert set(t.workbenches) == {b.key for b in longest}
+
+
+# --------------------------------------------------------------------------- fair hand-overs
+
+
+def _team_b(user: str, **kw: Any) -> Workbench:
+    kw.setdefault("cq", "team-b-notebooks")
+    return bench(user, team="team-b", groups=("team-b",), **kw)
+
+
+def _team_job(amount: int = 1) -> PendingWorkload:
+    return replace(job(amount=amount), team="team-a")
+
+
+# id, prefer_own_team, workbenches, slices asked, chosen in order
+OWN_TEAM_FIRST: list[tuple[str, bool, list[Workbench], int, tuple[str, ...]]] = [
+    (
+        "off: the longest idle of the cohort, a lender's",
+        False,
+        [bench("alice", idle=H), _team_b("carol", idle=3 * H)],
+        1,
+        ("carol",),
+    ),
+    (
+        "on: the team's own idle server before a lender's longer idle one",
+        True,
+        [bench("alice", idle=H), _team_b("carol", idle=3 * H)],
+        1,
+        ("alice",),
+    ),
+    (
+        "on: a lender's server only for what the team's own cannot cover",
+        True,
+        [bench("alice", idle=H), _team_b("carol", idle=3 * H), _team_b("dave", idle=2 * H)],
+        2,
+        ("alice", "carol"),
+    ),
+    (
+        "on: the same ClusterQueue still comes first",
+        True,
+        [bench("alice", idle=H), _team_b("carol", idle=3 * H, cq="team-a-training")],
+        1,
+        ("carol",),
+    ),
+    (
+        "on: a lender's server when the team has no idle one",
+        True,
+        [bench("alice", state=State.BUSY), _team_b("carol", idle=3 * H)],
+        1,
+        ("carol",),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("own_first", "benches", "amount", "chosen"),
+    [row[1:] for row in OWN_TEAM_FIRST],
+    ids=[row[0] for row in OWN_TEAM_FIRST],
+)
+def test_prefer_own_team(
+    own_first: bool, benches: list[Workbench], amount: int, chosen: tuple[str, ...]
+) -> None:
+    ps = load_policy(
+        {
+            "prefer_own_team": own_first,
+            "policies": [{"name": "p", "idle_after": "30m", "warn_before": "15m"}],
+        }
+    )
+    assert ps.prefer_own_team is own_first
+    plan = run(benches, [_team_job(amount)], ps)
+    assert plan.targets[0].workbenches == chosen
+    warned = tuple(d.workbench.user for d in plan.decisions if d.action is Action.WARN)
+    assert warned == tuple(sorted(chosen, key=[b.user for b in benches].index))
+
+
+def test_prefer_own_team_is_checked_as_a_boolean() -> None:
+    with pytest.raises(PolicyError) as err:
+        load_policy(
+            {"prefer_own_team": "yes please", "policies": [{"name": "p", "idle_after": "1h"}]}
+        )
+    assert "prefer_own_team" in str(err.value)
