@@ -16,6 +16,7 @@ import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from jupyter_gpuaas.core.catalog import Catalog, Image, Offering, Size, Tenant, TenantJobs
@@ -25,17 +26,20 @@ from jupyter_gpuaas.core.choice import (
     TeamRefused,
     pick_team,
     read_choice,
-    read_text,
     show,
 )
-from jupyter_gpuaas.core.durations import DURATION_HINT, format_duration, parse_duration
+from jupyter_gpuaas.core.durations import format_duration
 from jupyter_gpuaas.core.fields import (
     NAME_RE,
     FieldError,
     FieldErrors,
-    did_you_mean,
     key_path,
+    read_duration,
+    read_list,
+    read_mapping,
+    read_str,
     type_name,
+    unknown_keys,
 )
 
 __all__ = [
@@ -65,6 +69,7 @@ MAX_PARAMETERS = 50
 MAX_PARAMETER_TEXT = 2000
 MAX_PATH = 1024
 MAX_CELLS = 5000
+MIN_TIME_LIMIT = timedelta(minutes=1)
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 
 
@@ -112,9 +117,15 @@ def job_teams(catalog: Catalog, groups: Sequence[str]) -> list[Tenant]:
 
 
 def _path(errs: FieldErrors, data: Mapping[str, Any]) -> str:
-    value = data.get("path")
-    if not isinstance(value, str) or not value.strip():
-        errs.add("path", "is required: the notebook's path in your server, e.g. work/train.ipynb")
+    value = read_str(
+        errs,
+        "",
+        data,
+        "path",
+        required=True,
+        required_hint="the notebook's path in your server, e.g. work/train.ipynb",
+    )
+    if value is None:
         return ""
     if len(value) > MAX_PATH or "\x00" in value or "\\" in value:
         errs.add("path", f"{show(value)} is not a notebook path")
@@ -130,21 +141,20 @@ def _path(errs: FieldErrors, data: Mapping[str, Any]) -> str:
 
 
 def _notebook(errs: FieldErrors, data: Mapping[str, Any]) -> Mapping[str, Any]:
-    nb = data.get("notebook")
-    if not isinstance(nb, Mapping):
-        errs.add("notebook", f"must be the notebook's JSON (an object), not {type_name(nb)}")
+    nb = read_mapping(errs, "", data, "notebook", required=True, what="the notebook's JSON")
+    if nb is None:
         return {}
     if nb.get("nbformat") != 4:
         errs.add("notebook.nbformat", f"must be 4 (nbformat 4), not {show(nb.get('nbformat'))}")
-    cells = nb.get("cells")
-    if not isinstance(cells, list):
-        errs.add("notebook.cells", f"must be a list, not {type_name(cells)}")
+    before = len(errs)
+    cells = read_list(errs, "notebook", nb, "cells", required=True, what="a list of cells")
+    if len(errs) > before:
         return {}
     if len(cells) > MAX_CELLS:
         errs.add("notebook.cells", f"has {len(cells)} cells; the most is {MAX_CELLS}")
-    for i, cell in enumerate(cells[:MAX_CELLS]):
+    for path, cell in cells[:MAX_CELLS]:
         if not isinstance(cell, Mapping) or not isinstance(cell.get("cell_type"), str):
-            errs.add(f"notebook.cells[{i}]", "must be a cell (an object with a cell_type)")
+            errs.add(path, "must be a cell (an object with a cell_type)")
             break
     return nb
 
@@ -177,11 +187,8 @@ def _parameter_value(errs: FieldErrors, path: str, value: Any, depth: int = 0) -
 
 
 def _parameters(errs: FieldErrors, data: Mapping[str, Any]) -> dict[str, Any]:
-    raw = data.get("parameters")
+    raw = read_mapping(errs, "", data, "parameters", what="an object of name: value")
     if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        errs.add("parameters", f"must be an object of name: value, not {type_name(raw)}")
         return {}
     if len(raw) > MAX_PARAMETERS:
         errs.add("parameters", f"has {len(raw)} names; the most is {MAX_PARAMETERS}")
@@ -200,17 +207,12 @@ def _parameters(errs: FieldErrors, data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _time_limit(errs: FieldErrors, data: Mapping[str, Any], jobs: TenantJobs) -> int | None:
-    value = data.get("time_limit")
-    if value is None or value == "":
+    if data.get("time_limit") in (None, ""):  # the dialog's empty field: the team's default
         return jobs.default_time_limit
-    try:
-        seconds = int(parse_duration(value).total_seconds())
-    except ValueError as e:
-        errs.add("time_limit", str(e))
+    limit = read_duration(errs, "", data, "time_limit", minimum=MIN_TIME_LIMIT)
+    if limit is None:
         return None
-    if seconds < 60:
-        errs.add("time_limit", f"must be at least 1m ({DURATION_HINT})")
-        return None
+    seconds = int(limit.total_seconds())
     if jobs.max_time_limit is not None and seconds > jobs.max_time_limit:
         errs.add(
             "time_limit",
@@ -248,9 +250,7 @@ def validate_job_request(
     if not isinstance(body, Mapping):
         raise JobRequestError([FieldError("", f"must be a JSON object, not {type_name(body)}")])
     errs = FieldErrors()
-    for key in body:
-        if key not in REQUEST_KEYS:
-            errs.add(key_path("", str(key)), f"unknown field{did_you_mean(str(key), REQUEST_KEYS)}")
+    unknown_keys(errs, "", body, REQUEST_KEYS)
     tenant = _team(catalog, groups, body.get("team"))
     jobs = tenant.jobs
     assert jobs is not None  # job_teams() keeps only those
@@ -269,10 +269,7 @@ def validate_job_request(
     path = _path(errs, body)
     notebook = _notebook(errs, body)
     parameters = _parameters(errs, body)
-    kernel_name = read_text(errs, body, "kernel_name", limit=63)
-    if kernel_name is not None and not NAME_RE.match(kernel_name):
-        errs.add("kernel_name", f"{show(kernel_name)} is not a kernel name")
-        kernel_name = None
+    kernel_name = read_str(errs, "", body, "kernel_name", pattern=NAME_RE, what="a kernel name")
     if errs.items or choice is None:
         raise JobRequestError(errs.items)
     return JobRequest(

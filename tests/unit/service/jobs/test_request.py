@@ -107,6 +107,16 @@ def test_notebook_must_be_a_notebook() -> None:
     assert "not a notebook" in errors_of(request_body(path="train.py"))["path"]
 
 
+def test_missing_fields_and_short_limits_name_their_path() -> None:
+    errs = errors_of(request_body(path=None, notebook={"nbformat": 4}, time_limit="30s"))
+    assert errs["path"] == (
+        "is required (the notebook's path in your server, e.g. work/train.ipynb)"
+    )
+    assert errs["notebook.cells"] == "is required (a list of cells)"
+    assert errs["time_limit"] == "must be at least 1m (use e.g. 30m, 2h)"
+    assert "notebook" not in errs  # a notebook without cells is reported once, at its cells
+
+
 def test_catalog_jobs_section_errors_have_paths() -> None:
     data = jobs_catalog_data()
     data["tenants"][0]["jobs"] = {
