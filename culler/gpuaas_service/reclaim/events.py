@@ -29,17 +29,19 @@ class CycleInputs:
 
 @dataclass(frozen=True, kw_only=True)
 class LoopEvent:
-    """An action carried out: a warning, a snooze, a reclaim (of ``workbench``), or a
-    hand-off's outcome (``workload``, ``result``: ``succeeded``, ``failed`` or ``gone``)."""
+    """An action carried out: a warning, a snooze, a reclaim (of ``workbench``), a team's quota
+    lent to another team's queued work by that reclaim (``lent``: ``team`` is the borrower's),
+    or a hand-off's outcome (``workload``, ``result``: ``succeeded``, ``failed`` or ``gone``)."""
 
-    kind: Literal["warn", "snooze", "reclaim", "handoff"]
+    kind: Literal["warn", "snooze", "reclaim", "lent", "handoff"]
     at: datetime
     workbench: Workbench | None = None
     reason: str = ""
     workload: str = ""
     """The queued workload (``namespace/name``) a reclaim or a hand-off was for."""
     team: str = ""
-    """A hand-off's queued work's team (a workbench's team is the workbench's)."""
+    """A hand-off's or a ``lent`` event's queued work's team (a workbench's team is the
+    workbench's)."""
     result: str = ""
     latency_seconds: float | None = None
     """A hand-off's time from the reclaim to the admission."""

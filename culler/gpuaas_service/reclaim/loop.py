@@ -622,6 +622,7 @@ class ReclaimLoop:
         self._carried_out("reclaim", d, now)
         if d.handoff:
             self._follow_handoff(d.handoff, targets.get(d.handoff), now)
+            self._lent(d, targets.get(d.handoff), now)
         await self._event(pod, "GPUReclaimed", d.reason, "Normal", now)
         self._notify("reclaim", d, now, now)
 
@@ -735,6 +736,26 @@ class ReclaimLoop:
                 workbench=d.workbench,
                 reason=d.reason,
                 workload=d.handoff or "",
+                dry_run=d.dry_run,
+            )
+        )
+
+    def _lent(self, d: Decision, target: Target | None, now: datetime) -> None:
+        """A reclaim for another team's queued work: the console's journal notes whose quota
+        went to whom (a team lead sees their lent quota taken back for a borrower)."""
+        wb = d.workbench
+        borrower = target.workload.team if target is not None else ""
+        if not borrower or not wb.team or borrower == wb.team:
+            return
+        self._publish(
+            LoopEvent(
+                kind="lent",
+                at=now,
+                workbench=wb,
+                reason=f"{wb.team}'s quota held by {wb.key}'s idle server went to queued work of"
+                f" {borrower} ({d.handoff})",
+                workload=d.handoff or "",
+                team=borrower,
                 dry_run=d.dry_run,
             )
         )

@@ -35,6 +35,7 @@ from jupyter_gpuaas.core.labels import (
     RECLAIMED_AT,
     RECLAIMED_FOR,
     SNOOZES_USED,
+    TEAM_LABEL,
     WARNED_AT,
 )
 from tests.support.service_samples import NS
@@ -536,3 +537,23 @@ async def test_the_pod_is_marked_reclaimed_before_the_hub_stops_it(refuse: bool)
         assert all(RECLAIMED_AT not in a and RECLAIMED_FOR not in a for a in kept.values())
     else:
         assert all(RECLAIMED_AT in a for a in kept.values())
+
+
+async def test_a_reclaim_for_another_teams_work_is_journaled_as_lent() -> None:
+    policy = json.loads(json.dumps(POLICY))
+    policy["policies"][0]["match"] = {"kinds": ["mig"]}  # team B's servers too
+    w = World(policy)
+    w.kube.pods["jupyter-bob"]["metadata"]["labels"][TEAM_LABEL] = "team-b"
+    await w.cycle()
+    await w.cycle(after=10)
+    w.now += timedelta(seconds=6)
+    await w.cycle(after=15)
+    assert sorted(w.hub.stopped) == [("alice", ""), ("bob", "")]
+    entries = w.record.journal.recent(timedelta(days=1))
+    lent = [e for e in entries if e["event"] == "lent"]
+    # bob's (team B's) quota went to team A's Job; alice's reclaim is her own team's business.
+    assert [(e["user"], e["team"], e["workload"]) for e in lent] == [
+        ("bob", "team-b", "team-a/train")
+    ]
+    assert "queued work of team-a" in lent[0]["reason"]
+    assert {e["user"] for e in entries if e["event"] == "reclaim"} == {"alice", "bob"}
