@@ -908,3 +908,76 @@ def test_prefer_own_team_is_checked_as_a_boolean() -> None:
             {"prefer_own_team": "yes please", "policies": [{"name": "p", "idle_after": "1h"}]}
         )
     assert "prefer_own_team" in str(err.value)
+
+
+# id, the kept one's warning (ago), when it was kept (ago), the others, slices asked,
+# expected {user: (action, reclaim_at - NOW)}
+S = timedelta(seconds=1)
+IN_PLACE: list[
+    tuple[str, timedelta, timedelta, list[Workbench], int, dict[str, tuple[str, timedelta | None]]]
+] = [
+    (
+        "kept 1 s before its deadline: the one warned in its place gets all 15 min",
+        15 * M - S,
+        S,
+        [_team_b("carol", idle=H)],
+        1,
+        {"alice": ("skip", None), "carol": ("warn", 15 * M)},
+    ),
+    (
+        "kept at once: the same",
+        S,
+        S,
+        [_team_b("carol", idle=H)],
+        1,
+        {"alice": ("skip", None), "carol": ("warn", 15 * M)},
+    ),
+    (
+        "a batch: the member warned earlier waits for the newcomer's whole warning",
+        14 * M,
+        S,
+        [bench("bob", idle=H, warned=14 * M), _team_b("carol", idle=H)],
+        2,
+        {"alice": ("skip", None), "bob": ("wait", 15 * M), "carol": ("warn", 15 * M)},
+    ),
+    (
+        "nobody left to warn: the others' warnings are withdrawn, nothing is stopped",
+        14 * M,
+        S,
+        [bench("bob", idle=H, warned=14 * M)],
+        2,
+        {"alice": ("skip", None), "bob": ("clear-warning", None)},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("warned", "kept", "others", "amount", "expected"),
+    [row[1:] for row in IN_PLACE],
+    ids=[row[0] for row in IN_PLACE],
+)
+def test_whoever_is_warned_in_place_of_a_kept_one_gets_the_full_warning(
+    warned: timedelta,
+    kept: timedelta,
+    others: list[Workbench],
+    amount: int,
+    expected: dict[str, tuple[str, timedelta | None]],
+) -> None:
+    ps = policies(max_snoozes=1, snooze_for="1h")
+    alice = bench("alice", idle=2 * H, warned=warned)
+    before = run([alice, *others], [_team_job(amount)], ps)
+    assert actions(before)["alice"][0] == "wait"
+    pressed = snooze(alice, ps.policies[0], now=NOW - kept)
+    assert pressed.allowed
+    # As the loop keeps it: the press withdraws the warning and snoozes the server.
+    alice = replace(alice, warned_at=None, snoozed_until=pressed.until, snoozes_used=1)
+    plan = run([alice, *others], [_team_job(amount)], ps)
+    got = {
+        d.workbench.user: (
+            d.action.value,
+            d.reclaim_at - NOW if d.reclaim_at is not None else None,
+        )
+        for d in plan.decisions
+    }
+    assert got == expected
+    assert not plan.with_action(Action.RECLAIM)
