@@ -46,6 +46,10 @@ groups before acting on it, the groups when a policy names them, stopping server
 ``list:users`` (it never lists users: it watches pods) and no ``access:servers`` (servers
 report to it)."""
 
+RESIZE_SCOPES = ["delete:servers", "start:servers"]
+"""What the way up to a bigger GPU needs (``api/resize``): stopping the asking user's server and
+starting it again on the bigger offering (culler/gpuaas_service/web/resize.py)."""
+
 SERVER_CHECK_SCOPES = ["read:servers", "read:tokens"]
 """What the gpuaas service always needs of the Hub API: whether a server is running and which
 token the hub issued to it (token ids and notes, never the tokens themselves), before it takes
@@ -111,6 +115,7 @@ def service_config(
     ]
     # which running server a token was issued to (culler/gpuaas_service/web/servers.py)
     roles.append({"name": "gpuaas-servers", "services": ["gpuaas"], "scopes": SERVER_CHECK_SCOPES})
+    roles.append({"name": "gpuaas-resize", "services": ["gpuaas"], "scopes": RESIZE_SCOPES})
     if culler_args:
         roles.append({"name": "gpuaas-culler", "services": ["gpuaas"], "scopes": CULLER_SCOPES})
     scopes = {CONSOLE_SCOPE: {"description": "Read the GPU console of the gpuaas service"}}

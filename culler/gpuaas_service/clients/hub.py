@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
@@ -46,9 +47,16 @@ class HubClient:
         """Its own connections: a slow webhook or Prometheus never queues Hub requests."""
 
     async def _fetch(
-        self, method: str, path: str, accept: str = "application/json", *, missing: Any = ...
+        self,
+        method: str,
+        path: str,
+        accept: str = "application/json",
+        *,
+        missing: Any = ...,
+        body: Any = None,
     ) -> Any:
-        """The answer's JSON (``DELETE``: its status); ``missing`` is returned for a 404."""
+        """The answer's JSON (``DELETE``: its status); ``missing`` is returned for a 404;
+        ``body`` is sent as JSON."""
         from tornado.httpclient import HTTPClientError, HTTPRequest
 
         self.requests += 1
@@ -56,6 +64,7 @@ class HubClient:
             self.api_url + path,
             method=method,
             headers={"Authorization": f"token {self.token}", "Accept": accept},
+            body=None if body is None else json.dumps(body),
             connect_timeout=self.timeout,
             request_timeout=self.timeout,
             allow_nonstandard_methods=True,
@@ -114,3 +123,13 @@ class HubClient:
         )
         code: int = await self._fetch("DELETE", path)
         return code
+
+    async def start_server(self, user: str, server: str, options: Mapping[str, Any]) -> None:
+        """Start the server with ``options`` as its ``user_options`` (scope ``start:servers``;
+        sent as the whole body, which JupyterHub 5 and 6 both take as the options)."""
+        path = (
+            f"/users/{quote(user)}/servers/{quote(server)}"
+            if server
+            else f"/users/{quote(user)}/server"
+        )
+        await self._fetch("POST", path, accept="*/*", body=dict(options))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from jupyterhub.services.auth import HubAuth, HubOAuth
 
@@ -16,6 +17,9 @@ from gpuaas_service.queue.index import QueueIndex
 from gpuaas_service.reclaim.loop import ReclaimLoop
 from gpuaas_service.web.limits import RateLimit
 from gpuaas_service.web.servers import ServerTokens
+
+if TYPE_CHECKING:  # web/resize.py builds on this module
+    from gpuaas_service.web.resize import Resizer
 
 __all__ = ["RequestStats", "ServiceContext", "service_prefix"]
 
@@ -59,6 +63,8 @@ class ServiceContext:
     loop: ReclaimLoop | None = None
     console: ConsoleState | None = None
     jobs: JobService | None = None
+    resize: Resizer | None = None
+    """Moves a server to a bigger offering (``api/resize``; ``None``: no such endpoint)."""
     job_max_body: int = 1_100_000
     """The largest body of a job submission or a runner's upload, in bytes (let in only once
     the caller is known; every other body is held to the server's ``max_request_bytes``)."""

@@ -22,6 +22,7 @@ from tornado.routing import PathMatches
 from gpuaas_service.console.state import ConsoleState
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.context import ServiceContext
+from gpuaas_service.web.resize import Resizer
 from gpuaas_service.web.servers import ServerTokens
 from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
 from tests.support.jobs_samples import FakeKube, service
@@ -74,6 +75,7 @@ def full_context() -> ServiceContext:
         loop=w.loop,
         console=console,
         jobs=service(FakeKube()),
+        resize=Resizer(cast(Any, hub), lambda: None),  # no catalog: 503 once let in
     )
 
 
@@ -123,6 +125,7 @@ async def test_each_route_refuses_and_admits_the_callers_its_row_says(
         **{
             **{f: getattr(context, f) for f in ("operator_token", "index", "loop", "console")},
             "jobs": context.jobs,
+            "resize": context.resize,
             "hub_auth": hub_auth,
             "console_auth": hub_auth,
             "servers": ServerTokens(hub),

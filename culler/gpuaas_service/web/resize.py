@@ -1,0 +1,466 @@
+"""The way up: a user's running server moved to the next bigger offering (docs/api.md).
+
+A notebook near its GPU memory cap can only go on on a bigger share. The user's server holds
+no Kubernetes credentials, and its hub token cannot stop and start itself, so the sidebar asks
+this service (through the server extension, with the server's own token, as for every request
+only a server may make: web/servers.py):
+
+- ``GET api/resize`` — the server's offering and the next size up with its headroom, or why
+  there is none;
+- ``POST api/resize`` (``{}`` or ``{"offering": SLUG}``) — checked as a spawn is checked
+  (:func:`~jupyter_gpuaas.core.choice.read_choice`: the team's offerings, the count, image
+  and size, the live headroom), and bigger than what runs; answered 202 at once, then the
+  server is stopped through the Hub API (``delete:servers``; its home volume stays) and started
+  again with the same choice on the bigger offering (``start:servers``; the spawner validates
+  it again, and its progress page shows the queue position, as for any spawn).
+
+The decisions (:func:`current_choice`, :func:`bigger_offerings`, :func:`plan_resize`) are pure;
+:class:`Resizer` does the Hub calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Protocol
+
+from tornado import web
+
+from gpuaas_service.clients.hub import HubError
+from gpuaas_service.web.base import ServerTokenHandler, error_answer, limit
+from gpuaas_service.web.context import ServiceContext
+from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant
+from jupyter_gpuaas.core.choice import Choice, HeadroomFn, TeamRefused, pick_team, read_choice
+from jupyter_gpuaas.core.fields import FieldError, FieldErrors, did_you_mean, type_name
+from jupyter_gpuaas.core.headroom import Headroom, QueueState, UserUsage, compute_headroom
+from jupyter_gpuaas.core.parsing import ParseError, load_json
+from jupyter_gpuaas.core.sizing import format_gib, offering_memory
+
+__all__ = [
+    "RESIZE_KEYS",
+    "ResizeHub",
+    "ResizeRefused",
+    "Resizer",
+    "bigger_offerings",
+    "current_choice",
+    "others_usage",
+    "plan_resize",
+    "resize_handlers",
+]
+
+log = logging.getLogger("gpuaas.resize")
+
+RESIZE_KEYS = ("offering",)
+"""The only key a move's body may hold: everything else of the choice stays as it runs."""
+_PURPOSE = "may start GPU servers"
+
+
+class ResizeRefused(Exception):
+    """No move: ``status`` (400 a bad body, 403 not the team's, 409 not now) and why."""
+
+    def __init__(self, status: int, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.path = path
+
+
+# --------------------------------------------------------------------------- pure decisions
+
+
+def current_choice(catalog: Catalog, groups: Sequence[str], options: object) -> Choice:
+    """What the running server holds, from the ``user_options`` the hub stored for it (the
+    spawner stores the canonical choice), read without the live checks (made when it started).
+    409 when this catalog or the user's teams no longer know it."""
+    if not isinstance(options, Mapping):
+        options = {}
+    try:
+        tenant = pick_team(
+            catalog.tenants_for_groups(groups), options.get("team"), purpose=_PURPOSE
+        )
+    except TeamRefused as e:
+        raise ResizeRefused(409, f"Your server's team cannot be moved: {e}") from None
+    errs = FieldErrors()
+    choice = read_choice(
+        errs,
+        options,
+        catalog,
+        tenant,
+        offerings=tenant.offerings,
+        default_offering=tenant.default_offering,
+        where=tenant.display_name,
+    )
+    if choice is None:
+        raise ResizeRefused(
+            409, f"Your server's offering is no longer offered ({errs.items[0].message})."
+        )
+    return choice
+
+
+def _memory(offering: Offering, count: int) -> int | None:
+    """GPU memory the user's alone on ``count`` units; ``None``: not sized (CPU, time-shared)."""
+    each = offering_memory(offering)
+    return None if each is None else each * count
+
+
+def _count_for(offering: Offering, count: int) -> int:
+    return count if offering.min_count <= count <= offering.max_count else offering.default_count
+
+
+def bigger_offerings(catalog: Catalog, choice: Choice) -> list[Offering]:
+    """The team's offerings with more GPU memory of the user's own than ``choice``, the next
+    size up first: those of the same pool (the ResourceFlavor: the same GPUs) before any other,
+    then by memory, GPU-equivalents and catalog order. Time-shared GPUs never (their memory
+    is not the user's alone)."""
+    have = _memory(choice.offering, choice.count) or 0
+    found: list[tuple[bool, int, Fraction, int, Offering]] = []
+    for order, slug in enumerate(choice.tenant.offerings):
+        offering = catalog.offerings.get(slug)
+        if offering is None or offering.slug == choice.offering.slug:
+            continue
+        count = _count_for(offering, choice.count)
+        memory = _memory(offering, count)
+        if memory is None or memory <= have:
+            continue
+        other_pool = offering.flavor != choice.offering.flavor
+        found.append((other_pool, memory, offering.gpu_equivalents_for(count), order, offering))
+    return [f[-1] for f in sorted(found, key=lambda f: f[:4])]
+
+
+def _target_options(catalog: Catalog, choice: Choice, target: Offering) -> dict[str, Any]:
+    """The running choice with ``target`` for its offering; the count, image and size kept
+    where ``target`` allows them, else its defaults."""
+    options: dict[str, Any] = {
+        "team": choice.tenant.name,
+        "offering": target.slug,
+        "count": _count_for(target, choice.count),
+    }
+    if choice.image is not None and choice.image in catalog.images_for(target):
+        options["image"] = choice.image.slug
+    if choice.size is not None and choice.size in catalog.sizes_for(target):
+        options["size"] = choice.size.slug
+    return options
+
+
+def _requested(body: object) -> str | None:
+    """The offering a move's body names (``None``: the next size up); 400 for anything else."""
+    if body is None:
+        return None
+    if not isinstance(body, Mapping):
+        raise ResizeRefused(400, f"the body must be a JSON object, not {type_name(body)}")
+    unknown = sorted(str(k) for k in body if k not in RESIZE_KEYS)
+    if unknown:
+        raise ResizeRefused(
+            400,
+            f"unknown field {unknown[0][:40]!r}{did_you_mean(unknown[0], RESIZE_KEYS)}; a move"
+            ' takes only {"offering": SLUG} (the rest of your choice stays as it runs)',
+            path=unknown[0][:40],
+        )
+    slug = body.get("offering")
+    if slug is None:
+        return None
+    if not isinstance(slug, str) or not slug or len(slug) > 253:
+        raise ResizeRefused(400, "offering must be an offering's slug", path="offering")
+    return slug
+
+
+def plan_resize(
+    catalog: Catalog,
+    choice: Choice,
+    body: object,
+    *,
+    headroom: HeadroomFn | None = None,
+) -> Choice:
+    """The choice a server running ``choice`` moves to for the move ``body`` asks for (an
+    offering, or none: the next size up), checked as a spawn is; else :class:`ResizeRefused`.
+
+    In order: the body (400), the offering known (400) and offered to the team (403), bigger
+    than what runs (400), then the spawn's own checks of the whole choice with the live
+    headroom (a per-user cap, a quota it can never fit: 409).
+    """
+    slug = _requested(body)
+    bigger = bigger_offerings(catalog, choice)
+    tenant = choice.tenant
+    if slug is None:
+        if not bigger:
+            raise ResizeRefused(
+                409, f"{tenant.display_name} offers nothing bigger than {_shown(choice)}."
+            )
+        target = bigger[0]
+    else:
+        found = catalog.offerings.get(slug)
+        if found is None:
+            raise ResizeRefused(
+                400,
+                f"unknown offering {slug[:40]!r}{did_you_mean(slug, tenant.offerings)}",
+                path="offering",
+            )
+        if slug not in tenant.offerings:
+            raise ResizeRefused(
+                403, f"{found.display_name} is not offered to {tenant.display_name}", "offering"
+            )
+        if found not in bigger:
+            raise ResizeRefused(
+                400,
+                f"{found.display_name} is not bigger than {_shown(choice)}"
+                + (f"; the next size up is {bigger[0].display_name}" if bigger else ""),
+                path="offering",
+            )
+        target = found
+    errs = FieldErrors()
+    planned = read_choice(
+        errs,
+        _target_options(catalog, choice, target),
+        catalog,
+        tenant,
+        offerings=tenant.offerings,
+        default_offering=tenant.default_offering,
+        where=tenant.display_name,
+        headroom=headroom,
+    )
+    if planned is None:
+        first = errs.items[0]
+        raise ResizeRefused(409, first.message, path=first.path)
+    return planned
+
+
+def _shown(choice: Choice) -> str:
+    memory = _memory(choice.offering, choice.count)
+    size = f" ({format_gib(memory)})" if memory else ""
+    return f"your {choice.offering.display_name}{size}"
+
+
+def _offering_json(offering: Offering, count: int) -> dict[str, Any]:
+    memory = _memory(offering, count)
+    return {
+        "slug": offering.slug,
+        "title": offering.display_name,
+        "count": count,
+        "memory": memory,
+        "memory_text": format_gib(memory) if memory else None,
+    }
+
+
+def others_usage(
+    catalog: Catalog, groups: Sequence[str], servers: Mapping[str, Any], server: str
+) -> UserUsage:
+    """What the user's other active servers hold (for the per-user caps)."""
+    held = 0
+    gpu_eq = Fraction(0)
+    for name, model in servers.items():
+        if name == server or not isinstance(model, Mapping):
+            continue
+        options = model.get("user_options") or {}
+        if not isinstance(options, Mapping):  # not options the spawner would have started
+            continue
+        try:
+            other = current_choice(catalog, groups, options)
+        except ResizeRefused:
+            continue
+        if other.offering.is_gpu:
+            held += 1
+            gpu_eq += other.offering.gpu_equivalents_for(other.count)
+    return UserUsage(gpu_servers=held, gpu_equivalents=gpu_eq)
+
+
+# --------------------------------------------------------------------------- the Hub calls
+
+
+class ResizeHub(Protocol):
+    """What a move asks of the hub (:class:`~gpuaas_service.clients.hub.HubClient`)."""
+
+    async def user(self, name: str) -> dict[str, Any] | None: ...
+
+    async def stop_server(self, user: str, server: str) -> int: ...
+
+    async def start_server(self, user: str, server: str, options: Mapping[str, Any]) -> None: ...
+
+
+@dataclass
+class Resizer:
+    """Moves servers to bigger offerings, one move per server at a time."""
+
+    hub: ResizeHub
+    catalog: Callable[[], Catalog | None]
+    queue_state: Callable[[], QueueState] | None = None
+    namespace: str = "jupyterhub-users"
+    """Where users' servers run (the headroom of a tenant without a namespace of its own)."""
+    stop_timeout: float = 600.0
+    """Seconds a stop may take before the move gives up (the hub's own stop timeout is less)."""
+    poll_interval: float = 0.5
+    """Seconds between asking the hub whether the server has stopped."""
+
+    def __post_init__(self) -> None:
+        self.moving: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self.last_error: dict[tuple[str, str], str] = {}
+
+    def _catalog(self) -> Catalog:
+        catalog = self.catalog()
+        if catalog is None:
+            raise ResizeRefused(503, "no catalog is configured (c.GPUaaSService.catalog_file)")
+        return catalog
+
+    async def _running(self, user: str, server: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+        """(the running server's model, all the user's servers); 409 when it is not running."""
+        try:
+            model = await self.hub.user(user)
+        except HubError as e:
+            raise ResizeRefused(503, f"the hub cannot be asked now: {e}") from None
+        servers = (model or {}).get("servers") or {}
+        running = servers.get(server) if isinstance(servers, Mapping) else None
+        if not isinstance(running, Mapping) or not running.get("ready") or running.get("pending"):
+            raise ResizeRefused(409, "your server is not running (or is starting or stopping)")
+        return running, servers
+
+    def _headroom(self, usage: UserUsage) -> HeadroomFn | None:
+        if self.queue_state is None:
+            return None
+        state = self.queue_state()
+
+        def room(tenant: Tenant, offering: Offering, count: int) -> Headroom:
+            namespace = tenant.namespace or self.namespace
+            return compute_headroom(
+                tenant, offering, state, namespace=namespace, count=count, usage=usage
+            )
+
+        return room
+
+    async def plan(
+        self, user: str, server: str, groups: Sequence[str], body: object
+    ) -> tuple[Choice, Choice]:
+        """(what runs, what it would move to) for ``body``; :class:`ResizeRefused` if none."""
+        catalog = self._catalog()
+        running, servers = await self._running(user, server)
+        choice = current_choice(catalog, groups, running.get("user_options"))
+        usage = others_usage(catalog, groups, servers, server)
+        return choice, plan_resize(catalog, choice, body, headroom=self._headroom(usage))
+
+    async def offer(self, user: str, server: str, groups: Sequence[str]) -> dict[str, Any]:
+        """``GET api/resize``: the offering that runs and the next size up (``null`` and why
+        not when there is none)."""
+        catalog = self._catalog()
+        running, servers = await self._running(user, server)
+        choice = current_choice(catalog, groups, running.get("user_options"))
+        answer: dict[str, Any] = {
+            "current": _offering_json(choice.offering, choice.count),
+            "next": None,
+            "reason": "",
+        }
+        usage = others_usage(catalog, groups, servers, server)
+        room = self._headroom(usage)
+        try:
+            planned = plan_resize(catalog, choice, None, headroom=room)
+        except ResizeRefused as e:
+            answer["reason"] = str(e)
+            return answer
+        answer["next"] = _offering_json(planned.offering, planned.count)
+        if room is not None:
+            fit = room(planned.tenant, planned.offering, planned.count)
+            answer["next"]["headroom"] = {"fit": fit.fit.value, "message": fit.message}
+        return answer
+
+    async def move(
+        self, user: str, server: str, groups: Sequence[str], body: object
+    ) -> dict[str, Any]:
+        """``POST api/resize``: checked now, then the stop and the start in the background."""
+        key = (user, server)
+        if key in self.moving:
+            raise ResizeRefused(409, "your server is already being moved")
+        choice, planned = await self.plan(user, server, groups, body)
+        if key in self.moving:  # asked twice at once
+            raise ResizeRefused(409, "your server is already being moved")
+        options = planned.as_user_options()
+        self.last_error.pop(key, None)
+        task = asyncio.ensure_future(self._stop_and_start(user, server, options))
+        self.moving[key] = task
+        task.add_done_callback(lambda _t: self.moving.pop(key, None))
+        log.info(
+            "resize user=%s server=%s from=%s to=%s",
+            user,
+            server or "(default)",
+            choice.offering.slug,
+            planned.offering.slug,
+        )
+        return {
+            "moving": True,
+            "from": _offering_json(choice.offering, choice.count),
+            "to": _offering_json(planned.offering, planned.count),
+            "options": options,
+        }
+
+    async def _stop_and_start(self, user: str, server: str, options: dict[str, Any]) -> None:
+        where = f"user={user} server={server or '(default)'}"
+        try:
+            await self.hub.stop_server(user, server)
+            waited = 0.0
+            while await self._still_there(user, server):
+                if waited >= self.stop_timeout:
+                    raise HubError(f"the server did not stop within {self.stop_timeout:.0f}s")
+                await asyncio.sleep(self.poll_interval)
+                waited += self.poll_interval
+            await self.hub.start_server(user, server, options)
+        except HubError as e:
+            self.last_error[(user, server)] = str(e)
+            log.error("resize failed %s offering=%s: %s", where, options["offering"], e)
+            return
+        log.info("resize started %s offering=%s", where, options["offering"])
+
+    async def _still_there(self, user: str, server: str) -> bool:
+        model = await self.hub.user(user)
+        servers = (model or {}).get("servers") or {}
+        return isinstance(servers, Mapping) and server in servers
+
+
+# --------------------------------------------------------------------------- the handler
+
+
+class ResizeHandler(ServerTokenHandler):
+    """``GET``/``POST api/resize``: only the server's own token, for that server."""
+
+    resizer: Resizer
+
+    def initialize(self, context: ServiceContext, resizer: Resizer) -> None:
+        self.bind(context)
+        self.resizer = resizer
+
+    def _caller(self) -> tuple[str, str, list[str]]:
+        user, server = self.server_caller
+        limit(self.context, "queue", user)
+        return user, server, [str(g) for g in self.current_user.get("groups") or ()]
+
+    def _refused(self, e: ResizeRefused) -> None:
+        self.set_status(e.status)
+        errors = [FieldError(e.path, str(e))] if e.path else None
+        self.finish(json.dumps(error_answer(e.status, str(e), errors)))
+
+    async def get(self) -> None:
+        user, server, groups = self._caller()
+        try:
+            self.finish(json.dumps(await self.resizer.offer(user, server, groups)))
+        except ResizeRefused as e:
+            self._refused(e)
+
+    async def post(self) -> None:
+        user, server, groups = self._caller()
+        try:
+            body = load_json(self.request.body, max_bytes=4096)
+        except ParseError as e:
+            self._refused(ResizeRefused(400, f"not JSON: {e.message}", path=e.path))
+            return
+        try:
+            answer = await self.resizer.move(user, server, groups, body)
+        except ResizeRefused as e:
+            self._refused(e)
+            return
+        self.set_status(202)
+        self.finish(json.dumps(answer))
+
+
+def resize_handlers(
+    context: ServiceContext, resizer: Resizer
+) -> list[tuple[str, type[web.RequestHandler], dict[str, object]]]:
+    kw: dict[str, object] = {"context": context, "resizer": resizer}
+    return [(context.root + "api/resize", ResizeHandler, kw)]

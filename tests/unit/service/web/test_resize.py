@@ -1,0 +1,338 @@
+"""The way up (web/resize.py): which offering is the next size up, which moves are refused and
+why, and the endpoint that stops a server and starts it again on the bigger offering."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator, Mapping
+from datetime import timedelta
+from fractions import Fraction
+from typing import Any, cast
+
+import pytest
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest, HTTPResponse
+from tornado.httpserver import HTTPServer
+from tornado.netutil import bind_sockets
+
+from gpuaas_service.web.app import make_app
+from gpuaas_service.web.context import ServiceContext
+from gpuaas_service.web.resize import (
+    Resizer,
+    ResizeRefused,
+    bigger_offerings,
+    current_choice,
+    others_usage,
+    plan_resize,
+)
+from gpuaas_service.web.servers import ServerTokens
+from jupyter_gpuaas.core.catalog import Offering, Tenant
+from jupyter_gpuaas.core.headroom import Fit, Headroom
+from tests.support.hub_tokens import SERVICE_SCOPE, STARTED, TokenHub
+from tests.support.samples import fraction_catalog
+
+CATALOG = fraction_catalog()
+TEAM_A = ["team-a"]
+
+
+def running(offering: str, team: str = "team-a", **more: Any) -> Any:
+    return current_choice(CATALOG, [team], {"team": team, "offering": offering, "count": 1, **more})
+
+
+def refusal(call: Any) -> ResizeRefused:
+    with pytest.raises(ResizeRefused) as caught:
+        call()
+    return caught.value
+
+
+# --------------------------------------------------------------------------- next size up
+
+
+@pytest.mark.parametrize(
+    ("now", "next_up"),
+    [
+        ("l4-quarter", "l4-half"),  # the same pool (the same L4s) first
+        ("mig-1g", "mig-3g"),  # not the smaller l4-half of another pool
+        ("l4-half", "mig-3g"),  # nothing bigger in its pool: the smallest bigger elsewhere
+        ("mig-3g", "h100"),
+        ("cpu", "mig-1g"),  # no GPU memory yet: the smallest GPU, the team's order breaking ties
+    ],
+)
+def test_the_next_size_up_is_the_smallest_bigger_offering_of_the_same_pool_first(
+    now: str, next_up: str
+) -> None:
+    assert plan_resize(CATALOG, running(now), None).offering.slug == next_up
+    assert plan_resize(CATALOG, running(now), {}).offering.slug == next_up
+
+
+def test_bigger_offerings_never_include_a_time_shared_gpu_or_a_smaller_one() -> None:
+    slugs = [o.slug for o in bigger_offerings(CATALOG, running("l4-quarter"))]
+    assert slugs == ["l4-half", "mig-3g", "h100"]
+    assert "shared" not in [o.slug for o in bigger_offerings(CATALOG, running("cpu"))]
+
+
+def test_the_move_keeps_the_team_and_the_size_where_the_bigger_offering_allows_them() -> None:
+    choice = running("l4-quarter")
+    planned = plan_resize(CATALOG, choice, {"offering": "h100"})
+    assert planned.tenant.name == "team-a"
+    assert planned.as_user_options()["offering"] == "h100"
+    assert planned.count == 1
+    assert planned.size is not None
+    assert planned.size.slug == "large"
+
+
+def test_nothing_bigger_is_refused_409_naming_what_runs() -> None:
+    e = refusal(lambda: plan_resize(CATALOG, running("h100"), None))
+    assert e.status == 409
+    assert "Team A offers nothing bigger than your NVIDIA H100 (80 GiB)" in str(e)
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_a_smaller_or_equal_offering_is_refused_400_naming_the_next_size_up() -> None:
+    e = refusal(lambda: plan_resize(CATALOG, running("l4-quarter"), {"offering": "mig-1g"}))
+    assert e.status == 400
+    assert e.path == "offering"
+    assert str(e) == (
+        "A100 MIG 1g.5gb is not bigger than your l4-quarter (5.5 GiB); the next size up is l4-half"
+    )
+    same = refusal(lambda: plan_resize(CATALOG, running("l4-half"), {"offering": "l4-half"}))
+    assert same.status == 400
+    shared = refusal(lambda: plan_resize(CATALOG, running("cpu"), {"offering": "shared"}))
+    assert shared.status == 400  # its memory is not the user's alone: never "bigger"
+
+
+def test_an_offering_the_team_does_not_have_is_refused_403() -> None:
+    e = refusal(lambda: plan_resize(CATALOG, running("mig-1g", "team-b"), {"offering": "h100"}))
+    assert e.status == 403
+    assert str(e) == "NVIDIA H100 is not offered to Team B"
+
+
+@pytest.mark.parametrize(
+    ("body", "path", "words"),
+    [
+        ([], "", "the body must be a JSON object"),
+        ({"offering": "h100", "count": 8}, "count", "unknown field 'count'"),
+        ({"offering": "h100", "resources": {"nvidia.com/gpu": 8}}, "resources", "a move takes"),
+        ({"offering": 5}, "offering", "offering must be an offering's slug"),
+        ({"offering": "h10"}, "offering", "unknown offering 'h10' (did you mean 'h100'?)"),
+    ],
+)
+def test_a_forged_or_malformed_body_is_a_clear_400(body: Any, path: str, words: str) -> None:
+    e = refusal(lambda: plan_resize(CATALOG, running("l4-quarter"), body))
+    assert e.status == 400
+    assert e.path == path
+    assert words in str(e)
+
+
+def test_a_move_the_live_headroom_refuses_is_a_409_with_its_words() -> None:
+    def never(tenant: Tenant, offering: Offering, count: int) -> Headroom:
+        return Headroom(
+            tenant.name,
+            offering.slug,
+            count,
+            Fit.NOT_ALLOWED,
+            "not allowed: you already hold 2 GPUs",
+        )
+
+    e = refusal(lambda: plan_resize(CATALOG, running("l4-quarter"), None, headroom=never))
+    assert e.status == 409
+    assert str(e) == "l4-half cannot start for Team A: not allowed: you already hold 2 GPUs."
+
+
+def test_a_server_whose_choice_the_catalog_no_longer_knows_cannot_be_moved() -> None:
+    e = refusal(lambda: current_choice(CATALOG, TEAM_A, {"team": "team-a", "offering": "gone"}))
+    assert e.status == 409
+    assert "no longer offered" in str(e)
+    e = refusal(lambda: current_choice(CATALOG, ["nobody"], {"offering": "h100"}))
+    assert e.status == 409
+
+
+def test_the_other_servers_of_the_user_count_towards_the_caps() -> None:
+    servers = {
+        "": {"user_options": {"team": "team-a", "offering": "l4-quarter"}},
+        "big": {"user_options": {"team": "team-a", "offering": "h100", "count": 2}},
+        "notes": {"user_options": {"team": "team-a", "offering": "cpu"}},
+        "odd": {"user_options": "not options"},
+    }
+    usage = others_usage(CATALOG, TEAM_A, servers, "")
+    assert usage.gpu_servers == 1
+    assert usage.gpu_equivalents == Fraction(2)
+
+
+# --------------------------------------------------------------------------- the endpoint
+
+
+class MovingHub(TokenHub):
+    """TokenHub with the servers' ``user_options``, and stops and starts as the hub does them."""
+
+    def __init__(self) -> None:
+        super().__init__(groups={"alice": TEAM_A, "bob": TEAM_A})
+        self.options: dict[tuple[str, str], dict[str, Any]] = {}
+        self.started: list[tuple[str, str, dict[str, Any]]] = []
+        self.starts = 0
+        self.last_token = ""
+        self.stop_after = 2
+        """How many times the hub still lists a stopping server."""
+
+    def run(self, user: str, options: dict[str, Any], server: str = "") -> str:
+        self.options[(user, server)] = options
+        self.starts += 1
+        self.last_token = self.start(user, server, STARTED + timedelta(minutes=self.starts))
+        return self.last_token
+
+    async def user(self, name: str) -> dict[str, Any] | None:
+        model = await super().user(name)
+        for server, entry in ((model or {}).get("servers") or {}).items():
+            entry["user_options"] = self.options.get((name, server))
+        return model
+
+    async def stop_server(self, user: str, server: str) -> int:
+        self.running[user][server] = {**self.running[user][server], "pending": "stop"}
+        self.calls.append(f"stop {user}")
+        return 202
+
+    async def start_server(self, user: str, server: str, options: Mapping[str, Any]) -> None:
+        assert server not in self.running.get(user, {}), "started while still running"
+        self.started.append((user, server, dict(options)))
+        self.run(user, dict(options), server)
+
+    def tick(self) -> None:
+        """One poll of the hub: a stopping server is gone after :attr:`stop_after` of them."""
+        for servers in self.running.values():
+            for server, entry in list(servers.items()):
+                if entry.get("pending") == "stop":
+                    self.stop_after -= 1
+                    if self.stop_after <= 0:
+                        del servers[server]
+
+
+class TickingHub(MovingHub):
+    async def user(self, name: str) -> dict[str, Any] | None:
+        self.tick()
+        return await super().user(name)
+
+
+@pytest.fixture
+async def served(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[TickingHub, str]]:
+    from gpuaas_service.web.base import HubJSONHandler
+
+    monkeypatch.setattr(HubJSONHandler, "check_hub_user", lambda self, model: model)
+    hub = TickingHub()
+    resizer = Resizer(hub, lambda: CATALOG, poll_interval=0.01)
+    context = ServiceContext(
+        hub_auth=cast(Any, hub), servers=ServerTokens(hub, refresh_after=0), resize=resizer
+    )
+    (sock,) = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
+    server = HTTPServer(make_app(context), max_body_size=64 * 1024)
+    server.add_sockets([sock])
+    yield hub, f"http://127.0.0.1:{sock.getsockname()[1]}/services/gpuaas/api/resize"
+    server.stop()
+
+
+async def ask(url: str, token: str, body: bytes | None = None) -> tuple[int, Any]:
+    response: HTTPResponse = await AsyncHTTPClient(force_instance=True).fetch(
+        HTTPRequest(
+            url,
+            method="GET" if body is None else "POST",
+            body=body,
+            headers={"Authorization": f"token {token}"},
+        ),
+        raise_error=False,
+    )
+    return response.code, json.loads(response.body or b"null")
+
+
+async def test_the_server_learns_its_next_size_up(served: tuple[TickingHub, str]) -> None:
+    hub, url = served
+    token = hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
+    code, answer = await ask(url, token)
+    assert code == 200, answer
+    assert answer["current"]["slug"] == "l4-quarter"
+    assert answer["current"]["memory_text"] == "5.5 GiB"
+    assert answer["next"]["slug"] == "l4-half"
+    assert answer["next"]["title"] == "l4-half"
+    assert answer["next"]["memory_text"] == "11 GiB"
+
+    top = hub.run("bob", {"team": "team-a", "offering": "h100", "count": 1})
+    code, answer = await ask(url, top)
+    assert code == 200
+    assert answer["next"] is None
+    assert "nothing bigger" in answer["reason"]
+
+
+async def test_a_move_stops_the_server_and_starts_it_on_the_bigger_offering(
+    served: tuple[TickingHub, str],
+) -> None:
+    hub, url = served
+    token = hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
+    code, answer = await ask(url, token, b"{}")
+    assert code == 202, answer
+    assert answer["to"]["slug"] == "l4-half"
+    for _ in range(200):
+        if hub.started:
+            break
+        await asyncio.sleep(0.01)
+    assert hub.started == [
+        (
+            "alice",
+            "",
+            {
+                "team": "team-a",
+                "offering": "l4-half",
+                "count": 1,
+                "image": "scipy",
+                "size": "small",
+            },
+        )
+    ]
+    assert hub.calls.count("stop alice") == 1
+    # the server that runs now is the bigger one: its own next size up is the one after
+    code, answer = await ask(url, hub.last_token)
+    assert code == 200, answer
+    assert answer["current"]["slug"] == "l4-half"
+    assert answer["next"]["slug"] == "mig-3g"
+
+
+async def test_a_second_move_while_one_is_under_way_is_409(
+    served: tuple[TickingHub, str],
+) -> None:
+    hub, url = served
+    hub.stop_after = 10**6  # the stop never ends
+    token = hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
+    assert (await ask(url, token, b"{}"))[0] == 202
+    code, answer = await ask(url, token, b'{"offering": "h100"}')
+    assert code == 409
+    assert answer["message"] in (
+        "your server is already being moved",
+        "your server is not running (or is starting or stopping)",
+    )
+    assert hub.started == []
+
+
+async def test_refusals_over_http_say_why_and_where(served: tuple[TickingHub, str]) -> None:
+    hub, url = served
+    token = hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
+    code, answer = await ask(url, token, b'{"offering": "h100", "count": 8}')
+    assert code == 400
+    assert answer["errors"] == [{"path": "count", "message": answer["message"]}]
+    code, answer = await ask(url, token, b'{"offering": ')
+    assert code == 400
+    assert answer["message"].startswith("not JSON")
+    code, answer = await ask(url, token, b'{"offering": "mig-1g"}')
+    assert code == 400
+    assert "is not bigger than your l4-quarter" in answer["message"]
+    assert hub.started == []
+
+
+async def test_only_the_servers_own_token_may_move_it(served: tuple[TickingHub, str]) -> None:
+    hub, url = served
+    hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
+    personal = hub.mint("alice", [SERVICE_SCOPE])
+    code, _ = await ask(url, personal, b"{}")
+    assert code == 403
+    code, _ = await ask(url, "no-such-token", b"{}")
+    assert code == 403
+    assert hub.started == []
