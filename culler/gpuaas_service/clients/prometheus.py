@@ -15,12 +15,21 @@ For HAMi fractions (docs/fractions.md) a second query reads HAMi's vGPU monitor:
 ``hami_container_last_kernel_elapsed_seconds`` (``cmd/vGPUmonitor/metrics.go``: seconds since the
 container last launched a kernel, per vGPU; exported only once it has launched one), the most
 recent per pod.
+
+The console's history (:func:`history_queries`, :func:`read_matrix`, ``query_range``) asks the
+same Prometheus for the service's own metrics over hours and days with range queries
+(``GET /api/v1/query_range``): a step chosen from the range so that every series has at most a
+bounded number of points, and at most a bounded number of series kept per query, the rest
+counted and cut.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -30,10 +39,16 @@ from jupyter_gpuaas.core.kueue import as_list, as_mapping
 __all__ = [
     "DEFAULT_QUERY",
     "HAMI_LAST_KERNEL_QUERY",
+    "HistoryQuery",
+    "Matrix",
     "PrometheusClient",
     "PrometheusError",
+    "history_queries",
+    "history_step",
     "read_last_kernel",
+    "read_matrix",
     "read_pod_utilization",
+    "team_matcher",
 ]
 
 DEFAULT_QUERY = (
@@ -99,6 +114,148 @@ def _read_vector(answer: Any, pick: Any) -> dict[tuple[str, str], float]:
     return out
 
 
+# Steps a history's points are spaced by (seconds): the smallest that keeps the points bounded.
+HISTORY_STEPS = (15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+
+
+def history_step(range_seconds: float, max_points: int) -> int:
+    """The step of a range query over ``range_seconds`` with at most ``max_points`` points
+    per series (one more for the end), from :data:`HISTORY_STEPS`, else whole days."""
+    wanted = range_seconds / max(max_points, 1)
+    for step in HISTORY_STEPS:
+        if step >= wanted:
+            return step
+    return 86400 * math.ceil(wanted / 86400)
+
+
+def team_matcher(teams: Collection[str] | None) -> str:
+    """The label matcher of a history's queries: every team (``None``), or exactly these
+    (each name escaped for RE2, then for a PromQL string)."""
+    if teams is None:
+        return ""
+    pattern = "|".join(re.escape(team) for team in sorted(teams))
+    quoted = pattern.replace("\\", "\\\\").replace('"', '\\"')
+    return f'team=~"{quoted}"'
+
+
+@dataclass(frozen=True)
+class HistoryQuery:
+    """One chart of the console's history: its PromQL, what its series are by, its unit."""
+
+    name: str
+    title: str
+    unit: str
+    expr: str
+    by: str  # the label that names each series
+
+
+def history_queries(teams: Collection[str] | None, step: int) -> list[HistoryQuery]:
+    """The history's queries over the service's metrics (metrics.py), for ``teams`` only
+    unless ``None``. Counters are read as increases per ``step``, so a bar is one step's
+    count. Hand-offs have no team: only a caller who sees every team gets them."""
+    only = team_matcher(teams)
+    sel = f"{{{only}}}"
+    window = f"[{step}s]"
+    queries = [
+        HistoryQuery(
+            f"{state}",
+            f"{state.capitalize()} GPU-equivalents",
+            "GPU-equivalents",
+            f"sum by (team) (gpuaas_gpu_equivalents_{state}{sel})",
+            "team",
+        )
+        for state in ("allocated", "busy", "idle")
+    ]
+    queries += [
+        HistoryQuery(
+            "queued",
+            "Queued GPU workloads",
+            "workloads",
+            f"sum by (team) (gpuaas_queued_workloads{sel})",
+            "team",
+        ),
+        HistoryQuery(
+            "wait",
+            "Oldest queued wait",
+            "seconds",
+            f"max by (team) (gpuaas_queue_oldest_wait_seconds{sel})",
+            "team",
+        ),
+        HistoryQuery(
+            "reclaims",
+            "Reclaims per step",
+            "workbenches",
+            f"sum by (team) (increase(gpuaas_culler_reclaims_total{sel}{window}))",
+            "team",
+        ),
+    ]
+    if teams is None:
+        queries.append(
+            HistoryQuery(
+                "handoffs",
+                "Hand-offs per step",
+                "hand-offs",
+                f"sum by (result) (increase(gpuaas_culler_handoffs_total{window}))",
+                "result",
+            )
+        )
+    return queries
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A range query's series on one time grid: ``values[i][k]`` is series ``i`` at
+    ``times[k]`` (``None``: no sample there); ``total``: series in the answer, of which only
+    the first ``len(names)`` (by name) are kept."""
+
+    times: list[float]
+    names: list[str]
+    values: list[list[float | None]]
+    total: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.names)
+
+
+def read_matrix(
+    answer: Any, by: str, start: float, step: float, end: float, max_series: int
+) -> Matrix:
+    """A ``query_range`` JSON answer on the grid ``start, start + step, ... <= end``, each
+    series named by its label ``by``; at most ``max_series`` series kept."""
+    body = as_mapping(answer)
+    if body.get("status") != "success":
+        raise PrometheusError(
+            f"query failed: {body.get('errorType', 'error')}: {body.get('error', answer)!r}"
+        )
+    data = as_mapping(body.get("data"))
+    if data.get("resultType") != "matrix":
+        raise PrometheusError(f"a range query must give a matrix, not {data.get('resultType')!r}")
+    count = int((end - start) // step) + 1 if end >= start else 0
+    times = [start + k * step for k in range(count)]
+    named: list[tuple[str, list[float | None]]] = []
+    result = as_list(data.get("result"))
+    for raw in result:
+        series = as_mapping(raw)
+        name = str(as_mapping(series.get("metric")).get(by) or "")
+        row: list[float | None] = [None] * count
+        for point in as_list(series.get("values")):
+            pair = as_list(point)
+            if len(pair) != 2:
+                continue
+            try:
+                at, value = float(pair[0]), float(pair[1])
+            except (TypeError, ValueError):
+                continue
+            k = round((at - start) / step)
+            if 0 <= k < count and value == value:  # NaN: no reading
+                row[k] = value
+        named.append((name, row))
+    named.sort(key=lambda item: item[0])
+    kept = named[: max(max_series, 0)]
+    return Matrix(times, [n for n, _ in kept], [r for _, r in kept], len(result))
+
+
 class PrometheusClient:
     """Asks one Prometheus for the per-pod utilisation (tornado's async client)."""
 
@@ -117,13 +274,25 @@ class PrometheusClient:
         """Seconds since each pod's last kernel (HAMi's vGPU monitor)."""
         return read_last_kernel(await self._ask(query))
 
+    async def query_range(
+        self, query: str, start: float, end: float, step: float, *, timeout: float | None = None
+    ) -> Any:
+        """The JSON answer of ``GET /api/v1/query_range`` (Prometheus stops at its own
+        ``timeout`` too, so a slow query does not go on after the answer is given up)."""
+        wait = self.timeout if timeout is None else timeout
+        args = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        return await self._get(f"query_range?{urlencode({**args, 'timeout': f'{wait:g}s'})}", wait)
+
     async def _ask(self, query: str) -> Any:
+        return await self._get(f"query?{urlencode({'query': query})}", self.timeout)
+
+    async def _get(self, path: str, timeout: float) -> Any:
         from tornado.httpclient import HTTPClientError, HTTPRequest
 
         req = HTTPRequest(
-            f"{self.url}/api/v1/query?{urlencode({'query': query})}",
-            connect_timeout=self.timeout,
-            request_timeout=self.timeout,
+            f"{self.url}/api/v1/{path}",
+            connect_timeout=timeout,
+            request_timeout=timeout,
         )
         try:
             resp = await self.http().fetch(req)

@@ -8,6 +8,7 @@ import os
 from tornado import web
 
 from gpuaas_service.web.console import console_handlers
+from gpuaas_service.web.console_history import History, history_handlers
 from gpuaas_service.web.context import ServiceContext
 from gpuaas_service.web.jobs import jobs_handlers
 from gpuaas_service.web.queue import queue_handlers
@@ -17,9 +18,12 @@ from gpuaas_service.web.resize import resize_handlers
 __all__ = ["make_app"]
 
 
-def make_app(context: ServiceContext, *, cookie_secret: bytes | None = None) -> web.Application:
+def make_app(
+    context: ServiceContext, *, cookie_secret: bytes | None = None, history: History | None = None
+) -> web.Application:
     """The app serving ``context``'s parts. The console's OAuth state cookie is signed with
-    ``cookie_secret`` (default: random; a restart only asks browsers to log in again)."""
+    ``cookie_secret`` (default: random; a restart only asks browsers to log in again).
+    ``history``: the console's Prometheus (default: none, and its history says so)."""
     handlers: list[tuple[str, type[web.RequestHandler], dict[str, object]]] = []
     if context.index is not None:
         handlers += queue_handlers(context, context.index)
@@ -27,6 +31,7 @@ def make_app(context: ServiceContext, *, cookie_secret: bytes | None = None) -> 
         handlers += reclaim_handlers(context, context.loop)
     if context.console is not None:
         handlers += console_handlers(context, context.console)
+        handlers += history_handlers(context, context.console, history or History(None))
     if context.jobs is not None:
         handlers += jobs_handlers(context, context.jobs)
     if context.resize is not None:

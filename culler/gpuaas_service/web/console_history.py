@@ -1,0 +1,179 @@
+"""The console's history: ``GET api/console/history[?range=6h&team=T]`` (docs/console.md).
+
+Allocated, busy and idle GPU-equivalents per team, queued workloads and the oldest wait,
+reclaims and (for a caller who sees every team) hand-offs, over the last ``range`` (5m to 31d,
+default 6h), read from the Prometheus of ``GPUaaSService.prometheus_url`` with range queries
+(clients/prometheus.py). Every chart shares one time grid whose step is chosen from the range
+so that a series has at most ``max_points`` points; a query with more than ``max_series``
+series keeps the first ones by name and says how many it cut.
+
+History is an addition to the live view, never a condition of it: without a Prometheus, or
+when it does not answer within ``timeout`` or answers an error, the answer is ``200`` with
+``{"available": false, "reason": ..., "message": ...}``, the message a line the page shows.
+The caller needs the console scope; a team lead's queries are narrowed to their teams in
+PromQL, so no other team's series ever leaves Prometheus for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tornado import web
+
+from gpuaas_service.clients.prometheus import (
+    HistoryQuery,
+    Matrix,
+    PrometheusClient,
+    PrometheusError,
+    history_queries,
+    history_step,
+    read_matrix,
+)
+from gpuaas_service.console.state import ConsoleState
+from gpuaas_service.web.console import _ConsoleHandler
+from gpuaas_service.web.context import ServiceContext
+from jupyter_gpuaas.core.durations import format_duration, parse_duration
+
+__all__ = ["History", "history_answer", "history_handlers", "parse_range"]
+
+DEFAULT_RANGE = 6 * 3600
+MIN_RANGE = 300
+MAX_RANGE = 31 * 86400
+NOT_CONFIGURED = (
+    "no Prometheus is configured: set c.GPUaaSService.prometheus_url to a Prometheus that"
+    " scrapes this service's /metrics (docs/console.md)"
+)
+
+
+@dataclass(frozen=True)
+class History:
+    """Where the history comes from, and its bounds."""
+
+    client: PrometheusClient | None
+    """``None``: no Prometheus configured (every answer says how to connect one)."""
+    max_points: int = 240
+    max_series: int = 30
+    timeout: float = 5.0
+    clock: Callable[[], float] = field(default=time.time)
+
+
+def parse_range(raw: str) -> int:
+    """The ``range`` parameter in seconds (default 6h); ValueError saying what is allowed."""
+    if not raw:
+        return DEFAULT_RANGE
+    try:
+        seconds = int(parse_duration(raw[:40]).total_seconds())
+    except ValueError as e:
+        raise ValueError(f"range: {e}") from None
+    if not MIN_RANGE <= seconds <= MAX_RANGE:
+        raise ValueError(
+            f"range={raw[:20]!r}: from {format_duration(MIN_RANGE)} to {format_duration(MAX_RANGE)}"
+        )
+    return seconds
+
+
+def unavailable(reason: str) -> dict[str, Any]:
+    return {
+        "available": False,
+        "reason": reason,
+        "message": f"History is unavailable: {reason}. The live view is not affected.",
+    }
+
+
+def _chart(query: HistoryQuery, matrix: Matrix) -> dict[str, Any]:
+    chart: dict[str, Any] = {
+        "name": query.name,
+        "title": query.title,
+        "unit": query.unit,
+        "by": query.by,
+        "series": [
+            {"name": name, "values": values}
+            for name, values in zip(matrix.names, matrix.values, strict=True)
+        ],
+        "total_series": matrix.total,
+        "truncated": matrix.truncated,
+    }
+    if matrix.truncated:
+        chart["note"] = (
+            f"{len(matrix.names)} of {matrix.total} series shown (the first by {query.by});"
+            " pick teams to see others"
+        )
+    return chart
+
+
+async def history_answer(history: History, teams: set[str] | None, range_seconds: int) -> Any:
+    """The answer for ``teams`` (``None``: every team) over the last ``range_seconds``."""
+    if history.client is None:
+        return unavailable(NOT_CONFIGURED)
+    client = history.client
+    step = history_step(range_seconds, history.max_points)
+    end = math.floor(history.clock() / step) * step
+    start = end - step * math.ceil(range_seconds / step)
+    queries = history_queries(teams, step)
+
+    async def one(query: HistoryQuery) -> Matrix:
+        answer = await client.query_range(query.expr, start, end, step, timeout=history.timeout)
+        return read_matrix(answer, query.by, start, step, end, history.max_series)
+
+    try:
+        matrices = await asyncio.wait_for(
+            asyncio.gather(*(one(q) for q in queries)), history.timeout
+        )
+    except TimeoutError:
+        return unavailable(
+            f"Prometheus at {client.url} did not answer within {history.timeout:g} s"
+        )
+    except PrometheusError as e:
+        return unavailable(f"Prometheus could not be read ({e})")
+    times = matrices[0].times if matrices else []
+    return {
+        "available": True,
+        "start": start,
+        "end": end,
+        "step": step,
+        "range_seconds": range_seconds,
+        "max_points": history.max_points,
+        "max_series": history.max_series,
+        "teams": sorted(teams) if teams is not None else None,
+        "times": times,
+        "charts": [_chart(q, m) for q, m in zip(queries, matrices, strict=True)],
+    }
+
+
+class ConsoleHistoryHandler(_ConsoleHandler):
+    """``GET api/console/history``: the console scope; a team lead gets their teams only."""
+
+    history: History
+
+    def initialize(  # type: ignore[override]
+        self, context: ServiceContext, console: ConsoleState, history: History
+    ) -> None:
+        super().initialize(context, console)
+        self.history = history
+
+    async def get(self) -> None:
+        try:
+            range_seconds = parse_range(self.get_argument("range", ""))
+        except ValueError as e:
+            raise web.HTTPError(400, str(e)) from None
+        only = self.teams
+        asked = {t for t in self.get_arguments("team") if t}
+        if asked:
+            only = asked if only is None else only & asked
+        if only is not None and not only:
+            raise web.HTTPError(403, "none of the teams asked for is one this caller may see")
+        self.finish(json.dumps(await history_answer(self.history, only, range_seconds)))
+
+
+def history_handlers(
+    context: ServiceContext, console: ConsoleState, history: History
+) -> list[tuple[str, type[web.RequestHandler], dict[str, object]]]:
+    """The history's endpoint, for :func:`gpuaas_service.web.app.make_app`."""
+    kw: dict[str, object] = {"context": context, "console": console, "history": history}
+    return [(context.root + "api/console/history", ConsoleHistoryHandler, kw)]
