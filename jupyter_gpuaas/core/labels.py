@@ -23,6 +23,7 @@ __all__ = [
     "RECLAIMED_AT",
     "RECLAIMED_FOR",
     "RECLAIM_DEADLINE",
+    "RECLAIM_OUTLOOK",
     "RECLAIM_PREFIX",
     "RECLAIM_REASON",
     "SNOOZED_UNTIL",
@@ -71,6 +72,10 @@ SNOOZED_UNTIL = RECLAIM_PREFIX + "snoozed-until"
 RECLAIMED_AT = RECLAIM_PREFIX + "stopped-at"
 """Pod annotation: the service asked the hub to stop it (a restart does not stop it twice)."""
 RECLAIMED_FOR = RECLAIM_PREFIX + "for"
+RECLAIM_OUTLOOK = RECLAIM_PREFIX + "outlook"
+"""Pod annotation on a server waiting in the queue, written by the service after each reclaim
+cycle: what holds the quota it needs and when the reclaim plan frees some for it (JSON, see
+``gpuaas_service.queue.outlook``); the spawner's progress page puts it in words."""
 
 # Notebooks run as training Jobs (docs/jobs.md), created by the gpuaas service.
 JOB_LABEL = "gpuaas.jupyter.org/job"

@@ -58,6 +58,7 @@ from jupyter_gpuaas.core.labels import (
 
 __all__ = [
     "as_the_hub_sees_them",
+    "cohort_chain",
     "flavor_tolerated",
     "pending_workloads",
     "pod_state",
@@ -110,7 +111,8 @@ def _kind(pod: Mapping[str, Any], requests: Mapping[str, Fraction]) -> str:
     return "gpu"
 
 
-def _cohorts(state: QueueState, cluster_queue: str) -> tuple[str, ...]:
+def cohort_chain(state: QueueState, cluster_queue: str) -> tuple[str, ...]:
+    """The cohort of ``cluster_queue``, then that cohort's parents (nearest first)."""
     cq = state.cluster_queues.get(cluster_queue)
     out: list[str] = []
     name = cq.cohort if cq else None
@@ -229,7 +231,7 @@ def workbenches(
                 holds=holds,
                 gpu_equivalents=_gpu_equivalents(pod, all_requests),
                 cluster_queue=cq,
-                cohorts=_cohorts(state, cq),
+                cohorts=cohort_chain(state, cq),
                 started_at=started,
                 phase=_pod_phase(pod, kept),
                 idleness=idleness,
@@ -394,7 +396,7 @@ def pending_workloads(
                     name=workload.name,
                     namespace=workload.namespace,
                     cluster_queue=cq.name,
-                    cohorts=_cohorts(state, cq.name),
+                    cohorts=cohort_chain(state, cq.name),
                     priority=workload.priority or 0,
                     position=position,
                     needs=tuple(needs),
