@@ -200,6 +200,36 @@ class JobNotifiedHandler(_JobsHandler):
         _answer(self, answer)
 
 
+class ResizeHandler(_JobsHandler):
+    """``GET gpuaas/api/resize``: this server's offering and the next size up; ``POST``
+    (``{}`` or ``{"offering": SLUG}``): the gpuaas service stops this server and starts it
+    again on the bigger offering (it answers 202 first; docs/api.md). The sidebar saves every
+    open document before it asks."""
+
+    auth_resource = "server"  # it ends this server
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        _answer(self, await self.client(RESIZE_TIMEOUT).request("api/resize"))
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError as e:
+            raise web.HTTPError(400, f"not JSON: {e}") from e
+        answer = await self.client(RESIZE_TIMEOUT).request(
+            "api/resize", method="POST", body=body, accept=(202,)
+        )
+        _answer(self, answer)
+
+
+RESIZE_TIMEOUT = 20.0
+"""Seconds the service may take to check a move (it asks the hub) before it answers."""
+
+
 def handlers(state: ServerState) -> list[tuple[str, type, dict[str, Any]]]:
     """The extension's routes, relative to ``base_url``, each handler given ``state``."""
     base = r"/gpuaas/api/"
@@ -217,4 +247,5 @@ def handlers(state: ServerState) -> list[tuple[str, type, dict[str, Any]]]:
         (base + f"jobs/{part}/{part}/log", JobLogHandler, kw),
         (base + f"jobs/{part}/{part}/notified", JobNotifiedHandler, kw),
         (base + "reclaim/standing", StandingHandler, kw),
+        (base + "resize", ResizeHandler, kw),
     ]

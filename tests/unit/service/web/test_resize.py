@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import AsyncIterator, Mapping
-from datetime import timedelta
+from collections.abc import AsyncIterator
 from fractions import Fraction
 from typing import Any, cast
 
@@ -29,11 +28,11 @@ from gpuaas_service.web.resize import (
 from gpuaas_service.web.servers import ServerTokens
 from jupyter_gpuaas.core.catalog import Offering, Tenant
 from jupyter_gpuaas.core.headroom import Fit, Headroom
-from tests.support.hub_tokens import SERVICE_SCOPE, STARTED, TokenHub
+from tests.support.hub_moves import TEAM_A, TickingHub
+from tests.support.hub_tokens import SERVICE_SCOPE
 from tests.support.samples import fraction_catalog
 
 CATALOG = fraction_catalog()
-TEAM_A = ["team-a"]
 
 
 def running(offering: str, team: str = "team-a", **more: Any) -> Any:
@@ -163,56 +162,6 @@ def test_the_other_servers_of_the_user_count_towards_the_caps() -> None:
 
 
 # --------------------------------------------------------------------------- the endpoint
-
-
-class MovingHub(TokenHub):
-    """TokenHub with the servers' ``user_options``, and stops and starts as the hub does them."""
-
-    def __init__(self) -> None:
-        super().__init__(groups={"alice": TEAM_A, "bob": TEAM_A})
-        self.options: dict[tuple[str, str], dict[str, Any]] = {}
-        self.started: list[tuple[str, str, dict[str, Any]]] = []
-        self.starts = 0
-        self.last_token = ""
-        self.stop_after = 2
-        """How many times the hub still lists a stopping server."""
-
-    def run(self, user: str, options: dict[str, Any], server: str = "") -> str:
-        self.options[(user, server)] = options
-        self.starts += 1
-        self.last_token = self.start(user, server, STARTED + timedelta(minutes=self.starts))
-        return self.last_token
-
-    async def user(self, name: str) -> dict[str, Any] | None:
-        model = await super().user(name)
-        for server, entry in ((model or {}).get("servers") or {}).items():
-            entry["user_options"] = self.options.get((name, server))
-        return model
-
-    async def stop_server(self, user: str, server: str) -> int:
-        self.running[user][server] = {**self.running[user][server], "pending": "stop"}
-        self.calls.append(f"stop {user}")
-        return 202
-
-    async def start_server(self, user: str, server: str, options: Mapping[str, Any]) -> None:
-        assert server not in self.running.get(user, {}), "started while still running"
-        self.started.append((user, server, dict(options)))
-        self.run(user, dict(options), server)
-
-    def tick(self) -> None:
-        """One poll of the hub: a stopping server is gone after :attr:`stop_after` of them."""
-        for servers in self.running.values():
-            for server, entry in list(servers.items()):
-                if entry.get("pending") == "stop":
-                    self.stop_after -= 1
-                    if self.stop_after <= 0:
-                        del servers[server]
-
-
-class TickingHub(MovingHub):
-    async def user(self, name: str) -> dict[str, Any] | None:
-        self.tick()
-        return await super().user(name)
 
 
 @pytest.fixture
