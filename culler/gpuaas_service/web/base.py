@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from jupyterhub.services.auth import HubAuthenticated
@@ -12,6 +13,7 @@ from tornado import web
 
 from gpuaas_service.reclaim.loop import ReclaimLoop
 from gpuaas_service.web.context import ServiceContext
+from jupyter_gpuaas.core.fields import FieldError
 
 __all__ = [
     "HubJSONHandler",
@@ -21,8 +23,32 @@ __all__ = [
     "TooManyRequests",
     "admit_body",
     "check_operator_token",
+    "error_answer",
     "limit",
 ]
+
+
+MAX_ERRORS_SHOWN = 20
+
+
+def error_answer(
+    status: int,
+    message: str,
+    errors: Sequence[FieldError] | None = None,
+    *,
+    more_errors: int = 0,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The JSON of every refused request (``service_error`` in the API schema): the status and
+    why; with ``errors``, the first :data:`MAX_ERRORS_SHOWN` problems at their field paths and
+    how many more (``more_errors``: those the caller left out already); ``extra``: what a
+    refusal adds (a job cap's ``cap``, ``limit``, ``active``)."""
+    answer: dict[str, Any] = {"status": status, "message": message, **extra}
+    if errors is not None:
+        shown = errors[:MAX_ERRORS_SHOWN]
+        answer["errors"] = [{"path": e.path, "message": e.message} for e in shown]
+        answer["more_errors"] = more_errors + len(errors) - len(shown)
+    return answer
 
 
 class JSONHandler(web.RequestHandler):
@@ -48,7 +74,7 @@ class JSONHandler(web.RequestHandler):
         if exc and isinstance(exc[1], TooManyRequests):
             # send_error() clears the headers set before the error was raised: set it here
             self.set_header("Retry-After", str(exc[1].retry_after))
-        self.finish(json.dumps({"status": status_code, "message": reason}))
+        self.finish(json.dumps(error_answer(status_code, reason)))
 
 
 def admit_body(

@@ -29,8 +29,15 @@ from tornado import web
 
 from gpuaas_service.jobs.request import JobRequestError
 from gpuaas_service.jobs.service import JobError, JobService
-from gpuaas_service.web.base import JSONHandler, ServerTokenHandler, admit_body, limit
+from gpuaas_service.web.base import (
+    JSONHandler,
+    ServerTokenHandler,
+    admit_body,
+    error_answer,
+    limit,
+)
 from gpuaas_service.web.context import ServiceContext
+from jupyter_gpuaas.core.fields import FieldError
 from jupyter_gpuaas.core.parsing import ParseError, load_json
 
 __all__ = ["jobs_handlers"]
@@ -54,21 +61,14 @@ class _Errors(JSONHandler):
     def answer_error(self, e: Exception) -> None:
         if isinstance(e, JobRequestError):
             self.set_status(400)
-            errors = [{"path": x.path, "message": x.message} for x in e.errors[:20]]
-            self.finish(
-                json.dumps(
-                    {
-                        "status": 400,
-                        "message": f"invalid job request: {e}",
-                        "errors": errors,
-                        "more_errors": max(0, len(e.errors) - 20),
-                    }
-                )
-            )
+            self.finish(json.dumps(error_answer(400, f"invalid job request: {e}", e.errors)))
             return
         assert isinstance(e, JobError)
         self.set_status(e.status)
-        self.finish(json.dumps({"status": e.status, "message": str(e), **e.extra}))
+        extra = dict(e.extra)
+        paths = extra.pop("errors", None)
+        errors = [FieldError(x["path"], x["message"]) for x in paths] if paths else None
+        self.finish(json.dumps(error_answer(e.status, str(e), errors, **extra)))
 
 
 class _UserHandler(_Errors, ServerTokenHandler):

@@ -20,31 +20,49 @@ on the token); no handler here counts as the user's activity.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
 
 from tornado import web
 
 from gpuaas_service.reclaim.activity_store import server_key
+from gpuaas_service.reclaim.decide import SnoozeResult
 from gpuaas_service.reclaim.loop import ReclaimLoop
-from gpuaas_service.web.base import ServerHandler, check_operator_token, limit
+from gpuaas_service.web.base import ServerHandler, check_operator_token, error_answer, limit
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.activity import ReportError
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.fields import FieldError
 from jupyter_gpuaas.core.parsing import ParseError, load_json
 
-__all__ = ["reclaim_handlers"]
+__all__ = ["reclaim_handlers", "report_answer", "snooze_answer"]
+
+
+def report_answer(
+    received_at: datetime, reclaim: Mapping[str, Any], *, stopping: str = ""
+) -> dict[str, Any]:
+    """``POST api/activity``'s answer: taken, with the server's ``api/reclaim`` answer; or,
+    while its stop is under way (``stopping`` says why), taken too late to keep the server."""
+    if stopping:
+        return {"accepted": False, "reason": stopping}
+    return {"accepted": True, "received_at": isoformat_z(received_at), **reclaim}
+
+
+def snooze_answer(result: SnoozeResult) -> dict[str, Any]:
+    """``POST api/reclaim/snooze``'s answer."""
+    return {
+        "allowed": result.allowed,
+        "reason": result.reason,
+        "until": isoformat_z(result.until) if result.until else None,
+        "snoozes_left": result.snoozes_left,
+    }
 
 
 class ActivityReportHandler(ServerHandler):
     def _invalid(self, message: str, errors: Sequence[FieldError], more: int) -> None:
         self.set_status(400)
-        answer = {
-            "status": 400,
-            "message": f"invalid activity report: {message}",
-            "errors": [{"path": x.path, "message": x.message} for x in errors],
-            "more_errors": more,
-        }
+        answer = error_answer(400, f"invalid activity report: {message}", errors, more_errors=more)
         self.finish(json.dumps(answer))
 
     def post(self) -> None:
@@ -66,17 +84,8 @@ class ActivityReportHandler(ServerHandler):
         if stopping:
             # Taken, but too late to keep the server: say so rather than accept and ignore it.
             self.set_status(409)
-            self.finish(json.dumps({"accepted": False, "reason": stopping}))
-            return
-        self.finish(
-            json.dumps(
-                {
-                    "accepted": True,
-                    "received_at": isoformat_z(now),
-                    **self.loop.warning_for(user, server, now),
-                }
-            )
-        )
+        answer = report_answer(now, self.loop.warning_for(user, server, now), stopping=stopping)
+        self.finish(json.dumps(answer))
 
 
 class ReclaimHandler(ServerHandler):
@@ -91,16 +100,7 @@ class SnoozeHandler(ServerHandler):
         result = await self.loop.snooze(user, server)
         if not result.allowed:
             self.set_status(409)
-        self.finish(
-            json.dumps(
-                {
-                    "allowed": result.allowed,
-                    "reason": result.reason,
-                    "until": isoformat_z(result.until) if result.until else None,
-                    "snoozes_left": result.snoozes_left,
-                }
-            )
-        )
+        self.finish(json.dumps(snooze_answer(result)))
 
 
 class MetricsHandler(web.RequestHandler):
