@@ -25,7 +25,8 @@ from datetime import date, datetime, timedelta
 from typing import Any, TypeVar
 
 from gpuaas_service.console.aggregates import plan_rows, summary, teams
-from gpuaas_service.console.ledger import Ledger
+from gpuaas_service.console.journal import Entry
+from gpuaas_service.console.ledger import DayKey, Ledger, Usage
 from gpuaas_service.console.record import ConsoleRecord
 from gpuaas_service.reclaim.decide import Plan, assess_handoff
 from gpuaas_service.reclaim.events import CycleResult, LoopEvent
@@ -47,6 +48,8 @@ EXPORT_FIELDS = (
     "allocated_hours",
     "busy_hours",
     "idle_hours",
+    "unknown_hours",
+    "reclaims",
 )
 
 T = TypeVar("T")
@@ -354,22 +357,51 @@ class ConsoleState:
 
 
 def export_rows(
-    ledger: Ledger, day: date, only: Iterable[str] | None = None
+    ledger: Ledger,
+    day: date,
+    only: Iterable[str] | None = None,
+    journal: Iterable[Entry] = (),
 ) -> list[dict[str, Any]]:
-    """One day's GPU-equivalent hours by team, user and offering."""
+    """One day's GPU-equivalent hours by team, user and offering, and the reclaims of that
+    user's servers on that offering that day (from ``journal``: as far back as it holds).
+
+    ``unknown_hours`` is the time held while the activity verdict was unknown (no report, or
+    GPU readings that failed): ``allocated = busy + idle + unknown``, to the 4 decimals shown.
+    A reclaim whose day has no hours (all in a gap the ledger does not count) gets a row of its
+    own with no hours and no kind."""
     allowed = set(only) if only is not None else None
-    return [
-        {
-            "day": day.isoformat(),
-            "team": key.team,
-            "user": key.user,
-            "offering": key.offering,
-            "kind": key.kind,
-            **usage.hours(),
-        }
-        for key, usage in sorted(ledger.day(day).items())
-        if allowed is None or key.team in allowed
-    ]
+    reclaims: dict[tuple[str, str, str], int] = {}
+    for entry in journal:
+        if entry.event == "reclaim" and not entry.dry_run and entry.at.date() == day:
+            whose = (entry.team or "-", entry.user, entry.offering)
+            reclaims[whose] = reclaims.get(whose, 0) + 1
+    usage = dict(ledger.day(day))
+    for team, user, offering in reclaims:
+        if not any(k.team == team and k.user == user and k.offering == offering for k in usage):
+            usage[DayKey(team, user, offering, "")] = Usage()
+    rows = []
+    for key, used in sorted(usage.items()):
+        if allowed is not None and key.team not in allowed:
+            continue
+        # in ten-thousandths of an hour, so that the columns add up as shown
+        allocated, busy, idle = (
+            round(s / 3600 * 10_000) for s in (used.allocated, used.busy, used.idle)
+        )
+        rows.append(
+            {
+                "day": day.isoformat(),
+                "team": key.team,
+                "user": key.user,
+                "offering": key.offering,
+                "kind": key.kind,
+                "allocated_hours": allocated / 10_000,
+                "busy_hours": busy / 10_000,
+                "idle_hours": idle / 10_000,
+                "unknown_hours": max(allocated - busy - idle, 0) / 10_000,
+                "reclaims": reclaims.pop((key.team, key.user, key.offering), 0),
+            }
+        )
+    return rows
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

@@ -168,7 +168,8 @@ class ConsoleExportHandler(_ConsoleHandler):
         except ValueError as e:
             raise web.HTTPError(400, str(e)) from None
         fmt = self.get_argument("format", "json")
-        rows = export_rows(self.console.record.ledger, day, self.teams)
+        record = self.console.record
+        rows = export_rows(record.ledger, day, self.teams, record.journal.entries)
         name = f"gpuaas-gpu-hours-{day.isoformat()}"
         if fmt == "csv":
             self.set_header("Content-Type", "text/csv; charset=utf-8")

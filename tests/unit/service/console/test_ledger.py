@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import pytest
 
+from gpuaas_service.console.journal import Entry
 from gpuaas_service.console.ledger import Ledger
 from gpuaas_service.console.state import export_csv, export_rows
 from gpuaas_service.reclaim.decide import Workbench
@@ -87,6 +88,64 @@ def test_ledger_splits_at_midnight_and_exports_per_user() -> None:
     assert export_rows(ledger, date(2026, 12, 1), only=["team-b"]) == []
     text = export_csv(rows)
     assert text.splitlines()[0] == (
-        "day,team,user,offering,kind,allocated_hours,busy_hours,idle_hours"
+        "day,team,user,offering,kind,allocated_hours,busy_hours,idle_hours,unknown_hours,reclaims"
     )
-    assert text.splitlines()[1].startswith("2026-12-01,team-a,alice,off-gpu,gpu,0.0833,0.0833,0")
+    assert text.splitlines()[1] == "2026-12-01,team-a,alice,off-gpu,gpu,0.0833,0.0833,0.0,0.0,0"
+
+
+def test_unknown_hours_make_the_columns_add_up_and_reclaims_count_per_row() -> None:
+    """An hour on a whole GPU: 20 min busy, 20 idle, 20 with no report (unknown); carol's
+    1/7 slice was reclaimed twice that day (a dry run and yesterday's reclaim do not count)."""
+    ledger = Ledger()
+    states = [State.BUSY] * 2 + [State.IDLE] * 2 + [State.UNKNOWN] * 2
+    ledger.add([wb("alice", "team-a", states[0], Fraction(1), kind="gpu")], T0)
+    for i, state in enumerate(states, start=1):
+        on_gpu = wb("alice", "team-a", state, Fraction(1), kind="gpu")
+        on_slice = wb("carol", "team-b", State.IDLE, Fraction(1, 7))
+        ledger.add([on_gpu, on_slice], T0 + timedelta(minutes=10 * i))
+    day = T0.date()
+    journal = [
+        Entry(event="reclaim", at=T0, user="carol", team="team-b", offering="off-mig"),
+        Entry(event="reclaim", at=T0, user="carol", team="team-b", offering="off-mig"),
+        Entry(
+            event="reclaim", at=T0, user="carol", team="team-b", offering="off-mig", dry_run=True
+        ),
+        Entry(event="warn", at=T0, user="alice", team="team-a", offering="off-gpu"),
+        Entry(
+            event="reclaim",
+            at=T0 - timedelta(days=1),
+            user="alice",
+            team="team-a",
+            offering="off-gpu",
+        ),
+        # reclaimed, but no hours counted for dave today: a row with his reclaim only
+        Entry(event="reclaim", at=T0, user="dave", team="team-b", offering="off-mig"),
+    ]
+    rows = {r["user"]: r for r in export_rows(ledger, day, journal=journal)}
+    alice = rows["alice"]
+    assert (alice["allocated_hours"], alice["busy_hours"], alice["idle_hours"]) == (
+        1.0,
+        pytest.approx(1 / 3, abs=1e-4),
+        pytest.approx(1 / 3, abs=1e-4),
+    )
+    assert alice["unknown_hours"] == pytest.approx(1 / 3, abs=1e-4)
+    for row in rows.values():
+        total = row["busy_hours"] + row["idle_hours"] + row["unknown_hours"]
+        assert total == pytest.approx(row["allocated_hours"], abs=1e-9), row
+    assert (rows["alice"]["reclaims"], rows["carol"]["reclaims"]) == (0, 2)
+    assert rows["carol"]["unknown_hours"] == 0.0
+    assert rows["dave"] == {
+        "day": day.isoformat(),
+        "team": "team-b",
+        "user": "dave",
+        "offering": "off-mig",
+        "kind": "",
+        "allocated_hours": 0.0,
+        "busy_hours": 0.0,
+        "idle_hours": 0.0,
+        "unknown_hours": 0.0,
+        "reclaims": 1,
+    }
+    # a team lead's export: their team's rows and reclaims only
+    lead = export_rows(ledger, day, only=["team-a"], journal=journal)
+    assert [r["user"] for r in lead] == ["alice"]
