@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import Server, unshare_prefix
+from tests.support.gpu_server import Server, unshare_prefix
 
 pytestmark = pytest.mark.gpu
 

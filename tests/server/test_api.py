@@ -12,8 +12,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_gpuaas.gpu import simulate
-
-from .helpers import Fetch, execute, get_json, start_session, wait_for
+from tests.support.jupyter_fetch import Fetch, execute, get_json, start_session, wait_for
 
 GiB = 1024**3
 # Kernel code: start a child process that holds simulated GPU memory; print its PID.

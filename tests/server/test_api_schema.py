@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.support.api_schema import schema_errors
-
-from .helpers import Fetch, execute, get_json, start_session, wait_for
+from tests.support.jupyter_fetch import Fetch, execute, get_json, start_session, wait_for
 
 
 async def test_usage_activity_and_queue_answers_match_the_schema(

@@ -12,6 +12,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_gpuaas.server.handlers import handlers
+from tests.support.jupyter_fetch import Fetch
 from tests.support.route_table import (
     EXTENSION_TABLE,
     answered_methods,
@@ -20,8 +21,6 @@ from tests.support.route_table import (
     first_status,
     table,
 )
-
-from .helpers import Fetch
 
 BASE = "/gpuaas/api/"
 

@@ -1,4 +1,4 @@
-"""Talking to the test's Jupyter server: JSON GETs, polling, sessions, running code."""
+"""Talking to the server tests' Jupyter server: JSON GETs, polling, sessions, running code."""
 
 from __future__ import annotations
 
