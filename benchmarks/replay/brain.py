@@ -5,8 +5,9 @@ policy loading, its reclaim loop (which gathers the inputs with
 :mod:`gpuaas_service.reclaim.gather`, judges idleness with :mod:`gpuaas_service.reclaim.idleness`
 and decides with :func:`gpuaas_service.reclaim.decide.decide`), "Keep my GPU"
 (:func:`gpuaas_service.reclaim.decide.snooze` through the loop), the catalog loader and the Kueue
-object readers, and the culler's rule for which flavors' taints a workload's pods tolerate
-(as Kueue assigns flavors). Nothing here decides anything: the replay calls the project's code
+object readers, the spawn form's size advice (:func:`jupyter_gpuaas.core.sizing.advise`), and
+the culler's rule for which flavors' taints a workload's pods tolerate (as Kueue assigns
+flavors). Nothing here decides anything: the replay calls the project's code
 with a simulated clock.
 """
 
@@ -50,14 +51,23 @@ from jupyter_gpuaas.core.labels import (
     TEAM_LABEL,
     WARNED_AT,
 )
+from jupyter_gpuaas.core.sizing import (
+    DEFAULT_HEADROOM,
+    SESSIONS_KEPT,
+    PeakHistory,
+    advise,
+    record_peak,
+)
 from jupyter_gpuaas.hub.watch import WatchedKueueView
 
 __all__ = [
+    "DEFAULT_HEADROOM",
     "HUB_SERVERNAME_ANNOTATION",
     "HUB_USERNAME_ANNOTATION",
     "OFFERING_LABEL",
     "QUEUE_NAME_LABEL",
     "RECLAIMED_AT",
+    "SESSIONS_KEPT",
     "SNOOZED_UNTIL",
     "SNOOZES_USED",
     "TEAM_LABEL",
@@ -70,6 +80,7 @@ __all__ = [
     "KubeClient",
     "Metrics",
     "Offering",
+    "PeakHistory",
     "Plan",
     "PodRef",
     "PolicySet",
@@ -78,6 +89,7 @@ __all__ = [
     "ResourceTransformation",
     "Settings",
     "WatchedKueueView",
+    "advise",
     "build_catalog",
     "flavor_tolerated",
     "kueue_value",
@@ -88,6 +100,7 @@ __all__ = [
     "read_cohort",
     "read_local_queue",
     "read_workload",
+    "record_peak",
     "resource_gpu_equivalents",
 ]
 

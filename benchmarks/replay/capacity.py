@@ -115,6 +115,9 @@ def simulate_run(run: RunSpec, events: Any = None) -> Any:
         fractions=world.fractions,
         events=events,
         checkpoint_s=run.checkpoint_min * 60 if run.checkpoint_min > 0 else None,
+        share_steps=ladder.SHARE_STEPS if rung.placed else None,
+        advice=rung.placed,
+        history=ladder.warm_history(spec, trace) if rung.placed else None,
         run_info={
             "org": spec.name,
             "rung": run.rung,

@@ -15,9 +15,14 @@ L1    one org-wide cohort: training borrows what any notebook or other team leav
 L1i   L1 + jupyterhub-idle-culler (60 min): the strongest stack from open parts today
 L1g   L1 + jupyter-gpuaas as shipped (its policy file; the product's own reclaim loop decides)
 L2    L1 with notebooks on need-sized shares of the training GPUs under one quota in
-      GPU-equivalents (idealised: quota only, shares packed perfectly; the mechanism is not
-      shipped yet)
+      GPU-equivalents, as the product ships them: each user takes the share the spawn form
+      preselects (the product's advice, :func:`jupyter_gpuaas.core.sizing.advise`, from the
+      peaks of their recent sessions), shares packed onto the fullest card that holds them, a
+      whole-GPU Job placed only on wholly free cards (:mod:`.placement`); a kernel beyond its
+      cap takes the way up to the share that holds it
 L3    L2 + jupyter-gpuaas as shipped
+L2o   L2 idealised: every session on the share its own need fits, placement ignored (quota
+      only): the bound of the lever, to show what advice and placement cost
 ====  =========================================================================================
 
 The cluster is sized in GPUs of its training pools (``gpus``); a MIG pool, where the
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +58,9 @@ NOTEBOOK_PRIORITY = 1000
 TRAINING_PRIORITY = 500
 DEFAULT_SPLITS = (0.25, 0.375, 0.5)
 """Notebook share of each team's GPUs that B0-B1i choose from (per size, the best)."""
+DEFAULT_SHARE = SHARE_STEPS // 2
+"""The share (in steps) a team's admin preselects for users with no measured session: half a
+card (an assumption; the product's advice takes over after one session)."""
 COHORT_NOTEBOOK_SHARE = 0.5
 """Notebook quota of each team's GPUs in the cohort rungs (lent to training while unused)."""
 
@@ -81,6 +90,9 @@ class Rung:
     """``none``, ``idle-60`` or ``gpuaas``."""
     shares: bool
     text: str
+    placed: bool = False
+    """Shares sized by the product's advice and placed on cards (``False`` on a shares rung:
+    idealised, each session's own need, quota only)."""
 
     @property
     def split_chosen(self) -> bool:
@@ -98,8 +110,9 @@ RUNGS: dict[str, Rung] = {
         Rung("L1", "org-cohort", "none", False, "org-wide Kueue cohort"),
         Rung("L1i", "org-cohort", "idle-60", False, "L1 + idle-culler 60 min"),
         Rung("L1g", "org-cohort", "gpuaas", False, "L1 + gpuaas as shipped"),
-        Rung("L2", "org-cohort", "none", True, "L1 + need-sized shares (idealised)"),
-        Rung("L3", "org-cohort", "gpuaas", True, "L2 + gpuaas as shipped (idealised shares)"),
+        Rung("L2", "org-cohort", "none", True, "L1 + need-sized shares, advised and packed", True),
+        Rung("L3", "org-cohort", "gpuaas", True, "L2 + gpuaas as shipped", True),
+        Rung("L2o", "org-cohort", "none", True, "L2 idealised: own need, no placement"),
     )
 }
 
@@ -357,11 +370,20 @@ def catalog_data(spec: OrgSpec, rung: Rung) -> dict[str, Any]:
     if rung.structure == "reserved":
         offerings = [o for o in offerings if o["kind"] == "gpu"]
     slugs = [o["slug"] for o in offerings]
+    default = {}
+    if rung.shares:  # what a user with no measured session gets preselected
+        default = {"default_offering": f"{spec.training_pools[0].name}-share-{DEFAULT_SHARE}"}
     return {
         "offerings": offerings,
         "resource_transformations": TRANSFORMATIONS,
         "tenants": [
-            {"name": t.name, "groups": [t.name], "local_queue": t.name, "offerings": slugs}
+            {
+                "name": t.name,
+                "groups": [t.name],
+                "local_queue": t.name,
+                "offerings": slugs,
+                **default,
+            }
             for t in spec.teams
         ],
     }
@@ -415,6 +437,24 @@ def trace(spec: OrgSpec, seed: int, *, days: float, burn_in_h: float) -> Trace:
         team_weights=weights,
         gpu_memory=(spec.demand.gpu_memory_median_gib, spec.demand.gpu_memory_sigma),
     )
+
+
+def warm_history(spec: OrgSpec, trace: Trace) -> brain.PeakHistory:
+    """The peaks the service holds for every user of ``trace`` when it begins: the sessions
+    they had before it (as many as it keeps), their needs drawn from the organisation's
+    distribution as the trace's own are (a draw per user and seed, the same on every rung).
+    Without it, a day's replay would advise from one or two sessions, where a service that
+    has run for weeks advises from :data:`~jupyter_gpuaas.core.sizing.SESSIONS_KEPT`."""
+    d = spec.demand
+    peaks = {}
+    for user in sorted({s.user for s in trace.sessions}):
+        rng = random.Random(f"history/{trace.seed}/{user}")
+        gib = [
+            d.gpu_memory_median_gib * math.exp(rng.gauss(0.0, d.gpu_memory_sigma))
+            for _ in range(brain.SESSIONS_KEPT)
+        ]
+        peaks[user] = tuple(math.ceil(g * 1024) for g in gib)
+    return brain.PeakHistory(peaks)
 
 
 def rungs(names: Sequence[str]) -> list[Rung]:

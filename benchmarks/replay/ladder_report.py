@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from . import capacity, ladder
+from . import brain, capacity, ladder
 from .capacity import Levels, Multiplier, RunSpec, Search
 from .metrics import mean_ci
 from .organisations import OrgSpec
@@ -53,6 +53,10 @@ AT_SIZE_ROWS: tuple[tuple[str, str, str], ...] = (
     ("spawn_wait_p90_min", "notebook spawn wait p90 (min)", "num"),
     ("interrupted_per_100h", "active sessions interrupted per 100 session-h", "num"),
     ("share_slowdown", "burst slowdown on shares (extra ÷ burst time)", "pct"),
+    ("advice_oversize", "advised share ÷ the share the need fits (memory)", "num"),
+    ("ways_up_per_100h", "ways up (kernel beyond its cap) per 100 session-h", "num"),
+    ("jobs_unplaceable", "Jobs admitted on quota but unplaceable (no whole free card)", "num"),
+    ("unplaced_job_gpu_h", "GPU-hours of quota held by unplaceable Jobs", "num"),
 )
 
 
@@ -545,6 +549,8 @@ def render(
         spawn_p90=f"{levels.spawn_p90_min:g}",
         interrupted=f"{levels.interrupted_per_100h:g}",
         checkpoint=f"{args.checkpoint_min:g}",
+        sessions_kept=brain.SESSIONS_KEPT,
+        headroom=f"{brain.DEFAULT_HEADROOM:g}",
         rungs=rungs,
         runs=runs,
         wall=f"{wall / 60:.1f}",

@@ -148,9 +148,23 @@ def summarize(result: Result) -> dict[str, Any]:
             if result.counters.get("share_burst_s")
             else 0.0
         ),
+        "jobs_unplaceable": result.counters.get("unplaceable_jobs", 0),
+        "unplaced_job_gpu_h": result.counters.get("unplaced_job_gpu_s", 0.0) / HOUR,
+        "notebooks_unplaceable": result.counters.get("unplaceable_notebooks", 0),
+        "advice_oversize": (
+            result.counters["advised_gib"] / result.counters["need_sized_gib"]
+            if result.counters.get("need_sized_gib")
+            else 0.0
+        ),
+        "ways_up_per_100h": sum(1 for t in result.ways_up if lo <= t < hi) * per100,
         "respawns": len(respawn),
         "reclaims_per_100h": len(reclaims) * per100,
-        "interrupted_per_100h": sum(1 for r in reclaims if r["interrupted"]) * per100,
+        # A kernel that hits its share's cap loses its work as a reclaimed server does.
+        "interrupted_per_100h": (
+            sum(1 for r in reclaims if r["interrupted"])
+            + sum(1 for t in result.ways_up if lo <= t < hi)
+        )
+        * per100,
         "lost_user_h_per_100h": result.lost_user_s / HOUR * per100,
         "handoff_p50_s": percentile(result.handoffs, 50),
         "handoff_p90_s": percentile(result.handoffs, 90),

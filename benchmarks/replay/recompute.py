@@ -7,15 +7,16 @@ reader can check any run, for any seed, without the simulator:
 
 - the measured window is ``[burn_in_s, end_s)`` of the ``run`` event;
 - training wait: a Job submitted in the window waits from its ``submit`` to its first
-  ``admission`` (never admitted: to ``end_s``); p90 by linear interpolation; the GPU-hour-
-  weighted mean weighs each wait by ``gpus × duration_s``;
+  ``admission`` (never admitted: to ``end_s``), or, when that admission is followed by an
+  ``unplaceable`` at the same moment (no card holds it), to its ``placed``; p90 by linear
+  interpolation; the GPU-hour-weighted mean weighs each wait by ``gpus × duration_s``;
 - spawn wait: from a ``spawn`` in the window to its workload's ``ready``; a spawn still waiting
   when the trace ends (its session's ``session_end`` has reason ``trace_end`` in phase
   ``waiting`` or ``starting``) counts to ``end_s``; a spawn withdrawn when its session ended
   counts not at all;
 - interrupted per 100 session-hours: ``reclaim`` events in the window with ``active_later``,
-  over the session-hours in the window (each session from ``session_start`` to
-  ``session_end``);
+  and ``way_up`` events in the window (a kernel that hit its share's cap), over the
+  session-hours in the window (each session from ``session_start`` to ``session_end``);
 - allocation share: each ``allocation`` lasts until its workload's next ``preemption`` or
   ``release`` (or ``end_s``), in GPU-equivalents, over ``capacity_gpu_equivalents`` × the
   window; on B0 the notebooks' allocations are replaced by the ``reserved_gpu_equivalents``
@@ -53,6 +54,7 @@ def figures(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
 
     submits: dict[str, Mapping[str, Any]] = {}
     admitted: dict[str, float] = {}
+    unplaced: set[str] = set()
     spawns: list[tuple[str, str, float]] = []
     ready: dict[str, float] = {}
     started: dict[str, float] = {}
@@ -67,6 +69,12 @@ def figures(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
         if kind == "submit":
             submits[e["workload"]] = e
         elif kind == "admission" and e["kind"] == "training":
+            admitted.setdefault(e["workload"], t)
+        elif kind == "unplaceable" and e["kind"] == "training" and admitted.get(e["workload"]) == t:
+            del admitted[e["workload"]]  # admitted on quota, no card: it waits on
+            unplaced.add(e["workload"])
+        elif kind == "placed" and e["workload"] in unplaced:
+            unplaced.discard(e["workload"])
             admitted.setdefault(e["workload"], t)
         elif kind == "spawn":
             spawns.append((e["workload"], e["session"], t))
@@ -88,7 +96,7 @@ def figures(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
             if "burst_s" in e:
                 burst += float(e["burst_s"])
                 slowdown += float(e["slowdown_s"])
-        elif kind == "reclaim" and lo <= t < hi and e["active_later"]:
+        elif lo <= t < hi and ((kind == "reclaim" and e["active_later"]) or kind == "way_up"):
             interrupted += 1
     for start, eq, what in open_alloc.values():
         if not (reserved and what == "notebook"):

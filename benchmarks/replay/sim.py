@@ -18,6 +18,7 @@ from functools import partial
 from typing import IO, Any
 
 from . import brain
+from .placement import Placement
 from .trace import Interval, Session, Trace, TrainingJob
 from .world import Kueue, Organisation, Workload
 
@@ -155,6 +156,8 @@ class Result:
     counters: dict[str, float] = field(default_factory=dict)
     unserved_spawns: list[tuple[float, float, bool]] = field(default_factory=list)
     """Spawns still waiting at the trace's end: (requested, waited so far, after a reclaim)."""
+    ways_up: list[float] = field(default_factory=list)
+    """When a kernel hit its share's cap and its session moved to a bigger one."""
 
 
 class Policy:
@@ -189,6 +192,9 @@ class Simulation:
         latencies: Latencies = Latencies(),
         checkpoint_s: float | None = CHECKPOINT_S,
         run_info: dict[str, Any] | None = None,
+        share_steps: int | None = None,
+        advice: bool = False,
+        history: brain.PeakHistory | None = None,
     ) -> None:
         self.trace = trace
         self.org = org
@@ -215,6 +221,19 @@ class Simulation:
         over)."""
         self.releasing: set[str] = set()
         """Workloads whose pods are gone and whose quota is not free yet (``release_s``)."""
+        self.placement = Placement.for_capacity(org.capacity, share_steps) if share_steps else None
+        """The cards of the pools where shares and whole GPUs meet (``share_steps``: a card's
+        steps, the shares rungs): admitted workloads are placed on them (:mod:`.placement`)."""
+        self.unplaced: dict[str, tuple[Workload, float]] = {}
+        """Admitted workloads that no card holds yet (their quota held): (workload, since)."""
+        self.advice = advice
+        """Notebook users take the offering the spawn form preselects: the product's advice
+        (:func:`jupyter_gpuaas.core.sizing.advise`) from their recent sessions' peaks."""
+        self.ways_up: list[float] = []
+        """When a session's kernel hit its cap and it moved up (its work interrupted)."""
+        self.history = history or brain.PeakHistory({})
+        """The peaks of every user's recent sessions, as the service keeps them (``history``:
+        what it holds when the trace begins)."""
         """Keep every session's realised activity (the dev-cluster check replays it); else
         only the latest, which is all the policies read."""
         self.allocations: dict[str, Allocation] = {}
@@ -223,6 +242,8 @@ class Simulation:
         self.jobs: dict[str, JobRecord] = {}
         self.job_remaining: dict[str, float] = {}
         self.job_epoch: dict[str, int] = {}
+        self.job_started: dict[str, float] = {}
+        """When each admitted Job's current run began (on its cards)."""
         self.sessions: dict[str, SessionState] = {}
         self.live: dict[str, SessionState] = {}
         """Sessions started and not ended: what a culler's cycle looks at (so that its cost
@@ -241,6 +262,13 @@ class Simulation:
             "admission_passes": 0,
             "share_burst_s": 0.0,
             "share_slowdown_s": 0.0,
+            "unplaceable_jobs": 0,
+            "unplaceable_notebooks": 0,
+            "unplaced_job_gpu_s": 0.0,
+            "advised_sessions": 0,
+            "advised_gib": 0.0,
+            "need_sized_gib": 0.0,
+            "ways_up": 0,
         }
         """Events run, admission passes, and for notebooks on GPU shares the seconds their
         GPU bursts would take on a whole GPU and the seconds the shares added."""
@@ -320,6 +348,7 @@ class Simulation:
 
     def _free(self, key: str) -> None:
         self.releasing.discard(key)
+        self._unplace(key)
         wl = self.kueue.release(key)
         alloc = self.allocations.pop(key, None)
         if alloc is not None:
@@ -418,10 +447,50 @@ class Simulation:
             waited=round(self.now - wl.created, 3),
         )
         self._allocate(wl)
+        if self.placement is not None and not self.placement.place(
+            wl.key, wl.flavor, wl.requests, wl.kind
+        ):
+            # Admitted on quota, no card holds it: its pods pend, holding the quota.
+            self.unplaced[wl.key] = (wl, self.now)
+            self.counters[
+                "unplaceable_jobs" if wl.kind == "training" else "unplaceable_notebooks"
+            ] += 1
+            self.emit("unplaceable", workload=wl.key, kind=wl.kind)
+            return
+        self._start(wl)
+
+    def _place_waiting(self) -> None:
+        """Cards were freed: place the admitted workloads that wait for cards, by priority,
+        then admission (the scheduler's queue); one that still does not fit keeps waiting."""
+        if self.placement is None or not self.unplaced:
+            return
+        waiting = sorted(
+            self.unplaced.values(), key=lambda e: (-e[0].priority, e[0].admitted_at or 0.0)
+        )
+        for wl, since in waiting:
+            if self.placement.place(wl.key, wl.flavor, wl.requests, wl.kind):
+                del self.unplaced[wl.key]
+                if wl.kind == "training":
+                    gpus = self.jobs[wl.key].job.gpus
+                    self.counters["unplaced_job_gpu_s"] += (self.now - since) * gpus
+                self.emit("placed", workload=wl.key, kind=wl.kind, waited=self.now - since)
+                self._start(wl)
+
+    def _unplace(self, key: str) -> None:
+        """``key``'s pods are gone: its cards are free (or it stops waiting for one)."""
+        if self.placement is None:
+            return
+        self.unplaced.pop(key, None)
+        if self.placement.release(key):
+            self._place_waiting()
+
+    def _start(self, wl: Workload) -> None:
+        """``wl`` is admitted and on its cards: its Job runs, its server starts."""
         if wl.kind == "training":
             record = self.jobs[wl.key]
             if record.first_admitted is None:
-                record.first_admitted = self.now
+                record.first_admitted = self.now  # its wait ends when it runs (on its cards)
+            self.job_started[wl.key] = self.now
             epoch = self.job_epoch[wl.key]
             self.at(
                 self.now + self.latencies.start_s + self.job_remaining[wl.key],
@@ -449,18 +518,22 @@ class Simulation:
             alloc.end = self.now
             self.closed.append(alloc)
         self.emit("preemption", workload=wl.key, kind=wl.kind)
+        never_ran = wl.key in self.unplaced
+        if never_ran:  # evicted while waiting for cards: it stops waiting
+            del self.unplaced[wl.key]
         if wl.kind == "training":
             record = self.jobs[wl.key]
             record.evictions += 1
-            started = alloc.start if alloc else self.now
-            ran = max(0.0, self.now - started - self.latencies.start_s)
+            started = self.job_started.pop(wl.key, self.now)  # none: it never ran
+            ran = 0.0 if never_ran else max(0.0, self.now - started - self.latencies.start_s)
             kept = 0.0
             if self.checkpoint_s:
                 kept = min(ran - ran % self.checkpoint_s, self.job_remaining[wl.key])
             record.lost_gpu_s += (ran - kept) * record.job.gpus
-            self.compute(
-                started, self.now, record.job.utilization, float(record.job.gpus), "training"
-            )
+            if not never_ran:
+                self.compute(
+                    started, self.now, record.job.utilization, float(record.job.gpus), "training"
+                )
             self.job_epoch[wl.key] += 1
             self.job_remaining[wl.key] -= kept  # it resumes from its last checkpoint
         evicted_at = self.now
@@ -473,6 +546,7 @@ class Simulation:
             )
 
     def _eviction_done(self, key: str, evicted_at: float) -> None:
+        self._unplace(key)
         if self.kueue.finish_eviction(key, evicted_at) is not None:
             self.emit("release", workload=key, kind="evicted")
         self._request_scheduling()
@@ -559,8 +633,30 @@ class Simulation:
         )
         self._request_scheduling()
 
+    def advised_offering(self, session: Session) -> brain.Offering:
+        """What the spawn form preselects for ``session``'s user, and they take: the product's
+        advice from the peaks of their recent sessions (their team's default without any)."""
+        tenant = self.catalog.tenants[session.team]
+        offerings = [
+            self.catalog.offerings[s]
+            for s in tenant.offerings
+            if self.catalog.offerings[s].flavor in self.org.flavor_labels
+        ]
+        found = brain.advise(
+            offerings, self.history.of(session.user), default=tenant.default_offering
+        )
+        return self.catalog.offerings[found.offering] if found else self.choose_offering(session)
+
     def _session_start(self, state: SessionState) -> None:
         self.live[state.session.name] = state
+        if self.advice:
+            state.offering = self.advised_offering(state.session)
+            self.counters["advised_sessions"] += 1
+            self.counters["advised_gib"] += _gib(
+                state.offering.memory_cap or state.offering.gpu_memory
+            )
+            needed = self.choose_offering(state.session)
+            self.counters["need_sized_gib"] += _gib(needed.memory_cap or needed.gpu_memory)
         self.emit(
             "session_start",
             session=state.session.name,
@@ -630,7 +726,43 @@ class Simulation:
             return o.cores_percent / 100
         return 1.0
 
+    def _way_up(self, state: SessionState) -> None:
+        """The session's kernel hit its share's memory cap: its user takes the sidebar's way up,
+        the server stopped and spawned again on the smallest offering that holds the need (the
+        burst runs again once it is back, after re-running the notebook)."""
+        assert state.workload is not None
+        bigger = self.choose_offering(state.session)
+        self.counters["ways_up"] += 1
+        self.ways_up.append(self.now)
+        self.emit(
+            "way_up",
+            session=state.session.name,
+            workload=state.workload.key,
+            offering=bigger.slug,
+            was=state.offering.slug,
+        )
+        key = state.workload.key
+        state.offering = bigger
+        state.epoch += 1
+        self._release(key)
+        epoch = state.epoch
+        self.at(state.end_s(), lambda: self._session_end(state, epoch))
+        state.returned_at = self.now
+        self._spawn(state)
+
+    def _too_small(self, state: SessionState) -> bool:
+        """Whether the session's memory need is beyond its share's cap, and a larger offering
+        holds more of it."""
+        o = state.offering
+        if o.kind != "fraction" or _gib(o.memory_cap) >= state.session.gpu_memory_gib:
+            return False
+        bigger = self.choose_offering(state.session)
+        return _gib(bigger.memory_cap or bigger.gpu_memory) > _gib(o.memory_cap)
+
     def _realise(self, state: SessionState, iv: Interval) -> None:
+        if iv.kind == "gpu" and self.advice and self._too_small(state):
+            self._way_up(state)
+            return
         start = self.now
         length = iv.end_s - iv.start_s
         utilization = iv.utilization
@@ -710,8 +842,12 @@ class Simulation:
     def _close_session(self, state: SessionState, reason: str) -> None:
         """Every session ends once, with one ``session_end`` event: ``ended`` (its length is
         over, whatever its phase: running, waiting for its GPU, or reclaimed and away) or
-        ``trace_end`` (still open when the trace ends)."""
+        ``trace_end`` (still open when the trace ends). A session that had its server leaves
+        its GPU-memory peak (its need) in its user's history, as the service records it."""
         phase = state.phase
+        if self.advice and state.ready_at > 0:
+            peak = round(state.session.gpu_memory_gib * 2**30)
+            self.history = brain.record_peak(self.history, state.session.user, peak)
         state.phase = "done"
         state.ended_at = self.now
         self.live.pop(state.session.name, None)
@@ -818,8 +954,8 @@ class Simulation:
             if state.phase not in ("new", "done"):
                 self._close_session(state, "trace_end")
         for key, record in self.jobs.items():
-            if key in self.kueue.admitted and record.finished is None:
-                started = self.allocations[key].start if key in self.allocations else end
+            if key in self.kueue.admitted and record.finished is None and key not in self.unplaced:
+                started = self.job_started.get(key, end)
                 self.compute(
                     started, end, record.job.utilization, float(record.job.gpus), "training"
                 )
@@ -850,6 +986,7 @@ class Simulation:
             cycles=self.cycles,
             counters=self.counters,
             unserved_spawns=unserved,
+            ways_up=self.ways_up,
         )
 
 

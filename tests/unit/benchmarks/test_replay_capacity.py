@@ -95,6 +95,9 @@ def test_every_figure_is_recomputed_from_the_events_alone(rung: str) -> None:
     events = recompute.read(out.getvalue().splitlines())
     assert events[0]["rung"] == rung
     assert events[0]["seed"] == 5
+    if rung == "L2":  # Jobs that waited for whole cards, and a kernel that went up a size
+        kinds = {e["event"] for e in events}
+        assert {"unplaceable", "placed", "way_up"} <= kinds
 
 
 def test_the_quick_ladder_runs_from_the_command_line(
@@ -105,7 +108,7 @@ def test_the_quick_ladder_runs_from_the_command_line(
     assert main([*argv, "--no-docs", "--json", str(out), "--workers", "1"]) == 0
     printed = capsys.readouterr().out
     assert "Effective capacity" in printed
-    assert "| L2 | L1 + need-sized shares (idealised) |" in printed
+    assert "| L2 | L1 + need-sized shares, advised and packed |" in printed
     assert "× against B1 [95%]" in printed
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["seeds"] == [1, 2]
