@@ -166,3 +166,55 @@ export function formatLimit(seconds: number | null): string {
   const m = Math.floor((seconds % 3600) / 60);
   return `${h > 0 ? `${String(h)}h` : ''}${m > 0 ? `${String(m)}m` : ''}` || `${String(seconds)}s`;
 }
+
+/** Where the job's runner puts the dialog's parameters (jupyter_gpuaas/job/runner.py). */
+export const PARAMETERS_TAG = 'parameters';
+
+/** What the dialog says about the parameters' place in the notebook. */
+export interface IParametersNote {
+  /** 1-based number of the first cell tagged `parameters`, or null when there is none. */
+  cell: number | null;
+  text: string;
+}
+
+function cellTags(cell: unknown): string[] {
+  if (typeof cell !== 'object' || cell === null) {
+    return [];
+  }
+  const metadata = (cell as { metadata?: unknown }).metadata;
+  if (typeof metadata !== 'object' || metadata === null) {
+    return [];
+  }
+  const tags = (metadata as { tags?: unknown }).tags;
+  return Array.isArray(tags) ? tags.filter((t): t is string => typeof t === 'string') : [];
+}
+
+/**
+ * Where the typed parameters go, in the notebook as saved (`content` of the contents API): as
+ * the runner does it, right after the first cell tagged `parameters`, so they replace the
+ * defaults that cell sets; without one, in a new first cell, where a later cell that sets the
+ * same name wins. Null when `content` is not a notebook.
+ */
+export function parametersNote(content: unknown): IParametersNote | null {
+  if (typeof content !== 'object' || content === null) {
+    return null;
+  }
+  const cells = (content as { cells?: unknown }).cells;
+  if (!Array.isArray(cells)) {
+    return null;
+  }
+  const at = cells.findIndex(cell => cellTags(cell).includes(PARAMETERS_TAG));
+  if (at < 0) {
+    return {
+      cell: null,
+      text:
+        'This notebook has no cell tagged "parameters": your values are set in a new first ' +
+        'cell, and a later cell that sets the same name overrides them.'
+    };
+  }
+  const cell = at + 1;
+  return {
+    cell,
+    text: `Your values replace the defaults of the parameters cell (cell ${String(cell)}).`
+  };
+}

@@ -7,6 +7,7 @@ import {
   jobRequest,
   jobStateLabel,
   jobsToNotify,
+  parametersNote,
   parseJobs,
   parseParameters
 } from '../src/jobsModel';
@@ -77,4 +78,41 @@ void test('parameters are name = value lines, JSON where they parse', () => {
   });
   assert.equal(formatLimit(5400), '1h30m');
   assert.deepEqual(parseJobs({ jobs: [] }), { jobs: [], error: null, error_kind: null });
+});
+
+function cell(tags?: unknown): Record<string, unknown> {
+  return { cell_type: 'code', source: '', metadata: tags === undefined ? {} : { tags } };
+}
+
+void test('the dialog names the parameters cell the values replace, counting every cell', () => {
+  const notebook = {
+    cells: [
+      { cell_type: 'markdown', metadata: {} },
+      cell(['x', 'parameters']),
+      cell(['parameters'])
+    ]
+  };
+  assert.deepEqual(parametersNote(notebook), {
+    cell: 2,
+    text: 'Your values replace the defaults of the parameters cell (cell 2).'
+  });
+});
+
+void test('without a parameters cell the dialog says the values may be overridden', () => {
+  const text =
+    'This notebook has no cell tagged "parameters": your values are set in a new first cell, ' +
+    'and a later cell that sets the same name overrides them.';
+  assert.deepEqual(parametersNote({ cells: [cell(), cell(['injected-parameters'])] }), {
+    cell: null,
+    text
+  });
+  // tags that are not a list of names count as none
+  assert.equal(parametersNote({ cells: [cell('parameters'), { metadata: null }] })?.cell, null);
+  assert.equal(parametersNote({ cells: [] })?.cell, null);
+});
+
+void test('what is not a notebook gets no note', () => {
+  assert.equal(parametersNote(null), null);
+  assert.equal(parametersNote('text'), null);
+  assert.equal(parametersNote({ cells: 'no' }), null);
 });
