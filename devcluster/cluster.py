@@ -1016,6 +1016,7 @@ class _BringUp:
                 f"--node={agent.name}",
                 f"--state-dir={self.settings.agent_dir}",
                 f"--ip-prefix={self.settings.pod_ip_prefix}",
+                f"--metrics-port={self.ports.dcgm}",
                 *([f"--gpus={agent.simulated_gpus}"] if agent.simulated_gpus else []),
             ],
             env=_python_env(),

@@ -42,6 +42,7 @@ PORT_OFFSETS: dict[str, int] = {
     "kueue_webhook": 44,  # 9443
     "kueue_visibility": 82,  # 8082
     "kueue_health": 81,  # 8081
+    "dcgm": 0,  # 9400, dcgm-exporter's: the node agent's GPU metrics (devcluster/dcgm.py)
 }
 
 BINARIES = (
@@ -66,6 +67,7 @@ class Ports:
     kueue_webhook: int
     kueue_visibility: int
     kueue_health: int
+    dcgm: int
 
     def items(self) -> list[tuple[str, int]]:
         return [(f.name, getattr(self, f.name)) for f in fields(self)]

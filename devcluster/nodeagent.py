@@ -71,9 +71,9 @@ from urllib.parse import urlsplit, urlunsplit
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from devcluster import procs
+from devcluster import dcgm, procs
 from devcluster.gpualloc import AllocationError, ContainerDevices, Grant, allocate
-from jupyter_gpuaas.gpu.simulate import ENV_CONTAINER, ENV_DIR, write_node
+from jupyter_gpuaas.gpu.simulate import ENV_CONTAINER, ENV_DIR, HoldReader, write_node
 from jupyter_gpuaas.gpu.spec import SimGpu, parse_devices
 
 log = logging.getLogger("devcluster.nodeagent")
@@ -549,9 +549,50 @@ class NodeAgent:
         # then servers simulate GPUs of their own, as configured).
         self.gpus: list[SimGpu] = parse_devices(gpus) if gpus else []
         self.gpu_dir: Path | None = None
+        self.hold_reader: HoldReader | None = None
         if gpus:
             self.gpu_dir = state_dir / "gpus"
             write_node(self.gpu_dir, gpus)
+            self.hold_reader = HoldReader(self.gpu_dir)
+
+    # ---- the node's GPUs as dcgm-exporter serves them (devcluster/dcgm.py) ----
+
+    def dcgm_metrics(self) -> str:
+        holders: dict[str, list[dcgm.Holder]] = {}
+        for run in self.runs.values():
+            if run.phase in TERMINAL_PHASES:
+                continue
+            for container, devices in run.devices.items():
+                for grant in devices.grants:
+                    holder = dcgm.Holder(run.namespace, run.name, container)
+                    holders.setdefault(grant.uuid, []).append(holder)
+        holds = self.hold_reader.read() if self.hold_reader else []
+        return dcgm.render(self.node, self.gpus, holds, holders)
+
+    async def _answer_metrics(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            path = request.split(b" ", 2)[1] if request.count(b" ") >= 2 else b""
+            if path.split(b"?")[0] == b"/metrics":
+                status, ctype, body = "200 OK", dcgm.CONTENT_TYPE, self.dcgm_metrics().encode()
+            else:
+                status, ctype, body = "404 Not Found", "text/plain", b"only /metrics here\n"
+            head = (
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            )
+            writer.write(head.encode() + body)
+            await writer.drain()
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+            pass  # a client that went away or sent no request: nothing to answer
+        finally:
+            writer.close()
+
+    async def serve_metrics(self, port: int) -> asyncio.Server:
+        """``GET http://127.0.0.1:<port>/metrics``: the node's GPUs in dcgm-exporter's format."""
+        return await asyncio.start_server(self._answer_metrics, "127.0.0.1", port)
 
     # ---- process bookkeeping (read by `devcluster down` after a crash) ----
 
@@ -1220,11 +1261,14 @@ async def amain(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         tasks = [asyncio.create_task(agent.heartbeat()), asyncio.create_task(agent.watch_pods())]
+        metrics = await agent.serve_metrics(args.metrics_port) if args.metrics_port else None
         log.info("node agent for %s running (pod IPs %s.x.y)", args.node, args.ip_prefix)
         await stop.wait()
         log.info("stopping: terminating %d pod(s)", len(agent.runs))
         for t in tasks:
             t.cancel()
+        if metrics is not None:
+            metrics.close()
         await agent.shutdown()
     return 0
 
@@ -1244,6 +1288,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the node's simulated GPUs, a spec such as '1xA100-40GB,1xL4-24GB:hami=4' "
         "(jupyter_gpuaas/gpu/spec.py); default: none (servers simulate their own)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        help="serve the node's simulated GPUs in dcgm-exporter's format at "
+        "http://127.0.0.1:<port>/metrics (devcluster/dcgm.py); default 0: not served",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(
