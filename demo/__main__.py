@@ -31,7 +31,12 @@ from devcluster import ClusterError, down, up  # noqa: E402
 from devcluster.claim import Claim, ClusterInUse, exclusive  # noqa: E402
 from devcluster.config import DEMO_PORT_BASE, DEMO_STATE_DIR, Settings, demo_settings  # noqa: E402
 from devcluster.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port  # noqa: E402
-from devcluster.queue_hub import service_config  # noqa: E402
+from devcluster.prometheus import (  # noqa: E402
+    PrometheusNotInstalled,
+    PrometheusProcess,
+    ScrapeTargets,
+)
+from devcluster.queue_hub import OPERATOR_TOKEN, service_config  # noqa: E402
 
 STATE = DEMO_STATE_DIR
 DEMO_POLICY = REPO / "demo" / "policy.yaml"
@@ -39,6 +44,8 @@ DEMO_JOB = REPO / "demo" / "training-job.yaml"
 # Who submits the sample Job: the label gpuaas.jupyter.org/user must name the submitter
 # (devcluster/manifests/60-user-label-policy.yaml); hub user alice is this ServiceAccount.
 DEMO_JOB_SUBMITTER = "system:serviceaccount:team-a:alice"
+# Prometheus's port in the demo cluster's block (9090 there; another free one if taken).
+PROMETHEUS_PORT_OFFSET = 90
 
 
 def submit_job_command(kubectl: Path, kubeconfig: Path) -> str:
@@ -46,7 +53,9 @@ def submit_job_command(kubectl: Path, kubeconfig: Path) -> str:
     return f"KUBECONFIG={kubeconfig} {kubectl} --as={DEMO_JOB_SUBMITTER} create -f {DEMO_JOB}"
 
 
-def banner(hub: HubProcess, password: str, kubectl: Path, settings: Settings) -> str:
+def banner(
+    hub: HubProcess, password: str, kubectl: Path, settings: Settings, prometheus: str = ""
+) -> str:
     samples = ", ".join(p.name for p in sorted(EXAMPLES.glob("*.ipynb")))
     users = "\n".join(f"    {team}: {', '.join(names)}" for team, names in DEFAULT_TEAMS.items())
     return (
@@ -66,16 +75,30 @@ def banner(hub: HubProcess, password: str, kubectl: Path, settings: Settings) ->
         "  the Job runs (docs/culler.md, 'The demo').\n"
         f"  GPU jobs: each home has {samples}; right-click it, 'Run as GPU job…',\n"
         "  and follow it in the GPU panel (docs/jobs.md).\n"
-        f"  hub log: {hub.log_path}\n"
+        + (
+            f"  Prometheus: {prometheus} (the service's metrics, the node's DCGM metrics and\n"
+            "  the shipped alert rules; the console's history reads it)\n"
+            if prometheus
+            else "  Prometheus: not running (the reason is above), so the console has no history\n"
+        )
+        + f"  hub log: {hub.log_path}\n"
         f"  the demo's own cluster: {settings.state_dir} (`make test` uses another)\n"
         f"  export KUBECONFIG={settings.kubeconfig}\n"
         "  Ctrl-C stops the demo.\n"
     )
 
 
-def hub_settings(settings: Settings, port: int, password: str, catalog: Path) -> HubSettings:
+def hub_settings(
+    settings: Settings,
+    port: int,
+    password: str,
+    catalog: Path,
+    service_port: int = 0,
+    prometheus_url: str = "",
+) -> HubSettings:
     """The demo hub's settings on the demo's cluster (picks its free ports), with ``catalog``
-    (demo/jobs.py's: GPU jobs on) and the sample notebooks in every home."""
+    (demo/jobs.py's: GPU jobs on) and the sample notebooks in every home; the service on
+    ``service_port`` (0: a free one) reads ``prometheus_url`` when given."""
     return HubSettings(
         state_dir=STATE / "hub",
         catalog_file=catalog,
@@ -87,12 +110,15 @@ def hub_settings(settings: Settings, port: int, password: str, catalog: Path) ->
         persistent_homes=True,
         # The gpuaas hub service: queue positions for the sidebar, and the culler.
         extra_config=service_config(
-            free_port(),
+            service_port or free_port(),
             settings.credentials_dir / "gpuaas.kubeconfig",
             poll_interval=2.0,
             culler_args=[f"--GPUaaSService.policy={DEMO_POLICY}"],
             report_interval=30,
-            service_args=[f"--GPUaaSService.catalog_file={catalog}"],
+            service_args=[
+                f"--GPUaaSService.catalog_file={catalog}",
+                *([f"--GPUaaSService.prometheus_url={prometheus_url}"] if prometheus_url else []),
+            ],
         )
         + examples_config(),
     )
@@ -102,6 +128,7 @@ def run_demo(args: argparse.Namespace, settings: Settings, claim: Claim) -> None
     """Start the cluster and the hub, wait until the hub ends or a signal comes; then stop the
     hub with everything it started and take the demo's cluster down."""
     hubs: list[HubProcess] = []
+    prometheuses: list[PrometheusProcess] = []
 
     def run() -> None:
         try:
@@ -109,16 +136,39 @@ def run_demo(args: argparse.Namespace, settings: Settings, claim: Claim) -> None
         except ClusterError as e:
             raise SystemExit(f"could not start the demo's cluster: {e}") from e
         catalog = write_catalog(STATE)
-        hub = HubProcess(hub_settings(settings, args.port, args.password, catalog))
+        service_port = free_port()
+        # Its TSDB stays in .demo/prometheus: the history outlives a restart of the demo.
+        prometheus = PrometheusProcess(
+            STATE / "prometheus",
+            free_port(settings.port_base + PROMETHEUS_PORT_OFFSET),
+            ScrapeTargets(
+                dcgm=f"127.0.0.1:{settings.ports.dcgm}",
+                service=f"127.0.0.1:{service_port}",
+                operator_token=OPERATOR_TOKEN,
+                interval=5.0,
+            ),
+            retention="7d",
+        )
+        hub = HubProcess(
+            hub_settings(settings, args.port, args.password, catalog, service_port, prometheus.url)
+        )
         hubs.append(hub)
         hub.start()
         claim.note(url=hub.url)
-        print(banner(hub, args.password, info.bin_dir / "kubectl", settings), flush=True)
+        try:
+            prometheus.start()
+            prometheuses.append(prometheus)
+        except (PrometheusNotInstalled, RuntimeError) as e:
+            print(f"demo: no Prometheus, so the console has no history: {e}", file=sys.stderr)
+        url = prometheus.url if prometheuses else ""
+        print(banner(hub, args.password, info.bin_dir / "kubectl", settings, url), flush=True)
         while hub.running():
             time.sleep(1)
         print(f"jupyterhub exited; see {hub.log_path}", file=sys.stderr)
 
     def cleanup() -> None:
+        for prometheus in prometheuses:
+            prometheus.stop()
         for hub in hubs:
             print("stopping the hub, its proxy, service and servers ...", file=sys.stderr)
             for note in hub.stop():

@@ -113,7 +113,8 @@ async def history_answer(history: History, teams: set[str] | None, range_seconds
         return unavailable(NOT_CONFIGURED)
     client = history.client
     step = history_step(range_seconds, history.max_points)
-    end = math.floor(history.clock() / step) * step
+    # the grid's last point at or just after now, so that the latest scrape is in it
+    end = math.ceil(history.clock() / step) * step
     start = end - step * math.ceil(range_seconds / step)
     queries = history_queries(teams, step)
 

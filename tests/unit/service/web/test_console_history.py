@@ -128,7 +128,9 @@ def test_a_team_leads_queries_name_their_teams_and_leave_out_hand_offs() -> None
     ]
     assert "handoffs" not in [q.name for q in lead]
     assert all(r'team=~"team\\-a"' in q.expr for q in lead)
-    assert "[60s]" in next(q.expr for q in lead if q.name == "reclaims")
+    reclaims = next(q.expr for q in lead if q.name == "reclaims")
+    assert "offset 60s" in reclaims
+    assert "increase(" not in reclaims, "increase() misses a counter's first count"
 
 
 async def test_every_chart_on_one_grid_with_gaps_as_none(prometheus: FakePrometheus) -> None:
@@ -136,7 +138,7 @@ async def test_every_chart_on_one_grid_with_gaps_as_none(prometheus: FakePrometh
     assert answer["available"] is True
     step = answer["step"]
     assert step == 15
-    assert answer["end"] == NOW // step * step
+    assert answer["end"] == (NOW // step + 1) * step, "the step at or after now"
     assert answer["end"] - answer["start"] == 3600
     assert len(answer["times"]) == 3600 // 15 + 1
     assert len(prometheus.asked) == 7
