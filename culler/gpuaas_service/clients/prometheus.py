@@ -138,6 +138,15 @@ def team_matcher(teams: Collection[str] | None) -> str:
     return f'team=~"{quoted}"'
 
 
+def per_step(counter: str, step: int) -> str:
+    """How much ``counter`` (a selector) grew in each step. Not ``increase()``: the service
+    creates a team's counter at its first count, already 1, and ``increase()`` sees no growth
+    from a series' first sample; here a series that was not there a step ago counts whole.
+    A restart of the service (a counter back at 0) counts as no growth, not a negative one."""
+    before = f"{counter} offset {step}s"
+    return f"(clamp_min({counter} - {before}, 0) or ({counter} unless {before}))"
+
+
 @dataclass(frozen=True)
 class HistoryQuery:
     """One chart of the console's history: its PromQL, what its series are by, its unit."""
@@ -151,11 +160,10 @@ class HistoryQuery:
 
 def history_queries(teams: Collection[str] | None, step: int) -> list[HistoryQuery]:
     """The history's queries over the service's metrics (metrics.py), for ``teams`` only
-    unless ``None``. Counters are read as increases per ``step``, so a bar is one step's
+    unless ``None``. Counters are read as growth per ``step`` (:func:`per_step`): one step's
     count. Hand-offs have no team: only a caller who sees every team gets them."""
     only = team_matcher(teams)
     sel = f"{{{only}}}"
-    window = f"[{step}s]"
     queries = [
         HistoryQuery(
             f"{state}",
@@ -185,7 +193,7 @@ def history_queries(teams: Collection[str] | None, step: int) -> list[HistoryQue
             "reclaims",
             "Reclaims per step",
             "workbenches",
-            f"sum by (team) (increase(gpuaas_culler_reclaims_total{sel}{window}))",
+            f"sum by (team) {per_step(f'gpuaas_culler_reclaims_total{sel}', step)}",
             "team",
         ),
     ]
@@ -195,7 +203,7 @@ def history_queries(teams: Collection[str] | None, step: int) -> list[HistoryQue
                 "handoffs",
                 "Hand-offs per step",
                 "hand-offs",
-                f"sum by (result) (increase(gpuaas_culler_handoffs_total{window}))",
+                f"sum by (result) {per_step('gpuaas_culler_handoffs_total', step)}",
                 "result",
             )
         )
