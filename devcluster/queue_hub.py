@@ -79,8 +79,8 @@ def service_config(
     """The hub configuration lines for the gpuaas service (what an admin writes).
 
     ``service_args``: more ``gpuaas-service`` options (e.g. its ``catalog_file``, for notebook
-    Jobs). ``culler_args`` (e.g. ``["--GPUaaSService.policy=policy.yaml"]``; the older spelling
-    ``--policy=...`` works too) turn on its reclaim loop, which then gets
+    Jobs). ``culler_args`` (e.g. ``["--GPUaaSService.policy=policy.yaml"]``) turn on its reclaim
+    loop, which then gets
     the Hub API scopes it needs; ``report_interval`` sets how often servers report activity.
     ``console_users`` (the hub's admins) and the admin service ``tester`` get the console's
     scope; its page logs browsers in through the hub's OAuth and is listed in the Services menu.

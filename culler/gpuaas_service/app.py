@@ -8,9 +8,9 @@ when a policy is given (:mod:`gpuaas_service.web.reclaim`, :mod:`gpuaas_service.
 
 Configured like JupyterHub: a config file (``gpuaas_service_config.py`` in the working
 directory, or ``-f FILE``) with ``c.GPUaaSService.x = ...`` lines, ``--GPUaaSService.x=...`` on
-the command line, and for the settings of earlier releases their environment variables and
-short flags (``--policy``, ``GPUAAS_CULLER_POLICY``, ...), which keep working. Precedence:
-command line, then config file, then environment variable, then default.
+the command line; the command line wins over the file. The environment gives only what the hub
+sets for a managed service (``url``, ``prefix``, ``hub_api_url``, the token) and the operator
+token (``$GPUAAS_OPERATOR_TOKEN``, from a Kubernetes Secret), as defaults.
 ``gpuaas-service --help-all`` lists every option.
 """
 
@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from traitlets import Bool, Enum, Float, Integer, List, TraitError, Unicode, default, validate
+from traitlets import Bool, Enum, Float, Integer, List, TraitError, Unicode, default
 from traitlets.config import Application
 
 from gpuaas_service.clients.prometheus import DEFAULT_QUERY, HAMI_LAST_KERNEL_QUERY
@@ -59,25 +59,6 @@ _LOOP_DEFAULTS = Settings()
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
-def _env_float(name: str, fallback: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return fallback
-    try:
-        return float(raw)
-    except ValueError:
-        raise TraitError(f"${name}={raw!r} is not a number of seconds") from None
-
-
-def _names(items: Iterable[str]) -> list[str]:
-    """Stripped, non-empty, each once, in order."""
-    return list(dict.fromkeys(n.strip() for n in items if n.strip()))
-
-
-def _env_bool(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
-
-
 class GPUaaSService(Application):
     name = "gpuaas-service"
     description = (
@@ -90,30 +71,12 @@ class GPUaaSService(Application):
     examples = """
 gpuaas-service -f /etc/gpuaas/gpuaas_service_config.py
 gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespaces=team-b
-gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml   # older flags
 """
 
     aliases = {  # noqa: RUF012 (traitlets reads these class attributes)
         "f": "GPUaaSService.config_file",
         "config": "GPUaaSService.config_file",
         "log-level": "Application.log_level",
-        # the flags of earlier releases
-        "url": "GPUaaSService.url",
-        "prefix": "GPUaaSService.prefix",
-        "notebook-namespace": "GPUaaSService.notebook_namespace",
-        "job-namespaces": "GPUaaSService.job_namespaces",
-        "poll-interval": "GPUaaSService.poll_interval",
-        "policy": "GPUaaSService.policy",
-        "culler-interval": "GPUaaSService.culler_interval",
-        "prometheus-url": "GPUaaSService.prometheus_url",
-        "prometheus-query": "GPUaaSService.prometheus_query",
-        "save-lead": "GPUaaSService.save_lead",
-    }
-    flags = {  # noqa: RUF012
-        "culler-dry-run": (
-            {"GPUaaSService": {"culler_dry_run": True}},
-            "Decide and log only (GPUaaSService.culler_dry_run = True).",
-        ),
     }
 
     log_level = Enum(
@@ -176,34 +139,20 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         _LOOP_DEFAULTS.notebook_namespace,
         config=True,
         help=f"""The namespace of the users' servers (KubeSpawner's ``namespace``). Default:
-        $GPUAAS_NOTEBOOK_NAMESPACE, else {_LOOP_DEFAULTS.notebook_namespace}.
+        {_LOOP_DEFAULTS.notebook_namespace}.
         Example: c.GPUaaSService.notebook_namespace = "jupyter-users"
         """,
     )
-
-    @default("notebook_namespace")
-    def _notebook_namespace_default(self) -> str:
-        return os.environ.get("GPUAAS_NOTEBOOK_NAMESPACE") or _LOOP_DEFAULTS.notebook_namespace
 
     job_namespaces = List(
         Unicode(),
         config=True,
         help="""The namespaces of the teams' training Jobs: their queued Workloads are shown in
         the sidebar's queue and are what a reclaim may free GPUs for. Empty (the default): only
-        the notebook namespace's Workloads count. Default: $GPUAAS_JOB_NAMESPACES
-        (comma-separated), else none. On the command line, repeat the option or give a
-        comma-separated list (--job-namespaces=team-a,team-b).
+        the notebook namespace's Workloads count. Default: none. On the command line, repeat
+        the option (--GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespaces=team-b).
         Example: c.GPUaaSService.job_namespaces = ["team-a", "team-b"]""",
     )
-
-    @default("job_namespaces")
-    def _job_namespaces_default(self) -> list[str]:
-        return _names(os.environ.get("GPUAAS_JOB_NAMESPACES", "").split(","))
-
-    @validate("job_namespaces")
-    def _split_job_namespaces(self, proposal: Mapping[str, Iterable[object]]) -> list[str]:
-        # "team-a,team-b" was the one spelling of earlier releases; keep it.
-        return _names(n for item in proposal["value"] for n in str(item).split(","))
 
     poll_interval = Float(
         2.0,
@@ -211,13 +160,9 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         config=True,
         help="""Seconds between polls of Kueue's visibility API for a LocalQueue with pending
         work (the only Kueue data that cannot be watched; one poller per such queue, shared by
-        all callers). Default: $GPUAAS_QUEUE_POLL_INTERVAL, else 2.
+        all callers). Default 2.
         Example: c.GPUaaSService.poll_interval = 2""",
     )
-
-    @default("poll_interval")
-    def _poll_interval_default(self) -> float:
-        return _env_float("GPUAAS_QUEUE_POLL_INTERVAL", 2.0)
 
     cache_sync_timeout = Float(
         30.0,
@@ -367,28 +312,20 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         config=True,
         help="""The culler's YAML policy file (check it with ``gpuaas-culler --check-policy
         FILE``). Without one, activity reports are still taken but nothing is reclaimed.
-        Default: $GPUAAS_CULLER_POLICY, else none.
+        Default: none.
         Example: c.GPUaaSService.policy = "/etc/gpuaas/policy.yaml"
         """,
     )
-
-    @default("policy")
-    def _policy_default(self) -> str:
-        return os.environ.get("GPUAAS_CULLER_POLICY", "")
 
     culler_interval = Float(
         _LOOP_DEFAULTS.interval,
         min=0.1,
         config=True,
         help=f"""Seconds between reclaim cycles (doubling, up to culler_max_backoff, while the hub
-        or Kubernetes cannot be read). Default: $GPUAAS_CULLER_INTERVAL, else
+        or Kubernetes cannot be read). Default
         {_LOOP_DEFAULTS.interval:g}.
         Example: c.GPUaaSService.culler_interval = 60""",
     )
-
-    @default("culler_interval")
-    def _culler_interval_default(self) -> float:
-        return _env_float("GPUAAS_CULLER_INTERVAL", _LOOP_DEFAULTS.interval)
 
     culler_max_backoff = Float(
         _LOOP_DEFAULTS.max_backoff,
@@ -403,26 +340,18 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         False,
         config=True,
         help="""Decide and log only: no warning, no stop, no annotation, no Event (on top of the
-        policy file's own dry_run). Default: $GPUAAS_CULLER_DRY_RUN (1, true or yes), else False.
+        policy file's own dry_run). Default False.
         Example: c.GPUaaSService.culler_dry_run = True""",
     )
-
-    @default("culler_dry_run")
-    def _culler_dry_run_default(self) -> bool:
-        return _env_bool("GPUAAS_CULLER_DRY_RUN")
 
     save_lead = Float(
         _LOOP_DEFAULTS.save_lead,
         min=0.0,
         config=True,
-        help=f"""Seconds before a reclaim from which open JupyterLabs are told to save. Default:
-        $GPUAAS_CULLER_SAVE_LEAD, else {_LOOP_DEFAULTS.save_lead:g}.
+        help=f"""Seconds before a reclaim from which open JupyterLabs are told to save. Default
+        {_LOOP_DEFAULTS.save_lead:g}.
         Example: c.GPUaaSService.save_lead = 30""",
     )
-
-    @default("save_lead")
-    def _save_lead_default(self) -> float:
-        return _env_float("GPUAAS_CULLER_SAVE_LEAD", _LOOP_DEFAULTS.save_lead)
 
     hub_concurrency = Integer(
         _LOOP_DEFAULTS.hub_concurrency,
@@ -455,28 +384,20 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         config=True,
         help="""A Prometheus that scrapes DCGM exporter with its pod mapping: each cycle asks it
         for every pod's GPU utilisation, which then counts for whole GPUs and MIG slices
-        (docs/culler.md). Empty: not asked. Default: $GPUAAS_CULLER_PROMETHEUS_URL, else empty.
+        (docs/culler.md). Empty: not asked. Default: empty.
         Example: c.GPUaaSService.prometheus_url = "http://prometheus.monitoring:9090"
         """,
     )
-
-    @default("prometheus_url")
-    def _prometheus_url_default(self) -> str:
-        return os.environ.get("GPUAAS_CULLER_PROMETHEUS_URL", "")
 
     prometheus_query = Unicode(
         DEFAULT_QUERY,
         config=True,
         help=f"""PromQL giving one sample per pod in percent, labelled namespace and pod (or
-        exported_namespace and exported_pod). Default: $GPUAAS_CULLER_PROMETHEUS_QUERY, else
+        exported_namespace and exported_pod). Default:
         {DEFAULT_QUERY}
         Example: c.GPUaaSService.prometheus_query = "100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE"
         """,
     )
-
-    @default("prometheus_query")
-    def _prometheus_query_default(self) -> str:
-        return os.environ.get("GPUAAS_CULLER_PROMETHEUS_QUERY") or DEFAULT_QUERY
 
     hami_last_kernel_query = Unicode(
         HAMI_LAST_KERNEL_QUERY,
@@ -503,15 +424,10 @@ gpuaas-service --job-namespaces=team-a,team-b --policy=/etc/gpuaas/policy.yaml  
         config=True,
         help="""The GPU catalog (the hub's, c.GPUaaSSpawner.catalog_file) for notebook Jobs: a
         tenant's ``jobs`` section says where its notebooks run as training Jobs and its caps
-        (docs/jobs.md). Empty: the jobs endpoints answer 503. Default: $GPUAAS_CATALOG_FILE,
-        else empty.
+        (docs/jobs.md). Empty: the jobs endpoints answer 503. Default: empty.
         Example: c.GPUaaSService.catalog_file = "/etc/gpuaas/catalog.yaml"
         """,
     )
-
-    @default("catalog_file")
-    def _catalog_file_default(self) -> str:
-        return os.environ.get("GPUAAS_CATALOG_FILE", "")
 
     job_service_url = Unicode(
         config=True,

@@ -1,4 +1,4 @@
-"""``--culler-dry-run`` on the real cluster and hub: decisions are logged, nothing is changed."""
+"""``GPUaaSService.culler_dry_run`` on the real cluster and hub: decisions logged, none acted on."""
 
 from __future__ import annotations
 

@@ -252,7 +252,13 @@ def test_a_service_started_with_a_bad_policy_serves_with_reclaim_off(
     env["JUPYTERHUB_SERVICE_URL"] = f"http://127.0.0.1:{port}"
     log = (tmp_path / "service.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuaas_service.app", f"--policy={bad}", "--culler-interval=1"],
+        [
+            sys.executable,
+            "-m",
+            "gpuaas_service.app",
+            f"--GPUaaSService.policy={bad}",
+            "--GPUaaSService.culler_interval=1",
+        ],
         env=env,
         cwd=tmp_path,
         stdout=log,

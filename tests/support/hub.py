@@ -353,10 +353,10 @@ def culler_config(
     extra_args: Sequence[str] = (),
 ) -> str:
     args = [
-        f"--policy={policy}",
-        "--culler-interval=1",
-        f"--save-lead={save_lead}",
-        *(["--culler-dry-run"] if dry_run else []),
+        f"--GPUaaSService.policy={policy}",
+        "--GPUaaSService.culler_interval=1",
+        f"--GPUaaSService.save_lead={save_lead}",
+        *(["--GPUaaSService.culler_dry_run=True"] if dry_run else []),
         *extra_args,
     ]
     return service_config(port, kubeconfig, poll_interval=1, culler_args=args, report_interval=1)
