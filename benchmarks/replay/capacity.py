@@ -292,32 +292,150 @@ def search_all(
     still searching, all seeds and splits, in one batch of worker processes)."""
     reference = spec_of(base).training_gpus
     grid = grid_sizes(reference)
+    start = grid.index(min(grid, key=lambda g: abs(g - reference)))
+    return _search(
+        base,
+        rung_names,
+        seeds,
+        grid,
+        start,
+        lambda run, g: replace(run, gpus=g),
+        levels=levels,
+        splits=splits,
+        workers=workers,
+        progress=progress,
+        what=lambda g: f"{g} GPUs",
+    )
+
+
+DEMAND_GRID = (
+    0.4, 0.5, 0.56, 0.63, 0.71, 0.8, 0.9, 1.0, 1.12, 1.25, 1.4, 1.6, 1.8, 2.0, 2.25, 2.5, 2.8,
+    3.2, 3.6, 4.0,
+)  # fmt: skip
+"""Demand searched by the dual, × the organisation's (about 12% apart)."""
+
+
+def demand_key(scale: float) -> int:
+    """The dual's grid key of a demand scale: the search's keys grow as the ratio falls (the
+    cluster's size does), so a demand is keyed by its negative, in thousandths."""
+    return -round(scale * 1000)
+
+
+def key_demand(key: float) -> float:
+    """The demand scale of a key (or of a key interpolated between two); ``-inf`` when no
+    demand searched meets the levels."""
+    return -key / 1000
+
+
+def scaled_demand(spec: OrgSpec, scale: float) -> tuple[tuple[str, float], ...]:
+    """The organisation's demand × ``scale``: notebook users per GPU and training offered load
+    alike (the memory need per session stays as it is)."""
+    d = spec.demand
+    return (
+        ("users_per_gpu", d.users_per_gpu * scale),
+        ("training_offered_load", d.training_offered_load * scale),
+    )
+
+
+def search_demand(
+    base: RunSpec,
+    rung_names: Sequence[str],
+    seeds: Sequence[int],
+    *,
+    levels: Levels,
+    splits: Sequence[float],
+    workers: int,
+    gpus: int | None = None,
+    progress: Callable[[str], None] = lambda _s: None,
+) -> dict[str, Search]:
+    """The dual of :func:`search_all`: on a cluster of ``gpus`` training GPUs (default the
+    organisation's own), the largest demand (:func:`scaled_demand`) each rung serves within the
+    levels. The searches are keyed by :func:`demand_key`: their ``capacity`` is a key, which
+    :func:`key_demand` turns back into the demand served."""
+    spec = spec_of(base)
+    size = gpus or spec.training_gpus
+    grid = sorted(demand_key(x) for x in DEMAND_GRID)
+    start = grid.index(demand_key(1.0))
+
+    def at(run: RunSpec, key: int) -> RunSpec:
+        demand = dict(run.demand) | dict(scaled_demand(spec, key_demand(key)))
+        return replace(run, gpus=size, demand=tuple(demand.items()))
+
+    return _search(
+        base,
+        rung_names,
+        seeds,
+        grid,
+        start,
+        at,
+        levels=levels,
+        splits=splits,
+        workers=workers,
+        progress=progress,
+        what=lambda k: f"{key_demand(k):g}× demand",
+    )
+
+
+def _search(
+    base: RunSpec,
+    rung_names: Sequence[str],
+    seeds: Sequence[int],
+    grid: Sequence[int],
+    start: int,
+    at: Callable[[RunSpec, int], RunSpec],
+    *,
+    levels: Levels,
+    splits: Sequence[float],
+    workers: int,
+    progress: Callable[[str], None],
+    what: Callable[[int], str],
+) -> dict[str, Search]:
+    """Bisect ``grid`` (keys along which the ratio falls) for every rung at once; ``at`` makes
+    a rung's run at a key."""
     searches = {r: Search(r) for r in rung_names}
     phases = [levels.limits(interruptions=False), levels.limits()]
     bisections = {r: _Bisection(grid, phases) for r in rung_names}
-    start = grid.index(min(grid, key=lambda g: abs(g - reference)))
     while True:
         pending = {
             r: i for r in rung_names if (i := bisections[r].next(searches[r], start)) is not None
         }
         if not pending:
             return searches
-        batch: list[RunSpec] = []
+        batch: list[tuple[int, RunSpec]] = []
         for r, i in pending.items():
             rung = ladder.RUNGS[r]
             for split in splits if rung.split_chosen else (ladder.COHORT_NOTEBOOK_SHARE,):
-                batch += [replace(base, rung=r, gpus=grid[i], seed=s, split=split) for s in seeds]
+                batch += [
+                    (grid[i], at(replace(base, rung=r, seed=s, split=split), grid[i]))
+                    for s in seeds
+                ]
         progress(
             f"  {len(batch)} runs: "
-            + ", ".join(f"{r} at {grid[i]} GPUs" for r, i in sorted(pending.items()))
+            + ", ".join(f"{r} at {what(grid[i])}" for r, i in sorted(pending.items()))
         )
-        for res in run_many(batch, workers):
-            by_split = searches[res["rung"]].sizes.setdefault(res["gpus_size"], {})
+        results = run_many([run for _key, run in batch], workers)
+        for (key, _run), res in zip(batch, results, strict=True):
+            by_split = searches[res["rung"]].sizes.setdefault(key, {})
             by_split.setdefault(res["split"], []).append(res)
         for search in searches.values():
             for by_split in search.sizes.values():
                 for runs in by_split.values():
                     runs.sort(key=lambda x: seeds.index(x["seed"]))
+
+
+def interval(
+    search: Search,
+    seeds: int,
+    limits: Mapping[str, float],
+    *,
+    resamples: int = 2000,
+    seed: int = 20261203,
+) -> tuple[float, float]:
+    """A 95% bootstrap interval of ``search``'s capacity (its key) over the seeds."""
+    rng = random.Random(seed)
+    picks = [[rng.randrange(seeds) for _ in range(seeds)] for _ in range(resamples)]
+    values = sorted(search.capacity(limits, p) for p in picks)
+    return values[int(0.025 * (len(values) - 1))], values[int(0.975 * (len(values) - 1))]
 
 
 @dataclass(frozen=True)

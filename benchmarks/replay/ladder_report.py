@@ -31,6 +31,8 @@ SWEEP: tuple[tuple[str, str, tuple[float, ...]], ...] = (
 )
 """The sensitivity sweep (``--sweep``): each figure moved alone from the organisation's."""
 SWEEP_RUNGS = ("B1", "L1i", "L2")
+DUAL_RUNGS = ("B1", "L1i", "L2", "L3")
+"""The rungs of the dual (the demand a fixed cluster serves); the first two are its baselines."""
 FRONTIER_IDLE_MIN = (30.0, 60.0, 120.0, 240.0)
 """jupyterhub-idle-culler timeouts on the culler frontier (L1i)."""
 FRONTIER_GPUAAS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
@@ -147,6 +149,15 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         " gpuaas's idle_after and warn_before",
     )
     g.add_argument("--no-frontier", action="store_true", help="skip the culler frontier")
+    g.add_argument(
+        "--dual",
+        action="store_true",
+        help="run the dual even with --quick (it runs by default, unless --no-dual): the"
+        " largest demand (users per GPU and training load × a factor) that "
+        + ", ".join(DUAL_RUNGS)
+        + " serve within the service levels on the organisation's own cluster",
+    )
+    g.add_argument("--no-dual", action="store_true", help="skip the dual")
     g.add_argument(
         "--quick",
         action="store_true",
@@ -289,6 +300,64 @@ def sweep_table(
             cells += [_multiplier(by.get(b)) for b in bases]
             lines.append(f"| {label} {value:g} (else {d[key]:g}) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def dual_table(
+    base: RunSpec,
+    rung_names: Sequence[str],
+    seeds: Sequence[int],
+    levels: Levels,
+    splits: Sequence[float],
+    workers: int,
+    resamples: int,
+) -> str:
+    """The dual: on the organisation's own cluster, the largest demand (× the organisation's:
+    notebook users per GPU and training load alike) each rung serves within the levels (all
+    of them, and the training and spawn levels alone), with a paired bootstrap interval over
+    the seeds, and its multiplier against the first two rungs."""
+    searches = capacity.search_demand(
+        base, rung_names, seeds, levels=levels, splits=splits, workers=workers
+    )
+    bases = list(rung_names[:2])
+    head = ["demand served [95%]"] + [f"× against {b} [95%]" for b in bases]
+    lines = [
+        "| rung | levels | " + " | ".join(head) + " |",
+        "|---|---" + "|---" * len(head) + "|",
+    ]
+    for title, limits in (
+        ("all", levels.limits()),
+        ("training + spawn", levels.limits(interruptions=False)),
+    ):
+        served = capacity.bootstrap(searches, bases, len(seeds), limits, resamples=resamples)
+        by = {(m.rung, m.baseline): m for m in served}
+        for r in rung_names:
+            point = capacity.key_demand(searches[r].capacity(limits))
+            low, high = capacity.interval(searches[r], len(seeds), limits, resamples=resamples)
+            cells = [
+                f"{_demand_fmt(point)} [{_demand_fmt(capacity.key_demand(high))}–"
+                f"{_demand_fmt(capacity.key_demand(low))}]"
+            ]
+            for b in bases:
+                m = by.get((r, b))
+                if m is not None:  # keys are negative demands: key_b ÷ key_r = demand_b ÷ demand_r
+                    m = Multiplier(r, b, _inverse(m.value), _inverse(m.high), _inverse(m.low))
+                cells.append(_multiplier(m))
+            lines.append(f"| {r} | {title} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _inverse(x: float) -> float:
+    if math.isnan(x):
+        return x
+    return math.inf if x == 0 else 1.0 / x
+
+
+def _demand_fmt(x: float) -> str:
+    if math.isinf(x) and x < 0:
+        return f"< {capacity.DEMAND_GRID[0]:g}×"
+    if x >= capacity.DEMAND_GRID[-1]:
+        return f"≥ {capacity.DEMAND_GRID[-1]:g}×"
+    return f"{x:.2f}×"
 
 
 def frontier_table(
@@ -454,6 +523,18 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         )
     else:
         sections["sweep"] = "(not run: `--no-sweep` or `--quick`)"
+    if args.dual or not (args.quick or args.no_dual):
+        sections["dual"] = dual_table(
+            base,
+            [r for r in DUAL_RUNGS if r in rung_names],
+            seeds[: args.sweep_seeds],
+            levels,
+            splits,
+            workers,
+            args.resamples,
+        )
+    else:
+        sections["dual"] = "(not run: `--no-dual` or `--quick`)"
     if args.frontier or not (args.quick or args.no_frontier):
         with tempfile.TemporaryDirectory(prefix="replay-frontier-") as tmp:
             sections["frontier"] = frontier_table(
@@ -476,6 +557,7 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         ("Each rung at its own service-level size", "at_size"),
         ("Sizes searched", "search"),
         ("Sensitivity", "sweep"),
+        ("The dual: the demand the organisation's cluster serves", "dual"),
         ("The culler frontier", "frontier"),
     ):
         print(f"\n{title}:\n{sections[key]}")
@@ -549,6 +631,8 @@ def render(
         spawn_p90=f"{levels.spawn_p90_min:g}",
         interrupted=f"{levels.interrupted_per_100h:g}",
         checkpoint=f"{args.checkpoint_min:g}",
+        training_gpus=spec.training_gpus,
+        dual_grid=f"{capacity.DEMAND_GRID[0]:g}-{capacity.DEMAND_GRID[-1]:g}×",
         sessions_kept=brain.SESSIONS_KEPT,
         headroom=f"{brain.DEFAULT_HEADROOM:g}",
         rungs=rungs,

@@ -170,3 +170,35 @@ def test_the_culler_frontier_moves_the_cullers_knobs(
     monkeypatch.setattr(ladder_report, "FRONTIER_GPUAAS", (("typo", (("warn_befor: 15m", "x"),)),))
     with pytest.raises(ValueError, match="the policy file has no 'warn_befor: 15m'"):
         main([*argv, "--workers", "1"])
+
+
+def test_the_dual_finds_the_largest_demand_a_fixed_cluster_serves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same bisection, along demand: runs whose training wait grows with the demand
+    (limit 30 min crossed at 1.5×) give 1.5× on the organisation's own cluster, every run at
+    that size with users per GPU and training load scaled alike."""
+    seen: list[RunSpec] = []
+
+    def fake_runs(runs: list[RunSpec], workers: int) -> list[dict[str, Any]]:
+        out = []
+        for run in runs:
+            seen.append(run)
+            scale = dict(run.demand)["training_offered_load"] / 0.7
+            out.append(
+                {**_runs(20.0 * scale)[0], "rung": run.rung, "split": run.split, "seed": run.seed}
+            )
+        return out
+
+    monkeypatch.setattr(capacity, "run_many", fake_runs)
+    base = RunSpec(org="dgx-4", rung="L2", gpus=0, seed=1)
+    searches = capacity.search_demand(base, ["L2"], [1, 2], levels=LEVELS, splits=[0.5], workers=1)
+    served = capacity.key_demand(searches["L2"].capacity(LEVELS.limits()))
+    assert served == pytest.approx(1.5, rel=0.02)
+    assert {r.gpus for r in seen} == {32}
+    for run in seen:
+        demand = dict(run.demand)
+        assert demand["users_per_gpu"] / 1.0 == pytest.approx(demand["training_offered_load"] / 0.7)
+    low, high = capacity.interval(searches["L2"], 2, LEVELS.limits(), resamples=50)
+    assert capacity.key_demand(high) == pytest.approx(served)  # every seed alike: a point
+    assert capacity.key_demand(low) == pytest.approx(served)
