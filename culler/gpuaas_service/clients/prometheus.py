@@ -82,20 +82,23 @@ def read_last_kernel(answer: Any) -> dict[tuple[str, str], float]:
     return _read_vector(answer, min)
 
 
-def _read_vector(answer: Any, pick: Any) -> dict[tuple[str, str], float]:
+def _result(answer: Any, result_type: str, what: str) -> list[Any]:
+    """The ``result`` of a successful answer of ``result_type``; PrometheusError otherwise."""
     body = as_mapping(answer)
     if body.get("status") != "success":
         raise PrometheusError(
             f"query failed: {body.get('errorType', 'error')}: {body.get('error', answer)!r}"
         )
     data = as_mapping(body.get("data"))
-    if data.get("resultType") != "vector":
-        raise PrometheusError(
-            f"the query must give an instant vector (one sample per pod), not"
-            f" {data.get('resultType')!r}"
-        )
+    if data.get("resultType") != result_type:
+        raise PrometheusError(f"{what}, not {data.get('resultType')!r}")
+    return as_list(data.get("result"))
+
+
+def _read_vector(answer: Any, pick: Any) -> dict[tuple[str, str], float]:
+    result = _result(answer, "vector", "the query must give an instant vector (one sample per pod)")
     out: dict[tuple[str, str], float] = {}
-    for raw in as_list(data.get("result")):
+    for raw in result:
         sample = as_mapping(raw)
         labels = as_mapping(sample.get("metric"))
         pod = labels.get("exported_pod") or labels.get("pod")
@@ -231,18 +234,10 @@ def read_matrix(
 ) -> Matrix:
     """A ``query_range`` JSON answer on the grid ``start, start + step, ... <= end``, each
     series named by its label ``by``; at most ``max_series`` series kept."""
-    body = as_mapping(answer)
-    if body.get("status") != "success":
-        raise PrometheusError(
-            f"query failed: {body.get('errorType', 'error')}: {body.get('error', answer)!r}"
-        )
-    data = as_mapping(body.get("data"))
-    if data.get("resultType") != "matrix":
-        raise PrometheusError(f"a range query must give a matrix, not {data.get('resultType')!r}")
+    result = _result(answer, "matrix", "a range query must give a matrix")
     count = int((end - start) // step) + 1 if end >= start else 0
     times = [start + k * step for k in range(count)]
     named: list[tuple[str, list[float | None]]] = []
-    result = as_list(data.get("result"))
     for raw in result:
         series = as_mapping(raw)
         name = str(as_mapping(series.get("metric")).get(by) or "")

@@ -39,6 +39,8 @@ from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
 from tests.support.service_world import World
 
 NOW = 1_764_500_000.0
+LEAD_CHARTS = ["allocated", "busy", "idle", "queued", "wait", "reclaims"]
+"""The charts of a caller who sees some teams; one who sees every team gets hand-offs too."""
 
 
 @dataclass
@@ -117,15 +119,7 @@ def test_team_names_are_matched_exactly_in_promql() -> None:
 def test_a_team_leads_queries_name_their_teams_and_leave_out_hand_offs() -> None:
     every = history_queries(None, 60)
     lead = history_queries({"team-a"}, 60)
-    assert [q.name for q in every] == [
-        "allocated",
-        "busy",
-        "idle",
-        "queued",
-        "wait",
-        "reclaims",
-        "handoffs",
-    ]
+    assert [q.name for q in every] == [*LEAD_CHARTS, "handoffs"]
     assert "handoffs" not in [q.name for q in lead]
     assert all(r'team=~"team\\-a"' in q.expr for q in lead)
     reclaims = next(q.expr for q in lead if q.name == "reclaims")
@@ -261,14 +255,7 @@ async def test_the_route_gives_a_team_lead_their_teams_series_only(
         code, answer = await ask("?range=1h")
         assert code == 200, answer
         assert answer["teams"] == ["team-a"]
-        assert [c["name"] for c in answer["charts"]] == [
-            "allocated",
-            "busy",
-            "idle",
-            "queued",
-            "wait",
-            "reclaims",
-        ]
+        assert [c["name"] for c in answer["charts"]] == LEAD_CHARTS
         assert all(r'team=~"team\\-a"' in a["query"] for a in prometheus.asked)
         # asking for another team's series gives nothing of it
         assert (await ask("?team=team-b"))[0] == 403
