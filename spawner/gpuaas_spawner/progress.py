@@ -13,10 +13,11 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from gpuaas_spawner.messages import say, waiting_words
 from jupyter_gpuaas.core.durations import format_duration, isoformat_z
 from jupyter_gpuaas.core.kueue import (
     ADMISSION_GATE,
@@ -27,7 +28,8 @@ from jupyter_gpuaas.core.kueue import (
     as_mapping,
     parse_time,
 )
-from jupyter_gpuaas.core.labels import RECLAIMED_AT, RECLAIMED_FOR, WARNED_AT
+from jupyter_gpuaas.core.labels import RECLAIM_OUTLOOK, RECLAIMED_AT, RECLAIMED_FOR, WARNED_AT
+from jupyter_gpuaas.core.parsing import ParseError, load_json
 
 __all__ = [
     "EXITED_HINT",
@@ -235,17 +237,23 @@ def spawn_status(
     events: Sequence[Mapping[str, Any]] = (),
     pod_seen: bool = False,
     offering: str = "",
+    now: datetime | None = None,
+    own_team: str = "",
+    teams: Mapping[str, str] | None = None,
 ) -> SpawnStatus:
     """The phase of a spawn.
 
     ``pod`` is the pod as the watch has it (``None``: not seen yet, or gone if ``pod_seen``);
     ``workload`` its Kueue Workload; ``pending`` its visibility-API entry while it waits;
     ``events`` the pod's events (oldest first); ``team`` and ``offering`` are display names.
+    While it waits, what holds the GPU (the gpuaas service's outlook on the pod) is told as of
+    ``now`` (``None``: not told), ``own_team`` being the user's team's name and ``teams`` the
+    display names of the teams by name.
     """
     if pod is None:
         if pod_seen:
             return _removed_message(team, workload, None)
-        return SpawnStatus(Phase.SUBMITTING, "Submitting your server to the queue")
+        return SpawnStatus(Phase.SUBMITTING, say("submitting"))
 
     meta, status = as_mapping(pod.get("metadata")), as_mapping(pod.get("status"))
     if meta.get("deletionTimestamp") or _pod_condition(pod, TERMINATION_TARGET) is not None:
@@ -255,18 +263,36 @@ def spawn_status(
     if failed is not None:
         return failed
     if is_gated(pod):
-        return _queued(team, workload, pending)
+        queued = _queued(team, workload, pending)
+        told = _outlook_words(pod, now=now, own_team=own_team, teams=teams or {})
+        if told and queued.phase is Phase.QUEUED:
+            return replace(queued, message=f"{queued.message}. {told}")
+        return queued
 
-    for_what = f" for {offering}" if offering else ""
+    # The scheduler's own reason ("0/4 nodes are available: ...") is for the admin's log.
+    for_what = say("waiting_for_node.for", offering=offering) if offering else ""
     scheduled = _pod_condition(pod, "PodScheduled")
     if not status.get("nodeName") and not (scheduled and scheduled.get("status") == "True"):
-        why = str(scheduled.get("message", "")) if scheduled else ""
-        detail = f" ({why})" if why else ""
         return SpawnStatus(
-            Phase.WAITING_FOR_NODE,
-            f"Admitted in {team} (quota reserved); waiting for a free node{for_what}{detail}",
+            Phase.WAITING_FOR_NODE, say("waiting_for_node", team=team, for_what=for_what)
         )
     return _on_the_node(status, events)
+
+
+def _outlook_words(
+    pod: Mapping[str, Any], *, now: datetime | None, own_team: str, teams: Mapping[str, str]
+) -> str:
+    """What holds the GPU, from the outlook the gpuaas service keeps on a waiting pod."""
+    text = as_mapping(as_mapping(pod.get("metadata")).get("annotations")).get(RECLAIM_OUTLOOK)
+    if now is None or not isinstance(text, str) or not text:
+        return ""
+    try:
+        outlook = load_json(text, path=RECLAIM_OUTLOOK)
+    except ParseError:
+        return ""
+    if not isinstance(outlook, Mapping):
+        return ""
+    return waiting_words(outlook, own_team=own_team, teams=teams, now=now)
 
 
 def _failed(status: Mapping[str, Any]) -> SpawnStatus | None:
@@ -299,25 +325,24 @@ def _queued(
 ) -> SpawnStatus:
     """A pod that Kueue still holds: where it stands in the queue."""
     if workload is not None and workload.quota_reserved:
-        return SpawnStatus(
-            Phase.QUOTA_RESERVED,
-            f"Admitted in {team}: quota reserved, waiting for Kueue's admission checks",
-        )
+        return SpawnStatus(Phase.QUOTA_RESERVED, say("reserved", team=team))
     if pending is not None:
         pos = pending.position_in_local_queue + 1
         ahead = pending.position_in_cluster_queue
-        more = f" ({ahead} ahead in the cluster queue)" if ahead + 1 != pos else ""
         return SpawnStatus(
             Phase.QUEUED,
-            f"Queued in {team}: position {pos}{more}",
+            say("queued.position", team=team, position=pos)
+            if ahead + 1 == pos
+            else say("queued.ahead", team=team, position=pos, ahead=ahead),
             position=pos,
             ahead_in_cluster_queue=ahead,
         )
     if workload is None:
-        return SpawnStatus(Phase.QUEUED, f"Queued in {team}: waiting for Kueue to register it")
-    why = workload.pending_message
-    detail = f" ({why})" if why else ""
-    return SpawnStatus(Phase.QUEUED, f"Queued in {team}{detail}")
+        return SpawnStatus(Phase.QUEUED, say("queued.registering", team=team))
+    # Kueue's own reason ("couldn't assign flavors ...") is for the admin's log.
+    if workload.inadmissible:
+        return SpawnStatus(Phase.QUEUED, say("queued.inadmissible", team=team))
+    return SpawnStatus(Phase.QUEUED, say("queued", team=team))
 
 
 def _on_the_node(status: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> SpawnStatus:
@@ -325,32 +350,24 @@ def _on_the_node(status: Mapping[str, Any], events: Sequence[Mapping[str, Any]])
     statuses = [as_mapping(s) for s in as_list(status.get("containerStatuses"))]
     states = [as_mapping(s.get("state")) for s in statuses]
     waiting = [as_mapping(state.get("waiting")) for state in states if "waiting" in state]
+    # The kubelet's reasons (ImagePullBackOff, a missing Secret) are for the admin's log.
     for w in waiting:
         if w.get("reason") in _IMAGE_ERRORS:
-            return SpawnStatus(
-                Phase.PULLING,
-                f"Cannot pull the image yet ({w.get('reason')}): {w.get('message', '')}".rstrip(
-                    ": "
-                ),
-            )
+            return SpawnStatus(Phase.PULLING, say("pulling.failing"))
         if w.get("reason") == "CreateContainerConfigError":
-            return SpawnStatus(
-                Phase.STARTING, f"Cannot create the container yet: {w.get('message', '')}"
-            )
+            return SpawnStatus(Phase.STARTING, say("creating.failing"))
     running = bool(statuses) and all("running" in as_mapping(s.get("state")) for s in statuses)
     if running:
         if all(s.get("ready") for s in statuses):
-            return SpawnStatus(Phase.READY, "Your server is ready")
-        return SpawnStatus(Phase.STARTING, "Starting Jupyter")
+            return SpawnStatus(Phase.READY, say("ready"))
+        return SpawnStatus(Phase.STARTING, say("starting.jupyter"))
 
-    reason, message = _latest_event_reason(events)
+    reason, _message = _latest_event_reason(events)
     if reason == "Pulling":
-        return SpawnStatus(
-            Phase.PULLING, f"Pulling the image: {message}" if message else "Pulling the image"
-        )
+        return SpawnStatus(Phase.PULLING, say("pulling.event"))
     if reason in ("Pulled", "Created", "Started"):
-        return SpawnStatus(Phase.STARTING, "Starting the container")
-    return SpawnStatus(Phase.PULLING, "Node found; pulling the image and creating the container")
+        return SpawnStatus(Phase.STARTING, say("starting.container"))
+    return SpawnStatus(Phase.PULLING, say("pulling"))
 
 
 # --------------------------------------------------------------------------- deadlines

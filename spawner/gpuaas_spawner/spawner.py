@@ -41,6 +41,7 @@ from traitlets.config import Config
 from gpuaas_spawner.failures import classify_start_error, cluster_not_answering
 from gpuaas_spawner.form import FormModel, build_form_model, render_form
 from gpuaas_spawner.hubcompat import SpawnException, not_counted
+from gpuaas_spawner.messages import page_words, say
 from gpuaas_spawner.pod import (
     PodSettings,
     externalize_secrets,
@@ -812,6 +813,9 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             events=events,
             pod_seen=bool(uid),
             offering=choice.offering.display_name,
+            now=self.clock(),
+            own_team=choice.tenant.name,
+            teams=self._team_names(),
         )
         self._gpuaas_last_status = status
         return status
@@ -1078,7 +1082,9 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             finally:
                 self.start_timeout = long_timeout
             return
-        notice = self._orphaned_queue_notice() or self._reclaimed_notice()
+        notice = (
+            self._orphaned_queue_notice() or self._left_queue_notice() or self._reclaimed_notice()
+        )
         self.start_timeout = max(1, int(self.stop_timeout))
         try:
             await self._stop_pod(now)
@@ -1103,6 +1109,30 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             return False
         return is_gated(pod)
 
+    @property
+    def gpuaas_page_words(self) -> dict[str, str]:
+        """The spawn progress page's own words ("Leave the queue", ...): read by the page
+        template in ``HUB_TEMPLATES``."""
+        return page_words()
+
+    def _team_names(self) -> dict[str, str]:
+        """The teams' display names by name (none while the catalog cannot be read)."""
+        try:
+            return {t.name: t.display_name for t in self.catalog.tenants.values()}
+        except CatalogError:
+            return {}
+
+    def _left_queue_notice(self) -> str:
+        """A stop of this hub process's own spawn while it still waits in the queue: the user
+        left the queue ("Leave the queue" on the progress page). Nothing was started."""
+        status = self._gpuaas_last_status
+        if self._gpuaas_settings is None or status is None or not status.in_queue:
+            return ""
+        if self._gpuaas_admitted_at is not None or self._gpuaas_notice:
+            return ""  # admitted meanwhile, or ended for a reason already told
+        self.log.info("gpuaas: event=left-queue user=%s server=%s", self.user.name, self.name)
+        return say("left_queue")
+
     def _reclaimed_notice(self) -> str:
         """Why the gpuaas service is stopping this server (the marks it left on the pod before
         asking the hub): shown to the user on their next visit; "" for any other stop."""
@@ -1110,11 +1140,9 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         pod = reflector.pods.get(f"{self.namespace}/{self.pod_name}") if reflector else None
         meta = (pod or {}).get("metadata") or {}
         team = str((meta.get("labels") or {}).get(TEAM_LABEL, ""))
-        try:
-            names = {t.name: t.display_name for t in self.catalog.tenants.values()}
-        except CatalogError:
-            names = {}
-        notice = reclaim_notice(meta.get("annotations") or {}, team=team, team_names=names)
+        notice = reclaim_notice(
+            meta.get("annotations") or {}, team=team, team_names=self._team_names()
+        )
         if notice:
             self.log.info(
                 "gpuaas: event=reclaimed user=%s server=%s: told on the next visit",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
@@ -27,6 +28,7 @@ from jupyter_gpuaas.core.kueue import (
     read_workload,
     workload_for_pod,
 )
+from jupyter_gpuaas.core.labels import RECLAIM_OUTLOOK
 from jupyter_gpuaas.hub.watch import StaticKueueView
 from tests.support.samples import (
     GPU,
@@ -212,7 +214,7 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
     (
         "gated, no workload yet",
         {"pod": pod(gated=True)},
-        SpawnStatus(Phase.QUEUED, "Queued in team-a: waiting for Kueue to register it"),
+        SpawnStatus(Phase.QUEUED, "Queued in team-a: waiting for the queue to take it in"),
     ),
     (
         "gated with position",
@@ -227,14 +229,14 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
     (
         "gated, visibility not answered",
         {"pod": pod(gated=True), "workload": read_workload(QUEUED_WL)},
-        SpawnStatus(Phase.QUEUED, f"Queued in team-a ({PENDING_MSG})"),
+        SpawnStatus(Phase.QUEUED, "Queued in team-a: waiting for a GPU to free up"),
     ),
     (
         "quota reserved, checks pending",
         {"pod": pod(gated=True), "workload": read_workload(RESERVED_WL)},
         SpawnStatus(
             Phase.QUOTA_RESERVED,
-            "Admitted in team-a: quota reserved, waiting for Kueue's admission checks",
+            "Admitted in team-a: quota reserved, waiting for the last checks",
         ),
     ),
     (
@@ -255,8 +257,7 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
         },
         SpawnStatus(
             Phase.WAITING_FOR_NODE,
-            "Admitted in team-a (quota reserved); waiting for a free node for NVIDIA H100 "
-            "(0/4 nodes are available: 4 Insufficient nvidia.com/gpu.)",
+            "Admitted in team-a (quota reserved); waiting for a free node for NVIDIA H100",
         ),
     ),
     (
@@ -283,9 +284,7 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
                 },
             ],
         },
-        SpawnStatus(
-            Phase.PULLING, 'Pulling the image: Pulling image "quay.io/jupyter/pytorch-notebook"'
-        ),
+        SpawnStatus(Phase.PULLING, "Pulling the image"),
     ),
     (
         "scheduled, pulled (event)",
@@ -319,7 +318,8 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
             )
         },
         SpawnStatus(
-            Phase.PULLING, "Cannot pull the image yet (ImagePullBackOff): Back-off pulling image"
+            Phase.PULLING,
+            "The server's image cannot be downloaded yet; retrying. If this lasts, tell an admin.",
         ),
     ),
     (
@@ -337,10 +337,7 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
                 }
             )
         },
-        SpawnStatus(
-            Phase.STARTING,
-            'Cannot create the container yet: secret "jupyter-alice-hub-token" not found',
-        ),
+        SpawnStatus(Phase.STARTING, "The container cannot be created yet; retrying."),
     ),
     (
         "running, not ready",
@@ -978,3 +975,36 @@ def _claim_event(uid: str, message: str, at: str, reason: str = "ProvisioningFai
 )
 def test_home_volume_failure(claim: Any, events: list[Any], expected: str) -> None:
     assert home_volume_failure(claim, events) == expected
+
+
+def test_a_queued_server_is_told_what_holds_the_gpu_and_when_it_frees() -> None:
+    now = datetime(2026, 11, 30, 10, 0, tzinfo=timezone.utc)
+    outlook = {
+        "holders": [
+            {
+                "kind": "server",
+                "team": "team-a",
+                "yours": False,
+                "state": "idle",
+                "idle_since": "2026-11-30T09:56:00.000Z",
+                "freed_at": "2026-11-30T10:12:00.000Z",
+            }
+        ],
+        "more": 0,
+        "freed_at": "2026-11-30T10:12:00.000Z",
+    }
+    waiting = pod(gated=True)
+    waiting["metadata"]["annotations"] = {RECLAIM_OUTLOOK: json.dumps(outlook)}
+    kw: dict[str, Any] = {"pod": waiting, "workload": read_workload(QUEUED_WL), "pending": MINE}
+    status = spawn_status(team="team-a", now=now, own_team="team-a", teams={}, **kw)
+    assert status.phase is Phase.QUEUED
+    assert status.position == 3
+    assert status.message == (
+        "Queued in team-a: position 3 (4 ahead in the cluster queue). The GPU is in use by a "
+        "teammate's server, idle 4 min (being freed). An idle server is being freed for you: "
+        "about 12 min."
+    )
+    # Without a clock (or with a damaged outlook) only the place in the queue is told.
+    assert spawn_status(team="team-a", **kw).message.endswith("cluster queue)")
+    waiting["metadata"]["annotations"] = {RECLAIM_OUTLOOK: "{not json"}
+    assert spawn_status(team="team-a", now=now, **kw).message.endswith("cluster queue)")

@@ -1,0 +1,159 @@
+"""Every sentence the spawn progress page shows a data scientist, in one reviewed table.
+
+``{name}`` fields are filled by :func:`say`. tests/unit/spawner/test_messages.py renders each
+one and checks the words (no Kubernetes reasons, ISO timestamps, HTTP codes, setting names or
+GPU-equivalents): changing one is a change to this table and to that test. The page template's
+own words (the "Leave the queue" button and what it says after) are here too, handed to the
+template by :func:`page_words`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+__all__ = ["MESSAGES", "PAGE_WORDS", "about", "page_words", "say", "waiting_words"]
+
+MESSAGES: Mapping[str, str] = {
+    # Where the spawn stands.
+    "submitting": "Submitting your server to the queue",
+    "queued.position": "Queued in {team}: position {position}",
+    "queued.ahead": "Queued in {team}: position {position} ({ahead} ahead in the cluster queue)",
+    "queued.registering": "Queued in {team}: waiting for the queue to take it in",
+    "queued": "Queued in {team}: waiting for a GPU to free up",
+    "queued.inadmissible": (
+        "Queued in {team}: the queue cannot take it in right now; an admin can see why"
+    ),
+    "reserved": "Admitted in {team}: quota reserved, waiting for the last checks",
+    "waiting_for_node": "Admitted in {team} (quota reserved); waiting for a free node{for_what}",
+    "waiting_for_node.for": " for {offering}",
+    "pulling": "Node found; pulling the image and creating the container",
+    "pulling.event": "Pulling the image",
+    "pulling.failing": (
+        "The server's image cannot be downloaded yet; retrying. If this lasts, tell an admin."
+    ),
+    "creating.failing": "The container cannot be created yet; retrying.",
+    "starting.container": "Starting the container",
+    "starting.jupyter": "Starting Jupyter",
+    "ready": "Your server is ready",
+    # What holds the GPU, and when it may free (from the reclaim plan).
+    "hold.intro": "The GPU is in use by {holders}.",
+    "hold.yours.idle": "your other server, idle {idle}",
+    "hold.yours.busy": "your other server, in use",
+    "hold.yours": "your other server",
+    "hold.teammate.idle": "a teammate's server, idle {idle}",
+    "hold.teammate.busy": "a teammate's server, in use",
+    "hold.teammate": "a teammate's server",
+    "hold.other.idle": "a server of {team}, idle {idle}",
+    "hold.other.busy": "a server of {team}, in use",
+    "hold.other": "a server of {team}",
+    "hold.job.own": "a training job of your team",
+    "hold.job.other": "a training job of {team}",
+    "hold.being_freed": "{holder} (being freed)",
+    "hold.more": "{count} more",
+    "hold.and": " and ",
+    "hold.comma": ", ",
+    "freeing": "An idle server is being freed for you: about {duration}.",
+    "freeing.now": "An idle server is being freed for you: any moment now.",
+    "duration.minute": "1 min",
+    "duration.minutes": "{minutes} min",
+    "duration.hours": "{hours} h",
+    "duration.hours_minutes": "{hours} h {minutes} min",
+    "duration.under_a_minute": "under a minute",
+    # Leaving the queue (the spawner's own stop of a server still waiting).
+    "left_queue": "You left the queue; nothing was started.",
+}
+
+PAGE_WORDS: Mapping[str, str] = {
+    "leave.button": "Leave the queue",
+    "leave.leaving": "Leaving the queue…",
+    "leave.done": "You left the queue; nothing was started.",
+    "leave.again": "Choose a GPU and start again",
+    "leave.failed": "Leaving the queue did not work; try again, or reload the page.",
+    "leave.hint": "Your place in the queue is kept while this page is closed.",
+}
+"""The pending page's own words (its template shows them)."""
+
+
+def say(key: str, **values: Any) -> str:
+    """The sentence ``key`` of :data:`MESSAGES` with its fields filled."""
+    return MESSAGES[key].format(**values)
+
+
+def page_words() -> dict[str, str]:
+    """:data:`PAGE_WORDS` for the template (keys with ``_`` for Jinja attribute access)."""
+    return {key.replace(".", "_"): text for key, text in PAGE_WORDS.items()}
+
+
+def about(span: timedelta) -> str:
+    """A wait or an idle time as a person says it, in whole minutes ("4 min", "1 h 5 min")."""
+    minutes = int(span.total_seconds() // 60)
+    if minutes < 1:
+        return say("duration.under_a_minute")
+    if minutes < 60:
+        return say("duration.minute") if minutes == 1 else say("duration.minutes", minutes=minutes)
+    hours, rest = divmod(minutes, 60)
+    if not rest:
+        return say("duration.hours", hours=hours)
+    return say("duration.hours_minutes", hours=hours, minutes=rest)
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _holder(
+    entry: Mapping[str, Any], *, own_team: str, teams: Mapping[str, str], now: datetime
+) -> str:
+    team = str(entry.get("team") or "")
+    name = teams.get(team, "another team")
+    if entry.get("kind") == "job":
+        return say("hold.job.own") if team == own_team else say("hold.job.other", team=name)
+    whose = "yours" if entry.get("yours") else ("teammate" if team == own_team else "other")
+    state = entry.get("state")
+    since = _time(entry.get("idle_since"))
+    if state == "idle" and since is not None:
+        text = say(f"hold.{whose}.idle", team=name, idle=about(now - since))
+    elif state == "busy":
+        text = say(f"hold.{whose}.busy", team=name)
+    else:
+        text = say(f"hold.{whose}", team=name)
+    if _time(entry.get("freed_at")) is not None:
+        text = say("hold.being_freed", holder=text)
+    return text
+
+
+def _listed(parts: list[str]) -> str:
+    if len(parts) <= 1:
+        return "".join(parts)
+    return say("hold.comma").join(parts[:-1]) + say("hold.and") + parts[-1]
+
+
+def waiting_words(
+    outlook: Mapping[str, Any], *, own_team: str, teams: Mapping[str, str], now: datetime
+) -> str:
+    """What holds the GPU a queued server waits for and, when the reclaim plan frees some for
+    it, about when — from the outlook the gpuaas service keeps on the pod (``""``: nothing to
+    say). ``own_team``: the waiting user's team (its name); ``teams``: display names by name."""
+    raw = outlook.get("holders")
+    holders = [h for h in raw if isinstance(h, Mapping)] if isinstance(raw, list) else []
+    parts = [_holder(h, own_team=own_team, teams=teams, now=now) for h in holders]
+    more = outlook.get("more")
+    if isinstance(more, int) and more > 0 and parts:
+        parts.append(say("hold.more", count=more))
+    sentences = [say("hold.intro", holders=_listed(parts))] if parts else []
+    due = _time(outlook.get("freed_at"))
+    if due is not None:
+        left = due - now
+        sentences.append(
+            say("freeing.now")
+            if left < timedelta(minutes=1)
+            else say("freeing", duration=about(left))
+        )
+    return " ".join(sentences)
