@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from gpuaas_service.queue.outlook import OutlookWriter
     from gpuaas_service.reclaim.loop import ReclaimLoop
     from gpuaas_service.reclaim.usage import UsageRecorder
+    from gpuaas_service.web.console_history import History
     from gpuaas_service.web.context import ServiceContext
     from gpuaas_service.web.resize import Resizer
     from gpuaas_service.web.servers import ServerTokens
@@ -418,6 +419,26 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         Example: c.GPUaaSService.prometheus_timeout = 20""",
     )
 
+    history_max_points = Integer(
+        240,
+        min=10,
+        max=11000,
+        config=True,
+        help="""The most points per series in the console's history (read from prometheus_url
+        with range queries): the step is chosen from the range asked for so that none has more.
+        Default 240 (6 hours in 2-minute steps). Prometheus allows at most 11000.
+        Example: c.GPUaaSService.history_max_points = 500""",
+    )
+
+    history_max_series = Integer(
+        30,
+        min=1,
+        config=True,
+        help="""The most series per chart of the console's history (a series per team): a
+        query with more keeps the first ones by name and says how many it cut. Default 30.
+        Example: c.GPUaaSService.history_max_series = 60""",
+    )
+
     # ---------------------------------------------------------------- notebook jobs
 
     catalog_file = Unicode(
@@ -556,7 +577,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         self._start_reclaim(loop, source)
         url = urlparse(self.url)
         # Bodies over the limit are refused from their Content-Length, before they are read.
-        make_app(context).listen(
+        make_app(context, history=self._history()).listen(
             url.port or 80, url.hostname or "127.0.0.1", max_body_size=self.max_request_bytes
         )
         log.info(
@@ -716,6 +737,22 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             loop.kube, self.notebook_namespace, HISTORY_CONFIGMAP, owner="culler", what="usage"
         )
         return UsageRecorder(state)
+
+    def _history(self) -> History:
+        """The console's history: prometheus_url with the history's bounds, and the time a
+        Prometheus gets to answer (prometheus_timeout, at most 5 s: a page waits for it)."""
+        from gpuaas_service.clients.prometheus import PrometheusClient
+        from gpuaas_service.web.console_history import History
+
+        if not self.prometheus_url:
+            return History(None)
+        timeout = min(self.prometheus_timeout, 5.0)
+        return History(
+            PrometheusClient(self.prometheus_url, timeout=timeout),
+            max_points=self.history_max_points,
+            max_series=self.history_max_series,
+            timeout=timeout,
+        )
 
     def _prometheus_readers(self) -> tuple[Readings | None, Readings | None]:
         """Per-pod GPU utilisation and HAMi's seconds since the last kernel, where configured."""

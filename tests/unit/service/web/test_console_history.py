@@ -264,3 +264,18 @@ async def test_the_route_gives_a_team_lead_their_teams_series_only(
         assert "range" in answer["message"]
     finally:
         server.stop()
+
+
+def test_the_service_builds_its_history_from_prometheus_url() -> None:
+    from gpuaas_service.app import GPUaaSService
+
+    service = GPUaaSService(
+        prometheus_url="http://prometheus.monitoring:9090",
+        history_max_series=7,
+        history_max_points=99,
+    )
+    built = service._history()
+    assert built.client is not None
+    assert built.client.url == "http://prometheus.monitoring:9090"
+    assert (built.max_points, built.max_series, built.timeout) == (99, 7, 5.0)
+    assert GPUaaSService(prometheus_url="")._history().client is None
