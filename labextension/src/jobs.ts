@@ -17,7 +17,7 @@ import {
   jobsToNotify,
   parseJobs
 } from './jobsModel';
-import { el } from './queue';
+import { h } from './dom';
 
 /** How the jobs part reaches the server extension (injected: tests give their own). */
 export interface IJobsApi {
@@ -34,34 +34,34 @@ class JobForm extends Widget {
     this.addClass('jp-gpuaas-job-form');
     this._path = path;
     this._options = options;
-    this._team = el('select', 'jp-mod-styled jp-gpuaas-job-team');
+    this._team = h('select', { class: 'jp-mod-styled jp-gpuaas-job-team' });
     this._team.setAttribute('aria-label', 'Team');
     for (const team of options.teams) {
       this._team.append(new Option(team.display_name, team.team));
     }
-    this._offering = el('select', 'jp-mod-styled jp-gpuaas-job-offering');
+    this._offering = h('select', { class: 'jp-mod-styled jp-gpuaas-job-offering' });
     this._offering.setAttribute('aria-label', 'GPU');
-    this._count = el('input', 'jp-mod-styled jp-gpuaas-job-count');
+    this._count = h('input', { class: 'jp-mod-styled jp-gpuaas-job-count' });
     this._count.type = 'number';
     this._count.setAttribute('aria-label', 'Count');
-    this._limit = el('input', 'jp-mod-styled jp-gpuaas-job-limit');
+    this._limit = h('input', { class: 'jp-mod-styled jp-gpuaas-job-limit' });
     this._limit.setAttribute('aria-label', 'Time limit');
     this._limit.placeholder = 'e.g. 2h';
-    this._params = el('textarea', 'jp-mod-styled jp-gpuaas-job-parameters');
+    this._params = h('textarea', { class: 'jp-mod-styled jp-gpuaas-job-parameters' });
     this._params.setAttribute('aria-label', 'Parameters');
     this._params.placeholder = 'lr = 0.01\nepochs = 10';
-    this._room = el('div', 'jp-gpuaas-job-headroom');
+    this._room = h('div', { class: 'jp-gpuaas-job-headroom' });
     this._room.setAttribute('role', 'status');
-    this._cap = el('div', 'jp-gpuaas-note jp-gpuaas-job-cap');
+    this._cap = h('div', { class: 'jp-gpuaas-note jp-gpuaas-job-cap' });
     this._cap.setAttribute('role', 'alert');
     this.node.append(
-      el('p', 'jp-gpuaas-job-path', `Notebook: ${path}`),
-      el('label', '', 'Team ', this._team),
-      el('label', '', 'GPU ', this._offering),
+      h('p', { class: 'jp-gpuaas-job-path' }, `Notebook: ${path}`),
+      h('label', { class: '' }, 'Team ', this._team),
+      h('label', { class: '' }, 'GPU ', this._offering),
       this._room,
-      el('label', '', 'Count ', this._count),
-      el('label', '', 'Time limit ', this._limit),
-      el('label', '', 'Parameters (name = value, one a line) ', this._params),
+      h('label', { class: '' }, 'Count ', this._count),
+      h('label', { class: '' }, 'Time limit ', this._limit),
+      h('label', { class: '' }, 'Parameters (name = value, one a line) ', this._params),
       this._cap
     );
     this._team.onchange = () => {
@@ -243,15 +243,17 @@ export class JobsSection extends Widget {
   }
 
   private _render(): void {
-    const heading = el('h3', 'jp-gpuaas-section-title', 'GPU jobs');
+    const heading = h('h3', { class: 'jp-gpuaas-section-title' }, 'GPU jobs');
     const parts: Node[] = [heading];
     if (this._error !== null) {
-      parts.push(el('div', 'jp-gpuaas-note jp-gpuaas-jobs-error', this._error));
+      parts.push(h('div', { class: 'jp-gpuaas-note jp-gpuaas-jobs-error' }, this._error));
     }
     if (this._jobs.length === 0) {
-      parts.push(el('p', 'jp-gpuaas-hint', 'No GPU jobs. Run a notebook with "Run as GPU job…".'));
+      parts.push(
+        h('p', { class: 'jp-gpuaas-hint' }, 'No GPU jobs. Run a notebook with "Run as GPU job…".')
+      );
     } else {
-      const list = el('ul', 'jp-gpuaas-jobs');
+      const list = h('ul', { class: 'jp-gpuaas-jobs' });
       list.setAttribute('aria-label', 'Your GPU jobs');
       list.append(...this._jobs.map(job => this._item(job)));
       parts.push(list);
@@ -260,10 +262,10 @@ export class JobsSection extends Widget {
   }
 
   private _item(job: IJob): HTMLElement {
-    const state = el('span', 'jp-gpuaas-job-state', jobStateLabel(job));
-    const buttons = el('div', 'jp-gpuaas-job-actions');
+    const state = h('span', { class: 'jp-gpuaas-job-state' }, jobStateLabel(job));
+    const buttons = h('div', { class: 'jp-gpuaas-job-actions' });
     const button = (label: string, action: () => void): HTMLButtonElement => {
-      const b = el('button', 'jp-mod-styled jp-gpuaas-job-button', label);
+      const b = h('button', { class: 'jp-mod-styled jp-gpuaas-job-button' }, label);
       b.onclick = action;
       return b;
     };
@@ -276,16 +278,20 @@ export class JobsSection extends Widget {
       );
     }
     buttons.append(button(job.finished ? 'Remove' : 'Cancel', () => void this._cancel(job)));
-    const row = el(
+    const row = h(
       'li',
-      'jp-gpuaas-job',
-      el(
+      { class: 'jp-gpuaas-job' },
+      h(
         'div',
-        'jp-gpuaas-line',
-        el('span', 'jp-gpuaas-job-name', job.notebook || job.name),
+        { class: 'jp-gpuaas-line' },
+        h('span', { class: 'jp-gpuaas-job-name' }, job.notebook || job.name),
         state
       ),
-      el('div', 'jp-gpuaas-meta', `${job.name} · ${job.offering_name} · team ${job.team}`),
+      h(
+        'div',
+        { class: 'jp-gpuaas-meta' },
+        `${job.name} · ${job.offering_name} · team ${job.team}`
+      ),
       buttons
     );
     row.dataset.job = job.name;
@@ -296,7 +302,7 @@ export class JobsSection extends Widget {
   private async _showLog(job: IJob): Promise<void> {
     try {
       const answer = (await this._api.get(`jobs/${job.team}/${job.name}/log`)) as { log: string };
-      const pre = el('pre', 'jp-gpuaas-job-log', answer.log || '(nothing logged yet)');
+      const pre = h('pre', { class: 'jp-gpuaas-job-log' }, answer.log || '(nothing logged yet)');
       await showDialog({
         title: `Log of ${job.name}`,
         body: new Widget({ node: pre }),

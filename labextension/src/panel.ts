@@ -35,6 +35,7 @@ import {
 } from './model';
 import { QueueSection } from './queue';
 import { parseQueue } from './queueModel';
+import { type Child, h } from './dom';
 import type { IDevice, IUsage } from './types';
 
 /** The refresh interval when the settings give none, in seconds. */
@@ -61,28 +62,6 @@ export namespace GpuPanel {
     /** Fetch one `queue` payload (docs/queue.md); without it there is no Queue section. */
     fetchQueue?: () => Promise<unknown>;
   }
-}
-
-type Child = Node | string | null | undefined | false;
-
-/** Create an element with attributes (undefined ones left out) and children. */
-function h<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  attrs: Record<string, string | undefined> = {},
-  ...children: Child[]
-): HTMLElementTagNameMap[K] {
-  const element = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs)) {
-    if (value !== undefined) {
-      element.setAttribute(name, value);
-    }
-  }
-  for (const child of children) {
-    if (child !== null && child !== undefined && child !== false) {
-      element.append(child);
-    }
-  }
-  return element;
 }
 
 /** A segment of a memory bar. */

@@ -1,20 +1,9 @@
 import { Widget } from '@lumino/widgets';
 
+import { h } from './dom';
 import { formatWaited, positionLabel, queueSignature, requestLabel } from './queueModel';
 import { say } from './messages';
 import type { IQueue, IQueueItem } from './types';
-
-/** An element with a class and children (the sidebar's sections build their DOM with it). */
-export function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  ...children: (Node | string)[]
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  node.append(...children);
-  return node;
-}
 
 /**
  * Why the service gave no queue, in a person's words; the service client's own message (with
@@ -72,41 +61,41 @@ export class QueueSection extends Widget {
       return;
     }
     this._rendered = signature;
-    const heading = el('h3', 'jp-gpuaas-section-title', 'Queue');
+    const heading = h('h3', { class: 'jp-gpuaas-section-title' }, 'Queue');
     heading.id = 'jp-gpuaas-queue-heading';
     const parts: Node[] = [heading];
     const queue = this._queue;
     const problem = this._error ?? serviceProblem(queue);
     if (problem !== null) {
-      const note = el('div', 'jp-gpuaas-note jp-gpuaas-queue-error', problem);
+      const note = h('div', { class: 'jp-gpuaas-note jp-gpuaas-queue-error' }, problem);
       note.setAttribute('role', 'status');
       parts.push(note);
     }
     if (queue === null) {
       if (problem === null) {
-        parts.push(el('p', 'jp-gpuaas-placeholder', 'Loading the queue…'));
+        parts.push(h('p', { class: 'jp-gpuaas-placeholder' }, 'Loading the queue…'));
       }
     } else if (queue.items.length === 0) {
       if (queue.error === null) {
-        parts.push(el('p', 'jp-gpuaas-hint jp-gpuaas-queue-empty', 'Nothing queued.'));
+        parts.push(h('p', { class: 'jp-gpuaas-hint jp-gpuaas-queue-empty' }, 'Nothing queued.'));
       }
     } else {
-      const list = el('ol', 'jp-gpuaas-queue');
+      const list = h('ol', { class: 'jp-gpuaas-queue' });
       list.setAttribute('aria-label', 'Your pending GPU work');
       list.append(...queue.items.map(item => this._item(item)));
       parts.push(list);
     }
     if (queue !== null && queue.teams.length > 0) {
-      const teams = el('ul', 'jp-gpuaas-queue-teams');
+      const teams = h('ul', { class: 'jp-gpuaas-queue-teams' });
       teams.setAttribute('aria-label', 'Workloads per team');
       for (const team of queue.teams) {
-        const row = el(
+        const row = h(
           'li',
-          'jp-gpuaas-queue-team',
-          el('span', 'jp-gpuaas-queue-team-name', team.team),
-          el(
+          { class: 'jp-gpuaas-queue-team' },
+          h('span', { class: 'jp-gpuaas-queue-team-name' }, team.team),
+          h(
             'span',
-            'jp-gpuaas-figure',
+            { class: 'jp-gpuaas-figure' },
             `${String(team.admitted)} admitted · ${String(team.pending)} pending`
           )
         );
@@ -120,20 +109,24 @@ export class QueueSection extends Widget {
 
   private _item(item: IQueueItem): HTMLElement {
     const kind = item.kind === 'notebook' ? 'Server' : item.kind === 'job' ? 'Job' : 'Workload';
-    const row = el(
+    const row = h(
       'li',
-      'jp-gpuaas-queue-item',
-      el(
+      { class: 'jp-gpuaas-queue-item' },
+      h(
         'div',
-        'jp-gpuaas-line',
-        el('span', 'jp-gpuaas-queue-name', `${kind} ${item.name}`),
-        el('span', 'jp-gpuaas-queue-position', positionLabel(item))
+        { class: 'jp-gpuaas-line' },
+        h('span', { class: 'jp-gpuaas-queue-name' }, `${kind} ${item.name}`),
+        h('span', { class: 'jp-gpuaas-queue-position' }, positionLabel(item))
       ),
-      el(
+      h(
         'div',
-        'jp-gpuaas-meta',
+        { class: 'jp-gpuaas-meta' },
         `${requestLabel(item)} · team ${item.team} · `,
-        el('span', 'jp-gpuaas-queue-waited', `waiting ${formatWaited(item.waited_seconds)}`)
+        h(
+          'span',
+          { class: 'jp-gpuaas-queue-waited' },
+          `waiting ${formatWaited(item.waited_seconds)}`
+        )
       )
     );
     row.dataset.workload = item.workload;
