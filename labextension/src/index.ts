@@ -14,6 +14,8 @@ import { DEFAULT_REFRESH_SECONDS, GpuPanel } from './panel';
 import { ReclaimAlerts } from './alerts';
 import { ReclaimBanner, ReclaimWatch } from './reclaim';
 import { failureStatus, requestAPI, requestAPIAnswer } from './request';
+import { WayUp } from './resize';
+import { spawnPendingUrl } from './resizeModel';
 
 /** The plugin id; its settings schema is labextension/schema/plugin.json. */
 export const PLUGIN_ID = 'jupyter-gpuaas:plugin';
@@ -48,6 +50,33 @@ const plugin: JupyterFrontEndPlugin<void> = {
     fileBrowser: IDefaultFileBrowser | null
   ): void => {
     const { serviceManager } = app;
+    // The way up to a bigger GPU, beside the panel's cap warnings (docs/api.md).
+    const serverSettings = serviceManager.serverSettings;
+    const wayUp = new WayUp({
+      fetchOffer: () => requestAPI<unknown>('resize', {}, serverSettings),
+      move: body =>
+        requestAPIAnswer(
+          'resize',
+          { method: 'POST', body: JSON.stringify(body) },
+          serverSettings,
+          [400, 403, 409, 502, 503]
+        ),
+      saveAll: () => app.commands.execute('docmanager:save-all'),
+      serverAnswers: () =>
+        requestAPI<unknown>('usage', {}, serverSettings).then(
+          () => true,
+          () => false
+        ),
+      pendingUrl: spawnPendingUrl(
+        PageConfig.getOption('hubHost'),
+        PageConfig.getOption('hubPrefix'),
+        PageConfig.getOption('hubUser'),
+        PageConfig.getOption('hubServerName')
+      ),
+      go: url => {
+        window.location.assign(url);
+      }
+    });
     const panel = new GpuPanel({
       fetchUsage: () => requestAPI<unknown>('usage', {}, serviceManager.serverSettings),
       fetchQueue: () => requestAPI<unknown>('queue', {}, serviceManager.serverSettings),
@@ -56,7 +85,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
       open: (path, sessionType) => {
         const command = sessionType === 'console' ? 'console:open' : 'docmanager:open';
         void app.commands.execute(command, { path, activate: true });
-      }
+      },
+      capAction: warnings => wayUp.render(warnings)
     });
     // The culler's warning: first in the panel, and wherever the user is (docs/culler.md).
     const settings = serviceManager.serverSettings;

@@ -35,7 +35,6 @@ import {
 } from './model';
 import { QueueSection } from './queue';
 import { parseQueue } from './queueModel';
-import { type Child, h } from './dom';
 import type { IDevice, IUsage } from './types';
 
 /** The refresh interval when the settings give none, in seconds. */
@@ -61,7 +60,31 @@ export namespace GpuPanel {
     refreshInterval?: number;
     /** Fetch one `queue` payload (docs/queue.md); without it there is no Queue section. */
     fetchQueue?: () => Promise<unknown>;
+    /** An action shown beside the cap warnings (the way up to a bigger GPU), given them. */
+    capAction?: (warnings: readonly ICapWarning[]) => HTMLElement | null;
   }
+}
+
+type Child = Node | string | null | undefined | false;
+
+/** Create an element with attributes (undefined ones left out) and children. */
+function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string | undefined> = {},
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value !== undefined) {
+      element.setAttribute(name, value);
+    }
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined && child !== false) {
+      element.append(child);
+    }
+  }
+  return element;
 }
 
 /** A segment of a memory bar. */
@@ -161,6 +184,7 @@ export class GpuPanel extends Panel {
     this._sessions = options.sessions ?? null;
     this._kernels = options.kernels ?? null;
     this._open = options.open ?? null;
+    this._capAction = options.capAction ?? null;
 
     this._header = new Widget({ node: this._createHeader() });
     this._header.addClass('jp-gpuaas-header');
@@ -471,7 +495,8 @@ export class GpuPanel extends Panel {
           },
           capWarningText(who, deviceName, w.bytes, w.cap, w.level)
         );
-      })
+      }),
+      this._capAction?.(warnings)
     );
   }
 
@@ -840,6 +865,7 @@ export class GpuPanel extends Panel {
   private readonly _sessions: Session.IManager | null;
   private readonly _kernels: Kernel.IManager | null;
   private readonly _open: ((path: string, sessionType: string | null) => void) | null;
+  private readonly _capAction: ((warnings: readonly ICapWarning[]) => HTMLElement | null) | null;
   private readonly _poll: Poll;
   private readonly _header: Widget;
   private readonly _body: Widget;

@@ -1,0 +1,150 @@
+/**
+ * The way up to a bigger GPU, without the DOM (docs/api.md, `gpuaas/api/resize`): what the
+ * service offers, the words of the action and its confirmation, where the browser goes while
+ * the server moves, and which kernels at their cap are told about it.
+ */
+
+/** An offering as `gpuaas/api/resize` describes it. */
+export interface IResizeOffering {
+  slug: string;
+  title: string;
+  count: number;
+  /** Bytes of GPU memory of the user's own; null when not sized (CPU, time-shared). */
+  memory: number | null;
+  memory_text: string | null;
+  /** The next size up's quota forecast: `now`, `borrow`, `queue`, `unknown`. */
+  headroom?: { fit: string; message: string };
+}
+
+/** `GET gpuaas/api/resize`: what runs, the next size up (or null) and why not. */
+export interface IResizeOffer {
+  current: IResizeOffering;
+  next: IResizeOffering | null;
+  reason: string;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function parseOffering(value: unknown): IResizeOffering | null {
+  if (!isRecord(value) || typeof value.slug !== 'string' || typeof value.title !== 'string') {
+    return null;
+  }
+  const offering: IResizeOffering = {
+    slug: value.slug,
+    title: value.title,
+    count: typeof value.count === 'number' ? value.count : 1,
+    memory: typeof value.memory === 'number' ? value.memory : null,
+    memory_text: typeof value.memory_text === 'string' ? value.memory_text : null
+  };
+  const room = value.headroom;
+  if (isRecord(room) && typeof room.fit === 'string' && typeof room.message === 'string') {
+    offering.headroom = { fit: room.fit, message: room.message };
+  }
+  return offering;
+}
+
+/** The service's answer, or null when it is not one (an error, a server that is not set up). */
+export function parseOffer(data: unknown): IResizeOffer | null {
+  if (!isRecord(data)) {
+    return null;
+  }
+  const current = parseOffering(data.current);
+  if (current === null) {
+    return null;
+  }
+  return {
+    current,
+    next: data.next === null ? null : parseOffering(data.next),
+    reason: typeof data.reason === 'string' ? data.reason : ''
+  };
+}
+
+/** The action's label: `Move to a bigger GPU: Half of an L4`. */
+export function actionLabel(next: IResizeOffering): string {
+  return `Move to a bigger GPU: ${next.title}`;
+}
+
+function sized(offering: IResizeOffering): string {
+  return offering.memory_text === null
+    ? offering.title
+    : `${offering.title} (${offering.memory_text})`;
+}
+
+/** What the confirmation says will happen, in the order it happens. */
+export function confirmText(offer: IResizeOffer & { next: IResizeOffering }): string {
+  const room = offer.next.headroom;
+  const wait =
+    room === undefined || room.fit === 'now' || room.fit === 'borrow'
+      ? ''
+      : ` It may have to wait for a GPU (${room.message}); the page shows its place in the queue.`;
+  return (
+    `Every open notebook and file is saved, then this server stops and starts again on ` +
+    `${sized(offer.next)} instead of ${sized(offer.current)}, with the same home folder. ` +
+    `Running kernels stop: their variables are lost, so re-run what you need.` +
+    wait +
+    ` JupyterLab opens again when the server is up.`
+  );
+}
+
+/**
+ * The hub's page for a server that is stopping or starting (it shows the stop, the queue
+ * position and the start, and opens the server when it is up), or null outside JupyterHub.
+ */
+export function spawnPendingUrl(
+  hubHost: string,
+  hubPrefix: string,
+  user: string,
+  server: string
+): string | null {
+  if (hubPrefix === '' || user === '') {
+    return null;
+  }
+  const base = hubPrefix.endsWith('/') ? hubPrefix : `${hubPrefix}/`;
+  const tail = server === '' ? '' : `/${encodeURIComponent(server)}`;
+  return `${hubHost}${base}spawn-pending/${encodeURIComponent(user)}${tail}`;
+}
+
+/** A kernel at its cap, as the panel's warnings name it. */
+export interface IKernelAtCap {
+  /** The kernel's id. */
+  kernel: string;
+  /** Its notebook's name (or the kernel's, without one). */
+  who: string;
+  /** The cap in words (`6 GiB`). */
+  cap: string;
+}
+
+/**
+ * What a kernel at its cap is told: the cap, what it means, and the way up where there is one.
+ * It says only what the panel saw (its GPU memory at the cap), not that an allocation failed.
+ */
+export function capMessage(at: IKernelAtCap, next: IResizeOffering | null): string {
+  const action =
+    next === null
+      ? ' Use less GPU memory (smaller batches, free tensors), or start a bigger GPU from the hub.'
+      : ` To go on with more, use "${actionLabel(next)}" in the GPU panel.`;
+  return (
+    `${at.who} is at its ${at.cap} GPU memory cap: its next GPU allocation fails with ` +
+    `"out of memory".${action}`
+  );
+}
+
+/**
+ * The kernels to tell now: those at their cap not told before. `told` keeps the ones told,
+ * and forgets those no longer at their cap, so a kernel that comes back to it is told again.
+ */
+export function newlyAtCap(told: Set<string>, atCap: readonly IKernelAtCap[]): IKernelAtCap[] {
+  const now = new Set(atCap.map(k => k.kernel));
+  for (const kernel of told) {
+    if (!now.has(kernel)) {
+      told.delete(kernel);
+    }
+  }
+  const fresh = atCap.filter(k => !told.has(k.kernel));
+  for (const k of fresh) {
+    told.add(k.kernel);
+  }
+  return fresh;
+}
