@@ -819,10 +819,13 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         from gpuaas_service.console.journal import JOURNAL_CONFIGMAP
         from gpuaas_service.console.record import ConsoleRecord
         from gpuaas_service.console.state import ConsoleState
+        from gpuaas_service.reclaim.usage import UsageRecorder
+        from jupyter_gpuaas.core.sizing import PeakHistory
 
         journal_state = PersistedState(
             loop.kube, self.notebook_namespace, JOURNAL_CONFIGMAP, owner="console", what="journal"
         )
+        catalog = self.load_catalog()  # the sizing view advises from it (None: no advice)
         console = ConsoleState(
             loop,
             view,
@@ -835,6 +838,11 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
                 "error": source.error if source is not None else "",
             },
             ttl=self.console_cache_seconds,
+            usage_history=lambda: next(
+                (u.history for u in loop.listeners if isinstance(u, UsageRecorder)),
+                PeakHistory({}),
+            ),
+            catalog=lambda: catalog,
         )
         loop.listeners.append(console)
         if not os.environ.get("JUPYTERHUB_CLIENT_ID"):

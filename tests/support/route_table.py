@@ -11,7 +11,7 @@ from tornado import web
 SECURITY = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 SERVICE_TABLE = "### The gpuaas service (`/services/gpuaas/`)"
 EXTENSION_TABLE = "### The server extension (`/user/<name>/<server>/gpuaas/api/`)"
-SAMPLES = {"team": "team-a", "name": "nb-x", "file": "console.js"}
+SAMPLES = {"team": "team-a", "name": "nb-x", "file": "console.css"}
 """What each ``{placeholder}`` of a row's path stands for in a request."""
 METHODS = ("get", "post", "put", "patch", "delete")
 

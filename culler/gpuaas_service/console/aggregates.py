@@ -34,8 +34,18 @@ from jupyter_gpuaas.core.gpu_equivalents import (
 )
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import WorkloadInfo, display_value
+from jupyter_gpuaas.core.sizing import format_gib
 
-__all__ = ["QueuedWork", "plan_row", "plan_rows", "queue_owners", "queued_work", "summary", "teams"]
+__all__ = [
+    "QueuedWork",
+    "plan_row",
+    "plan_rows",
+    "queue_owners",
+    "queued_work",
+    "readable_amount",
+    "summary",
+    "teams",
+]
 
 GPU_PREFIX = "nvidia.com/"
 
@@ -209,12 +219,36 @@ def _flavor_rows(
     for (team, _f, _r), row in sorted(rows.items()):
         if not any(row[k] for k in ("nominal", "notebooks", "training", "borrowed", "lent")):
             continue  # a flavor the queue lists with no quota and no use: nothing to show
-        shown = {
-            k: display_value(row["resource"], row[k])
-            for k in ("nominal", "notebooks", "training", "borrowed", "lent")
+        amounts = ("nominal", "notebooks", "training", "borrowed", "lent")
+        resource = row["resource"]
+        shown = {k: display_value(resource, row[k]) for k in amounts}
+        readable = {k: readable_amount(resource, row[k]) for k in amounts}
+        gpu_eq = {
+            k: format_gpu_equivalents(resource_gpu_equivalents({resource: Fraction(row[k])}))
+            for k in amounts
         }
-        out.setdefault(team, []).append({**row, "shown": shown})
+        in_use = any(row[k] for k in ("notebooks", "training", "borrowed", "lent"))
+        out.setdefault(team, []).append(
+            {**row, "shown": shown, "readable": readable, "gpu_eq": gpu_eq, "in_use": in_use}
+        )
     return out
+
+
+def readable_amount(resource: str, value: int) -> str:
+    """A quota amount in the units a person reads: GiB of GPU memory (HAMi's ``gpumem`` is
+    in MiB), % of a GPU (``gpucores``), GPUs, MIG slices, shares."""
+    name = resource.removeprefix(GPU_PREFIX)
+    if name in ("gpumem", "total-gpumem"):
+        return format_gib(value * (1 << 20))
+    if name in ("gpucores", "total-gpucores"):
+        return f"{value}% of a GPU"
+    if name == "gpu":
+        return f"{value} GPU" + ("s" if value != 1 else "")
+    if name == "gpu.shared":
+        return f"{value} share" + ("s" if value != 1 else "")
+    if name.startswith("mig-"):
+        return f"{value} × MIG {name.removeprefix('mig-')}"
+    return str(value)
 
 
 def teams(

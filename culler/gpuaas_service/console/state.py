@@ -19,12 +19,14 @@ import gzip
 import io
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any, TypeVar
 
 from gpuaas_service.console.aggregates import plan_rows, summary, teams
+from gpuaas_service.console.fit import fit_rows
+from gpuaas_service.console.gpus import gpu_rows, pod_places
 from gpuaas_service.console.journal import Entry
 from gpuaas_service.console.ledger import DayKey, Ledger, Usage
 from gpuaas_service.console.record import ConsoleRecord
@@ -33,8 +35,10 @@ from gpuaas_service.reclaim.events import CycleResult, LoopEvent
 from gpuaas_service.reclaim.explain import explain_policies
 from gpuaas_service.reclaim.loop import ReclaimLoop
 from gpuaas_service.reclaim.snapshot import dump_snapshot
+from jupyter_gpuaas.core.catalog import Catalog
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
+from jupyter_gpuaas.core.sizing import PeakHistory
 from jupyter_gpuaas.hub.watch import KueueReader
 
 __all__ = ["ConsoleState", "export_rows"]
@@ -159,6 +163,9 @@ class ConsoleState:
         ttl: float = 2.0,
         clock: Callable[[], datetime] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        pods: Callable[[], Iterable[Mapping[str, Any]] | None] | None = None,
+        usage_history: Callable[[], PeakHistory] = lambda: PeakHistory({}),
+        catalog: Callable[[], Catalog | None] = lambda: None,
     ) -> None:
         self.loop = loop
         self.view = view
@@ -177,6 +184,12 @@ class ConsoleState:
         self.builds = 0
         """How many times the answer was built (the rows: :attr:`row_builds`)."""
         self.row_builds = 0
+        self.pods = pods if pods is not None else loop.pods
+        """The notebook pods as the service's watch holds them (the per-GPU view's nodes)."""
+        self.usage_history = usage_history
+        """Each user's recent session peaks (the sizing view)."""
+        self.catalog = catalog
+        """The catalog the sizing view advises from (``None``: no advice)."""
 
     def _workloads(self) -> list[WorkloadInfo]:
         """The Workloads of the watched namespaces, read again only after the view changed."""
@@ -340,6 +353,31 @@ class ConsoleState:
             "handoffs": handoffs,
             "regret": self.record.journal.regret(self.regret_window),
         }
+
+    def gpus(self, only: Iterable[str] | None = None) -> dict[str, Any]:
+        """The ``api/console/gpus`` answer: every GPU held (:mod:`.gpus`)."""
+        plan, inputs = self.loop.last_plan, self.loop.last_inputs
+        pods = self.pods() if self.pods is not None else None
+        training = [w for w in self._workloads() if w.namespace != self.notebook_namespace]
+        return gpu_rows(
+            plan.decisions if plan is not None else (),
+            pod_places(pods or ()),
+            inputs.reports if inputs is not None else {},
+            inputs.pod_utilization if inputs is not None else {},
+            training,
+            now=self.clock(),
+            only=only,
+        )
+
+    def fit(self, only: Iterable[str] | None = None) -> dict[str, Any]:
+        """The ``api/console/fit`` answer: each GPU server against its user's need (:mod:`.fit`)."""
+        plan = self.loop.last_plan
+        return fit_rows(
+            [d.workbench for d in plan.decisions] if plan is not None else [],
+            self.usage_history(),
+            self.catalog(),
+            only=only,
+        )
 
     def snapshot(self) -> dict[str, Any] | None:
         """The last cycle's inputs as ``--explain --snapshot`` reads them (``None`` before)."""

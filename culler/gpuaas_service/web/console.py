@@ -4,6 +4,10 @@
   the hub's OAuth (``oauth_callback``), and needs the console scope.
 - ``GET api/console[?team=T&team=U]`` — everything the page shows: teams, workbenches with the
   live plan, reclaims and hand-offs, the policy in force (``team=``: only those teams).
+- ``GET api/console/gpus[?team=T]`` — every GPU held, per node: whole GPUs, MIG slices, shares
+  and fractions, with who holds each, since when, idle since, memory and utilisation.
+- ``GET api/console/fit[?team=T]`` — per team, each GPU server's offering, its user's recent
+  peak, the advised offering and the GPU-equivalents following the advice would free.
 - ``GET api/console/snapshot`` — the last cycle's inputs for ``gpuaas-culler --explain``.
 - ``GET api/console/export?day=YYYY-MM-DD&format=csv|json`` — GPU-equivalent hours by team,
   user and offering.
@@ -20,6 +24,7 @@ Every answer comes from the service's memory (:class:`~gpuaas_service.console.st
 from __future__ import annotations
 
 import json
+import re
 from datetime import date
 from importlib import resources
 from typing import Any, Literal
@@ -95,6 +100,13 @@ class _ConsoleHandler(HubOAuthenticated, JSONHandler):  # type: ignore[misc]
     def get_current_user(self) -> Any:
         return self._hub_auth_user_cache
 
+    def visible(self) -> set[str] | None:
+        """The teams this answer holds: the caller's, narrowed by ``team=`` arguments."""
+        asked = {t for t in self.get_arguments("team") if t}
+        if not asked:
+            return self.teams
+        return asked if self.teams is None else self.teams & asked
+
 
 class ConsolePageHandler(_ConsoleHandler):
     page = True
@@ -111,16 +123,27 @@ class ConsolePageHandler(_ConsoleHandler):
         self.finish(page.replace("{{xsrf}}", escape.xhtml_escape(self.xsrf_token)))
 
 
+ASSET_TYPES = {".js": "text/javascript", ".css": "text/css"}
+ASSET_PATH = re.compile(r"(?:[a-z_]+/)*[a-z_]+\.(?:js|css)")
+"""The page's assets: the stylesheet and the ES modules built from console/src (``js/...``);
+no dots but the extension's, so no path leaves the static folder."""
+
+
 class ConsoleAssetHandler(_ConsoleHandler):
     page = True
-    TYPES = {"console.js": "text/javascript", "console.css": "text/css"}  # noqa: RUF012
 
     @web.authenticated
     def get(self, name: str) -> None:
-        if name not in self.TYPES:
-            raise web.HTTPError(404, f"no asset {name}")
-        self.set_header("Content-Type", self.TYPES[name] + "; charset=utf-8")
-        self.finish(_asset(name))
+        if not ASSET_PATH.fullmatch(name):
+            raise web.HTTPError(404, f"no asset {name[:80]}")
+        try:
+            text = _asset(name)
+        except (FileNotFoundError, IsADirectoryError):
+            raise web.HTTPError(
+                404, f"no asset {name} (is the console built? make install)"
+            ) from None
+        self.set_header("Content-Type", ASSET_TYPES[name[name.rindex(".") :]] + "; charset=utf-8")
+        self.finish(text)
 
 
 class ConsoleAPIHandler(_ConsoleHandler):
@@ -128,16 +151,27 @@ class ConsoleAPIHandler(_ConsoleHandler):
     serialised per request (console/state.py)."""
 
     def get(self) -> None:
-        only = self.teams
-        asked = {t for t in self.get_arguments("team") if t}
-        if asked:
-            only = asked if only is None else only & asked
+        only = self.visible()
         self.set_header("Vary", "Accept-Encoding")
         if "gzip" in self.request.headers.get("Accept-Encoding", ""):
             self.set_header("Content-Encoding", "gzip")
             self.finish(self.console.answer_gzip(only))
         else:
             self.finish(self.console.answer_json(only))
+
+
+class ConsoleGpusHandler(_ConsoleHandler):
+    """Every GPU held: node, holding, holder, since, activity, memory, utilisation."""
+
+    def get(self) -> None:
+        self.finish(json.dumps(self.console.gpus(self.visible())))
+
+
+class ConsoleFitHandler(_ConsoleHandler):
+    """Each GPU server against its user's recent peaks and the advised offering."""
+
+    def get(self) -> None:
+        self.finish(json.dumps(self.console.fit(self.visible())))
 
 
 class ConsoleSnapshotHandler(_ConsoleHandler):
@@ -251,8 +285,10 @@ def console_handlers(
         (prefix, _Root, {}),
         (prefix + "oauth_callback", OAuthCallbackHandler, {"context": context}),
         (prefix + "console/?", ConsolePageHandler, kw),
-        (prefix + r"console/static/([a-z.]+)", ConsoleAssetHandler, kw),
+        (prefix + r"console/static/([a-z_/.]+)", ConsoleAssetHandler, kw),
         (prefix + "api/console", ConsoleAPIHandler, kw),
+        (prefix + "api/console/gpus", ConsoleGpusHandler, kw),
+        (prefix + "api/console/fit", ConsoleFitHandler, kw),
         (prefix + "api/console/snapshot", ConsoleSnapshotHandler, kw),
         (prefix + "api/console/export", ConsoleExportHandler, kw),
         (prefix + "api/console/preview", ConsolePreviewHandler, kw),

@@ -10,7 +10,13 @@ from fractions import Fraction
 import pytest
 
 from gpuaas_service import cli
-from gpuaas_service.console.aggregates import plan_rows, queued_work, summary, teams
+from gpuaas_service.console.aggregates import (
+    plan_rows,
+    queued_work,
+    readable_amount,
+    summary,
+    teams,
+)
 from gpuaas_service.console.ledger import Usage
 from gpuaas_service.console.preview import (
     plan_of_snapshot,
@@ -95,3 +101,29 @@ def test_plan_rows_are_what_explain_prints_for_the_same_snapshot(
     ]
     assert {r["action"] for r in rows} >= {"warn", "skip"}, "a scenario with something to do"
     assert summary(plan)["warn"] == sum(1 for e in explained if e["action"] == "warn")
+
+
+@pytest.mark.parametrize(
+    ("resource", "value", "shown"),
+    [
+        ("nvidia.com/total-gpumem", 22528, "22 GiB"),
+        ("nvidia.com/gpumem", 512, "512 MiB"),
+        ("nvidia.com/total-gpucores", 150, "150% of a GPU"),
+        ("nvidia.com/gpu", 1, "1 GPU"),
+        ("nvidia.com/gpu", 2, "2 GPUs"),
+        ("nvidia.com/gpu.shared", 3, "3 shares"),
+        ("nvidia.com/mig-1g.5gb", 2, "2 × MIG 1g.5gb"),
+    ],
+)
+def test_quota_amounts_in_the_units_a_person_reads(resource: str, value: int, shown: str) -> None:
+    assert readable_amount(resource, value) == shown
+
+
+def test_quota_rows_say_whether_anything_is_in_use_and_their_gpu_equivalents() -> None:
+    rows = {t["team"]: t for t in teams(org(), None, [], {}, notebook_namespace=NS, now=T0)}
+    (fa,) = rows["team-a"]["flavors"]
+    (fb,) = rows["team-b"]["flavors"]
+    assert fa["in_use"] is True
+    assert fa["readable"]["nominal"] == "4 × MIG 1g.5gb"
+    assert fa["gpu_eq"]["nominal"] == "0.57"  # 4 x 1/7
+    assert (fb["in_use"], fb["readable"]["lent"]) == (True, "1 × MIG 1g.5gb")  # lends 1
