@@ -35,6 +35,7 @@ import {
 } from './model';
 import { QueueSection } from './queue';
 import { parseQueue } from './queueModel';
+import { type Child, h } from './dom';
 import type { IDevice, IUsage } from './types';
 
 /** The refresh interval when the settings give none, in seconds. */
@@ -63,28 +64,6 @@ export namespace GpuPanel {
     /** An action shown beside the cap warnings (the way up to a bigger GPU), given them. */
     capAction?: (warnings: readonly ICapWarning[]) => HTMLElement | null;
   }
-}
-
-type Child = Node | string | null | undefined | false;
-
-/** Create an element with attributes (undefined ones left out) and children. */
-function h<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  attrs: Record<string, string | undefined> = {},
-  ...children: Child[]
-): HTMLElementTagNameMap[K] {
-  const element = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs)) {
-    if (value !== undefined) {
-      element.setAttribute(name, value);
-    }
-  }
-  for (const child of children) {
-    if (child !== null && child !== undefined && child !== false) {
-      element.append(child);
-    }
-  }
-  return element;
 }
 
 /** A segment of a memory bar. */
