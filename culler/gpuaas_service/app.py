@@ -443,9 +443,10 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
 
     catalog_file = Unicode(
         config=True,
-        help="""The GPU catalog (the hub's, c.GPUaaSSpawner.catalog_file) for notebook Jobs: a
-        tenant's ``jobs`` section says where its notebooks run as training Jobs and its caps
-        (docs/jobs.md). Empty: the jobs endpoints answer 503. Default: empty.
+        help="""The GPU catalog (the hub's, c.GPUaaSSpawner.catalog_file) for notebook Jobs and
+        the way up to a bigger GPU: a tenant's ``jobs`` section says where its notebooks run as
+        training Jobs and its caps (docs/jobs.md); its offerings are what a server may move up
+        to (``api/resize``, docs/api.md). Empty: those endpoints answer 503. Default: empty.
         Example: c.GPUaaSService.catalog_file = "/etc/gpuaas/catalog.yaml"
         """,
     )
