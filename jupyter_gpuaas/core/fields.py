@@ -378,6 +378,30 @@ def read_duration(
     return value
 
 
+def _list_at(
+    errs: FieldErrors,
+    base: str,
+    data: Mapping[str, Any],
+    key: str,
+    *,
+    required: bool,
+    what: str,
+    missing: str,
+) -> tuple[str, list[Any] | None]:
+    """The path of ``data[key]`` and the list there; ``None`` if absent ("is required
+    (``missing``)" where ``required``) or not a list (reported as not ``what``)."""
+    path = key_path(base, key)
+    if not _given(data, key):
+        if required:
+            errs.add(path, f"is required ({missing})")
+        return path, None
+    value = data[key]
+    if not isinstance(value, list):
+        errs.add(path, f"must be {what}, not {type_name(value)}")
+        return path, None
+    return path, value
+
+
 def read_str_list(
     errs: FieldErrors,
     base: str,
@@ -390,14 +414,8 @@ def read_str_list(
 ) -> tuple[str, ...]:
     """The distinct non-empty strings of a list (each other item is reported). ``required``:
     present and not empty; ``empty_error``: an empty list is reported with this message."""
-    path = key_path(base, key)
-    if not _given(data, key):
-        if required:
-            errs.add(path, "is required (a list)")
-        return ()
-    value = data[key]
-    if isinstance(value, str) or not isinstance(value, list):
-        errs.add(path, f"must be {what}, not {type_name(value)}")
+    path, value = _list_at(errs, base, data, key, required=required, what=what, missing="a list")
+    if value is None:
         return ()
     out = string_items(errs, path, value)
     if not value and (required or empty_error):
@@ -417,14 +435,8 @@ def read_list(
     """``(path, item)`` of each item of the list ``data[key]`` (none if absent or not a list,
     then reported as not ``what``), the path naming the item (``policies[2]``); the caller
     checks the items. ``required``: present and not empty ("is required (``what``)")."""
-    path = key_path(base, key)
-    if not _given(data, key):
-        if required:
-            errs.add(path, f"is required ({what})")
-        return []
-    value = data[key]
-    if not isinstance(value, list):
-        errs.add(path, f"must be {what}, not {type_name(value)}")
+    path, value = _list_at(errs, base, data, key, required=required, what=what, missing=what)
+    if value is None:
         return []
     if required and not value:
         errs.add(path, "must not be empty")
