@@ -117,6 +117,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
       del: endpoint => requestAPI<unknown>(endpoint, { method: 'DELETE' }, settings),
       open: path => {
         void app.commands.execute('docmanager:open', { path, activate: true });
+      },
+      notebook: async path => {
+        const model = await serviceManager.contents.get(path, { type: 'notebook', content: true });
+        return model.content as unknown;
       }
     };
     const jobs = new JobsSection(jobsApi);

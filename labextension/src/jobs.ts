@@ -15,6 +15,8 @@ import {
   jobRequest,
   jobStateLabel,
   jobsToNotify,
+  type IParametersNote,
+  parametersNote,
   parseJobs
 } from './jobsModel';
 import { h } from './dom';
@@ -25,11 +27,13 @@ export interface IJobsApi {
   post(endpoint: string, body?: unknown): Promise<unknown>;
   del(endpoint: string): Promise<unknown>;
   open(path: string): void;
+  /** The notebook as saved (its JSON), to say where the parameters go. */
+  notebook(path: string): Promise<unknown>;
 }
 
 /** The dialog's body: team, offering (with its headroom), count, time limit, parameters. */
 class JobForm extends Widget {
-  constructor(path: string, options: IJobOptions) {
+  constructor(path: string, options: IJobOptions, note: IParametersNote | null) {
     super();
     this.addClass('jp-gpuaas-job-form');
     this._path = path;
@@ -52,6 +56,15 @@ class JobForm extends Widget {
     this._params.placeholder = 'lr = 0.01\nepochs = 10';
     this._room = h('div', { class: 'jp-gpuaas-job-headroom' });
     this._room.setAttribute('role', 'status');
+    // a warning only where the values could be overridden; else a plain hint
+    const where = h(
+      'p',
+      {
+        class: `${note?.cell === null ? 'jp-gpuaas-note' : 'jp-gpuaas-hint'} jp-gpuaas-job-parameters-note`
+      },
+      note?.text ?? ''
+    );
+    where.hidden = note === null;
     this._cap = h('div', { class: 'jp-gpuaas-note jp-gpuaas-job-cap' });
     this._cap.setAttribute('role', 'alert');
     this.node.append(
@@ -62,6 +75,7 @@ class JobForm extends Widget {
       h('label', { class: '' }, 'Count ', this._count),
       h('label', { class: '' }, 'Time limit ', this._limit),
       h('label', { class: '' }, 'Parameters (name = value, one a line) ', this._params),
+      where,
       this._cap
     );
     this._team.onchange = () => {
@@ -139,6 +153,8 @@ export async function runAsGpuJob(
   onSubmitted: () => void
 ): Promise<void> {
   let options: IJobOptions;
+  // where the parameters go; the dialog opens without the note if the file cannot be read
+  const note = api.notebook(path).then(parametersNote, () => null);
   try {
     options = (await api.get('jobs/options')) as IJobOptions;
   } catch (error) {
@@ -156,7 +172,7 @@ export async function runAsGpuJob(
     await showErrorMessage('GPU job', 'None of your teams runs notebooks as GPU jobs.');
     return;
   }
-  const form = new JobForm(path, options);
+  const form = new JobForm(path, options, await note);
   const result = await showDialog({
     title: 'Run as GPU job',
     body: form,
