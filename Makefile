@@ -25,6 +25,12 @@ jupyter_gpuaas/labextension/package.json: node_modules/.package-lock.json $(VENV
 	$(PIP) install --quiet "jupyterlab>=4.6,<5"
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npm run build:prod
 
+# The console page's TypeScript (and the DOM helper it shares with the labextension), built into
+# the service's static folder as ES modules.
+CONSOLE_JS := culler/gpuaas_service/console/static/js/culler/gpuaas_service/console/src/main.js
+$(CONSOLE_JS): node_modules/.package-lock.json culler/gpuaas_service/console/tsconfig.json labextension/src/dom.ts $(wildcard culler/gpuaas_service/console/src/*.ts)
+	npm run build:console
+
 $(STAMP): pyproject.toml jupyter_gpuaas/labextension/package.json
 	$(PIP) install --quiet -e ".[test,dev]"
 	@touch $@
@@ -50,7 +56,7 @@ $(STAMP55): pyproject.toml $(HUB55_CONSTRAINTS) jupyter_gpuaas/labextension/pack
 	$(VENV55)/bin/python -m pip install --quiet -c $(HUB55_CONSTRAINTS) -e ".[test]"
 	@touch $@
 
-install: $(STAMP) chromium prometheus ## install the package (editable), its test tools and the built labextension
+install: $(STAMP) $(CONSOLE_JS) chromium prometheus ## install the package (editable), its test tools and the built labextension
 
 chromium: ## install Debian's Chromium for the browser tests (needs root, as on CI)
 	@if [ ! -x $(CHROMIUM) ]; then \
@@ -67,7 +73,7 @@ prometheus: ## install Debian's Prometheus and promtool for the tests and the de
 	  systemctl disable --now prometheus >/dev/null 2>&1 || true; \
 	fi
 
-lint: $(STAMP) ## ruff, mypy, import boundaries, eslint and tsc
+lint: $(STAMP) $(CONSOLE_JS) ## ruff, mypy, import boundaries, eslint and tsc
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

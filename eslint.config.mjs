@@ -1,4 +1,4 @@
-// ESLint flat config for the labextension's TypeScript sources.
+// ESLint flat config for the TypeScript sources: the labextension's and the GPU console page's.
 import js from '@eslint/js';
 import { defineConfig } from 'eslint/config';
 import tseslint from 'typescript-eslint';
@@ -10,13 +10,18 @@ export default defineConfig(
       'node_modules/',
       'lib/',
       'jupyter_gpuaas/labextension/',
+      'culler/gpuaas_service/console/static/',
       'labextension/style/',
       '**/*.js',
       '**/*.mjs'
     ]
   },
   {
-    files: ['labextension/src/**/*.ts', 'labextension/test/**/*.ts'],
+    files: [
+      'labextension/src/**/*.ts',
+      'labextension/test/**/*.ts',
+      'culler/gpuaas_service/console/src/**/*.ts'
+    ],
     extends: [
       js.configs.recommended,
       tseslint.configs.strictTypeChecked,

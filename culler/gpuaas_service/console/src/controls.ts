@@ -1,0 +1,70 @@
+/** The page's fixed elements and filter controls. */
+
+import { h } from '../../../../labextension/src/dom.js';
+
+/** The element with id `id`, which the page has (console.html). */
+export function byId(id: string): HTMLElement {
+  const element = document.getElementById(id);
+  if (element === null) {
+    throw new Error(`console.html has no #${id}`);
+  }
+  return element;
+}
+
+/** The element with id `id`, of the type the page gives it (`HTMLSelectElement`, ...). */
+export function typedById<T extends HTMLElement>(id: string, type: new () => T): T {
+  const element = byId(id);
+  if (!(element instanceof type)) {
+    throw new Error(`console.html's #${id} is not a ${type.name}`);
+  }
+  return element;
+}
+
+/** Add the values a `<select>` does not offer yet (sorted), keeping what is selected. */
+export function fillSelect(id: string, values: Iterable<string>): void {
+  const select = typedById(id, HTMLSelectElement);
+  const keep = select.value;
+  const have = new Set(Array.from(select.options, o => o.value));
+  for (const value of [...new Set(values)].sort()) {
+    if (value && !have.has(value)) {
+      select.append(h('option', {}, value));
+    }
+  }
+  select.value = keep;
+}
+
+/** The value of the control with id `id`. */
+export function valueOf(id: string): string {
+  const element = byId(id);
+  return element instanceof HTMLInputElement ||
+    element instanceof HTMLSelectElement ||
+    element instanceof HTMLTextAreaElement
+    ? element.value
+    : '';
+}
+
+/** A bar of parts against a scale from 0 to `scale`, with its scale written under it. */
+export function scaledBar(
+  label: string,
+  parts: readonly { kind: string; value: number; title: string }[],
+  scale: number,
+  unit: string
+): HTMLElement {
+  const bar = h('div', { class: 'bar', role: 'img', 'aria-label': label });
+  for (const part of parts) {
+    const span = h('span', { class: part.kind, title: part.title });
+    span.style.width = `${String(Math.min(100, (100 * Math.max(0, part.value)) / scale))}%`;
+    bar.append(span);
+  }
+  const ticks = h('div', { class: 'scale', 'aria-hidden': 'true' });
+  for (const at of [0, scale / 2, scale]) {
+    const tick = h(
+      'span',
+      {},
+      `${String(Number(at.toPrecision(3)))}${at === scale ? ` ${unit}` : ''}`
+    );
+    tick.style.left = `${String((100 * at) / scale)}%`;
+    ticks.append(tick);
+  }
+  return h('div', { class: 'scaled' }, bar, ticks);
+}

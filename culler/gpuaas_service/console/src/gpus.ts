@@ -1,0 +1,105 @@
+/**
+ * Every GPU held, per node: whole GPUs, MIG slices, shares and fractions, who holds each and
+ * since when, idle since when, memory and utilisation where measured; filtered by team, pool
+ * and state.
+ */
+
+import { h } from '../../../../labextension/src/dom.js';
+
+import type { IGpuRow, IGpus } from './api.js';
+import { byId, fillSelect, valueOf } from './controls.js';
+import { duration, gib, secondsSince, when } from './format.js';
+
+let latest: IGpus | null = null;
+
+function memory(row: IGpuRow): string {
+  const used = gib(row.memory_bytes);
+  const cap = gib(row.memory_cap_bytes);
+  if (used && cap) {
+    return `${used} of ${cap}`;
+  }
+  return used || (cap ? `cap ${cap}` : '');
+}
+
+function stateText(row: IGpuRow, now: string): string {
+  if (row.state === 'idle') {
+    return `idle for ${duration(secondsSince(row.idle_since, now))}`;
+  }
+  return row.state;
+}
+
+function shown(data: IGpus): IGpuRow[] {
+  const team = valueOf('g-team');
+  const pool = valueOf('g-pool');
+  const state = valueOf('g-state');
+  return data.devices.filter(
+    r =>
+      (!team || r.team === team) &&
+      (!pool || r.pool.includes(pool)) &&
+      (!state || r.state === state)
+  );
+}
+
+function row(r: IGpuRow, now: string): HTMLElement {
+  return h(
+    'tr',
+    { 'data-holder': r.holder, 'data-node': r.node, 'data-state': r.state, 'data-team': r.team },
+    h('td', {}, r.node || 'not known'),
+    h(
+      'td',
+      { title: r.uuids.join(', ') || undefined },
+      r.device,
+      h('span', { class: 'kind' }, ` ${r.kind}`)
+    ),
+    h('td', {}, r.pool.join(', ')),
+    h('td', {}, r.holder + (r.holder_kind === 'training' ? ' (training)' : '')),
+    h('td', {}, r.team),
+    h('td', {}, r.gpu_equivalents),
+    h('td', { title: when(r.since) }, r.since ? duration(secondsSince(r.since, now)) : ''),
+    h(
+      'td',
+      {
+        class: `state-${r.state}`,
+        title: r.idle_since ? `idle since ${when(r.idle_since)}` : undefined
+      },
+      stateText(r, now)
+    ),
+    h('td', {}, memory(r)),
+    h('td', {}, r.utilization_percent !== null ? `${String(r.utilization_percent)}%` : ''),
+    h('td', { class: `act-${r.next_step}` }, r.next_step)
+  );
+}
+
+/** Draw the table with the filters as they are now. */
+export function drawGpus(): void {
+  if (latest === null) {
+    return;
+  }
+  const rows = shown(latest);
+  const now = latest.now;
+  byId('gpu-count').textContent = `(${String(rows.length)} of ${String(latest.devices.length)})`;
+  const nodes = latest.nodes
+    .map(
+      n =>
+        `${n.node || 'node not known'}: ${n.gpu_equivalents} GPU-eq. in ${String(n.holdings)}, ${String(n.idle)} idle`
+    )
+    .join(' · ');
+  byId('gpu-nodes').textContent = nodes || 'No GPU is held.';
+  byId('gpus')
+    .querySelector('tbody')
+    ?.replaceChildren(...rows.map(r => row(r, now)));
+}
+
+/** Take a new answer of `api/console/gpus` and draw it. */
+export function renderGpus(data: IGpus): void {
+  latest = data;
+  fillSelect(
+    'g-team',
+    data.devices.map(r => r.team)
+  );
+  fillSelect(
+    'g-pool',
+    data.devices.flatMap(r => r.pool)
+  );
+  drawGpus();
+}

@@ -1,0 +1,26 @@
+/**
+ * Sections of the console that keep their own schedule beside the live view (their own API
+ * and polling), started once when the page loads. The live view (overview, teams, every GPU,
+ * sizing, workbenches, reclaims, policy) is main.ts's.
+ *
+ * To add one, write its module here (e.g. `history.ts`, which fills the page's empty
+ * `<section id="history">`), export an `IConsoleSection` from it and list it in `SECTIONS`.
+ */
+
+/** A section with a life of its own. */
+export interface IConsoleSection {
+  /** The id of the page's `<section>` it fills. */
+  readonly id: string;
+  /** Called once, after the page loaded. */
+  start(): void;
+}
+
+/** The sections started with the page. */
+export const SECTIONS: readonly IConsoleSection[] = [];
+
+/** Start every section of `SECTIONS`. */
+export function startSections(sections: readonly IConsoleSection[] = SECTIONS): void {
+  for (const section of sections) {
+    section.start();
+  }
+}
