@@ -72,7 +72,13 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from devcluster import dcgm, procs
-from devcluster.gpualloc import AllocationError, ContainerDevices, Grant, allocate
+from devcluster.gpualloc import (
+    AllocationError,
+    ContainerDevices,
+    Grant,
+    PlacementPending,
+    allocate,
+)
 from jupyter_gpuaas.gpu.simulate import ENV_CONTAINER, ENV_DIR, HoldReader, write_node
 from jupyter_gpuaas.gpu.spec import SimGpu, parse_devices
 
@@ -89,6 +95,9 @@ IP_ARG = re.compile(r"^(--(?:ip|ServerApp\.ip|NotebookApp\.ip))=(.*)$")
 VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
 # From the agent's own environment into every container.
 TERMINAL_PHASES = ("Succeeded", "Failed")
+# A pod whose HAMi vGPUs wait for a card to free up: its status reason and event reason.
+GPU_FRAGMENTED = "GPUFragmented"
+PLACEMENT_RETRY_S = 1.0
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
@@ -1031,7 +1040,10 @@ class NodeAgent:
         run.workdir.mkdir(parents=True, exist_ok=True)
         (run.poddir / "tmp").mkdir(exist_ok=True)
         if not await self._admit(run):
-            await self._wait_for_deletion(run)
+            if run.stop_requested.is_set():
+                await self._terminate(run)
+            else:
+                await self._wait_for_deletion(run)
             return
         await self._report(run)  # Pending, with the pod IP
         for c in run.init_containers:
@@ -1063,7 +1075,8 @@ class NodeAgent:
         if not self.gpus:
             return True
         try:
-            self._allocate(run)
+            if not await self._allocate_when_placeable(run):
+                return False
         except AllocationError as e:
             run.phase, run.reason = "Failed", "UnexpectedAdmissionError"
             # the kubelet's words, which say it is the node's doing and not the pod's
@@ -1072,6 +1085,30 @@ class NodeAgent:
             await self._event(run, "UnexpectedAdmissionError", run.message, "Warning")
             return False
         return True
+
+    async def _allocate_when_placeable(self, run: PodRun) -> bool:
+        """Allocate the pod's devices; while its HAMi vGPUs fit only a card others hold
+        (PlacementPending), keep it Pending with the reason, as HAMi's scheduler keeps such a
+        pod unscheduled, and try again as pods end. False if it was deleted meanwhile."""
+        waiting = False
+        while True:
+            try:
+                self._allocate(run)
+            except PlacementPending as e:
+                if not waiting:
+                    waiting = True
+                    run.reason, run.message = GPU_FRAGMENTED, str(e)
+                    await self._report(run)
+                    await self._event(run, GPU_FRAGMENTED, str(e), "Warning")
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(run.stop_requested.wait(), PLACEMENT_RETRY_S)
+                if run.stop_requested.is_set():
+                    return False
+                continue
+            if waiting:
+                run.reason = run.message = None
+                await self._event(run, "GPUPlaced", "a card freed up: the pod's vGPUs are placed")
+            return True
 
     async def _mount_homes(self, run: PodRun) -> None:
         """The directories of the volumes at the containers' homes (MountError if a claim has

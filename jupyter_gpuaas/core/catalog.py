@@ -714,6 +714,15 @@ def _read_offering(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Offering 
             errs, p, d, gpu_memory=gpu_memory, memory_cap=memory_cap, cores=cores,
             isolation=isolation,
         )  # fmt: skip
+        if gpu_eq is not None and cores is not None and cores <= 100 and gpu_eq * 100 != cores:
+            # A pool that counts shares and whole GPUs in one quota counts total-gpucores:
+            # the offering's size there is its compute share, so the two must agree.
+            errs.add(
+                key_path(p, "gpu_equivalents"),
+                f"is {gpu_eq} but cores_percent says {Fraction(cores, 100)} of a GPU: a "
+                f"fraction's size is its compute share (the quota counts {HAMI_CORES}); "
+                f'give gpu_equivalents: "{Fraction(cores, 100)}" or change cores_percent',
+            )
     elif kind is not None:
         for key in ("memory_cap", "cores_percent"):
             if d.get(key) is not None:

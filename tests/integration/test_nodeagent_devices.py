@@ -111,16 +111,16 @@ def test_replicas_go_round_until_every_slot_is_used() -> None:
         allocate(GPUS, held, pod({"nvidia.com/gpu.shared": 1}))
 
 
-def test_vgpus_spread_and_stop_at_memory_slots_and_cores() -> None:
+def test_vgpus_pack_and_stop_at_memory_slots_and_cores() -> None:
     quarter = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 6144, "nvidia.com/gpucores": 25}
     held: list[Grant] = []
     for _ in range(8):
         held += allocate(GPUS, held, pod(quarter))["c0"].grants
-    # Spread over the two HAMi GPUs, four quarters each (memory, slots and cores all full).
-    assert sorted(g.gpu for g in held) == [3, 3, 3, 3, 4, 4, 4, 4]
+    # Packed: the first HAMi GPU fills (memory, slots and cores) before the second is used.
+    assert [g.gpu for g in held] == [3, 3, 3, 3, 4, 4, 4, 4]
     with pytest.raises(AllocationError, match="HAMi vGPU"):
         allocate(GPUS, held, pod(quarter))
-    # Memory alone stops it too: 20 GiB on a GPU with 18 GiB left.
+    # Memory alone stops it too: 20 GiB does not fit the first GPU's 18 GiB left.
     one = allocate(GPUS, [], pod({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 6144}))["c0"].grants
     big = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 20 * 1024}
     assert allocate(GPUS, one, pod(big))["c0"].grants[0].gpu == 4

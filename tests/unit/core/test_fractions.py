@@ -97,6 +97,15 @@ CATALOG_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
             "percentage of one GPU's compute (a fraction is on one GPU)"
         ],
     ),
+    (
+        "size that is not its compute share",
+        _fraction(gpu_equivalents="1/3"),
+        [
+            f"{P}.gpu_equivalents: is 1/3 but cores_percent says 1/4 of a GPU: a fraction's "
+            "size is its compute share (the quota counts nvidia.com/gpucores); give "
+            'gpu_equivalents: "1/4" or change cores_percent'
+        ],
+    ),
     ("5.5Gi is whole MiB: accepted", _fraction(memory_cap="5.5Gi"), []),
     (
         "cap and GPU memory missing",
