@@ -129,10 +129,16 @@ ASSET_PATH = re.compile(r"(?:[a-z_]+/)*[a-z_]+\.(?:js|css)")
 no dots but the extension's, so no path leaves the static folder."""
 
 
-class ConsoleAssetHandler(_ConsoleHandler):
-    page = True
+class ConsoleAssetHandler(web.RequestHandler):
+    """The page's code and stylesheet, served to anyone: they are the same for every caller and
+    hold no data (the page and the API need the console scope). Not behind the hub's login:
+    a browser fetches a module script in CORS mode, and JupyterHub takes a cookie on such a
+    request only with an XSRF header, which a module loader cannot send (every module of the
+    page would be sent to the login instead)."""
 
-    @web.authenticated
+    def initialize(self, context: ServiceContext, console: ConsoleState) -> None:
+        """The console's keyword arguments, as its other routes take them; nothing is needed."""
+
     def get(self, name: str) -> None:
         if not ASSET_PATH.fullmatch(name):
             raise web.HTTPError(404, f"no asset {name[:80]}")
