@@ -1,0 +1,214 @@
+"""Waiting for a GPU, with the real hub, Kueue, the node agent's servers and the gpuaas service's
+culler (Chromium): the progress page of a queued server says what holds the GPU and when the
+reclaim plan frees it, "Leave the queue" ends the wait and says so; and a "Keep my GPU" hands
+the reclaim over to another team's server with a whole warning of its own, journaled as "lent".
+
+Team A's and team B's notebook queues each hold one local MIG slice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from devcluster.testing import Cluster
+from gpuaas_service.console.journal import JOURNAL_CONFIGMAP
+from jupyter_gpuaas.core.labels import RECLAIM_DEADLINE, RECLAIM_OUTLOOK, STATE_KEY
+from tests.support.hub import (  # noqa: F401  (the browser fixture)
+    USERS_NS,
+    WARNED,
+    CullerHub,
+    browser,
+    delete_jobs,
+    eventually,
+    login,
+    pod_of,
+    run_culler_hub,
+    training_job,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+WARN_BEFORE = 45
+POLICY = f"""\
+report_stale_after: 30s
+handoff_timeout: 2m
+prefer_own_team: true
+policies:
+  - name: local-mig
+    match: {{kinds: [mig]}}
+    idle_after: 2s
+    warn_before: {WARN_BEFORE}s
+    max_snoozes: 1
+    snooze_for: 1h
+"""
+TEMPLATES = "import gpuaas_spawner\nc.JupyterHub.template_paths = [gpuaas_spawner.HUB_TEMPLATES]\n"
+MIG_1G = "local-mig-1g"
+
+
+@pytest.fixture(scope="module")
+def culler_hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CullerHub]:
+    with run_culler_hub(
+        cluster,
+        tmp_path_factory.mktemp("queue-outlook"),
+        policy_text=POLICY,
+        extra_config=TEMPLATES,
+    ) as hub:
+        yield hub
+
+
+@pytest.fixture(autouse=True)
+async def nothing_left_over(culler_hub: CullerHub, cluster: Cluster, k8s: client.ApiClient) -> Any:
+    yield
+    for user in ("alice", "bob", "carol", "dave"):
+        culler_hub.stop(user)
+    await delete_jobs(cluster, k8s)
+
+
+def when(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+async def test_the_wait_says_what_holds_the_gpu_and_leave_the_queue_ends_it(
+    culler_hub: CullerHub,
+    k8s: client.ApiClient,
+    browser: Any,  # noqa: F811
+) -> None:
+    hub = culler_hub
+    hub.start_all({"alice": {"team": "team-a", "offering": MIG_1G}})
+    # bob (team A) asks for the slice alice holds: his server waits in team A's queue.
+    r = hub.api("POST", "/users/bob/server", {"team": "team-a", "offering": MIG_1G})
+    assert r.status == 202, r
+
+    page = await login(browser, hub, "bob")
+    await page.goto(f"{hub.url}/hub/spawn-pending/bob")
+    message = page.locator("#progress-message")
+    await message.filter(has_text="teammate's server, idle").wait_for(timeout=60_000)
+    text = await message.inner_text()
+    assert text.startswith("Queued in team-a: position 1"), text
+    assert re.search(r"in use by a teammate's server, idle (under a minute|\d+ min)", text), text
+    # The culler warned alice for bob: the page says her server is being freed, and about when.
+    await message.filter(has_text="being freed for you").wait_for(timeout=30_000)
+    text = await message.inner_text()
+    assert "(being freed)" in text, text
+    assert re.search(r"being freed for you: (about \d+ min|any moment now)\.", text), text
+    for forbidden in ("alice", "Kueue", "gate", "T0", "Z", "HTTP", "local-mig", "GPU-eq"):
+        assert forbidden not in text, (forbidden, text)
+    bob_pod = await pod_of(k8s, "bob")
+    assert bob_pod is not None
+    outlook = json.loads(bob_pod["metadata"]["annotations"][RECLAIM_OUTLOOK])
+    assert outlook["holders"][0]["team"] == "team-a"
+    assert "alice" not in json.dumps(outlook)  # nobody is named to another user
+
+    # "Leave the queue": the wait ends, the page says so, nothing was started.
+    leave = page.locator("#gpuaas-leave-queue")
+    assert await leave.inner_text() == "Leave the queue"
+    await leave.click()
+    told = page.locator("#gpuaas-left-message")
+    await told.filter(has_text="You left the queue; nothing was started.").wait_for(timeout=30_000)
+    assert await page.locator("#progress-message").is_hidden()
+    assert await page.locator("#gpuaas-left-again a").get_attribute("href") == "/hub/spawn/bob"
+
+    async def bob_gone() -> bool:
+        return hub.server("bob") is None and await pod_of(k8s, "bob") is None
+
+    await eventually(bob_gone, 60, "bob's waiting server and pod to go")
+
+    # Nobody waits for alice's slice now: her warning is withdrawn and she keeps her server.
+    async def alice_unwarned() -> bool:
+        pod = await pod_of(k8s, "alice")
+        return pod is not None and WARNED not in (pod["metadata"].get("annotations") or {})
+
+    await eventually(alice_unwarned, 30, "alice's warning to be withdrawn")
+    assert hub.server("alice") is not None
+    # The form says it again on bob's next visit.
+    await page.goto(f"{hub.url}/hub/spawn")
+    notice = await page.locator("#gpuaas-notice").inner_text()
+    assert "You left the queue; nothing was started." in notice, notice
+
+
+def one_slice_job(name: str) -> dict[str, Any]:
+    job = training_job(name)
+    job["spec"]["parallelism"] = job["spec"]["completions"] = 1
+    return job
+
+
+def snooze(hub: CullerHub, user: str) -> tuple[int, dict[str, Any]]:
+    req = urllib.request.Request(
+        f"{hub.url}/user/{user}/gpuaas/api/reclaim/snooze",
+        data=b"",
+        method="POST",
+        headers={"Authorization": f"token {hub.user_token(user)}"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+async def test_keep_my_gpu_hands_over_with_a_whole_warning_and_is_journaled(
+    culler_hub: CullerHub, cluster: Cluster, k8s: client.ApiClient
+) -> None:
+    hub = culler_hub
+    hub.start_all(
+        {
+            "alice": {"team": "team-a", "offering": MIG_1G},
+            "carol": {"team": "team-b", "offering": MIG_1G},
+        }
+    )
+    async with cluster.api("team-a", "alice") as api:
+        await client.BatchV1Api(api).create_namespaced_job(
+            "team-a",
+            one_slice_job("train-handover"),  # type: ignore[arg-type]
+        )
+
+    async def warned(user: str) -> dict[str, Any] | None:
+        pod = await pod_of(k8s, user)
+        return pod if pod and WARNED in (pod["metadata"].get("annotations") or {}) else None
+
+    # prefer_own_team: team A's Job takes team A's idle slice first, although carol's is as idle.
+    await eventually(lambda: warned("alice"), 60, "the warning on alice's pod")
+    assert await warned("carol") is None
+
+    status, answer = snooze(hub, "alice")
+    assert status == 200, answer
+    kept_at = time.monotonic()
+
+    carol = await eventually(lambda: warned("carol"), 30, "the warning on carol's pod")
+    ann = carol["metadata"]["annotations"]
+    given = when(ann[RECLAIM_DEADLINE]) - when(ann[WARNED])
+    assert given >= timedelta(seconds=WARN_BEFORE), ann  # a whole warning, not what alice had left
+    # carol is not stopped before her own deadline...
+    while time.monotonic() < kept_at + WARN_BEFORE - 10:
+        assert hub.server("carol") is not None, "carol was stopped before her warning ran out"
+        time.sleep(2)
+
+    # ...and after it she is, for team A's Job; alice keeps hers.
+    async def carol_stopped() -> bool:
+        return hub.server("carol") is None
+
+    await eventually(carol_stopped, WARN_BEFORE + 60, "the hub to stop carol")
+    assert hub.server("alice") is not None
+
+    # The console's journal notes that team B's quota went to team A's work.
+    async def lent() -> list[dict[str, Any]]:
+        async with cluster.api("jupyterhub", "gpuaas") as api:
+            kept = await client.CoreV1Api(api).read_namespaced_config_map(
+                JOURNAL_CONFIGMAP, USERS_NS
+            )
+        entries = json.loads(kept.data[STATE_KEY]).get("entries") or []
+        return [e for e in entries if e.get("event") == "lent"]
+
+    (entry,) = await eventually(lent, 30, "the lent entry in the console's journal")
+    assert (entry["user"], entry["team"]) == ("carol", "team-b")
+    assert "queued work of team-a" in entry["reason"]
