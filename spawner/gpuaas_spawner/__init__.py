@@ -18,7 +18,8 @@ __all__ = ["HUB_TEMPLATES", "GPUaaSSpawner", "check_catalog"]
 
 HUB_TEMPLATES = str(Path(__file__).parent / "templates" / "hub")
 """JupyterHub page templates (``c.JupyterHub.template_paths``): the "GPU console" link in the
-hub's navigation, for users who may open the console (``template_vars["gpuaas_console"]``)."""
+hub's navigation, for users who may open the console (``template_vars["gpuaas_console"]``), and
+the spawn progress page's "Leave the queue" for GPUaaSSpawner servers."""
 
 
 def __getattr__(name: str) -> Any:
