@@ -1,0 +1,121 @@
+"""The GPU console's page (TypeScript, built by ``npm run build:console``) in Chromium against
+the service's own web app over a simulated cycle: the first screen, every GPU with its holder
+and node, the filters, the compact team rows, and a team lead's page with their team alone.
+(The same page with a real hub, Kueue and servers: tests/hub/test_console.py.)"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from tornado.httpserver import HTTPServer
+from tornado.netutil import bind_sockets
+
+from gpuaas_service.console.state import ConsoleState
+from gpuaas_service.web.app import make_app
+from gpuaas_service.web.context import ServiceContext
+from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
+from tests.support.lab import CHROMIUM, CHROMIUM_ARGS
+from tests.support.service_samples import NS
+from tests.support.service_world import World
+
+BUILT = (
+    Path(__file__).resolve().parents[2]
+    / "culler/gpuaas_service/console/static/js/culler/gpuaas_service/console/src/main.js"
+)
+
+
+@dataclass
+class Console:
+    url: str
+    tokens: dict[str, str]
+
+
+@pytest.fixture
+async def console() -> AsyncIterator[Console]:
+    if not BUILT.is_file():
+        pytest.fail(f"the console page is not built ({BUILT.name}): npm run build:console")
+    world = World()
+    for i, pod in enumerate(world.pods):
+        pod.setdefault("spec", {})["nodeName"] = f"gpu-node-{i % 2}"
+    await world.cycle()
+    state = ConsoleState(
+        world.loop,
+        world.view,
+        notebook_namespace=NS,
+        job_namespaces=["team-a"],
+        regret_window=timedelta(hours=1),
+        pods=lambda: world.pods,
+    )
+    hub = TokenHub()
+    cast(Any, hub).base_url = "/services/gpuaas/"  # where HubOAuth's XSRF cookie is scoped
+    context = ServiceContext(
+        hub_auth=cast(Any, hub), console_auth=cast(Any, hub), loop=world.loop, console=state
+    )
+    tokens = {
+        "operator": hub.mint("ops", ["custom:gpuaas:console", SERVICE_SCOPE]),
+        "lead of team-b": hub.mint("leadb", ["custom:gpuaas:console!group=team-b", SERVICE_SCOPE]),
+    }
+    (sock,) = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
+    server = HTTPServer(make_app(context))
+    server.add_sockets([sock])
+    yield Console(f"http://127.0.0.1:{sock.getsockname()[1]}/services/gpuaas/console/", tokens)
+    server.stop()
+
+
+async def open_page(playwright_browser: Any, console: Console, who: str) -> tuple[Any, list[str]]:
+    """The page as ``who`` (their token on every request: the page, its modules, its API)."""
+    context = await playwright_browser.new_context(
+        extra_http_headers={"Authorization": f"Bearer {console.tokens[who]}"},
+        viewport={"width": 1400, "height": 1000},
+    )
+    page = await context.new_page()
+    page.set_default_timeout(20_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    await page.goto(console.url)
+    return page, errors
+
+
+async def test_the_console_page_every_gpu_and_a_team_leads_view(console: Console) -> None:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        chromium = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page, errors = await open_page(chromium, console, "operator")
+            for card in ("holds", "idle", "queued", "next"):
+                await page.locator(f"#overview #{card}").wait_for()
+            assert "GPU-eq. idle in 2 workbench(es)" in await page.locator("#idle").inner_text()
+            await page.locator("#overview #queued li[data-team='team-a']").wait_for()
+            for holder, node in (("alice", "gpu-node-0"), ("bob", "gpu-node-1")):
+                row = page.locator(f"#gpus tr[data-holder='{holder}']")
+                await row.wait_for()
+                text = await row.inner_text()
+                assert node in text, text
+                assert "MIG 1g.5gb" in text, text
+            assert await page.locator("#gpus tbody tr").count() == 3
+            await page.select_option("#g-state", "busy")
+            await page.locator("#gpus tr[data-holder='alice']").wait_for(state="detached")
+            assert await page.locator("#gpus tbody tr").count() == 1  # alice/busy
+            team = page.locator("#teams .team[data-team='team-a']")
+            quota = await team.locator("table.quota").first.inner_text()
+            assert "3 × MIG 1g.5gb" in quota, quota  # a person's units, not Kueue's integers
+            assert await team.locator(".scale").count() >= 2  # today's bar and the quota's
+            await page.locator("#workbenches tr[data-key='alice']").wait_for()
+            assert "No advice" in await page.locator("#fit").inner_text()
+            assert await page.locator("section#history").count() == 1
+            assert errors == []
+
+            lead, errors = await open_page(chromium, console, "lead of team-b")
+            await lead.locator("#status", has_text="teams team-b").wait_for()
+            assert await lead.locator("#gpus tbody tr").count() == 0
+            assert await lead.locator("#teams .team[data-team='team-a']").count() == 0
+            assert errors == []
+        finally:
+            await chromium.close()
