@@ -9,10 +9,7 @@ their activity to it every second with their own tokens.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -33,6 +30,7 @@ from tests.support.hub import (
     pod_of,
     restart_service,
     run_culler_hub,
+    snooze,
     training_job,
     warnings_on,
 )
@@ -190,28 +188,13 @@ async def test_restart_mid_warning_does_not_warn_twice_and_a_snooze_is_honoured(
     assert hub.server("bob") is not None
 
     # "Keep my GPU" in bob's JupyterLab: through his server to the service.
-    token = hub.user_token("bob")
-
-    def snooze() -> tuple[int, dict[str, Any]]:
-        req = urllib.request.Request(
-            f"{hub.url}/user/bob/gpuaas/api/reclaim/snooze",
-            data=b"",
-            method="POST",
-            headers={"Authorization": f"token {token}"},
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
-
-    status, answer = snooze()
+    status, answer = snooze(hub, "bob")
     left = (deadline - datetime.now(timezone.utc)).total_seconds()
     assert left > 0, f"the restart and the snooze took longer than the 60 s warning ({-left:.0f}s)"
     assert status == 200, answer
     assert answer["allowed"] is True
     assert answer["snoozes_left"] == 0
-    status, answer = snooze()
+    status, answer = snooze(hub, "bob")
     assert status == 409
     assert "no snoozes left" in answer["reason"]
 

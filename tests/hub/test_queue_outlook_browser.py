@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,6 +31,7 @@ from tests.support.hub import (  # noqa: F401  (the browser fixture)
     login,
     pod_of,
     run_culler_hub,
+    snooze,
     training_job,
 )
 
@@ -140,20 +139,6 @@ def one_slice_job(name: str) -> dict[str, Any]:
     job = training_job(name)
     job["spec"]["parallelism"] = job["spec"]["completions"] = 1
     return job
-
-
-def snooze(hub: CullerHub, user: str) -> tuple[int, dict[str, Any]]:
-    req = urllib.request.Request(
-        f"{hub.url}/user/{user}/gpuaas/api/reclaim/snooze",
-        data=b"",
-        method="POST",
-        headers={"Authorization": f"token {hub.user_token(user)}"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 async def test_keep_my_gpu_hands_over_with_a_whole_warning_and_is_journaled(

@@ -618,3 +618,18 @@ def spawn_counts(hub: Hub) -> dict[tuple[str, str], float]:
             key = (labels["status"], labels.get("reason", ""))
             counts[key] = float(line.rsplit(" ", 1)[1])
     return counts
+
+
+def snooze(hub: Hub, user: str) -> tuple[int, dict[str, Any]]:
+    """ "Keep my GPU" in ``user``'s JupyterLab: through their server to the gpuaas service."""
+    req = urllib.request.Request(
+        f"{hub.url}/user/{user}/gpuaas/api/reclaim/snooze",
+        data=b"",
+        method="POST",
+        headers={"Authorization": f"token {hub.user_token(user)}"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
