@@ -33,6 +33,7 @@ from tests.support.hub import (
     POLICY,
     CullerHub,
     eventually,
+    login,
     pod_of,
     run_culler_hub,
     training_job,
@@ -243,3 +244,20 @@ def test_the_consoles_history_reads_the_reclaims_from_prometheus(
     assert peak("reclaims") == {"team-a": 1.0, "team-b": 1.0}
     assert peak("handoffs")["succeeded"] >= 1.0
     assert peak("queued")["team-a"] >= 1.0
+
+
+async def test_the_console_page_draws_the_history_charts(
+    reclaimed: tuple[CullerHub, PrometheusProcess], browser: Any
+) -> None:
+    hub, _ = reclaimed
+    page = await login(browser, hub, "admin")
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    await page.goto(f"{hub.url}/services/gpuaas/console/")
+    await page.wait_for_selector('#history-charts figure[data-chart="Reclaims per step"] canvas')
+    assert await page.locator("#history-charts figure").count() == 7
+    assert "From Prometheus, one point per 2 min." in await page.inner_text("#history-status")
+    legend = await page.inner_text('#history-charts figure[data-chart="Reclaims per step"]')
+    assert "team-a" in legend
+    assert "team-b" in legend
+    assert not [e for e in errors if "uplot" in e.lower() or "Content Security" in e], errors

@@ -7,6 +7,8 @@
  * `<section id="history">`), export an `IConsoleSection` from it and list it in `SECTIONS`.
  */
 
+import { historySection } from './history.js';
+
 /** A section with a life of its own. */
 export interface IConsoleSection {
   /** The id of the page's `<section>` it fills. */
@@ -16,7 +18,7 @@ export interface IConsoleSection {
 }
 
 /** The sections started with the page. */
-export const SECTIONS: readonly IConsoleSection[] = [];
+export const SECTIONS: readonly IConsoleSection[] = [historySection];
 
 /** Start every section of `SECTIONS`. */
 export function startSections(sections: readonly IConsoleSection[] = SECTIONS): void {

@@ -1,0 +1,202 @@
+/**
+ * The console's history (docs/console.md, "History (Prometheus)"): the charts of
+ * `api/console/history` drawn with uPlot into the page's `<section id="history">`. It keeps its
+ * own schedule (a minute) beside the live view, and a history that is unavailable leaves a line
+ * that says why, nothing else: the live view never waits for Prometheus.
+ *
+ * uPlot (MIT, no dependencies, 51 KB minified) is loaded once, when the first answer has charts,
+ * from the copy the console's build puts beside the page's modules (`npm run build:console`:
+ * static/js/vendor/uplot.js and uplot.css); its type declarations come from the npm package.
+ */
+
+import type uPlot from 'uplot';
+
+import { ApiError, request } from './api.js';
+import { h } from '../../../../labextension/src/dom.js';
+import type { IConsoleSection } from './sections.js';
+
+const REFRESH_MS = 60_000;
+const RANGES = ['1h', '6h', '1d', '7d'] as const;
+const UPLOT_JS = 'static/js/vendor/uplot.js';
+const UPLOT_CSS = 'static/js/vendor/uplot.css';
+/** Colours of a chart's series, in turn (teams sorted by name). */
+const COLOURS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2'];
+
+export interface IHistorySeries {
+  name: string;
+  values: (number | null)[];
+}
+
+export interface IHistoryChart {
+  name: string;
+  title: string;
+  unit: string;
+  by: string;
+  series: IHistorySeries[];
+  total_series: number;
+  truncated: boolean;
+  note?: string;
+}
+
+export type IHistory =
+  | {
+      available: true;
+      step: number;
+      range_seconds: number;
+      teams: string[] | null;
+      times: number[];
+      charts: IHistoryChart[];
+    }
+  | { available: false; reason: string; message: string };
+
+/** One chart as uPlot takes it: the shared times, then a row of values per series. */
+export interface IChartModel {
+  title: string;
+  unit: string;
+  names: string[];
+  data: (number | null)[][];
+  note: string;
+  empty: boolean;
+}
+
+/** The charts of an answer (pure): `null` when history is unavailable. */
+export function chartModels(answer: IHistory): IChartModel[] | null {
+  if (!answer.available) {
+    return null;
+  }
+  return answer.charts.map(chart => ({
+    title: chart.title,
+    unit: chart.unit,
+    names: chart.series.map(s => s.name),
+    data: [answer.times, ...chart.series.map(s => s.values)],
+    note: chart.note ?? '',
+    empty: chart.series.every(s => s.values.every(v => v === null))
+  }));
+}
+
+type UPlotClass = typeof uPlot;
+let loading: Promise<UPlotClass> | null = null;
+
+function loadUPlot(): Promise<UPlotClass> {
+  loading ??= new Promise<UPlotClass>((resolve, reject) => {
+    const script = h('script', { src: UPLOT_JS });
+    script.addEventListener('load', () => {
+      const loaded = (window as unknown as { uPlot?: UPlotClass }).uPlot;
+      if (loaded) {
+        resolve(loaded);
+      } else {
+        reject(new Error(`${UPLOT_JS} defined no uPlot`));
+      }
+    });
+    script.addEventListener('error', () => {
+      reject(new Error(`cannot load ${UPLOT_JS}`));
+    });
+    document.head.append(h('link', { rel: 'stylesheet', href: UPLOT_CSS }), script);
+  });
+  return loading;
+}
+
+function options(model: IChartModel, width: number): uPlot.Options {
+  return {
+    width,
+    height: 180,
+    title: `${model.title} (${model.unit})`,
+    series: [
+      {},
+      ...model.names.map((name, i) => ({
+        label: name,
+        stroke: COLOURS[i % COLOURS.length],
+        width: 1.5,
+        spanGaps: false
+      }))
+    ],
+    axes: [{}, { label: model.unit, size: 60 }],
+    legend: { live: true }
+  };
+}
+
+class HistorySection implements IConsoleSection {
+  readonly id = 'history';
+  private range: (typeof RANGES)[number] = '6h';
+  private plots: uPlot[] = [];
+  private timer = 0;
+
+  start(): void {
+    const root = document.getElementById(this.id);
+    if (root === null) {
+      return;
+    }
+    const picker = h('select', { id: 'history-range', 'aria-label': 'History range' });
+    for (const range of RANGES) {
+      const option = h('option', { value: range }, `last ${range}`);
+      option.selected = range === this.range;
+      picker.append(option);
+    }
+    picker.addEventListener('change', () => {
+      this.range = picker.value as (typeof RANGES)[number];
+      void this.refresh();
+    });
+    root.replaceChildren(
+      h('h2', {}, 'History ', picker),
+      h('p', { id: 'history-status', class: 'hint', role: 'status' }, 'Loading…'),
+      h('div', { id: 'history-charts', class: 'charts' })
+    );
+    void this.refresh();
+  }
+
+  private async refresh(): Promise<void> {
+    window.clearTimeout(this.timer);
+    const status = document.getElementById('history-status');
+    const holder = document.getElementById('history-charts');
+    if (status === null || holder === null) {
+      return;
+    }
+    try {
+      const answer = await request<IHistory>(`../api/console/history?range=${this.range}`);
+      const models = chartModels(answer);
+      if (models === null || !answer.available) {
+        this.clear(holder);
+        status.textContent = answer.available ? '' : answer.message;
+      } else {
+        const step =
+          answer.step >= 60 ? `${String(answer.step / 60)} min` : `${String(answer.step)} s`;
+        status.textContent = `From Prometheus, one point per ${step}.`;
+        await this.draw(holder, models);
+      }
+    } catch (e) {
+      this.clear(holder);
+      const why = e instanceof ApiError ? `${String(e.status)}: ${e.message}` : String(e);
+      status.textContent = `History is unavailable: ${why}. The live view is not affected.`;
+    }
+    this.timer = window.setTimeout(() => void this.refresh(), REFRESH_MS);
+  }
+
+  private clear(holder: HTMLElement): void {
+    for (const plot of this.plots) {
+      plot.destroy();
+    }
+    this.plots = [];
+    holder.replaceChildren();
+  }
+
+  private async draw(holder: HTMLElement, models: IChartModel[]): Promise<void> {
+    const UPlot = await loadUPlot();
+    this.clear(holder);
+    const width = Math.max(320, Math.min(560, holder.clientWidth / 2 - 16));
+    for (const model of models) {
+      const box = h('figure', { class: 'chart', 'data-chart': model.title });
+      holder.append(box);
+      if (model.empty) {
+        box.append(h('figcaption', {}, `${model.title}: nothing in this range`));
+        continue;
+      }
+      this.plots.push(new UPlot(options(model, width), model.data as uPlot.AlignedData, box));
+      if (model.note) {
+        box.append(h('figcaption', { class: 'hint' }, model.note));
+      }
+    }
+  }
+}
+
+/** The history section, started with the page (sections.ts lists it). */
+export const historySection: IConsoleSection = new HistorySection();
