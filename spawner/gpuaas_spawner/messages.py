@@ -61,6 +61,36 @@ MESSAGES: Mapping[str, str] = {
     "duration.hours": "{hours} h",
     "duration.hours_minutes": "{hours} h {minutes} min",
     "duration.under_a_minute": "under a minute",
+    # How a spawn ended (also shown above the form on the next visit).
+    "preempted": (
+        "Your server was stopped in {team} to make room for other queued work. Your files are "
+        "kept; start it again when quota is free."
+    ),
+    "stopped.by_queue": "The queue stopped your server; an admin can see why. Your files are kept.",
+    "stopped.outside": "Your server was stopped outside JupyterHub. Your files are kept.",
+    "failed.node": (
+        "The node could not run your server: {refused}. This is the cluster's doing, not a "
+        "setting of yours, and nothing of yours was lost. Start it again; if it happens again, "
+        "tell an admin."
+    ),
+    "failed.stopped": "Your server stopped before it was ready. {hint}",
+    "failed.exited": "Your server exited before it was ready ({exited}). {hint}",
+    "hint.exited": (
+        "The queue and the GPU were fine: the server itself did not start, often because of a "
+        "setting or start-up file of your own (e.g. in ~/.jupyter or ~/.ipython). Fix or move it "
+        "aside and start again; an admin can show you the server's log."
+    ),
+    "timeout.queue": (
+        "Your server waited {waited} in {team}'s queue{where} without getting a GPU, the limit "
+        "for a queued server. Nothing was started; try again later or choose an offering with "
+        "free quota."
+    ),
+    "timeout.queue.where": " (position {position})",
+    "timeout.start": (
+        "Your server was admitted but did not become ready within {limit}: {status}. Its quota "
+        "is released; start it again, and tell an admin if it happens again (the server's "
+        "events say why)."
+    ),
     # Leaving the queue (the spawner's own stop of a server still waiting).
     "left_queue": "You left the queue; nothing was started.",
 }

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from gpuaas_spawner.messages import say, waiting_words
+from gpuaas_spawner.messages import MESSAGES, say, waiting_words
 from jupyter_gpuaas.core.durations import format_duration, isoformat_z
 from jupyter_gpuaas.core.kueue import (
     ADMISSION_GATE,
@@ -122,11 +122,7 @@ def is_gated(pod: Mapping[str, Any]) -> bool:
     return any(as_mapping(g).get("name") == ADMISSION_GATE for g in gates)
 
 
-EXITED_HINT = (
-    "The queue and the GPU were fine: the server itself did not start, often because of a "
-    "setting or start-up file of your own (e.g. in ~/.jupyter or ~/.ipython). Fix or move it "
-    "aside and start again; an admin can show you the server's log."
-)
+EXITED_HINT = MESSAGES["hint.exited"]
 
 
 def _exited_before_ready(status: Mapping[str, Any]) -> str:
@@ -193,24 +189,11 @@ def _removed_message(
     if preempted is not None or (
         target is not None and "preempt" in str(target.get("message", "")).lower()
     ):
-        why = (
-            preempted.message if preempted else str(target.get("message", "") if target else "")
-        ).strip()
-        detail = f": {why}" if why else ""
-        return SpawnStatus(
-            Phase.PREEMPTED,
-            f"Your server was preempted by Kueue in {team} to make room for other work{detail}. "
-            "Your files are kept; start it again when quota is free.",
-        )
+        # Kueue's own words ("Preempted to accommodate a workload (UID: ...)") are for the log.
+        return SpawnStatus(Phase.PREEMPTED, say("preempted", team=team))
     if evicted is not None or target is not None:
-        why = (
-            (evicted.message or evicted.reason)
-            if evicted
-            else str(target.get("message", "") if target else "")
-        )
-        detail = f": {why}" if why else ""
-        return SpawnStatus(Phase.STOPPED, f"Kueue stopped your server{detail}.")
-    return SpawnStatus(Phase.STOPPED, "Your server's pod was deleted.")
+        return SpawnStatus(Phase.STOPPED, say("stopped.by_queue"))
+    return SpawnStatus(Phase.STOPPED, say("stopped.outside"))
 
 
 def _latest_event_reason(events: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
@@ -301,22 +284,14 @@ def _failed(status: Mapping[str, Any]) -> SpawnStatus | None:
     refused = _refused_by_node(status) if phase == "Failed" else ""
     if refused:
         return SpawnStatus(
-            Phase.FAILED,
-            f"The node could not run your server: {refused}. This is the cluster's doing, not "
-            f"a setting of yours, and nothing of yours was lost. Start it again; if it happens "
-            f"again, tell an admin.",
-            failure_reason="node_refused",
+            Phase.FAILED, say("failed.node", refused=refused), failure_reason="node_refused"
         )
     if phase in ("Failed", "Succeeded"):
-        reason = status.get("message") or status.get("reason") or "it exited"
-        return SpawnStatus(
-            Phase.FAILED, f"Your server stopped before it was ready: {reason}. {EXITED_HINT}"
-        )
+        # The pod's own reason (OOMKilled, Error) is for the admin's log.
+        return SpawnStatus(Phase.FAILED, say("failed.stopped", hint=EXITED_HINT))
     exited = _exited_before_ready(status)
     if exited:
-        return SpawnStatus(
-            Phase.FAILED, f"Your server exited before it was ready ({exited}). {EXITED_HINT}"
-        )
+        return SpawnStatus(Phase.FAILED, say("failed.exited", exited=exited, hint=EXITED_HINT))
     return None
 
 
@@ -401,21 +376,17 @@ def check_deadline(
     if status.in_queue or admitted_at is None:
         waited = (now - submitted_at).total_seconds()
         if queue_timeout > 0 and waited >= queue_timeout:
-            where = f" (position {status.position})" if status.position else ""
+            where = say("timeout.queue.where", position=status.position) if status.position else ""
             return Deadline(
                 "queue",
-                f"Your server waited {format_duration(waited)} in {team}'s queue{where} without "
-                f"getting a GPU, the limit for a queued server. Nothing was started; try "
-                f"again later or choose an offering with free quota.",
+                say("timeout.queue", waited=format_duration(waited), team=team, where=where),
             )
         return None
     started = (now - admitted_at).total_seconds()
     if started >= start_timeout:
         return Deadline(
             "start",
-            f"Your server was admitted but did not become ready within "
-            f"{format_duration(start_timeout)}: {status.message}. Its quota is released; start "
-            f"it again, and tell an admin if it happens again (the pod's events say why).",
+            say("timeout.start", limit=format_duration(start_timeout), status=status.message),
         )
     return None
 

@@ -31,6 +31,13 @@ SAMPLE: dict[str, Any] = {
     "duration": "12 min",
     "minutes": 5,
     "hours": 2,
+    "refused": "the GPU it was given was not free on the node",
+    "hint": "Fix or move it aside and start again.",
+    "exited": "exit code 1",
+    "waited": "1h",
+    "where": " (position 3)",
+    "limit": "5m",
+    "status": "Pulling the image",
 }
 
 FORBIDDEN: list[tuple[str, re.Pattern[str]]] = [

@@ -355,9 +355,7 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
             "pod": pod(phase="Failed", node="gpu-1")
             | {"status": {"phase": "Failed", "reason": "OOMKilled"}}
         },
-        SpawnStatus(
-            Phase.FAILED, f"Your server stopped before it was ready: OOMKilled. {EXITED_HINT}"
-        ),
+        SpawnStatus(Phase.FAILED, f"Your server stopped before it was ready. {EXITED_HINT}"),
     ),
     (
         "refused by the node's device admission (a kubelet's UnexpectedAdmissionError)",
@@ -443,10 +441,8 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
         {"pod": None, "pod_seen": True, "workload": read_workload(PREEMPTED_WL)},
         SpawnStatus(
             Phase.PREEMPTED,
-            "Your server was preempted by Kueue in team-a to make room for other work: "
-            "Preempted to accommodate a workload (UID: x) due to reclamation within the cohort. "
-            "Your files are "
-            "kept; start it again when quota is free.",
+            "Your server was stopped in team-a to make room for other queued work. Your files "
+            "are kept; start it again when quota is free.",
         ),
     ),
     (
@@ -467,9 +463,8 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
         },
         SpawnStatus(
             Phase.PREEMPTED,
-            "Your server was preempted by Kueue in team-a to make room for other work: "
-            "Preempted to accommodate "
-            "a higher priority Workload. Your files are kept; start it again when quota is free.",
+            "Your server was stopped in team-a to make room for other queued work. Your files "
+            "are kept; start it again when quota is free.",
         ),
     ),
     (
@@ -480,12 +475,17 @@ CASES: list[tuple[str, dict[str, Any], SpawnStatus]] = [
                 workload(("Evicted", "True", "ClusterQueueStopped", "The ClusterQueue is stopped"))
             ),
         },
-        SpawnStatus(Phase.STOPPED, "Kueue stopped your server: The ClusterQueue is stopped."),
+        SpawnStatus(
+            Phase.STOPPED,
+            "The queue stopped your server; an admin can see why. Your files are kept.",
+        ),
     ),
     (
         "deleted by someone",
         {"pod": None, "pod_seen": True},
-        SpawnStatus(Phase.STOPPED, "Your server's pod was deleted."),
+        SpawnStatus(
+            Phase.STOPPED, "Your server was stopped outside JupyterHub. Your files are kept."
+        ),
     ),
 ]
 
@@ -553,7 +553,7 @@ def test_start_timeout_begins_at_admission() -> None:
     assert deadline.message == (
         "Your server was admitted but did not become ready within 5m: "
         "Node found; pulling the image and creating the container. Its quota is released; "
-        "start it again, and tell an admin if it happens again (the pod's events say why)."
+        "start it again, and tell an admin if it happens again (the server's events say why)."
     )
     done = spawn_status(
         team="team-a",
@@ -695,7 +695,7 @@ async def test_preempted_while_starting_is_reported_as_such(
     with pytest.raises(SpawnException) as info:
         await asyncio.wait_for(future, 5)
     assert (info.value.status_code, info.value.reason) == (400, "preempted")
-    assert "preempted by Kueue in team-a" in info.value.message
+    assert "stopped in team-a to make room for other queued work" in info.value.message
     assert spawner.handler.settings["failure_count"] == -1  # 5.5's +1 leaves the count at 0
 
 
@@ -790,7 +790,9 @@ async def test_a_started_server_that_vanished_is_reported_stopped(spawner: Any) 
     assert await asyncio.wait_for(spawner.start(), 5) == "http://pod:8888"
     spawner.test_view._workloads = [read_workload(PREEMPTED_WL)]
     assert await spawner.poll() == 1  # no pod: gone
-    assert "preempted by Kueue in team-a" in spawner._gpuaas_notice  # told on the next visit
+    assert (
+        "stopped in team-a to make room for other queued work" in spawner._gpuaas_notice
+    )  # told on the next visit
 
 
 async def test_a_queued_spawn_ended_by_a_hub_restart_is_explained(spawner: Any) -> None:
