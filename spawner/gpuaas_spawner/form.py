@@ -61,9 +61,9 @@ class OfferingOption:
     status: str
     detail: str
     gpu_status: str
-    """GPU-equivalents alongside, for MIG and shares: "≈ 0.75 of 2 GPU-equivalents free"; for a
-    memory-capped fraction the team's memory quota: "40 of 96 GiB of fractional GPU memory
-    free"."""
+    """For a memory-capped fraction, the team's memory quota: "40 of 96 GiB of fractional GPU
+    memory free"; empty otherwise (GPU-equivalents are ITOps' unit, shown in the console, not
+    on a data scientist's form)."""
     fraction: str
     """A memory-capped fraction's terms: "5.5 GiB GPU memory (capped), 25% of its compute"."""
     selectable: bool
@@ -143,11 +143,7 @@ def _gpu_status(offering: Offering, room: Headroom) -> str:
         if free.endswith(f" {unit}"):
             free = free.rsplit(" ", 1)[0]
         return f"{free} of {total} of fractional GPU memory free"
-    if offering.kind not in ("mig", "shared") or room.free_gpu_equivalents is None:
-        return ""
-    free = format_gpu_equivalents(room.free_gpu_equivalents)
-    total = format_gpu_equivalents(room.total_gpu_equivalents or Fraction(0))
-    return f"≈ {free} of {total} GPU-equivalents free"
+    return ""
 
 
 def _offering_option(
