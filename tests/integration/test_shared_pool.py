@@ -39,6 +39,7 @@ from devcluster.testing import (
     delete_jobs,
     delete_pods,
     has_condition,
+    queued_pod_manifest,
     wait_for,
     wait_queues_idle,
     workload_of,
@@ -139,36 +140,21 @@ def _catalog() -> Catalog:
 def share_pod(name: str, offering: Offering, team: str, **notes: str) -> dict[str, Any]:
     """A notebook on a share, shaped as GPUaaSSpawner shapes it (the offering's resources,
     selector, tolerations and annotations), running ``sleep`` on local-0."""
-    limits = {k: str(v) for k, v in offering.requests(1).items()}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kueue.x-k8s.io/queue-name": team,
-                "kueue.x-k8s.io/priority-class": "interactive",
-            },
-            "annotations": {**offering.pod_annotations, **notes},
-        },
-        "spec": {
-            "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": 1,
-            "nodeSelector": dict(offering.node_selector),
-            "tolerations": [dict(t) for t in offering.tolerations],
-            "containers": [
-                {
-                    "name": "notebook",
-                    "image": "quay.io/jupyter/base-notebook",
-                    "command": ["sleep", "600"],
-                    "resources": {
-                        "requests": {"cpu": "100m", "memory": "64Mi", **limits},
-                        "limits": limits,
-                    },
-                }
-            ],
-        },
-    }
+    pod = queued_pod_manifest(
+        name,
+        queue=team,
+        node_selector=offering.node_selector,
+        gpu={k: str(v) for k, v in offering.requests(1).items()},
+        cpu="100m",
+        memory="64Mi",
+        tolerations=offering.tolerations,
+        annotations={**offering.pod_annotations, **notes},
+    )
+    pod["spec"]["terminationGracePeriodSeconds"] = 1
+    container = pod["spec"]["containers"][0]
+    container["command"] = ["sleep", "600"]
+    container.pop("args", None)
+    return pod
 
 
 def whole_card_job(name: str, gpu: dict[str, str] | None = None) -> dict[str, Any]:
@@ -290,11 +276,13 @@ async def _card_of(v1: Any, namespace: str, name: str) -> str:
     """The GPU the node agent gave the pod's container: NVIDIA_VISIBLE_DEVICES in the
     environment of its process (local-0 runs it on this machine; its event names the pid)."""
     pid = 0
+    uid = (await v1.read_namespaced_pod(name, namespace)).metadata.uid
 
     async def started() -> bool:
         nonlocal pid
+        # By UID: events of an earlier pod of the same name outlive it.
         events = await v1.list_namespaced_event(
-            namespace, field_selector=f"involvedObject.name={name}"
+            namespace, field_selector=f"involvedObject.uid={uid}"
         )
         for ev in events.items:
             found = re.search(r"\(pid (\d+)\)", ev.message or "")
@@ -453,7 +441,7 @@ async def test_an_admitted_job_whose_card_is_in_scraps_waits_and_says_why(
         assert pod.status.phase == "Pending"
         assert "no single GPU has 81920 MiB and 100 % compute free" in pod.status.message
         events = await core(alice).list_namespaced_event(
-            TRAIN_NS, field_selector=f"involvedObject.name={pod.metadata.name}"
+            TRAIN_NS, field_selector=f"involvedObject.uid={pod.metadata.uid}"
         )
         warning = [e for e in events.items if e.reason == "GPUFragmented"]
         assert warning, events.items
