@@ -21,6 +21,7 @@ from gpuaas_service.reclaim.decide import Action, Plan
 from gpuaas_service.reclaim.gather import flavor_tolerated
 from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
 from gpuaas_service.reclaim.policy import PolicySet, load_policy_file
+from jupyter_gpuaas.core import packing
 from jupyter_gpuaas.core.catalog import (
     Catalog,
     CatalogSource,
@@ -95,6 +96,7 @@ __all__ = [
     "kueue_value",
     "load_catalog",
     "load_policy_file",
+    "packing",
     "parse_duration",
     "read_cluster_queue",
     "read_cohort",

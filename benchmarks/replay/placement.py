@@ -16,34 +16,36 @@ This module is that scheduler's part, pure and card by card:
 - what cannot be placed waits, holding its quota; every release tries the waiting ones again,
   by priority, then by admission (the scheduler's queue).
 
-Written for the replay (the product places nothing itself; the dev cluster's node agent
-assigns GPUs by its own rule, see devcluster/gpualloc.py).
+The card chosen is the project's own packing decision (:mod:`jupyter_gpuaas.core.packing`,
+which the dev cluster's node agent uses too); this module keeps the pool's cards and who holds
+what.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from .brain import packing
 
 CORES_PER_CARD = 100
 """HAMi's ``gpucores`` of one whole card."""
+SLOTS_PER_CARD = 10
+"""HAMi's vGPUs per card (``deviceSplitCount``)."""
 
 
-def best_fit(free: Sequence[int], need: int) -> int | None:
-    """The card (index into ``free``, each card's free steps) that takes a share of ``need``
-    steps: the fullest that still holds it, the first of equals; ``None`` when none holds it."""
-    best: int | None = None
-    for i, f in enumerate(free):
-        if need <= f and (best is None or f < free[best]):
-            best = i
-    return best
-
-
-def whole_cards(free: Sequence[int], steps: int, n: int) -> list[int] | None:
-    """``n`` cards with nothing on them (``free == steps``), the first ones; ``None`` when
-    fewer are wholly free."""
-    empty = [i for i, f in enumerate(free) if f == steps]
-    return empty[:n] if len(empty) >= n else None
+def _card(index: int, steps: int, free: int, shares: int) -> packing.Card:
+    """A card as the packing decision sees it: memory in steps, compute in percent (a share's
+    compute is its memory's fraction of the card), HAMi's vGPU slots."""
+    used = steps - free
+    return packing.Card(
+        index=index,
+        memory=steps,
+        slots=SLOTS_PER_CARD,
+        used_memory=used,
+        used_cores=used * CORES_PER_CARD // steps,
+        used_slots=shares,
+    )
 
 
 @dataclass
@@ -54,26 +56,34 @@ class Cards:
     free: list[int]
     holders: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     """Workload key → (card, steps) it holds."""
+    shares: list[int] = field(default_factory=list)
+    """vGPU slots taken on each card (a whole card takes one)."""
 
     @classmethod
     def empty(cls, cards: int, steps: int) -> Cards:
-        return cls(steps, [steps] * cards)
+        return cls(steps, [steps] * cards, shares=[0] * cards)
+
+    def _cards(self) -> list[packing.Card]:
+        return [_card(i, self.steps, f, self.shares[i]) for i, f in enumerate(self.free)]
 
     def place(self, key: str, *, share_steps: int = 0, whole: int = 0) -> bool:
-        """Put ``key`` on cards: a share of ``share_steps`` (best fit) or ``whole`` whole
-        cards; ``False`` (and nothing held) when it does not fit now."""
-        if whole:
-            chosen = whole_cards(self.free, self.steps, whole)
-            if chosen is None:
-                return False
-            held = [(i, self.steps) for i in chosen]
-        else:
-            card = best_fit(self.free, share_steps)
+        """Put ``key`` on cards: a share of ``share_steps`` on the card
+        :func:`jupyter_gpuaas.core.packing.best_fit` picks, or ``whole`` cards with nothing on
+        them; ``False`` (and nothing held) when it does not fit now."""
+        held: list[tuple[int, int]] = []
+        cards = self._cards()
+        wanted = [packing.Share(self.steps, CORES_PER_CARD)] * whole or [
+            packing.Share(share_steps, share_steps * CORES_PER_CARD // self.steps)
+        ]
+        for share in wanted:
+            card = packing.best_fit(cards, share)
             if card is None:
                 return False
-            held = [(card, share_steps)]
+            cards[card.index] = packing.place(card, share)
+            held.append((card.index, share.memory))
         for i, n in held:
             self.free[i] -= n
+            self.shares[i] += 1
         self.holders[key] = held
         return True
 
@@ -82,15 +92,12 @@ class Cards:
         held = self.holders.pop(key, None)
         for i, n in held or ():
             self.free[i] += n
+            self.shares[i] -= 1
         return held is not None
 
     @property
     def whole_free(self) -> int:
         return sum(1 for f in self.free if f == self.steps)
-
-    @property
-    def used_cards(self) -> int:
-        return sum(1 for f in self.free if f < self.steps)
 
 
 @dataclass

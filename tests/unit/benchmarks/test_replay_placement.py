@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks.replay import ladder
 from benchmarks.replay.organisations import load
-from benchmarks.replay.placement import Cards, Placement, best_fit, whole_cards
+from benchmarks.replay.placement import Cards, Placement
 from benchmarks.replay.sim import Simulation
 from benchmarks.replay.trace import Interval, Session, Trace, TrainingJob
 from jupyter_gpuaas.core.sizing import advise
@@ -17,14 +17,29 @@ SPEC = load("dgx-4")
 HOUR = 3600.0
 
 
-def test_a_share_goes_on_the_fullest_card_that_holds_it() -> None:
-    assert best_fit([10, 4, 7, 3], 3) == 3  # the fullest that holds it
-    assert best_fit([10, 4, 7, 3], 4) == 1
-    assert best_fit([10, 4, 7, 3], 5) == 2  # a whole card only when no used one holds it
-    assert best_fit([10, 4, 7, 3], 8) == 0
-    assert best_fit([2, 4, 3], 5) is None  # 9 steps free, in scraps: no card holds 5
-    assert whole_cards([10, 9, 10, 10], 10, 2) == [0, 2]
-    assert whole_cards([10, 9, 9, 9], 10, 2) is None  # 3.7 cards free, one whole
+def _cards(free: list[int]) -> Cards:
+    """Cards of 10 steps with ``free`` steps left on each."""
+    cards = Cards.empty(len(free), 10)
+    cards.free[:] = free
+    return cards
+
+
+@pytest.mark.parametrize(
+    ("need", "card"),
+    [(3, 3), (4, 1), (5, 2), (8, 0)],  # the fullest that holds it; an empty card last
+)
+def test_a_share_goes_on_the_fullest_card_that_holds_it(need: int, card: int) -> None:
+    cards = _cards([10, 4, 7, 3])
+    assert cards.place("nb", share_steps=need)
+    assert cards.holders["nb"] == [(card, need)]
+
+
+def test_no_share_or_job_is_placed_on_scraps() -> None:
+    assert not _cards([2, 4, 3]).place("nb", share_steps=5)  # 9 steps free, no card holds 5
+    cards = _cards([10, 9, 10, 10])
+    assert cards.place("job", whole=2)
+    assert [i for i, _n in cards.holders["job"]] == [0, 2]  # whole cards only
+    assert not _cards([10, 9, 9, 9]).place("job", whole=2)  # 3.7 cards free, one whole
 
 
 def test_cards_hold_what_they_place_and_give_it_back() -> None:
