@@ -438,6 +438,12 @@ def run_culler_hub(
 
 async def make_busy(hub: Hub, user: str) -> None:
     """Start a kernel in the user's server and keep it executing (a long sleep)."""
+    await run_in_new_kernel(hub, user, "import time; time.sleep(900)", until="execute_input")
+
+
+async def run_in_new_kernel(hub: Hub, user: str, code: str, *, until: str) -> None:
+    """Start a kernel in the user's server and send it ``code``; return once it answers with
+    ``until`` (``execute_input``: it runs it; ``execute_reply``: it ran it, without error)."""
     token = hub.user_token(user)
     req = urllib.request.Request(
         f"{hub.url}/user/{user}/api/kernels",
@@ -463,7 +469,7 @@ async def make_busy(hub: Hub, user: str) -> None:
         "metadata": {},
         "channel": "shell",
         "content": {
-            "code": "import time; time.sleep(900)",
+            "code": code,
             "silent": False,
             "store_history": False,
             "user_expressions": {},
@@ -478,9 +484,11 @@ async def make_busy(hub: Hub, user: str) -> None:
         if raw is None:
             break
         reply = json.loads(raw)
-        if reply.get("msg_type") == "execute_input":
+        if reply.get("msg_type") == until:
+            if until == "execute_reply":
+                assert reply["content"]["status"] == "ok", reply["content"]
             return
-    raise AssertionError(f"{user}'s kernel never became busy")
+    raise AssertionError(f"{user}'s kernel never answered {until} to {code!r}")
 
 
 def training_job(name: str) -> dict[str, Any]:
