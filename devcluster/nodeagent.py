@@ -528,6 +528,9 @@ class PodRun:
             st["initContainerStatuses"] = [c.status() for c in self.init_containers]
         if self.reason:
             st["reason"], st["message"] = self.reason, self.message or ""
+        elif not terminal:
+            # A reason that no longer holds (GPUFragmented, once placed): null removes it.
+            st["reason"] = st["message"] = None
         return st
 
 

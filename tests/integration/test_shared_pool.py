@@ -440,13 +440,11 @@ async def test_an_admitted_job_whose_card_is_in_scraps_waits_and_says_why(
         pod = await wait_for("the Job's pod Pending with the reason", explained, 60)
         assert pod.status.phase == "Pending"
         assert "no single GPU has 81920 MiB and 100 % compute free" in pod.status.message
-        events = await core(alice).list_namespaced_event(
-            TRAIN_NS, field_selector=f"involvedObject.uid={pod.metadata.uid}"
+        warning = await wait_for(
+            "the GPUFragmented event", partial(_event, alice, pod.metadata.uid, "GPUFragmented"), 30
         )
-        warning = [e for e in events.items if e.reason == "GPUFragmented"]
-        assert warning, events.items
-        assert warning[0].type == "Warning"
-        assert "150 % free in all" in warning[0].message
+        assert warning.type == "Warning"
+        assert "150 % free in all" in warning.message
 
         # A notebook ends: its card is empty again, and the Job starts on it.
         await core(hub).delete_namespaced_pod("nb-b", USERS_NS, grace_period_seconds=0)
@@ -454,6 +452,11 @@ async def test_an_admitted_job_whose_card_is_in_scraps_waits_and_says_why(
             "the Job's pod running",
             lambda: _running(core(alice), TRAIN_NS, pod.metadata.name),
             60,
+        )
+        placed = await core(alice).read_namespaced_pod(pod.metadata.name, TRAIN_NS)
+        assert (placed.status.reason, placed.status.message) == (None, None)
+        await wait_for(
+            "the GPUPlaced event", partial(_event, alice, pod.metadata.uid, "GPUPlaced"), 30
         )
 
 
@@ -500,6 +503,15 @@ async def test_a_gpu_the_quota_would_not_count_is_refused(
 (_AGENT,) = [n for n in load_nodes() if n.run_by == "agent"]
 # The H100s of local-0, as the node agent names them.
 H100_UUIDS = tuple(g.uuid for g in parse_devices(_AGENT.simulated_gpus or "") if "H100" in g.name)
+
+
+async def _event(api: client.ApiClient, uid: str, reason: str) -> Any:
+    """The pod's first event of that reason (by UID: an earlier pod's of the same name outlive
+    it), or None."""
+    events = await core(api).list_namespaced_event(
+        TRAIN_NS, field_selector=f"involvedObject.uid={uid}"
+    )
+    return next((e for e in events.items if e.reason == reason), None)
 
 
 async def _pods(api: client.ApiClient) -> list[Any]:
