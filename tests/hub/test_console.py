@@ -209,6 +209,67 @@ async def test_a_team_lead_sees_their_team_and_a_user_gets_403(warned: CullerHub
     assert status == 403, body
 
 
+async def test_every_gpu_with_its_holder_and_a_team_leads_share_of_it(
+    warned: CullerHub, browser: Any
+) -> None:
+    """The per-GPU view: alice's and carol's MIG slices on the node agent's node, each with its
+    holder, team, pool and activity; bob (team-a's lead) sees team-a's alone, in the API and on
+    the page; carol (no console scope) gets 403."""
+    hub = warned
+    status, gpus = get(hub, "api/console/gpus", hub.token)
+    assert status == 200, gpus
+    held = {r["holder"]: r for r in gpus["devices"]}
+    assert {"alice", "carol"} <= set(held), gpus
+    for user, team in (("alice", "team-a"), ("carol", "team-b")):
+        r = held[user]
+        assert (r["team"], r["kind"], r["device"]) == (team, "mig", "MIG 1g.5gb"), r
+        assert all((r["node"], r["pool"], r["since"])), r
+        assert r["memory_cap_bytes"] == 5 << 30, r
+    assert held["carol"]["state"] == "idle", held["carol"]
+    assert held["carol"]["idle_since"], held["carol"]
+    nodes = {n["node"] for n in gpus["nodes"]}
+    assert {held["alice"]["node"], held["carol"]["node"]} <= nodes
+    status, lead = get(hub, "api/console/gpus", hub.user_token("bob"))
+    assert status == 200, lead
+    assert lead["visible_teams"] == ["team-a"]
+    assert {r["team"] for r in lead["devices"]} == {"team-a"}
+    assert "alice" in {r["holder"] for r in lead["devices"]}
+    assert get(hub, "api/console/gpus", hub.user_token("carol"))[0] == 403
+
+    admin = await login(browser, hub, "admin")
+    await admin.goto(f"{hub.url}/services/gpuaas/console/")
+    # the first screen: who holds what, what is idle, what is queued, what goes next
+    for card in ("holds", "idle", "queued", "next"):
+        await admin.locator(f"#overview #{card}").wait_for()
+    await admin.locator("#overview #holds tr[data-team='team-a']").wait_for()
+    await admin.locator("#overview #queued li[data-team='team-a']").wait_for()
+    for user in ("alice", "carol"):
+        gpu = admin.locator(f"#gpus tr[data-holder='{user}']")
+        await gpu.wait_for()
+        text = await gpu.inner_text()
+        assert "MIG 1g.5gb" in text, text
+        assert held[user]["node"] in text, text
+    # filtered by team, then by state
+    await admin.select_option("#g-team", "team-b")
+    await admin.locator("#gpus tr[data-holder='alice']").wait_for(state="detached")
+    assert await admin.locator("#gpus tr[data-holder='carol']").count() == 1
+    await admin.select_option("#g-team", "")
+    await admin.select_option("#g-state", "idle")
+    await admin.locator("#gpus tr[data-holder='carol']").wait_for()
+    assert await admin.locator("#gpus tbody tr:not([data-state='idle'])").count() == 0
+    # teams: quota in a person's units, rows with nothing in them folded away
+    team_a = admin.locator("#teams .team[data-team='team-a']")
+    assert "MIG 1g.5gb" in await team_a.locator("table.quota").first.inner_text()
+    assert await team_a.locator(".scale").count() >= 1
+
+    lead_page = await login(browser, hub, "bob")
+    await lead_page.goto(f"{hub.url}/services/gpuaas/console/")
+    await lead_page.locator("#gpus tr[data-holder='alice']").wait_for()
+    assert await lead_page.locator("#gpus tr[data-holder='carol']").count() == 0
+    assert await lead_page.locator("#gpus tbody tr:not([data-team='team-a'])").count() == 0
+    assert "teams team-a" in await lead_page.locator("#status").inner_text()
+
+
 async def test_policy_preview_paths_and_a_shorter_idle_after(
     warned: CullerHub, k8s: client.ApiClient
 ) -> None:
