@@ -431,14 +431,16 @@ def read_list(
     *,
     required: bool = False,
     what: str = "a list",
+    may_be_empty: bool = False,
 ) -> list[tuple[str, Any]]:
     """``(path, item)`` of each item of the list ``data[key]`` (none if absent or not a list,
     then reported as not ``what``), the path naming the item (``policies[2]``); the caller
-    checks the items. ``required``: present and not empty ("is required (``what``)")."""
+    checks the items. ``required``: present ("is required (``what``)") and, unless
+    ``may_be_empty``, not empty."""
     path, value = _list_at(errs, base, data, key, required=required, what=what, missing=what)
     if value is None:
         return []
-    if required and not value:
+    if required and not value and not may_be_empty:
         errs.add(path, "must not be empty")
     return [(f"{path}[{i}]", item) for i, item in enumerate(value)]
 

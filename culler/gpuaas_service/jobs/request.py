@@ -147,7 +147,10 @@ def _notebook(errs: FieldErrors, data: Mapping[str, Any]) -> Mapping[str, Any]:
     if nb.get("nbformat") != 4:
         errs.add("notebook.nbformat", f"must be 4 (nbformat 4), not {show(nb.get('nbformat'))}")
     before = len(errs)
-    cells = read_list(errs, "notebook", nb, "cells", required=True, what="a list of cells")
+    # a notebook without cells is valid nbformat: its Job runs and records nothing
+    cells = read_list(
+        errs, "notebook", nb, "cells", required=True, what="a list of cells", may_be_empty=True
+    )
     if len(errs) > before:
         return {}
     if len(cells) > MAX_CELLS:

@@ -107,6 +107,13 @@ def test_notebook_must_be_a_notebook() -> None:
     assert "not a notebook" in errors_of(request_body(path="train.py"))["path"]
 
 
+def test_a_notebook_without_cells_is_a_notebook() -> None:
+    # valid nbformat; the admission-policy test submits one
+    empty = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}
+    req = validate_job_request(request_body(notebook=empty), CATALOG, "alice", ["team-a"])
+    assert req.notebook_name == "train.ipynb"
+
+
 def test_missing_fields_and_short_limits_name_their_path() -> None:
     errs = errors_of(request_body(path=None, notebook={"nbformat": 4}, time_limit="30s"))
     assert errs["path"] == (
