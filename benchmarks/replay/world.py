@@ -169,16 +169,17 @@ def load_organisation(
     manifests: Path = DEFAULT_MANIFESTS,
     nodes: Path = DEFAULT_NODES,
     scale: float = 1.0,
-    exclude_flavors: Iterable[str] = ("local", "local-hami"),
+    exclude_flavors: Iterable[str] = ("local", "local-hami", "local-h100"),
     transformations: Sequence[brain.ResourceTransformation] | None = None,
 ) -> Organisation:
     """The sample organisation from the dev cluster's files, GPU pools and quotas × ``scale``.
 
-    ``exclude_flavors``: the node agent's real node ("local", and its HAMi L4 "local-hami") is
-    the demo's, not a GPU pool of the organisation; ClusterQueues left with no quota at all
-    (demo-training) go with it. ``transformations``: Kueue's resource transformations (the
-    catalog's ``resource_transformations``; default the demo catalog's), to count the HAMi pool
-    (``l4-hami``) in ``total-gpumem`` and ``total-gpucores`` as its quotas are.
+    ``exclude_flavors``: the node agent's real node ("local", its HAMi L4 "local-hami" and its
+    shared H100s "local-h100") is the demo's, not a GPU pool of the organisation; ClusterQueues
+    left with no quota at all (demo-training) go with it. ``transformations``: Kueue's resource
+    transformations (the catalog's ``resource_transformations``; default the demo catalog's),
+    to count the HAMi pool (``l4-hami``) in ``total-gpumem`` and ``total-gpucores`` as its
+    quotas are.
     """
     if transformations is None:
         transformations = brain.load_catalog(str(DEFAULT_CATALOG)).transformations
