@@ -21,6 +21,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.lab import Lab, start_lab
+from tests.support.lab import Lab, lab_page, start_lab
 from tests.support.lab_page import PANEL, PANEL_TAB, expect
 
 pytestmark = pytest.mark.e2e
@@ -141,8 +142,8 @@ class FakeService:
         return 200, {"accepted": True, "received_at": _iso(now)}
 
 
-@pytest.fixture(scope="module")
-def service() -> Iterator[FakeService]:
+@contextmanager
+def _fake_service() -> Iterator[FakeService]:
     fake = FakeService(secrets.token_hex(16))
     fake.thread.start()
     try:
@@ -150,6 +151,12 @@ def service() -> Iterator[FakeService]:
     finally:
         fake.server.shutdown()
         fake.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[FakeService]:
+    with _fake_service() as fake:
+        yield fake
 
 
 def _hub_page_config(base: Path) -> Path:
@@ -163,9 +170,9 @@ def _hub_page_config(base: Path) -> Path:
     return config
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory, service: FakeService) -> Iterator[Lab]:
-    base = tmp_path_factory.mktemp("lab-reclaim")
+@contextmanager
+def _reclaim_lab(base: Path, service: FakeService) -> Iterator[Lab]:
+    """A JupyterLab on a MIG slice that asks ``service``, with a hub prefix."""
     env = {
         "JUPYTERHUB_API_TOKEN": service.token,
         "GPUAAS_SERVICE_URL": service.url,
@@ -173,6 +180,27 @@ def lab(tmp_path_factory: pytest.TempPathFactory, service: FakeService) -> Itera
     }
     config = {"simulated_devices": "1xA100-40GB:mig=7x1g.5gb", "simulated_shared": []}
     with start_lab(base, config, env=env) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, service: FakeService) -> Iterator[Lab]:
+    with _reclaim_lab(tmp_path_factory.mktemp("lab-reclaim"), service) as server:
+        yield server
+
+
+@pytest.fixture
+def service_to_stop() -> Iterator[FakeService]:
+    """The service of the server that the test stops: its warnings reach no other page."""
+    with _fake_service() as fake:
+        yield fake
+
+
+@pytest.fixture
+def server_to_stop(tmp_path: Path, service_to_stop: FakeService) -> Iterator[Lab]:
+    """A server of its own for the test that stops it, so that the module's goes on whatever
+    the order of the tests."""
+    with _reclaim_lab(tmp_path, service_to_stop) as server:
         yield server
 
 
@@ -235,18 +263,28 @@ def test_the_warning_reaches_the_user_with_the_panel_closed(
 
 
 def test_keep_my_gpu_from_the_notification(page: Any, service: FakeService) -> None:
+    service.warn(seconds=245)  # the same warning again if the first test put it up
     toast = _warning_toasts(page)
+    expect()(toast).to_have_count(1, timeout=POLL_MS)
+    snoozes = service.snoozes
     toast.get_by_role("button", name="Keep my GPU").click()
     kept = page.locator(TOAST, has_text="Kept: this GPU stays until")
     expect()(kept).to_have_count(1, timeout=POLL_MS)
     expect()(kept).to_contain_text("That was the last keep.")
-    assert service.snoozes == 1
+    assert service.snoozes == snoozes + 1
     expect()(_warning_toasts(page)).to_have_count(0)
     expect()(page.locator(PANEL_TAB)).not_to_have_class(has_class("jp-gpuaas-tab-warned"))
     page.wait_for_function("() => !document.title.startsWith('GPU freed')")
 
 
-def test_the_old_tab_after_the_stop(lab: Lab, page: Any, service: FakeService) -> None:
+def test_the_old_tab_after_the_stop(
+    browser: Any, server_to_stop: Lab, service_to_stop: FakeService
+) -> None:
+    with lab_page(browser, server_to_stop) as page:
+        _the_old_tab_after_the_stop(server_to_stop, page, service_to_stop)
+
+
+def _the_old_tab_after_the_stop(lab: Lab, page: Any, service: FakeService) -> None:
     service.warn(seconds=8, snoozes_left=0)
     toast = _warning_toasts(page)
     expect()(toast).to_have_count(1, timeout=POLL_MS)

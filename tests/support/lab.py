@@ -251,9 +251,10 @@ def browser() -> Iterator[Any]:
             chromium.close()
 
 
-@pytest.fixture(scope="module")
-def page(browser: Any, lab: Lab) -> Iterator[Any]:
-    """A JupyterLab page, loaded and logged in with the token."""
+@contextmanager
+def lab_page(browser: Any, lab: Lab) -> Iterator[Any]:
+    """A JupyterLab page of ``lab``, loaded and logged in with the token, in a context of its
+    own; fails at the end if the page had uncaught errors."""
     context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme="light")
     page = context.new_page()
     errors: list[str] = []
@@ -265,3 +266,10 @@ def page(browser: Any, lab: Lab) -> Iterator[Any]:
     yield page
     context.close()
     assert not errors, f"uncaught errors in the page: {errors}"
+
+
+@pytest.fixture(scope="module")
+def page(browser: Any, lab: Lab) -> Iterator[Any]:
+    """A JupyterLab page, loaded and logged in with the token."""
+    with lab_page(browser, lab) as page:
+        yield page
