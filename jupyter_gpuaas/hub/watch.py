@@ -48,7 +48,12 @@ class KueueView(Protocol):
         """ClusterQueues, Cohorts, LocalQueues now (``synced`` False until all listed once)."""
 
     def workload_for_pod(self, namespace: str, pod_uid: str, pod_name: str) -> WorkloadInfo | None:
-        """The Workload Kueue made for a plain pod, if seen yet."""
+        """The Workload Kueue made for a plain pod, if seen yet (also once deleted: the reason
+        a preempted server stopped is still owed to its user)."""
+
+    def has_workload_for_pod(self, namespace: str, pod_uid: str, pod_name: str) -> bool:
+        """Whether Kueue holds a Workload for this pod now (not one remembered after its
+        deletion)."""
 
     def pending_workload(
         self, namespace: str, local_queue: str, *, workload_name: str, pod_uid: str
@@ -110,6 +115,9 @@ class StaticKueueView:
     def workload_for_pod(self, namespace: str, pod_uid: str, pod_name: str) -> WorkloadInfo | None:
         mine = [w for w in self._workloads if w.namespace == namespace]
         return workload_for_pod(mine, pod_uid=pod_uid, pod_name=pod_name)
+
+    def has_workload_for_pod(self, namespace: str, pod_uid: str, pod_name: str) -> bool:
+        return self.workload_for_pod(namespace, pod_uid, pod_name) is not None
 
     def pending_workload(
         self, namespace: str, local_queue: str, *, workload_name: str, pod_uid: str
@@ -242,6 +250,14 @@ class WatchedKueueView:
         found = self._workloads_by_owner.get(pod_uid)
         if found is not None:
             return found
+        return self._live_workload_for_pod(namespace, pod_uid, pod_name)
+
+    def has_workload_for_pod(self, namespace: str, pod_uid: str, pod_name: str) -> bool:
+        return self._live_workload_for_pod(namespace, pod_uid, pod_name) is not None
+
+    def _live_workload_for_pod(
+        self, namespace: str, pod_uid: str, pod_name: str
+    ) -> WorkloadInfo | None:
         store = self._stores.get(f"workloads/{namespace}", {})
         return workload_for_pod(
             (read_workload(o) for o in store.values()), pod_uid=pod_uid, pod_name=pod_name

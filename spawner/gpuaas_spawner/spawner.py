@@ -919,8 +919,10 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         view = self._view()
 
         def gone() -> bool:
-            return all(
-                view.workload_for_pod(namespace, uid, self.pod_name) is None for uid in earlier_uids
+            # what Kueue holds now: the view also remembers deleted Workloads (for the reason a
+            # server stopped), and one of those never goes
+            return not any(
+                view.has_workload_for_pod(namespace, uid, self.pod_name) for uid in earlier_uids
             )
 
         if not earlier_uids or gone():

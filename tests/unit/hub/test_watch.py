@@ -87,3 +87,33 @@ async def test_the_visibility_pager_stops_when_the_server_ignores_offset() -> No
     assert api.visibility_calls == 2  # the first page, the same again: stop
     release()
     await view.stop()
+
+
+def workload_of_pod(pod_uid: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"pod-jupyter-alice-{pod_uid}",
+            "namespace": "ns",
+            "uid": f"wl-{pod_uid}",
+            "ownerReferences": [{"kind": "Pod", "name": "jupyter-alice", "uid": pod_uid}],
+        },
+        "spec": {"queueName": "team-a", "podSets": []},
+    }
+
+
+def test_a_deleted_workload_is_remembered_but_not_held() -> None:
+    """A server restarted after its pod's Workload was deleted must not wait for that Workload:
+    the view remembers it (the reason a preempted server stopped), but Kueue no longer holds
+    it. The watch applies events to its store and parsed forms exactly as below."""
+    view = WatchedKueueView(namespaces=["ns"], custom_objects_api=FakeCustomObjects)
+    name = "workloads/ns"
+    wl = workload_of_pod("pod-1")
+    view._stores[name] = {("ns", wl["metadata"]["name"]): wl}
+    view._changed(name, wl)  # ADDED
+    assert view.has_workload_for_pod("ns", "pod-1", "jupyter-alice")
+    view._stores[name].pop(("ns", wl["metadata"]["name"]))
+    view._changed(name, wl, deleted=True)  # DELETED
+    remembered = view.workload_for_pod("ns", "pod-1", "jupyter-alice")
+    assert remembered is not None
+    assert remembered.uid == "wl-pod-1"
+    assert not view.has_workload_for_pod("ns", "pod-1", "jupyter-alice")
