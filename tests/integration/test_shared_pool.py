@@ -387,6 +387,13 @@ async def test_training_borrows_the_notebooks_cards_and_gives_them_back(cluster:
             lambda: _has(alice, {"train-1", "train-2"}),
             60,
         )
+
+        # the Job controller creates an admitted Job's pod a moment after Kueue unsuspends it
+        async def both_pods() -> bool:
+            jobs = {p.metadata.labels.get("job-name") for p in await _pods(alice)}
+            return jobs >= {"train-1", "train-2"}
+
+        await wait_for("both Jobs' pods", both_pods, 60)
         pods = {p.metadata.labels["job-name"]: p.metadata.name for p in await _pods(alice)}
         cards = {job: await _card_of(core(alice), TRAIN_NS, pod) for job, pod in pods.items()}
         assert set(cards.values()) == {H100_UUIDS[0], H100_UUIDS[1]}, cards
