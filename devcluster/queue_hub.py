@@ -46,7 +46,9 @@ groups before acting on it, the groups when a policy names them, stopping server
 ``list:users`` (it never lists users: it watches pods) and no ``access:servers`` (servers
 report to it)."""
 
-RESIZE_SCOPES = ["delete:servers", "start:servers"]
+# `servers` (start and stop) exists in JupyterHub 5.5 and 6; 6 also calls the start part
+# start:servers, which 5.5 (z2jh's hub image) does not know
+RESIZE_SCOPES = ["delete:servers", "servers"]
 """What the way up to a bigger GPU needs (``api/resize``): stopping the asking user's server and
 starting it again on the bigger offering (culler/gpuaas_service/web/resize.py)."""
 

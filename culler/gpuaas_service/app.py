@@ -645,7 +645,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
 
     def _resizer(self, view: WatchedKueueView) -> Resizer:
         """The way up (``api/resize``): its own Hub API connections; scopes delete:servers
-        and start:servers."""
+        and servers (start and stop)."""
         from gpuaas_service.clients.hub import HubClient
         from gpuaas_service.web.resize import Resizer
 

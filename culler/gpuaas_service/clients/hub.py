@@ -125,7 +125,7 @@ class HubClient:
         return code
 
     async def start_server(self, user: str, server: str, options: Mapping[str, Any]) -> None:
-        """Start the server with ``options`` as its ``user_options`` (scope ``start:servers``;
+        """Start the server with ``options`` as its ``user_options`` (scope ``servers``;
         sent as the whole body, which JupyterHub 5 and 6 both take as the options)."""
         path = (
             f"/users/{quote(user)}/servers/{quote(server)}"

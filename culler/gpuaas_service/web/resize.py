@@ -11,7 +11,7 @@ only a server may make: web/servers.py):
   (:func:`~jupyter_gpuaas.core.choice.read_choice`: the team's offerings, the count, image
   and size, the live headroom), and bigger than what runs; answered 202 at once, then the
   server is stopped through the Hub API (``delete:servers``; its home volume stays) and started
-  again with the same choice on the bigger offering (``start:servers``; the spawner validates
+  again with the same choice on the bigger offering (``servers``; the spawner validates
   it again, and its progress page shows the queue position, as for any spawn).
 
 The decisions (:func:`current_choice`, :func:`bigger_offerings`, :func:`plan_resize`) are pure;
