@@ -24,13 +24,13 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
+from gpuaas_service.model.pods import hub_server
 from gpuaas_service.reclaim.activity_store import server_key
 from gpuaas_service.reclaim.decide import Decision
 from gpuaas_service.reclaim.idleness import ActivityReport, State
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents, resource_gpu_equivalents
 from jupyter_gpuaas.core.kueue import WorkloadInfo, as_mapping, pod_requests
-from jupyter_gpuaas.core.labels import HUB_SERVERNAME_ANNOTATION, HUB_USERNAME_ANNOTATION
 
 __all__ = ["TRAINING", "PodPlace", "gpu_rows", "holding_label", "pod_places"]
 
@@ -54,12 +54,10 @@ def pod_places(pods: Iterable[Mapping[str, Any]]) -> dict[str, PodPlace]:
     no hub server are left out."""
     out: dict[str, PodPlace] = {}
     for pod in pods:
-        meta = as_mapping(pod.get("metadata"))
-        ann = as_mapping(meta.get("annotations"))
-        user = ann.get(HUB_USERNAME_ANNOTATION)
-        if not isinstance(user, str) or not user:
+        server = hub_server(pod)
+        if server is None:
             continue
-        key = server_key(user, str(ann.get(HUB_SERVERNAME_ANNOTATION) or ""))
+        key = server_key(*server)
         node = as_mapping(pod.get("spec")).get("nodeName")
         out.setdefault(key, PodPlace(str(node or ""), pod_requests(pod)))
     return out

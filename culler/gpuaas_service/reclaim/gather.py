@@ -24,7 +24,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
-from gpuaas_service.model.pods import PodRef
+from gpuaas_service.model.pods import PodRef, hub_server
 from gpuaas_service.reclaim.activity_store import ActivityStore, server_key
 from gpuaas_service.reclaim.decide import Need, PendingWorkload, Workbench
 from gpuaas_service.reclaim.idleness import judge
@@ -44,8 +44,6 @@ from jupyter_gpuaas.core.kueue import (
 )
 from jupyter_gpuaas.core.labels import (
     GPU_EQUIVALENTS_ANNOTATION,
-    HUB_SERVERNAME_ANNOTATION,
-    HUB_USERNAME_ANNOTATION,
     OFFERING_LABEL,
     RECLAIM_DEADLINE,
     RECLAIM_REASON,
@@ -175,11 +173,10 @@ def workbenches(
     refs: dict[str, PodRef] = {}
     for pod in pods:
         meta = as_mapping(pod.get("metadata"))
-        ann = as_mapping(meta.get("annotations"))
-        name = ann.get(HUB_USERNAME_ANNOTATION)
-        if not isinstance(name, str) or not name:
+        server = hub_server(pod)
+        if server is None:
             continue
-        server_name = str(ann.get(HUB_SERVERNAME_ANNOTATION) or "")
+        name, server_name = server
         key = server_key(name, server_name)
         if key in refs:  # pod names are per user and server: only across namespaces
             continue
