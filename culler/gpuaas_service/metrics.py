@@ -1,10 +1,25 @@
-"""Prometheus metrics of the gpuaas service's culler (``GET {prefix}metrics``)."""
+"""Prometheus metrics of the gpuaas service's culler (``GET {prefix}metrics``).
+
+A labelled counter has no series until a label set is first used; a series that appears at 1
+is not growth to Prometheus' ``increase()`` and ``rate()``, so a team's first reclaim would be
+missed. :meth:`Metrics.know_teams` creates every per-team series at 0 as soon as the team is
+known (its LocalQueue or namespace), before anything is counted for it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["Metrics"]
+__all__ = ["HANDOFF_RESULTS", "OFFERING_KINDS", "RECLAIM_CODES", "Metrics"]
+
+RECLAIM_CODES = ("demand", "max-idle", "max-age", "always")
+"""The codes of the culler's reclaim decisions (reclaim/decide.py): the ``code`` label of
+``gpuaas_culler_reclaims_total``."""
+OFFERING_KINDS = ("gpu", "mig", "shared", "fraction")
+"""The offering kinds that hold GPUs: the ``kind`` label of the showback counters."""
+HANDOFF_RESULTS = ("succeeded", "failed")
+"""The results of a hand-off: the ``result`` label of ``gpuaas_culler_handoffs_total``."""
 
 
 class Metrics:
@@ -51,6 +66,8 @@ class Metrics:
         self.handoffs = Counter(
             "gpuaas_culler_handoffs", "Hand-offs by result", ["result"], registry=r
         )
+        for result in HANDOFF_RESULTS:
+            self.handoffs.labels(result)
         self.cycle_errors = Counter(
             "gpuaas_culler_cycle_errors",
             "Cycles that read nothing usable and acted on nothing",
@@ -136,6 +153,34 @@ class Metrics:
             ["team"],
             registry=r,
         )
+        self.failed_starts = Counter(
+            "gpuaas_failed_starts",
+            "Workbench pods admitted by Kueue that ended (deleted or failed) without ever being"
+            " ready, by team",
+            ["team"],
+            registry=r,
+        )
+        self._teams: set[str] = set()
+        """The teams whose series exist (:meth:`know_teams`)."""
+
+    def know_teams(self, teams: Iterable[str]) -> None:
+        """Create the per-team counters of ``teams`` at 0, for the teams not seen before (so
+        that ``increase()`` sees their first count)."""
+        for team in teams:
+            if team in self._teams:
+                continue
+            self._teams.add(team)
+            for counter in (self.reclaimed, self.warnings, self.idle_gpu_hours, self.failed_starts):
+                counter.labels(team)
+            for code in RECLAIM_CODES:
+                self.reclaims.labels(team, code)
+            for kind in OFFERING_KINDS:
+                for seconds in (
+                    self.gpu_allocated_seconds,
+                    self.gpu_busy_seconds,
+                    self.gpu_idle_seconds,
+                ):
+                    seconds.labels(team, kind)
 
     def exposition(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

@@ -467,12 +467,17 @@ def update_metrics(console: ConsoleState) -> None:
     """After each cycle: the showback gauges and counters (metrics.py)."""
     from fractions import Fraction
 
-    from gpuaas_service.console.aggregates import queued_work
+    from gpuaas_service.console.aggregates import queue_owners, queued_work
     from gpuaas_service.reclaim.idleness import State
 
     loop = console.loop
     m = loop.metrics
     plan = loop.last_plan
+    state = console.view.queue_state()
+    m.know_teams(
+        {team for team, _ in queue_owners(state, console.notebook_namespace).values()}
+        | {d.workbench.team or "-" for d in (plan.decisions if plan is not None else ())}
+    )
     if plan is not None:
         m.last_cycle.set(plan.now.timestamp())
         held: dict[tuple[str, str], dict[State, Fraction]] = {}
@@ -494,9 +499,7 @@ def update_metrics(console: ConsoleState) -> None:
         m.gpu_busy_seconds.labels(key.team, key.kind).inc(usage.busy)
         m.gpu_idle_seconds.labels(key.team, key.kind).inc(usage.idle)
     now = console.clock()
-    queued = queued_work(
-        console._workloads(), console.view.queue_state(), console.notebook_namespace
-    )
+    queued = queued_work(console._workloads(), state, console.notebook_namespace)
     for gauge in (m.queued_gpu, m.queued_workloads, m.oldest_wait):
         gauge.clear()
     for team, q in queued.items():

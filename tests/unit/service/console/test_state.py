@@ -192,3 +192,14 @@ def test_a_team_leads_console_names_no_other_teams_work() -> None:
     full = console.answer_json()
     assert job.encode() in full
     assert notebook.encode() in full
+
+
+def test_each_cycle_creates_the_counters_of_every_team_with_a_queue_at_zero() -> None:
+    from gpuaas_service.console.state import update_metrics
+
+    console, _ = console_of(two_team_plan(), ticks=[0.0])
+    update_metrics(console)
+    text = console.loop.metrics.exposition()[0].decode()
+    # team-b has a LocalQueue and nothing reclaimed: its series are there, at 0
+    assert 'gpuaas_culler_reclaims_total{code="demand",team="team-b"} 0.0' in text
+    assert 'gpuaas_failed_starts_total{team="team-a"} 0.0' in text
