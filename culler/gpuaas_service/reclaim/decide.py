@@ -27,7 +27,15 @@ Rules, in order, for each workbench (its policy is the first that matches):
    A queue with a hand-off still waiting for admission gets nothing more; a queue whose
    hand-off failed (not admitted within ``handoff_timeout``) gets nothing while that same
    workload is still pending.
-6. Warn first: a selected workbench without a warning is warned (reclaim at
+6. Placement (quota is not placement): an admitted workload whose pod waits for whole cards
+   that exist only as scraps (:class:`PlacementWait`: the node's GPUs shared by others' work)
+   is served before queued work. Of the cards it could use, only those every holder of which is
+   a workbench idle at least ``idle_after`` (or with a reason of its own) can be freed: never a
+   busy, kept, starting, exempt or snoozed one, nor a card that other work holds. Cards already
+   being freed (every holder stopping) count as free. It is given the cards it still lacks that
+   cost the fewest workbenches, then the idlest (the most recent activity on the card the
+   oldest); if too few can be freed, none is taken and the plan says why.
+7. Warn first: a selected workbench without a warning is warned (reclaim at
    ``now + warn_before``); one whose countdown runs is left to wait; a demand batch is
    reclaimed together, once every member's countdown is over (``warn_before: 0`` reclaims at
    once). A warning whose reason is gone is cleared.
@@ -60,6 +68,8 @@ __all__ = [
     "HandOffStatus",
     "Need",
     "PendingWorkload",
+    "PlacementTarget",
+    "PlacementWait",
     "Plan",
     "SnoozeResult",
     "Target",
@@ -112,6 +122,9 @@ class Workbench:
     """The deadline its warning told the user (kept on the pod): never reclaimed before it."""
     warned_reason: str = ""
     """The reason its warning told the user (kept on the pod)."""
+    cards: tuple[str, ...] = ()
+    """The cards its share is on (``node/GPU-uuid``, as the device plugin recorded them on the
+    pod); empty when not known or not a share."""
 
     @property
     def key(self) -> str:
@@ -144,6 +157,41 @@ class PendingWorkload:
     team: str = ""
     """The team whose work it is (a user of another team is told only "queued work of team
     B", never its name)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlacementWait:
+    """An admitted workload whose pod waits for whole cards that no card has free: Kueue
+    admitted it on the pool's quota, but the quota exists only as scraps of shares on cards
+    that others hold (the node agent's ``GPUFragmented``)."""
+
+    name: str
+    """The waiting pod's name."""
+    namespace: str
+    workload: str = ""
+    """Its Kueue Workload's name, where known."""
+    team: str = ""
+    cluster_queue: str = ""
+    priority: int = 0
+    flavor: str
+    """The flavor Kueue admitted it in: the shares it may displace hold quota there."""
+    node: str = ""
+    """The node it is bound to (its cards must be there); ``""``: any node of the flavor."""
+    gpu_type: str = "GPU"
+    """What its users call the card (``nvidia.com/use-gputype``), for the words."""
+    what: str = "a training Job"
+    """What a workbench's user is told it is (never its name: it may be another team's)."""
+    cards: int = 1
+    """Whole cards it needs."""
+    free_cards: int = 0
+    """Whole cards of the pool already free, as far as the pods show (they wait to be placed)."""
+    blocked: Mapping[str, str] = field(default_factory=dict)
+    """Cards that work other than workbenches holds (card → what), never freed for it."""
+    since: datetime | None = None
 
     @property
     def key(self) -> str:
@@ -249,7 +297,8 @@ class Decision:
     action: Action
     code: str
     """Machine-readable cause: ``demand``, ``always``, ``max-idle``, ``max-age`` (warn, wait,
-    reclaim); ``no-policy``, ``starting``, ``stopping``, ``exempt``, ``snoozed``, ``busy``,
+    reclaim; ``placement``: for an admitted workload waiting for a whole card); ``no-policy``,
+    ``starting``, ``stopping``, ``exempt``, ``snoozed``, ``busy``,
     ``unknown``, ``not-idle-yet``, ``no-demand`` (skip, clear-warning)."""
     reason: str
     policy: str | None = None
@@ -298,10 +347,26 @@ class Target:
     workload: PendingWorkload
     status: str
     """``reclaim`` (the batch goes now), ``warn`` (its batch is being warned), ``enough-free``,
-    ``not-enough``, ``handoff-waiting``, ``blocked``."""
+    ``not-enough``, ``handoff-waiting``, ``blocked``; for a :class:`PlacementWait`: ``reclaim``,
+    ``warn``, ``freeing`` (its cards are being freed), ``unplaceable`` (no card can be freed)."""
     reason: str
     workbenches: tuple[str, ...] = ()
     frees: Mapping[FlavorResource, Fraction] = field(default_factory=dict)
+    reclaim_at: datetime | None = None
+    dry_run: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlacementTarget:
+    """An admitted workload waiting for whole cards, and what the plan does for it."""
+
+    wait: PlacementWait
+    status: str
+    """``reclaim``, ``warn``, ``freeing`` or ``unplaceable`` (see :attr:`Target.status`)."""
+    reason: str
+    cards: tuple[str, ...] = ()
+    """The cards chosen to be freed."""
+    workbenches: tuple[str, ...] = ()
     reclaim_at: datetime | None = None
     dry_run: bool = False
 
@@ -312,6 +377,8 @@ class Plan:
     decisions: tuple[Decision, ...]
     """One per workbench, in input order."""
     targets: tuple[Target, ...] = ()
+    placements: tuple[PlacementTarget, ...] = ()
+    """Admitted workloads waiting for whole cards, and the cards the plan frees for them."""
 
     def with_action(self, action: Action) -> list[Decision]:
         return [d for d in self.decisions if d.action is action]
@@ -352,9 +419,12 @@ def decide(
     now: datetime,
     handoffs: Sequence[HandOffRecord] = (),
     dry_run: bool = False,
+    waits: Sequence[PlacementWait] = (),
 ) -> Plan:
-    """Decide for every workbench at ``now``; see the module's docstring for the rules."""
+    """Decide for every workbench at ``now``; see the module's docstring for the rules.
+    ``waits``: admitted workloads waiting for whole cards (served first, rule 6)."""
     cases = [_assess(wb, policies, now, dry_run) for wb in workbenches]
+    placements = _serve_placement(cases, waits, now)
     targets = _serve_demand(cases, pending, policies, now, handoffs)
 
     for case in cases:
@@ -395,7 +465,12 @@ def decide(
             else:
                 d = replace(d, action=Action.CLEAR_WARNING, reason=f"warning withdrawn: {d.reason}")
         decisions.append(d)
-    return Plan(now=now, decisions=tuple(decisions), targets=tuple(targets))
+    return Plan(
+        now=now,
+        decisions=tuple(decisions),
+        targets=tuple(targets),
+        placements=tuple(placements),
+    )
 
 
 def _assess(wb: Workbench, policies: PolicySet, now: datetime, dry_run: bool) -> _Case:
@@ -546,7 +621,7 @@ def _serve_demand(
         elif result.status is HandOffStatus.FAILED and record.workload in still_pending:
             failed[record.cluster_queue] = (record.workload, result)
 
-    taken: set[str] = set()
+    taken = {c.wb.key for c in cases if c.decision is not None}  # given to a placement
     targets: list[Target] = []
     for wl in _heads(pending):
         usable = [
@@ -609,6 +684,186 @@ def _serve_demand(
                     handoff=wl.key,
                 )
     return targets
+
+
+_NOT_FREED = {
+    "busy": "in use",
+    "snoozed": "kept by its user",
+    "exempt": "exempt",
+    "starting": "starting",
+    "no-policy": "under no policy",
+    "unknown": "activity unknown",
+    "not-idle-yet": "not idle long enough",
+}
+
+
+def _card_name(card: str) -> str:
+    """``node/GPU-uuid`` as a person reads it: the node and the UUID's first part."""
+    node, _, uuid = card.rpartition("/")
+    short = uuid[:12]
+    return f"{short} on {node}" if node else short
+
+
+def _serve_placement(
+    cases: list[_Case], waits: Sequence[PlacementWait], now: datetime
+) -> list[PlacementTarget]:
+    """Rule 6: free whole cards for admitted workloads that wait for them (see the module doc).
+    Decides for the workbenches chosen; leaves the others to the rules after it."""
+    out: list[PlacementTarget] = []
+    used: set[str] = set()
+    ordered = sorted(
+        waits, key=lambda w: (-w.priority, w.since.timestamp() if w.since else 0.0, w.key)
+    )
+    for wait in ordered:
+        on_card: dict[str, list[_Case]] = {}
+        for c in cases:
+            if not any(f == wait.flavor for f, _r in c.wb.holds):
+                continue
+            for card in c.wb.cards:
+                if not wait.node or card.startswith(f"{wait.node}/"):
+                    on_card.setdefault(card, []).append(c)
+        freeing = sorted(
+            card
+            for card, held in on_card.items()
+            if card not in used
+            and card not in wait.blocked
+            and all(c.wb.phase == "stopping" for c in held)
+        )
+        need = f"{wait.cards} whole {wait.gpu_type}{'s' if wait.cards > 1 else ''}"
+        lacking = wait.cards - wait.free_cards - len(freeing)
+        if lacking <= 0:
+            used.update(freeing[: max(wait.cards - wait.free_cards, 0)])
+            being = f"{len(freeing)} being freed" if freeing else "none being freed"
+            out.append(
+                PlacementTarget(
+                    wait=wait,
+                    status="freeing",
+                    reason=f"admitted {wait.key} waits for {need}: {wait.free_cards} free,"
+                    f" {being}; it is placed when its node next tries",
+                    cards=tuple(freeing),
+                )
+            )
+            continue
+        candidates, why_not = _freeable(wait, on_card, used | set(freeing))
+        candidates.sort(key=lambda x: (x[0], x[1], x[2]))
+        if len(candidates) < lacking:
+            reason = (
+                f"admitted {wait.key} waits for {need} ({wait.free_cards} free): "
+                + (
+                    f"only {len(candidates)} more card(s) could be freed"
+                    if candidates
+                    else "no card it could use can be freed"
+                )
+                + (f" ({'; '.join(why_not)})" if why_not else "")
+                + "; it starts when its work's cards free up"
+            )
+            out.append(PlacementTarget(wait=wait, status="unplaceable", reason=reason))
+            for held in on_card.values():
+                for c in held:
+                    c.demand_note = c.demand_note or reason
+            continue
+        picked = candidates[:lacking]
+        chosen = [c for _n, _l, _card, leaving in picked for c in leaving]
+        cards = tuple(card for _n, _l, card, _c in picked)
+        used.update(cards)
+        batch_dry = any(c.dry_run for c in chosen)
+        ready_at = max(_due_at(c, now) for c in chosen)
+        status = "reclaim" if ready_at <= now else "warn"
+        names = ", ".join(c.wb.key for c in chosen)
+        where = ", ".join(_card_name(card) for card in cards)
+        out.append(
+            PlacementTarget(
+                wait=wait,
+                status=status,
+                reason=(
+                    f"admitted {wait.key} waits for {need}; freeing {where}:"
+                    + (
+                        f" reclaiming {names} now"
+                        if status == "reclaim"
+                        else f" warning {names}, reclaim at {isoformat_z(ready_at)}"
+                    )
+                ),
+                cards=cards,
+                workbenches=tuple(c.wb.key for c in chosen),
+                reclaim_at=ready_at,
+                dry_run=batch_dry,
+            )
+        )
+        _placement_decisions(wait, picked, len(chosen), status, ready_at, now, batch_dry)
+    return out
+
+
+_Card = tuple[int, datetime, str, list[_Case]]
+"""A card that can be freed: (workbenches to reclaim, the latest activity among them, the card,
+those workbenches)."""
+
+
+def _freeable(
+    wait: PlacementWait, on_card: Mapping[str, list[_Case]], skip: set[str]
+) -> tuple[list[_Card], list[str]]:
+    """The cards (not in ``skip``) that reclaiming their idle workbenches frees, and why each
+    other one cannot be freed."""
+    candidates: list[_Card] = []
+    why_not: list[str] = []
+    for card, held in sorted(on_card.items()):
+        if card in skip:
+            continue
+        if card in wait.blocked:
+            why_not.append(f"{_card_name(card)}: {wait.blocked[card]}")
+            continue
+        leaving = [c for c in held if c.wb.phase != "stopping"]
+        stuck = [c for c in leaving if c.policy is None or c.skip is not None or c.decision]
+        if stuck:
+            words = ", ".join(
+                f"{c.wb.key} {_NOT_FREED.get(c.skip[0], c.skip[0]) if c.skip else 'taken'}"
+                for c in stuck
+            )
+            why_not.append(f"{_card_name(card)}: {words}")
+            continue
+        last = max(c.wb.idleness.last_active for c in leaving)
+        candidates.append((len(leaving), last, card, leaving))
+    return candidates, why_not
+
+
+def _placement_decisions(
+    wait: PlacementWait,
+    picked: list[_Card],
+    batch: int,
+    status: str,
+    ready_at: datetime,
+    now: datetime,
+    batch_dry: bool,
+) -> None:
+    """Warn, wait or reclaim each workbench on the cards ``picked`` for ``wait``."""
+    told = f"{wait.what} needs a whole {wait.gpu_type}; your idle share is on the card it can use"
+    for _n, _l, card, leaving in picked:
+        for c in leaving:
+            c.dry_run = batch_dry
+            if c.own is not None:
+                c.decision = replace(
+                    _countdown(c, c.own[0], c.own[1], now, batch=ready_at), handoff=wait.key
+                )
+                continue
+            reason = (
+                f"admitted {wait.key} needs a whole {wait.gpu_type}; this share is on"
+                f" {_card_name(card)}, which reclaiming {len(leaving)} idle share(s) frees"
+            )
+            if status == "reclaim":
+                tail = f"; reclaiming the batch of {batch} now"
+                c.decision = _decision(
+                    c,
+                    Action.RECLAIM,
+                    "placement",
+                    reason + tail,
+                    now,
+                    handoff=wait.key,
+                    told=told + tail,
+                )
+            else:
+                c.decision = replace(
+                    _countdown(c, "placement", reason, now, batch=ready_at, told=told),
+                    handoff=wait.key,
+                )
 
 
 def _due_at(case: _Case, now: datetime) -> datetime:
