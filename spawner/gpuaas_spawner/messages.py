@@ -117,7 +117,8 @@ def page_words() -> dict[str, str]:
 
 
 def about(span: timedelta) -> str:
-    """A wait or an idle time as a person says it, in whole minutes ("4 min", "1 h 5 min")."""
+    """A duration as a person says it, in whole minutes ("4 min", "1 h 5 min"): the one form
+    of every duration in the spawner's sentences (waits, idle times, limits)."""
     minutes = int(span.total_seconds() // 60)
     if minutes < 1:
         return say("duration.under_a_minute")

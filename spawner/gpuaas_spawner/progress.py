@@ -14,11 +14,11 @@ import enum
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from gpuaas_spawner.messages import MESSAGES, say, waiting_words
-from jupyter_gpuaas.core.durations import format_duration, isoformat_z
+from gpuaas_spawner.messages import MESSAGES, about, say, waiting_words
+from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.kueue import (
     ADMISSION_GATE,
     TERMINATION_TARGET,
@@ -374,20 +374,16 @@ def check_deadline(
     if status.terminal or status.phase is Phase.READY:
         return None
     if status.in_queue or admitted_at is None:
-        waited = (now - submitted_at).total_seconds()
-        if queue_timeout > 0 and waited >= queue_timeout:
+        waited = now - submitted_at
+        if queue_timeout > 0 and waited.total_seconds() >= queue_timeout:
             where = say("timeout.queue.where", position=status.position) if status.position else ""
             return Deadline(
-                "queue",
-                say("timeout.queue", waited=format_duration(waited), team=team, where=where),
+                "queue", say("timeout.queue", waited=about(waited), team=team, where=where)
             )
         return None
-    started = (now - admitted_at).total_seconds()
-    if started >= start_timeout:
-        return Deadline(
-            "start",
-            say("timeout.start", limit=format_duration(start_timeout), status=status.message),
-        )
+    if (now - admitted_at).total_seconds() >= start_timeout:
+        limit = about(timedelta(seconds=start_timeout))
+        return Deadline("start", say("timeout.start", limit=limit, status=status.message))
     return None
 
 

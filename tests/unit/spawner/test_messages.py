@@ -34,9 +34,9 @@ SAMPLE: dict[str, Any] = {
     "refused": "the GPU it was given was not free on the node",
     "hint": "Fix or move it aside and start again.",
     "exited": "exit code 1",
-    "waited": "1h",
+    "waited": "1 h",
     "where": " (position 3)",
-    "limit": "5m",
+    "limit": "5 min",
     "status": "Pulling the image",
 }
 

@@ -526,7 +526,7 @@ def test_queue_timeout_counts_only_the_wait_in_the_queue() -> None:
     assert deadline is not None
     assert deadline.kind == "queue"
     assert deadline.message == (
-        "Your server waited 30m in team-a's queue (position 3) without getting a GPU, the "
+        "Your server waited 30 min in team-a's queue (position 3) without getting a GPU, the "
         "limit for a queued server. Nothing was started; try again later or choose an offering "
         "with free quota."
     )
@@ -551,7 +551,7 @@ def test_start_timeout_begins_at_admission() -> None:
     assert deadline is not None
     assert deadline.kind == "start"
     assert deadline.message == (
-        "Your server was admitted but did not become ready within 5m: "
+        "Your server was admitted but did not become ready within 5 min: "
         "Node found; pulling the image and creating the container. Its quota is released; "
         "start it again, and tell an admin if it happens again (the server's events say why)."
     )
@@ -645,7 +645,7 @@ async def test_queue_wait_is_not_the_start_timeout_and_ends_cleanly(spawner: Any
     with pytest.raises(SpawnException) as info:
         await asyncio.wait_for(future, 5)
     assert (info.value.status_code, info.value.reason) == (400, "queue_timeout")  # not a hub error
-    assert info.value.message.startswith("Your server waited 10m1s in team-a's queue (position 3)")
+    assert info.value.message.startswith("Your server waited 10 min in team-a's queue (position 3)")
     assert spawner.start_timeout == 300  # restored: stop() never inherits the long timeout
     assert spawner.test_view.tracked == {(NAMESPACE, "team-a"): 0}
     assert [e async for e in progress] == []  # the generator ends with the spawn
@@ -670,7 +670,9 @@ async def test_start_timeout_runs_from_admission(spawner: Any) -> None:
     assert not future.done()
     spawner.test_clock.advance(2)
     # a clean failure, not an error towards consecutive_failure_limit (a restart would not help)
-    with pytest.raises(SpawnException, match="admitted but did not become ready within 5m") as info:
+    with pytest.raises(
+        SpawnException, match="admitted but did not become ready within 5 min"
+    ) as info:
         await asyncio.wait_for(future, 5)
     assert (info.value.status_code, info.value.reason) == (400, "start_timeout")
 
