@@ -1,6 +1,7 @@
 /**
  * Pure helpers of the Queue section: checking the payload and putting it into words.
  */
+import { durationWords } from './durations';
 import type { IQueue, IQueueItem } from './types';
 
 /** Check the shape of a `queue` payload (throws on anything that is not one). */
@@ -23,27 +24,12 @@ export function parseQueue(data: unknown): IQueue {
   };
 }
 
-/** A waiting time in words: `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`. */
+/** A waiting time in words (`45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`), or `unknown`. */
 export function formatWaited(seconds: number | null): string {
   if (seconds === null || !Number.isFinite(seconds) || seconds < 0) {
     return 'unknown';
   }
-  const s = Math.floor(seconds);
-  if (s < 60) {
-    return `${String(s)} s`;
-  }
-  const minutes = Math.floor(s / 60);
-  if (minutes < 60) {
-    return `${String(minutes)} min`;
-  }
-  const hours = Math.floor(minutes / 60);
-  if (hours < 24) {
-    const rest = minutes % 60;
-    return rest > 0 ? `${String(hours)} h ${String(rest)} min` : `${String(hours)} h`;
-  }
-  const days = Math.floor(hours / 24);
-  const rest = hours % 24;
-  return rest > 0 ? `${String(days)} d ${String(rest)} h` : `${String(days)} d`;
+  return durationWords(seconds);
 }
 
 /** The position of an item: `#2 in training · #5 in team-a-training`, or why it has none. */

@@ -2,6 +2,7 @@
  * The reclaim warning as the server extension passes it on from the gpuaas service
  * (`GET gpuaas/api/reclaim`, docs/culler.md): pure functions, tested without a DOM.
  */
+import { durationWords } from './durations';
 import { say } from './messages';
 
 export interface IReclaimWarning {
@@ -124,23 +125,6 @@ export function holdingWords(kind: string): string {
     default:
       return say('holding.gpu');
   }
-}
-
-/** "12 min", "2 h 05 min", "3 d 4 h" (durations in prose). */
-export function durationWords(seconds: number): string {
-  const s = Math.max(0, Math.round(seconds));
-  if (s < 60) {
-    return `${String(s)} s`;
-  }
-  const m = Math.floor(s / 60);
-  if (m < 60) {
-    return `${String(m)} min`;
-  }
-  const h = Math.floor(m / 60);
-  if (h < 48) {
-    return m % 60 ? `${String(h)} h ${String(m % 60).padStart(2, '0')} min` : `${String(h)} h`;
-  }
-  return `${String(Math.floor(h / 24))} d ${String(h % 24)} h`;
 }
 
 /** "in 4 min 05 s", or "any moment now" at the deadline (the sidebar, once a second). */

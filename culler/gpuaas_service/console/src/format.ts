@@ -1,23 +1,9 @@
 /** Figures as the console shows them. */
+import { durationWords } from '../../../../labextension/src/durations.js';
 
-/** "45 s", "12 min", "3 h 5 min", "2 d 4 h"; "" for no figure. */
+/** "45 s", "12 min", "3 h 5 min", "2 d 4 h" (as the sidebar says them); "" for no figure. */
 export function duration(seconds: number | null | undefined): string {
-  if (seconds === null || seconds === undefined) {
-    return '';
-  }
-  const s = Math.max(0, Math.round(seconds));
-  if (s < 60) {
-    return `${String(s)} s`;
-  }
-  const m = Math.floor(s / 60);
-  if (m < 60) {
-    return `${String(m)} min`;
-  }
-  const h = Math.floor(m / 60);
-  if (h < 48) {
-    return `${String(h)} h ${String(m % 60)} min`;
-  }
-  return `${String(Math.floor(h / 24))} d ${String(h % 24)} h`;
+  return seconds === null || seconds === undefined ? '' : durationWords(seconds);
 }
 
 /** A time in the reader's locale; "" for none. */
