@@ -38,9 +38,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from jupyter_gpuaas.core import packing
+from jupyter_gpuaas.core import mig_geometry, packing
 from jupyter_gpuaas.gpu.hami import MEMORY_LIMIT, SHARED_CACHE, SM_LIMIT
-from jupyter_gpuaas.gpu.spec import SimGpu
+from jupyter_gpuaas.gpu.spec import GiB, SimGpu, parse_devices
 
 GPU = "nvidia.com/gpu"
 SHARED = "nvidia.com/gpu.shared"
@@ -341,3 +341,58 @@ def capacity(gpus: Sequence[SimGpu]) -> dict[str, int]:
         else:
             add(GPU, 1)
     return out
+
+
+# --- MIG geometry (the node label nvidia.com/mig.config, applied as NVIDIA's MIG manager does) ---
+
+
+class MigConfigError(ValueError):
+    """A MIG config this node cannot apply (unknown name, no geometry for one of its models)."""
+
+
+def mig_model(gpu: SimGpu) -> str:
+    """The model key of :mod:`jupyter_gpuaas.core.mig_geometry` (``A100-40GB``)."""
+    return f"{gpu.model.upper()}-{gpu.memory // GiB}GB"
+
+
+def reshape(boot_spec: str, config: str | None) -> str:
+    """The node's GPUs with its MIG-mode GPUs (the groups of ``boot_spec`` with ``mig=``) cut as
+    the named ``config`` cuts their model; ``None`` (no label): ``boot_spec`` as it is. The
+    other GPUs stay as they are, as with a mig-parted config that lists only these devices."""
+    if config is None:
+        return boot_spec
+    if config not in mig_geometry.CONFIGS:
+        raise MigConfigError(
+            f"{mig_geometry.MIG_CONFIG_LABEL}={config} names no config this node knows "
+            f"(known: {', '.join(mig_geometry.CONFIGS)})"
+        )
+    groups: list[str] = []
+    for group in (g.strip() for g in boot_spec.split(",") if g.strip()):
+        head, *options = group.split(":")
+        if not any(o.startswith("mig=") for o in options):
+            groups.append(group)
+            continue
+        model = mig_model(parse_devices(group)[0])
+        geometry = mig_geometry.geometry_of(config, model)
+        if geometry is None:
+            raise MigConfigError(f"config {config} has no MIG geometry for this node's {model}")
+        wrong = mig_geometry.problems(model, geometry)
+        if wrong:
+            raise MigConfigError(f"config {config} on {model}: {'; '.join(wrong)}")
+        options = [
+            f"mig={mig_geometry.format_geometry(geometry)}" if o.startswith("mig=") else o
+            for o in options
+        ]
+        groups.append(":".join([head, *options]))
+    return ",".join(groups)
+
+
+def mig_config_of(gpus: Sequence[SimGpu]) -> str | None:
+    """The named config the node's MIG-mode GPUs are cut as, if one names them all."""
+    geometries: dict[str, mig_geometry.Geometry] = {}
+    for g in gpus:
+        if g.mig:
+            geometry = mig_geometry.parse_geometry("+".join(m.profile for m in g.mig))
+            if geometries.setdefault(mig_model(g), geometry) != geometry:
+                return None
+    return mig_geometry.config_of(geometries) if geometries else None

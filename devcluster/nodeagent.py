@@ -73,12 +73,18 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from devcluster import dcgm, procs
 from devcluster.gpualloc import (
+    MIG_PREFIX,
     AllocationError,
     ContainerDevices,
     Grant,
+    MigConfigError,
     PlacementPending,
     allocate,
+    capacity,
+    reshape,
 )
+from jupyter_gpuaas.core.labels import HUB_USERNAME_ANNOTATION
+from jupyter_gpuaas.core.mig_geometry import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from jupyter_gpuaas.gpu.simulate import ENV_CONTAINER, ENV_DIR, HoldReader, write_node
 from jupyter_gpuaas.gpu.spec import SimGpu, parse_devices
 
@@ -335,6 +341,61 @@ def devices_held(runs: Iterable[PodRun], but: PodRun | None = None) -> list[Gran
     ]
 
 
+# --- MIG geometry: the node label nvidia.com/mig.config -----------------------------------
+
+MIG_REFUSED = "MigConfigRefused"
+MIG_APPLIED = "MigConfigApplied"
+_GFD_MIG_LABEL = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)\.(.+)$")
+
+
+def gpu_holders(runs: Iterable[PodRun]) -> list[str]:
+    """The pods that hold any of the node's GPUs now ("ns/name", with the hub user's name when
+    it is a user's server), in a stable order."""
+    out = []
+    for run in sorted(runs, key=lambda r: (r.namespace, r.name)):
+        if run.phase in TERMINAL_PHASES or not any(d.grants for d in run.devices.values()):
+            continue
+        user = ((run.pod.get("metadata") or {}).get("annotations") or {}).get(
+            HUB_USERNAME_ANNOTATION
+        )
+        out.append(f"{run.namespace}/{run.name}" + (f" ({user}'s server)" if user else ""))
+    return out
+
+
+def mig_target(config: str | None) -> str:
+    return config if config is not None else "the node's own geometry (label removed)"
+
+
+def mig_refusal(node: str, config: str | None, holders: list[str]) -> str:
+    """What the operator reads when a geometry change waits for the node's GPUs to be free."""
+    return (
+        f"MIG geometry change to {mig_target(config)} refused: pods {', '.join(holders)} hold "
+        f"GPUs on node {node}; stop them or wait, then set the label again (or remove "
+        f"{MIG_CONFIG_STATE_LABEL}: kubectl label node {node} {MIG_CONFIG_STATE_LABEL}-)"
+    )
+
+
+def mig_label_patch(labels: Mapping[str, str], gpus: list[SimGpu]) -> dict[str, str | None]:
+    """GPU feature discovery's per-profile labels for the new geometry: nvidia.com/mig-<profile>
+    .count (and .memory, MiB, for a new profile); those of profiles now gone removed."""
+    counts = {
+        r.removeprefix(MIG_PREFIX): n for r, n in capacity(gpus).items() if r.startswith(MIG_PREFIX)
+    }
+    memory = {m.profile: m.memory // (1024 * 1024) for g in gpus for m in g.mig}
+    patch: dict[str, str | None] = {}
+    for key in labels:
+        match = _GFD_MIG_LABEL.match(key)
+        if match is not None and match.group(1) not in counts:
+            patch[key] = None
+    for profile, n in counts.items():
+        patch[f"{MIG_PREFIX}{profile}.count"] = str(n)
+        patch.setdefault(
+            f"{MIG_PREFIX}{profile}.memory",
+            labels.get(f"{MIG_PREFIX}{profile}.memory", str(memory[profile])),
+        )
+    return patch
+
+
 # --- list-watch (shared with devcluster.kwokfinisher) ------------------------------------------
 
 
@@ -566,6 +627,12 @@ class NodeAgent:
             self.gpu_dir = state_dir / "gpus"
             write_node(self.gpu_dir, gpus)
             self.hold_reader = HoldReader(self.gpu_dir)
+        # MIG: the GPUs as nodes.yaml gives them (a node without the label keeps them), the
+        # config now applied (None: that boot geometry) and the last one refused.
+        self.boot_gpus = gpus or ""
+        self.mig_applied: str | None = None
+        self.mig_refused: tuple[str | None, ...] = ()  # (label,) when refused
+        self.pods_listed = asyncio.Event()
 
     # ---- the node's GPUs as dcgm-exporter serves them (devcluster/dcgm.py) ----
 
@@ -712,6 +779,7 @@ class NodeAgent:
         self.done &= live
         for pod in pods:
             self.reconcile(pod)
+        self.pods_listed.set()
 
     def _event_seen(self, kind: str, obj: dict[str, Any]) -> None:
         if kind == "DELETED":
@@ -840,6 +908,133 @@ class NodeAgent:
         }
         with contextlib.suppress(ApiException, OSError):
             await self.core.create_namespaced_event(run.namespace, body)
+
+    # ---- MIG geometry: honour nvidia.com/mig.config as NVIDIA's MIG manager does ----
+    #
+    # The MIG manager applies the config the label names and reports in the state label
+    # (pending, success, failed); it does not evict pods, and NVIDIA requires the GPUs idle, so a
+    # change while a pod holds a GPU fails. Here the change is refused at once (state failed and
+    # a Warning Event on the node naming the pods), and tried again when the label changes or the
+    # state label is removed. Applied: the device plugins' resources re-advertised in the node's
+    # capacity and allocatable, GFD's per-profile labels, state success.
+
+    @property
+    def has_mig(self) -> bool:
+        return any(o.startswith("mig=") for o in self.boot_gpus.replace(",", ":").split(":"))
+
+    async def watch_node(self) -> None:
+        """Watch this node's MIG config label (after the first pod list, so that the pods that
+        hold GPUs are known)."""
+        from kubernetes_asyncio import watch
+
+        await self.pods_listed.wait()
+        rv: str | None = None
+        while True:
+            try:
+                if rv is None:
+                    resp = await self.core.read_node(self.node, _preload_content=False)
+                    node = json.loads(await resp.read())
+                    rv = node["metadata"]["resourceVersion"]
+                    await self.mig_seen(node)
+                w = watch.Watch(return_type="object")
+                async for ev in w.stream(
+                    self.core.list_node,
+                    field_selector=f"metadata.name={self.node}",
+                    resource_version=rv,
+                    timeout_seconds=int(RESYNC_EVERY),
+                ):
+                    obj = ev["raw_object"]
+                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                    if ev["type"] in ("ADDED", "MODIFIED"):
+                        await self.mig_seen(obj)
+            except ApiException as e:
+                if e.status != 410:
+                    log.warning("node watch failed: %s", e)
+                    await asyncio.sleep(1)
+                rv = None
+            except (OSError, asyncio.TimeoutError, ValueError, KeyError) as e:
+                log.warning("node watch interrupted: %s", e)
+                rv = None
+                await asyncio.sleep(1)
+
+    async def mig_seen(self, node: dict[str, Any]) -> None:
+        labels = node.get("metadata", {}).get("labels") or {}
+        wanted = labels.get(MIG_CONFIG_LABEL)
+        state = labels.get(MIG_CONFIG_STATE_LABEL)
+        if wanted == self.mig_applied:
+            self.mig_refused = ()
+            if wanted is not None and state != "success":
+                await self._patch_labels({MIG_CONFIG_STATE_LABEL: "success"})
+            return
+        if (wanted,) == self.mig_refused and state is not None:
+            return  # refused: tried again when the label changes or its state is removed
+        await self._apply_mig(wanted, labels)
+
+    async def _apply_mig(self, wanted: str | None, labels: Mapping[str, str]) -> None:
+        try:
+            spec = reshape(self.boot_gpus, wanted)
+            holders = gpu_holders(self.runs.values())
+        except MigConfigError as e:
+            await self._refuse_mig(wanted, f"MIG geometry change refused: {e}")
+            return
+        if holders:
+            await self._refuse_mig(wanted, mig_refusal(self.node, wanted, holders))
+            return
+        # No await from the check to here: no pod is given devices of the old geometry after it.
+        old = capacity(self.gpus)
+        self.gpus = parse_devices(spec)
+        if self.gpu_dir is not None:
+            write_node(self.gpu_dir, spec)
+        self.mig_applied, self.mig_refused = wanted, ()
+        new = capacity(self.gpus)
+        resources: dict[str, str | None] = {r: None for r in old if r not in new}
+        resources.update({r: str(n) for r, n in new.items()})
+        try:
+            await self.core.patch_node_status(
+                self.node,
+                {"status": {"capacity": resources, "allocatable": resources}},
+                _content_type=STRATEGIC,
+            )
+            # No label (back to the node's own geometry): no state to report either.
+            state = "success" if wanted is not None else None
+            await self._patch_labels(
+                {**mig_label_patch(labels, self.gpus), MIG_CONFIG_STATE_LABEL: state}
+            )
+        except ApiException as e:
+            log.warning("re-advertising the node's MIG resources: %s", e)
+        migs = {r: n for r, n in new.items() if r.startswith(MIG_PREFIX)}
+        message = f"MIG geometry {mig_target(wanted)} applied: the node advertises {migs}"
+        log.info("%s", message)
+        await self._node_event(MIG_APPLIED, message)
+
+    async def _refuse_mig(self, wanted: str | None, message: str) -> None:
+        self.mig_refused = (wanted,)
+        log.warning("%s", message)
+        with contextlib.suppress(ApiException):
+            await self._patch_labels({MIG_CONFIG_STATE_LABEL: "failed"})
+        await self._node_event(MIG_REFUSED, message, "Warning")
+
+    async def _patch_labels(self, labels: Mapping[str, str | None]) -> None:
+        await self.core.patch_node(
+            self.node,
+            {"metadata": {"labels": dict(labels)}},
+            _content_type="application/merge-patch+json",
+        )
+
+    async def _node_event(self, reason: str, message: str, etype: str = "Normal") -> None:
+        body = {
+            "metadata": {"generateName": f"{self.node}.", "namespace": "default"},
+            "involvedObject": {"kind": "Node", "name": self.node, "apiVersion": "v1"},
+            "reason": reason,
+            "message": message,
+            "type": etype,
+            "source": {"component": "nvidia-mig-manager", "host": self.node},
+            "firstTimestamp": now(),
+            "lastTimestamp": now(),
+            "count": 1,
+        }
+        with contextlib.suppress(ApiException, OSError):
+            await self.core.create_namespaced_event("default", body)
 
     # ---- running a pod ----
 
@@ -1301,6 +1496,8 @@ async def amain(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         tasks = [asyncio.create_task(agent.heartbeat()), asyncio.create_task(agent.watch_pods())]
+        if agent.has_mig:
+            tasks.append(asyncio.create_task(agent.watch_node()))
         metrics = await agent.serve_metrics(args.metrics_port) if args.metrics_port else None
         log.info("node agent for %s running (pod IPs %s.x.y)", args.node, args.ip_prefix)
         await stop.wait()
