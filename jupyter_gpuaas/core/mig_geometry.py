@@ -20,6 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from math import ceil
+from typing import Any
+
+from jupyter_gpuaas.core.kueue import as_mapping, as_str, pod_requests
 
 __all__ = [
     "COMPUTE_SLICES",
@@ -27,8 +31,10 @@ __all__ = [
     "MEMORY_SLICES",
     "MIG_CONFIG_LABEL",
     "MIG_CONFIG_STATE_LABEL",
+    "MIG_RESOURCE_PREFIX",
     "MODELS",
     "Geometry",
+    "NodeAdvice",
     "Plan",
     "Profile",
     "advice_text",
@@ -38,6 +44,7 @@ __all__ = [
     "format_geometry",
     "geometry_of",
     "model_of_product",
+    "node_advice",
     "parse_geometry",
     "plan",
     "problems",
@@ -264,7 +271,7 @@ def plan(demand: Mapping[str, int], gpus: Mapping[str, int], current: str | None
 def advice_text(node: str, current: str | None, chosen: Plan) -> str:
     """One line for an operator: the node's config now, the advised one and how to apply it."""
     now = current or "no named config"
-    if chosen.config is None:
+    if chosen.config is None or not chosen.demand_slices:
         return f"node {node}: {now} now; {chosen.reason}"
     if chosen.config == current:
         return f"node {node}: {now} now; demand suggests keeping it ({chosen.reason})"
@@ -272,3 +279,77 @@ def advice_text(node: str, current: str | None, chosen: Plan) -> str:
         f"node {node}: {now} now; demand suggests {chosen.config} ({chosen.reason}); apply with "
         f"kubectl label node {node} {MIG_CONFIG_LABEL}={chosen.config} --overwrite"
     )
+
+
+# --- a node's advice from the pods the service sees -------------------------------------------
+
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+_GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+_MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+
+
+@dataclass(frozen=True)
+class NodeAdvice:
+    """A MIG node's config now, the slices its pods hold or wait for, and the plan for them."""
+
+    node: str
+    model: str
+    gpus: int  # MIG GPUs of the node
+    current: str | None  # the node's nvidia.com/mig.config label
+    demand: dict[str, int]
+    plan: Plan
+
+    @property
+    def line(self) -> str:
+        return advice_text(self.node, self.current, self.plan)
+
+
+def _mig_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    return {
+        name.removeprefix(MIG_RESOURCE_PREFIX): ceil(qty)
+        for name, qty in pod_requests(pod).items()
+        if name.startswith(MIG_RESOURCE_PREFIX) and qty > 0
+    }
+
+
+def _could_land(pod: Mapping[str, Any], node: str, labels: Mapping[str, str]) -> bool:
+    """A pod on ``node`` that has not finished, or a pending one not yet on a node whose node
+    selector the node matches (tolerations and affinity are not judged: this counts demand,
+    not placement)."""
+    spec, phase = as_mapping(pod.get("spec")), as_mapping(pod.get("status")).get("phase")
+    if phase in ("Succeeded", "Failed"):
+        return False
+    if spec.get("nodeName"):
+        return bool(spec["nodeName"] == node)
+    selector = as_mapping(spec.get("nodeSelector"))
+    return phase in (None, "Pending") and all(
+        labels.get(str(k)) == str(v) for k, v in selector.items()
+    )
+
+
+def node_advice(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> NodeAdvice | None:
+    """The advice for one Node object (None unless it is a MIG node, "mixed" strategy, of a
+    model with known profiles): demand = the MIG slices of the pods on it that have not
+    finished and of the pending pods that could land on it; its MIG GPUs = the fewest that
+    hold the instances it advertises."""
+    meta = as_mapping(node.get("metadata"))
+    labels = {str(k): str(v) for k, v in as_mapping(meta.get("labels")).items()}
+    model = model_of_product(labels.get(_GPU_PRODUCT_LABEL, ""))
+    if model is None or labels.get(_MIG_STRATEGY_LABEL) != "mixed":
+        return None
+    name = as_str(meta.get("name"))
+    allocatable = as_mapping(as_mapping(node.get("status")).get("allocatable"))
+    profiles = MODELS[model]
+    slices = sum(
+        profiles[p].compute * int(str(n))
+        for r, n in allocatable.items()
+        if (p := str(r).removeprefix(MIG_RESOURCE_PREFIX)) in profiles and str(n).isdigit()
+    )
+    gpus = max(1, -(-slices // COMPUTE_SLICES))
+    demand: dict[str, int] = {}
+    for pod in pods:
+        if _could_land(pod, name, labels):
+            for profile, n in _mig_requests(pod).items():
+                demand[profile] = demand.get(profile, 0) + n
+    current = labels.get(MIG_CONFIG_LABEL)
+    return NodeAdvice(name, model, gpus, current, demand, plan(demand, {model: gpus}, current))

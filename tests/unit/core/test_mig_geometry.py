@@ -18,6 +18,7 @@ from jupyter_gpuaas.core.mig_geometry import (
     format_geometry,
     geometry_of,
     model_of_product,
+    node_advice,
     parse_geometry,
     plan,
     problems,
@@ -162,3 +163,64 @@ def test_plan_is_valid_and_serves_the_most(
         assert slices <= chosen.served_slices
     if not any(demand.values()) and current is not None and capacity(current, gpus):
         assert chosen.config == current
+
+
+def _node(name: str, allocatable: dict[str, str], **labels: str) -> dict[str, object]:
+    base = {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
+        "nvidia.com/mig.strategy": "mixed",
+        "gpuaas.dev/pool": "local",
+    }
+    return {
+        "metadata": {"name": name, "labels": {**base, **labels}},
+        "status": {"allocatable": {"cpu": "24", **allocatable}},
+    }
+
+
+def _pod(
+    profile: str, node: str = "", phase: str = "Running", pool: str | None = None
+) -> dict[str, object]:
+    spec: dict[str, object] = {
+        "containers": [{"resources": {"limits": {f"nvidia.com/mig-{profile}": "1"}}}],
+        "nodeSelector": {"gpuaas.dev/pool": pool} if pool else {},
+    }
+    if node:
+        spec["nodeName"] = node
+    return {"spec": spec, "status": {"phase": phase}}
+
+
+def test_node_advice_counts_the_node_s_pods_and_the_pending_ones_that_could_land() -> None:
+    node = _node(
+        "local-0",
+        {"nvidia.com/mig-1g.5gb": "7"},
+        **{"nvidia.com/mig.config": "all-1g.5gb"},
+    )
+    pods = [
+        _pod("1g.5gb", node="local-0"),
+        _pod("3g.20gb", phase="Pending", pool="local"),
+        _pod("2g.10gb", phase="Pending", pool="local"),
+        _pod("1g.5gb", node="local-0", phase="Succeeded"),  # finished: no demand
+        _pod("3g.20gb", node="other-0"),  # elsewhere
+        _pod("3g.20gb", phase="Pending", pool="a100-mig"),  # cannot land here
+    ]
+    advice = node_advice(node, pods)
+    assert advice is not None
+    assert (advice.model, advice.gpus, advice.current) == ("A100-40GB", 1, "all-1g.5gb")
+    assert advice.demand == {"1g.5gb": 1, "3g.20gb": 1, "2g.10gb": 1}
+    assert advice.line == (
+        "node local-0: all-1g.5gb now; demand suggests all-balanced (serves 6 of 6 compute "
+        "slices asked for); apply with kubectl label node local-0 "
+        "nvidia.com/mig.config=all-balanced --overwrite"
+    )
+
+
+def test_node_advice_only_for_mixed_mig_nodes_of_known_models() -> None:
+    # a100-mig of the dev cluster: 4 GPUs' worth of 1g.5gb and 4 of 3g.20gb -> 8 GPUs
+    big = _node("a100-mig-0", {"nvidia.com/mig-1g.5gb": "28", "nvidia.com/mig-3g.20gb": "8"})
+    advice = node_advice(big, [])
+    assert advice is not None
+    assert advice.gpus == 8
+    # no demand: no reshape advised
+    assert advice.line == "node a100-mig-0: no named config now; no measured demand for MIG slices"
+    assert node_advice(_node("l4", {}, **{"nvidia.com/gpu.product": "NVIDIA-L4"}), []) is None
+    assert node_advice(_node("h", {}, **{"nvidia.com/mig.strategy": "none"}), []) is None
