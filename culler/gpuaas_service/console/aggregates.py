@@ -251,6 +251,16 @@ def readable_amount(resource: str, value: int) -> str:
     return str(value)
 
 
+def _today(
+    usage: Usage, reclaims: Mapping[str, int], failed_starts: Mapping[str, int], team: str
+) -> dict[str, float]:
+    """A team's hours of today, and its reclaims and failed starts."""
+    out = usage.hours()
+    out["reclaims"] = reclaims.get(team, 0)
+    out["failed_starts"] = failed_starts.get(team, 0)
+    return out
+
+
 def teams(
     state: QueueState,
     plan: Plan | None,
@@ -260,8 +270,13 @@ def teams(
     notebook_namespace: str,
     now: datetime,
     only: Iterable[str] | None = None,
+    reclaims: Mapping[str, int] | None = None,
+    failed_starts: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """The console's team table (see the module's docstring)."""
+    """The console's team table (see the module's docstring). ``reclaims``,
+    ``failed_starts``: today's, per team."""
+    reclaims = reclaims or {}
+    failed_starts = failed_starts or {}
     owners = queue_owners(state, notebook_namespace)
     flavors = _flavor_rows(state, owners)
     queued = queued_work(workloads, state, notebook_namespace)
@@ -277,7 +292,9 @@ def teams(
             h = held[team] = {s.value: Fraction(0) for s in State}
         h[wb.idleness.state.value] += wb.gpu_equivalents
         servers[team] = servers.get(team, 0) + 1
-    names = sorted({*(t for t, _ in owners.values()), *held, *queued, *today})
+    names = sorted(
+        {*(t for t, _ in owners.values()), *held, *queued, *today, *reclaims, *failed_starts}
+    )
     allowed = set(only) if only is not None else None
     out = []
     for team in names:
@@ -300,7 +317,7 @@ def teams(
                     "allocated": format_gpu_equivalents(sum(h.values(), Fraction(0))),
                     **{state_: format_gpu_equivalents(v) for state_, v in h.items()},
                 },
-                "today": today.get(team, Usage()).hours(),
+                "today": _today(today.get(team, Usage()), reclaims, failed_starts, team),
             }
         )
     return out

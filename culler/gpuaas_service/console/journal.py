@@ -17,7 +17,7 @@ import json
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from gpuaas_service.reclaim.decide import Workbench
@@ -184,6 +184,14 @@ class Journal:
         """Newest first."""
         out = [e.payload(regret_window) for e in reversed(self.entries)]
         return out[:limit]
+
+    def reclaims_by_team(self, day: date) -> dict[str, int]:
+        """Per team: its servers reclaimed on ``day`` (UTC; dry runs not counted)."""
+        out: dict[str, int] = {}
+        for e in self.entries:
+            if e.event == "reclaim" and not e.dry_run and e.at.date() == day:
+                out[e.team or "-"] = out.get(e.team or "-", 0) + 1
+        return out
 
     def regret(self, regret_window: timedelta) -> dict[str, Any]:
         reclaims = [e for e in self.entries if e.event == "reclaim" and not e.dry_run]

@@ -8,6 +8,9 @@ A gap longer than ``max_gap`` (the service was down or could not read its inputs
 counted: nothing is known of it. Time is split at midnight UTC, so each day's figures are that
 day's. The ledger lives in memory (a restarted service starts its day afresh); ``keep_days`` days
 are kept.
+
+It counts failed starts too (:meth:`Ledger.failed_start`, from :mod:`.starts`), per day, team,
+user and offering.
 """
 
 from __future__ import annotations
@@ -80,6 +83,22 @@ class Ledger:
         self.last: datetime | None = None
         self.last_added: dict[DayKey, Usage] = {}
         """What the latest :meth:`add` counted (the metrics' counters)."""
+        self.failed_starts: dict[date, dict[tuple[str, str, str], int]] = {}
+        """Per day: (team, user, offering) → failed starts (:mod:`.starts`)."""
+
+    def failed_start(self, team: str, user: str, offering: str, at: datetime) -> None:
+        """Count one failed start of ``user``'s server on ``offering`` on ``at``'s UTC day."""
+        day = at.astimezone(timezone.utc).date()
+        counts = self.failed_starts.setdefault(day, {})
+        counts[(team, user, offering)] = counts.get((team, user, offering), 0) + 1
+        for old in sorted(self.failed_starts)[: -self.keep_days]:
+            del self.failed_starts[old]
+
+    def failed_starts_by_team(self, day: date) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for (team, _, _), n in self.failed_starts.get(day, {}).items():
+            out[team] = out.get(team, 0) + n
+        return out
 
     def add(self, workbenches: Iterable[Workbench], now: datetime) -> dict[DayKey, Usage]:
         """Count the time since the previous call; return what was added, by key."""

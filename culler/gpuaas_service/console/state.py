@@ -18,6 +18,7 @@ import csv
 import gzip
 import io
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from gpuaas_service.console.gpus import gpu_rows, pod_places
 from gpuaas_service.console.journal import Entry
 from gpuaas_service.console.ledger import DayKey, Ledger, Usage
 from gpuaas_service.console.record import ConsoleRecord
+from gpuaas_service.console.starts import StartWatch
 from gpuaas_service.reclaim.decide import Plan, assess_handoff
 from gpuaas_service.reclaim.events import CycleResult, LoopEvent
 from gpuaas_service.reclaim.explain import explain_policies
@@ -43,6 +45,8 @@ from jupyter_gpuaas.hub.watch import KueueReader
 
 __all__ = ["ConsoleState", "export_rows"]
 
+log = logging.getLogger(__name__)
+
 EXPORT_FIELDS = (
     "day",
     "team",
@@ -54,6 +58,7 @@ EXPORT_FIELDS = (
     "idle_hours",
     "unknown_hours",
     "reclaims",
+    "failed_starts",
 )
 
 T = TypeVar("T")
@@ -190,6 +195,8 @@ class ConsoleState:
         """Each user's recent session peaks (the sizing view)."""
         self.catalog = catalog
         """The catalog the sizing view advises from (``None``: no advice)."""
+        self.starts = StartWatch()
+        """The notebook pods between cycles, to count failed starts (:mod:`.starts`)."""
 
     def _workloads(self) -> list[WorkloadInfo]:
         """The Workloads of the watched namespaces, read again only after the view changed."""
@@ -242,7 +249,28 @@ class ConsoleState:
     async def cycle_completed(self, result: CycleResult) -> None:
         await self.record.cycle_completed(result)
         update_metrics(self)
+        self.count_failed_starts(result.now)
         self.refresh()
+
+    def count_failed_starts(self, now: datetime) -> None:
+        """Look at the notebook pods: count the starts that failed since the last look, in
+        the ledger (the export, the teams' today) and the metrics."""
+        pods = self.pods() if self.pods is not None else None
+        if pods is None:
+            return  # not listed yet
+        metrics = self.loop.metrics
+        for f in self.starts.observe(pods, now):
+            self.record.ledger.failed_start(f.team, f.user, f.offering, f.at)
+            metrics.know_teams([f.team])
+            metrics.failed_starts.labels(f.team).inc()
+            log.info(
+                "console: failed start team=%s user=%s server=%s pod=%s how=%s",
+                f.team,
+                f.user,
+                f.server,
+                f.pod,
+                f.how,
+            )
 
     def refresh(self) -> None:
         """After each cycle (a listener): build the new plan's rows and the full answer now,
@@ -348,6 +376,8 @@ class ConsoleState:
                 self.record.ledger.by_team(now.date()),
                 notebook_namespace=self.notebook_namespace,
                 now=now,
+                reclaims=self.record.journal.reclaims_by_team(now.date()),
+                failed_starts=self.record.ledger.failed_starts_by_team(now.date()),
             ),
             "events": self.record.journal.recent(self.regret_window),
             "handoffs": handoffs,
@@ -400,22 +430,26 @@ def export_rows(
     only: Iterable[str] | None = None,
     journal: Iterable[Entry] = (),
 ) -> list[dict[str, Any]]:
-    """One day's GPU-equivalent hours by team, user and offering, and the reclaims of that
-    user's servers on that offering that day (from ``journal``: as far back as it holds).
+    """One day's GPU-equivalent hours by team, user and offering, the reclaims of that
+    user's servers on that offering that day (from ``journal``: as far back as it holds) and
+    their failed starts (from the ledger: :mod:`.starts`).
 
     ``unknown_hours`` is the time held while the activity verdict was unknown (no report, or
     GPU readings that failed): ``allocated = busy + idle + unknown``, to the 4 decimals shown.
-    A reclaim whose day has no hours (all in a gap the ledger does not count) gets a row of its
-    own with no hours and no kind."""
+    A reclaim or failed start whose day has no hours (a failed start held no GPU for long, or
+    all in a gap the ledger does not count) gets a row of its own with no hours and no kind."""
     allowed = set(only) if only is not None else None
     reclaims: dict[tuple[str, str, str], int] = {}
     for entry in journal:
         if entry.event == "reclaim" and not entry.dry_run and entry.at.date() == day:
             whose = (entry.team or "-", entry.user, entry.offering)
             reclaims[whose] = reclaims.get(whose, 0) + 1
+    failed = dict(ledger.failed_starts.get(day, {}))
     usage = dict(ledger.day(day))
-    for team, user, offering in reclaims:
-        if not any(k.team == team and k.user == user and k.offering == offering for k in usage):
+    have = {(k.team, k.user, k.offering) for k in usage}
+    for team, user, offering in [*reclaims, *failed]:
+        if (team, user, offering) not in have:
+            have.add((team, user, offering))
             usage[DayKey(team, user, offering, "")] = Usage()
     rows = []
     for key, used in sorted(usage.items()):
@@ -437,6 +471,7 @@ def export_rows(
                 "idle_hours": idle / 10_000,
                 "unknown_hours": max(allocated - busy - idle, 0) / 10_000,
                 "reclaims": reclaims.pop((key.team, key.user, key.offering), 0),
+                "failed_starts": failed.pop((key.team, key.user, key.offering), 0),
             }
         )
     return rows

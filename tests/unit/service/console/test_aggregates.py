@@ -46,7 +46,17 @@ def test_teams_quota_use_borrowed_lent_queue_and_today() -> None:
         now=T0,
     )
     today = {"team-a": Usage(allocated=7200, busy=3600, idle=1800)}
-    rows = {t["team"]: t for t in teams(state, plan, wls, today, notebook_namespace=NS, now=T0)}
+    listed = teams(
+        state,
+        plan,
+        wls,
+        today,
+        notebook_namespace=NS,
+        now=T0,
+        reclaims={"team-a": 2},
+        failed_starts={"team-b": 1},
+    )
+    rows = {t["team"]: t for t in listed}
     assert sorted(rows) == ["team-a", "team-b"]
     a, b = rows["team-a"], rows["team-b"]
     assert a["cluster_queues"] == ["team-a-notebooks", "team-a-training"]
@@ -74,8 +84,20 @@ def test_teams_quota_use_borrowed_lent_queue_and_today() -> None:
         "idle": "0.14",
         "unknown": "0",
     }
-    assert a["today"] == {"allocated_hours": 2.0, "busy_hours": 1.0, "idle_hours": 0.5}
-    assert b["today"] == {"allocated_hours": 0.0, "busy_hours": 0.0, "idle_hours": 0.0}
+    assert a["today"] == {
+        "allocated_hours": 2.0,
+        "busy_hours": 1.0,
+        "idle_hours": 0.5,
+        "reclaims": 2,
+        "failed_starts": 0,
+    }
+    assert b["today"] == {
+        "allocated_hours": 0.0,
+        "busy_hours": 0.0,
+        "idle_hours": 0.0,
+        "reclaims": 0,
+        "failed_starts": 1,
+    }
     only = teams(state, plan, wls, today, notebook_namespace=NS, now=T0, only=["team-b"])
     assert [t["team"] for t in only] == ["team-b"]
     assert queued_work(wls, state, NS)["team-a"].count == 2

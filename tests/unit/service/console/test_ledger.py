@@ -88,9 +88,10 @@ def test_ledger_splits_at_midnight_and_exports_per_user() -> None:
     assert export_rows(ledger, date(2026, 12, 1), only=["team-b"]) == []
     text = export_csv(rows)
     assert text.splitlines()[0] == (
-        "day,team,user,offering,kind,allocated_hours,busy_hours,idle_hours,unknown_hours,reclaims"
+        "day,team,user,offering,kind,allocated_hours,busy_hours,idle_hours,unknown_hours,reclaims,"
+        "failed_starts"
     )
-    assert text.splitlines()[1] == "2026-12-01,team-a,alice,off-gpu,gpu,0.0833,0.0833,0.0,0.0,0"
+    assert text.splitlines()[1] == "2026-12-01,team-a,alice,off-gpu,gpu,0.0833,0.0833,0.0,0.0,0,0"
 
 
 def test_unknown_hours_make_the_columns_add_up_and_reclaims_count_per_row() -> None:
@@ -145,7 +146,40 @@ def test_unknown_hours_make_the_columns_add_up_and_reclaims_count_per_row() -> N
         "idle_hours": 0.0,
         "unknown_hours": 0.0,
         "reclaims": 1,
+        "failed_starts": 0,
     }
     # a team lead's export: their team's rows and reclaims only
     lead = export_rows(ledger, day, only=["team-a"], journal=journal)
     assert [r["user"] for r in lead] == ["alice"]
+
+
+def test_failed_starts_count_per_day_and_row_and_make_a_row_of_their_own() -> None:
+    """carol's slice failed to start twice today, once yesterday; erin's once today, with no
+    hours held (she has a row of her own); a team lead sees their team's only."""
+    ledger = Ledger()
+    ledger.add([wb("carol", "team-b", State.IDLE, Fraction(1, 7))], T0)
+    ledger.add([wb("carol", "team-b", State.IDLE, Fraction(1, 7))], T0 + timedelta(minutes=6))
+    ledger.failed_start("team-b", "carol", "off-mig", T0)
+    ledger.failed_start("team-b", "carol", "off-mig", T0 + timedelta(minutes=1))
+    ledger.failed_start("team-b", "carol", "off-mig", T0 - timedelta(days=1))
+    ledger.failed_start("team-a", "erin", "off-gpu", T0)
+    rows = {r["user"]: r for r in export_rows(ledger, T0.date())}
+    assert rows["carol"]["failed_starts"] == 2
+    assert rows["carol"]["allocated_hours"] == pytest.approx(0.1 / 7, abs=1e-4)
+    assert {k: rows["erin"][k] for k in ("team", "kind", "allocated_hours", "failed_starts")} == {
+        "team": "team-a",
+        "kind": "",
+        "allocated_hours": 0.0,
+        "failed_starts": 1,
+    }
+    assert ledger.failed_starts_by_team(T0.date()) == {"team-b": 2, "team-a": 1}
+    assert [r["user"] for r in export_rows(ledger, T0.date(), only=["team-a"])] == ["erin"]
+    yesterday = export_rows(ledger, T0.date() - timedelta(days=1))
+    assert [(r["user"], r["failed_starts"]) for r in yesterday] == [("carol", 1)]
+
+
+def test_failed_starts_are_kept_for_keep_days_only() -> None:
+    ledger = Ledger(keep_days=2)
+    for days in (3, 2, 1, 0):
+        ledger.failed_start("team-a", "erin", "off-gpu", T0 - timedelta(days=days))
+    assert sorted(ledger.failed_starts) == [T0.date() - timedelta(days=1), T0.date()]

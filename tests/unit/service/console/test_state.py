@@ -203,3 +203,33 @@ def test_each_cycle_creates_the_counters_of_every_team_with_a_queue_at_zero() ->
     # team-b has a LocalQueue and nothing reclaimed: its series are there, at 0
     assert 'gpuaas_culler_reclaims_total{code="demand",team="team-b"} 0.0' in text
     assert 'gpuaas_failed_starts_total{team="team-a"} 0.0' in text
+
+
+def test_a_failed_start_is_counted_in_the_ledger_the_metrics_and_the_teams_today() -> None:
+    from gpuaas_service.console.state import export_rows
+    from jupyter_gpuaas.core.labels import HUB_USERNAME_ANNOTATION, TEAM_LABEL
+
+    console, _ = console_of(two_team_plan(), ticks=[0.0])
+    admitted = {
+        "metadata": {
+            "name": "jupyter-erin",
+            "uid": "u-erin",
+            "labels": {TEAM_LABEL: "team-b"},
+            "annotations": {HUB_USERNAME_ANNOTATION: "erin"},
+        },
+        "spec": {"nodeName": "gpu-node-1"},
+        "status": {"phase": "Pending"},
+    }
+    listed: list[list[dict[str, Any]] | None] = [None]
+    console.pods = lambda: listed[0]
+    console.count_failed_starts(T0)  # not listed yet: nothing seen
+    listed[0] = [admitted]
+    console.count_failed_starts(T0)
+    listed[0] = []  # deleted without ever being Ready
+    console.count_failed_starts(T0 + timedelta(minutes=1))
+    text = console.loop.metrics.exposition()[0].decode()
+    assert 'gpuaas_failed_starts_total{team="team-b"} 1.0' in text
+    (row,) = export_rows(console.record.ledger, T0.date(), only=["team-b"])
+    assert (row["user"], row["failed_starts"]) == ("erin", 1)
+    b = next(t for t in console.answer()["teams"] if t["team"] == "team-b")
+    assert b["today"]["failed_starts"] == 1
