@@ -11,7 +11,9 @@ import json
 import sys
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
+from gpuaas_service.console.fit import mig_rows
 from gpuaas_service.reclaim.decide import decide
 from gpuaas_service.reclaim.explain import explain, explain_policies
 from gpuaas_service.reclaim.policy import PolicyError, PolicySet, load_policy_file
@@ -26,7 +28,8 @@ _DESCRIPTION = """\
 The GPU workbench culler of jupyter-gpuaas.
 
 This command checks policy files and explains, from a JSON snapshot of workbenches, their
-activity and Kueue's pending workloads, what the culler would do and why. The live culler
+activity and Kueue's pending workloads, what the culler would do and why; it also advises each
+MIG node's geometry from the MIG slices its pods ask for (--mig-advice). The live culler
 (the loop that gathers those inputs, warns users and stops servers through the Hub API) runs
 inside the gpuaas hub service: gpuaas-service --policy FILE (docs/culler.md).
 """
@@ -37,6 +40,8 @@ examples:
   gpuaas-culler --check-policy policy.yaml --catalog catalog.yaml
   gpuaas-culler --explain --policy policy.yaml --snapshot snapshot.json
   gpuaas-culler --explain --policy policy.yaml --snapshot snapshot.json --json
+  kubectl get nodes -o json > nodes.json; kubectl get pods -A -o json > pods.json
+  gpuaas-culler --mig-advice nodes.json --pods pods.json
 
 The snapshot format is described in gpuaas_service/snapshot.py.
 """
@@ -60,6 +65,19 @@ def _parser() -> argparse.ArgumentParser:
         "--explain",
         action="store_true",
         help="print, for every workbench in the snapshot, what the culler would do now and why",
+    )
+    mode.add_argument(
+        "--mig-advice",
+        metavar="NODES_JSON",
+        help="print, per MIG node of NODES_JSON (kubectl get nodes -o json), its MIG config now,"
+        " the one the MIG slices of the pods in --pods ask for, and the kubectl label line that"
+        " applies it (docs/right-sizing.md)",
+    )
+    parser.add_argument(
+        "--pods",
+        metavar="FILE",
+        help="with --mig-advice: the pods whose MIG slices are the demand"
+        " (kubectl get pods -A -o json); default: none",
     )
     parser.add_argument(
         "--policy", metavar="FILE", help="the YAML policy file to explain with (with --explain)"
@@ -89,7 +107,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--json",
         action="store_true",
-        help="with --explain: print one JSON audit record per decision instead of text",
+        help="with --explain: print one JSON audit record per decision instead of text;"
+        " with --mig-advice: one JSON object per node",
     )
     return parser
 
@@ -122,6 +141,28 @@ def _load_policy(path: str, known_teams: list[str] | None) -> PolicySet:
         ) from e
 
 
+def _items(path: str) -> list[Any]:
+    """The ``items`` of a ``kubectl get ... -o json`` list."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise _Invalid(f"{path}: cannot read it", [str(e)]) from e
+    items = data.get("items") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise _Invalid(f"{path}: not a list", ["expected the output of kubectl get ... -o json"])
+    return items
+
+
+def _mig_advice(nodes: str, pods: str | None, *, as_json: bool) -> int:
+    rows = mig_rows(_items(nodes), _items(pods) if pods else [])
+    for row in rows:
+        sys.stdout.write((json.dumps(row, sort_keys=True) if as_json else row["line"]) + "\n")
+    if not rows:
+        sys.stdout.write("" if as_json else "no MIG node (mixed strategy, a known model)\n")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -130,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.check_policy:
             sys.stdout.write(explain_policies(_load_policy(args.check_policy, known)))
             return 0
+        if args.mig_advice:
+            return _mig_advice(args.mig_advice, args.pods, as_json=args.json)
         if not args.policy:
             parser.error("--explain needs --policy FILE")
         if not args.snapshot:

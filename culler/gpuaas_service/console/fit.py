@@ -6,20 +6,26 @@ advises for those peaks (:func:`jupyter_gpuaas.core.sizing.advise`, the spawner'
 the team's offerings in the catalog) and the GPU-equivalents that following the advice would
 free (what the server holds beyond the advised offering's size; never negative: an advice to go
 bigger frees nothing).
+
+Per MIG node, when the caller has the Node objects: the node's MIG config now (its
+``nvidia.com/mig.config`` label), the slices its pods hold or wait for, and the named config that
+would serve most of them (:func:`jupyter_gpuaas.core.mig_geometry.node_advice`), with the
+``kubectl label`` line that applies it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 from gpuaas_service.reclaim.decide import Workbench
 from jupyter_gpuaas.core.catalog import Catalog
 from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents
+from jupyter_gpuaas.core.mig_geometry import node_advice
 from jupyter_gpuaas.core.sizing import DEFAULT_HEADROOM, PeakHistory, advise, format_gib
 
-__all__ = ["fit_rows"]
+__all__ = ["fit_rows", "mig_rows"]
 
 _MIB = 1 << 20
 
@@ -64,9 +70,13 @@ def fit_rows(
     *,
     headroom: float = DEFAULT_HEADROOM,
     only: Iterable[str] | None = None,
+    mig_nodes: Iterable[Mapping[str, Any]] | None = None,
+    pods: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The sizing view (module docstring): per team, its GPU servers' fit and the total that
-    following every advice would free. Without a catalog there is nothing to advise from."""
+    following every advice would free. Without a catalog there is nothing to advise from.
+    With ``mig_nodes`` (Node objects) and the ``pods`` that may use them, also ``mig``:
+    :func:`mig_rows`."""
     allowed = set(only) if only is not None else None
     teams: dict[str, tuple[list[dict[str, Any]], Fraction]] = {}
     if catalog is not None:
@@ -76,7 +86,9 @@ def fit_rows(
             row, frees = _user_row(wb, catalog, history, headroom)
             rows, total = teams.get(wb.team, ([], Fraction(0)))
             teams[wb.team] = ([*rows, row], total + frees)
+    mig = {} if mig_nodes is None else {"mig": mig_rows(mig_nodes, pods)}
     return {
+        **mig,
         "catalog": catalog is not None,
         "headroom": headroom,
         "visible_teams": sorted(allowed) if allowed is not None else None,
@@ -85,3 +97,29 @@ def fit_rows(
             for team, (rows, total) in sorted(teams.items())
         ],
     }
+
+
+def mig_rows(
+    nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Per MIG node (mixed strategy, a model with known profiles), by name: its config now,
+    the demand its pods put on it, the advised config and the line an operator acts on."""
+    pods = list(pods)
+    rows = []
+    for node in nodes:
+        advice = node_advice(node, pods)
+        if advice is None:
+            continue
+        rows.append(
+            {
+                "node": advice.node,
+                "model": advice.model,
+                "gpus": advice.gpus,
+                "now": advice.current,
+                "demand": dict(sorted(advice.demand.items())),
+                "advised": advice.plan.config,
+                "reason": advice.plan.reason,
+                "line": advice.line,
+            }
+        )
+    return sorted(rows, key=lambda r: str(r["node"]))
