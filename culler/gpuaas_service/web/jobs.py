@@ -116,10 +116,11 @@ class _Body:
             self.data += chunk[: max(0, self.limit - len(self.data))]
 
 
-@web.stream_request_body
-class JobsHandler(_UserHandler):
-    """``GET``: the caller's jobs; ``POST``: submit (a body up to ``max_body`` bytes: the
-    notebook travels in it, so this endpoint alone takes more than ``max_request_bytes``)."""
+class _Streamed(_Errors):
+    """A handler whose request body streams in, kept up to ``max_body`` bytes (the notebook
+    and the results travel in it, so these take more than ``max_request_bytes``)."""
+
+    service: JobService
 
     def initialize(
         self, context: ServiceContext, service: JobService, max_body: int = 1_100_000
@@ -127,6 +128,15 @@ class JobsHandler(_UserHandler):
         self.bind(context)
         self.service = service
         self.body = _Body(max_body)
+
+    def data_received(self, chunk: bytes) -> None:
+        self.body.received(chunk)
+
+
+@web.stream_request_body
+class JobsHandler(_Streamed, _UserHandler):
+    """``GET``: the caller's jobs; ``POST``: submit (a body up to ``max_body`` bytes: the
+    notebook travels in it, so this endpoint alone takes more than ``max_request_bytes``)."""
 
     async def prepare(self) -> None:
         await super().prepare()  # the caller first: 403 before a byte of the body is read
@@ -137,9 +147,6 @@ class JobsHandler(_UserHandler):
                 " submit it again (or ask an admin: c.GPUaaSService.job_max_notebook_bytes)",
                 self.context.body_timeout,
             )
-
-    def data_received(self, chunk: bytes) -> None:
-        self.body.received(chunk)
 
     async def get(self) -> None:
         user, groups = self.caller()
@@ -195,18 +202,11 @@ class JobMarkHandler(_UserHandler):
 
 
 @web.stream_request_body
-class RunnerHandler(_Errors):
+class RunnerHandler(_Streamed):
     """The Job's pod: its token, never a hub token."""
 
     job: Any
     """The Job whose token the request carries (:meth:`JobService.runner_job`)."""
-
-    def initialize(
-        self, context: ServiceContext, service: JobService, max_body: int = 1_100_000
-    ) -> None:
-        self.bind(context)
-        self.service = service
-        self.body = _Body(max_body)
 
     async def prepare(self) -> None:
         # the Job's token first: 403 before a byte of the body is read
@@ -224,9 +224,6 @@ class RunnerHandler(_Errors):
             self.body.admit(
                 self, f"an upload of at most {self.body.limit} bytes", self.context.body_timeout
             )
-
-    def data_received(self, chunk: bytes) -> None:
-        self.body.received(chunk)
 
     async def get(self, what: str) -> None:
         try:
