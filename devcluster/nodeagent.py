@@ -103,6 +103,9 @@ VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
 TERMINAL_PHASES = ("Succeeded", "Failed")
 # A pod whose HAMi vGPUs wait for a card to free up: its status reason and event reason.
 GPU_FRAGMENTED = "GPUFragmented"
+# HAMi's record of the vGPUs a pod got (its device plugin writes it; the gpuaas service reads
+# which card each share is on): per container ``UUID,type,MiB,cores:`` for each vGPU, then ``;``.
+HAMI_ALLOCATED = "hami.io/vgpu-devices-allocated"
 PLACEMENT_RETRY_S = 1.0
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
@@ -448,6 +451,25 @@ async def list_watch(
             log.warning("pod watch interrupted: %s", e)
             rv = None
             await asyncio.sleep(1)
+
+
+def hami_allocated(
+    pod: Mapping[str, Any], devices: Mapping[str, ContainerDevices], gpus: Iterable[SimGpu]
+) -> str:
+    """:data:`HAMI_ALLOCATED` for the pod's vGPUs, as HAMi writes it; ``""`` when it has none."""
+    names = {g.index: g.name for g in gpus}
+    parts = []
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        held = devices.get(str(c.get("name"))) or ContainerDevices(str(c.get("name")))
+        parts.append(
+            "".join(
+                f"{g.uuid},{names.get(g.gpu, 'NVIDIA')},{g.memory >> 20},{g.cores}:"
+                for g in held.grants
+                if g.kind == "vgpu"
+            )
+            + ";"
+        )
+    return "".join(parts) if any(p != ";" for p in parts) else ""
 
 
 def uid_bound(uid: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -869,12 +891,13 @@ class NodeAgent:
     async def _report(self, run: PodRun) -> None:
         if run.finalized:
             return
+        body = uid_bound(run.uid, {"status": run.status()})
+        allocated = hami_allocated(run.pod, run.devices, self.gpus)
+        if allocated:  # the status endpoint keeps metadata changes (as HAMi's plugin patches)
+            body["metadata"]["annotations"] = {HAMI_ALLOCATED: allocated}
         try:
             await self.core.patch_namespaced_pod_status(
-                run.name,
-                run.namespace,
-                uid_bound(run.uid, {"status": run.status()}),
-                _content_type=STRATEGIC,
+                run.name, run.namespace, body, _content_type=STRATEGIC
             )
         except ApiException as e:
             if e.status == 404 or (e.status == 422 and "uid" in str(e.body)):
