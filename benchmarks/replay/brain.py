@@ -7,8 +7,9 @@ and decides with :func:`gpuaas_service.reclaim.decide.decide`), "Keep my GPU"
 (:func:`gpuaas_service.reclaim.decide.snooze` through the loop), the catalog loader and the Kueue
 object readers, the spawn form's size advice (:func:`jupyter_gpuaas.core.sizing.advise`), and
 the culler's rule for which flavors' taints a workload's pods tolerate (as Kueue assigns
-flavors). Nothing here decides anything: the replay calls the project's code
-with a simulated clock.
+flavors), and the names of the placement signal the culler reads from pods (HAMi's record of a
+pod's cards, the status reason of a pod that waits for whole cards). Nothing here decides
+anything: the replay calls the project's code with a simulated clock.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from gpuaas_service.metrics import Metrics
 from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.decide import Action, Plan
-from gpuaas_service.reclaim.gather import flavor_tolerated
+from gpuaas_service.reclaim.gather import GPU_FRAGMENTED, HAMI_ALLOCATED, flavor_tolerated
 from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
 from gpuaas_service.reclaim.policy import PolicySet, load_policy_file
 from jupyter_gpuaas.core import packing
@@ -63,6 +64,8 @@ from jupyter_gpuaas.hub.watch import WatchedKueueView
 
 __all__ = [
     "DEFAULT_HEADROOM",
+    "GPU_FRAGMENTED",
+    "HAMI_ALLOCATED",
     "HUB_SERVERNAME_ANNOTATION",
     "HUB_USERNAME_ANNOTATION",
     "OFFERING_LABEL",

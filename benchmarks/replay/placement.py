@@ -18,15 +18,19 @@ This module is that scheduler's part, pure and card by card:
 
 The card chosen is the project's own packing decision (:mod:`jupyter_gpuaas.core.packing`,
 which the dev cluster's node agent uses too); this module keeps the pool's cards and who holds
-what.
+what. It also shows the culler what a cluster shows it: each holder's cards as HAMi records them
+on its pod (:meth:`Placement.annotations`), and the training Jobs' pods, placed or waiting for
+whole cards with the node agent's reason (:meth:`Placement.job_pods`), so that the culler frees
+a card of idle shares for an admitted Job that waits, as it does on a cluster.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from .brain import packing
+from .brain import GPU_FRAGMENTED, HAMI_ALLOCATED, packing
 
 CORES_PER_CARD = 100
 """HAMi's ``gpucores`` of one whole card."""
@@ -132,3 +136,46 @@ class Placement:
 
     def release(self, key: str) -> bool:
         return any(cards.release(key) for cards in self.pools.values())
+
+    def annotations(self, key: str) -> dict[str, str]:
+        """HAMi's record of ``key``'s cards, as on its pod (empty: it holds none)."""
+        for flavor, cards in self.pools.items():
+            held = cards.holders.get(key)
+            if held:
+                cores = [n * CORES_PER_CARD // cards.steps for _i, n in held]
+                text = "".join(
+                    f"{flavor}-card-{i},GPU,{n},{c}:" for (i, n), c in zip(held, cores, strict=True)
+                )
+                return {HAMI_ALLOCATED: text + ";"}
+        return {}
+
+    def job_pods(self, placed: Iterable[Any], waiting: Iterable[Any]) -> list[dict[str, Any]]:
+        """The pods of admitted training workloads (:class:`.world.Workload`) of the pools:
+        ``placed`` on their cards (those not on cards are skipped), ``waiting`` for them."""
+        out = []
+        for wl, pending in [*((w, False) for w in placed), *((w, True) for w in waiting)]:
+            if wl.kind != "training" or (
+                not pending and not any(wl.key in c.holders for c in self.pools.values())
+            ):
+                continue
+            cards = max(1, wl.requests.get("nvidia.com/total-gpucores", 0) // CORES_PER_CARD)
+            gpu = {"nvidia.com/gpu": str(cards), "nvidia.com/gpucores": str(CORES_PER_CARD)}
+            status: dict[str, Any] = {"phase": "Pending" if pending else "Running"}
+            if pending:
+                status["reason"] = GPU_FRAGMENTED
+            out.append(
+                {
+                    "metadata": {
+                        "name": wl.name,
+                        "namespace": wl.namespace,
+                        "uid": f"{wl.uid}-pod",
+                        "ownerReferences": [
+                            {"kind": "Job", "name": wl.name, "uid": wl.uid, "controller": True}
+                        ],
+                        "annotations": self.annotations(wl.key),
+                    },
+                    "spec": {"containers": [{"name": "train", "resources": {"limits": gpu}}]},
+                    "status": status,
+                }
+            )
+        return out

@@ -155,6 +155,7 @@ class _World:
         out = []
         by_pod = self.policy.by_pod
         by_pod.clear()
+        placement = self.sim.placement
         for state in self.sim.running_sessions():
             wl = state.workload
             if wl is None:
@@ -181,6 +182,7 @@ class _World:
                             brain.HUB_USERNAME_ANNOTATION: state.session.user,
                             brain.HUB_SERVERNAME_ANNOTATION: state.session.name,
                             **state.annotations,
+                            **(placement.annotations(wl.key) if placement else {}),
                         },
                     },
                     "spec": {
@@ -207,6 +209,14 @@ class _World:
                 }
             )
         return out
+
+    async def job_pods(self) -> list[dict[str, Any]]:
+        """The training Jobs' pods on the pools' cards, and those waiting for whole cards."""
+        sim = self.sim
+        if sim.placement is None:
+            return []
+        waiting = [wl for wl, _since in sim.unplaced.values()]
+        return sim.placement.job_pods(sim.kueue.admitted.values(), waiting)
 
     # -- Kueue (the watch caches' view)
 
@@ -415,6 +425,7 @@ class Gpuaas(Policy):
             metrics=brain.Metrics(),
             clock=lambda: self.clock_at(self.sim.now),
             pods=self.world.pods,
+            job_pods=self.world.job_pods,
         )
         self.aio = asyncio.new_event_loop()
         self.rng = random.Random(f"snooze/{sim.trace.seed}")
@@ -447,6 +458,8 @@ class Gpuaas(Policy):
             return False
         if any(r.admitted_at is None for r in self.loop.handoffs.values()):
             return False
+        if any(wl.kind == "training" for wl, _since in sim.unplaced.values()):
+            return False  # a Job waits for whole cards: idle shares may free one
         since = self._last_cycle
         for state in sim.running_sessions():
             if state.warned_reclaim_at is not None or state.annotations:

@@ -431,9 +431,14 @@ async def test_an_admitted_job_whose_card_is_in_scraps_waits_and_says_why(
                 USERS_NS, share_pod(name, quarter, team, **spread)
             )
             await wait_for(f"{name} running", partial(_running, core(hub), USERS_NS, name), 90)
-        assert await _card_of(core(hub), USERS_NS, "nb-a") != await _card_of(
-            core(hub), USERS_NS, "nb-b"
-        )
+        cards = [await _card_of(core(hub), USERS_NS, name) for name in ("nb-a", "nb-b")]
+        assert cards[0] != cards[1]
+        # The card each share is on is recorded on its pod as HAMi's device plugin records it.
+        for name, card in zip(("nb-a", "nb-b"), cards, strict=True):
+            pod = await core(hub).read_namespaced_pod(name, USERS_NS)
+            record = pod.metadata.annotations["hami.io/vgpu-devices-allocated"]
+            assert record.startswith(f"{card},"), record
+            assert record.endswith(",20480,25:;"), record
         # 150 % of the pool is free: Kueue admits a whole card, which no card has.
         await create_job(alice, TRAIN_NS, whole_card_job("train"))
         await wait_for("the Job admitted", lambda: _has(alice, {"train"}), 60)

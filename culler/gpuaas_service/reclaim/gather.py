@@ -8,6 +8,9 @@
   users (``GET /hub/api/users/{name}``): the loop asks only about servers it is about to act on.
 - :func:`pending_workloads`: Kueue's pending Workloads with what they lack, per resource and
   flavor, against the quota free to their ClusterQueue now.
+- :func:`placement_waits`: admitted pods waiting for whole cards that exist only as scraps
+  (status reason ``GPUFragmented``), with what holds each card: each share's cards come from
+  HAMi's record on its pod (``hami.io/vgpu-devices-allocated``) and its node.
 
 Only ``nvidia.com/*`` resources are weighed: CPU and memory are not what a GPU reclaim frees.
 Amounts are Kueue's own, after its resource transformations (a HAMi fraction holds
@@ -26,7 +29,7 @@ from typing import Any
 
 from gpuaas_service.model.pods import PodRef, hub_server
 from gpuaas_service.reclaim.activity_store import ActivityStore, server_key
-from gpuaas_service.reclaim.decide import Need, PendingWorkload, Workbench
+from gpuaas_service.reclaim.decide import Need, PendingWorkload, PlacementWait, Workbench
 from gpuaas_service.reclaim.idleness import judge
 from gpuaas_service.reclaim.policy import DEFAULT_BUSY_UTILIZATION, PolicySet
 from jupyter_gpuaas.core.gpu_equivalents import parse_gpu_equivalents, resource_gpu_equivalents
@@ -59,11 +62,32 @@ __all__ = [
     "cohort_chain",
     "flavor_tolerated",
     "pending_workloads",
+    "placement_waits",
+    "pod_cards",
     "pod_state",
     "workbenches",
 ]
 
 GPU_PREFIX = "nvidia.com/"
+HAMI_ALLOCATED = "hami.io/vgpu-devices-allocated"
+"""HAMi's record of the vGPUs a pod got, written by its device plugin (and the dev cluster's node
+agent): per container ``UUID,type,MiB,cores:`` for each vGPU, then ``;``."""
+GPU_FRAGMENTED = "GPUFragmented"
+"""The status reason of an admitted pod whose whole cards exist only as scraps (the dev cluster's
+node agent; docs/right-sizing.md)."""
+USE_GPUTYPE = "nvidia.com/use-gputype"
+POOL_RESOURCE = "nvidia.com/total-gpucores"
+"""What Kueue counts of a shared pool: 100 per whole card."""
+CORES_PER_CARD = 100
+
+
+def pod_cards(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    """The cards a pod's vGPUs are on, as ``node/UUID`` (from :data:`HAMI_ALLOCATED`)."""
+    meta = as_mapping(pod.get("metadata"))
+    text = str(as_mapping(meta.get("annotations")).get(HAMI_ALLOCATED) or "")
+    node = str(as_mapping(pod.get("spec")).get("nodeName") or "")
+    cards = (d.split(",", 1)[0].strip() for c in text.split(";") for d in c.split(":"))
+    return tuple(dict.fromkeys(f"{node}/{uuid}" for uuid in cards if uuid))
 
 
 def pod_state(pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -237,6 +261,7 @@ def workbenches(
                 warned_at=kept["warned_at"],
                 warned_deadline=kept["deadline"],
                 warned_reason=kept["reason"],
+                cards=pod_cards(pod),
             )
         )
         refs[key] = PodRef(namespace, str(meta.get("name", "")), uid)
@@ -415,3 +440,112 @@ def pending_workloads(
             out.append(replace(p, position=n))
         return out
     return [p for _, p in found]
+
+
+def _whole_cards(pod: Mapping[str, Any]) -> int:
+    """Whole cards a pod's containers ask for (HAMi vGPUs with all of a card's compute)."""
+    n = 0
+    for raw in as_list(as_mapping(pod.get("spec")).get("containers")):
+        resources = as_mapping(as_mapping(raw).get("resources"))
+        asked = {**as_mapping(resources.get("requests")), **as_mapping(resources.get("limits"))}
+        if str(asked.get("nvidia.com/gpucores", "")).strip() == str(CORES_PER_CARD):
+            n += int(str(asked.get("nvidia.com/gpu", "1")).strip() or 1)
+    return n
+
+
+def _pool_cards(state: QueueState, flavor: str) -> int:
+    """The pool's cards: its ClusterQueues' nominal quota in GPU-equivalents (100 a card)."""
+    total = sum(
+        q.nominal
+        for cq in state.cluster_queues.values()
+        for (f, r), q in cq.quotas.items()
+        if f == flavor and r == POOL_RESOURCE
+    )
+    return int(total) // CORES_PER_CARD
+
+
+def _workload_of(
+    pod: Mapping[str, Any], workload_for_pod: Callable[[str, str, str], WorkloadInfo | None]
+) -> WorkloadInfo | None:
+    """A pod's Workload: a plain pod's own, else its Job's (Kueue labels it with the Job's uid)."""
+    meta = as_mapping(pod.get("metadata"))
+    namespace = str(meta.get("namespace", ""))
+    found = workload_for_pod(namespace, str(meta.get("uid", "")), str(meta.get("name", "")))
+    if found is not None:
+        return found
+    for ref in as_list(meta.get("ownerReferences")):
+        owner = as_mapping(ref)
+        if owner.get("controller") and owner.get("uid"):
+            return workload_for_pod(namespace, str(owner["uid"]), "")
+    return None
+
+
+def _flavor(wl: WorkloadInfo | None) -> str:
+    if wl is None:
+        return ""
+    return wl.assigned_flavors.get(POOL_RESOURCE) or next(iter(wl.assigned_flavors.values()), "")
+
+
+def placement_waits(
+    pods: Iterable[Mapping[str, Any]],
+    wbs: Sequence[Workbench],
+    state: QueueState,
+    *,
+    workload_for_pod: Callable[[str, str, str], WorkloadInfo | None],
+    notebook_namespace: str = "",
+) -> list[PlacementWait]:
+    """The admitted pods that wait for whole cards of a shared pool (status reason
+    ``GPUFragmented``), each with the cards other work holds on its pool.
+
+    ``pods``: every pod that may hold or wait for the pool's cards (the notebook namespace's and
+    the Jobs' namespaces'); ``wbs``: the workbenches among them. A card held by a pod that is no
+    workbench is never freed; the pool's free whole cards are its cards (from the quota: 100 of
+    ``nvidia.com/total-gpucores`` each) less those any pod is on."""
+    others: dict[str, dict[str, str]] = {}  # flavor → card → what holds it
+    waiting: list[tuple[Mapping[str, Any], WorkloadInfo]] = []
+    for pod in pods:
+        meta = as_mapping(pod.get("metadata"))
+        status = as_mapping(pod.get("status"))
+        if status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        wl = _workload_of(pod, workload_for_pod)
+        if status.get("reason") == GPU_FRAGMENTED and status.get("phase") == "Pending":
+            if wl is not None and wl.admitted and _whole_cards(pod):
+                waiting.append((pod, wl))
+            continue
+        if hub_server(pod) is not None:
+            continue  # a workbench: its cards are in ``wbs``
+        what = f"pod {meta.get('namespace', '')}/{meta.get('name', '')}"
+        for card in pod_cards(pod):
+            others.setdefault(_flavor(wl), {})[card] = what
+    out = []
+    for pod, wl in waiting:
+        meta = as_mapping(pod.get("metadata"))
+        ann = as_mapping(meta.get("annotations"))
+        flavor = _flavor(wl)
+        node = str(as_mapping(pod.get("spec")).get("nodeName") or "")
+        blocked = {**others.get(flavor, {}), **others.get("", {})}
+        held = {c for wb in wbs for c in wb.cards if any(f == flavor for f, _r in wb.holds)}
+        held |= set(blocked)
+        free = max(_pool_cards(state, flavor) - len(held), 0)
+        owners = [as_mapping(r) for r in as_list(meta.get("ownerReferences"))]
+        namespace = str(meta.get("namespace", ""))
+        out.append(
+            PlacementWait(
+                name=str(meta.get("name", "")),
+                namespace=namespace,
+                workload=wl.name,
+                team=wl.queue_name if namespace == notebook_namespace else namespace,
+                cluster_queue=wl.admitted_cluster_queue,
+                priority=wl.priority or 0,
+                flavor=flavor,
+                node=node,
+                gpu_type=str(ann.get(USE_GPUTYPE) or "GPU").split(",")[0].strip() or "GPU",
+                what="a training Job" if any(o.get("kind") == "Job" for o in owners) else "work",
+                cards=_whole_cards(pod),
+                free_cards=free,
+                blocked=blocked,
+                since=parse_time(meta.get("creationTimestamp")),
+            )
+        )
+    return out

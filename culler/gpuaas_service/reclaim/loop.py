@@ -21,6 +21,10 @@ Kubernetes cannot be read — a cycle that cannot read everything acts on nothin
    /hub/api/users/{u}/servers/{s}``, scope ``delete:servers``; the pod is never deleted by the
    culler), the pod is annotated ``...reclaim-stopped-at`` and gets an Event; **clear-warning**
    — the annotation is removed;
+   With ``job_pods`` it also reads the pods of the Jobs' namespaces: an admitted pod waiting for
+   whole cards that exist only as scraps (``GPUFragmented``) is served by freeing a card of idle
+   shares (:func:`.gather.placement_waits`, rule 6 of :mod:`.decide`), and the plan says why when
+   none can be (scope: ``list`` pods in those namespaces);
 4. verifies hand-offs: the workload the GPUs were freed for must be admitted within
    ``handoff_timeout``; the latency is recorded; otherwise decide.py stops reclaiming for that
    ClusterQueue while the workload is pending, and the log says why.
@@ -56,6 +60,7 @@ from gpuaas_service.reclaim.decide import (
     HandOffRecord,
     HandOffStatus,
     PendingWorkload,
+    PlacementWait,
     Plan,
     SnoozeResult,
     Target,
@@ -65,7 +70,12 @@ from gpuaas_service.reclaim.decide import (
     snooze,
 )
 from gpuaas_service.reclaim.events import CycleInputs, CycleResult, LoopEvent, LoopListener
-from gpuaas_service.reclaim.gather import as_the_hub_sees_them, pending_workloads, workbenches
+from gpuaas_service.reclaim.gather import (
+    as_the_hub_sees_them,
+    pending_workloads,
+    placement_waits,
+    workbenches,
+)
 from gpuaas_service.reclaim.handoffs import (
     HANDOFFS_CONFIGMAP,
     handoffs_from_text,
@@ -131,6 +141,7 @@ class _Readings:
     groups: Mapping[str, Sequence[str]]
     utilization: Mapping[tuple[str, str], float]
     last_kernel: Mapping[tuple[str, str], float]
+    job_pods: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass(frozen=True)
@@ -143,6 +154,7 @@ class _Gathered:
     workloads: list[Mapping[str, Any]]
     pending: list[PendingWorkload]
     utilization: Mapping[tuple[str, str], float]
+    waits: list[PlacementWait] = field(default_factory=list)
 
 
 @dataclass
@@ -172,6 +184,7 @@ class ReclaimLoop:
         pods: Callable[[], Iterable[Mapping[str, Any]] | None] | None = None,
         utilization: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
         last_kernel: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
+        job_pods: Callable[[], Awaitable[Sequence[Mapping[str, Any]]]] | None = None,
     ) -> None:
         self.hub = hub
         self.kube = kube
@@ -182,6 +195,9 @@ class ReclaimLoop:
         self.last_kernel = last_kernel
         """Per-pod GPU utilisation, ``(namespace, pod)`` → percent
         (:mod:`gpuaas_service.clients.prometheus`)."""
+        self.job_pods = job_pods
+        """The pods of the Jobs' namespaces (``Settings.job_namespaces``): the ones that hold a
+        shared pool's cards or wait for whole ones (``None``: placement is not served)."""
         self.view = view
         self.policies = policies
         self.store = store if store is not None else ActivityStore()
@@ -281,6 +297,7 @@ class ReclaimLoop:
                 if cached is not None
                 else await self.kube.list_pods(self.settings.notebook_namespace)
             )
+            job_pods = list(await self.job_pods()) if self.job_pods is not None else []
         except Exception as e:  # noqa: BLE001 - any API failure: act on nothing this cycle
             self._failed("kubernetes", f"listing pods and flavors: {e}")
             return None
@@ -295,7 +312,7 @@ class ReclaimLoop:
         except PrometheusError as e:
             self._failed("prometheus", str(e))
             return None
-        return _Readings(state, flavors, taints, pods, groups, utilization, last_kernel)
+        return _Readings(state, flavors, taints, pods, groups, utilization, last_kernel, job_pods)
 
     def _gather(self, readings: _Readings, now: datetime) -> _Gathered:
         """The cycle's workbenches (judged, the verdicts kept in the store) and queued work."""
@@ -330,7 +347,14 @@ class ReclaimLoop:
             flavor_taints=readings.taints,
             notebook_namespace=self.settings.notebook_namespace,
         )
-        return _Gathered(wbs, refs, reports, workloads, pending, readings.utilization)
+        waits = placement_waits(
+            [*readings.pods, *readings.job_pods],
+            wbs,
+            readings.state,
+            workload_for_pod=self.view.workload_for_pod,
+            notebook_namespace=self.settings.notebook_namespace,
+        )
+        return _Gathered(wbs, refs, reports, workloads, pending, readings.utilization, waits)
 
     async def _confirm(
         self, gathered: _Gathered, handoffs: tuple[HandOffRecord, ...], now: datetime
@@ -348,6 +372,7 @@ class ReclaimLoop:
                 now=now,
                 handoffs=handoffs,
                 dry_run=self.settings.dry_run,
+                waits=gathered.waits,
             )
             unasked = sorted(
                 {
@@ -394,6 +419,8 @@ class ReclaimLoop:
         for target in plan.targets:
             if target.status in ("blocked", "not-enough", "handoff-waiting"):
                 self._audit_target(target.workload.key, target.status, target.reason, now)
+        for placement in plan.placements:
+            self._audit_target(placement.wait.key, placement.status, placement.reason, now)
 
     async def _record(
         self,
