@@ -21,6 +21,10 @@
   (Succeeded, Failed) holds no devices, though it stays until deleted, as with a kubelet. A pod
   whose devices are not there fails as a kubelet fails it (UnexpectedAdmissionError, "Pod was
   rejected: Allocate failed due to ..."): the node's doing, not the pod's;
+- honours NVIDIA's MIG manager label ``nvidia.com/mig.config`` on its node: once no pod holds a
+  GPU of the node, re-cuts its MIG-mode GPUs to the named config and re-advertises the node's
+  ``nvidia.com/mig-*`` resources (``nvidia.com/mig.config.state=success``); while one does, keeps
+  the old geometry (state ``failed``) and posts a Warning Event naming the pods;
 - reports what a kubelet reports: phase, podIP(s), hostIP, startTime, the PodReadyToStartContainers,
   Initialized, ContainersReady and Ready conditions, and container statuses (running, terminated
   with exit code, restart count); honours ``restartPolicy`` and httpGet/tcpSocket readiness probes;
