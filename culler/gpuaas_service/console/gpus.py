@@ -1,4 +1,5 @@
-"""Every GPU held, as the console's per-GPU view shows it (pure: plain data and a clock in).
+"""Every GPU, held or free, as the console's per-GPU view shows it (pure: plain data and a
+clock in).
 
 One row per holding — a whole GPU, a MIG slice, a share of a time-sliced GPU or a memory-capped
 fraction — with its node, its pool (the Kueue ResourceFlavor it was admitted on), who holds it
@@ -8,11 +9,13 @@ where something measured them:
 - notebook servers come from the reclaim loop's last plan (holder, team, activity verdict),
   joined by server to their pods (node, requests) and to their latest activity report (GPU
   memory their kernels hold, the utilisation of GPUs that are theirs alone);
-- training comes from the admitted Workloads of the teams' namespaces: the service does not
-  watch training pods, so their node is not known and their activity is not judged (``training``).
-
-The service reads no Node objects (least privilege): a GPU that nobody holds has no row; the
-teams' quota rows say how much is free.
+- training comes from the admitted Workloads of the teams' namespaces, placed on their node by
+  their pods (``spec.nodeName``; the Workload's owner is the pods' owner); its activity is not
+  judged (``training``);
+- what is **free**: per node and GPU resource, the node's allocatable amount less what the
+  pods placed on it request (notebook and training pods alike), one row each (state ``free``):
+  whole GPUs, MIG slices of each profile, shares, and a HAMi node's free memory and cores. Its
+  pool is the ResourceFlavors whose node labels the node carries.
 """
 
 from __future__ import annotations
@@ -30,13 +33,34 @@ from gpuaas_service.reclaim.decide import Decision
 from gpuaas_service.reclaim.idleness import ActivityReport, State
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents, resource_gpu_equivalents
-from jupyter_gpuaas.core.kueue import WorkloadInfo, as_mapping, pod_requests
+from jupyter_gpuaas.core.kueue import (
+    WorkloadInfo,
+    as_list,
+    as_mapping,
+    parse_quantity,
+    pod_requests,
+)
 
-__all__ = ["TRAINING", "PodPlace", "gpu_rows", "holding_label", "pod_places"]
+__all__ = [
+    "FREE",
+    "TRAINING",
+    "NodeGPUs",
+    "PodPlace",
+    "free_rows",
+    "gpu_rows",
+    "holding_label",
+    "pod_nodes",
+    "pod_places",
+    "read_node",
+]
 
 GPU_PREFIX = "nvidia.com/"
 TRAINING = "training"
 """The state of a training Workload's GPUs (not judged busy or idle: no activity reports)."""
+FREE = "free"
+"""The state of what nobody holds on a node."""
+HAMI_MEMORY = "nvidia.com/gpumem"
+HAMI_CORES = "nvidia.com/gpucores"
 _MIB = 1 << 20
 _MIG = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
 
@@ -60,6 +84,176 @@ def pod_places(pods: Iterable[Mapping[str, Any]]) -> dict[str, PodPlace]:
         key = server_key(*server)
         node = as_mapping(pod.get("spec")).get("nodeName")
         out.setdefault(key, PodPlace(str(node or ""), pod_requests(pod)))
+    return out
+
+
+@dataclass(frozen=True)
+class NodeGPUs:
+    """A node's allocatable GPU resources (``nvidia.com/*``) and its labels."""
+
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, Fraction]
+
+
+def read_node(node: Mapping[str, Any]) -> NodeGPUs | None:
+    """A Node object's GPU resources; ``None`` for a node without any (or unschedulable)."""
+    meta = as_mapping(node.get("metadata"))
+    if as_mapping(node.get("spec")).get("unschedulable"):
+        return None
+    allocatable: dict[str, Fraction] = {}
+    for resource, raw in as_mapping(as_mapping(node.get("status")).get("allocatable")).items():
+        if not str(resource).startswith(GPU_PREFIX):
+            continue
+        try:
+            amount = parse_quantity(raw)
+        except (ValueError, TypeError):
+            continue
+        if amount > 0:
+            allocatable[str(resource)] = amount
+    if not allocatable:
+        return None
+    labels = {str(k): str(v) for k, v in as_mapping(meta.get("labels")).items()}
+    return NodeGPUs(str(meta.get("name") or ""), labels, allocatable)
+
+
+def _live(pod: Mapping[str, Any]) -> bool:
+    """A pod that holds what it requests on its node: placed and not finished."""
+    phase = as_mapping(pod.get("status")).get("phase")
+    return bool(as_mapping(pod.get("spec")).get("nodeName")) and phase not in (
+        "Succeeded",
+        "Failed",
+    )
+
+
+def pod_nodes(pods: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
+    """Pod uid and its owner's uid → the nodes its live pods run on (a training Workload's
+    owner is its Job, or the pod itself)."""
+    out: dict[str, set[str]] = {}
+    for pod in pods:
+        if not _live(pod):
+            continue
+        meta = as_mapping(pod.get("metadata"))
+        node = str(as_mapping(pod.get("spec")).get("nodeName"))
+        uids = [
+            meta.get("uid"),
+            *(as_mapping(o).get("uid") for o in as_list(meta.get("ownerReferences"))),
+        ]
+        for uid in uids:
+            if isinstance(uid, str) and uid:
+                out.setdefault(uid, set()).add(node)
+    return out
+
+
+def _held_on_nodes(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Fraction]]:
+    """Node → the GPU resources its live pods request (a HAMi vGPU's memory and cores per
+    vGPU, times its vGPUs)."""
+    out: dict[str, dict[str, Fraction]] = {}
+    for pod in pods:
+        if not _live(pod):
+            continue
+        held = out.setdefault(str(as_mapping(pod.get("spec")).get("nodeName")), {})
+        requests = pod_requests(pod)
+        vgpus = requests.get("nvidia.com/gpu", Fraction(1))
+        for resource, amount in requests.items():
+            if not resource.startswith(GPU_PREFIX):
+                continue
+            if resource in (HAMI_MEMORY, HAMI_CORES):
+                amount *= vgpus
+            held[resource] = held.get(resource, Fraction(0)) + amount
+    return out
+
+
+def node_pools(
+    labels: Mapping[str, str], flavor_labels: Mapping[str, Mapping[str, str]]
+) -> list[str]:
+    """The ResourceFlavors whose node labels (at least one) the node carries."""
+    return sorted(
+        name
+        for name, wanted in flavor_labels.items()
+        if wanted and all(labels.get(k) == v for k, v in wanted.items())
+    )
+
+
+def _free_row(
+    node: NodeGPUs,
+    pools: list[str],
+    key: str,
+    kind: str,
+    free: Mapping[str, Fraction],
+    slots: Fraction = Fraction(0),
+) -> tuple[dict[str, Any], Fraction]:
+    gpu_eq = resource_gpu_equivalents(free)
+    device = holding_label(free)
+    if kind == "fraction":  # a node's free memory and cores, in its vGPU slots
+        memory = free.get(HAMI_MEMORY, Fraction(0)) * _MIB / (1 << 30)
+        cores = free.get(HAMI_CORES, Fraction(0)) / 100
+        device = (
+            f"{format_gpu_equivalents(memory)} GiB and {format_gpu_equivalents(cores)} GPU of"
+            f" cores, in {format_gpu_equivalents(slots)} vGPU slot{'s' if slots != 1 else ''}"
+        )
+    row = {
+        "key": f"{node.name}/{key}",
+        "node": node.name,
+        "pool": pools,
+        "kind": kind,
+        "device": device,
+        "uuids": [],
+        "holder": "",
+        "holder_kind": FREE,
+        "team": "",
+        "offering": "",
+        "gpu_equivalents": format_gpu_equivalents(gpu_eq),
+        "since": None,
+        "state": FREE,
+        "idle_since": None,
+        "memory_bytes": None,
+        "memory_cap_bytes": memory_cap(free) if kind != "fraction" else None,
+        "utilization_percent": None,
+        "next_step": "",
+    }
+    if kind == "fraction":
+        row["memory_cap_bytes"] = int(free.get(HAMI_MEMORY, Fraction(0)) * _MIB)
+    return row, gpu_eq
+
+
+def free_rows(
+    nodes: Iterable[NodeGPUs],
+    pods: Iterable[Mapping[str, Any]],
+    flavor_labels: Mapping[str, Mapping[str, str]],
+) -> list[tuple[dict[str, Any], Fraction]]:
+    """What nobody holds, per node and resource (module docstring), with its GPU-equivalents.
+
+    ``pods``: every pod that may hold GPUs (notebook and training). On a HAMi node (one that
+    advertises ``nvidia.com/gpumem`` or ``nvidia.com/gpucores``) ``nvidia.com/gpu`` counts vGPU
+    slots: its free memory and cores make one ``fraction`` row, worth its free cores / 100."""
+    held = _held_on_nodes(pods)
+    out: list[tuple[dict[str, Any], Fraction]] = []
+    for node in nodes:
+        on = held.get(node.name, {})
+        free = {r: a - on.get(r, Fraction(0)) for r, a in node.allocatable.items()}
+        free = {r: a for r, a in free.items() if a > 0}
+        pools = node_pools(node.labels, flavor_labels)
+        hami = HAMI_MEMORY in node.allocatable or HAMI_CORES in node.allocatable
+        for resource, amount in sorted(free.items()):
+            if resource in (HAMI_MEMORY, HAMI_CORES) or (hami and resource == "nvidia.com/gpu"):
+                continue
+            if _MIG.match(resource):
+                kind = "mig"
+            elif resource == "nvidia.com/gpu.shared":
+                kind = "shared"
+            elif resource == "nvidia.com/gpu":
+                kind = "gpu"
+            else:
+                continue  # a resource the console cannot size
+            out.append(
+                _free_row(node, pools, resource.removeprefix(GPU_PREFIX), kind, {resource: amount})
+            )
+        if hami and free.get("nvidia.com/gpu", Fraction(0)) > 0:
+            fraction = {r: free[r] for r in (HAMI_MEMORY, HAMI_CORES) if r in free}
+            if fraction:
+                slots = free["nvidia.com/gpu"]
+                out.append(_free_row(node, pools, "fraction", "fraction", fraction, slots))
     return out
 
 
@@ -140,7 +334,9 @@ def _workbench_row(
     }
 
 
-def _training_row(wl: WorkloadInfo) -> tuple[dict[str, Any], Fraction] | None:
+def _training_row(
+    wl: WorkloadInfo, nodes: Mapping[str, set[str]]
+) -> tuple[dict[str, Any], Fraction] | None:
     counted = wl.counted or wl.resources
     gpus = {r: a for r, a in counted.items() if r.startswith(GPU_PREFIX)}
     if not gpus:
@@ -152,7 +348,7 @@ def _training_row(wl: WorkloadInfo) -> tuple[dict[str, Any], Fraction] | None:
     gpu_eq = resource_gpu_equivalents(gpus)
     row = {
         "key": f"{wl.namespace}/{wl.name}",
-        "node": "",
+        "node": ", ".join(sorted(nodes.get(wl.owner_uid, ()))),
         "pool": sorted({f for r, f in wl.assigned_flavors.items() if r.startswith(GPU_PREFIX)}),
         "kind": "training",
         "device": holding_label(requests or gpus),
@@ -182,11 +378,18 @@ def gpu_rows(
     *,
     now: datetime,
     only: Iterable[str] | None = None,
+    nodes: Iterable[NodeGPUs] = (),
+    pods: Sequence[Mapping[str, Any]] = (),
+    flavor_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """The per-GPU view (module docstring): ``devices``, sorted by node then holder, and the
-    ``nodes`` with what is held on each (GPU-equivalents, holdings, idle holdings).
-    ``only``: the teams the caller may see."""
+    """The per-GPU view (module docstring): ``devices``, sorted by node then holder (free
+    last on each node), and the ``nodes`` with what is held and free on each (GPU-equivalents,
+    holdings, idle holdings). ``only``: the teams the caller may see (free rows name no team:
+    every caller sees them). ``nodes``: the GPU nodes (none: no free rows); ``pods``: every
+    notebook and training pod (their nodes and what they hold); ``flavor_labels``: each
+    ResourceFlavor's node labels (a free row's pool)."""
     allowed = set(only) if only is not None else None
+    placed = pod_nodes(pods)
     rows: list[tuple[dict[str, Any], Fraction]] = []
     for d in decisions:
         wb = d.workbench
@@ -200,23 +403,39 @@ def gpu_rows(
             continue
         if allowed is not None and wl.namespace not in allowed:
             continue
-        training_row = _training_row(wl)
+        training_row = _training_row(wl, placed)
         if training_row is not None:
             rows.append(training_row)
-    rows.sort(key=lambda rg: (rg[0]["node"] == "", rg[0]["node"], rg[0]["holder"]))
-    nodes: dict[str, dict[str, Any]] = {}
+    rows.extend(free_rows(nodes, pods, flavor_labels or {}))
+    rows.sort(
+        key=lambda rg: (
+            rg[0]["node"] == "",
+            rg[0]["node"],
+            rg[0]["state"] == FREE,
+            rg[0]["holder"],
+            rg[0]["key"],
+        )
+    )
+    summary: dict[str, dict[str, Any]] = {}
     held: dict[str, Fraction] = {}
+    free: dict[str, Fraction] = {}
     for r, gpu_eq in rows:
-        n = nodes.setdefault(r["node"], {"node": r["node"], "holdings": 0, "idle": 0, "pools": []})
+        n = summary.setdefault(
+            r["node"], {"node": r["node"], "holdings": 0, "idle": 0, "pools": []}
+        )
+        n["pools"] = sorted({*n["pools"], *r["pool"]})
+        if r["state"] == FREE:
+            free[r["node"]] = free.get(r["node"], Fraction(0)) + gpu_eq
+            continue
         n["holdings"] += 1
         n["idle"] += r["state"] == State.IDLE.value
-        n["pools"] = sorted({*n["pools"], *r["pool"]})
         held[r["node"]] = held.get(r["node"], Fraction(0)) + gpu_eq
-    for name, n in nodes.items():
-        n["gpu_equivalents"] = format_gpu_equivalents(held[name])
+    for name, n in summary.items():
+        n["gpu_equivalents"] = format_gpu_equivalents(held.get(name, Fraction(0)))
+        n["free_gpu_equivalents"] = format_gpu_equivalents(free.get(name, Fraction(0)))
     return {
         "now": isoformat_z(now),
         "visible_teams": sorted(allowed) if allowed is not None else None,
-        "nodes": list(nodes.values()),
+        "nodes": list(summary.values()),
         "devices": [r for r, _ in rows],
     }

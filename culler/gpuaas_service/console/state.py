@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from gpuaas_service.console.aggregates import plan_rows, summary, teams
 from gpuaas_service.console.fit import fit_rows
-from gpuaas_service.console.gpus import gpu_rows, pod_places
+from gpuaas_service.console.gpus import gpu_rows, pod_places, read_node
 from gpuaas_service.console.journal import Entry
 from gpuaas_service.console.ledger import DayKey, Ledger, Usage
 from gpuaas_service.console.record import ConsoleRecord
@@ -171,6 +171,8 @@ class ConsoleState:
         pods: Callable[[], Iterable[Mapping[str, Any]] | None] | None = None,
         usage_history: Callable[[], PeakHistory] = lambda: PeakHistory({}),
         catalog: Callable[[], Catalog | None] = lambda: None,
+        nodes: Callable[[], Iterable[Mapping[str, Any]] | None] | None = None,
+        job_pods: Callable[[], Iterable[Mapping[str, Any]] | None] | None = None,
     ) -> None:
         self.loop = loop
         self.view = view
@@ -195,6 +197,13 @@ class ConsoleState:
         """Each user's recent session peaks (the sizing view)."""
         self.catalog = catalog
         """The catalog the sizing view advises from (``None``: no advice)."""
+        self.nodes = nodes
+        """The Node objects as the service's watch holds them (the per-GPU view's free rows;
+        ``None``: not watched)."""
+        self.job_pods = job_pods
+        """The pods of the teams' training namespaces as a watch holds them (their nodes)."""
+        self.flavor_labels: dict[str, dict[str, str]] = {}
+        """Each ResourceFlavor's node labels, read once per cycle (a free row's pool)."""
         self.starts = StartWatch()
         """The notebook pods between cycles, to count failed starts (:mod:`.starts`)."""
 
@@ -248,9 +257,19 @@ class ConsoleState:
 
     async def cycle_completed(self, result: CycleResult) -> None:
         await self.record.cycle_completed(result)
+        if self.nodes is not None:
+            await self._read_flavor_labels()
         update_metrics(self)
         self.count_failed_starts(result.now)
         self.refresh()
+
+    async def _read_flavor_labels(self) -> None:
+        """The ResourceFlavors' node labels (one list call per cycle); the last read kept
+        when this one fails."""
+        try:
+            self.flavor_labels = await self.loop.kube.flavor_labels()
+        except Exception as e:  # noqa: BLE001 - the view shows free rows without their pool
+            log.warning("console: could not read the ResourceFlavors: %s", e)
 
     def count_failed_starts(self, now: datetime) -> None:
         """Look at the notebook pods: count the starts that failed since the last look, in
@@ -385,18 +404,26 @@ class ConsoleState:
         }
 
     def gpus(self, only: Iterable[str] | None = None) -> dict[str, Any]:
-        """The ``api/console/gpus`` answer: every GPU held (:mod:`.gpus`)."""
+        """The ``api/console/gpus`` answer: every GPU, held or free (:mod:`.gpus`)."""
         plan, inputs = self.loop.last_plan, self.loop.last_inputs
-        pods = self.pods() if self.pods is not None else None
+        listed = self.pods() if self.pods is not None else None
+        job_listed = self.job_pods() if self.job_pods is not None else ()
+        pods, job_pods = list(listed or ()), list(job_listed or ())
+        # Free is what the nodes have less what the pods hold: not before both are listed.
+        known = listed is not None and job_listed is not None
+        nodes = self.nodes() if self.nodes is not None and known else None
         training = [w for w in self._workloads() if w.namespace != self.notebook_namespace]
         return gpu_rows(
             plan.decisions if plan is not None else (),
-            pod_places(pods or ()),
+            pod_places(pods),
             inputs.reports if inputs is not None else {},
             inputs.pod_utilization if inputs is not None else {},
             training,
             now=self.clock(),
             only=only,
+            nodes=[n for n in map(read_node, nodes or ()) if n is not None],
+            pods=[*pods, *job_pods],
+            flavor_labels=self.flavor_labels,
         )
 
     def fit(self, only: Iterable[str] | None = None) -> dict[str, Any]:

@@ -8,7 +8,14 @@ from datetime import timedelta
 from fractions import Fraction
 from typing import Any
 
-from gpuaas_service.console.gpus import gpu_rows, holding_label, memory_cap, pod_places
+from gpuaas_service.console.gpus import (
+    gpu_rows,
+    holding_label,
+    memory_cap,
+    node_pools,
+    pod_places,
+    read_node,
+)
 from gpuaas_service.reclaim.decide import Decision, decide
 from gpuaas_service.reclaim.idleness import ActivityReport, State
 from gpuaas_service.reclaim.policy import load_policy
@@ -100,6 +107,7 @@ def test_each_holding_with_its_node_holder_activity_memory_and_utilisation() -> 
         "idle": 1,
         "pools": ["a100-mig"],
         "gpu_equivalents": "0.14",
+        "free_gpu_equivalents": "0",  # no Node objects given: nothing known free
     }
     assert nodes["gpu-node-1"]["gpu_equivalents"] == "1"
 
@@ -122,3 +130,139 @@ def test_training_from_admitted_workloads_and_a_team_leads_view() -> None:
     assert sorted(r["holder"] for r in lead["devices"]) == ["alice", "train-run"]
     assert {r["team"] for r in lead["devices"]} == {"team-a"}
     assert lead["visible_teams"] == ["team-a"]
+
+
+def node(name: str, allocatable: dict[str, str], **labels: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": {"cpu": "64", "memory": "512Gi", **allocatable}},
+    }
+
+
+def training_pod(name: str, node_name: str, owner_uid: str, requests: dict[str, str]) -> Any:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "uid": f"uid-{name}",
+            "ownerReferences": [{"kind": "Job", "name": "train", "uid": owner_uid}],
+        },
+        "spec": {
+            "nodeName": node_name,
+            "containers": [{"name": "c", "resources": {"requests": requests}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+FLAVORS = {
+    "h100": {"nvidia.com/gpu.product": "H100"},
+    "a100-mig": {"nvidia.com/mig.config": "mixed"},
+    "default": {},  # matches every node: no pool of its own
+}
+
+
+def test_free_rows_per_node_and_resource_with_their_pool() -> None:
+    """h100-0 has 8 GPUs, alice's server holds 1 and a training pod 2: 5 free; the MIG node
+    has 7 1g slices, 1 held; a finished pod and a pod on no node hold nothing."""
+    nodes = [
+        read_node(node("h100-0", {"nvidia.com/gpu": "8"}, **{"nvidia.com/gpu.product": "H100"})),
+        read_node(
+            node(
+                "a100-0",
+                {"nvidia.com/mig-1g.5gb": "7", "nvidia.com/mig-3g.20gb": "2"},
+                **{"nvidia.com/mig.config": "mixed"},
+            )
+        ),
+        read_node(node("cpu-0", {})),  # no GPUs: no row
+    ]
+    assert nodes[2] is None
+    pods = [
+        pod("alice", "h100-0", {"nvidia.com/gpu": "1"}),
+        pod("bob", "a100-0", {MIG: "1"}),
+        training_pod("train-0", "h100-0", "job-uid", {"nvidia.com/gpu": "2"}),
+        {
+            **training_pod("done-0", "h100-0", "job-2", {"nvidia.com/gpu": "4"}),
+            "status": {"phase": "Succeeded"},
+        },
+        training_pod("gated-0", "", "job-3", {"nvidia.com/gpu": "4"}),
+    ]
+    answer = gpu_rows(
+        [], {}, {}, {}, [], now=T0, nodes=[n for n in nodes if n], pods=pods, flavor_labels=FLAVORS
+    )
+    free = {r["key"]: r for r in answer["devices"] if r["state"] == "free"}
+    assert sorted(free) == ["a100-0/mig-1g.5gb", "a100-0/mig-3g.20gb", "h100-0/gpu"]
+    gpus = free["h100-0/gpu"]
+    assert (gpus["device"], gpus["gpu_equivalents"], gpus["pool"]) == ("5 GPUs", "5", ["h100"])
+    assert (gpus["kind"], gpus["holder"], gpus["holder_kind"], gpus["team"]) == (
+        "gpu",
+        "",
+        "free",
+        "",
+    )
+    mig = free["a100-0/mig-1g.5gb"]
+    assert (mig["device"], mig["gpu_equivalents"], mig["pool"]) == (
+        "MIG 1g.5gb × 6",
+        "0.86",
+        ["a100-mig"],
+    )
+    assert mig["memory_cap_bytes"] == 6 * (5 << 30)
+    summary = {n["node"]: n for n in answer["nodes"]}
+    assert summary["h100-0"]["free_gpu_equivalents"] == "5"
+    assert summary["a100-0"]["free_gpu_equivalents"] == "1.71"  # 6/7 + 2 x 3/7
+    assert summary["h100-0"]["holdings"] == 0  # no plan given: the free rows are not holdings
+
+
+def test_a_hami_nodes_free_memory_and_cores_are_one_fraction_row() -> None:
+    hami = read_node(
+        node(
+            "l4-hami-0",
+            {"nvidia.com/gpu": "40", "nvidia.com/gpumem": "92136", "nvidia.com/gpucores": "400"},
+        )
+    )
+    assert hami is not None
+    pods = [
+        pod(
+            "alice",
+            "l4-hami-0",
+            {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "4096", "nvidia.com/gpucores": "25"},
+        )
+    ]
+    (row,) = gpu_rows([], {}, {}, {}, [], now=T0, nodes=[hami], pods=pods)["devices"]
+    assert row["kind"] == "fraction"
+    assert row["gpu_equivalents"] == "3.5"  # 400 - 2 x 25 cores
+    assert row["memory_cap_bytes"] == (92136 - 2 * 4096) << 20
+    assert row["device"] == "81.98 GiB and 3.5 GPU of cores, in 38 vGPU slots"
+    full = [pod("bob", "l4-hami-0", {"nvidia.com/gpu": "40", "nvidia.com/gpucores": "1"})]
+    assert gpu_rows([], {}, {}, {}, [], now=T0, nodes=[hami], pods=full)["devices"] == []
+
+
+def test_a_training_workload_is_placed_on_its_pods_nodes_and_a_team_lead_sees_free_rows() -> None:
+    running = replace(
+        workload("train-run", "team-a", "training", T0 - timedelta(hours=3), 2, admitted=True),
+        owner_kind="Job",
+        owner_uid="job-uid",
+    )
+    pods = [
+        training_pod("train-0", "a100-0", "job-uid", {MIG: "1"}),
+        training_pod("train-1", "a100-1", "job-uid", {MIG: "1"}),
+    ]
+    a100 = read_node(node("a100-0", {MIG: "7"}))
+    assert a100 is not None
+    answer = gpu_rows([], {}, {}, {}, [running], now=T0, only=["team-b"], nodes=[a100], pods=pods)
+    # team-b's lead: no team-a training, but what is free (it names nobody)
+    assert [(r["node"], r["state"], r["device"]) for r in answer["devices"]] == [
+        ("a100-0", "free", "MIG 1g.5gb × 6")
+    ]
+    everyone = gpu_rows([], {}, {}, {}, [running], now=T0, nodes=[a100], pods=pods)
+    train = next(r for r in everyone["devices"] if r["holder_kind"] == "training")
+    assert train["node"] == "a100-0, a100-1"
+
+
+def test_node_reading_and_pools() -> None:
+    assert read_node(node("n", {"nvidia.com/gpu": "0"})) is None
+    cordoned = {**node("n", {"nvidia.com/gpu": "8"}), "spec": {"unschedulable": True}}
+    assert read_node(cordoned) is None
+    assert read_node(node("n", {"nvidia.com/gpu": "lots"})) is None
+    assert node_pools({"nvidia.com/gpu.product": "H100", "x": "y"}, FLAVORS) == ["h100"]
+    assert node_pools({}, FLAVORS) == []
