@@ -52,6 +52,16 @@ class GPUaaSHandler(ExtensionHandlerMixin, APIHandler):
         self.set_header("Cache-Control", "no-store")
 
 
+async def _pass_on(handler: GPUaaSHandler, path: str, unknown: dict[str, Any]) -> None:
+    """The service's answer to ``GET path`` as it is; where there is none, ``unknown`` with the
+    problem (the sidebar shows what it can and says why)."""
+    answer = await handler.state.client.request(path)
+    if answer.problem:
+        await handler.finish({**unknown, **answer.problem.as_json()})
+    else:
+        await handler.finish(answer.data)
+
+
 class UsageHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
@@ -82,11 +92,7 @@ class ReclaimHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        answer = await self.state.client.request("api/reclaim")
-        if answer.problem:
-            await self.finish({"warning": None, **answer.problem.as_json()})
-        else:
-            await self.finish(answer.data)
+        await _pass_on(self, "api/reclaim", unknown={"warning": None})
 
 
 class StandingHandler(GPUaaSHandler):
@@ -96,11 +102,7 @@ class StandingHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        answer = await self.state.client.request("api/reclaim/standing")
-        if answer.problem:
-            await self.finish({"known": False, **answer.problem.as_json()})
-        else:
-            await self.finish(answer.data)
+        await _pass_on(self, "api/reclaim/standing", unknown={"known": False})
 
 
 class SnoozeHandler(GPUaaSHandler):

@@ -104,6 +104,20 @@ async def test_a_wrong_token_is_refused(jp_fetch: Fetch, endpoint: str) -> None:
     assert refused.value.code == 403
 
 
+@pytest.mark.parametrize(
+    ("path", "unknown"),
+    [(("reclaim",), {"warning": None}), (("reclaim", "standing"), {"known": False})],
+)
+async def test_reclaim_answers_outside_jupyterhub_say_why(
+    jp_fetch: Fetch, path: tuple[str, ...], unknown: dict[str, Any]
+) -> None:
+    """No service to ask: the sidebar gets "no warning" / "not known" and the reason."""
+    answer = await get_json(jp_fetch, "gpuaas", "api", *path)
+    assert answer.pop("error_kind") == "not_configured"
+    assert answer.pop("error")
+    assert answer == unknown
+
+
 async def test_polling_does_not_refresh_the_servers_last_activity(
     jp_fetch: Fetch, jp_serverapp: Any
 ) -> None:
