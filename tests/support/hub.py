@@ -239,6 +239,23 @@ async def eventually(check: Any, timeout: float = 30.0, what: str = "") -> Any:
     raise AssertionError(f"not so within {timeout}s: {what} (last: {last})")
 
 
+async def no_pods(api: client.ApiClient, user: str) -> bool:
+    """Whether none of the user's pods is left (not even one going away)."""
+    return not await pods_of(api, user)
+
+
+async def delete_home(api: client.ApiClient, user: str) -> None:
+    """Delete the user's home volume claim (persistent homes: ``claim-<user>``, KubeSpawner's
+    default name), if there is one."""
+    try:
+        await client.CoreV1Api(api).delete_namespaced_persistent_volume_claim(
+            f"claim-{user}", USERS_NS
+        )
+    except ApiException as e:
+        if e.status != 404:
+            raise
+
+
 async def nothing_left(api: client.ApiClient, user: str, pod_name: str) -> bool:
     pods = await pods_of(api, user)
     wls = await workloads_of(api, {pod_name})
@@ -392,10 +409,13 @@ def run_culler_hub(
     extra_args: Sequence[str] = (),
     extra_config: str = "",
     teams: Mapping[str, list[str]] | None = None,
+    persistent_homes: bool = False,
 ) -> Iterator[CullerHub]:
     """A hub with the gpuaas service and the culler (policy above unless ``policy_text``), for
     one test module; ``extra_args``: more ``gpuaas-service`` options; ``extra_config``: more
-    hub configuration lines; ``teams``: its users (default: devcluster/hub.py's)."""
+    hub configuration lines; ``teams``: its users (default: devcluster/hub.py's);
+    ``persistent_homes``: homes on volume claims as Zero to JupyterHub keeps them (deleted
+    when the module ends)."""
     kubectl = str(cluster.info.bin_dir / "kubectl")
     admin = [kubectl, "--kubeconfig", str(cluster.info.kubeconfig)]
     subprocess.run([*admin, "apply", "-f", "-"], input=QUEUE.encode(), check=True)
@@ -413,6 +433,7 @@ def run_culler_hub(
         start_timeout=90,
         poll_interval=1.0,
         teams=dict(DEFAULT_TEAMS if teams is None else teams),
+        persistent_homes=persistent_homes,
         extra_config=culler_config(
             port,
             cluster.kubeconfig_for("jupyterhub", "gpuaas", state / "gpuaas.kubeconfig"),
@@ -434,6 +455,10 @@ def run_culler_hub(
             check=False,
         )
         subprocess.run([*admin, "delete", "-f", "-"], input=QUEUE.encode(), check=False)
+        if persistent_homes:  # the next module's users start with empty homes
+            claims = [f"claim-{user}" for users in settings.teams.values() for user in users]
+            delete = [*admin, "-n", USERS_NS, "delete", "pvc", *claims, "--ignore-not-found"]
+            subprocess.run([*delete, "--wait=false"], check=False)
 
 
 async def make_busy(hub: Hub, user: str) -> None:

@@ -1,0 +1,94 @@
+"""A real reclaim keeps the user's work (real hub with persistent homes, Kueue, node agent, the
+gpuaas service; Chromium): alice's file and the change she had not saved yet are in her home
+when she starts again, and the spawn form tells her what happened."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from devcluster.testing import Cluster
+from tests.support.hub import (  # noqa: F401  (the browser fixture)
+    USERS_NS,
+    CullerHub,
+    browser,
+    delete_jobs,
+    eventually,
+    no_pods,
+    pods_of,
+    run_culler_hub,
+)
+from tests.support.reclaim_browser import (
+    PAIR,
+    login_to_lab,
+    queue_job,
+    told_on_return,
+    type_unsaved,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+RESULTS = "results.txt"
+
+
+@pytest.fixture(scope="module")
+def homes_culler_hub(
+    cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CullerHub]:
+    state = tmp_path_factory.mktemp("reclaim-homes")
+    # "saving" starts 8 s into the 20 s warning: the open editor is saved before the stop
+    with run_culler_hub(cluster, state, save_lead=8, persistent_homes=True) as hub:
+        yield hub
+
+
+async def test_a_reclaimed_user_finds_her_file_and_her_unsaved_change_on_return(
+    homes_culler_hub: CullerHub,
+    cluster: Cluster,
+    k8s: client.ApiClient,
+    browser: Any,  # noqa: F811
+) -> None:
+    hub = homes_culler_hub
+    try:
+        hub.start_all(PAIR)
+        written = {"type": "file", "format": "text", "content": "epoch 1: loss 0.91"}
+        hub.contents("alice", RESULTS, written)
+        alice = await login_to_lab(browser, hub, "alice")
+        await type_unsaved(alice, hub, "alice", RESULTS, ", epoch 2: loss 0.64")
+        assert hub.contents("alice", RESULTS)["content"] == written["content"]  # not saved yet
+
+        # alice runs nothing (idle after 2 s); a queued Job needs her slice: the real reclaim
+        await queue_job(cluster, "train-homes")
+
+        async def stopped() -> bool:
+            return hub.server("alice") is None and await no_pods(k8s, "alice")
+
+        await eventually(stopped, 120, "alice's server reclaimed")
+        core = client.CoreV1Api(k8s)
+        claim = await core.read_namespaced_persistent_volume_claim("claim-alice", USERS_NS)
+        assert claim.status.phase == "Bound"  # the home outlives the server
+
+        await told_on_return(alice, hub, "your team's queued work")
+        # she starts again from the form, on a GPU the Job does not hold
+        await alice.check("#gpuaas-team-a-local-quarter")
+        await alice.click("#spawn_form [type=submit]")
+        await alice.wait_for_url("**/user/alice/lab**", timeout=120_000)
+        (pod,) = await pods_of(k8s, "alice")
+        claims = [
+            v["persistentVolumeClaim"]["claimName"]
+            for v in pod["spec"]["volumes"]
+            if "persistentVolumeClaim" in v
+        ]
+        assert claims == ["claim-alice"]  # the same home, not a new one
+        await alice.goto(f"{hub.url}/user/alice/lab/tree/{RESULTS}")
+        editor = alice.locator(".jp-FileEditor .cm-content")
+        await editor.filter(has_text="epoch 2: loss 0.64").wait_for(timeout=90_000)
+        assert hub.contents("alice", RESULTS)["content"] == (
+            "epoch 1: loss 0.91, epoch 2: loss 0.64"
+        )
+    finally:
+        for user in PAIR:
+            hub.stop(user)
+        await delete_jobs(cluster, k8s)

@@ -1,0 +1,60 @@
+"""What the reclaim browser tests do with a hub that runs the culler (tests/hub): log a user in
+to their running JupyterLab, queue the training Job that needs the servers' GPUs, and read the
+notice the spawn form shows on return."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from devcluster.testing import Cluster
+from tests.support.hub import PASSWORD, Hub, training_job
+
+PAIR = {
+    "alice": {"team": "team-a", "offering": "local-mig-1g"},
+    "carol": {"team": "team-b", "offering": "local-mig-1g"},
+}
+"""Two servers on the local node's MIG slices: the training Job needs both."""
+
+
+async def login_to_lab(browser: Any, hub: Hub, user: str) -> Any:
+    """Log in (the running server's JupyterLab is where the hub sends the user)."""
+    page = await (await browser.new_context()).new_page()
+    page.set_default_timeout(30_000)
+    await page.goto(f"{hub.url}/hub/login")
+    await page.fill("#username_input", user)
+    await page.fill("#password_input", PASSWORD)
+    await page.click("#login_submit")
+    await page.wait_for_url(f"**/user/{user}/**", wait_until="commit", timeout=60_000)
+    return page
+
+
+async def type_unsaved(page: Any, hub: Hub, user: str, path: str, text: str) -> None:
+    """Open ``path`` in JupyterLab's editor and type ``text`` at its end, unsaved."""
+    await page.goto(f"{hub.url}/user/{user}/lab/tree/{path}")
+    await page.locator(".jp-FileEditor .cm-content").click(timeout=90_000)
+    await page.keyboard.press("End")
+    await page.keyboard.type(text)
+
+
+async def queue_job(cluster: Cluster, name: str) -> None:
+    """Queue the training Job (two MIG slices) in team-a's test queue, as alice."""
+    async with cluster.api("team-a", "alice") as api:
+        await client.BatchV1Api(api).create_namespaced_job(
+            "team-a",
+            training_job(name),  # type: ignore[arg-type]
+        )
+
+
+async def told_on_return(page: Any, hub: Hub, whose: str) -> None:
+    """The spawn form says when and for whose work the server was stopped, in the reader's
+    own time zone, and that the files are kept."""
+    await page.goto(f"{hub.url}/hub/spawn")
+    notice = await page.locator("#gpuaas-notice").inner_text()
+    assert f"to give its GPU to {whose}, after the warning at" in notice, notice
+    assert "Your files are kept." in notice
+    assert "UTC" not in notice, notice
+    assert "[[time:" not in notice, notice
+    assert re.search(r"\((just now|\d+ min ago)\)", notice), notice
