@@ -55,3 +55,18 @@ def test_journal_regret_within_the_window() -> None:
     assert rows[("reclaim", "bob")]["regret"] is False
     with pytest.raises(ValueError, match="unknown journal event"):
         j.record(Entry(event="nap", at=T0))
+
+
+
+def test_reclaims_by_team_counts_a_days_reclaims_without_dry_runs() -> None:
+    journal = Journal()
+    for entry in [
+        Entry(event="reclaim", at=T0, user="a", team="team-a"),
+        Entry(event="reclaim", at=T0, user="b", team="team-a"),
+        Entry(event="reclaim", at=T0, user="c", team=""),
+        Entry(event="reclaim", at=T0, user="d", team="team-b", dry_run=True),
+        Entry(event="reclaim", at=T0 - timedelta(days=1), user="e", team="team-b"),
+        Entry(event="warn", at=T0, user="f", team="team-b"),
+    ]:
+        journal.record(entry)
+    assert journal.reclaims_by_team(T0.date()) == {"team-a": 2, "-": 1}
