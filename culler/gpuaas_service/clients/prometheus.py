@@ -237,10 +237,15 @@ def read_matrix(
     result = _result(answer, "matrix", "a range query must give a matrix")
     count = int((end - start) // step) + 1 if end >= start else 0
     times = [start + k * step for k in range(count)]
+    # Named and sorted first: only the series kept have their points read (an answer of
+    # hundreds of series costs its names, not its points).
+    series_named = [
+        (str(as_mapping(as_mapping(raw).get("metric")).get(by) or ""), as_mapping(raw))
+        for raw in result
+    ]
+    series_named.sort(key=lambda item: item[0])
     named: list[tuple[str, list[float | None]]] = []
-    for raw in result:
-        series = as_mapping(raw)
-        name = str(as_mapping(series.get("metric")).get(by) or "")
+    for name, series in series_named[: max(max_series, 0)]:
         row: list[float | None] = [None] * count
         for point in as_list(series.get("values")):
             pair = as_list(point)
@@ -254,9 +259,7 @@ def read_matrix(
             if 0 <= k < count and value == value:  # NaN: no reading
                 row[k] = value
         named.append((name, row))
-    named.sort(key=lambda item: item[0])
-    kept = named[: max(max_series, 0)]
-    return Matrix(times, [n for n, _ in kept], [r for _, r in kept], len(result))
+    return Matrix(times, [n for n, _ in named], [r for _, r in named], len(result))
 
 
 class PrometheusClient:

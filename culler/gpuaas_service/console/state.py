@@ -4,7 +4,8 @@
 records), the Kueue watch caches and the policy in force. The work is done where it belongs:
 
 - per cycle (:meth:`ConsoleState.refresh`, a cycle listener): the plan's workbench rows, one per
-  GPU server, and their JSON — the bulk of the answer (5,000 servers: 2.6 MB);
+  GPU server, and their JSON — the bulk of the answer (5,000 servers: 2.6 MB); the per-GPU
+  and sizing answers, serialised (and gzipped) once;
 - at most once per ``ttl`` seconds (and after each cycle): the rest (teams from the watch
   caches, recent events, hand-offs), and the whole answer serialised (and gzipped) once;
 - per request: the bytes of the last build. A caller limited to some teams gets the same
@@ -96,6 +97,8 @@ class _Rows:
     """The team of a queued workload, by its key (``namespace/name``)."""
     encoded: dict[Visible, bytes] = field(default_factory=dict)
     summaries: dict[Visible, dict[str, int]] = field(default_factory=dict)
+    views: dict[str, dict[Visible, bytes]] = field(default_factory=dict)
+    """The per-GPU and sizing answers' JSON (and gzipped) by view, per set of teams."""
 
     def of(self, visible: Visible) -> list[dict[str, Any]]:
         if visible is None:
@@ -292,9 +295,32 @@ class ConsoleState:
             )
 
     def refresh(self) -> None:
-        """After each cycle (a listener): build the new plan's rows and the full answer now,
-        so that no request pays for them."""
-        self.answer_json(None)
+        """After each cycle (a listener): build the new plan's rows, the full answer and the
+        per-GPU and sizing answers now, so that no request pays for them."""
+        self.answer_gzip(None)
+        for view in VIEWS:
+            self.view_gzip(view, None)
+
+    def view_json(self, view: str, only: Iterable[str] | None = None) -> bytes:
+        """The ``gpus`` (:meth:`gpus`) or ``fit`` (:meth:`fit`) answer as JSON, built once per
+        cycle for each set of teams: both follow the plan (at 2,000 servers a build takes
+        longer than a request may)."""
+        visible = self._visible(only)
+        build = VIEWS[view]
+        return _kept(
+            self._plan_rows().views.setdefault(view, {}),
+            visible,
+            lambda: _encode(build(self, visible)),
+        )
+
+    def view_gzip(self, view: str, only: Iterable[str] | None = None) -> bytes:
+        """:meth:`view_json` gzipped, once per cycle for each set of teams."""
+        visible = self._visible(only)
+        return _kept(
+            self._plan_rows().views.setdefault(view + ".gz", {}),
+            visible,
+            lambda: gzip.compress(self.view_json(view, visible), GZIP_LEVEL, mtime=0),
+        )
 
     @staticmethod
     def _visible(only: Iterable[str] | None) -> Visible:
@@ -448,7 +474,15 @@ class ConsoleState:
             inputs.handoffs,
             reports=inputs.reports,
             pod_utilization=inputs.pod_utilization,
+            waits=inputs.waits,
         )
+
+
+VIEWS: dict[str, Callable[[ConsoleState, Visible], dict[str, Any]]] = {
+    "gpus": ConsoleState.gpus,
+    "fit": ConsoleState.fit,
+}
+"""The answers kept as bytes per cycle beside the console's (:meth:`ConsoleState.view_json`)."""
 
 
 def export_rows(

@@ -167,17 +167,25 @@ class ConsoleAPIHandler(_ConsoleHandler):
 
 
 class ConsoleGpusHandler(_ConsoleHandler):
-    """Every GPU held: node, holding, holder, since, activity, memory, utilisation."""
+    """Every GPU held: node, holding, holder, since, activity, memory, utilisation (the
+    cycle's bytes, as ``api/console``'s)."""
+
+    view = "gpus"
 
     def get(self) -> None:
-        self.finish(json.dumps(self.console.gpus(self.visible())))
+        only = self.visible()
+        self.set_header("Vary", "Accept-Encoding")
+        if "gzip" in self.request.headers.get("Accept-Encoding", ""):
+            self.set_header("Content-Encoding", "gzip")
+            self.finish(self.console.view_gzip(self.view, only))
+        else:
+            self.finish(self.console.view_json(self.view, only))
 
 
-class ConsoleFitHandler(_ConsoleHandler):
+class ConsoleFitHandler(ConsoleGpusHandler):
     """Each GPU server against its user's recent peaks and the advised offering."""
 
-    def get(self) -> None:
-        self.finish(json.dumps(self.console.fit(self.visible())))
+    view = "fit"
 
 
 class ConsoleSnapshotHandler(_ConsoleHandler):
