@@ -149,8 +149,10 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         Unicode(),
         config=True,
         help="""The namespaces of the teams' training Jobs: their queued Workloads are shown in
-        the sidebar's queue and are what a reclaim may free GPUs for. Empty (the default): only
-        the notebook namespace's Workloads count. Default: none. On the command line, repeat
+        the sidebar's queue and are what a reclaim may free GPUs for; their pods are read each
+        cycle (list pods there) so that an admitted Job waiting for a whole card of a shared
+        pool gets one freed (docs/right-sizing.md). Empty (the default): only the notebook
+        namespace's Workloads count. Default: none. On the command line, repeat
         the option (--GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespaces=team-b).
         Example: c.GPUaaSService.job_namespaces = ["team-a", "team-b"]""",
     )
@@ -689,6 +691,14 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             if source.error:
                 log.error("policy not loaded, reclaim is off until it is fixed: %s", source.error)
         utilization, last_kernel = self._prometheus_readers()
+        kube = KubeClient(
+            timeout=self.kubernetes_request_timeout, kueue_version=self.kueue_api_version
+        )
+        job_namespaces = [ns for ns in self.job_namespaces if ns != self.notebook_namespace]
+
+        async def job_pods() -> list[dict[str, Any]]:
+            return await kube.list_job_pods(job_namespaces)
+
         loop = ReclaimLoop(
             hub=HubClient(
                 self.hub_api_url,
@@ -697,12 +707,11 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
                 page_size=self.hub_page_size,
                 max_clients=self.hub_concurrency + 2,
             ),
-            kube=KubeClient(
-                timeout=self.kubernetes_request_timeout, kueue_version=self.kueue_api_version
-            ),
+            kube=kube,
             view=view,
             policies=source.policies if source is not None else PolicySet(policies=()),
             pods=_listed(pods),
+            job_pods=job_pods if job_namespaces else None,
             utilization=utilization,
             last_kernel=last_kernel,
             settings=self.loop_settings(),

@@ -200,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             now=snap.now,
             handoffs=snap.handoffs,
             dry_run=args.dry_run,
+            waits=snap.waits,
         )
         if args.json:
             for d in plan.decisions:

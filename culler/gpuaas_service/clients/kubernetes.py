@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -81,6 +81,17 @@ class KubeClient:
         )
         items: list[dict[str, Any]] = json.loads(await resp.read())["items"]
         return items
+
+    async def list_job_pods(self, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+        """Every pod of the Jobs' namespaces (one list call each): those on a shared pool's
+        cards and those waiting for whole ones."""
+        out: list[dict[str, Any]] = []
+        for namespace in namespaces:
+            resp = await self._core().list_namespaced_pod(
+                namespace, _preload_content=False, _request_timeout=self.timeout
+            )
+            out += json.loads(await resp.read())["items"]
+        return out
 
     async def _flavors(self) -> list[dict[str, Any]]:
         from kubernetes_asyncio import client

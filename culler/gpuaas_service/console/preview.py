@@ -90,6 +90,7 @@ def plan_of_snapshot(
         now=snap.now,
         handoffs=snap.handoffs,
         dry_run=dry_run,
+        waits=snap.waits,
     )
 
 

@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
-from gpuaas_service.reclaim.decide import HandOffRecord, PendingWorkload, Plan, Workbench
+from gpuaas_service.reclaim.decide import (
+    HandOffRecord,
+    PendingWorkload,
+    PlacementWait,
+    Plan,
+    Workbench,
+)
 from gpuaas_service.reclaim.idleness import ActivityReport
 
 __all__ = ["CycleInputs", "CycleResult", "LoopEvent", "LoopListener"]
@@ -25,6 +31,8 @@ class CycleInputs:
     reports: Mapping[str, ActivityReport | None]
     pod_utilization: Mapping[str, float]
     dry_run: bool
+    waits: tuple[PlacementWait, ...] = ()
+    """Admitted pods waiting for whole cards (:func:`~.gather.placement_waits`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from gpuaas_service.reclaim.decide import Action, Decision, Plan, Target
+from gpuaas_service.reclaim.decide import Action, Decision, PlacementTarget, Plan, Target
 from gpuaas_service.reclaim.idleness import State
 from gpuaas_service.reclaim.policy import PolicySet
 from jupyter_gpuaas.core.durations import format_duration, isoformat_z
@@ -34,6 +34,10 @@ def explain(plan: Plan, *, source: str = "") -> str:
         lines += [_target_line(t) for t in plan.targets]
     else:
         lines.append("Queued work: nothing pending that workbenches could make room for.")
+    if plan.placements:
+        lines.append("")
+        lines.append(f"Admitted work waiting for whole cards ({len(plan.placements)}):")
+        lines += [_placement_line(p) for p in plan.placements]
     lines.append("")
     if not plan.decisions:
         lines.append("Workbenches: none.")
@@ -55,6 +59,18 @@ def _target_line(t: Target) -> str:
     )
     dry = " [dry run]" if t.dry_run else ""
     return f"{head}\n      {t.status}{dry}: {t.reason}"
+
+
+def _placement_line(p: PlacementTarget) -> str:
+    wait = p.wait
+    where = f" on {wait.node}" if wait.node else ""
+    head = (
+        f"  {wait.key}  ({wait.cards} whole {wait.gpu_type}{'s' if wait.cards > 1 else ''}"
+        f" in {wait.flavor}{where}, ClusterQueue {wait.cluster_queue or '-'},"
+        f" priority {wait.priority})"
+    )
+    dry = " [dry run]" if p.dry_run else ""
+    return f"{head}\n      {p.status}{dry}: {p.reason}"
 
 
 def _activity(d: Decision, plan: Plan) -> str:

@@ -448,6 +448,7 @@ class ReclaimLoop:
                 if (ref.namespace, ref.name) in utilization
             },
             dry_run=self.settings.dry_run,
+            waits=tuple(gathered.waits),
         )
         self.last_inputs = inputs
         self.last_completed = now

@@ -17,7 +17,8 @@ The live service gathers the same inputs from the Hub and Kubernetes; a snapshot
         "pod_utilization": 12.5,                     # optional: DCGM's per-pod %, via Prometheus
         "last_active": "...",                        # optional: the previous verdict's
         "unknown_since": "...",                      # optional: ... while it was unknown
-        "warned_deadline": "...", "warned_reason": "..."  # optional: the warning's, as told
+        "warned_deadline": "...", "warned_reason": "...", # optional: the warning's, as told
+        "cards": ["local-0/GPU-..."]                 # optional: the cards its share is on
       }],
       "pending": [{
         "name": "train-1", "namespace": "team-a", "cluster_queue": "team-a-training",
@@ -26,7 +27,14 @@ The live service gathers the same inputs from the Hub and Kubernetes; a snapshot
                    "flavors": ["a100-mig"], "free": {"a100-mig": 0}}]
       }],
       "handoffs": [{"workload": "team-a/train-0", "cluster_queue": "team-a-training",
-                    "reclaimed_at": "...", "admitted_at": null, "team": "team-a"}]
+                    "reclaimed_at": "...", "admitted_at": null, "team": "team-a"}],
+      "waits": [{                                    # optional: admitted, waiting for cards
+        "name": "train-x7k2p", "namespace": "team-a", "workload": "job-train-1a2b3",
+        "team": "team-a", "cluster_queue": "team-a-training", "priority": 100,
+        "flavor": "local-h100", "node": "local-0", "gpu_type": "H100",
+        "what": "a training Job", "cards": 1, "free_cards": 0,
+        "blocked": {"local-0/GPU-...": "pod team-b/x"}, "since": "..."
+      }]
     }
 
 ``activity`` may be left out or ``null``: the server has not reported (unknown). Amounts are
@@ -45,7 +53,14 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, TypeVar
 
-from gpuaas_service.reclaim.decide import PHASES, HandOffRecord, Need, PendingWorkload, Workbench
+from gpuaas_service.reclaim.decide import (
+    PHASES,
+    HandOffRecord,
+    Need,
+    PendingWorkload,
+    PlacementWait,
+    Workbench,
+)
 from gpuaas_service.reclaim.idleness import ActivityReport, Idleness, State, judge
 from gpuaas_service.reclaim.policy import DEFAULT_BUSY_UTILIZATION, PolicySet
 from jupyter_gpuaas.core.activity import ReportError, activity_json, parse_activity
@@ -66,6 +81,7 @@ class Snapshot:
     workbenches: tuple[Workbench, ...]
     pending: tuple[PendingWorkload, ...]
     handoffs: tuple[HandOffRecord, ...]
+    waits: tuple[PlacementWait, ...] = ()
 
 
 class SnapshotError(ValueError):
@@ -196,9 +212,10 @@ def load_snapshot(
             r.add(f"workbenches[{i}]", f"server {key!r} is listed twice")
     pending = [_read_pending(r, p, d) for p, d in r.objects(data, "pending")]
     handoffs = [_read_handoff(r, p, d, clock) for p, d in r.objects(data, "handoffs")]
+    waits = [_read_wait(r, p, d) for p, d in r.objects(data, "waits")]
     if r.items:
         raise SnapshotError(r.items, origin)
-    return Snapshot(clock, tuple(workbenches), tuple(pending), tuple(handoffs))
+    return Snapshot(clock, tuple(workbenches), tuple(pending), tuple(handoffs), tuple(waits))
 
 
 def _read_workbench(
@@ -247,6 +264,7 @@ def _read_workbench(
         warned_at=r.get(d, p, "warned_at", _time, "an ISO 8601 time", None),
         warned_deadline=r.get(d, p, "warned_deadline", _time, "an ISO 8601 time", None),
         warned_reason=r.get(d, p, "warned_reason", _text, "a text", ""),
+        cards=r.get(d, p, "cards", _texts, "a list of cards (node/UUID)", ()),
     )
 
 
@@ -336,6 +354,30 @@ def _read_handoff(r: _Reader, p: str, d: Mapping[str, Any], clock: datetime) -> 
     )
 
 
+def _read_wait(r: _Reader, p: str, d: Mapping[str, Any]) -> PlacementWait:
+    blocked = d.get("blocked")
+    blocked = {} if blocked is None else blocked
+    if not isinstance(blocked, Mapping):
+        r.add(f"{p}.blocked", "must map cards (node/UUID) to what holds them")
+        blocked = {}
+    return PlacementWait(
+        name=r.get(d, p, "name", _text, "a pod name", "", required=True),
+        namespace=r.get(d, p, "namespace", _text, "a namespace", "", required=True),
+        workload=r.get(d, p, "workload", _text, "a workload name", ""),
+        team=r.get(d, p, "team", _text, "a team name", ""),
+        cluster_queue=r.get(d, p, "cluster_queue", _text, "a ClusterQueue name", ""),
+        priority=r.get(d, p, "priority", _int, "a whole number", 0),
+        flavor=r.get(d, p, "flavor", _text, "a flavor name", "", required=True),
+        node=r.get(d, p, "node", _text, "a node name", ""),
+        gpu_type=r.get(d, p, "gpu_type", _text, "a GPU type", "GPU"),
+        what=r.get(d, p, "what", _text, "a text", "a training Job"),
+        cards=r.get(d, p, "cards", _count, "a whole number", 1),
+        free_cards=r.get(d, p, "free_cards", _count, "a whole number", 0),
+        blocked={str(k): str(v) for k, v in blocked.items()},
+        since=r.get(d, p, "since", _time, "an ISO 8601 time", None),
+    )
+
+
 def _iso(value: datetime | None) -> str | None:
     return isoformat_z(value) if value is not None else None
 
@@ -348,6 +390,7 @@ def dump_snapshot(
     *,
     reports: Mapping[str, ActivityReport | None],
     pod_utilization: Mapping[str, float],
+    waits: Sequence[PlacementWait] = (),
 ) -> dict[str, Any]:
     """A cycle's inputs as a snapshot (the inverse of :func:`load_snapshot`): ``reports`` and
     ``pod_utilization`` by workbench key, as the cycle judged them; each workbench's verdict
@@ -382,6 +425,8 @@ def dump_snapshot(
             "last_active": isoformat_z(idle.last_active),
             "unknown_since": _iso(idle.unknown_since) if idle.state is State.UNKNOWN else None,
         }
+        if wb.cards:
+            item["cards"] = list(wb.cards)
         if wb.key in pod_utilization:
             item["pod_utilization"] = pod_utilization[wb.key]
         out_wbs.append(item)
@@ -419,5 +464,24 @@ def dump_snapshot(
                 "team": h.team,
             }
             for h in handoffs
+        ],
+        "waits": [
+            {
+                "name": w.name,
+                "namespace": w.namespace,
+                "workload": w.workload,
+                "team": w.team,
+                "cluster_queue": w.cluster_queue,
+                "priority": w.priority,
+                "flavor": w.flavor,
+                "node": w.node,
+                "gpu_type": w.gpu_type,
+                "what": w.what,
+                "cards": w.cards,
+                "free_cards": w.free_cards,
+                "blocked": dict(w.blocked),
+                "since": _iso(w.since),
+            }
+            for w in waits
         ],
     }
