@@ -73,11 +73,12 @@ prometheus: ## install Debian's Prometheus and promtool for the tests and the de
 	  systemctl disable --now prometheus >/dev/null 2>&1 || true; \
 	fi
 
-lint: $(STAMP) $(CONSOLE_JS) ## ruff, mypy, import boundaries, eslint and tsc
+lint: $(STAMP) $(CONSOLE_JS) ## ruff, mypy, import boundaries, API types against the schema, eslint, tsc
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) -m tests.support.api_types
 	npm run --silent lint
 
 unit: $(STAMP) ## unit tests only (no cluster, no browser)

@@ -1,12 +1,11 @@
 """One schema for the server extension's HTTP API (``jupyter_gpuaas/server/api-schema.json``):
-the payloads the Python code builds match it, and so do the sidebar's TypeScript types
-(``labextension/src/types.ts``), field by field and type by type."""
+the payloads the Python code builds match it, and so do the TypeScript types of the sidebar
+(``labextension/src/types.ts``) and of the console (its ``api.ts``), field by field and type by
+type (tests/support/api_types.py)."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -19,6 +18,7 @@ from jupyter_gpuaas.gpu.model import Device
 from jupyter_gpuaas.server.activity import activity_payload
 from jupyter_gpuaas.server.queue import error_payload
 from jupyter_gpuaas.server.service_client import ServiceProblem
+from tests.support import api_types
 from tests.support.api_schema import api_schema, schema_errors
 from tests.support.queue_samples import (
     CQS,
@@ -29,22 +29,6 @@ from tests.support.queue_samples import (
     notebook_pod,
     pod_workload,
 )
-
-TYPES_TS = Path(__file__).resolve().parents[3] / "labextension" / "src" / "types.ts"
-
-# The schema's definitions the sidebar declares, and their names in types.ts.
-TS_NAMES = {
-    "gpu_source": "GpuSource",
-    "gpu_error_kind": "GpuErrorKind",
-    "attribution": "Attribution",
-    "cap": "ICap",
-    "device": "IDevice",
-    "kernel_usage": "IKernelUsage",
-    "usage": "IUsage",
-    "queue_item": "IQueueItem",
-    "queue_team": "IQueueTeam",
-    "queue": "IQueue",
-}
 
 T0 = datetime(2026, 11, 30, 16, 0, tzinfo=timezone.utc)
 
@@ -115,108 +99,54 @@ def test_a_payload_that_drifts_from_the_schema_is_caught(
     assert [e.split(":")[0] for e in errors] == [path]
 
 
-# --------------------------------------------------------------------------- types.ts
-
-
-def _without_comments(text: str) -> str:
-    return re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", "", text, flags=re.S))
-
-
-def _split_top(text: str, sep: str) -> list[str]:
-    """``text`` split at ``sep`` outside braces, brackets and angle brackets."""
-    parts, depth, start = [], 0, 0
-    for i, c in enumerate(text):
-        if c in "{[<(":
-            depth += 1
-        elif c in "}]>)":
-            depth -= 1
-        elif c == sep and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
-
-
-def _fields(body: str) -> dict[str, str]:
-    out = {}
-    for member in _split_top(body, ";"):
-        name, _, ts_type = member.partition(":")
-        out[name.strip()] = " ".join(ts_type.split())
-    return out
-
-
-def typescript_declarations(text: str) -> dict[str, dict[str, str] | str]:
-    """Interfaces (their fields' types) and type aliases of a TypeScript module."""
-    text = _without_comments(text)
-    found: dict[str, dict[str, str] | str] = {}
-    for m in re.finditer(r"export type (\w+) =([^;]+);", text):
-        found[m.group(1)] = " ".join(m.group(2).split())
-    for m in re.finditer(r"export interface (\w+) \{", text):
-        depth, i = 1, m.end()
-        while depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        found[m.group(1)] = _fields(text[m.end() : i - 1])
-    return found
-
-
-def ts_type(node: dict[str, Any]) -> str:
-    """The TypeScript type a schema node stands for, as types.ts writes it."""
-    if "$ref" in node:
-        return TS_NAMES[node["$ref"].rsplit("/", 1)[1]]
-    if "oneOf" in node:
-        return " | ".join(ts_type(n) for n in node["oneOf"])
-    if "enum" in node:
-        return " | ".join(f"'{v}'" for v in node["enum"])
-    kinds = node["type"] if isinstance(node["type"], list) else [node["type"]]
-    return " | ".join(_ts_single(k, node) for k in kinds)
-
-
-def _ts_single(kind: str, node: dict[str, Any]) -> str:
-    if kind == "array":
-        return ts_type(node["items"]) + "[]"
-    if kind == "object" and "properties" in node:
-        inner = "; ".join(f"{k}: {ts_type(v)}" for k, v in node["properties"].items())
-        return "{ " + inner + " }"
-    if kind == "object":
-        return f"Record<string, {ts_type(node['additionalProperties'])}>"
-    return {"integer": "number", "number": "number", "null": "null"}.get(kind, kind)
-
-
-def _union(text: str) -> set[str]:
-    return {
-        " ".join(part.split()).rstrip(";").replace("; }", " }") for part in _split_top(text, "|")
-    }
+# --------------------------------------------------------------------------- TypeScript
 
 
 def test_the_typescript_types_match_the_schema() -> None:
-    declared = typescript_declarations(TYPES_TS.read_text(encoding="utf-8"))
-    problems = []
-    for definition, ts_name in TS_NAMES.items():
-        node = api_schema()["$defs"][definition]
-        ts = declared.get(ts_name)
-        if "properties" not in node:
-            if not isinstance(ts, str) or _union(ts) != _union(ts_type(node)):
-                problems.append(f"{ts_name} = {ts!r}; the schema says {ts_type(node)}")
-            continue
-        if not isinstance(ts, dict):
-            problems.append(f"{ts_name}: no such interface in types.ts")
-            continue
-        if set(ts) != set(node["properties"]):
-            problems.append(f"{ts_name} fields {sorted(ts)} != {sorted(node['properties'])}")
-            continue
-        for field, field_node in node["properties"].items():
-            if _union(ts[field]) != _union(ts_type(field_node)):
-                problems.append(
-                    f"{ts_name}.{field}: {ts[field]}; the schema says {ts_type(field_node)}"
-                )
-    assert problems == []
+    """The sidebar's types.ts and the console's api.ts, every declaration of
+    tests/support/api_types.py's list (``make lint`` runs the same check)."""
+    assert api_types.problems() == []
+    assert {"IUsage", "IConsole", "IHistory"} <= {
+        name for names in api_types.CHECKED.values() for name in names.values()
+    }
 
 
-def test_the_typescript_check_sees_a_field_that_drifted() -> None:
-    declared = typescript_declarations(
-        "/** doc */\nexport interface ICap {\n  memory: number;\n  source: string;\n}\n"
+@pytest.mark.parametrize(
+    ("source", "problem"),
+    [
+        (  # the schema says string | null
+            "export interface ICap { memory: number; source: string; enforced_by: string;"
+            " cores_percent: number | null }",
+            "ICap.source: string; the schema says string | null",
+        ),
+        (  # a field the schema does not have
+            "export interface ICap { memory: number; source: string | null; enforced_by: string;"
+            " cores_percent: number | null; colour: string }",
+            "ICap fields",
+        ),
+        (  # required in the schema, optional here
+            "export interface ICap { memory?: number; source: string | null; enforced_by: string;"
+            " cores_percent: number | null }",
+            "ICap fields",
+        ),
+        ("export type ICap = string;", "ICap: no such interface"),
+    ],
+)
+def test_the_typescript_check_sees_a_declaration_that_drifted(source: str, problem: str) -> None:
+    declared = api_types.typescript_declarations(f"/** doc */\n{source}\n")
+    (found,) = api_types.check_module("x.ts", declared, {"cap": "ICap"})
+    assert found.startswith(f"x.ts: {problem}"), found
+
+
+def test_the_typescript_check_reads_optional_and_quoted_fields() -> None:
+    declared = api_types.typescript_declarations(
+        "export interface IActionCounts {\n  warn?: number;\n  'clear-warning'?: number;\n}\n"
+        "export type Kind = 'a' | 'b';\n"
     )
-    assert declared == {"ICap": {"memory": "number", "source": "string"}}
-    cap = api_schema()["$defs"]["cap"]["properties"]
-    assert _union("string") != _union(ts_type(cap["source"]))  # the schema says string | null
+    assert declared == {
+        "IActionCounts": {"warn?": "number", "clear-warning?": "number"},
+        "Kind": "'a' | 'b'",
+    }
+    names = {"service_action_counts": "IActionCounts"}
+    (found,) = api_types.check_module("x.ts", declared, names)
+    assert "fields ['clear-warning?', 'warn?']" in found  # the schema's wait, reclaim, skip: absent

@@ -6,21 +6,42 @@ service, the handlers' answer builders), so a builder that drifts from the schem
 from __future__ import annotations
 
 import copy
-from typing import Any
+import json
+import socket
+from datetime import timedelta
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+from tornado.httpserver import HTTPServer
+from tornado.netutil import bind_sockets
 
+from gpuaas_service.app import _policy_health
+from gpuaas_service.clients.prometheus import PrometheusClient
 from gpuaas_service.console.aggregates import plan_row
+from gpuaas_service.console.preview import preview
 from gpuaas_service.console.standing import standing
+from gpuaas_service.console.state import ConsoleState
 from gpuaas_service.jobs.request import JobRequestError
 from gpuaas_service.jobs.service import CapReached
 from gpuaas_service.reclaim.activity_store import server_key
+from gpuaas_service.reclaim.policy import PolicyFile
+from gpuaas_service.web.app import make_app
 from gpuaas_service.web.base import error_answer
+from gpuaas_service.web.console_history import History, history_answer
+from gpuaas_service.web.context import ServiceContext
 from gpuaas_service.web.reclaim import report_answer, snooze_answer
+from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant
 from jupyter_gpuaas.core.fields import FieldError
+from jupyter_gpuaas.core.sizing import PeakHistory
 from tests.support.api_schema import api_schema, schema_errors
+from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
 from tests.support.jobs_samples import FakeKube, request_body, service
-from tests.support.service_world import World
+from tests.support.service_samples import NS
+from tests.support.service_web import QueueIndexStub
+from tests.support.service_world import POLICY, World, job_workload, reclaimed_for_the_job
 
 
 def assert_matches(definition: str, payload: Any) -> None:
@@ -125,3 +146,191 @@ async def test_a_job_entry_that_drifts_from_the_schema_is_caught(change: Any, pa
     drifted = copy.deepcopy(job)
     change(drifted)
     assert [e.split(":")[0] for e in schema_errors("service_job", drifted)] == [path]
+
+
+# --------------------------------------------------------------------------- the console
+
+
+def sizing_catalog() -> Catalog:
+    """Team A's offerings, the one its servers run on (local-mig-1g) and a whole GPU."""
+    return Catalog(
+        offerings={
+            "local-mig-1g": Offering(
+                "local-mig-1g",
+                "MIG 1g.5gb",
+                "mig",
+                gpu_memory="5Gi",
+                gpu_equivalents=Fraction(1, 7),
+            ),
+            "gpu": Offering(
+                "gpu", "Whole GPU", "gpu", gpu_memory="40Gi", gpu_equivalents=Fraction(1)
+            ),
+        },
+        tenants={
+            "team-a": Tenant(
+                "team-a", "Team A", ("a",), "team-a", ("local-mig-1g", "gpu"), "local-mig-1g"
+            )
+        },
+    )
+
+
+async def console_after_a_handoff() -> tuple[World, ConsoleState]:
+    """alice and bob reclaimed for the Job, which is then admitted: the journal holds warnings,
+    reclaims and the hand-off, the ledger today's hours, the view an admitted training Job."""
+    w = await reclaimed_for_the_job()
+    w.jobs[0] = job_workload(admitted=w.now)
+    await w.cycle(after=5)
+    console = ConsoleState(
+        w.loop,
+        w.view,
+        record=w.record,
+        notebook_namespace=NS,
+        job_namespaces=["team-a"],
+        regret_window=timedelta(hours=1),
+        policy_file=lambda: {"file": "/etc/gpuaas/policy.yaml", "error": ""},
+        pods=lambda: w.pods,
+        usage_history=lambda: PeakHistory({"alice": (1000, 3000)}),
+        catalog=sizing_catalog,
+    )
+    return w, console
+
+
+async def test_the_console_answers_match_the_schema() -> None:
+    _, console = await console_after_a_handoff()
+    every = console.answer()
+    assert {e["event"] for e in every["events"]} >= {"warn", "reclaim", "handoff"}
+    assert [h["status"] for h in every["handoffs"]] == ["succeeded"]
+    assert every["teams"][0]["flavors"]
+    assert every["teams"][0]["today"]["allocated_hours"] > 0
+    assert every["workbenches"]
+    assert every["regret"] is not None
+    lead = console.answer(["team-a"])
+    assert lead["visible_teams"] == ["team-a"]
+    for answer in (every, lead, console.answer(["team-b"])):
+        assert_matches("service_console", answer)
+
+    gpus = console.gpus()
+    assert {d["holder_kind"] for d in gpus["devices"]} == {"workbench", "training"}
+    assert_matches("service_console_gpus", gpus)
+    assert_matches("service_console_gpus", console.gpus(["team-b"]))
+
+    fit = console.fit()
+    assert fit["teams"][0]["users"][0]["peak_bytes"] == 3000 << 20
+    assert_matches("service_console_fit", fit)
+    console.catalog = lambda: None
+    assert_matches("service_console_fit", console.fit())
+
+
+async def test_an_empty_console_matches_the_schema() -> None:
+    """Before the first cycle: no plan, no summary, nothing held."""
+    w = World()
+    console = ConsoleState(
+        w.loop,
+        w.view,
+        notebook_namespace=NS,
+        job_namespaces=["team-a"],
+        regret_window=timedelta(hours=1),
+    )
+    answer = console.answer()
+    assert (answer["decided_at"], answer["summary"], answer["workbenches"]) == (None, {}, [])
+    assert_matches("service_console", answer)
+    assert_matches("service_console_gpus", console.gpus())
+
+
+async def test_the_policy_preview_matches_the_schema() -> None:
+    w, console = await console_after_a_handoff()
+    snap = console.snapshot()
+    assert snap is not None
+    policy: Any = copy.deepcopy(POLICY)
+    policy["policies"][0]["reclaim"] = "always"
+    text = json.dumps(policy)
+    answer = preview(snap, text, w.loop.last_plan)
+    assert answer["workbenches"]
+    assert_matches("service_policy_preview", answer)
+    assert_matches("service_policy_preview", preview(snap, text, None))
+
+
+class RecordedPrometheus(PrometheusClient):
+    """Answers every range query with two teams' series, as Prometheus's HTTP API would."""
+
+    async def query_range(
+        self, query: str, start: float, end: float, step: float, *, timeout: float | None = None
+    ) -> Any:
+        series = [
+            {"metric": {"team": team, "result": "succeeded"}, "values": [[start, "0.5"]]}
+            for team in ("team-a", "team-b")
+        ]
+        return {"status": "success", "data": {"resultType": "matrix", "result": series}}
+
+
+async def test_the_history_answers_match_the_schema() -> None:
+    client = RecordedPrometheus("http://prometheus.invalid")
+    available = await history_answer(History(client, max_series=1), None, 3600)
+    assert available["available"] is True
+    assert available["charts"][0]["note"]  # two series, one kept
+    assert_matches("service_console_history", available)
+    lead = await history_answer(History(client), {"team-a"}, 6 * 3600)
+    assert_matches("service_console_history", lead)
+    unavailable = await history_answer(History(None), None, 3600)
+    assert unavailable["available"] is False
+    assert_matches("service_console_history", unavailable)
+
+
+async def test_the_console_endpoints_answers_match_the_schema(tmp_path: Path) -> None:
+    """What only the handlers build: the export's envelope, a refused preview, the health
+    answer with the policy's state, and the console's refusals."""
+    w, console = await console_after_a_handoff()
+    policy_path = tmp_path / "policy.yaml"
+    policy_path.write_text(json.dumps(POLICY))
+    source = PolicyFile(str(policy_path))
+    source.check()
+    hub = TokenHub()
+    context = ServiceContext(
+        hub_auth=cast(Any, hub),
+        console_auth=cast(Any, hub),
+        index=cast(Any, QueueIndexStub()),
+        loop=w.loop,
+        console=console,
+        operator_token="op-secret",
+        health_extras={"policy": lambda: _policy_health(source, w.loop)},
+    )
+    ops = hub.mint("ops", ["custom:gpuaas:console", SERVICE_SCOPE])
+    user = hub.mint("alice", [SERVICE_SCOPE])
+    (sock,) = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
+    server = HTTPServer(make_app(context))
+    server.add_sockets([sock])
+    client = AsyncHTTPClient(force_instance=True)
+
+    async def call(path: str, token: str, body: str | None = None) -> tuple[int, Any]:
+        response = await client.fetch(
+            HTTPRequest(
+                f"http://127.0.0.1:{sock.getsockname()[1]}/services/gpuaas/{path}",
+                method="GET" if body is None else "POST",
+                body=body,
+                headers={"Authorization": f"Bearer {token}"},
+            ),
+            raise_error=False,
+        )
+        return response.code, json.loads(response.body)
+
+    try:
+        day = w.now.date().isoformat()
+        code, export = await call(f"api/console/export?day={day}&format=json", ops)
+        assert (code, export["rows"][0]["team"]) == (200, "team-a"), export
+        assert_matches("service_console_export", export)
+        code, refused = await call("api/console/preview", ops, "policies: [{name: 3}]")
+        assert (code, refused["valid"]) == (400, False), refused
+        assert_matches("service_preview_refused", refused)
+        code, health = await call("api/health", "op-secret")
+        assert (code, health["policy"]["valid"]) == (200, True), health
+        assert_matches("service_health", health)
+        for path, token, status in [
+            ("api/console", user, 403),
+            ("api/console/export?day=yesterday", ops, 400),
+            ("api/console/history?range=1y", ops, 400),
+        ]:
+            code, error = await call(path, token)
+            assert code == status, error
+            assert_matches("service_error", error)
+    finally:
+        server.stop()

@@ -1,25 +1,59 @@
 /**
  * The console's API answers (docs/console.md) and the one way the page asks for them.
- * The shapes are the service's (culler/gpuaas_service/console/: aggregates.py, gpus.py, fit.py).
+ * The shapes are the API schema's (jupyter_gpuaas/server/api-schema.json, the service_* definitions):
+ * `make lint` checks every interface and type here against it, field by field.
  */
 
 export type Activity = 'busy' | 'idle' | 'unknown';
-export type Amounts = Record<'nominal' | 'notebooks' | 'training' | 'borrowed' | 'lent', string>;
+export type ReclaimAction = 'warn' | 'wait' | 'reclaim' | 'clear-warning' | 'skip';
+export type ReclaimCode =
+  | 'demand'
+  | 'always'
+  | 'max-idle'
+  | 'max-age'
+  | 'no-policy'
+  | 'starting'
+  | 'stopping'
+  | 'exempt'
+  | 'snoozed'
+  | 'busy'
+  | 'unknown'
+  | 'not-idle-yet'
+  | 'no-demand';
+
+/** How many GPU workbenches get each action ({} before the first cycle). */
+export interface IActionCounts {
+  warn?: number;
+  wait?: number;
+  reclaim?: number;
+  'clear-warning'?: number;
+  skip?: number;
+}
+
+/** A flavor row's five amounts, each written in one way. */
+export interface IAmounts {
+  nominal: string;
+  notebooks: string;
+  training: string;
+  borrowed: string;
+  lent: string;
+}
 
 export interface IFlavorRow {
   flavor: string;
   resource: string;
+  /** Kueue's integer units of the resource. */
   nominal: number;
   notebooks: number;
   training: number;
   borrowed: number;
   lent: number;
   /** Kubernetes quantities, as Kueue counts. */
-  shown: Amounts;
+  shown: IAmounts;
   /** In the units a person reads: GiB, % of a GPU, GPUs, MIG slices, shares. */
-  readable: Amounts;
+  readable: IAmounts;
   /** GPU-equivalents, where the resource has a known size ("0" otherwise). */
-  gpu_eq: Amounts;
+  gpu_eq: IAmounts;
   /** Something is used, borrowed or lent (rows without are folded away). */
   in_use: boolean;
 }
@@ -49,32 +83,37 @@ export interface IWorkbench {
   gpu_equivalents: string;
   started_at: string;
   age_seconds: number;
+  phase: string;
   activity: Activity;
   signal: string;
   idle_seconds: number | null;
   unknown_seconds: number | null;
   policy: string | null;
-  action: string;
-  code: string;
+  action: ReclaimAction;
+  code: ReclaimCode;
   reason: string;
   reclaim_at: string | null;
+  warned_at: string | null;
+  handoff: string | null;
+  snoozes_left: number | null;
   dry_run: boolean;
 }
 
 export interface IHandoff {
   workload: string;
+  cluster_queue: string;
   team: string;
   reclaimed_at: string;
   admitted_at: string | null;
   latency_seconds: number | null;
-  status: string;
+  status: 'waiting' | 'succeeded' | 'failed';
   reason: string;
 }
 
 export interface IEvent {
   at: string;
-  event: string;
-  result?: string;
+  event: 'warn' | 'snooze' | 'reclaim' | 'lent' | 'handoff';
+  result: '' | 'succeeded' | 'failed' | 'gone';
   reason: string;
   user: string;
   server: string;
@@ -85,29 +124,44 @@ export interface IEvent {
   latency_seconds: number | null;
   returned_after_seconds: number | null;
   regret: boolean;
+  dry_run: boolean;
+}
+
+export interface IRegret {
+  reclaims: number;
+  returned_within_window: number;
+  window_seconds: number;
+}
+
+export interface IPolicyInForce {
+  file?: string | null;
+  error?: string;
+  in_force: string;
 }
 
 export interface IConsole {
   now: string;
   decided_at: string | null;
-  last_error: string | null;
+  last_completed: string | null;
+  last_error: string;
+  synced: boolean;
   reclaim: 'on' | 'off';
   visible_teams: string[] | null;
-  policy: { file?: string | null; error?: string; in_force: string };
+  policy: IPolicyInForce;
   teams: ITeam[];
   workbenches: IWorkbench[];
   events: IEvent[];
   handoffs: IHandoff[];
-  regret: { reclaims: number; returned_within_window: number; window_seconds: number } | null;
-  summary: Record<string, number>;
+  regret: IRegret | null;
+  summary: IActionCounts;
 }
 
 export interface IGpuRow {
   key: string;
-  /** "" where the service does not know it (training pods are not watched). */
+  /** "" where the service does not know it; several nodes comma-separated (training). */
   node: string;
   pool: string[];
-  kind: string;
+  kind: 'gpu' | 'mig' | 'shared' | 'fraction' | 'training';
   device: string;
   uuids: string[];
   holder: string;
@@ -121,19 +175,21 @@ export interface IGpuRow {
   memory_bytes: number | null;
   memory_cap_bytes: number | null;
   utilization_percent: number | null;
-  next_step: string;
+  next_step: ReclaimAction | '';
+}
+
+export interface IGpuNode {
+  node: string;
+  holdings: number;
+  idle: number;
+  pools: string[];
+  gpu_equivalents: string;
 }
 
 export interface IGpus {
   now: string;
   visible_teams: string[] | null;
-  nodes: {
-    node: string;
-    holdings: number;
-    idle: number;
-    pools: string[];
-    gpu_equivalents: string;
-  }[];
+  nodes: IGpuNode[];
   devices: IGpuRow[];
 }
 
@@ -153,12 +209,86 @@ export interface IFitRow {
   frees: string;
 }
 
+export interface IFitTeam {
+  team: string;
+  frees: string;
+  users: IFitRow[];
+}
+
 export interface IFit {
   catalog: boolean;
   headroom: number;
   visible_teams: string[] | null;
-  teams: { team: string; frees: string; users: IFitRow[] }[];
+  teams: IFitTeam[];
 }
+
+export interface IFieldError {
+  path: string;
+  message: string;
+}
+
+export interface IPreviewChange {
+  key: string;
+  now: ReclaimAction;
+  preview: ReclaimAction;
+}
+
+/** `POST api/console/preview`: a pasted policy on the live state. */
+export interface IPreview {
+  valid: true;
+  policy: string;
+  at: string;
+  summary: IActionCounts;
+  summary_in_force: IActionCounts | null;
+  changed: IPreviewChange[];
+  workbenches: IWorkbench[];
+}
+
+/** The same, answered 400: the pasted policy's problems. */
+export interface IPreviewRefused {
+  status: 400;
+  valid: false;
+  message: string;
+  errors: IFieldError[];
+}
+
+export interface IHistorySeries {
+  name: string;
+  values: (number | null)[];
+}
+
+export interface IHistoryChart {
+  name: 'allocated' | 'busy' | 'idle' | 'queued' | 'wait' | 'reclaims' | 'handoffs';
+  title: string;
+  unit: string;
+  by: string;
+  series: IHistorySeries[];
+  total_series: number;
+  truncated: boolean;
+  note?: string;
+}
+
+export interface IHistoryAvailable {
+  available: true;
+  start: number;
+  end: number;
+  step: number;
+  range_seconds: number;
+  max_points: number;
+  max_series: number;
+  teams: string[] | null;
+  times: number[];
+  charts: IHistoryChart[];
+}
+
+export interface IHistoryUnavailable {
+  available: false;
+  reason: string;
+  message: string;
+}
+
+/** `GET api/console/history`. */
+export type IHistory = IHistoryAvailable | IHistoryUnavailable;
 
 /** An answer that was not a success, as the service words it. */
 export class ApiError extends Error {

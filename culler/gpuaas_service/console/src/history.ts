@@ -11,7 +11,7 @@
 
 import type uPlot from 'uplot';
 
-import { ApiError, request } from './api.js';
+import { ApiError, type IHistory, request } from './api.js';
 import { h } from '../../../../labextension/src/dom.js';
 import type { IConsoleSection } from './sections.js';
 
@@ -21,33 +21,6 @@ const UPLOT_JS = 'static/js/vendor/uplot.js';
 const UPLOT_CSS = 'static/js/vendor/uplot.css';
 /** Colours of a chart's series, in turn (teams sorted by name). */
 const COLOURS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2'];
-
-export interface IHistorySeries {
-  name: string;
-  values: (number | null)[];
-}
-
-export interface IHistoryChart {
-  name: string;
-  title: string;
-  unit: string;
-  by: string;
-  series: IHistorySeries[];
-  total_series: number;
-  truncated: boolean;
-  note?: string;
-}
-
-export type IHistory =
-  | {
-      available: true;
-      step: number;
-      range_seconds: number;
-      teams: string[] | null;
-      times: number[];
-      charts: IHistoryChart[];
-    }
-  | { available: false; reason: string; message: string };
 
 /** One chart as uPlot takes it: the shared times, then a row of values per series. */
 export interface IChartModel {

@@ -2,30 +2,15 @@
 
 import { h } from '../../../../labextension/src/dom.js';
 
-import { ApiError, type IConsole, request } from './api.js';
+import {
+  ApiError,
+  type IActionCounts,
+  type IConsole,
+  type IFieldError,
+  type IPreview,
+  request
+} from './api.js';
 import { byId, typedById, valueOf } from './controls.js';
-
-type Counts = Partial<Record<'reclaim' | 'warn' | 'wait' | 'skip', number>>;
-
-interface IPreviewRow {
-  key: string;
-  action: string;
-  code: string;
-  reason: string;
-}
-
-interface IPreview {
-  policy: string;
-  summary: Counts;
-  summary_in_force?: Counts;
-  workbenches: IPreviewRow[];
-  changed: { key: string; now: string }[];
-}
-
-interface IFieldError {
-  path: string;
-  message: string;
-}
 
 /** Show the policy in force from a new answer. */
 export function renderPolicy(d: IConsole): void {
@@ -36,7 +21,7 @@ export function renderPolicy(d: IConsole): void {
     (p.error ? `\nThe file as it is now is invalid (the last good policy stays):\n${p.error}` : '');
 }
 
-function line(x: Counts): string {
+function line(x: IActionCounts): string {
   return `reclaim ${String(x.reclaim ?? 0)}, warn ${String(x.warn ?? 0)}, waiting ${String(x.wait ?? 0)}, left alone ${String(x.skip ?? 0)}`;
 }
 
