@@ -5,7 +5,9 @@ reclaims and (for a caller who sees every team) hand-offs, over the last ``range
 default 6h), read from the Prometheus of ``GPUaaSService.prometheus_url`` with range queries
 (clients/prometheus.py). Every chart shares one time grid whose step is chosen from the range
 so that a series has at most ``max_points`` points; a query with more than ``max_series``
-series keeps the first ones by name and says how many it cut.
+series keeps the first ones by name and says how many it cut. An answer is served again to
+callers of the same teams and range for ``keep_seconds`` (10 s, never more than its step), so
+that pages opened together, or reloaded, ask Prometheus once.
 
 History is an addition to the live view, never a condition of it: without a Prometheus, or
 when it does not answer within ``timeout`` or answers an error, the answer is ``200`` with
@@ -40,7 +42,7 @@ from gpuaas_service.web.console import _ConsoleHandler
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.durations import format_duration, parse_duration
 
-__all__ = ["History", "history_answer", "history_handlers", "parse_range"]
+__all__ = ["History", "history_answer", "history_handlers", "history_json", "parse_range"]
 
 DEFAULT_RANGE = 6 * 3600
 MIN_RANGE = 300
@@ -61,6 +63,35 @@ class History:
     max_series: int = 30
     timeout: float = 5.0
     clock: Callable[[], float] = field(default=time.time)
+    keep_seconds: float = 10.0
+    """How long an answer is served again to callers of the same teams and range, at most
+    one step (a page polls each minute; many pages, or a reload, ask Prometheus once)."""
+    monotonic: Callable[[], float] = field(default=time.monotonic)
+    kept: dict[tuple[frozenset[str] | None, int], tuple[float, bytes]] = field(
+        default_factory=dict, compare=False
+    )
+    """(teams, range) → (when it goes stale, the answer's JSON)."""
+
+
+KEEP_ANSWERS = 64
+"""At most this many (teams, range) answers are kept at once."""
+
+
+async def history_json(history: History, teams: set[str] | None, range_seconds: int) -> bytes:
+    """:func:`history_answer` as JSON, an answer from Prometheus served again for
+    ``keep_seconds`` (never longer than its step); unavailable answers are not kept."""
+    key = (frozenset(teams) if teams is not None else None, range_seconds)
+    now = history.monotonic()
+    kept = history.kept.get(key)
+    if kept is not None and kept[0] > now:
+        return kept[1]
+    answer = await history_answer(history, teams, range_seconds)
+    body = json.dumps(answer).encode()
+    if answer.get("available"):
+        if len(history.kept) >= KEEP_ANSWERS:
+            history.kept.clear()
+        history.kept[key] = (now + min(history.keep_seconds, answer["step"]), body)
+    return body
 
 
 def parse_range(raw: str) -> int:
@@ -169,7 +200,7 @@ class ConsoleHistoryHandler(_ConsoleHandler):
             only = asked if only is None else only & asked
         if only is not None and not only:
             raise web.HTTPError(403, "none of the teams asked for is one this caller may see")
-        self.finish(json.dumps(await history_answer(self.history, only, range_seconds)))
+        self.finish(await history_json(self.history, only, range_seconds))
 
 
 def history_handlers(

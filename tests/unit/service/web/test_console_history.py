@@ -32,6 +32,7 @@ from gpuaas_service.web.console_history import (
     NOT_CONFIGURED,
     History,
     history_answer,
+    history_json,
     parse_range,
 )
 from gpuaas_service.web.context import ServiceContext
@@ -279,3 +280,26 @@ def test_the_service_builds_its_history_from_prometheus_url() -> None:
     assert built.client.url == "http://prometheus.monitoring:9090"
     assert (built.max_points, built.max_series, built.timeout) == (99, 7, 5.0)
     assert GPUaaSService(prometheus_url="")._history().client is None
+
+
+async def test_an_answer_is_served_again_for_its_keep_time_an_unavailable_one_never(
+    prometheus: FakePrometheus,
+) -> None:
+    clock = [100.0]
+    kept = history(prometheus.url, keep_seconds=10, monotonic=lambda: clock[0])
+    first = await history_json(kept, None, 3600)
+    asked = len(prometheus.asked)
+    clock[0] += 9
+    assert await history_json(kept, None, 3600) == first
+    assert len(prometheus.asked) == asked, "served again without asking Prometheus"
+    await history_json(kept, {"team-a"}, 3600)
+    assert len(prometheus.asked) > asked, "other teams: their own answer"
+    clock[0] += 2
+    asked = len(prometheus.asked)
+    await history_json(kept, None, 3600)
+    assert len(prometheus.asked) > asked, "stale after keep_seconds"
+    prometheus.error = "too many samples"
+    clock[0] += 11
+    assert json.loads(await history_json(kept, None, 3600))["available"] is False
+    prometheus.error = ""
+    assert json.loads(await history_json(kept, None, 3600))["available"] is True
