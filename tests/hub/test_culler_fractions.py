@@ -2,7 +2,8 @@
 team on the node agent's HAMi L4 (local-0, flavor local-hami) are warned and stopped through the
 hub for the team's queued half, which Kueue then admits and which starts as a real server with
 its own cap; another team's idle quarter, which could not help (notebook queues never borrow),
-is left alone.
+is left alone. And quota is not placement: an idle half is reclaimed to free a whole H100 for an
+admitted training Job whose card existed only as scraps.
 
 What the quarters hold and what the half lacks are Kueue's transformed amounts
 (``nvidia.com/total-gpumem``, ``nvidia.com/total-gpucores``): team-a's notebook quota on
@@ -18,7 +19,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from devcluster.testing import Cluster
+from devcluster.testing import Cluster, create_job, delete_jobs
+from tests.integration.test_shared_pool import whole_card_job
 from tests.support.hub import (
     WARNED,
     CullerHub,
@@ -137,3 +139,105 @@ async def test_two_idle_quarters_are_reclaimed_for_the_teams_queued_half(
     records = hub.audit()
     assert {r["user"] for r in records if r.get("action") == "reclaim"} == {"alice", "bob"}
     assert any(r.get("event") == "culler.handoff" and r["result"] == "succeeded" for r in records)
+
+
+async def _team_a_pods(api: client.ApiClient) -> list[Any]:
+    return list((await client.CoreV1Api(api).list_namespaced_pod("team-a")).items)
+
+
+async def _event_of(api: client.ApiClient, uid: str, reason: str) -> Any:
+    events = await client.CoreV1Api(api).list_namespaced_event(
+        "team-a", field_selector=f"involvedObject.uid={uid}"
+    )
+    return next((e for e in events.items if e.reason == reason), None)
+
+
+async def test_an_idle_share_is_reclaimed_to_free_a_whole_card_for_an_admitted_job(
+    culler_hub: CullerHub, cluster: Cluster, k8s: client.ApiClient
+) -> None:
+    """Quota is not placement: two idle halves on the two H100s of local-0 leave a whole
+    H100 of quota and no whole card. Kueue admits a whole-card Job, whose pod waits with
+    GPUFragmented; the service warns the share on the card it chooses, stops it after the
+    countdown, and the Job is placed there (GPUPlaced). The other share is left alone."""
+    hub = culler_hub
+    half = {"team": "team-a", "offering": "local-h100-half"}
+    # Binpacked: alice and carol fill one card, bob opens the other; carol then leaves.
+    hub.start_all({"alice": half}, timeout=180)
+    hub.start_all({"carol": {**half, "team": "team-b"}}, timeout=180)
+    hub.start_all({"bob": half}, timeout=180)
+    cards = {}
+    for user in ("alice", "bob", "carol"):
+        pod = await pod_of(k8s, user)
+        assert pod is not None
+        record = pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
+        cards[user] = record.split(",", 1)[0]
+    assert cards["alice"] == cards["carol"] != cards["bob"], cards
+    hub.stop("carol")
+
+    async def carol_gone() -> bool:
+        return await pod_of(k8s, "carol") is None
+
+    await eventually(carol_gone, 60, "carol's pod to go")
+
+    async with cluster.api("team-a", "alice") as alice_api:
+        await create_job(alice_api, "team-a", whole_card_job("defrag"))
+        try:
+
+            async def fragmented() -> Any:
+                for pod in await _team_a_pods(alice_api):
+                    if pod.status.reason == "GPUFragmented":
+                        return pod
+                return None
+
+            job_pod = await eventually(fragmented, 60, "the Job's pod Pending with GPUFragmented")
+
+            async def one_warned() -> list[str] | None:
+                warned = []
+                for user in ("alice", "bob"):
+                    pod = await pod_of(k8s, user)
+                    if pod and WARNED in (pod["metadata"].get("annotations") or {}):
+                        warned.append(user)
+                return warned or None
+
+            (chosen,) = await eventually(one_warned, 60, "a warning on one of the halves")
+            other = "bob" if chosen == "alice" else "alice"
+            pod = await pod_of(k8s, chosen)
+            assert pod is not None
+            told = pod["metadata"]["annotations"]["gpuaas.jupyter.org/reclaim-reason"]
+            assert told.startswith(
+                "a training Job needs a whole H100; your idle share is on the card it can use"
+            ), told
+            assert await warnings_on(k8s, pod) == 1
+
+            # After the 20 s countdown the chosen half is stopped through the hub, and the Job
+            # is placed on the card it held.
+            async def stopped() -> bool:
+                return hub.server(chosen) is None
+
+            await eventually(stopped, 90, f"the hub to stop {chosen}'s half")
+            placed = await eventually(
+                lambda: _event_of(alice_api, job_pod.metadata.uid, "GPUPlaced"),
+                60,
+                "the GPUPlaced event on the Job's pod",
+            )
+            assert placed.type == "Normal"
+            running = await client.CoreV1Api(alice_api).read_namespaced_pod(
+                job_pod.metadata.name, "team-a"
+            )
+            assert running.metadata.annotations["hami.io/vgpu-devices-allocated"].startswith(
+                f"{cards[chosen]},"
+            )
+            assert hub.server(other) is not None
+            other_pod = await pod_of(k8s, other)
+            assert other_pod is not None
+            assert WARNED not in (other_pod["metadata"].get("annotations") or {})
+            records = hub.audit()
+            reclaims = [r for r in records if r.get("action") == "reclaim"]
+            assert [(r["user"], r["code"]) for r in reclaims] == [(chosen, "placement")]
+            assert any(
+                r.get("event") == "culler.target"
+                and r["workload"] == f"team-a/{job_pod.metadata.name}"
+                for r in records
+            )
+        finally:
+            await delete_jobs(alice_api, "team-a")
