@@ -73,6 +73,10 @@ class GPUaaSService(Application):
 gpuaas-service -f /etc/gpuaas/gpuaas_service_config.py
 gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespaces=team-b
 """
+    _nodes: PodWatch | None = None
+    """The Node objects' watch (the console's free GPUs); ``None``: not watched."""
+    _job_pods_seen: Sequence[Mapping[str, Any]] | None = ()
+    """The training namespaces' pods as the reclaim loop last listed them (``None``: not yet)."""
 
     aliases = {  # noqa: RUF012 (traitlets reads these class attributes)
         "f": "GPUaaSService.config_file",
@@ -568,6 +572,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         )
         await view.start(timeout=self.cache_sync_timeout)
         await pods.start()
+        self._nodes = await self._watch_nodes()
         index = QueueIndex(
             view,
             notebook_namespace=self.notebook_namespace,
@@ -696,8 +701,13 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         )
         job_namespaces = [ns for ns in self.job_namespaces if ns != self.notebook_namespace]
 
+        # none listed yet: the console calls nothing free before (where there are some)
+        self._job_pods_seen = None if job_namespaces else []
+
         async def job_pods() -> list[dict[str, Any]]:
-            return await kube.list_job_pods(job_namespaces)
+            listed = await kube.list_job_pods(job_namespaces)
+            self._job_pods_seen = listed  # the console places training on its nodes
+            return listed
 
         loop = ReclaimLoop(
             hub=HubClient(
@@ -724,6 +734,23 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         loop.listeners.append(self._usage_recorder(loop))
         loop.listeners.append(self._queue_outlook(loop, pods))
         return loop
+
+    async def _watch_nodes(self) -> PodWatch | None:
+        """The Node objects, for the console's free GPUs; ``None`` (said once) where the
+        service may not watch them."""
+        from gpuaas_service.clients.kubernetes import node_reflector
+
+        nodes = node_reflector(resync_seconds=self.pod_watch_seconds)
+        try:
+            await nodes.start()
+        except Exception as e:  # noqa: BLE001 - a view's detail, never a reason not to serve
+            log.warning(
+                "console: cannot list the nodes (%s): the per-GPU view shows no free GPUs"
+                " (grant get, list, watch on nodes: culler/deploy/culler.yaml)",
+                e,
+            )
+            return None
+        return nodes
 
     def _queue_outlook(self, loop: ReclaimLoop, pods: PodWatch) -> OutlookWriter:
         """What each waiting server waits for, on its pod, for the spawn progress page."""
@@ -853,6 +880,8 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
                 PeakHistory({}),
             ),
             catalog=lambda: catalog,
+            nodes=_listed(self._nodes) if self._nodes is not None else None,
+            job_pods=lambda: self._job_pods_seen,
         )
         loop.listeners.append(console)
         if not os.environ.get("JUPYTERHUB_CLIENT_ID"):

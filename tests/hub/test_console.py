@@ -213,8 +213,9 @@ async def test_every_gpu_with_its_holder_and_a_team_leads_share_of_it(
     warned: CullerHub, browser: Any
 ) -> None:
     """The per-GPU view: alice's and carol's MIG slices on the node agent's node, each with its
-    holder, team, pool and activity; bob (team-a's lead) sees team-a's alone, in the API and on
-    the page; carol (no console scope) gets 403."""
+    holder, team, pool and activity, and what is free on each node; bob (team-a's lead) sees
+    team-a's holdings alone (and what is free), in the API and on the page; carol (no console
+    scope) gets 403."""
     hub = warned
     status, gpus = get(hub, "api/console/gpus", hub.token)
     assert status == 200, gpus
@@ -232,7 +233,8 @@ async def test_every_gpu_with_its_holder_and_a_team_leads_share_of_it(
     status, lead = get(hub, "api/console/gpus", hub.user_token("bob"))
     assert status == 200, lead
     assert lead["visible_teams"] == ["team-a"]
-    assert {r["team"] for r in lead["devices"]} == {"team-a"}
+    # a team lead sees their team's holdings (and what is free: free rows name no team)
+    assert {r["team"] for r in lead["devices"] if r["state"] != "free"} == {"team-a"}
     assert "alice" in {r["holder"] for r in lead["devices"]}
     assert get(hub, "api/console/gpus", hub.user_token("carol"))[0] == 403
 
@@ -266,8 +268,45 @@ async def test_every_gpu_with_its_holder_and_a_team_leads_share_of_it(
     await lead_page.goto(f"{hub.url}/services/gpuaas/console/")
     await lead_page.locator("#gpus tr[data-holder='alice']").wait_for()
     assert await lead_page.locator("#gpus tr[data-holder='carol']").count() == 0
-    assert await lead_page.locator("#gpus tbody tr:not([data-team='team-a'])").count() == 0
+    others = "#gpus tbody tr:not([data-team='team-a']):not([data-state='free'])"
+    assert await lead_page.locator(others).count() == 0
     assert "teams team-a" in await lead_page.locator("#status").inner_text()
+
+
+async def test_free_gpus_per_node_from_the_node_objects(warned: CullerHub, browser: Any) -> None:
+    """What nobody holds, per node and resource, read from the Node objects less the pods on
+    them: the kwok H100 nodes' whole GPUs (8 each, nothing placed there in this module) and the
+    agent's node's other devices; a team lead sees the same free rows; the page's "free"
+    filter lists them."""
+    hub = warned
+    status, gpus = get(hub, "api/console/gpus", hub.token)
+    assert status == 200, gpus
+    held = {r["holder"]: r for r in gpus["devices"] if r["state"] != "free"}
+    free = [r for r in gpus["devices"] if r["state"] == "free"]
+    assert all((r["holder"], r["team"], r["holder_kind"]) == ("", "", "free") for r in free)
+    h100 = {r["node"]: r for r in free if r["pool"] == ["h100"]}
+    assert len(h100) == 2, free
+    assert {(r["kind"], r["device"], r["gpu_equivalents"]) for r in h100.values()} == {
+        ("gpu", "8 GPUs", "8")
+    }
+    agent = [r for r in free if r["node"] == held["alice"]["node"]]
+    assert agent, free
+    assert all("local" in r["pool"] for r in agent), agent
+    summary = {n["node"]: n for n in gpus["nodes"]}
+    assert all(summary[n]["free_gpu_equivalents"] == "8" for n in h100), summary
+    status, lead = get(hub, "api/console/gpus", hub.user_token("bob"))
+    assert status == 200, lead
+    assert {r["key"] for r in lead["devices"] if r["state"] == "free"} == {r["key"] for r in free}
+
+    admin = await login(browser, hub, "admin")
+    await admin.goto(f"{hub.url}/services/gpuaas/console/")
+    await admin.locator("#gpus tr[data-holder='alice']").wait_for()
+    await admin.select_option("#g-state", "free")
+    h100_row = admin.locator(f"#gpus tr[data-node='{min(h100)}'][data-state='free']")
+    await h100_row.wait_for()
+    assert "8 GPUs" in await h100_row.inner_text()
+    assert await admin.locator("#gpus tbody tr:not([data-state='free'])").count() == 0
+    assert "8 free" in await admin.locator("#gpu-nodes").inner_text()
 
 
 async def test_policy_preview_paths_and_a_shorter_idle_after(

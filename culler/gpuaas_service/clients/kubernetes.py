@@ -15,7 +15,14 @@ from typing import Any, Protocol
 from gpuaas_service.model.pods import PodRef
 from jupyter_gpuaas.core.labels import STATE_KEY
 
-__all__ = ["EVENT_SOURCE", "Kube", "KubeClient", "PodWatch", "notebook_pod_reflector"]
+__all__ = [
+    "EVENT_SOURCE",
+    "Kube",
+    "KubeClient",
+    "PodWatch",
+    "node_reflector",
+    "notebook_pod_reflector",
+]
 
 EVENT_SOURCE = "gpuaas-culler"
 """The ``source`` of the culler's Events and the manager of its ConfigMap."""
@@ -196,6 +203,25 @@ class KubeClient:
             await self._core().create_namespaced_config_map(
                 namespace, body, _request_timeout=self.timeout
             )
+
+
+def _watch_timeouts(resync_seconds: float) -> dict[str, int]:
+    watch = max(1, round(resync_seconds))
+    return {"timeout_seconds": watch, "restart_seconds": watch, "request_timeout": watch + 30}
+
+
+def node_reflector(*, resync_seconds: float = 300.0) -> PodWatch:
+    """A list+watch cache of the Node objects (the console's free GPUs: their allocatable
+    ``nvidia.com/*``; ``get, list, watch`` on nodes, cluster-wide). Keyed by node name."""
+    from kubespawner.reflector import NamespacedResourceReflector
+
+    class NodeReflector(NamespacedResourceReflector):  # type: ignore[misc]
+        kind = "nodes"
+        omit_namespace = True
+        list_method_name = "list_node"
+
+    reflector: PodWatch = NodeReflector(**_watch_timeouts(resync_seconds))
+    return reflector
 
 
 def notebook_pod_reflector(namespace: str, *, resync_seconds: float = 300.0) -> PodWatch:

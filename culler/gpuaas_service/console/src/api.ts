@@ -62,6 +62,10 @@ export interface IHours {
   allocated_hours: number;
   busy_hours: number;
   idle_hours: number;
+  /** The team's servers reclaimed today. */
+  reclaims: number;
+  /** Admitted workbench pods that ended without ever being Ready, today. */
+  failed_starts: number;
 }
 
 export interface ITeam {
@@ -165,12 +169,12 @@ export interface IGpuRow {
   device: string;
   uuids: string[];
   holder: string;
-  holder_kind: 'workbench' | 'training';
+  holder_kind: 'workbench' | 'training' | 'free';
   team: string;
   offering: string;
   gpu_equivalents: string;
   since: string | null;
-  state: Activity | 'training';
+  state: Activity | 'training' | 'free';
   idle_since: string | null;
   memory_bytes: number | null;
   memory_cap_bytes: number | null;
@@ -184,6 +188,8 @@ export interface IGpuNode {
   idle: number;
   pools: string[];
   gpu_equivalents: string;
+  /** What is free on it ("0" where the service reads no Node objects). */
+  free_gpu_equivalents: string;
 }
 
 export interface IGpus {

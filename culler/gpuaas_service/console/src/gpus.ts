@@ -1,7 +1,7 @@
 /**
- * Every GPU held, per node: whole GPUs, MIG slices, shares and fractions, who holds each and
- * since when, idle since when, memory and utilisation where measured; filtered by team, pool
- * and state.
+ * Every GPU, per node: whole GPUs, MIG slices, shares and fractions, who holds each and since
+ * when, idle since when, memory and utilisation where measured, and what is free on each node;
+ * filtered by team, pool and state (free rows belong to no team: a team filter hides them).
  */
 
 import { h } from '../../../../labextension/src/dom.js';
@@ -15,6 +15,9 @@ let latest: IGpus | null = null;
 function memory(row: IGpuRow): string {
   const used = gib(row.memory_bytes);
   const cap = gib(row.memory_cap_bytes);
+  if (row.state === 'free') {
+    return cap ? `${cap} free` : '';
+  }
   if (used && cap) {
     return `${used} of ${cap}`;
   }
@@ -52,7 +55,13 @@ function row(r: IGpuRow, now: string): HTMLElement {
       h('span', { class: 'kind' }, ` ${r.kind}`)
     ),
     h('td', {}, r.pool.join(', ')),
-    h('td', {}, r.holder + (r.holder_kind === 'training' ? ' (training)' : '')),
+    h(
+      'td',
+      {},
+      r.holder_kind === 'free'
+        ? 'nobody'
+        : r.holder + (r.holder_kind === 'training' ? ' (training)' : '')
+    ),
     h('td', {}, r.team),
     h('td', {}, r.gpu_equivalents),
     h('td', { title: when(r.since) }, r.since ? duration(secondsSince(r.since, now)) : ''),
@@ -81,10 +90,11 @@ export function drawGpus(): void {
   const nodes = latest.nodes
     .map(
       n =>
-        `${n.node || 'node not known'}: ${n.gpu_equivalents} GPU-eq. in ${String(n.holdings)}, ${String(n.idle)} idle`
+        `${n.node || 'node not known'}: ${n.gpu_equivalents} GPU-eq. in ${String(n.holdings)}, ${String(n.idle)} idle` +
+        (n.free_gpu_equivalents !== '0' ? `, ${n.free_gpu_equivalents} free` : '')
     )
     .join(' · ');
-  byId('gpu-nodes').textContent = nodes || 'No GPU is held.';
+  byId('gpu-nodes').textContent = nodes || 'No GPU is held or free.';
   byId('gpus')
     .querySelector('tbody')
     ?.replaceChildren(...rows.map(r => row(r, now)));

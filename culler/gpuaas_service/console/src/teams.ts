@@ -94,7 +94,8 @@ function teamCard(t: ITeam, scaleHours: number): HTMLElement {
     h(
       'p',
       {},
-      `Today: ${hours.allocated_hours.toFixed(2)} GPU-eq. hours allocated, ${hours.busy_hours.toFixed(2)} busy, ${hours.idle_hours.toFixed(2)} idle`
+      `Today: ${hours.allocated_hours.toFixed(2)} GPU-eq. hours allocated, ${hours.busy_hours.toFixed(2)} busy, ${hours.idle_hours.toFixed(2)} idle; ` +
+        `${String(hours.reclaims)} reclaim(s), ${String(hours.failed_starts)} failed start(s)`
     ),
     scaledBar(
       `${t.team}: ${String(hours.allocated_hours)} GPU-eq. hours allocated today, ${String(hours.busy_hours)} busy, ${String(hours.idle_hours)} idle`,
