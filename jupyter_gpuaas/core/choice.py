@@ -26,6 +26,7 @@ from jupyter_gpuaas.core.headroom import Headroom
 from jupyter_gpuaas.core.kueue import format_quantity
 
 __all__ = [
+    "CHOICE_WORDS",
     "SHM_PATH",
     "SHM_VOLUME",
     "Choice",
@@ -35,6 +36,7 @@ __all__ = [
     "pick_team",
     "read_choice",
     "read_text",
+    "refusal",
     "shm_volume",
     "show",
 ]
@@ -46,6 +48,37 @@ SHM_PATH = "/dev/shm"
 
 HeadroomFn = Callable[[Tenant, Offering, int], Headroom]
 """(tenant, offering, count) → its live :class:`Headroom` (per-user caps, quota, waiting)."""
+
+CHOICE_WORDS: Mapping[str, str] = {
+    "text.not_text": "{key} must be a string, not {type}",
+    "text.invalid": "{key} {value} is not a valid choice",
+    "team.none": (
+        "You are not in any team that {purpose}; ask an admin to add you to a team's group."
+    ),
+    "team.not_yours": "{value} is not one of your teams (yours: {teams})",
+    "team.several": "You are in several teams ({teams}); choose which to charge.",
+    "count.not_whole": "count must be a whole number",
+    "count.not_whole_value": "count must be a whole number, not {value}",
+    "count.exactly": "exactly {low}",
+    "count.range": "{low} to {high}",
+    "count.out_of_range": "{offering}: count must be {allowed}, not {value}",
+    "pick.not_with": "with {offering}",
+    "pick.not_here": "here{did_you_mean}",
+    "pick.not_offered": "{Key} {value} is not offered {where}",
+    "offering.none": "nothing is offered to {where}; ask an admin to add offerings",
+    "offering.unknown": "Unknown offering {value}{did_you_mean}",
+    "offering.not_available": "{offering} is not available to {where}{did_you_mean}",
+    "offering.cannot_start": "{offering} cannot start for {team}: {why}.{detail}",
+}
+"""Every sentence a refused choice shows (a spawn's form or request, a notebook Job's), in one
+table: the spawner's reviewed list (tests/unit/spawner/messages.json) pins each one. ``{Key}``
+is ``{key}`` with a capital."""
+
+
+def refusal(message: str, /, **values: Any) -> str:
+    """The sentence ``message`` of :data:`CHOICE_WORDS` with its fields filled."""
+    capitals = {k.capitalize(): str(v)[:1].upper() + str(v)[1:] for k, v in values.items()}
+    return CHOICE_WORDS[message].format(**values, **capitals)
 
 
 @dataclass(frozen=True)
@@ -97,10 +130,10 @@ def read_text(
     if value is None:
         return None
     if not isinstance(value, str):
-        errs.add(key, f"{key} must be a string, not {type_name(value)}")
+        errs.add(key, refusal("text.not_text", key=key, type=type_name(value)))
         return None
     if not value or len(value) > limit:
-        errs.add(key, f"{key} {show(value)} is not a valid choice")
+        errs.add(key, refusal("text.invalid", key=key, value=show(value)))
         return None
     return value
 
@@ -115,24 +148,25 @@ def pick_team(
     Raises :class:`TeamRefused`.
     """
     if requested is not None and not isinstance(requested, str):
-        raise TeamRefused(f"team must be a string, not {type_name(requested)}")
+        raise TeamRefused(refusal("text.not_text", key="team", type=type_name(requested)))
     if not mine:
-        raise TeamRefused(
-            f"You are not in any team that {purpose}; ask an admin to add you to a team's group."
-        )
+        raise TeamRefused(refusal("team.none", purpose=purpose))
     if requested is not None:
         for tenant in mine:
             if tenant.name == requested:
                 return tenant
-        names = ", ".join(t.name for t in mine)
-        raise TeamRefused(f"{show(requested)} is not one of your teams (yours: {names})")
+        raise TeamRefused(refusal("team.not_yours", value=show(requested), teams=_names(mine)))
     if len(mine) == 1:
         return mine[0]
     for tenant in mine:
         if tenant.name == default_team:
             return tenant
-    names = ", ".join(t.name for t in mine)
-    raise TeamRefused(f"You are in several teams ({names}); choose which to charge.")
+    raise TeamRefused(refusal("team.several", teams=_names(mine)))
+
+
+def _names(teams: Sequence[Tenant]) -> str:
+    """The teams as a person reads them (display names)."""
+    return ", ".join(t.display_name for t in teams)
 
 
 def _count(errs: FieldErrors, data: Mapping[str, Any], offering: Offering) -> int:
@@ -142,19 +176,22 @@ def _count(errs: FieldErrors, data: Mapping[str, Any], offering: Offering) -> in
     if value is None:
         return offering.default_count
     if isinstance(value, bool):
-        errs.add("count", "count must be a whole number")
+        errs.add("count", refusal("count.not_whole"))
         return offering.default_count
     if isinstance(value, str) and _COUNT_RE.match(value):
         value = int(value)
     if not isinstance(value, int):
-        errs.add("count", f"count must be a whole number, not {show(value)}")
+        errs.add("count", refusal("count.not_whole_value", value=show(value)))
         return offering.default_count
     if not offering.min_count <= value <= offering.max_count:
-        if offering.min_count == offering.max_count:
-            allowed = f"exactly {offering.min_count}"
-        else:
-            allowed = f"{offering.min_count} to {offering.max_count}"
-        errs.add("count", f"{offering.display_name}: count must be {allowed}, not {value}")
+        low, high = offering.min_count, offering.max_count
+        allowed = refusal("count.exactly" if low == high else "count.range", low=low, high=high)
+        errs.add(
+            "count",
+            refusal(
+                "count.out_of_range", offering=offering.display_name, allowed=allowed, value=value
+            ),
+        )
         return offering.default_count
     return value
 
@@ -178,11 +215,13 @@ def _pick(
     chosen = next((c for c in allowed if c.slug == slug), None)
     if chosen is None:
         where = (
-            f"with {offering.display_name}"
+            refusal("pick.not_with", offering=offering.display_name)
             if slug in known
-            else "here" + did_you_mean(slug, [c.slug for c in allowed])
+            else refusal(
+                "pick.not_here", did_you_mean=did_you_mean(slug, [c.slug for c in allowed])
+            )
         )
-        errs.add(key, f"{key.capitalize()} {show(slug)} is not offered {where}")
+        errs.add(key, refusal("pick.not_offered", key=key, value=show(slug), where=where))
     return chosen or default
 
 
@@ -213,15 +252,18 @@ def read_choice(
         slug = default_offering or ""
     offering = catalog.offerings.get(slug)
     if not slug:
-        errs.add("offering", f"nothing is offered to {where}; ask an admin to add offerings")
+        errs.add("offering", refusal("offering.none", where=where))
         return None
     if offering is None:
-        errs.add("offering", f"Unknown offering {show(slug)}{did_you_mean(slug, offerings)}")
+        hint = did_you_mean(slug, offerings)
+        errs.add("offering", refusal("offering.unknown", value=show(slug), did_you_mean=hint))
         return None
     if slug not in offerings:
+        hint = did_you_mean(slug, offerings)
+        name = offering.display_name
         errs.add(
             "offering",
-            f"{offering.display_name} is not available to {where}{did_you_mean(slug, offerings)}",
+            refusal("offering.not_available", offering=name, where=where, did_you_mean=hint),
         )
         return None
     before = len(errs)
@@ -249,12 +291,14 @@ def read_choice(
     if headroom is not None:
         room = headroom(tenant, offering, count)
         if not room.fit.selectable:
-            detail = f" {room.detail}" if room.detail else ""
-            errs.add(
-                "offering",
-                f"{offering.display_name} cannot start for {tenant.display_name}: "
-                f"{room.message}.{detail}",
+            words = refusal(
+                "offering.cannot_start",
+                offering=offering.display_name,
+                team=tenant.display_name,
+                why=room.message,
+                detail=f" {room.detail}" if room.detail else "",
             )
+            errs.add("offering", words)
             return None
     return Choice(tenant=tenant, offering=offering, count=count, image=image, size=size)
 

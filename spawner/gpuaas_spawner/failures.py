@@ -27,18 +27,12 @@ from dataclasses import dataclass
 from aiohttp import ClientConnectionError
 from kubernetes_asyncio.client.rest import ApiException
 
+from gpuaas_spawner.messages import say
+
 __all__ = ["CLUSTER_DOWN", "KUEUE_DOWN", "Failure", "classify_start_error", "cluster_not_answering"]
 
-KUEUE_DOWN = (
-    "Kueue, which queues GPU servers, is not answering, so no server can be started or "
-    "queued right now. Nothing was created. Try again in a few minutes; if it persists, tell "
-    "an admin (Kueue's webhook is unreachable)."
-)
-CLUSTER_DOWN = (
-    "The Kubernetes cluster is not answering, so no server can be started right now. Nothing "
-    "of yours was lost. Try again in a few minutes; if it persists, tell an admin (the hub "
-    "cannot reach the Kubernetes API)."
-)
+KUEUE_DOWN = say("start.queue_down")
+CLUSTER_DOWN = say("start.cluster_down")
 # Status codes of an API server (or the load balancer in front of it) that cannot answer now
 _UNAVAILABLE = (502, 503, 504)
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import jinja2
 
+from gpuaas_spawner.messages import say
 from gpuaas_spawner.progress import NoticePart, notice_parts
 from gpuaas_spawner.validate import OptionsError, UserContext, pick_team
 from jupyter_gpuaas.core.catalog import Catalog, Image, Offering, Size, Tenant
@@ -264,8 +265,7 @@ def build_form_model(
         return FormModel(
             teams=(),
             notice=notice,
-            problem="You are not in any team that may start GPU servers. "
-            "Ask an admin to add you to a team's group.",
+            problem=say("form.no_team"),
         )
     prev_team = previous.get("team") if isinstance(previous.get("team"), str) else None
     try:

@@ -93,6 +93,43 @@ MESSAGES: Mapping[str, str] = {
     ),
     # Leaving the queue (the spawner's own stop of a server still waiting).
     "left_queue": "You left the queue; nothing was started.",
+    # A spawn refused before anything is created: the form or the request (the choice itself
+    # is checked in the words of jupyter_gpuaas.core.choice.CHOICE_WORDS, pinned beside these).
+    "form.no_team": (
+        "You are not in any team that may start GPU servers. Ask an admin to add you to a "
+        "team's group."
+    ),
+    "form.misconfigured": "GPU servers are misconfigured; an admin has been told.",
+    "form.misconfigured.page": (
+        "GPU servers are misconfigured; an admin has been told (see the hub log)."
+    ),
+    "form.not_object": "The server's options must be an object, not {type}",
+    "form.unknown_options": "Unknown option(s) {options}{more}; allowed: {allowed}",
+    "form.unknown_options.more": " and {count} more",
+    "form.unknown_field": "Unknown form field {field}",
+    "form.field_once": "Form field {field} must be given once",
+    # A start that cannot go on, for a reason of the cluster (the admin's log says which).
+    "start.earlier": (
+        "Your previous server is still being cleaned up by the queue; start again in a minute."
+    ),
+    "start.token_in_spec": (
+        "Your server was not created: its settings would have carried its access token in "
+        "plain text. Nothing was started; an admin can see why in the hub's log."
+    ),
+    "start.home_volume": (
+        "The storage for your home folder could not be created, so your server cannot start: "
+        "{why}. Nothing of yours was changed. Tell an admin (the volume claim {claim} says why)."
+    ),
+    "start.queue_down": (
+        "The queue for GPU servers is not answering, so no server can be started or queued "
+        "right now. Nothing was created. Try again in a few minutes; if it persists, tell an "
+        "admin (the hub's log says why)."
+    ),
+    "start.cluster_down": (
+        "The cluster is not answering, so no server can be started right now. Nothing of yours "
+        "was lost. Try again in a few minutes; if it persists, tell an admin (the hub's log "
+        "says why)."
+    ),
 }
 
 PAGE_WORDS: Mapping[str, str] = {

@@ -594,8 +594,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             return render_form(
                 FormModel(
                     teams=(),
-                    problem="GPU servers are misconfigured; an "
-                    "admin has been told (see the hub log).",
+                    problem=say("form.misconfigured.page"),
                 )
             )
         view = self._view()
@@ -630,7 +629,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             raise refusal from e
         except CatalogError as e:
             raise _user_error(
-                "GPU servers are misconfigured; an admin has been told.",
+                say("form.misconfigured"),
                 reason="misconfigured",
                 status_code=500,
             ) from e
@@ -696,7 +695,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         leaks = find_secrets(to_api_json(pod), [self.api_token or ""])
         if leaks:  # e.g. a modify_pod_hook put it back: never create such a pod
             raise _user_error(
-                "Refusing to create a pod that holds the server's token",
+                say("start.token_in_spec"),
                 reason="secret_in_pod",
                 status_code=500,
             )
@@ -934,8 +933,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             )
         except TimeoutError:
             raise _user_error(
-                "Your previous server is still being cleaned up by the queue; "
-                "start again in a minute.",
+                say("start.earlier"),
                 reason="earlier_workload",
             ) from None
 
@@ -1033,9 +1031,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 why,
             )
             raise _user_error(
-                f"The storage for your home folder could not be created, so your server cannot "
-                f"start: {why}. Nothing of yours was changed. Tell an admin (the volume claim "
-                f"{self.pvc_name} says why).",
+                say("start.home_volume", why=why, claim=self.pvc_name),
                 reason="home_volume",
                 status_code=503,
             )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from gpuaas_spawner.messages import say
 from jupyter_gpuaas.core.catalog import Catalog, Tenant
 from jupyter_gpuaas.core.choice import (
     Choice,
@@ -106,13 +107,14 @@ def validate_options(
     if options is None:
         options = {}
     if not isinstance(options, Mapping):
-        raise OptionsError(f"user_options must be an object, not {type(options).__name__}")
+        raise OptionsError(say("form.not_object", type=type(options).__name__))
     unknown = sorted(str(k) for k in options if k not in OPTION_KEYS)
     if unknown:
         shown = ", ".join(show(k) for k in unknown[:5])
-        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        more = say("form.unknown_options.more", count=len(unknown) - 5) if len(unknown) > 5 else ""
+        allowed = ", ".join(OPTION_KEYS)
         raise OptionsError(
-            f"Unknown option(s) {shown}{more}; allowed: {', '.join(OPTION_KEYS)}",
+            say("form.unknown_options", options=shown, more=more, allowed=allowed),
             field=unknown[0],
         )
     errs = FieldErrors()
@@ -149,11 +151,11 @@ def options_from_form_data(form: Mapping[str, list[Any]], catalog: Catalog) -> d
         if key in _FORM_IGNORED:
             continue
         if key not in OPTION_KEYS and key not in count_fields:
-            raise OptionsError(f"Unknown form field {show(key)}", field=str(key))
+            raise OptionsError(say("form.unknown_field", field=show(key)), field=str(key))
         if key == "count":
-            raise OptionsError("Unknown form field 'count'", field="count")
+            raise OptionsError(say("form.unknown_field", field=show(key)), field="count")
         if not isinstance(values, list) or len(values) != 1 or not isinstance(values[0], str):
-            raise OptionsError(f"Form field {show(key)} must be given once", field=str(key))
+            raise OptionsError(say("form.field_once", field=show(key)), field=str(key))
         if key in count_fields:
             counts[key[len(_COUNT_FIELD) :]] = values[0]
         else:

@@ -133,8 +133,8 @@ def test_pick_team() -> None:
             None,
             "You are not in any team that runs jobs; ask an admin to add you to a team's group.",
         ),
-        ([TEAM_A], "team-b", "'team-b' is not one of your teams (yours: team-a)"),
-        (both, None, "You are in several teams (team-a, team-b); choose which to charge."),
+        ([TEAM_A], "team-b", "'team-b' is not one of your teams (yours: Team A)"),
+        (both, None, "You are in several teams (Team A, Team B); choose which to charge."),
         (both, ["team-a"], "team must be a string, not a list"),
     ]
     for mine, requested, message in cases:

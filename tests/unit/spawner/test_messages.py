@@ -1,7 +1,9 @@
-"""The spawn progress page's words (gpuaas_spawner/messages.py): each sentence as a user reads
-it, pinned in messages.json beside this test (a change to one fails here until that file is
-changed too: run with UPDATE_MESSAGES=1 and review the difference), in a person's words; and the
-"what holds the GPU" sentences built from the gpuaas service's outlook."""
+"""Every sentence the spawner shows a user — the progress page's and the form's
+(gpuaas_spawner/messages.py) and a refused choice's (jupyter_gpuaas.core.choice.CHOICE_WORDS,
+the same for a notebook Job): each as a user reads it, pinned in messages.json beside this test
+(a change to one fails here until that file is changed too: run with UPDATE_MESSAGES=1 and
+review the difference), in a person's words; and the "what holds the GPU" sentences built from
+the gpuaas service's outlook."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 
 from gpuaas_spawner.messages import MESSAGES, PAGE_WORDS, about, page_words, say, waiting_words
+from jupyter_gpuaas.core.choice import CHOICE_WORDS, refusal
 
 SNAPSHOT = Path(__file__).with_name("messages.json")
 
@@ -38,7 +41,40 @@ SAMPLE: dict[str, Any] = {
     "where": " (position 3)",
     "limit": "5 min",
     "status": "Pulling the image",
+    "type": "list",
+    "options": "'gpus', 'node'",
+    "more": " and 2 more",
+    "allowed": "team, offering, count, image, size",
+    "field": "'offering'",
+    "why": "no room for 50Gi on the storage",
+    "claim": "claim-bob",
 }
+
+CHOICE_SAMPLE: dict[str, Any] = {
+    "key": "image",
+    "type": "list",
+    "value": "'pytorch-nightly'",
+    "purpose": "may start GPU servers",
+    "teams": "Team A, Team B",
+    "low": 1,
+    "high": 4,
+    "offering": "NVIDIA H100",
+    "allowed": "1 to 4",
+    "where": "Team B",
+    "did_you_mean": " (did you mean 'pytorch'?)",
+    "team": "Team B",
+    "why": "limit: 1 GPU server per user",
+    "detail": " You already have 1; stop one to start this.",
+}
+CHOICE_VALUES: dict[str, dict[str, Any]] = {
+    "team.not_yours": {"value": "'research'"},
+    "count.not_whole_value": {"value": "'two'"},
+    "count.out_of_range": {"value": 9},
+    "pick.not_offered": {"where": "with NVIDIA H100"},
+    "offering.unknown": {"value": "'h1OO'", "did_you_mean": " (did you mean 'h100'?)"},
+    "offering.not_available": {"did_you_mean": ""},
+}
+"""Where a sentence reads best with values of its own (what its caller really fills in)."""
 
 FORBIDDEN: list[tuple[str, re.Pattern[str]]] = [
     ("an unfilled slot", re.compile(r"\{[A-Za-z_]+\}")),
@@ -60,6 +96,12 @@ FORBIDDEN: list[tuple[str, re.Pattern[str]]] = [
 def rendered() -> dict[str, str]:
     words = {key: say(key, **SAMPLE) for key in MESSAGES}
     words.update({f"page.{key}": text for key, text in PAGE_WORDS.items()})
+    words.update(
+        {
+            f"choice.{key}": refusal(key, **{**CHOICE_SAMPLE, **CHOICE_VALUES.get(key, {})})
+            for key in CHOICE_WORDS
+        }
+    )
     return words
 
 

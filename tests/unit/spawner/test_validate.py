@@ -84,7 +84,7 @@ ACCEPTED: list[tuple[str, UserContext, object, dict[str, Any]]] = [
 ]
 
 REFUSED: list[tuple[str, UserContext, object, str]] = [
-    ("not a mapping", ALICE, ["h100"], "user_options must be an object, not list"),
+    ("not a mapping", ALICE, ["h100"], "The server's options must be an object, not list"),
     (
         "injected resources",
         ALICE,
@@ -108,9 +108,9 @@ REFUSED: list[tuple[str, UserContext, object, str]] = [
         "another team's queue",
         ALICE,
         {"team": "team-b"},
-        "'team-b' is not one of your teams (yours: team-a)",
+        "'team-b' is not one of your teams (yours: Team A)",
     ),
-    ("unknown team", ALICE, {"team": "root"}, "'root' is not one of your teams (yours: team-a)"),
+    ("unknown team", ALICE, {"team": "root"}, "'root' is not one of your teams (yours: Team A)"),
     (
         "no team at all",
         NOBODY,
@@ -122,7 +122,7 @@ REFUSED: list[tuple[str, UserContext, object, str]] = [
         "two teams and no choice",
         CAROL,
         {},
-        "You are in several teams (team-a, team-b); choose which to charge.",
+        "You are in several teams (Team A, Team B); choose which to charge.",
     ),
     ("unknown offering", ALICE, {"offering": "b200"}, "Unknown offering 'b200'"),
     (
@@ -469,7 +469,7 @@ async def test_rest_user_options_are_validated_where_jupyterhub_applies_them() -
     spawner = _spawner(FakeUser("bob", ["team-b"]))
     for forged, message in [
         ({"offering": "h100"}, "NVIDIA H100 is not available to Team B"),
-        ({"team": "team-a"}, "'team-a' is not one of your teams (yours: team-b)"),
+        ({"team": "team-a"}, "'team-a' is not one of your teams (yours: Team B)"),
         (
             {"offering": "mig-1g", "node_selector": {}},
             "Unknown option(s) 'node_selector'; allowed: team, offering, count, image, size",
