@@ -20,7 +20,6 @@ import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster, create_job, delete_jobs
-from tests.integration.test_shared_pool import whole_card_job
 from tests.support.hub import (
     WARNED,
     CullerHub,
@@ -31,6 +30,7 @@ from tests.support.hub import (
     warnings_on,
     workloads_of,
 )
+from tests.support.shared_pool import whole_card_job
 
 pytestmark = pytest.mark.integration
 

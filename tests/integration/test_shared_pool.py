@@ -47,20 +47,14 @@ from devcluster.testing import (
 from jupyter_gpuaas.core.catalog import Catalog, Offering, build_catalog, load_catalog_file
 from jupyter_gpuaas.core.kueue import read_cluster_queue, read_workload
 from jupyter_gpuaas.gpu.spec import parse_devices
+from tests.support.shared_pool import H100_MIB, whole_card_job
 
 USERS_NS = "jupyter-users"
 TRAIN_NS = "team-a"
 FLAVOR = "local-h100"
 CORES = "nvidia.com/total-gpucores"
-H100_MIB = 81920
 # How long a refused Workload must stay refused (Kueue retries a pending one within seconds).
 REFUSAL_GRACE_S = 3.0
-POOL_TOLERATION = {
-    "key": "gpuaas.dev/h100-pool",
-    "operator": "Equal",
-    "value": "true",
-    "effect": "NoSchedule",
-}
 
 # --- the allocator's decisions (no cluster) ---------------------------------------------------
 
@@ -155,50 +149,6 @@ def share_pod(name: str, offering: Offering, team: str, **notes: str) -> dict[st
     container["command"] = ["sleep", "600"]
     container.pop("args", None)
     return pod
-
-
-def whole_card_job(name: str, gpu: dict[str, str] | None = None) -> dict[str, Any]:
-    """A training Job taking one H100 of the pool whole: all its memory, 100 % compute."""
-    gpu = gpu or {
-        "nvidia.com/gpu": "1",
-        "nvidia.com/gpumem": str(H100_MIB),
-        "nvidia.com/gpucores": "100",
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kueue.x-k8s.io/queue-name": "training",
-                "kueue.x-k8s.io/priority-class": "training",
-            },
-        },
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"annotations": {"nvidia.com/use-gputype": "H100"}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "automountServiceAccountToken": False,
-                    "terminationGracePeriodSeconds": 1,
-                    "nodeSelector": {"gpuaas.dev/pool": "local"},
-                    "tolerations": [POOL_TOLERATION],
-                    "containers": [
-                        {
-                            "name": "train",
-                            "image": "registry.example/train:sim",
-                            "command": ["sleep", "600"],
-                            "resources": {
-                                "requests": {"cpu": "100m", "memory": "64Mi", **gpu},
-                                "limits": gpu,
-                            },
-                        }
-                    ],
-                },
-            },
-        },
-    }
 
 
 async def _clean(cluster: Cluster) -> None:

@@ -10,16 +10,18 @@ from typing import Any
 import pytest
 
 from benchmarks.replay import ladder
+from benchmarks.replay.organisations import load
 from benchmarks.replay.placement import Placement
 from benchmarks.replay.run import DEFAULT_POLICY
 from benchmarks.replay.sim import Simulation
-from benchmarks.replay.trace import Trace, TrainingJob
+from benchmarks.replay.trace import Interval, Session, Trace, TrainingJob
 from benchmarks.replay.world import Workload
 from gpuaas_service.reclaim.gather import placement_waits, pod_cards
 from jupyter_gpuaas.core.headroom import QueueState
-from tests.unit.benchmarks.test_replay_placement import HOUR, SPEC, _session
 
 CORES = "nvidia.com/total-gpucores"
+SPEC = load("dgx-4")
+HOUR = 3600.0
 
 
 def _workload(key: str, kind: str, cores: int) -> Workload:
@@ -111,11 +113,16 @@ def test_on_l3_an_idle_share_is_reclaimed_so_a_waiting_job_gets_its_card(rung: s
     """As in test_replay_placement's scenario: the 1-GPU Job is admitted on quota with no whole
     card. Without the culler (L2) it waits for the 2-GPU Job's cards; on L3 the product's loop
     reclaims an idle share and the Job runs on its card hours earlier."""
-    sessions = (
-        _session("s-0", "team-a-user00", "team-a", 0.0, 8.0, 30.0),
-        _session("s-1", "team-a-user01", "team-a", 0.1, 2.0, 45.0),
-        _session("s-2", "team-b-user00", "team-b", 0.2, 8.0, 30.0),
-        _session("s-3", "team-b-user01", "team-b", 0.3, 2.0, 45.0),
+    # name, user, team, start (h), length (h), GPU memory (GiB); at work for their first minutes
+    table = [
+        ("s-0", "team-a-user00", "team-a", 0.0, 8.0, 30.0),
+        ("s-1", "team-a-user01", "team-a", 0.1, 2.0, 45.0),
+        ("s-2", "team-b-user00", "team-b", 0.2, 8.0, 30.0),
+        ("s-3", "team-b-user01", "team-b", 0.3, 2.0, 45.0),
+    ]
+    sessions = tuple(
+        Session(n, u, t, s * HOUR, h * HOUR, g, (Interval(60.0, 120.0, "gpu", 0.2),))
+        for n, u, t, s, h, g in table
     )
     jobs = (
         TrainingJob("big", "team-a", 0.5 * HOUR, 2, 5 * HOUR, False, 0.9),

@@ -9,7 +9,7 @@ card can be freed.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from typing import Any
 
@@ -17,25 +17,58 @@ import pytest
 
 from gpuaas_service.reclaim.decide import (
     Action,
+    Need,
     PendingWorkload,
     PlacementWait,
     Plan,
     Workbench,
     decide,
 )
-from gpuaas_service.reclaim.idleness import State
-from tests.unit.service.reclaim.test_decide import NOW, bench, job, policies
+from gpuaas_service.reclaim.idleness import Idleness, State
+from gpuaas_service.reclaim.policy import PolicySet, load_policy
 
+NOW = datetime(2026, 11, 30, 16, 40, tzinfo=timezone.utc)
+H = timedelta(hours=1)
 POOL = ("local-h100", "nvidia.com/total-gpucores")
 CARD_A = "local-0/GPU-aaaaaaaa-1111"
 CARD_B = "local-0/GPU-bbbbbbbb-2222"
 CARD_C = "local-0/GPU-cccccccc-3333"
-H = timedelta(hours=1)
 
 
-def share(user: str, card: str, **kw: Any) -> Workbench:
-    wb = bench(user, holds={POOL: 25}, kind="fraction", **kw)
-    return replace(wb, cards=(card,), gpu_equivalents=Fraction(1, 4))
+def share(
+    user: str,
+    card: str,
+    *,
+    idle: timedelta = 2 * H,
+    state: State = State.IDLE,
+    phase: str = "running",
+    warned: timedelta | None = None,
+    snoozed_until: datetime | None = None,
+) -> Workbench:
+    """Team A's idle quarter of an H100 of the pool, on ``card``."""
+    return Workbench(
+        user=user,
+        team="team-a",
+        groups=("team-a",),
+        kind="fraction",
+        offering="local-h100-quarter",
+        holds={POOL: Fraction(25)},
+        gpu_equivalents=Fraction(1, 4),
+        cluster_queue="team-a-notebooks",
+        cohorts=("gpuaas",),
+        started_at=NOW - 8 * H,
+        phase=phase,
+        idleness=Idleness(state, NOW if state is State.BUSY else NOW - idle, "quiet"),
+        snoozed_until=snoozed_until,
+        warned_at=NOW - warned if warned is not None else None,
+        cards=(card,),
+    )
+
+
+def policies(**fields: Any) -> PolicySet:
+    return load_policy(
+        {"policies": [{"name": "p", "idle_after": "30m", "warn_before": "15m", **fields}]}
+    )
 
 
 def wait(**kw: Any) -> PlacementWait:
@@ -250,7 +283,13 @@ def test_the_skipped_shares_say_what_waits_for_their_card() -> None:
 
 def test_placement_comes_before_queued_work_and_they_never_share_a_workbench() -> None:
     shares = [share("a1", CARD_A), share("b1", CARD_B, idle=5 * H)]
-    queued = job("queued", resource=POOL, amount=25, cq="team-a-notebooks")
+    queued = PendingWorkload(
+        name="queued",
+        namespace="team-a",
+        cluster_queue="team-a-notebooks",
+        cohorts=("gpuaas",),
+        needs=(Need(resource=POOL[1], amount=Fraction(25), flavors=(POOL[0],)),),
+    )
     plan = plan_for(shares, [wait()], [queued])
     assert acts(plan)["b1"] == WARN
     (t,) = plan.targets
