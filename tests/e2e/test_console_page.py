@@ -1,6 +1,7 @@
 """The GPU console's page (TypeScript, built by ``npm run build:console``) in Chromium against
 the service's own web app over a simulated cycle: the first screen, every GPU with its holder
-and node, the filters, the compact team rows, and a team lead's page with their team alone.
+and node and what is free on each node, the filters, the compact team rows with a failed
+start, and a team lead's page with their team alone.
 (The same page with a real hub, Kueue and servers: tests/hub/test_console.py.)"""
 
 from __future__ import annotations
@@ -30,6 +31,26 @@ BUILT = (
 )
 
 
+NODES = [
+    {
+        "metadata": {"name": f"gpu-node-{i}", "labels": {"gpuaas.dev/pool": "local"}},
+        "status": {"allocatable": {"cpu": "32", "nvidia.com/mig-1g.5gb": "7"}},
+    }
+    for i in range(2)
+]
+"""The pods' two nodes, of seven 1g slices each."""
+STARTING = {
+    "metadata": {
+        "name": "jupyter-erin",
+        "uid": "uid-erin",
+        "labels": {"gpuaas.jupyter.org/team": "team-a"},
+        "annotations": {"hub.jupyter.org/username": "erin"},
+    },
+    "spec": {"nodeName": "gpu-node-0"},
+    "status": {"phase": "Pending"},
+}
+
+
 @dataclass
 class Console:
     url: str
@@ -43,15 +64,21 @@ async def console() -> AsyncIterator[Console]:
     world = World()
     for i, pod in enumerate(world.pods):
         pod.setdefault("spec", {})["nodeName"] = f"gpu-node-{i % 2}"
-    await world.cycle()
+    starting = [STARTING]  # admitted, never Ready: gone at the next cycle (a failed start)
     state = ConsoleState(
         world.loop,
         world.view,
         notebook_namespace=NS,
         job_namespaces=["team-a"],
         regret_window=timedelta(hours=1),
-        pods=lambda: world.pods,
+        pods=lambda: [*world.pods, *starting],
+        nodes=lambda: NODES,
+        job_pods=list,
     )
+    world.loop.listeners.append(state)
+    await world.cycle()
+    starting.clear()
+    await world.cycle()
     hub = TokenHub()
     cast(Any, hub).base_url = "/services/gpuaas/"  # where HubOAuth's XSRF cookie is scoped
     context = ServiceContext(
@@ -99,7 +126,18 @@ async def test_the_console_page_every_gpu_and_a_team_leads_view(console: Console
                 text = await row.inner_text()
                 assert node in text, text
                 assert "MIG 1g.5gb" in text, text
-            assert await page.locator("#gpus tbody tr").count() == 3
+            held = "#gpus tbody tr:not([data-state='free'])"
+            assert await page.locator(held).count() == 3
+            # what nobody holds, per node, from the Node objects less the pods on them
+            for node, left in (("gpu-node-0", 5), ("gpu-node-1", 6)):  # 2 held on 0, 1 on 1
+                free = page.locator(f"#gpus tr[data-node='{node}'][data-state='free']")
+                text = await free.inner_text()
+                assert f"MIG 1g.5gb × {left}" in text, text
+                assert "nobody" in text, text
+            assert "0.86 free" in await page.locator("#gpu-nodes").inner_text()
+            await page.select_option("#g-state", "free")
+            await page.locator("#gpus tr[data-holder='alice']").wait_for(state="detached")
+            assert await page.locator("#gpus tbody tr").count() == 2
             await page.select_option("#g-state", "busy")
             await page.locator("#gpus tr[data-holder='alice']").wait_for(state="detached")
             assert await page.locator("#gpus tbody tr").count() == 1  # alice/busy
@@ -107,6 +145,8 @@ async def test_the_console_page_every_gpu_and_a_team_leads_view(console: Console
             quota = await team.locator("table.quota").first.inner_text()
             assert "3 × MIG 1g.5gb" in quota, quota  # a person's units, not Kueue's integers
             assert await team.locator(".scale").count() >= 2  # today's bar and the quota's
+            # erin's pod was admitted and went without ever being Ready: a failed start
+            assert "1 failed start(s)" in await team.inner_text()
             await page.locator("#workbenches tr[data-key='alice']").wait_for()
             assert "No advice" in await page.locator("#fit").inner_text()
             assert await page.locator("section#history").count() == 1
@@ -114,7 +154,9 @@ async def test_the_console_page_every_gpu_and_a_team_leads_view(console: Console
 
             lead, errors = await open_page(chromium, console, "lead of team-b")
             await lead.locator("#status", has_text="teams team-b").wait_for()
-            assert await lead.locator("#gpus tbody tr").count() == 0
+            # no other team's holdings; what is free names nobody and is shown
+            assert await lead.locator("#gpus tbody tr:not([data-state='free'])").count() == 0
+            assert await lead.locator("#gpus tbody tr[data-state='free']").count() == 2
             assert await lead.locator("#teams .team[data-team='team-a']").count() == 0
             assert errors == []
         finally:
