@@ -1,7 +1,8 @@
 """The GPU sidebar panel in a real JupyterLab, with simulated GPUs, in headless Chromium.
 
-One JupyterLab and one page serve the whole module; the tests run in order and build on each
-other (notebooks opened by the first are used by the next ones), like a user's session.
+One JupyterLab and one page serve the whole module; each test opens the notebooks it uses
+(tests/e2e/conftest.py's ``notebooks``) and puts back what it changes, so that the tests pass in
+any order.
 """
 
 from __future__ import annotations
@@ -31,37 +32,14 @@ from tests.support.lab_page import (
     open_panel,
     rgb,
     run_on,
-    run_until_printed,
     screenshot,
     set_theme,
     wait_for_panel_background_change,
-    write_notebook,
 )
 
 pytestmark = pytest.mark.e2e
 
 GIB = 1024**3
-
-NOTEBOOK_A = """\
-from jupyter_gpuaas.gpu.simulate import hold
-h = hold("2GiB")
-print("held-a")"""
-
-# Notebook B's GPU memory is held by a child process of its kernel, not by the kernel;
-# the child exits when the kernel does.
-NOTEBOOK_B = '''\
-import subprocess, sys
-CHILD = """
-import os, sys, time
-from jupyter_gpuaas.gpu.simulate import hold
-h = hold("3GiB", device=1)
-print("held", flush=True)
-parent = os.getppid()
-while os.getppid() == parent:
-    time.sleep(0.2)
-"""
-child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
-print(child.stdout.readline().strip() + "-b by pid", child.pid)'''
 
 
 def _usage(lab: Lab) -> dict[str, Any]:
@@ -73,15 +51,15 @@ def _gpu(usage: dict[str, Any], index: int) -> dict[str, Any]:
     return next(d for d in usage["devices"] if d["index"] == index and d["parent_uuid"] is None)
 
 
-@pytest.fixture(scope="module")
-def notebooks(lab: Lab, page: Any) -> dict[str, dict[str, str]]:
-    """Two notebooks open and run: A holds 2 GiB in its kernel, B 3 GiB in a kernel's child."""
-    write_notebook(lab.root / "a.ipynb", NOTEBOOK_A)
-    write_notebook(lab.root / "b.ipynb", NOTEBOOK_B)
-    return {
-        path: run_until_printed(page, path, marker)
-        for path, marker in (("a.ipynb", "held-a"), ("b.ipynb", "held-b"))
-    }
+@pytest.fixture
+def a_on_two_gpus(page: Any, notebooks: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """The two notebooks, with A holding 1 GiB more on GPU 1: 2 GiB on GPU 0, 1 GiB on GPU 1."""
+    open_panel(page)
+    total_a = kernel_row(page, "a.ipynb").locator(".jp-gpuaas-kernel-total")
+    expect()(total_a).to_have_text("2.0 GiB", timeout=ONE_REFRESH_MS)
+    execute_in_kernel(page, notebooks["a.ipynb"]["widgetId"], 'h2 = hold("1GiB", device=1)')
+    expect()(total_a).to_have_text("3.0 GiB", timeout=ONE_REFRESH_MS)
+    return notebooks
 
 
 def test_panel_is_in_the_left_sidebar(page: Any) -> None:
@@ -175,7 +153,9 @@ def test_new_hold_shows_within_one_refresh(page: Any, notebooks: dict[str, dict[
     expect()(items.nth(1)).to_contain_text("1.0 GiB / 80 GiB")
 
 
-def test_other_memory_on_a_shared_gpu(lab: Lab, page: Any) -> None:
+def test_other_memory_on_a_shared_gpu(
+    lab: Lab, page: Any, a_on_two_gpus: dict[str, dict[str, str]]
+) -> None:
     """Memory of no kernel here: on a time-shared GPU, only its total, said to be others'."""
     open_panel(page)
     usage = _usage(lab)
@@ -247,7 +227,9 @@ def test_polling_stops_while_hidden(page: Any) -> None:
         page.evaluate("() => window.__gpuaasObserver?.disconnect()")
 
 
-def test_a_failed_refresh_keeps_the_figures(page: Any) -> None:
+def test_a_failed_refresh_keeps_the_figures(
+    page: Any, a_on_two_gpus: dict[str, dict[str, str]]
+) -> None:
     """While the server fails, the last figures stay with a note; they refresh after."""
     panel = open_panel(page)
     note = panel.locator(".jp-gpuaas-error-note")
@@ -276,13 +258,13 @@ def test_a_failed_refresh_keeps_the_figures(page: Any) -> None:
 
 
 def test_driver_without_sizes_in_a_pod(
-    lab: Lab, page: Any, notebooks: dict[str, dict[str, str]]
+    lab: Lab, page: Any, a_on_two_gpus: dict[str, dict[str, str]]
 ) -> None:
     """Drivers 535.113-560 in a PID namespace list a kernel's processes without their size."""
     panel = open_panel(page)
     row_a = kernel_row(page, "a.ipynb")
     row_b = kernel_row(page, "b.ipynb")
-    widget_b = notebooks["b.ipynb"]["widgetId"]
+    widget_b = a_on_two_gpus["b.ipynb"]["widgetId"]
     execute_in_kernel(
         page, widget_b, 'from jupyter_gpuaas.gpu import simulate; simulate.set_driver("535.113")'
     )
@@ -318,7 +300,9 @@ def test_a_lost_gpu_is_reported_with_the_rest(
     widget_b = notebooks["b.ipynb"]["widgetId"]
     partial = panel.locator(".jp-gpuaas-partial")
     expect()(partial).to_be_hidden()
-    execute_in_kernel(page, widget_b, "simulate.set_driver(lost=[0])")
+    execute_in_kernel(
+        page, widget_b, "from jupyter_gpuaas.gpu import simulate; simulate.set_driver(lost=[0])"
+    )
     try:
         expect()(partial).to_be_visible(timeout=ONE_REFRESH_MS)
         usage = _usage(lab)

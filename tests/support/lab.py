@@ -47,6 +47,9 @@ SAMPLE_TTL_S = 0.5
 SIMULATED_DEVICES = "1xH100-80GB,1xH100-80GB:other=6GiB,1xA100-40GB:mig=7x1g.5gb"
 SIMULATED_SHARED = ["1"]
 SERVER_START_TIMEOUT_S = 90.0
+# JupyterLab's page loads its extensions' bundles: on a loaded two-core machine, well over
+# Playwright's default 30 s.
+PAGE_LOAD_TIMEOUT_MS = 90_000
 
 
 @dataclass
@@ -259,8 +262,8 @@ def lab_page(browser: Any, lab: Lab) -> Iterator[Any]:
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{lab.url}lab?token={lab.token}")
-    page.wait_for_selector("#jp-main-dock-panel", timeout=60_000)
+    page.goto(f"{lab.url}lab?token={lab.token}", timeout=PAGE_LOAD_TIMEOUT_MS)
+    page.wait_for_selector("#jp-main-dock-panel", timeout=PAGE_LOAD_TIMEOUT_MS)
     page.wait_for_function("() => window.jupyterapp !== undefined")
     page.evaluate("() => window.jupyterapp.restored.then(() => true)")
     yield page

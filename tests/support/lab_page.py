@@ -55,6 +55,13 @@ _EXECUTE_IN_KERNEL = """async ([widgetId, code]) => {
     await widget.sessionContext.session.kernel.requestExecute({ code }).done;
 }"""
 
+_SHUT_DOWN_AND_CLOSE = """async (widgetId) => {
+    const widget = [...window.jupyterapp.shell.widgets('main')].find(w => w.id === widgetId);
+    if (widget === undefined) { return; }
+    await widget.sessionContext.shutdown();
+    widget.dispose();
+}"""
+
 _ACTIVATE = """async (widgetId) => {
     const app = window.jupyterapp;
     app.shell.activateById(widgetId);
@@ -137,6 +144,11 @@ def run_until_printed(page: Any, path: str, printed: str) -> dict[str, str]:
 def execute_in_kernel(page: Any, widget_id: str, code: str) -> None:
     """Run code in the kernel of an open notebook (not as a cell)."""
     page.evaluate(_EXECUTE_IN_KERNEL, [widget_id, code])
+
+
+def shut_down_and_close(page: Any, widget_id: str) -> None:
+    """Shut an open notebook's kernel down (if it still runs) and close the notebook, unsaved."""
+    page.evaluate(_SHUT_DOWN_AND_CLOSE, widget_id)
 
 
 def activate(page: Any, widget_id: str) -> None:
