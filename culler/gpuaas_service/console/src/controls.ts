@@ -68,3 +68,57 @@ export function scaledBar(
   }
   return h('div', { class: 'scaled' }, bar, ticks);
 }
+
+/** Rows a long table draws at first, and how many more each "Show more" adds. */
+export const ROWS_AT_ONCE = 200;
+
+/** How many rows each long table draws now, by the table's id (grown by "Show more"). */
+const rowsDrawn = new Map<string, number>();
+
+/**
+ * Fill the `<tbody>` of the table with id `id` with the first rows of `rows` (each made by
+ * `make`), as many as its "Show more" asked for (`ROWS_AT_ONCE` at first), and under them a row
+ * that says how many are left, with buttons that draw more (`redraw`: the table's own draw).
+ * A table of thousands of rows is neither built at once nor rebuilt whole at every poll.
+ */
+export function fillRows<T>(
+  id: string,
+  rows: readonly T[],
+  make: (row: T) => HTMLElement,
+  redraw: () => void
+): void {
+  const table = byId(id);
+  const body = table.querySelector('tbody');
+  if (body === null) {
+    return;
+  }
+  const limit = rowsDrawn.get(id) ?? ROWS_AT_ONCE;
+  const drawn = rows.slice(0, limit).map(make);
+  const left = rows.length - drawn.length;
+  if (left > 0) {
+    const more = (label: string, count: number): HTMLElement => {
+      const button = h('button', { type: 'button' }, label);
+      button.addEventListener('click', () => {
+        rowsDrawn.set(id, limit + count);
+        redraw();
+      });
+      return button;
+    };
+    const columns = table.querySelectorAll('thead th').length;
+    drawn.push(
+      h(
+        'tr',
+        { class: 'more' },
+        h(
+          'td',
+          { colspan: String(columns) },
+          `${String(left)} more row(s) not drawn. `,
+          more(`Show ${String(Math.min(left, ROWS_AT_ONCE))} more`, ROWS_AT_ONCE),
+          ' ',
+          more(`Show all ${String(rows.length)}`, left)
+        )
+      )
+    );
+  }
+  body.replaceChildren(...drawn);
+}

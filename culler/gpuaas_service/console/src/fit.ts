@@ -5,8 +5,52 @@
 
 import { h } from '../../../../labextension/src/dom.js';
 
-import type { IFit } from './api.js';
+import type { IFit, IFitRow } from './api.js';
 import { byId } from './controls.js';
+
+/** Up to this many teams are shown unfolded; more are folded until opened. */
+const UNFOLDED_TEAMS = 3;
+
+/** The teams a user opened (kept open when the next answer is drawn). */
+const opened = new Set<string>();
+
+function usersTable(users: readonly IFitRow[]): HTMLElement {
+  return h(
+    'table',
+    {},
+    h(
+      'thead',
+      {},
+      h(
+        'tr',
+        {},
+        ...['User', 'Offering', 'Recent peak', 'Advised', 'Would free', 'Why'].map(x =>
+          h('th', {}, x)
+        )
+      )
+    ),
+    h(
+      'tbody',
+      {},
+      ...users.map(u =>
+        h(
+          'tr',
+          { 'data-user': u.user },
+          h('td', {}, u.key),
+          h('td', {}, `${u.offering_name} (${u.gpu_equivalents} GPU-eq.)`),
+          h('td', {}, u.peak ? `${u.peak} (${String(u.sessions)} session(s))` : 'not measured'),
+          h(
+            'td',
+            { class: u.advised && u.advised !== u.offering ? 'advice' : '' },
+            u.advised_name ?? '—'
+          ),
+          h('td', {}, u.frees === '0' ? '—' : `${u.frees} GPU-eq.`),
+          h('td', { class: 'reason' }, u.reason)
+        )
+      )
+    )
+  );
+}
 
 /** Fill `#fit` from an answer of `api/console/fit`. */
 export function renderFit(data: IFit): void {
@@ -25,53 +69,33 @@ export function renderFit(data: IFit): void {
     box.replaceChildren(h('p', { class: 'hint' }, 'No GPU server is running.'));
     return;
   }
+  const unfolded = data.teams.length <= UNFOLDED_TEAMS;
   box.replaceChildren(
-    ...data.teams.map(t =>
-      h(
-        'div',
+    ...data.teams.map(t => {
+      const team = h(
+        'details',
         { class: 'fit-team', 'data-team': t.team },
-        h('h3', {}, `${t.team}: following the advice would free ${t.frees} GPU-eq.`),
-        h(
-          'table',
-          {},
-          h(
-            'thead',
-            {},
-            h(
-              'tr',
-              {},
-              ...['User', 'Offering', 'Recent peak', 'Advised', 'Would free', 'Why'].map(x =>
-                h('th', {}, x)
-              )
-            )
-          ),
-          h(
-            'tbody',
-            {},
-            ...t.users.map(u =>
-              h(
-                'tr',
-                { 'data-user': u.user },
-                h('td', {}, u.key),
-                h('td', {}, `${u.offering_name} (${u.gpu_equivalents} GPU-eq.)`),
-                h(
-                  'td',
-                  {},
-                  u.peak ? `${u.peak} (${String(u.sessions)} session(s))` : 'not measured'
-                ),
-                h(
-                  'td',
-                  { class: u.advised && u.advised !== u.offering ? 'advice' : '' },
-                  u.advised_name ?? '—'
-                ),
-                h('td', {}, u.frees === '0' ? '—' : `${u.frees} GPU-eq.`),
-                h('td', { class: 'reason' }, u.reason)
-              )
-            )
-          )
-        )
-      )
-    )
+        h('summary', {}, `${t.team}: following the advice would free ${t.frees} GPU-eq.`)
+      );
+      // A folded team's table is made when it is opened: 50 teams' servers are thousands of
+      // rows, redrawn at each poll.
+      const fill = (): void => {
+        if (team.open && team.childElementCount === 1) {
+          team.append(usersTable(t.users));
+        }
+      };
+      team.addEventListener('toggle', () => {
+        if (team.open) {
+          opened.add(t.team);
+        } else {
+          opened.delete(t.team);
+        }
+        fill();
+      });
+      team.open = unfolded || opened.has(t.team);
+      fill();
+      return team;
+    })
   );
   box.append(
     h(

@@ -7,7 +7,7 @@
 import { h } from '../../../../labextension/src/dom.js';
 
 import type { IGpuRow, IGpus } from './api.js';
-import { byId, fillSelect, valueOf } from './controls.js';
+import { byId, fillRows, fillSelect, valueOf } from './controls.js';
 import { duration, gib, secondsSince, when } from './format.js';
 
 let latest: IGpus | null = null;
@@ -95,9 +95,7 @@ export function drawGpus(): void {
     )
     .join(' · ');
   byId('gpu-nodes').textContent = nodes || 'No GPU is held or free.';
-  byId('gpus')
-    .querySelector('tbody')
-    ?.replaceChildren(...rows.map(r => row(r, now)));
+  fillRows('gpus', rows, r => row(r, now), drawGpus);
 }
 
 /** Take a new answer of `api/console/gpus` and draw it. */

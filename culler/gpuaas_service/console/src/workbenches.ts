@@ -3,7 +3,7 @@
 import { h } from '../../../../labextension/src/dom.js';
 
 import type { IWorkbench } from './api.js';
-import { byId, fillSelect, valueOf } from './controls.js';
+import { byId, fillRows, fillSelect, valueOf } from './controls.js';
 import { duration, when } from './format.js';
 
 type SortKey = keyof IWorkbench;
@@ -43,30 +43,30 @@ function waiting(r: IWorkbench): string {
 export function drawWorkbenches(): void {
   const rows = filtered().sort(compare);
   byId('wb-count').textContent = `(${String(rows.length)} of ${String(latest.length)})`;
-  byId('workbenches')
-    .querySelector('tbody')
-    ?.replaceChildren(
-      ...rows.map(r =>
+  fillRows(
+    'workbenches',
+    rows,
+    r =>
+      h(
+        'tr',
+        { 'data-key': r.key },
+        h('td', {}, r.key),
+        h('td', {}, r.team),
+        h('td', {}, `${r.offering || r.kind} (${r.gpu_equivalents})`),
+        h('td', {}, duration(r.age_seconds)),
+        h('td', { title: r.signal }, `${r.activity}: ${r.signal}`),
+        h('td', {}, waiting(r)),
+        h('td', {}, r.policy ?? 'none'),
         h(
-          'tr',
-          { 'data-key': r.key },
-          h('td', {}, r.key),
-          h('td', {}, r.team),
-          h('td', {}, `${r.offering || r.kind} (${r.gpu_equivalents})`),
-          h('td', {}, duration(r.age_seconds)),
-          h('td', { title: r.signal }, `${r.activity}: ${r.signal}`),
-          h('td', {}, waiting(r)),
-          h('td', {}, r.policy ?? 'none'),
-          h(
-            'td',
-            { class: `act-${r.action}` },
-            r.action + (r.dry_run && r.action !== 'skip' ? ' (dry run)' : '')
-          ),
-          h('td', {}, when(r.reclaim_at)),
-          h('td', { class: 'reason' }, `${r.code}: ${r.reason}`)
-        )
-      )
-    );
+          'td',
+          { class: `act-${r.action}` },
+          r.action + (r.dry_run && r.action !== 'skip' ? ' (dry run)' : '')
+        ),
+        h('td', {}, when(r.reclaim_at)),
+        h('td', { class: 'reason' }, `${r.code}: ${r.reason}`)
+      ),
+    drawWorkbenches
+  );
   for (const th of byId('workbenches').querySelectorAll<HTMLElement>('th[data-key]')) {
     th.className = th.dataset.key === sort.key ? (sort.dir > 0 ? 'sorted-asc' : 'sorted-desc') : '';
   }
