@@ -20,6 +20,7 @@ import {
   parseJobs
 } from './jobsModel';
 import { h } from './dom';
+import { say } from './messages';
 
 /** How the jobs part reaches the server extension (injected: tests give their own). */
 export interface IJobsApi {
@@ -39,7 +40,7 @@ class JobForm extends Widget {
     this._path = path;
     this._options = options;
     this._team = h('select', { class: 'jp-mod-styled jp-gpuaas-job-team' });
-    this._team.setAttribute('aria-label', 'Team');
+    this._team.setAttribute('aria-label', say('jobs.team'));
     for (const team of options.teams) {
       this._team.append(new Option(team.display_name, team.team));
     }
@@ -47,12 +48,12 @@ class JobForm extends Widget {
     this._offering.setAttribute('aria-label', 'GPU');
     this._count = h('input', { class: 'jp-mod-styled jp-gpuaas-job-count' });
     this._count.type = 'number';
-    this._count.setAttribute('aria-label', 'Count');
+    this._count.setAttribute('aria-label', say('jobs.count'));
     this._limit = h('input', { class: 'jp-mod-styled jp-gpuaas-job-limit' });
-    this._limit.setAttribute('aria-label', 'Time limit');
+    this._limit.setAttribute('aria-label', say('jobs.timeLimit'));
     this._limit.placeholder = 'e.g. 2h';
     this._params = h('textarea', { class: 'jp-mod-styled jp-gpuaas-job-parameters' });
-    this._params.setAttribute('aria-label', 'Parameters');
+    this._params.setAttribute('aria-label', say('jobs.parameters'));
     this._params.placeholder = 'lr = 0.01\nepochs = 10';
     this._room = h('div', { class: 'jp-gpuaas-job-headroom' });
     this._room.setAttribute('role', 'status');
@@ -68,13 +69,13 @@ class JobForm extends Widget {
     this._cap = h('div', { class: 'jp-gpuaas-note jp-gpuaas-job-cap' });
     this._cap.setAttribute('role', 'alert');
     this.node.append(
-      h('p', { class: 'jp-gpuaas-job-path' }, `Notebook: ${path}`),
-      h('label', { class: '' }, 'Team ', this._team),
-      h('label', { class: '' }, 'GPU ', this._offering),
+      h('p', { class: 'jp-gpuaas-job-path' }, say('jobs.notebook', { path })),
+      h('label', { class: '' }, `${say('jobs.team')} `, this._team),
+      h('label', { class: '' }, `${say('jobs.gpu')} `, this._offering),
       this._room,
-      h('label', { class: '' }, 'Count ', this._count),
-      h('label', { class: '' }, 'Time limit ', this._limit),
-      h('label', { class: '' }, 'Parameters (name = value, one a line) ', this._params),
+      h('label', { class: '' }, `${say('jobs.count')} `, this._count),
+      h('label', { class: '' }, `${say('jobs.timeLimit')} `, this._limit),
+      h('label', { class: '' }, `${say('jobs.parameters')} `, this._params),
       where,
       this._cap
     );
@@ -159,24 +160,24 @@ export async function runAsGpuJob(
     options = (await api.get('jobs/options')) as IJobOptions;
   } catch (error) {
     await showErrorMessage(
-      'GPU job',
-      `The GPU job options could not be loaded: ${problemOf(error)}`
+      say('jobs.errorTitle'),
+      say('jobs.optionsFailed', { problem: problemOf(error) })
     );
     return;
   }
   if (options.error !== undefined) {
-    await showErrorMessage('GPU job', options.error);
+    await showErrorMessage(say('jobs.errorTitle'), options.error);
     return;
   }
   if (options.teams.length === 0) {
-    await showErrorMessage('GPU job', 'None of your teams runs notebooks as GPU jobs.');
+    await showErrorMessage(say('jobs.errorTitle'), say('jobs.noTeam'));
     return;
   }
   const form = new JobForm(path, options, await note);
   const result = await showDialog({
-    title: 'Run as GPU job',
+    title: say('jobs.dialogTitle'),
     body: form,
-    buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Submit' })],
+    buttons: [Dialog.cancelButton(), Dialog.okButton({ label: say('jobs.submit') })],
     focusNodeSelector: 'select'
   });
   if (!result.button.accept) {
@@ -186,17 +187,15 @@ export async function runAsGpuJob(
   try {
     body = form.getValue();
   } catch (error) {
-    await showErrorMessage('GPU job', problemOf(error));
+    await showErrorMessage(say('jobs.errorTitle'), problemOf(error));
     return;
   }
   try {
     const job = (await api.post('jobs', body)) as IJob;
-    Notification.info(`GPU job ${job.name} submitted: follow it in the GPU panel's Queue.`, {
-      autoClose: 5000
-    });
+    Notification.info(say('jobs.submitted', { name: job.name }), { autoClose: 5000 });
     onSubmitted();
   } catch (error) {
-    await showErrorMessage('GPU job not submitted', problemOf(error));
+    await showErrorMessage(say('jobs.notSubmitted'), problemOf(error));
   }
 }
 
@@ -227,7 +226,7 @@ export class JobsSection extends Widget {
       this.setHidden(jobs.error_kind === 'not_configured');
       this._notify();
     } catch (error) {
-      this._error = `Could not load your GPU jobs: ${problemOf(error)}. Retrying.`;
+      this._error = say('jobs.loadFailed', { problem: problemOf(error) });
     }
     this._render();
   }
@@ -236,11 +235,12 @@ export class JobsSection extends Widget {
     for (const job of jobsToNotify(this._jobs, this._shown)) {
       const key = `${job.team}/${job.name}`;
       this._shown.add(key);
-      const what = `GPU job ${job.name} (${job.notebook}) ${jobStateLabel(job)}`;
+      const state = jobStateLabel(job);
+      const what = say('jobs.finished', { name: job.name, notebook: job.notebook, state });
       const actions = job.collected
         ? [
             {
-              label: 'Open output',
+              label: say('jobs.openOutput'),
               callback: () => {
                 this._api.open(job.collected ?? '');
               }
@@ -259,18 +259,16 @@ export class JobsSection extends Widget {
   }
 
   private _render(): void {
-    const heading = h('h3', { class: 'jp-gpuaas-section-title' }, 'GPU jobs');
+    const heading = h('h3', { class: 'jp-gpuaas-section-title' }, say('jobs.heading'));
     const parts: Node[] = [heading];
     if (this._error !== null) {
       parts.push(h('div', { class: 'jp-gpuaas-note jp-gpuaas-jobs-error' }, this._error));
     }
     if (this._jobs.length === 0) {
-      parts.push(
-        h('p', { class: 'jp-gpuaas-hint' }, 'No GPU jobs. Run a notebook with "Run as GPU job…".')
-      );
+      parts.push(h('p', { class: 'jp-gpuaas-hint' }, say('jobs.none')));
     } else {
       const list = h('ul', { class: 'jp-gpuaas-jobs' });
-      list.setAttribute('aria-label', 'Your GPU jobs');
+      list.setAttribute('aria-label', say('jobs.listLabel'));
       list.append(...this._jobs.map(job => this._item(job)));
       parts.push(list);
     }
@@ -285,15 +283,16 @@ export class JobsSection extends Widget {
       b.onclick = action;
       return b;
     };
-    buttons.append(button('Log', () => void this._showLog(job)));
+    buttons.append(button(say('jobs.log'), () => void this._showLog(job)));
     if (job.collected) {
       buttons.append(
-        button('Open output', () => {
+        button(say('jobs.openOutput'), () => {
           this._api.open(job.collected ?? '');
         })
       );
     }
-    buttons.append(button(job.finished ? 'Remove' : 'Cancel', () => void this._cancel(job)));
+    const end = say(job.finished ? 'jobs.remove' : 'jobs.cancel');
+    buttons.append(button(end, () => void this._cancel(job)));
     const row = h(
       'li',
       { class: 'jp-gpuaas-job' },
@@ -306,7 +305,7 @@ export class JobsSection extends Widget {
       h(
         'div',
         { class: 'jp-gpuaas-meta' },
-        `${job.name} · ${job.offering_name} · team ${job.team}`
+        say('jobs.meta', { name: job.name, offering: job.offering_name })
       ),
       buttons
     );
@@ -318,25 +317,35 @@ export class JobsSection extends Widget {
   private async _showLog(job: IJob): Promise<void> {
     try {
       const answer = (await this._api.get(`jobs/${job.team}/${job.name}/log`)) as { log: string };
-      const pre = h('pre', { class: 'jp-gpuaas-job-log' }, answer.log || '(nothing logged yet)');
+      const pre = h('pre', { class: 'jp-gpuaas-job-log' }, answer.log || say('jobs.logEmpty'));
       await showDialog({
-        title: `Log of ${job.name}`,
+        title: say('jobs.logTitle', { name: job.name }),
         body: new Widget({ node: pre }),
-        buttons: [Dialog.okButton({ label: 'Close' })]
+        buttons: [Dialog.okButton({ label: say('jobs.close') })]
       });
     } catch (error) {
-      await showErrorMessage('GPU job log', problemOf(error));
+      await showErrorMessage(say('jobs.logFailed'), problemOf(error));
     }
   }
 
   private async _cancel(job: IJob): Promise<void> {
-    const verb = job.finished ? 'Remove' : 'Cancel';
+    const words = job.finished
+      ? ({
+          verb: 'jobs.remove',
+          title: 'jobs.removeTitle',
+          body: 'jobs.removeBody',
+          failed: 'jobs.notRemoved'
+        } as const)
+      : ({
+          verb: 'jobs.cancel',
+          title: 'jobs.cancelTitle',
+          body: 'jobs.cancelBody',
+          failed: 'jobs.notCancelled'
+        } as const);
     const ok = await showDialog({
-      title: `${verb} GPU job ${job.name}?`,
-      body: job.finished
-        ? 'Its log and result are removed (the executed copy in your files stays).'
-        : 'It stops now; its pod and queue entry are removed.',
-      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: verb })]
+      title: say(words.title, { name: job.name }),
+      body: say(words.body),
+      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: say(words.verb) })]
     });
     if (!ok.button.accept) {
       return;
@@ -344,7 +353,7 @@ export class JobsSection extends Widget {
     try {
       await this._api.del(`jobs/${job.team}/${job.name}`);
     } catch (error) {
-      await showErrorMessage(`GPU job not ${verb.toLowerCase()}ed`, problemOf(error));
+      await showErrorMessage(say(words.failed), problemOf(error));
     }
     await this.refresh();
   }

@@ -3,6 +3,8 @@
  * request and which finished jobs still need a notice.
  */
 
+import { say } from './messages';
+
 /** One job of `GET gpuaas/api/jobs`. */
 export interface IJob {
   team: string;
@@ -88,20 +90,20 @@ export function jobStateLabel(job: IJob): string {
   switch (job.state) {
     case 'queued':
       return job.position_in_local_queue === null
-        ? 'queued'
-        : `queued · #${String(job.position_in_local_queue)} in the queue`;
+        ? say('job.queued')
+        : say('job.queuedAt', { position: job.position_in_local_queue });
     case 'starting':
-      return 'starting';
+      return say('job.starting');
     case 'running':
       return job.flavors.length > 0
-        ? `running on ${job.flavors.join(', ')} (${job.offering_name})`
-        : `running (${job.offering_name})`;
+        ? say('job.runningOn', { flavors: job.flavors.join(', '), offering: job.offering_name })
+        : say('job.running', { offering: job.offering_name });
     case 'succeeded':
-      return 'succeeded';
+      return say('job.succeeded');
     case 'failed':
-      return job.message ? `failed: ${job.message}` : 'failed';
+      return job.message ? say('job.failedWhy', { message: job.message }) : say('job.failed');
     case 'stopped':
-      return job.message ? `stopped: ${job.message}` : 'stopped';
+      return job.message ? say('job.stoppedWhy', { message: job.message }) : say('job.stopped');
   }
   return String(job.state);
 }
@@ -124,7 +126,7 @@ export function parseParameters(text: string): Record<string, unknown> {
     }
     const at = line.indexOf('=');
     if (at <= 0) {
-      throw new Error(`"${line}" is not name = value`);
+      throw new Error(say('jobs.notNameValue', { line }));
     }
     const name = line.slice(0, at).trim();
     const value = line.slice(at + 1).trim();
@@ -205,16 +207,8 @@ export function parametersNote(content: unknown): IParametersNote | null {
   }
   const at = cells.findIndex(cell => cellTags(cell).includes(PARAMETERS_TAG));
   if (at < 0) {
-    return {
-      cell: null,
-      text:
-        'This notebook has no cell tagged "parameters": your values are set in a new first ' +
-        'cell, and a later cell that sets the same name overrides them.'
-    };
+    return { cell: null, text: say('jobs.noParametersCell') };
   }
   const cell = at + 1;
-  return {
-    cell,
-    text: `Your values replace the defaults of the parameters cell (cell ${String(cell)}).`
-  };
+  return { cell, text: say('jobs.parametersCell', { cell }) };
 }

@@ -1,6 +1,7 @@
 /**
- * Every sentence that the reclaim parts of the sidebar, the notifications, the page title and
- * the browser's own notification show a data scientist, in one table. `{name}` is filled in
+ * Every sentence that JupyterLab shows a data scientist for this extension — the reclaim parts
+ * of the sidebar, the notifications, the page title and the browser's own notification, the
+ * GPU jobs dialog and section, and the way up to a bigger GPU — in one table. `{name}` is filled in
  * by `say()`. labextension/test/messages.test.ts renders each one and checks the words (no
  * Kubernetes reasons, ISO timestamps, HTTP codes or setting names): changing one is a change
  * to this table and to that test.
@@ -41,6 +42,9 @@ export const MESSAGES = {
   'cause.otherTeam': 'Queued work of team {team} is waiting for {holding}',
   'cause.anotherTeam': 'Queued work of another team is waiting for {holding}',
   'cause.queued': 'Queued work is waiting for {holding}.',
+  'cause.placementOwn':
+    "Your team's {noun} {name} needs a whole GPU, and this idle share is on the card it can use.",
+  'cause.placement': 'A training Job needs a whole GPU; your idle share is on the card it can use.',
   'cause.idleTail': ', idle for {idle}.',
   'cause.maxIdle': 'It has been idle for {idle}; the limit is {limit}.',
   'cause.maxIdleNoLimit': 'It has been idle for {idle}.',
@@ -52,6 +56,7 @@ export const MESSAGES = {
   'noun.notebook': 'notebook',
   'noun.work': 'work',
   'purpose.demand': 'for queued work',
+  'purpose.placement': 'to free a whole GPU for a training Job',
   'purpose.idle': 'as it has been idle past the limit',
   'purpose.always': 'as idle GPUs go back to the pool',
   'purpose.maxAge': 'as the server has run its longest',
@@ -104,7 +109,86 @@ export const MESSAGES = {
     "in the browser's console and the server's log.",
   'queue.unavailable': 'The queue cannot be reached right now. Retrying.',
   'queue.serviceError':
-    'The queue service had a problem. Retrying; an administrator can see why in its log.'
+    'The queue service had a problem. Retrying; an administrator can see why in its log.',
+
+  // GPU jobs: the "Run as GPU job" dialog.
+  'jobs.dialogTitle': 'Run as GPU job',
+  'jobs.submit': 'Submit',
+  'jobs.notebook': 'Notebook: {path}',
+  'jobs.team': 'Team',
+  'jobs.gpu': 'GPU',
+  'jobs.count': 'Count',
+  'jobs.timeLimit': 'Time limit',
+  'jobs.parameters': 'Parameters (name = value, one a line)',
+  'jobs.notNameValue': '"{line}" is not name = value',
+  'jobs.parametersCell': 'Your values replace the defaults of the parameters cell (cell {cell}).',
+  'jobs.noParametersCell':
+    'This notebook has no cell tagged "parameters": your values are set in a new first ' +
+    'cell, and a later cell that sets the same name overrides them.',
+  'jobs.errorTitle': 'GPU job',
+  'jobs.optionsFailed': 'The GPU job options could not be loaded: {problem}',
+  'jobs.noTeam': 'None of your teams runs notebooks as GPU jobs.',
+  'jobs.notSubmitted': 'GPU job not submitted',
+  'jobs.submitted': "GPU job {name} submitted: follow it in the GPU panel's Queue.",
+
+  // GPU jobs: the section under the Queue, its notices and actions.
+  'jobs.heading': 'GPU jobs',
+  'jobs.listLabel': 'Your GPU jobs',
+  'jobs.none': 'No GPU jobs. Run a notebook with "Run as GPU job…".',
+  'jobs.loadFailed': 'Could not load your GPU jobs: {problem}. Retrying.',
+  'jobs.finished': 'GPU job {name} ({notebook}) {state}',
+  'jobs.meta': '{name} · {offering}',
+  'jobs.openOutput': 'Open output',
+  'jobs.log': 'Log',
+  'jobs.logTitle': 'Log of {name}',
+  'jobs.logEmpty': '(nothing logged yet)',
+  'jobs.logFailed': 'GPU job log',
+  'jobs.close': 'Close',
+  'jobs.remove': 'Remove',
+  'jobs.removeTitle': 'Remove GPU job {name}?',
+  'jobs.removeBody': 'Its log and result are removed (the executed copy in your files stays).',
+  'jobs.notRemoved': 'GPU job not removed',
+  'jobs.cancel': 'Cancel',
+  'jobs.cancelTitle': 'Cancel GPU job {name}?',
+  'jobs.cancelBody': 'It stops now and leaves the queue.',
+  'jobs.notCancelled': 'GPU job not cancelled',
+
+  // A job's state, as its row and its notice say it.
+  'job.queued': 'queued',
+  'job.queuedAt': 'queued · #{position} in the queue',
+  'job.starting': 'starting',
+  'job.running': 'running ({offering})',
+  'job.runningOn': 'running on {flavors} ({offering})',
+  'job.succeeded': 'succeeded',
+  'job.failed': 'failed',
+  'job.failedWhy': 'failed: {message}',
+  'job.stopped': 'stopped',
+  'job.stoppedWhy': 'stopped: {message}',
+
+  // The way up to a bigger GPU, and a kernel at its GPU memory cap.
+  'resize.action': 'Move to a bigger GPU: {next}',
+  'resize.title': 'Move to a bigger GPU',
+  'resize.confirm': 'Save and move',
+  'resize.sized': '{title} ({memory})',
+  'resize.text':
+    'Every open notebook and file is saved, then this server stops and starts again on ' +
+    '{next} instead of {current}, with the same home folder. Running kernels stop: their ' +
+    'variables are lost, so re-run what you need.{wait} JupyterLab opens again when the ' +
+    'server is up.',
+  'resize.wait': ' It may have to wait for a GPU ({why}); the page shows its place in the queue.',
+  'resize.saving': 'Saving your documents…',
+  'resize.notMoved': 'Not moved',
+  'resize.notSaved': 'Not every document could be saved ({problem}); nothing was stopped.',
+  'resize.refused': 'The move did not go through, and nothing was stopped. Try again later.',
+  'resize.stopping': 'Moving to {next}: this server is stopping…',
+  'resize.follow': "Moving to {next}: follow it on the hub's home page.",
+  'cap.reached':
+    '{who} is at its {cap} GPU memory cap: its next GPU allocation fails with ' +
+    '"out of memory".{then}',
+  'cap.wayUp': ' To go on with more, use "{action}" in the GPU panel.',
+  'cap.noWayUp':
+    ' Use less GPU memory (smaller batches, free tensors), or start a bigger GPU from the hub.',
+  'cap.aKernel': 'A kernel'
 } as const;
 
 export type MessageKey = keyof typeof MESSAGES;

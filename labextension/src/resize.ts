@@ -1,6 +1,7 @@
 import { Dialog, Notification, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 
 import { formatBytes } from './format';
+import { say } from './messages';
 import type { ICapWarning } from './model';
 import {
   actionLabel,
@@ -97,23 +98,23 @@ export class WayUp {
     }
     this._moving = true; // one dialog and one move at a time
     const choice = await showDialog({
-      title: 'Move to a bigger GPU',
+      title: say('resize.title'),
       body: confirmText({ ...offer, next }),
-      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Save and move' })]
+      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: say('resize.confirm') })]
     });
     if (!choice.button.accept) {
       this._moving = false;
       return;
     }
-    this._show('Saving your documents…');
+    this._show(say('resize.saving'));
     try {
       await this._api.saveAll();
     } catch (error) {
       this._moving = false;
       this._show('');
       await showErrorMessage(
-        'Not moved',
-        `Not every document could be saved (${String(error)}); nothing was stopped.`
+        say('resize.notMoved'),
+        say('resize.notSaved', { problem: String(error) })
       );
       return;
     }
@@ -126,19 +127,16 @@ export class WayUp {
     if (answer.status !== 202) {
       this._moving = false;
       this._show('');
-      await showErrorMessage(
-        'Not moved',
-        messageOf(answer.data, `The server answered ${String(answer.status)}.`)
-      );
+      await showErrorMessage(say('resize.notMoved'), messageOf(answer.data, say('resize.refused')));
       return;
     }
-    this._show(`Moving to ${next.title}: this server is stopping…`);
+    this._show(say('resize.stopping', { next: next.title }));
     const deadline = Date.now() + STOP_WAIT_MS;
     while (Date.now() < deadline && (await this._api.serverAnswers())) {
       await sleep(1000);
     }
     if (this._api.pendingUrl === null) {
-      this._show(`Moving to ${next.title}: follow it on the hub's home page.`);
+      this._show(say('resize.follow', { next: next.title }));
       return;
     }
     this._api.go(this._api.pendingUrl);
@@ -173,7 +171,7 @@ export class WayUp {
         kernel: w.kernel.kernel.kernel_id,
         who:
           path === null
-            ? (w.kernel.kernel.name ?? 'A kernel')
+            ? (w.kernel.kernel.name ?? say('cap.aKernel'))
             : path.slice(path.lastIndexOf('/') + 1),
         cap: formatBytes(w.cap.memory)
       });

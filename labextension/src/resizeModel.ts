@@ -4,6 +4,8 @@
  * the server moves, and which kernels at their cap are told about it.
  */
 
+import { say } from './messages';
+
 /** An offering as `gpuaas/api/resize` describes it. */
 export interface IResizeOffering {
   slug: string;
@@ -63,13 +65,13 @@ export function parseOffer(data: unknown): IResizeOffer | null {
 
 /** The action's label: `Move to a bigger GPU: Half of an L4`. */
 export function actionLabel(next: IResizeOffering): string {
-  return `Move to a bigger GPU: ${next.title}`;
+  return say('resize.action', { next: next.title });
 }
 
 function sized(offering: IResizeOffering): string {
   return offering.memory_text === null
     ? offering.title
-    : `${offering.title} (${offering.memory_text})`;
+    : say('resize.sized', { title: offering.title, memory: offering.memory_text });
 }
 
 /** What the confirmation says will happen, in the order it happens. */
@@ -78,14 +80,8 @@ export function confirmText(offer: IResizeOffer & { next: IResizeOffering }): st
   const wait =
     room === undefined || room.fit === 'now' || room.fit === 'borrow'
       ? ''
-      : ` It may have to wait for a GPU (${room.message}); the page shows its place in the queue.`;
-  return (
-    `Every open notebook and file is saved, then this server stops and starts again on ` +
-    `${sized(offer.next)} instead of ${sized(offer.current)}, with the same home folder. ` +
-    `Running kernels stop: their variables are lost, so re-run what you need.` +
-    wait +
-    ` JupyterLab opens again when the server is up.`
-  );
+      : say('resize.wait', { why: room.message });
+  return say('resize.text', { next: sized(offer.next), current: sized(offer.current), wait });
 }
 
 /**
@@ -121,14 +117,8 @@ export interface IKernelAtCap {
  * It says only what the panel saw (its GPU memory at the cap), not that an allocation failed.
  */
 export function capMessage(at: IKernelAtCap, next: IResizeOffering | null): string {
-  const action =
-    next === null
-      ? ' Use less GPU memory (smaller batches, free tensors), or start a bigger GPU from the hub.'
-      : ` To go on with more, use "${actionLabel(next)}" in the GPU panel.`;
-  return (
-    `${at.who} is at its ${at.cap} GPU memory cap: its next GPU allocation fails with ` +
-    `"out of memory".${action}`
-  );
+  const then = next === null ? say('cap.noWayUp') : say('cap.wayUp', { action: actionLabel(next) });
+  return say('cap.reached', { who: at.who, cap: at.cap, then });
 }
 
 /**

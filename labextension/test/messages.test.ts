@@ -27,7 +27,29 @@ const SAMPLE: Record<string, string | number> = {
   limit: '4 h',
   ago: '12 min ago',
   more: 'once more',
-  n: 2
+  n: 2,
+  // GPU jobs
+  path: 'experiments/train.ipynb',
+  line: 'epochs 3',
+  cell: 2,
+  problem: 'the server cannot be reached',
+  notebook: 'train.ipynb',
+  state: 'succeeded',
+  offering: 'NVIDIA H100',
+  flavors: 'h100',
+  position: 3,
+  message: 'the time limit of 2h was reached',
+  // the way up to a bigger GPU, a kernel at its cap
+  next: 'Half of an L4',
+  current: 'Quarter of an L4 (6 GiB)',
+  title: 'Half of an L4',
+  memory: '12 GiB',
+  wait: ' It may have to wait for a GPU (will queue: about 2 ahead); the page shows its place in the queue.',
+  why: 'will queue: about 2 ahead',
+  action: 'Move to a bigger GPU: Half of an L4',
+  who: 'train.ipynb',
+  cap: '6 GiB',
+  then: ' To go on with more, use "Move to a bigger GPU: Half of an L4" in the GPU panel.'
 };
 
 function rendered(): Record<string, string> {
@@ -79,7 +101,14 @@ describe('the user-facing messages', () => {
       time: '12:45 PM',
       countdown: 'in 1 h 05 min'
     };
-    for (const key of ['warn.toast', 'stopped.toast', 'warn.over', 'keep.untilMore'] as const) {
+    const toasts = [
+      'warn.toast',
+      'stopped.toast',
+      'warn.over',
+      'keep.untilMore',
+      'jobs.submitted'
+    ] as const;
+    for (const key of toasts) {
       const text = say(key, worst);
       assert.ok(text.length <= 140, `${key} is ${String(text.length)} characters: ${text}`);
     }
