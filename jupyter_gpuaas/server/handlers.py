@@ -131,6 +131,14 @@ def _answer(handler: web.RequestHandler, answer: ServiceAnswer) -> None:
     handler.finish(json.dumps(answer.data))
 
 
+def _json_body(handler: web.RequestHandler) -> Any:
+    """The request's JSON body (``{}`` when empty); 400 when it is not JSON."""
+    try:
+        return json.loads(handler.request.body or b"{}")
+    except ValueError as e:
+        raise web.HTTPError(400, f"not JSON: {e}") from e
+
+
 class _JobsHandler(GPUaaSHandler):
     def client(self, timeout: float | None = None) -> ServiceClient:
         client = self.state.client
@@ -163,10 +171,7 @@ class JobsHandler(_JobsHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        try:
-            body = json.loads(self.request.body or b"{}")
-        except ValueError as e:
-            raise web.HTTPError(400, f"not JSON: {e}") from e
+        body = _json_body(self)
         if not isinstance(body, dict) or not isinstance(body.get("path"), str):
             raise web.HTTPError(400, 'send {"path": "<notebook>.ipynb", ...}')
         path = body["path"].strip("/")
@@ -218,10 +223,7 @@ class ResizeHandler(_JobsHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        try:
-            body = json.loads(self.request.body or b"{}")
-        except ValueError as e:
-            raise web.HTTPError(400, f"not JSON: {e}") from e
+        body = _json_body(self)
         answer = await self.client(RESIZE_TIMEOUT).request(
             "api/resize", method="POST", body=body, accept=(202,)
         )

@@ -118,6 +118,15 @@ async def test_reclaim_answers_outside_jupyterhub_say_why(
     assert answer == unknown
 
 
+@pytest.mark.parametrize("endpoint", ["jobs", "resize"])
+async def test_a_body_that_is_not_json_is_refused(jp_fetch: Fetch, endpoint: str) -> None:
+    with pytest.raises(HTTPClientError) as refused:
+        await jp_fetch("gpuaas", "api", endpoint, method="POST", body=b"{not json")
+    assert refused.value.code == 400
+    assert refused.value.response is not None
+    assert b"not JSON" in refused.value.response.body
+
+
 async def test_polling_does_not_refresh_the_servers_last_activity(
     jp_fetch: Fetch, jp_serverapp: Any
 ) -> None:
