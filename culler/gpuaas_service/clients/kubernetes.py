@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -19,10 +20,13 @@ __all__ = [
     "EVENT_SOURCE",
     "Kube",
     "KubeClient",
+    "NodeWatch",
     "PodWatch",
     "node_reflector",
     "notebook_pod_reflector",
 ]
+
+log = logging.getLogger(__name__)
 
 EVENT_SOURCE = "gpuaas-culler"
 """The ``source`` of the culler's Events and the manager of its ConfigMap."""
@@ -205,23 +209,95 @@ class KubeClient:
             )
 
 
-def _watch_timeouts(resync_seconds: float) -> dict[str, int]:
-    watch = max(1, round(resync_seconds))
-    return {"timeout_seconds": watch, "restart_seconds": watch, "request_timeout": watch + 30}
+def _slim_node(node: Mapping[str, Any]) -> dict[str, Any]:
+    """What the console reads of a Node (its name, labels, whether it is cordoned and what it
+    can allocate): a Node object is mostly images and conditions, kept for nothing."""
+    meta, spec, status = (node.get(k) or {} for k in ("metadata", "spec", "status"))
+    return {
+        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+        "spec": {"unschedulable": bool(spec.get("unschedulable"))},
+        "status": {"allocatable": status.get("allocatable") or {}},
+    }
 
 
-def node_reflector(*, resync_seconds: float = 300.0) -> PodWatch:
-    """A list+watch cache of the Node objects (the console's free GPUs: their allocatable
-    ``nvidia.com/*``; ``get, list, watch`` on nodes, cluster-wide). Keyed by node name."""
-    from kubespawner.reflector import NamespacedResourceReflector
+class NodeWatch:
+    """A list+watch cache of the Node objects, slimmed (:func:`_slim_node`), keyed by name:
+    the console's free GPUs (``get, list, watch`` on nodes, cluster-wide). kubespawner's
+    reflector keys by namespace, which a Node has not. A watch runs ``resync_seconds``, then the
+    nodes are listed again; an error is retried with a growing pause (at most a minute)."""
 
-    class NodeReflector(NamespacedResourceReflector):  # type: ignore[misc]
-        kind = "nodes"
-        omit_namespace = True
-        list_method_name = "list_node"
+    def __init__(self, *, resync_seconds: float = 300.0, request_timeout: float = 30.0) -> None:
+        self.resources: dict[str, dict[str, Any]] = {}
+        self.first_load_future: asyncio.Future[Any] = asyncio.get_event_loop().create_future()
+        self.resync_seconds = max(1, round(resync_seconds))
+        self.request_timeout = request_timeout
+        self._task: asyncio.Task[None] | None = None
 
-    reflector: PodWatch = NodeReflector(**_watch_timeouts(resync_seconds))
-    return reflector
+    @staticmethod
+    def _core() -> Any:
+        from kubespawner.clients import shared_client
+
+        return shared_client("CoreV1Api")
+
+    async def _list(self) -> str:
+        resp = await self._core().list_node(
+            _preload_content=False, _request_timeout=self.request_timeout
+        )
+        listing = json.loads(await resp.read())
+        self.resources = {n["metadata"]["name"]: _slim_node(n) for n in listing["items"]}
+        if not self.first_load_future.done():
+            self.first_load_future.set_result(None)
+        return str(listing["metadata"]["resourceVersion"])
+
+    async def start(self) -> None:
+        """List the nodes (an error, e.g. 403, is raised), then watch them in the background."""
+        version = await self._list()
+        self._task = asyncio.ensure_future(self._watch(version))
+
+    async def _watch(self, version: str) -> None:
+        from functools import partial
+
+        from kubernetes_asyncio import watch
+
+        pause = 1.0
+        while True:
+            try:
+                method = partial(self._core().list_node, _preload_content=False)
+                w = watch.Watch()
+                async with w.stream(
+                    method,
+                    resource_version=version,
+                    timeout_seconds=self.resync_seconds,
+                    _request_timeout=self.resync_seconds + 30,
+                ) as stream:
+                    async for event in stream:
+                        node = event["raw_object"]
+                        name = node["metadata"]["name"]
+                        if event["type"] == "DELETED":
+                            self.resources.pop(name, None)
+                        elif event["type"] in ("ADDED", "MODIFIED"):
+                            self.resources[name] = _slim_node(node)
+                version = await self._list()
+                pause = 1.0
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a watch that fails is listed again later
+                log.warning("node watch failed (%s); listing again in %.0f s", e, pause)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 60.0)
+                try:
+                    version = await self._list()
+                except Exception as again:  # noqa: BLE001
+                    log.warning("node list failed: %s", again)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+def node_reflector(*, resync_seconds: float = 300.0) -> NodeWatch:
+    """The Node objects' watch (:class:`NodeWatch`); start it with ``await watch.start()``."""
+    return NodeWatch(resync_seconds=resync_seconds)
 
 
 def notebook_pod_reflector(namespace: str, *, resync_seconds: float = 300.0) -> PodWatch:
