@@ -4,13 +4,14 @@
   the hub's OAuth (``oauth_callback``), and needs the console scope.
 - ``GET api/console[?team=T&team=U]`` — everything the page shows: teams, workbenches with the
   live plan, reclaims and hand-offs, the policy in force (``team=``: only those teams).
-- ``GET api/console/gpus[?team=T]`` — every GPU held, per node: whole GPUs, MIG slices, shares
-  and fractions, with who holds each, since when, idle since, memory and utilisation.
+- ``GET api/console/gpus[?team=T]`` — every GPU, per node: whole GPUs, MIG slices, shares
+  and fractions, with who holds each, since when, idle since, memory and utilisation, and
+  what is free on each node.
 - ``GET api/console/fit[?team=T]`` — per team, each GPU server's offering, its user's recent
   peak, the advised offering and the GPU-equivalents following the advice would free.
 - ``GET api/console/snapshot`` — the last cycle's inputs for ``gpuaas-culler --explain``.
-- ``GET api/console/export?day=YYYY-MM-DD&format=csv|json`` — GPU-equivalent hours by team,
-  user and offering.
+- ``GET api/console/export?day=YYYY-MM-DD&format=csv|json`` — GPU-equivalent hours, reclaims
+  and failed starts by team, user and offering.
 - ``POST api/console/preview`` — a pasted policy (the body, YAML): its field errors, or what it
   would do now on the live state. Never changes the policy in force.
 - ``GET api/reclaim/standing`` — for a server's own token: its policy and where it stands.
@@ -167,7 +168,7 @@ class ConsoleAPIHandler(_ConsoleHandler):
 
 
 class ConsoleGpusHandler(_ConsoleHandler):
-    """Every GPU held: node, holding, holder, since, activity, memory, utilisation (the
+    """Every GPU, held or free: node, holding, holder, since, activity, memory, utilisation (the
     cycle's bytes, as ``api/console``'s)."""
 
     view = "gpus"
