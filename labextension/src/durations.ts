@@ -6,7 +6,7 @@
 
 /**
  * A duration in words, to the nearest second: `45 s`, `12 min`, `1 h`, `3 h 5 min`, `30 h`,
- * `2 d 4 h`, `7 d 0 h`. Hours up to two days (a day and a half reads better as `36 h`), days from
+ * `2 d 4 h`, `7 d`. Hours up to two days (a day and a half reads better as `36 h`), days from
  * then on. Negative durations read as `0 s`; a figure that is not a finite number is the
  * caller's to word (`unknown`, or nothing).
  */
@@ -23,5 +23,6 @@ export function durationWords(seconds: number): string {
   if (h < 48) {
     return m % 60 ? `${String(h)} h ${String(m % 60)} min` : `${String(h)} h`;
   }
-  return `${String(Math.floor(h / 24))} d ${String(h % 24)} h`;
+  const d = Math.floor(h / 24);
+  return h % 24 ? `${String(d)} d ${String(h % 24)} h` : `${String(d)} d`;
 }

@@ -115,7 +115,7 @@ describe('reclaim words', () => {
     });
     assert.equal(
       standingLine(young),
-      'Policy p: idle for 12 min; reclaimed after 30 min idle when queued work needs it, or after 4 h idle in any case; at most 7 d 0 h in all; not idle long enough yet.'
+      'Policy p: idle for 12 min; reclaimed after 30 min idle when queued work needs it, or after 4 h idle in any case; at most 7 d in all; not idle long enough yet.'
     );
     assert.equal(
       standingLine(parseStanding({ known: false, reclaim_on: false })),
