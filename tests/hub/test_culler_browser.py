@@ -13,13 +13,19 @@ from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
 from tests.support.hub import (  # noqa: F401  (the browser fixture)
-    PASSWORD,
     CullerHub,
     browser,
     delete_jobs,
     eventually,
     run_culler_hub,
-    training_job,
+)
+from tests.support.reclaim_browser import (
+    PAIR,
+    login_to_lab,
+    open_gpu_panel,
+    queue_job,
+    told_on_return,
+    type_unsaved,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -27,50 +33,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 @pytest.fixture(scope="module")
 def culler_hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CullerHub]:
-    # The banner asks every 5 s: "saving" starts 8 s before the stop so that it is seen.
-    with run_culler_hub(cluster, tmp_path_factory.mktemp("culler-browser"), save_lead=8) as hub:
+    # The banner asks every 5 s: "saving" starts 8 s before the stop so that it is seen. Homes
+    # are kept as z2jh keeps them: what the save wrote is there when the server starts again.
+    state = tmp_path_factory.mktemp("culler-browser")
+    with run_culler_hub(cluster, state, save_lead=8, persistent_homes=True) as hub:
         yield hub
-
-
-async def login(browser: Any, hub: CullerHub, user: str) -> Any:  # noqa: F811
-    """Log in (the running server's JupyterLab is where the hub sends the user)."""
-    page = await (await browser.new_context()).new_page()
-    page.set_default_timeout(30_000)
-    await page.goto(f"{hub.url}/hub/login")
-    await page.fill("#username_input", user)
-    await page.fill("#password_input", PASSWORD)
-    await page.click("#login_submit")
-    await page.wait_for_url(f"**/user/{user}/**", wait_until="commit", timeout=60_000)
-    return page
-
-
-async def spawn_pair(hub: CullerHub) -> None:
-    hub.start_all(
-        {
-            "alice": {"team": "team-a", "offering": "local-mig-1g"},
-            "carol": {"team": "team-b", "offering": "local-mig-1g"},
-        }
-    )
-
-
-async def told_on_return(page: Any, hub: CullerHub, whose: str) -> None:
-    """The spawn form says when and for whose work the server was stopped, in the reader's
-    own time zone."""
-    await page.goto(f"{hub.url}/hub/spawn")
-    notice = await page.locator("#gpuaas-notice").inner_text()
-    assert f"to give its GPU to {whose}, after the warning at" in notice, notice
-    assert "Your files are kept." in notice
-    assert "UTC" not in notice, notice
-    assert "[[time:" not in notice, notice
-    assert re.search(r"\((just now|\d+ min ago)\)", notice), notice
-
-
-async def queue_job(cluster: Cluster, name: str) -> None:
-    async with cluster.api("team-a", "alice") as api:
-        await client.BatchV1Api(api).create_namespaced_job(
-            "team-a",
-            training_job(name),  # type: ignore[arg-type]
-        )
 
 
 async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
@@ -80,18 +47,13 @@ async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
     browser: Any,  # noqa: F811
 ) -> None:
     hub = culler_hub
-    await spawn_pair(hub)
+    hub.start_all(PAIR)
     hub.contents("carol", "notes.txt", {"type": "file", "format": "text", "content": "first"})
 
-    alice = await login(browser, hub, "alice")
-    await alice.goto(f"{hub.url}/user/alice/lab")
-    await alice.locator("[data-id='jupyter-gpuaas-panel']").click(timeout=90_000)
-    carol = await login(browser, hub, "carol")
-    await carol.goto(f"{hub.url}/user/carol/lab/tree/notes.txt")
-    editor = carol.locator(".jp-FileEditor .cm-content")
-    await editor.click(timeout=90_000)
-    await carol.keyboard.press("End")
-    await carol.keyboard.type(" second")  # nobody saves it but the banner
+    alice = await login_to_lab(browser, hub, "alice")
+    await open_gpu_panel(alice, hub, "alice")
+    carol = await login_to_lab(browser, hub, "carol")
+    await type_unsaved(carol, hub, "carol", "notes.txt", " second")  # saved by the banner only
 
     # Round 1: the warning with its countdown; at the deadline open documents are saved.
     await queue_job(cluster, "train-browser-1")
@@ -131,9 +93,9 @@ async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
     await delete_jobs(cluster, k8s)
 
     # Round 2: new servers, a new Job; alice presses "Keep my GPU": nobody is stopped.
-    await spawn_pair(hub)
-    await alice.goto(f"{hub.url}/user/alice/lab")
-    await alice.locator("[data-id='jupyter-gpuaas-panel']").click(timeout=90_000)
+    hub.start_all(PAIR)
+    assert hub.contents("carol", "notes.txt")["content"] == "first second"  # kept in her home
+    await open_gpu_panel(alice, hub, "alice")
     await queue_job(cluster, "train-browser-2")
     await banner.filter(has_text="will be freed at").wait_for(timeout=60_000)
     await banner.locator(".jp-gpuaas-reclaim-keep").click()

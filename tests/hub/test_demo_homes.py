@@ -12,7 +12,7 @@ from kubernetes_asyncio import client
 
 from demo.jobs import EXAMPLES, examples_config
 from devcluster.testing import Cluster
-from tests.support.hub import USERS_NS, eventually, own_hub, pods_of
+from tests.support.hub import delete_home, eventually, no_pods, own_hub
 
 pytestmark = pytest.mark.integration
 
@@ -24,9 +24,6 @@ async def test_the_demo_puts_its_samples_in_a_new_home_and_keeps_the_users_edits
     user = "dave"
     options = {"team": "team-b", "offering": "cpu"}
 
-    async def no_pods() -> bool:
-        return not await pods_of(k8s, user)
-
     with own_hub(cluster, tmp_path, persistent_homes=True, extra_config=examples_config()) as hub:
         try:
             hub.start_all({user: options})
@@ -37,13 +34,11 @@ async def test_the_demo_puts_its_samples_in_a_new_home_and_keeps_the_users_edits
             mine["cells"][1]["source"] = "epochs = 2  # dave's own default\n"
             hub.contents(user, sample.name, {"type": "notebook", "content": mine})
             hub.stop(user)
-            await eventually(no_pods, what=f"{user}'s pod gone")
+            await eventually(lambda: no_pods(k8s, user), what=f"{user}'s pod gone")
             hub.start_all({user: options})
             again = hub.contents(user, sample.name)["content"]["cells"][1]["source"]
             assert again == "epochs = 2  # dave's own default\n"
         finally:
             hub.stop(user)
-            await eventually(no_pods, what=f"{user}'s pod gone")
-            await client.CoreV1Api(k8s).delete_namespaced_persistent_volume_claim(
-                f"claim-{user}", USERS_NS
-            )
+            await eventually(lambda: no_pods(k8s, user), what=f"{user}'s pod gone")
+            await delete_home(k8s, user)

@@ -14,7 +14,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
-from tests.support.hub import USERS_NS, Hub, eventually, own_hub, pods_of
+from tests.support.hub import Hub, delete_home, eventually, no_pods, own_hub
 
 pytestmark = pytest.mark.integration
 
@@ -28,10 +28,6 @@ def homes_hub(cluster: Cluster, tmp_path: Path, request: pytest.FixtureRequest) 
         yield hub
 
 
-async def _delete_claim(k8s: client.ApiClient, name: str) -> None:
-    await client.CoreV1Api(k8s).delete_namespaced_persistent_volume_claim(name, USERS_NS)
-
-
 async def test_files_are_kept_when_the_server_stops_and_starts_on_another_gpu(
     homes_hub: Hub, k8s: client.ApiClient
 ) -> None:
@@ -40,14 +36,14 @@ async def test_files_are_kept_when_the_server_stops_and_starts_on_another_gpu(
         hub.start_all({"alice": {"team": "team-a", "offering": "local-mig-1g"}})
         hub.contents("alice", "notes.txt", NOTE)
         hub.stop("alice")
-        await eventually(lambda: _no_pods(k8s, "alice"), what="alice's pod gone")
+        await eventually(lambda: no_pods(k8s, "alice"), what="alice's pod gone")
         # back on another offering (the way up to a bigger GPU is such a switch)
         hub.start_all({"alice": {"team": "team-a", "offering": "local-quarter"}})
         assert hub.contents("alice", "notes.txt")["content"] == NOTE["content"]
     finally:
         hub.stop("alice")
-        await eventually(lambda: _no_pods(k8s, "alice"), what="alice's pod gone")
-        await _delete_claim(k8s, "claim-alice")
+        await eventually(lambda: no_pods(k8s, "alice"), what="alice's pod gone")
+        await delete_home(k8s, "alice")
 
 
 @pytest.mark.parametrize("homes_hub", ['c.KubeSpawner.storage_capacity = "50Gi"\n'], indirect=True)
@@ -69,12 +65,8 @@ async def test_a_home_that_cannot_be_provisioned_fails_the_start_saying_so(
         assert "50Gi" in message, message  # the provisioner's reason
         assert "Nothing of yours was changed. Tell an admin" in message
         assert hub.server("bob") is None
-        await eventually(lambda: _no_pods(k8s, "bob"), what="bob's pod gone")
+        await eventually(lambda: no_pods(k8s, "bob"), what="bob's pod gone")
         assert hub.api("GET", "/users/bob").status == 200  # the hub goes on
     finally:
         hub.stop("bob")
-        await _delete_claim(k8s, "claim-bob")
-
-
-async def _no_pods(k8s: client.ApiClient, user: str) -> bool:
-    return not await pods_of(k8s, user)
+        await delete_home(k8s, "bob")

@@ -458,7 +458,7 @@ def run_culler_hub(
         if persistent_homes:  # the next module's users start with empty homes
             claims = [f"claim-{user}" for users in settings.teams.values() for user in users]
             delete = [*admin, "-n", USERS_NS, "delete", "pvc", *claims, "--ignore-not-found"]
-            subprocess.run([*delete, "--wait=false"], check=False)
+            subprocess.run([*delete, "--timeout=60s"], check=False)  # gone, not terminating
 
 
 async def make_busy(hub: Hub, user: str) -> None:

@@ -31,6 +31,20 @@ async def login_to_lab(browser: Any, hub: Hub, user: str) -> Any:
     return page
 
 
+async def open_gpu_panel(page: Any, hub: Hub, user: str) -> None:
+    """Open JupyterLab and show the GPU panel. A persistent home keeps JupyterLab's layout, so
+    the panel may be showing already: its tab is clicked only when it is not (a click on the
+    tab of a showing panel closes it)."""
+    await page.goto(f"{hub.url}/user/{user}/lab")
+    tab = page.locator(".jp-SideBar [data-id='jupyter-gpuaas-panel']")
+    await tab.wait_for(timeout=90_000)
+    await page.locator("#jp-main-dock-panel").wait_for(timeout=60_000)
+    panel = page.locator("#jupyter-gpuaas-panel")
+    if not await panel.is_visible():
+        await tab.click()
+    await panel.wait_for(state="visible")
+
+
 async def type_unsaved(page: Any, hub: Hub, user: str, path: str, text: str) -> None:
     """Open ``path`` in JupyterLab's editor and type ``text`` at its end, unsaved."""
     await page.goto(f"{hub.url}/user/{user}/lab/tree/{path}")
