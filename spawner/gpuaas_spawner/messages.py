@@ -91,6 +91,12 @@ MESSAGES: Mapping[str, str] = {
         "is released; start it again, and tell an admin if it happens again (the server's "
         "events say why)."
     ),
+    "ended.hub_restart": (
+        "Your server was waiting in {queue} when JupyterHub restarted, which ends waiting "
+        "servers. Nothing of yours was lost; start it again."
+    ),
+    "queue.of": "{team}'s queue",
+    "queue.own": "your team's queue",
     # Leaving the queue (the spawner's own stop of a server still waiting).
     "left_queue": "You left the queue; nothing was started.",
     # A spawn refused before anything is created: the form or the request (the choice itself

@@ -805,7 +805,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         )
         events = list(self.events) if getattr(self, "event_reflector", None) else []
         status = spawn_status(
-            team=choice.tenant.name,
+            team=choice.tenant.display_name,
             pod=pod,
             workload=workload,
             pending=pending,
@@ -982,7 +982,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             raise _user_error(status.message, reason=reason)
         deadline = check_deadline(
             status,
-            team=self._gpuaas_choice.tenant.name,
+            team=self._gpuaas_choice.tenant.display_name,
             submitted_at=self._gpuaas_submitted_at,
             admitted_at=self._gpuaas_admitted_at,
             now=now,
@@ -1158,7 +1158,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         if not self._left_in_queue():
             return ""
         pod = self.pod_reflector.pods[f"{self.namespace}/{self.pod_name}"]
-        team = (pod.get("metadata", {}).get("labels") or {}).get(TEAM_LABEL, "your team's")
+        team = (pod.get("metadata", {}).get("labels") or {}).get(TEAM_LABEL, "")
         self.log.warning(
             "gpuaas: event=queued-spawn-ended-by-hub-restart user=%s server=%s team=%s pod=%s",
             self.user.name,
@@ -1166,9 +1166,9 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             team,
             self.pod_name,
         )
-        return (
-            f"Your server was waiting in {team}'s queue when JupyterHub restarted, which ends "
-            "waiting servers. Nothing of yours was lost; start it again."
+        name = self._team_names().get(team)
+        return say(
+            "ended.hub_restart", queue=say("queue.of", team=name) if name else say("queue.own")
         )
 
     async def _stop_pod(self, now: bool) -> None:

@@ -38,7 +38,7 @@ async def test_form_states_live_queue_position_and_cancel(
         await page.wait_for_url("**/spawn-pending/bob**")
         message = page.locator("#progress-message")
         await message.filter(has_text="position 1").wait_for(timeout=60_000)
-        assert "Queued in team-a: position 1" in await message.inner_text()
+        assert "Queued in Team A: position 1" in await message.inner_text()
         (pod,) = await pods_of(k8s, "bob")
         assert pod["spec"].get("schedulingGates")
 

@@ -86,7 +86,7 @@ async def test_two_idle_quarters_are_reclaimed_for_the_teams_queued_half(
     r = hub.api("POST", "/users/erin/server", {"team": "team-a", "offering": "local-half"})
     assert r.status == 202, r
     events = hub.progress_events("erin", until="position 1", timeout=60)
-    assert "Queued in team-a: position 1" in events[-1]["message"]
+    assert "Queued in Team A: position 1" in events[-1]["message"]
     t_queued = time.monotonic()
     erin = await pod_of(k8s, "erin")
     assert erin is not None

@@ -106,7 +106,7 @@ async def test_quarters_run_until_the_teams_pool_is_used_then_queue_with_positio
             r = hub.api("POST", "/users/fe/server", QUARTER, timeout=60)
             assert r.status == 202, r
             events = hub.progress_events("fe", until="position 1", timeout=60)
-            assert "Queued in team-b: position 1" in events[-1]["message"]
+            assert "Queued in Team B: position 1" in events[-1]["message"]
             (pod,) = await pods_of(k8s, "fe")
             assert pod["spec"].get("schedulingGates"), pod["spec"]
 

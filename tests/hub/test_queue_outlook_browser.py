@@ -93,7 +93,7 @@ async def test_the_wait_says_what_holds_the_gpu_and_leave_the_queue_ends_it(
     message = page.locator("#progress-message")
     await message.filter(has_text="teammate's server, idle").wait_for(timeout=60_000)
     text = await message.inner_text()
-    assert text.startswith("Queued in team-a: position 1"), text
+    assert text.startswith("Queued in Team A: position 1"), text
     assert re.search(r"in use by a teammate's server, idle (under a minute|\d+ min)", text), text
     # The culler warned alice for bob: the page says her server is being freed, and about when.
     await message.filter(has_text="being freed for you").wait_for(timeout=30_000)

@@ -100,7 +100,7 @@ async def test_full_quota_queues_with_position_then_starts_when_freed(
         r = hub.api("POST", "/users/bob/server", {"team": "team-a", "offering": "local-gpu"})
         assert r.status == 202, r  # pending: queued
         events = hub.progress_events("bob", until="position 1", timeout=60)
-        assert "Queued in team-a: position 1" in events[-1]["message"]
+        assert "Queued in Team A: position 1" in events[-1]["message"]
         (pod,) = await pods_of(k8s, "bob")
         assert pod["spec"].get("schedulingGates"), pod["spec"]
         # the queued server's token is not in its pod or Workload either

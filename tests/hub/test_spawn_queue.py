@@ -82,7 +82,7 @@ async def test_queue_timeouts_are_clean_failures_that_do_not_count_towards_the_l
             # more queue timeouts in a row than the limit after which the hub exits on errors
             for _ in range(FAILURE_LIMIT + 1):
                 message = queue_timeout_failure(hub, "bob")
-                waited = r"waited under a minute in team-a's queue \(position 1\)"
+                waited = r"waited under a minute in Team A's queue \(position 1\)"
                 assert re.search(waited + " without getting a GPU", message), message
                 assert "try again later or choose an offering with free quota" in message
                 # the spawn page (progress stream) says the same to the user
@@ -152,7 +152,7 @@ async def test_a_hub_restart_ends_a_queued_spawn_and_the_user_is_told_on_the_nex
             assert hub.wait_ready("alice")["ready"]  # a running server is kept
 
             # bob's next visit: the spawn form says what happened
-            notice_text = "was waiting in team-a's queue when JupyterHub restarted"
+            notice_text = "was waiting in Team A's queue when JupyterHub restarted"
             page = await login(browser, hub, "bob")
             await page.goto(f"{hub.url}/hub/spawn")
             notice = page.locator("#gpuaas-notice")

@@ -48,6 +48,7 @@ SAMPLE: dict[str, Any] = {
     "field": "'offering'",
     "why": "no room for 50Gi on the storage",
     "claim": "claim-bob",
+    "queue": "Team B's queue",
 }
 
 CHOICE_SAMPLE: dict[str, Any] = {

@@ -636,7 +636,7 @@ async def test_queue_wait_is_not_the_start_timeout_and_ends_cleanly(spawner: Any
     assert first == {
         "progress": 10,
         "phase": "queued",
-        "message": "Queued in team-a: position 3 (4 ahead in the cluster queue)",
+        "message": "Queued in Team A: position 3 (4 ahead in the cluster queue)",
     }
     await asyncio.sleep(0.05)
     assert spawner.test_owned == [POD_UID]  # the token Secret gets owned by the pod
@@ -645,7 +645,7 @@ async def test_queue_wait_is_not_the_start_timeout_and_ends_cleanly(spawner: Any
     with pytest.raises(SpawnException) as info:
         await asyncio.wait_for(future, 5)
     assert (info.value.status_code, info.value.reason) == (400, "queue_timeout")  # not a hub error
-    assert info.value.message.startswith("Your server waited 10 min in team-a's queue (position 3)")
+    assert info.value.message.startswith("Your server waited 10 min in Team A's queue (position 3)")
     assert spawner.start_timeout == 300  # restored: stop() never inherits the long timeout
     assert spawner.test_view.tracked == {(NAMESPACE, "team-a"): 0}
     assert [e async for e in progress] == []  # the generator ends with the spawn
@@ -697,7 +697,7 @@ async def test_preempted_while_starting_is_reported_as_such(
     with pytest.raises(SpawnException) as info:
         await asyncio.wait_for(future, 5)
     assert (info.value.status_code, info.value.reason) == (400, "preempted")
-    assert "stopped in team-a to make room for other queued work" in info.value.message
+    assert "stopped in Team A to make room for other queued work" in info.value.message
     assert spawner.handler.settings["failure_count"] == -1  # 5.5's +1 leaves the count at 0
 
 
@@ -793,7 +793,7 @@ async def test_a_started_server_that_vanished_is_reported_stopped(spawner: Any) 
     spawner.test_view._workloads = [read_workload(PREEMPTED_WL)]
     assert await spawner.poll() == 1  # no pod: gone
     assert (
-        "stopped in team-a to make room for other queued work" in spawner._gpuaas_notice
+        "stopped in Team A to make room for other queued work" in spawner._gpuaas_notice
     )  # told on the next visit
 
 
@@ -811,7 +811,7 @@ async def test_a_queued_spawn_ended_by_a_hub_restart_is_explained(spawner: Any) 
     spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"] = queued
     await spawner.stop()  # what JupyterHub does at start for a server still pending
     assert spawner._gpuaas_notice == (
-        "Your server was waiting in team-a's queue when JupyterHub restarted, which ends waiting "
+        "Your server was waiting in Team A's queue when JupyterHub restarted, which ends waiting "
         "servers. Nothing of yours was lost; start it again."
     )
     html = await spawner.get_options_form()

@@ -30,7 +30,7 @@ from tests.support.samples import (
 )
 
 RESTART_NOTICE = (
-    "Your server was waiting in team-a's queue when JupyterHub restarted, which ends waiting "
+    "Your server was waiting in Team A's queue when JupyterHub restarted, which ends waiting "
     "servers. Nothing of yours was lost; start it again."
 )
 POD_KEY = f"{NAMESPACE}/jupyter-alice"
@@ -212,7 +212,7 @@ async def test_a_queue_timeout_is_told_again_on_the_next_visit(view: StaticKueue
     await sp.stop()  # what JupyterHub does after a failed start
     state = hub_stops(sp)
     assert state["gpuaas_notice"] == info.value.message
-    assert "waited 1 min in team-a's queue" in state["gpuaas_notice"]
+    assert "waited 1 min in Team A's queue" in state["gpuaas_notice"]
     assert sp.test_stopped == [False]  # stopped once, by the hub's stop
 
 
