@@ -143,13 +143,10 @@ def object_items(
     if not isinstance(value, list):
         fail(path, what)
         return []
-    out = []
-    for i, item in enumerate(value):
-        if isinstance(item, Mapping):
-            out.append((f"{path}[{i}]", item))
-        else:
-            fail(f"{path}[{i}]", "must be an object")
-    return out
+    return _mappings(
+        ((f"{path}[{i}]", item) for i, item in enumerate(value)),
+        lambda item_path, _: fail(item_path, "must be an object"),
+    )
 
 
 def string_items(errs: FieldErrors, path: str, items: list[Any]) -> list[str]:
@@ -378,28 +375,43 @@ def read_duration(
     return value
 
 
-def _list_at(
+def _typed_at(
     errs: FieldErrors,
     base: str,
     data: Mapping[str, Any],
     key: str,
+    kind: type,
     *,
     required: bool,
     what: str,
     missing: str,
-) -> tuple[str, list[Any] | None]:
-    """The path of ``data[key]`` and the list there; ``None`` if absent ("is required
-    (``missing``)" where ``required``) or not a list (reported as not ``what``)."""
+) -> tuple[str, Any]:
+    """The prologue of the list and mapping readers: the path of ``data[key]`` and the value
+    there if it is a ``kind``; ``None`` if absent ("is required (``missing``)" where
+    ``required``) or not a ``kind`` (reported as not ``what``)."""
     path = key_path(base, key)
     if not _given(data, key):
         if required:
             errs.add(path, f"is required ({missing})")
         return path, None
     value = data[key]
-    if not isinstance(value, list):
+    if not isinstance(value, kind):
         errs.add(path, f"must be {what}, not {type_name(value)}")
         return path, None
     return path, value
+
+
+def _mappings(
+    items: Iterable[tuple[str, Any]], fail: Callable[[str, Any], None]
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The items (with their paths) that are mappings; each other one goes to ``fail``."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for path, item in items:
+        if isinstance(item, Mapping):
+            out.append((path, item))
+        else:
+            fail(path, item)
+    return out
 
 
 def read_str_list(
@@ -414,7 +426,9 @@ def read_str_list(
 ) -> tuple[str, ...]:
     """The distinct non-empty strings of a list (each other item is reported). ``required``:
     present and not empty; ``empty_error``: an empty list is reported with this message."""
-    path, value = _list_at(errs, base, data, key, required=required, what=what, missing="a list")
+    path, value = _typed_at(
+        errs, base, data, key, list, required=required, what=what, missing="a list"
+    )
     if value is None:
         return ()
     out = string_items(errs, path, value)
@@ -437,7 +451,7 @@ def read_list(
     then reported as not ``what``), the path naming the item (``policies[2]``); the caller
     checks the items. ``required``: present ("is required (``what``)") and, unless
     ``may_be_empty``, not empty."""
-    path, value = _list_at(errs, base, data, key, required=required, what=what, missing=what)
+    path, value = _typed_at(errs, base, data, key, list, required=required, what=what, missing=what)
     if value is None:
         return []
     if required and not value and not may_be_empty:
@@ -457,13 +471,10 @@ def read_objects(
 ) -> list[tuple[str, Mapping[str, Any]]]:
     """The mappings of the list ``data[key]`` with their paths, as :func:`read_list` reads it;
     each item that is not a mapping is reported as not ``item_what`` and left out."""
-    out: list[tuple[str, Mapping[str, Any]]] = []
-    for path, item in read_list(errs, base, data, key, required=required, what=what):
-        if isinstance(item, Mapping):
-            out.append((path, item))
-        else:
-            errs.add(path, f"must be {item_what}, not {type_name(item)}")
-    return out
+    return _mappings(
+        read_list(errs, base, data, key, required=required, what=what),
+        lambda path, item: errs.add(path, f"must be {item_what}, not {type_name(item)}"),
+    )
 
 
 def read_mapping(
@@ -477,14 +488,8 @@ def read_mapping(
 ) -> Mapping[str, Any] | None:
     """A mapping (an object), or ``None`` if absent or not one (then reported as not ``what``);
     ``required``: a missing one "is required (``what``)"."""
-    if not _given(data, key):
-        if required:
-            errs.add(key_path(base, key), f"is required ({what})")
-        return None
-    value = data[key]
-    if not isinstance(value, Mapping):
-        errs.add(key_path(base, key), f"must be {what}, not {type_name(value)}")
-        return None
+    value: Mapping[str, Any] | None
+    _, value = _typed_at(errs, base, data, key, Mapping, required=required, what=what, missing=what)
     return value
 
 
