@@ -14,6 +14,7 @@ from gpuaas_service.clients.hub import HubError
 from gpuaas_service.clients.persisted import PersistedState
 from gpuaas_service.console.journal import JOURNAL_CONFIGMAP
 from gpuaas_service.console.record import ConsoleRecord
+from gpuaas_service.console.state import ConsoleState
 from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
@@ -267,3 +268,16 @@ async def reclaimed_for_the_job() -> World:
     await w.cycle(after=31)
     assert len(w.hub.stopped) == 2
     return w
+
+
+def world_console(w: World, **options: Any) -> ConsoleState:
+    """The console's state over the world's loop and Kueue view, as the service builds it
+    (team A's namespace for training, a regret window of an hour); ``options`` add the rest."""
+    return ConsoleState(
+        w.loop,
+        w.view,
+        notebook_namespace=NS,
+        job_namespaces=["team-a"],
+        regret_window=timedelta(hours=1),
+        **options,
+    )

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 import socket
-from datetime import timedelta
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, cast
@@ -39,9 +38,14 @@ from jupyter_gpuaas.core.sizing import PeakHistory
 from tests.support.api_schema import api_schema, schema_errors
 from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
 from tests.support.jobs_samples import FakeKube, request_body, service
-from tests.support.service_samples import NS
 from tests.support.service_web import QueueIndexStub
-from tests.support.service_world import POLICY, World, job_workload, reclaimed_for_the_job
+from tests.support.service_world import (
+    POLICY,
+    World,
+    job_workload,
+    reclaimed_for_the_job,
+    world_console,
+)
 
 
 def assert_matches(definition: str, payload: Any) -> None:
@@ -180,13 +184,9 @@ async def console_after_a_handoff() -> tuple[World, ConsoleState]:
     w = await reclaimed_for_the_job()
     w.jobs[0] = job_workload(admitted=w.now)
     await w.cycle(after=5)
-    console = ConsoleState(
-        w.loop,
-        w.view,
+    console = world_console(
+        w,
         record=w.record,
-        notebook_namespace=NS,
-        job_namespaces=["team-a"],
-        regret_window=timedelta(hours=1),
         policy_file=lambda: {"file": "/etc/gpuaas/policy.yaml", "error": ""},
         pods=lambda: w.pods,
         usage_history=lambda: PeakHistory({"alice": (1000, 3000)}),
@@ -224,13 +224,7 @@ async def test_the_console_answers_match_the_schema() -> None:
 async def test_an_empty_console_matches_the_schema() -> None:
     """Before the first cycle: no plan, no summary, nothing held."""
     w = World()
-    console = ConsoleState(
-        w.loop,
-        w.view,
-        notebook_namespace=NS,
-        job_namespaces=["team-a"],
-        regret_window=timedelta(hours=1),
-    )
+    console = world_console(w)
     answer = console.answer()
     assert (answer["decided_at"], answer["summary"], answer["workbenches"]) == (None, {}, [])
     assert_matches("service_console", answer)
