@@ -719,6 +719,20 @@ async ([id, value]) => {
 }
 """
 
+TIMELINE = r"""
+() => {
+  const out = {};
+  const nav = performance.getEntriesByType('navigation')[0];
+  out['page HTML received'] = nav.responseEnd;
+  out['modules loaded (DOMContentLoaded)'] = nav.domContentLoadedEventEnd;
+  for (const e of performance.getEntriesByType('resource')) {
+    const m = e.name.match(/api\/console(\/\w+)?(?:\?range=\w+)?$/);
+    if (m) out[`GET ${m[0]} answered`] = e.responseEnd;
+  }
+  return out;
+}
+"""
+
 VIEWS = ("overview", "teams", "gpus", "sizing", "workbenches", "history")
 
 
@@ -730,6 +744,7 @@ async def browser_times(
     from playwright.async_api import async_playwright
 
     drawn: dict[str, list[tuple[float, float]]] = {v: [] for v in VIEWS}
+    timeline: dict[str, list[float]] = {}
     filters: dict[str, list[tuple[float, float, int]]] = {}
     async with async_playwright() as p:
         chromium = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -756,6 +771,8 @@ async def browser_times(
                     await asyncio.sleep(0.05)
                 for v in VIEWS:
                     drawn[v].append((times[0][v], times[1][v]))
+                for name, at in (await page.evaluate(TIMELINE)).items():
+                    timeline.setdefault(name, []).append(at)
             for _ in range(loads):
                 for label, (control, value) in {
                     "team team-07": ("g-team", "team-07"),
@@ -791,7 +808,11 @@ async def browser_times(
         ]
         for label, runs in filters.items()
     ]
-    line = (
+    line = "".join(
+        f"  {name}: {statistics.median(at):.0f} ms after navigation start (median)\n"
+        for name, at in sorted(timeline.items(), key=lambda item: statistics.median(item[1]))
+    )
+    line += (
         f"the page held {held[0]} teams, {held[1]} GPU rows {held[5]}, {held[2]} workbench rows,"
         f" {held[3]} sizing rows, {held[4]} charts; {held[6]:,} elements"
     )
@@ -839,6 +860,7 @@ def print_browser(
     print("\n'Every GPU' filters on the loaded page (ms from the change):")
     print(table(["filter", "DOM p50", "painted p50", "painted max", "rows"], filters))
     print(f"\nlongest main-thread task over {args.steady:g} s of polling: {longest:.0f} ms")
+    print("timeline of a load:")
     print(held)
     return view_rows
 
