@@ -57,7 +57,6 @@ def test_journal_regret_within_the_window() -> None:
         j.record(Entry(event="nap", at=T0))
 
 
-
 def test_reclaims_by_team_counts_a_days_reclaims_without_dry_runs() -> None:
     journal = Journal()
     for entry in [
