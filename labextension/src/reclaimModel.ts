@@ -191,6 +191,14 @@ export function causeSentence(cause: IReclaimCause | null): string {
       }
       return say('cause.queued', { holding });
     }
+    case 'placement': {
+      const f = cause.for;
+      if (f?.team === 'own') {
+        const noun = say(f.object === 'Job' ? 'noun.job' : 'noun.work');
+        return say('cause.placementOwn', { noun, name: f.name });
+      }
+      return say('cause.placement');
+    }
     case 'max-idle':
       return limit !== null
         ? say('cause.maxIdle', { idle: idle ?? 'a long time', limit })
@@ -209,6 +217,8 @@ export function purposeWords(cause: IReclaimCause | null): string {
   switch (cause?.code) {
     case 'demand':
       return say('purpose.demand');
+    case 'placement':
+      return say('purpose.placement');
     case 'max-idle':
       return say('purpose.idle');
     case 'always':
@@ -335,6 +345,7 @@ export function standingLine(s: IStanding | null, idleNow?: number): string {
     exempt: 'exempt',
     snoozed: 'kept for now ("Keep my GPU")',
     demand: 'queued work needs it now',
+    placement: 'a training Job needs the whole card it is on',
     'max-idle': 'idle past the limit',
     'max-age': 'past the longest run',
     always: 'idle long enough'

@@ -60,6 +60,7 @@ from gpuaas_service.reclaim.decide import (
     HandOffRecord,
     HandOffStatus,
     PendingWorkload,
+    PlacementTarget,
     PlacementWait,
     Plan,
     SnoozeResult,
@@ -210,6 +211,9 @@ class ReclaimLoop:
         if notifier is None and policies.notify is not None:
             self.notifier = Notifier(policies.notify)
         self.seen: dict[str, _Seen] = {}
+        self.placements: dict[str, PlacementTarget] = {}
+        """By the waiting pod (``namespace/name``): the last plan's cards freed for admitted work
+        waiting for whole ones (a warning's cause names it)."""
         self.handoffs: dict[str, HandOffRecord] = {}
         """By ClusterQueue: the last reclaim carried out for a workload of that queue."""
         self._reported: set[tuple[str, str]] = set()
@@ -396,6 +400,7 @@ class ReclaimLoop:
     async def _act_on(self, plan: Plan, refs: Mapping[str, PodRef], now: datetime) -> None:
         """Carry out the plan's decisions; forget the servers that are gone."""
         targets = {t.workload.key: t for t in plan.targets}
+        self.placements = {p.wait.key: p for p in plan.placements}
         self._kept = {
             k: wb
             for k, wb in self._kept.items()
@@ -735,22 +740,30 @@ class ReclaimLoop:
             "for": None,
         }
         target = targets.get(d.handoff) if d.handoff else None
+        placement = self.placements.get(d.handoff) if d.handoff and target is None else None
         if target is not None:
             wl = target.workload
             if wl.team and wl.team == wb.team:
-                owner, owner_kind = wl.name, "Workload"
-                for obj in self.view.workloads(wl.namespace):
-                    info = read_workload(obj)
-                    if info.name == wl.name:
-                        owner, owner_kind = (
-                            info.owner_name or wl.name,
-                            info.owner_kind or "Workload",
-                        )
-                        break
+                owner, owner_kind = self._owner(wl.namespace, wl.name)
                 cause["for"] = {"team": "own", "name": owner, "object": owner_kind}
             else:
                 cause["for"] = {"team": "other", "name": wl.team or ""}
+        elif placement is not None:  # an admitted Job waiting for the card this share is on
+            wait = placement.wait
+            if wait.team and wait.team == wb.team:
+                owner, owner_kind = self._owner(wait.namespace, wait.workload)
+                cause["for"] = {"team": "own", "name": owner, "object": owner_kind}
+            else:
+                cause["for"] = {"team": "other", "name": wait.team}
         return cause
+
+    def _owner(self, namespace: str, workload: str) -> tuple[str, str]:
+        """The object a Workload is for (a Job's name, where Kueue names its owner)."""
+        for obj in self.view.workloads(namespace):
+            info = read_workload(obj)
+            if info.name == workload:
+                return info.owner_name or workload, info.owner_kind or "Workload"
+        return workload, "Workload"
 
     def _publish(self, event: LoopEvent) -> None:
         for listener in self.listeners:

@@ -19,7 +19,8 @@ export type ReclaimCode =
   | 'busy'
   | 'unknown'
   | 'not-idle-yet'
-  | 'no-demand';
+  | 'no-demand'
+  | 'placement';
 
 /** How many GPU workbenches get each action ({} before the first cycle). */
 export interface IActionCounts {

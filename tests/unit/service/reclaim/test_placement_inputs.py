@@ -4,6 +4,7 @@ frees a card of idle shares for it, its words in ``--explain`` and in a snapshot
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -14,12 +15,14 @@ from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.decide import PlacementWait, decide
 from gpuaas_service.reclaim.explain import explain
 from gpuaas_service.reclaim.gather import placement_waits, pod_cards, workbenches
+from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
 from gpuaas_service.reclaim.policy import load_policy
 from gpuaas_service.reclaim.snapshot import SnapshotError, dump_snapshot, load_snapshot
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
 from tests.support import service_samples as world
 from tests.support.service_samples import iso
+from tests.support.service_world import FakeHub, FakeKube, FakeView
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
 NOW = T0 + timedelta(hours=2)
@@ -85,6 +88,10 @@ def train_pod(
 
 
 def admitted_workload(job_uid: str) -> WorkloadInfo:
+    return read_workload(_job_workload_object(job_uid))
+
+
+def _job_workload_object(job_uid: str) -> dict[str, Any]:
     obj = world.job_workload_object(
         "job-train",
         requests=WHOLE,
@@ -103,7 +110,32 @@ def admitted_workload(job_uid: str) -> WorkloadInfo:
         },
     )
     obj["metadata"]["labels"] = {"kueue.x-k8s.io/job-uid": job_uid}
-    return read_workload(obj)
+    obj["metadata"]["ownerReferences"] = [
+        {"kind": "Job", "name": "train", "uid": job_uid, "controller": True}
+    ]
+    return obj
+
+
+def _notebook_workload(namespace: str, name: str) -> WorkloadInfo:
+    return read_workload(
+        {
+            "metadata": {"name": f"wl-{name}", "namespace": namespace},
+            "spec": {"queueName": "team-a"},
+            "status": {
+                "conditions": [{"type": "Admitted", "status": "True"}],
+                "admission": {
+                    "clusterQueue": "team-a-notebooks",
+                    "podSetAssignments": [
+                        {
+                            "name": "main",
+                            "flavors": {CORES: FLAVOR},
+                            "resourceUsage": {CORES: "25"},
+                        }
+                    ],
+                },
+            },
+        }
+    )
 
 
 def lookup(*pods: dict[str, Any]) -> Any:
@@ -127,25 +159,7 @@ def the_shares(*pods: dict[str, Any], store: ActivityStore | None = None) -> lis
         store.record(p["metadata"]["annotations"]["hub.jupyter.org/username"], "", idle(), NOW)
 
     def notebook_workload(namespace: str, uid: str, name: str) -> WorkloadInfo | None:
-        return read_workload(
-            {
-                "metadata": {"name": f"wl-{name}", "namespace": namespace},
-                "spec": {"queueName": "team-a"},
-                "status": {
-                    "conditions": [{"type": "Admitted", "status": "True"}],
-                    "admission": {
-                        "clusterQueue": "team-a-notebooks",
-                        "podSetAssignments": [
-                            {
-                                "name": "main",
-                                "flavors": {CORES: FLAVOR},
-                                "resourceUsage": {CORES: "25"},
-                            }
-                        ],
-                    },
-                },
-            }
-        )
+        return _notebook_workload(namespace, name)
 
     wbs, _refs = workbenches(
         pods, queue_state(), store, POLICY, now=NOW, workload_for_pod=notebook_workload
@@ -298,3 +312,74 @@ def test_a_wait_is_a_plain_value() -> None:
     # relies on it).
     a = PlacementWait(name="p", namespace="n", flavor=FLAVOR)
     assert a == PlacementWait(name="p", namespace="n", flavor=FLAVOR)
+
+
+class _View(FakeView):
+    """The Kueue caches: the shares' Workloads and the Job's, admitted on the pool."""
+
+    def __init__(self, shares: list[dict[str, Any]], job: dict[str, Any]) -> None:
+        super().__init__(queue_state(), [], [])
+        owner = job["metadata"]["ownerReferences"][0]
+        self.job_object = _job_workload_object(owner["uid"])
+        self.by_uid = {owner["uid"]: read_workload(self.job_object)}
+        self.shares = {p["metadata"]["uid"] for p in shares}
+
+    def workloads(self, namespace: str) -> list[Mapping[str, Any]]:
+        return [self.job_object] if namespace == "team-a" else []
+
+    def workload_for_pod(self, namespace: str, pod_uid: str, pod_name: str) -> WorkloadInfo | None:
+        if pod_uid in self.shares:
+            return _notebook_workload(namespace, pod_name)
+        return self.by_uid.get(pod_uid)
+
+
+async def test_the_loop_reads_the_jobs_pods_warns_then_stops_and_names_the_job() -> None:
+    shares = [share("alice", CARD_A), share("bob", CARD_A), share("carol", CARD_B)]
+    waiting = train_pod()
+    hub = FakeHub([("alice", ""), ("bob", ""), ("carol", "")])
+    kube = FakeKube(shares)
+    clock = [NOW]
+    store = ActivityStore()
+    policy = load_policy(
+        {
+            "policies": [
+                {"name": "shares", "match": {"kinds": ["fraction"]}, "idle_after": "30m"}
+                | {"warn_before": "30s"}
+            ]
+        }
+    )
+
+    async def job_pods() -> list[dict[str, Any]]:
+        return [waiting]
+
+    loop = ReclaimLoop(
+        hub=hub,
+        kube=kube,
+        view=_View(shares, waiting),
+        policies=policy,
+        store=store,
+        settings=Settings(job_namespaces=("team-a",), save_lead=0),
+        clock=lambda: clock[0],
+        job_pods=job_pods,
+    )
+    for user in ("alice", "bob", "carol"):
+        store.record(user, "", idle(), NOW)
+    plan = await loop.cycle()
+    assert plan is not None
+    (placement,) = plan.placements
+    assert placement.status == "warn"
+    assert placement.workbenches == ("carol",)
+    assert [p for p, _ in kube.patches] == ["jupyter-carol"]
+    warning = loop.warning_for("carol", "")["warning"]
+    assert warning["cause"]["code"] == "placement"
+    assert warning["cause"]["for"] == {"team": "own", "name": "train", "object": "Job"}
+    assert warning["reason"].startswith("a training Job needs a whole H100")
+
+    clock[0] = NOW + timedelta(seconds=31)
+    for user in ("alice", "bob", "carol"):
+        store.record(user, "", idle(), clock[0])
+    plan = await loop.cycle()
+    assert plan is not None
+    assert hub.stopped == [("carol", "")]
+    assert loop.handoffs == {}  # the Job is admitted already: no hand-off to verify
+    assert ("jupyter-carol", "GPUReclaimed", "Normal") in kube.events
