@@ -19,6 +19,8 @@ and repeats the interpolation on the sizes the search ran.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import math
 import os
 import random
@@ -102,11 +104,17 @@ def reserved_gpu_equivalents(world: ladder.World, rung: ladder.Rung) -> float:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _trace(spec: OrgSpec, seed: int, days: float, burn_in_h: float) -> Any:
+    """A seed's trace, made once per worker process: every rung and size replays it."""
+    return ladder.trace(spec, seed, days=days, burn_in_h=burn_in_h)
+
+
 def simulate_run(run: RunSpec, events: Any = None) -> Any:
     spec = spec_of(run)
     rung = ladder.RUNGS[run.rung]
     world = ladder.world(spec, run.rung, run.gpus, run.split)
-    trace = ladder.trace(spec, run.seed, days=run.days, burn_in_h=run.burn_in_h)
+    trace = _trace(spec, run.seed, run.days, run.burn_in_h)
     return Simulation(
         trace,
         world.org,
@@ -145,11 +153,65 @@ def run_one(run: RunSpec, events: Any = None) -> dict[str, Any]:
     return figures
 
 
+def run_key(run: RunSpec) -> tuple[Any, ...]:
+    """What decides a run's figures: the same key, the same figures (the demand as the
+    organisation it makes, a knob only on the rungs it acts on)."""
+    rung = ladder.RUNGS[run.rung]
+    return (
+        spec_of(run),
+        run.rung,
+        run.gpus,
+        run.seed,
+        run.split if rung.split_chosen else None,
+        run.days,
+        run.burn_in_h,
+        run.policy_file if rung.culler == "gpuaas" else None,
+        run.idle_timeout_min if rung.culler == "idle-60" else None,
+        run.checkpoint_min,
+    )
+
+
+_DONE: dict[tuple[Any, ...], dict[str, Any]] = {}
+"""Every run's figures by :func:`run_key`: the sweep, the dual and the frontier reuse the
+ladder's runs where they are the same."""
+_POOL: list[tuple[int, ProcessPoolExecutor]] = []
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    """One pool of worker processes for the whole command (each keeps its traces)."""
+    if _POOL and _POOL[0][0] != workers:
+        close_pool()
+    if not _POOL:
+        _POOL.append((workers, ProcessPoolExecutor(workers)))
+    return _POOL[0][1]
+
+
+@atexit.register
+def close_pool() -> None:
+    while _POOL:
+        _POOL.pop()[1].shutdown()
+
+
+def _cost(run: RunSpec) -> int:
+    """A run's rough cost rank (the reclaim loop's rungs the dearest), so that a batch starts
+    with its longest runs and ends without one worker left alone on a long one."""
+    rung = ladder.RUNGS[run.rung]
+    return 2 * (rung.culler == "gpuaas") + rung.placed
+
+
 def run_many(runs: Sequence[RunSpec], workers: int) -> list[dict[str, Any]]:
-    if workers <= 1 or len(runs) <= 1:
-        return [run_one(r) for r in runs]
-    with ProcessPoolExecutor(min(workers, len(runs))) as pool:
-        return list(pool.map(run_one, runs, chunksize=1))
+    keys = [run_key(r) for r in runs]
+    todo: dict[tuple[Any, ...], RunSpec] = {}
+    for key, run in zip(keys, runs, strict=True):
+        if key not in _DONE:
+            todo.setdefault(key, run)
+    order = sorted(todo, key=lambda k: -_cost(todo[k]))
+    if workers <= 1 or len(order) <= 1:
+        results = [run_one(todo[k]) for k in order]
+    else:
+        results = list(_pool(workers).map(run_one, [todo[k] for k in order], chunksize=1))
+    _DONE.update(zip(order, results, strict=True))
+    return [{**_DONE[k], "split": r.split} for k, r in zip(keys, runs, strict=True)]
 
 
 Figures = Mapping[int, Mapping[float, Sequence[Mapping[str, Any]]]]
@@ -219,53 +281,117 @@ def grid_sizes(reference: int) -> list[int]:
     return sorted({max(1, round(k * reference)) for k in GRID})
 
 
+COVER_STEPS = 3
+"""Sizes a search adds at most, each way, for bootstrap resamples that cross beyond its
+sizes (a resample that still fails at the largest size run has no crossing: its capacity is
+infinite, and an interval that reaches it says so; one that already meets at the smallest
+takes the smallest)."""
+RESAMPLES = 2000
+BOOTSTRAP_SEED = 20261203
+
+
+def resample_picks(
+    seeds: int, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> list[list[int]]:
+    """The bootstrap's resamples of ``seeds`` seeds (indices), the same for every rung."""
+    rng = random.Random(seed)
+    return [[rng.randrange(seeds) for _ in range(seeds)] for _ in range(resamples)]
+
+
 class _Bisection:
     """One rung's search over the grid: first for the training and spawn levels (they fall as
     the cluster grows), then, from the size found, for all levels (the interruption level
     only adds to them); then the size above each bracket, so that a bootstrap resample that
-    needs one more step finds it."""
+    needs one more step finds it.
 
-    def __init__(self, grid: Sequence[int], phases: Sequence[Mapping[str, float]]) -> None:
+    Without a guess the first phase bisects the whole grid from ``start``. With one (the
+    size a related search found: the parent rung's, the organisation's own demand's) it
+    gallops from the guess, 1, 2, 4, ... grid steps up while the size fails or down while it
+    meets, and bisects the bracket found: three sizes when the guess is right. The second
+    phase starts from the first's size; if that fails the interruption level it runs the top
+    of the grid next (an idle-culler interrupts at the same rate on any cluster size, so no
+    size meets), and bisects only if the top meets."""
+
+    def __init__(
+        self,
+        grid: Sequence[int],
+        phases: Sequence[Mapping[str, float]],
+        guess: int | None = None,
+        picks: Sequence[Sequence[int]] = (),
+    ) -> None:
         self.grid = grid
+        self.picks = picks
+        """The bootstrap's resamples (seed indices), whose crossings the sizes run cover."""
+        self.covered_up = self.covered_down = 0
         self.phases = list(phases)
         self.phase = 0
-        self.lo, self.hi = 0, len(grid) - 1
-        """Grid indices still open: every size below ``lo`` fails, ``hi`` meets (or is the
-        top of the grid, not run yet)."""
+        self.guess = guess
+        """A grid index to gallop from, or None to bisect from the start."""
         self.found: list[int] = []
+        """Per phase done, the grid index of the smallest size that meets (len(grid): none)."""
         self.extras: list[int] | None = None
+
+    def _bounds(self, search: Search, limits: Mapping[str, float]) -> tuple[int, int | None]:
+        """The largest grid index run that fails (-1: none) and the smallest that meets."""
+        fails, meets = -1, None
+        for j, g in enumerate(self.grid):
+            if g in search.sizes:
+                if ratio(search.sizes[g], limits) <= 1.0:
+                    meets = j if meets is None else meets
+                else:
+                    fails = j
+        if meets is not None and fails > meets:  # not monotone (noise): trust the larger size
+            later = [
+                j
+                for j, g in enumerate(self.grid)
+                if j > fails and g in search.sizes and ratio(search.sizes[g], limits) <= 1.0
+            ]
+            meets = later[0] if later else None
+        return fails, meets
+
+    def _probe(self, fails: int, meets: int | None, anchor: int, gallop: bool) -> int | None:
+        """The next index of a phase, or None when its bracket is closed."""
+        top = len(self.grid) - 1
+        if meets is None:
+            if fails >= top:
+                return None
+            if fails < 0:
+                return anchor
+            if not gallop:
+                return (fails + 1 + top) // 2 if fails + 1 < top else top
+            return min(top, fails + max(1, fails - anchor + 1))
+        if meets - fails <= 1:
+            return None
+        if fails < 0:
+            if meets == 0:
+                return None
+            if not gallop:
+                return meets // 2 if meets > 1 else 0
+            return max(0, meets - max(1, anchor - meets + 1))
+        return (fails + meets) // 2
 
     def next(self, search: Search, start: int) -> int | None:
         """The next grid index to run, or None when done."""
         run = search.sizes
+        top = len(self.grid) - 1
         while self.phase < len(self.phases):
             limits = self.phases[self.phase]
-            if not run:
-                return start
-            for j in range(self.lo, self.hi + 1):  # what was run already narrows the range
-                if self.grid[j] in run:
-                    if ratio(run[self.grid[j]], limits) <= 1.0:
-                        self.hi = j
-                        break
-                    self.lo = j + 1
-            if self.lo < self.hi:
-                i = (self.lo + self.hi) // 2
-            elif self.lo == self.hi and self.grid[self.hi] not in run:
-                i = self.hi  # the top of the grid, not run yet
+            fails, meets = self._bounds(search, limits)
+            if self.phase == 0:
+                anchor = start if self.guess is None else self.guess
+                i = self._probe(fails, meets, anchor, gallop=self.guess is not None)
             else:
-                meets = self.lo == self.hi and ratio(run[self.grid[self.hi]], limits) <= 1.0
-                self.found.append(self.hi if meets else len(self.grid))
-                self.phase += 1
-                self.lo, self.hi = min(self.found[-1], len(self.grid) - 1), len(self.grid) - 1
-                if not meets:
-                    self.phase = len(self.phases)  # no size meets: none meets all either
-                continue
-            if self.grid[i] not in run:
+                anchor = self.found[0]
+                if meets is None and fails < top and self.grid[top] not in run:
+                    i = top  # does any size meet the interruption level?
+                else:
+                    i = self._probe(fails, meets, anchor, gallop=False)
+            if i is not None and self.grid[i] not in run:
                 return i
-            if ratio(run[self.grid[i]], limits) <= 1.0:
-                self.hi = i
-            else:
-                self.lo = i + 1
+            self.found.append(meets if meets is not None else len(self.grid))
+            self.phase += 1
+            if meets is None:
+                self.phase = len(self.phases)  # no size meets: none meets all either
         if self.extras is None:
             self.extras = sorted(
                 {f + 1 for f in self.found if f + 1 < len(self.grid)}
@@ -275,6 +401,26 @@ class _Bisection:
             i = self.extras.pop(0)
             if self.grid[i] not in run:
                 return i
+        return self._cover(search)
+
+    def _cover(self, search: Search) -> int | None:
+        """One more size where a bootstrap resample (``picks``) has its crossing beyond the
+        sizes run: above the largest if some resample still fails there, below the smallest
+        if some already meets there; at most :data:`COVER_STEPS` each way."""
+        run = sorted(self.grid.index(g) for g in search.sizes)
+        top = len(self.grid) - 1
+        for limits, found in zip(self.phases, self.found, strict=False):
+            if found >= len(self.grid) or not self.picks:
+                continue
+            hi, lo, sizes = run[-1], run[0], search.sizes
+            up = hi < top and self.covered_up < COVER_STEPS
+            if up and any(ratio(sizes[self.grid[hi]], limits, p) > 1.0 for p in self.picks):
+                self.covered_up += 1
+                return hi + 1
+            down = lo > 0 and self.covered_down < COVER_STEPS
+            if down and any(ratio(sizes[self.grid[lo]], limits, p) <= 1.0 for p in self.picks):
+                self.covered_down += 1
+                return lo - 1
         return None
 
 
@@ -287,6 +433,8 @@ def search_all(
     splits: Sequence[float],
     workers: int,
     progress: Callable[[str], None] = lambda _s: None,
+    guesses: Mapping[str, float] | None = None,
+    resamples: int = RESAMPLES,
 ) -> dict[str, Search]:
     """Search every rung's effective capacity at once (each round runs one size per rung
     still searching, all seeds and splits, in one batch of worker processes)."""
@@ -305,6 +453,8 @@ def search_all(
         workers=workers,
         progress=progress,
         what=lambda g: f"{g} GPUs",
+        guesses=guesses,
+        resamples=resamples,
     )
 
 
@@ -347,6 +497,7 @@ def search_demand(
     workers: int,
     gpus: int | None = None,
     progress: Callable[[str], None] = lambda _s: None,
+    resamples: int = RESAMPLES,
 ) -> dict[str, Search]:
     """The dual of :func:`search_all`: on a cluster of ``gpus`` training GPUs (default the
     organisation's own), the largest demand (:func:`scaled_demand`) each rung serves within the
@@ -373,7 +524,46 @@ def search_demand(
         workers=workers,
         progress=progress,
         what=lambda k: f"{key_demand(k):g}× demand",
+        guesses=dict.fromkeys(rung_names, float(demand_key(1.0))),
+        resamples=resamples,
     )
+
+
+PARENTS = {"B1i": "B1", "L1i": "L1", "L1g": "L1", "L2": "L1", "L3": "L1", "L2o": "L1"}
+"""The rung whose size a rung's search starts from (it adds one mechanism to it), and B1i's
+partition: the one chosen best for B1."""
+
+
+def _nearest(grid: Sequence[int], key: float) -> int:
+    return min(range(len(grid)), key=lambda i: abs(grid[i] - key))
+
+
+def _begin(
+    r: str,
+    grid: Sequence[int],
+    phases: Sequence[Mapping[str, float]],
+    guesses: Mapping[str, float],
+    searches: Mapping[str, Search],
+    bisections: dict[str, _Bisection],
+    split_of: dict[str, tuple[float, ...]],
+    picks: Sequence[Sequence[int]],
+) -> bool:
+    """Whether ``r``'s search has begun; it begins (a bisection in ``bisections``) once its
+    parent's first phase has ended, from the parent's size and, for a partition, its split."""
+    if r in bisections:
+        return True
+    parent = PARENTS.get(r)
+    guess = _nearest(grid, guesses[r]) if guesses.get(r) is not None else None
+    if parent is not None and parent in searches and r not in guesses:
+        if parent not in bisections or not bisections[parent].found:
+            return False
+        found = bisections[parent].found[0]
+        if found < len(grid):
+            guess = found
+            if ladder.RUNGS[r].split_chosen and ladder.RUNGS[parent].split_chosen:
+                split_of[r] = (searches[parent].best_split(grid[found], phases[0]),)
+    bisections[r] = _Bisection(grid, phases, guess, picks)
+    return True
 
 
 def _search(
@@ -389,22 +579,38 @@ def _search(
     workers: int,
     progress: Callable[[str], None],
     what: Callable[[int], str],
+    guesses: Mapping[str, float] | None = None,
+    resamples: int = RESAMPLES,
 ) -> dict[str, Search]:
     """Bisect ``grid`` (keys along which the ratio falls) for every rung at once; ``at`` makes
-    a rung's run at a key."""
+    a rung's run at a key. A rung of :data:`PARENTS` whose parent is searched too waits for
+    the parent's first phase and gallops from its size (the partitions: on the parent's
+    split there); a rung of ``guesses`` gallops from that key; the others bisect from
+    ``start``."""
     searches = {r: Search(r) for r in rung_names}
     phases = [levels.limits(interruptions=False), levels.limits()]
-    bisections = {r: _Bisection(grid, phases) for r in rung_names}
+    guesses = guesses or {}
+    bisections: dict[str, _Bisection] = {}
+    picks = resample_picks(len(seeds), resamples)
+    split_of: dict[str, tuple[float, ...]] = {}
+    for r in rung_names:
+        rung = ladder.RUNGS[r]
+        split_of[r] = tuple(splits) if rung.split_chosen else (ladder.COHORT_NOTEBOOK_SHARE,)
+
     while True:
         pending = {
-            r: i for r in rung_names if (i := bisections[r].next(searches[r], start)) is not None
+            r: i
+            for r in rung_names
+            if _begin(r, grid, phases, guesses, searches, bisections, split_of, picks)
+            and (i := bisections[r].next(searches[r], start)) is not None
         }
         if not pending:
-            return searches
+            if all(r in bisections for r in rung_names):
+                return searches
+            continue  # a parent just finished: its children begin
         batch: list[tuple[int, RunSpec]] = []
         for r, i in pending.items():
-            rung = ladder.RUNGS[r]
-            for split in splits if rung.split_chosen else (ladder.COHORT_NOTEBOOK_SHARE,):
+            for split in split_of[r]:
                 batch += [
                     (grid[i], at(replace(base, rung=r, seed=s, split=split), grid[i]))
                     for s in seeds
@@ -428,12 +634,11 @@ def interval(
     seeds: int,
     limits: Mapping[str, float],
     *,
-    resamples: int = 2000,
-    seed: int = 20261203,
+    resamples: int = RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
 ) -> tuple[float, float]:
     """A 95% bootstrap interval of ``search``'s capacity (its key) over the seeds."""
-    rng = random.Random(seed)
-    picks = [[rng.randrange(seeds) for _ in range(seeds)] for _ in range(resamples)]
+    picks = resample_picks(seeds, resamples, seed)
     values = sorted(search.capacity(limits, p) for p in picks)
     return values[int(0.025 * (len(values) - 1))], values[int(0.975 * (len(values) - 1))]
 
@@ -453,13 +658,12 @@ def bootstrap(
     seeds: int,
     limits: Mapping[str, float],
     *,
-    resamples: int = 2000,
-    seed: int = 20261203,
+    resamples: int = RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
 ) -> list[Multiplier]:
     """Each rung's multiplier against each baseline (baseline capacity ÷ the rung's), with a
     paired bootstrap 95% interval over the seeds."""
-    rng = random.Random(seed)
-    picks = [[rng.randrange(seeds) for _ in range(seeds)] for _ in range(resamples)]
+    picks = resample_picks(seeds, resamples, seed)
     caps = {r: [s.capacity(limits, p) for p in picks] for r, s in searches.items()}
     point = {r: s.capacity(limits) for r, s in searches.items()}
     out = []

@@ -202,3 +202,137 @@ def test_the_dual_finds_the_largest_demand_a_fixed_cluster_serves(
     low, high = capacity.interval(searches["L2"], 2, LEVELS.limits(), resamples=50)
     assert capacity.key_demand(high) == pytest.approx(served)  # every seed alike: a point
     assert capacity.key_demand(low) == pytest.approx(served)
+
+
+def _probe_all(
+    bisection: _Bisection, grid: list[int], outcome: Any, start: int
+) -> tuple[list[int], Search]:
+    search = Search("x")
+    probes = []
+    while (i := bisection.next(search, start)) is not None:
+        probes.append(grid[i])
+        search.sizes[grid[i]] = outcome(grid[i])
+    return probes, search
+
+
+def test_a_right_guess_closes_the_bracket_in_three_sizes() -> None:
+    """From a guess the search gallops: the guess meets, one step down fails, and the size
+    above is run for the bootstrap; the capacity is the bisection's."""
+    grid = grid_sizes(32)
+
+    def outcome(g: int) -> dict[float, list[dict[str, Any]]]:
+        return {0.5: _runs(30 * 38 / g)}
+
+    phases = [LEVELS.limits(interruptions=False), LEVELS.limits()]
+    guessed, search = _probe_all(_Bisection(grid, phases, grid.index(40)), grid, outcome, 6)
+    assert guessed == [40, 36, 45]
+    bisected, again = _probe_all(_Bisection(grid, phases), grid, outcome, 6)
+    assert len(bisected) > len(guessed)
+    assert search.capacity(LEVELS.limits()) == pytest.approx(again.capacity(LEVELS.limits()))
+    far, _ = _probe_all(_Bisection(grid, phases, grid.index(102)), grid, outcome, 6)
+    assert far[:4] == [102, 90, 72, 45]  # 1, 2, 4 grid steps down while it meets
+    assert {36, 40} <= set(far)  # then the bracket, bisected
+
+
+def test_no_size_meeting_the_interruption_level_costs_one_size() -> None:
+    """An idle-culler interrupts at the same rate on any size: once the training and spawn
+    levels are met, the top of the grid is run, fails, and the search stops."""
+    grid = grid_sizes(32)
+
+    def outcome(g: int) -> dict[float, list[dict[str, Any]]]:
+        return {0.5: _runs(30 * 38 / g, interrupted=11.0)}
+
+    phases = [LEVELS.limits(interruptions=False), LEVELS.limits()]
+    probes, search = _probe_all(_Bisection(grid, phases, grid.index(40)), grid, outcome, 6)
+    assert probes == [40, 36, 128, 45]
+    assert math.isinf(search.capacity(LEVELS.limits()))
+    assert search.capacity(LEVELS.limits(interruptions=False)) == pytest.approx(38.0, rel=0.01)
+
+
+def test_a_rung_starts_from_its_parent_on_the_split_chosen_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """B1i waits for B1's first phase, starts from B1's size and keeps B1's best split there
+    (the partition chosen best for B1), where B1 ran every split."""
+    seen: list[RunSpec] = []
+
+    def fake_runs(runs: list[RunSpec], workers: int) -> list[dict[str, Any]]:
+        out = []
+        for run in runs:
+            seen.append(run)
+            # The 0.375 split serves best; every split meets from some size on.
+            wait = 30 * 50 / run.gpus * (1.0 if run.split == 0.375 else 1.3)
+            out.append({**_runs(wait)[0], "rung": run.rung, "split": run.split, "seed": run.seed})
+        return out
+
+    monkeypatch.setattr(capacity, "run_many", fake_runs)
+    base = RunSpec(org="dgx-4", rung="B1", gpus=0, seed=1)
+    searches = capacity.search_all(
+        base, ["B1", "B1i"], [1, 2], levels=LEVELS, splits=[0.25, 0.375, 0.5], workers=1
+    )
+    assert {r.split for r in seen if r.rung == "B1"} == {0.25, 0.375, 0.5}
+    assert {r.split for r in seen if r.rung == "B1i"} == {0.375}
+    first_b1i = next(r for r in seen if r.rung == "B1i")
+    assert first_b1i.gpus == searches["B1"].meeting_size(LEVELS.limits())
+    assert searches["B1i"].capacity(LEVELS.limits()) == pytest.approx(50.0, rel=0.01)
+
+
+def test_a_run_is_made_once_for_every_search_that_asks_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The frontier's idle-culler at 60 min is the ladder's L1i, a policy file changes
+    nothing on a rung without gpuaas, and the dual's demand × 1 is the organisation's."""
+    made: list[RunSpec] = []
+
+    def fake_one(run: RunSpec, events: Any = None) -> dict[str, Any]:
+        made.append(run)
+        return {"rung": run.rung, "split": run.split, "seed": run.seed, "gpus_size": run.gpus}
+
+    monkeypatch.setattr(capacity, "run_one", fake_one)
+    monkeypatch.setattr(capacity, "_DONE", {})
+    l1i = RunSpec(org="dgx-4", rung="L1i", gpus=32, seed=7)
+    same = [
+        l1i,
+        RunSpec(org="dgx-4", rung="L1i", gpus=32, seed=7, policy_file="/elsewhere.yaml"),
+        RunSpec(
+            org="dgx-4",
+            rung="L1i",
+            gpus=32,
+            seed=7,
+            demand=(("users_per_gpu", 1.0), ("training_offered_load", 0.7)),
+        ),
+    ]
+    other = [
+        RunSpec(org="dgx-4", rung="L1i", gpus=32, seed=7, idle_timeout_min=30.0),
+        RunSpec(org="dgx-4", rung="L1g", gpus=32, seed=7, policy_file="/elsewhere.yaml"),
+        RunSpec(org="dgx-4", rung="L1g", gpus=32, seed=7),
+    ]
+    results = capacity.run_many([*same, *other], workers=1)
+    assert len(made) == 4
+    assert [r["seed"] for r in results] == [7] * 6
+    capacity.run_many(same, workers=1)
+    assert len(made) == 4
+
+
+def test_the_search_covers_the_crossings_of_the_bootstrap_resamples() -> None:
+    """Seeds that disagree: a resample of the slow seeds still fails at the largest size the
+    bracket needs, so the search runs sizes above it until every resample crosses (or the
+    cap); without the resamples it stops at the bracket."""
+    grid = grid_sizes(32)
+    factors = [1.0, 1.0, 1.0, 1.6]
+
+    def outcome(g: int) -> dict[float, list[dict[str, Any]]]:
+        return {0.5: [{**_runs(30 * 36 * f / g)[0], "seed": k} for k, f in enumerate(factors)]}
+
+    phases = [LEVELS.limits(interruptions=False), LEVELS.limits()]
+    plain, _ = _probe_all(_Bisection(grid, phases, grid.index(40)), grid, outcome, 6)
+    picks = capacity.resample_picks(len(factors), 200)
+    covered, search = _probe_all(_Bisection(grid, phases, grid.index(40), picks), grid, outcome, 6)
+    assert set(plain) < set(covered)
+    assert max(covered) > max(plain)
+    worst = max(30 * 36 * 1.6 / g for g in [max(covered)])  # all seeds slow: ratio at the top run
+    assert worst <= 30 or len(set(covered) - set(plain)) >= capacity.COVER_STEPS
+    low, high = capacity.interval(search, len(factors), LEVELS.limits(), resamples=200)
+    assert math.isfinite(high)
+    assert low <= search.capacity(LEVELS.limits()) <= high
+
