@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
 import tempfile
 import time
@@ -13,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from . import brain, capacity, ladder
+from . import brain, capacity, figures, ladder
 from .capacity import Levels, Multiplier, RunSpec, Search
 from .metrics import mean_ci
 from .organisations import OrgSpec
@@ -21,6 +22,8 @@ from .trace import PARAMETERS, TRACE_VERSION
 from .world import REPO
 
 DOCS = REPO / "docs" / "replay.md"
+FIGURES = REPO / "docs" / "images" / "replay"
+"""The page's SVG figures, written with it (every ``*.svg`` there is the page's)."""
 TEMPLATE = Path(__file__).with_name("ladder.md.in")
 BASELINES = ("B1", "B2", "L1i")
 QUICK = {"seeds": 3, "days": 0.5, "burn_in_h": 12.0, "resamples": 200}
@@ -273,7 +276,8 @@ def sweep_table(
     splits: Sequence[float],
     workers: int,
     resamples: int,
-) -> str:
+    guesses: Mapping[str, float] | None = None,
+) -> tuple[str, dict[str, list[tuple[float, dict[str, Search]]]]]:
     """Effective capacity of ``rung_names`` with one demand figure moved at a time, and the
     last rung's multipliers against the first and the second (paired bootstrap), on the
     training and spawn levels: of the sweep's rungs only an idle-culler interrupts sessions,
@@ -285,11 +289,19 @@ def sweep_table(
     head = [f"{r} GPUs" for r in rung_names] + [f"{last} × against {b}" for b in bases]
     lines = ["| demand | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
     d = spec.demand.__dict__
+    swept: dict[str, list[tuple[float, dict[str, Search]]]] = {}
     for key, label, values in SWEEP:
         for value in values:
             point = replace(base, demand=(*base.demand, (key, value)))
             searches = capacity.search_all(
-                point, rung_names, seeds, levels=levels, splits=splits, workers=workers
+                point,
+                rung_names,
+                seeds,
+                levels=levels,
+                splits=splits,
+                workers=workers,
+                guesses=guesses,
+                resamples=resamples,
             )
             by = {
                 m.baseline: m
@@ -299,7 +311,8 @@ def sweep_table(
             cells = [_fmt(searches[r].capacity(full), "num") for r in rung_names]
             cells += [_multiplier(by.get(b)) for b in bases]
             lines.append(f"| {label} {value:g} (else {d[key]:g}) | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+            swept.setdefault(key, []).append((value, searches))
+    return "\n".join(lines), swept
 
 
 def dual_table(
@@ -316,7 +329,13 @@ def dual_table(
     of them, and the training and spawn levels alone), with a paired bootstrap interval over
     the seeds, and its multiplier against the first two rungs."""
     searches = capacity.search_demand(
-        base, rung_names, seeds, levels=levels, splits=splits, workers=workers
+        base,
+        rung_names,
+        seeds,
+        levels=levels,
+        splits=splits,
+        workers=workers,
+        resamples=resamples,
     )
     bases = list(rung_names[:2])
     head = ["demand served [95%]"] + [f"× against {b} [95%]" for b in bases]
@@ -366,7 +385,9 @@ def frontier_table(
     levels: Levels,
     workers: int,
     directory: Path,
-) -> str:
+    guesses: Mapping[str, float] | None = None,
+    resamples: int = capacity.RESAMPLES,
+) -> tuple[str, list[figures.Frontier]]:
     """Each culler setting on L1: its effective capacity on the training and spawn levels, and
     the sessions it interrupts (and the spawn wait) at the smallest size run that meets them."""
     relaxed = replace(levels, interrupted_per_100h=math.inf)
@@ -377,6 +398,9 @@ def frontier_table(
         for t in FRONTIER_IDLE_MIN
     ]
     for i, (label, edits) in enumerate(FRONTIER_GPUAAS):
+        if not edits:  # the shipped file itself: the ladder's own runs
+            variants.append((f"gpuaas, {label}", base, "L1g"))
+            continue
         text = shipped
         for old, new in edits:
             if old not in text:
@@ -390,10 +414,20 @@ def frontier_table(
         " 100 session-h | spawn wait p90 (min) |",
         "|---|---|---|---|",
     ]
+    settings: list[figures.Frontier] = []
     for label, point, rung in variants:
         search = capacity.search_all(
-            point, [rung], seeds, levels=relaxed, splits=(), workers=workers
+            point,
+            [rung],
+            seeds,
+            levels=relaxed,
+            splits=(),
+            workers=workers,
+            guesses=guesses,
+            resamples=resamples,
         )[rung]
+        culler, _sep, knob = label.partition(", ")
+        settings.append(figures.Frontier(knob.removeprefix("timeout "), culler, search))
         size = search.meeting_size(limits)
         cells = [_fmt(search.capacity(limits), "num")]
         for key in ("interrupted_per_100h", "spawn_wait_p90_min"):
@@ -404,7 +438,7 @@ def frontier_table(
             mean, half = mean_ci(float(x[key]) for x in runs)
             cells.append(_fmt(mean, "num", half) + f" @ {size}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines), settings
 
 
 def search_table(searches: Mapping[str, Search], levels: Levels) -> str:
@@ -452,6 +486,69 @@ def run_events(args: argparse.Namespace, base: RunSpec, seeds: Sequence[int]) ->
     return 0
 
 
+def _beyond_the_ladder(
+    args: argparse.Namespace,
+    base: RunSpec,
+    spec: OrgSpec,
+    rung_names: Sequence[str],
+    seeds: Sequence[int],
+    levels: Levels,
+    splits: Sequence[float],
+    searches: Mapping[str, Search],
+    sections: dict[str, str],
+) -> dict[str, str]:
+    """The sensitivity sweep, the dual and the culler frontier (each unless skipped): their
+    tables into ``sections``; their figures returned."""
+    workers = args.workers or capacity.default_workers()
+    relaxed_limits = levels.limits(interruptions=False)
+    # The sweep's and the frontier's searches start from the ladder's sizes.
+    guesses = {r: s.capacity(relaxed_limits) for r, s in searches.items()}
+    guesses = {r: g for r, g in guesses.items() if math.isfinite(g)}
+    svgs: dict[str, str] = {}
+    sweep_seeds = seeds[: args.sweep_seeds]
+    if args.sweep or not (args.quick or args.no_sweep):
+        sweep_rungs = [r for r in SWEEP_RUNGS if r in rung_names]
+        sections["sweep"], swept = sweep_table(
+            base,
+            spec,
+            sweep_rungs,
+            sweep_seeds,
+            levels,
+            splits,
+            workers,
+            args.resamples,
+            guesses,
+        )
+        svgs |= _sensitivity_figures(
+            spec, searches, seeds, len(sweep_seeds), swept, levels, args.resamples
+        )
+    else:
+        sections["sweep"] = "(not run: `--no-sweep` or `--quick`)"
+    if args.dual or not (args.quick or args.no_dual):
+        sections["dual"] = dual_table(
+            base,
+            [r for r in DUAL_RUNGS if r in rung_names],
+            seeds[: args.sweep_seeds],
+            levels,
+            splits,
+            workers,
+            args.resamples,
+        )
+    else:
+        sections["dual"] = "(not run: `--no-dual` or `--quick`)"
+    if args.frontier or not (args.quick or args.no_frontier):
+        with tempfile.TemporaryDirectory(prefix="replay-frontier-") as tmp:
+            sections["frontier"], settings = frontier_table(
+                base, sweep_seeds, levels, workers, Path(tmp), guesses, args.resamples
+            )
+        svgs["frontier"] = figures.frontier_figure(
+            settings, len(sweep_seeds), levels, args.resamples
+        )
+    else:
+        sections["frontier"] = "(not run: `--no-frontier` or `--quick`)"
+    return svgs
+
+
 def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.quick:
         args.seeds = QUICK["seeds"]
@@ -492,6 +589,7 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         splits=splits,
         workers=workers,
         progress=lambda line: print(line, flush=True),
+        resamples=args.resamples,
     )
     runs = sum(len(v) for s in searches.values() for by in s.sizes.values() for v in by.values())
     wall = time.perf_counter() - started
@@ -515,33 +613,13 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "at_size": at_size_table(searches, levels),
         "search": search_table(searches, levels),
     }
-    if args.sweep or not (args.quick or args.no_sweep):
-        sweep_rungs = [r for r in SWEEP_RUNGS if r in rung_names]
-        sweep_seeds = seeds[: args.sweep_seeds]
-        sections["sweep"] = sweep_table(
-            base, spec, sweep_rungs, sweep_seeds, levels, splits, workers, args.resamples
-        )
-    else:
-        sections["sweep"] = "(not run: `--no-sweep` or `--quick`)"
-    if args.dual or not (args.quick or args.no_dual):
-        sections["dual"] = dual_table(
-            base,
-            [r for r in DUAL_RUNGS if r in rung_names],
-            seeds[: args.sweep_seeds],
-            levels,
-            splits,
-            workers,
-            args.resamples,
-        )
-    else:
-        sections["dual"] = "(not run: `--no-dual` or `--quick`)"
-    if args.frontier or not (args.quick or args.no_frontier):
-        with tempfile.TemporaryDirectory(prefix="replay-frontier-") as tmp:
-            sections["frontier"] = frontier_table(
-                base, seeds[: args.sweep_seeds], levels, workers, Path(tmp)
-            )
-    else:
-        sections["frontier"] = "(not run: `--no-frontier` or `--quick`)"
+    svgs = figures.ladder_figures(
+        searches, multipliers, relaxed, len(seeds), levels, args.resamples
+    )
+    svgs |= _beyond_the_ladder(
+        args, base, spec, rung_names, seeds, levels, splits, searches, sections
+    )
+    capacity.close_pool()  # its workers' CPU time counts once they have ended
     wall = time.perf_counter() - started  # the whole command, the sweep included
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = time.process_time() - cpu0 + children.ru_utime + children.ru_stime
@@ -578,11 +656,69 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         )
     if args.no_docs:
         return 0
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    for old in FIGURES.glob("*.svg"):
+        old.unlink()
+    for name, svg in svgs.items():
+        (FIGURES / f"{name}.svg").write_text(svg, encoding="utf-8")
+    sections = {**sections, **_figure_links(svgs)}
     DOCS.write_text(
         render(args, argv, spec, seeds, levels, sections, runs, wall, cpu), encoding="utf-8"
     )
-    print(f"\nwrote {DOCS.relative_to(REPO)}")
+    print(f"\nwrote {DOCS} and its {len(svgs)} figures in {FIGURES}")
     return 0
+
+
+FIGURE_TITLES = {
+    "ladder": "Effective capacity per rung",
+    "multipliers": "Multipliers against B1 and L1i",
+    "frontier": "The culler frontier",
+    "users": "Sensitivity to notebook users per GPU",
+    "memory": "Sensitivity to the memory need",
+}
+
+
+def _figure_links(svgs: Mapping[str, str]) -> dict[str, str]:
+    """The page's image links, by template field (``figure_<name>``); a figure not drawn
+    (its part not run) is said so."""
+    where = Path(os.path.relpath(FIGURES, DOCS.parent)).as_posix()
+    out = {}
+    for name, title in FIGURE_TITLES.items():
+        out[f"figure_{name}"] = (
+            f"![{title}]({where}/{name}.svg)" if name in svgs else f"({title}: not run)"
+        )
+    return out
+
+
+def _sensitivity_figures(
+    spec: OrgSpec,
+    searches: Mapping[str, Search],
+    seeds: Sequence[int],
+    sweep_seeds: int,
+    swept: Mapping[str, list[tuple[float, dict[str, Search]]]],
+    levels: Levels,
+    resamples: int,
+) -> dict[str, str]:
+    """Users per GPU and memory need: the sweep's points and the ladder's own (the
+    organisation's figure, all the ladder's seeds)."""
+    out = {}
+    for name, key, axis in (
+        ("users", "users_per_gpu", "notebook users per GPU of the training pools"),
+        ("memory", "gpu_memory_median_gib", "median GPU-memory need of a session (GiB)"),
+    ):
+        if key not in swept:
+            continue
+        rungs = list(swept[key][0][1])
+        own = (float(spec.demand.__dict__[key]), {r: searches[r] for r in rungs}, len(seeds))
+        points = [own] + [(v, s, sweep_seeds) for v, s in swept[key]]
+        out[name] = figures.sensitivity_figure(
+            f"{FIGURE_TITLES[name]} (the others as the organisation states them)",
+            axis,
+            points,
+            levels,
+            resamples,
+        )
+    return out
 
 
 def render(

@@ -336,3 +336,31 @@ def test_the_search_covers_the_crossings_of_the_bootstrap_resamples() -> None:
     assert math.isfinite(high)
     assert low <= search.capacity(LEVELS.limits()) <= high
 
+
+def test_the_page_is_written_with_its_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The whole page is generated: its tables and, beside it, the SVG figures it links (the
+    ladder, the multipliers, the sensitivity to users per GPU and to memory need)."""
+    from benchmarks.replay import ladder_report
+
+    page = tmp_path / "replay.md"
+    monkeypatch.setattr(ladder_report, "DOCS", page)
+    monkeypatch.setattr(ladder_report, "FIGURES", tmp_path / "replay")
+    monkeypatch.setattr(
+        ladder_report,
+        "SWEEP",
+        (
+            ("users_per_gpu", "notebook users per GPU", (2.0,)),
+            ("gpu_memory_median_gib", "median GPU-memory need (GiB)", (16.0,)),
+        ),
+    )
+    argv = ["--quick", "--seed", "1,2", "--rungs", "L1i,L2", "--sweep"]
+    assert main([*argv, "--workers", "1", "--resamples", "20"]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert "(The culler frontier: not run)" in text  # --quick leaves it out
+    for name in ("ladder", "multipliers", "users", "memory"):
+        assert f"](replay/{name}.svg)" in text
+        svg = (tmp_path / "replay" / f"{name}.svg").read_text(encoding="utf-8")
+        assert svg.startswith("<svg ")
+    assert "{figure_" not in text

@@ -1,0 +1,254 @@
+"""The replay page's figures as SVG, written here from the page's own numbers (no plotting
+library): a dot-and-whisker chart per rung (the ladder), and an x-y chart of series with
+error bars (the culler frontier, the sensitivity to a demand figure).
+
+Every function is pure: numbers in, the SVG document out. Missing values (``nan``, ``inf``)
+are left out of a chart and named in its note, never drawn at an edge."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+WIDTH = 720
+FONT = "font-family='sans-serif' font-size='12'"
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+LEFT, RIGHT, TOP, BOTTOM = 150, 30, 40, 50
+
+
+@dataclass(frozen=True)
+class Point:
+    """A value with its 95% interval (``low`` = ``high`` = ``value`` when it has none)."""
+
+    value: float
+    low: float
+    high: float
+    label: str = ""
+    hollow: bool = False
+    """Drawn as an open marker: a value on weaker terms (its chart's note says which)."""
+
+    @property
+    def drawn(self) -> bool:
+        return math.isfinite(self.value)
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    xs: Sequence[float]
+    points: Sequence[Point]
+
+
+def _ticks(low: float, high: float, count: int = 6) -> list[float]:
+    """Round ticks covering [low, high]."""
+    span = max(high - low, 1e-9)
+    raw = span / count
+    step = 10 ** math.floor(math.log10(raw))
+    for k in (1, 2, 2.5, 5, 10):
+        if raw <= k * step:
+            step *= k
+            break
+    first = math.floor(low / step + 1e-9)
+    last = math.ceil(high / step - 1e-9)
+    ticks = [round(k * step, 10) for k in range(first, last + 1)]
+    return ticks
+
+
+def _tick_text(t: float) -> str:
+    return f"{t:g}"
+
+
+def _finite(values: Sequence[float]) -> list[float]:
+    return [v for v in values if math.isfinite(v)]
+
+
+def _document(height: int, body: list[str], title: str, note: str) -> str:
+    lines = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{height}'"
+        f" viewBox='0 0 {WIDTH} {height}' {FONT}>",
+        f"<rect width='{WIDTH}' height='{height}' fill='white'/>",
+        f"<text x='{WIDTH / 2:.0f}' y='20' text-anchor='middle' font-size='14'"
+        f" font-weight='bold'>{escape(title)}</text>",
+        *body,
+    ]
+    if note:
+        lines.append(
+            f"<text x='{LEFT}' y='{height - 8}' fill='#555' font-size='11'>{escape(note)}</text>"
+        )
+    lines.append("</svg>")
+    return "\n".join(lines) + "\n"
+
+
+def _marker(x: float, y: float, colour: str, hollow: bool) -> str:
+    fill = "white" if hollow else colour
+    return (
+        f"<circle cx='{x:.1f}' cy='{y:.1f}' r='4.5' fill='{fill}' stroke='{colour}'"
+        " stroke-width='1.6'/>"
+    )
+
+
+def intervals(
+    title: str,
+    axis: str,
+    rows: Sequence[tuple[str, Sequence[Point]]],
+    names: Sequence[str],
+    *,
+    reference: float | None = None,
+    note: str = "",
+) -> str:
+    """A dot-and-whisker chart: a row per label, a dot per series (``names``) with its 95%
+    interval, along a horizontal ``axis``; a dashed line at ``reference``."""
+    row_h = 14 + 12 * len(names)
+    height = TOP + BOTTOM + row_h * len(rows) + 24 * (len(names) > 1)
+    values = _finite(
+        [v for _label, points in rows for p in points if p.drawn for v in (p.low, p.high)]
+    )
+    if reference is not None:
+        values.append(reference)
+    low, high = (min(values), max(values)) if values else (0.0, 1.0)
+    ticks = _ticks(low, high)
+    low, high = min(low, ticks[0]), max(high, ticks[-1])
+    plot_w = WIDTH - LEFT - RIGHT
+
+    def x_of(v: float) -> float:
+        return LEFT + plot_w * (v - low) / ((high - low) or 1.0)
+
+    bottom = TOP + row_h * len(rows)
+    body = []
+    for t in ticks:
+        x = x_of(t)
+        body.append(
+            f"<line x1='{x:.1f}' y1='{TOP}' x2='{x:.1f}' y2='{bottom}' stroke='#ddd'/>"
+            f"<text x='{x:.1f}' y='{bottom + 16}' text-anchor='middle'>{_tick_text(t)}</text>"
+        )
+    body.append(
+        f"<text x='{LEFT + plot_w / 2:.0f}' y='{bottom + 34}' text-anchor='middle'>"
+        f"{escape(axis)}</text>"
+    )
+    if reference is not None:
+        x = x_of(reference)
+        body.append(
+            f"<line x1='{x:.1f}' y1='{TOP}' x2='{x:.1f}' y2='{bottom}' stroke='#888'"
+            " stroke-dasharray='4 3'/>"
+        )
+    for r, (label, points) in enumerate(rows):
+        y0 = TOP + r * row_h
+        body.append(
+            f"<text x='{LEFT - 8}' y='{y0 + row_h / 2 + 4:.1f}' text-anchor='end'>"
+            f"{escape(label)}</text>"
+        )
+        for k, p in enumerate(points):
+            if not p.drawn:
+                continue
+            y = y0 + 13 + 12 * k
+            colour = COLOURS[k % len(COLOURS)]
+            lo, hi = (x_of(v) for v in (p.low, p.high))
+            body.append(
+                f"<line x1='{lo:.1f}' y1='{y:.1f}' x2='{hi:.1f}' y2='{y:.1f}'"
+                f" stroke='{colour}' stroke-width='1.6'/>"
+            )
+            body.append(_marker(x_of(p.value), y, colour, p.hollow))
+    if len(names) > 1:
+        body += _legend(names, bottom + 56)
+    return _document(height + 10, body, title, note)
+
+
+def _legend(names: Sequence[str], y: float) -> list[str]:
+    out = []
+    x = float(LEFT)
+    for k, name in enumerate(names):
+        colour = COLOURS[k % len(COLOURS)]
+        out.append(_marker(x, y - 4, colour, False))
+        out.append(f"<text x='{x + 10:.1f}' y='{y:.1f}'>{escape(name)}</text>")
+        x += 24 + 7 * len(name)
+    return out
+
+
+def xy(
+    title: str,
+    x_axis: str,
+    y_axis: str,
+    series: Sequence[Series],
+    *,
+    x_errors: Sequence[Sequence[Point]] | None = None,
+    note: str = "",
+    labels: bool = False,
+) -> str:
+    """Series as lines through their points, each with its vertical 95% interval (and, with
+    ``x_errors``, a horizontal one per point); ``labels`` writes each point's label by it."""
+    height = 420
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, height - TOP - BOTTOM - 40
+    xs: list[float] = []
+    ys: list[float] = []
+    for k, s in enumerate(series):
+        for j, (x, p) in enumerate(zip(s.xs, s.points, strict=True)):
+            if not p.drawn:
+                continue
+            xs.append(x)
+            ys += [p.low, p.high, p.value]
+            if x_errors is not None:
+                e = x_errors[k][j]
+                xs += [e.low, e.high] if e.drawn else []
+    xs, ys = _finite(xs), _finite(ys)
+    x_lo, x_hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    y_lo, y_hi = (min(ys), max(ys)) if ys else (0.0, 1.0)
+    x_ticks, y_ticks = _ticks(x_lo, x_hi), _ticks(y_lo, y_hi)
+    x_lo, x_hi = min(x_lo, x_ticks[0]), max(x_hi, x_ticks[-1])
+    y_lo, y_hi = min(y_lo, y_ticks[0]), max(y_hi, y_ticks[-1])
+
+    def px(v: float) -> float:
+        return LEFT + plot_w * (v - x_lo) / ((x_hi - x_lo) or 1.0)
+
+    def py(v: float) -> float:
+        return TOP + plot_h * (1 - (v - y_lo) / ((y_hi - y_lo) or 1.0))
+
+    bottom = TOP + plot_h
+    body = []
+    for t in x_ticks:
+        body.append(
+            f"<line x1='{px(t):.1f}' y1='{TOP}' x2='{px(t):.1f}' y2='{bottom}' stroke='#eee'/>"
+            f"<text x='{px(t):.1f}' y='{bottom + 16}' text-anchor='middle'>{_tick_text(t)}</text>"
+        )
+    for t in y_ticks:
+        body.append(
+            f"<line x1='{LEFT}' y1='{py(t):.1f}' x2='{LEFT + plot_w}' y2='{py(t):.1f}'"
+            f" stroke='#eee'/><text x='{LEFT - 6}' y='{py(t) + 4:.1f}' text-anchor='end'>"
+            f"{_tick_text(t)}</text>"
+        )
+    body.append(
+        f"<text x='{LEFT + plot_w / 2:.0f}' y='{bottom + 34}' text-anchor='middle'>"
+        f"{escape(x_axis)}</text>"
+        f"<text x='{LEFT - 50}' y='{TOP + plot_h / 2:.0f}' text-anchor='middle'"
+        f" transform='rotate(-90 {LEFT - 50} {TOP + plot_h / 2:.0f})'>{escape(y_axis)}</text>"
+    )
+    for k, s in enumerate(series):
+        colour = COLOURS[k % len(COLOURS)]
+        drawn = [(x, p) for x, p in zip(s.xs, s.points, strict=True) if p.drawn]
+        if len(drawn) > 1:
+            path = " ".join(f"{px(x):.1f},{py(p.value):.1f}" for x, p in drawn)
+            body.append(
+                f"<polyline points='{path}' fill='none' stroke='{colour}' stroke-width='1.4'/>"
+            )
+        for j, (x, p) in enumerate(zip(s.xs, s.points, strict=True)):
+            if not p.drawn:
+                continue
+            body.append(
+                f"<line x1='{px(x):.1f}' y1='{py(p.low):.1f}' x2='{px(x):.1f}'"
+                f" y2='{py(p.high):.1f}' stroke='{colour}' stroke-width='1.4'/>"
+            )
+            if x_errors is not None and x_errors[k][j].drawn:
+                e = x_errors[k][j]
+                body.append(
+                    f"<line x1='{px(e.low):.1f}' y1='{py(p.value):.1f}' x2='{px(e.high):.1f}'"
+                    f" y2='{py(p.value):.1f}' stroke='{colour}' stroke-width='1' opacity='0.6'/>"
+                )
+            body.append(_marker(px(x), py(p.value), colour, p.hollow))
+            if labels and p.label:
+                body.append(
+                    f"<text x='{px(x) + 7:.1f}' y='{py(p.value) - 6:.1f}' font-size='10'"
+                    f" fill='{colour}'>{escape(p.label)}</text>"
+                )
+    body += _legend([s.name for s in series], bottom + 56)
+    return _document(height + 20, body, title, note)
