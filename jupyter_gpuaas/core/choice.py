@@ -1,11 +1,14 @@
 """What a user picks from the catalog, checked once, and what it becomes in a pod (pure).
 
-A spawn (``spawner/gpuaas_spawner/validate.py``) and a notebook Job
-(``culler/gpuaas_service/jobs/request.py``) both ask for a team, an offering, a count, an image
+A spawn (``spawner/gpuaas_spawner/validate.py``), a move to a bigger offering
+(``culler/gpuaas_service/web/resize.py``) and a notebook Job
+(``culler/gpuaas_service/jobs/request.py``) all ask for a team, an offering, a count, an image
 and a size. :func:`read_choice` checks those against the catalog and the caller's teams for
-both, and reports each problem with its field path (:mod:`jupyter_gpuaas.core.fields`) in a
-sentence a person can act on; :func:`choice_resources` and :func:`shm_volume` are what the
-choice adds to the container of a server's pod and of a Job's pod alike.
+each (:func:`read_server_choice` for a server's, among its team's offerings), and reports each
+problem with its field path (:mod:`jupyter_gpuaas.core.fields`, whose typed readers it words in
+:data:`CHOICE_WORDS`) in a sentence a person can act on; :func:`choice_resources` and
+:func:`shm_volume` are what the choice adds to the container of a server's pod and of a Job's
+pod alike.
 
 Each caller keeps only what is its own: the keys its request may hold, which of its teams
 count (a Job needs the team's ``jobs`` section), and what else it carries (a notebook, a time
@@ -14,14 +17,20 @@ limit).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, TypeVar
 
 from jupyter_gpuaas.core.catalog import Catalog, Image, Offering, Size, Tenant
-from jupyter_gpuaas.core.fields import FieldError, FieldErrors, did_you_mean, type_name
+from jupyter_gpuaas.core.fields import (
+    FieldError,
+    FieldErrors,
+    did_you_mean,
+    read_int,
+    read_str,
+    type_name,
+)
 from jupyter_gpuaas.core.headroom import Headroom
 from jupyter_gpuaas.core.kueue import format_quantity
 
@@ -35,6 +44,7 @@ __all__ = [
     "choice_resources",
     "pick_team",
     "read_choice",
+    "read_server_choice",
     "read_text",
     "refusal",
     "shm_volume",
@@ -42,7 +52,8 @@ __all__ = [
 ]
 
 MAX_VALUE_LEN = 253
-_COUNT_RE = re.compile(r"^[0-9]{1,4}$")
+COUNT_DIGITS = 4
+"""The most digits of a count sent as text (as the form sends it)."""
 SHM_VOLUME = "gpuaas-shm"
 SHM_PATH = "/dev/shm"
 
@@ -121,21 +132,20 @@ def show(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _text_words(problem: str, /, **values: Any) -> str:
+    """A choice's words (:data:`CHOICE_WORDS`) for a text field :func:`read_str` refuses."""
+    if problem == "not_string":
+        return refusal("text.not_text", key=values["key"], type=values["type"])
+    return refusal("text.invalid", key=values["key"], value=show(values["raw"]))
+
+
 def read_text(
     errs: FieldErrors, data: Mapping[str, Any], key: str, limit: int = MAX_VALUE_LEN
 ) -> str | None:
     """``data[key]`` if it is a non-empty string of at most ``limit`` characters; ``None`` if
-    absent; else the problem is reported at ``key`` and ``None`` returned."""
-    value = data.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        errs.add(key, refusal("text.not_text", key=key, type=type_name(value)))
-        return None
-    if not value or len(value) > limit:
-        errs.add(key, refusal("text.invalid", key=key, value=show(value)))
-        return None
-    return value
+    absent; else the problem is reported at ``key`` in the choice's words and ``None``
+    returned (:func:`~jupyter_gpuaas.core.fields.read_str`)."""
+    return read_str(errs, "", data, key, max_length=limit, say=_text_words)
 
 
 def pick_team(
@@ -172,28 +182,30 @@ def _names(teams: Sequence[Tenant]) -> str:
 def _count(errs: FieldErrors, data: Mapping[str, Any], offering: Offering) -> int:
     """The count asked for (a whole number, or its digits as text, as a form sends them)
     within the offering's range; its default if absent."""
-    value = data.get("count")
-    if value is None:
-        return offering.default_count
-    if isinstance(value, bool):
-        errs.add("count", refusal("count.not_whole"))
-        return offering.default_count
-    if isinstance(value, str) and _COUNT_RE.match(value):
-        value = int(value)
-    if not isinstance(value, int):
-        errs.add("count", refusal("count.not_whole_value", value=show(value)))
-        return offering.default_count
-    if not offering.min_count <= value <= offering.max_count:
-        low, high = offering.min_count, offering.max_count
-        allowed = refusal("count.exactly" if low == high else "count.range", low=low, high=high)
-        errs.add(
-            "count",
-            refusal(
-                "count.out_of_range", offering=offering.display_name, allowed=allowed, value=value
-            ),
-        )
-        return offering.default_count
-    return value
+    low, high = offering.min_count, offering.max_count
+    allowed = refusal("count.exactly" if low == high else "count.range", low=low, high=high)
+
+    def words(problem: str, /, **values: Any) -> str:
+        raw = values["raw"]
+        if problem == "out_of_range":
+            return refusal(
+                "count.out_of_range", offering=offering.display_name, allowed=allowed, value=raw
+            )
+        if isinstance(raw, bool):
+            return refusal("count.not_whole")
+        return refusal("count.not_whole_value", value=show(raw))
+
+    count = read_int(
+        errs,
+        "",
+        data,
+        "count",
+        minimum=low,
+        maximum=high,
+        text_digits=COUNT_DIGITS,
+        say=words,
+    )
+    return offering.default_count if count is None else count
 
 
 _Picked = TypeVar("_Picked", Image, Size)
@@ -301,6 +313,29 @@ def read_choice(
             errs.add("offering", words)
             return None
     return Choice(tenant=tenant, offering=offering, count=count, image=image, size=size)
+
+
+def read_server_choice(
+    errs: FieldErrors,
+    data: Mapping[str, Any],
+    catalog: Catalog,
+    tenant: Tenant,
+    *,
+    headroom: HeadroomFn | None = None,
+) -> Choice | None:
+    """A server's choice for ``tenant`` (a spawn's, a move's to a bigger offering):
+    :func:`read_choice` over the team's own offerings, its default offering where ``data``
+    names none, and the team's name in the refusals."""
+    return read_choice(
+        errs,
+        data,
+        catalog,
+        tenant,
+        offerings=tenant.offerings,
+        default_offering=tenant.default_offering,
+        where=tenant.display_name,
+        headroom=headroom,
+    )
 
 
 # --------------------------------------------------------------------------- in the pod

@@ -11,6 +11,11 @@ The typed readers (:func:`read_str`, :func:`read_one_of`, :func:`read_int`, :fun
 ``(errs, base, data, key)``: they read ``data[key]``, treat a missing key and ``None`` alike
 (the default), and record a wrong value at ``key_path(base, key)`` in ``errs`` instead of
 raising, returning the default, so that a reader can go on and report the next field too.
+
+A reader words what it reports in :data:`FIELD_WORDS` (a message that follows the path:
+``count: must be at least 1``). A caller whose messages are sentences of their own (the spawn
+form's and a notebook Job's choice, :mod:`jupyter_gpuaas.core.choice`) passes ``say``: it is
+called with the problem's name and its values and returns the message.
 """
 
 from __future__ import annotations
@@ -21,18 +26,21 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from jupyter_gpuaas.core.durations import DURATION_HINT, format_duration, parse_duration
 
 __all__ = [
     "DNS_SUBDOMAIN_RE",
+    "FIELD_WORDS",
     "LABEL_VALUE_RE",
     "NAME_RE",
     "SLUG_RE",
     "FieldError",
     "FieldErrors",
+    "Say",
     "did_you_mean",
+    "field_words",
     "is_qualified_name",
     "key_path",
     "object_items",
@@ -59,6 +67,7 @@ DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DIGITS_RE = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -180,6 +189,34 @@ def _given(data: Mapping[str, Any], key: str) -> bool:
     return data.get(key) is not None
 
 
+FIELD_WORDS: Mapping[str, str] = {
+    "required": "is required",
+    "required_hint": "is required ({hint})",
+    "not_string": "must be a string, not {type}",
+    "blank": "must not be empty",
+    "length": "must be 1 to {limit} characters long, not {length}",
+    "not_matching": "{value} is not {what}",
+    "not_amount": "must be {what}, not {value}",
+    "out_of_range": "must be {bounds}, not {value}",
+}
+"""How the readers word each problem, after the field's path. The values a reader fills in:
+``key``, ``raw`` (the value as given), ``value`` (it quoted, cut short), ``type`` (its kind in
+YAML's or JSON's words), ``what``, ``hint``, ``bounds``, ``limit``, ``length``."""
+
+
+class Say(Protocol):
+    """A reader's wording: the message for ``problem`` (a key of :data:`FIELD_WORDS`) with
+    its values."""
+
+    def __call__(self, problem: str, /, **values: Any) -> str: ...
+
+
+def field_words(problem: str, /, **values: Any) -> str:
+    """The readers' own wording (:data:`FIELD_WORDS`); values a message does not use are left
+    out."""
+    return FIELD_WORDS[problem].format(**values)
+
+
 def read_str(
     errs: FieldErrors,
     base: str,
@@ -191,24 +228,36 @@ def read_str(
     default: str | None = None,
     pattern: re.Pattern[str] | None = None,
     what: str = "",
+    max_length: int | None = None,
+    say: Say = field_words,
 ) -> str | None:
     """A string; ``required``: present and not blank (a missing one "is required", followed by
-    ``required_hint`` in brackets where given); ``pattern``: it must match, else it is reported
-    as not ``what`` (``'X' is not a slug (a-z, 0-9, -)``)."""
+    ``required_hint`` in brackets where given); ``max_length``: 1 to that many characters
+    (``""`` is then as wrong as too long a string); ``pattern``: it must match, else it is
+    reported as not ``what`` (``'X' is not a slug (a-z, 0-9, -)``)."""
     path = key_path(base, key)
     if not _given(data, key):
         if required:
-            errs.add(path, f"is required ({required_hint})" if required_hint else "is required")
+            errs.add(
+                path,
+                say("required_hint", key=key, hint=required_hint)
+                if required_hint
+                else say("required", key=key),
+            )
         return default
     value = data[key]
+    words = {"key": key, "raw": value, "value": _quote(value), "type": type_name(value)}
     if not isinstance(value, str):
-        errs.add(path, f"must be a string, not {type_name(value)}")
+        errs.add(path, say("not_string", **words))
         return default
     if required and not value.strip():
-        errs.add(path, "must not be empty")
+        errs.add(path, say("blank", **words))
+        return default
+    if max_length is not None and not 0 < len(value) <= max_length:
+        errs.add(path, say("length", **words, limit=max_length, length=len(value)))
         return default
     if pattern is not None and not pattern.match(value):
-        errs.add(path, f"{_quote(value)} is not {what}")
+        errs.add(path, say("not_matching", **words, what=what))
         return default
     return value
 
@@ -228,48 +277,64 @@ def read_one_of(
     return value
 
 
-def _bounds_text(minimum: float | None, maximum: float | None, above: float | None = None) -> str:
-    if above is not None:
-        return f"more than {above}"
-    if minimum is not None and maximum is not None:
-        return f"from {minimum} to {maximum}"
-    if minimum is not None:
-        return f"at least {minimum}"
-    return f"at most {maximum}"
+@dataclass(frozen=True)
+class _Bounds:
+    """Where a number must lie (each bound ``None``: none), and how a message says so."""
+
+    minimum: float | None = None
+    maximum: float | None = None
+    above: float | None = None
+    words: str | None = None
+
+    def hold(self, value: float) -> bool:
+        return not (
+            (self.above is not None and not value > self.above)
+            or (self.minimum is not None and value < self.minimum)
+            or (self.maximum is not None and value > self.maximum)
+        )
+
+    def __str__(self) -> str:
+        if self.words:
+            return self.words
+        if self.above is not None:
+            return f"more than {self.above}"
+        if self.minimum is not None and self.maximum is not None:
+            return f"from {self.minimum} to {self.maximum}"
+        if self.minimum is not None:
+            return f"at least {self.minimum}"
+        return f"at most {self.maximum}"
 
 
 def _read_amount(
     errs: FieldErrors,
-    base: str,
     data: Mapping[str, Any],
     key: str,
+    path: str,
+    bounds: _Bounds,
+    what: str,
+    say: Say = field_words,
     *,
     whole: bool,
-    above: float | None,
-    minimum: float | None,
-    maximum: float | None,
-    what: str,
-    bounds: str | None,
+    text_digits: int = 0,
 ) -> float | None:
-    """The number at ``data[key]`` (``whole``: an int; never a bool) if it is in bounds;
-    ``None`` if absent or reported."""
+    """The number at ``data[key]`` (``whole``: an int; never a bool; ``text_digits``: or a
+    string of that many decimal digits at most) if it is within ``bounds``; ``None`` if
+    absent or reported at ``path``."""
     if not _given(data, key):
         return None
     value = data[key]
+    if isinstance(value, str) and len(value) <= text_digits and _DIGITS_RE.fullmatch(value):
+        value = int(value)
+    words = {"key": key, "raw": value, "value": _quote(value)}
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or (whole and not isinstance(value, int))
     ):
-        errs.add(key_path(base, key), f"must be {what}, not {_quote(value)}")
+        errs.add(path, say("not_amount", **words, what=what))
         return None
-    if (
-        (above is not None and not value > above)
-        or (minimum is not None and value < minimum)
-        or (maximum is not None and value > maximum)
-    ):
-        text = bounds or _bounds_text(minimum, maximum, above)
-        errs.add(key_path(base, key), f"must be {text}, not {_quote(value)}")
+    if not bounds.hold(value):
+        errs.add(path, say("out_of_range", **words, bounds=str(bounds)))
         return None
     return value
 
@@ -285,21 +350,17 @@ def read_int(
     maximum: int | None = None,
     what: str = "a whole number",
     bounds: str | None = None,
+    text_digits: int = 0,
+    say: Say = field_words,
 ) -> int | None:
     """A whole number (``true`` is not one) within ``[minimum, maximum]``. A wrong type says
     "must be ``what``"; a value out of range "must be ``bounds``" (by default the bounds
-    themselves: "at least 1")."""
+    themselves: "at least 1"). ``text_digits``: a string of at most that many decimal digits
+    is read as its number too (a form's fields arrive as text)."""
+    within = _Bounds(minimum, maximum, words=bounds)
+    path = key_path(base, key)
     value = _read_amount(
-        errs,
-        base,
-        data,
-        key,
-        whole=True,
-        above=None,
-        minimum=minimum,
-        maximum=maximum,
-        what=what,
-        bounds=bounds,
+        errs, data, key, path, within, what, say, whole=True, text_digits=text_digits
     )
     return default if value is None else int(value)
 
@@ -319,18 +380,8 @@ def read_number(
 ) -> float | None:
     """A number (whole or not; ``true`` is not one) as a float, more than ``above`` and within
     ``[minimum, maximum]``; messages as :func:`read_int`'s."""
-    value = _read_amount(
-        errs,
-        base,
-        data,
-        key,
-        whole=False,
-        above=above,
-        minimum=minimum,
-        maximum=maximum,
-        what=what,
-        bounds=bounds,
-    )
+    within = _Bounds(minimum, maximum, above, bounds)
+    value = _read_amount(errs, data, key, key_path(base, key), within, what, whole=False)
     return default if value is None else float(value)
 
 

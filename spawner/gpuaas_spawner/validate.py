@@ -21,7 +21,7 @@ from jupyter_gpuaas.core.choice import (
     Choice,
     HeadroomFn,
     TeamRefused,
-    read_choice,
+    read_server_choice,
     read_text,
     show,
 )
@@ -100,7 +100,7 @@ def validate_options(
     """Check ``user_options`` against the catalog and the user's teams; return the choice.
 
     The team, offering, count, image and size are checked by
-    :func:`jupyter_gpuaas.core.choice.read_choice`, as a notebook Job's are. ``headroom``
+    :func:`jupyter_gpuaas.core.choice.read_server_choice`, as a notebook Job's are. ``headroom``
     (tenant, offering, count → :class:`Headroom`) adds the live checks: per-user caps, a team
     queue that can never admit it, the team's cap on waiting servers.
     """
@@ -122,16 +122,7 @@ def validate_options(
     if errs.items:
         raise _refuse(errs)
     tenant = pick_team(catalog, user, requested, default_team)
-    choice = read_choice(
-        errs,
-        options,
-        catalog,
-        tenant,
-        offerings=tenant.offerings,
-        default_offering=tenant.default_offering,
-        where=tenant.display_name,
-        headroom=headroom,
-    )
+    choice = read_server_choice(errs, options, catalog, tenant, headroom=headroom)
     if choice is None:
         raise _refuse(errs)
     return choice

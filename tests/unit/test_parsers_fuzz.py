@@ -5,7 +5,8 @@ messages of bounded size (they quote at most a bounded part of the input).
 Inputs are arbitrary JSON-like values and, closer to what gets through to the deep checks,
 valid samples with a few fields replaced, removed or added (:func:`mutated`).
 
-- spawn options: ``core/choice.py`` ``read_choice`` (the form's offering, count, image, size);
+- spawn options: ``core/choice.py`` ``read_server_choice`` (the form's offering, count, image,
+  size);
 - activity reports: ``core/activity.py`` ``parse_activity``;
 - job submissions: ``gpuaas_service/jobs/request.py`` ``validate_job_request``;
 - policy text: ``gpuaas_service/console/preview.py`` ``parse_policy_text`` (the console's
@@ -39,7 +40,7 @@ from gpuaas_service.reclaim.policy import PolicyError, PolicySet, load_policy
 from gpuaas_service.web.console import export_day
 from jupyter_gpuaas.core.activity import Activity, ReportError, parse_activity
 from jupyter_gpuaas.core.catalog import Catalog, CatalogError, CatalogSource, build_catalog
-from jupyter_gpuaas.core.choice import Choice, read_choice
+from jupyter_gpuaas.core.choice import Choice, read_server_choice
 from jupyter_gpuaas.core.fields import FieldError, FieldErrors
 from jupyter_gpuaas.core.parsing import ParseError, load_json, load_yaml
 from tests.support.console_samples import EXAMPLES
@@ -128,15 +129,7 @@ CHOICE_VALUES = JSON | st.sampled_from([*CATALOG.offerings, *CATALOG.images, *CA
 @given(st.dictionaries(CHOICE_KEYS | st.text(max_size=10), CHOICE_VALUES, max_size=5))
 def test_spawn_options_are_a_choice_or_field_errors(data: dict[str, Any]) -> None:
     errs = FieldErrors()
-    choice = read_choice(
-        errs,
-        data,
-        CATALOG,
-        TENANT,
-        offerings=TENANT.offerings,
-        default_offering=TENANT.default_offering,
-        where=TENANT.display_name,
-    )
+    choice = read_server_choice(errs, data, CATALOG, TENANT)
     if choice is None:
         check_errors(errs.items)
         assert {e.path for e in errs.items} <= {"offering", "count", "image", "size"}

@@ -8,7 +8,7 @@ only a server may make: web/servers.py):
 - ``GET api/resize`` — the server's offering and the next size up with its headroom, or why
   there is none;
 - ``POST api/resize`` (``{}`` or ``{"offering": SLUG}``) — checked as a spawn is checked
-  (:func:`~jupyter_gpuaas.core.choice.read_choice`: the team's offerings, the count, image
+  (:func:`~jupyter_gpuaas.core.choice.read_server_choice`: the team's offerings, the count, image
   and size, the live headroom), and bigger than what runs; answered 202 at once, then the
   server is stopped through the Hub API (``delete:servers``; its home volume stays) and started
   again with the same choice on the bigger offering (``servers``; the spawner validates
@@ -34,7 +34,13 @@ from gpuaas_service.clients.hub import HubError
 from gpuaas_service.web.base import ServerTokenHandler, error_answer, limit
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant
-from jupyter_gpuaas.core.choice import Choice, HeadroomFn, TeamRefused, pick_team, read_choice
+from jupyter_gpuaas.core.choice import (
+    Choice,
+    HeadroomFn,
+    TeamRefused,
+    pick_team,
+    read_server_choice,
+)
 from jupyter_gpuaas.core.fields import FieldError, FieldErrors, did_you_mean, type_name
 from jupyter_gpuaas.core.headroom import Headroom, QueueState, UserUsage, compute_headroom
 from jupyter_gpuaas.core.parsing import ParseError, load_json
@@ -84,15 +90,7 @@ def current_choice(catalog: Catalog, groups: Sequence[str], options: object) -> 
     except TeamRefused as e:
         raise ResizeRefused(409, f"Your server's team cannot be moved: {e}") from None
     errs = FieldErrors()
-    choice = read_choice(
-        errs,
-        options,
-        catalog,
-        tenant,
-        offerings=tenant.offerings,
-        default_offering=tenant.default_offering,
-        where=tenant.display_name,
-    )
+    choice = read_server_choice(errs, options, catalog, tenant)
     if choice is None:
         raise ResizeRefused(
             409, f"Your server's offering is no longer offered ({errs.items[0].message})."
@@ -211,16 +209,8 @@ def plan_resize(
             )
         target = found
     errs = FieldErrors()
-    planned = read_choice(
-        errs,
-        _target_options(catalog, choice, target),
-        catalog,
-        tenant,
-        offerings=tenant.offerings,
-        default_offering=tenant.default_offering,
-        where=tenant.display_name,
-        headroom=headroom,
-    )
+    wanted = _target_options(catalog, choice, target)
+    planned = read_server_choice(errs, wanted, catalog, tenant, headroom=headroom)
     if planned is None:
         first = errs.items[0]
         raise ResizeRefused(409, first.message, path=first.path)

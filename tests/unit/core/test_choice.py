@@ -81,6 +81,28 @@ REFUSED: list[tuple[dict[str, Any], dict[str, Any], dict[str, str]]] = [
     ),
     ({"offering": "h100", "count": True}, {}, {"count": "count must be a whole number"}),
     ({"offering": "h100", "count": 1.5}, {}, {"count": "count must be a whole number, not 1.5"}),
+    (
+        {"offering": "h100", "count": "two"},
+        {},
+        {"count": "count must be a whole number, not 'two'"},
+    ),
+    (
+        {"offering": "h100", "count": "00002"},  # more digits than a form's count has
+        {},
+        {"count": "count must be a whole number, not '00002'"},
+    ),
+    (
+        {"offering": "h100", "count": "0"},
+        {},
+        {"count": "NVIDIA H100: count must be 1 to 2, not 0"},
+    ),
+    ({"offering": ""}, {}, {"offering": "offering '' is not a valid choice"}),
+    (
+        {"offering": "h100", "image": "p" * 254},
+        {},
+        {"image": f"image {'p' * 254!r:.57}... is not a valid choice"},
+    ),
+    ({"offering": "h100", "size": ["large"]}, {}, {"size": "size must be a string, not a list"}),
 ]
 
 

@@ -112,6 +112,47 @@ def test_strings_are_checked_for_type_and_pattern() -> None:
     ]
 
 
+def test_strings_are_checked_for_length() -> None:
+    errs = FieldErrors()
+    data = {"empty": "", "long": "x" * 11, "blank": " ", "ok": "x" * 10}
+    assert read_str(errs, "", data, "empty", max_length=10) is None
+    assert read_str(errs, "", data, "long", max_length=10) is None
+    assert read_str(errs, "", data, "blank", max_length=10) == " "  # blank: only if required
+    assert read_str(errs, "", data, "ok", max_length=10) == "x" * 10
+    assert errors(errs) == [
+        "empty: must be 1 to 10 characters long, not 0",
+        "long: must be 1 to 10 characters long, not 11",
+    ]
+
+
+def test_a_caller_words_the_problems_itself() -> None:
+    """``say`` gets the problem's name and every value; the reader keeps the path."""
+    heard: list[tuple[str, dict[str, Any]]] = []
+
+    def say(problem: str, /, **values: Any) -> str:
+        heard.append((problem, values))
+        return f"{values['key']} {problem}"
+
+    errs = FieldErrors()
+    data = {"s": 7, "t": "", "n": True, "m": "12"}
+    assert read_str(errs, "b", {}, "r", required=True, say=say) is None
+    assert read_str(errs, "b", data, "s", say=say) is None
+    assert read_str(errs, "b", data, "t", max_length=5, say=say) is None
+    assert read_int(errs, "b", data, "n", say=say) is None
+    assert read_int(errs, "b", data, "m", maximum=9, text_digits=2, bounds="small", say=say) is None
+    assert errors(errs) == [
+        "b.r: r required",
+        "b.s: s not_string",
+        "b.t: t length",
+        "b.n: n not_amount",
+        "b.m: m out_of_range",
+    ]
+    assert heard[1][1] == {"key": "s", "raw": 7, "value": "7", "type": "a number"}
+    assert heard[2][1]["limit"] == 5
+    assert heard[3][1]["raw"] is True
+    assert (heard[4][1]["raw"], heard[4][1]["bounds"]) == (12, "small")
+
+
 @pytest.mark.parametrize(
     ("value", "kwargs", "expected", "message"),
     [
@@ -122,6 +163,14 @@ def test_strings_are_checked_for_type_and_pattern() -> None:
         (True, {}, None, "must be a whole number, not True"),
         (1.5, {}, None, "must be a whole number, not 1.5"),
         ("2", {}, None, "must be a whole number, not '2'"),
+        ("2", {"text_digits": 4}, 2, None),
+        ("0042", {"text_digits": 4}, 42, None),
+        ("12345", {"text_digits": 4}, None, "must be a whole number, not '12345'"),
+        ("-1", {"text_digits": 4}, None, "must be a whole number, not '-1'"),
+        (" 2", {"text_digits": 4}, None, "must be a whole number, not ' 2'"),
+        ("2\n", {"text_digits": 4}, None, "must be a whole number, not '2\\n'"),
+        ("", {"text_digits": 4}, None, "must be a whole number, not ''"),
+        ("9", {"text_digits": 4, "maximum": 3}, None, "must be at most 3, not 9"),
         (
             -1,
             {
