@@ -73,19 +73,29 @@ SHAPES = [
 ]
 TEAMS = ("team-a", "team-b")
 IDLE_CULLER_SCOPES = ["list:users", "read:users:activity", "read:servers", "delete:servers"]
-POLICY = {
-    "report_stale_after": "10m",
-    "policies": [
-        {
-            "name": "gpus",
-            "match": {"kinds": ["gpu", "mig", "shared"]},
-            "idle_after": "30m",
-            "reclaim": "when-queued",
-            "max_idle": "8h",
-        }
-    ],
-    "exempt": {"groups": ["admins"]},
-}
+
+
+def gpu_policy(**rule: str) -> dict[str, Any]:
+    """The benchmarks' reclaim policy (the service's benchmarks share it): one rule for every
+    GPU kind, idle after 30 min, reclaimed when queued work needs it or after 8 h idle;
+    admins exempt. ``rule``: fields added to the rule (``warn_before="10m"``)."""
+    return {
+        "report_stale_after": "10m",
+        "policies": [
+            {
+                "name": "gpus",
+                "match": {"kinds": ["gpu", "mig", "shared"]},
+                "idle_after": "30m",
+                "reclaim": "when-queued",
+                "max_idle": "8h",
+                **rule,
+            }
+        ],
+        "exempt": {"groups": ["admins"]},
+    }
+
+
+POLICY = gpu_policy()
 
 HUB_CONFIG = """\
 from jupyterhub.proxy import Proxy

@@ -27,7 +27,7 @@ from typing import Any
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from devcluster.nodeagent import delete_body, list_watch
+from devcluster.nodeagent import delete_body, list_watch, run_logged
 
 log = logging.getLogger("devcluster.kwokfinisher")
 
@@ -112,13 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--node", action="append", required=True, help="a kwok node (repeat)")
     parser.add_argument("--ready-file", type=Path, help="written once the first list is done")
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
-    return asyncio.run(amain(args))
+    return run_logged(amain(parser.parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ import re
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1537,6 +1537,17 @@ async def amain(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_logged(amain: Coroutine[Any, Any, int]) -> int:
+    """Run a dev-cluster process's ``amain`` to its exit code, logging INFO and above to
+    stderr with a time, a level and the logger's name (the cluster keeps each process's log)."""
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    return asyncio.run(amain)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m devcluster.nodeagent",
@@ -1560,13 +1571,7 @@ def main(argv: list[str] | None = None) -> int:
         help="serve the node's simulated GPUs in dcgm-exporter's format at "
         "http://127.0.0.1:<port>/metrics (devcluster/dcgm.py); default 0: not served",
     )
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
-    return asyncio.run(amain(args))
+    return run_logged(amain(parser.parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from devcluster.config import (
     load_settings,
 )
 from devcluster.hub import DEMO_CATALOG, port_block
+from jupyter_gpuaas.core.kueue import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from jupyter_gpuaas.core.labels import USER_LABEL
 
 T = TypeVar("T")
@@ -217,6 +218,16 @@ async def pending_workloads(
     return items
 
 
+def queued_metadata(name: str, queue: str, priority: str, **more: Any) -> dict[str, Any]:
+    """The metadata of a workload Kueue queues: its name, its LocalQueue and its priority class
+    (Kueue's labels), and ``more`` (``annotations=...``)."""
+    return {
+        "name": name,
+        "labels": {QUEUE_NAME_LABEL: queue, PRIORITY_CLASS_LABEL: priority},
+        **more,
+    }
+
+
 def job_manifest(
     name: str,
     *,
@@ -234,13 +245,7 @@ def job_manifest(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kueue.x-k8s.io/queue-name": queue,
-                "kueue.x-k8s.io/priority-class": priority,
-            },
-        },
+        "metadata": queued_metadata(name, queue, priority),
         "spec": {
             "parallelism": pods,
             "completions": pods,
@@ -297,14 +302,9 @@ def queued_pod_manifest(
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kueue.x-k8s.io/queue-name": queue,
-                "kueue.x-k8s.io/priority-class": "interactive",
-            },
-            "annotations": dict(annotations or {}),
-        },
+        "metadata": queued_metadata(
+            name, queue, "interactive", annotations=dict(annotations or {})
+        ),
         "spec": spec,
     }
 

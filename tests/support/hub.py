@@ -29,7 +29,7 @@ from tornado.websocket import websocket_connect
 
 from devcluster.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port
 from devcluster.queue_hub import OPERATOR_TOKEN, secret_token, service_config
-from devcluster.testing import Cluster
+from devcluster.testing import Cluster, on_local_node
 from gpuaas_service.console.journal import JOURNAL_CONFIGMAP
 from gpuaas_service.reclaim.handoffs import HANDOFFS_CONFIGMAP
 from tests.support.lab import CHROMIUM, CHROMIUM_ARGS
@@ -531,15 +531,7 @@ def training_job(name: str) -> dict[str, Any]:
             "template": {
                 "spec": {
                     "restartPolicy": "Never",
-                    "nodeSelector": {"gpuaas.dev/pool": "local"},
-                    "tolerations": [
-                        {
-                            "key": "gpuaas.dev/local-node",
-                            "operator": "Equal",
-                            "value": "true",
-                            "effect": "NoSchedule",
-                        }
-                    ],
+                    **on_local_node(),
                     "containers": [
                         {
                             "name": "train",
