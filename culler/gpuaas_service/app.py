@@ -452,7 +452,9 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         help="""The GPU catalog (the hub's, c.GPUaaSSpawner.catalog_file) for notebook Jobs and
         the way up to a bigger GPU: a tenant's ``jobs`` section says where its notebooks run as
         training Jobs and its caps (docs/jobs.md); its offerings are what a server may move up
-        to (``api/resize``, docs/api.md). Empty: those endpoints answer 503. Default: empty.
+        to (``api/resize``, docs/api.md); its teams' display names are how a reclaim warning
+        names another team's queued work. Empty: those endpoints answer 503, and a warning says
+        "another team". Default: empty.
         Example: c.GPUaaSService.catalog_file = "/etc/gpuaas/catalog.yaml"
         """,
     )
@@ -688,7 +690,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         from gpuaas_service.clients.hub import HubClient
         from gpuaas_service.clients.kubernetes import KubeClient
         from gpuaas_service.reclaim.activity_store import ActivityStore
-        from gpuaas_service.reclaim.loop import ReclaimLoop
+        from gpuaas_service.reclaim.loop import ReclaimLoop, team_display_names
         from gpuaas_service.reclaim.policy import PolicySet
 
         if source is not None:
@@ -700,6 +702,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             timeout=self.kubernetes_request_timeout, kueue_version=self.kueue_api_version
         )
         job_namespaces = [ns for ns in self.job_namespaces if ns != self.notebook_namespace]
+        catalog = self.load_catalog()
 
         # none listed yet: the console calls nothing free before (where there are some)
         self._job_pods_seen = None if job_namespaces else []
@@ -722,6 +725,8 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             policies=source.policies if source is not None else PolicySet(policies=()),
             pods=_listed(pods),
             job_pods=job_pods if job_namespaces else None,
+            # another team's queued work is named in warnings by the catalog's display name
+            team_names=team_display_names(catalog.tenants.values()) if catalog else None,
             utilization=utilization,
             last_kernel=last_kernel,
             settings=self.loop_settings(),

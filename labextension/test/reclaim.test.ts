@@ -64,10 +64,24 @@ describe('reclaim words', () => {
         kind: 'gpu',
         idle_seconds: null,
         limit_seconds: null,
-        for: { team: 'other', name: 'team-b' }
+        for: { team: 'other', name: 'Team B' }
       }
     });
-    assert.equal(causeSentence(other), 'Queued work of team team-b is waiting for this GPU.');
+    assert.equal(causeSentence(other), 'Queued work of Team B is waiting for this GPU.');
+    // A team the service has no display name for is never named by its slug.
+    const unnamed = parseCause({
+      cause: {
+        code: 'demand',
+        kind: 'mig',
+        idle_seconds: 600,
+        limit_seconds: null,
+        for: { team: 'other', name: '' }
+      }
+    });
+    assert.equal(
+      causeSentence(unnamed),
+      'Queued work of another team is waiting for this MIG slice, idle for 10 min.'
+    );
     const idle = parseCause({
       cause: { code: 'max-idle', kind: 'gpu', idle_seconds: 15000, limit_seconds: 14400, for: null }
     });

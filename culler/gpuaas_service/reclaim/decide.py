@@ -155,8 +155,8 @@ class PendingWorkload:
     needs: tuple[Need, ...] = ()
     local_queue: str = ""
     team: str = ""
-    """The team whose work it is (a user of another team is told only "queued work of team
-    B", never its name)."""
+    """The team whose work it is (a user of another team is told only "queued work of Team
+    B", by the team's display name, never the work's name)."""
 
     @property
     def key(self) -> str:
@@ -420,12 +420,15 @@ def decide(
     handoffs: Sequence[HandOffRecord] = (),
     dry_run: bool = False,
     waits: Sequence[PlacementWait] = (),
+    team_names: Mapping[str, str] | None = None,
 ) -> Plan:
     """Decide for every workbench at ``now``; see the module's docstring for the rules.
-    ``waits``: admitted workloads waiting for whole cards (served first, rule 6)."""
+    ``waits``: admitted workloads waiting for whole cards (served first, rule 6);
+    ``team_names``: the teams' display names by team (:attr:`PendingWorkload.team`), for the
+    words a user of another team is told (a team without one is "another team")."""
     cases = [_assess(wb, policies, now, dry_run) for wb in workbenches]
     placements = _serve_placement(cases, waits, now)
-    targets = _serve_demand(cases, pending, policies, now, handoffs)
+    targets = _serve_demand(cases, pending, policies, now, handoffs, team_names or {})
 
     for case in cases:
         if case.decision is not None:
@@ -610,6 +613,7 @@ def _serve_demand(
     policies: PolicySet,
     now: datetime,
     handoffs: Sequence[HandOffRecord],
+    team_names: Mapping[str, str],
 ) -> list[Target]:
     still_pending = {wl.key for wl in pending}
     waiting: dict[str, HandOffResult] = {}
@@ -666,7 +670,8 @@ def _serve_demand(
                 continue
             holds = f"needs what it holds ({_holds_text(c.wb)})"
             reason = f"queued {wl.key} {holds}"
-            told = "" if wl.team == c.wb.team else f"queued work of team {wl.team or '?'} {holds}"
+            whose = team_names.get(wl.team) or "another team"
+            told = "" if wl.team == c.wb.team else f"queued work of {whose} {holds}"
             if target.status == "reclaim":
                 now_text = f"; reclaiming the batch of {len(chosen)} now"
                 c.decision = _decision(

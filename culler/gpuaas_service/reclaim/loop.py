@@ -85,6 +85,7 @@ from gpuaas_service.reclaim.handoffs import (
 from gpuaas_service.reclaim.idleness import ActivityReport, State
 from gpuaas_service.reclaim.notify import Notifier
 from gpuaas_service.reclaim.policy import PolicySet
+from jupyter_gpuaas.core.catalog import Tenant
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
@@ -99,7 +100,7 @@ from jupyter_gpuaas.core.labels import (
 )
 from jupyter_gpuaas.hub.watch import KueueReader
 
-__all__ = ["ReclaimLoop", "Settings"]
+__all__ = ["ReclaimLoop", "Settings", "team_display_names"]
 
 log = logging.getLogger("gpuaas.culler")
 audit = logging.getLogger("gpuaas.culler.audit")
@@ -186,6 +187,7 @@ class ReclaimLoop:
         utilization: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
         last_kernel: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
         job_pods: Callable[[], Awaitable[Sequence[Mapping[str, Any]]]] | None = None,
+        team_names: Mapping[str, str] | None = None,
     ) -> None:
         self.hub = hub
         self.kube = kube
@@ -199,6 +201,10 @@ class ReclaimLoop:
         self.job_pods = job_pods
         """The pods of the Jobs' namespaces (``Settings.job_namespaces``): the ones that hold a
         shared pool's cards or wait for whole ones (``None``: placement is not served)."""
+        self.team_names: Mapping[str, str] = team_names or {}
+        """The teams' display names by team (:func:`team_display_names`): a warning names
+        another team's queued work by it ("queued work of Team B"), never by the slug; a team
+        without one is "another team"."""
         self.view = view
         self.policies = policies
         self.store = store if store is not None else ActivityStore()
@@ -377,6 +383,7 @@ class ReclaimLoop:
                 handoffs=handoffs,
                 dry_run=self.settings.dry_run,
                 waits=gathered.waits,
+                team_names=self.team_names,
             )
             unasked = sorted(
                 {
@@ -718,7 +725,8 @@ class ReclaimLoop:
     def cause(self, d: Decision, targets: Mapping[str, Target]) -> dict[str, Any]:
         """A warning's cause in plain fields, for the banner's words: the queued work of the
         user's own team by its name (a Job's, where Kueue names its owner), another team's by
-        its team only (as :attr:`Decision.user_reason`)."""
+        its team's display name only, ``""`` where it has none (as
+        :attr:`Decision.user_reason`)."""
         wb = d.workbench
         policy = self.policies.policy_for(
             team=wb.team, kind=wb.kind, offering=wb.offering, user=wb.user, groups=wb.groups
@@ -747,14 +755,14 @@ class ReclaimLoop:
                 owner, owner_kind = self._owner(wl.namespace, wl.name)
                 cause["for"] = {"team": "own", "name": owner, "object": owner_kind}
             else:
-                cause["for"] = {"team": "other", "name": wl.team or ""}
+                cause["for"] = {"team": "other", "name": self.team_names.get(wl.team, "")}
         elif placement is not None:  # an admitted Job waiting for the card this share is on
             wait = placement.wait
             if wait.team and wait.team == wb.team:
                 owner, owner_kind = self._owner(wait.namespace, wait.workload)
                 cause["for"] = {"team": "own", "name": owner, "object": owner_kind}
             else:
-                cause["for"] = {"team": "other", "name": wait.team}
+                cause["for"] = {"team": "other", "name": self.team_names.get(wait.team, "")}
         return cause
 
     def _owner(self, namespace: str, workload: str) -> tuple[str, str]:
@@ -1003,6 +1011,22 @@ class ReclaimLoop:
             )
         )
         return result
+
+
+def team_display_names(tenants: Iterable[Tenant]) -> dict[str, str]:
+    """The catalog's display name of a team by each name its work goes by in a cycle: the
+    tenant's name (its servers' team label), its LocalQueue (queued work in the notebook
+    namespace) and its Jobs' namespace (:func:`.gather.pending_workloads`). A tenant's name is
+    its own; a LocalQueue or namespace that two teams share names neither (the words fall
+    back to "another team")."""
+    tenants = list(tenants)
+    names = {t.name: t.display_name for t in tenants}
+    aliases: dict[str, set[str]] = {}
+    for t in tenants:
+        for alias in (t.local_queue, t.jobs.namespace if t.jobs is not None else ""):
+            if alias and alias not in names:
+                aliases.setdefault(alias, set()).add(t.display_name)
+    return names | {a: next(iter(d)) for a, d in aliases.items() if len(d) == 1}
 
 
 def _audit_handoff(

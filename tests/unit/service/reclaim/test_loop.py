@@ -22,8 +22,9 @@ from gpuaas_service.reclaim.handoffs import (
     HANDOFFS_CONFIGMAP,
 )
 from gpuaas_service.reclaim.idleness import State
-from gpuaas_service.reclaim.loop import Settings
+from gpuaas_service.reclaim.loop import Settings, team_display_names
 from gpuaas_service.reclaim.policy import load_policy
+from jupyter_gpuaas.core.catalog import CatalogSource, build_catalog
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import (
@@ -38,6 +39,7 @@ from jupyter_gpuaas.core.labels import (
     TEAM_LABEL,
     WARNED_AT,
 )
+from tests.support.jobs_samples import jobs_catalog, jobs_catalog_data
 from tests.support.service_samples import NS
 from tests.support.service_world import (
     POLICY,
@@ -469,9 +471,8 @@ async def test_after_a_restart_the_banner_comes_back_and_saving_comes_first() ->
     assert sorted(w.hub.stopped) == [("alice", ""), ("bob", "")]
 
 
-async def test_a_warning_names_queued_work_of_another_team_by_its_team_only() -> None:
-    # Issue 13.10: team A's workbenches warned for team B's Job: "queued work of team team-b".
-    w = World()
+def _team_b_job(w: World) -> None:
+    """Team A's workbenches are wanted by team B's Job (in team B's namespace)."""
     w.jobs[0]["metadata"]["namespace"] = "team-b"
     team_b = read_local_queue(
         {
@@ -484,16 +485,61 @@ async def test_a_warning_names_queued_work_of_another_team_by_its_team_only() ->
         local_queues={**w.view.state.local_queues, ("team-b", "training"): team_b},
     )
     w.settings = Settings(job_namespaces=("team-b",), interval=10, max_backoff=80)
+
+
+async def test_a_warning_names_queued_work_of_another_team_by_its_display_name_only() -> None:
+    # Issue 13.10, 28: team A's workbenches warned for team B's Job: "queued work of Team B",
+    # the catalog's display name, never the Job's name nor the team's slug.
+    w = World()
+    _team_b_job(w)
     w.loop = w.new_loop()
+    w.loop.team_names = team_display_names(jobs_catalog().tenants.values())
     plan = await w.cycle()
     assert plan is not None
     (warned, *_) = plan.with_action(Action.WARN)
     assert "team-b/train" in warned.reason  # the audit names it
-    told = w.loop.warning_for(warned.workbench.user, "")["warning"]["reason"]
-    assert told.startswith("queued work of team team-b needs what it holds")
+    warning = w.loop.warning_for(warned.workbench.user, "")["warning"]
+    told = warning["reason"]
+    assert told.startswith("queued work of Team B needs what it holds")
     assert "train" not in told
+    assert "team-b" not in told
+    assert warning["cause"]["for"] == {"team": "other", "name": "Team B"}
     ann = w.kube.pods[f"jupyter-{warned.workbench.user}"]["metadata"]["annotations"]
     assert "train" not in ann[RECLAIM_REASON]
+    assert "team-b" not in ann[RECLAIM_REASON]
+
+
+async def test_another_team_without_a_display_name_is_another_team_not_its_slug() -> None:
+    # A service without the catalog knows no display names: the words never fall back to the
+    # slug (the sidebar says "Queued work of another team").
+    w = World()
+    _team_b_job(w)
+    w.loop = w.new_loop()
+    plan = await w.cycle()
+    assert plan is not None
+    (warned, *_) = plan.with_action(Action.WARN)
+    warning = w.loop.warning_for(warned.workbench.user, "")["warning"]
+    assert warning["reason"].startswith("queued work of another team needs what it holds")
+    assert "team-b" not in warning["reason"]
+    assert warning["cause"]["for"] == {"team": "other", "name": ""}
+
+
+def test_team_display_names_by_every_name_a_teams_work_goes_by() -> None:
+    data = jobs_catalog_data()
+    data["tenants"][1]["local_queue"] = "b-servers"
+    names = team_display_names(build_catalog([CatalogSource("", data)]).tenants.values())
+    # the servers' team label, the notebook LocalQueue, the Jobs' namespace
+    assert names == {
+        "team-a": "Team A",
+        "team-b": "Team B",
+        "b-servers": "Team B",
+    }
+    # a team's name is its own; a Jobs namespace two other teams share names neither
+    data["tenants"][1]["jobs"]["namespace"] = "team-a"  # team A's name: still team A
+    data["tenants"][0]["jobs"]["namespace"] = "training"
+    data["tenants"][1]["local_queue"] = "training"
+    names = team_display_names(build_catalog([CatalogSource("", data)]).tenants.values())
+    assert names == {"team-a": "Team A", "team-b": "Team B"}
 
 
 async def test_no_policy_in_force_acts_on_nothing() -> None:
