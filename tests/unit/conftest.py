@@ -7,9 +7,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from jupyter_gpuaas.gpu import fake_nvml
 from jupyter_gpuaas.gpu.simulate import ENV_DIR
+
+# Property tests check behaviour, not speed (benchmarks do): on a loaded machine a case may take
+# longer than hypothesis's 200 ms deadline, which failed a passing fuzz test on a busy CI box.
+settings.register_profile("gpuaas", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("gpuaas")
 
 
 @pytest.fixture
