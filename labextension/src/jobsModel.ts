@@ -5,13 +5,16 @@
 
 import { say } from './messages';
 
+/** Where a job is: waiting for quota, admitted, running, or finished (the last three). */
+export type JobState = 'queued' | 'starting' | 'running' | 'succeeded' | 'failed' | 'stopped';
+
 /** One job of `GET gpuaas/api/jobs`. */
 export interface IJob {
   team: string;
   namespace: string;
   name: string;
   notebook: string;
-  state: 'queued' | 'starting' | 'running' | 'succeeded' | 'failed' | 'stopped';
+  state: JobState;
   finished: boolean;
   message: string;
   offering: string;
@@ -29,6 +32,14 @@ export interface IJob {
   notified: string | null;
 }
 
+/** `GET gpuaas/api/jobs` as the service answers it (the server extension forwards it). */
+export interface IJobsAnswer {
+  user: string;
+  generated_at: string;
+  jobs: IJob[];
+}
+
+/** The jobs the panel shows, or why there are none (the server extension's `error`). */
 export interface IJobs {
   jobs: IJob[];
   error: string | null;
@@ -48,7 +59,13 @@ export interface IJobOffering {
   isolation: string;
   images: { slug: string; display_name: string }[];
   sizes: { slug: string; display_name: string }[];
-  headroom: { fit: string; message: string; detail: string; selectable: boolean } | null;
+  headroom: {
+    fit: string;
+    message: string;
+    detail: string;
+    ahead: number | null;
+    selectable: boolean;
+  } | null;
 }
 
 export interface IJobTeam {
@@ -66,6 +83,13 @@ export interface IJobTeam {
   cap_message: string;
 }
 
+/** `GET gpuaas/api/jobs/options` as the service answers it. */
+export interface IJobOptionsAnswer {
+  user: string;
+  teams: IJobTeam[];
+}
+
+/** What the dialog offers, or why it offers nothing (the server extension's `error`). */
 export interface IJobOptions {
   teams: IJobTeam[];
   error?: string;
@@ -77,7 +101,7 @@ export function parseJobs(data: unknown): IJobs {
   if (typeof data !== 'object' || data === null) {
     throw new Error('the jobs answer is not an object');
   }
-  const value = data as Partial<IJobs>;
+  const value = data as Partial<IJobsAnswer & IJobs>;
   return {
     jobs: Array.isArray(value.jobs) ? value.jobs : [],
     error: value.error ?? null,

@@ -25,6 +25,14 @@ export interface IResizeOffer {
   reason: string;
 }
 
+/** `POST gpuaas/api/resize` answered 202: the move under way and the options it starts with. */
+export interface IResizeMove {
+  moving: true;
+  from: IResizeOffering;
+  to: IResizeOffering;
+  options: Record<string, unknown>;
+}
+
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

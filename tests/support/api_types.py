@@ -20,6 +20,8 @@ from tests.support.api_schema import api_schema
 ROOT = Path(__file__).resolve().parents[2]
 
 SIDEBAR = "labextension/src/types.ts"
+JOBS = "labextension/src/jobsModel.ts"
+RESIZE = "labextension/src/resizeModel.ts"
 CONSOLE = "culler/gpuaas_service/console/src/api.ts"
 
 CHECKED: dict[str, dict[str, str]] = {
@@ -34,6 +36,19 @@ CHECKED: dict[str, dict[str, str]] = {
         "queue_item": "IQueueItem",
         "queue_team": "IQueueTeam",
         "queue": "IQueue",
+    },
+    JOBS: {
+        "service_job_state": "JobState",
+        "service_job": "IJob",
+        "service_jobs": "IJobsAnswer",
+        "service_job_offering": "IJobOffering",
+        "service_job_team": "IJobTeam",
+        "service_job_options": "IJobOptionsAnswer",
+    },
+    RESIZE: {
+        "service_resize_offering": "IResizeOffering",
+        "service_resize_offer": "IResizeOffer",
+        "service_resize_move": "IResizeMove",
     },
     CONSOLE: {
         "service_activity_state": "Activity",

@@ -28,9 +28,10 @@ from gpuaas_service.web.resize import (
 from gpuaas_service.web.servers import ServerTokens
 from jupyter_gpuaas.core.catalog import Offering, Tenant
 from jupyter_gpuaas.core.headroom import Fit, Headroom
+from tests.support.api_schema import schema_errors
 from tests.support.hub_moves import TEAM_A, TickingHub
 from tests.support.hub_tokens import SERVICE_SCOPE
-from tests.support.samples import fraction_catalog
+from tests.support.samples import fraction_catalog, state
 
 CATALOG = fraction_catalog()
 
@@ -204,12 +205,24 @@ async def test_the_server_learns_its_next_size_up(served: tuple[TickingHub, str]
     assert answer["next"]["slug"] == "l4-half"
     assert answer["next"]["title"] == "l4-half"
     assert answer["next"]["memory_text"] == "11 GiB"
+    assert schema_errors("service_resize_offer", answer) == []
 
     top = hub.run("bob", {"team": "team-a", "offering": "h100", "count": 1})
     code, answer = await ask(url, top)
     assert code == 200
     assert answer["next"] is None
     assert "nothing bigger" in answer["reason"]
+    assert schema_errors("service_resize_offer", answer) == []
+
+
+async def test_the_next_size_up_carries_its_headroom_where_the_service_reads_the_queues() -> None:
+    hub = TickingHub()
+    hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
+    resizer = Resizer(hub, lambda: CATALOG, queue_state=lambda: state([], synced=False))
+    answer = await resizer.offer("alice", "", TEAM_A)
+    assert answer["next"]["slug"] == "l4-half"
+    assert answer["next"]["headroom"]["fit"] == "unknown"  # the queues not read yet
+    assert schema_errors("service_resize_offer", answer) == []
 
 
 async def test_a_move_stops_the_server_and_starts_it_on_the_bigger_offering(
@@ -220,6 +233,7 @@ async def test_a_move_stops_the_server_and_starts_it_on_the_bigger_offering(
     code, answer = await ask(url, token, b"{}")
     assert code == 202, answer
     assert answer["to"]["slug"] == "l4-half"
+    assert schema_errors("service_resize_move", answer) == []
     for _ in range(200):
         if hub.started:
             break
