@@ -13,6 +13,7 @@ import { type IJobsApi, JobsSection, runAsGpuJob } from './jobs';
 import { DEFAULT_REFRESH_SECONDS, GpuPanel } from './panel';
 import { ReclaimAlerts } from './alerts';
 import { ReclaimBanner, ReclaimWatch } from './reclaim';
+import { say } from './messages';
 import { failureStatus, requestAPI, requestAPIAnswer } from './request';
 import { WayUp } from './resize';
 import { spawnPendingUrl } from './resizeModel';
@@ -130,13 +131,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer?.add(panel, GpuPanel.ID);
 
     app.commands.addCommand(OPEN_COMMAND, {
-      label: 'Show GPU Panel',
-      caption: 'Show the GPU memory of notebooks and the GPUs of this server',
+      label: say('command.openPanel'),
+      caption: say('command.openPanelCaption'),
       execute: () => {
         app.shell.activateById(GpuPanel.ID);
       }
     });
-    palette?.addItem({ command: OPEN_COMMAND, category: 'GPU' });
+    palette?.addItem({ command: OPEN_COMMAND, category: say('command.category') });
 
     if (settingRegistry !== null) {
       settingRegistry
@@ -184,8 +185,8 @@ function addJobCommands(
   fileBrowser: IDefaultFileBrowser | null
 ): void {
   app.commands.addCommand(RUN_AS_JOB_COMMAND, {
-    label: 'Run as GPU job…',
-    caption: "Run this notebook as a training job in your team's GPU queue",
+    label: say('command.runAsJob'),
+    caption: say('command.runAsJobCaption'),
     execute: async args => {
       const path = notebookPath(app, fileBrowser, args);
       if (path === null) {
@@ -199,7 +200,7 @@ function addJobCommands(
       await runAsGpuJob(path, api, () => void jobs.refresh());
     }
   });
-  palette?.addItem({ command: RUN_AS_JOB_COMMAND, category: 'GPU' });
+  palette?.addItem({ command: RUN_AS_JOB_COMMAND, category: say('command.category') });
   app.contextMenu.addItem({
     command: RUN_AS_JOB_COMMAND,
     selector: '.jp-DirListing-item[data-file-type="notebook"]',
@@ -212,8 +213,8 @@ function addJobCommands(
     ) => {
       const button = new ToolbarButton({
         className: 'jp-gpuaas-run-as-job',
-        label: 'GPU job',
-        tooltip: 'Run as GPU job…',
+        label: say('command.jobButton'),
+        tooltip: say('command.runAsJob'),
         onClick: () => {
           void app.commands.execute(RUN_AS_JOB_COMMAND, { path: context.path });
         }

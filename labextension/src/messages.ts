@@ -1,7 +1,8 @@
 /**
- * Every sentence that JupyterLab shows a data scientist for this extension — the reclaim parts
- * of the sidebar, the notifications, the page title and the browser's own notification, the
- * GPU jobs dialog and section, and the way up to a bigger GPU — in one table. `{name}` is filled in
+ * Every sentence that JupyterLab shows a data scientist for this extension — the GPU panel's
+ * figures and notes, its Queue section, the commands, the reclaim parts of the sidebar, the
+ * notifications, the page title and the browser's own notification, the GPU jobs dialog and
+ * section, and the way up to a bigger GPU — in one table. `{name}` is filled in
  * by `say()`. labextension/test/messages.test.ts renders each one and checks the words (no
  * Kubernetes reasons, ISO timestamps, HTTP codes or setting names): changing one is a change
  * to this table and to that test.
@@ -39,7 +40,7 @@ export const MESSAGES = {
 
   // Why, in full (the sidebar) and short (the notification, at most 140 characters in all).
   'cause.ownWork': "Your team's {noun} {name} is waiting for {holding}",
-  'cause.otherTeam': 'Queued work of team {team} is waiting for {holding}',
+  'cause.otherTeam': 'Queued work of {team} is waiting for {holding}',
   'cause.anotherTeam': 'Queued work of another team is waiting for {holding}',
   'cause.queued': 'Queued work is waiting for {holding}.',
   'cause.placementOwn':
@@ -102,6 +103,98 @@ export const MESSAGES = {
   'error.refused': 'this page is not allowed to ask',
   'error.serverError': 'the server had a problem',
   'error.other': 'the server gave no usable answer',
+
+  // The GPU panel: its header and notes.
+  'panel.label': 'GPU usage',
+  'panel.caption': 'GPU',
+  'panel.title': 'GPU',
+  'panel.sourceLoading': 'loading',
+  'panel.sourceSimulated':
+    'Simulated GPUs: the figures come from a fake NVML library, not from real hardware.',
+  'panel.sourceNvml': 'Figures from the NVIDIA driver (NVML).',
+  'panel.updated': 'Updated {time}',
+  'panel.partial': 'Some figures could not be read: {problem}',
+  'panel.loading': 'Loading GPU usage…',
+  'panel.loadFailed': 'Could not load GPU usage: {problem}. Retrying.',
+  'panel.refreshFailed': 'Could not refresh: {problem}. Showing the figures of {time}; retrying.',
+  'panel.queueFailed': 'Could not load the queue: {problem}. Retrying.',
+  'panel.noGpu': 'No GPU visible to this server',
+  'panel.noNvml': 'NVML is unavailable on this server; the reason is shown above.',
+  'panel.noDevices':
+    'The driver reports no devices: this server may have been started without a GPU.',
+
+  // The GPU panel: notebooks, devices and other memory.
+  'panel.notebooks': 'Notebooks',
+  'panel.noKernels': 'No running kernels.',
+  'panel.kernel': 'Kernel {name} {id}',
+  'panel.open': 'Open {path}',
+  'panel.sizeUnknown': 'size unknown',
+  'panel.byDevice': 'GPU memory of {name} by device',
+  'panel.onDevice': 'GPU memory of {name} on {device}',
+  'panel.ofCap': '{used} of {cap} cap',
+  'panel.bar': '{used} of {total} ({percent})',
+  'panel.barNoTotal': '{used}, capacity unknown',
+  'panel.barTitle': '{label}: {value}',
+  'panel.devices': 'Devices',
+  'panel.migTag': 'MIG',
+  'panel.migTagTitle': 'This GPU is split into MIG devices.',
+  'panel.fractionTag': 'fraction',
+  'panel.fractionTitle':
+    'A fraction of the GPU: its memory is capped by {enforcer} and used memory is this ' +
+    "server's alone; compute is shared with other people's work, and there is no fault " +
+    'isolation.',
+  'panel.sharedTag': 'shared',
+  'panel.sharedTitle':
+    'Time-shared with other work: used memory includes other processes, possibly other users.',
+  'panel.migDevice': 'MIG {profile}',
+  'panel.migDeviceNumbered': 'MIG {profile} #{index}',
+  'panel.memoryTitle': 'memory used / total',
+  'panel.utilTitle': 'GPU utilisation',
+  'panel.util': '{util}% util',
+  'panel.memoryUsedOn': 'Memory used on {device}',
+  'panel.capTitle':
+    'The memory this server may use on the GPU, as HAMi-core reports it through NVML; the ' +
+    "GPU itself may be larger and hold other people's work.",
+  'panel.migOne': '1 MIG device',
+  'panel.migMany': '{n} MIG devices',
+  'panel.migDevicesOf': 'MIG devices of {device}',
+  'panel.other': 'Other memory',
+  'panel.otherNone': "All used GPU memory belongs to this server's kernels.",
+  'panel.otherCapped': "this server's processes outside its kernels (the cap counts only its own)",
+  'panel.otherShared': 'other processes, possibly other users',
+  'panel.otherDriver': "driver and processes outside this server's kernels",
+  'panel.otherUnknown': 'unknown',
+  'panel.otherUnknownTitle':
+    "Cannot be split from the kernels' memory: a kernel's size on this device is unknown, " +
+    'or its process list could not be read.',
+
+  // The Queue section: the user's waiting GPU work.
+  'queue.heading': 'Queue',
+  'queue.loading': 'Loading the queue…',
+  'queue.empty': 'Nothing queued.',
+  'queue.listLabel': 'Your pending GPU work',
+  'queue.teamsLabel': 'GPU work per team',
+  'queue.teamCounts': '{admitted} admitted · {pending} pending',
+  'queue.server': 'Server {name}',
+  'queue.job': 'Job {name}',
+  'queue.work': 'GPU work {name}',
+  'queue.meta': '{what} · {team} · ',
+  'queue.waited': 'waiting {waited}',
+  'queue.waitedUnknown': 'unknown',
+  'queue.noGpu': 'no GPU',
+  'queue.amount': '{amount}× {resource}',
+  'queue.position': "#{position} in the team's queue",
+  'queue.positionShared': "#{position} in the team's queue · #{shared} in the cluster queue",
+  'queue.notPlaced': 'not placed in the queue yet',
+  'queue.positionLoading': 'position loading…',
+
+  // The commands: the palette, the file browser's menu and the notebook's toolbar.
+  'command.openPanel': 'Show GPU Panel',
+  'command.openPanelCaption': 'Show the GPU memory of notebooks and the GPUs of this server',
+  'command.category': 'GPU',
+  'command.runAsJob': 'Run as GPU job…',
+  'command.runAsJobCaption': "Run this notebook as a training job in your team's GPU queue",
+  'command.jobButton': 'GPU job',
 
   // The Queue section, when the hub's gpuaas service gives no queue (the details: the log).
   'queue.forbidden':

@@ -82,8 +82,12 @@ function memoryBar(label: string, total: number, segments: ISegment[]): HTMLElem
   const percent = percentOf(used, total);
   const valueText =
     total > 0
-      ? `${formatBytes(used)} of ${formatBytes(total)} (${formatPercent(percent)})`
-      : `${formatBytes(used)}, capacity unknown`;
+      ? say('panel.bar', {
+          used: formatBytes(used),
+          total: formatBytes(total),
+          percent: formatPercent(percent)
+        })
+      : say('panel.barNoTotal', { used: formatBytes(used) });
   const bar = h('div', {
     class: `jp-gpuaas-bar${percent >= WARN_PERCENT ? ' jp-mod-warn' : ''}`,
     role: 'meter',
@@ -92,7 +96,7 @@ function memoryBar(label: string, total: number, segments: ISegment[]): HTMLElem
     'aria-valuemax': '100',
     'aria-valuenow': String(Math.round(percent)),
     'aria-valuetext': valueText,
-    title: `${label}: ${valueText}`
+    title: say('panel.barTitle', { label, value: valueText })
   });
   for (const segment of segments) {
     const width = percentOf(segment.bytes, total);
@@ -155,9 +159,9 @@ export class GpuPanel extends Panel {
     this.id = GpuPanel.ID;
     this.addClass('jp-gpuaas-panel');
     this.title.icon = gpuIcon;
-    this.title.caption = 'GPU';
+    this.title.caption = say('panel.caption');
     this.node.setAttribute('role', 'region');
-    this.node.setAttribute('aria-label', 'GPU usage');
+    this.node.setAttribute('aria-label', say('panel.label'));
 
     this._fetchUsage = options.fetchUsage;
     this._sessions = options.sessions ?? null;
@@ -303,7 +307,7 @@ export class GpuPanel extends Panel {
     try {
       this._queue.setQueue(parseQueue(await this._fetchQueue()), null);
     } catch (error) {
-      this._queue.setQueue(null, `Could not load the queue: ${describeError(error)}. Retrying.`);
+      this._queue.setQueue(null, say('panel.queueFailed', { problem: describeError(error) }));
     }
   }
 
@@ -340,7 +344,11 @@ export class GpuPanel extends Panel {
   }
 
   private _createHeader(): HTMLElement {
-    this._source = h('span', { class: 'jp-gpuaas-source', 'data-source': 'loading' }, 'loading');
+    this._source = h(
+      'span',
+      { class: 'jp-gpuaas-source', 'data-source': 'loading' },
+      say('panel.sourceLoading')
+    );
     this._updated = h('span', { class: 'jp-gpuaas-updated' });
     this._note = h('div', {
       class: 'jp-gpuaas-note jp-gpuaas-error-note',
@@ -356,7 +364,7 @@ export class GpuPanel extends Panel {
       h(
         'div',
         { class: 'jp-gpuaas-titlebar' },
-        h('h2', { class: 'jp-gpuaas-title' }, 'GPU'),
+        h('h2', { class: 'jp-gpuaas-title' }, say('panel.title')),
         this._source
       ),
       this._updated,
@@ -375,17 +383,16 @@ export class GpuPanel extends Panel {
     this._source.dataset.source = usage.source;
     this._source.title =
       usage.source === 'simulated'
-        ? 'Simulated GPUs: the figures come from a fake NVML library, not from real hardware.'
+        ? say('panel.sourceSimulated')
         : usage.source === 'nvml'
-          ? 'Figures from the NVIDIA driver (NVML).'
+          ? say('panel.sourceNvml')
           : label;
-    this._updated.textContent = `Updated ${formatTime(usage.sampled_at)}`;
+    this._updated.textContent = say('panel.updated', { time: formatTime(usage.sampled_at) });
     // With a working source, `error` says which part of the read failed (a GPU lost, a
     // process list refused): the figures shown are what could be read.
     const partial = usage.source !== 'unavailable' && usage.error !== null ? usage.error : null;
     this._partial.hidden = partial === null;
-    this._partial.textContent =
-      partial === null ? '' : `Some figures could not be read: ${partial}`;
+    this._partial.textContent = partial === null ? '' : say('panel.partial', { problem: partial });
   }
 
   private _setError(error: string | null): void {
@@ -403,8 +410,11 @@ export class GpuPanel extends Panel {
     this._note.hidden = false;
     this._note.textContent =
       this._usage === null
-        ? `Could not load GPU usage: ${error}. Retrying.`
-        : `Could not refresh: ${error}. Showing the figures of ${formatTime(this._usage.sampled_at)}; retrying.`;
+        ? say('panel.loadFailed', { problem: error })
+        : say('panel.refreshFailed', {
+            problem: error,
+            time: formatTime(this._usage.sampled_at)
+          });
   }
 
   private _renderBody(): void {
@@ -424,7 +434,7 @@ export class GpuPanel extends Panel {
 
     if (model === null) {
       node.replaceChildren(
-        h('p', { class: 'jp-gpuaas-placeholder' }, this._error === null ? 'Loading GPU usage…' : '')
+        h('p', { class: 'jp-gpuaas-placeholder' }, this._error === null ? say('panel.loading') : '')
       );
     } else if (model.usage.devices.length === 0) {
       node.replaceChildren(this._renderEmpty(model.usage));
@@ -480,14 +490,11 @@ export class GpuPanel extends Panel {
   }
 
   private _renderEmpty(usage: IUsage): HTMLElement {
-    const hint =
-      usage.source === 'unavailable'
-        ? 'NVML is unavailable on this server; the reason is shown above.'
-        : 'The driver reports no devices: this server may have been started without a GPU.';
+    const hint = usage.source === 'unavailable' ? say('panel.noNvml') : say('panel.noDevices');
     return h(
       'div',
       { class: 'jp-gpuaas-empty' },
-      h('p', { class: 'jp-gpuaas-empty-title' }, 'No GPU visible to this server'),
+      h('p', { class: 'jp-gpuaas-empty-title' }, say('panel.noGpu')),
       h('p', { class: 'jp-gpuaas-hint' }, hint)
     );
   }
@@ -506,13 +513,13 @@ export class GpuPanel extends Panel {
     if (model.kernels.length === 0) {
       return this._section(
         'kernels',
-        'Notebooks',
-        h('p', { class: 'jp-gpuaas-hint' }, 'No running kernels.')
+        say('panel.notebooks'),
+        h('p', { class: 'jp-gpuaas-hint' }, say('panel.noKernels'))
       );
     }
     return this._section(
       'kernels',
-      'Notebooks',
+      say('panel.notebooks'),
       h('ul', { class: 'jp-gpuaas-kernels' }, ...model.kernels.map(row => this._renderKernel(row)))
     );
   }
@@ -521,7 +528,9 @@ export class GpuPanel extends Panel {
     const { kernel } = row;
     const name =
       row.path ??
-      `Kernel ${kernel.name ?? ''} ${kernel.kernel_id.slice(0, 8)}`.replace(/\s+/g, ' ');
+      say('panel.kernel', { name: kernel.name ?? '', id: kernel.kernel_id.slice(0, 8) })
+        .replace(/\s+/g, ' ')
+        .trim();
     let title: HTMLElement;
     if (row.path !== null && this._open !== null) {
       const open = this._open;
@@ -531,7 +540,7 @@ export class GpuPanel extends Panel {
         {
           type: 'button',
           class: 'jp-gpuaas-kernel-name jp-gpuaas-link',
-          title: `Open ${path}`,
+          title: say('panel.open', { path }),
           'data-focus-key': `open:${kernel.kernel_id}`
         },
         path
@@ -545,7 +554,7 @@ export class GpuPanel extends Panel {
 
     const total =
       kernel.gpu_memory === null
-        ? 'size unknown'
+        ? say('panel.sizeUnknown')
         : kernel.attribution === 'none' && kernel.gpu_memory === 0
           ? ''
           : formatBytes(kernel.gpu_memory);
@@ -559,7 +568,7 @@ export class GpuPanel extends Panel {
         ? null
         : h(
             'ul',
-            { class: 'jp-gpuaas-bydevice', 'aria-label': `GPU memory of ${name} by device` },
+            { class: 'jp-gpuaas-bydevice', 'aria-label': say('panel.byDevice', { name }) },
             ...row.devices.map(({ device, parent, bytes }) => {
               const deviceName = deviceShortName(device, parent);
               const near = device.cap === null ? null : capLevel(bytes, device.cap.memory);
@@ -582,15 +591,18 @@ export class GpuPanel extends Panel {
                     'span',
                     { class: 'jp-gpuaas-figure' },
                     bytes === null
-                      ? 'size unknown'
+                      ? say('panel.sizeUnknown')
                       : device.cap === null
                         ? `${formatBytes(bytes)} / ${formatBytes(device.memory_total)}`
-                        : `${formatBytes(bytes)} of ${formatBytes(device.cap.memory)} cap`
+                        : say('panel.ofCap', {
+                            used: formatBytes(bytes),
+                            cap: formatBytes(device.cap.memory)
+                          })
                   )
                 ),
                 bytes !== null
                   ? memoryBar(
-                      `GPU memory of ${name} on ${deviceName}`,
+                      say('panel.onDevice', { name, device: deviceName }),
                       device.cap?.memory ?? device.memory_total,
                       [{ bytes, kind: 'kernels' }]
                     )
@@ -630,7 +642,7 @@ export class GpuPanel extends Panel {
   private _renderDevices(model: IViewModel): HTMLElement {
     return this._section(
       'devices',
-      'Devices',
+      say('panel.devices'),
       h(
         'ul',
         { class: 'jp-gpuaas-devices' },
@@ -656,7 +668,7 @@ export class GpuPanel extends Panel {
     const tags: HTMLElement[] = [];
     if (children.length > 0) {
       tags.push(
-        h('span', { class: 'jp-gpuaas-tag', title: 'This GPU is split into MIG devices.' }, 'MIG')
+        h('span', { class: 'jp-gpuaas-tag', title: say('panel.migTagTitle') }, say('panel.migTag'))
       );
     }
     if (device.cap !== null) {
@@ -665,12 +677,9 @@ export class GpuPanel extends Panel {
           'span',
           {
             class: 'jp-gpuaas-tag jp-mod-fraction',
-            title:
-              `A fraction of the GPU: its memory is capped by ${device.cap.enforced_by} and used ` +
-              "memory is this server's alone; compute is shared with other pods, and there is " +
-              'no fault isolation.'
+            title: say('panel.fractionTitle', { enforcer: device.cap.enforced_by })
           },
-          'fraction'
+          say('panel.fractionTag')
         )
       );
     } else if (device.shared) {
@@ -679,17 +688,19 @@ export class GpuPanel extends Panel {
           'span',
           {
             class: 'jp-gpuaas-tag jp-mod-shared',
-            title:
-              'Time-shared with other pods: used memory includes other processes, possibly other users.'
+            title: say('panel.sharedTitle')
           },
-          'shared'
+          say('panel.sharedTag')
         )
       );
     }
 
-    const heading = isMig
-      ? `MIG ${device.mig_profile ?? ''}${device.index === null ? '' : ` #${String(device.index)}`}`
-      : shortName;
+    const profile = device.mig_profile ?? '';
+    const heading = !isMig
+      ? shortName
+      : device.index === null
+        ? say('panel.migDevice', { profile }).trim()
+        : say('panel.migDeviceNumbered', { profile, index: device.index });
     const memory = `${formatBytes(device.memory_used)} / ${formatBytes(device.memory_total)}`;
     return h(
       'li',
@@ -701,13 +712,13 @@ export class GpuPanel extends Panel {
         device.utilization === null
           ? h(
               'span',
-              { class: 'jp-gpuaas-figure jp-gpuaas-memory', title: 'memory used / total' },
+              { class: 'jp-gpuaas-figure jp-gpuaas-memory', title: say('panel.memoryTitle') },
               memory
             )
           : h(
               'span',
-              { class: 'jp-gpuaas-util', title: 'GPU utilisation' },
-              `${String(Math.round(device.utilization))}% util`
+              { class: 'jp-gpuaas-util', title: say('panel.utilTitle') },
+              say('panel.util', { util: Math.round(device.utilization) })
             )
       ),
       isMig ? null : h('div', { class: 'jp-gpuaas-model' }, device.name),
@@ -719,12 +730,16 @@ export class GpuPanel extends Panel {
           ? null
           : h(
               'span',
-              { class: 'jp-gpuaas-figure jp-gpuaas-memory', title: 'memory used / total' },
+              { class: 'jp-gpuaas-figure jp-gpuaas-memory', title: say('panel.memoryTitle') },
               memory
             )
       ),
       device.cap === null ? null : this._renderCap(device.cap),
-      memoryBar(`Memory used on ${shortName}`, device.cap?.memory ?? device.memory_total, segments),
+      memoryBar(
+        say('panel.memoryUsedOn', { device: shortName }),
+        device.cap?.memory ?? device.memory_total,
+        segments
+      ),
       children.length === 0 ? null : this._renderMigGroup(device, shortName, children, usage)
     );
   }
@@ -736,9 +751,7 @@ export class GpuPanel extends Panel {
       'div',
       {
         class: 'jp-gpuaas-cap',
-        title:
-          'The memory this container may use on the GPU, as HAMi-core reports it through NVML; ' +
-          'the GPU itself may be larger and hold other pods.'
+        title: say('panel.capTitle')
       },
       capLabel(cap),
       cores === null ? '' : ` · ${cores}`
@@ -760,7 +773,7 @@ export class GpuPanel extends Panel {
     const summary = h(
       'summary',
       { class: 'jp-gpuaas-mig-summary' },
-      `${String(children.length)} MIG device${children.length === 1 ? '' : 's'}`,
+      children.length === 1 ? say('panel.migOne') : say('panel.migMany', { n: children.length }),
       h('span', { class: 'jp-gpuaas-figure' }, `${formatBytes(used)} / ${formatBytes(total)}`)
     );
     const details = h(
@@ -769,7 +782,10 @@ export class GpuPanel extends Panel {
       summary,
       h(
         'ul',
-        { class: 'jp-gpuaas-devices jp-gpuaas-mig', 'aria-label': `MIG devices of ${shortName}` },
+        {
+          class: 'jp-gpuaas-devices jp-gpuaas-mig',
+          'aria-label': say('panel.migDevicesOf', { device: shortName })
+        },
         ...children.map(child => this._renderDevice(child, usage))
       )
     );
@@ -783,12 +799,12 @@ export class GpuPanel extends Panel {
   }
 
   private _renderOther(model: IViewModel): HTMLElement {
-    const title = 'Other memory';
+    const title = say('panel.other');
     if (model.other.length === 0) {
       return this._section(
         'other',
         title,
-        h('p', { class: 'jp-gpuaas-hint' }, "All used GPU memory belongs to this server's kernels.")
+        h('p', { class: 'jp-gpuaas-hint' }, say('panel.otherNone'))
       );
     }
     return this._section(
@@ -802,10 +818,10 @@ export class GpuPanel extends Panel {
     const { device, parent, bytes } = row;
     const who =
       device.cap !== null
-        ? "this server's processes outside its kernels (the cap counts only this pod's)"
+        ? say('panel.otherCapped')
         : device.shared
-          ? 'other processes, possibly other users'
-          : "driver and processes outside this server's kernels";
+          ? say('panel.otherShared')
+          : say('panel.otherDriver');
     return h(
       'li',
       {
@@ -826,11 +842,9 @@ export class GpuPanel extends Panel {
               'span',
               {
                 class: 'jp-gpuaas-figure',
-                title:
-                  "Cannot be split from the kernels' memory: a kernel's size on this device is " +
-                  'unknown, or its process list could not be read.'
+                title: say('panel.otherUnknownTitle')
               },
-              'unknown'
+              say('panel.otherUnknown')
             )
           : h('span', { class: 'jp-gpuaas-figure' }, formatBytes(bytes))
       ),

@@ -61,7 +61,7 @@ export class QueueSection extends Widget {
       return;
     }
     this._rendered = signature;
-    const heading = h('h3', { class: 'jp-gpuaas-section-title' }, 'Queue');
+    const heading = h('h3', { class: 'jp-gpuaas-section-title' }, say('queue.heading'));
     heading.id = 'jp-gpuaas-queue-heading';
     const parts: Node[] = [heading];
     const queue = this._queue;
@@ -73,21 +73,21 @@ export class QueueSection extends Widget {
     }
     if (queue === null) {
       if (problem === null) {
-        parts.push(h('p', { class: 'jp-gpuaas-placeholder' }, 'Loading the queue…'));
+        parts.push(h('p', { class: 'jp-gpuaas-placeholder' }, say('queue.loading')));
       }
     } else if (queue.items.length === 0) {
       if (queue.error === null) {
-        parts.push(h('p', { class: 'jp-gpuaas-hint jp-gpuaas-queue-empty' }, 'Nothing queued.'));
+        parts.push(h('p', { class: 'jp-gpuaas-hint jp-gpuaas-queue-empty' }, say('queue.empty')));
       }
     } else {
       const list = h('ol', { class: 'jp-gpuaas-queue' });
-      list.setAttribute('aria-label', 'Your pending GPU work');
+      list.setAttribute('aria-label', say('queue.listLabel'));
       list.append(...queue.items.map(item => this._item(item)));
       parts.push(list);
     }
     if (queue !== null && queue.teams.length > 0) {
       const teams = h('ul', { class: 'jp-gpuaas-queue-teams' });
-      teams.setAttribute('aria-label', 'Workloads per team');
+      teams.setAttribute('aria-label', say('queue.teamsLabel'));
       for (const team of queue.teams) {
         const row = h(
           'li',
@@ -96,7 +96,7 @@ export class QueueSection extends Widget {
           h(
             'span',
             { class: 'jp-gpuaas-figure' },
-            `${String(team.admitted)} admitted · ${String(team.pending)} pending`
+            say('queue.teamCounts', { admitted: team.admitted, pending: team.pending })
           )
         );
         row.dataset.team = team.team;
@@ -108,24 +108,27 @@ export class QueueSection extends Widget {
   }
 
   private _item(item: IQueueItem): HTMLElement {
-    const kind = item.kind === 'notebook' ? 'Server' : item.kind === 'job' ? 'Job' : 'Workload';
+    const name = say(
+      item.kind === 'notebook' ? 'queue.server' : item.kind === 'job' ? 'queue.job' : 'queue.work',
+      { name: item.name }
+    );
     const row = h(
       'li',
       { class: 'jp-gpuaas-queue-item' },
       h(
         'div',
         { class: 'jp-gpuaas-line' },
-        h('span', { class: 'jp-gpuaas-queue-name' }, `${kind} ${item.name}`),
+        h('span', { class: 'jp-gpuaas-queue-name' }, name),
         h('span', { class: 'jp-gpuaas-queue-position' }, positionLabel(item))
       ),
       h(
         'div',
         { class: 'jp-gpuaas-meta' },
-        `${requestLabel(item)} · team ${item.team} · `,
+        say('queue.meta', { what: requestLabel(item), team: item.team }),
         h(
           'span',
           { class: 'jp-gpuaas-queue-waited' },
-          `waiting ${formatWaited(item.waited_seconds)}`
+          say('queue.waited', { waited: formatWaited(item.waited_seconds) })
         )
       )
     );

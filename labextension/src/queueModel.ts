@@ -2,6 +2,7 @@
  * Pure helpers of the Queue section: checking the payload and putting it into words.
  */
 import { durationWords } from './durations';
+import { say } from './messages';
 import type { IQueue, IQueueItem } from './types';
 
 /** Check the shape of a `queue` payload (throws on anything that is not one). */
@@ -27,28 +28,26 @@ export function parseQueue(data: unknown): IQueue {
 /** A waiting time in words (`45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`), or `unknown`. */
 export function formatWaited(seconds: number | null): string {
   if (seconds === null || !Number.isFinite(seconds) || seconds < 0) {
-    return 'unknown';
+    return say('queue.waitedUnknown');
   }
   return durationWords(seconds);
 }
 
-/** The position of an item: `#2 in training · #5 in team-a-training`, or why it has none. */
+/**
+ * The position of an item: `#2 in the team's queue · #5 in the cluster queue`, or why it has
+ * none. (The queues' own names are for operators: the person waiting is told which is which.)
+ */
 export function positionLabel(item: IQueueItem): string {
   if (item.position_in_local_queue === null) {
-    return item.positions_known ? 'not placed in the queue yet' : 'position loading…';
+    return say(item.positions_known ? 'queue.notPlaced' : 'queue.positionLoading');
   }
-  const local = `#${String(item.position_in_local_queue)} in ${item.local_queue}`;
-  if (item.position_in_cluster_queue === null || item.cluster_queue === null) {
-    return local;
+  const position = item.position_in_local_queue;
+  const shared = item.position_in_cluster_queue;
+  // A LocalQueue alone in its ClusterQueue (or named as it, at the same place): one position.
+  if (shared === null || item.cluster_queue === null || shared === position) {
+    return say('queue.position', { position });
   }
-  const shared = `#${String(item.position_in_cluster_queue)}`;
-  if (item.cluster_queue !== item.local_queue) {
-    return `${local} · ${shared} in ${item.cluster_queue}`;
-  }
-  // A LocalQueue named as its ClusterQueue: say a position once, or which queue is which.
-  return item.position_in_cluster_queue === item.position_in_local_queue
-    ? local
-    : `${local} · ${shared} in ClusterQueue ${item.cluster_queue}`;
+  return say('queue.positionShared', { position, shared });
 }
 
 /**
@@ -58,8 +57,10 @@ export function positionLabel(item: IQueueItem): string {
 export function requestLabel(item: IQueueItem): string {
   const gpus = Object.entries(item.resources)
     .filter(([name]) => name.startsWith('nvidia.com/'))
-    .map(([name, qty]) => `${qty}× ${name.replace('nvidia.com/', '')}`);
-  const what = item.offering ?? (gpus.length > 0 ? gpus.join(', ') : 'no GPU');
+    .map(([name, qty]) =>
+      say('queue.amount', { amount: qty, resource: name.replace('nvidia.com/', '') })
+    );
+  const what = item.offering ?? (gpus.length > 0 ? gpus.join(', ') : say('queue.noGpu'));
   return what;
 }
 

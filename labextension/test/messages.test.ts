@@ -22,7 +22,7 @@ const SAMPLE: Record<string, string | number> = {
   left: 1,
   noun: 'job',
   name: 'train-resnet',
-  team: 'team-b',
+  team: 'Team B',
   idle: '35 min',
   limit: '4 h',
   ago: '12 min ago',
@@ -49,7 +49,27 @@ const SAMPLE: Record<string, string | number> = {
   action: 'Move to a bigger GPU: Half of an L4',
   who: 'train.ipynb',
   cap: '6 GiB',
-  then: ' To go on with more, use "Move to a bigger GPU: Half of an L4" in the GPU panel.'
+  then: ' To go on with more, use "Move to a bigger GPU: Half of an L4" in the GPU panel.',
+  // the GPU panel's figures
+  id: '3f2a9c1d',
+  label: 'Memory used on GPU 1',
+  value: '5.6 GiB of 80 GiB (7%)',
+  used: '5.6 GiB',
+  total: '80 GiB',
+  percent: '7%',
+  util: 42,
+  enforcer: 'HAMi-core',
+  profile: '1g.10gb',
+  index: 2,
+  device: 'GPU 1',
+  // the Queue section
+  admitted: 4,
+  pending: 2,
+  what: 'Half of an L4',
+  waited: '9 min',
+  amount: '2',
+  resource: 'gpu',
+  shared: 5
 };
 
 function rendered(): Record<string, string> {
@@ -64,7 +84,8 @@ const FORBIDDEN: [string, RegExp][] = [
   ['an ISO timestamp', /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}/],
   ['an HTTP code', /\bHTTP\b|\b[1-5]\d\d\b/],
   ['a setting name', /\bc\.[A-Z]\w+\.|GPUaaS\w*\.\w+|_\w+_/],
-  ['a Kubernetes word', /\b(Pod|Workload|Kueue|namespace|nvidia\.com|ClusterQueue|LocalQueue)\b/],
+  ['a Kubernetes word', /\b(Pod|Workload|Kueue|namespace|nvidia\.com|ClusterQueue|LocalQueue)s?\b/],
+  ['a Kubernetes word', /\b(pods?|containers?|namespaces?|workloads?)\b/i],
   ['GPU-equivalents', /GPU-eq/i],
   ['"snooze"', /snooze/i]
 ];

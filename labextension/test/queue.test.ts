@@ -51,18 +51,24 @@ describe('formatWaited', () => {
 });
 
 describe('positionLabel', () => {
-  test('both positions', () => {
-    assert.equal(positionLabel(item()), '#2 in training · #5 in team-a-training');
+  test("both positions, without the queues' names", () => {
+    assert.equal(positionLabel(item()), "#2 in the team's queue · #5 in the cluster queue");
   });
-  test('a LocalQueue named as its ClusterQueue', () => {
+  test('one position where both are the same', () => {
+    assert.equal(
+      positionLabel(item({ position_in_local_queue: 1, position_in_cluster_queue: 1 })),
+      "#1 in the team's queue"
+    );
     const same = { local_queue: 'nbjobs', cluster_queue: 'nbjobs' };
     assert.equal(
-      positionLabel(item({ ...same, position_in_local_queue: 1, position_in_cluster_queue: 1 })),
-      '#1 in nbjobs'
-    );
-    assert.equal(
       positionLabel(item({ ...same, position_in_local_queue: 1, position_in_cluster_queue: 3 })),
-      '#1 in nbjobs · #3 in ClusterQueue nbjobs'
+      "#1 in the team's queue · #3 in the cluster queue"
+    );
+  });
+  test('no cluster position', () => {
+    assert.equal(
+      positionLabel(item({ position_in_cluster_queue: null, cluster_queue: null })),
+      "#2 in the team's queue"
     );
   });
   test('not placed', () => {
@@ -82,6 +88,7 @@ describe('positionLabel', () => {
 describe('requestLabel', () => {
   test('resources of a Job', () => {
     assert.equal(requestLabel(item()), '2× gpu');
+    assert.equal(requestLabel(item({ resources: { cpu: '1' } })), 'no GPU');
   });
   test('offering of a server', () => {
     assert.equal(
