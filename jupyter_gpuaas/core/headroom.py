@@ -11,6 +11,11 @@ is first put through Kueue's resource transformations as the catalog declares th
 ``nvidia.com/gpumem`` becomes ``nvidia.com/total-gpumem``), so it counts what Kueue counts.
 
 Headroom is a forecast for the form, not a promise: Kueue decides. Pure; no I/O.
+
+What a user reads (:attr:`Headroom.message` and :attr:`Headroom.detail`, on the spawn form and in
+the GPU job dialog) comes from one table, :data:`HEADROOM_WORDS`, pinned with the spawner's in
+tests/unit/spawner/messages.json; the Kueue objects behind a refusal are named for an admin in
+:attr:`Headroom.admin_detail` only.
 """
 
 from __future__ import annotations
@@ -32,15 +37,74 @@ from jupyter_gpuaas.core.kueue import (
 )
 
 __all__ = [
+    "HEADROOM_WORDS",
     "Fit",
     "Headroom",
     "QueueState",
     "ResourceFit",
     "UserUsage",
     "compute_headroom",
+    "headroom_words",
     "queue_message",
     "resolve_cluster_queue",
 ]
+
+
+HEADROOM_WORDS: Mapping[str, str] = {
+    # Where the team's queue cannot take anything (an admin's business: see admin_detail).
+    "queue.stopped": "{team}'s queue is stopped by an admin",
+    "queue.missing": "{team}'s queue is not set up; ask an admin",
+    "queue.inactive": "{team}'s queue is not taking new work right now; ask an admin",
+    "quota.unknown": "quota state not known yet",
+    "quota.unknown.detail": "The hub is still reading the queues; this may start or queue.",
+    "quota.none": "your team has no quota for {offering}",
+    "quota.none.detail": "{team}'s queue has no quota for this kind of GPU; ask an admin.",
+    # Per-user and per-team caps.
+    "cap.servers": "limit: {cap} {noun} per user",
+    "cap.servers.detail": "You already have {have}; stop one to start this.",
+    "cap.gpus": "limit: {cap} {noun} per user",
+    "cap.gpus.detail": "Your other servers already use {have} GPU; this one needs {need} GPU.",
+    "cap.queued": "limit: {cap} waiting {workload}s per team",
+    "cap.queued.detail": (
+        "{team} already has {queued} {workload}s waiting in the queue; try again when one has "
+        "started."
+    ),
+    # More than the team could ever get.
+    "never.units": "your team's maximum is {n} {units}",
+    "never.amount": "your team's maximum {what} is {most}",
+    "never.detail": "This asks for {count} {units}.",
+    # It fits, by borrowing, or waits.
+    "now": "available now",
+    "now.free": "available now ({free} of {total}{units} free)",
+    "borrow": "available by borrowing",
+    "borrow.detail": "Uses quota your team borrows from other teams it shares GPUs with.",
+    "borrow.risk": (
+        " If a lending team needs its quota back, the queue may stop this {workload} without "
+        "warning; save your work often."
+    ),
+    "queue.detail": "Your {workload} waits in the queue until quota frees up.",
+    "queue.first": "will queue: first in line once quota frees up",
+    "queue.first.unit": "will queue: first in line once {article} {unit} frees up",
+    "queue.ahead": "will queue: about {ahead} ahead of you",
+}
+"""Every sentence of headroom that a user reads (the form's state and detail, a refused
+choice's why), in one table; ``{name}`` fields are filled by :func:`headroom_words`. The
+spawner's reviewed list (tests/unit/spawner/messages.json) pins each one and checks its words:
+no Kubernetes words, GPU-equivalents or slugs (those are for :attr:`Headroom.admin_detail`)."""
+
+_RESOURCE_WORDS: Mapping[str, str] = {"cpu": "CPU", "memory": "memory"}
+
+
+def headroom_words(key: str, /, **values: object) -> str:
+    """The sentence ``key`` of :data:`HEADROOM_WORDS` with its fields filled."""
+    return HEADROOM_WORDS[key].format(**values)
+
+
+def _resource_words(resource: str) -> str:
+    """A quota resource as a user calls it: "CPU", "memory", "GPU memory", "GPU"."""
+    if resource in _RESOURCE_WORDS:
+        return _RESOURCE_WORDS[resource]
+    return "GPU memory" if resource.endswith("gpumem") else "GPU"
 
 
 class Fit(str, enum.Enum):
@@ -123,6 +187,9 @@ class Headroom:
     you", "will queue: first in line once a GPU frees up"."""
     detail: str = ""
     """A longer sentence: why, or what borrowing means."""
+    admin_detail: str = ""
+    """Why, in Kueue's words, for an admin (a log, the console), never for the user: the
+    LocalQueue or ClusterQueue that is missing or inactive, the resource it does not cover."""
     cluster_queue: str = ""
     ahead: int | None = None
     free_units: int | None = None
@@ -282,29 +349,33 @@ class _Tree:
 
 def resolve_cluster_queue(
     tenant: Tenant, state: QueueState, namespace: str
-) -> tuple[ClusterQueueInfo | None, str]:
-    """The tenant's ClusterQueue, or ``None`` and why not (user-facing)."""
+) -> tuple[ClusterQueueInfo | None, str, str]:
+    """The tenant's ClusterQueue, or ``None`` and why not: in the user's words, then in Kueue's
+    for an admin."""
     ns = tenant.namespace or namespace
     name = tenant.cluster_queue
+    team = tenant.display_name
     lq = state.local_queues.get((ns, tenant.local_queue))
     if lq is not None and lq.stopped:
-        return None, f"{tenant.display_name}'s queue is stopped by an admin"
+        why = f"LocalQueue {ns}/{tenant.local_queue} is stopped"
+        return None, headroom_words("queue.stopped", team=team), why
     if name is None:
         if lq is None:
-            return None, (
-                f"{tenant.display_name}'s queue ({ns}/{tenant.local_queue}) does not exist; "
-                "ask an admin"
-            )
+            why = f"LocalQueue {ns}/{tenant.local_queue} does not exist"
+            return None, headroom_words("queue.missing", team=team), why
         name = lq.cluster_queue
     cq = state.cluster_queues.get(name)
     if cq is None:
-        return None, f"{tenant.display_name}'s ClusterQueue {name!r} does not exist; ask an admin"
+        why = f"ClusterQueue {name!r} does not exist"
+        return None, headroom_words("queue.missing", team=team), why
     if cq.stopped:
-        return None, f"{tenant.display_name}'s queue is stopped by an admin"
+        return None, headroom_words("queue.stopped", team=team), f"ClusterQueue {name} is stopped"
     if cq.active is False:
-        why = f": {cq.inactive_reason}" if cq.inactive_reason else ""
-        return None, f"{tenant.display_name}'s queue is not active{why}"
-    return cq, ""
+        why = f"ClusterQueue {name} is not active" + (
+            f": {cq.inactive_reason}" if cq.inactive_reason else ""
+        )
+        return None, headroom_words("queue.inactive", team=team), why
+    return cq, "", ""
 
 
 def _units(value: int, per_unit: int) -> int:
@@ -375,12 +446,12 @@ def compute_headroom(
         return replace(
             proto,
             fit=Fit.UNKNOWN,
-            message="quota state not known yet",
-            detail="The hub is still reading the queues; this may start or queue.",
+            message=headroom_words("quota.unknown"),
+            detail=headroom_words("quota.unknown.detail"),
         )
-    cq, why = resolve_cluster_queue(tenant, state, namespace)
+    cq, why, admin_why = resolve_cluster_queue(tenant, state, namespace)
     if cq is None:
-        return replace(proto, fit=Fit.NOT_ALLOWED, message=why)
+        return replace(proto, fit=Fit.NOT_ALLOWED, message=why, admin_detail=admin_why)
     proto = replace(proto, cluster_queue=cq.name)
     tree = state.tree()
     fits = _offering_fits(tree, cq, offering, count)
@@ -388,8 +459,9 @@ def compute_headroom(
         return replace(
             proto,
             fit=Fit.NEVER,
-            message=f"your team has no quota for {offering.display_name}",
-            detail=fits,
+            message=headroom_words("quota.none", offering=offering.display_name),
+            detail=headroom_words("quota.none.detail", team=tenant.display_name),
+            admin_detail=fits,
         )
     fits += _extra_fits(tree, cq, offering, extra_requests or {})
     proto = _with_sizes(proto, offering, fits)
@@ -416,8 +488,8 @@ def _user_cap(
         return replace(
             proto,
             fit=Fit.NOT_ALLOWED,
-            message=f"limit: {cap} {noun} per user",
-            detail=f"You already have {usage.gpu_servers}; stop one to start this.",
+            message=headroom_words("cap.servers", cap=cap, noun=noun),
+            detail=headroom_words("cap.servers.detail", have=usage.gpu_servers),
         )
     gcap = tenant.max_gpus_per_user
     gpu_eq = proto.gpu_equivalents
@@ -427,9 +499,12 @@ def _user_cap(
         return replace(
             proto,
             fit=Fit.NOT_ALLOWED,
-            message=f"limit: {format_gpu_equivalents(gcap)} {noun} per user",
-            detail=f"You already use {have} GPU-equivalents; this needs "
-            f"{format_gpu_equivalents(gpu_eq)}.",
+            message=headroom_words("cap.gpus", cap=format_gpu_equivalents(gcap), noun=noun),
+            detail=headroom_words(
+                "cap.gpus.detail", have=have, need=format_gpu_equivalents(gpu_eq)
+            ),
+            admin_detail=f"max_gpus_per_user {format_gpu_equivalents(gcap)} GPU-equivalents;"
+            f" held {have}, asked {format_gpu_equivalents(gpu_eq)}",
         )
     return None
 
@@ -511,33 +586,39 @@ def _never(proto: Headroom, offering: Offering, fits: list[ResourceFit]) -> Head
     if proto.max_units is not None and bad.resource in offering.quota_requests(1):
         n = proto.max_units
         eq = format_gpu_equivalents(offering.gpu_equivalents * n)
-        also = f" ({eq} GPU-equivalents)" if offering.kind in ("mig", "shared", "fraction") else ""
-        msg = f"your team's maximum is {n} {_plural(n, offering)}{also}"
+        msg = headroom_words("never.units", n=n, units=_plural(n, offering))
+        admin = f"at most {n} {_plural(n, offering)} ({eq} GPU-equivalents)"
     else:
         most = display_value(bad.resource, bad.potential)
-        msg = f"your team's maximum {bad.resource} is {most}"
+        msg = headroom_words("never.amount", what=_resource_words(bad.resource), most=most)
+        admin = f"at most {most} {bad.resource} in flavor {bad.flavor}"
     count = proto.count
-    return replace(proto, message=msg, detail=f"This asks for {count} {_plural(count, offering)}.")
+    return replace(
+        proto,
+        message=msg,
+        detail=headroom_words("never.detail", count=count, units=_plural(count, offering)),
+        admin_detail=admin,
+    )
 
 
 def _now(proto: Headroom, offering: Offering) -> Headroom:
     if proto.free_units is None:
-        return replace(proto, message="available now")
+        return replace(proto, message=headroom_words("now"))
     n = proto.total_units or 0
     units = f" {_plural(n, offering)}" if offering.kind == "fraction" else ""
     return replace(
-        proto, message=f"available now ({proto.free_units} of {proto.total_units}{units} free)"
+        proto,
+        message=headroom_words(
+            "now.free", free=proto.free_units, total=proto.total_units, units=units
+        ),
     )
 
 
 def _borrowing(proto: Headroom, risk: bool, workload: str) -> Headroom:
-    detail = "Uses quota your team borrows from other teams in its cohort."
+    detail = headroom_words("borrow.detail")
     if risk:
-        detail += (
-            f" If a lending team needs its quota back, Kueue may stop this {workload} "
-            "without warning; save your work often."
-        )
-    return replace(proto, message="available by borrowing", detail=detail, borrow_risk=risk)
+        detail += headroom_words("borrow.risk", workload=workload)
+    return replace(proto, message=headroom_words("borrow"), detail=detail, borrow_risk=risk)
 
 
 def _queued(
@@ -554,15 +635,16 @@ def _queued(
         return replace(
             proto,
             fit=Fit.NOT_ALLOWED,
-            message=f"limit: {tenant.max_queued} waiting {workload}s per team",
-            detail=f"{tenant.display_name} already has {queued} {workload}s waiting "
-            "in the queue; try again when one has started.",
+            message=headroom_words("cap.queued", cap=tenant.max_queued, workload=workload),
+            detail=headroom_words(
+                "cap.queued.detail", team=tenant.display_name, queued=queued, workload=workload
+            ),
         )
     return replace(
         proto,
         message=queue_message(ahead, offering),
         ahead=ahead,
-        detail=f"Your {workload} waits in the queue until quota frees up.",
+        detail=headroom_words("queue.detail", workload=workload),
     )
 
 
@@ -573,8 +655,8 @@ def queue_message(ahead: int, offering: Offering) -> str:
     """
     if ahead <= 0:
         if not offering.is_gpu:
-            return "will queue: first in line once quota frees up"
+            return headroom_words("queue.first")
         unit = offering.unit
         article = "an" if unit[:1].lower() in "aeiou" else "a"
-        return f"will queue: first in line once {article} {unit} frees up"
-    return f"will queue: about {ahead} ahead of you"
+        return headroom_words("queue.first.unit", article=article, unit=unit)
+    return headroom_words("queue.ahead", ahead=ahead)

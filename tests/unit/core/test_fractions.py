@@ -322,7 +322,7 @@ HEADROOM_CASES = [
     pytest.param("l4-half", (8, 22528, 100), (4, 22528, 100), Fit.QUEUE,
                  "will queue: about 2 ahead of you", (0, 22528), id="full, others waiting"),
     pytest.param("l4-half", (8, 5632, 100), (0, 0, 0), Fit.NEVER,
-                 "your team's maximum is 0 half-L4s (0 GPU-equivalents)", (5632, 5632),
+                 "your team's maximum is 0 half-L4s", (5632, 5632),
                  id="larger than the team's pool"),
 ]
 # fmt: on

@@ -107,6 +107,8 @@ class Case:
     cohorts: list[dict[str, Any]] = field(default_factory=list)
     detail: str | None = None
     synced: bool = True
+    admin: str | None = None
+    """What an admin is told (:attr:`Headroom.admin_detail`), in Kueue's words."""
 
 
 def _peer(**kw: Any) -> dict[str, Any]:
@@ -154,13 +156,15 @@ CASES = [
         "your team's maximum is 1 GPU",
         count=2,
         detail="This asks for 2 GPUs.",
+        admin="at most 1 GPU (1 GPU-equivalents)",
     ),
     Case(
-        "MIG maximum in slices and GPU-equivalents",
+        "MIG maximum in slices; GPU-equivalents for the admin only",
         "mig-3g",
         [team_a_notebooks(quotas={("a100-mig", MIG3): (0, 0, None)})],
         Fit.NEVER,
-        "your team's maximum is 0 MIG slices (0 GPU-equivalents)",
+        "your team's maximum is 0 MIG slices",
+        admin="at most 0 MIG slices (0 GPU-equivalents)",
     ),
     Case(
         "borrowing allowed by the admin, peer idle",
@@ -168,7 +172,7 @@ CASES = [
         [team_a_notebooks(quotas={("h100", GPU): (2, 2, None)}, usage={("h100", GPU): 2}), _peer()],
         Fit.BORROW,
         "available by borrowing",
-        detail="Uses quota your team borrows from other teams in its cohort.",
+        detail="Uses quota your team borrows from other teams it shares GPUs with.",
     ),
     Case(
         "borrowing from a lender that reclaims: warned",
@@ -179,8 +183,9 @@ CASES = [
         ],
         Fit.BORROW,
         "available by borrowing",
-        detail="Uses quota your team borrows from other teams in its cohort. If a lending team "
-        "needs its quota back, Kueue may stop this server without warning; save your work often.",
+        detail="Uses quota your team borrows from other teams it shares GPUs with. If a lending "
+        "team needs its quota back, the queue may stop this server without warning; save your "
+        "work often.",
     ),
     Case(
         "peer busy: queue even with borrowing",
@@ -242,7 +247,8 @@ CASES = [
         [cluster_queue("team-a-notebooks", quotas={("h100", GPU): (2, 0, None)})],
         Fit.NEVER,
         "your team has no quota for Shared L4",
-        detail="ClusterQueue team-a-notebooks does not cover nvidia.com/gpu.shared.",
+        detail="Team A's queue has no quota for this kind of GPU; ask an admin.",
+        admin="ClusterQueue team-a-notebooks does not cover nvidia.com/gpu.shared.",
     ),
     Case(
         "per-user server cap",
@@ -262,7 +268,8 @@ CASES = [
         Fit.NOT_ALLOWED,
         "limit: 2 GPUs per user",
         usage=UserUsage(gpu_servers=1, gpu_equivalents=Fraction(3, 2)),
-        detail="You already use 1.5 GPU-equivalents; this needs 1.",
+        detail="Your other servers already use 1.5 GPU; this one needs 1 GPU.",
+        admin="max_gpus_per_user 2 GPU-equivalents; held 1.5, asked 1",
     ),
     Case(
         "CPU is not capped by GPU caps",
@@ -280,8 +287,17 @@ CASES = [
         "h100",
         [team_a_notebooks()],
         Fit.NOT_ALLOWED,
-        "Team A's queue (gpuaas-users/team-a) does not exist; ask an admin",
+        "Team A's queue is not set up; ask an admin",
         lqs=[],
+        admin="LocalQueue gpuaas-users/team-a does not exist",
+    ),
+    Case(
+        "missing ClusterQueue",
+        "h100",
+        [],
+        Fit.NOT_ALLOWED,
+        "Team A's queue is not set up; ask an admin",
+        admin="ClusterQueue 'team-a-notebooks' does not exist",
     ),
     Case(
         "stopped ClusterQueue",
@@ -289,14 +305,16 @@ CASES = [
         [team_a_notebooks(stop_policy="Hold")],
         Fit.NOT_ALLOWED,
         "Team A's queue is stopped by an admin",
+        admin="ClusterQueue team-a-notebooks is stopped",
     ),
     Case(
         "inactive ClusterQueue",
         "h100",
         [team_a_notebooks(active=False)],
         Fit.NOT_ALLOWED,
-        "Team A's queue is not active: Can't admit new workloads: references missing "
-        "ResourceFlavor(s): h100",
+        "Team A's queue is not taking new work right now; ask an admin",
+        admin="ClusterQueue team-a-notebooks is not active: Can't admit new workloads: "
+        "references missing ResourceFlavor(s): h100",
     ),
     Case(
         "team cap on waiting servers",
@@ -321,6 +339,7 @@ def test_headroom(case: Case) -> None:
     assert (room.fit, room.message) == (case.fit, case.message)
     if case.detail is not None:
         assert room.detail == case.detail
+    assert room.admin_detail == (case.admin or "")
 
 
 def test_gpu_equivalents_are_given_alongside_the_counted_resource() -> None:

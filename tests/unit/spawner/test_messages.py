@@ -1,9 +1,10 @@
 """Every sentence the spawner shows a user — the progress page's and the form's
-(gpuaas_spawner/messages.py) and a refused choice's (jupyter_gpuaas.core.choice.CHOICE_WORDS,
-the same for a notebook Job): each as a user reads it, pinned in messages.json beside this test
-(a change to one fails here until that file is changed too: run with UPDATE_MESSAGES=1 and
-review the difference), in a person's words; and the "what holds the GPU" sentences built from
-the gpuaas service's outlook."""
+(gpuaas_spawner/messages.py), a refused choice's (jupyter_gpuaas.core.choice.CHOICE_WORDS,
+the same for a notebook Job) and the quota headroom's on the form and in the GPU job dialog
+(jupyter_gpuaas.core.headroom.HEADROOM_WORDS): each as a user reads it, pinned in
+messages.json beside this test (a change to one fails here until that file is changed too: run
+with UPDATE_MESSAGES=1 and review the difference), in a person's words; and the "what holds
+the GPU" sentences built from the gpuaas service's outlook."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 
 from gpuaas_spawner.messages import MESSAGES, PAGE_WORDS, about, page_words, say, waiting_words
 from jupyter_gpuaas.core.choice import CHOICE_WORDS, refusal
+from jupyter_gpuaas.core.headroom import HEADROOM_WORDS, headroom_words
 
 SNAPSHOT = Path(__file__).with_name("messages.json")
 
@@ -77,6 +79,32 @@ CHOICE_VALUES: dict[str, dict[str, Any]] = {
 }
 """Where a sentence reads best with values of its own (what its caller really fills in)."""
 
+HEADROOM_SAMPLE: dict[str, Any] = {
+    "team": "Team B",
+    "offering": "Shared L4",
+    "cap": 2,
+    "noun": "GPUs",
+    "have": "1.5",
+    "need": "1",
+    "workload": "server",
+    "queued": 5,
+    "n": 2,
+    "units": "MIG slices",
+    "what": "memory",
+    "most": "64Gi",
+    "count": 3,
+    "free": 3,
+    "total": 8,
+    "article": "a",
+    "unit": "quarter-L4",
+    "ahead": 2,
+}
+HEADROOM_VALUES: dict[str, dict[str, Any]] = {
+    "cap.servers": {"cap": 1, "noun": "GPU server"},
+    "cap.servers.detail": {"have": 1},
+    "now.free": {"units": " quarter-L4s"},
+}
+
 FORBIDDEN: list[tuple[str, re.Pattern[str]]] = [
     ("an unfilled slot", re.compile(r"\{[A-Za-z_]+\}")),
     ("an ISO timestamp", re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")),
@@ -85,7 +113,7 @@ FORBIDDEN: list[tuple[str, re.Pattern[str]]] = [
     (
         "a Kubernetes word",
         re.compile(
-            r"\b(Pod|pod|Workload|Kueue|namespace|nvidia\.com|ClusterQueue|LocalQueue|"
+            r"\b(Pod|pod|Workload|Kueue|namespace|nvidia\.com|ClusterQueue|LocalQueue|cohort|"
             r"scheduling gate|ImagePull\w*|Unschedulable|CreateContainer\w*)\b"
         ),
     ),
@@ -101,6 +129,14 @@ def rendered() -> dict[str, str]:
         {
             f"choice.{key}": refusal(key, **{**CHOICE_SAMPLE, **CHOICE_VALUES.get(key, {})})
             for key in CHOICE_WORDS
+        }
+    )
+    words.update(
+        {
+            f"headroom.{key}": headroom_words(
+                key, **{**HEADROOM_SAMPLE, **HEADROOM_VALUES.get(key, {})}
+            )
+            for key in HEADROOM_WORDS
         }
     )
     return words

@@ -55,7 +55,7 @@ async def test_an_offering_the_training_queue_can_never_admit_is_refused() -> No
         (
             "offering",
             "NVIDIA H100 cannot start for Team A: your team has no quota for NVIDIA H100. "
-            "ClusterQueue team-a-training does not cover nvidia.com/gpu.",
+            "Team A's queue has no quota for this kind of GPU; ask an admin.",
         )
     ]
     assert kube.calls == []
