@@ -76,6 +76,25 @@ export interface IReclaimCause {
   for: { team: 'own'; name: string; object: string } | { team: 'other'; name: string } | null;
 }
 
+/** The cause as the service sends it (api-schema.json), which `parseCause` reads. */
+export interface IReclaimCauseAnswer extends IReclaimCause {
+  code: 'demand' | 'always' | 'max-idle' | 'max-age' | 'placement';
+  offering: string;
+  idle_seconds: number;
+}
+
+/** The warning as the service sends it, which `parseReclaim` and `parseCause` read. */
+export interface IReclaimWarningAnswer extends IReclaimWarning {
+  cause: IReclaimCauseAnswer | null;
+}
+
+/** `GET gpuaas/api/reclaim` as the service answers it (the server extension forwards it). */
+export interface IReclaimAnswer {
+  server: string;
+  now: string;
+  warning: IReclaimWarningAnswer | null;
+}
+
 function num(v: unknown): number | null {
   return typeof v === 'number' && Number.isFinite(v) ? v : null;
 }

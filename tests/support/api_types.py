@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SIDEBAR = "labextension/src/types.ts"
 JOBS = "labextension/src/jobsModel.ts"
 RESIZE = "labextension/src/resizeModel.ts"
+RECLAIM = "labextension/src/reclaimModel.ts"
 CONSOLE = "culler/gpuaas_service/console/src/api.ts"
 
 CHECKED: dict[str, dict[str, str]] = {
@@ -49,6 +50,11 @@ CHECKED: dict[str, dict[str, str]] = {
         "service_resize_offering": "IResizeOffering",
         "service_resize_offer": "IResizeOffer",
         "service_resize_move": "IResizeMove",
+    },
+    RECLAIM: {
+        "service_reclaim_cause": "IReclaimCauseAnswer",
+        "service_warning": "IReclaimWarningAnswer",
+        "service_reclaim": "IReclaimAnswer",
     },
     CONSOLE: {
         "service_activity_state": "Activity",
@@ -120,18 +126,37 @@ def _fields(body: str) -> dict[str, str]:
 
 def typescript_declarations(text: str) -> Declared:
     """Interfaces (their fields' types; an optional field's name ends in ``?``) and type
-    aliases of a TypeScript module."""
+    aliases of a TypeScript module. An interface that ``extends`` others of the module has
+    their fields too."""
     text = _without_comments(text)
     found: Declared = {}
     for m in re.finditer(r"export type (\w+) =([^;]+);", text):
         found[m.group(1)] = " ".join(m.group(2).split())
-    for m in re.finditer(r"export interface (\w+) \{", text):
+    parents: dict[str, list[str]] = {}
+    for m in re.finditer(r"export interface (\w+)(?: extends ([\w, ]+))? \{", text):
         depth, i = 1, m.end()
         while depth:
             depth += {"{": 1, "}": -1}.get(text[i], 0)
             i += 1
         found[m.group(1)] = _fields(text[m.end() : i - 1])
+        parents[m.group(1)] = [p.strip() for p in (m.group(2) or "").split(",") if p.strip()]
+    for name in parents:
+        found[name] = _inherited(name, found, parents)
     return found
+
+
+def _inherited(
+    name: str, found: Declared, parents: Mapping[str, list[str]]
+) -> dict[str, str] | str:
+    """The fields of interface ``name`` with those of the interfaces it extends (its own
+    last); a parent that is not an interface of the module is left out."""
+    fields: dict[str, str] = {}
+    for parent in parents.get(name, ()):
+        inherited = _inherited(parent, found, parents) if parent in found else {}
+        if isinstance(inherited, dict):
+            fields.update(inherited)
+    own = found[name]
+    return {**fields, **own} if isinstance(own, dict) else own
 
 
 # --------------------------------------------------------------------------- the schema's types

@@ -103,10 +103,11 @@ def test_a_payload_that_drifts_from_the_schema_is_caught(
 
 
 def test_the_typescript_types_match_the_schema() -> None:
-    """The sidebar's types.ts and the console's api.ts, every declaration of
-    tests/support/api_types.py's list (``make lint`` runs the same check)."""
+    """The sidebar's types.ts, jobsModel.ts, resizeModel.ts and reclaimModel.ts and the
+    console's api.ts, every declaration of tests/support/api_types.py's list (``make lint``
+    runs the same check)."""
     assert api_types.problems() == []
-    assert {"IUsage", "IConsole", "IHistory"} <= {
+    assert {"IUsage", "IConsole", "IHistory", "IJob", "IResizeOffer", "IReclaimAnswer"} <= {
         name for names in api_types.CHECKED.values() for name in names.values()
     }
 
@@ -150,3 +151,12 @@ def test_the_typescript_check_reads_optional_and_quoted_fields() -> None:
     names = {"service_action_counts": "IActionCounts"}
     (found,) = api_types.check_module("x.ts", declared, names)
     assert "fields ['clear-warning?', 'warn?']" in found  # the schema's wait, reclaim, skip: absent
+
+
+def test_an_interface_that_extends_another_has_its_fields_its_own_last() -> None:
+    declared = api_types.typescript_declarations(
+        "export interface IView { code: string; idle: number | null; note: string }\n"
+        "export interface IWire extends IView, Elsewhere { code: 'a' | 'b'; idle: number }\n"
+    )
+    assert declared["IWire"] == {"code": "'a' | 'b'", "idle": "number", "note": "string"}
+    assert declared["IView"] == {"code": "string", "idle": "number | null", "note": "string"}
