@@ -26,7 +26,9 @@ from gpuaas_service.console.state import ConsoleState
 from gpuaas_service.jobs.request import JobRequestError
 from gpuaas_service.jobs.service import CapReached
 from gpuaas_service.reclaim.activity_store import server_key
+from gpuaas_service.reclaim.decide import HandOffRecord, PlacementWait
 from gpuaas_service.reclaim.policy import PolicyFile
+from gpuaas_service.reclaim.snapshot import dump_snapshot
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.base import error_answer
 from gpuaas_service.web.console_history import History, history_answer
@@ -242,6 +244,43 @@ async def test_the_policy_preview_matches_the_schema() -> None:
     assert answer["workbenches"]
     assert_matches("service_policy_preview", answer)
     assert_matches("service_policy_preview", preview(snap, text, None))
+
+
+async def test_the_snapshot_matches_the_schema() -> None:
+    """What ``gpuaas-culler --explain --snapshot`` reads back: the workbenches with their
+    reports and the queued Job they were reclaimed for; then the same inputs with a pod's own
+    utilisation, a hand-off under watch and a pod that waits for whole cards."""
+    w = await reclaimed_for_the_job()
+    snap = world_console(w).snapshot()
+    assert snap is not None
+    assert snap["workbenches"]
+    assert any(wb["activity"] is not None for wb in snap["workbenches"])
+    assert snap["pending"][0]["needs"]
+    assert_matches("service_console_snapshot", snap)
+
+    plan, inputs = w.loop.last_plan, w.loop.last_inputs
+    assert plan is not None
+    assert inputs is not None
+    wait = PlacementWait(
+        name="train-0", namespace="team-b", flavor="l4", cards=2, blocked={"gpu-1": "a Job"}
+    )
+    more = dump_snapshot(
+        w.now,
+        [d.workbench for d in plan.decisions],
+        inputs.pending,
+        [
+            HandOffRecord(
+                workload="team-a/train", cluster_queue="team-a-training", reclaimed_at=w.now
+            )
+        ],
+        reports=inputs.reports,
+        pod_utilization={plan.decisions[0].workbench.key: 0.25},
+        waits=[wait],
+    )
+    assert more["workbenches"][0]["pod_utilization"] == 0.25
+    assert more["handoffs"][0]["admitted_at"] is None
+    assert more["waits"][0]["blocked"] == {"gpu-1": "a Job"}
+    assert_matches("service_console_snapshot", more)
 
 
 class RecordedPrometheus(PrometheusClient):
