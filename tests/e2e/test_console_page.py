@@ -31,14 +31,20 @@ BUILT = (
 )
 
 
-NODES = [
+NODES: list[dict[str, Any]] = [
     {
         "metadata": {"name": f"gpu-node-{i}", "labels": {"gpuaas.dev/pool": "local"}},
         "status": {"allocatable": {"cpu": "32", "nvidia.com/mig-1g.5gb": "7"}},
     }
     for i in range(2)
 ]
-"""The pods' two nodes, of seven 1g slices each."""
+NODES[0]["metadata"]["labels"] |= {  # an A100 in NVIDIA's mixed strategy: MIG advice
+    "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
+    "nvidia.com/mig.strategy": "mixed",
+    "nvidia.com/mig.config": "all-1g.5gb",  # what its seven 1g slices are
+}
+"""The pods' two nodes, of seven 1g slices each; the first labelled as GPU feature discovery
+labels a MIG A100."""
 STARTING = {
     "metadata": {
         "name": "jupyter-erin",
@@ -149,6 +155,11 @@ async def test_the_console_page_every_gpu_and_a_team_leads_view(console: Console
             assert "1 failed start(s)" in await team.inner_text()
             await page.locator("#workbenches tr[data-key='alice']").wait_for()
             assert "No advice" in await page.locator("#fit").inner_text()
+            mig = page.locator("#fit .mig-advice tr[data-node='gpu-node-0']")
+            # two 1g slices held, seven made: the config serves them
+            assert "2 × 1g.5gb" in await mig.inner_text()
+            assert "all-1g.5gb now; demand suggests keeping it" in await mig.inner_text()
+            assert await page.locator("#fit .mig-advice tr[data-node='gpu-node-1']").count() == 0
             assert await page.locator("section#history").count() == 1
             assert errors == []
 
@@ -158,6 +169,8 @@ async def test_the_console_page_every_gpu_and_a_team_leads_view(console: Console
             assert await lead.locator("#gpus tbody tr:not([data-state='free'])").count() == 0
             assert await lead.locator("#gpus tbody tr[data-state='free']").count() == 2
             assert await lead.locator("#teams .team[data-team='team-a']").count() == 0
+            await lead.locator("#fit p.hint").first.wait_for()
+            assert await lead.locator("#fit .mig-advice").count() == 0  # nodes: admins only
             assert errors == []
         finally:
             await chromium.close()

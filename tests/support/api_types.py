@@ -77,6 +77,7 @@ CHECKED: dict[str, dict[str, str]] = {
         "service_fit_row": "IFitRow",
         "service_fit_team": "IFitTeam",
         "service_console_fit": "IFit",
+        "service_console_mig_node": "IMigNode",
         "service_field_error": "IFieldError",
         "service_preview_change": "IPreviewChange",
         "service_policy_preview": "IPreview",

@@ -120,3 +120,27 @@ def workload(name: str, ns: str, queue: str, created: datetime, mig: int, admitt
             "status": {"conditions": conditions},
         }
     )
+
+
+def a100_mig_node(name: str = "local-0", config: str = "all-1g.5gb") -> dict[str, Any]:
+    """A Node of one A100 in NVIDIA's mixed MIG strategy, as GPU feature discovery labels it."""
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {
+                "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
+                "nvidia.com/mig.strategy": "mixed",
+                "nvidia.com/mig.config": config,
+            },
+        },
+        "status": {"allocatable": {"nvidia.com/mig-1g.5gb": "7"}},
+    }
+
+
+def pod_holding(resource: str, node: str, count: int = 1) -> dict[str, Any]:
+    """A running pod on ``node`` whose container holds ``count`` of ``resource``."""
+    limits = {resource: str(count)}
+    return {
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": limits}}]},
+        "status": {"phase": "Running"},
+    }

@@ -455,11 +455,20 @@ class ConsoleState:
     def fit(self, only: Iterable[str] | None = None) -> dict[str, Any]:
         """The ``api/console/fit`` answer: each GPU server against its user's need (:mod:`.fit`)."""
         plan = self.loop.last_plan
+        # The MIG nodes' advice is the cluster's, for administrators only: a team lead's answer
+        # names no node other teams use.
+        nodes = self.nodes() if self.nodes is not None and only is None else None
+        pods: list[Mapping[str, Any]] = []
+        if nodes is not None:
+            for listed in (self.pods, self.job_pods):
+                pods.extend((listed() if listed is not None else None) or ())
         return fit_rows(
             [d.workbench for d in plan.decisions] if plan is not None else [],
             self.usage_history(),
             self.catalog(),
             only=only,
+            mig_nodes=nodes,
+            pods=pods,
         )
 
     def snapshot(self) -> dict[str, Any] | None:

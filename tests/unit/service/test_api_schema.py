@@ -38,6 +38,7 @@ from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant
 from jupyter_gpuaas.core.fields import FieldError
 from jupyter_gpuaas.core.sizing import PeakHistory
 from tests.support.api_schema import api_schema, schema_errors
+from tests.support.console_samples import a100_mig_node, pod_holding
 from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
 from tests.support.jobs_samples import FakeKube, request_body, service
 from tests.support.service_web import QueueIndexStub
@@ -219,6 +220,10 @@ async def test_the_console_answers_match_the_schema() -> None:
     fit = console.fit()
     assert fit["teams"][0]["users"][0]["peak_bytes"] == 3000 << 20
     assert_matches("service_console_fit", fit)
+    console.nodes = lambda: [a100_mig_node()]
+    console.job_pods = lambda: [pod_holding("nvidia.com/mig-3g.20gb", "local-0")]
+    assert console.fit()["mig"][0]["demand"] == {"3g.20gb": 1}
+    assert_matches("service_console_fit", console.fit())
     console.catalog = lambda: None
     assert_matches("service_console_fit", console.fit())
 

@@ -227,6 +227,19 @@ export interface IFit {
   headroom: number;
   visible_teams: string[] | null;
   teams: IFitTeam[];
+  mig?: IMigNode[];
+}
+
+/** A MIG node's config now and the one its pods' demand suggests (administrators only). */
+export interface IMigNode {
+  node: string;
+  model: string;
+  gpus: number;
+  now: string | null;
+  demand: Record<string, number>;
+  advised: string | null;
+  reason: string;
+  line: string;
 }
 
 export interface IFieldError {

@@ -5,7 +5,7 @@
 
 import { h } from '../../../../labextension/src/dom.js';
 
-import type { IFit, IFitRow } from './api.js';
+import type { IFit, IFitRow, IMigNode } from './api.js';
 import { byId } from './controls.js';
 
 /** Up to this many teams are shown unfolded; more are folded until opened. */
@@ -52,9 +52,66 @@ function usersTable(users: readonly IFitRow[]): HTMLElement {
   );
 }
 
+/** Per MIG node: the config now, the slices wanted, the advised config and how to apply it. */
+function migTable(nodes: readonly IMigNode[]): HTMLElement {
+  const demand = (d: Record<string, number>): string =>
+    Object.entries(d)
+      .map(([profile, n]) => `${String(n)} × ${profile}`)
+      .join(', ') || 'none measured';
+  return h(
+    'section',
+    { class: 'mig-advice' },
+    h('h3', {}, 'MIG geometry'),
+    h(
+      'table',
+      {},
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          ...['Node', 'GPUs', 'Config now', 'Slices wanted', 'Advised', 'To apply'].map(x =>
+            h('th', {}, x)
+          )
+        )
+      ),
+      h(
+        'tbody',
+        {},
+        ...nodes.map(n =>
+          h(
+            'tr',
+            { 'data-node': n.node },
+            h('td', {}, n.node),
+            h('td', {}, `${String(n.gpus)} × ${n.model}`),
+            h('td', {}, n.now ?? 'none'),
+            h('td', {}, demand(n.demand)),
+            h(
+              'td',
+              { class: n.advised && n.advised !== n.now ? 'advice' : '' },
+              n.advised ?? '—',
+              h('div', { class: 'reason' }, n.reason)
+            ),
+            h('td', { class: 'reason' }, n.line)
+          )
+        )
+      )
+    )
+  );
+}
+
 /** Fill `#fit` from an answer of `api/console/fit`. */
 export function renderFit(data: IFit): void {
   const box = byId('fit');
+  renderTeams(box, data);
+  if (data.mig?.length) {
+    box.append(migTable(data.mig));
+  }
+}
+
+/** Per team, its GPU servers against the advice (or why there is none). */
+function renderTeams(box: HTMLElement, data: IFit): void {
   if (!data.catalog) {
     box.replaceChildren(
       h(

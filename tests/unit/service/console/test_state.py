@@ -11,7 +11,15 @@ from gpuaas_service.reclaim.decide import decide
 from gpuaas_service.reclaim.idleness import State
 from gpuaas_service.reclaim.policy import load_policy_file
 from jupyter_gpuaas.core.headroom import QueueState
-from tests.support.console_samples import EXAMPLES, NS, T0, org, wb
+from tests.support.console_samples import (
+    EXAMPLES,
+    NS,
+    T0,
+    a100_mig_node,
+    org,
+    pod_holding,
+    wb,
+)
 
 
 class _View:
@@ -233,3 +241,16 @@ def test_a_failed_start_is_counted_in_the_ledger_the_metrics_and_the_teams_today
     assert (row["user"], row["failed_starts"]) == ("erin", 1)
     b = next(t for t in console.answer()["teams"] if t["team"] == "team-b")
     assert b["today"]["failed_starts"] == 1
+
+
+def test_the_sizing_answer_advises_mig_nodes_to_administrators_only() -> None:
+    console, _ = console_of(two_team_plan(), ticks=[0.0])
+    console.nodes = lambda: [a100_mig_node("local-0", "all-1g.5gb")]
+    console.pods = lambda: []
+    console.job_pods = lambda: [pod_holding("nvidia.com/mig-3g.20gb", "local-0")]
+
+    (row,) = console.fit()["mig"]
+    assert (row["node"], row["now"], row["demand"]) == ("local-0", "all-1g.5gb", {"3g.20gb": 1})
+    assert row["advised"] != "all-1g.5gb"  # seven 1g slices serve no 3g.20gb
+    assert "kubectl label node local-0 nvidia.com/mig.config=" in row["line"]
+    assert "mig" not in console.fit(only=["team-a"])  # a team lead sees no cluster nodes
