@@ -61,7 +61,7 @@ def ladder_figures(
     rungs = list(searches)
     caps = [
         (
-            f"{r}  {ladder.RUNGS[r].text}"[:26],
+            f"{r}  {ladder.RUNGS[r].text}",
             [capacity_point(searches[r], seeds, levels, resamples)],
         )
         for r in rungs

@@ -16,6 +16,8 @@ WIDTH = 720
 FONT = "font-family='sans-serif' font-size='12'"
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 LEFT, RIGHT, TOP, BOTTOM = 150, 30, 40, 50
+CHAR_W = 7.0
+"""A generous width of one character of the 12 px font, for the room a row's label takes."""
 
 
 @dataclass(frozen=True)
@@ -64,18 +66,26 @@ def _finite(values: Sequence[float]) -> list[float]:
     return [v for v in values if math.isfinite(v)]
 
 
-def _document(height: int, body: list[str], title: str, note: str) -> str:
+def _document(
+    height: int,
+    body: list[str],
+    title: str,
+    note: str,
+    width: float = WIDTH,
+    left: float = LEFT,
+) -> str:
     lines = [
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{height}'"
-        f" viewBox='0 0 {WIDTH} {height}' {FONT}>",
-        f"<rect width='{WIDTH}' height='{height}' fill='white'/>",
-        f"<text x='{WIDTH / 2:.0f}' y='20' text-anchor='middle' font-size='14'"
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{height}'"
+        f" viewBox='0 0 {width:.0f} {height}' {FONT}>",
+        f"<rect width='{width:.0f}' height='{height}' fill='white'/>",
+        f"<text x='{width / 2:.0f}' y='20' text-anchor='middle' font-size='14'"
         f" font-weight='bold'>{escape(title)}</text>",
         *body,
     ]
     if note:
         lines.append(
-            f"<text x='{LEFT}' y='{height - 8}' fill='#555' font-size='11'>{escape(note)}</text>"
+            f"<text x='{left:.0f}' y='{height - 8}' fill='#555' font-size='11'>"
+            f"{escape(note)}</text>"
         )
     lines.append("</svg>")
     return "\n".join(lines) + "\n"
@@ -110,10 +120,12 @@ def intervals(
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
     ticks = _ticks(low, high)
     low, high = min(low, ticks[0]), max(high, ticks[-1])
-    plot_w = WIDTH - LEFT - RIGHT
+    left = max(LEFT, 16 + CHAR_W * max((len(label) for label, _p in rows), default=0))
+    width = max(WIDTH, left + 360 + RIGHT)
+    plot_w = width - left - RIGHT
 
     def x_of(v: float) -> float:
-        return LEFT + plot_w * (v - low) / ((high - low) or 1.0)
+        return left + plot_w * (v - low) / ((high - low) or 1.0)
 
     bottom = TOP + row_h * len(rows)
     body = []
@@ -124,7 +136,7 @@ def intervals(
             f"<text x='{x:.1f}' y='{bottom + 16}' text-anchor='middle'>{_tick_text(t)}</text>"
         )
     body.append(
-        f"<text x='{LEFT + plot_w / 2:.0f}' y='{bottom + 34}' text-anchor='middle'>"
+        f"<text x='{left + plot_w / 2:.0f}' y='{bottom + 34}' text-anchor='middle'>"
         f"{escape(axis)}</text>"
     )
     if reference is not None:
@@ -136,7 +148,7 @@ def intervals(
     for r, (label, points) in enumerate(rows):
         y0 = TOP + r * row_h
         body.append(
-            f"<text x='{LEFT - 8}' y='{y0 + row_h / 2 + 4:.1f}' text-anchor='end'>"
+            f"<text x='{left - 8}' y='{y0 + row_h / 2 + 4:.1f}' text-anchor='end'>"
             f"{escape(label)}</text>"
         )
         for k, p in enumerate(points):
@@ -151,13 +163,13 @@ def intervals(
             )
             body.append(_marker(x_of(p.value), y, colour, p.hollow))
     if len(names) > 1:
-        body += _legend(names, bottom + 56)
-    return _document(height + 10, body, title, note)
+        body += _legend(names, bottom + 56, left)
+    return _document(height + 10, body, title, note, width, left)
 
 
-def _legend(names: Sequence[str], y: float) -> list[str]:
+def _legend(names: Sequence[str], y: float, left: float = LEFT) -> list[str]:
     out = []
-    x = float(LEFT)
+    x = float(left)
     for k, name in enumerate(names):
         colour = COLOURS[k % len(COLOURS)]
         out.append(_marker(x, y - 4, colour, False))

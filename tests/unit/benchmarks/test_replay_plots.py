@@ -98,3 +98,22 @@ def test_the_frontier_figure_puts_each_culler_setting_at_its_interruptions() -> 
     markers = [c for c in root.iter(f"{NS}circle") if c.get("r") == "4.5"][:3]
     x30, x120 = (float(c.get("cx", "0")) for c in markers[:2])
     assert x30 > x120  # 29 interrupted per 100 h is further right than 3
+
+
+def test_a_long_row_label_is_given_the_room_it_needs() -> None:
+    """The margin grows with the longest label: its text ends at the plot and starts inside
+    the picture, and the plot keeps its width."""
+    label = "L2o  L2 idealised: own need, no placement"
+    svg = plots.intervals("t", "GPUs", [(label, [Point(30.0, 28.0, 33.0)])], ["capacity"])
+    root = ET.fromstring(svg)
+    (text,) = [t for t in root.iter(f"{NS}text") if t.text == label]
+    assert float(text.get("x", "0")) - plots.CHAR_W * len(label) >= 0
+    width = float(root.get("width", "0"))
+    ticks = [
+        float(t.get("x", "0"))
+        for t in root.iter(f"{NS}text")
+        if (t.text or "").replace(".", "", 1).isdigit()
+    ]
+    assert ticks
+    assert min(ticks) > float(text.get("x", "0"))
+    assert max(ticks) <= width
