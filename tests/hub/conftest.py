@@ -23,9 +23,9 @@ if str(REPO_ROOT) not in sys.path:  # devcluster and demo run from the repositor
 
 from devcluster.hub import HubProcess, HubSettings  # noqa: E402
 from devcluster.testing import Cluster, cluster  # noqa: E402
-from tests.support.hub import Hub, browser  # noqa: E402
+from tests.support.hub import CullerHub, Hub, browser, run_culler_hub  # noqa: E402
 
-__all__ = ["browser", "cluster", "hub", "k8s"]
+__all__ = ["browser", "cluster", "hub", "k8s", "reclaiming_hub"]
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +56,15 @@ async def k8s(cluster: Cluster) -> AsyncIterator[client.ApiClient]:
     read Secrets, so this uses the hub's own identity (which the tests never write with)."""
     async with cluster.api("jupyterhub", "hub") as api:
         yield api
+
+
+@pytest.fixture(scope="module")
+def reclaiming_hub(
+    cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CullerHub]:
+    """A hub of the module's own with the gpuaas service reclaiming (``run_culler_hub``).
+    "Saving" starts 8 s before the stop, so that the banner (which asks every 5 s) shows it, and
+    homes are kept as z2jh keeps them: what the save wrote is there when the server starts again."""
+    state = tmp_path_factory.mktemp("reclaiming-hub")
+    with run_culler_hub(cluster, state, save_lead=8, persistent_homes=True) as hub:
+        yield hub

@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
-from tests.support.hub import (  # noqa: F401  (the browser fixture)
+from tests.support.hub import (
     CullerHub,
-    browser,
     delete_jobs,
     eventually,
-    run_culler_hub,
 )
 from tests.support.reclaim_browser import (
     PAIR,
@@ -31,22 +28,10 @@ from tests.support.reclaim_browser import (
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 
-@pytest.fixture(scope="module")
-def culler_hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CullerHub]:
-    # The banner asks every 5 s: "saving" starts 8 s before the stop so that it is seen. Homes
-    # are kept as z2jh keeps them: what the save wrote is there when the server starts again.
-    state = tmp_path_factory.mktemp("culler-browser")
-    with run_culler_hub(cluster, state, save_lead=8, persistent_homes=True) as hub:
-        yield hub
-
-
 async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
-    culler_hub: CullerHub,
-    cluster: Cluster,
-    k8s: client.ApiClient,
-    browser: Any,  # noqa: F811
+    reclaiming_hub: CullerHub, cluster: Cluster, k8s: client.ApiClient, browser: Any
 ) -> None:
-    hub = culler_hub
+    hub = reclaiming_hub
     hub.start_all(PAIR)
     hub.contents("carol", "notes.txt", {"type": "file", "format": "text", "content": "first"})
 

@@ -4,22 +4,19 @@ when she starts again, and the spawn form tells her what happened."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
-from tests.support.hub import (  # noqa: F401  (the browser fixture)
+from tests.support.hub import (
     USERS_NS,
     CullerHub,
-    browser,
     delete_jobs,
     eventually,
     no_pods,
     pods_of,
-    run_culler_hub,
 )
 from tests.support.reclaim_browser import (
     PAIR,
@@ -34,23 +31,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 RESULTS = "results.txt"
 
 
-@pytest.fixture(scope="module")
-def homes_culler_hub(
-    cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[CullerHub]:
-    state = tmp_path_factory.mktemp("reclaim-homes")
-    # "saving" starts 8 s into the 20 s warning: the open editor is saved before the stop
-    with run_culler_hub(cluster, state, save_lead=8, persistent_homes=True) as hub:
-        yield hub
-
-
 async def test_a_reclaimed_user_finds_her_file_and_her_unsaved_change_on_return(
-    homes_culler_hub: CullerHub,
-    cluster: Cluster,
-    k8s: client.ApiClient,
-    browser: Any,  # noqa: F811
+    reclaiming_hub: CullerHub, cluster: Cluster, k8s: client.ApiClient, browser: Any
 ) -> None:
-    hub = homes_culler_hub
+    hub = reclaiming_hub
     try:
         hub.start_all(PAIR)
         written = {"type": "file", "format": "text", "content": "epoch 1: loss 0.91"}

@@ -21,10 +21,9 @@ from kubernetes_asyncio import client
 from devcluster.hub import HubProcess, HubSettings
 from devcluster.testing import Cluster
 from gpuaas_spawner import hubcompat
-from tests.support.hub import (  # noqa: F401  (browser: a fixture)
+from tests.support.hub import (
     FAILURE_LIMIT,
     Hub,
-    browser,
     eventually,
     login,
     nothing_left,
@@ -123,7 +122,7 @@ async def test_a_hub_restart_ends_a_queued_spawn_and_the_user_is_told_on_the_nex
     cluster: Cluster,
     k8s: client.ApiClient,
     tmp_path: Path,
-    browser: Any,  # noqa: F811
+    browser: Any,
 ) -> None:
     keep_servers = "c.JupyterHub.cleanup_servers = False  # servers outlive the hub process\n"
     with run_hub(cluster, tmp_path, queue_timeout=600.0, extra_config=keep_servers) as hub:

@@ -25,7 +25,6 @@ from jupyter_gpuaas.hub.watch import StaticKueueView
 from tests.support.samples import (
     FakeUser,
     install_pod_reflector,
-    kubeconfig_fixture,  # noqa: F401
     local_queue,
     make_spawner,
     team_a_notebooks,

@@ -30,7 +30,6 @@ from tests.support.samples import (
     SHARED,
     FakeUser,
     catalog_data,
-    kubeconfig_fixture,  # noqa: F401
     local_queue,
     make_spawner,
     sample_catalog,

@@ -35,7 +35,6 @@ from tests.support.samples import (
     NAMESPACE,
     FakeUser,
     install_pod_reflector,
-    kubeconfig_fixture,  # noqa: F401
     local_queue,
     make_spawner,
     team_a_notebooks,

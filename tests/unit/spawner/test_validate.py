@@ -30,7 +30,6 @@ from jupyter_gpuaas.hub.watch import StaticKueueView
 from tests.support.samples import (
     NAMESPACE,
     FakeUser,
-    kubeconfig_fixture,  # noqa: F401
     local_queue,
     make_spawner,
     sample_catalog,
