@@ -1,7 +1,8 @@
 """The GPU console's page (TypeScript, built by ``npm run build:console``) in Chromium against
 the service's own web app over a simulated cycle: the first screen, every GPU with its holder
 and node and what is free on each node, the filters, the compact team rows with a failed
-start, and a team lead's page with their team alone.
+start, quota rows with nothing in them folded (drawn when opened, kept open across answers), and
+a team lead's page with their team alone.
 (The same page with a real hub, Kueue and servers: tests/hub/test_console.py.)"""
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from tornado.netutil import bind_sockets
 from gpuaas_service.console.state import ConsoleState
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.context import ServiceContext
+from tests.support import service_samples as samples
+from tests.support.console_page import seen
 from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
 from tests.support.lab import CHROMIUM, CHROMIUM_ARGS
-from tests.support.service_samples import NS
-from tests.support.service_world import World
+from tests.support.service_samples import NS, team_a_queues
+from tests.support.service_world import MIG, World
 
 BUILT = (
     Path(__file__).resolve().parents[2]
@@ -68,6 +71,12 @@ async def console() -> AsyncIterator[Console]:
     if not BUILT.is_file():
         pytest.fail(f"the console page is not built ({BUILT.name}): npm run build:console")
     world = World()
+    # team A's notebook queue also has a whole-GPU quota that nothing uses: a folded row
+    notebooks = {("local", MIG): 3, ("h100", "nvidia.com/gpu"): 2}
+    world.view.state = team_a_queues(
+        samples.cluster_queue("team-a-notebooks", notebooks, {("local", MIG): 3}),
+        samples.cluster_queue("team-a-training", {("local", MIG): 0}, {("local", MIG): 0}),
+    )
     for i, pod in enumerate(world.pods):
         pod.setdefault("spec", {})["nodeName"] = f"gpu-node-{i % 2}"
     starting = [STARTING]  # admitted, never Ready: gone at the next cycle (a failed start)
@@ -129,7 +138,7 @@ async def test_the_console_page_every_gpu_and_a_team_leads_view(console: Console
             for holder, node in (("alice", "gpu-node-0"), ("bob", "gpu-node-1")):
                 row = page.locator(f"#gpus tr[data-holder='{holder}']")
                 await row.wait_for()
-                text = await row.inner_text()
+                text = await seen(row)
                 assert node in text, text
                 assert "MIG 1g.5gb" in text, text
             held = "#gpus tbody tr:not([data-state='free'])"
@@ -137,10 +146,10 @@ async def test_the_console_page_every_gpu_and_a_team_leads_view(console: Console
             # what nobody holds, per node, from the Node objects less the pods on them
             for node, left in (("gpu-node-0", 5), ("gpu-node-1", 6)):  # 2 held on 0, 1 on 1
                 free = page.locator(f"#gpus tr[data-node='{node}'][data-state='free']")
-                text = await free.inner_text()
+                text = await seen(free)
                 assert f"MIG 1g.5gb × {left}" in text, text
                 assert "nobody" in text, text
-            assert "0.86 free" in await page.locator("#gpu-nodes").inner_text()
+            assert "0.86 free" in await seen(page.locator("#gpu-nodes"))
             await page.select_option("#g-state", "free")
             await page.locator("#gpus tr[data-holder='alice']").wait_for(state="detached")
             assert await page.locator("#gpus tbody tr").count() == 2
@@ -148,17 +157,27 @@ async def test_the_console_page_every_gpu_and_a_team_leads_view(console: Console
             await page.locator("#gpus tr[data-holder='alice']").wait_for(state="detached")
             assert await page.locator("#gpus tbody tr").count() == 1  # alice/busy
             team = page.locator("#teams .team[data-team='team-a']")
-            quota = await team.locator("table.quota").first.inner_text()
+            quota = await seen(team.locator("table.quota").first)
             assert "3 × MIG 1g.5gb" in quota, quota  # a person's units, not Kueue's integers
             assert await team.locator(".scale").count() >= 2  # today's bar and the quota's
             # erin's pod was admitted and went without ever being Ready: a failed start
-            assert "1 failed start(s)" in await team.inner_text()
+            assert "1 failed start(s)" in await seen(team)
+            # the quota rows with nothing in them: their table is made when opened, and they
+            # stay open when the next answer draws the teams again
+            folded = team.locator("details.folded")
+            assert await folded.locator("table").count() == 0
+            drawn = await team.element_handle()
+            await folded.locator("summary").click()
+            assert "2 GPUs" in await seen(folded.locator("table.quota"))  # h100's quota
+            await drawn.wait_for_element_state("hidden")  # detached: drawn again
+            assert await folded.get_attribute("open") is not None
+            assert await folded.locator("table.quota tbody tr").count() >= 1
             await page.locator("#workbenches tr[data-key='alice']").wait_for()
-            assert "No advice" in await page.locator("#fit").inner_text()
+            assert "No advice" in await seen(page.locator("#fit"))
             mig = page.locator("#fit .mig-advice tr[data-node='gpu-node-0']")
             # two 1g slices held, seven made: the config serves them
-            assert "2 × 1g.5gb" in await mig.inner_text()
-            assert "all-1g.5gb now; demand suggests keeping it" in await mig.inner_text()
+            assert "2 × 1g.5gb" in await seen(mig)
+            assert "all-1g.5gb now; demand suggests keeping it" in await seen(mig)
             assert await page.locator("#fit .mig-advice tr[data-node='gpu-node-1']").count() == 0
             assert await page.locator("section#history").count() == 1
             assert errors == []
@@ -172,5 +191,35 @@ async def test_the_console_page_every_gpu_and_a_team_leads_view(console: Console
             await lead.locator("#fit p.hint").first.wait_for()
             assert await lead.locator("#fit .mig-advice").count() == 0  # nodes: admins only
             assert errors == []
+        finally:
+            await chromium.close()
+
+
+async def test_each_part_of_the_page_is_drawn_from_its_own_answer(console: Console) -> None:
+    """``api/console`` failing leaves the per-GPU view and sizing drawn from theirs, and the
+    status line says why the rest is missing."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        chromium = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = await chromium.new_context(
+                extra_http_headers={"Authorization": f"Bearer {console.tokens['operator']}"},
+                viewport={"width": 1400, "height": 1000},
+            )
+            await context.route(
+                "**/api/console",
+                lambda route: route.fulfill(
+                    status=503, content_type="application/json", body='{"message": "down"}'
+                ),
+            )
+            page = await context.new_page()
+            page.set_default_timeout(20_000)
+            await page.goto(console.url)
+            await page.locator("#status", has_text="The console answered 503: down").wait_for()
+            await page.locator("#gpus tr[data-holder='alice']").wait_for()
+            assert "No advice" in await seen(page.locator("#fit"))
+            assert await page.locator("#teams .team").count() == 0
+            assert await page.locator("#overview .card").count() == 0
         finally:
             await chromium.close()

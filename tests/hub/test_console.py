@@ -20,6 +20,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
+from tests.support.console_page import screenshot_whole, seen
 from tests.support.hub import (
     PASSWORD,
     WARNED,
@@ -248,7 +249,7 @@ async def test_every_gpu_with_its_holder_and_a_team_leads_share_of_it(
     for user in ("alice", "carol"):
         gpu = admin.locator(f"#gpus tr[data-holder='{user}']")
         await gpu.wait_for()
-        text = await gpu.inner_text()
+        text = await seen(gpu)
         assert "MIG 1g.5gb" in text, text
         assert held[user]["node"] in text, text
     # filtered by team, then by state
@@ -261,7 +262,7 @@ async def test_every_gpu_with_its_holder_and_a_team_leads_share_of_it(
     assert await admin.locator("#gpus tbody tr:not([data-state='idle'])").count() == 0
     # teams: quota in a person's units, rows with nothing in them folded away
     team_a = admin.locator("#teams .team[data-team='team-a']")
-    assert "MIG 1g.5gb" in await team_a.locator("table.quota").first.inner_text()
+    assert "MIG 1g.5gb" in await seen(team_a.locator("table.quota").first)
     assert await team_a.locator(".scale").count() >= 1
 
     lead_page = await login(browser, hub, "bob")
@@ -304,9 +305,9 @@ async def test_free_gpus_per_node_from_the_node_objects(warned: CullerHub, brows
     await admin.select_option("#g-state", "free")
     h100_row = admin.locator(f"#gpus tr[data-node='{min(h100)}'][data-state='free']")
     await h100_row.wait_for()
-    assert "8 GPUs" in await h100_row.inner_text()
+    assert "8 GPUs" in await seen(h100_row)
     assert await admin.locator("#gpus tbody tr:not([data-state='free'])").count() == 0
-    assert "8 free" in await admin.locator("#gpu-nodes").inner_text()
+    assert "8 free" in await seen(admin.locator("#gpu-nodes"))
 
 
 async def test_policy_preview_paths_and_a_shorter_idle_after(
@@ -406,7 +407,7 @@ async def test_console_page_warning_and_policy_line_in_chromium(
     await changes.get_by_role("cell", name="carol", exact=True).wait_for()
     carol_row = changes.locator("tr", has=admin.get_by_role("cell", name="carol", exact=True))
     assert "warn" in await carol_row.locator(".act-warn").inner_text()
-    await admin.screenshot(path=str(docs_image("console.png")), full_page=True)
+    await screenshot_whole(admin, str(docs_image("console.png")))
     # a cookie-authenticated POST without the XSRF token is refused
     status = await admin.evaluate(
         "async () => (await fetch('../api/console/preview', {method: 'POST', body: 'x'})).status"

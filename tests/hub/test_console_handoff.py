@@ -16,6 +16,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
+from tests.support.console_page import screenshot_whole, seen
 from tests.support.hub import (
     CullerHub,
     eventually,
@@ -138,6 +139,7 @@ async def test_a_reclaim_and_its_handoff_in_the_console(
     await page.goto(f"{hub.url}/services/gpuaas/console/")
     row = page.locator("#handoffs tbody tr", has_text=JOB)
     await row.filter(has_text="succeeded").wait_for()
+    await row.scroll_into_view_if_needed()  # drawn when near the screen (console_page.py)
     cells = await row.locator("td").all_inner_texts()
     assert cells[1] == "team-a", cells
     seconds = round(h["latency_seconds"])
@@ -145,9 +147,9 @@ async def test_a_reclaim_and_its_handoff_in_the_console(
     assert cells[4] == shown, cells  # how long admission took
     events = page.locator("#events tbody tr")
     await events.filter(has_text="reclaim").filter(has_text="alice").wait_for()
-    assert "admitted after" in await events.filter(has_text="handoff succeeded").inner_text()
+    assert "admitted after" in await seen(events.filter(has_text="handoff succeeded"))
     await page.locator("#events-title").scroll_into_view_if_needed()
-    await page.screenshot(path=str(docs_image("console-handoff.png")), full_page=True)
+    await screenshot_whole(page, str(docs_image("console-handoff.png")))
 
 
 async def test_the_consoles_events_and_handoffs_survive_a_restart(handed_off: CullerHub) -> None:

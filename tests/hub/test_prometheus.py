@@ -30,6 +30,7 @@ from devcluster.prometheus import PrometheusNotInstalled, PrometheusProcess, Scr
 from devcluster.queue_hub import OPERATOR_TOKEN
 from devcluster.testing import Cluster
 from jupyter_gpuaas.gpu import simulate
+from tests.support.console_page import seen
 from tests.support.hub import (
     POLICY,
     CullerHub,
@@ -259,8 +260,8 @@ async def test_the_console_page_draws_the_history_charts(
     await page.goto(f"{hub.url}/services/gpuaas/console/")
     await page.wait_for_selector('#history-charts figure[data-chart="Reclaims per step"] canvas')
     assert await page.locator("#history-charts figure").count() == 7
-    assert "From Prometheus, one point per 2 min." in await page.inner_text("#history-status")
-    legend = await page.inner_text('#history-charts figure[data-chart="Reclaims per step"]')
+    assert "From Prometheus, one point per 2 min." in await seen(page.locator("#history-status"))
+    legend = await seen(page.locator('#history-charts figure[data-chart="Reclaims per step"]'))
     assert "team-a" in legend
     assert "team-b" in legend
     assert not [e for e in errors if "uplot" in e.lower() or "Content Security" in e], errors

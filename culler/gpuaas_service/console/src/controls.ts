@@ -69,6 +69,17 @@ export function scaledBar(
   return h('div', { class: 'scaled' }, bar, ticks);
 }
 
+/**
+ * Let the browser skip laying out and painting the `<section>` around the element with id `id`
+ * while it is far from the viewport (console.css: `section.lazy`, `content-visibility: auto`).
+ * Called once its content is drawn, not before: a section that has it from the start is judged
+ * near the viewport while still empty at the top of the page, and its first content is then laid
+ * out whole, thousands of rows below the screen, before the first paint.
+ */
+export function drawnLazily(id: string): void {
+  byId(id).closest('section')?.classList.add('lazy');
+}
+
 /** Rows a long table draws at first, and how many more each "Show more" adds. */
 export const ROWS_AT_ONCE = 200;
 

@@ -4,14 +4,18 @@
  * own schedule (a minute) beside the live view, and a history that is unavailable leaves a line
  * that says why, nothing else: the live view never waits for Prometheus.
  *
- * uPlot (MIT, no dependencies, 51 KB minified) is loaded once, when the first answer has charts,
- * from the copy the console's build puts beside the page's modules (`npm run build:console`:
- * static/js/vendor/uplot.js and uplot.css); its type declarations come from the npm package.
+ * uPlot (MIT, no dependencies, 51 KB minified) is loaded once, beside the first request (once
+ * the page's `load` event passed), from the copy the console's build puts beside the page's
+ * modules (`npm run build:console`: static/js/vendor/uplot.js and uplot.css); its type
+ * declarations come from the npm package. The charts are drawn after the browser painted a
+ * frame, and it paints another whenever drawing took `SLICE_MS`, so that drawing them (tens of
+ * milliseconds each on a busy machine) never holds back the live view's first paint.
  */
 
 import type uPlot from 'uplot';
 
 import { ApiError, type IHistory, request } from './api.js';
+import { drawnLazily } from './controls.js';
 import { h } from '../../../../labextension/src/dom.js';
 import type { IConsoleSection } from './sections.js';
 
@@ -19,6 +23,8 @@ const REFRESH_MS = 60_000;
 const RANGES = ['1h', '6h', '1d', '7d'] as const;
 const UPLOT_JS = 'static/js/vendor/uplot.js';
 const UPLOT_CSS = 'static/js/vendor/uplot.css';
+/** Chart drawing between two chances for the browser to paint (under a long task's 50 ms). */
+const SLICE_MS = 30;
 /** Colours of a chart's series, in turn (teams sorted by name). */
 const COLOURS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2'];
 
@@ -47,10 +53,46 @@ export function chartModels(answer: IHistory): IChartModel[] | null {
   }));
 }
 
+/**
+ * Resolve once the browser had the chance to paint a frame (at most 100 ms later: a page in a
+ * hidden tab paints no frames, and its charts are drawn all the same).
+ */
+function afterPaint(): Promise<void> {
+  return new Promise(resolve => {
+    const late = window.setTimeout(resolve, 100);
+    requestAnimationFrame(() => {
+      window.clearTimeout(late);
+      window.setTimeout(resolve, 0);
+    });
+  });
+}
+
 type UPlotClass = typeof uPlot;
 let loading: Promise<UPlotClass> | null = null;
 
-function loadUPlot(): Promise<UPlotClass> {
+/** Resolve once the page's own resources are loaded (its `load` event). */
+function pageLoaded(): Promise<void> {
+  if (document.readyState === 'complete') {
+    return Promise.resolve();
+  }
+  return new Promise(resolve => {
+    window.addEventListener(
+      'load',
+      () => {
+        resolve();
+      },
+      { once: true }
+    );
+  });
+}
+
+/**
+ * Load uPlot once, after the page's `load` event, which a script added earlier would put off
+ * until the live view is drawn: Chromium lays the whole page out at `load` (forced layouts
+ * right after it in its traces), sections far below the screen included.
+ */
+async function loadUPlot(): Promise<UPlotClass> {
+  await pageLoaded();
   loading ??= new Promise<UPlotClass>((resolve, reject) => {
     const script = h('script', { src: UPLOT_JS });
     script.addEventListener('load', () => {
@@ -93,6 +135,8 @@ class HistorySection implements IConsoleSection {
   private range: (typeof RANGES)[number] = '6h';
   private plots: uPlot[] = [];
   private timer = 0;
+  /** Counts the draws begun: a draw that a newer one overtook stops. */
+  private drawn = 0;
 
   start(): void {
     const root = document.getElementById(this.id);
@@ -114,6 +158,8 @@ class HistorySection implements IConsoleSection {
       h('p', { id: 'history-status', class: 'hint', role: 'status' }, 'Loading…'),
       h('div', { id: 'history-charts', class: 'charts' })
     );
+    // uPlot at once, beside the first request (a failure to load it is draw()'s to say)
+    loadUPlot().catch(() => undefined);
     void this.refresh();
   }
 
@@ -145,6 +191,7 @@ class HistorySection implements IConsoleSection {
   }
 
   private clear(holder: HTMLElement): void {
+    this.drawn += 1;
     for (const plot of this.plots) {
       plot.destroy();
     }
@@ -152,11 +199,22 @@ class HistorySection implements IConsoleSection {
     holder.replaceChildren();
   }
 
+  /** Draw `models` into `holder`, `SLICE_MS` of drawing a frame (after the page was laid out). */
   private async draw(holder: HTMLElement, models: IChartModel[]): Promise<void> {
     const UPlot = await loadUPlot();
     this.clear(holder);
+    const draw = this.drawn;
+    await afterPaint();
     const width = Math.max(320, Math.min(560, holder.clientWidth / 2 - 16));
+    let slice = performance.now();
     for (const model of models) {
+      if (performance.now() - slice > SLICE_MS) {
+        await afterPaint();
+        slice = performance.now();
+      }
+      if (draw !== this.drawn) {
+        return; // another answer is being drawn, or history went away
+      }
       const box = h('figure', { class: 'chart', 'data-chart': model.title });
       holder.append(box);
       if (model.empty) {
@@ -168,6 +226,7 @@ class HistorySection implements IConsoleSection {
         box.append(h('figcaption', { class: 'hint' }, model.note));
       }
     }
+    drawnLazily(this.id);
   }
 }
 

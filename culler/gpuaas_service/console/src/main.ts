@@ -4,7 +4,7 @@
  */
 
 import { ApiError, type IConsole, type IFit, type IGpus, type IWorkbench, request } from './api.js';
-import { byId } from './controls.js';
+import { byId, drawnLazily } from './controls.js';
 import { renderEvents } from './events.js';
 import { renderFit } from './fit.js';
 import { when } from './format.js';
@@ -31,33 +31,64 @@ function status(d: IConsole): string {
   return `Showing ${scope} · reclaim ${d.reclaim} · ${decided}${err} · updated ${when(d.now)}`;
 }
 
-async function poll(): Promise<void> {
-  const [live, gpus, fit] = await Promise.allSettled([
-    request<IConsole>('../api/console'),
-    request<IGpus>('../api/console/gpus'),
-    request<IFit>('../api/console/fit')
-  ]);
-  if (live.status === 'rejected') {
-    byId('status').textContent = problem(live.reason);
-    return;
-  }
-  const d = live.value;
+/** Draw the parts of the live view that `api/console` answers. */
+function drawLive(d: IConsole): void {
   byId('status').textContent = status(d);
-  renderOverview(d, gpus.status === 'fulfilled' ? gpus.value : null);
   renderTeams(d.teams);
-  if (gpus.status === 'fulfilled') {
-    renderGpus(gpus.value);
-  } else {
-    byId('gpu-nodes').textContent = problem(gpus.reason);
-  }
-  if (fit.status === 'fulfilled') {
-    renderFit(fit.value);
-  } else {
-    byId('fit').textContent = problem(fit.reason);
-  }
   renderWorkbenches(d.workbenches);
   renderEvents(d);
   renderPolicy(d);
+  drawnLazily('workbenches');
+  drawnLazily('events');
+}
+
+/**
+ * Ask the three answers of the live view at once and draw each part as its answer arrives:
+ * no part waits for another's answer, save the overview, which is drawn from this poll's
+ * `api/console` and `api/console/gpus` once both are in (or the second failed).
+ */
+async function poll(): Promise<void> {
+  let live: IConsole | null = null;
+  let gpus: IGpus | null | undefined; // undefined: not answered yet
+  const overview = (): void => {
+    if (live !== null && gpus !== undefined) {
+      renderOverview(live, gpus);
+    }
+  };
+  await Promise.all([
+    request<IConsole>('../api/console').then(
+      d => {
+        live = d;
+        drawLive(d);
+        overview();
+      },
+      (e: unknown) => {
+        byId('status').textContent = problem(e);
+      }
+    ),
+    request<IGpus>('../api/console/gpus').then(
+      g => {
+        gpus = g;
+        renderGpus(g);
+        drawnLazily('gpus');
+        overview();
+      },
+      (e: unknown) => {
+        gpus = null;
+        byId('gpu-nodes').textContent = problem(e);
+        overview();
+      }
+    ),
+    request<IFit>('../api/console/fit').then(
+      f => {
+        renderFit(f);
+        drawnLazily('fit');
+      },
+      (e: unknown) => {
+        byId('fit').textContent = problem(e);
+      }
+    )
+  ]);
 }
 
 function start(): void {

@@ -122,15 +122,39 @@ function teamCard(t: ITeam, scaleHours: number): HTMLElement {
           { class: 'hint' },
           t.flavors.length ? 'No GPU quota in use.' : 'No GPU quota of its own.'
         ),
-    empty.length
-      ? h(
-          'details',
-          { class: 'folded' },
-          h('summary', {}, `${String(empty.length)} quota row(s) with nothing in use`),
-          quotaTable(empty)
-        )
-      : false
+    empty.length ? folded(t.team, empty) : false
   );
+}
+
+/** The teams whose folded quota rows a user opened (kept open when the next answer is drawn). */
+const opened = new Set<string>();
+
+/**
+ * The quota rows with nothing in them, folded under one line; their table is made when the
+ * line is opened (50 teams' folded rows are a third of the page's elements, redrawn each poll).
+ */
+function folded(team: string, rows: readonly IFlavorRow[]): HTMLElement {
+  const box = h(
+    'details',
+    { class: 'folded' },
+    h('summary', {}, `${String(rows.length)} quota row(s) with nothing in use`)
+  );
+  const fill = (): void => {
+    if (box.open && box.childElementCount === 1) {
+      box.append(quotaTable(rows));
+    }
+  };
+  box.addEventListener('toggle', () => {
+    if (box.open) {
+      opened.add(team);
+    } else {
+      opened.delete(team);
+    }
+    fill();
+  });
+  box.open = opened.has(team);
+  fill();
+  return box;
 }
 
 /** Fill `#teams`; every team's bar has the same scale, so that bars compare. */
