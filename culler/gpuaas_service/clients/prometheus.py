@@ -39,6 +39,7 @@ from jupyter_gpuaas.core.kueue import as_list, as_mapping
 __all__ = [
     "DEFAULT_QUERY",
     "HAMI_LAST_KERNEL_QUERY",
+    "RANGE_QUERIES_AT_ONCE",
     "HistoryQuery",
     "Matrix",
     "PrometheusClient",
@@ -262,14 +263,21 @@ def read_matrix(
     return Matrix(times, [n for n, _ in named], [r for _, r in named], len(result))
 
 
+RANGE_QUERIES_AT_ONCE = 8
+"""Range queries in flight at once: a history answer's charts (7) are asked together."""
+
+
 class PrometheusClient:
-    """Asks one Prometheus for the per-pod utilisation (tornado's async client)."""
+    """Asks one Prometheus for the per-pod utilisation and the console's history (tornado's
+    async client): the culler's instant queries and the history's range queries each on a
+    client of their own, so that a cycle's query never waits behind the charts."""
 
     def __init__(self, url: str, query: str = DEFAULT_QUERY, *, timeout: float = 10.0) -> None:
         self.url = url.rstrip("/")
         self.query = query
         self.timeout = timeout
         self.http = OwnClient(2)  # one query per cycle; never queued behind another collaborator
+        self.range_http = OwnClient(RANGE_QUERIES_AT_ONCE)
 
     async def pod_utilization(self) -> Mapping[tuple[str, str], float]:
         return read_pod_utilization(await self._ask(self.query))
@@ -287,12 +295,13 @@ class PrometheusClient:
         ``timeout`` too, so a slow query does not go on after the answer is given up)."""
         wait = self.timeout if timeout is None else timeout
         args = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
-        return await self._get(f"query_range?{urlencode({**args, 'timeout': f'{wait:g}s'})}", wait)
+        path = f"query_range?{urlencode({**args, 'timeout': f'{wait:g}s'})}"
+        return await self._get(path, wait, self.range_http)
 
     async def _ask(self, query: str) -> Any:
-        return await self._get(f"query?{urlencode({'query': query})}", self.timeout)
+        return await self._get(f"query?{urlencode({'query': query})}", self.timeout, self.http)
 
-    async def _get(self, path: str, timeout: float) -> Any:
+    async def _get(self, path: str, timeout: float, http: OwnClient) -> Any:
         from tornado.httpclient import HTTPClientError, HTTPRequest
 
         req = HTTPRequest(
@@ -301,7 +310,7 @@ class PrometheusClient:
             request_timeout=timeout,
         )
         try:
-            resp = await self.http().fetch(req)
+            resp = await http().fetch(req)
         except HTTPClientError as e:
             detail = e.response.body.decode(errors="replace")[:300] if e.response else ""
             raise PrometheusError(f"{self.url}: HTTP {e.code} {detail}".strip()) from e

@@ -3,6 +3,7 @@ against a real HTTP server on 127.0.0.1 that answers as Prometheus's query API d
 
 from __future__ import annotations
 
+import asyncio
 import re
 import socket
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from tornado import web
 from gpuaas_service.clients.prometheus import (
     DEFAULT_QUERY,
     HAMI_LAST_KERNEL_QUERY,
+    RANGE_QUERIES_AT_ONCE,
     PrometheusClient,
     PrometheusError,
     read_last_kernel,
@@ -119,3 +121,42 @@ async def test_the_client_asks_for_hamis_last_kernel(prometheus: tuple[str, list
     assert await PrometheusClient(url).last_kernel() == {("ns", "p"): 42.0}
     assert queries == [HAMI_LAST_KERNEL_QUERY]
     assert "hami_container_last_kernel_elapsed_seconds" in HAMI_LAST_KERNEL_QUERY
+
+
+async def test_a_historys_range_queries_go_out_together_and_never_hold_up_the_cycles() -> None:
+    """A history answer asks its 7 charts at once, and the culler's instant query is answered
+    while they are all still waiting for Prometheus."""
+    charts = 7
+    assert charts <= RANGE_QUERIES_AT_ONCE
+    waiting: list[str] = []
+    all_in, release = asyncio.Event(), asyncio.Event()
+
+    class QueryRange(web.RequestHandler):
+        async def get(self) -> None:
+            waiting.append(self.get_argument("query"))
+            if len(waiting) == charts:
+                all_in.set()
+            await release.wait()
+            self.finish({"status": "success", "data": {"resultType": "matrix", "result": []}})
+
+    class Query(web.RequestHandler):
+        def get(self) -> None:
+            self.finish(vector(({"namespace": "ns", "pod": "p"}, "42")))
+
+    app = web.Application([(r"/api/v1/query_range", QueryRange), (r"/api/v1/query", Query)])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = app.listen(port, "127.0.0.1")
+    client = PrometheusClient(f"http://127.0.0.1:{port}", timeout=30)
+    try:
+        asked = asyncio.gather(*(client.query_range(f"q{i}", 0, 600, 60) for i in range(charts)))
+        await asyncio.wait_for(all_in.wait(), 20)  # all 7 at Prometheus at once
+        assert await asyncio.wait_for(client.pod_utilization(), 20) == {("ns", "p"): 42.0}
+        release.set()
+        answers = await asyncio.wait_for(asked, 20)
+        assert len(answers) == charts
+        assert sorted(waiting) == [f"q{i}" for i in range(charts)]
+    finally:
+        release.set()
+        server.stop()
