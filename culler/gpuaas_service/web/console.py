@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import date
 from importlib import resources
 from typing import Any, Literal
@@ -101,6 +102,15 @@ class _ConsoleHandler(HubOAuthenticated, JSONHandler):  # type: ignore[misc]
     def get_current_user(self) -> Any:
         return self._hub_auth_user_cache
 
+    def finish_answer(self, plain: Callable[[], bytes], gzipped: Callable[[], bytes]) -> None:
+        """Send an answer built elsewhere: gzipped to a client that takes gzip."""
+        self.set_header("Vary", "Accept-Encoding")
+        if "gzip" in self.request.headers.get("Accept-Encoding", ""):
+            self.set_header("Content-Encoding", "gzip")
+            self.finish(gzipped())
+        else:
+            self.finish(plain())
+
     def visible(self) -> set[str] | None:
         """The teams this answer holds: the caller's, narrowed by ``team=`` arguments."""
         asked = {t for t in self.get_arguments("team") if t}
@@ -159,12 +169,9 @@ class ConsoleAPIHandler(_ConsoleHandler):
 
     def get(self) -> None:
         only = self.visible()
-        self.set_header("Vary", "Accept-Encoding")
-        if "gzip" in self.request.headers.get("Accept-Encoding", ""):
-            self.set_header("Content-Encoding", "gzip")
-            self.finish(self.console.answer_gzip(only))
-        else:
-            self.finish(self.console.answer_json(only))
+        self.finish_answer(
+            lambda: self.console.answer_json(only), lambda: self.console.answer_gzip(only)
+        )
 
 
 class ConsoleGpusHandler(_ConsoleHandler):
@@ -175,12 +182,10 @@ class ConsoleGpusHandler(_ConsoleHandler):
 
     def get(self) -> None:
         only = self.visible()
-        self.set_header("Vary", "Accept-Encoding")
-        if "gzip" in self.request.headers.get("Accept-Encoding", ""):
-            self.set_header("Content-Encoding", "gzip")
-            self.finish(self.console.view_gzip(self.view, only))
-        else:
-            self.finish(self.console.view_json(self.view, only))
+        self.finish_answer(
+            lambda: self.console.view_json(self.view, only),
+            lambda: self.console.view_gzip(self.view, only),
+        )
 
 
 class ConsoleFitHandler(ConsoleGpusHandler):

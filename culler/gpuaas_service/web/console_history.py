@@ -19,6 +19,7 @@ PromQL, so no other team's series ever leaves Prometheus for them.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import math
 import time
@@ -37,12 +38,20 @@ from gpuaas_service.clients.prometheus import (
     history_step,
     read_matrix,
 )
-from gpuaas_service.console.state import ConsoleState
+from gpuaas_service.console.state import GZIP_LEVEL, ConsoleState
 from gpuaas_service.web.console import _ConsoleHandler
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.durations import format_duration, parse_duration
 
-__all__ = ["History", "history_answer", "history_handlers", "history_json", "parse_range"]
+__all__ = [
+    "Bodies",
+    "History",
+    "history_answer",
+    "history_bodies",
+    "history_handlers",
+    "history_json",
+    "parse_range",
+]
 
 DEFAULT_RANGE = 6 * 3600
 MIN_RANGE = 300
@@ -67,10 +76,18 @@ class History:
     """How long an answer is served again to callers of the same teams and range, at most
     one step (a page polls each minute; many pages, or a reload, ask Prometheus once)."""
     monotonic: Callable[[], float] = field(default=time.monotonic)
-    kept: dict[tuple[frozenset[str] | None, int], tuple[float, bytes]] = field(
+    kept: dict[tuple[frozenset[str] | None, int], tuple[float, Bodies]] = field(
         default_factory=dict, compare=False
     )
-    """(teams, range) → (when it goes stale, the answer's JSON)."""
+    """(teams, range) → (when it goes stale, the answer's JSON and its gzip)."""
+
+
+@dataclass(frozen=True)
+class Bodies:
+    """An answer's JSON and that JSON gzipped (a day's history is a few hundred kB)."""
+
+    json: bytes
+    gzip: bytes
 
 
 KEEP_ANSWERS = 64
@@ -78,7 +95,12 @@ KEEP_ANSWERS = 64
 
 
 async def history_json(history: History, teams: set[str] | None, range_seconds: int) -> bytes:
-    """:func:`history_answer` as JSON, an answer from Prometheus served again for
+    """:func:`history_answer` as JSON (:func:`history_bodies`)."""
+    return (await history_bodies(history, teams, range_seconds)).json
+
+
+async def history_bodies(history: History, teams: set[str] | None, range_seconds: int) -> Bodies:
+    """:func:`history_answer` as JSON and gzipped, an answer from Prometheus served again for
     ``keep_seconds`` (never longer than its step); unavailable answers are not kept."""
     key = (frozenset(teams) if teams is not None else None, range_seconds)
     now = history.monotonic()
@@ -87,11 +109,12 @@ async def history_json(history: History, teams: set[str] | None, range_seconds: 
         return kept[1]
     answer = await history_answer(history, teams, range_seconds)
     body = json.dumps(answer).encode()
+    bodies = Bodies(body, gzip.compress(body, GZIP_LEVEL, mtime=0))
     if answer.get("available"):
         if len(history.kept) >= KEEP_ANSWERS:
             history.kept.clear()
-        history.kept[key] = (now + min(history.keep_seconds, answer["step"]), body)
-    return body
+        history.kept[key] = (now + min(history.keep_seconds, answer["step"]), bodies)
+    return bodies
 
 
 def parse_range(raw: str) -> int:
@@ -200,7 +223,8 @@ class ConsoleHistoryHandler(_ConsoleHandler):
             only = asked if only is None else only & asked
         if only is not None and not only:
             raise web.HTTPError(403, "none of the teams asked for is one this caller may see")
-        self.finish(await history_json(self.history, only, range_seconds))
+        bodies = await history_bodies(self.history, only, range_seconds)
+        self.finish_answer(lambda: bodies.json, lambda: bodies.gzip)
 
 
 def history_handlers(

@@ -6,6 +6,7 @@ answered with ``available: false`` and the reason."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import socket
 from collections.abc import AsyncIterator
@@ -256,6 +257,16 @@ async def test_the_route_gives_a_team_lead_their_teams_series_only(
         code, answer = await ask("?range=1h")
         assert code == 200, answer
         assert answer["teams"] == ["team-a"]
+        # on the wire: gzipped to a client that takes gzip (the same answer, kept)
+        raw = await client.fetch(
+            HTTPRequest(
+                base + "?range=1h",
+                headers={"Authorization": f"Bearer {lead}", "Accept-Encoding": "gzip"},
+                decompress_response=False,
+            )
+        )
+        assert raw.headers["Content-Encoding"] == "gzip"
+        assert json.loads(gzip.decompress(raw.body)) == answer
         assert [c["name"] for c in answer["charts"]] == LEAD_CHARTS
         assert all(r'team=~"team\\-a"' in a["query"] for a in prometheus.asked)
         # asking for another team's series gives nothing of it
