@@ -67,15 +67,6 @@ TRAINING_PER_TEAM = 2
 QUEUED_TEAMS = 20
 NS = "jupyter-users"
 PREFIX = "/services/gpuaas/"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 BUILT = REPO / "culler/gpuaas_service/console/static/js/culler/gpuaas_service/console/src/main.js"
 RANGES = ("1h", "6h", "1d", "7d")
 TARGET_API_MS = 100.0
@@ -774,6 +765,8 @@ async def browser_times(served: Served, loads: int, steady: float, charts: int) 
     """Each load's views drawn and scrolled to; the filters' rows; the longest task while
     polling; a line on what the page held."""
     from playwright.async_api import async_playwright
+
+    from devcluster.chromium import CHROMIUM, CHROMIUM_ARGS
 
     drawn: dict[str, list[tuple[float, float]]] = {v: [] for v in VIEWS}
     scrolled: dict[str, list[float]] = {v: [] for v in VIEWS}

@@ -18,13 +18,13 @@ import pytest
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 
+from devcluster.chromium import CHROMIUM, CHROMIUM_ARGS
 from gpuaas_service.console.state import ConsoleState
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.context import ServiceContext
 from tests.support import service_samples as samples
 from tests.support.console_page import seen
 from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
-from tests.support.lab import CHROMIUM, CHROMIUM_ARGS
 from tests.support.service_samples import NS, team_a_queues
 from tests.support.service_world import MIG, World
 

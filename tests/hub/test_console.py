@@ -22,10 +22,10 @@ from kubernetes_asyncio import client
 from devcluster.testing import Cluster
 from tests.support.console_page import screenshot_whole, seen
 from tests.support.hub import (
-    PASSWORD,
     WARNED,
     CullerHub,
     eventually,
+    login,
     pod_of,
     run_culler_hub,
     training_job,
@@ -67,16 +67,9 @@ def console_hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> I
         yield hub
 
 
-async def login(browser: Any, hub: CullerHub, user: str) -> Any:
+async def login_anywhere(browser: Any, hub: CullerHub, user: str) -> Any:
     """Log in (the hub may send a user with a running server straight to it)."""
-    page = await (await browser.new_context()).new_page()
-    page.set_default_timeout(30_000)
-    await page.goto(f"{hub.url}/hub/login")
-    await page.fill("#username_input", user)
-    await page.fill("#password_input", PASSWORD)
-    await page.click("#login_submit")
-    await page.wait_for_url(lambda url: "/hub/login" not in url, wait_until="commit")
-    return page
+    return await login(browser, hub, user, until=lambda url: "/hub/login" not in url, commit=True)
 
 
 def row(answer: dict[str, Any], key: str) -> dict[str, Any] | None:
@@ -239,7 +232,7 @@ async def test_every_gpu_with_its_holder_and_a_team_leads_share_of_it(
     assert "alice" in {r["holder"] for r in lead["devices"]}
     assert get(hub, "api/console/gpus", hub.user_token("carol"))[0] == 403
 
-    admin = await login(browser, hub, "admin")
+    admin = await login_anywhere(browser, hub, "admin")
     await admin.goto(f"{hub.url}/services/gpuaas/console/")
     # the first screen: who holds what, what is idle, what is queued, what goes next
     for card in ("holds", "idle", "queued", "next"):
@@ -265,7 +258,7 @@ async def test_every_gpu_with_its_holder_and_a_team_leads_share_of_it(
     assert "MIG 1g.5gb" in await seen(team_a.locator("table.quota").first)
     assert await team_a.locator(".scale").count() >= 1
 
-    lead_page = await login(browser, hub, "bob")
+    lead_page = await login_anywhere(browser, hub, "bob")
     await lead_page.goto(f"{hub.url}/services/gpuaas/console/")
     await lead_page.locator("#gpus tr[data-holder='alice']").wait_for()
     assert await lead_page.locator("#gpus tr[data-holder='carol']").count() == 0
@@ -299,7 +292,7 @@ async def test_free_gpus_per_node_from_the_node_objects(warned: CullerHub, brows
     assert status == 200, lead
     assert {r["key"] for r in lead["devices"] if r["state"] == "free"} == {r["key"] for r in free}
 
-    admin = await login(browser, hub, "admin")
+    admin = await login_anywhere(browser, hub, "admin")
     await admin.goto(f"{hub.url}/services/gpuaas/console/")
     await admin.locator("#gpus tr[data-holder='alice']").wait_for()
     await admin.select_option("#g-state", "free")
@@ -375,7 +368,7 @@ async def test_console_page_warning_and_policy_line_in_chromium(
     warned: CullerHub, browser: Any, cluster: Cluster, k8s: client.ApiClient
 ) -> None:
     hub = warned
-    admin = await login(browser, hub, "admin")
+    admin = await login_anywhere(browser, hub, "admin")
     await admin.set_viewport_size({"width": 1400, "height": 1000})
     # found from the hub in one click: "GPU console" in the hub's navigation
     await admin.goto(f"{hub.url}/hub/home")
@@ -415,7 +408,7 @@ async def test_console_page_warning_and_policy_line_in_chromium(
     assert status == 403
 
     # alice's warning, said once in plain words; carol's sidebar says where she stands
-    page = await login(browser, hub, "alice")
+    page = await login_anywhere(browser, hub, "alice")
     await page.goto(f"{hub.url}/hub/home")  # no console scope: no link to it
     assert await page.get_by_role("link", name="GPU console").count() == 0
     await page.goto(f"{hub.url}/user/alice/lab")
@@ -432,7 +425,7 @@ async def test_console_page_warning_and_policy_line_in_chromium(
         "nvidia.com/mig-1g.5gb" in await banner.locator(".jp-gpuaas-reclaim-details").inner_text()
     )
 
-    carol = await login(browser, hub, "carol")
+    carol = await login_anywhere(browser, hub, "carol")
     await carol.goto(f"{hub.url}/user/carol/lab")
     await carol.locator("[data-id='jupyter-gpuaas-panel']").click(timeout=90_000)
     line = carol.locator(".jp-gpuaas-reclaim-standing")

@@ -15,7 +15,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +27,12 @@ from kubernetes_asyncio.client.rest import ApiException
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
+from devcluster.chromium import CHROMIUM, CHROMIUM_ARGS
 from devcluster.hub import DEFAULT_TEAMS, HubProcess, HubSettings, free_port
 from devcluster.queue_hub import OPERATOR_TOKEN, secret_token, service_config
 from devcluster.testing import Cluster, on_local_node
 from gpuaas_service.console.journal import JOURNAL_CONFIGMAP
 from gpuaas_service.reclaim.handoffs import HANDOFFS_CONFIGMAP
-from tests.support.lab import CHROMIUM, CHROMIUM_ARGS
 
 USERS_NS = "jupyter-users"
 FAILURE_LIMIT = 5  # devcluster/hub.py's Spawner.consecutive_failure_limit (z2jh's default)
@@ -300,7 +300,17 @@ async def browser() -> AsyncIterator[Any]:
             await b.close()
 
 
-async def login(browser: Any, hub: Hub, user: str) -> Any:
+async def login(
+    browser: Any,
+    hub: Hub,
+    user: str,
+    *,
+    until: str | Callable[[str], bool] = "**/hub/**",
+    commit: bool = False,
+    timeout: float | None = None,
+) -> Any:
+    """A new browser context's page logged in as ``user``, once its URL matches ``until``
+    (``commit``: as soon as that page's response starts, not when it has loaded)."""
     context = await browser.new_context()
     page = await context.new_page()
     page.set_default_timeout(30_000)
@@ -308,7 +318,7 @@ async def login(browser: Any, hub: Hub, user: str) -> Any:
     await page.fill("#username_input", user)
     await page.fill("#password_input", PASSWORD)
     await page.click("#login_submit")
-    await page.wait_for_url("**/hub/**")
+    await page.wait_for_url(until, wait_until="commit" if commit else "load", timeout=timeout)
     return page
 
 

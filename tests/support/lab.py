@@ -24,20 +24,11 @@ from typing import Any
 
 import pytest
 
+from devcluster.chromium import CHROMIUM, CHROMIUM_ARGS
 from devcluster.hub import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 LABEXTENSION = REPO / "jupyter_gpuaas" / "labextension"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-# Launch arguments that keep Chromium away from the network (see notes/browser-tests.md).
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 # The panel's default refresh interval (labextension/schema/plugin.json), in seconds.
 REFRESH_S = 2.0
 # The server's sample cache (GPUaaS.sample_ttl) in these tests, in seconds.

@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
-from tests.support.hub import PASSWORD, Hub, training_job
+from tests.support.hub import Hub, login, training_job
 
 PAIR = {
     "alice": {"team": "team-a", "offering": "local-mig-1g"},
@@ -21,14 +21,7 @@ PAIR = {
 
 async def login_to_lab(browser: Any, hub: Hub, user: str) -> Any:
     """Log in (the running server's JupyterLab is where the hub sends the user)."""
-    page = await (await browser.new_context()).new_page()
-    page.set_default_timeout(30_000)
-    await page.goto(f"{hub.url}/hub/login")
-    await page.fill("#username_input", user)
-    await page.fill("#password_input", PASSWORD)
-    await page.click("#login_submit")
-    await page.wait_for_url(f"**/user/{user}/**", wait_until="commit", timeout=60_000)
-    return page
+    return await login(browser, hub, user, until=f"**/user/{user}/**", commit=True, timeout=60_000)
 
 
 async def open_gpu_panel(page: Any, hub: Hub, user: str) -> None:
