@@ -1,7 +1,8 @@
 """Waiting for a GPU, with the real hub, Kueue, the node agent's servers and the gpuaas service's
 culler (Chromium): the progress page of a queued server says what holds the GPU and when the
 reclaim plan frees it, "Leave the queue" ends the wait and says so; and a "Keep my GPU" hands
-the reclaim over to another team's server with a whole warning of its own, journaled as "lent".
+the reclaim over to another team's server with a whole warning of its own, which names the
+other team by its display name (the service reads the hub's catalog), journaled as "lent".
 
 Team A's and team B's notebook queues each hold one local MIG slice.
 """
@@ -18,9 +19,15 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from devcluster.config import DEMO_CATALOG
 from devcluster.testing import Cluster
 from gpuaas_service.console.journal import JOURNAL_CONFIGMAP
-from jupyter_gpuaas.core.labels import RECLAIM_DEADLINE, RECLAIM_OUTLOOK, STATE_KEY
+from jupyter_gpuaas.core.labels import (
+    RECLAIM_DEADLINE,
+    RECLAIM_OUTLOOK,
+    RECLAIM_REASON,
+    STATE_KEY,
+)
 from tests.support.hub import (  # noqa: F401  (the browser fixture)
     USERS_NS,
     WARNED,
@@ -61,6 +68,7 @@ def culler_hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
         tmp_path_factory.mktemp("queue-outlook"),
         policy_text=POLICY,
         extra_config=TEMPLATES,
+        extra_args=(f"--GPUaaSService.catalog_file={DEMO_CATALOG}",),
     ) as hub:
         yield hub
 
@@ -173,6 +181,10 @@ async def test_keep_my_gpu_hands_over_with_a_whole_warning_and_is_journaled(
     ann = carol["metadata"]["annotations"]
     given = when(ann[RECLAIM_DEADLINE]) - when(ann[WARNED])
     assert given >= timedelta(seconds=WARN_BEFORE), ann  # a whole warning, not what alice had left
+    # team A's work is named to carol by its display name only: no slug, no Job's name
+    assert ann[RECLAIM_REASON].startswith("queued work of Team A needs what it holds"), ann
+    assert "team-a" not in ann[RECLAIM_REASON]
+    assert "train-handover" not in ann[RECLAIM_REASON]
     # carol is not stopped before her own deadline...
     while time.monotonic() < kept_at + WARN_BEFORE - 10:
         assert hub.server("carol") is not None, "carol was stopped before her warning ran out"
