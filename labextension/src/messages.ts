@@ -178,7 +178,7 @@ export const MESSAGES = {
   'queue.server': 'Server {name}',
   'queue.job': 'Job {name}',
   'queue.work': 'GPU work {name}',
-  'queue.meta': '{what} · {team} · ',
+  'queue.meta': '{what} · team {team} · ',
   'queue.waited': 'waiting {waited}',
   'queue.waitedUnknown': 'unknown',
   'queue.noGpu': 'no GPU',

@@ -108,7 +108,8 @@ def _rows(section: Any) -> list[tuple[str, str | None]]:
 def _expect_queue(section: Any, lab: Lab, names: list[str]) -> None:
     """The section lists exactly ``names`` (Jobs), at positions 1, 2, ... in that order."""
     items = section.locator(".jp-gpuaas-queue-item")
-    positions = [f"#{n} in training · #{n} in team-a-training" for n in range(1, len(names) + 1)]
+    # its place in team A's training queue, the same in the cluster queue: said once, unnamed
+    positions = [f"#{n} in the team's queue" for n in range(1, len(names) + 1)]
     try:
         expect()(items.locator(".jp-gpuaas-queue-name")).to_have_text(
             [f"Job {n}" for n in names], timeout=QUEUE_WAIT_MS
