@@ -749,29 +749,25 @@ class ReclaimLoop:
         }
         target = targets.get(d.handoff) if d.handoff else None
         placement = self.placements.get(d.handoff) if d.handoff and target is None else None
-        if target is not None:
+        if target is not None:  # queued work
             wl = target.workload
-            if wl.team and wl.team == wb.team:
-                owner, owner_kind = self._owner(wl.namespace, wl.name)
-                cause["for"] = {"team": "own", "name": owner, "object": owner_kind}
-            else:
-                cause["for"] = {"team": "other", "name": self.team_names.get(wl.team, "")}
+            cause["for"] = self._work_for(wb.team, wl.team, wl.namespace, wl.name)
         elif placement is not None:  # an admitted Job waiting for the card this share is on
             wait = placement.wait
-            if wait.team and wait.team == wb.team:
-                owner, owner_kind = self._owner(wait.namespace, wait.workload)
-                cause["for"] = {"team": "own", "name": owner, "object": owner_kind}
-            else:
-                cause["for"] = {"team": "other", "name": self.team_names.get(wait.team, "")}
+            cause["for"] = self._work_for(wb.team, wait.team, wait.namespace, wait.workload)
         return cause
 
-    def _owner(self, namespace: str, workload: str) -> tuple[str, str]:
-        """The object a Workload is for (a Job's name, where Kueue names its owner)."""
+    def _work_for(self, own: str, team: str, namespace: str, workload: str) -> dict[str, str]:
+        """Whose work a cause names: the user's own team's by the object a Workload is for (a
+        Job's name, where Kueue names its owner), another team's by its display name only."""
+        if not team or team != own:
+            return {"team": "other", "name": self.team_names.get(team, "")}
         for obj in self.view.workloads(namespace):
             info = read_workload(obj)
             if info.name == workload:
-                return info.owner_name or workload, info.owner_kind or "Workload"
-        return workload, "Workload"
+                name, kind = info.owner_name or workload, info.owner_kind or "Workload"
+                return {"team": "own", "name": name, "object": kind}
+        return {"team": "own", "name": workload, "object": "Workload"}
 
     def _publish(self, event: LoopEvent) -> None:
         for listener in self.listeners:
