@@ -22,6 +22,7 @@ __all__ = [
     "OFFERING_LABEL",
     "RECLAIMED_AT",
     "RECLAIMED_FOR",
+    "RECLAIMED_FOR_TEAM",
     "RECLAIM_DEADLINE",
     "RECLAIM_OUTLOOK",
     "RECLAIM_PREFIX",
@@ -72,6 +73,10 @@ SNOOZED_UNTIL = RECLAIM_PREFIX + "snoozed-until"
 RECLAIMED_AT = RECLAIM_PREFIX + "stopped-at"
 """Pod annotation: the service asked the hub to stop it (a restart does not stop it twice)."""
 RECLAIMED_FOR = RECLAIM_PREFIX + "for"
+"""Pod annotation: the queued work it was stopped for (``namespace/name``)."""
+RECLAIMED_FOR_TEAM = RECLAIM_PREFIX + "for-team"
+"""Pod annotation: the team of that work (queued notebooks share one namespace, so the
+namespace does not say whose it is)."""
 RECLAIM_OUTLOOK = RECLAIM_PREFIX + "outlook"
 """Pod annotation on a server waiting in the queue, written by the service after each reclaim
 cycle: what holds the quota it needs and when the reclaim plan frees some for it (JSON, see

@@ -28,7 +28,13 @@ from jupyter_gpuaas.core.kueue import (
     as_mapping,
     parse_time,
 )
-from jupyter_gpuaas.core.labels import RECLAIM_OUTLOOK, RECLAIMED_AT, RECLAIMED_FOR, WARNED_AT
+from jupyter_gpuaas.core.labels import (
+    RECLAIM_OUTLOOK,
+    RECLAIMED_AT,
+    RECLAIMED_FOR,
+    RECLAIMED_FOR_TEAM,
+    WARNED_AT,
+)
 from jupyter_gpuaas.core.parsing import ParseError, load_json
 
 __all__ = [
@@ -434,7 +440,12 @@ def reclaim_notice(
     if stopped is None:
         return ""
     warned = parse_time(annotations.get(WARNED_AT))
-    target_team = str(annotations.get(RECLAIMED_FOR) or "").partition("/")[0]
+    # the team the service marked; before it marked one, the work's namespace (a Job's is its
+    # team's name)
+    target_team = str(
+        annotations.get(RECLAIMED_FOR_TEAM)
+        or str(annotations.get(RECLAIMED_FOR) or "").partition("/")[0]
+    )
     if not target_team:
         whose = "queued work"
     elif target_team == team:

@@ -94,6 +94,7 @@ from jupyter_gpuaas.core.labels import (
     RECLAIM_REASON,
     RECLAIMED_AT,
     RECLAIMED_FOR,
+    RECLAIMED_FOR_TEAM,
     SNOOZED_UNTIL,
     SNOOZES_USED,
     WARNED_AT,
@@ -646,6 +647,10 @@ class ReclaimLoop:
         marks = {RECLAIMED_AT: isoformat_z(now)}
         if d.handoff:
             marks[RECLAIMED_FOR] = d.handoff
+            target, placement = targets.get(d.handoff), self.placements.get(d.handoff)
+            team = target.workload.team if target else placement.wait.team if placement else ""
+            if team:
+                marks[RECLAIMED_FOR_TEAM] = team
         try:
             await self.kube.annotate(pod, marks)
         except Exception as e:  # noqa: BLE001 - the stop goes on; its user is told less

@@ -917,6 +917,24 @@ async def test_a_server_that_exits_before_it_listens_ends_the_spawn_cleanly(spaw
             "Your server was stopped at [[time:2026-11-30T10:00:00.000Z]] to give its GPU to queued"
             " work of another team.",
         ),
+        (  # a teammate's notebook queued in the notebooks' namespace
+            {
+                "gpuaas.jupyter.org/reclaim-stopped-at": "2026-11-30T10:00:00Z",
+                "gpuaas.jupyter.org/reclaim-for": "jupyter-users/jupyter-bob-wl",
+                "gpuaas.jupyter.org/reclaim-for-team": "team-a",
+            },
+            "Your server was stopped at [[time:2026-11-30T10:00:00.000Z]] to give its GPU to your"
+            " team's queued work.",
+        ),
+        (
+            {
+                "gpuaas.jupyter.org/reclaim-stopped-at": "2026-11-30T10:00:00Z",
+                "gpuaas.jupyter.org/reclaim-for": "jupyter-users/jupyter-carol-wl",
+                "gpuaas.jupyter.org/reclaim-for-team": "team-b",
+            },
+            "Your server was stopped at [[time:2026-11-30T10:00:00.000Z]] to give its GPU to queued"
+            " work of Team B.",
+        ),
         (
             {"gpuaas.jupyter.org/reclaim-stopped-at": "2026-11-30T10:00:00Z"},  # a max-age stop
             "Your server was stopped at [[time:2026-11-30T10:00:00.000Z]] to give its GPU to queued"

@@ -35,6 +35,7 @@ from jupyter_gpuaas.core.labels import (
     RECLAIM_REASON,
     RECLAIMED_AT,
     RECLAIMED_FOR,
+    RECLAIMED_FOR_TEAM,
     SNOOZES_USED,
     TEAM_LABEL,
     WARNED_AT,
@@ -578,9 +579,11 @@ async def test_the_pod_is_marked_reclaimed_before_the_hub_stops_it(refuse: bool)
     for user, seen in w.hub.seen.items():
         assert seen[RECLAIMED_AT] == isoformat_z(w.now), user
         assert seen[RECLAIMED_FOR] == "team-a/train", user
+        assert seen[RECLAIMED_FOR_TEAM] == "team-a", user
     kept = {u: w.kube.pods[f"jupyter-{u}"]["metadata"]["annotations"] for u in ("alice", "bob")}
     if refuse:  # a stop that failed takes the mark off: the pod is not taken for stopping
-        assert all(RECLAIMED_AT not in a and RECLAIMED_FOR not in a for a in kept.values())
+        marks = {RECLAIMED_AT, RECLAIMED_FOR, RECLAIMED_FOR_TEAM}
+        assert all(not marks & a.keys() for a in kept.values())
     else:
         assert all(RECLAIMED_AT in a for a in kept.values())
 
