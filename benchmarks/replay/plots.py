@@ -18,6 +18,8 @@ COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 LEFT, RIGHT, TOP, BOTTOM = 150, 30, 40, 50
 CHAR_W = 7.0
 """A generous width of one character of the 12 px font, for the room a row's label takes."""
+NOTE_CHAR_W = 6.0
+"""The same for the 11 px font of a chart's note."""
 
 
 @dataclass(frozen=True)
@@ -82,10 +84,10 @@ def _document(
         f" font-weight='bold'>{escape(title)}</text>",
         *body,
     ]
-    if note:
+    if note:  # under the plot, or further left as far as it needs to end in the picture
+        x = max(8.0, min(left, width - 8 - NOTE_CHAR_W * len(note)))
         lines.append(
-            f"<text x='{left:.0f}' y='{height - 8}' fill='#555' font-size='11'>"
-            f"{escape(note)}</text>"
+            f"<text x='{x:.0f}' y='{height - 8}' fill='#555' font-size='11'>{escape(note)}</text>"
         )
     lines.append("</svg>")
     return "\n".join(lines) + "\n"

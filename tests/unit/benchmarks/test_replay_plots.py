@@ -104,7 +104,11 @@ def test_a_long_row_label_is_given_the_room_it_needs() -> None:
     """The margin grows with the longest label: its text ends at the plot and starts inside
     the picture, and the plot keeps its width."""
     label = "L2o  L2 idealised: own need, no placement"
-    svg = plots.intervals("t", "GPUs", [(label, [Point(30.0, 28.0, 33.0)])], ["capacity"])
+    note = "open marker: meets the training and spawn levels only (no size run meets the" + (
+        " interruption level)"
+    )
+    rows = [(label, [Point(30.0, 28.0, 33.0)])]
+    svg = plots.intervals("t", "GPUs", rows, ["capacity"], note=note)
     root = ET.fromstring(svg)
     (text,) = [t for t in root.iter(f"{NS}text") if t.text == label]
     assert float(text.get("x", "0")) - plots.CHAR_W * len(label) >= 0
@@ -117,3 +121,6 @@ def test_a_long_row_label_is_given_the_room_it_needs() -> None:
     assert ticks
     assert min(ticks) > float(text.get("x", "0"))
     assert max(ticks) <= width
+    (written,) = [t for t in root.iter(f"{NS}text") if t.text == note]
+    assert float(written.get("x", "0")) >= 0
+    assert float(written.get("x", "0")) + plots.NOTE_CHAR_W * len(note) <= width
