@@ -559,6 +559,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
 
         from gpuaas_service.clients.kubernetes import notebook_pod_reflector
         from gpuaas_service.queue.index import QueueIndex
+        from gpuaas_service.queue.workloads import display_names
         from gpuaas_service.web.app import make_app
 
         load_config()
@@ -580,6 +581,8 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             notebook_namespace=self.notebook_namespace,
             namespaces=self.job_namespaces,
             pods=lambda: pods.resources,
+            # teams and offerings in the sidebar by the catalog's names, never by slug
+            names=display_names(self.load_catalog()),
         )
         source = PolicyFile(self.policy) if self.policy else None
         loop = self._reclaim_loop(view, pods, source)

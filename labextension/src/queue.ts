@@ -1,7 +1,14 @@
 import { Widget } from '@lumino/widgets';
 
 import { h } from './dom';
-import { formatWaited, positionLabel, queueSignature, requestLabel } from './queueModel';
+import {
+  formatWaited,
+  itemTeamLabel,
+  positionLabel,
+  queueSignature,
+  requestLabel,
+  teamLabels
+} from './queueModel';
 import { say } from './messages';
 import type { IQueue, IQueueItem } from './types';
 
@@ -88,11 +95,12 @@ export class QueueSection extends Widget {
     if (queue !== null && queue.teams.length > 0) {
       const teams = h('ul', { class: 'jp-gpuaas-queue-teams' });
       teams.setAttribute('aria-label', say('queue.teamsLabel'));
-      for (const team of queue.teams) {
+      const names = teamLabels(queue.teams);
+      queue.teams.forEach((team, i) => {
         const row = h(
           'li',
           { class: 'jp-gpuaas-queue-team' },
-          h('span', { class: 'jp-gpuaas-queue-team-name' }, team.team),
+          h('span', { class: 'jp-gpuaas-queue-team-name' }, names[i]),
           h(
             'span',
             { class: 'jp-gpuaas-figure' },
@@ -101,7 +109,7 @@ export class QueueSection extends Widget {
         );
         row.dataset.team = team.team;
         teams.append(row);
-      }
+      });
       parts.push(teams);
     }
     this.node.replaceChildren(...parts);
@@ -124,7 +132,7 @@ export class QueueSection extends Widget {
       h(
         'div',
         { class: 'jp-gpuaas-meta' },
-        say('queue.meta', { what: requestLabel(item), team: item.team }),
+        say('queue.meta', { what: requestLabel(item), team: itemTeamLabel(item) }),
         h(
           'span',
           { class: 'jp-gpuaas-queue-waited' },

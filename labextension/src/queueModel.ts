@@ -3,7 +3,7 @@
  */
 import { durationWords } from './durations';
 import { say } from './messages';
-import type { IQueue, IQueueItem } from './types';
+import type { IQueue, IQueueItem, IQueueTeam } from './types';
 
 /** Check the shape of a `queue` payload (throws on anything that is not one). */
 export function parseQueue(data: unknown): IQueue {
@@ -50,18 +50,56 @@ export function positionLabel(item: IQueueItem): string {
   return say('queue.positionShared', { position, shared });
 }
 
+/** A GPU resource as its user calls it: `GPU`, `MIG 1g.10gb`, `shared GPU` (else its name). */
+function resourceWords(resource: string): string {
+  const name = resource.replace('nvidia.com/', '');
+  if (name === 'gpu') {
+    return say('queue.resourceGpu');
+  }
+  if (name === 'gpu.shared') {
+    return say('queue.resourceShared');
+  }
+  if (name.startsWith('mig-')) {
+    return say('queue.resourceMig', { profile: name.slice('mig-'.length) });
+  }
+  return name;
+}
+
 /**
- * What an item asked for: the offering, else its GPU resources. (GPU-equivalents are for the
- * operators' console, not for the person waiting.)
+ * What an item asked for: the offering's name in the catalog, else its GPU resources, never
+ * the offering's slug. (GPU-equivalents are for the operators' console, not for the person
+ * waiting.)
  */
 export function requestLabel(item: IQueueItem): string {
+  if (item.offering_display_name) {
+    return item.offering_display_name;
+  }
   const gpus = Object.entries(item.resources)
     .filter(([name]) => name.startsWith('nvidia.com/'))
-    .map(([name, qty]) =>
-      say('queue.amount', { amount: qty, resource: name.replace('nvidia.com/', '') })
-    );
-  const what = item.offering ?? (gpus.length > 0 ? gpus.join(', ') : say('queue.noGpu'));
-  return what;
+    .map(([name, qty]) => say('queue.amount', { amount: qty, resource: resourceWords(name) }));
+  return gpus.length > 0 ? gpus.join(', ') : say('queue.noGpu');
+}
+
+/** The team an item waits in: its name in the catalog, else `your team` (never the slug). */
+export function itemTeamLabel(item: IQueueItem): string {
+  return item.team_display_name ?? say('queue.ownTeam');
+}
+
+/**
+ * The names of the per-team rows, in order: each team's name in the catalog; teams the
+ * service cannot name are `Your team`, or `Your team 1`, `Your team 2`… when there are several
+ * (never the slug).
+ */
+export function teamLabels(teams: readonly IQueueTeam[]): string[] {
+  const unnamed = teams.filter(t => !t.display_name).length;
+  let n = 0;
+  return teams.map(t => {
+    if (t.display_name) {
+      return t.display_name;
+    }
+    n += 1;
+    return unnamed === 1 ? say('queue.teamUnnamed') : say('queue.teamUnnamedNumbered', { n });
+  });
 }
 
 /** A stable signature of what the section shows (the waiting time in minutes only). */
@@ -76,8 +114,10 @@ export function queueSignature(queue: IQueue | null, error: string | null): stri
       i.workload,
       i.position_in_local_queue,
       i.position_in_cluster_queue,
-      formatWaited(i.waited_seconds)
+      formatWaited(i.waited_seconds),
+      requestLabel(i),
+      itemTeamLabel(i)
     ]),
-    teams: queue.teams.map(t => [t.team, t.admitted, t.pending])
+    teams: queue.teams.map(t => [t.team, t.display_name, t.admitted, t.pending])
   });
 }

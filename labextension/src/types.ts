@@ -91,11 +91,15 @@ export interface IQueueItem {
   position_in_cluster_queue: number | null;
   positions_known: boolean;
   offering: string | null;
+  /** The catalog's name of the offering; null without a catalog (never show the slug). */
+  offering_display_name: string | null;
   resources: Record<string, string>;
   pods: number;
   /** A fraction such as `1`, `1/7`. */
   gpu_equivalents: string;
   team: string;
+  /** The catalog's name of the team; null when the service does not know it. */
+  team_display_name: string | null;
   priority_class: string | null;
   waiting_since: string | null;
   waited_seconds: number | null;
@@ -105,6 +109,8 @@ export interface IQueueItem {
 /** Admitted and pending workloads of one team. */
 export interface IQueueTeam {
   team: string;
+  /** The catalog's name of the team; null when the service does not know it. */
+  display_name: string | null;
   admitted: number;
   pending: number;
   cluster_queues: { name: string; admitted: number; pending: number }[];

@@ -3,12 +3,14 @@ import { describe, test } from 'node:test';
 
 import {
   formatWaited,
+  itemTeamLabel,
   parseQueue,
   positionLabel,
   queueSignature,
-  requestLabel
+  requestLabel,
+  teamLabels
 } from '../src/queueModel';
-import type { IQueueItem } from '../src/types';
+import type { IQueueItem, IQueueTeam } from '../src/types';
 
 function item(overrides: Partial<IQueueItem> = {}): IQueueItem {
   return {
@@ -22,10 +24,12 @@ function item(overrides: Partial<IQueueItem> = {}): IQueueItem {
     position_in_cluster_queue: 5,
     positions_known: true,
     offering: null,
+    offering_display_name: null,
     resources: { cpu: '1', 'nvidia.com/gpu': '2' },
     pods: 1,
     gpu_equivalents: '2',
     team: 'team-a',
+    team_display_name: null,
     priority_class: 'training',
     waiting_since: '2026-11-30T16:31:00Z',
     waited_seconds: 540,
@@ -85,15 +89,59 @@ describe('positionLabel', () => {
   });
 });
 
+function team(overrides: Partial<IQueueTeam> = {}): IQueueTeam {
+  return {
+    team: 'team-a',
+    display_name: null,
+    admitted: 4,
+    pending: 2,
+    cluster_queues: [],
+    ...overrides
+  };
+}
+
 describe('requestLabel', () => {
-  test('resources of a Job', () => {
-    assert.equal(requestLabel(item()), '2× gpu');
+  test('GPU resources of a Job, in words', () => {
+    assert.equal(requestLabel(item()), '2× GPU');
     assert.equal(requestLabel(item({ resources: { cpu: '1' } })), 'no GPU');
-  });
-  test('offering of a server', () => {
     assert.equal(
-      requestLabel(item({ offering: 'local-mig-1g', gpu_equivalents: '1/7' })),
-      'local-mig-1g'
+      requestLabel(item({ resources: { 'nvidia.com/mig-1g.10gb': '1' } })),
+      '1× MIG 1g.10gb'
+    );
+    assert.equal(
+      requestLabel(item({ resources: { 'nvidia.com/gpu.shared': '1' } })),
+      '1× shared GPU'
+    );
+  });
+  test("the offering's name in the catalog", () => {
+    assert.equal(
+      requestLabel(item({ offering: 'local-mig-1g', offering_display_name: 'A100 MIG 1g.5gb' })),
+      'A100 MIG 1g.5gb'
+    );
+  });
+  test('never the slug: without a name, what it asked for', () => {
+    const text = requestLabel(
+      item({ offering: 'local-mig-1g', resources: { 'nvidia.com/mig-1g.5gb': '1' } })
+    );
+    assert.equal(text, '1× MIG 1g.5gb');
+  });
+});
+
+describe('team names', () => {
+  test("an item's team by its name, else 'your team'", () => {
+    assert.equal(itemTeamLabel(item({ team_display_name: 'Team A' })), 'Team A');
+    assert.equal(itemTeamLabel(item()), 'your team');
+  });
+  test('rows by their names; unnamed ones as your teams, numbered when several', () => {
+    assert.deepEqual(teamLabels([team({ display_name: 'Team A' })]), ['Team A']);
+    assert.deepEqual(teamLabels([team()]), ['Your team']);
+    assert.deepEqual(
+      teamLabels([
+        team(),
+        team({ team: 'team-b', display_name: 'Team B' }),
+        team({ team: 'team-c' })
+      ]),
+      ['Your team 1', 'Team B', 'Your team 2']
     );
   });
 });
@@ -114,5 +162,13 @@ describe('parseQueue', () => {
     const moved = parseQueue({ items: [item({ position_in_local_queue: 1 })], teams: [] });
     assert.equal(queueSignature(q, null), queueSignature(later, null));
     assert.notEqual(queueSignature(q, null), queueSignature(moved, null));
+  });
+  test('signature sees a name arrive', () => {
+    const q = parseQueue({ items: [item()], teams: [team()] });
+    const named = parseQueue({
+      items: [item({ team_display_name: 'Team A' })],
+      teams: [team({ display_name: 'Team A' })]
+    });
+    assert.notEqual(queueSignature(q, null), queueSignature(named, null));
   });
 });

@@ -5,7 +5,8 @@ real JupyterLab started directly (not spawned by the hub, tests/support/lab.py) 
 server gets (docs/queue.md): ``JUPYTERHUB_API_TOKEN`` (alice's token with the scope
 ``access:services!service=gpuaas``) and ``GPUAAS_SERVICE_URL`` (the service through the hub's
 proxy). Team A's training quota is filled; alice submits three one-GPU Jobs and bob one. Alice's
-Queue section lists exactly her three at positions 1-3; when one GPU frees up and her first Job
+Queue section lists exactly her three at positions 1-3, her team by its catalog name (never its
+slug); when one GPU frees up and her first Job
 is admitted, it shows the other two at positions 1 and 2. With the service down, the section says
 so and the rest of the panel goes on.
 """
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from devcluster.hub import DEMO_CATALOG
 from devcluster.queue_hub import QueueHub, queue_hub
 from devcluster.testing import (
     Cluster,
@@ -57,7 +59,11 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 def queue_hub_proc(
     cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[QueueHub]:
-    with queue_hub(tmp_path_factory.mktemp("queue-hub"), cluster.info.settings.state_dir) as qh:
+    # the demo catalog: the section names teams by their display names, never by slug
+    args = [f"--GPUaaSService.catalog_file={DEMO_CATALOG}"]
+    with queue_hub(
+        tmp_path_factory.mktemp("queue-hub"), cluster.info.settings.state_dir, service_args=args
+    ) as qh:
         yield qh
 
 
@@ -139,6 +145,7 @@ def test_queue_section_shows_positions_and_follows_an_admission(
     expect()(section.locator(".jp-gpuaas-queue-item")).to_have_count(0)
     expect()(section.locator(".jp-gpuaas-queue-error")).to_have_count(0)
     team_a = section.locator('.jp-gpuaas-queue-team[data-team="team-a"]')
+    expect()(team_a.locator(".jp-gpuaas-queue-team-name")).to_have_text("Team A")
     expect()(team_a).to_contain_text(re.compile(r"\d+ admitted · \d+ pending"))
 
     # Team A's training quota full; alice's three Jobs and bob's one wait.
@@ -147,9 +154,11 @@ def test_queue_section_shows_positions_and_follows_an_admission(
     expect()(section.locator(".jp-gpuaas-queue-empty")).to_have_count(0)
     expect()(section).not_to_contain_text("b1")  # bob's Job is not hers to see
     first = section.locator(".jp-gpuaas-queue-item").first
+    # what it asked for and its team, in words: the Job has no offering; its team by name
     expect()(first.locator(".jp-gpuaas-meta")).to_contain_text(
-        re.compile("^" + re.escape("1\N{MULTIPLICATION SIGN} gpu · team team-a · waiting "))
+        re.compile("^" + re.escape("1\N{MULTIPLICATION SIGN} GPU · Team A · waiting "))
     )
+    expect()(section).not_to_contain_text("team-a")  # no slug anywhere in the section
     expect()(first).to_have_attribute("data-reason", re.compile("quota"))  # Kueue's, out of sight
     expect()(team_a).to_contain_text(re.compile(r"[1-9]\d* admitted · [1-9]\d* pending"))
     section.scroll_into_view_if_needed()

@@ -14,7 +14,14 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Protocol
 
-from gpuaas_service.queue.workloads import NotebookPod, queue_payload, read_notebook_pod, user_of
+from gpuaas_service.queue.workloads import (
+    NO_NAMES,
+    DisplayNames,
+    NotebookPod,
+    queue_payload,
+    read_notebook_pod,
+    user_of,
+)
 from jupyter_gpuaas.core.gpu_equivalents import RESOURCE_GPU_EQUIVALENTS
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import PendingWorkloadInfo, WorkloadInfo, read_workload
@@ -53,8 +60,10 @@ class QueueIndex:
         weights: Mapping[str, Fraction] = RESOURCE_GPU_EQUIVALENTS,
         pods_ttl: float = 1.0,
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        names: DisplayNames = NO_NAMES,
     ) -> None:
         self.view = view
+        self.names = names
         self.notebook_namespace = notebook_namespace
         self.namespaces = list(dict.fromkeys([notebook_namespace, *namespaces]))
         self._pods_source = pods
@@ -136,6 +145,7 @@ class QueueIndex:
             teams=groups,
             synced=state.synced,
             weights=self.weights,
+            names=self.names,
         )
         if not state.synced:
             payload["error"] = (

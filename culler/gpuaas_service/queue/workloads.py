@@ -16,11 +16,13 @@ Whose work is it:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
+from gpuaas_service.reclaim.loop import team_display_names
+from jupyter_gpuaas.core.catalog import Catalog
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.gpu_equivalents import (
     RESOURCE_GPU_EQUIVALENTS,
@@ -45,7 +47,15 @@ from jupyter_gpuaas.core.labels import (
     TEAM_LABEL,
 )
 
-__all__ = ["NotebookPod", "queue_payload", "read_notebook_pod", "user_of"]
+__all__ = [
+    "NO_NAMES",
+    "DisplayNames",
+    "NotebookPod",
+    "display_names",
+    "queue_payload",
+    "read_notebook_pod",
+    "user_of",
+]
 
 
 # --------------------------------------------------------------------------- inputs
@@ -91,6 +101,40 @@ def user_of(wl: WorkloadInfo, notebook_pods: Mapping[str, NotebookPod]) -> str:
     return wl.user_label
 
 
+@dataclass(frozen=True)
+class DisplayNames:
+    """The catalog's words for what the answer names by slug: teams (by each name their work
+    goes by) and offerings. Empty without a catalog: the sidebar then says "your team" and what
+    the work asked for, never the slug."""
+
+    teams: Mapping[str, str] = field(default_factory=dict)
+    offerings: Mapping[str, str] = field(default_factory=dict)
+
+
+NO_NAMES = DisplayNames()
+"""No catalog: no display names."""
+
+
+def display_names(catalog: Catalog | None) -> DisplayNames:
+    """The display names of ``catalog``'s teams and offerings. Teams: as the reclaim warnings
+    name them (:func:`.reclaim.loop.team_display_names`: tenant name, LocalQueue, Jobs'
+    namespace), and by a hub group of exactly one team (the per-team rows of a caller's
+    groups)."""
+    if catalog is None:
+        return NO_NAMES
+    tenants = list(catalog.tenants.values())
+    teams = team_display_names(tenants)
+    by_group: dict[str, set[str]] = {}
+    for t in tenants:
+        for group in t.groups:
+            by_group.setdefault(group, set()).add(t.display_name)
+    for group, names in by_group.items():
+        if group not in teams and len(names) == 1:
+            teams[group] = next(iter(names))
+    offerings = {slug: o.display_name for slug, o in catalog.offerings.items()}
+    return DisplayNames(teams=teams, offerings=offerings)
+
+
 # --------------------------------------------------------------------------- the answer
 
 
@@ -118,12 +162,14 @@ def queue_payload(
     teams: Iterable[str] = (),
     synced: bool = True,
     weights: Mapping[str, Fraction] = RESOURCE_GPU_EQUIVALENTS,
+    names: DisplayNames = NO_NAMES,
 ) -> dict[str, Any]:
     """The ``GET /services/gpuaas/api/queue`` answer for ``user`` (docs/queue.md).
 
     Only the user's own pending Workloads are listed, ordered by ClusterQueue position (1-based;
     ``null`` while Kueue's visibility API has not placed them, e.g. inadmissible ones); ``teams``
     (the caller's hub groups) adds teams to the per-team counts besides those of the items.
+    Teams and offerings carry their catalog display names from ``names`` (``null``: unknown).
     """
     items = [
         _item(
@@ -133,6 +179,7 @@ def queue_payload(
             pending.get((wl.namespace, wl.queue_name)),
             now=now,
             weights=weights,
+            names=names,
         )
         for wl in workloads
         if wl.pending and user and user_of(wl, notebook_pods) == user
@@ -144,7 +191,9 @@ def queue_payload(
         "generated_at": isoformat_z(now),
         "synced": synced,
         "items": items,
-        "teams": _team_rows(item_teams | set(teams), items, local_queues, cluster_queues),
+        "teams": _team_rows(
+            item_teams | set(teams), items, local_queues, cluster_queues, names.teams
+        ),
         "error": None,
         "error_kind": None,
     }
@@ -158,6 +207,7 @@ def _item(
     *,
     now: datetime,
     weights: Mapping[str, Fraction],
+    names: DisplayNames,
 ) -> dict[str, Any]:
     """One pending Workload of the caller, with its positions from the visibility ``answer``
     of its LocalQueue (``None``: not polled yet)."""
@@ -171,6 +221,8 @@ def _item(
     if geq is None:
         geq = resource_gpu_equivalents(wl.counted or wl.resources, weights)
     waited = (now - wl.created).total_seconds() if wl.created else None
+    offering = (pod.offering or None) if pod else wl.labels.get(OFFERING_LABEL)
+    team = (pod.team if pod else "") or wl.namespace
     return {
         "kind": "notebook" if pod else "job" if wl.owner_kind == "Job" else "workload",
         "name": (pod.server_name or "default") if pod else wl.owner_name or wl.name,
@@ -185,11 +237,13 @@ def _item(
             entry.position_in_cluster_queue + 1 if entry is not None else None
         ),
         "positions_known": answer is not None,
-        "offering": (pod.offering or None) if pod else wl.labels.get(OFFERING_LABEL),
+        "offering": offering,
+        "offering_display_name": names.offerings.get(offering) if offering else None,
         "resources": {k: format_quantity(v) for k, v in sorted(wl.resources.items())},
         "pods": wl.pods,
         "gpu_equivalents": exact_gpu_equivalents(geq),
-        "team": (pod.team if pod else "") or wl.namespace,
+        "team": team,
+        "team_display_name": names.teams.get(team),
         "priority_class": wl.priority_class or None,
         "waiting_since": isoformat_z(wl.created) if wl.created else None,
         "waited_seconds": max(0, int(waited)) if waited is not None else None,
@@ -214,8 +268,10 @@ def _team_rows(
     items: Sequence[Mapping[str, Any]],
     local_queues: Mapping[tuple[str, str], LocalQueueInfo],
     cluster_queues: Mapping[str, ClusterQueueInfo],
+    team_names: Mapping[str, str],
 ) -> list[dict[str, Any]]:
-    """Admitted and pending counts of each team's ClusterQueues (teams without one: none)."""
+    """Admitted and pending counts of each team's ClusterQueues (teams without one: none),
+    with the team's display name (``team_names``; ``None``: unknown)."""
     rows = []
     for team in sorted(teams):
         names = _team_cluster_queues(team, local_queues) | {
@@ -227,6 +283,7 @@ def _team_rows(
         rows.append(
             {
                 "team": team,
+                "display_name": team_names.get(team),
                 "admitted": sum(c.admitted_workloads for c in cqs),
                 "pending": sum(c.pending_workloads for c in cqs),
                 "cluster_queues": [

@@ -9,12 +9,22 @@ from typing import Any
 
 import pytest
 
-from gpuaas_service.queue.workloads import NotebookPod, queue_payload, read_notebook_pod, user_of
+from gpuaas_service.queue.workloads import (
+    NO_NAMES,
+    DisplayNames,
+    NotebookPod,
+    display_names,
+    queue_payload,
+    read_notebook_pod,
+    user_of,
+)
+from jupyter_gpuaas.core.catalog import CatalogSource, build_catalog
 from jupyter_gpuaas.core.kueue import (
     PendingWorkloadInfo,
     read_pending_workloads,
     read_workload,
 )
+from tests.support.jobs_samples import jobs_catalog, jobs_catalog_data
 from tests.support.queue_samples import (
     ADMITTED,
     CQS,
@@ -92,6 +102,7 @@ def payload(
     pending: dict[tuple[str, str], list[PendingWorkloadInfo] | None],
     pods: list[dict[str, Any]] = (),  # type: ignore[assignment]
     teams: tuple[str, ...] = (),
+    names: DisplayNames = NO_NAMES,
 ) -> dict[str, Any]:
     notebook = {p.uid: p for p in map(read_notebook_pod, pods)}
     return queue_payload(
@@ -103,6 +114,7 @@ def payload(
         cluster_queues=CQS,
         now=NOW,
         teams=teams,
+        names=names,
     )
 
 
@@ -138,10 +150,12 @@ def test_item_shape_has_summaries_only() -> None:
         "position_in_cluster_queue": 1,
         "positions_known": True,
         "offering": None,
+        "offering_display_name": None,
         "resources": {"cpu": "1", "nvidia.com/gpu": "1"},
         "pods": 1,
         "gpu_equivalents": "1",
         "team": "team-a",
+        "team_display_name": None,  # no catalog: the sidebar's own words, never the slug
         "priority_class": "training",
         "waiting_since": "2026-11-30T16:31:00.000Z",
         "waited_seconds": 540,
@@ -222,3 +236,69 @@ def test_notebook_pod_item_and_team_counts() -> None:
         "team-a-training",
     ]
     assert teams["team-b"]["pending"] == 0
+
+
+# --------------------------------------------------------------------------- display names
+
+
+def _notebook_and_job(names: DisplayNames) -> dict[str, Any]:
+    """alice's notebook server on ``local-mig-1g`` (team label team-a) and her Job in the
+    namespace team-a, with team-a and team-b (her hub groups) in the per-team rows."""
+    pod = notebook_pod("pod-1", "alice", "gpu")
+    pod["metadata"]["labels"]["gpuaas.jupyter.org/offering"] = "mig-1g"
+    return payload(
+        "alice",
+        [pod_workload("jupyter-alice", "pod-1"), job_workload("a1", "alice")],
+        {},
+        pods=[pod],
+        teams=("team-a", "team-b"),
+        names=names,
+    )
+
+
+def test_items_and_rows_carry_the_catalogs_names() -> None:
+    out = _notebook_and_job(display_names(jobs_catalog()))
+    shown = {i["kind"]: i for i in out["items"]}
+    assert (shown["notebook"]["offering"], shown["notebook"]["offering_display_name"]) == (
+        "mig-1g",
+        "A100 MIG 1g.5gb",
+    )
+    assert (shown["notebook"]["team"], shown["notebook"]["team_display_name"]) == (
+        "team-a",
+        "Team A",
+    )
+    # the Job has no offering label; its team is its namespace, a name team A's Jobs go by
+    assert (shown["job"]["offering"], shown["job"]["offering_display_name"]) == (None, None)
+    assert (shown["job"]["team"], shown["job"]["team_display_name"]) == ("team-a", "Team A")
+    assert [(t["team"], t["display_name"]) for t in out["teams"]] == [
+        ("team-a", "Team A"),
+        ("team-b", "Team B"),
+    ]
+
+
+def test_without_a_catalog_no_display_name_is_made_up() -> None:
+    out = _notebook_and_job(display_names(None))
+    for item in out["items"]:
+        assert item["offering_display_name"] is None
+        assert item["team_display_name"] is None
+    assert [t["display_name"] for t in out["teams"]] == [None, None]
+
+
+def test_a_team_unknown_to_the_catalog_has_no_display_name() -> None:
+    names = display_names(jobs_catalog())
+    out = payload("alice", [job_workload("a1", "alice", ns="research")], {}, names=names)
+    (item,) = out["items"]
+    assert (item["team"], item["team_display_name"]) == ("research", None)
+
+
+def test_display_names_by_hub_group_of_exactly_one_team() -> None:
+    data = jobs_catalog_data()
+    data["tenants"][0]["groups"] = ["vision", "everyone"]
+    data["tenants"][1]["groups"] = ["nlp", "everyone"]
+    catalog = build_catalog([CatalogSource("", data)], default_namespace="users")
+    names = display_names(catalog)
+    assert names.teams["vision"] == "Team A"
+    assert names.teams["nlp"] == "Team B"
+    assert "everyone" not in names.teams  # two teams' group names neither
+    assert names.teams["team-a"] == "Team A"  # the tenant's own name still
+    assert names.offerings["h100"] == "NVIDIA H100"
