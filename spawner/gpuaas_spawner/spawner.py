@@ -78,7 +78,7 @@ from jupyter_gpuaas.core.catalog import (
     build_catalog,
     load_catalog_file,
 )
-from jupyter_gpuaas.core.headroom import Headroom, compute_headroom
+from jupyter_gpuaas.core.headroom import Fit, Headroom, compute_headroom
 from jupyter_gpuaas.core.labels import HUB_TOKEN_SECRET_LABEL, HUB_TOKEN_SECRET_SUFFIX, TEAM_LABEL
 from jupyter_gpuaas.core.sizing import (
     DEFAULT_HEADROOM,
@@ -511,14 +511,19 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         user = UserContext(self.user.name, groups)
         return UserContext(user.name, groups, user_usage(self._held_by_others(catalog, user)))
 
-    def _validate(self, options: object) -> Choice:
-        """The one validation (form, query, REST, stored options); raises OptionsError."""
+    def _validate(self, options: object, *, log_queued: bool = False) -> Choice:
+        """The one validation (form, query, REST, stored options); raises OptionsError.
+
+        A start refused for its team's queue or quota is logged (with Kueue's explanation, for
+        an admin: the user is told in plain words); with ``log_queued``, one that will queue
+        too (once per start: the spawn's own validation, not the form post's)."""
         catalog = self.catalog
         user = self._user_context(catalog)
         state = self._view().queue_state()
+        rooms: list[Headroom] = []
 
         def room(tenant: Any, offering: Any, count: int) -> Headroom:
-            return compute_headroom(
+            answer = compute_headroom(
                 tenant,
                 offering,
                 state,
@@ -526,10 +531,44 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 count=count,
                 usage=user.usage,
             )
+            rooms.append(answer)
+            return answer
 
-        return validate_options(
-            options, catalog, user, default_team=self.default_team, headroom=room
-        )
+        try:
+            choice = validate_options(
+                options, catalog, user, default_team=self.default_team, headroom=room
+            )
+        except OptionsError:
+            self._log_quota(rooms, queued=False)
+            raise
+        if log_queued:
+            self._log_quota(rooms, queued=True)
+        return choice
+
+    def _log_quota(self, rooms: list[Headroom], *, queued: bool) -> None:
+        """One line per start refused (``queued=False``) or queued (``queued=True``) for a
+        quota reason: who, which team, and where an admin should look (``admin_detail``)."""
+        for r in rooms:
+            if queued and r.fit is Fit.QUEUE:
+                self.log.info(
+                    "gpuaas: start queues user=%s team=%s offering=%s cluster_queue=%s detail=%s",
+                    self.user.name,
+                    r.tenant,
+                    r.offering,
+                    r.cluster_queue or "-",
+                    r.admin_detail or r.message,
+                )
+            elif not queued and not r.fit.selectable:
+                self.log.warning(
+                    "gpuaas: start refused user=%s team=%s offering=%s fit=%s cluster_queue=%s"
+                    " detail=%s",
+                    self.user.name,
+                    r.tenant,
+                    r.offering,
+                    r.fit.value,
+                    r.cluster_queue or "-",
+                    r.admin_detail or r.message,
+                )
 
     # ------------------------------------------------------------------ form
 
@@ -622,7 +661,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         """Every spawn passes here (JupyterHub 5.3+ ``User.spawn``), REST API included."""
         self._gpuaas_choice = None  # a refused request keeps no choice of an earlier spawn
         try:
-            choice = self._validate(user_options)
+            choice = self._validate(user_options, log_queued=True)
         except OptionsError as e:
             refusal = _user_error(e.jupyterhub_message, reason="invalid_options")
             not_counted(self, refusal)

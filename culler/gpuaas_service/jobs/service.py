@@ -36,7 +36,13 @@ from gpuaas_service.jobs.build import (
 )
 from gpuaas_service.jobs.kube import JobsKube
 from gpuaas_service.jobs.logs import MAX_LOG, RunnerLogs
-from gpuaas_service.jobs.request import JobRequest, NotAllowed, job_teams, validate_job_request
+from gpuaas_service.jobs.request import (
+    JobRequest,
+    JobRequestError,
+    NotAllowed,
+    job_teams,
+    validate_job_request,
+)
 from gpuaas_service.jobs.state import job_summary
 from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant
 from jupyter_gpuaas.core.choice import HeadroomFn
@@ -98,6 +104,22 @@ def _job_tenant(tenant: Tenant) -> Tenant:
         max_gpus_per_user=None,
         max_queued=None,
     )
+
+
+def _log_quota_refusal(user: str, rooms: Sequence[Headroom]) -> None:
+    """One line for an admin per job refused for its team's queue or quota: the user was told
+    in plain words; Kueue's explanation (``admin_detail``) says where to look."""
+    for room in rooms:
+        if not room.fit.selectable:
+            log.warning(
+                "job.refused user=%s team=%s offering=%s fit=%s cluster_queue=%s detail=%s",
+                user,
+                room.tenant,
+                room.offering,
+                room.fit.value,
+                room.cluster_queue or "-",
+                room.admin_detail or room.message,
+            )
 
 
 class JobService:
@@ -166,15 +188,16 @@ class JobService:
             raise JobError(404, f"no job {name!r} of yours in team {team!r}")
         return tenant, job
 
-    def _headroom(self) -> HeadroomFn | None:
-        """The training queue's headroom, for refusing what could never start there."""
+    def _headroom(self, seen: list[Headroom] | None = None) -> HeadroomFn | None:
+        """The training queue's headroom, for refusing what could never start there; each
+        one computed is added to ``seen`` (for the log line of a refusal)."""
         if self.queue_state is None:
             return None
         state = self.queue_state()
 
         def room(tenant: Tenant, offering: Offering, count: int) -> Headroom:
             assert tenant.jobs is not None
-            return compute_headroom(
+            answer = compute_headroom(
                 _job_tenant(tenant),
                 offering,
                 state,
@@ -182,6 +205,9 @@ class JobService:
                 count=count,
                 workload="job",
             )
+            if seen is not None:
+                seen.append(answer)
+            return answer
 
         return room
 
@@ -265,12 +291,16 @@ class JobService:
         self, user: str, groups: Sequence[str], body: object, body_bytes: int = 0
     ) -> dict[str, Any]:
         """Validate, check the caps, create input, token, Job; answer the Job's summary."""
+        rooms: list[Headroom] = []
         try:
             req = validate_job_request(
-                body, self.catalog(), user, groups, headroom=self._headroom()
+                body, self.catalog(), user, groups, headroom=self._headroom(rooms)
             )
         except NotAllowed as e:
             raise JobError(403, str(e), errors=[{"path": e.path, "message": str(e)}]) from e
+        except JobRequestError:
+            _log_quota_refusal(user, rooms)
+            raise
         size = len(json.dumps(req.notebook, separators=(",", ":")))
         if size > self.max_notebook_bytes:
             raise JobError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from fractions import Fraction
 from html.parser import HTMLParser
 from typing import Any
@@ -271,6 +272,51 @@ async def test_spawner_renders_the_form_from_its_caches(kubeconfig: None) -> Non
     assert 'id="gpuaas-form"' in html
     assert "will queue: about 2 ahead of you" in html
     assert "available now (7 of 7 free)" in html
+
+
+def _quota_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.getMessage().startswith("gpuaas: start ")]
+
+
+async def test_a_start_that_queues_is_logged_once_for_an_admin(
+    kubeconfig: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The form post and the spawn both validate; only the spawn's says, in the hub's log,
+    who queues in which team and why (the user sees "will queue" in plain words)."""
+    caplog.set_level(logging.INFO)
+    spawner = make_spawner(FakeUser("alice", ["team-a"]), _view())
+    spawner._gpuaas_options_from_form({"team": ["team-a"], "offering": ["h100"]})
+    assert _quota_lines(caplog) == []
+    await spawner._run_apply_user_options({"offering": "h100"})
+    (line,) = _quota_lines(caplog)
+    assert line.levelno == logging.INFO
+    assert line.getMessage().startswith(
+        "gpuaas: start queues user=alice team=team-a offering=h100 cluster_queue=team-a-notebooks"
+    )
+    caplog.clear()
+    await spawner._run_apply_user_options({"offering": "cpu"})  # starts now: nothing to say
+    assert _quota_lines(caplog) == []
+
+
+async def test_a_start_refused_for_its_queue_logs_kueues_words_for_an_admin(
+    kubeconfig: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Team A's LocalQueue is missing: the user is told the queue is not set up (no Kueue
+    words); the hub's log names the user, the team and the missing object (admin_detail)."""
+    from gpuaas_spawner.hubcompat import SpawnException
+
+    caplog.set_level(logging.INFO)
+    view = StaticKueueView(cluster_queues=[team_a_notebooks()], local_queues=[])
+    spawner = make_spawner(FakeUser("alice", ["team-a"]), view)
+    with pytest.raises(SpawnException) as info:
+        await spawner._run_apply_user_options({"offering": "h100"})
+    assert "LocalQueue" not in str(info.value.jupyterhub_message)
+    (line,) = _quota_lines(caplog)
+    assert line.levelno == logging.WARNING
+    text = line.getMessage()
+    assert text.startswith("gpuaas: start refused user=alice team=team-a offering=h100")
+    assert "fit=not-allowed" in text
+    assert "LocalQueue" in text  # Kueue's explanation, for the admin only
 
 
 async def test_a_broken_catalog_shows_a_problem_and_refuses_spawns(kubeconfig: None) -> None:

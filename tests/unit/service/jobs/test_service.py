@@ -4,6 +4,8 @@ runner's token."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from gpuaas_service.jobs.request import JobRequestError
@@ -61,6 +63,33 @@ async def test_an_offering_the_training_queue_can_never_admit_is_refused() -> No
     assert kube.calls == []
     job = await svc.submit("alice", ["team-a"], request_body(offering="mig-1g", count=1))
     assert job["offering"] == "mig-1g"
+
+
+async def test_a_job_refused_for_quota_logs_where_an_admin_should_look(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The user is told in plain words; the service's log says, for an admin, who was refused,
+    in which team, and Kueue's explanation (the headroom's admin_detail)."""
+    training = cluster_queue("team-a-training", quotas={("a100-mig", MIG1): (2, 0, None)})
+    queues = state([training], [local_queue("training", "team-a-training", namespace="team-a")])
+    svc = JobService(
+        FakeKube(), jobs_catalog, service_url="http://svc/", queue_state=lambda: queues
+    )
+    caplog.set_level(logging.INFO, logger="gpuaas.jobs")
+    with pytest.raises(JobRequestError):
+        await svc.submit("alice", ["team-a"], request_body(offering="h100", count=1))
+    (line,) = [r for r in caplog.records if r.getMessage().startswith("job.refused")]
+    assert line.levelno == logging.WARNING
+    text = line.getMessage()
+    assert "user=alice team=team-a offering=h100 fit=never" in text
+    assert "cluster_queue=team-a-training" in text
+    # admin_detail: Kueue's words
+    assert "ClusterQueue team-a-training does not cover nvidia.com/gpu" in text
+    # a request refused for another reason (a count out of range) says nothing of quota
+    caplog.clear()
+    with pytest.raises(JobRequestError):
+        await svc.submit("alice", ["team-a"], request_body(offering="mig-1g", count=9))
+    assert [r for r in caplog.records if r.getMessage().startswith("job.refused")] == []
 
 
 async def test_the_dialogs_headroom_speaks_of_a_job() -> None:
