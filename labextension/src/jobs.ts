@@ -21,6 +21,7 @@ import {
 } from './jobsModel';
 import { h } from './dom';
 import { say } from './messages';
+import { describeError } from './request';
 
 /** How the jobs part reaches the server extension (injected: tests give their own). */
 export interface IJobsApi {
@@ -143,10 +144,6 @@ class JobForm extends Widget {
   private readonly _cap: HTMLDivElement;
 }
 
-function problemOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 /** "Run as GPU job…": ask what to run on, submit, say where to follow it. */
 export async function runAsGpuJob(
   path: string,
@@ -161,7 +158,7 @@ export async function runAsGpuJob(
   } catch (error) {
     await showErrorMessage(
       say('jobs.errorTitle'),
-      say('jobs.optionsFailed', { problem: problemOf(error) })
+      say('jobs.optionsFailed', { problem: describeError(error) })
     );
     return;
   }
@@ -187,7 +184,7 @@ export async function runAsGpuJob(
   try {
     body = form.getValue();
   } catch (error) {
-    await showErrorMessage(say('jobs.errorTitle'), problemOf(error));
+    await showErrorMessage(say('jobs.errorTitle'), describeError(error));
     return;
   }
   try {
@@ -195,7 +192,7 @@ export async function runAsGpuJob(
     Notification.info(say('jobs.submitted', { name: job.name }), { autoClose: 5000 });
     onSubmitted();
   } catch (error) {
-    await showErrorMessage(say('jobs.notSubmitted'), problemOf(error));
+    await showErrorMessage(say('jobs.notSubmitted'), describeError(error));
   }
 }
 
@@ -226,7 +223,7 @@ export class JobsSection extends Widget {
       this.setHidden(jobs.error_kind === 'not_configured');
       this._notify();
     } catch (error) {
-      this._error = say('jobs.loadFailed', { problem: problemOf(error) });
+      this._error = say('jobs.loadFailed', { problem: describeError(error) });
     }
     this._render();
   }
@@ -324,7 +321,7 @@ export class JobsSection extends Widget {
         buttons: [Dialog.okButton({ label: say('jobs.close') })]
       });
     } catch (error) {
-      await showErrorMessage(say('jobs.logFailed'), problemOf(error));
+      await showErrorMessage(say('jobs.logFailed'), describeError(error));
     }
   }
 
@@ -353,7 +350,7 @@ export class JobsSection extends Widget {
     try {
       await this._api.del(`jobs/${job.team}/${job.name}`);
     } catch (error) {
-      await showErrorMessage(say(words.failed), problemOf(error));
+      await showErrorMessage(say(words.failed), describeError(error));
     }
     await this.refresh();
   }

@@ -1,5 +1,4 @@
 import type { Kernel, Session } from '@jupyterlab/services';
-import { ServerConnection } from '@jupyterlab/services';
 import type { Message } from '@lumino/messaging';
 import { Poll } from '@lumino/polling';
 import { Panel, Widget } from '@lumino/widgets';
@@ -35,6 +34,7 @@ import {
 } from './model';
 import { QueueSection } from './queue';
 import { parseQueue } from './queueModel';
+import { describeError } from './request';
 import { type Child, h } from './dom';
 import type { IDevice, IUsage } from './types';
 
@@ -109,34 +109,6 @@ function memoryBar(label: string, total: number, segments: ISegment[]): HTMLElem
     bar.append(fill);
   }
   return bar;
-}
-
-/**
- * A short description of a failed request, for the error note: the server's own message
- * where it gave one, else what the status means in words (no HTTP codes).
- */
-function describeError(error: unknown): string {
-  if (error instanceof ServerConnection.ResponseError) {
-    const status = error.response.status;
-    if ([424, 502, 503].includes(status)) {
-      return say('error.notRunning'); // JupyterHub's answer for a stopped server
-    }
-    const own = error.message.length > 0 && error.message !== error.response.statusText;
-    if (own && !/\bHTTP\b|^Invalid response: \d+/.test(error.message)) {
-      return error.message;
-    }
-    if (status === 401 || status === 403) {
-      return say('error.refused');
-    }
-    return status >= 500 ? say('error.serverError') : say('error.other');
-  }
-  if (error instanceof ServerConnection.NetworkError) {
-    return say('error.unreachable');
-  }
-  if (error instanceof Error) {
-    return error.message;
-  }
-  return String(error);
 }
 
 /**

@@ -1,6 +1,8 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import { errorWords } from './errorWords';
+
 /** The URL namespace of the server extension, under the server's base URL. */
 export const API_NAMESPACE = 'gpuaas/api';
 
@@ -74,13 +76,31 @@ export function failureStatus(error: unknown): number {
   return error instanceof ServerConnection.NetworkError ? 0 : -1;
 }
 
-/** The message of a Jupyter Server error body (`{"message": ...}`), or the body itself. */
+/**
+ * The message of an error body: Jupyter Server's (`{"message": ...}`) or the server
+ * extension's words for a gpuaas service problem (`{"error": ...}`). A body that is not JSON
+ * (a proxy's error page) has none.
+ */
 function errorMessage(data: unknown): string | undefined {
-  if (typeof data === 'object' && data !== null && 'message' in data) {
-    const message = data.message;
-    if (typeof message === 'string' && message.length > 0) {
-      return message;
+  if (typeof data === 'object' && data !== null) {
+    for (const key of ['message', 'error']) {
+      const message: unknown = (data as Record<string, unknown>)[key];
+      if (typeof message === 'string' && message.length > 0) {
+        return message;
+      }
     }
   }
-  return typeof data === 'string' && data.length > 0 ? data : undefined;
+  return undefined;
+}
+
+/** A failed request in a person's words (`errorWords`), for any note the sidebar shows. */
+export function describeError(error: unknown): string {
+  if (error instanceof ServerConnection.ResponseError) {
+    const own = error.message !== error.response.statusText ? error.message : undefined;
+    return errorWords(error.response.status, own);
+  }
+  if (error instanceof ServerConnection.NetworkError) {
+    return errorWords(0);
+  }
+  return error instanceof Error ? error.message : String(error);
 }

@@ -3,6 +3,7 @@ import { Dialog, Notification, showDialog, showErrorMessage } from '@jupyterlab/
 import { formatBytes } from './format';
 import { say } from './messages';
 import type { ICapWarning } from './model';
+import { describeError } from './request';
 import {
   actionLabel,
   capMessage,
@@ -114,7 +115,7 @@ export class WayUp {
       this._show('');
       await showErrorMessage(
         say('resize.notMoved'),
-        say('resize.notSaved', { problem: String(error) })
+        say('resize.notSaved', { problem: describeError(error) })
       );
       return;
     }
@@ -122,7 +123,7 @@ export class WayUp {
     try {
       answer = await this._api.move({ offering: next.slug });
     } catch (error) {
-      answer = { status: 0, data: { message: String(error) } };
+      answer = { status: 0, data: { message: describeError(error) } };
     }
     if (answer.status !== 202) {
       this._moving = false;
