@@ -4,6 +4,7 @@
  */
 import { durationWords } from './durations';
 import { say } from './messages';
+import type { Activity, ReclaimAction, ReclaimCode } from './types';
 
 export interface IReclaimWarning {
   warned_at: string;
@@ -269,6 +270,48 @@ export interface IStanding {
   decided_at: string | null;
   now: string | null;
 }
+
+/** The rule of the policy that applies to a server, as the service sends it. */
+export interface IPolicyFieldsAnswer {
+  name: string;
+  idle_after_seconds: number;
+  reclaim: 'when-queued' | 'always';
+  max_idle_seconds: number | null;
+  max_age_seconds: number | null;
+  warn_before_seconds: number;
+  max_snoozes: number;
+  dry_run: boolean;
+}
+
+/** `GET gpuaas/api/reclaim/standing` for a server no cycle has seen yet. */
+export interface IStandingUnknownAnswer {
+  known: false;
+  now: string;
+  reclaim_on: boolean;
+}
+
+/** `GET gpuaas/api/reclaim/standing` for a server the last cycle judged. */
+export interface IStandingKnownAnswer {
+  known: true;
+  now: string;
+  decided_at: string;
+  reclaim_on: boolean;
+  policy: IPolicyFieldsAnswer | null;
+  kind: string;
+  activity: Activity;
+  signal: string;
+  idle_seconds: number | null;
+  unknown_seconds: number | null;
+  action: ReclaimAction;
+  code: ReclaimCode;
+  reason: string;
+  reclaim_at: string | null;
+  dry_run: boolean;
+}
+
+/** The standing as the service answers it (the server extension forwards it), which
+ * `parseStanding` reads. */
+export type IStandingAnswer = IStandingUnknownAnswer | IStandingKnownAnswer;
 
 export function parseStanding(data: unknown): IStanding | null {
   if (typeof data !== 'object' || data === null) {

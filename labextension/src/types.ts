@@ -13,6 +13,29 @@ export type GpuErrorKind = 'no_driver' | 'gpu_lost' | 'not_supported' | 'no_perm
 /** How a kernel's GPU memory was attributed to it. */
 export type Attribution = 'exact' | 'size_unknown' | 'sole_candidate' | 'none';
 
+/** What the gpuaas service's last reclaim cycle saw a GPU server doing. */
+export type Activity = 'busy' | 'idle' | 'unknown';
+
+/** The cycle's next step for a GPU server. */
+export type ReclaimAction = 'warn' | 'wait' | 'reclaim' | 'clear-warning' | 'skip';
+
+/** Why the cycle took that step (docs/culler.md). */
+export type ReclaimCode =
+  | 'demand'
+  | 'always'
+  | 'max-idle'
+  | 'max-age'
+  | 'no-policy'
+  | 'starting'
+  | 'stopping'
+  | 'exempt'
+  | 'snoozed'
+  | 'busy'
+  | 'unknown'
+  | 'not-idle-yet'
+  | 'no-demand'
+  | 'placement';
+
 /** A whole GPU or a MIG device. */
 export interface IDevice {
   uuid: string;

@@ -4,23 +4,9 @@
  * `make lint` checks every interface and type here against it, field by field.
  */
 
-export type Activity = 'busy' | 'idle' | 'unknown';
-export type ReclaimAction = 'warn' | 'wait' | 'reclaim' | 'clear-warning' | 'skip';
-export type ReclaimCode =
-  | 'demand'
-  | 'always'
-  | 'max-idle'
-  | 'max-age'
-  | 'no-policy'
-  | 'starting'
-  | 'stopping'
-  | 'exempt'
-  | 'snoozed'
-  | 'busy'
-  | 'unknown'
-  | 'not-idle-yet'
-  | 'no-demand'
-  | 'placement';
+import type { Activity, ReclaimAction, ReclaimCode } from '../../../../labextension/src/types.js';
+
+export type { Activity, ReclaimAction, ReclaimCode };
 
 /** How many GPU workbenches get each action ({} before the first cycle). */
 export interface IActionCounts {
