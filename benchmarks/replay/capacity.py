@@ -435,9 +435,12 @@ def search_all(
     progress: Callable[[str], None] = lambda _s: None,
     guesses: Mapping[str, float] | None = None,
     resamples: int = RESAMPLES,
+    inherited: Mapping[str, float] | None = None,
 ) -> dict[str, Search]:
     """Search every rung's effective capacity at once (each round runs one size per rung
-    still searching, all seeds and splits, in one batch of worker processes)."""
+    still searching, all seeds and splits, in one batch of worker processes). A rung of
+    ``inherited`` runs that split only (the ladder's, for a rung whose parent is not
+    searched here)."""
     reference = spec_of(base).training_gpus
     grid = grid_sizes(reference)
     start = grid.index(min(grid, key=lambda g: abs(g - reference)))
@@ -455,6 +458,7 @@ def search_all(
         what=lambda g: f"{g} GPUs",
         guesses=guesses,
         resamples=resamples,
+        inherited=inherited,
     )
 
 
@@ -498,6 +502,7 @@ def search_demand(
     gpus: int | None = None,
     progress: Callable[[str], None] = lambda _s: None,
     resamples: int = RESAMPLES,
+    inherited: Mapping[str, float] | None = None,
 ) -> dict[str, Search]:
     """The dual of :func:`search_all`: on a cluster of ``gpus`` training GPUs (default the
     organisation's own), the largest demand (:func:`scaled_demand`) each rung serves within the
@@ -526,12 +531,14 @@ def search_demand(
         what=lambda k: f"{key_demand(k):g}× demand",
         guesses=dict.fromkeys(rung_names, float(demand_key(1.0))),
         resamples=resamples,
+        inherited=inherited,
     )
 
 
 PARENTS = {"B1i": "B1", "L1i": "L1", "L1g": "L1", "L2": "L1", "L3": "L1", "L2o": "L1"}
-"""The rung whose size a rung's search starts from (it adds one mechanism to it), and B1i's
-partition: the one chosen best for B1."""
+"""The rung whose size a rung's search starts from (it adds one mechanism to it), and whose
+split it keeps: the one chosen best for the parent at the parent's size (B1i keeps the
+partition chosen for B1; L1i-L2o the notebook quota chosen for L1)."""
 
 
 def _nearest(grid: Sequence[int], key: float) -> int:
@@ -547,9 +554,11 @@ def _begin(
     bisections: dict[str, _Bisection],
     split_of: dict[str, tuple[float, ...]],
     picks: Sequence[Sequence[int]],
+    inherited: Mapping[str, float],
 ) -> bool:
     """Whether ``r``'s search has begun; it begins (a bisection in ``bisections``) once its
-    parent's first phase has ended, from the parent's size and, for a partition, its split."""
+    parent's first phase has ended, from the parent's size and with the split chosen for the
+    parent there (unless ``inherited`` gives it one)."""
     if r in bisections:
         return True
     parent = PARENTS.get(r)
@@ -560,10 +569,33 @@ def _begin(
         found = bisections[parent].found[0]
         if found < len(grid):
             guess = found
-            if ladder.RUNGS[r].split_chosen and ladder.RUNGS[parent].split_chosen:
+            if ladder.RUNGS[r].split_chosen and r not in inherited:
                 split_of[r] = (searches[parent].best_split(grid[found], phases[0]),)
     bisections[r] = _Bisection(grid, phases, guess, picks)
     return True
+
+
+def splits_of(
+    rung: str, splits: Sequence[float], inherited: Mapping[str, float]
+) -> tuple[float, ...]:
+    """The splits a search runs ``rung`` on (before a parent hands it its own)."""
+    if rung in inherited:
+        return (inherited[rung],)
+    if ladder.RUNGS[rung].split_chosen and splits:
+        return tuple(splits)
+    return (ladder.COHORT_NOTEBOOK_SHARE,)
+
+
+def chosen_splits(searches: Mapping[str, Search]) -> dict[str, float]:
+    """The split of each rung of ``searches`` that kept its parent's (one split at every
+    size run): what the sweep, the dual and the frontier give it where its parent is not
+    searched."""
+    out = {}
+    for r, search in searches.items():
+        used = {s for by_split in search.sizes.values() for s in by_split}
+        if r in PARENTS and ladder.RUNGS[r].split_chosen and len(used) == 1:
+            out[r] = used.pop()
+    return out
 
 
 def _search(
@@ -581,27 +613,27 @@ def _search(
     what: Callable[[int], str],
     guesses: Mapping[str, float] | None = None,
     resamples: int = RESAMPLES,
+    inherited: Mapping[str, float] | None = None,
 ) -> dict[str, Search]:
     """Bisect ``grid`` (keys along which the ratio falls) for every rung at once; ``at`` makes
     a rung's run at a key. A rung of :data:`PARENTS` whose parent is searched too waits for
     the parent's first phase and gallops from its size (the partitions: on the parent's
     split there); a rung of ``guesses`` gallops from that key; the others bisect from
-    ``start``."""
+    ``start``. A rung that chooses its split runs every one of ``splits`` at each key, but
+    a rung of ``inherited`` only its split there, and a child only its parent's."""
     searches = {r: Search(r) for r in rung_names}
     phases = [levels.limits(interruptions=False), levels.limits()]
     guesses = guesses or {}
     bisections: dict[str, _Bisection] = {}
     picks = resample_picks(len(seeds), resamples)
-    split_of: dict[str, tuple[float, ...]] = {}
-    for r in rung_names:
-        rung = ladder.RUNGS[r]
-        split_of[r] = tuple(splits) if rung.split_chosen else (ladder.COHORT_NOTEBOOK_SHARE,)
+    inherited = inherited or {}
+    split_of = {r: splits_of(r, splits, inherited) for r in rung_names}
 
     while True:
         pending = {
             r: i
             for r in rung_names
-            if _begin(r, grid, phases, guesses, searches, bisections, split_of, picks)
+            if _begin(r, grid, phases, guesses, searches, bisections, split_of, picks, inherited)
             and (i := bisections[r].next(searches[r], start)) is not None
         }
         if not pending:

@@ -111,7 +111,7 @@ def frontier_figure(
             size = s.search.meeting_size(limits)
             if size is None:
                 continue
-            (runs,) = s.search.sizes[size].values()
+            runs = s.search.sizes[size][s.search.best_split(size, limits)]
             mean, half = mean_ci(float(x["interrupted_per_100h"]) for x in runs)
             half = 0.0 if math.isnan(half) else half
             cap = capacity_point(s.search, seeds, relaxed, resamples)

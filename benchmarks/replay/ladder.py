@@ -25,6 +25,12 @@ L2o   L2 idealised: every session on the share its own need fits, placement igno
       only): the bound of the lever, to show what advice and placement cost
 ====  =========================================================================================
 
+Every rung but B0 splits each team's GPUs between a notebook queue and a training queue (in a
+cohort: nominal quota, the notebooks' lent to training while unused). B1, B2 and L1 each choose
+their split best per size from ``--splits``, as B1 does; a rung that adds one mechanism to
+another (B1i to B1; L1i, L1g, L2, L3 and L2o to L1) keeps the split chosen for the other at
+the other's own size, as a team adds a culler or shares to the queues it has.
+
 The cluster is sized in GPUs of its training pools (``gpus``); a MIG pool, where the
 organisation has one, stays as it is. Demand (users, training Jobs) is the organisation's as
 given, whatever the size, so that a smaller cluster replays the same people.
@@ -57,12 +63,15 @@ VGPUS_PER_GPU = 10
 NOTEBOOK_PRIORITY = 1000
 TRAINING_PRIORITY = 500
 DEFAULT_SPLITS = (0.25, 0.375, 0.5)
-"""Notebook share of each team's GPUs that B0-B1i choose from (per size, the best)."""
+"""Notebook share of each team's GPUs (its nominal quota, in a cohort) that the rungs with a
+split choose from (per size, the best; a rung that adds one mechanism to another keeps the
+other's)."""
 DEFAULT_SHARE = SHARE_STEPS // 2
 """The share (in steps) a team's admin preselects for users with no measured session: half a
 card (an assumption; the product's advice takes over after one session)."""
 COHORT_NOTEBOOK_SHARE = 0.5
-"""Notebook quota of each team's GPUs in the cohort rungs (lent to training while unused)."""
+"""The notebook share of a run that names none (a search with no ``--splits``; the sample's
+check windows)."""
 
 TRANSFORMATIONS = [
     {
@@ -96,8 +105,10 @@ class Rung:
 
     @property
     def split_chosen(self) -> bool:
-        """Whether the notebook/training split is chosen best per size (the partitions)."""
-        return self.structure == "partitions"
+        """Whether the rung splits each team's GPUs between a notebook and a training queue,
+        the split chosen best per size: the partitions and the cohorts (whose notebook quota is
+        lent to training while unused), not B0's per-user reservations."""
+        return self.structure != "reserved"
 
 
 RUNGS: dict[str, Rung] = {
@@ -243,10 +254,8 @@ def manifests(
                 continue
             if rung.structure == "reserved":
                 held = min(users[team], team_gpus)
-            elif rung.structure == "partitions":
-                held = math.floor(team_gpus * notebook_share + 1e-9)
             else:
-                held = math.floor(team_gpus * COHORT_NOTEBOOK_SHARE + 1e-9)
+                held = math.floor(team_gpus * notebook_share + 1e-9)
             notebooks[team][pool.name] = _quota(pool, held, rung.shares)
             training[team][pool.name] = _quota(pool, team_gpus - held, rung.shares)
     cohorts: dict[str, str | None] = {}

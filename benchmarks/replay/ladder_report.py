@@ -82,8 +82,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--splits",
         default=",".join(f"{s:g}" for s in ladder.DEFAULT_SPLITS),
-        help="notebook shares of each team's GPUs that the partitions (B1, B1i) choose their"
-        " best from, at each size (default 0.25,0.375,0.5)",
+        help="notebook shares of each team's GPUs (nominal quota, in a cohort) that B1, B2 and"
+        " L1 choose their best from, at each size; B1i keeps B1's, the rungs built on L1 keep"
+        " L1's (default 0.25,0.375,0.5)",
     )
     g.add_argument(
         "--users-per-gpu",
@@ -168,6 +169,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     )
 
 
+def _split_list(text: str) -> list[float]:
+    return [float(s) for s in text.split(",") if s.strip()]
+
+
 def _demand(args: argparse.Namespace) -> tuple[tuple[str, float], ...]:
     changes = {
         "users_per_gpu": args.users_per_gpu,
@@ -244,6 +249,10 @@ def at_size_table(searches: Mapping[str, Search], levels: Levels) -> str:
         for r in present
     ]
     lines = ["| figure | " + " | ".join(head) + " |", "|---" * (len(present) + 1) + "|"]
+    lines.append(
+        "| notebook share of each team's GPUs (★ chosen best there, else kept from the parent)"
+        " | " + " | ".join(_split_cell(searches[r], sizes[r][0], full) for r in present) + " |"
+    )
     for key, label, kind in AT_SIZE_ROWS:
         cells = []
         for r in present:
@@ -255,16 +264,19 @@ def at_size_table(searches: Mapping[str, Search], levels: Levels) -> str:
             mean, half = mean_ci(float(x[key]) for x in runs)
             cells.append(_fmt(mean, kind, half))
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    splits = []
-    for r in present:
-        g = sizes[r][0]
-        if g is not None and ladder.RUNGS[r].split_chosen:
-            splits.append(f"{r}: {searches[r].best_split(g, full):g}")
     lines.append(
-        "\n† meets the training and spawn levels only (no size run meets the interruption"
-        " level)." + (f" Notebook share chosen: {', '.join(splits)}." if splits else "")
+        "\n† meets the training and spawn levels only (no size run meets the interruption level)."
     )
     return "\n".join(lines)
+
+
+def _split_cell(search: Search, size: int | None, limits: Mapping[str, float]) -> str:
+    """The notebook share of a rung at ``size``: ★ where it was chosen there from several,
+    else the one it ran (its parent's); – for B0, whose reservations are per user."""
+    if size is None or not ladder.RUNGS[search.rung].split_chosen:
+        return "–"
+    split = search.best_split(size, limits)
+    return f"{split:g} ★" if len(search.sizes[size]) > 1 else f"{split:g}"
 
 
 def sweep_table(
@@ -277,6 +289,7 @@ def sweep_table(
     workers: int,
     resamples: int,
     guesses: Mapping[str, float] | None = None,
+    inherited: Mapping[str, float] | None = None,
 ) -> tuple[str, dict[str, list[tuple[float, dict[str, Search]]]]]:
     """Effective capacity of ``rung_names`` with one demand figure moved at a time, and the
     last rung's multipliers against the first and the second (paired bootstrap), on the
@@ -302,6 +315,7 @@ def sweep_table(
                 workers=workers,
                 guesses=guesses,
                 resamples=resamples,
+                inherited=inherited,
             )
             by = {
                 m.baseline: m
@@ -323,6 +337,7 @@ def dual_table(
     splits: Sequence[float],
     workers: int,
     resamples: int,
+    inherited: Mapping[str, float] | None = None,
 ) -> str:
     """The dual: on the organisation's own cluster, the largest demand (× the organisation's:
     notebook users per GPU and training load alike) each rung serves within the levels (all
@@ -336,6 +351,7 @@ def dual_table(
         splits=splits,
         workers=workers,
         resamples=resamples,
+        inherited=inherited,
     )
     bases = list(rung_names[:2])
     head = ["demand served [95%]"] + [f"× against {b} [95%]" for b in bases]
@@ -387,9 +403,12 @@ def frontier_table(
     directory: Path,
     guesses: Mapping[str, float] | None = None,
     resamples: int = capacity.RESAMPLES,
+    splits: Sequence[float] = (),
+    inherited: Mapping[str, float] | None = None,
 ) -> tuple[str, list[figures.Frontier]]:
     """Each culler setting on L1: its effective capacity on the training and spawn levels, and
-    the sessions it interrupts (and the spawn wait) at the smallest size run that meets them."""
+    the sessions it interrupts (and the spawn wait) at the smallest size run that meets them
+    (on the ladder's split for its rung, ``inherited``, else the best of ``splits``)."""
     relaxed = replace(levels, interrupted_per_100h=math.inf)
     limits = relaxed.limits()
     shipped = Path(base.policy_file).read_text(encoding="utf-8")
@@ -421,10 +440,11 @@ def frontier_table(
             [rung],
             seeds,
             levels=relaxed,
-            splits=(),
+            splits=splits,
             workers=workers,
             guesses=guesses,
             resamples=resamples,
+            inherited=inherited,
         )[rung]
         culler, _sep, knob = label.partition(", ")
         settings.append(figures.Frontier(knob.removeprefix("timeout "), culler, search))
@@ -434,7 +454,7 @@ def frontier_table(
             if size is None:
                 cells.append("–")
                 continue
-            (runs,) = search.sizes[size].values()
+            runs = search.sizes[size][search.best_split(size, limits)]
             mean, half = mean_ci(float(x[key]) for x in runs)
             cells.append(_fmt(mean, "num", half) + f" @ {size}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -504,6 +524,8 @@ def _beyond_the_ladder(
     # The sweep's and the frontier's searches start from the ladder's sizes.
     guesses = {r: s.capacity(relaxed_limits) for r, s in searches.items()}
     guesses = {r: g for r, g in guesses.items() if math.isfinite(g)}
+    # A rung whose parent they do not search keeps the split the ladder gave it.
+    inherited = capacity.chosen_splits(searches)
     svgs: dict[str, str] = {}
     sweep_seeds = seeds[: args.sweep_seeds]
     if args.sweep or not (args.quick or args.no_sweep):
@@ -518,6 +540,7 @@ def _beyond_the_ladder(
             workers,
             args.resamples,
             guesses,
+            inherited,
         )
         svgs |= _sensitivity_figures(
             spec, searches, seeds, len(sweep_seeds), swept, levels, args.resamples
@@ -533,13 +556,22 @@ def _beyond_the_ladder(
             splits,
             workers,
             args.resamples,
+            inherited,
         )
     else:
         sections["dual"] = "(not run: `--no-dual` or `--quick`)"
     if args.frontier or not (args.quick or args.no_frontier):
         with tempfile.TemporaryDirectory(prefix="replay-frontier-") as tmp:
             sections["frontier"], settings = frontier_table(
-                base, sweep_seeds, levels, workers, Path(tmp), guesses, args.resamples
+                base,
+                sweep_seeds,
+                levels,
+                workers,
+                Path(tmp),
+                guesses,
+                args.resamples,
+                splits,
+                inherited,
             )
         svgs["frontier"] = figures.frontier_figure(
             settings, len(sweep_seeds), levels, args.resamples
@@ -577,7 +609,7 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.events:
         return run_events(args, base, seeds)
     levels = Levels(args.target_p90_min, args.spawn_p90_min, args.max_interrupted)
-    splits = [float(s) for s in args.splits.split(",") if s.strip()]
+    splits = _split_list(args.splits)
     workers = args.workers or capacity.default_workers()
     started = time.perf_counter()
     cpu0 = time.process_time()
@@ -592,7 +624,7 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         resamples=args.resamples,
     )
     runs = sum(len(v) for s in searches.values() for by in s.sizes.values() for v in by.values())
-    wall = time.perf_counter() - started
+    wall = ladder_wall = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = time.process_time() - cpu0 + children.ru_utime + children.ru_stime
     multipliers = capacity.bootstrap(
@@ -663,7 +695,8 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         (FIGURES / f"{name}.svg").write_text(svg, encoding="utf-8")
     sections = {**sections, **_figure_links(svgs)}
     DOCS.write_text(
-        render(args, argv, spec, seeds, levels, sections, runs, wall, cpu), encoding="utf-8"
+        render(args, argv, spec, seeds, levels, sections, runs, wall, cpu, ladder_wall),
+        encoding="utf-8",
     )
     print(f"\nwrote {DOCS} and its {len(svgs)} figures in {FIGURES}")
     return 0
@@ -721,6 +754,35 @@ def _sensitivity_figures(
     return out
 
 
+BUDGET_MIN = 20.0
+"""The default command's budget on this project's 2-core machine (minutes of wall time)."""
+WEEK = """(the 1,000-GPU week: not measured yet)"""
+"""The 1,000-GPU week's figures, measured by its own command (not the one that writes the page)."""
+
+
+def _workers(n: int) -> str:
+    return f"{n} worker process" + ("" if n == 1 else "es")
+
+
+def _sweep_budget(wall: float, ladder_wall: float, sweep_seeds: int) -> str:
+    """Whether the sweep, the dual and the frontier could take 20 seeds within the budget:
+    their runs scale with the seeds, so 20 would take their time × 20 ÷ ``sweep_seeds``."""
+    if sweep_seeds >= 20:
+        return ""
+    rest = wall - ladder_wall
+    estimate = (ladder_wall + rest * 20 / sweep_seeds) / 60
+    if estimate > BUDGET_MIN:
+        return (
+            f"They keep {sweep_seeds} seeds (`--sweep-seeds`): with 20 their runs would double"
+            f" and the command take about {estimate:.0f} min, beyond the {BUDGET_MIN:g} min the"
+            " default replay is allowed on this machine; their intervals are the wider for it."
+        )
+    return (
+        f"With 20 seeds for them (`--sweep-seeds 20`) the command would take about"
+        f" {estimate:.0f} min, within the {BUDGET_MIN:g} min budget."
+    )
+
+
 def render(
     args: argparse.Namespace,
     argv: Sequence[str],
@@ -731,6 +793,7 @@ def render(
     runs: int,
     wall: float,
     cpu: float,
+    ladder_wall: float = math.nan,
 ) -> str:
     from .check import RESULTS, check_section
     from .cli import page_command
@@ -772,9 +835,15 @@ def render(
         sessions_kept=brain.SESSIONS_KEPT,
         headroom=f"{brain.DEFAULT_HEADROOM:g}",
         rungs=rungs,
+        splits=", ".join(f"{x:g}" for x in _split_list(args.splits)),
         runs=runs,
         wall=f"{wall / 60:.1f}",
         cpu=f"{cpu / 60:.1f}",
+        ladder_wall=f"{ladder_wall / 60:.1f}",
+        rest_wall=f"{(wall - ladder_wall) / 60:.1f}",
+        workers=_workers(args.workers or capacity.default_workers()),
+        sweep_budget=_sweep_budget(wall, ladder_wall, min(args.sweep_seeds, len(seeds))),
+        week=WEEK,
         resamples=args.resamples,
         version=TRACE_VERSION,
         parameters=_parameters(),

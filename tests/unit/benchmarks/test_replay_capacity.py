@@ -277,6 +277,52 @@ def test_a_rung_starts_from_its_parent_on_the_split_chosen_for_it(
     assert searches["B1i"].capacity(LEVELS.limits()) == pytest.approx(50.0, rel=0.01)
 
 
+def test_every_cohort_chooses_its_split_as_b1_does_and_its_children_keep_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """B2 and L1 run every split at each size they search and take the best there, as B1
+    does (each baseline at its best); L1g, L1 + a culler, keeps L1's split at L1's size.
+    The sweep, the dual and the frontier, which do not search L1, give L1g that split."""
+    seen: list[RunSpec] = []
+    best = {"B1": 0.375, "B2": 0.25, "L1": 0.25}
+
+    def fake_runs(runs: list[RunSpec], workers: int) -> list[dict[str, Any]]:
+        out = []
+        for run in runs:
+            seen.append(run)
+            good = run.split == best.get(run.rung, 0.25)
+            wait = 30 * 40 / run.gpus * (1.0 if good else 1.4)
+            out.append({**_runs(wait)[0], "rung": run.rung, "split": run.split, "seed": run.seed})
+        return out
+
+    monkeypatch.setattr(capacity, "run_many", fake_runs)
+    base = RunSpec(org="dgx-4", rung="B1", gpus=0, seed=1)
+    splits = [0.25, 0.375, 0.5]
+    searches = capacity.search_all(
+        base, ["B1", "B2", "L1", "L1g"], [1, 2], levels=LEVELS, splits=splits, workers=1
+    )
+    for rung in ("B1", "B2", "L1"):
+        sizes = {r.gpus for r in seen if r.rung == rung}
+        for g in sizes:  # every split at every size searched
+            assert {r.split for r in seen if r.rung == rung and r.gpus == g} == set(splits)
+        size = searches[rung].meeting_size(LEVELS.limits())
+        assert size is not None
+        assert searches[rung].best_split(size, LEVELS.limits()) == best[rung]
+        assert searches[rung].capacity(LEVELS.limits()) == pytest.approx(40.0, rel=0.01)
+    assert {r.split for r in seen if r.rung == "L1g"} == {0.25}
+    kept = capacity.chosen_splits(searches)
+    assert kept == {"L1g": 0.25}
+    seen.clear()
+    capacity.search_all(
+        base, ["B1", "L1g"], [1], levels=LEVELS, splits=splits, workers=1, inherited=kept
+    )
+    assert {r.split for r in seen if r.rung == "B1"} == set(splits)
+    assert {r.split for r in seen if r.rung == "L1g"} == {0.25}
+    assert capacity.splits_of("L1g", splits, {}) == tuple(splits)  # no parent, none kept
+    assert capacity.splits_of("L1g", (), {}) == (0.5,)
+    assert capacity.splits_of("B0", splits, {}) == (0.5,)  # no split: reservations
+
+
 def test_a_run_is_made_once_for_every_search_that_asks_for_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -364,3 +410,11 @@ def test_the_page_is_written_with_its_figures(
         svg = (tmp_path / "replay" / f"{name}.svg").read_text(encoding="utf-8")
         assert svg.startswith("<svg ")
     assert "{figure_" not in text
+    # Which split each rung got: L1i and L2, their parent not searched, chose their own.
+    (row,) = [line for line in text.splitlines() if line.startswith("| notebook share")]
+    cells = row.split("|")[2:-1]
+    assert len(cells) == 2
+    assert all("★" in cell for cell in cells)
+    speed = text.split("## Speed")[1]
+    assert "the sweep, the dual and the frontier at 2 seeds" in speed
+    assert "20 seeds" in speed  # whether they could take 20 within the budget

@@ -51,9 +51,23 @@ def test_the_rungs_queue_structures() -> None:
     b1 = ladder.world(SPEC, "B1", 32, 0.375).org
     assert _nominal(b1, "-notebooks") == 2 * 6  # 37.5% of each team's 16, rounded down
     l2 = ladder.world(SPEC, "L2", 32, 0.375).org
-    assert _nominal(l2, "-notebooks", "nvidia.com/total-gpucores") == 100 * 16
+    assert _nominal(l2, "-notebooks", "nvidia.com/total-gpucores") == 100 * 2 * 6
     assert _nominal(l2, "", "nvidia.com/total-gpucores") == 100 * 32
     assert l2.training_requests["nvidia.com/total-gpucores"] == 100
+
+
+@pytest.mark.parametrize("rung", ["B1", "B2", "L1", "L1g", "L2", "L3"])
+def test_every_rung_but_b0_splits_each_teams_gpus_as_it_is_told(rung: str) -> None:
+    """The cohorts' notebook quota is the split the search gives them, not a fixed half:
+    what notebooks do not hold is the training queue's nominal quota."""
+    resource = "nvidia.com/total-gpucores" if ladder.RUNGS[rung].shares else "nvidia.com/gpu"
+    per_gpu = 100 if ladder.RUNGS[rung].shares else 1
+    for split, held in ((0.25, 4), (0.375, 6), (0.5, 8)):
+        org = ladder.world(SPEC, rung, 32, split).org
+        assert _nominal(org, "-notebooks", resource) == per_gpu * 2 * held
+        assert _nominal(org, "-training", resource) == per_gpu * 2 * (16 - held)
+    assert ladder.RUNGS[rung].split_chosen
+    assert not ladder.RUNGS["B0"].split_chosen  # per-user reservations: no split
 
 
 def test_every_rung_replays_the_same_trace_within_capacity_and_quota() -> None:
