@@ -756,8 +756,9 @@ def _sensitivity_figures(
 
 BUDGET_MIN = 20.0
 """The default command's budget on this project's 2-core machine (minutes of wall time)."""
-WEEK = """(the 1,000-GPU week: not measured yet)"""
-"""The 1,000-GPU week's figures, measured by its own command (not the one that writes the page)."""
+WEEK = Path(__file__).with_name("week.md")
+"""The 1,000-GPU week's figures, measured by its own command (not the one that writes the
+page) and written down by hand; read when the page is rendered."""
 
 
 def _workers(n: int) -> str:
@@ -843,7 +844,11 @@ def render(
         rest_wall=f"{(wall - ladder_wall) / 60:.1f}",
         workers=_workers(args.workers or capacity.default_workers()),
         sweep_budget=_sweep_budget(wall, ladder_wall, min(args.sweep_seeds, len(seeds))),
-        week=WEEK,
+        week=(
+            WEEK.read_text(encoding="utf-8").strip()
+            if WEEK.exists()
+            else "(the 1,000-GPU week: not measured)"
+        ),
         resamples=args.resamples,
         version=TRACE_VERSION,
         parameters=_parameters(),
