@@ -14,7 +14,7 @@ the culler policies on it, as the dev-cluster check replays them:
 
     python -m benchmarks replay --org sample --seeds 3 --no-sweep
     python -m benchmarks replay --org sample --policies gpuaas --seeds 1 --days 7 --scale 35.7 \
-        --no-sweep --fractions 0                     # the 1,000-GPU week
+        --no-sweep --fractions 0                     # the 1,000-GPU week (1,142 GPUs)
     python -m benchmarks replay --org sample --policies idle-10 --seed 9137 --events ev.jsonl
 """
 
