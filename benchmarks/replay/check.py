@@ -6,21 +6,30 @@
    reclaim loop's cycle time (the project's ``ReclaimLoop`` with the real ``KubeClient`` and
    watch caches against this cluster). The compression factor is ``k = ⌊60 s ÷ L⌋`` with ``L``
    the p99 of create → Running, capped at ``--max-k``.
-2. **Window**: one window of the same seeded trace (jobs submitted and sessions started in it),
-   compressed by ``k``: training Jobs in the teams' namespaces through their ``training``
-   LocalQueues, annotated ``gpuaas.dev/run-seconds`` = duration ÷ k (kwok ends them); notebook
-   pods in ``jupyter-users`` labelled as the spawner labels them, through the teams' notebook
-   LocalQueues, held for their session ÷ k (kwok never ends them; the driver deletes them).
+2. **Windows, one per kind of rung**, each compressed by ``k``. *Cohort preemption*: a
+   window of the same seeded trace (jobs submitted and sessions started in it), the first
+   from ``--start-h`` on, by the hour, in which the model preempts a Job that borrows notebook
+   quota in the cohort (:func:`first_window_with`): training Jobs in the teams' namespaces
+   through their ``training`` LocalQueues, annotated ``gpuaas.dev/run-seconds`` = duration ÷ k
+   (kwok ends them); notebook pods in ``jupyter-users`` labelled as the spawner labels them,
+   through the teams' notebook LocalQueues, held for their session ÷ k (kwok never ends them;
+   the driver deletes them). *Shares on the training GPUs* (:func:`shares_window`, scripted:
+   the seeded day has no notebooks on that pool): local-0's two H100s under HAMi (flavor
+   ``local-h100``, quota ``nvidia.com/total-gpucores``), whole-card training Jobs (run by the
+   node agent) beside notebooks on ``local-h100-quarter`` shares; the Jobs are preempted when
+   the notebooks come back, one is admitted on quota when a share ends but finds only scraps
+   (its pod pends, GPUFragmented) and is placed when the service reclaims the idle share.
 3. By default the window is loaded (the work under way at its start carried in) and the real
    gpuaas service decides on it (:func:`reclaim_replay`: ``gpuaas-service`` with the policy's
    durations ÷ k, the hub stand-in of :mod:`.service`, activity reports through its
    ``api/activity`` with each server's own token, users replayed from the model's timeline);
    the model is the simulator with the gpuaas policy and k × the measured control-plane
    latencies (:class:`.sim.Latencies`). ``--empty-start`` runs the earlier check (static).
-4. Compared, with the tolerances of :func:`verdict`: admissions, order, waits; the servers
-   warned and reclaimed and when; the workload each reclaim was for; hand-off latencies; at k
-   and at the multiples of ``--also-k`` (k/2, 2k). Results go to ``check-results.json``, which
-   ``python -m benchmarks replay`` writes into docs/replay.md.
+4. Compared per window, with the tolerances of :data:`TOLERANCES` (:func:`verdict`):
+   admissions, order, waits; the servers warned and reclaimed and when; the workload each
+   reclaim was for; hand-off latencies; the workloads preempted, the Jobs pending on scraps and
+   when they were placed; at k and at the multiples of ``--also-k`` (k/2, 2k). Results go to
+   ``check-results.json``, which ``python -m benchmarks replay`` writes into docs/replay.md.
 """
 
 from __future__ import annotations
@@ -39,12 +48,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from . import brain
 from .policies import Gpuaas, Static
 from .run import DEFAULT_CATALOG, DEFAULT_POLICY, Task, make_trace, organisation
 from .sim import NOTEBOOK_NAMESPACE, SERVER_STARTUP_S, Latencies, SessionState, Simulation
 from .trace import Interval, Session, Trace, TrainingJob
+from .world import Organisation
 
 PRIVATE_ENV = {
     "GPUAAS_CLUSTER_PORT_BASE": "32400",
@@ -64,6 +75,22 @@ def pct(values: Sequence[float], q: float) -> float:
     if not xs:
         return float("nan")
     return xs[max(0, min(len(xs) - 1, math.ceil(q * len(xs)) - 1))]
+
+
+TOLERANCES: dict[str, float] = {
+    "order_agreement": 0.9,  # admissions: pairs admitted in the same order, at least
+    "wait_relative": 0.1,  # waits (p50, p90 per kind): this share of the larger, or...
+    "allowance_p99s": 2.0,  # ...the allowance: this many × k × p99(create → admitted)
+    "loop_cycles": 2.0,  # warnings, reclaims, placements: this many loop cycles + allowance
+    "loop_cycle_s": 30.0,  # the service's cycle in trace seconds (the run's is this ÷ k)
+}
+"""The check's tolerances, stated before looking (:func:`verdict` applies them)."""
+
+
+def decision_tolerance(k: float, create_admitted_p99: float) -> float:
+    """Warnings, reclaims and placements: the same, at times within this (trace seconds)."""
+    allowance = TOLERANCES["allowance_p99s"] * k * create_admitted_p99
+    return TOLERANCES["loop_cycles"] * TOLERANCES["loop_cycle_s"] + allowance
 
 
 # --------------------------------------------------------------------------- the window
@@ -121,6 +148,112 @@ def window_trace(
     )
 
 
+def first_window_with(counts: Sequence[tuple[float, int]], minimum: int = 1) -> float | None:
+    """Window selection: of the candidate starts, in the order given, with the model's count of
+    what the window is for (preemptions), the first with at least ``minimum``."""
+    return next((start for start, n in counts if n >= minimum), None)
+
+
+SHARES_POOL = {
+    "count": 1,
+    "labels": {"gpuaas.dev/pool": "local", "nvidia.com/gpu.count": "2"},
+    "capacity": {
+        "nvidia.com/gpu": "20",
+        "nvidia.com/gpumem": "163840",
+        "nvidia.com/gpucores": "200",
+    },
+}
+"""local-0's two H100s under HAMi (devcluster/nodes.yaml: ``2xH100-80GB:hami=10``), the pool of
+flavor ``local-h100`` alone (the node's L4s are the other flavors')."""
+SHARES_FLAVOR = "local-h100"
+CARD_MIB = 81920
+SHARE_STEPS = 20
+"""A card's steps in the model's placement (a quarter share is 5)."""
+
+
+def shares_organisation() -> Organisation:
+    """The sample's queues on the ``local-h100`` pool alone: notebooks 100 + 100 total-gpucores
+    (one H100 per team, in shares, not borrowed), training 0 (it borrows whole cards and is
+    preempted when notebooks come back). A training Job counts a whole card (100 cores, its
+    memory, one vGPU slot). The model's Jobs carry no tolerations: the flavor's taint, which
+    the real Jobs tolerate, is left out of the model."""
+    from .world import DEFAULT_MANIFESTS, _documents, build_organisation
+
+    catalog = brain.load_catalog(str(DEFAULT_CATALOG))
+    docs = [d for p in sorted(DEFAULT_MANIFESTS.glob("*.yaml")) for d in _documents(p)]
+    flavors = [d["metadata"]["name"] for d in docs if d.get("kind") == "ResourceFlavor"]
+    org = build_organisation(
+        docs,
+        [SHARES_POOL],
+        transformations=catalog.transformations,
+        exclude_flavors=[f for f in flavors if f != SHARES_FLAVOR],
+        training_requests={
+            "nvidia.com/total-gpucores": 100,
+            "nvidia.com/total-gpumem": CARD_MIB,
+            "nvidia.com/gpu": 1,
+        },
+    )
+    return replace(org, flavor_taints={})
+
+
+def shares_window(hours: float = 1.75) -> Trace:
+    """The shares window (scripted: the seeded day has no notebooks on this pool): two
+    whole-card Jobs borrow both H100s; quarter shares come back (team B's first preempts a
+    Job, team A's fifth share the other); a share's session ends, which frees the quota of one
+    card but no card (GPUFragmented: scraps on both); the idle share is reclaimed for it and
+    the Job is placed on the card that frees. The other sessions stay busy (a cell every 5
+    minutes)."""
+    length = hours * 3600
+
+    def busy(for_s: float) -> tuple[Interval, ...]:
+        return tuple(Interval(t, t + 60.0, "cpu") for t in range(0, int(for_s), 300))
+
+    long = 2 * length
+    jobs = (
+        TrainingJob("train-a", "team-a", 0.0, 1, 3 * length, False, 0.9),
+        TrainingJob("train-b", "team-b", 60.0, 1, 3 * length, False, 0.9),
+    )
+    sessions = (
+        Session("s1", "bob", "team-b", 300.0, long, 10.0, busy(long)),
+        Session("s2", "amy", "team-a", 600.0, long, 10.0, busy(long)),
+        Session("s3", "ann", "team-a", 660.0, long, 10.0, busy(long)),
+        Session("s4", "bea", "team-b", 720.0, 780.0, 10.0, busy(780.0)),
+        Session("s5", "al", "team-a", 900.0, long, 10.0, ()),
+    )
+    return Trace(1, 1, length / 86400, 0.0, ("team-a", "team-b"), jobs, sessions)
+
+
+@dataclass(frozen=True)
+class Scene:
+    """One kind of rung the check covers: its organisation and how its workloads are made."""
+
+    kind: str
+    """``cohort`` (the sample's org-wide cohort: preemption) or ``shares``."""
+
+    def organisation(self, seed: int) -> Organisation:
+        return (
+            shares_organisation() if self.kind == "shares" else organisation(Task("static", seed))
+        )
+
+    @property
+    def fractions(self) -> float:
+        return 1.0 if self.kind == "shares" else 0.0
+
+    @property
+    def share_steps(self) -> int | None:
+        return SHARE_STEPS if self.kind == "shares" else None
+
+    def job(self, name: str, team: str, gpus: int, run_s: float | None = None) -> Plan:
+        return (
+            _card_job(name, team, gpus, run_s)
+            if self.kind == "shares"
+            else _job(name, team, gpus, run_s)
+        )
+
+
+COHORT, SHARES = Scene("cohort"), Scene("shares")
+
+
 @dataclass
 class Plan:
     """What the driver creates and deletes, in trace seconds."""
@@ -171,6 +304,7 @@ def notebook_body(
                 "component": "singleuser-server",
             },
             "annotations": {
+                **dict(offering.pod_annotations),
                 brain.HUB_USERNAME_ANNOTATION: session.user,
                 brain.HUB_SERVERNAME_ANNOTATION: session.name,
             },
@@ -185,8 +319,19 @@ def notebook_body(
                     "image": "registry.example/notebook:sim",
                     "resources": {"requests": {**SMALL, **gpu}, "limits": gpu},
                     "env": [{"name": "GPUAAS_OFFERING_KIND", "value": offering.kind}],
+                    # local-0's pods are run by the node agent: a process, not an image
+                    **(
+                        {"command": ["sleep", "86400"]}
+                        if offering.node_selector.get("gpuaas.dev/pool") == "local"
+                        else {}
+                    ),
                 }
             ],
+            **(
+                {"terminationGracePeriodSeconds": 1}
+                if offering.node_selector.get("gpuaas.dev/pool") == "local"
+                else {}
+            ),
         },
     }
 
@@ -229,6 +374,13 @@ class Real:
         self.created: dict[str, float] = {}
         self.warned: dict[str, float] = {}
         """notebook pod name → monotonic time the service's warning annotation appeared."""
+        self.preempted: dict[str, float] = {}
+        """owner name → when its Workload was first preempted (Kueue's Preempted condition)."""
+        self.fragmented: dict[str, float] = {}
+        """Job name → when its pod first pended with reason GPUFragmented (admitted on quota,
+        no whole card)."""
+        self.placed: dict[str, float] = {}
+        """Job name → when its pod first ran after it pended on scraps."""
 
     async def __aenter__(self) -> Real:
         from kubernetes_asyncio import client, config
@@ -264,6 +416,12 @@ class Real:
                 conds = (obj.get("status") or {}).get("conditions") or []
                 if owners and any(c["type"] == "Admitted" and c["status"] == "True" for c in conds):
                     self.admitted.setdefault(owners[0]["name"], time.monotonic())
+                if owners and any(
+                    (c["type"] == "Preempted" and c["status"] == "True")
+                    or (c["type"] == "Evicted" and c.get("reason") == "Preempted")
+                    for c in conds
+                ):
+                    self.preempted.setdefault(owners[0]["name"], time.monotonic())
 
     async def _watch_pods(self) -> None:
         from kubernetes_asyncio import watch
@@ -274,10 +432,15 @@ class Real:
                 obj = ev["raw_object"]
                 if brain.WARNED_AT in (obj["metadata"].get("annotations") or {}):
                     self.warned.setdefault(obj["metadata"]["name"], time.monotonic())
-                if (obj.get("status") or {}).get("phase") == "Running":
-                    labels = obj["metadata"].get("labels") or {}
-                    owner = labels.get("job-name") or obj["metadata"]["name"]
+                status = obj.get("status") or {}
+                labels = obj["metadata"].get("labels") or {}
+                owner = labels.get("job-name") or obj["metadata"]["name"]
+                if status.get("reason") == "GPUFragmented":
+                    self.fragmented.setdefault(owner, time.monotonic())
+                if status.get("phase") == "Running":
                     self.running.setdefault(owner, time.monotonic())
+                    if owner in self.fragmented:
+                        self.placed.setdefault(owner, time.monotonic())
 
     async def drain(self, namespaces: Sequence[str], timeout: float = 180.0) -> None:
         """Wait until no Workload is left in ``namespaces`` (the last run's are gone), then
@@ -294,7 +457,15 @@ class Real:
                 break
             await asyncio.sleep(0.5)
         await asyncio.sleep(1.0)  # the watches' last events
-        for seen in (self.admitted, self.running, self.created, self.warned):
+        for seen in (
+            self.admitted,
+            self.running,
+            self.created,
+            self.warned,
+            self.preempted,
+            self.fragmented,
+            self.placed,
+        ):
             seen.clear()
 
     async def create(self, plan: Plan) -> None:
@@ -353,6 +524,29 @@ def _job(name: str, team: str, gpus: int, run_s: float | None = None) -> Plan:
         },
     }
     return Plan(name, team, "training", 0.0, None, body)
+
+
+def _card_job(name: str, team: str, gpus: int, run_s: float | None = None) -> Plan:
+    """A training Job taking whole cards of the ``local-h100`` pool (all their memory, 100 %
+    compute), run by the node agent as ``sleep`` for its run time."""
+    gpu = {
+        "nvidia.com/gpu": str(gpus),
+        "nvidia.com/gpumem": str(CARD_MIB),
+        "nvidia.com/gpucores": "100",
+    }
+    plan = _job(name, team, gpus, None)
+    spec = plan.body["spec"]["template"]["spec"]
+    plan.body["spec"]["template"]["metadata"] = {"annotations": {"nvidia.com/use-gputype": "H100"}}
+    spec["terminationGracePeriodSeconds"] = 1
+    spec["nodeSelector"] = {"gpuaas.dev/pool": "local"}
+    spec["tolerations"] = [
+        {"key": key, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+        for key in ("gpuaas.dev/local-node", "gpuaas.dev/h100-pool")
+    ]
+    container = spec["containers"][0]
+    container["command"] = ["sleep", f"{run_s or 86400:.0f}"]
+    container["resources"] = {"requests": {**SMALL, **gpu}, "limits": gpu}
+    return plan
 
 
 async def _wait(cond: Any, timeout: float) -> None:
@@ -592,11 +786,27 @@ class ModelRun:
         }
         return {"warned": warned, "reclaimed": reclaimed, "targets": targets, "handoffs": handoffs}
 
+    def kueue(self) -> dict[str, dict[str, float]]:
+        """What Kueue and the cards did: the workloads preempted, the Jobs admitted that pended
+        on scraps (GPUFragmented) and when they were placed, first times (trace seconds)."""
+        out: dict[str, dict[str, float]] = {"preempted": {}, "fragmented": {}, "placed": {}}
+        what = {"preemption": "preempted", "unplaceable": "fragmented", "placed": "placed"}
+        for e in self.events:
+            key = what.get(e["event"])
+            if key and e.get("kind", "training") == "training":
+                out[key].setdefault(e["workload"].split("/", 1)[1], e["t"])
+        return out
 
-def model_run(window: Trace, policy_file: str, latencies: Latencies | None = None) -> ModelRun:
+
+def model_run(
+    window: Trace,
+    policy_file: str,
+    latencies: Latencies | None = None,
+    scene: Scene = COHORT,
+) -> ModelRun:
     import io
 
-    org = organisation(Task("gpuaas", window.seed))
+    org = scene.organisation(window.seed)
     catalog = brain.load_catalog(str(DEFAULT_CATALOG))
     policy = Gpuaas(brain.load_policy_file(policy_file))
     events = io.StringIO()
@@ -608,6 +818,8 @@ def model_run(window: Trace, policy_file: str, latencies: Latencies | None = Non
         events=events,
         keep_activity=True,
         latencies=latencies or Latencies(),
+        fractions=scene.fractions,
+        share_steps=scene.share_steps,
     )
     sim.run()
     return ModelRun(sim, [json.loads(line) for line in events.getvalue().splitlines()])
@@ -623,6 +835,7 @@ async def reclaim_replay(
     length_s: float,
     policy_file: str,
     workdir: Path,
+    scene: Scene = COHORT,
 ) -> dict[str, Any]:
     """The window on the dev cluster with the real gpuaas service deciding: training Jobs as
     in :func:`replay`; the users replayed from the model's timeline (spawns, session ends,
@@ -634,7 +847,7 @@ async def reclaim_replay(
     from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
     from .policies import REPORT_INTERVAL_S, activity_payload, iso
-    from .service import HubStandIn, Server, audit_lines, start_service
+    from .service import Server, audit_lines, start_service
 
     catalog = brain.load_catalog(str(DEFAULT_CATALOG))
     sim = model.sim
@@ -651,7 +864,7 @@ async def reclaim_replay(
     async def stop_pod(name: str) -> None:
         await real.delete(Plan(name, NOTEBOOK_NAMESPACE, "notebook", 0.0, None, {}))
 
-    hub = HubStandIn(stop_pod, lambda mono: iso(clock_at(trace_s(mono))))
+    hub = token_hub(stop_pod, lambda mono: iso(clock_at(trace_s(mono))))
     hub_port, service_port = _free_port(), _free_port()
     hub_server = hub.make_app().listen(hub_port, "127.0.0.1")
     compressed = workdir / "policy-compressed.yaml"
@@ -729,7 +942,7 @@ async def reclaim_replay(
     tasks: list[asyncio.Task[None]] = []
     schedule: list[tuple[float, int, str, Any]] = []
     for i, job in enumerate(window.jobs):
-        plan = _job(job.name, job.team, job.gpus, job.duration_s / k)
+        plan = scene.job(job.name, job.team, job.gpus, job.duration_s / k)
         schedule.append((job.submit_s, i, "create", plan))
     for i, e in enumerate(model.events):
         if e["event"] in ("spawn", "session_end", "snooze"):
@@ -789,7 +1002,9 @@ async def reclaim_replay(
         ):
             for _t, user, server_name, pod in hub.stops:
                 if (user, server_name) == (rec["user"], rec["server"]):
-                    targets[pod] = owner_of(rec.get("handoff") or "")
+                    targets[pod] = target_of(
+                        rec.get("handoff") or "", [j.name for j in window.jobs]
+                    )
     handoffs = {
         owner_of(str(rec["workload"])): float(rec["latency_seconds"]) * k
         for rec in audit
@@ -812,6 +1027,11 @@ async def reclaim_replay(
             "targets": targets,
             "handoffs": handoffs,
         },
+        "kueue": {
+            "preempted": {n: trace_s(t) for n, t in real.preempted.items() if n in names},
+            "fragmented": {n: trace_s(t) for n, t in real.fragmented.items() if n in names},
+            "placed": {n: trace_s(t) for n, t in real.placed.items() if n in names},
+        },
         "reports": reports,
         "snoozes": snoozes,
         "notes": notes,
@@ -825,12 +1045,85 @@ async def reclaim_replay(
     return out
 
 
+SERVER_TOKEN_NOTE = "Server at "
+"""The note JupyterHub gives the token it issues to a server as it starts (the service knows
+a server's own token by it: culler/gpuaas_service/web/servers.py)."""
+
+
+def token_hub(stop_pod: Any, clock: Any) -> Any:
+    """The hub stand-in of :mod:`.service` as JupyterHub 5 answers for a server's token: the
+    token's ``id`` with ``GET /hub/api/user``, each server's ``url``, and the user's tokens
+    (``GET /hub/api/users/NAME/tokens``: the one issued to each server as it started, noted
+    ``Server at URL``), which the service now asks to know a server's own token."""
+    from tornado import web
+
+    from .service import HubStandIn
+
+    class TokenHub(HubStandIn):
+        def token_id(self, server: Any) -> str:
+            return "tok-" + str(server.token)[-12:]
+
+        def by_token(self, token: str) -> dict[str, Any] | None:
+            model = super().by_token(token)
+            for s in self.servers.values():
+                if model is not None and s.token == token:
+                    model["token_id"] = self.token_id(s)
+            return model
+
+        def user_model(self, name: str) -> dict[str, Any] | None:
+            model = super().user_model(name)
+            for server in (model or {}).get("servers", {}).values():
+                server["url"] = f"/user/{name}/{server['name']}/"
+            return model
+
+        def tokens(self, name: str) -> list[dict[str, Any]]:
+            return [
+                {
+                    "id": self.token_id(s),
+                    "note": f"{SERVER_TOKEN_NOTE}/user/{s.user}/{s.name}/",
+                    "created": self.clock(s.created),
+                }
+                for s in self.servers.values()
+                if s.user == name
+            ]
+
+        def make_app(self) -> Any:
+            app = super().make_app()
+            hub = self
+
+            class Tokens(web.RequestHandler):
+                def get(self, name: str) -> None:
+                    hub.requests += 1
+                    auth = self.request.headers.get("Authorization", "")
+                    model = hub.by_token(auth.partition(" ")[2].strip())
+                    if not model or model.get("kind") != "service":
+                        raise web.HTTPError(403)
+                    self.set_header("Content-Type", "application/json")
+                    self.finish(json.dumps({"api_tokens": hub.tokens(unquote(name))}))
+
+            app.add_handlers(r".*", [(r"/hub/api/users/([^/]+)/tokens", Tokens)])
+            return app
+
+    return TokenHub(stop_pod, clock)
+
+
 def owner_of(workload: str) -> str:
     """The Job or Pod a Kueue Workload name stands for (``job-NAME-xxxxx``, ``pod-NAME-xxxxx``;
     the model names its Workloads after their owner): names compare across the two runs."""
     name = workload.split("/", 1)[-1]
     match = re.fullmatch(r"(?:job|pod)-(.+)-[0-9a-f]{5}", name)
     return match.group(1) if match else name
+
+
+def target_of(handoff: str, jobs: Sequence[str]) -> str:
+    """What a reclaim was for, named as the model names it: a queued Workload's owner
+    (:func:`owner_of`), or, for a Job admitted that pends on scraps, its pod (``JOB-xxxxx``, as
+    the service names a placement's hand-off) → the Job."""
+    name = owner_of(handoff)
+    for job in jobs:
+        if re.fullmatch(re.escape(job) + r"-[0-9a-z]{5}", name):
+            return job
+    return name
 
 
 def _team_of(window: Trace, job: str) -> str:
@@ -882,6 +1175,28 @@ def compare_decisions(
     return out
 
 
+def compare_kueue(
+    model: dict[str, dict[str, float]], real: dict[str, dict[str, float]], *, tolerance_s: float
+) -> dict[str, Any]:
+    """Preemptions and the Jobs that pend on scraps: the same workloads (each ``holds``);
+    placements of those Jobs: the same, at times within ``tolerance_s``."""
+    out: dict[str, Any] = {"tolerance_s": tolerance_s}
+    for what in ("preempted", "fragmented", "placed"):
+        m, r = model.get(what, {}), real.get(what, {})
+        both = sorted(set(m) & set(r))
+        deltas = {n: round(r[n] - m[n], 1) for n in both}
+        timed = what == "placed"
+        out[what] = {
+            "model": sorted(m),
+            "real": sorted(r),
+            "model_s": {n: round(t, 1) for n, t in m.items()},
+            "deltas_s": deltas,
+            "holds": set(m) == set(r)
+            and (not timed or all(abs(d) <= tolerance_s for d in deltas.values())),
+        }
+    return out
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -912,6 +1227,23 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         " 63: over 1 s apart up to k = 60, so every k replays the same window)",
     )
     ap.add_argument(
+        "--kinds",
+        choices=("both", "cohort", "shares"),
+        default="both",
+        help="the windows: cohort preemption (a window of the seeded day), shares on the"
+        " training GPUs (scripted, on local-0's H100 pool), or both (default)",
+    )
+    ap.add_argument(
+        "--candidates",
+        type=int,
+        default=6,
+        help="cohort window: try this many starts, --start-h on by the hour, and take the"
+        " first in which the model preempts (default 6)",
+    )
+    ap.add_argument(
+        "--shares-hours", type=float, default=1.75, help="the shares window's length (hours)"
+    )
+    ap.add_argument(
         "--empty-start",
         action="store_true",
         help="the earlier check: only work that starts in the window, static servers, no service",
@@ -923,14 +1255,21 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def verdict(
-    comparison: dict[str, Any], decisions: dict[str, Any] | None, *, k: float, cal: dict[str, Any]
+    comparison: dict[str, Any],
+    decisions: dict[str, Any] | None,
+    *,
+    k: float,
+    cal: dict[str, Any],
+    kueue: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The tolerances, stated before looking: admissions — the same workloads admitted by the
     end, pairs in the same order ≥ 90%; waits (p50, p90, per kind) — within
     ``max(2 × k × p99(create → admitted), 10%)``; warnings and reclaims — the same servers, at
     times within two loop cycles (2 × 30 s) plus the same admission allowance; each reclaim
-    for the same queued workload."""
-    allowance = 2 * k * cal["create→admitted"]["p99"]
+    for the same queued workload; with ``kueue``, the same workloads preempted, the same Jobs
+    pending on scraps, and placed at times within the warnings' tolerance. The figures are
+    :data:`TOLERANCES`."""
+    allowance = TOLERANCES["allowance_p99s"] * k * cal["create→admitted"]["p99"]
     rows = []
     rows.append(
         (
@@ -939,13 +1278,16 @@ def verdict(
             not comparison["only_model"] and not comparison["only_real"],
         )
     )
-    rows.append(("admission order (pairs)", "≥ 90%", comparison["order_agreement"] >= 0.9))
+    least = TOLERANCES["order_agreement"]
+    rows.append(
+        ("admission order (pairs)", f"≥ {least:.0%}", comparison["order_agreement"] >= least)
+    )
     for kind, w in comparison["waits"].items():
         for q in ("p50", "p90"):
             m, r = w[f"model_{q}"], w[f"real_{q}"]
             if m != m or r != r:
                 continue
-            tol = max(allowance, 0.1 * max(abs(m), abs(r)))
+            tol = max(allowance, TOLERANCES["wait_relative"] * max(abs(m), abs(r)))
             rows.append((f"{kind} wait {q}", f"± {tol:.0f} s", abs(m - r) <= tol))
     if decisions is not None:
         for what in ("warned", "reclaimed"):
@@ -957,11 +1299,101 @@ def verdict(
                 )
             )
         rows.append(("reclaim → same queued workload", "all", decisions["targets"]["holds"]))
+    if kueue is not None:
+        rows.append(("workloads preempted", "same", kueue["preempted"]["holds"]))
+        rows.append(
+            ("Jobs pending on scraps (GPUFragmented)", "same", kueue["fragmented"]["holds"])
+        )
+        rows.append(
+            (
+                "those Jobs placed, and when",
+                f"same; ± {kueue['tolerance_s']:.0f} s",
+                kueue["placed"]["holds"],
+            )
+        )
     return {
         "allowance_s": allowance,
         "rows": [{"check": c, "tolerance": t, "holds": h} for c, t, h in rows],
         "all_hold": all(h for _c, _t, h in rows),
     }
+
+
+async def check_window(
+    real: Real,
+    state_dir: Path,
+    scene: Scene,
+    window: Trace,
+    length: float,
+    ks: Sequence[float],
+    policy_file: str,
+    workdir: Path,
+    cal: dict[str, Any],
+    measured: Any,
+) -> dict[str, Any]:
+    """One window on the cluster at each k, against the model: its runs with their verdicts."""
+    model = await asyncio.to_thread(model_run, window, policy_file, measured(ks[0]), scene)
+    md = model.decisions()
+    out: dict[str, Any] = {
+        "jobs": len(window.jobs),
+        "sessions": len(window.sessions),
+        "model": {
+            "warnings": len(md["warned"]),
+            "reclaims": len(md["reclaimed"]),
+            "handoffs": len(md["handoffs"]),
+            "preemptions": sum(1 for e in model.events if e["event"] == "preemption"),
+            "snoozes": sum(1 for e in model.events if e["event"] == "snooze"),
+            "pending_on_scraps": len(model.kueue()["fragmented"]),
+        },
+        "runs": [],
+    }
+    print(json.dumps({"window": scene.kind, **out}), flush=True)
+    for kk in ks:
+        model = await asyncio.to_thread(model_run, window, policy_file, measured(kk), scene)
+        md = model.decisions()
+        started = time.monotonic()
+        run = await reclaim_replay(
+            real,
+            state_dir,
+            window,
+            model,
+            k=kk,
+            length_s=length,
+            policy_file=policy_file,
+            workdir=workdir,
+            scene=scene,
+        )
+        comparison = compare(model.admissions(), run["admissions"], horizon=length)
+        tolerance = decision_tolerance(kk, cal["create→admitted"]["p99"])
+        decisions = compare_decisions(md, run["decisions"], tolerance_s=tolerance)
+        kueue = compare_kueue(model.kueue(), run["kueue"], tolerance_s=tolerance)
+        entry = {
+            "k": kk,
+            "wall_s": time.monotonic() - started,
+            "comparison": comparison,
+            "decisions": decisions,
+            "kueue": kueue,
+            "per_workload": {
+                n: {"model": model.admissions().get(n), "real": a}
+                for n, a in sorted(run["admissions"].items())
+            },
+            "verdict": verdict(comparison, decisions, k=kk, cal=cal, kueue=kueue),
+            "reports": run["reports"],
+            "snoozes": run["snoozes"],
+            "notes": run["notes"],
+            "hub_requests": run["hub_requests"],
+            "load": os.getloadavg(),
+        }
+        # The model as it was before the latencies (zero: instant admission and release)
+        # against the same real run: what the fix changed.
+        before = await asyncio.to_thread(model_run, window, policy_file, Latencies(0.0, 0.0), scene)
+        bc = compare(before.admissions(), run["admissions"], horizon=length)
+        bd = compare_decisions(before.decisions(), run["decisions"], tolerance_s=tolerance)
+        bk = compare_kueue(before.kueue(), run["kueue"], tolerance_s=tolerance)
+        entry["verdict_zero_latency_model"] = verdict(bc, bd, k=kk, cal=cal, kueue=bk)
+        entry["latencies"] = measured(kk).__dict__
+        out["runs"].append(entry)
+        print(json.dumps(entry, indent=1, ensure_ascii=False, default=str), flush=True)
+    return out
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -1014,7 +1446,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             carry = args.carry_every
             if carry / max(ks) < 1.0:  # creation timestamps have whole seconds
                 print(f"note: carried work arrives {carry / max(ks):.2f} s apart at the largest k")
-            window = window_trace(trace, start, length, carry_every_s=carry)
             cal = figures["calibration"]
 
             def measured(kk: float) -> Latencies:
@@ -1025,75 +1456,58 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     release_s=kk * cal["delete→next admitted"]["p50"],
                 )
 
-            # The model drives its own event loop: in a thread, not inside this one.
-            model = await asyncio.to_thread(model_run, window, args.policy_file, measured(k))
-            md = model.decisions()
-            figures["window"] = {
-                "jobs": len(window.jobs),
-                "sessions": len(window.sessions),
-                "carried_every_s": carry,
-                "model": {
-                    "warnings": len(md["warned"]),
-                    "reclaims": len(md["reclaimed"]),
-                    "handoffs": len(md["handoffs"]),
-                    "preemptions": sum(1 for e in model.events if e["event"] == "preemption"),
-                    "snoozes": sum(1 for e in model.events if e["event"] == "snooze"),
-                },
-            }
-            print(json.dumps(figures["window"]), flush=True)
-            figures["runs"] = []
+            # (a) cohort preemption: the first window of the seeded day, from --start-h on
+            # by the hour, in which the model preempts a borrowing Job.
+            counts = []
+            for i in range(args.candidates):
+                h = args.start_h + i
+                w = window_trace(trace, trace.burn_in_s + h * 3600, length, carry_every_s=carry)
+                m = await asyncio.to_thread(model_run, w, args.policy_file, measured(k))
+                counts.append((h, len(m.kueue()["preempted"])))
+            chosen = first_window_with(counts)
+            figures["window_candidates"] = counts
+            windows: list[tuple[Scene, float, float, Trace]] = []
+            if chosen is not None:
+                start = trace.burn_in_s + chosen * 3600
+                windows.append(
+                    (
+                        COHORT,
+                        chosen,
+                        length,
+                        window_trace(trace, start, length, carry_every_s=carry),
+                    )
+                )
+            if args.kinds != "cohort":
+                windows.append(
+                    (SHARES, 0.0, args.shares_hours * 3600, shares_window(args.shares_hours))
+                )
+            if args.kinds == "shares":
+                windows = [w for w in windows if w[0] is SHARES]
+            figures["windows"] = []
             workdir = settings.state_dir / "replay-check"
             workdir.mkdir(parents=True, exist_ok=True)
-            for kk in ks:
-                model = await asyncio.to_thread(model_run, window, args.policy_file, measured(kk))
-                md = model.decisions()
-                started = time.monotonic()
-                run = await reclaim_replay(
+            for scene, start_h, wlength, window in windows:
+                entry_w = await check_window(
                     real,
                     settings.state_dir,
+                    scene,
                     window,
-                    model,
-                    k=kk,
-                    length_s=length,
-                    policy_file=args.policy_file,
-                    workdir=workdir,
+                    wlength,
+                    ks,
+                    args.policy_file,
+                    workdir,
+                    cal,
+                    measured,
                 )
-                comparison = compare(model.admissions(), run["admissions"], horizon=length)
-                allowance = 2 * kk * figures["calibration"]["create→admitted"]["p99"]
-                decisions = compare_decisions(
-                    md, run["decisions"], tolerance_s=2 * 30.0 + allowance
+                entry_w.update(
+                    {
+                        "kind": scene.kind,
+                        "start_h": start_h,
+                        "hours": wlength / 3600,
+                        "carried_every_s": carry if scene is COHORT else None,
+                    }
                 )
-                entry = {
-                    "k": kk,
-                    "wall_s": time.monotonic() - started,
-                    "comparison": comparison,
-                    "decisions": decisions,
-                    "per_workload": {
-                        n: {"model": model.admissions().get(n), "real": a}
-                        for n, a in sorted(run["admissions"].items())
-                    },
-                    "verdict": verdict(comparison, decisions, k=kk, cal=figures["calibration"]),
-                    "reports": run["reports"],
-                    "snoozes": run["snoozes"],
-                    "notes": run["notes"],
-                    "hub_requests": run["hub_requests"],
-                    "load": os.getloadavg(),
-                }
-                # The model as it was before the latencies (zero: instant admission and release)
-                # against the same real run: what the fix changed.
-                before = await asyncio.to_thread(
-                    model_run, window, args.policy_file, Latencies(0.0, 0.0)
-                )
-                bc = compare(before.admissions(), run["admissions"], horizon=length)
-                bd = compare_decisions(
-                    before.decisions(), run["decisions"], tolerance_s=2 * 30.0 + allowance
-                )
-                entry["verdict_zero_latency_model"] = verdict(
-                    bc, bd, k=kk, cal=figures["calibration"]
-                )
-                entry["latencies"] = measured(kk).__dict__
-                figures["runs"].append(entry)
-                print(json.dumps(entry, indent=1, ensure_ascii=False, default=str), flush=True)
+                figures["windows"].append(entry_w)
             figures["load_after"] = os.getloadavg()
     finally:
         if info.started:
@@ -1105,10 +1519,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     figures = asyncio.run(main_async(args))
     text = json.dumps(figures, indent=1, ensure_ascii=False, default=str)
-    for run in figures.get("runs", []):
-        print(f"k = {run['k']:g}:")
-        for row in run["verdict"]["rows"]:
-            print(f"  {row['check']}: {row['tolerance']} → {'yes' if row['holds'] else 'NO'}")
+    windows = figures.get("windows") or [{"kind": "window", "runs": figures.get("runs", [])}]
+    for w in windows:
+        for run in w["runs"]:
+            print(f"{w['kind']}, k = {run['k']:g}:")
+            for row in run["verdict"]["rows"]:
+                print(f"  {row['check']}: {row['tolerance']} → {'yes' if row['holds'] else 'NO'}")
     if args.json:
         Path(args.json).write_text(text + "\n", encoding="utf-8")
     return 0
@@ -1140,27 +1556,75 @@ def check_section(figures: dict[str, Any]) -> str:
             f"| reclaim loop cycle (real `ReclaimLoop`, dry run) | {len(cycle)} |"
             f" {statistics.median(cycle) * 1000:.0f} ms | {max(cycle) * 1000:.0f} ms |"
         )
-    runs = figures.get("runs") or []
-    w = figures.get("window")
     calibrated = max(1.0, min(30.0, math.floor(60.0 / cal["create→Running"]["p99"])))
     lines += ["", f"→ **k = {figures['k']:g}**."]
     if calibrated != figures["k"]:
         lines[-1] += (
-            f" (The calibration alone gives k = {calibrated:g} on this loaded machine; the run set"
-            f" k = {figures['k']:g} with `--k`, and its reruns at k/2 and 2k show what k changes.)"
+            f" (The calibration alone gives k = {calibrated:g} on this machine's load; the run set"
+            f" k = {figures['k']:g} with `--k`.)"
         )
-    if w:
-        m = w["model"]
-        lines += [
-            "",
-            f"Window {figures['start_h']:g} h + {figures['hours']:g} h of seed {figures['seed']}:"
-            f" {w['jobs']} training Jobs and {w['sessions']} notebook sessions (the work under"
-            f" way at the start carried in, one every {w['carried_every_s']:g} s). The model"
-            f" decides {m['warnings']} warnings, {m['reclaims']} reclaims, {m['handoffs']}"
-            f" hand-offs, {m['preemptions']} preemption(s), {m['snoozes']} snooze(s).",
+    windows = figures.get("windows")
+    if windows is None:  # a check from before the windows per kind of rung
+        windows = [
+            {
+                **(figures.get("window") or {}),
+                "kind": "cohort",
+                "start_h": figures["start_h"],
+                "hours": figures["hours"],
+                "runs": figures.get("runs") or [],
+            }
         ]
-    if not runs:
-        return "\n".join(lines)
+    for w in windows:
+        lines += ["", window_text(w, figures["seed"])]
+        if w.get("runs"):
+            lines += ["", _runs_section(w["runs"])]
+    return "\n".join(lines)
+
+
+def window_text(w: dict[str, Any], seed: int) -> str:
+    """One window, in words: what it is for and what the model decides in it."""
+    m = w.get("model") or {}
+    if w["kind"] == "shares":
+        head = (
+            f"**Shares on the training GPUs** ({w['hours']:g} h, scripted on local-0's two"
+            " H100s under HAMi, flavor `local-h100`, quota `nvidia.com/total-gpucores`):"
+            f" {w.get('jobs', 0)} whole-card training Jobs borrow both cards;"
+            f" {w.get('sessions', 0)} notebooks on quarter shares come back (Kueue preempts"
+            " the Jobs), one ends, which frees a card's quota but no card: a Job pends on"
+            " scraps until the idle share is reclaimed and its card frees."
+        )
+    else:
+        carried = w.get("carried_every_s")
+        head = (
+            f"**Cohort preemption**: window {w['start_h']:g} h + {w['hours']:g} h of seed"
+            f" {seed} (the first from the chosen start in which the model preempts a borrowing"
+            f" Job): {w.get('jobs', 0)} training Jobs and {w.get('sessions', 0)} notebook"
+            " sessions"
+            + (
+                f" (the work under way at the start carried in, one every {carried:g} s)"
+                if carried
+                else ""
+            )
+            + "."
+        )
+    if m:
+        head += (
+            f" The model decides {m['warnings']} warnings, {m['reclaims']} reclaims,"
+            f" {m['handoffs']} hand-offs, {m['preemptions']} preemption(s),"
+            f" {m['snoozes']} snooze(s)"
+            + (
+                f", {m['pending_on_scraps']} Job(s) pending on scraps"
+                if m.get("pending_on_scraps")
+                else ""
+            )
+            + "."
+        )
+    return head
+
+
+def _runs_section(runs: Sequence[dict[str, Any]]) -> str:
+    """One window's runs: the verdict per k, then the figures behind it."""
+    lines: list[str] = []
     head = "| check | " + " | ".join(f"k = {r['k']:g}" for r in runs) + " |"
     lines += ["", head, "|---|" + "---|" * len(runs)]
     checks = [row["check"] for row in runs[0]["verdict"]["rows"]]
@@ -1256,6 +1720,29 @@ def check_section(figures: dict[str, Any]) -> str:
             )
             + " |"
         )
+    if "kueue" in runs[0]:
+        k0 = runs[0]["kueue"]
+        for what, words in (("preempted", "preempted"), ("fragmented", "pending on scraps")):
+            detail.append(
+                f"| {words} | {', '.join(f'`{n}`' for n in k0[what]['model']) or '–'} | "
+                + " | ".join(
+                    ", ".join(f"`{n}`" for n in r["kueue"][what]["real"]) or "–" for r in runs
+                )
+                + " |"
+            )
+        for job, at in k0["placed"]["model_s"].items():
+            detail.append(
+                f"| `{job}` placed on a freed card (real − model) | {at:.0f} s | "
+                + " | ".join(
+                    (
+                        "–"
+                        if r["kueue"]["placed"]["deltas_s"].get(job) is None
+                        else f"{r['kueue']['placed']['deltas_s'][job]:+.0f} s"
+                    )
+                    for r in runs
+                )
+                + " |"
+            )
     detail.append(
         "| activity reports (accepted / refused 409 / errors) | – | "
         + " | ".join(
@@ -1268,4 +1755,4 @@ def check_section(figures: dict[str, Any]) -> str:
     detail.append(
         "| wall time of the run | – | " + " | ".join(f"{r['wall_s']:.0f} s" for r in runs) + " |"
     )
-    return "\n".join(lines + detail)
+    return "\n".join(lines + detail).strip("\n")
