@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes_asyncio import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from devcluster.testing import Cluster
 from jupyter_gpuaas.core.labels import RECLAIM_OUTLOOK
@@ -61,7 +62,15 @@ async def test_dry_run_changes_nothing(
     would = {r["user"] for r in records if r["action"] == "reclaim"}
     assert would == {"alice", "carol"}
     assert all(r["dry_run"] for r in records)
-    assert "gpuaas_culler_reclaims_total{" not in hub.metrics()
+    # each known team's reclaim counters exist from the start, at 0; a dry run counts none
+    reclaims = [
+        s
+        for family in text_string_to_metric_families(hub.metrics())
+        for s in family.samples
+        if s.name == "gpuaas_culler_reclaims_total"
+    ]
+    assert {s.labels["team"] for s in reclaims} >= {"team-a", "team-b"}
+    assert all(s.value == 0 for s in reclaims), reclaims
     for user in ("alice", "carol"):
         hub.stop(user)
     await delete_jobs(cluster, k8s)
