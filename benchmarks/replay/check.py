@@ -1190,6 +1190,7 @@ def compare_kueue(
             "model": sorted(m),
             "real": sorted(r),
             "model_s": {n: round(t, 1) for n, t in m.items()},
+            "real_s": {n: round(t, 1) for n, t in r.items()},
             "deltas_s": deltas,
             "holds": set(m) == set(r)
             and (not timed or all(abs(d) <= tolerance_s for d in deltas.values())),

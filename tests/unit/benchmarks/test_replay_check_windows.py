@@ -115,6 +115,7 @@ def test_kueue_decisions_agree_within_the_tolerance_and_not_beyond() -> None:
     other = compare_kueue(_kueue(), _kueue(preempted={"train-b": 310.0}), tolerance_s=60)
     assert not other["preempted"]["holds"]
     assert other["preempted"]["real"] == ["train-b"]
+    assert other["preempted"]["real_s"] == {"train-b": 310.0}
     # Preemption times are not compared, only which workloads.
     shifted = compare_kueue(
         _kueue(), _kueue(preempted={"train-b": 900.0, "train-a": 300.0}), tolerance_s=1
