@@ -397,7 +397,6 @@ class Simulation:
             priority=self.org.priorities.get("training", 0),
             priority_class="training",
             created=self.now,
-            submitted=self.now,
             resource=resource,
             amount=amount,
             kind="training",
@@ -444,7 +443,7 @@ class Simulation:
             kind=wl.kind,
             cluster_queue=wl.cluster_queue,
             flavor=wl.flavor,
-            waited=round(self.now - wl.created, 3),
+            waited=round(self.now - wl.queued_at, 3),
         )
         self._allocate(wl)
         if self.placement is not None and not self.placement.place(
@@ -602,7 +601,6 @@ class Simulation:
             priority=self.org.priorities.get("interactive", 0),
             priority_class="interactive",
             created=self.now,
-            submitted=self.now,
             resource=resource,
             amount=amount,
             kind="notebook",

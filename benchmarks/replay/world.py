@@ -28,8 +28,10 @@ Kueue does with them, only as far as the replay needs:
   Kueue, the preemptor is not admitted in that cycle: the victims keep their quota until their
   pods are gone (the simulator calls :meth:`Kueue.finish_eviction` ``release_s`` later), and
   the preemptor stays its queue's head meanwhile (the sticky workload of ``cluster_queue.go``);
-  an evicted workload is requeued by its eviction time. The preemptor's request is **reserved**
-  from the moment it issues the preemption until it is admitted (or withdrawn): as Kueue's
+  an evicted workload is requeued in its old place, by its creation time (Kueue's
+  ``GetQueueOrderTimestamp``: the eviction time counts only after a pods-ready timeout or an
+  admission check). The preemptor's request is **reserved** from the moment it issues the
+  preemption until it is admitted (or withdrawn): as Kueue's
   scheduler adds a preempting entry's usage to the cycle's cohort usage, so that no workload
   later in the same cycle takes what the preemption is for, and kept across cycles so that the
   quota its victims give back goes to it, not to the borrowers queued behind (without it, a
@@ -311,7 +313,10 @@ class Workload:
     priority: int
     priority_class: str
     created: float
-    """Its place in the queue: creation, or the last eviction (Kueue's default requeuing)."""
+    """Its place in the queue: its creation, kept when it is evicted. Kueue's
+    ``GetQueueOrderTimestamp`` takes the eviction time only for a pods-ready timeout (with
+    the ``Eviction`` requeuing timestamp) or an admission check, neither of which the replay
+    has; a preemption keeps the creation time."""
     resource: str
     """The resource whose flavors it is tried in (``nvidia.com/gpu`` for a HAMi fraction)."""
     amount: int
@@ -319,7 +324,9 @@ class Workload:
     """``training`` or ``notebook``."""
     owner: str
     node_selector: Mapping[str, str] = field(default_factory=dict)
-    submitted: float = 0.0
+    queued_at: float = math.nan
+    """When it last entered the pending queue: its creation, or the end of its eviction
+    (the admission's ``waited`` counts from here)."""
     flavor: str | None = None
     admitted_at: float | None = None
     uid: str = ""
@@ -330,6 +337,10 @@ class Workload:
     tolerations: tuple[Mapping[str, Any], ...] = ()
     pod_requests: Mapping[str, int] | None = None
     """Its pod's GPU requests as written, before the transformations (None: :attr:`requests`)."""
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.queued_at):
+            self.queued_at = self.created
 
     @property
     def name(self) -> str:
@@ -683,14 +694,14 @@ class Kueue:
         return None
 
     def finish_eviction(self, key: str, now: float) -> Workload | None:
-        """An evicted workload's pods are gone: its quota is free, and it is queued again by
-        its eviction time (Kueue's default requeuing), to start over."""
+        """An evicted workload's pods are gone: its quota is free, and it is queued again in
+        its old place (its creation time), to start over."""
         wl = self.release(key)
         if wl is None:
             return None
         wl.flavor = None
         wl.admitted_at = None
-        wl.created = now
+        wl.queued_at = now
         self.submit(wl)
         return wl
 

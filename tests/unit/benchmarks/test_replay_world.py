@@ -142,6 +142,34 @@ def test_notebooks_take_back_what_training_borrowed() -> None:
     assert kueue.over_capacity() == []
 
 
+def test_an_evicted_workload_keeps_its_place_by_creation_time() -> None:
+    """Kueue orders a ClusterQueue by creation time unless a workload was evicted for a
+    pods-ready timeout or an admission check (``workload.Ordering.GetQueueOrderTimestamp``):
+    a borrower preempted by a reclaim goes back ahead of the Jobs created after it."""
+    kueue = Kueue(ORG)
+    h100 = ("h100", "nvidia.com/gpu")
+    total = ORG.capacity[h100]
+    for n in range(total + 1):  # the last one finds the cohort full and waits
+        kueue.submit(_workload(n, 0, 1, float(n)))
+        kueue.schedule(float(n))
+    assert [w.key for w in kueue.pending["team-a-training"]] == [f"team-a/w{total}"]
+    kueue.submit(_workload(999, 2, 1, 101.0))
+    _admitted, evicted = kueue.schedule(101.0)
+    assert [w.key for w in evicted] == [f"team-a/w{total - 1}"]
+    requeued = kueue.finish_eviction(evicted[0].key, 101.5)
+    assert requeued is not None
+    assert requeued.created == float(total - 1)
+    assert requeued.queued_at == 101.5  # the admission's ``waited`` counts from here
+    kueue.schedule(101.5)
+    assert [w.key for w in kueue.pending["team-a-training"]] == [
+        f"team-a/w{total - 1}",
+        f"team-a/w{total}",
+    ]
+    kueue.release("team-a/w0")
+    admitted, _ = kueue.schedule(102.0)
+    assert [w.key for w in admitted] == [f"team-a/w{total - 1}"]
+
+
 def test_one_head_per_cluster_queue_per_cycle() -> None:
     """Kueue's cycle takes one head per ClusterQueue: team B's older 1-GPU Job is admitted in
     the same cycle as team A's head, before team A's next Job (newer) gets a look; the old
