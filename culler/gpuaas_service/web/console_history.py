@@ -49,7 +49,6 @@ __all__ = [
     "history_answer",
     "history_bodies",
     "history_handlers",
-    "history_json",
     "parse_range",
 ]
 
@@ -92,11 +91,6 @@ class Bodies:
 
 KEEP_ANSWERS = 64
 """At most this many (teams, range) answers are kept at once."""
-
-
-async def history_json(history: History, teams: set[str] | None, range_seconds: int) -> bytes:
-    """:func:`history_answer` as JSON (:func:`history_bodies`)."""
-    return (await history_bodies(history, teams, range_seconds)).json
 
 
 async def history_bodies(history: History, teams: set[str] | None, range_seconds: int) -> Bodies:

@@ -33,7 +33,7 @@ from gpuaas_service.web.console_history import (
     NOT_CONFIGURED,
     History,
     history_answer,
-    history_json,
+    history_bodies,
     parse_range,
 )
 from gpuaas_service.web.context import ServiceContext
@@ -298,19 +298,19 @@ async def test_an_answer_is_served_again_for_its_keep_time_an_unavailable_one_ne
 ) -> None:
     clock = [100.0]
     kept = history(prometheus.url, keep_seconds=10, monotonic=lambda: clock[0])
-    first = await history_json(kept, None, 3600)
+    first = (await history_bodies(kept, None, 3600)).json
     asked = len(prometheus.asked)
     clock[0] += 9
-    assert await history_json(kept, None, 3600) == first
+    assert (await history_bodies(kept, None, 3600)).json == first
     assert len(prometheus.asked) == asked, "served again without asking Prometheus"
-    await history_json(kept, {"team-a"}, 3600)
+    await history_bodies(kept, {"team-a"}, 3600)
     assert len(prometheus.asked) > asked, "other teams: their own answer"
     clock[0] += 2
     asked = len(prometheus.asked)
-    await history_json(kept, None, 3600)
+    await history_bodies(kept, None, 3600)
     assert len(prometheus.asked) > asked, "stale after keep_seconds"
     prometheus.error = "too many samples"
     clock[0] += 11
-    assert json.loads(await history_json(kept, None, 3600))["available"] is False
+    assert json.loads((await history_bodies(kept, None, 3600)).json)["available"] is False
     prometheus.error = ""
-    assert json.loads(await history_json(kept, None, 3600))["available"] is True
+    assert json.loads((await history_bodies(kept, None, 3600)).json)["available"] is True
