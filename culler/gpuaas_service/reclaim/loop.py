@@ -45,7 +45,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from gpuaas_service.clients.hub import Hub, HubError
 from gpuaas_service.clients.kubernetes import Kube
@@ -166,6 +166,14 @@ class _Seen:
     pod: PodRef
     last: tuple[str, str] = ("", "")
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+class HandedTo(NamedTuple):
+    """The queued or waiting work a reclaim frees a GPU for."""
+
+    team: str
+    namespace: str
+    workload: str
 
 
 class ReclaimLoop:
@@ -647,10 +655,9 @@ class ReclaimLoop:
         marks = {RECLAIMED_AT: isoformat_z(now)}
         if d.handoff:
             marks[RECLAIMED_FOR] = d.handoff
-            target, placement = targets.get(d.handoff), self.placements.get(d.handoff)
-            team = target.workload.team if target else placement.wait.team if placement else ""
-            if team:
-                marks[RECLAIMED_FOR_TEAM] = team
+            work = self._handed_to(d, targets)
+            if work is not None and work.team:
+                marks[RECLAIMED_FOR_TEAM] = work.team
         try:
             await self.kube.annotate(pod, marks)
         except Exception as e:  # noqa: BLE001 - the stop goes on; its user is told less
@@ -752,15 +759,25 @@ class ReclaimLoop:
             "limit_seconds": int(cap.total_seconds()) if cap is not None else None,
             "for": None,
         }
-        target = targets.get(d.handoff) if d.handoff else None
-        placement = self.placements.get(d.handoff) if d.handoff and target is None else None
-        if target is not None:  # queued work
-            wl = target.workload
-            cause["for"] = self._work_for(wb.team, wl.team, wl.namespace, wl.name)
-        elif placement is not None:  # an admitted Job waiting for the card this share is on
-            wait = placement.wait
-            cause["for"] = self._work_for(wb.team, wait.team, wait.namespace, wait.workload)
+        work = self._handed_to(d, targets)
+        if work is not None:
+            cause["for"] = self._work_for(wb.team, work.team, work.namespace, work.workload)
         return cause
+
+    def _handed_to(self, d: Decision, targets: Mapping[str, Target]) -> HandedTo | None:
+        """The work a decision frees its GPU for: the queued workload it is a target of, or
+        the admitted Job waiting for the card this share is on; None without a hand-off."""
+        if not d.handoff:
+            return None
+        target = targets.get(d.handoff)
+        if target is not None:
+            wl = target.workload
+            return HandedTo(wl.team, wl.namespace, wl.name)
+        placement = self.placements.get(d.handoff)
+        if placement is not None:
+            wait = placement.wait
+            return HandedTo(wait.team, wait.namespace, wait.workload)
+        return None
 
     def _work_for(self, own: str, team: str, namespace: str, workload: str) -> dict[str, str]:
         """Whose work a cause names: the user's own team's by the object a Workload is for (a
