@@ -424,23 +424,40 @@ class _Bisection:
         return None
 
 
+def _quiet(_line: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How a capacity search runs, the same for the ladder, the sweep, the dual and the
+    frontier (each may change ``levels``)."""
+
+    levels: Levels
+    """The service levels a size (or a demand) must meet."""
+    splits: Sequence[float]
+    """The notebook/training splits a rung that chooses its split runs at each size."""
+    workers: int
+    """Worker processes the runs are spread over."""
+    resamples: int = RESAMPLES
+    """Bootstrap resamples whose crossings the search makes sure it has run."""
+    inherited: Mapping[str, float] = field(default_factory=dict)
+    """Rungs that run one split only, this one (the ladder's, for a rung whose parent is not
+    searched here)."""
+    progress: Callable[[str], None] = _quiet
+    """Where a line per batch of runs goes."""
+
+
 def search_all(
     base: RunSpec,
     rung_names: Sequence[str],
     seeds: Sequence[int],
+    settings: SearchSettings,
     *,
-    levels: Levels,
-    splits: Sequence[float],
-    workers: int,
-    progress: Callable[[str], None] = lambda _s: None,
     guesses: Mapping[str, float] | None = None,
-    resamples: int = RESAMPLES,
-    inherited: Mapping[str, float] | None = None,
 ) -> dict[str, Search]:
     """Search every rung's effective capacity at once (each round runs one size per rung
-    still searching, all seeds and splits, in one batch of worker processes). A rung of
-    ``inherited`` runs that split only (the ladder's, for a rung whose parent is not
-    searched here)."""
+    still searching, all seeds and splits, in one batch of worker processes)."""
     reference = spec_of(base).training_gpus
     grid = grid_sizes(reference)
     start = grid.index(min(grid, key=lambda g: abs(g - reference)))
@@ -451,14 +468,9 @@ def search_all(
         grid,
         start,
         lambda run, g: replace(run, gpus=g),
-        levels=levels,
-        splits=splits,
-        workers=workers,
-        progress=progress,
+        settings,
         what=lambda g: f"{g} GPUs",
         guesses=guesses,
-        resamples=resamples,
-        inherited=inherited,
     )
 
 
@@ -495,14 +507,9 @@ def search_demand(
     base: RunSpec,
     rung_names: Sequence[str],
     seeds: Sequence[int],
+    settings: SearchSettings,
     *,
-    levels: Levels,
-    splits: Sequence[float],
-    workers: int,
     gpus: int | None = None,
-    progress: Callable[[str], None] = lambda _s: None,
-    resamples: int = RESAMPLES,
-    inherited: Mapping[str, float] | None = None,
 ) -> dict[str, Search]:
     """The dual of :func:`search_all`: on a cluster of ``gpus`` training GPUs (default the
     organisation's own), the largest demand (:func:`scaled_demand`) each rung serves within the
@@ -524,14 +531,9 @@ def search_demand(
         grid,
         start,
         at,
-        levels=levels,
-        splits=splits,
-        workers=workers,
-        progress=progress,
+        settings,
         what=lambda k: f"{key_demand(k):g}× demand",
         guesses=dict.fromkeys(rung_names, float(demand_key(1.0))),
-        resamples=resamples,
-        inherited=inherited,
     )
 
 
@@ -605,15 +607,10 @@ def _search(
     grid: Sequence[int],
     start: int,
     at: Callable[[RunSpec, int], RunSpec],
+    settings: SearchSettings,
     *,
-    levels: Levels,
-    splits: Sequence[float],
-    workers: int,
-    progress: Callable[[str], None],
     what: Callable[[int], str],
     guesses: Mapping[str, float] | None = None,
-    resamples: int = RESAMPLES,
-    inherited: Mapping[str, float] | None = None,
 ) -> dict[str, Search]:
     """Bisect ``grid`` (keys along which the ratio falls) for every rung at once; ``at`` makes
     a rung's run at a key. A rung of :data:`PARENTS` whose parent is searched too waits for
@@ -622,12 +619,12 @@ def _search(
     ``start``. A rung that chooses its split runs every one of ``splits`` at each key, but
     a rung of ``inherited`` only its split there, and a child only its parent's."""
     searches = {r: Search(r) for r in rung_names}
+    levels, inherited = settings.levels, settings.inherited
     phases = [levels.limits(interruptions=False), levels.limits()]
     guesses = guesses or {}
     bisections: dict[str, _Bisection] = {}
-    picks = resample_picks(len(seeds), resamples)
-    inherited = inherited or {}
-    split_of = {r: splits_of(r, splits, inherited) for r in rung_names}
+    picks = resample_picks(len(seeds), settings.resamples)
+    split_of = {r: splits_of(r, settings.splits, inherited) for r in rung_names}
 
     while True:
         pending = {
@@ -647,11 +644,11 @@ def _search(
                     (grid[i], at(replace(base, rung=r, seed=s, split=split), grid[i]))
                     for s in seeds
                 ]
-        progress(
+        settings.progress(
             f"  {len(batch)} runs: "
             + ", ".join(f"{r} at {what(grid[i])}" for r, i in sorted(pending.items()))
         )
-        results = run_many([run for _key, run in batch], workers)
+        results = run_many([run for _key, run in batch], settings.workers)
         for (key, _run), res in zip(batch, results, strict=True):
             by_split = searches[res["rung"]].sizes.setdefault(key, {})
             by_split.setdefault(res["split"], []).append(res)

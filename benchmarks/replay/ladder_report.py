@@ -284,19 +284,15 @@ def sweep_table(
     spec: OrgSpec,
     rung_names: Sequence[str],
     seeds: Sequence[int],
-    levels: Levels,
-    splits: Sequence[float],
-    workers: int,
-    resamples: int,
+    settings: capacity.SearchSettings,
     guesses: Mapping[str, float] | None = None,
-    inherited: Mapping[str, float] | None = None,
 ) -> tuple[str, dict[str, list[tuple[float, dict[str, Search]]]]]:
     """Effective capacity of ``rung_names`` with one demand figure moved at a time, and the
     last rung's multipliers against the first and the second (paired bootstrap), on the
     training and spawn levels: of the sweep's rungs only an idle-culler interrupts sessions,
     at a rate no cluster size changes, so that level would only rule its rung out."""
-    levels = replace(levels, interrupted_per_100h=math.inf)
-    full = levels.limits()
+    settings = replace(settings, levels=replace(settings.levels, interrupted_per_100h=math.inf))
+    full = settings.levels.limits()
     last = rung_names[-1]
     bases = [b for b in rung_names[:2] if b != last]
     head = [f"{r} GPUs" for r in rung_names] + [f"{last} × against {b}" for b in bases]
@@ -306,20 +302,12 @@ def sweep_table(
     for key, label, values in SWEEP:
         for value in values:
             point = replace(base, demand=(*base.demand, (key, value)))
-            searches = capacity.search_all(
-                point,
-                rung_names,
-                seeds,
-                levels=levels,
-                splits=splits,
-                workers=workers,
-                guesses=guesses,
-                resamples=resamples,
-                inherited=inherited,
-            )
+            searches = capacity.search_all(point, rung_names, seeds, settings, guesses=guesses)
             by = {
                 m.baseline: m
-                for m in capacity.bootstrap(searches, bases, len(seeds), full, resamples=resamples)
+                for m in capacity.bootstrap(
+                    searches, bases, len(seeds), full, resamples=settings.resamples
+                )
                 if m.rung == last
             }
             cells = [_fmt(searches[r].capacity(full), "num") for r in rung_names]
@@ -333,26 +321,14 @@ def dual_table(
     base: RunSpec,
     rung_names: Sequence[str],
     seeds: Sequence[int],
-    levels: Levels,
-    splits: Sequence[float],
-    workers: int,
-    resamples: int,
-    inherited: Mapping[str, float] | None = None,
+    settings: capacity.SearchSettings,
 ) -> str:
     """The dual: on the organisation's own cluster, the largest demand (× the organisation's:
     notebook users per GPU and training load alike) each rung serves within the levels (all
     of them, and the training and spawn levels alone), with a paired bootstrap interval over
     the seeds, and its multiplier against the first two rungs."""
-    searches = capacity.search_demand(
-        base,
-        rung_names,
-        seeds,
-        levels=levels,
-        splits=splits,
-        workers=workers,
-        resamples=resamples,
-        inherited=inherited,
-    )
+    searches = capacity.search_demand(base, rung_names, seeds, settings)
+    levels, resamples = settings.levels, settings.resamples
     bases = list(rung_names[:2])
     head = ["demand served [95%]"] + [f"× against {b} [95%]" for b in bases]
     lines = [
@@ -398,18 +374,14 @@ def _demand_fmt(x: float) -> str:
 def frontier_table(
     base: RunSpec,
     seeds: Sequence[int],
-    levels: Levels,
-    workers: int,
+    settings: capacity.SearchSettings,
     directory: Path,
     guesses: Mapping[str, float] | None = None,
-    resamples: int = capacity.RESAMPLES,
-    splits: Sequence[float] = (),
-    inherited: Mapping[str, float] | None = None,
 ) -> tuple[str, list[figures.Frontier]]:
     """Each culler setting on L1: its effective capacity on the training and spawn levels, and
     the sessions it interrupts (and the spawn wait) at the smallest size run that meets them
     (on the ladder's split for its rung, ``inherited``, else the best of ``splits``)."""
-    relaxed = replace(levels, interrupted_per_100h=math.inf)
+    relaxed = replace(settings.levels, interrupted_per_100h=math.inf)
     limits = relaxed.limits()
     shipped = Path(base.policy_file).read_text(encoding="utf-8")
     variants: list[tuple[str, RunSpec, str]] = [
@@ -433,21 +405,12 @@ def frontier_table(
         " 100 session-h | spawn wait p90 (min) |",
         "|---|---|---|---|",
     ]
-    settings: list[figures.Frontier] = []
+    frontiers: list[figures.Frontier] = []
+    search_settings = replace(settings, levels=relaxed)
     for label, point, rung in variants:
-        search = capacity.search_all(
-            point,
-            [rung],
-            seeds,
-            levels=relaxed,
-            splits=splits,
-            workers=workers,
-            guesses=guesses,
-            resamples=resamples,
-            inherited=inherited,
-        )[rung]
+        search = capacity.search_all(point, [rung], seeds, search_settings, guesses=guesses)[rung]
         culler, _sep, knob = label.partition(", ")
-        settings.append(figures.Frontier(knob.removeprefix("timeout "), culler, search))
+        frontiers.append(figures.Frontier(knob.removeprefix("timeout "), culler, search))
         size = search.meeting_size(limits)
         cells = [_fmt(search.capacity(limits), "num")]
         for key in ("interrupted_per_100h", "spawn_wait_p90_min"):
@@ -458,7 +421,7 @@ def frontier_table(
             mean, half = mean_ci(float(x[key]) for x in runs)
             cells.append(_fmt(mean, "num", half) + f" @ {size}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines), settings
+    return "\n".join(lines), frontiers
 
 
 def search_table(searches: Mapping[str, Search], levels: Levels) -> str:
@@ -525,22 +488,15 @@ def _beyond_the_ladder(
     guesses = {r: s.capacity(relaxed_limits) for r, s in searches.items()}
     guesses = {r: g for r, g in guesses.items() if math.isfinite(g)}
     # A rung whose parent they do not search keeps the split the ladder gave it.
-    inherited = capacity.chosen_splits(searches)
+    settings = capacity.SearchSettings(
+        levels, splits, workers, args.resamples, capacity.chosen_splits(searches)
+    )
     svgs: dict[str, str] = {}
     sweep_seeds = seeds[: args.sweep_seeds]
     if args.sweep or not (args.quick or args.no_sweep):
         sweep_rungs = [r for r in SWEEP_RUNGS if r in rung_names]
         sections["sweep"], swept = sweep_table(
-            base,
-            spec,
-            sweep_rungs,
-            sweep_seeds,
-            levels,
-            splits,
-            workers,
-            args.resamples,
-            guesses,
-            inherited,
+            base, spec, sweep_rungs, sweep_seeds, settings, guesses
         )
         svgs |= _sensitivity_figures(
             spec, searches, seeds, len(sweep_seeds), swept, levels, args.resamples
@@ -549,32 +505,17 @@ def _beyond_the_ladder(
         sections["sweep"] = "(not run: `--no-sweep` or `--quick`)"
     if args.dual or not (args.quick or args.no_dual):
         sections["dual"] = dual_table(
-            base,
-            [r for r in DUAL_RUNGS if r in rung_names],
-            seeds[: args.sweep_seeds],
-            levels,
-            splits,
-            workers,
-            args.resamples,
-            inherited,
+            base, [r for r in DUAL_RUNGS if r in rung_names], seeds[: args.sweep_seeds], settings
         )
     else:
         sections["dual"] = "(not run: `--no-dual` or `--quick`)"
     if args.frontier or not (args.quick or args.no_frontier):
         with tempfile.TemporaryDirectory(prefix="replay-frontier-") as tmp:
-            sections["frontier"], settings = frontier_table(
-                base,
-                sweep_seeds,
-                levels,
-                workers,
-                Path(tmp),
-                guesses,
-                args.resamples,
-                splits,
-                inherited,
+            sections["frontier"], frontiers = frontier_table(
+                base, sweep_seeds, settings, Path(tmp), guesses
             )
         svgs["frontier"] = figures.frontier_figure(
-            settings, len(sweep_seeds), levels, args.resamples
+            frontiers, len(sweep_seeds), levels, args.resamples
         )
     else:
         sections["frontier"] = "(not run: `--no-frontier` or `--quick`)"
@@ -617,11 +558,13 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         base,
         rung_names,
         seeds,
-        levels=levels,
-        splits=splits,
-        workers=workers,
-        progress=lambda line: print(line, flush=True),
-        resamples=args.resamples,
+        capacity.SearchSettings(
+            levels,
+            splits,
+            workers,
+            args.resamples,
+            progress=lambda line: print(line, flush=True),
+        ),
     )
     runs = sum(len(v) for s in searches.values() for by in s.sizes.values() for v in by.values())
     wall = ladder_wall = time.perf_counter() - started

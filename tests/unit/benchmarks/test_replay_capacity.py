@@ -192,7 +192,9 @@ def test_the_dual_finds_the_largest_demand_a_fixed_cluster_serves(
 
     monkeypatch.setattr(capacity, "run_many", fake_runs)
     base = RunSpec(org="dgx-4", rung="L2", gpus=0, seed=1)
-    searches = capacity.search_demand(base, ["L2"], [1, 2], levels=LEVELS, splits=[0.5], workers=1)
+    searches = capacity.search_demand(
+        base, ["L2"], [1, 2], capacity.SearchSettings(LEVELS, [0.5], 1)
+    )
     served = capacity.key_demand(searches["L2"].capacity(LEVELS.limits()))
     assert served == pytest.approx(1.5, rel=0.02)
     assert {r.gpus for r in seen} == {32}
@@ -268,7 +270,7 @@ def test_a_rung_starts_from_its_parent_on_the_split_chosen_for_it(
     monkeypatch.setattr(capacity, "run_many", fake_runs)
     base = RunSpec(org="dgx-4", rung="B1", gpus=0, seed=1)
     searches = capacity.search_all(
-        base, ["B1", "B1i"], [1, 2], levels=LEVELS, splits=[0.25, 0.375, 0.5], workers=1
+        base, ["B1", "B1i"], [1, 2], capacity.SearchSettings(LEVELS, [0.25, 0.375, 0.5], 1)
     )
     assert {r.split for r in seen if r.rung == "B1"} == {0.25, 0.375, 0.5}
     assert {r.split for r in seen if r.rung == "B1i"} == {0.375}
@@ -299,7 +301,7 @@ def test_every_cohort_chooses_its_split_as_b1_does_and_its_children_keep_it(
     base = RunSpec(org="dgx-4", rung="B1", gpus=0, seed=1)
     splits = [0.25, 0.375, 0.5]
     searches = capacity.search_all(
-        base, ["B1", "B2", "L1", "L1g"], [1, 2], levels=LEVELS, splits=splits, workers=1
+        base, ["B1", "B2", "L1", "L1g"], [1, 2], capacity.SearchSettings(LEVELS, splits, 1)
     )
     for rung in ("B1", "B2", "L1"):
         sizes = {r.gpus for r in seen if r.rung == rung}
@@ -314,7 +316,7 @@ def test_every_cohort_chooses_its_split_as_b1_does_and_its_children_keep_it(
     assert kept == {"L1g": 0.25}
     seen.clear()
     capacity.search_all(
-        base, ["B1", "L1g"], [1], levels=LEVELS, splits=splits, workers=1, inherited=kept
+        base, ["B1", "L1g"], [1], capacity.SearchSettings(LEVELS, splits, 1, inherited=kept)
     )
     assert {r.split for r in seen if r.rung == "B1"} == set(splits)
     assert {r.split for r in seen if r.rung == "L1g"} == {0.25}
