@@ -48,7 +48,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 from . import brain
 from .policies import Gpuaas, Static
@@ -847,7 +846,7 @@ async def reclaim_replay(
     from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
     from .policies import REPORT_INTERVAL_S, activity_payload, iso
-    from .service import Server, audit_lines, start_service
+    from .service import HubStandIn, Server, audit_lines, start_service
 
     catalog = brain.load_catalog(str(DEFAULT_CATALOG))
     sim = model.sim
@@ -864,7 +863,7 @@ async def reclaim_replay(
     async def stop_pod(name: str) -> None:
         await real.delete(Plan(name, NOTEBOOK_NAMESPACE, "notebook", 0.0, None, {}))
 
-    hub = token_hub(stop_pod, lambda mono: iso(clock_at(trace_s(mono))))
+    hub = HubStandIn(stop_pod, lambda mono: iso(clock_at(trace_s(mono))))
     hub_port, service_port = _free_port(), _free_port()
     hub_server = hub.make_app().listen(hub_port, "127.0.0.1")
     compressed = workdir / "policy-compressed.yaml"
@@ -1043,68 +1042,6 @@ async def reclaim_replay(
         ns = NOTEBOOK_NAMESPACE if kind == "notebook" else _team_of(window, name)
         await real.delete(Plan(name, ns, kind, 0.0, None, {}))
     return out
-
-
-SERVER_TOKEN_NOTE = "Server at "
-"""The note JupyterHub gives the token it issues to a server as it starts (the service knows
-a server's own token by it: culler/gpuaas_service/web/servers.py)."""
-
-
-def token_hub(stop_pod: Any, clock: Any) -> Any:
-    """The hub stand-in of :mod:`.service` as JupyterHub 5 answers for a server's token: the
-    token's ``id`` with ``GET /hub/api/user``, each server's ``url``, and the user's tokens
-    (``GET /hub/api/users/NAME/tokens``: the one issued to each server as it started, noted
-    ``Server at URL``), which the service now asks to know a server's own token."""
-    from tornado import web
-
-    from .service import HubStandIn
-
-    class TokenHub(HubStandIn):
-        def token_id(self, server: Any) -> str:
-            return "tok-" + str(server.token)[-12:]
-
-        def by_token(self, token: str) -> dict[str, Any] | None:
-            model = super().by_token(token)
-            for s in self.servers.values():
-                if model is not None and s.token == token:
-                    model["token_id"] = self.token_id(s)
-            return model
-
-        def user_model(self, name: str) -> dict[str, Any] | None:
-            model = super().user_model(name)
-            for server in (model or {}).get("servers", {}).values():
-                server["url"] = f"/user/{name}/{server['name']}/"
-            return model
-
-        def tokens(self, name: str) -> list[dict[str, Any]]:
-            return [
-                {
-                    "id": self.token_id(s),
-                    "note": f"{SERVER_TOKEN_NOTE}/user/{s.user}/{s.name}/",
-                    "created": self.clock(s.created),
-                }
-                for s in self.servers.values()
-                if s.user == name
-            ]
-
-        def make_app(self) -> Any:
-            app = super().make_app()
-            hub = self
-
-            class Tokens(web.RequestHandler):
-                def get(self, name: str) -> None:
-                    hub.requests += 1
-                    auth = self.request.headers.get("Authorization", "")
-                    model = hub.by_token(auth.partition(" ")[2].strip())
-                    if not model or model.get("kind") != "service":
-                        raise web.HTTPError(403)
-                    self.set_header("Content-Type", "application/json")
-                    self.finish(json.dumps({"api_tokens": hub.tokens(unquote(name))}))
-
-            app.add_handlers(r".*", [(r"/hub/api/users/([^/]+)/tokens", Tokens)])
-            return app
-
-    return TokenHub(stop_pod, clock)
 
 
 def owner_of(workload: str) -> str:

@@ -6,9 +6,14 @@ the service uses, for the users and servers of the replayed window:
 - ``GET /hub/api/user`` — who a token belongs to (``HubAuth`` asks it for every request the
   service gets): the service's own token, or a server's token with the scopes a server's token
   has (``access:servers!server=USER/NAME``, ``access:services!service=gpuaas``,
-  ``users:activity!user=USER``); anything else is ``403``;
-- ``GET /hub/api/users/NAME`` — the user's groups (their team) and active servers, ``ready``
-  once the server has started (its pod Running, then the server's start-up, compressed);
+  ``users:activity!user=USER``) and the token's ``token_id``, as JupyterHub 5 gives it;
+  anything else is ``403``;
+- ``GET /hub/api/users/NAME`` — the user's groups (their team) and active servers with their
+  ``url``, ``ready`` once the server has started (its pod Running, then the server's start-up,
+  compressed);
+- ``GET /hub/api/users/NAME/tokens`` — the user's tokens: the one issued to each server as it
+  started, noted ``Server at URL`` (the service knows a server's own token by it:
+  culler/gpuaas_service/web/servers.py);
 - ``GET /hub/api/groups`` — the teams and their members (one page);
 - ``DELETE /hub/api/users/NAME/servers/SERVER`` — stops the server as KubeSpawner does: the pod
   is deleted (grace period 0); ``202``, or ``404`` when it is not running.
@@ -32,13 +37,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-SERVICE_SCOPES = [
-    "read:servers",
-    "read:users:groups",
-    "list:groups",
-    "read:groups",
-    "delete:servers",
-]
+from devcluster.queue_hub import CULLER_SCOPES, SERVER_CHECK_SCOPES
+from gpuaas_service.web.servers import SERVER_TOKEN_NOTE
+
+SERVICE_SCOPES = list(dict.fromkeys([*CULLER_SCOPES, *SERVER_CHECK_SCOPES]))
+"""The scopes the dev cluster's hub gives the gpuaas service."""
 
 
 @dataclass
@@ -75,6 +78,11 @@ class HubStandIn:
     def remove(self, user: str, name: str) -> None:
         self.servers.pop((user, name), None)
 
+    @staticmethod
+    def token_id(server: Server) -> str:
+        """The hub's id for the token it issued to ``server`` (never the token itself)."""
+        return "tok-" + server.token[-12:]
+
     def by_token(self, token: str) -> dict[str, Any] | None:
         if token == self.service_token:
             return {"kind": "service", "name": "gpuaas", "scopes": SERVICE_SCOPES}
@@ -89,8 +97,21 @@ class HubStandIn:
                         "access:services!service=gpuaas",
                         f"users:activity!user={s.user}",
                     ],
+                    "token_id": self.token_id(s),
                 }
         return None
+
+    def tokens(self, name: str) -> list[dict[str, Any]]:
+        """``name``'s tokens as the hub lists them: each server's, noted with its URL."""
+        return [
+            {
+                "id": self.token_id(s),
+                "note": f"{SERVER_TOKEN_NOTE}/user/{s.user}/{s.name}/",
+                "created": self.clock(s.created),
+            }
+            for s in self.servers.values()
+            if s.user == name
+        ]
 
     def user_model(self, name: str) -> dict[str, Any] | None:
         if name not in self.teams:
@@ -103,6 +124,7 @@ class HubStandIn:
             ready = s.ready_at is not None and s.ready_at <= now
             servers[s.name] = {
                 "name": s.name,
+                "url": f"/user/{name}/{s.name}/",
                 "ready": ready,
                 "pending": None if ready else "spawn",
                 "started": self.clock(s.created),
@@ -147,6 +169,11 @@ class HubStandIn:
                     raise web.HTTPError(404)
                 self.answer(model)
 
+        class Tokens(Base):
+            def get(self, name: str) -> None:
+                self.service_only()
+                self.answer({"api_tokens": hub.tokens(unquote(name))})
+
         class Groups(Base):
             def get(self) -> None:
                 self.service_only()
@@ -173,6 +200,7 @@ class HubStandIn:
             [
                 (r"/hub/api/user", WhoAmI),
                 (r"/hub/api/users/([^/]+)", User),
+                (r"/hub/api/users/([^/]+)/tokens", Tokens),
                 (r"/hub/api/groups", Groups),
                 (r"/hub/api/users/([^/]+)/servers/([^/]*)", Stop),
             ]

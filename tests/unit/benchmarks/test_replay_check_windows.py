@@ -255,26 +255,29 @@ def test_the_hub_stand_in_names_each_servers_own_token_as_the_service_asks() -> 
     """The service knows a server's own token by the hub's id for it (JupyterHub 5): the id
     the stand-in gives with the token's owner is the one its token list notes for that
     server's start."""
-    from benchmarks.replay.check import token_hub
-    from benchmarks.replay.service import Server
+    from benchmarks.replay.service import HubStandIn, Server
     from gpuaas_service.web.servers import issued_token_id
 
     async def stop(pod: str) -> None:
         return None
 
-    hub = token_hub(stop, lambda mono: "2026-01-05T10:00:00.000000Z")
+    hub = HubStandIn(stop, lambda mono: "2026-01-05T10:00:00.000000Z")
     for user, name in (("bob", "s1"), ("bob", "s2"), ("amy", "s1")):
         hub.add(Server(user, name, "team-a", f"pod-{user}-{name}-1", 0.0))
     bob = hub.servers[("bob", "s2")]
     who = hub.by_token(bob.token)
     assert who is not None
     assert who["name"] == "bob"
-    running = hub.user_model("bob")["servers"]["s2"]
+    model = hub.user_model("bob")
+    assert model is not None
+    running = model["servers"]["s2"]
     assert running["url"] == "/user/bob/s2/"
     tokens = hub.tokens("bob")
     assert len(tokens) == 2
     assert issued_token_id(tokens, running["url"], running["started"]) == who["token_id"]
-    assert hub.by_token(hub.service_token)["kind"] == "service"
+    service = hub.by_token(hub.service_token)
+    assert service is not None
+    assert "read:tokens" in service["scopes"]
     assert hub.by_token("nobody") is None
 
 
