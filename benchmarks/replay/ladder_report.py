@@ -142,8 +142,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--sweep-seeds",
         type=int,
-        default=10,
-        help="seeds of each point of the sweep and of the culler frontier",
+        default=20,
+        help="seeds of each point of the sweep, of the dual and of the culler frontier (the"
+        " first this many of the ladder's)",
     )
     g.add_argument(
         "--frontier",

@@ -11,9 +11,10 @@ Kueue does with them, only as far as the replay needs:
   ``total-gpucores`` after Kueue's resource transformations), and fits where all of them do;
 - per ClusterQueue, ``BestEffortFIFO``: pending workloads in (priority, creation) order, the
   first that fits is admitted, one that does not fit does not block the ones behind it;
-- Kueue v0.17's scheduling cycle (``pkg/scheduler/scheduler.go``, ``schedule``): each cycle
-  takes **one head per ClusterQueue** (its first pending workload in queue order that is not
-  parked as inadmissible), nominates them all against the usage at the cycle's start, orders
+- Kueue's scheduling cycle (v0.19.2, the dev cluster's pin, as in v0.17:
+  ``pkg/scheduler/scheduler.go``, ``schedule``): each cycle takes **one head per
+  ClusterQueue** (its first pending workload in queue order that is not parked as
+  inadmissible), nominates them all against the usage at the cycle's start, orders
   them (no borrowing first, then priority, then creation: the classical iterator) and admits
   them in that order while each still fits; a head that fits no flavor is parked as
   inadmissible (BestEffortFIFO: the queue's next workload is the head of the next cycle) until
@@ -29,8 +30,8 @@ Kueue does with them, only as far as the replay needs:
   pods are gone (the simulator calls :meth:`Kueue.finish_eviction` ``release_s`` later), and
   the preemptor stays its queue's head meanwhile (the sticky workload of ``cluster_queue.go``);
   an evicted workload is requeued in its old place, by its creation time (Kueue's
-  ``GetQueueOrderTimestamp``: the eviction time counts only after a pods-ready timeout or an
-  admission check). The preemptor's request is **reserved** from the moment it issues the
+  ``workload.Ordering.GetQueueOrderTimestamp`` with ``PrioritySortingWithinCohort`` on, its
+  default: the eviction time counts only after a pods-ready timeout or an admission check). The preemptor's request is **reserved** from the moment it issues the
   preemption until it is admitted (or withdrawn): as Kueue's
   scheduler adds a preempting entry's usage to the cycle's cohort usage, so that no workload
   later in the same cycle takes what the preemption is for, and kept across cycles so that the
