@@ -31,13 +31,13 @@ Kueue does with them, only as far as the replay needs:
   the preemptor stays its queue's head meanwhile (the sticky workload of ``cluster_queue.go``);
   an evicted workload is requeued in its old place, by its creation time (Kueue's
   ``workload.Ordering.GetQueueOrderTimestamp`` with ``PrioritySortingWithinCohort`` on, its
-  default: the eviction time counts only after a pods-ready timeout or an admission check). The preemptor's request is **reserved** from the moment it issues the
-  preemption until it is admitted (or withdrawn): as Kueue's
-  scheduler adds a preempting entry's usage to the cycle's cohort usage, so that no workload
-  later in the same cycle takes what the preemption is for, and kept across cycles so that the
-  quota its victims give back goes to it, not to the borrowers queued behind (without it, a
-  preemptor that needs more than one victim frees was one GPU short each round and evicted a
-  borrower every ``release_s``).
+  default: the eviction time counts only after a pods-ready timeout or an admission check).
+  The preemptor's request is **reserved** from the moment it issues the preemption until it
+  is admitted (or withdrawn): as Kueue's scheduler adds a preempting entry's usage to the
+  cycle's cohort usage, so that no workload later in the same cycle takes what the
+  preemption is for, and kept across cycles so that the quota its victims give back goes to
+  it, not to the borrowers queued behind (without it, a preemptor that needs more than one
+  victim frees was one GPU short each round and evicted a borrower every ``release_s``).
 
 Left out (see docs/replay.md): cpu/memory quotas, node-level fit (Kueue without TAS admits on
 quota only), the admission latency of a real control plane.
