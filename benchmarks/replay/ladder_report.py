@@ -11,7 +11,7 @@ import resource
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import brain, capacity, figures, ladder
@@ -407,6 +407,7 @@ def frontier_table(
         "|---|---|---|---|",
     ]
     frontiers: list[figures.Frontier] = []
+    points: list[FrontierPoint] = []
     search_settings = replace(settings, levels=relaxed)
     for label, point, rung in variants:
         search = capacity.search_all(point, [rung], seeds, search_settings, guesses=guesses)[rung]
@@ -414,6 +415,7 @@ def frontier_table(
         frontiers.append(figures.Frontier(knob.removeprefix("timeout "), culler, search))
         size = search.meeting_size(limits)
         cells = [_fmt(search.capacity(limits), "num")]
+        interrupted = math.nan
         for key in ("interrupted_per_100h", "spawn_wait_p90_min"):
             if size is None:
                 cells.append("–")
@@ -421,8 +423,106 @@ def frontier_table(
             runs = search.sizes[size][search.best_split(size, limits)]
             mean, half = mean_ci(float(x[key]) for x in runs)
             cells.append(_fmt(mean, "num", half) + f" @ {size}")
+            if key == "interrupted_per_100h":
+                interrupted = mean
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines), frontiers
+        points.append(FrontierPoint(label, culler, search, search.capacity(limits), interrupted))
+    reading = frontier_reading(
+        points, settings.levels.interrupted_per_100h, limits, len(seeds), settings.resamples
+    )
+    return "\n".join(lines) + "\n\n" + reading, frontiers
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    """A culler setting's place on the frontier (point estimates over the seeds)."""
+
+    label: str
+    culler: str
+    search: Search
+    gpus: float
+    """Its effective capacity on the training and spawn levels (``inf``: none run meets)."""
+    interrupted: float
+    """Active sessions interrupted per 100 session-hours at that size (``nan``: no size)."""
+
+
+def frontier_reading(
+    points: Sequence[FrontierPoint],
+    level: float,
+    limits: Mapping[str, float],
+    seeds: int,
+    resamples: int,
+) -> str:
+    """What the frontier says, in words: which settings meet the interruption level and which
+    of them needs the fewest GPUs, where the shipped policy stands (its GPUs against that
+    setting's, with a paired bootstrap interval: the frontier's searches run the same seeds),
+    and every gpuaas setting an idle-culler setting dominates (as few GPUs or fewer and as few
+    interruptions or fewer, one of them strictly), on the point estimates."""
+    shipped = next((p for p in points if p.label == "gpuaas, as shipped"), None)
+    meeting = [
+        p for p in points if math.isfinite(p.gpus) and p.interrupted <= level
+    ]  # nan never meets
+    out: list[str] = []
+    if meeting:
+        best = min(meeting, key=lambda p: (p.gpus, p.interrupted))
+        names = ", ".join(f"{p.label} ({p.gpus:.1f} GPUs)" for p in meeting)
+        out.append(
+            f"Settings that meet the interruption level too (≤ {level:g} per 100 session-h at"
+            f" their size): {names}; the fewest GPUs: **{best.label}**."
+        )
+        if shipped is not None and shipped is not best:
+            if shipped in meeting:
+                (m,) = [
+                    m
+                    for m in capacity.bootstrap(
+                        {"best": best.search, "shipped": shipped.search},
+                        ["shipped"],
+                        seeds,
+                        limits,
+                        resamples=resamples,
+                    )
+                    if m.rung == "best"
+                ]
+                told = (
+                    "no difference these seeds can tell"
+                    if m.low <= 1.0 <= m.high
+                    else "a reason to change the default"
+                )
+                out.append(
+                    f"The shipped policy needs {m.value:.2f}× [{m.low:.2f}–{m.high:.2f}] its"
+                    f" GPUs ({shipped.interrupted:.2g} interruptions per 100 session-h against"
+                    f" {best.interrupted:.2g}): {told}."
+                )
+            else:
+                out.append(
+                    f"The shipped policy does not meet the interruption level"
+                    f" ({shipped.interrupted:.2g} per 100 session-h): **its default must change**."
+                )
+        elif shipped is not None:
+            out.append("The shipped policy is that setting.")
+    else:
+        out.append(f"No setting meets the interruption level (≤ {level:g} per 100 session-h).")
+    dominated = []
+    for g in (p for p in points if p.culler == "gpuaas"):
+        for i in (p for p in points if p.culler == "idle-culler"):
+            if (
+                i.gpus <= g.gpus
+                and i.interrupted <= g.interrupted
+                and (i.gpus < g.gpus or i.interrupted < g.interrupted)
+            ):
+                dominated.append(
+                    f"{g.label} by {i.label} ({i.gpus:.1f} GPUs and {i.interrupted:.2g}"
+                    f" interruptions against {g.gpus:.1f} and {g.interrupted:.2g})"
+                )
+                break
+    if dominated:
+        out.append("Dominated by an idle-culler setting: " + "; ".join(dominated) + ".")
+    else:
+        out.append(
+            "No gpuaas setting is dominated by an idle-culler setting (none of those needs as"
+            " few GPUs or fewer while interrupting as few sessions or fewer)."
+        )
+    return " ".join(out)
 
 
 def search_table(searches: Mapping[str, Search], levels: Levels) -> str:

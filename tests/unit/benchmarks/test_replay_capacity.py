@@ -420,3 +420,51 @@ def test_the_page_is_written_with_its_figures(
     speed = text.split("## Speed")[1]
     assert "the sweep, the dual and the frontier at 2 seeds" in speed
     assert "20 seeds" in speed  # whether they could take 20 within the budget
+
+
+def _setting(label: str, gpus: int, interrupted: float) -> Any:
+    """A frontier point whose search meets the training level from ``gpus`` on, the same on
+    4 seeds."""
+    from benchmarks.replay.ladder_report import FrontierPoint
+
+    sizes = {g: {0.5: _runs(30.0 * gpus / g, interrupted, n=4)} for g in (26, 29, 32, 36, 40)}
+    search = Search(label, sizes)
+    limits = LEVELS.limits(interruptions=False)
+    culler = label.partition(",")[0]
+    return FrontierPoint(label, culler, search, search.capacity(limits), interrupted)
+
+
+def test_the_frontier_says_where_the_shipped_policy_stands_and_what_dominates_it() -> None:
+    from benchmarks.replay.ladder_report import frontier_reading
+
+    limits = LEVELS.limits(interruptions=False)
+    level = LEVELS.interrupted_per_100h
+
+    def read(*points: Any) -> str:
+        return frontier_reading(points, level, limits, 4, 200)
+
+    idle_30 = _setting("idle-culler, timeout 30 min", 29, 28.0)
+    idle_240 = _setting("idle-culler, timeout 240 min", 36, 0.2)
+    shipped = _setting("gpuaas, as shipped", 32, 1.5)
+    eager = _setting("gpuaas, warn_before 0s", 36, 10.0)
+
+    text = read(idle_30, idle_240, shipped)
+    assert "the fewest GPUs: **gpuaas, as shipped**" in text
+    assert "The shipped policy is that setting." in text
+    assert "No gpuaas setting is dominated" in text
+
+    cheaper = _setting("idle-culler, timeout 120 min", 29, 2.5)
+    text = read(cheaper, shipped)
+    assert "the fewest GPUs: **idle-culler, timeout 120 min**" in text
+    assert "The shipped policy needs 1.10× [1.10–1.10] its GPUs" in text
+    assert "a reason to change the default" in text
+    assert "No gpuaas setting is dominated" in text  # fewer GPUs, but more interruptions
+
+    text = read(idle_30, eager, _setting("gpuaas, as shipped", 36, 6.0))
+    assert "No setting meets the interruption level" in text
+    assert "No gpuaas setting is dominated" in text  # 30 min: fewer GPUs, more interruptions
+    text = read(_setting("idle-culler, timeout 60 min", 29, 9.0), eager, idle_240)
+    assert "Dominated by an idle-culler setting: gpuaas, warn_before 0s by" in text
+    assert "its default must change" not in text  # no shipped setting in this frontier
+    text = read(idle_240, _setting("gpuaas, as shipped", 32, 7.0))
+    assert "**its default must change**" in text
