@@ -468,3 +468,68 @@ def test_the_frontier_says_where_the_shipped_policy_stands_and_what_dominates_it
     assert "its default must change" not in text  # no shipped setting in this frontier
     text = read(idle_240, _setting("gpuaas, as shipped", 32, 7.0))
     assert "**its default must change**" in text
+
+
+def _rung(name: str, gpus: int, interrupted: float = 0.0, **figures: float) -> Search:
+    """A search whose rung meets the training level from ``gpus`` on, the same on 4 seeds,
+    interrupting ``interrupted`` sessions per 100 session-h at every size."""
+    run = {
+        "wait_p90_min": 0.0,
+        "spawn_wait_p90_min": 1.0,
+        "interrupted_per_100h": interrupted,
+        "advice_oversize": 0.0,
+        "jobs_unplaceable": 0.0,
+        "unplaced_job_gpu_h": 0.0,
+        **figures,
+    }
+    sizes = {
+        g: {0.5: [{**run, "wait_p90_min": 30.0 * gpus / g}] * 4}
+        for g in (26, 29, 32, 36, 40, 45, 51, 64, 72, 80, 90)
+    }
+    return Search(name, sizes)
+
+
+def test_the_goals_say_whether_l3_meets_them_and_name_what_is_missing() -> None:
+    from benchmarks.replay.ladder_report import goals_section
+
+    def goals(searches: dict[str, Search]) -> str:
+        full = capacity.bootstrap(searches, ["B1", "L1i"], 4, LEVELS.limits(), resamples=200)
+        relaxed = capacity.bootstrap(
+            searches, ["B1", "L1i"], 4, LEVELS.limits(interruptions=False), resamples=200
+        )
+        return goals_section(searches, full, relaxed, LEVELS)
+
+    short = goals(
+        {
+            "B1": _rung("B1", 40),
+            "L1i": _rung("L1i", 32, interrupted=11.0),
+            "L3": _rung(
+                "L3", 29, 2.0, advice_oversize=2.9, jobs_unplaceable=50, unplaced_job_gpu_h=10
+            ),
+            "L2o": _rung("L2o", 26),
+        }
+    )
+    b1 = "| ≥ 2× against B1 at the lower bound | **1.38×** [1.38–1.38] | 2 / 0 | **no** |"
+    assert b1 in short
+    assert "against L1i at the lower bound, no more interruptions | **1.10×**" in short
+    assert "one side meets the interruption level at no size" in short  # L1i: 11 > 5
+    assert "**The lever's bound falls short too** (L2o" in short
+    assert "advised share is 2.90× the share" in short
+    assert "50.0 Jobs a day at L3's size" in short
+    assert "holding 10.0 GPU-hours" in short
+    assert "L1i's GPUs are paid for in interrupted sessions (11 per 100 session-h" in short
+
+    b1_80, l3 = _rung("B1", 80), _rung("L3", 29, 2.0)
+    met = goals({"B1": b1_80, "L1i": _rung("L1i", 45, interrupted=11.0), "L3": l3})
+    assert "Both goals are met." in met
+    assert "| **no** |" not in met
+
+    louder = goals({"B1": b1_80, "L1i": _rung("L1i", 45, 3.0), "L3": _rung("L3", 29, 4.0)})
+    assert "| ≥ 1.3× against L1i at the lower bound, no more interruptions | **1.55×**" in louder
+    assert "| 4 / 3 | **no** |" in louder  # fewer GPUs, but more interruptions than L1i
+    assert "**Fewer interruptions**: L3 interrupts 4 active sessions per 100 session-h, L1i 3" in (
+        louder
+    )
+    assert "| ≥ 2× against B1 at the lower bound | **2.76×** [2.76–2.76] | 4 / 0 | yes |" in (
+        louder
+    )
