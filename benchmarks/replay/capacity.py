@@ -493,6 +493,14 @@ def key_demand(key: float) -> float:
     return -key / 1000
 
 
+def per_demand(key: float) -> float:
+    """1 ÷ the demand a dual search's key serves (``inf`` when it serves less than the grid's
+    least), so that :func:`bootstrap` divides served demands the right way round: rung ÷
+    baseline, unbounded above against a baseline that serves less than the grid."""
+    served = key_demand(key)
+    return 1.0 / served if math.isfinite(served) and served > 0 else math.inf
+
+
 def scaled_demand(spec: OrgSpec, scale: float) -> tuple[tuple[str, float], ...]:
     """The organisation's demand × ``scale``: notebook users per GPU and training offered load
     alike (the memory need per session stays as it is)."""
@@ -689,12 +697,14 @@ def bootstrap(
     *,
     resamples: int = RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
+    measure: Callable[[float], float] = float,
 ) -> list[Multiplier]:
     """Each rung's multiplier against each baseline (baseline capacity ÷ the rung's), with a
-    paired bootstrap 95% interval over the seeds."""
+    paired bootstrap 95% interval over the seeds. ``measure`` turns a search's capacity (its
+    key) into the figure divided, smaller the better (:func:`per_demand` for the dual)."""
     picks = resample_picks(seeds, resamples, seed)
-    caps = {r: [s.capacity(limits, p) for p in picks] for r, s in searches.items()}
-    point = {r: s.capacity(limits) for r, s in searches.items()}
+    caps = {r: [measure(s.capacity(limits, p)) for p in picks] for r, s in searches.items()}
+    point = {r: measure(s.capacity(limits)) for r, s in searches.items()}
     out = []
     for base in baselines:
         if base not in searches:

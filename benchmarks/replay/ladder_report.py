@@ -202,7 +202,13 @@ def _multiplier(m: Multiplier | None) -> str:
         return "–"
     if math.isinf(m.value) or m.value == 0:
         return "– (one side meets at no size run)"
-    return f"**{m.value:.2f}×** [{m.low:.2f}–{m.high:.2f}]"
+    return f"**{m.value:.2f}×** [{_bound(m.low)}–{_bound(m.high)}]"
+
+
+def _bound(x: float) -> str:
+    """An interval's end; ∞ where a resample's other side meets at no size (or, in the dual,
+    serves less than the grid's least demand)."""
+    return "∞" if math.isinf(x) else f"{x:.2f}"
 
 
 def capacity_table(
@@ -355,8 +361,8 @@ def goals_section(
             why.append(
                 "**The lever's bound falls short too** (L2o, every session on the share its own"
                 f" need fits and shares packed perfectly: {'; '.join(beyond)}): on this"
-                " organisation no notebook-side mechanism reaches the goal; the rest of the GPUs"
-                " are training's demand, which notebooks' sharing does not change."
+                " organisation need-sized shares cannot reach the goal even done perfectly; the"
+                " GPUs left are what training's own demand needs at its service level."
             )
     oversize = _mean_at_own_size(searches["L3"], levels, "advice_oversize")
     if oversize > 1.5:
@@ -464,7 +470,9 @@ def dual_table(
         ("all", levels.limits()),
         ("training + spawn", levels.limits(interruptions=False)),
     ):
-        served = capacity.bootstrap(searches, bases, len(seeds), limits, resamples=resamples)
+        served = capacity.bootstrap(
+            searches, bases, len(seeds), limits, resamples=resamples, measure=capacity.per_demand
+        )
         by = {(m.rung, m.baseline): m for m in served}
         for r in rung_names:
             point = capacity.key_demand(searches[r].capacity(limits))
@@ -473,19 +481,9 @@ def dual_table(
                 f"{_demand_fmt(point)} [{_demand_fmt(capacity.key_demand(high))}–"
                 f"{_demand_fmt(capacity.key_demand(low))}]"
             ]
-            for b in bases:
-                m = by.get((r, b))
-                if m is not None:  # keys are negative demands: key_b ÷ key_r = demand_b ÷ demand_r
-                    m = Multiplier(r, b, _inverse(m.value), _inverse(m.high), _inverse(m.low))
-                cells.append(_multiplier(m))
+            cells += [_multiplier(by.get((r, b))) for b in bases]
             lines.append(f"| {r} | {title} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def _inverse(x: float) -> float:
-    if math.isnan(x):
-        return x
-    return math.inf if x == 0 else 1.0 / x
 
 
 def _demand_fmt(x: float) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import json
 import math
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -533,3 +535,41 @@ def test_the_goals_say_whether_l3_meets_them_and_name_what_is_missing() -> None:
     assert "| ≥ 2× against B1 at the lower bound | **2.76×** [2.76–2.76] | 4 / 0 | yes |" in (
         louder
     )
+
+
+def test_the_duals_multipliers_divide_demands_served_rung_by_baseline() -> None:
+    """L2 serves 1× the organisation's demand, B1 0.5×: L2 serves 2× B1's. Where a resample of
+    B1 serves less than the grid's least demand, the interval has no upper end (∞), never a
+    negative or zero one."""
+
+    def served(name: str, up_to: Sequence[float]) -> Search:
+        sizes = {
+            capacity.demand_key(x): {
+                0.5: [{**_runs(30.0 * x / d)[0], "seed": i} for i, d in enumerate(up_to)]
+            }
+            for x in capacity.DEMAND_GRID
+        }
+        return Search(name, sizes)
+
+    limits = LEVELS.limits()
+    both = {"L2": served("L2", [1.0] * 4), "B1": served("B1", [0.5] * 4)}
+    (m,) = [
+        m
+        for m in capacity.bootstrap(both, ["B1"], 4, limits, measure=capacity.per_demand)
+        if m.rung == "L2"
+    ]
+    assert m.value == pytest.approx(2.0, rel=0.01)
+    assert [m.low, m.high] == pytest.approx([2.0, 2.0], rel=0.01)
+
+    short = {"L2": both["L2"], "B1": served("B1", [0.5, 0.5, 0.5, 0.1])}  # seed 4: < 0.4×
+    (m,) = [
+        m
+        for m in capacity.bootstrap(short, ["B1"], 4, limits, measure=capacity.per_demand)
+        if m.rung == "L2"
+    ]
+    assert m.low == pytest.approx(2.0, rel=0.01)
+    assert math.isinf(m.high)
+    assert m.high > 0
+    from benchmarks.replay.ladder_report import _multiplier
+
+    assert _multiplier(replace(m, value=2.1)) == "**2.10×** [2.00–∞]"
