@@ -942,12 +942,12 @@ def _sweep_budget(wall: float, ladder_wall: float, sweep_seeds: int) -> str:
     estimate = (ladder_wall + rest * 20 / sweep_seeds) / 60
     if estimate > BUDGET_MIN:
         return (
-            f"They keep {sweep_seeds} seeds (`--sweep-seeds`): with 20 their runs would double"
+            f" They keep {sweep_seeds} seeds (`--sweep-seeds`): with 20 their runs would double"
             f" and the command take about {estimate:.0f} min, beyond the {BUDGET_MIN:g} min the"
             " default replay is allowed on this machine; their intervals are the wider for it."
         )
     return (
-        f"With 20 seeds for them (`--sweep-seeds 20`) the command would take about"
+        f" With 20 seeds for them (`--sweep-seeds 20`) the command would take about"
         f" {estimate:.0f} min, within the {BUDGET_MIN:g} min budget."
     )
 
