@@ -542,8 +542,7 @@ def frontier_table(
             if size is None:
                 cells.append("–")
                 continue
-            runs = search.sizes[size][search.best_split(size, limits)]
-            mean, half = mean_ci(float(x[key]) for x in runs)
+            mean, half = mean_ci(float(x[key]) for x in _runs_at(search, size, relaxed))
             cells.append(_fmt(mean, "num", half) + f" @ {size}")
             if key == "interrupted_per_100h":
                 interrupted = mean
@@ -611,9 +610,9 @@ def frontier_reading(
                     else "a reason to change the default"
                 )
                 out.append(
-                    f"The shipped policy needs {m.value:.2f}× [{m.low:.2f}–{m.high:.2f}] its"
-                    f" GPUs ({shipped.interrupted:.2g} interruptions per 100 session-h against"
-                    f" {best.interrupted:.2g}): {told}."
+                    f"The shipped policy needs {m.value:.2f}× [{_bound(m.low)}–"
+                    f"{_bound(m.high)}] its GPUs ({shipped.interrupted:.2g} interruptions per"
+                    f" 100 session-h against {best.interrupted:.2g}): {told}."
                 )
             else:
                 out.append(

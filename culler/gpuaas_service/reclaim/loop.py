@@ -761,7 +761,7 @@ class ReclaimLoop:
         }
         work = self._handed_to(d, targets)
         if work is not None:
-            cause["for"] = self._work_for(wb.team, work.team, work.namespace, work.workload)
+            cause["for"] = self._work_for(wb.team, work)
         return cause
 
     def _handed_to(self, d: Decision, targets: Mapping[str, Target]) -> HandedTo | None:
@@ -779,9 +779,10 @@ class ReclaimLoop:
             return HandedTo(wait.team, wait.namespace, wait.workload)
         return None
 
-    def _work_for(self, own: str, team: str, namespace: str, workload: str) -> dict[str, str]:
+    def _work_for(self, own: str, work: HandedTo) -> dict[str, str]:
         """Whose work a cause names: the user's own team's by the object a Workload is for (a
         Job's name, where Kueue names its owner), another team's by its display name only."""
+        team, namespace, workload = work
         if not team or team != own:
             return {"team": "other", "name": self.team_names.get(team, "")}
         for obj in self.view.workloads(namespace):
