@@ -140,7 +140,9 @@ class OrgSpec:
 
     def team_quota(self, pool: Pool, units: int | None = None) -> dict[str, int]:
         """Each team's share of ``units`` of ``pool`` (default: all of it): as the file states
-        it (scaled with the pool when ``units`` differs), the rest by weight, rounded down."""
+        it (scaled with the pool when ``units`` differs), the rest by weight; whole units
+        handed out by largest remainder, so that the quotas add up to the pool (to what the
+        stated quotas scale to, when every team states one): no GPU is in no queue."""
         total = pool.units if units is None else units
         stated = {
             t.name: dict(t.quota)[pool.name]
@@ -148,13 +150,15 @@ class OrgSpec:
             if dict(t.quota).get(pool.name) is not None
         }
         scale = total / pool.units if pool.units else 0.0
-        out = {name: math.floor(n * scale + 1e-9) for name, n in stated.items()}
-        rest = total - sum(out.values())
+        exact = {name: n * scale for name, n in stated.items()}
+        rest = max(0.0, total - sum(exact.values()))
         others = [t for t in self.teams if t.name not in stated]
         weight = sum(t.weight for t in others)
         for t in others:
-            out[t.name] = math.floor(rest * t.weight / weight + 1e-9) if weight else 0
-        return out
+            exact[t.name] = rest * t.weight / weight if weight else 0.0
+        target = total if others else math.floor(sum(exact.values()) + 1e-9)
+        out = largest_remainder(exact, min(total, target))
+        return {t.name: out[t.name] for t in self.teams}
 
     def users(self) -> dict[str, int]:
         """Notebook users per team: users_per_gpu × the training pools' GPUs, by weight."""
@@ -173,6 +177,18 @@ class OrgSpec:
             Demand(**{**d.__dict__, **changes}),
             self.source,
         )
+
+
+def largest_remainder(exact: Mapping[str, float], total: int) -> dict[str, int]:
+    """Whole numbers that add up to ``total``, each the floor of its ``exact`` share or one
+    more: the units left after the floors go to the largest fractional parts (ties: in the
+    order given), Hamilton's apportionment."""
+    floors = {k: math.floor(v + 1e-9) for k, v in exact.items()}
+    left = total - sum(floors.values())
+    order = sorted(exact, key=lambda k: -(exact[k] + 1e-9 - floors[k]))
+    for k in order[: max(0, left)]:
+        floors[k] += 1
+    return floors
 
 
 _TOP = ("name", "description", "pools", "teams", "demand")

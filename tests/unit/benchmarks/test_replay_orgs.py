@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.replay import ladder
+from benchmarks.replay import capacity, ladder
 from benchmarks.replay.organisations import (
     ORGS,
     OrganisationError,
@@ -119,7 +119,7 @@ def test_an_unknown_organisation_name_gets_a_suggestion(tmp_path: Path) -> None:
         load(str(bad))
 
 
-def test_team_quotas_as_stated_the_rest_by_weight_rounded_down() -> None:
+def test_team_quotas_as_stated_the_rest_by_weight_by_largest_remainder() -> None:
     spec = read_organisation(
         _org(
             pools=[{"name": "h100", "nodes": 3, "gpus_per_node": 8}],
@@ -131,10 +131,31 @@ def test_team_quotas_as_stated_the_rest_by_weight_rounded_down() -> None:
         )
     )
     (pool,) = spec.pools
-    assert spec.team_quota(pool) == {"team-a": 10, "team-b": 9, "team-c": 4}
+    # 14 by weight 2:1 is 9.33 and 4.67: the unit left goes to the larger remainder.
+    assert spec.team_quota(pool) == {"team-a": 10, "team-b": 9, "team-c": 5}
     half = spec.team_quota(pool, 12)  # a smaller cluster: the stated quota scales with it
-    assert half == {"team-a": 5, "team-b": 4, "team-c": 2}
-    assert sum(half.values()) <= 12
+    assert half == {"team-a": 5, "team-b": 5, "team-c": 2}
+
+
+@pytest.mark.parametrize("org", ["dgx-4", "dgx-8", "dgx-16", "dgx-8-mig"])
+def test_team_quotas_add_up_to_the_pool_at_every_size_of_the_grid(org: str) -> None:
+    """No GPU is in the pool and in no ClusterQueue: at every size the search may run, the
+    teams' quotas (and the queues' nominal quotas) add up to what the pools hold."""
+    spec = load(org)
+    for gpus in capacity.grid_sizes(spec.training_gpus):
+        for pool in ladder.sized(spec, gpus):
+            assert sum(spec.team_quota(pool).values()) == pool.units, (org, gpus, pool)
+        docs, _pools = ladder.manifests(spec, ladder.RUNGS["B1"], gpus, 0.375)
+        nominal = sum(
+            r["nominalQuota"]
+            for d in docs
+            if d["kind"] == "ClusterQueue"
+            for g in d["spec"]["resourceGroups"]
+            for f in g["flavors"]
+            if not f["name"].startswith("mig")
+            for r in f["resources"]
+        )
+        assert nominal == gpus, (org, gpus)
 
 
 def test_the_trace_follows_the_organisations_demand() -> None:
