@@ -20,6 +20,7 @@ import gzip
 import io
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -550,18 +551,25 @@ def export_rows(
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """What makes a spreadsheet read a cell as a formula (OWASP, "CSV Injection")."""
 
+_LINE_STARTS = re.compile(r"(^|[\r\n])(?=[=+\-@\t\r])")
+"""The start of the text and each line break, where a formula character follows."""
+
 
 def spreadsheet_safe(value: object) -> object:
     """A text cell that a spreadsheet would run as a formula, with a leading apostrophe (user,
-    team and offering names are the users' and admins' to choose); numbers as they are."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
+    team and offering names are the users' and admins' to choose) — at the start of the cell
+    and after every CR or LF in it, since a reader that splits lines there sees a new row;
+    numbers as they are."""
+    if isinstance(value, str):
+        return _LINE_STARTS.sub(r"\1'", value)
     return value
 
 
 def export_csv(rows: Sequence[dict[str, Any]]) -> str:
+    """``rows`` as CSV (RFC 4180: CRLF between rows, so that a cell holding CR or LF is
+    quoted, as the csv module quotes any cell holding a character of the line terminator)."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=EXPORT_FIELDS, lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=EXPORT_FIELDS, lineterminator="\r\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: spreadsheet_safe(v) for k, v in row.items()})

@@ -162,6 +162,34 @@ def test_the_showback_csv_escapes_cells_a_spreadsheet_would_run_as_formulas() ->
     assert read[0]["allocated_hours"] == "1.5"
 
 
+def test_the_showback_csv_quotes_line_breaks_and_neutralises_a_formula_on_every_line() -> None:
+    """JupyterHub's default username check accepts ``alice\\r=hyperlink(...)``: the cell is
+    quoted (CR as well as LF), and no line of the file, nor any row a CSV reader reads back,
+    starts with a formula."""
+    import csv
+    import io
+
+    from gpuaas_service.console.state import FORMULA_STARTS, export_csv
+
+    users = ['alice\r=HYPERLINK("http://x")', "bob\n+1+1", "carol\r\n@SUM(A1)", "dave\r\r-1"]
+    rows = [{"day": "2026-11-30", "team": "team-a", "user": u, "offering": "o"} for u in users]
+    text = export_csv(rows)
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        assert not line.startswith(FORMULA_STARTS), repr(line)
+    read = list(csv.reader(io.StringIO(text, newline="")))
+    assert len(read) == 1 + len(users)  # each cell's line breaks stayed inside its quotes
+    for row in read:
+        for cell in row:
+            for line in cell.replace("\r", "\n").split("\n"):
+                assert not line.startswith(FORMULA_STARTS), repr(cell)
+    assert [r[2] for r in read[1:]] == [
+        'alice\r\'=HYPERLINK("http://x")',
+        "bob\n'+1+1",
+        "carol\r\n'@SUM(A1)",
+        "dave\r'\r'-1",
+    ]
+
+
 def test_a_team_leads_console_names_no_other_teams_work() -> None:
     """alice (team-a) warned for team-b's queued Job, and for a team-b notebook: team-a's lead
     sees the rows and events with that work named by its team only; the full console names it."""
