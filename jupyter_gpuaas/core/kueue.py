@@ -11,6 +11,8 @@ they read as absent.
 
 from __future__ import annotations
 
+import logging
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -68,6 +70,8 @@ ADMISSION_GATE = "kueue.x-k8s.io/admission"
 # Pod condition Kueue sets (status patch) right before it deletes a pod it stops.
 TERMINATION_TARGET = "TerminationTarget"
 
+_log = logging.getLogger(__name__)
+
 FlavorResource = tuple[str, str]
 """``(flavor, resource)``: the key Kueue accounts quota and usage under."""
 
@@ -76,55 +80,90 @@ FlavorResource = tuple[str, str]
 
 
 class QuantityError(ValueError):
-    """A string that is not a Kubernetes resource quantity."""
+    """A string that is not a Kubernetes resource quantity, or one too large to count."""
 
 
 _QUANTITY_RE = re.compile(
-    r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+    r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
 )
 _BINARY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60}
-_DECIMAL = {
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 10**3),
-    "": Fraction(1),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-}
+_DECIMAL_EXPONENT = {
+    "n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18
+}  # fmt: skip
+_MAX_QUANTITY = Fraction(2**63 - 1)
+"""The largest amount counted, in the resource's base unit: Kubernetes reads a quantity as an
+int64 (``Quantity.Value()``; Kueue accounts cpu in int64 milli-units), so a larger one is no
+amount a cluster can hold. Refusing it before any arithmetic keeps ``cpu: 1e10000000`` (which
+the API server stores) from costing seconds of exact big-number work per object read."""
+_MAX_DIGITS = 64
+"""Longest digit string of a quantity's number: far beyond int64's 19 digits plus nano's 9, and
+far below Python's 4,300-digit limit on ``int(str)``."""
+_MAX_INTEGER_DIGITS = len(str(2**63 - 1))
+_NANO = Fraction(1, 10**9)
+"""Kubernetes keeps a quantity to nano precision, rounding up what lies below."""
 
 
 def parse_quantity(value: object) -> Fraction:
     """Parse a Kubernetes quantity (``"500m"``, ``"8Gi"``, ``"1e3"``, ``2``) exactly.
 
-    Raises :class:`QuantityError` for anything else (booleans included).
+    As Kubernetes does, a string's precision below one nano is rounded up (away from zero), so
+    ``"1e-20"`` reads as ``1n``. Raises :class:`QuantityError` for anything else (booleans and
+    non-finite floats included), and for an amount beyond int64 ("too large"), decided from
+    the exponent before any arithmetic.
     """
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is not a quantity")
     if isinstance(value, int):
-        return Fraction(value)
+        return _bounded(Fraction(value), value)
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+        if not math.isfinite(value):
             raise QuantityError(f"{value!r} is not a quantity")
-        return Fraction(value).limit_denominator(10**9)
+        return _bounded(Fraction(value).limit_denominator(10**9), value)
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
-    if value.isdigit() and value.isascii():  # the common case, fast
-        return Fraction(int(value))
-    match = _QUANTITY_RE.match(value.strip())
+    if value.isdigit() and value.isascii() and len(value) <= _MAX_DIGITS:  # the common case, fast
+        return _bounded(Fraction(int(value)), value)
+    match = _QUANTITY_RE.fullmatch(value.strip())
     if not match:
-        raise QuantityError(f"{value!r} is not a quantity (e.g. 1, 500m, 8Gi)")
-    number = Fraction(match["num"])
+        raise QuantityError(f"{_shown(value)} is not a quantity (e.g. 1, 500m, 8Gi)")
+    sign = -1 if match["num"].startswith("-") else 1
+    whole, _, frac = match["num"].lstrip("+-").partition(".")
+    significant = (whole + frac).lstrip("0")
+    if not significant.rstrip("0"):
+        return Fraction(0)
     suffix = match["suffix"] or ""
+    multiplier = _BINARY.get(suffix, 1)
     if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    if suffix in _DECIMAL:
-        return number * _DECIMAL[suffix]
-    return number * Fraction(10) ** int(suffix[1:])
+        exponent = 0
+    elif suffix in _DECIMAL_EXPONENT:
+        exponent = _DECIMAL_EXPONENT[suffix]
+    else:  # e/E: an exponent of more than 6 digits is far out of range either way
+        exponent = int(suffix[1:]) if len(suffix) <= 8 else (-1 if "-" in suffix else 1) * 10**7
+    # value = sign × digits × 10^exponent × multiplier, with digits' trailing zeros moved into
+    # the exponent: its size is known before it is computed.
+    digits = significant.rstrip("0")
+    exponent += len(significant) - len(digits) - len(frac)
+    if len(digits) + exponent + len(str(multiplier)) - 1 > _MAX_INTEGER_DIGITS:
+        raise QuantityError(f"{_shown(value)} is too large (at most {_MAX_QUANTITY} is counted)")
+    if len(digits) > _MAX_DIGITS:
+        raise QuantityError(f"{_shown(value)} has more than {_MAX_DIGITS} significant digits")
+    if len(digits) + exponent < -9:  # below one nano
+        return sign * _NANO
+    amount = Fraction(int(digits) * multiplier) * Fraction(10) ** exponent
+    return sign * _bounded(math.ceil(amount / _NANO) * _NANO, value)
+
+
+def _bounded(amount: Fraction, value: object) -> Fraction:
+    if abs(amount) > _MAX_QUANTITY:
+        raise QuantityError(f"{_shown(value)} is too large (at most {_MAX_QUANTITY} is counted)")
+    return amount
+
+
+def _shown(value: object) -> str:
+    """The value as a message quotes it: at most 40 characters of it."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def format_quantity(value: Fraction) -> str:
@@ -501,8 +540,8 @@ def pod_requests(template: Mapping[str, Any]) -> dict[str, Fraction]:
         for name, qty in merged.items():
             try:
                 out[str(name)] = parse_quantity(qty)
-            except QuantityError:
-                continue
+            except QuantityError as error:
+                _skipped(str(name), error)
         return out
 
     total: dict[str, Fraction] = {}
@@ -653,9 +692,26 @@ def _sum_resources(lists: Iterable[object]) -> dict[str, Fraction]:
         for name, qty in as_mapping(raw).items():
             try:
                 total[str(name)] = total.get(str(name), Fraction(0)) + parse_quantity(qty)
-            except QuantityError:
-                continue
+            except QuantityError as error:
+                _skipped(str(name), error)
     return total
+
+
+_SKIPPED_SEEN: set[str] = set()
+_SKIPPED_KEPT = 256
+
+
+def _skipped(resource: str, error: QuantityError) -> None:
+    """Say once per distinct value that a request was read as absent. The only log line of
+    this module: every watch cache of the hub and the service reads objects through here, and a
+    user who may create Jobs can write any quantity the API server stores."""
+    message = f"{resource}: {error}; this request is read as absent"
+    if message in _SKIPPED_SEEN:
+        return
+    if len(_SKIPPED_SEEN) >= _SKIPPED_KEPT:
+        _SKIPPED_SEEN.clear()
+    _SKIPPED_SEEN.add(message)
+    _log.warning("unreadable resource quantity %s", message)
 
 
 def workload_for_pod(
