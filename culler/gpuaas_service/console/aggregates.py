@@ -5,7 +5,8 @@
 - :func:`teams`: per team and (flavor, resource), quota against use — notebooks, training,
   borrowed, lent — from Kueue's ClusterQueues as the watch caches hold them; the team's queued
   work (count, GPU-equivalents, the oldest wait); its GPU-equivalents held now (busy, idle,
-  unknown) and today's hours (:class:`~.ledger.Ledger`).
+  unknown: servers waiting for their GPU hold none, :func:`~.ledger.holds_its_gpu`) and today's
+  hours (:class:`~.ledger.Ledger`).
 
 A ClusterQueue belongs to the team whose LocalQueue points at it: in the notebook namespace the
 LocalQueue is named after the team (its *notebooks* queue); elsewhere the namespace is the
@@ -18,13 +19,13 @@ borrower uses; a Cohort's own quota is not counted as anyone's).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
-from gpuaas_service.console.ledger import Usage
+from gpuaas_service.console.ledger import Usage, holds_its_gpu
 from gpuaas_service.reclaim.decide import Action, Decision, Plan
 from gpuaas_service.reclaim.idleness import State
 from jupyter_gpuaas.core.durations import isoformat_z
@@ -272,9 +273,11 @@ def teams(
     only: Iterable[str] | None = None,
     reclaims: Mapping[str, int] | None = None,
     failed_starts: Mapping[str, int] | None = None,
+    on_node: Collection[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The console's team table (see the module's docstring). ``reclaims``,
-    ``failed_starts``: today's, per team."""
+    ``failed_starts``: today's, per team; ``on_node``: the servers whose pods are on a node
+    (:func:`~.ledger.servers_on_nodes`; ``None``: not known)."""
     reclaims = reclaims or {}
     failed_starts = failed_starts or {}
     owners = queue_owners(state, notebook_namespace)
@@ -284,7 +287,7 @@ def teams(
     servers: dict[str, int] = {}
     for d in plan.decisions if plan is not None else ():
         wb = d.workbench
-        if wb.gpu_equivalents <= 0:
+        if wb.gpu_equivalents <= 0 or not holds_its_gpu(wb, on_node):
             continue
         team = wb.team or "-"
         h = held.get(team)

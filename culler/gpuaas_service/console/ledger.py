@@ -2,8 +2,10 @@
 
 The reclaim loop calls :meth:`Ledger.add` once per completed cycle with the cycle's workbenches
 (as the hub confirmed them) and its clock. The time since the previous cycle is counted for each
-workbench that holds GPUs (``gpu_equivalents`` > 0), by the verdict of this cycle: all of it as
-*allocated*; as *busy* or *idle* by the activity verdict (``unknown`` counts as allocated only).
+workbench of ``gpu_equivalents`` > 0 that held its GPU (:func:`holds_its_gpu`), by the verdict
+of this cycle: all of it as *allocated*; as *busy* or *idle* by the activity verdict (``unknown``
+counts as allocated only). A workbench that waited for its GPU (in Kueue's queue, or admitted and
+waiting for a node) is billed nothing: that time is *waiting*, a figure of its own.
 A gap longer than ``max_gap`` (the service was down or could not read its inputs) is not
 counted: nothing is known of it. Time is split at midnight UTC, so each day's figures are that
 day's. The ledger lives in memory (a restarted service starts its day afresh); ``keep_days`` days
@@ -15,14 +17,18 @@ user and offering.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
+from typing import Any
 
+from gpuaas_service.model.pods import hub_server
+from gpuaas_service.reclaim.activity_store import server_key
 from gpuaas_service.reclaim.decide import Workbench
 from gpuaas_service.reclaim.idleness import State
+from jupyter_gpuaas.core.kueue import as_mapping
 
-__all__ = ["DayKey", "Ledger", "Usage"]
+__all__ = ["DayKey", "Ledger", "Usage", "holds_its_gpu", "servers_on_nodes"]
 
 DEFAULT_MAX_GAP = timedelta(minutes=10)
 DEFAULT_KEEP_DAYS = 35
@@ -45,11 +51,15 @@ class Usage:
     allocated: float = 0.0
     busy: float = 0.0
     idle: float = 0.0
+    waiting: float = 0.0
+    """Asked for and not held (in the queue, or admitted and waiting for a node): not billed,
+    not part of ``allocated``."""
 
     def add(self, other: Usage) -> None:
         self.allocated += other.allocated
         self.busy += other.busy
         self.idle += other.idle
+        self.waiting += other.waiting
 
     def hours(self) -> dict[str, float]:
         return {
@@ -57,6 +67,34 @@ class Usage:
             "busy_hours": round(self.busy / 3600, 4),
             "idle_hours": round(self.idle / 3600, 4),
         }
+
+
+def servers_on_nodes(pods: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The servers (``user`` or ``user/server``) whose pod is bound to a node and has not
+    ended: the pods that hold their devices. A pod Kueue still gates, or one admitted and
+    waiting for a free node, has no node."""
+    out: set[str] = set()
+    for pod in pods:
+        server = hub_server(pod)
+        if server is None:
+            continue
+        if not as_mapping(pod.get("spec")).get("nodeName"):
+            continue
+        if as_mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
+            continue
+        out.add(server_key(*server))
+    return frozenset(out)
+
+
+def holds_its_gpu(wb: Workbench, on_node: Collection[str] | None = None) -> bool:
+    """Whether ``wb`` held its GPU: it runs (Ready), or its pod is on a node (``on_node``:
+    :func:`servers_on_nodes` of the pods, where they were read), or — the pods not read —
+    Kueue admitted it (it holds quota). Time in the queue never counts as held."""
+    if wb.phase == "running":
+        return True
+    if on_node is not None:
+        return wb.key in on_node
+    return bool(wb.holds)
 
 
 def _split_days(start: datetime, end: datetime) -> list[tuple[date, float]]:
@@ -100,8 +138,14 @@ class Ledger:
             out[team] = out.get(team, 0) + n
         return out
 
-    def add(self, workbenches: Iterable[Workbench], now: datetime) -> dict[DayKey, Usage]:
-        """Count the time since the previous call; return what was added, by key."""
+    def add(
+        self,
+        workbenches: Iterable[Workbench],
+        now: datetime,
+        on_node: Collection[str] | None = None,
+    ) -> dict[DayKey, Usage]:
+        """Count the time since the previous call; return what was added, by key.
+        ``on_node``: :func:`servers_on_nodes` (``None``: not known, see :func:`holds_its_gpu`)."""
         last, self.last = self.last, now
         added: dict[DayKey, Usage] = {}
         self.last_added = added
@@ -114,11 +158,18 @@ class Ledger:
             key = DayKey(wb.team or "-", wb.user, wb.offering or wb.kind, wb.kind)
             size = float(wb.gpu_equivalents)
             state = wb.idleness.state
+            held = holds_its_gpu(wb, on_node)
+            if not held and wb.phase == "stopping":
+                continue  # a start given up in the queue: neither held nor waiting any more
             for day, seconds in slices:
-                part = Usage(
-                    allocated=size * seconds,
-                    busy=size * seconds if state is State.BUSY else 0.0,
-                    idle=size * seconds if state is State.IDLE else 0.0,
+                part = (
+                    Usage(
+                        allocated=size * seconds,
+                        busy=size * seconds if state is State.BUSY else 0.0,
+                        idle=size * seconds if state is State.IDLE else 0.0,
+                    )
+                    if held
+                    else Usage(waiting=size * seconds)
                 )
                 self.days.setdefault(day, {}).setdefault(key, Usage()).add(part)
                 added.setdefault(key, Usage()).add(part)

@@ -9,6 +9,8 @@ written before it has been read, so that nothing a previous run kept is overwrit
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from gpuaas_service.clients.persisted import PersistedState, StateUnreadable
 from gpuaas_service.console.journal import Entry, Journal, journal_from_text, journal_to_text
 from gpuaas_service.console.ledger import Ledger
@@ -57,18 +59,25 @@ class ConsoleRecord:
         self.journal_state = journal_state
         self._saved_changes = -1
         """:attr:`Journal.changes` as last written (``-1``: not written by this process)."""
+        self.on_node: Collection[str] | None = None
+        """The last cycle's servers on a node (``None``: not known)."""
 
     def happened(self, event: LoopEvent) -> None:
         self.journal.record(journal_entry(event))
 
-    async def cycle_completed(self, result: CycleResult) -> None:
+    async def cycle_completed(
+        self, result: CycleResult, on_node: Collection[str] | None = None
+    ) -> None:
+        """``on_node``: the servers whose pods are on a node (:func:`~.ledger.servers_on_nodes`;
+        ``None``: not known): only their time is billed (:func:`~.ledger.holds_its_gpu`)."""
+        self.on_node = on_node
         state = self.journal_state
         readable = state is None or state.loaded or await self._restore_journal(state)
         final = result.workbenches
         self.journal.observe(final)  # after the restore: a kept reclaim's user may be back
         if state is not None and readable:
             await self._write_journal(state)
-        self.ledger.add(final, result.now)
+        self.ledger.add(final, result.now, on_node)
 
     async def _write_journal(self, state: PersistedState) -> None:
         """Write the journal when it changed since last written (a failure: at the next cycle)."""

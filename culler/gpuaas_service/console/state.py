@@ -31,7 +31,13 @@ from gpuaas_service.console.aggregates import plan_rows, summary, teams
 from gpuaas_service.console.fit import fit_rows
 from gpuaas_service.console.gpus import gpu_rows, pod_places, read_node
 from gpuaas_service.console.journal import Entry
-from gpuaas_service.console.ledger import DayKey, Ledger, Usage
+from gpuaas_service.console.ledger import (
+    DayKey,
+    Ledger,
+    Usage,
+    holds_its_gpu,
+    servers_on_nodes,
+)
 from gpuaas_service.console.record import ConsoleRecord
 from gpuaas_service.console.starts import StartWatch
 from gpuaas_service.reclaim.decide import Plan, assess_handoff
@@ -61,6 +67,7 @@ EXPORT_FIELDS = (
     "unknown_hours",
     "reclaims",
     "failed_starts",
+    "waiting_hours",
 )
 
 T = TypeVar("T")
@@ -260,7 +267,10 @@ class ConsoleState:
         self.record.happened(event)
 
     async def cycle_completed(self, result: CycleResult) -> None:
-        await self.record.cycle_completed(result)
+        pods = self.pods() if self.pods is not None else None
+        await self.record.cycle_completed(
+            result, servers_on_nodes(pods) if pods is not None else None
+        )
         if self.nodes is not None:
             await self._read_flavor_labels()
         update_metrics(self)
@@ -424,6 +434,7 @@ class ConsoleState:
                 now=now,
                 reclaims=self.record.journal.reclaims_by_team(now.date()),
                 failed_starts=self.record.ledger.failed_starts_by_team(now.date()),
+                on_node=self.record.on_node,
             ),
             "events": self.record.journal.recent(self.regret_window),
             "handoffs": handoffs,
@@ -507,6 +518,8 @@ def export_rows(
 
     ``unknown_hours`` is the time held while the activity verdict was unknown (no report, or
     GPU readings that failed): ``allocated = busy + idle + unknown``, to the 4 decimals shown.
+    ``waiting_hours``: the GPU-equivalents asked for while waiting for them (in the queue, or
+    admitted and waiting for a node) — not billed, not part of ``allocated``.
     A reclaim or failed start whose day has no hours (a failed start held no GPU for long, or
     all in a gap the ledger does not count) gets a row of its own with no hours and no kind."""
     allowed = set(only) if only is not None else None
@@ -527,8 +540,8 @@ def export_rows(
         if allowed is not None and key.team not in allowed:
             continue
         # in ten-thousandths of an hour, so that the columns add up as shown
-        allocated, busy, idle = (
-            round(s / 3600 * 10_000) for s in (used.allocated, used.busy, used.idle)
+        allocated, busy, idle, waiting = (
+            round(s / 3600 * 10_000) for s in (used.allocated, used.busy, used.idle, used.waiting)
         )
         rows.append(
             {
@@ -543,6 +556,7 @@ def export_rows(
                 "unknown_hours": max(allocated - busy - idle, 0) / 10_000,
                 "reclaims": reclaims.pop((key.team, key.user, key.offering), 0),
                 "failed_starts": failed.pop((key.team, key.user, key.offering), 0),
+                "waiting_hours": waiting / 10_000,
             }
         )
     return rows
@@ -596,7 +610,7 @@ def update_metrics(console: ConsoleState) -> None:
         held: dict[tuple[str, str], dict[State, Fraction]] = {}
         for d in plan.decisions:
             wb = d.workbench
-            if wb.gpu_equivalents > 0:
+            if wb.gpu_equivalents > 0 and holds_its_gpu(wb, console.record.on_node):
                 by = held.get((wb.team or "-", wb.kind))
                 if by is None:
                     by = held[(wb.team or "-", wb.kind)] = {s: Fraction(0) for s in State}

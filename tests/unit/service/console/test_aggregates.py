@@ -103,6 +103,31 @@ def test_teams_quota_use_borrowed_lent_queue_and_today() -> None:
     assert queued_work(wls, state, NS)["team-a"].count == 2
 
 
+def test_a_server_waiting_for_its_gpu_holds_nothing_now() -> None:
+    """bob's server waits in the queue (its pod is on no node): the team holds only alice's."""
+    from dataclasses import replace
+
+    queued = replace(wb("bob", "team-a", State.UNKNOWN, Fraction(1, 7)), phase="starting")
+    plan = decide(
+        [wb("alice", "team-a", State.IDLE, Fraction(1, 7)), queued],
+        [],
+        load_policy({"policies": [{"name": "p", "idle_after": "30m"}]}),
+        now=T0,
+    )
+    (a,) = (
+        t
+        for t in teams(org(), plan, [], {}, notebook_namespace=NS, now=T0, on_node={"alice"})
+        if t["team"] == "team-a"
+    )
+    assert a["now"] == {
+        "servers": 1,
+        "allocated": "0.14",
+        "busy": "0",
+        "idle": "0.14",
+        "unknown": "0",
+    }
+
+
 # --------------------------------------------------------------------------- plan rows = --explain
 
 

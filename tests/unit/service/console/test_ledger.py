@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
 from gpuaas_service.console.journal import Entry
-from gpuaas_service.console.ledger import Ledger
+from gpuaas_service.console.ledger import DayKey, Ledger, holds_its_gpu, servers_on_nodes
 from gpuaas_service.console.state import export_csv, export_rows
 from gpuaas_service.reclaim.decide import Workbench
 from gpuaas_service.reclaim.idleness import State
@@ -89,9 +91,11 @@ def test_ledger_splits_at_midnight_and_exports_per_user() -> None:
     text = export_csv(rows)
     assert text.splitlines()[0] == (
         "day,team,user,offering,kind,allocated_hours,busy_hours,idle_hours,unknown_hours,reclaims,"
-        "failed_starts"
+        "failed_starts,waiting_hours"
     )
-    assert text.splitlines()[1] == "2026-12-01,team-a,alice,off-gpu,gpu,0.0833,0.0833,0.0,0.0,0,0"
+    assert text.splitlines()[1] == (
+        "2026-12-01,team-a,alice,off-gpu,gpu,0.0833,0.0833,0.0,0.0,0,0,0.0"
+    )
 
 
 def test_unknown_hours_make_the_columns_add_up_and_reclaims_count_per_row() -> None:
@@ -147,6 +151,7 @@ def test_unknown_hours_make_the_columns_add_up_and_reclaims_count_per_row() -> N
         "unknown_hours": 0.0,
         "reclaims": 1,
         "failed_starts": 0,
+        "waiting_hours": 0.0,
     }
     # a team lead's export: their team's rows and reclaims only
     lead = export_rows(ledger, day, only=["team-a"], journal=journal)
@@ -183,3 +188,76 @@ def test_failed_starts_are_kept_for_keep_days_only() -> None:
     for days in (3, 2, 1, 0):
         ledger.failed_start("team-a", "erin", "off-gpu", T0 - timedelta(days=days))
     assert sorted(ledger.failed_starts) == [T0.date() - timedelta(days=1), T0.date()]
+
+
+def _pod(
+    user: str, *, node: str = "", phase: str = "Running", gated: bool = False
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeName": node} if node else {}
+    if gated:
+        spec["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    return {
+        "metadata": {"name": f"jupyter-{user}", "annotations": {"hub.jupyter.org/username": user}},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def test_servers_on_nodes_are_the_pods_bound_to_a_node_that_have_not_ended() -> None:
+    pods = [
+        _pod("alice", node="local-0"),
+        _pod("bob", phase="Pending", gated=True),  # in Kueue's queue
+        _pod("carol", phase="Pending"),  # admitted, waiting for a free node
+        _pod("dave", node="local-0", phase="Pending"),  # on its node, starting
+        _pod("erin", node="local-0", phase="Succeeded"),  # exited: its GPU is free
+        {"metadata": {"name": "not-a-server"}, "spec": {"nodeName": "local-0"}},
+    ]
+    assert servers_on_nodes(pods) == {"alice", "dave"}
+
+
+HELD_CASES = [
+    # (name, phase, admitted by Kueue, on_node, held)
+    ("running", "running", True, frozenset[str](), True),
+    ("queued, pods read", "starting", False, frozenset[str](), False),
+    ("admitted, waiting for a node", "starting", True, frozenset[str](), False),
+    ("on its node, starting", "starting", True, frozenset({"a"}), True),
+    ("queued, pods not read", "starting", False, None, False),
+    ("admitted, pods not read", "starting", True, None, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("phase", "admitted", "on_node", "held"),
+    [c[1:] for c in HELD_CASES],
+    ids=[c[0] for c in HELD_CASES],
+)
+def test_a_workbench_holds_its_gpu_when_it_runs_or_is_on_its_node(
+    phase: str, admitted: bool, on_node: frozenset[str] | None, held: bool
+) -> None:
+    holds = {("local", "nvidia.com/mig-1g.10gb"): Fraction(1)} if admitted else {}
+    server = replace(wb("a", "team-a", State.UNKNOWN, Fraction(1, 7)), phase=phase, holds=holds)
+    assert holds_its_gpu(server, on_node) is held
+
+
+def test_time_in_the_queue_is_never_billed_and_is_a_column_of_its_own() -> None:
+    """Issue 39: bob never got a GPU, yet the export billed him his time in the queue. An hour
+    in 6 cycles: bob's 1/7 slice waits in the queue throughout, alice's runs; carol cancels her
+    queued start (her pod is stopping): nothing counts for her."""
+    alice = wb("alice", "team-a", State.BUSY, Fraction(1, 7))
+    bob = replace(wb("bob", "team-a", State.UNKNOWN, Fraction(1, 7)), phase="starting")
+    carol = replace(wb("carol", "team-a", State.UNKNOWN, Fraction(1, 7)), phase="stopping")
+    ledger = Ledger()
+    for i in range(7):
+        ledger.add([alice, bob, carol], T0 + timedelta(minutes=10 * i), frozenset({"alice"}))
+        if i:
+            assert ledger.last_added[DayKey("team-a", "bob", "off-mig", "mig")].allocated == 0
+    rows = {r["user"]: r for r in export_rows(ledger, T0.date())}
+    assert sorted(rows) == ["alice", "bob"]
+    billed = ("allocated_hours", "busy_hours", "idle_hours", "unknown_hours")
+    assert [rows["bob"][k] for k in billed] == [0.0, 0.0, 0.0, 0.0]
+    assert rows["bob"]["waiting_hours"] == pytest.approx(1 / 7, abs=1e-4)
+    assert rows["alice"]["allocated_hours"] == pytest.approx(1 / 7, abs=1e-4)
+    assert rows["alice"]["waiting_hours"] == 0.0
+    assert ledger.by_team(T0.date())["team-a"].allocated == pytest.approx(3600 / 7)
+    header = export_csv(list(rows.values())).splitlines()[0].split(",")
+    assert header[-1] == "waiting_hours"
