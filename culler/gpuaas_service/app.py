@@ -242,6 +242,41 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         Example: c.GPUaaSService.max_request_bytes = 131072""",
     )
 
+    request_header_timeout = Float(
+        20.0,
+        min=0.1,
+        config=True,
+        help="""Seconds a request's headers may take to arrive, and a kept-alive connection may
+        wait for its next request, before the connection is closed (every hub user, and every
+        notebook Job's pod, reaches the service port: a slow client must not hold a socket).
+        Keep it above the hub proxy's keep-alive idle time (Node's default is 5 s).
+        Default 20.
+        Example: c.GPUaaSService.request_header_timeout = 60""",
+    )
+
+    request_body_timeout = Float(
+        10.0,
+        min=0.1,
+        config=True,
+        help="""Seconds a request body (at most max_request_bytes) may take to arrive once its
+        caller was let in (a body is read only after the token on its headers was checked);
+        then the connection is closed. A notebook Job's upload has its own, longer, limit.
+        Default 10.
+        Example: c.GPUaaSService.request_body_timeout = 30""",
+    )
+
+    max_unidentified_connections = Integer(
+        256,
+        min=1,
+        config=True,
+        help="""Connections open at once on which no request has yet shown a valid token or
+        login; a new connection over the cap is answered 503 with Retry-After and closed
+        before it is read (counted in gpuaas_service_requests_refused{endpoint="connections"}).
+        The hub's proxy keeps a few connections per service; each user's sidebar and server
+        reach it through them. Default 256.
+        Example: c.GPUaaSService.max_unidentified_connections = 1024""",
+    )
+
     activity_reports_per_minute = Float(
         6.0,
         min=0.0,
@@ -561,6 +596,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         from gpuaas_service.queue.index import QueueIndex
         from gpuaas_service.queue.workloads import display_names
         from gpuaas_service.web.app import make_app
+        from gpuaas_service.web.connections import service_server
 
         load_config()
         if not self.job_namespaces:
@@ -589,10 +625,16 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         context = self._context(view, index, loop, source)
         self._start_reclaim(loop, source)
         url = urlparse(self.url)
-        # Bodies over the limit are refused from their Content-Length, before they are read.
-        make_app(context, history=self._history()).listen(
-            url.port or 80, url.hostname or "127.0.0.1", max_body_size=self.max_request_bytes
+        # Bodies over the limit are refused from their Content-Length, before they are read,
+        # and every body only once its caller passed (web/base.py BodyAfterCaller).
+        server = service_server(
+            make_app(context, history=self._history()),
+            max_body_size=self.max_request_bytes,
+            header_timeout=self.request_header_timeout,
+            body_timeout=self.request_body_timeout,
+            gate=context.connections,
         )
+        server.listen(url.port or 80, url.hostname or "127.0.0.1")
         log.info(
             "gpuaas service listening on %s%s notebook_namespace=%s job_namespaces=%s",
             self.url.rstrip("/"),
@@ -629,10 +671,12 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         """The service's parts and web settings, built once, for every handler."""
         from jupyterhub.services.auth import HubAuth, HubOAuth
 
+        from gpuaas_service.web.connections import ConnectionGate
         from gpuaas_service.web.context import ServiceContext
         from gpuaas_service.web.limits import RateLimit
 
         console = self._console(loop, view, source)
+        refused = loop.metrics.requests_refused
         return ServiceContext(
             prefix=self.prefix,
             hub_auth=HubAuth(parent=self),
@@ -645,7 +689,11 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
                 ),
                 "queue": RateLimit(self.queue_requests_per_second, self.queue_request_burst),
             },
-            on_refused=lambda name: loop.metrics.requests_refused.labels(name).inc(),
+            on_refused=lambda name: refused.labels(name).inc(),
+            connections=ConnectionGate(
+                self.max_unidentified_connections,
+                on_refused=lambda: refused.labels("connections").inc(),
+            ),
             health_extras={"policy": lambda: _policy_health(source, loop)},
             index=index,
             loop=loop,

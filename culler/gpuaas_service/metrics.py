@@ -11,7 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["HANDOFF_RESULTS", "OFFERING_KINDS", "RECLAIM_CODES", "Metrics"]
+from jupyter_gpuaas.core.kernel_state import OUTCOMES
+
+__all__ = [
+    "HANDOFF_RESULTS",
+    "KERNEL_OUTCOMES",
+    "OFFERING_KINDS",
+    "RECLAIM_CODES",
+    "RECLAIM_STATE_RESULTS",
+    "Metrics",
+]
 
 RECLAIM_CODES = ("demand", "max-idle", "max-age", "always")
 """The codes of the culler's reclaim decisions (reclaim/decide.py): the ``code`` label of
@@ -20,6 +29,12 @@ OFFERING_KINDS = ("gpu", "mig", "shared", "fraction")
 """The offering kinds that hold GPUs: the ``kind`` label of the showback counters."""
 HANDOFF_RESULTS = ("succeeded", "failed")
 """The results of a hand-off: the ``result`` label of ``gpuaas_culler_handoffs_total``."""
+KERNEL_OUTCOMES = OUTCOMES
+"""What a snapshot before a stop kept of one kernel (``jupyter_gpuaas.core.kernel_state``): the
+``outcome`` label of ``gpuaas_culler_kernel_states_total``."""
+RECLAIM_STATE_RESULTS = ("kept", "kept_with_losses", "interrupted")
+"""What a reclaim kept of its session (``reclaim/kept_state.py``): the ``result`` label of
+``gpuaas_culler_reclaim_states_total``."""
 
 
 class Metrics:
@@ -68,6 +83,24 @@ class Metrics:
         )
         for result in HANDOFF_RESULTS:
             self.handoffs.labels(result)
+        self.kernel_states = Counter(
+            "gpuaas_culler_kernel_states",
+            "Kernels of reclaimed servers by what the snapshot before the stop kept of them",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in KERNEL_OUTCOMES:
+            self.kernel_states.labels(outcome)
+        self.reclaim_states = Counter(
+            "gpuaas_culler_reclaim_states",
+            "Reclaims by what they kept of the session: kept, kept_with_losses, or interrupted"
+            " (a kernel's state lost, no snapshot answer within snapshot_timeout, or a server"
+            " that does not keep state)",
+            ["result"],
+            registry=r,
+        )
+        for result in RECLAIM_STATE_RESULTS:
+            self.reclaim_states.labels(result)
         self.cycle_errors = Counter(
             "gpuaas_culler_cycle_errors",
             "Cycles that read nothing usable and acted on nothing",
@@ -88,7 +121,8 @@ class Metrics:
         )
         self.requests_refused = Counter(
             "gpuaas_service_requests_refused",
-            "Requests answered 429 (a caller over its rate limit), by endpoint",
+            "Requests answered 429 (a caller over its rate limit), by endpoint; endpoint"
+            ' "connections": connections refused 503 over max_unidentified_connections',
             ["endpoint"],
             registry=r,
         )

@@ -12,10 +12,12 @@ from jupyterhub.services.auth import HubAuthenticated
 from tornado import web
 
 from gpuaas_service.reclaim.loop import ReclaimLoop
+from gpuaas_service.web.connections import ConnectionGate, identified
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.fields import FieldError
 
 __all__ = [
+    "BodyAfterCaller",
     "HubJSONHandler",
     "JSONHandler",
     "ServerHandler",
@@ -51,7 +53,33 @@ def error_answer(
     return answer
 
 
-class JSONHandler(web.RequestHandler):
+@web.stream_request_body
+class BodyAfterCaller(web.RequestHandler):
+    """A handler whose request body is read only after ``prepare()`` (where the caller is
+    checked, on the headers alone), so that an anonymous client cannot hold a connection open
+    by trickling a body: it is answered 403 (or 405) and cut off first. Every handler of the
+    service is one (tests/unit/service/web/test_routes.py); the body, within the server's
+    ``max_request_bytes`` and body timeout (web/connections.py), is ``self.request.body``
+    when the method runs."""
+
+    def data_received(self, chunk: bytes) -> None:
+        self.request.body += chunk
+
+    def refuse_unanswered_method(self) -> None:
+        """405 for a method this handler does not answer, before its body is read (tornado's
+        own 405 comes after it). Call first in ``prepare()``."""
+        method = self.request.method or ""
+        name = method.lower()
+        if method in self.SUPPORTED_METHODS and getattr(type(self), name, None) is getattr(
+            web.RequestHandler, name, None
+        ):
+            raise web.HTTPError(405)
+
+    def prepare(self) -> Any:
+        self.refuse_unanswered_method()
+
+
+class JSONHandler(BodyAfterCaller):
     """Answers JSON, never cached; errors as ``{"status", "message"}`` with the reason given.
 
     Each handler's ``initialize()`` takes the service's context (and its part) and calls
@@ -61,6 +89,11 @@ class JSONHandler(web.RequestHandler):
 
     def bind(self, context: ServiceContext) -> None:
         self.context = context
+
+    def caller_known(self) -> None:
+        """The caller passed its check: this connection no longer counts against the cap on
+        connections that have not shown who they are (web/connections.py)."""
+        identified(self, self.context.connections)
 
     def set_default_headers(self) -> None:
         self.set_header("Content-Type", "application/json")
@@ -111,7 +144,9 @@ class TooManyRequests(web.HTTPError):
         self.retry_after = max(1, round(wait))
 
 
-def check_operator_token(handler: web.RequestHandler, expected: str) -> None:
+def check_operator_token(
+    handler: web.RequestHandler, expected: str, gate: ConnectionGate | None = None
+) -> None:
     """403 unless the request carries the service's ``operator_token`` (``/metrics`` and
     ``api/health`` are for Prometheus and operators, not for every hub user behind the
     proxy). No token configured: refused to everyone, with how to set one."""
@@ -127,6 +162,7 @@ def check_operator_token(handler: web.RequestHandler, expected: str) -> None:
         token.strip().encode(), expected.encode()
     ):
         raise web.HTTPError(403, "the operator token is needed (Authorization: Bearer TOKEN)")
+    identified(handler, gate)
 
 
 def limit(context: ServiceContext, name: str, key: str) -> None:
@@ -152,6 +188,7 @@ class HubJSONHandler(HubAuthenticated, JSONHandler):  # type: ignore[misc]
             self.hub_auth = context.hub_auth
 
     async def prepare(self) -> None:
+        self.refuse_unanswered_method()
         # HubAuthenticated's own lookup blocks on the hub; ask asynchronously instead
         # (answers are cached by HubAuth for cache_max_age seconds).
         model = await self.hub_auth.get_user(self, sync=False)
@@ -162,6 +199,8 @@ class HubJSONHandler(HubAuthenticated, JSONHandler):  # type: ignore[misc]
             except Exception:  # noqa: BLE001 - UserNotAllowed: not allowed
                 allowed = None
         self._hub_auth_user_cache = allowed
+        if allowed:
+            self.caller_known()
 
 
 class ServerTokenHandler(HubJSONHandler):

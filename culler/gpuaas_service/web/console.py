@@ -38,7 +38,7 @@ from gpuaas_service.console.preview import MAX_POLICY_BYTES, PreviewError, previ
 from gpuaas_service.console.standing import standing
 from gpuaas_service.console.state import ConsoleState, export_csv, export_rows
 from gpuaas_service.reclaim.activity_store import server_key
-from gpuaas_service.web.base import JSONHandler, ServerHandler
+from gpuaas_service.web.base import BodyAfterCaller, JSONHandler, ServerHandler
 from gpuaas_service.web.context import ServiceContext
 
 __all__ = ["CONSOLE_SCOPE", "console_access", "console_handlers"]
@@ -80,6 +80,7 @@ class _ConsoleHandler(HubOAuthenticated, JSONHandler):  # type: ignore[misc]
         self.console = console
 
     async def prepare(self) -> None:
+        self.refuse_unanswered_method()
         model = await self.hub_auth.get_user(self, sync=False)
         self._hub_auth_user_cache = model or None
         if not model:
@@ -98,6 +99,7 @@ class _ConsoleHandler(HubOAuthenticated, JSONHandler):  # type: ignore[misc]
                 " (an admin grants it with a role: docs/console.md)",
             )
         self.teams: set[str] | None = access
+        self.caller_known()
 
     def get_current_user(self) -> Any:
         return self._hub_auth_user_cache
@@ -140,7 +142,7 @@ ASSET_PATH = re.compile(r"(?:[a-z_]+/)*[a-z_]+\.(?:js|css)")
 no dots but the extension's, so no path leaves the static folder."""
 
 
-class ConsoleAssetHandler(web.RequestHandler):
+class ConsoleAssetHandler(BodyAfterCaller):
     """The page's code and stylesheet, served to anyone: they are the same for every caller and
     hold no data (the page and the API need the console scope). Not behind the hub's login:
     a browser fetches a module script in CORS mode, and JupyterHub takes a cookie on such a
@@ -281,7 +283,7 @@ class StandingHandler(ServerHandler):
         )
 
 
-class OAuthCallbackHandler(HubOAuthCallbackHandler):  # type: ignore[misc]
+class OAuthCallbackHandler(BodyAfterCaller, HubOAuthCallbackHandler):  # type: ignore[misc]
     """The hub's OAuth callback, with the console's :class:`HubOAuth`."""
 
     def initialize(self, context: ServiceContext) -> None:
@@ -289,7 +291,7 @@ class OAuthCallbackHandler(HubOAuthCallbackHandler):  # type: ignore[misc]
             self.hub_auth = context.console_auth
 
 
-class _Root(web.RequestHandler):
+class _Root(BodyAfterCaller):
     def get(self) -> None:
         self.redirect(self.request.path.rstrip("/") + "/console/")
 

@@ -15,6 +15,7 @@ from gpuaas_service.console.state import ConsoleState
 from gpuaas_service.jobs.service import JobService
 from gpuaas_service.queue.index import QueueIndex
 from gpuaas_service.reclaim.loop import ReclaimLoop
+from gpuaas_service.web.connections import ConnectionGate
 from gpuaas_service.web.limits import RateLimit
 from gpuaas_service.web.servers import ServerTokens
 
@@ -70,6 +71,8 @@ class ServiceContext:
     the caller is known; every other body is held to the server's ``max_request_bytes``)."""
     body_timeout: float = 60.0
     """Seconds such a body may take to arrive, once let in."""
+    connections: ConnectionGate | None = None
+    """The server's cap on connections whose caller is not known yet (``None``: no cap)."""
 
     @property
     def root(self) -> str:

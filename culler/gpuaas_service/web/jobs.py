@@ -209,6 +209,7 @@ class RunnerHandler(_Streamed):
     """The Job whose token the request carries (:meth:`JobService.runner_job`)."""
 
     async def prepare(self) -> None:
+        self.refuse_unanswered_method()
         # the Job's token first: 403 before a byte of the body is read
         scheme, _, token = self.request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer":
@@ -220,6 +221,7 @@ class RunnerHandler(_Streamed):
         except JobError as e:
             self.answer_error(e)
             return
+        self.caller_known()
         if self.request.method == "POST":
             self.body.admit(
                 self, f"an upload of at most {self.body.limit} bytes", self.context.body_timeout

@@ -48,7 +48,7 @@ class HealthHandler(JSONHandler):
         self.index = index
 
     def get(self) -> None:
-        check_operator_token(self, self.context.operator_token)
+        check_operator_token(self, self.context.operator_token, self.context.connections)
         index = self.index
         self.finish(
             json.dumps(

@@ -29,7 +29,13 @@ from tornado import web
 from gpuaas_service.reclaim.activity_store import server_key
 from gpuaas_service.reclaim.decide import SnoozeResult
 from gpuaas_service.reclaim.loop import ReclaimLoop
-from gpuaas_service.web.base import ServerHandler, check_operator_token, error_answer, limit
+from gpuaas_service.web.base import (
+    BodyAfterCaller,
+    ServerHandler,
+    check_operator_token,
+    error_answer,
+    limit,
+)
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.activity import ReportError
 from jupyter_gpuaas.core.durations import isoformat_z
@@ -103,7 +109,7 @@ class SnoozeHandler(ServerHandler):
         self.finish(json.dumps(snooze_answer(result)))
 
 
-class MetricsHandler(web.RequestHandler):
+class MetricsHandler(BodyAfterCaller):
     """``GET metrics``: only with the operator token (docs/security.md)."""
 
     def initialize(self, context: ServiceContext, loop: ReclaimLoop) -> None:
@@ -111,7 +117,7 @@ class MetricsHandler(web.RequestHandler):
         self.loop = loop
 
     def get(self) -> None:
-        check_operator_token(self, self.context.operator_token)
+        check_operator_token(self, self.context.operator_token, self.context.connections)
         body, content_type = self.loop.metrics.exposition()
         self.set_header("Content-Type", content_type)
         self.finish(body)
