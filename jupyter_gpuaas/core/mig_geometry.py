@@ -114,6 +114,10 @@ CONFIGS: dict[str, dict[str, Geometry]] = {
     },
 }
 
+KNOWN_PROFILES = frozenset(p for profiles in MODELS.values() for p in profiles)
+"""Every profile of a known model: a pod asking for another (``nvidia.com/mig-foo``) asks
+for something no config here can give; its advice leaves it out and says so."""
+
 _PRODUCT = re.compile(r"(A100|H100).*?(\d+)\s*GB", re.IGNORECASE)
 _GROUP = re.compile(r"^(?:(\d+)x)?(\d+g\.\d+gb)$", re.IGNORECASE)
 
@@ -298,6 +302,8 @@ class NodeAdvice:
     current: str | None  # the node's nvidia.com/mig.config label
     demand: dict[str, int]
     plan: Plan
+    ignored: tuple[str, ...] = ()
+    """Profiles the node's pods asked for that no known model has (left out of ``demand``)."""
 
     @property
     def line(self) -> str:
@@ -347,9 +353,14 @@ def node_advice(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> N
     )
     gpus = max(1, -(-slices // COMPUTE_SLICES))
     demand: dict[str, int] = {}
+    ignored: set[str] = set()
     for pod in pods:
         if _could_land(pod, name, labels):
             for profile, n in _mig_requests(pod).items():
+                if profile not in KNOWN_PROFILES:  # a typo or a profile of an unknown model
+                    ignored.add(profile)
+                    continue
                 demand[profile] = demand.get(profile, 0) + n
     current = labels.get(MIG_CONFIG_LABEL)
-    return NodeAdvice(name, model, gpus, current, demand, plan(demand, {model: gpus}, current))
+    chosen = plan(demand, {model: gpus}, current)
+    return NodeAdvice(name, model, gpus, current, demand, chosen, tuple(sorted(ignored)))

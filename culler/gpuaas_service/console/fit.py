@@ -10,11 +10,13 @@ bigger frees nothing).
 Per MIG node, when the caller has the Node objects: the node's MIG config now (its
 ``nvidia.com/mig.config`` label), the slices its pods hold or wait for, and the named config that
 would serve most of them (:func:`jupyter_gpuaas.core.mig_geometry.node_advice`), with the
-``kubectl label`` line that applies it.
+``kubectl label`` line that applies it. A pod asking for a MIG profile no known model has
+(``nvidia.com/mig-foo``) is left out of the demand, and logged once per profile.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -26,6 +28,31 @@ from jupyter_gpuaas.core.mig_geometry import node_advice
 from jupyter_gpuaas.core.sizing import DEFAULT_HEADROOM, PeakHistory, advise, format_gib
 
 __all__ = ["fit_rows", "mig_rows"]
+
+log = logging.getLogger("gpuaas.console")
+
+_UNKNOWN_PROFILES_LOGGED: set[str] = set()
+"""Unknown MIG profiles already logged (each once per process)."""
+_UNKNOWN_PROFILES_KEPT = 1000
+"""At most this many are logged and remembered: a flood of made-up names costs bounded memory
+and log lines."""
+
+
+def _log_unknown(node: str, profiles: Iterable[str]) -> None:
+    for profile in profiles:
+        if (
+            profile in _UNKNOWN_PROFILES_LOGGED
+            or len(_UNKNOWN_PROFILES_LOGGED) >= _UNKNOWN_PROFILES_KEPT
+        ):
+            continue
+        _UNKNOWN_PROFILES_LOGGED.add(profile)
+        log.warning(
+            "MIG advice: a pod asks for nvidia.com/mig-%s, a profile no known model has;"
+            " left out of node %s's demand (logged once per profile)",
+            profile[:80],
+            node,
+        )
+
 
 _MIB = 1 << 20
 
@@ -110,6 +137,7 @@ def mig_rows(
         advice = node_advice(node, pods)
         if advice is None:
             continue
+        _log_unknown(advice.node, advice.ignored)
         rows.append(
             {
                 "node": advice.node,

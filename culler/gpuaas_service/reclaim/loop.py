@@ -475,7 +475,12 @@ class ReclaimLoop:
         self.last_completed = now
         result = CycleResult(now, plan, inputs)
         for listener in self.listeners:
-            await listener.cycle_completed(result)
+            try:
+                await listener.cycle_completed(result)
+            except Exception:  # a listener's fault is not the cycle's
+                # the cycle was decided and acted on: a failing view of it (the console,
+                # the usage history) must not double the interval, nor starve the others
+                log.exception("culler: listener %s failed on a cycle", type(listener).__name__)
 
     async def _load_handoffs(self) -> bool:
         """Read the hand-off records a previous run kept (once per process)."""

@@ -3,7 +3,10 @@ its pods want and the config that would serve them, with the line that applies i
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+import pytest
 
 from gpuaas_service.console.fit import fit_rows, mig_rows
 from jupyter_gpuaas.core.sizing import PeakHistory
@@ -84,3 +87,23 @@ def test_the_sizing_view_carries_mig_only_when_given_nodes() -> None:
         "node h100-mig-0: no named config now; no measured demand for MIG slices",
         "node local-0: all-1g.5gb now; no measured demand for MIG slices",
     ]
+
+
+def test_a_pod_asking_for_an_unknown_mig_profile_is_left_out_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 35, finding 3: ``nvidia.com/mig-foo`` made the advice raise (every cycle)."""
+    caplog.set_level(logging.WARNING, logger="gpuaas.console")
+    pods = [
+        pod("nvidia.com/mig-foo", 1, pool="local-0", phase="Pending"),
+        pod("nvidia.com/mig-1g.999gb", 2, pool="local-0", phase="Pending"),
+        pod("nvidia.com/mig-1g.5gb", 2, on="local-0"),
+    ]
+    for _ in range(3):
+        rows = mig_rows(NODES, pods)
+        local = next(r for r in rows if r["node"] == "local-0")
+        assert local["demand"] == {"1g.5gb": 2}
+        assert local["advised"] == "all-1g.5gb"
+    logged = [r.getMessage() for r in caplog.records if "no known model has" in r.getMessage()]
+    assert len(logged) == 2, logged  # once per profile, not once per cycle
+    assert any("nvidia.com/mig-foo" in m for m in logged)

@@ -606,3 +606,45 @@ async def test_a_reclaim_for_another_teams_work_is_journaled_as_lent() -> None:
     ]
     assert "queued work of team-a" in lent[0]["reason"]
     assert {e["user"] for e in entries if e["event"] == "reclaim"} == {"alice", "bob"}
+
+
+class _FailingListener:
+    """A listener whose view of each cycle fails (the console's MIG advice did, issue 35)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def cycle_completed(self, result: Any) -> None:
+        self.calls += 1
+        raise ValueError("invalid literal for int() with base 10: 'foo'")
+
+    def happened(self, event: Any) -> None:
+        pass
+
+
+class _CountingListener:
+    def __init__(self) -> None:
+        self.cycles = 0
+
+    async def cycle_completed(self, result: Any) -> None:
+        self.cycles += 1
+
+    def happened(self, event: Any) -> None:
+        pass
+
+
+async def test_a_listeners_failure_never_counts_as_a_failed_cycle(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 35, finding 3: the cycle was decided and acted on; the interval stays."""
+    w = World()
+    failing, counting = _FailingListener(), _CountingListener()
+    w.loop.listeners[:0] = [failing, counting]
+    for after in (0, 5):
+        await w.cycle(after=after)  # raised before the fix (and run() counted a failure)
+    assert failing.calls == 2
+    assert counting.cycles == 2  # the listeners after it still hear of each cycle
+    assert w.loop.failures == 0
+    assert w.loop.next_delay() == w.loop.settings.interval
+    assert w.loop.last_error == ""
+    assert any("_FailingListener failed" in r.getMessage() for r in caplog.records)
