@@ -29,6 +29,7 @@ from jupyter_gpuaas.gpu.usage import KernelInfo
 from jupyter_gpuaas.server.activity import current_activity, kernel_models
 from jupyter_gpuaas.server.handlers import handlers
 from jupyter_gpuaas.server.jobs import Collector
+from jupyter_gpuaas.server.kernel_state import KernelStateSettings
 from jupyter_gpuaas.server.reporter import Reporter
 from jupyter_gpuaas.server.service_client import ServiceClient
 from jupyter_gpuaas.server.state import ServerState
@@ -170,6 +171,56 @@ class GPUaaS(ExtensionApp):
         """,
     ).tag(config=True)
 
+    kernel_state_dir = Unicode(
+        "~/.jupyter-gpuaas/kernel-state",
+        help="""Folder in the user's home where kernels save their variables, one snapshot per
+        notebook (files mode 0600; docs/kernel-state.md). "~" is the home; a relative path is
+        taken from the home. It must lie in the home (on the persistent volume): a kernel
+        reads and writes state nowhere else, and refuses a folder outside it.
+        Default: "~/.jupyter-gpuaas/kernel-state".
+        Example: c.GPUaaS.kernel_state_dir = "~/.cache/kernel-state"
+        """,
+    ).tag(config=True)
+
+    kernel_state_max_bytes = Int(
+        8 * 1024**3,
+        min=0,
+        help="""Size budget of one kernel's snapshot, in bytes. Variables are saved smallest
+        first; one that would pass the budget is not saved and is named with the reason
+        ("over the size budget"). 0 saves modules only. Default: 8589934592 (8 GiB).
+        Example: c.GPUaaS.kernel_state_max_bytes = 2 * 1024**3
+        """,
+    ).tag(config=True)
+
+    kernel_state_reserve = Int(
+        1024**3,
+        min=0,
+        help="""Bytes of free space a snapshot leaves on the home volume: the free space is
+        checked first, and a snapshot never writes into the last kernel_state_reserve bytes
+        (variables that would are named as lost). Default: 1073741824 (1 GiB).
+        Example: c.GPUaaS.kernel_state_reserve = 512 * 1024**2
+        """,
+    ).tag(config=True)
+
+    kernel_state_timeout = Float(
+        60.0,
+        min=1.0,
+        help="""Seconds a snapshot the user asks for ("Save variables now") may take, the
+        kernel's pause included; the kernel stops at the bound and names what it had not
+        saved. (A reclaim's snapshot has the service's own bound.) Default: 60.
+        Example: c.GPUaaS.kernel_state_timeout = 120
+        """,
+    ).tag(config=True)
+
+    kernel_state_restore_timeout = Float(
+        300.0,
+        min=1.0,
+        help="""Seconds the server waits for a kernel to load a snapshot back before it answers
+        that the restore is still running (the kernel carries on). Default: 300.
+        Example: c.GPUaaS.kernel_state_restore_timeout = 600
+        """,
+    ).tag(config=True)
+
     @validate("simulated_devices")
     def _check_devices(self, proposal: dict[str, Any]) -> Any:
         try:
@@ -202,6 +253,17 @@ class GPUaaS(ExtensionApp):
             client=client,
             reporter=reporter,
             collector=collector,
+            kernel_state=self.kernel_state_settings(),
+        )
+
+    def kernel_state_settings(self) -> KernelStateSettings:
+        """The kernel_state_* settings, as the snapshot and restore code takes them."""
+        return KernelStateSettings(
+            directory=self.kernel_state_dir,
+            max_bytes=self.kernel_state_max_bytes,
+            reserve_bytes=self.kernel_state_reserve,
+            timeout=self.kernel_state_timeout,
+            restore_timeout=self.kernel_state_restore_timeout,
         )
 
     def _reader(self) -> NvmlReader:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_gpuaas.gpu.sampler import Sampler
 from jupyter_gpuaas.server.jobs import Collector
+from jupyter_gpuaas.server.kernel_state import KernelStateSettings
 from jupyter_gpuaas.server.reporter import Reporter
 from jupyter_gpuaas.server.service_client import ServiceClient
 
@@ -31,3 +32,5 @@ class ServerState:
     """Posts the activity to the service; ``None`` when reporting is off."""
     collector: Collector | None = None
     """Collects finished GPU jobs' results in the background; ``None`` when off."""
+    kernel_state: KernelStateSettings = field(default_factory=KernelStateSettings)
+    """Where and within which bounds kernels save their variables (``c.GPUaaS.kernel_state_*``)."""

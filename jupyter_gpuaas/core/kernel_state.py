@@ -1,0 +1,243 @@
+"""What became of one kernel's variables when its server was asked to keep them (pure).
+
+One definition for every side: the server extension builds a :class:`KernelStateOutcome` per
+kernel when it snapshots (``POST gpuaas/api/kernel-state/snapshot``, and the gpuaas service's
+reclaim, which asks for the same before it stops a server); the service reads them back with
+:meth:`KernelStateOutcome.from_json` for its audit, metrics and console, and words its notices
+with :func:`summarise` ("its variables are back, except `batches` (a generator)").
+
+The outcomes, in order of how much was kept:
+
+- ``kept``: every variable was saved;
+- ``kept_with_losses``: saved, except the variables in ``lost`` (each with why);
+- ``failed``: nothing was saved (``error`` says why: the time bound, no free space, ...);
+- ``skipped_busy``: a cell was running, so the kernel was left alone (a snapshot never waits
+  on, or interrupts, a user's cell).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal, cast, get_args
+
+from jupyter_gpuaas.core.durations import isoformat_z
+
+__all__ = [
+    "OUTCOMES",
+    "KernelStateOutcome",
+    "LostVariable",
+    "Outcome",
+    "describe",
+    "lost_words",
+    "state_directory",
+    "state_key",
+    "summarise",
+]
+
+Outcome = Literal["kept", "kept_with_losses", "failed", "skipped_busy"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+
+MAX_TEXT = 2000
+"""Characters of ``error``, a reason or a name read back (a hostile payload stays small)."""
+MAX_LOST = 10_000
+"""Lost variables read back from one payload."""
+NAMED_IN_WORDS = 5
+"""Lost variables :func:`summarise` names one by one; the rest are counted."""
+
+
+@dataclass(frozen=True)
+class LostVariable:
+    """A variable that was not kept, and why in a few words ("a generator", "an open file",
+    "over the size budget (3.0 GiB; 2.0 GiB left)")."""
+
+    name: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class KernelStateOutcome:
+    """One kernel's snapshot: what was kept, what was lost and why, what it cost."""
+
+    kernel_id: str
+    notebook: str
+    """The notebook's path relative to the server's root; ``""`` if no session names one."""
+    outcome: Outcome
+    lost: tuple[LostVariable, ...] = ()
+    error: str = ""
+    """Why the snapshot failed (``outcome == "failed"``), ``""`` otherwise."""
+    bytes: int = 0
+    """Size of the saved data, in bytes."""
+    seconds: float = 0.0
+    """Wall-clock seconds the snapshot took, as the server saw it."""
+    saved_at: datetime | None = None
+    """When the snapshot was written (UTC); ``None`` when nothing was written."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kernel_id": self.kernel_id,
+            "notebook": self.notebook,
+            "outcome": self.outcome,
+            "lost": [lost.to_json() for lost in self.lost],
+            "error": self.error,
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+            "saved_at": None if self.saved_at is None else isoformat_z(self.saved_at),
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> KernelStateOutcome:
+        """Read :meth:`to_json`'s payload back; a :class:`ValueError` saying what is wrong
+        (the field and what it should be) for anything else."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a kernel state outcome is an object, not {type(data).__name__}")
+        fields = cast("Mapping[str, Any]", data)
+        outcome = fields.get("outcome")
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome: {_quoted(outcome)} is not one of {', '.join(OUTCOMES)}")
+        return cls(
+            kernel_id=_text(fields, "kernel_id", required=True),
+            notebook=_text(fields, "notebook"),
+            outcome=cast("Outcome", outcome),
+            lost=_lost(fields.get("lost", [])),
+            error=_text(fields, "error"),
+            bytes=_count(fields, "bytes"),
+            seconds=_seconds(fields),
+            saved_at=_time(fields.get("saved_at")),
+        )
+
+
+def lost_words(lost: Iterable[LostVariable]) -> str:
+    """ "`batches` (a generator), `log` (an open file) and 3 more": the lost variables, the first
+    :data:`NAMED_IN_WORDS` named with their reasons."""
+    items = list(lost)
+    named = [f"`{v.name}` ({v.reason})" for v in items[:NAMED_IN_WORDS]]
+    rest = len(items) - len(named)
+    if rest:
+        named.append(f"{rest} more")
+    if len(named) == 1:
+        return named[0]
+    return ", ".join(named[:-1]) + " and " + named[-1]
+
+
+def describe(outcome: KernelStateOutcome) -> str:
+    """One kernel's outcome as a notice says it after the move ("its variables are back,
+    except `batches` (a generator)")."""
+    if outcome.outcome == "kept":
+        return "its variables are back"
+    if outcome.outcome == "kept_with_losses":
+        return f"its variables are back, except {lost_words(outcome.lost)}"
+    if outcome.outcome == "skipped_busy":
+        return "its variables were not kept: a cell was running"
+    return f"its variables could not be kept ({outcome.error or 'no reason given'})"
+
+
+def summarise(outcomes: Iterable[KernelStateOutcome]) -> str:
+    """Every kernel's outcome in the words of a notice: one kernel as :func:`describe` says it;
+    several, each after its notebook ("train.ipynb: its variables are back; eval.ipynb: its
+    variables were not kept: a cell was running"). ``""`` for none."""
+    items = list(outcomes)
+    if len(items) == 1:
+        return describe(items[0])
+    return "; ".join(f"{o.notebook or 'kernel ' + o.kernel_id}: {describe(o)}" for o in items)
+
+
+# --------------------------------------------------------------------------- reading back
+
+
+def _quoted(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _text(fields: Mapping[str, Any], key: str, *, required: bool = False) -> str:
+    value = fields.get(key, None if required else "")
+    if not isinstance(value, str):
+        raise ValueError(f"{key}: a string, not {_quoted(value)}")
+    if required and not value:
+        raise ValueError(f"{key}: must not be empty")
+    if len(value) > MAX_TEXT:
+        raise ValueError(f"{key}: at most {MAX_TEXT} characters, not {len(value)}")
+    return value
+
+
+def _count(fields: Mapping[str, Any], key: str) -> int:
+    value = fields.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{key}: a whole number of bytes (0 or more), not {_quoted(value)}")
+    return value
+
+
+def _seconds(fields: Mapping[str, Any]) -> float:
+    value = fields.get("seconds", 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"seconds: a number, not {_quoted(value)}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"seconds: a finite number, 0 or more, not {_quoted(value)}")
+    return float(value)
+
+
+def _time(value: object) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"saved_at: an ISO 8601 time or null, not {_quoted(value)}")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as e:
+        raise ValueError(f"saved_at: not an ISO 8601 time: {_quoted(value)}") from e
+    if parsed.tzinfo is None:
+        raise ValueError(f"saved_at: needs a time zone (e.g. Z): {_quoted(value)}")
+    return parsed.astimezone(timezone.utc)
+
+
+def _lost(value: object) -> tuple[LostVariable, ...]:
+    if not isinstance(value, list):
+        raise ValueError(f"lost: a list, not {_quoted(value)}")
+    if len(value) > MAX_LOST:
+        raise ValueError(f"lost: at most {MAX_LOST} variables, not {len(value)}")
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise ValueError(f"lost[{i}]: an object with name and reason, not {_quoted(item)}")
+        try:
+            out.append(LostVariable(_text(item, "name", required=True), _text(item, "reason")))
+        except ValueError as e:
+            raise ValueError(f"lost[{i}].{e}") from e
+    return tuple(out)
+
+
+def state_key(notebook: str, kernel_id: str) -> str:
+    """The file name stem of a notebook's snapshot: its base name, to be readable, and a hash
+    of its whole path, to be one per notebook (a kernel with no notebook: its id)."""
+    if not notebook:
+        return "kernel-" + "".join(c for c in kernel_id if c.isalnum() or c == "-")[:64]
+    base = "".join(c if c.isalnum() or c in "-_." else "_" for c in notebook.rsplit("/", 1)[-1])
+    digest = hashlib.sha256(notebook.encode()).hexdigest()[:16]
+    return f"{base.lstrip('.')[:80]}-{digest}"
+
+
+def state_directory(configured: str, home: Path) -> Path:
+    """The snapshot folder ``configured`` names (``~`` is ``home``; a relative path is under
+    it), with symbolic links resolved; :class:`ValueError` unless it lies in ``home``: state is
+    read and written in the user's own home only. (Resolving reads the links on the way; it
+    writes nothing.)"""
+    home = home.resolve()
+    if configured == "~" or configured.startswith("~/"):
+        directory = home / configured[2:]
+    else:
+        directory = home / configured  # an absolute path stays as it is
+    resolved = directory.resolve()
+    if not resolved.is_relative_to(home):
+        raise ValueError(
+            f"the kernel state folder {configured} is outside your home ({home}); "
+            "set c.GPUaaS.kernel_state_dir to a folder in it"
+        )
+    return resolved

@@ -1,0 +1,162 @@
+"""Load a notebook's snapshot back into a kernel's namespace.
+
+Nothing is loaded until the manifest and every variable's checksum have passed
+(:mod:`.store`): a damaged or foreign snapshot is refused whole and the kernel is left as it
+was. A name the kernel already has is never overwritten (the user's new work wins) and is
+listed as not restored; so is a variable whose loading fails (its class is gone, a module
+cannot be imported). A GPU tensor goes back to the same kind of device, or to the CPU with a
+note where this kernel has none.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import time
+from typing import IO, Any
+
+from jupyter_gpuaas.kernel.snapshot import user_variables
+from jupyter_gpuaas.kernel.store import Refused, read_manifest, state_directory, verify_data
+
+__all__ = ["restore", "restore_request"]
+
+
+def _answer(status: str, message: str = "", **fields: Any) -> dict[str, Any]:
+    return {
+        "status": status,
+        "message": message,
+        "restored": [],
+        "not_restored": [],
+        "notes": [],
+        "bytes": 0,
+        "seconds": 0.0,
+        "saved_at": None,
+        **fields,
+    }
+
+
+def _read(data: IO[bytes], entry: dict[str, Any]) -> bytearray:
+    data.seek(entry["offset"])
+    buffer = bytearray(entry["length"])
+    view = memoryview(buffer)
+    done = 0
+    while done < len(buffer):
+        n = data.readinto(view[done:])  # type: ignore[attr-defined]
+        if not n:
+            raise Refused("the snapshot's data file ended early")
+        done += n
+    return buffer
+
+
+def _load_one(entry: dict[str, Any], data: IO[bytes], notes: list[str]) -> Any:
+    kind = entry.get("kind")
+    if kind == "module":
+        return importlib.import_module(str(entry["module"]))
+    if kind == "ndarray":
+        import numpy
+
+        array = numpy.frombuffer(_read(data, entry), dtype=numpy.dtype(entry["dtype"]))
+        shape = tuple(entry["shape"])
+        if entry.get("fortran"):
+            return array.reshape(shape[::-1]).T
+        return array.reshape(shape)
+    if kind == "torch":
+        return _load_torch(entry, data, notes)
+    if kind == "pickle":
+        import pickle
+
+        return pickle.loads(_read(data, entry))
+    raise ValueError(f"unknown kind {kind!r}")
+
+
+def _load_torch(entry: dict[str, Any], data: IO[bytes], notes: list[str]) -> Any:
+    import torch  # type: ignore[import-not-found, unused-ignore]
+
+    device = str(entry.get("device", "cpu"))
+    kind = device.split(":")[0]
+    available = kind == "cpu" or (
+        hasattr(torch, kind) and getattr(torch, kind).is_available()  # cuda, mps, xpu
+    )
+    location = None if available else "cpu"
+    if not available:
+        notes.append(f"`{entry['name']}` was on {device}; no {kind} device here: it is on the CPU")
+    # The checksum and the owner were checked: this is the user's own object, as saved.
+    return torch.load(io.BytesIO(_read(data, entry)), map_location=location, weights_only=False)
+
+
+def restore(shell: Any, *, directory: str, key: str, force: bool = False) -> dict[str, Any]:
+    """Restore the snapshot ``key`` of ``directory`` into ``shell``'s namespace.
+
+    The answer's ``status``: ``restored``; ``none`` (no snapshot); ``skipped`` (the kernel has
+    run cells and ``force`` is false: restoring is for a new kernel); ``refused`` (``message``
+    says why; nothing was loaded)."""
+    started = time.monotonic()
+    try:
+        folder = state_directory(directory)
+    except Refused as e:
+        return _answer("refused", str(e))
+    path = folder / f"{key}.json"
+    try:
+        manifest = read_manifest(path)
+    except FileNotFoundError:
+        return _answer("none", "no saved variables for this notebook")
+    except Refused as e:
+        return _answer("refused", str(e))
+    fields = manifest.fields
+    saved = {"saved_at": fields.get("saved_at"), "bytes": fields.get("bytes", 0)}
+    if not force and (shell.execution_count > 1 or user_variables(shell)):
+        return _answer("skipped", "this kernel has already run cells", **saved)
+    existing = set(user_variables(shell))
+    restored: list[str] = []
+    not_restored = [dict(v) for v in fields.get("lost", []) if isinstance(v, dict)]
+    notes: list[str] = []
+    try:
+        with manifest.data_path.open("rb") as data:
+            verify_data(manifest, data)
+            for entry in manifest.entries:
+                name = str(entry.get("name"))
+                if name in existing:
+                    not_restored.append({"name": name, "reason": "already set in this kernel"})
+                    continue
+                try:
+                    shell.user_ns[name] = _load_one(entry, data, notes)
+                except Refused:
+                    raise
+                except Exception as e:  # noqa: BLE001 - a class gone, a module not installed: name it
+                    text = f"{type(e).__name__}: {e}"
+                    text = text if len(text) <= 120 else text[:117] + "..."
+                    not_restored.append({"name": name, "reason": f"could not be loaded ({text})"})
+                    continue
+                restored.append(name)
+    except Refused as e:
+        for name in restored:  # a damaged file found late: leave the kernel as it was
+            shell.user_ns.pop(name, None)
+        return _answer("refused", str(e), **saved)
+    except OSError as e:
+        for name in restored:
+            shell.user_ns.pop(name, None)
+        return _answer("refused", f"the snapshot could not be read: {e}", **saved)
+    return _answer(
+        "restored",
+        restored=restored,
+        not_restored=not_restored,
+        notes=notes,
+        seconds=round(time.monotonic() - started, 3),
+        **saved,
+    )
+
+
+def restore_request(request: str) -> str:
+    """The server's call (a silent execute's user expression): ``request`` is JSON with
+    ``directory``, ``key`` and ``force``; the answer is :func:`restore`'s, as JSON."""
+    from IPython import get_ipython
+
+    arguments = json.loads(request)
+    answer = restore(
+        get_ipython(),
+        directory=str(arguments["directory"]),
+        key=str(arguments["key"]),
+        force=bool(arguments.get("force", False)),
+    )
+    return json.dumps(answer)

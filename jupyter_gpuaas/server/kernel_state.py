@@ -1,0 +1,250 @@
+"""Ask this server's kernels to save and restore their variables (docs/kernel-state.md).
+
+The server never unpickles anything: it sends a kernel a silent ``execute_request``
+(``silent=True, store_history=False``: no output, no execution count) whose user expression
+calls the package's kernel-side code (:mod:`jupyter_gpuaas.kernel`), and reads the JSON answer
+from the reply. A busy kernel is never asked (its cell runs on; the request would wait behind
+it): it is reported ``skipped_busy``. Every wait is bounded; the kernel bounds its own work by
+the same deadline, so a snapshot that runs late stops itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from jupyter_core.utils import ensure_async
+
+from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, state_directory, state_key
+
+__all__ = [
+    "KernelStateSettings",
+    "KernelStateUnavailable",
+    "restore_kernel",
+    "snapshot_all_kernels",
+    "snapshot_info",
+    "snapshot_kernel",
+]
+
+GiB = 1 << 30
+REPLY_MARGIN = 2.0
+"""Seconds of a deadline kept for the kernel's answer to travel back: the kernel's own bound
+is this much shorter than the server's wait."""
+
+
+@dataclass(frozen=True)
+class KernelStateSettings:
+    """The extension's ``kernel_state_*`` settings (see their help texts in the app)."""
+
+    directory: str = "~/.jupyter-gpuaas/kernel-state"
+    max_bytes: int = 8 * GiB
+    reserve_bytes: int = 1 * GiB
+    timeout: float = 60.0
+    restore_timeout: float = 300.0
+
+
+class KernelStateUnavailable(Exception):
+    """The kernel could not be asked, or did not answer in time; the message says which."""
+
+
+async def _ask_kernel(km: Any, kernel_id: str, expression: str, timeout: float) -> Any:
+    """Evaluate ``expression`` in the kernel as a silent request's user expression; its value
+    (a Python literal, read back with ``ast.literal_eval``)."""
+    kernel = km.get_kernel(kernel_id)
+    client = kernel.client()
+    client.start_channels()
+    try:
+        msg_id = client.execute(
+            "", silent=True, store_history=False, user_expressions={"answer": expression}
+        )
+        loop = asyncio.get_running_loop()
+        until = loop.time() + timeout
+        while True:
+            left = until - loop.time()
+            if left <= 0:
+                raise KernelStateUnavailable(f"the kernel did not answer within {timeout:.0f} s")
+            try:
+                reply = await client.get_shell_msg(timeout=left)
+            except Exception as e:  # queue.Empty and its async cousins
+                if loop.time() >= until:
+                    raise KernelStateUnavailable(
+                        f"the kernel did not answer within {timeout:.0f} s"
+                    ) from e
+                raise
+            if reply.get("parent_header", {}).get("msg_id") == msg_id:
+                break
+    finally:
+        client.stop_channels()
+    content = reply["content"]
+    if content.get("status") != "ok":
+        raise KernelStateUnavailable(f"the kernel refused the request: {content.get('ename')}")
+    answer = content.get("user_expressions", {}).get("answer", {})
+    if answer.get("status") != "ok":
+        error = f"{answer.get('ename')}: {answer.get('evalue')}"
+        raise KernelStateUnavailable(f"the kernel's state code failed ({error[:300]})")
+    return ast.literal_eval(answer["data"]["text/plain"])
+
+
+def _call(module: str, function: str, arguments: Mapping[str, Any]) -> str:
+    """A user expression that calls ``module.function(arguments as JSON)`` in the kernel,
+    leaving no name behind in its namespace."""
+    request = json.dumps(dict(arguments))
+    return f"__import__({module!r}, fromlist=['_']).{function}({request!r})"
+
+
+async def snapshot_kernel(
+    km: Any, kernel_id: str, notebook: str, settings: KernelStateSettings, *, deadline_s: float
+) -> KernelStateOutcome:
+    """Snapshot one kernel's variables as ``notebook``'s, within ``deadline_s`` seconds."""
+    started = time.monotonic()
+
+    def failed(error: str) -> KernelStateOutcome:
+        seconds = time.monotonic() - started
+        return KernelStateOutcome(kernel_id, notebook, "failed", error=error, seconds=seconds)
+
+    try:
+        model = km.kernel_model(kernel_id)
+    except KeyError:
+        return failed("the kernel is gone")
+    if model.get("execution_state") == "busy":
+        return KernelStateOutcome(kernel_id, notebook, "skipped_busy")
+    language = await _language(km, model.get("name"))
+    if language not in ("python", None):
+        return failed(f"not a Python kernel ({language}): its variables cannot be saved")
+    arguments = {
+        "directory": settings.directory,
+        "key": state_key(notebook, kernel_id),
+        "notebook": notebook,
+        "kernel_id": kernel_id,
+        "max_bytes": settings.max_bytes,
+        "reserve_bytes": settings.reserve_bytes,
+        "deadline": time.time() + max(deadline_s - REPLY_MARGIN, 0.0),
+    }
+    expression = _call("jupyter_gpuaas.kernel.snapshot", "snapshot_request", arguments)
+    try:
+        answer = await _ask_kernel(km, kernel_id, expression, deadline_s)
+        outcome = KernelStateOutcome.from_json(json.loads(answer))
+    except (KernelStateUnavailable, ValueError, SyntaxError, KeyError) as e:
+        return failed(str(e))
+    # The server's clock: it includes the wait for the kernel and the answer's way back.
+    return KernelStateOutcome(**{**outcome.__dict__, "seconds": time.monotonic() - started})
+
+
+async def _language(km: Any, name: str | None) -> str | None:
+    specs = getattr(km, "kernel_spec_manager", None)
+    if specs is None or not name:
+        return None
+    try:
+        spec = await ensure_async(specs.get_kernel_spec(name))
+    except Exception:  # noqa: BLE001 - a spec removed since the kernel started: try anyway
+        return None
+    language = getattr(spec, "language", None)
+    return str(language).lower() if language else None
+
+
+async def _notebooks(serverapp: Any) -> dict[str, str]:
+    """kernel id → the path of its session's notebook (or console)."""
+    manager = getattr(serverapp, "session_manager", None)
+    if manager is None:
+        return {}
+    paths: dict[str, str] = {}
+    for session in await manager.list_sessions():
+        kernel = session.get("kernel") or {}
+        if kernel.get("id") and session.get("path"):
+            paths.setdefault(kernel["id"], str(session["path"]))
+    return paths
+
+
+async def snapshot_all_kernels(
+    serverapp_or_kernel_manager: Any, settings: KernelStateSettings, *, deadline_s: float
+) -> list[KernelStateOutcome]:
+    """Snapshot every running kernel of the server, all at once, each within ``deadline_s``
+    seconds from now: idle Python kernels are saved, busy ones left alone (``skipped_busy``),
+    others reported ``failed`` with the reason. Given a kernel manager rather than the server
+    app, notebooks are unknown (``""``; each snapshot is then keyed by its kernel id)."""
+    started = time.monotonic()
+    km = getattr(serverapp_or_kernel_manager, "kernel_manager", serverapp_or_kernel_manager)
+    try:
+        notebooks = await asyncio.wait_for(_notebooks(serverapp_or_kernel_manager), deadline_s)
+    except asyncio.TimeoutError:
+        notebooks = {}
+    left = max(deadline_s - (time.monotonic() - started), 0.0)
+    kernel_ids = list(km.list_kernel_ids())
+    return list(
+        await asyncio.gather(
+            *(
+                snapshot_kernel(km, kid, notebooks.get(kid, ""), settings, deadline_s=left)
+                for kid in kernel_ids
+            )
+        )
+    )
+
+
+async def restore_kernel(
+    km: Any, kernel_id: str, notebook: str, settings: KernelStateSettings, *, force: bool
+) -> dict[str, Any]:
+    """Restore ``notebook``'s snapshot into the kernel (the ``kernel_state_restore`` payload of
+    docs/api.md); a kernel that has already run cells is left alone unless ``force``."""
+    try:
+        model = km.kernel_model(kernel_id)
+    except KeyError as e:
+        raise KernelStateUnavailable("no such kernel") from e
+    if model.get("execution_state") == "busy":
+        raise KernelStateUnavailable("a cell is running in this kernel; restore when it is done")
+    arguments = {"directory": settings.directory, "key": state_key(notebook, ""), "force": force}
+    expression = _call("jupyter_gpuaas.kernel.restore", "restore_request", arguments)
+    answer = json.loads(await _ask_kernel(km, kernel_id, expression, settings.restore_timeout))
+    return {"path": notebook, "kernel_id": kernel_id, **answer}
+
+
+def snapshot_info(notebook: str, settings: KernelStateSettings, home: Path) -> dict[str, Any]:
+    """What the notebook's snapshot holds, from its manifest only (nothing is unpickled on the
+    server): the ``kernel_state_info`` payload of docs/api.md."""
+    info: dict[str, Any] = {
+        "path": notebook,
+        "exists": False,
+        "saved_at": None,
+        "bytes": 0,
+        "variables": [],
+        "lost": [],
+        "problem": None,
+    }
+    try:
+        folder = state_directory(settings.directory, home)
+        fields = json.loads((folder / f"{state_key(notebook, '')}.json").read_bytes())
+    except FileNotFoundError:
+        return info
+    except (OSError, ValueError) as e:
+        return {**info, "exists": True, "problem": f"the snapshot cannot be read: {e}"}
+    if not isinstance(fields, dict):
+        return {**info, "exists": True, "problem": "the snapshot's manifest is damaged"}
+    variables = fields.get("variables")
+    lost = fields.get("lost")
+    saved_at = fields.get("saved_at")
+    try:
+        datetime.fromisoformat(str(saved_at).replace("Z", "+00:00"))
+    except ValueError:
+        saved_at = None
+    return {
+        **info,
+        "exists": True,
+        "saved_at": saved_at,
+        "bytes": fields.get("bytes") if isinstance(fields.get("bytes"), int) else 0,
+        "variables": [str(v.get("name")) for v in variables if isinstance(v, dict) and "name" in v]
+        if isinstance(variables, list)
+        else [],
+        "lost": [
+            {"name": str(v.get("name")), "reason": str(v.get("reason", ""))}
+            for v in lost
+            if isinstance(v, dict) and "name" in v
+        ]
+        if isinstance(lost, list)
+        else [],
+    }

@@ -1,0 +1,107 @@
+"""Kernel state in a real jupyter-server with real ipykernel kernels: a snapshot of one
+kernel's variables comes back in a new kernel of the same notebook; busy kernels are left
+alone; the routes answer as docs/api.md says."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from jupyter_gpuaas.core.kernel_state import KernelStateOutcome
+from jupyter_gpuaas.server.kernel_state import (
+    KernelStateSettings,
+    restore_kernel,
+    snapshot_all_kernels,
+)
+from tests.support.jupyter_fetch import Fetch, execute, start_session
+
+BUILD = """
+import numpy as np
+import pandas as pd
+frame = pd.DataFrame({"gpu": ["a", "b"], "hours": [1.5, 2.0]})
+array = np.arange(12, dtype="float32").reshape(3, 4)
+batches = (i for i in range(3))
+def double(x):
+    return 2 * x
+"""
+SETTINGS = KernelStateSettings(directory="~/.jupyter-gpuaas/kernel-state", timeout=60)
+
+
+async def wait_idle(serverapp: Any, *kernel_ids: str) -> None:
+    """Until the server has seen each kernel go idle (its websocket may tell a client first)."""
+    km = serverapp.kernel_manager
+    for _ in range(200):
+        if all(km.kernel_model(k)["execution_state"] == "idle" for k in kernel_ids):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the kernels stayed busy")
+
+
+async def shut_down(jp_fetch: Fetch, kernel_id: str) -> None:
+    await jp_fetch("api", "kernels", kernel_id, method="DELETE")
+
+
+async def test_a_snapshot_comes_back_in_a_new_kernel_of_the_same_notebook(
+    jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any, jp_home_dir: Path
+) -> None:
+    kernel = await start_session(jp_fetch, "train.ipynb")
+    await execute(jp_ws_fetch, kernel, BUILD)
+    await wait_idle(jp_serverapp, kernel)
+
+    [outcome] = await snapshot_all_kernels(jp_serverapp, SETTINGS, deadline_s=60)
+
+    assert outcome.kernel_id == kernel
+    assert outcome.notebook == "train.ipynb"
+    assert outcome.outcome == "kept_with_losses", outcome
+    assert [(v.name, v.reason) for v in outcome.lost] == [("batches", "a generator")]
+    assert outcome.bytes > 0
+    assert outcome.saved_at is not None
+    saved = list((jp_home_dir / ".jupyter-gpuaas" / "kernel-state").iterdir())
+    assert {p.stat().st_mode & 0o777 for p in saved} == {0o600}
+    assert KernelStateOutcome.from_json(outcome.to_json()) == outcome
+
+    await shut_down(jp_fetch, kernel)
+    new = await start_session(jp_fetch, "train.ipynb")
+    km = jp_serverapp.kernel_manager
+    answer = await restore_kernel(km, new, "train.ipynb", SETTINGS, force=False)
+    assert answer["status"] == "restored", answer
+    assert set(answer["restored"]) == {"np", "pd", "frame", "array", "double"}
+    assert answer["not_restored"] == [{"name": "batches", "reason": "a generator"}]
+    shown = await execute(
+        jp_ws_fetch,
+        new,
+        "print(frame.hours.sum(), array.dtype, array.shape, double(21), np.__name__)",
+    )
+    assert shown.split() == ["3.5", "float32", "(3,", "4)", "42", "numpy"]
+
+    # The kernel has run a cell now: a second restore leaves it alone.
+    again = await restore_kernel(km, new, "train.ipynb", SETTINGS, force=False)
+    assert again["status"] == "skipped"
+
+
+async def test_a_busy_kernel_is_never_snapshotted(
+    jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any, jp_home_dir: Path
+) -> None:
+    idle = await start_session(jp_fetch, "idle.ipynb")
+    busy = await start_session(jp_fetch, "busy.ipynb")
+    await execute(jp_ws_fetch, idle, "x = 1")
+    await execute(jp_ws_fetch, busy, "y = 2")
+    await wait_idle(jp_serverapp, idle, busy)
+    running = asyncio.ensure_future(execute(jp_ws_fetch, busy, "import time; time.sleep(8)"))
+    km = jp_serverapp.kernel_manager
+    for _ in range(100):
+        if km.kernel_model(busy)["execution_state"] == "busy":
+            break
+        await asyncio.sleep(0.05)
+
+    outcomes = {
+        o.kernel_id: o for o in await snapshot_all_kernels(jp_serverapp, SETTINGS, deadline_s=30)
+    }
+
+    assert outcomes[busy].outcome == "skipped_busy"
+    assert outcomes[busy].notebook == "busy.ipynb"
+    assert outcomes[idle].outcome == "kept"
+    folder = jp_home_dir / ".jupyter-gpuaas" / "kernel-state"
+    assert [p.name.startswith("idle.ipynb-") for p in folder.glob("*.json")] == [True]
+    await running

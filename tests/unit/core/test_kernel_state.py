@@ -1,0 +1,127 @@
+"""The per-kernel outcome of a snapshot: its JSON both ways, refusals of bad payloads, and the
+words of a notice."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_gpuaas.core.kernel_state import (
+    KernelStateOutcome,
+    LostVariable,
+    describe,
+    state_directory,
+    state_key,
+    summarise,
+)
+
+SAVED = datetime(2026, 12, 6, 14, 2, 3, 456000, tzinfo=timezone.utc)
+WITH_LOSSES = KernelStateOutcome(
+    kernel_id="k-1",
+    notebook="work/train.ipynb",
+    outcome="kept_with_losses",
+    lost=(LostVariable("batches", "a generator"), LostVariable("log", "an open file")),
+    bytes=1234,
+    seconds=1.5,
+    saved_at=SAVED,
+)
+
+
+def test_an_outcome_reads_back_as_it_was_written() -> None:
+    payload = WITH_LOSSES.to_json()
+    assert payload == {
+        "kernel_id": "k-1",
+        "notebook": "work/train.ipynb",
+        "outcome": "kept_with_losses",
+        "lost": [
+            {"name": "batches", "reason": "a generator"},
+            {"name": "log", "reason": "an open file"},
+        ],
+        "error": "",
+        "bytes": 1234,
+        "seconds": 1.5,
+        "saved_at": "2026-12-06T14:02:03.456Z",
+    }
+    assert KernelStateOutcome.from_json(payload) == WITH_LOSSES
+    failed = KernelStateOutcome("k-2", "", "failed", error="no free space")
+    assert KernelStateOutcome.from_json(failed.to_json()) == failed
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"outcome": "saved"}, "outcome: 'saved' is not one of kept, kept_with_losses"),
+        ({"kernel_id": ""}, "kernel_id: must not be empty"),
+        ({"kernel_id": 7}, "kernel_id: a string, not 7"),
+        ({"bytes": -1}, "bytes: a whole number of bytes"),
+        ({"bytes": True}, "bytes: a whole number of bytes"),
+        ({"seconds": float("nan")}, "seconds: a finite number"),
+        ({"seconds": "1"}, "seconds: a number"),
+        ({"saved_at": "yesterday"}, "saved_at: not an ISO 8601 time"),
+        ({"saved_at": "2026-12-06T14:02:03"}, "saved_at: needs a time zone"),
+        ({"lost": {"batches": "a generator"}}, "lost: a list"),
+        ({"lost": ["batches"]}, "lost[0]: an object with name and reason"),
+        ({"lost": [{"name": "", "reason": "x"}]}, "lost[0].name: must not be empty"),
+    ],
+)
+def test_a_malformed_outcome_is_refused_with_the_field_and_what_it_should_be(
+    change: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(says)):
+        KernelStateOutcome.from_json({**WITH_LOSSES.to_json(), **change})
+
+
+def test_not_an_object_is_refused() -> None:
+    with pytest.raises(ValueError, match="a kernel state outcome is an object, not list"):
+        KernelStateOutcome.from_json([])
+
+
+def test_the_notice_names_what_was_lost_and_why() -> None:
+    assert describe(WITH_LOSSES) == (
+        "its variables are back, except `batches` (a generator) and `log` (an open file)"
+    )
+    kept = KernelStateOutcome("k", "a.ipynb", "kept")
+    busy = KernelStateOutcome("k", "b.ipynb", "skipped_busy")
+    failed = KernelStateOutcome("k", "", "failed", error="the kernel did not answer within 30 s")
+    assert summarise([kept]) == "its variables are back"
+    assert summarise([kept, busy, failed]) == (
+        "a.ipynb: its variables are back; b.ipynb: its variables were not kept: a cell was "
+        "running; kernel k: its variables could not be kept (the kernel did not answer within "
+        "30 s)"
+    )
+    assert summarise([]) == ""
+
+
+def test_many_losses_are_counted_after_the_first_five() -> None:
+    lost = tuple(LostVariable(f"g{i}", "a generator") for i in range(7))
+    words = describe(KernelStateOutcome("k", "a.ipynb", "kept_with_losses", lost=lost))
+    assert words.endswith("`g4` (a generator) and 2 more")
+
+
+def test_one_snapshot_per_notebook_path_with_a_readable_name() -> None:
+    a, b = state_key("work/train.ipynb", "k1"), state_key("other/train.ipynb", "k1")
+    assert a.startswith("train.ipynb-")
+    assert b.startswith("train.ipynb-")
+    assert a != b
+    assert state_key("work/train.ipynb", "k2") == a  # the notebook's, not the kernel's
+    assert state_key("../../x y.ipynb", "k").startswith("x_y.ipynb-")
+    assert "/" not in state_key("a/b/../../c.ipynb", "k")
+    assert state_key("", "3f1c-ab/..") == "kernel-3f1c-ab"
+
+
+def test_the_state_folder_must_lie_in_the_home(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    assert state_directory("~/.jupyter-gpuaas/s", home) == home / ".jupyter-gpuaas" / "s"
+    assert state_directory("rel/s", home) == home / "rel" / "s"
+    with pytest.raises(ValueError, match="outside your home"):
+        state_directory("/tmp/elsewhere", home)
+    with pytest.raises(ValueError, match="outside your home"):
+        state_directory("~/../escape", home)
+    (home / "link").symlink_to(tmp_path)
+    with pytest.raises(ValueError, match="outside your home"):
+        state_directory("~/link/s", home)
