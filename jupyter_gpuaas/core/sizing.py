@@ -12,21 +12,28 @@ Pure. One home for both sides of the contract:
 The peaks come from reports that the user's own server makes, so a user can make them say
 anything: they size advice, never a limit.
 
-:func:`advise`, in order:
+:func:`advise`, in order (``starts_now``: the offerings the user can start now — the form's
+headroom "available now" or "by borrowing"; ``None``: not known, nothing is said to queue):
 
-1. No recorded session: the team's default offering ("no GPU use measured yet").
+1. No recorded session: the user's last choice, else the team's default offering ("no GPU use
+   measured yet"). Where it would queue, the smallest offering at least as large (memory) that
+   starts now, saying so; where none does, that choice, saying that it would queue.
 2. Recent sessions that held no GPU memory at all, where the team offers a CPU-only choice: that.
 3. The need is the largest recent peak times ``headroom``. Of the offerings whose memory (a
    fraction's cap, a MIG slice's or a whole GPU's memory) holds the need, the smallest (memory,
-   then GPU-equivalents, then catalog order). Time-shared GPUs never: their memory is not the
-   user's alone.
-4. Nothing holds it: the offering with the most memory, saying that it has only so much.
+   then GPU-equivalents, then catalog order) that starts now, saying so when the smallest that
+   holds it would queue; where none starts now, the smallest, saying that it would queue.
+   Time-shared GPUs never: their memory is not the user's alone.
+4. Nothing holds it: the offering with the most memory, saying that it has only so much (and
+   that it would queue, where it would).
+
+"Your last N sessions" counts sessions: each entry of the history is one run of one server.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -144,11 +151,21 @@ class Advice:
     offering: str
     reason: str
     measured: bool
-    """Whether it rests on measured sessions (``False``: the team's default)."""
+    """Whether it rests on measured sessions (``False``: the team's default, or one at least as
+    large that starts now)."""
+    queues: bool = False
+    """It would queue: nothing that fits starts now (the reason says so)."""
 
 
 def _sessions(n: int) -> str:
     return "your last session" if n == 1 else f"your last {n} sessions"
+
+
+def _ranked(sized: Sequence[tuple[int, Offering]], floor: int) -> list[tuple[int, Offering]]:
+    """The offerings of at least ``floor`` bytes, smallest first (memory, then
+    GPU-equivalents, then catalog order)."""
+    fits = [(m, Fraction(o.gpu_equivalents), i, o) for i, (m, o) in enumerate(sized) if m >= floor]
+    return [(m, o) for m, _, _, o in sorted(fits, key=lambda f: (f[0], f[1], f[2]))]
 
 
 def advise(
@@ -157,34 +174,73 @@ def advise(
     *,
     default: str,
     headroom: float = DEFAULT_HEADROOM,
+    starts_now: Collection[str] | None = None,
+    last: str | None = None,
 ) -> Advice | None:
     """The offering among ``offerings`` (the team's, in catalog order) that fits a user whose
-    recent sessions peaked at ``peaks_mib``; rules in the module docstring. ``None`` when the
-    team offers nothing to advise (no GPU offering, and ``default`` not among ``offerings``)."""
+    recent sessions peaked at ``peaks_mib`` (one per session); rules in the module docstring.
+    ``last``: the user's last choice, which stands for the team's ``default`` when nothing was
+    measured. ``None`` when the team offers nothing to advise (no GPU offering, and neither
+    ``default`` nor ``last`` among ``offerings``)."""
+
+    def starts(offering: Offering) -> bool:
+        return starts_now is None or offering.slug in starts_now
+
     peaks = list(peaks_mib)
     by_slug = {o.slug: o for o in offerings}
+    sized = [(m, o) for o in offerings if (m := offering_memory(o)) is not None]
     if not peaks:
-        if default not in by_slug:
+        usual = by_slug.get(last or "") or by_slug.get(default)
+        if usual is None:
             return None
-        return Advice(default, "No GPU use measured yet: your team's usual choice.", False)
+        named = "your last choice" if usual.slug == last else "your team's usual choice"
+        if starts(usual):
+            return Advice(usual.slug, f"No GPU use measured yet: {named}.", False)
+        floor = offering_memory(usual)
+        larger = [o for _, o in _ranked(sized, floor) if starts(o)] if floor is not None else []
+        if larger:
+            why = (
+                f"No GPU use measured yet. {named.capitalize()}, {usual.display_name}, would "
+                f"queue; {larger[0].display_name}, at least as large, starts now."
+            )
+            return Advice(larger[0].slug, why, False)
+        why = (
+            f"No GPU use measured yet: {named}. "
+            "It would queue: nothing at least as large starts now."
+        )
+        return Advice(usual.slug, why, False, queues=True)
     top = max(peaks) * _MIB
     cpu = next((o for o in offerings if o.kind == "cpu"), None)
     if top == 0 and cpu is not None:
         why = f"{_sessions(len(peaks)).capitalize()} used no GPU memory: {cpu.display_name} fits."
         return Advice(cpu.slug, why, True)
-    sized = [(m, o) for o in offerings if (m := offering_memory(o)) is not None]
     if not sized:
         return None
     need = int(top * max(1.0, headroom))
-    fits = [(m, Fraction(o.gpu_equivalents), i, o) for i, (m, o) in enumerate(sized) if m >= need]
+    fits = _ranked(sized, need)
     peaked = f"{_sessions(len(peaks)).capitalize()} peaked at {format_gib(top)}"
     if fits:
-        memory, _, _, best = min(fits, key=lambda f: (f[0], f[1], f[2]))
-        why = f"{peaked}; {format_gib(memory)} is enough: {best.display_name}."
-        return Advice(best.slug, why, True)
+        memory, best = fits[0]
+        enough = f"{peaked}; {format_gib(memory)} is enough"
+        if starts(best):
+            return Advice(best.slug, f"{enough}: {best.display_name}.", True)
+        starting = next(((m, o) for m, o in fits if starts(o)), None)
+        if starting is not None:
+            why = (
+                f"{enough}, but {best.display_name} would queue: {starting[1].display_name} "
+                f"({format_gib(starting[0])}) fits and starts now."
+            )
+            return Advice(starting[1].slug, why, True)
+        why = f"{enough}: {best.display_name}. It would queue: {_NONE_NOW}."
+        return Advice(best.slug, why, True, queues=True)
     memory, largest = max(sized, key=lambda s: s[0])
     why = f"{peaked}; the largest here has only {format_gib(memory)}: {largest.display_name}."
+    if not starts(largest):
+        return Advice(largest.slug, f"{why} It would queue.", True, queues=True)
     return Advice(largest.slug, why, True)
+
+
+_NONE_NOW = "nothing that fits starts now"
 
 
 def history_from_configmap(data: Mapping[str, Any] | None) -> tuple[PeakHistory, list[str]]:

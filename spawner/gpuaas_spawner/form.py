@@ -24,7 +24,7 @@ from jupyter_gpuaas.core.catalog import Catalog, Image, Offering, Size, Tenant
 from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents
 from jupyter_gpuaas.core.headroom import Fit, Headroom, QueueState, compute_headroom
 from jupyter_gpuaas.core.kueue import parse_quantity
-from jupyter_gpuaas.core.sizing import Advice
+from jupyter_gpuaas.core.sizing import DEFAULT_HEADROOM, advise
 
 __all__ = [
     "ChoiceOption",
@@ -86,8 +86,9 @@ class TeamOption:
     selected: bool
     offerings: tuple[OfferingOption, ...]
     advice: str = ""
-    """Why the advised offering fits, in one line ("Your last 8 sessions peaked at 6.1 GiB;
-    ..."); empty without advice."""
+    """Why the preselected offering fits, in one line ("Your last 8 sessions peaked at 6.1 GiB;
+    ...", "... would queue: ... starts now."); empty without measured use when the team's
+    usual choice starts now."""
 
     @property
     def any_selectable(self) -> bool:
@@ -183,7 +184,8 @@ def _team_option(
     namespace: str,
     selected: bool,
     previous_offering: str | None,
-    advice: Advice | None,
+    peaks_mib: Sequence[int],
+    advice_headroom: float,
 ) -> TeamOption:
     rooms: list[tuple[Offering, Headroom]] = []
     for slug in tenant.offerings:
@@ -191,15 +193,34 @@ def _team_option(
         room = compute_headroom(tenant, offering, state, namespace=namespace, usage=user.usage)
         rooms.append((offering, room))
     selectable = [o.slug for o, r in rooms if r.fit.selectable]
-    # Preselect: what fits the user's measured use, else the last choice, else the team's
-    # default, else the first that starts now; only ever something the user may start.
-    advised = advice.offering if advice is not None and advice.measured else None
-    preferred = (
-        [advised, previous_offering, tenant.default_offering]
-        + [o.slug for o, r in rooms if r.fit is Fit.NOW]
-        + selectable
+    starts_now = [o.slug for o, r in rooms if r.fit in (Fit.NOW, Fit.BORROW)]
+    advice = advise(
+        [o for o, r in rooms if r.fit.selectable],
+        peaks_mib,
+        default=tenant.default_offering,
+        headroom=advice_headroom,
+        starts_now=starts_now if state.synced else None,
+        last=previous_offering,
     )
+    # Preselect, only ever something the user may start: what fits the user's measured use
+    # (something that starts now where anything that fits does), else their last choice or
+    # the team's default (one at least as large that starts now where that would queue), else
+    # the first that starts now.
+    advised = advice.offering if advice is not None and advice.measured else None
+    first = advice.offering if advice is not None else None
+    preferred = [first, previous_offering, tenant.default_offering, *starts_now, *selectable]
     checked = next((s for s in preferred if s in selectable), None)
+    # The line is said where there is something to say: measured use, or a usual choice
+    # that would queue.
+    said = (
+        advice is not None
+        and advice.offering == checked
+        and (
+            advice.measured
+            or advice.queues
+            or checked not in (previous_offering, tenant.default_offering)
+        )
+    )
     return TeamOption(
         name=tenant.name,
         display_name=tenant.display_name,
@@ -214,7 +235,7 @@ def _team_option(
             )
             for o, r in rooms
         ),
-        advice=advice.reason if advice is not None and advised in selectable else "",
+        advice=advice.reason if advice is not None and said else "",
     )
 
 
@@ -249,16 +270,19 @@ def build_form_model(
     default_team: str = "",
     previous: Mapping[str, Any] | None = None,
     notice: str = "",
-    advice: Mapping[str, Advice] | None = None,
+    peaks_mib: Sequence[int] = (),
+    advice_headroom: float = DEFAULT_HEADROOM,
 ) -> FormModel:
     """The form for ``user``: their teams, each team's offerings with live headroom.
 
     ``previous`` is the user's last ``user_options`` (preselects team, offering, image, size);
-    ``notice`` is shown above the form (e.g. why their last server was stopped); ``advice``, by
-    team, the offering that fits the user's measured use (preselected before ``previous``, and
-    only where the user may start it now).
+    ``notice`` is shown above the form (e.g. why their last server was stopped); ``peaks_mib``,
+    the GPU-memory peaks of the user's recent sessions (one per session, newest first;
+    :mod:`jupyter_gpuaas.core.sizing`): the offering that fits them is preselected before
+    ``previous``, preferring one that starts now (:func:`~jupyter_gpuaas.core.sizing.advise`
+    with ``advice_headroom``); none: the team's usual choice, or one at least as large that
+    starts now where the usual one would queue.
     """
-    advice = advice or {}
     previous = previous or {}
     tenants = catalog.tenants_for_groups(user.groups)
     if not tenants:
@@ -287,7 +311,8 @@ def build_form_model(
             namespace=namespace,
             selected=t.name == selected.name,
             previous_offering=prev_offering if t.name == selected.name else None,
-            advice=advice.get(t.name),
+            peaks_mib=peaks_mib,
+            advice_headroom=advice_headroom,
         )
         for t in tenants
     )

@@ -83,9 +83,7 @@ from jupyter_gpuaas.core.labels import HUB_TOKEN_SECRET_LABEL, HUB_TOKEN_SECRET_
 from jupyter_gpuaas.core.sizing import (
     DEFAULT_HEADROOM,
     HISTORY_CONFIGMAP,
-    Advice,
     PeakHistory,
-    advise,
     history_from_configmap,
 )
 from jupyter_gpuaas.hub.watch import KueueView, WatchedKueueView
@@ -340,12 +338,15 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         config=True,
         help="""
         Preselect, for each user, the smallest offering that holds the GPU-memory peak of their
-        recent sessions (with ``size_advice_headroom``), and say why in one line on the form.
+        recent sessions (with ``size_advice_headroom``) and starts now — where the smallest
+        that holds it would queue and a larger one starts now, that one, saying so — and say
+        why in one line on the form.
         The peaks are those the gpuaas service records from the servers' activity reports
         (ConfigMap ``gpuaas-usage-history`` in the servers' namespace; the hub needs ``get``
-        on it). Users with no recorded session get their team's ``default_offering``; anyone
-        may pick another. Advice only: a user's own server reports the peaks, so they are
-        never a limit. Default: True. Example::
+        on it). Users with no recorded session (and everyone, when this is off) get their
+        team's ``default_offering``, or where it would queue the smallest offering at least as
+        large that starts now; anyone may pick another. Advice only: a user's own server
+        reports the peaks, so they are never a limit. Default: True. Example::
 
             c.GPUaaSSpawner.size_advice = False
         """,
@@ -607,24 +608,12 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         self._usage_history[namespace] = (now, history)
         return history
 
-    async def _size_advice(self, catalog: Catalog, user: UserContext) -> dict[str, Advice]:
-        """By team: the offering that fits this user's measured use (see ``size_advice``)."""
+    async def _session_peaks(self, user: UserContext) -> tuple[int, ...]:
+        """The GPU-memory peaks of this user's recent sessions (see ``size_advice``)."""
         if not self.size_advice:
-            return {}
+            return ()
         history = await self._read_usage_history(self._gpuaas_default_namespace)
-        peaks = history.of(user.name)
-        advice: dict[str, Advice] = {}
-        for tenant in catalog.tenants_for_groups(user.groups):
-            offerings = [catalog.offerings[slug] for slug in tenant.offerings]
-            found = advise(
-                offerings,
-                peaks,
-                default=tenant.default_offering,
-                headroom=self.size_advice_headroom,
-            )
-            if found is not None:
-                advice[tenant.name] = found
-        return advice
+        return history.of(user.name)
 
     async def _render_gpuaas_form(self, spawner: Any = None) -> str:
         try:
@@ -648,7 +637,8 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             default_team=self.default_team,
             previous=previous,
             notice=self._gpuaas_notice,
-            advice=await self._size_advice(catalog, user),
+            peaks_mib=await self._session_peaks(user),
+            advice_headroom=self.size_advice_headroom,
         )
         return render_form(model)
 

@@ -2,8 +2,9 @@
 
 A listener of the reclaim loop (:class:`~.events.LoopListener`): at each complete cycle it takes,
 for every workbench the hub confirmed, the GPU memory its latest activity report says its kernels
-hold, and keeps the largest per session (a server's run: user, server name and start). A session
-whose workbench is gone from the cycle has ended; its peak joins the user's history
+hold, and keeps the largest per session (a server's run: user and server name, from its start
+until its workbench is gone from a cycle, or it starts again: a start more than
+:data:`NEW_RUN_AFTER` later than the run's). A session that has ended joins the user's history
 (:func:`jupyter_gpuaas.core.sizing.record_peak`), which is kept in the ConfigMap
 ``gpuaas-usage-history`` that the hub reads (the contract: :mod:`jupyter_gpuaas.core.sizing`).
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from gpuaas_service.clients.persisted import PersistedState, StateUnreadable
 from gpuaas_service.reclaim.events import CycleResult, LoopEvent
@@ -27,12 +28,19 @@ __all__ = ["UsageRecorder"]
 
 log = logging.getLogger("gpuaas.culler")
 
-_Session = tuple[str, str, datetime]
-"""(user, server, started_at): one run of one server."""
+_Server = tuple[str, str]
+"""(user, server name)."""
+
+NEW_RUN_AFTER = timedelta(minutes=1)
+"""A workbench's start later than its open run's by more than this is a new run. The start a
+cycle sees moves within one run (the pod's creation, then its start; the hub's spawn time for
+the servers the loop asked the hub about): counted as runs, one session was several."""
 
 
 @dataclass
 class _Open:
+    started_at: datetime
+    """The latest start seen of this run."""
     peak: int = 0
     measured: bool = False
 
@@ -43,7 +51,8 @@ class UsageRecorder:
     def __init__(self, state: PersistedState) -> None:
         self.state = state
         self.history = PeakHistory({})
-        self.open: dict[_Session, _Open] = {}
+        self.open: dict[_Server, _Open] = {}
+        """The runs in progress, by server."""
         self._pending = False
         """Sessions recorded since the history was last written."""
 
@@ -53,23 +62,32 @@ class UsageRecorder:
     async def cycle_completed(self, result: CycleResult) -> None:
         if not self.state.loaded and not await self._load():
             return
-        seen: set[_Session] = set()
+        seen: set[_Server] = set()
         for wb in result.workbenches:
-            session = (wb.user, wb.server, wb.started_at)
-            seen.add(session)
-            entry = self.open.setdefault(session, _Open())
+            server = (wb.user, wb.server)
+            seen.add(server)
+            entry = self.open.get(server)
+            if entry is not None and wb.started_at > entry.started_at + NEW_RUN_AFTER:
+                self._ended(server, entry)  # restarted between two cycles
+                entry = None
+            if entry is None:
+                entry = self.open[server] = _Open(wb.started_at)
+            entry.started_at = max(entry.started_at, wb.started_at)
             report = result.inputs.reports.get(wb.key)
             held = report.activity.gpu_memory if report is not None else None
             if held is not None:  # None: some memory of unknown size, nothing to record
                 entry.peak = max(entry.peak, held)
                 entry.measured = True
-        for session in [s for s in self.open if s not in seen]:
-            ended = self.open.pop(session)
-            if ended.measured:
-                self.history = record_peak(self.history, session[0], ended.peak)
-                self._pending = True
+        for server in [s for s in self.open if s not in seen]:
+            self._ended(server, self.open.pop(server))
         if self._pending and await self.state.write(history_json(self.history)):
             self._pending = False
+
+    def _ended(self, server: _Server, run: _Open) -> None:
+        """One session more in the user's history, where it was measured."""
+        if run.measured:
+            self.history = record_peak(self.history, server[0], run.peak)
+            self._pending = True
 
     async def _load(self) -> bool:
         """Read what earlier runs kept; ``False`` while it cannot be read (tried next cycle)."""

@@ -99,6 +99,69 @@ def test_advise(peaks: list[int], expected: Advice) -> None:
     assert advise(TEAM, peaks, default="h100") == expected
 
 
+@pytest.mark.parametrize(
+    ("peaks", "starts_now", "last", "expected"),
+    [
+        (  # the smallest that holds 3.75 GiB (the 10 GiB share) queues: the 1g slice starts now
+            [3 * GIB],
+            {"mig-1g", "h100", "cpu"},
+            None,
+            Advice(
+                "mig-1g",
+                "Your last session peaked at 3 GiB; 10 GiB is enough, but 10Gi share would "
+                "queue: Mig-1G (10 GiB) fits and starts now.",
+                True,
+            ),
+        ),
+        (  # nothing that holds it starts now: the smallest, saying it would queue
+            [3 * GIB],
+            {"cpu"},
+            None,
+            Advice(
+                "h100-10g",
+                "Your last session peaked at 3 GiB; 10 GiB is enough: 10Gi share. "
+                "It would queue: nothing that fits starts now.",
+                True,
+                queues=True,
+            ),
+        ),
+        (  # no session: the usual choice queues, the smallest at least as large starts now
+            [],
+            {"h100-20g", "h100"},
+            None,
+            Advice(
+                "h100-20g",
+                "No GPU use measured yet. Your team's usual choice, Mig-1G, would queue; "
+                "20Gi share, at least as large, starts now.",
+                False,
+            ),
+        ),
+        (  # no session: the last choice stands for the usual one
+            [],
+            {"h100-10g", "mig-1g"},
+            "h100-20g",
+            Advice(
+                "h100-20g",
+                "No GPU use measured yet: your last choice. "
+                "It would queue: nothing at least as large starts now.",
+                False,
+                queues=True,
+            ),
+        ),
+        (
+            [],
+            {"mig-1g"},
+            None,
+            Advice("mig-1g", "No GPU use measured yet: your team's usual choice.", False),
+        ),
+    ],
+)
+def test_advise_prefers_what_starts_now(
+    peaks: list[int], starts_now: set[str], last: str | None, expected: Advice
+) -> None:
+    assert advise(TEAM, peaks, default="mig-1g", starts_now=starts_now, last=last) == expected
+
+
 def test_time_shared_gpus_are_never_advised() -> None:
     only_shared = [gpu("l4-shared", "24Gi", kind="shared"), gpu("a100", "40Gi")]
     assert advise(only_shared, [GIB], default="a100") == Advice(

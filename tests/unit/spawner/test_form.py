@@ -18,9 +18,7 @@ from jupyter_gpuaas.core.headroom import UserUsage
 from jupyter_gpuaas.core.sizing import (
     HISTORY_CONFIGMAP,
     HISTORY_KEY,
-    Advice,
     PeakHistory,
-    advise,
     history_json,
 )
 from jupyter_gpuaas.hub.watch import StaticKueueView
@@ -63,8 +61,8 @@ def test_model_lists_the_teams_offerings_with_live_state() -> None:
     rows = [(o.slug, o.state, o.status, o.selectable, o.checked) for o in team.offerings]
     assert rows == [
         ("h100", "queue", "will queue: about 2 ahead of you", True, False),
-        ("mig-1g", "queue", "will queue: about 2 ahead of you", True, True),  # the team's default
-        ("mig-3g", "now", "available now (2 of 2 free)", True, False),
+        ("mig-1g", "queue", "will queue: about 2 ahead of you", True, False),  # team's default
+        ("mig-3g", "now", "available now (2 of 2 free)", True, True),  # as large, starts now
         ("shared", "now", "available now (4 of 16 free)", True, False),
         ("cpu", "now", "available now", True, False),
     ]
@@ -116,7 +114,7 @@ def test_several_teams_previous_choice_preselected() -> None:
     assert [
         o.slug for o in team_a.offerings if o.checked
     ] == []  # one radio group: only one checked
-    assert [o.slug for o in team_a.offerings if o.preferred] == ["mig-1g"]
+    assert [o.slug for o in team_a.offerings if o.preferred] == ["mig-3g"]  # mig-1g queues
     assert (model.selected_image, model.selected_size) == ("pytorch", "large")
 
 
@@ -230,7 +228,7 @@ def test_a_browser_post_of_the_page_as_served_is_accepted() -> None:
         page = _page(_model(user, previous=previous))
         options = options_from_form_data(page.submitted, CATALOG)
         choice = validate_options(options, CATALOG, user)
-        expected = previous or {"team": "team-a", "offering": "mig-1g"}
+        expected = previous or {"team": "team-a", "offering": "mig-3g"}  # mig-1g queues
         assert (choice.tenant.name, choice.offering.slug) == (
             expected["team"],
             expected["offering"],
@@ -377,13 +375,8 @@ def test_a_fraction_shows_its_cap_its_isolation_and_the_pool_in_its_units() -> N
 
 
 def test_what_fits_the_measured_use_is_preselected_before_the_last_choice() -> None:
-    advice = advise(
-        [CATALOG.offerings[s] for s in CATALOG.tenants["team-a"].offerings],
-        [6 * 1024, 2 * 1024],  # MiB: 6 GiB x 1.25 needs more than mig-1g's 5 GiB
-        default="mig-1g",
-    )
-    assert advice is not None
-    model = _model(previous={"team": "team-a", "offering": "h100"}, advice={"team-a": advice})
+    # MiB: 6 GiB x 1.25 needs more than mig-1g's 5 GiB; mig-3g starts now
+    model = _model(previous={"team": "team-a", "offering": "h100"}, peaks_mib=[6 * 1024, 2 * 1024])
     (team,) = model.teams
     assert [(o.slug, o.checked, o.advised) for o in team.offerings if o.checked or o.advised] == [
         ("mig-3g", True, True)
@@ -400,17 +393,58 @@ def test_advice_the_user_cannot_start_now_is_neither_preselected_nor_shown() -> 
     capped = UserContext(
         "alice", ("team-a",), UserUsage(gpu_servers=2, gpu_equivalents=Fraction(1))
     )
-    advice = Advice("mig-3g", "Your last session peaked at 6 GiB; MIG 3g.20gb fits.", True)
-    (team,) = _model(capped, advice={"team-a": advice}).teams
+    (team,) = _model(capped, peaks_mib=[6 * 1024]).teams
     assert [o.slug for o in team.offerings if o.checked] == ["cpu"]
     assert team.advice == ""
 
 
 def test_no_history_keeps_the_last_choice_then_the_default() -> None:
-    default = Advice("mig-1g", "No GPU use measured yet: your team's usual choice.", False)
-    (team,) = _model(previous={"offering": "shared"}, advice={"team-a": default}).teams
+    (team,) = _model(previous={"offering": "shared"}).teams  # shared starts now
     assert [o.slug for o in team.offerings if o.checked] == ["shared"]
     assert team.advice == ""
+    (team,) = _model(state=FREE).teams  # the default starts now
+    assert [o.slug for o in team.offerings if o.checked] == ["mig-1g"]
+    assert team.advice == ""
+
+
+FREE = state([team_a_notebooks(), team_a_notebooks() | {"metadata": {"name": "team-b-notebooks"}}])
+"""Nothing used: every offering starts now."""
+
+
+def test_what_fits_and_starts_now_is_preselected_over_what_fits_and_would_queue() -> None:
+    """Issue 39: alice after the reclaim (her 1g slice now held by the Job she was reclaimed
+    for) and bob (never measured; his team's usual slice queues) were offered the slice that
+    queued. The smallest that fits and starts now is preselected, and the line says why."""
+    (team,) = _model(peaks_mib=[2 * 1024]).teams  # 2.5 GiB fits mig-1g (queues), mig-3g (now)
+    assert [(o.slug, o.state) for o in team.offerings if o.checked] == [("mig-3g", "now")]
+    assert [o.slug for o in team.offerings if o.advised] == ["mig-3g"]
+    assert team.advice == (
+        "Your last session peaked at 2 GiB; 5 GiB is enough, but A100 MIG 1g.5gb would queue: "
+        "A100 MIG 3g.20gb (20 GiB) fits and starts now."
+    )
+    (bob,) = _model(UserContext("bob", ("team-a",))).teams
+    assert [o.slug for o in bob.offerings if o.checked] == ["mig-3g"]
+    assert [o.slug for o in bob.offerings if o.advised] == []  # nothing measured: no badge
+    assert bob.advice == (
+        "No GPU use measured yet. Your team's usual choice, A100 MIG 1g.5gb, would queue; "
+        "A100 MIG 3g.20gb, at least as large, starts now."
+    )
+    assert "starts now" in render_form(_model(UserContext("bob", ("team-a",))))
+
+
+def test_when_nothing_that_fits_starts_now_the_line_says_it_would_queue() -> None:
+    (team,) = _model(peaks_mib=[30 * 1024]).teams  # 37.5 GiB: only the H100, which queues
+    assert [o.slug for o in team.offerings if o.checked] == ["h100"]
+    assert team.advice == (
+        "Your last session peaked at 30 GiB; 80 GiB is enough: NVIDIA H100. "
+        "It would queue: nothing that fits starts now."
+    )
+    carol, _ = _model(CAROL, previous={"team": "team-a", "offering": "h100"}).teams
+    assert [o.slug for o in carol.offerings if o.checked] == ["h100"]  # her last choice
+    assert carol.advice == (
+        "No GPU use measured yet: your last choice. "
+        "It would queue: nothing at least as large starts now."
+    )
 
 
 class HistoryAPI:

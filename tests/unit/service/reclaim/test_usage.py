@@ -91,6 +91,21 @@ async def test_a_restarted_server_is_a_new_session() -> None:
     assert kept(store).of("alice") == (5 * 1024,)
 
 
+async def test_one_run_whose_start_moves_is_one_session() -> None:
+    """Issue 39: the form said "Your last 3 sessions" after one. The start a cycle sees moves
+    within one run: the pod's, then the hub's spawn time (earlier) while alice is warned, then
+    the pod's again; a start a few seconds off (clocks) is the same run too."""
+    store = Store()
+    rec = recorder(store)
+    pod_start, hub_start = T0, T0 - timedelta(seconds=4)
+    starts = [pod_start, hub_start, pod_start, hub_start, pod_start + timedelta(seconds=20)]
+    for i, started in enumerate(starts):
+        held: dict[str, int | None] = {"alice": (i + 1) * GIB}
+        await rec.cycle_completed(cycle(T0 + timedelta(minutes=i), held, started=started))
+    await rec.cycle_completed(cycle(T0 + timedelta(minutes=9), {}))
+    assert kept(store).of("alice") == (5 * 1024,)
+
+
 async def test_a_session_measured_never_is_not_recorded() -> None:
     store = Store()
     rec = recorder(store)
