@@ -33,6 +33,7 @@ Kueue's Configuration (the dev cluster renders it from the demo catalog).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -355,12 +356,15 @@ def _fraction(errs: FieldErrors, path: str, data: Mapping[str, Any], key: str) -
         if isinstance(value, bool):
             raise ValueError
         if isinstance(value, float):
+            if not math.isfinite(value):  # YAML's .nan and .inf
+                errs.add(p, f"must be a finite number, not {value!r}")
+                return None
             result = Fraction(value).limit_denominator(1000)
         elif isinstance(value, int | str):
             result = Fraction(value)
         else:
             raise ValueError
-    except (ValueError, ZeroDivisionError):
+    except (ValueError, ZeroDivisionError, OverflowError):
         errs.add(p, f'must be a number such as 1, 0.25 or "1/7", not {value!r}')
         return None
     if result < 0:
@@ -409,7 +413,7 @@ def _node_selector(errs: FieldErrors, path: str, data: Mapping[str, Any]) -> dic
     for p, key, value in read_entries(errs, path, data, "node_selector"):
         if not isinstance(key, str) or not is_qualified_name(key):
             errs.add(p, "is not a valid node label key")
-        elif not isinstance(value, str) or not LABEL_VALUE_RE.match(value):
+        elif not isinstance(value, str) or not LABEL_VALUE_RE.fullmatch(value):
             errs.add(p, f"{value!r} is not a valid node label value")
         else:
             out[key] = value

@@ -40,7 +40,7 @@ def parse_duration(value: object) -> timedelta:
         text = value.strip()
         if text == "0":
             return timedelta(0)
-        if _DURATION_RE.match(text):
+        if _DURATION_RE.fullmatch(text):
             seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART_RE.findall(text))
             if seconds <= MAX_DURATION_SECONDS:
                 return timedelta(seconds=seconds)

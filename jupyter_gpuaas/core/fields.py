@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -94,7 +95,7 @@ class FieldErrors:
 
 def key_path(base: str, key: str) -> str:
     """``base.key``, or ``base["odd key"]`` where the key is not an identifier."""
-    if _IDENTIFIER_RE.match(key):
+    if _IDENTIFIER_RE.fullmatch(key):
         return f"{base}.{key}" if base else key
     return f"{base}[{json.dumps(key)}]"
 
@@ -136,9 +137,9 @@ def is_qualified_name(name: str) -> bool:
     if name.count("/") > 1:
         return False
     prefix, _, part = name.rpartition("/")
-    if prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN_RE.match(prefix)):
+    if prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN_RE.fullmatch(prefix)):
         return False
-    return bool(NAME_RE.match(part))
+    return bool(NAME_RE.fullmatch(part))
 
 
 def object_items(
@@ -198,6 +199,7 @@ FIELD_WORDS: Mapping[str, str] = {
     "not_matching": "{value} is not {what}",
     "not_amount": "must be {what}, not {value}",
     "out_of_range": "must be {bounds}, not {value}",
+    "not_finite": "must be a finite number, not {value}",
 }
 """How the readers word each problem, after the field's path. The values a reader fills in:
 ``key``, ``raw`` (the value as given), ``value`` (it quoted, cut short), ``type`` (its kind in
@@ -256,7 +258,7 @@ def read_str(
     if max_length is not None and not 0 < len(value) <= max_length:
         errs.add(path, say("length", **words, limit=max_length, length=len(value)))
         return default
-    if pattern is not None and not pattern.match(value):
+    if pattern is not None and not pattern.fullmatch(value):
         errs.add(path, say("not_matching", **words, what=what))
         return default
     return value
@@ -332,6 +334,10 @@ def _read_amount(
         or (whole and not isinstance(value, int))
     ):
         errs.add(path, say("not_amount", **words, what=what))
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        # YAML's .nan/.inf, JSON's NaN: a NaN passes every bound (each comparison is false)
+        errs.add(path, say("not_finite", **words))
         return None
     if not bounds.hold(value):
         errs.add(path, say("out_of_range", **words, bounds=str(bounds)))

@@ -147,7 +147,7 @@ def parse_geometry(text: str) -> Geometry:
     """A geometry from ``2x1g.5gb+1x3g.20gb`` (the ``mig=`` of a simulated-GPU spec)."""
     pairs: list[tuple[str, int]] = []
     for group in text.split("+"):
-        match = _GROUP.match(group.strip())
+        match = _GROUP.fullmatch(group.strip())
         if match is None:
             raise ValueError(f"cannot read MIG geometry {text!r}: expected e.g. 2x1g.5gb+1x3g.20gb")
         pairs.append((match.group(2).lower(), int(match.group(1) or 1)))

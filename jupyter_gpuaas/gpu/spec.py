@@ -96,7 +96,7 @@ def parse_size(value: str | int) -> int:
         if value < 0:
             raise SpecError(f"size must not be negative: {value}")
         return value
-    match = _SIZE.match(value)
+    match = _SIZE.fullmatch(value)
     unit = match.group(2).lower() if match else ""
     if match is None or unit not in _UNITS:
         raise SpecError(
@@ -139,7 +139,7 @@ class SimGpu:
 
 def parse_profile(profile: str) -> tuple[int, int]:
     """(compute slices, memory in bytes) of a MIG profile such as "3g.20gb"."""
-    match = _PROFILE.match(profile)
+    match = _PROFILE.fullmatch(profile)
     if match is None:
         raise SpecError(f"cannot read MIG profile {profile!r}: expected e.g. '1g.5gb' or '3g.40gb'")
     return int(match.group(1)), int(match.group(2)) * GiB
@@ -150,7 +150,7 @@ def _parse_mig(value: str | Sequence[str]) -> list[str]:
         return [str(p) for p in value]
     profiles: list[str] = []
     for group in value.split("+"):
-        match = _MIG_GROUP.match(group.strip())
+        match = _MIG_GROUP.fullmatch(group.strip())
         if match is None:
             raise SpecError(
                 f"cannot read MIG layout {value!r}: expected e.g. 'mig=7x1g.5gb' or "
@@ -162,7 +162,7 @@ def _parse_mig(value: str | Sequence[str]) -> list[str]:
 
 def _group_from_string(text: str) -> dict[str, Any]:
     head, *options = (part.strip() for part in text.split(":"))
-    match = _MODEL.match(head)
+    match = _MODEL.fullmatch(head)
     if match is None:
         raise SpecError(
             f"cannot read simulated device {text!r}: expected [COUNTx]MODEL-MEMORYGB[:options], "
@@ -193,7 +193,7 @@ def parse_devices(spec: str | Sequence[Mapping[str, Any]]) -> list[SimGpu]:
         unknown = set(group) - {"model", "count", *_OPTIONS}
         if unknown:
             raise SpecError(f"unknown keys {sorted(unknown)} in {group!r}")
-        match = _MODEL.match(str(group.get("model", "")))
+        match = _MODEL.fullmatch(str(group.get("model", "")))
         if match is None or match.group(1):
             raise SpecError(f"'model' must look like 'H100-80GB', got {group.get('model')!r}")
         model, gb = match.group(2), int(match.group(3))

@@ -302,3 +302,108 @@ def test_the_exports_day_is_a_date_or_says_what_is_wrong(raw: str) -> None:
         assert len(outcome) < MAX_MESSAGE, outcome
     else:
         assert outcome == (date.fromisoformat(raw) if raw else NOW.date())
+
+
+# --------------------------------------------------------------------------- non-finite, newlines
+
+# Issue 35, findings 4 and 8: a NaN passed every bound of the policy's numbers (each comparison
+# is false) and ``$`` matched before a trailing newline. Over valid samples: any number of the
+# input replaced by NaN or an infinity, and any name given a trailing newline, is refused at a
+# path (never taken, never another exception).
+
+NON_FINITE = st.sampled_from([math.nan, math.inf, -math.inf])
+NAME_KEYS = frozenset(
+    {"slug", "name", "team", "offering", "image", "size", "kernel_name", "flavor", "namespace"}
+)
+"""Keys whose string values are names (matched whole), in the samples below."""
+
+
+def _leaf_paths(
+    value: Any, keep: Callable[[Any, Any], bool], path: tuple[Any, ...] = ()
+) -> list[tuple[Any, ...]]:
+    """The paths (key sequences) of ``value``'s leaves that ``keep(key, leaf)`` holds for."""
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return [path] if path and keep(path[-1], value) else []
+    return [p for k, v in items if k != "notebook" for p in _leaf_paths(v, keep, (*path, k))]
+
+
+def _set(sample: Any, path: tuple[Any, ...], value: Any) -> Any:
+    data = copy.deepcopy(sample)
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return data
+
+
+def _is_number(_key: Any, leaf: Any) -> bool:
+    return isinstance(leaf, int | float) and not isinstance(leaf, bool)
+
+
+def _is_name(key: Any, leaf: Any) -> bool:
+    return isinstance(leaf, str) and key in NAME_KEYS
+
+
+def _parameter_names(body: Any) -> list[tuple[Any, ...]]:
+    return [("parameters", name) for name in body.get("parameters", {})]
+
+
+SAMPLES: dict[str, tuple[Any, Callable[[Any], Any], tuple[type[Exception], ...]]] = {
+    "policy": (POLICY, lambda d: load_policy(d, origin="fuzz"), (PolicyError,)),
+    "catalog": (
+        catalog_data(),
+        lambda d: build_catalog([CatalogSource("fuzz: ", d)], default_namespace="users"),
+        (CatalogError,),
+    ),
+    "job": (
+        request_body(),
+        lambda d: validate_job_request(d, JOBS_CATALOG, "alice", ["team-a"]),
+        (JobRequestError, NotAllowed),  # a team that is not the user's: 403, in words
+    ),
+}
+
+
+def _refused(kind: str, data: Any) -> None:
+    _sample, parse, errors = SAMPLES[kind]
+    try:
+        parse(data)
+    except errors as e:
+        problems = [("", str(e))] if isinstance(e, NotAllowed) else getattr(e, "errors", None)
+        check_errors(problems)
+        return
+    raise AssertionError(f"{kind} taken: {data!r:.300}")
+
+
+@FUZZ
+@given(st.sampled_from(sorted(SAMPLES)), st.data(), NON_FINITE)
+def test_a_non_finite_number_anywhere_is_refused_at_a_path(
+    kind: str, data: st.DataObject, value: float
+) -> None:
+    sample = SAMPLES[kind][0]
+    path = data.draw(st.sampled_from(_leaf_paths(sample, _is_number)))
+    _refused(kind, _set(sample, path, value))
+
+
+@FUZZ
+@given(st.sampled_from(sorted(SAMPLES)), st.data(), st.sampled_from(["\n", "\r\n", "\n\n"]))
+def test_a_name_with_a_trailing_newline_is_refused_at_a_path(
+    kind: str, data: st.DataObject, tail: str
+) -> None:
+    sample = SAMPLES[kind][0]
+    paths = _leaf_paths(sample, _is_name)
+    if kind == "job":  # parameter names are keys: renamed, not changed in place
+        paths += _parameter_names(sample)
+    path = data.draw(st.sampled_from(paths))
+    if kind == "job" and path[0] == "parameters":
+        changed = copy.deepcopy(sample)
+        changed["parameters"][path[1] + tail] = changed["parameters"].pop(path[1])
+    else:
+        node: Any = sample
+        for key in path:
+            node = node[key]
+        changed = _set(sample, path, node + tail)
+    _refused(kind, changed)

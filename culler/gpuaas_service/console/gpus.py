@@ -238,7 +238,7 @@ def free_rows(
         for resource, amount in sorted(free.items()):
             if resource in (HAMI_MEMORY, HAMI_CORES) or (hami and resource == "nvidia.com/gpu"):
                 continue
-            if _MIG.match(resource):
+            if _MIG.fullmatch(resource):
                 kind = "mig"
             elif resource == "nvidia.com/gpu.shared":
                 kind = "shared"
@@ -264,7 +264,7 @@ def holding_label(requests: Mapping[str, Fraction]) -> str:
     parts: list[str] = []
     for resource, amount in sorted(gpus.items()):
         count = format_gpu_equivalents(amount)
-        if m := _MIG.match(resource):
+        if m := _MIG.fullmatch(resource):
             parts.append(
                 f"MIG {m.group(1)}g.{m.group(2)}gb" + (f" × {count}" if amount != 1 else "")
             )
@@ -290,7 +290,7 @@ def memory_cap(requests: Mapping[str, Fraction]) -> int | None:
         return int(memory * requests.get("nvidia.com/gpu", Fraction(1)) * _MIB)
     total = 0
     for resource, amount in requests.items():
-        if m := _MIG.match(resource):
+        if m := _MIG.fullmatch(resource):
             total += int(amount * int(m.group(2)) * (1 << 30))
     return total or None
 

@@ -199,7 +199,7 @@ def _parameters(errs: FieldErrors, data: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in raw.items():
         path = key_path("parameters", str(name))
-        if not isinstance(name, str) or not _IDENTIFIER.match(name) or keyword.iskeyword(name):
+        if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name) or keyword.iskeyword(name):
             errs.add(path, "must be a Python variable name (letters, digits, _)")
             continue
         before = len(errs)
