@@ -5,18 +5,26 @@ writes it with :func:`activity_json` (``GET gpuaas/api/activity``, and the body 
 to the gpuaas service); the service reads it back with :func:`parse_activity`, which lists every
 problem with its field path. What counts as a busy kernel is :data:`BUSY_EXECUTION_STATES`, on
 both sides.
+
+The reclaim's conversation about kernel state rides on the same reports (docs/culler.md): a
+server that can save its kernels' variables says so (``keeps_kernel_state``); before it stops
+such a server the service answers a report with a :class:`SnapshotRequest` (``snapshot``), and
+the server, having saved them, reports at once with its :class:`KernelStateReport`
+(``kernel_state``: one outcome per kernel, :mod:`jupyter_gpuaas.core.kernel_state`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.fields import FieldError, FieldErrors, object_items
+from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, LostVariable
 from jupyter_gpuaas.core.kueue import parse_time
 
 __all__ = [
@@ -27,12 +35,17 @@ __all__ = [
     "MAX_UTILIZATIONS",
     "Activity",
     "KernelActivity",
+    "KernelStateReport",
     "ReportError",
+    "SnapshotRequest",
     "TerminalActivity",
     "activity_json",
     "build_activity",
+    "kernel_state_json",
     "parse_activity",
+    "read_kernel_state_mark",
     "shown",
+    "snapshot_request_of",
 ]
 
 # What one server can truthfully report (the parser refuses more, so that a hostile body costs
@@ -49,6 +62,9 @@ MAX_TEXT = 2000
 MAX_NAME = 256
 MAX_CLOCK_SKEW = timedelta(minutes=2)
 """How far a report's times may lie ahead of the service's clock (servers' clocks drift)."""
+KERNEL_STATE_MAX_BYTES = 32 * 1024
+"""The most JSON a server's ``kernel_state`` takes (the service refuses bodies over 64 KiB by
+default): past it, each kernel's list of lost variables is shortened (the rest counted)."""
 MAX_ERRORS = 20
 """Problems listed per refused report (the rest are counted): an answer never grows with the
 input."""
@@ -81,6 +97,95 @@ class TerminalActivity:
 
 
 @dataclass(frozen=True)
+class KernelStateReport:
+    """A server's answer to the service's :class:`SnapshotRequest` of ``requested_at``: what
+    became of each kernel's variables, or (``error``) why no snapshot could be taken at all."""
+
+    requested_at: datetime
+    outcomes: tuple[KernelStateOutcome, ...] = ()
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SnapshotRequest:
+    """The service's ask, in its answer to a report: save every kernel's variables now, within
+    ``deadline_seconds``, and report at once (``reason``: why, e.g. ``reclaim``)."""
+
+    requested_at: datetime
+    deadline_seconds: float
+    reason: str = "reclaim"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requested_at": isoformat_z(self.requested_at),
+            "deadline_seconds": round(self.deadline_seconds, 3),
+            "reason": self.reason,
+        }
+
+
+def snapshot_request_of(answer: Mapping[str, Any]) -> SnapshotRequest | None:
+    """The service's snapshot request in its answer to a report (``snapshot``), or ``None``
+    (none, or not one this version reads: the server then simply keeps reporting)."""
+    raw = answer.get("snapshot")
+    if not isinstance(raw, Mapping):
+        return None
+    at = parse_time(raw.get("requested_at"))
+    seconds = raw.get("deadline_seconds")
+    if (
+        at is None
+        or isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not math.isfinite(seconds)
+        or seconds < 0
+    ):
+        return None
+    reason = raw.get("reason")
+    return SnapshotRequest(at, float(seconds), reason if isinstance(reason, str) else "reclaim")
+
+
+def kernel_state_json(
+    report: KernelStateReport, *, max_bytes: int = KERNEL_STATE_MAX_BYTES
+) -> dict[str, Any]:
+    """A report's ``kernel_state`` field, at most ``max_bytes`` of JSON as long as the kernels'
+    own fields allow: each kernel's lost variables are listed up to a shrinking number, the
+    rest counted in one last entry (\"12 more\")."""
+    outcomes = report.outcomes[:MAX_KERNELS]
+    keep: int | None = None
+    while True:
+        body = {
+            "requested_at": isoformat_z(report.requested_at),
+            "outcomes": [_listing(o, keep).to_json() for o in outcomes],
+            "error": report.error[:MAX_TEXT],
+        }
+        if keep == 0 or len(json.dumps(body)) <= max_bytes:
+            return body
+        keep = 64 if keep is None else keep // 2
+
+
+def read_kernel_state_mark(text: object) -> KernelStateReport | None:
+    """A :func:`kernel_state_json` kept as text (the pod annotation a reclaim leaves for the
+    return notice, ``RECLAIMED_KERNEL_STATE``); ``None`` when absent or unreadable."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, Mapping):
+        return None
+    r = _PayloadReader({"kernel_state": data}, None, MAX_CLOCK_SKEW)
+    report = _read_kernel_state(r)
+    return report if not r.errs.items else None
+
+
+def _listing(outcome: KernelStateOutcome, keep: int | None) -> KernelStateOutcome:
+    if keep is None or len(outcome.lost) <= keep:
+        return outcome
+    more = LostVariable(f"{len(outcome.lost) - keep} more", "too many to list")
+    return replace(outcome, lost=(*outcome.lost[:keep], more))
+
+
+@dataclass(frozen=True)
 class Activity:
     """One ``activity`` payload."""
 
@@ -95,6 +200,10 @@ class Activity:
     """``(uuid, percent)`` of the GPUs whose figure is this server's alone (whole, unshared)."""
     idle_since: datetime | None = None
     """``None`` while busy (as the server judged it); else its latest activity."""
+    keeps_kernel_state: bool = False
+    """The server saves its kernels' variables when the service asks (before a reclaim)."""
+    kernel_state: KernelStateReport | None = None
+    """Its answer to the service's latest snapshot request, until the service has it."""
 
 
 def build_activity(
@@ -128,8 +237,9 @@ def build_activity(
 
 
 def activity_json(activity: Activity) -> dict[str, Any]:
-    """The payload as JSON (docs/api.md)."""
-    return {
+    """The payload as JSON (docs/api.md); ``keeps_kernel_state`` and ``kernel_state`` only
+    where set."""
+    out: dict[str, Any] = {
         "sampled_at": _iso(activity.sampled_at),
         "source": activity.source,
         "error": activity.error,
@@ -152,6 +262,11 @@ def activity_json(activity: Activity) -> dict[str, Any]:
         ],
         "idle_since": _iso(activity.idle_since),
     }
+    if activity.keeps_kernel_state:
+        out["keeps_kernel_state"] = True
+    if activity.kernel_state is not None:
+        out["kernel_state"] = kernel_state_json(activity.kernel_state)
+    return out
 
 
 def _iso(dt: datetime | None) -> str | None:
@@ -211,6 +326,8 @@ def parse_activity(
         gpu_memory=r.size("gpu_memory", payload.get("gpu_memory", 0)),
         gpu_utilization=tuple(utilization),
         idle_since=r.time("idle_since", payload.get("idle_since")),
+        keeps_kernel_state=_read_keeps(r),
+        kernel_state=_read_kernel_state(r),
     )
     errs = r.errs
     if errs.items:
@@ -315,3 +432,43 @@ def _read_utilization(r: _PayloadReader) -> list[tuple[str, float]]:
             continue
         utilization.append((r.text(f"{p}.uuid", u.get("uuid", ""), MAX_NAME), float(value)))
     return utilization
+
+
+def _read_keeps(r: _PayloadReader) -> bool:
+    value = r.payload.get("keeps_kernel_state", False)
+    if not isinstance(value, bool):
+        r.errs.add("keeps_kernel_state", f"must be true or false, not {shown(value)}")
+        return False
+    return value
+
+
+def _read_kernel_state(r: _PayloadReader) -> KernelStateReport | None:
+    raw = r.payload.get("kernel_state")
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        r.errs.add("kernel_state", f"must be an object or null, not {shown(raw)}")
+        return None
+    requested_at = r.time("kernel_state.requested_at", raw.get("requested_at"))
+    if requested_at is None and raw.get("requested_at") is None:
+        r.errs.add("kernel_state.requested_at", "is required: the request this answers")
+    error = raw.get("error", "")
+    error = r.text("kernel_state.error", "" if error is None else error, MAX_TEXT)
+    outcomes = []
+    listed = raw.get("outcomes", [])
+    if not isinstance(listed, list):
+        r.errs.add("kernel_state.outcomes", f"must be a list, not {shown(listed)}")
+        listed = []
+    elif len(listed) > MAX_KERNELS:
+        r.errs.add(
+            "kernel_state.outcomes", f"must list at most {MAX_KERNELS} items, not {len(listed)}"
+        )
+        listed = []
+    for i, item in enumerate(listed):
+        try:
+            outcomes.append(KernelStateOutcome.from_json(item))
+        except ValueError as e:
+            r.errs.add(f"kernel_state.outcomes[{i}]", str(e))
+    if requested_at is None:
+        return None
+    return KernelStateReport(requested_at, tuple(outcomes), error)

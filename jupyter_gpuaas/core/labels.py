@@ -23,6 +23,7 @@ __all__ = [
     "RECLAIMED_AT",
     "RECLAIMED_FOR",
     "RECLAIMED_FOR_TEAM",
+    "RECLAIMED_KERNEL_STATE",
     "RECLAIM_DEADLINE",
     "RECLAIM_OUTLOOK",
     "RECLAIM_PREFIX",
@@ -77,6 +78,9 @@ RECLAIMED_FOR = RECLAIM_PREFIX + "for"
 RECLAIMED_FOR_TEAM = RECLAIM_PREFIX + "for-team"
 """Pod annotation: the team of that work (queued notebooks share one namespace, so the
 namespace does not say whose it is)."""
+RECLAIMED_KERNEL_STATE = RECLAIM_PREFIX + "kernel-state"
+"""Pod annotation: what the snapshot before the stop kept of each kernel (JSON, read with
+``jupyter_gpuaas.core.activity.read_kernel_state_mark``), for the notice on the user's return."""
 RECLAIM_OUTLOOK = RECLAIM_PREFIX + "outlook"
 """Pod annotation on a server waiting in the queue, written by the service after each reclaim
 cycle: what holds the quota it needs and when the reclaim plan frees some for it (JSON, see
