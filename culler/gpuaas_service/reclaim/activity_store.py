@@ -12,20 +12,42 @@ deadline), which the server reads back for its sidebar.
 
 A server that stops reporting simply keeps an old report: :func:`.idleness.judge` turns a report
 older than ``report_stale_after`` into "unknown".
+
+Before the loop stops a server that keeps its kernels' state, it asks for a snapshot
+(:meth:`ActivityStore.ask_snapshot`): the answer to that server's next report carries the
+request, and the report it sends back with the outcomes (``kernel_state``) is kept as the
+answer and wakes the loop (:meth:`ActivityStore.wait_snapshot`), which never waits past the
+request's deadline.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from gpuaas_service.reclaim.idleness import ActivityReport, Idleness
-from jupyter_gpuaas.core.activity import parse_activity
+from jupyter_gpuaas.core.activity import KernelStateReport, SnapshotRequest, parse_activity
 from jupyter_gpuaas.core.durations import isoformat_z
 
-__all__ = ["ActivityStore", "Notice", "server_key", "server_of_token"]
+__all__ = [
+    "ActivityStore",
+    "Notice",
+    "SnapshotAsk",
+    "report_again_in",
+    "server_key",
+    "server_of_token",
+]
+
+REPORT_NEAR_STOP = 10.0
+"""Seconds between the reports of a warned server that keeps kernel state, from its "saving"
+on, so that it sees a snapshot request soon after the stop step makes it (the service's default
+rate limit, 6 reports a minute, allows it)."""
+ANSWER_MARGIN = timedelta(seconds=2)
+"""Of a snapshot request's time, what the server is told to leave for reporting its answer."""
 
 SERVER_SCOPE_PREFIX = "access:servers!server="
 
@@ -92,6 +114,40 @@ class Notice:
         }
 
 
+def report_again_in(
+    notice: Notice | None, *, keeps_state: bool, now: datetime, save_lead: timedelta
+) -> float | None:
+    """Seconds until a server should report again (``None``: at its own interval): a warned
+    server that keeps kernel state reports when its "saving" starts, then every
+    :data:`REPORT_NEAR_STOP` seconds, so that the stop step's snapshot request reaches it
+    within the bound."""
+    if not keeps_state or notice is None or notice.dry_run:
+        return None
+    until_saving = (notice.reclaim_at - save_lead - now).total_seconds()
+    return max(until_saving, REPORT_NEAR_STOP)
+
+
+@dataclass
+class SnapshotAsk:
+    """A snapshot request the loop made of one server, and its answer once reported."""
+
+    requested_at: datetime
+    deadline: datetime
+    wait_until: float = 0.0
+    """The deadline on the waiter's monotonic clock (``time.monotonic()``): waits end there,
+    however the service's clock is set."""
+    answer: KernelStateReport | None = None
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def request(self, now: datetime) -> SnapshotRequest:
+        """What the server is told: the time it has left, less :data:`ANSWER_MARGIN`."""
+        left = (self.deadline - ANSWER_MARGIN - now).total_seconds()
+        return SnapshotRequest(self.requested_at, max(left, 0.0))
+
+    def answers(self, report: KernelStateReport) -> bool:
+        return isoformat_z(report.requested_at) == isoformat_z(self.requested_at)
+
+
 DEFAULT_MAX_SERVERS = 10_000
 DEFAULT_MAX_PER_USER = 100
 DEFAULT_FORGET_AFTER = timedelta(days=1)
@@ -132,6 +188,7 @@ class ActivityStore:
         """User → the keys of their reports, longest silent first."""
         self._verdicts: dict[str, Idleness] = {}
         self._notices: dict[str, Notice] = {}
+        self._snapshots: dict[str, SnapshotAsk] = {}
         self.accepted = 0
         self.rejected = 0
 
@@ -152,6 +209,10 @@ class ActivityStore:
         self._by_user.setdefault(user, {})[key] = None
         self.accepted += 1
         self._prune(user, received_at)
+        ask, state = self._snapshots.get(key), report.activity.kernel_state
+        if ask is not None and ask.answer is None and state is not None and ask.answers(state):
+            ask.answer = state
+            ask.answered.set()
         return report
 
     def _prune(self, user: str, now: datetime) -> None:
@@ -184,6 +245,7 @@ class ActivityStore:
         self._drop_report(key)
         self._verdicts.pop(key, None)
         self._notices.pop(key, None)
+        self._snapshots.pop(key, None)
 
     def report(self, key: str) -> ActivityReport | None:
         return self._reports.get(key)
@@ -203,12 +265,42 @@ class ActivityStore:
         else:
             self._notices[key] = notice
 
+    def ask_snapshot(
+        self, key: str, at: datetime, timeout: timedelta, *, wait_until: float = 0.0
+    ) -> SnapshotAsk:
+        """Ask the server for a snapshot of its kernels (its next report's answer carries the
+        request), to be answered by ``at + timeout`` (``wait_until`` on the monotonic clock);
+        replaces an earlier ask."""
+        ask = SnapshotAsk(requested_at=at, deadline=at + timeout, wait_until=wait_until)
+        self._snapshots[key] = ask
+        return ask
+
+    def snapshot_ask(self, key: str) -> SnapshotAsk | None:
+        return self._snapshots.get(key)
+
+    def drop_snapshot(self, key: str) -> None:
+        """Forget the ask; a stop still waiting for its answer stops waiting (unanswered)."""
+        ask = self._snapshots.pop(key, None)
+        if ask is not None:
+            ask.answered.set()
+
+    async def wait_snapshot(self, key: str, seconds: float) -> KernelStateReport | None:
+        """The server's answer to the pending ask, waiting at most ``seconds`` (real time) for
+        it; ``None`` when there is no ask or no answer came in time."""
+        ask = self._snapshots.get(key)
+        if ask is None:
+            return None
+        if ask.answer is None and seconds > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ask.answered.wait(), seconds)
+        return ask.answer
+
     def keep_only(self, keys: Iterable[str]) -> None:
         """Forget servers that are no longer running (a new server starts afresh)."""
         live = set(keys)
         for key in [k for k in self._reports if k not in live]:
             self._drop_report(key)
-        for table in (self._verdicts, self._notices):
+        for table in (self._verdicts, self._notices, self._snapshots):
             for key in [k for k in table if k not in live]:
                 del table[key]
 

@@ -13,7 +13,10 @@ Rules, in order, for each workbench (its policy is the first that matches):
 3. Never touched either: busy; activity unknown for less than the policy's ``unknown_grace``.
 4. Other reasons of its own, no demand needed: ``max_idle`` (idle — or unknown past the grace —
    that long), ``reclaim: always`` (idle ``idle_after``). An unknown workbench past the grace is
-   reclaimed only for these (or ``max_age``), never for demand.
+   reclaimed only for these (or ``max_age``), never for demand. Wherever ``idle_after`` is
+   named, a workbench whose server keeps its kernels' state through a stop
+   (:attr:`Workbench.keeps_state`) is held to the policy's ``idle_after_when_kept`` instead,
+   where one is set: its reclaim moves the session rather than ending it.
 5. Demand: for each ClusterQueue with pending work, its head (highest priority, then lowest
    position), highest priority first, asks for what it lacks: per resource, the amount minus
    the quota already free to it, in one flavor (Kueue assigns one flavor per resource). It is
@@ -125,6 +128,10 @@ class Workbench:
     cards: tuple[str, ...] = ()
     """The cards its share is on (``node/GPU-uuid``, as the device plugin recorded them on the
     pod); empty when not known or not a share."""
+    keeps_state: bool = False
+    """Its server said (its latest activity report's ``keeps_kernel_state``) that it saves its
+    kernels' state before a stop: the policy's ``idle_after_when_kept`` applies. Its user's own
+    server says so, so it can be forged, but only to be reclaimed sooner."""
 
     @property
     def key(self) -> str:
@@ -519,6 +526,8 @@ def _assess(wb: Workbench, policies: PolicySet, now: datetime, dry_run: bool) ->
                 f" alone for {format_duration(policy.unknown_grace)} (unknown_grace)",
             )
             return case
+    idle_after = policy.idle_threshold(wb.keeps_state)
+    kept = " (kernel state kept)" if idle_after != policy.idle_after else ""
     if case.own is None and policy.max_idle is not None and idle_for >= policy.max_idle:
         case.own = (
             "max-idle",
@@ -529,11 +538,11 @@ def _assess(wb: Workbench, policies: PolicySet, now: datetime, dry_run: bool) ->
         case.own is None
         and policy.reclaim == "always"
         and idle.state is State.IDLE
-        and idle_for >= policy.idle_after
+        and idle_for >= idle_after
     ):
         case.own = (
             "always",
-            f"idle {format_duration(idle_for)} (idle_after {format_duration(policy.idle_after)},"
+            f"idle {format_duration(idle_for)} (idle_after {format_duration(idle_after)}{kept},"
             " reclaim: always)",
         )
     if idle.state is State.UNKNOWN:
@@ -544,12 +553,12 @@ def _assess(wb: Workbench, policies: PolicySet, now: datetime, dry_run: bool) ->
                 " past the grace only max_idle / max_age apply, and neither is reached",
             )
         return case
-    if idle_for >= policy.idle_after:
+    if idle_for >= idle_after:
         case.eligible = True
     elif case.own is None:
         case.skip = (
             "not-idle-yet",
-            f"idle {format_duration(idle_for)}, idle after {format_duration(policy.idle_after)}",
+            f"idle {format_duration(idle_for)}, idle after {format_duration(idle_after)}{kept}",
         )
     return case
 

@@ -225,8 +225,9 @@ def workbenches(
         policy = policies.policy_for(
             team=team, kind=kind, offering=offering, user=name, groups=user_groups
         )
+        report = store.report(key)
         idleness = judge(
-            store.report(key),
+            report,
             kind=kind,
             started_at=started,
             now=now,
@@ -262,6 +263,7 @@ def workbenches(
                 warned_deadline=kept["deadline"],
                 warned_reason=kept["reason"],
                 cards=pod_cards(pod),
+                keeps_state=report is not None and report.activity.keeps_kernel_state,
             )
         )
         refs[key] = PodRef(namespace, str(meta.get("name", "")), uid)

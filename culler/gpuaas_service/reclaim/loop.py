@@ -17,10 +17,14 @@ Kubernetes cannot be read — a cycle that cannot read everything acts on nothin
    ``read:users:groups`` (and ``list:groups``, ``read:groups`` for group policies);
 3. acts, unless dry-run: **warn** — the pod is annotated ``gpuaas.jupyter.org/reclaim-warned-at``
    (so a restarted culler neither warns twice nor restarts the countdown) and gets an Event;
-   **reclaim** — the server is stopped through the Hub API (``DELETE
-   /hub/api/users/{u}/servers/{s}``, scope ``delete:servers``; the pod is never deleted by the
-   culler), the pod is annotated ``...reclaim-stopped-at`` and gets an Event; **clear-warning**
-   — the annotation is removed;
+   **reclaim** — a server that keeps its kernels' state is first asked to save it (the answer to
+   its next activity report carries the request) and waited for at most the policy file's
+   ``snapshot_timeout`` (all of a cycle's stops wait together); then, unless its user pressed
+   "Keep my GPU" or a busy report came meanwhile, the server is stopped through the Hub API
+   (``DELETE /hub/api/users/{u}/servers/{s}``, scope ``delete:servers``; the pod is never
+   deleted by the culler), the pod is annotated ``...reclaim-stopped-at`` (and with what was
+   kept, ``...reclaim-kernel-state``) and gets an Event; **clear-warning** — the annotation is
+   removed;
    With ``job_pods`` it also reads the pods of the Jobs' namespaces: an admitted pod waiting for
    whole cards that exist only as scraps (``GPUFragmented``) is served by freeing a card of idle
    shares (:func:`.gather.placement_waits`, rule 6 of :mod:`.decide`), and the plan says why when
@@ -42,6 +46,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -53,7 +58,12 @@ from gpuaas_service.clients.persisted import PersistedState, StateUnreadable
 from gpuaas_service.clients.prometheus import PrometheusError
 from gpuaas_service.metrics import Metrics
 from gpuaas_service.model.pods import PodRef
-from gpuaas_service.reclaim.activity_store import ActivityStore, Notice, server_key
+from gpuaas_service.reclaim.activity_store import (
+    ActivityStore,
+    Notice,
+    report_again_in,
+    server_key,
+)
 from gpuaas_service.reclaim.decide import (
     Action,
     Decision,
@@ -83,6 +93,7 @@ from gpuaas_service.reclaim.handoffs import (
     handoffs_to_text,
 )
 from gpuaas_service.reclaim.idleness import ActivityReport, State
+from gpuaas_service.reclaim.kept_state import KeptState
 from gpuaas_service.reclaim.notify import Notifier
 from gpuaas_service.reclaim.policy import PolicySet
 from jupyter_gpuaas.core.catalog import Tenant
@@ -95,6 +106,7 @@ from jupyter_gpuaas.core.labels import (
     RECLAIMED_AT,
     RECLAIMED_FOR,
     RECLAIMED_FOR_TEAM,
+    RECLAIMED_KERNEL_STATE,
     SNOOZED_UNTIL,
     SNOOZES_USED,
     WARNED_AT,
@@ -424,6 +436,7 @@ class ReclaimLoop:
             and wb.snoozes_used
             > next((d.workbench.snoozes_used for d in plan.decisions if d.workbench.key == k), 0)
         }
+        self._ask_snapshots(plan, now, targets)
         for decision in plan.decisions:
             key = decision.workbench.key
             seen = self.seen.get(key)
@@ -548,19 +561,31 @@ class ReclaimLoop:
             return
         why = self._put_off(d, now, targets)
         if why:
+            self.store.drop_snapshot(key)
             self._audit_put_off(d, why, now)
             return
         if d.action is Action.RECLAIM and not self._saved_long_enough(d, now):
             self._tell_saving(d, now, targets)
             return
+        kept = None
+        if d.action is Action.RECLAIM:
+            kept = await self._keep_state(d)
+            why = self._put_off(d, now, targets)  # again: its user may be back meanwhile
+            if why:
+                self.store.drop_snapshot(key)
+                self._audit_put_off(d, why, now)
+                return
         notice = self._notice(d, now, targets)
         if notice is not None:
             self._noticed.setdefault(key, now)
         try:
-            await self._carry_out(d, pod, now, targets)
+            await self._carry_out(d, pod, now, targets, kept)
         except Exception as e:  # noqa: BLE001 - one server's hub or API error must not stop the cycle
             log.warning("culler: %s of %s failed: %s", d.action.value, key, e)
             return
+        finally:
+            if kept is not None:
+                self.store.drop_snapshot(key)
         self.store.set_notice(key, None if d.action is Action.RECLAIM else notice)
 
     def _notice(self, d: Decision, now: datetime, targets: Mapping[str, Target]) -> Notice | None:
@@ -616,7 +641,12 @@ class ReclaimLoop:
         )
 
     async def _carry_out(
-        self, d: Decision, pod: PodRef, now: datetime, targets: Mapping[str, Target]
+        self,
+        d: Decision,
+        pod: PodRef,
+        now: datetime,
+        targets: Mapping[str, Target],
+        kept: KeptState | None = None,
     ) -> None:
         if d.action is Action.WARN:
             await self._warn(d, pod, now)
@@ -625,7 +655,7 @@ class ReclaimLoop:
                 pod, {WARNED_AT: None, RECLAIM_DEADLINE: None, RECLAIM_REASON: None}
             )
         elif d.action is Action.RECLAIM:
-            await self._stop(d, pod, now, targets)
+            await self._stop(d, pod, now, targets, kept or KeptState(None))
 
     async def _warn(self, d: Decision, pod: PodRef, now: datetime) -> None:
         """The warning kept on the pod, counted, published, an Event and the webhook."""
@@ -643,14 +673,20 @@ class ReclaimLoop:
         self._notify("warn", d, now, d.reclaim_at)
 
     async def _stop(
-        self, d: Decision, pod: PodRef, now: datetime, targets: Mapping[str, Target]
+        self,
+        d: Decision,
+        pod: PodRef,
+        now: datetime,
+        targets: Mapping[str, Target],
+        kept: KeptState,
     ) -> None:
         """Stop the server through the hub (the pod is never deleted here); while the stop is
         under way a snooze or a busy report is refused with why (:attr:`stopping`).
 
-        The pod is marked as reclaimed (when, for which queued work) before the hub is asked:
-        the hub's spawner reads the mark from the pod it stops and tells the user on their next
-        visit. A stop that fails takes the mark off again (a marked pod counts as stopping)."""
+        The pod is marked as reclaimed (when, for which queued work, what its kernels' snapshot
+        kept) before the hub is asked: the hub's spawner reads the marks from the pod it stops
+        and tells the user on their next visit. A stop that fails takes the marks off again (a
+        marked pod counts as stopping)."""
         wb, key = d.workbench, d.workbench.key
         self.stopping[key] = (
             pod.uid,
@@ -663,6 +699,9 @@ class ReclaimLoop:
             work = self._handed_to(d, targets)
             if work is not None and work.team:
                 marks[RECLAIMED_FOR_TEAM] = work.team
+        kept_mark = kept.mark()
+        if kept_mark is not None:
+            marks[RECLAIMED_KERNEL_STATE] = kept_mark
         try:
             await self.kube.annotate(pod, marks)
         except Exception as e:  # noqa: BLE001 - the stop goes on; its user is told less
@@ -676,12 +715,64 @@ class ReclaimLoop:
             raise
         self.metrics.reclaimed.labels(wb.team or "-").inc(float(wb.gpu_equivalents))
         self.metrics.reclaims.labels(wb.team or "-", d.code).inc()
-        self._carried_out("reclaim", d, now)
+        self._kept_state(d, kept, now)
         if d.handoff:
             self._follow_handoff(d.handoff, targets.get(d.handoff), now)
             self._lent(d, targets.get(d.handoff), now)
         await self._event(pod, "GPUReclaimed", d.reason, "Normal", now)
         self._notify("reclaim", d, now, now)
+
+    def _ask_snapshots(self, plan: Plan, now: datetime, targets: Mapping[str, Target]) -> None:
+        """Ask every server this cycle is about to stop, and that keeps kernel state, for a
+        snapshot, all at once: the stops then wait for their answers together, so a cycle's
+        stops take at most one ``snapshot_timeout`` more, not one each."""
+        timeout = self.policies.snapshot_timeout
+        if timeout <= timedelta(0):
+            return
+        at, until = self.clock(), time.monotonic() + timeout.total_seconds()
+        for d in plan.decisions:
+            if (
+                d.action is Action.RECLAIM
+                and not d.dry_run
+                and d.workbench.keeps_state
+                and not self._put_off(d, now, targets)
+                and self._saved_long_enough(d, now)
+            ):
+                self.store.ask_snapshot(d.workbench.key, at, timeout, wait_until=until)
+
+    async def _keep_state(self, d: Decision) -> KeptState:
+        """The server's answer to this cycle's snapshot request, waited for until the
+        request's deadline and no longer (not asked: nothing to wait for)."""
+        ask = self.store.snapshot_ask(d.workbench.key)
+        if ask is None:
+            return KeptState(None)
+        started = time.monotonic()
+        report = await self.store.wait_snapshot(d.workbench.key, ask.wait_until - started)
+        return KeptState(
+            ask.requested_at,
+            report,
+            timeout=ask.deadline - ask.requested_at,
+            waited=timedelta(seconds=time.monotonic() - started),
+        )
+
+    def _kept_state(self, d: Decision, kept: KeptState, now: datetime) -> None:
+        """Record a reclaim with what it kept of its kernels: counted per kernel and per
+        session, one audit line, and the console's journal (its row says "state kept", "state
+        kept with losses" or "state lost", the words name each notebook's losses)."""
+        wb = d.workbench
+        for outcome in kept.outcomes:
+            self.metrics.kernel_states.labels(outcome.outcome).inc()
+        self.metrics.reclaim_states.labels(kept.result).inc()
+        if kept.asked:
+            audit.info(json.dumps(kept.record(user=wb.user, server=wb.server, at=now)))
+            result = {
+                "kept": "state kept",
+                "kept_with_losses": "state kept with losses",
+                "interrupted": "state lost",
+            }[kept.result]
+            self._carried_out("reclaim", d, now, result=result, words=kept.words())
+        else:
+            self._carried_out("reclaim", d, now)
 
     def _follow_handoff(self, workload: str, target: Target | None, now: datetime) -> None:
         """Record the reclaim for ``workload``: its admission is verified from the next cycle
@@ -749,7 +840,11 @@ class ReclaimLoop:
             team=wb.team, kind=wb.kind, offering=wb.offering, user=wb.user, groups=wb.groups
         )
         limits: dict[str, timedelta | None] = (
-            {"max-idle": policy.max_idle, "max-age": policy.max_age, "always": policy.idle_after}
+            {
+                "max-idle": policy.max_idle,
+                "max-age": policy.max_age,
+                "always": policy.idle_threshold(wb.keeps_state),
+            }
             if policy is not None
             else {}
         )
@@ -801,14 +896,23 @@ class ReclaimLoop:
         for listener in self.listeners:
             listener.happened(event)
 
-    def _carried_out(self, kind: Literal["warn", "reclaim"], d: Decision, now: datetime) -> None:
+    def _carried_out(
+        self,
+        kind: Literal["warn", "reclaim"],
+        d: Decision,
+        now: datetime,
+        *,
+        result: str = "",
+        words: str = "",
+    ) -> None:
         self._publish(
             LoopEvent(
                 kind=kind,
                 at=now,
                 workbench=d.workbench,
-                reason=d.reason,
+                reason=f"{d.reason}; {words}" if words else d.reason,
                 workload=d.handoff or "",
+                result=result,
                 dry_run=d.dry_run,
             )
         )
@@ -963,6 +1067,29 @@ class ReclaimLoop:
             return ""
         return entry[1]
 
+    def report_asks(self, user: str, server: str, now: datetime) -> dict[str, Any]:
+        """What the answer to a server's activity report asks of it besides the warning:
+        ``snapshot`` (save every kernel's variables now, within ``deadline_seconds``, and report
+        at once) while the stop step waits for it, and ``report_again_in`` (seconds) for a warned
+        server that keeps kernel state, so that it hears the request in time."""
+        if self.policies.snapshot_timeout <= timedelta(0):
+            return {}
+        key = server_key(user, server)
+        asks: dict[str, Any] = {}
+        ask = self.store.snapshot_ask(key)
+        if ask is not None and ask.answer is None:
+            asks["snapshot"] = ask.request(now).to_json()
+        report = self.store.report(key)
+        again = report_again_in(
+            self.store.notice(key),
+            keeps_state=report is not None and report.activity.keeps_kernel_state,
+            now=now,
+            save_lead=timedelta(seconds=self.settings.save_lead),
+        )
+        if again is not None:
+            asks["report_again_in"] = round(again, 1)
+        return asks
+
     def warning_for(self, user: str, server: str, now: datetime | None = None) -> dict[str, Any]:
         """The ``api/reclaim`` answer for one server."""
         now = now or self.clock()
@@ -998,9 +1125,11 @@ class ReclaimLoop:
         kept = replace(
             wb, snoozes_used=used, snoozed_until=result.until, warned_at=None, warned_deadline=None
         )
-        # Before any await: a cycle between its decision and its stop sees this press.
+        # Before any await: a cycle between its decision and its stop sees this press (a stop
+        # waiting for the server's snapshot stops waiting).
         before = self._kept.get(key)
         self._kept[key] = kept
+        self.store.drop_snapshot(key)
         try:
             await self.kube.annotate(
                 seen.pod,

@@ -6,6 +6,7 @@ A policy file::
     dry_run: false              # true: decide and record, never act
     report_stale_after: 10m     # a server whose last activity report is older is "unknown"
     handoff_timeout: 10m        # a reclaim for queued work succeeds if it is admitted this soon
+    snapshot_timeout: 60s       # longest wait for a server to save its kernels before its stop
     prefer_own_team: true       # queued work takes its own team's idle servers before a lender's
     notify:                     # optional: POST each warning and reclaim to a webhook
       webhook: https://chat.example.org/hooks/gpu-reclaim
@@ -33,6 +34,10 @@ Policy fields (``defaults`` takes the same, except ``name`` and ``match``):
 ``idle_after`` (required)
     how long without a busy kernel, terminal activity or (on a whole GPU) utilisation above
     ``busy_utilization_percent`` before a workbench counts as idle.
+``idle_after_when_kept``
+    ``idle_after`` for a workbench whose server says it keeps its kernels' state through a stop
+    (its activity reports' ``keeps_kernel_state``): a reclaim then moves the session rather than
+    ending it, so it may come sooner. At most ``idle_after``. Not set (default): ``idle_after``.
 ``reclaim``
     ``when-queued`` (default): only when queued work needs what it holds; ``always``: once idle.
 ``max_idle``, ``max_age``
@@ -65,6 +70,11 @@ Policy fields (``defaults`` takes the same, except ``name`` and ``match``):
     for queued work, take the idle servers of the team whose work it is before those of a team
     that lends it quota through the cohort (after the same ClusterQueue's, which are its own
     anyway). Without it the longest idle servers of the cohort go first, whoever's they are.
+
+``snapshot_timeout`` (top level only; default ``60s``; ``0``: never ask)
+    before a reclaim stops a server that keeps kernel state, the culler asks it to save every
+    idle kernel's variables and waits at most this long for its answer; a late or failed
+    answer never delays the stop further (the session counts as interrupted). At most 10m.
 
 ``notify`` (top level only) posts ``{"event": "warn"|"reclaim", "user", "server", "team",
 "reason", "reclaim_at", "at", ...}`` (no tokens) to ``webhook`` (an ``http`` or ``https`` URL)
@@ -128,6 +138,8 @@ DEFAULT_BUSY_UTILIZATION = 10.0
 DEFAULT_UNKNOWN_GRACE = timedelta(hours=1)
 DEFAULT_REPORT_STALE_AFTER = timedelta(minutes=10)
 DEFAULT_HANDOFF_TIMEOUT = timedelta(minutes=10)
+DEFAULT_SNAPSHOT_TIMEOUT = timedelta(seconds=60)
+MAX_SNAPSHOT_TIMEOUT = timedelta(minutes=10)
 DEFAULT_NOTIFY_TIMEOUT = timedelta(seconds=5)
 MAX_NOTIFY_TIMEOUT = timedelta(minutes=1)
 
@@ -135,6 +147,7 @@ _TOP_FIELDS = (
     "dry_run",
     "report_stale_after",
     "handoff_timeout",
+    "snapshot_timeout",
     "prefer_own_team",
     "notify",
     "exempt",
@@ -144,6 +157,7 @@ _TOP_FIELDS = (
 _NOTIFY_FIELDS = ("webhook", "timeout")
 _POLICY_FIELDS = (
     "idle_after",
+    "idle_after_when_kept",
     "reclaim",
     "max_idle",
     "max_age",
@@ -227,10 +241,22 @@ class Policy:
     busy_utilization_percent: float = DEFAULT_BUSY_UTILIZATION
     unknown_grace: timedelta = DEFAULT_UNKNOWN_GRACE
     busy_signal: BusySignal = "reports"
+    idle_after_when_kept: timedelta | None = None
+    """``idle_after`` for a workbench whose server keeps its kernels' state (``None``: the
+    same)."""
+
+    def idle_threshold(self, keeps_state: bool) -> timedelta:
+        """How long a workbench must be idle to count as idle: ``idle_after_when_kept`` where
+        its server keeps its kernels' state through a stop, else ``idle_after``."""
+        if keeps_state and self.idle_after_when_kept is not None:
+            return self.idle_after_when_kept
+        return self.idle_after
 
     def describe(self) -> str:
         """One line for ``--check-policy``: what it matches and what it does."""
         parts = [f"match {self.match.describe()}", f"idle after {format_duration(self.idle_after)}"]
+        if self.idle_after_when_kept is not None:
+            parts.append(f"{format_duration(self.idle_after_when_kept)} where kernel state is kept")
         parts.append(
             "reclaim when queued work needs it"
             if self.reclaim == "when-queued"
@@ -267,6 +293,8 @@ class PolicySet:
     dry_run: bool = False
     report_stale_after: timedelta = DEFAULT_REPORT_STALE_AFTER
     handoff_timeout: timedelta = DEFAULT_HANDOFF_TIMEOUT
+    snapshot_timeout: timedelta = DEFAULT_SNAPSHOT_TIMEOUT
+    """Longest wait for a server's kernel-state snapshot before its stop (0: never asked)."""
     notify: Notify | None = None
     prefer_own_team: bool = False
     """Queued work takes its own team's idle servers before a lending team's."""
@@ -398,6 +426,7 @@ def load_policy(
     dry_run = read_bool(errs, "", data, "dry_run", default=False)
     stale = read_duration(errs, "", data, "report_stale_after", positive=True)
     handoff = read_duration(errs, "", data, "handoff_timeout", positive=True)
+    snapshot_timeout = _snapshot_timeout(errs, data)
     own_team_first = read_bool(errs, "", data, "prefer_own_team", default=False)
     exempt_users, exempt_groups = _exempt(errs, "", data)
     notify = _notify(errs, data)
@@ -413,6 +442,9 @@ def load_policy(
         dry_run=bool(dry_run),
         report_stale_after=stale if stale is not None else DEFAULT_REPORT_STALE_AFTER,
         handoff_timeout=handoff if handoff is not None else DEFAULT_HANDOFF_TIMEOUT,
+        snapshot_timeout=(
+            snapshot_timeout if snapshot_timeout is not None else DEFAULT_SNAPSHOT_TIMEOUT
+        ),
         notify=notify,
         prefer_own_team=bool(own_team_first),
     )
@@ -529,6 +561,15 @@ def _read_policy(
             f"{format_duration(max_idle)}{where} is shorter than idle_after"
             f" {format_duration(idle_after)}: it would apply before the workbench counts as idle",
         )
+    when_kept: timedelta | None = values.get("idle_after_when_kept")
+    if when_kept is not None and when_kept > idle_after:
+        where = "" if "idle_after_when_kept" in raw else " (from defaults.idle_after_when_kept)"
+        errs.add(
+            key_path(p, "idle_after_when_kept"),
+            f"{format_duration(when_kept)}{where} is longer than idle_after"
+            f" {format_duration(idle_after)}: a session whose state is kept may be reclaimed"
+            " sooner, never later (leave it out to use idle_after)",
+        )
     exempt_users, exempt_groups = values.get("exempt") or (frozenset(), frozenset())
     assert isinstance(name, str)
     return Policy(
@@ -549,6 +590,7 @@ def _read_policy(
         ),
         unknown_grace=_default(values.get("unknown_grace"), DEFAULT_UNKNOWN_GRACE),
         busy_signal=values.get("busy_signal") or "reports",
+        idle_after_when_kept=when_kept,
     )
 
 
@@ -619,6 +661,18 @@ def _exempt(
     p = key_path(base, "exempt")
     unknown_keys(errs, p, value, _EXEMPT_FIELDS)
     return _str_set(errs, p, value, "users"), _str_set(errs, p, value, "groups")
+
+
+def _snapshot_timeout(errs: FieldErrors, data: Mapping[str, Any]) -> timedelta | None:
+    timeout = read_duration(errs, "", data, "snapshot_timeout", positive=False)
+    if timeout is not None and timeout > MAX_SNAPSHOT_TIMEOUT:
+        errs.add(
+            "snapshot_timeout",
+            f"{format_duration(timeout)} is longer than {format_duration(MAX_SNAPSHOT_TIMEOUT)}"
+            " (every reclaim of a server that keeps state may wait this long for its answer)",
+        )
+        return None
+    return timeout
 
 
 def _notify(errs: FieldErrors, data: Mapping[str, Any]) -> Notify | None:
@@ -705,6 +759,7 @@ def _read_exempt(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
 
 _FIELD_READERS: dict[str, _FieldReader] = {
     "idle_after": _duration_reader("idle_after", positive=True),
+    "idle_after_when_kept": _duration_reader("idle_after_when_kept", positive=True),
     "reclaim": _choice_reader("reclaim", RECLAIM_MODES),
     "max_idle": _duration_reader("max_idle", positive=True),
     "max_age": _duration_reader("max_age", positive=True),

@@ -5,7 +5,8 @@ Under the service prefix (``/services/gpuaas/``):
 - ``POST api/activity`` — a server's ``activity`` payload (docs/api.md). Only the token the
   hub issued to a server it has running may report, and only for that server
   (:mod:`gpuaas_service.web.servers`); anything else is ``403``; a malformed payload ``400``
-  with its field paths.
+  with its field paths. The answer may ask for a snapshot of the server's kernels before its
+  stop (``snapshot``) and for its next report sooner (``report_again_in``; docs/culler.md).
 - ``GET api/reclaim`` — the calling server's pending warning (deadline, reason, snoozes left,
   ``saving`` at the deadline) or ``null``.
 - ``POST api/reclaim/snooze`` — "Keep my GPU": ``200`` with the new deadline-free state, or
@@ -46,13 +47,18 @@ __all__ = ["reclaim_handlers", "report_answer", "snooze_answer"]
 
 
 def report_answer(
-    received_at: datetime, reclaim: Mapping[str, Any], *, stopping: str = ""
+    received_at: datetime,
+    reclaim: Mapping[str, Any],
+    *,
+    stopping: str = "",
+    asks: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``POST api/activity``'s answer: taken, with the server's ``api/reclaim`` answer; or,
-    while its stop is under way (``stopping`` says why), taken too late to keep the server."""
+    """``POST api/activity``'s answer: taken, with the server's ``api/reclaim`` answer and what
+    the loop asks of it (:meth:`ReclaimLoop.report_asks`); or, while its stop is under way
+    (``stopping`` says why), taken too late to keep the server."""
     if stopping:
         return {"accepted": False, "reason": stopping}
-    return {"accepted": True, "received_at": isoformat_z(received_at), **reclaim}
+    return {"accepted": True, "received_at": isoformat_z(received_at), **reclaim, **(asks or {})}
 
 
 def snooze_answer(result: SnoozeResult) -> dict[str, Any]:
@@ -90,7 +96,12 @@ class ActivityReportHandler(ServerHandler):
         if stopping:
             # Taken, but too late to keep the server: say so rather than accept and ignore it.
             self.set_status(409)
-        answer = report_answer(now, self.loop.warning_for(user, server, now), stopping=stopping)
+        answer = report_answer(
+            now,
+            self.loop.warning_for(user, server, now),
+            stopping=stopping,
+            asks=self.loop.report_asks(user, server, now),
+        )
         self.finish(json.dumps(answer))
 
 
