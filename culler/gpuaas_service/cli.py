@@ -1,7 +1,9 @@
-"""``gpuaas-culler``: check a policy file, or explain what the culler would do.
+"""``gpuaas-culler``: check a policy file, explain what the culler would do, or check that a
+cluster and hub are ready for jupyter-gpuaas (``--doctor``, :mod:`gpuaas_service.doctor`).
 
 Exit status: 0 when all is well, 2 when the policy, the catalog or the snapshot is invalid
-(every problem is listed with its field path on stderr), 1 for anything else unexpected.
+(every problem is listed with its field path on stderr), 1 when a ``--doctor`` check is not ok
+or for anything else unexpected.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ The GPU workbench culler of jupyter-gpuaas.
 
 This command checks policy files and explains, from a JSON snapshot of workbenches, their
 activity and Kueue's pending workloads, what the culler would do and why; it also advises each
-MIG node's geometry from the MIG slices its pods ask for (--mig-advice). The live culler
+MIG node's geometry from the MIG slices its pods ask for (--mig-advice); and it checks that a
+cluster, its hub and Prometheus are ready for the service (--doctor, docs/deploy.md). The live culler
 (the loop that gathers those inputs, warns users and stops servers through the Hub API) runs
 inside the gpuaas hub service: gpuaas-service --policy FILE (docs/culler.md).
 """
@@ -42,6 +45,8 @@ examples:
   gpuaas-culler --explain --policy policy.yaml --snapshot snapshot.json --json
   kubectl get nodes -o json > nodes.json; kubectl get pods -A -o json > pods.json
   gpuaas-culler --mig-advice nodes.json --pods pods.json
+  gpuaas-culler --doctor --config /etc/gpuaas/config/gpuaas_service_config.py
+  KUBECONFIG=admin.kubeconfig gpuaas-culler --doctor --as-service-account jupyterhub/gpuaas-service
 
 The snapshot format is described in gpuaas_service/snapshot.py.
 """
@@ -72,6 +77,34 @@ def _parser() -> argparse.ArgumentParser:
         help="print, per MIG node of NODES_JSON (kubectl get nodes -o json), its MIG config now,"
         " the one the MIG slices of the pods in --pods ask for, and the kubectl label line that"
         " applies it (docs/right-sizing.md)",
+    )
+    mode.add_argument(
+        "--doctor",
+        action="store_true",
+        help="check the cluster, the hub and Prometheus against the service's configuration;"
+        " one line per check (ok / missing / wrong / unknown, with the fix); exit 0 only when"
+        " every check is ok (docs/deploy.md)",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="with --doctor: the service's configuration file (default:"
+        " gpuaas_service_config.py in the working directory, if there); the Hub API token is"
+        " $JUPYTERHUB_API_TOKEN, as for the service",
+    )
+    parser.add_argument(
+        "--as-service-account",
+        metavar="NAMESPACE/NAME",
+        help="with --doctor: review the RBAC as this ServiceAccount (impersonated: run with an"
+        " administrator's kubeconfig); default: as the credentials in effect (the service's own"
+        " inside its pod)",
+    )
+    parser.add_argument(
+        "--kueue-namespace",
+        metavar="NAMESPACE",
+        default="kueue-system",
+        help="with --doctor: where Kueue's manager Deployment (kueue-controller-manager) runs;"
+        " its image tag is Kueue's version. Default: kueue-system",
     )
     parser.add_argument(
         "--pods",
@@ -108,7 +141,8 @@ def _parser() -> argparse.ArgumentParser:
         "--json",
         action="store_true",
         help="with --explain: print one JSON audit record per decision instead of text;"
-        " with --mig-advice: one JSON object per node",
+        " with --mig-advice: one JSON object per node; with --doctor: one JSON object per"
+        " check (name, status, detail, fix)",
     )
     return parser
 
@@ -163,10 +197,44 @@ def _mig_advice(nodes: str, pods: str | None, *, as_json: bool) -> int:
     return 0
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from traitlets import TraitError
+
+    from gpuaas_service.app import GPUaaSService
+    from gpuaas_service.doctor import all_ok, run_doctor, settings_from_service
+
+    service = GPUaaSService()
+    try:
+        service.initialize([f"--GPUaaSService.config_file={args.config}"] if args.config else [])
+    except TraitError as e:
+        raise _Invalid("the service's configuration is invalid", [str(e)]) from e
+    settings = settings_from_service(
+        service,
+        catalog_file=args.catalog,
+        policy_file=args.policy,
+        service_account=args.as_service_account,
+        kueue_namespace=args.kueue_namespace,
+    )
+    checks = asyncio.run(run_doctor(settings))
+    for check in checks:
+        line = json.dumps(check.as_dict(), sort_keys=True) if args.json else check.line()
+        sys.stdout.write(line + "\n")
+    if not args.json:
+        bad = sum(not c.ok for c in checks)
+        sys.stdout.write(f"{len(checks)} checks: " + (f"{bad} not ok\n" if bad else "all ok\n"))
+    return 0 if all_ok(checks) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.as_service_account and "/" not in args.as_service_account:
+        parser.error("--as-service-account: NAMESPACE/NAME, e.g. jupyterhub/gpuaas-service")
     try:
+        if args.doctor:
+            return _doctor(args)
         known = _known_teams(args.catalog)
         if args.check_policy:
             sys.stdout.write(explain_policies(_load_policy(args.check_policy, known)))

@@ -83,6 +83,16 @@ class HubClient:
             return resp.code
         return json.loads(resp.body or b"null")
 
+    async def info(self) -> dict[str, Any]:
+        """``GET /hub/api/``: the hub's version (no scope needed)."""
+        answer = await self._fetch("GET", "/")
+        return answer if isinstance(answer, dict) else {}
+
+    async def whoami(self) -> dict[str, Any]:
+        """``GET /hub/api/user``: the token's owner (``kind``, ``name``) and its scopes."""
+        answer = await self._fetch("GET", "/user")
+        return answer if isinstance(answer, dict) else {}
+
     async def user(self, name: str) -> dict[str, Any] | None:
         """The user's model with their active servers and groups; ``None``: no such user."""
         model: dict[str, Any] | None = await self._fetch(

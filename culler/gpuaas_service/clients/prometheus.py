@@ -298,6 +298,14 @@ class PrometheusClient:
         path = f"query_range?{urlencode({**args, 'timeout': f'{wait:g}s'})}"
         return await self._get(path, wait, self.range_http)
 
+    async def instant(self, expr: str) -> Any:
+        """The JSON answer of an instant query (``GET /api/v1/query``), as it comes."""
+        return await self._ask(expr)
+
+    async def rules(self) -> Any:
+        """The JSON answer of ``GET /api/v1/rules`` (the loaded alerting and recording rules)."""
+        return await self._get("rules", self.timeout, self.http)
+
     async def _ask(self, query: str) -> Any:
         return await self._get(f"query?{urlencode({'query': query})}", self.timeout, self.http)
 

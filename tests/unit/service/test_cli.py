@@ -234,4 +234,7 @@ def test_help_is_honest_and_a_mode_is_required() -> None:
     )
     bare = culler()
     assert bare.returncode == 2
-    assert "one of the arguments --check-policy --explain --mig-advice is required" in bare.stderr
+    assert (
+        "one of the arguments --check-policy --explain --mig-advice --doctor is required"
+        in bare.stderr
+    )

@@ -1,0 +1,353 @@
+"""The doctor's I/O: reads the cluster, the hub and Prometheus into :class:`~.checks.Facts`.
+
+Kubernetes with ``kubernetes_asyncio`` and the credentials in effect (the service's own in its
+pod, or a kubeconfig); each verb the service uses is asked of the apiserver with a
+SelfSubjectAccessReview, as the service's account itself or, with ``service_account``, as that
+account through impersonation (an administrator's kubeconfig may ``impersonate`` it). The Hub
+API and Prometheus through the service's own clients. Anything that cannot be read becomes a
+:class:`~.checks.Read` with the reason; nothing here judges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from gpuaas_service.doctor.checks import (
+    Access,
+    AccessNeed,
+    Facts,
+    HubFacts,
+    NodeFacts,
+    PrometheusFacts,
+    Read,
+    access_needs,
+)
+from jupyter_gpuaas.core.catalog import Catalog
+from jupyter_gpuaas.core.kueue import read_cluster_queue, read_cohort, read_local_queue
+
+__all__ = ["DoctorSettings", "gather"]
+
+T = TypeVar("T")
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+
+
+@dataclass(frozen=True)
+class DoctorSettings:
+    """What the doctor checks against: the service's own settings (app.py's options)."""
+
+    hub_api_url: str = ""
+    hub_token: str = ""
+    prometheus_url: str = ""
+    prometheus_queries: Mapping[str, str] | None = None
+    """Name → PromQL of every query the culler and the console ask (:func:`service_queries`)."""
+    prometheus_timeout: float = 10.0
+    catalog_file: str = ""
+    policy_file: str = ""
+    notebook_namespace: str = "jupyter-users"
+    job_namespaces: tuple[str, ...] = ()
+    kueue_api_version: str = "v1beta2"
+    visibility_api_version: str = "v1beta2"
+    kueue_namespace: str = "kueue-system"
+    kueue_deployment: str = "kueue-controller-manager"
+    service_account: str = ""
+    """``namespace/name``: review the RBAC as this account (impersonated); "": as oneself."""
+    timeout: float = 20.0
+
+
+def service_queries(culler_query: str, hami_query: str) -> dict[str, str]:
+    """The PromQL the service asks: the culler's per-pod utilisation (and HAMi's last kernel),
+    and the console's history charts."""
+    from gpuaas_service.clients.prometheus import history_queries
+
+    queries = {"culler utilisation": culler_query} if culler_query else {}
+    if hami_query:
+        queries["HAMi last kernel"] = hami_query
+    queries.update({f"history {q.name}": q.expr for q in history_queries(None, 60)})
+    return queries
+
+
+def _error(e: BaseException) -> tuple[str, bool]:
+    """A short reason, and whether it is a 403."""
+    status = getattr(e, "status", None) or getattr(e, "code", None)
+    reason = getattr(e, "reason", None)
+    if status is not None and reason is not None:
+        body = getattr(e, "body", "") or ""
+        try:
+            message = json.loads(body).get("message", "") if body else ""
+        except (ValueError, AttributeError):
+            message = ""
+        return f"HTTP {status} {message or reason}".strip(), status == 403
+    return (str(e) or type(e).__name__)[:300], False
+
+
+async def _read(call: Callable[[], Awaitable[T]]) -> Read[T]:
+    try:
+        return Read(await call())
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # noqa: BLE001 - every failure is a fact for the checks
+        reason, forbidden = _error(e)
+        return Read.failed(reason, forbidden=forbidden)
+
+
+def _load_catalog(path: str) -> Read[Catalog]:
+    if not path:
+        return Read.failed("no catalog_file")
+    from jupyter_gpuaas.core.catalog import CatalogError, build_catalog, load_catalog_file
+
+    try:
+        return Read(build_catalog([load_catalog_file(path)]))
+    except CatalogError as e:
+        return Read.failed("; ".join(str(err) for err in e.errors))
+
+
+def _policy_problems(path: str, catalog: Catalog | None) -> Read[list[str]]:
+    if not path:
+        return Read([])
+    from gpuaas_service.reclaim.policy import PolicyError, load_policy_file
+
+    teams = list(catalog.tenants) if catalog is not None else None
+    try:
+        load_policy_file(path, known_teams=teams)
+    except PolicyError as e:
+        return Read([str(err) for err in e.errors])
+    return Read([])
+
+
+class _Kube:
+    """The reads of the doctor, on one ``ApiClient`` (``review``: the one for access reviews)."""
+
+    def __init__(self, api: Any, review: Any, settings: DoctorSettings) -> None:
+        self.api = api
+        self.review_api = review
+        self.s = settings
+
+    def _custom(self) -> Any:
+        from kubernetes_asyncio import client
+
+        return client.CustomObjectsApi(self.api)
+
+    async def _list(self, plural: str) -> list[dict[str, Any]]:
+        listing = await self._custom().list_cluster_custom_object(
+            KUEUE_GROUP, self.s.kueue_api_version, plural, _request_timeout=self.s.timeout
+        )
+        items: list[dict[str, Any]] = listing.get("items", [])
+        return items
+
+    async def api_groups(self) -> dict[str, list[str]]:
+        from kubernetes_asyncio import client
+
+        groups = await client.ApisApi(self.api).get_api_versions(_request_timeout=self.s.timeout)
+        return {g.name: [v.version for v in g.versions or []] for g in groups.groups or []}
+
+    async def kueue_version(self) -> tuple[str, str]:
+        """Kueue's version and where it was read: the manager Deployment's image tag (as
+        ``kubectl kueue version`` reads it), else the ``app.kubernetes.io/version`` label that
+        Kueue's Helm chart puts on its CRDs."""
+        from kubernetes_asyncio import client
+        from kubernetes_asyncio.client.rest import ApiException
+
+        s = self.s
+        reasons: list[str] = []
+        try:
+            dep = await client.AppsV1Api(self.api).read_namespaced_deployment(
+                s.kueue_deployment, s.kueue_namespace, _request_timeout=s.timeout
+            )
+            for c in dep.spec.template.spec.containers or []:
+                image = str(c.image or "")
+                if "kueue" in image and ":" in image.rsplit("/", 1)[-1]:
+                    tag = image.rsplit(":", 1)[-1]
+                    return tag, f"image of {s.kueue_namespace}/{s.kueue_deployment}"
+            reasons.append(f"no tagged kueue image in {s.kueue_namespace}/{s.kueue_deployment}")
+        except ApiException as e:
+            if e.status == 403:
+                raise
+            reasons.append(f"no Deployment {s.kueue_namespace}/{s.kueue_deployment}")
+        crd = await client.ApiextensionsV1Api(self.api).read_custom_resource_definition(
+            f"clusterqueues.{KUEUE_GROUP}", _request_timeout=s.timeout
+        )
+        labels = crd.metadata.labels or {}
+        version = labels.get("app.kubernetes.io/version")
+        if version:
+            return str(version), f"label of CRD clusterqueues.{KUEUE_GROUP}"
+        reasons.append(f"no app.kubernetes.io/version label on CRD clusterqueues.{KUEUE_GROUP}")
+        raise LookupError("; ".join(reasons))
+
+    async def nodes(self) -> list[NodeFacts]:
+        from kubernetes_asyncio import client
+
+        resp: Any = await client.CoreV1Api(self.api).list_node(
+            _preload_content=False, _request_timeout=self.s.timeout
+        )
+        items = json.loads(await resp.read())["items"]
+        return [
+            NodeFacts(
+                name=str(n["metadata"]["name"]),
+                labels={str(k): str(v) for k, v in (n["metadata"].get("labels") or {}).items()},
+                allocatable={
+                    str(k): str(v)
+                    for k, v in ((n.get("status") or {}).get("allocatable") or {}).items()
+                },
+                unschedulable=bool((n.get("spec") or {}).get("unschedulable")),
+            )
+            for n in items
+        ]
+
+    async def review(self, need: AccessNeed) -> Access:
+        from kubernetes_asyncio import client
+
+        attrs: dict[str, str] = {"verb": need.verb, "group": need.group}
+        resource, _, sub = need.resource.partition("/")
+        attrs["resource"] = resource
+        if sub:
+            attrs["subresource"] = sub
+        if need.namespace:
+            attrs["namespace"] = need.namespace
+        if need.name:
+            attrs["name"] = need.name
+        body: Any = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attrs},
+        }
+        try:
+            answer = await client.AuthorizationV1Api(
+                self.review_api
+            ).create_self_subject_access_review(body, _request_timeout=self.s.timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a review that fails is a fact
+            return Access(need, None, _error(e)[0])
+        status = answer.status
+        return Access(need, bool(status.allowed), str(status.reason or ""))
+
+    async def admission(self) -> tuple[Read[list[str]], Read[dict[str, str]]]:
+        from kubernetes_asyncio import client
+
+        adm = client.AdmissionregistrationV1Api(self.api)
+
+        async def policies() -> list[str]:
+            out = await adm.list_validating_admission_policy(_request_timeout=self.s.timeout)
+            return [str(p.metadata.name) for p in out.items or []]
+
+        async def bindings() -> dict[str, str]:
+            out = await adm.list_validating_admission_policy_binding(
+                _request_timeout=self.s.timeout
+            )
+            return {str(b.metadata.name): str(b.spec.policy_name) for b in out.items or []}
+
+        return await _read(policies), await _read(bindings)
+
+
+def _impersonating(api: Any, service_account: str) -> Any:
+    """A second ApiClient on the same configuration that acts as ``namespace/name``."""
+    from kubernetes_asyncio import client
+
+    ns, _, name = service_account.partition("/")
+    other = client.ApiClient(api.configuration)
+    other.set_default_header("Impersonate-User", f"system:serviceaccount:{ns}:{name}")
+    return other
+
+
+async def _hub(s: DoctorSettings) -> HubFacts | None:
+    if not s.hub_api_url or not s.hub_token:
+        return None
+    from gpuaas_service.clients.hub import HubClient
+
+    hub = HubClient(s.hub_api_url, s.hub_token, timeout=min(s.timeout, 10.0), max_clients=2)
+    info = await _read(hub.info)
+    whoami = await _read(hub.whoami) if info.value is not None else Read.failed(info.error)
+    return HubFacts(s.hub_api_url, info, whoami)
+
+
+async def _prometheus(s: DoctorSettings) -> PrometheusFacts | None:
+    if not s.prometheus_url:
+        return None
+    from gpuaas_service.clients.prometheus import PrometheusClient, PrometheusError
+
+    prom = PrometheusClient(s.prometheus_url, timeout=s.prometheus_timeout)
+
+    async def ask(expr: str) -> Any:
+        answer = await prom.instant(expr)
+        if not isinstance(answer, dict) or answer.get("status") != "success":
+            error = answer.get("error") if isinstance(answer, dict) else answer
+            raise PrometheusError(f"query failed: {error!r}")
+        return answer
+
+    rules = await _read(prom.rules)
+    queries: dict[str, Read[Any]] = {}
+    for name, expr in (s.prometheus_queries or {}).items():
+        if rules.value is None and "HTTP" not in rules.error:
+            queries[name] = Read.failed(rules.error)  # unreachable: no query would answer
+        else:
+            queries[name] = await _read(functools.partial(ask, expr))
+    return PrometheusFacts(s.prometheus_url, queries, rules)
+
+
+async def gather(s: DoctorSettings, api: Any) -> Facts:
+    """Read everything the checks judge, with ``api`` (a ``kubernetes_asyncio`` ApiClient)."""
+    review_api = _impersonating(api, s.service_account) if s.service_account else api
+    kube = _Kube(api, review_api, s)
+    catalog = _load_catalog(s.catalog_file)
+    needs = access_needs(s.notebook_namespace, s.job_namespaces, catalog.value)
+    try:
+        access = [await kube.review(n) for n in needs]
+    finally:
+        if review_api is not api:
+            await review_api.close()
+    version = await _read(kube.kueue_version)
+
+    async def flavors() -> dict[str, Mapping[str, Any]]:
+        return {
+            str(f["metadata"]["name"]): f.get("spec") or {}
+            for f in await kube._list("resourceflavors")
+        }
+
+    async def cqs() -> dict[str, Any]:
+        return {i.name: i for i in map(read_cluster_queue, await kube._list("clusterqueues"))}
+
+    async def cohorts() -> dict[str, Any]:
+        return {i.name: i for i in map(read_cohort, await kube._list("cohorts"))}
+
+    async def lqs() -> dict[tuple[str, str], Any]:
+        return {
+            (i.namespace, i.name): i for i in map(read_local_queue, await kube._list("localqueues"))
+        }
+
+    policies, bindings = await kube.admission()
+    hint = (
+        "run gpuaas-culler --doctor with a kubeconfig that may read it (an administrator's) and"
+        " --as-service-account NAMESPACE/NAME of the service"
+    )
+    return Facts(
+        api_groups=await _read(kube.api_groups),
+        kueue_version=Read(version.value[0])
+        if version.value
+        else Read.failed(version.error, forbidden=version.forbidden),
+        kueue_version_source=version.value[1] if version.value else "",
+        flavors=await _read(flavors),
+        cluster_queues=await _read(cqs),
+        cohorts=await _read(cohorts),
+        local_queues=await _read(lqs),
+        nodes=await _read(kube.nodes),
+        access=access,
+        admission_policies=policies,
+        admission_bindings=bindings,
+        hub=await _hub(s),
+        prometheus=await _prometheus(s),
+        catalog=catalog,
+        catalog_file=s.catalog_file,
+        policy_file=s.policy_file,
+        policy_problems=_policy_problems(s.policy_file, catalog.value),
+        kueue_api_version=s.kueue_api_version,
+        visibility_api_version=s.visibility_api_version,
+        notebook_namespace=s.notebook_namespace,
+        job_namespaces=s.job_namespaces,
+        identity_hint=hint,
+    )
