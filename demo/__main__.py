@@ -4,8 +4,10 @@ simulated GPUs.
 
 The demo runs on a cluster of its own (``.demo/cluster`` in this clone, ports from 26600, pod IPs
 127.46.x.y) with the hub's state in ``.demo/hub``; the tests use another cluster, so neither
-touches the other. It holds its cluster's claim (devcluster/claim.py) while it runs: a second
-demo in this clone is refused, naming the first.
+touches the other. Each run's cluster is new, and the hub's database is kept only with the
+cluster it was made with (demo/hubstate.py): a new cluster, a new hub database. It holds its
+cluster's claim (devcluster/claim.py) while it runs: a second demo in this clone is refused,
+naming the first.
 
 Ctrl-C or SIGTERM (also when started in the background, with SIGINT ignored) stops the hub, the
 servers it started, its proxy and service, and brings the cluster down; a further signal
@@ -25,6 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from demo.hubstate import cluster_identity, hub_state_for  # noqa: E402
 from demo.jobs import EXAMPLES, examples_config, write_catalog  # noqa: E402
 from demo.shutdown import run_until_stopped  # noqa: E402
 from devcluster import ClusterError, down, up  # noqa: E402
@@ -54,14 +57,24 @@ def submit_job_command(kubectl: Path, kubeconfig: Path) -> str:
 
 
 def banner(
-    hub: HubProcess, password: str, kubectl: Path, settings: Settings, prometheus: str = ""
+    hub: HubProcess,
+    password: str,
+    kubectl: Path,
+    settings: Settings,
+    prometheus: str = "",
+    *,
+    fresh: bool = True,
 ) -> str:
+    """What the demo prints when it is up; ``fresh``: the hub's database of an earlier run (of
+    another cluster) was removed (demo/hubstate.py)."""
     samples = ", ".join(p.name for p in sorted(EXAMPLES.glob("*.ipynb")))
     users = "\n".join(f"    {team}: {', '.join(names)}" for team, names in DEFAULT_TEAMS.items())
     return (
         "\n  jupyter-gpuaas demo is up: JupyterHub + Kueue on a local cluster\n"
         f"  open  {hub.url}/hub/login\n"
         f"  users (password {password!r}; 'admin' is the hub admin):\n{users}\n"
+        f"  GPU console (ITOps: quotas, every GPU server, reclaims, showback): log in as\n"
+        f"  'admin' and open {hub.url}/services/gpuaas/console/\n"
         "  Offerings marked 'this machine' run for real on the node agent (simulated GPUs,\n"
         "  GPU sidebar); the others are admitted by Kueue onto simulated nodes.\n"
         "  Try: alice starts 'Whole A100 40GB', then bob picks it too and watches his queue\n"
@@ -80,6 +93,12 @@ def banner(
             "  the shipped alert rules; the console's history reads it)\n"
             if prometheus
             else "  Prometheus: not running (the reason is above), so the console has no history\n"
+        )
+        + (
+            "  A new cluster: the servers, home folders and hub records of an earlier\n"
+            "  `make demo` are gone (the console's history in .demo/prometheus stays).\n"
+            if fresh
+            else ""
         )
         + f"  hub log: {hub.log_path}\n"
         f"  the demo's own cluster: {settings.state_dir} (`make test` uses another)\n"
@@ -135,6 +154,8 @@ def run_demo(args: argparse.Namespace, settings: Settings, claim: Claim) -> None
             info = up(settings)
         except ClusterError as e:
             raise SystemExit(f"could not start the demo's cluster: {e}") from e
+        # A new cluster has none of the last run's volumes: the hub's records of them go too.
+        fresh = hub_state_for(STATE / "hub", cluster_identity(settings))
         catalog = write_catalog(STATE)
         service_port = free_port()
         # Its TSDB stays in .demo/prometheus: the history outlives a restart of the demo.
@@ -161,7 +182,8 @@ def run_demo(args: argparse.Namespace, settings: Settings, claim: Claim) -> None
         except (PrometheusNotInstalled, RuntimeError) as e:
             print(f"demo: no Prometheus, so the console has no history: {e}", file=sys.stderr)
         url = prometheus.url if prometheuses else ""
-        print(banner(hub, args.password, info.bin_dir / "kubectl", settings, url), flush=True)
+        kubectl = info.bin_dir / "kubectl"
+        print(banner(hub, args.password, kubectl, settings, url, fresh=fresh), flush=True)
         while hub.running():
             time.sleep(1)
         print(f"jupyterhub exited; see {hub.log_path}", file=sys.stderr)

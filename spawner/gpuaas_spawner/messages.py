@@ -126,6 +126,16 @@ MESSAGES: Mapping[str, str] = {
         "The storage for your home folder could not be created, so your server cannot start: "
         "{why}. Nothing of yours was changed. Tell an admin (the volume claim {claim} says why)."
     ),
+    "start.home_recreated": (
+        "Your home folder's storage (volume claim {claim}) was no longer in the cluster, so a "
+        "new, empty one is being made; the files of the old one are not in it. If you expected "
+        "them, tell an admin."
+    ),
+    "start.home_gone": (
+        "The storage for your home folder (volume claim {claim}) was deleted while your server "
+        "was starting, so it cannot start. Start it again: a new, empty home is made. If you "
+        "expected your files, tell an admin."
+    ),
     "start.queue_down": (
         "The queue for GPU servers is not answering, so no server can be started or queued "
         "right now. Nothing was created. Try again in a few minutes; if it persists, tell an "

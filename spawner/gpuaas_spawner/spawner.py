@@ -414,6 +414,8 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         self._gpuaas_notice = ""
         self._gpuaas_last_status: SpawnStatus | None = None
         self._gpuaas_claim_checked_at = float("-inf")
+        self._gpuaas_home_recreated = False
+        """This start makes the home claim again: the one the saved state named was gone."""
 
     # ------------------------------------------------------------------ hub state
 
@@ -901,6 +903,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
     async def _gpuaas_queued_start(self) -> Any:
         settings = self._prepare()
         self._save_state()
+        await self._recreate_a_missing_home_claim()
         await self._start_watching_pods()
         stale = self.pod_reflector.pods.get(f"{self.namespace}/{self.pod_name}")
         self._gpuaas_stale_uid = str(stale["metadata"].get("uid")) if stale else None
@@ -1025,6 +1028,41 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             # admitted, then not ready in time: the cluster's or the server's doing, not the hub's
             raise _user_error(deadline.message, reason="start_timeout")
 
+    async def _recreate_a_missing_home_claim(self) -> None:
+        """Make KubeSpawner create the home claim again when the one its saved state names is
+        gone (deleted behind the hub's back, or the cluster is a new one): its state says the
+        claim exists, so it would not create it, and the pod would wait for it until the start
+        timeout. Said on the progress page and in the log; the files of the old claim are gone
+        with it. A claim that cannot be read (API error) is left to KubeSpawner as before."""
+        self._gpuaas_home_recreated = False
+        if not self.storage_pvc_ensure or not getattr(self, "_pvc_exists", False):
+            return  # no claims, or KubeSpawner creates it anyway (409 when it exists)
+        from aiohttp import ClientError
+        from kubernetes_asyncio.client.rest import ApiException
+
+        try:
+            await asyncio.wait_for(
+                self.api.read_namespaced_persistent_volume_claim(self.pvc_name, self.namespace),
+                self.k8s_api_request_timeout,
+            )
+            return
+        except ApiException as e:
+            if e.status != 404:
+                self.log.warning("gpuaas: cannot read the claim %s: %s", self.pvc_name, e)
+                return
+        except (ClientError, OSError, TimeoutError) as e:
+            self.log.warning("gpuaas: cannot read the claim %s: %s", self.pvc_name, e)
+            return
+        self.log.warning(
+            "gpuaas: event=home-claim-missing user=%s server=%s claim=%s: creating it again "
+            "(a new, empty home)",
+            self.user.name,
+            self.name,
+            self.pvc_name,
+        )
+        self._pvc_exists = False  # KubeSpawner's _start creates it (and sets this again)
+        self._gpuaas_home_recreated = True
+
     async def _check_home_volume(self) -> None:
         """End the start, saying why, when the home volume cannot be provisioned: the pod
         would wait for its claim until the start timeout with no word of the reason, which is
@@ -1048,7 +1086,22 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 self.api.list_namespaced_event(self.namespace, field_selector=selector),
                 self.k8s_api_request_timeout,
             )
-        except (ApiException, ClientError, OSError, TimeoutError) as e:
+        except ApiException as e:
+            if e.status == 404:  # deleted since this start made or found it
+                self.log.error(
+                    "gpuaas: event=spawn-failed reason=home_gone user=%s claim=%s",
+                    self.user.name,
+                    self.pvc_name,
+                )
+                self._pvc_exists = False  # the next start makes it again
+                raise _user_error(
+                    say("start.home_gone", claim=self.pvc_name),
+                    reason="home_volume",
+                    status_code=503,
+                ) from e
+            self.log.warning("gpuaas: cannot read the claim %s or its events: %s", self.pvc_name, e)
+            return
+        except (ClientError, OSError, TimeoutError) as e:
             self.log.warning("gpuaas: cannot read the claim %s or its events: %s", self.pvc_name, e)
             return
         why = home_volume_failure(to_api_json(claim), [to_api_json(e) for e in events.items])
@@ -1068,11 +1121,18 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
     async def progress(self) -> AsyncIterator[dict[str, Any]]:
         """Yield the spawn's phase whenever it changes; safe to run several at once."""
         last: dict[str, Any] | None = None
+        home_said = False
         while True:
             future = self._start_future
             status = self._status()
             if status is not None:
                 event = status.event()
+                if self._gpuaas_home_recreated and not home_said:
+                    home_said = True
+                    yield {
+                        "progress": event["progress"],
+                        "message": say("start.home_recreated", claim=self.pvc_name),
+                    }
                 if event != last:
                     last = event
                     yield event
