@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Enum, Float, Int, List, TraitError, Unicode, Union, validate
+from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, Union, validate
 
+from jupyter_gpuaas.core.kernel_state import KernelStateOutcome
 from jupyter_gpuaas.gpu import processes
 from jupyter_gpuaas.gpu.fake_nvml import from_environment
 from jupyter_gpuaas.gpu.hami import hami_env
@@ -29,8 +30,8 @@ from jupyter_gpuaas.gpu.usage import KernelInfo
 from jupyter_gpuaas.server.activity import current_activity, kernel_models
 from jupyter_gpuaas.server.handlers import handlers
 from jupyter_gpuaas.server.jobs import Collector
-from jupyter_gpuaas.server.kernel_state import KernelStateSettings
-from jupyter_gpuaas.server.reporter import Reporter
+from jupyter_gpuaas.server.kernel_state import KernelStateSettings, snapshot_all_kernels
+from jupyter_gpuaas.server.reporter import Reporter, Snapshot
 from jupyter_gpuaas.server.service_client import ServiceClient
 from jupyter_gpuaas.server.state import ServerState
 
@@ -212,6 +213,18 @@ class GPUaaS(ExtensionApp):
         """,
     ).tag(config=True)
 
+    kernel_state_on_reclaim = Bool(
+        True,
+        help="""Whether this server keeps its kernels' variables through a reclaim: it tells the
+        gpuaas hub service so in its activity reports, and when the service asks before it
+        stops the server, saves every idle kernel's variables (within the time the service
+        gives: its snapshot_timeout) and reports each kernel's outcome at once. The service may
+        then reclaim it sooner (its policies' idle_after_when_kept). False: the server says it
+        keeps nothing, and a reclaim ends its kernels as before. Default: True.
+        Example: c.GPUaaS.kernel_state_on_reclaim = False
+        """,
+    ).tag(config=True)
+
     kernel_state_restore_timeout = Float(
         300.0,
         min=1.0,
@@ -239,9 +252,17 @@ class GPUaaS(ExtensionApp):
             busy_utilization_percent=self.busy_utilization_percent,
         )
         client = ServiceClient.for_app(self)
+        kernel_state = self.kernel_state_settings()
         reporter = collector = None
         if self.activity_report_interval > 0 and client.configured:
-            reporter = Reporter(activity_now, client, self.activity_report_interval, self.log)
+            keeps = self.kernel_state_on_reclaim
+            reporter = Reporter(
+                activity_now,
+                client,
+                self.activity_report_interval,
+                self.log,
+                snapshot=self._reclaim_snapshot(kernel_state) if keeps else None,
+            )
             # The loop runs once the server starts (initialize_settings runs before).
             serverapp.io_loop.add_callback(reporter.start)
         if self.jobs_collect_interval > 0 and client.configured:
@@ -253,8 +274,17 @@ class GPUaaS(ExtensionApp):
             client=client,
             reporter=reporter,
             collector=collector,
-            kernel_state=self.kernel_state_settings(),
+            kernel_state=kernel_state,
         )
+
+    def _reclaim_snapshot(self, settings: KernelStateSettings) -> Snapshot:
+        """What the reporter calls when the service asks for a snapshot before a reclaim."""
+        serverapp = self.serverapp
+
+        async def snapshot(seconds: float) -> list[KernelStateOutcome]:
+            return await snapshot_all_kernels(serverapp, settings, deadline_s=seconds)
+
+        return snapshot
 
     def kernel_state_settings(self) -> KernelStateSettings:
         """The kernel_state_* settings, as the snapshot and restore code takes them."""

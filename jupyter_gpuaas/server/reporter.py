@@ -8,6 +8,13 @@ to run code in every one of them). Instead this server pushes its ``activity`` p
 accepts it only for this server. Without JupyterHub (no token) or without a service URL, nothing
 is reported. The reclaim warning the service answers with is passed on to the sidebar by the
 handlers (``GET gpuaas/api/reclaim``, ``POST gpuaas/api/reclaim/snooze``).
+
+With a ``snapshot`` function (the server keeps kernel state: docs/kernel-state.md) every report
+says ``keeps_kernel_state``. When the service's answer asks for a snapshot (before a reclaim
+stops this server), the reporter saves every kernel's variables within the time the request
+gives and reports again at once with the outcomes (``kernel_state``), each request once. An
+answer's ``report_again_in`` brings the next report forward (a warned server reports more often
+near its stop, so that it hears the request in time).
 """
 
 from __future__ import annotations
@@ -15,12 +22,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
+from jupyter_gpuaas.core.activity import (
+    KernelStateReport,
+    kernel_state_json,
+    snapshot_request_of,
+)
+from jupyter_gpuaas.core.durations import isoformat_z
+from jupyter_gpuaas.core.kernel_state import KernelStateOutcome
 from jupyter_gpuaas.server.service_client import ServiceClient
 
-__all__ = ["Reporter"]
+__all__ = ["Reporter", "Snapshot"]
+
+Snapshot = Callable[[float], Awaitable[list[KernelStateOutcome]]]
+"""Saves every kernel's variables within the given seconds; one outcome per kernel."""
+MIN_DELAY = 1.0
+"""The shortest wait between reports, whatever an answer asks."""
 
 
 class Reporter:
@@ -32,14 +53,23 @@ class Reporter:
         client: ServiceClient,
         interval: float,
         log: logging.Logger | Any = None,
+        snapshot: Snapshot | None = None,
     ) -> None:
         self.activity_now = activity_now
         self.client = client
         self.interval = interval
         self.log = log or logging.getLogger(__name__)
+        self.snapshot = snapshot
+        """Saves the kernels' variables when the service asks (``None``: this server keeps no
+        kernel state, and says so)."""
         self.sent = 0
         self.failed = 0
+        self.snapshots = 0
         self.last_answer: dict[str, Any] = {}
+        self._answer_due: KernelStateReport | None = None
+        """The outcomes of the last snapshot, sent with each report until one is taken."""
+        self._snapshotted: str = ""
+        """The request last answered (its ``requested_at``): each request is answered once."""
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -47,11 +77,46 @@ class Reporter:
             self._task = asyncio.ensure_future(self._run())
 
     async def report_once(self) -> bool:
+        """Report now; when the answer asks for a snapshot, take it and report again at once."""
+        ok = await self._report()
+        request = snapshot_request_of(self.last_answer) if ok and self.snapshot else None
+        if request is None or isoformat_z(request.requested_at) == self._snapshotted:
+            return ok
+        self._snapshotted = isoformat_z(request.requested_at)
+        self._answer_due = await self._take_snapshot(request.requested_at, request.deadline_seconds)
+        return await self._report()
+
+    def next_delay(self, ok: bool, delay: float) -> float:
+        """The wait before the next report: ``interval``, or sooner where the last answer asks
+        (``report_again_in``); after a failure, twice the last wait (up to 10 intervals)."""
+        if not ok:
+            return min(delay * 2, self.interval * 10)
+        again = self.last_answer.get("report_again_in")
+        if isinstance(again, int | float) and not isinstance(again, bool) and math.isfinite(again):
+            return max(min(self.interval, float(again)), MIN_DELAY)
+        return self.interval
+
+    async def _take_snapshot(self, requested_at: datetime, seconds: float) -> KernelStateReport:
+        assert self.snapshot is not None
+        self.snapshots += 1
+        try:
+            outcomes = await self.snapshot(seconds)
+        except Exception as e:  # a snapshot that cannot run is an answer too: the service says so
+            self.log.exception("GPUaaS: the kernels' snapshot for the gpuaas service failed")
+            return KernelStateReport(requested_at, (), f"the snapshot could not run: {e}")
+        return KernelStateReport(requested_at, tuple(outcomes))
+
+    async def _report(self) -> bool:
         payload = await self.activity_now()
+        if self.snapshot is not None:
+            payload = {**payload, "keeps_kernel_state": True}
+        if self._answer_due is not None:
+            payload["kernel_state"] = kernel_state_json(self._answer_due)
         answer = await self.client.request("api/activity", method="POST", body=payload)
         if answer.problem is None:
             self.sent += 1
             self.last_answer = answer.data
+            self._answer_due = None
             return True
         self.failed += 1
         self.log.warning(
@@ -70,7 +135,7 @@ class Reporter:
                 ok = False
                 self.log.exception("GPUaaS: activity report failed")
             # Back off while the service is away (up to 10 intervals), then report as usual.
-            delay = self.interval if ok else min(delay * 2, self.interval * 10)
+            delay = self.next_delay(ok, delay)
             await asyncio.sleep(delay)
 
     async def stop(self) -> None:

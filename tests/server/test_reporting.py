@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +24,9 @@ from gpuaas_service.reclaim.policy import load_policy
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.context import ServiceContext
 from gpuaas_service.web.servers import ServerTokens
+from jupyter_gpuaas.core.durations import isoformat_z
 from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
+from tests.support.jupyter_fetch import Fetch, execute, start_session
 
 SERVER_TOKEN = "server-token-of-alice"
 PERSONAL_TOKEN = "personal-token-of-alice"
@@ -159,3 +163,61 @@ async def test_warning_and_snooze_through_the_server_extension(
         await jp_fetch("gpuaas", "api", "reclaim", "snooze", method="POST", body=b"")
     assert err.value.code == 409
     assert asked == [("alice", ""), ("alice", "")]
+
+
+async def test_a_snapshot_request_is_answered_with_each_kernels_outcome(
+    service: tuple[str, ReclaimLoop],
+    jp_fetch: Fetch,
+    jp_ws_fetch: Fetch,
+    jp_serverapp: Any,
+    jp_home_dir: Path,
+) -> None:
+    # Issue 36.3: before a reclaim stops this server the service asks, in its answer to a
+    # report, for a snapshot; the reporter saves every kernel and reports the outcomes at once.
+    _url, loop = service
+    kernel = await start_session(jp_fetch, "train.ipynb")
+    await execute(jp_ws_fetch, kernel, "x = 41\nbatches = (i for i in range(3))")
+    await eventually(
+        lambda: (
+            (report := loop.store.report("alice")) is not None
+            and report.activity.keeps_kernel_state
+            and all(k.execution_state == "idle" for k in report.activity.kernels)
+        )
+    )
+
+    now = datetime.now(timezone.utc)
+    ask = loop.store.ask_snapshot(
+        "alice", now, timedelta(seconds=30), wait_until=time.monotonic() + 30
+    )
+    answer = await loop.store.wait_snapshot("alice", 30)
+    assert answer is not None, "no answer within 30 s"
+    assert isoformat_z(answer.requested_at) == isoformat_z(ask.requested_at)
+    assert answer.error == ""
+    (outcome,) = answer.outcomes
+    assert (outcome.kernel_id, outcome.notebook) == (kernel, "train.ipynb")
+    assert outcome.outcome == "kept_with_losses", outcome
+    assert [(v.name, v.reason) for v in outcome.lost] == [("batches", "a generator")]
+    saved = list((jp_home_dir / ".jupyter-gpuaas" / "kernel-state").iterdir())
+    assert saved
+
+    # Each request is answered once: later reports carry no second snapshot.
+    (app,) = jp_serverapp.extension_manager.extension_apps["jupyter_gpuaas"]
+    reporter = app.state.reporter
+    sent = reporter.sent
+    await eventually(lambda: reporter.sent >= sent + 3)
+    assert reporter.snapshots == 1
+    assert loop.store.report("alice").activity.kernel_state is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "gpuaas_config", [{"activity_report_interval": 0.2, "kernel_state_on_reclaim": False}]
+)
+async def test_a_server_told_not_to_keep_state_says_so(
+    service: tuple[str, ReclaimLoop], jp_fetch: Fetch
+) -> None:
+    _url, loop = service
+    await jp_fetch("api", "status")
+    await eventually(lambda: loop.store.report("alice") is not None)
+    report = loop.store.report("alice")
+    assert report is not None
+    assert report.activity.keeps_kernel_state is False
