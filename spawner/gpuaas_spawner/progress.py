@@ -18,7 +18,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gpuaas_spawner.messages import MESSAGES, about, say, waiting_words
+from jupyter_gpuaas.core.activity import KernelStateReport, read_kernel_state_mark
 from jupyter_gpuaas.core.durations import isoformat_z
+from jupyter_gpuaas.core.kernel_state import describe, summarise
 from jupyter_gpuaas.core.kueue import (
     ADMISSION_GATE,
     TERMINATION_TARGET,
@@ -33,6 +35,7 @@ from jupyter_gpuaas.core.labels import (
     RECLAIMED_AT,
     RECLAIMED_FOR,
     RECLAIMED_FOR_TEAM,
+    RECLAIMED_KERNEL_STATE,
     WARNED_AT,
 )
 from jupyter_gpuaas.core.parsing import ParseError, load_json
@@ -453,11 +456,34 @@ def reclaim_notice(
     else:
         whose = f"queued work of {team_names.get(target_team, 'another team')}"
     after = f", after the warning at {time_mark(warned)}" if warned is not None else ""
-    return (
-        f"Your server was stopped at {time_mark(stopped)} to give its GPU to {whose}{after}. "
+    rest = (
         "Your files are kept. Start it again below; if the GPU is still in use, the next page "
         "shows your place in the queue."
     )
+    kept = read_kernel_state_mark(annotations.get(RECLAIMED_KERNEL_STATE))
+    if kept is not None and kept.outcomes and not kept.error:
+        # the kernels were saved before the stop: a move, not an end (issue 36)
+        what, words = _moved(kept)
+        return f"{what} moved at {time_mark(stopped)} for {whose}{after}; {words}. {rest}"
+    lost = (
+        f" Its notebooks' variables could not be kept ({kept.error}): run them again."
+        if kept is not None and kept.error
+        else ""
+    )
+    return (
+        f"Your server was stopped at {time_mark(stopped)} to give its GPU to {whose}{after}."
+        f"{lost} {rest}"
+    )
+
+
+def _moved(kept: KernelStateReport) -> tuple[str, str]:
+    """Who was moved ("Your notebook train.ipynb was") and what came of its variables, in
+    the words of :mod:`jupyter_gpuaas.core.kernel_state`."""
+    if len(kept.outcomes) == 1:
+        (one,) = kept.outcomes
+        who = f"Your notebook {one.notebook} was" if one.notebook else "Your server was"
+        return who, describe(one)
+    return "Your notebooks were", summarise(kept.outcomes)
 
 
 def home_volume_failure(claim: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> str:
