@@ -17,7 +17,7 @@ limit).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, TypeVar
@@ -31,17 +31,20 @@ from jupyter_gpuaas.core.fields import (
     read_str,
     type_name,
 )
-from jupyter_gpuaas.core.headroom import Headroom
+from jupyter_gpuaas.core.headroom import Headroom, UserUsage
 from jupyter_gpuaas.core.kueue import format_quantity
 
 __all__ = [
     "CHOICE_WORDS",
+    "SERVER_OPTION_KEYS",
+    "SERVER_PURPOSE",
     "SHM_PATH",
     "SHM_VOLUME",
     "Choice",
     "HeadroomFn",
     "TeamRefused",
     "choice_resources",
+    "held_usage",
     "pick_team",
     "read_choice",
     "read_server_choice",
@@ -49,6 +52,7 @@ __all__ = [
     "refusal",
     "shm_volume",
     "show",
+    "stored_choice",
 ]
 
 MAX_VALUE_LEN = 253
@@ -58,6 +62,11 @@ SHM_VOLUME = "gpuaas-shm"
 SHM_PATH = "/dev/shm"
 
 HeadroomFn = Callable[[Tenant, Offering, int], Headroom]
+
+SERVER_OPTION_KEYS = ("team", "offering", "count", "image", "size")
+"""The only keys a server's ``user_options`` may hold (the spawner stores them canonical)."""
+SERVER_PURPOSE = "may start GPU servers"
+"""What a team must allow for a server to charge it (completes "You are not in any team that")."""
 """(tenant, offering, count) → its live :class:`Headroom` (per-user caps, quota, waiting)."""
 
 CHOICE_WORDS: Mapping[str, str] = {
@@ -336,6 +345,69 @@ def read_server_choice(
         where=tenant.display_name,
         headroom=headroom,
     )
+
+
+# --------------------------------------------------------------------------- what is held
+
+
+def stored_choice(
+    options: object, catalog: Catalog, groups: Sequence[str], *, default_team: str = ""
+) -> Choice | None:
+    """What an active server holds, from the ``user_options`` the hub stored for it: the one
+    way both the spawner (its per-user caps at a start) and the service (the way up's check
+    before it stops a server) count a user's other servers, so that a move the service lets
+    through is never refused by the spawner at the start.
+
+    The options are read as a spawn reads them, without the live checks (made when it
+    started): only :data:`SERVER_OPTION_KEYS`, a team of ``groups`` (``default_team`` where
+    they name none and the user has several), the team's offering, count, image and size.
+    Options that no longer read so (the catalog or the user's teams changed since: a team
+    they left) still hold their GPUs until the server stops: they are read as the canonical
+    form the spawner stores, a known offering with its count (its default where the count is
+    not a whole number of at least 1). ``None``: it holds nothing this catalog knows of."""
+    if options is None:
+        options = {}
+    if not isinstance(options, Mapping):
+        return None
+    if all(key in SERVER_OPTION_KEYS for key in options):
+        errs = FieldErrors()
+        requested = read_text(errs, options, "team")
+        try:
+            tenant = pick_team(
+                catalog.tenants_for_groups(groups),
+                requested,
+                default_team=default_team,
+                purpose=SERVER_PURPOSE,
+            )
+        except TeamRefused:
+            tenant = None
+        if not errs.items and tenant is not None:
+            choice = read_server_choice(errs, options, catalog, tenant)
+            if choice is not None:
+                return choice
+    slug = options.get("offering")
+    offering = catalog.offerings.get(slug) if isinstance(slug, str) else None
+    stored_tenant = catalog.tenants.get(str(options.get("team")))
+    if offering is None or stored_tenant is None:
+        return None
+    count = options.get("count")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        count = offering.default_count
+    return Choice(tenant=stored_tenant, offering=offering, count=count)
+
+
+def held_usage(held: Iterable[Choice | None]) -> UserUsage:
+    """What a user's *other* active servers hold (their :func:`stored_choice` or the choice
+    validated as they started; never the raw options a request sent), for the per-user caps:
+    their GPU servers and GPU-equivalents."""
+    servers = 0
+    gpu_eq = Fraction(0)
+    for choice in held:
+        if choice is None or not choice.offering.is_gpu:
+            continue
+        servers += 1
+        gpu_eq += choice.offering.gpu_equivalents_for(choice.count)
+    return UserUsage(gpu_servers=servers, gpu_equivalents=gpu_eq)
 
 
 # --------------------------------------------------------------------------- in the pod

@@ -12,20 +12,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 from gpuaas_spawner.messages import say
 from jupyter_gpuaas.core.catalog import Catalog, Tenant
 from jupyter_gpuaas.core.choice import (
+    SERVER_OPTION_KEYS,
+    SERVER_PURPOSE,
     Choice,
     HeadroomFn,
     TeamRefused,
+    held_usage,
     read_server_choice,
     read_text,
     show,
 )
 from jupyter_gpuaas.core.choice import pick_team as pick_from
+from jupyter_gpuaas.core.choice import stored_choice as core_stored_choice
 from jupyter_gpuaas.core.fields import FieldErrors
 from jupyter_gpuaas.core.headroom import UserUsage
 
@@ -41,12 +44,12 @@ __all__ = [
     "validate_options",
 ]
 
-OPTION_KEYS = ("team", "offering", "count", "image", "size")
+OPTION_KEYS = SERVER_OPTION_KEYS
 """The only keys ``user_options`` may hold."""
 
 _COUNT_FIELD = "count-"
 _FORM_IGNORED = ("_xsrf",)
-_PURPOSE = "may start GPU servers"
+_PURPOSE = SERVER_PURPOSE
 
 
 class OptionsError(ValueError):
@@ -160,40 +163,14 @@ def options_from_form_data(form: Mapping[str, list[Any]], catalog: Catalog) -> d
 def stored_choice(
     options: object, catalog: Catalog, user: UserContext, *, default_team: str = ""
 ) -> Choice | None:
-    """What an active server holds, from the ``user_options`` the hub stored for it.
-
-    For a server this hub process did not validate (it was started before a hub restart). Its
-    options are re-read through :func:`validate_options` (without the live checks, which were
-    made when it started), so a team default, a count sent as text or a missing key mean what
-    they meant for the pod. Options that no longer validate (the catalog or the user's teams
-    changed since) are read as the canonical form the spawner stores: a known offering with its
-    count. ``None``: it holds nothing this catalog knows of.
-    """
-    try:
-        return validate_options(options, catalog, user, default_team=default_team)
-    except OptionsError:
-        pass
-    if not isinstance(options, Mapping):
-        return None
-    slug = options.get("offering")
-    offering = catalog.offerings.get(slug) if isinstance(slug, str) else None
-    tenant = catalog.tenants.get(str(options.get("team")))
-    if offering is None or tenant is None:
-        return None
-    count = options.get("count")
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        count = offering.default_count
-    return Choice(tenant=tenant, offering=offering, count=count)
+    """What an active server holds, from the ``user_options`` the hub stored for it (for a
+    server this hub process did not validate: started before a hub restart). The service
+    counts a user's other servers with the same function before a move to a bigger offering
+    (:func:`jupyter_gpuaas.core.choice.stored_choice`)."""
+    return core_stored_choice(options, catalog, user.groups, default_team=default_team)
 
 
 def user_usage(held: Iterable[Choice | None]) -> UserUsage:
     """What a user's *other* active servers hold, from their validated choices (never from the
     raw options a request sent: those may leave out the offering or give the count as text)."""
-    servers = 0
-    gpu_eq = Fraction(0)
-    for choice in held:
-        if choice is None or not choice.offering.is_gpu:
-            continue
-        servers += 1
-        gpu_eq += choice.offering.gpu_equivalents_for(choice.count)
-    return UserUsage(gpu_servers=servers, gpu_equivalents=gpu_eq)
+    return held_usage(held)

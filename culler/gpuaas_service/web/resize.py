@@ -35,11 +35,14 @@ from gpuaas_service.web.base import ServerTokenHandler, error_answer, limit
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant
 from jupyter_gpuaas.core.choice import (
+    SERVER_PURPOSE,
     Choice,
     HeadroomFn,
     TeamRefused,
+    held_usage,
     pick_team,
     read_server_choice,
+    stored_choice,
 )
 from jupyter_gpuaas.core.fields import FieldError, FieldErrors, did_you_mean, type_name
 from jupyter_gpuaas.core.headroom import Headroom, QueueState, UserUsage, compute_headroom
@@ -62,7 +65,7 @@ log = logging.getLogger("gpuaas.resize")
 
 RESIZE_KEYS = ("offering",)
 """The only key a move's body may hold: everything else of the choice stays as it runs."""
-_PURPOSE = "may start GPU servers"
+_PURPOSE = SERVER_PURPOSE
 
 
 class ResizeRefused(Exception):
@@ -237,23 +240,14 @@ def _offering_json(offering: Offering, count: int) -> dict[str, Any]:
 def others_usage(
     catalog: Catalog, groups: Sequence[str], servers: Mapping[str, Any], server: str
 ) -> UserUsage:
-    """What the user's other active servers hold (for the per-user caps)."""
-    held = 0
-    gpu_eq = Fraction(0)
-    for name, model in servers.items():
-        if name == server or not isinstance(model, Mapping):
-            continue
-        options = model.get("user_options") or {}
-        if not isinstance(options, Mapping):  # not options the spawner would have started
-            continue
-        try:
-            other = current_choice(catalog, groups, options)
-        except ResizeRefused:
-            continue
-        if other.offering.is_gpu:
-            held += 1
-            gpu_eq += other.offering.gpu_equivalents_for(other.count)
-    return UserUsage(gpu_servers=held, gpu_equivalents=gpu_eq)
+    """What the user's other active servers hold (for the per-user caps), counted as the
+    spawner counts them at the start (:func:`~jupyter_gpuaas.core.choice.stored_choice`):
+    one whose options no longer validate (a team the user left) still holds its GPUs."""
+    return held_usage(
+        stored_choice(model.get("user_options") or {}, catalog, groups)
+        for name, model in servers.items()
+        if name != server and isinstance(model, Mapping)
+    )
 
 
 # --------------------------------------------------------------------------- the Hub calls
@@ -352,16 +346,27 @@ class Resizer:
             answer["next"]["headroom"] = {"fit": fit.fit.value, "message": fit.message}
         return answer
 
+    def _not_moving(self, user: str, server: str) -> None:
+        """409 while this server, or another of the user's, is being moved: one move per user
+        at a time, as each move's check counts the user's other servers as they run (two at
+        once would each count the other as held, both stop, and one start be refused)."""
+        if (user, server) in self.moving:
+            raise ResizeRefused(409, "your server is already being moved")
+        if any(u == user for u, _s in self.moving):
+            raise ResizeRefused(
+                409,
+                "another of your servers is being moved: try again once it has started",
+            )
+
     async def move(
         self, user: str, server: str, groups: Sequence[str], body: object
     ) -> dict[str, Any]:
-        """``POST api/resize``: checked now, then the stop and the start in the background."""
+        """``POST api/resize``: checked now (the whole start, caps included, before the stop),
+        then the stop and the start in the background."""
         key = (user, server)
-        if key in self.moving:
-            raise ResizeRefused(409, "your server is already being moved")
+        self._not_moving(user, server)
         choice, planned = await self.plan(user, server, groups, body)
-        if key in self.moving:  # asked twice at once
-            raise ResizeRefused(409, "your server is already being moved")
+        self._not_moving(user, server)  # asked twice at once: the first to get here moves
         options = planned.as_user_options()
         self.last_error.pop(key, None)
         task = asyncio.ensure_future(self._stop_and_start(user, server, options))

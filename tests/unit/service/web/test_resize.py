@@ -162,6 +162,22 @@ def test_the_other_servers_of_the_user_count_towards_the_caps() -> None:
     assert usage.gpu_equivalents == Fraction(2)
 
 
+def test_a_server_of_a_team_the_user_left_still_counts_as_the_spawner_counts_it() -> None:
+    """Issue 35, finding 5: its options no longer validate, but it holds its GPU until it
+    stops; the spawner counted it at the start, the service's check skipped it."""
+    servers = {
+        "": {"user_options": {"team": "team-a", "offering": "l4-quarter"}},
+        "old": {"user_options": {"team": "team-b", "offering": "mig-1g", "count": 1}},
+        "text": {"user_options": {"team": "team-a", "offering": "l4-half", "count": "1"}},
+        "extra": {"user_options": {"team": "team-a", "offering": "mig-1g", "env": "x"}},
+    }
+    usage = others_usage(CATALOG, TEAM_A, servers, "")
+    assert usage.gpu_servers == 3
+    assert usage.gpu_equivalents == Fraction(1, 2) + 2 * CATALOG.offerings[
+        "mig-1g"
+    ].gpu_equivalents_for(1)
+
+
 # --------------------------------------------------------------------------- the endpoint
 
 
@@ -299,3 +315,49 @@ async def test_only_the_servers_own_token_may_move_it(served: tuple[TickingHub, 
     code, _ = await ask(url, "no-such-token", b"{}")
     assert code == 403
     assert hub.started == []
+
+
+async def test_a_move_the_spawner_would_refuse_at_the_start_is_refused_before_the_stop() -> None:
+    """Issue 35, finding 5: team-a allows 2 GPU servers; alice runs three (one charged to
+    team-b, which she left). Before the fix the check counted two, answered 202 and stopped
+    her server; the spawner then refused the start at the cap."""
+    hub = TickingHub()
+    hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
+    hub.run("alice", {"team": "team-a", "offering": "mig-1g", "count": 1}, "a")
+    hub.run("alice", {"team": "team-b", "offering": "mig-1g", "count": 1}, "old")
+    resizer = Resizer(hub, lambda: CATALOG, queue_state=lambda: state([], synced=False))
+    with pytest.raises(ResizeRefused) as caught:
+        await resizer.move("alice", "", TEAM_A, {})
+    assert caught.value.status == 409
+    assert "2 GPU servers" in str(caught.value), caught.value
+    assert "stop alice" not in hub.calls
+    assert resizer.moving == {}
+    offer = await resizer.offer("alice", "", TEAM_A)  # GET api/resize says so too
+    assert offer["next"] is None
+    assert "2 GPU servers" in offer["reason"]
+
+
+async def test_two_moves_of_two_servers_of_one_user_never_both_stop() -> None:
+    hub = TickingHub()
+    hub.stop_after = 10**6  # the first stop never ends while the second is asked
+    hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
+    hub.run("alice", {"team": "team-a", "offering": "cpu", "count": 1}, "notes")
+    resizer = Resizer(hub, lambda: CATALOG, poll_interval=0.01)
+    results = await asyncio.gather(
+        resizer.move("alice", "", TEAM_A, {}),
+        resizer.move("alice", "notes", TEAM_A, {}),
+        return_exceptions=True,
+    )
+    moved = [r for r in results if isinstance(r, dict)]
+    refused = [r for r in results if isinstance(r, ResizeRefused)]
+    assert len(moved) == 1, results
+    assert len(refused) == 1, results
+    assert refused[0].status == 409
+    assert "another of your servers is being moved" in str(refused[0])
+    await asyncio.sleep(0.05)
+    assert hub.calls.count("stop alice") == 1
+    # bob's moves are his own
+    hub.run("bob", {"team": "team-a", "offering": "l4-quarter", "count": 1})
+    assert (await resizer.move("bob", "", TEAM_A, {}))["moving"] is True
+    for task in resizer.moving.values():
+        task.cancel()
