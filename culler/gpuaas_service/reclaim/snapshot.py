@@ -230,8 +230,9 @@ def _read_workbench(
     started = r.get(d, p, "started_at", _time, "an ISO 8601 time", clock, required=True)
     holds = _read_holds(r, p, d)
     policy = policies.policy_for(team=team, kind=kind, offering=offering, user=user, groups=groups)
+    report = _read_report(r, p, d, clock)
     idleness = judge(
-        _read_report(r, p, d, clock),
+        report,
         kind=kind,
         started_at=started,
         now=clock,
@@ -265,6 +266,7 @@ def _read_workbench(
         warned_deadline=r.get(d, p, "warned_deadline", _time, "an ISO 8601 time", None),
         warned_reason=r.get(d, p, "warned_reason", _text, "a text", ""),
         cards=r.get(d, p, "cards", _texts, "a list of cards (node/UUID)", ()),
+        keeps_state=report is not None and report.activity.keeps_kernel_state,
     )
 
 

@@ -20,12 +20,14 @@ from gpuaas_service.reclaim.activity_store import (
     report_again_in,
 )
 from gpuaas_service.reclaim.decide import Action, Need, PendingWorkload, Workbench, decide
-from gpuaas_service.reclaim.idleness import Idleness, State
+from gpuaas_service.reclaim.idleness import ActivityReport, Idleness, State
 from gpuaas_service.reclaim.kept_state import KeptState
 from gpuaas_service.reclaim.policy import PolicyError, load_policy
+from gpuaas_service.reclaim.snapshot import dump_snapshot, load_snapshot
 from jupyter_gpuaas.core.activity import (
     KernelStateReport,
     kernel_state_json,
+    parse_activity,
     read_kernel_state_mark,
 )
 from jupyter_gpuaas.core.durations import isoformat_z
@@ -302,3 +304,23 @@ def test_the_pods_mark_carries_the_outcomes_or_why_none() -> None:
     assert read.error == "no answer within snapshot_timeout (1m)"
     assert isoformat_z(read.requested_at) == isoformat_z(NOW)
     assert KeptState(None).mark() is None
+
+
+def test_explain_and_the_policy_preview_see_who_keeps_state() -> None:
+    # the console's snapshot of a cycle's inputs, read back, holds kept sessions to the same
+    # threshold as the loop did
+    ps = load_policy(one(idle_after_when_kept="15m", warn_before="5m"))
+    keeps = bench("alice", idle=timedelta(minutes=20), keeps_state=True)
+    received = NOW - timedelta(seconds=5)
+    reports = {
+        "alice": ActivityReport(
+            received,
+            parse_activity(report(NOW - timedelta(minutes=20)), now=NOW),
+        )
+    }
+    dumped = dump_snapshot(NOW, [keeps], [job()], (), reports=reports, pod_utilization={})
+    snap = load_snapshot(json.loads(json.dumps(dumped)), ps)
+    (read,) = snap.workbenches
+    assert read.keeps_state is True
+    plan = decide(snap.workbenches, snap.pending, ps, now=snap.now)
+    assert plan.decisions[0].action is Action.WARN
