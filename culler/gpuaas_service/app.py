@@ -316,6 +316,28 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         Example: c.GPUaaSService.queue_request_burst = 40""",
     )
 
+    history_requests_per_minute = Float(
+        6.0,
+        min=0.0,
+        config=True,
+        help="""Console history questions (``api/console/history``) each caller may have
+        answered from Prometheus per minute (a token bucket with a burst of
+        history_request_burst); more are answered 429 with Retry-After. An answer served
+        again (the same teams and range, within its keep time) or shared with a caller who
+        asked the same a moment before costs nothing. A console page asks once a minute.
+        0: no limit. Default 6.
+        Example: c.GPUaaSService.history_requests_per_minute = 12""",
+    )
+
+    history_request_burst = Integer(
+        10,
+        min=1,
+        config=True,
+        help="""History questions a caller may have answered at once before
+        history_requests_per_minute applies. Default 10.
+        Example: c.GPUaaSService.history_request_burst = 20""",
+    )
+
     activity_max_servers = Integer(
         10_000,
         min=1,
@@ -688,6 +710,9 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
                     self.activity_reports_per_minute / 60, self.activity_report_burst
                 ),
                 "queue": RateLimit(self.queue_requests_per_second, self.queue_request_burst),
+                "history": RateLimit(
+                    self.history_requests_per_minute / 60, self.history_request_burst
+                ),
             },
             on_refused=lambda name: refused.labels(name).inc(),
             connections=ConnectionGate(
@@ -701,7 +726,17 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             jobs=self._job_service(view, index),
             resize=self._resizer(view),
             job_max_body=self.job_max_notebook_bytes + 200_000,
+            checks=self._doctor(),
         )
+
+    def _doctor(self) -> Callable[..., Awaitable[Mapping[str, Any]]]:
+        """The doctor's checks for the console, as the service's own account and token
+        (what it may not read is said as unknown: docs/deploy.md)."""
+        from gpuaas_service.doctor import run_doctor, settings_from_service
+        from gpuaas_service.doctor.cached import CachedChecks
+
+        settings = settings_from_service(self)
+        return CachedChecks(lambda: run_doctor(settings), ttl=60.0)
 
     def _resizer(self, view: WatchedKueueView) -> Resizer:
         """The way up (``api/resize``): its own Hub API connections; scopes delete:servers

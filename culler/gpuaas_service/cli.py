@@ -32,9 +32,9 @@ The GPU workbench culler of jupyter-gpuaas.
 This command checks policy files and explains, from a JSON snapshot of workbenches, their
 activity and Kueue's pending workloads, what the culler would do and why; it also advises each
 MIG node's geometry from the MIG slices its pods ask for (--mig-advice); and it checks that a
-cluster, its hub and Prometheus are ready for the service (--doctor, docs/deploy.md). The live culler
-(the loop that gathers those inputs, warns users and stops servers through the Hub API) runs
-inside the gpuaas hub service: gpuaas-service --policy FILE (docs/culler.md).
+cluster, its hub and Prometheus are ready for the service (--doctor, docs/deploy.md). The live
+culler (the loop that gathers those inputs, warns users and stops servers through the Hub API)
+runs inside the gpuaas hub service: gpuaas-service --policy FILE (docs/culler.md).
 """
 
 _EPILOG = """\

@@ -24,6 +24,7 @@ JOBS = "labextension/src/jobsModel.ts"
 RESIZE = "labextension/src/resizeModel.ts"
 RECLAIM = "labextension/src/reclaimModel.ts"
 CONSOLE = "culler/gpuaas_service/console/src/api.ts"
+CHECKS = "culler/gpuaas_service/console/src/checks.ts"
 
 CHECKED: dict[str, dict[str, str]] = {
     SIDEBAR: {
@@ -62,6 +63,10 @@ CHECKED: dict[str, dict[str, str]] = {
         "service_standing_unknown": "IStandingUnknownAnswer",
         "service_standing_known": "IStandingKnownAnswer",
         "service_standing": "IStandingAnswer",
+    },
+    CHECKS: {
+        "service_doctor_check": "IDoctorCheck",
+        "service_console_checks": "IChecksAnswer",
     },
     CONSOLE: {
         "service_action_counts": "IActionCounts",

@@ -206,6 +206,19 @@ class ConsoleSnapshotHandler(_ConsoleHandler):
         self.finish(json.dumps(snap))
 
 
+class ConsoleChecksHandler(_ConsoleHandler):
+    """The doctor's checks (``gpuaas-culler --doctor``, as the service's own account): for
+    those who see every team only; ``?fresh=1`` runs them again now."""
+
+    async def get(self) -> None:
+        if self.teams is not None:
+            raise web.HTTPError(403, f"the checks are the operators': {CONSOLE_SCOPE} unfiltered")
+        if self.context.checks is None:
+            raise web.HTTPError(404, "the checks are not offered by this service")
+        fresh = self.get_argument("fresh", "") in ("1", "true")
+        self.finish(json.dumps(await self.context.checks(fresh=fresh)))
+
+
 def export_day(raw: str, today: date) -> date:
     """The export's ``day`` query parameter: ``YYYY-MM-DD``, today when absent; a
     :class:`ValueError` that says what is wrong (quoting at most 20 characters) otherwise."""
@@ -312,6 +325,7 @@ def console_handlers(
         (prefix + "api/console/gpus", ConsoleGpusHandler, kw),
         (prefix + "api/console/fit", ConsoleFitHandler, kw),
         (prefix + "api/console/snapshot", ConsoleSnapshotHandler, kw),
+        (prefix + "api/console/checks", ConsoleChecksHandler, kw),
         (prefix + "api/console/export", ConsoleExportHandler, kw),
         (prefix + "api/console/preview", ConsolePreviewHandler, kw),
         (

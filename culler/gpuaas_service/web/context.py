@@ -5,9 +5,9 @@ console, the job service)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jupyterhub.services.auth import HubAuth, HubOAuth
 
@@ -73,6 +73,9 @@ class ServiceContext:
     """Seconds such a body may take to arrive, once let in."""
     connections: ConnectionGate | None = None
     """The server's cap on connections whose caller is not known yet (``None``: no cap)."""
+    checks: Callable[..., Awaitable[Mapping[str, Any]]] | None = None
+    """The doctor's checks for the console (``api/console/checks``, doctor/cached.py;
+    ``None``: that endpoint answers 404)."""
 
     @property
     def root(self) -> str:

@@ -7,6 +7,7 @@
  * `<section id="history">`), export an `IConsoleSection` from it and list it in `SECTIONS`.
  */
 
+import { checksSection } from './checks.js';
 import { historySection } from './history.js';
 
 /** A section with a life of its own. */
@@ -18,7 +19,7 @@ export interface IConsoleSection {
 }
 
 /** The sections started with the page. */
-export const SECTIONS: readonly IConsoleSection[] = [historySection];
+export const SECTIONS: readonly IConsoleSection[] = [historySection, checksSection];
 
 /** Start every section of `SECTIONS`. */
 export function startSections(sections: readonly IConsoleSection[] = SECTIONS): void {
