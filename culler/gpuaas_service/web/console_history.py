@@ -5,9 +5,13 @@ reclaims and (for a caller who sees every team) hand-offs, over the last ``range
 default 6h), read from the Prometheus of ``GPUaaSService.prometheus_url`` with range queries
 (clients/prometheus.py). Every chart shares one time grid whose step is chosen from the range
 so that a series has at most ``max_points`` points; a query with more than ``max_series``
-series keeps the first ones by name and says how many it cut. An answer is served again to
-callers of the same teams and range for ``keep_seconds`` (10 s, never more than its step), so
-that pages opened together, or reloaded, ask Prometheus once.
+series keeps the first ones by name and says how many it cut. The range is rounded up to a
+whole number of steps, and an answer is served again to callers of the same teams and rounded
+range for ``keep_seconds`` (10 s, never more than its step); callers asking the same while it
+is being read share that one reading. So pages opened together, or reloaded, or ranges a few
+seconds apart, ask Prometheus once. A caller whose question is not answered from what is kept
+is held to a per-caller limit (``c.GPUaaSService.history_requests_per_minute``; over it,
+``429`` with ``Retry-After``): one caller cannot queue Prometheus queries for everyone.
 
 History is an addition to the live view, never a condition of it: without a Prometheus, or
 when it does not answer within ``timeout`` or answers an error, the answer is ``200`` with
@@ -39,6 +43,7 @@ from gpuaas_service.clients.prometheus import (
     read_matrix,
 )
 from gpuaas_service.console.state import GZIP_LEVEL, ConsoleState
+from gpuaas_service.web.base import limit
 from gpuaas_service.web.console import _ConsoleHandler
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.durations import format_duration, parse_duration
@@ -50,6 +55,7 @@ __all__ = [
     "history_bodies",
     "history_handlers",
     "parse_range",
+    "rounded_range",
 ]
 
 DEFAULT_RANGE = 6 * 3600
@@ -78,7 +84,11 @@ class History:
     kept: dict[tuple[frozenset[str] | None, int], tuple[float, Bodies]] = field(
         default_factory=dict, compare=False
     )
-    """(teams, range) → (when it goes stale, the answer's JSON and its gzip)."""
+    """(teams, rounded range) → (when it goes stale, the answer's JSON and its gzip)."""
+    reading: dict[tuple[frozenset[str] | None, int], asyncio.Future[Bodies]] = field(
+        default_factory=dict, compare=False
+    )
+    """(teams, rounded range) → the answer being read from Prometheus now."""
 
 
 @dataclass(frozen=True)
@@ -93,14 +103,48 @@ KEEP_ANSWERS = 64
 """At most this many (teams, range) answers are kept at once."""
 
 
-async def history_bodies(history: History, teams: set[str] | None, range_seconds: int) -> Bodies:
-    """:func:`history_answer` as JSON and gzipped, an answer from Prometheus served again for
-    ``keep_seconds`` (never longer than its step); unavailable answers are not kept."""
+def rounded_range(range_seconds: int, max_points: int) -> int:
+    """``range_seconds`` rounded up to a whole number of its steps (the grid is the same, so
+    ranges a few seconds apart are one question to Prometheus)."""
+    step = history_step(range_seconds, max_points)
+    return step * math.ceil(range_seconds / step)
+
+
+async def history_bodies(
+    history: History,
+    teams: set[str] | None,
+    range_seconds: int,
+    *,
+    admit: Callable[[], None] | None = None,
+) -> Bodies:
+    """:func:`history_answer` as JSON and gzipped, over the range rounded up to whole steps;
+    an answer from Prometheus served again for ``keep_seconds`` (never longer than its step),
+    one being read shared by every caller who asks the same meanwhile; unavailable answers
+    are not kept. ``admit()`` is called (and may raise: the caller's limit) only when
+    Prometheus is to be asked for this caller."""
+    range_seconds = rounded_range(range_seconds, history.max_points)
     key = (frozenset(teams) if teams is not None else None, range_seconds)
-    now = history.monotonic()
     kept = history.kept.get(key)
-    if kept is not None and kept[0] > now:
+    if kept is not None and kept[0] > history.monotonic():
         return kept[1]
+    reading = history.reading.get(key)
+    if reading is None:
+        if admit is not None:
+            admit()
+        reading = asyncio.ensure_future(_read(history, key, teams, range_seconds))
+        history.reading[key] = reading
+        reading.add_done_callback(lambda _done: history.reading.pop(key, None))
+    # shielded: a caller that goes away does not cancel the others' reading
+    return await asyncio.shield(reading)
+
+
+async def _read(
+    history: History,
+    key: tuple[frozenset[str] | None, int],
+    teams: set[str] | None,
+    range_seconds: int,
+) -> Bodies:
+    now = history.monotonic()
     answer = await history_answer(history, teams, range_seconds)
     body = json.dumps(answer).encode()
     bodies = Bodies(body, gzip.compress(body, GZIP_LEVEL, mtime=0))
@@ -217,7 +261,14 @@ class ConsoleHistoryHandler(_ConsoleHandler):
             only = asked if only is None else only & asked
         if only is not None and not only:
             raise web.HTTPError(403, "none of the teams asked for is one this caller may see")
-        bodies = await history_bodies(self.history, only, range_seconds)
+        model = self.current_user or {}
+        caller = f"{model.get('kind', 'user')}:{model.get('name', '')}"
+        bodies = await history_bodies(
+            self.history,
+            only,
+            range_seconds,
+            admit=lambda: limit(self.context, "history", caller),
+        )
         self.finish_answer(lambda: bodies.json, lambda: bodies.gzip)
 
 

@@ -37,6 +37,7 @@ from gpuaas_service.web.console_history import (
     parse_range,
 )
 from gpuaas_service.web.context import ServiceContext
+from gpuaas_service.web.limits import RateLimit
 from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
 from tests.support.service_world import World
 
@@ -314,3 +315,94 @@ async def test_an_answer_is_served_again_for_its_keep_time_an_unavailable_one_ne
     assert json.loads((await history_bodies(kept, None, 3600)).json)["available"] is False
     prometheus.error = ""
     assert json.loads((await history_bodies(kept, None, 3600)).json)["available"] is True
+
+
+# ------------------------------------------------------------------ one caller, many ranges
+# Issue 35, finding 7: a team lead's 60 requests, each a new range=, queued 360 Prometheus
+# queries and the operator's history answered "not available".
+
+
+async def test_ranges_a_few_seconds_apart_are_one_question_to_prometheus(
+    prometheus: FakePrometheus,
+) -> None:
+    kept = history(prometheus.url)
+    first = json.loads((await history_bodies(kept, None, 3001)).json)
+    asked = len(prometheus.asked)
+    assert (first["step"], first["range_seconds"]) == (15, 3015)  # up to whole 15 s steps
+    for seconds in (3002, 3010, 3015):
+        assert json.loads((await history_bodies(kept, None, seconds)).json) == first
+    assert len(prometheus.asked) == asked, "the same grid: served again"
+    await history_bodies(kept, None, 3016)  # the next step: a question of its own
+    assert len(prometheus.asked) == 2 * asked
+
+
+async def test_callers_asking_the_same_meanwhile_share_one_reading(
+    prometheus: FakePrometheus,
+) -> None:
+    prometheus.delay = 0.2
+    kept = history(prometheus.url)
+    admitted: list[int] = []
+    answers = await asyncio.gather(
+        *(
+            history_bodies(kept, {"team-a"}, 6 * 3600 + 1 + k, admit=lambda: admitted.append(1))
+            for k in range(10)
+        )
+    )
+    assert len({a.json for a in answers}) == 1
+    assert len(prometheus.asked) == len(history_queries({"team-a"}, 120))  # one reading
+    assert admitted == [1], "only the caller who made Prometheus work is counted"
+    assert kept.reading == {}
+
+
+async def test_one_caller_over_its_limit_is_429_and_the_operators_history_still_answers(
+    prometheus: FakePrometheus,
+) -> None:
+    hub = TokenHub()
+    auth = cast(Any, hub)
+    w = World()
+    console = ConsoleState(
+        w.loop,
+        w.view,
+        notebook_namespace="jupyter-users",
+        job_namespaces=[],
+        regret_window=timedelta(hours=1),
+    )
+    context = ServiceContext(
+        hub_auth=auth,
+        console_auth=auth,
+        loop=w.loop,
+        console=console,
+        limits={"history": RateLimit(6 / 60, 3)},
+    )
+    app = make_app(context, history=history(prometheus.url))
+    (sock,) = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
+    server = HTTPServer(app)
+    server.add_sockets([sock])
+    lead = hub.mint("bob", ["custom:gpuaas:console!group=team-a", SERVICE_SCOPE])
+    operator = hub.mint("ops", ["custom:gpuaas:console", SERVICE_SCOPE])
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}/services/gpuaas/api/console/history"
+    client = AsyncHTTPClient(force_instance=True)
+
+    async def ask(token: str, query: str) -> tuple[int, Any, Any]:
+        r = await client.fetch(
+            HTTPRequest(base + query, headers={"Authorization": f"Bearer {token}"}),
+            raise_error=False,
+        )
+        return r.code, r.headers, json.loads(r.body)
+
+    try:
+        codes = [(await ask(lead, f"?range={h}h"))[0] for h in range(1, 21)]
+        assert codes[:3] == [200, 200, 200]
+        assert set(codes[3:]) == {429}
+        code, headers, answer = await ask(lead, "?range=21h")
+        assert code == 429
+        assert int(headers["Retry-After"]) >= 1
+        assert "too many requests" in answer["message"]
+        asked = len(prometheus.asked)
+        assert asked == 3 * len(history_queries({"team-a"}, 60))  # nothing queued for the 429s
+        assert (await ask(lead, "?range=1h"))[0] == 200  # what is kept costs nothing
+        code, _, answer = await ask(operator, "?range=6h")
+        assert code == 200
+        assert answer["available"] is True
+    finally:
+        server.stop()
