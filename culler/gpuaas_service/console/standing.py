@@ -24,10 +24,12 @@ def _secs(value: Any) -> int | None:
     return int(value.total_seconds()) if value is not None else None
 
 
-def policy_fields(policy: Policy) -> dict[str, Any]:
+def policy_fields(policy: Policy, *, keeps_state: bool = False) -> dict[str, Any]:
+    """The policy's rule in plain fields; ``idle_after_seconds`` is the one a server that keeps
+    its kernels' state is held to where ``keeps_state`` (``idle_after_when_kept``)."""
     return {
         "name": policy.name,
-        "idle_after_seconds": _secs(policy.idle_after),
+        "idle_after_seconds": _secs(policy.idle_threshold(keeps_state)),
         "reclaim": policy.reclaim,
         "max_idle_seconds": _secs(policy.max_idle),
         "max_age_seconds": _secs(policy.max_age),
@@ -55,7 +57,9 @@ def standing(plan: Plan | None, policies: PolicySet, key: str, *, now: datetime)
         "now": isoformat_z(now),
         "decided_at": isoformat_z(plan.now),
         "reclaim_on": bool(policies.policies),
-        "policy": policy_fields(policy) if policy is not None and decision.policy else None,
+        "policy": policy_fields(policy, keeps_state=wb.keeps_state)
+        if policy is not None and decision.policy
+        else None,
         **{k: row[k] for k in ("kind", "activity", "signal", "idle_seconds", "unknown_seconds")},
         **{k: row[k] for k in ("action", "code", "reason", "reclaim_at", "dry_run")},
     }

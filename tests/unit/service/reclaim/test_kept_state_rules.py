@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gpuaas_service.console.standing import standing
 from gpuaas_service.reclaim.activity_store import (
     REPORT_NEAR_STOP,
     ActivityStore,
@@ -324,3 +325,16 @@ def test_explain_and_the_policy_preview_see_who_keeps_state() -> None:
     assert read.keeps_state is True
     plan = decide(snap.workbenches, snap.pending, ps, now=snap.now)
     assert plan.decisions[0].action is Action.WARN
+
+
+def test_the_sidebars_standing_names_the_threshold_its_server_is_held_to() -> None:
+    ps = load_policy(one(idle_after_when_kept="15m"))
+    benches = [
+        bench("alice", idle=timedelta(minutes=5), keeps_state=True),
+        bench("bob", idle=timedelta(minutes=5), keeps_state=False),
+    ]
+    plan = decide(benches, [], ps, now=NOW)
+    alice = standing(plan, ps, "alice", now=NOW)
+    bob = standing(plan, ps, "bob", now=NOW)
+    assert alice["policy"]["idle_after_seconds"] == 900
+    assert bob["policy"]["idle_after_seconds"] == 1800
