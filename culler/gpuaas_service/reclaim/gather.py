@@ -21,6 +21,7 @@ tries it, so the demand arithmetic counts what Kueue counts (docs/fractions.md).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -37,9 +38,11 @@ from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import (
     QUEUE_NAME_LABEL,
     PendingWorkloadInfo,
+    QuantityError,
     WorkloadInfo,
     as_list,
     as_mapping,
+    parse_quantity,
     parse_time,
     pod_requests,
     read_conditions,
@@ -445,13 +448,20 @@ def pending_workloads(
 
 
 def _whole_cards(pod: Mapping[str, Any]) -> int:
-    """Whole cards a pod's containers ask for (HAMi vGPUs with all of a card's compute)."""
+    """Whole cards a pod's containers ask for (HAMi vGPUs with all of a card's compute).
+    Quantities are read as Kubernetes reads them (``100``, ``0.1k``, ``1e2``); a container
+    whose are not quantities asks for no whole card."""
     n = 0
     for raw in as_list(as_mapping(pod.get("spec")).get("containers")):
         resources = as_mapping(as_mapping(raw).get("resources"))
         asked = {**as_mapping(resources.get("requests")), **as_mapping(resources.get("limits"))}
-        if str(asked.get("nvidia.com/gpucores", "")).strip() == str(CORES_PER_CARD):
-            n += int(str(asked.get("nvidia.com/gpu", "1")).strip() or 1)
+        try:
+            cores = parse_quantity(asked.get("nvidia.com/gpucores", 0))
+            cards = parse_quantity(asked.get("nvidia.com/gpu") or 1)
+        except QuantityError:
+            continue
+        if cores == CORES_PER_CARD and cards > 0:
+            n += math.ceil(cards)
     return n
 
 
