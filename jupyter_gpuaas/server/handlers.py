@@ -17,6 +17,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
+from jupyter_gpuaas.core.parsing import MAX_BYTES, ParseError, load_json
 from jupyter_gpuaas.server.jobs import SUBMIT_TIMEOUT, collect_results, job_submission
 from jupyter_gpuaas.server.queue import fetch_queue
 from jupyter_gpuaas.server.service_client import ServiceAnswer, ServiceClient
@@ -132,11 +133,13 @@ def _answer(handler: web.RequestHandler, answer: ServiceAnswer) -> None:
 
 
 def _json_body(handler: web.RequestHandler) -> Any:
-    """The request's JSON body (``{}`` when empty); 400 when it is not JSON."""
+    """The request's JSON body (``{}`` when empty); 400 when it is not JSON, or is nested
+    deeper than the project's JSON reader takes (a RecursionError was a 500)."""
+    body = handler.request.body or b""
     try:
-        return json.loads(handler.request.body or b"{}")
-    except ValueError as e:
-        raise web.HTTPError(400, f"not JSON: {e}") from e
+        return load_json(body, max_bytes=max(len(body), MAX_BYTES), empty={})
+    except ParseError as e:
+        raise web.HTTPError(400, f"not JSON: {e.path}: {e.message}") from None
 
 
 class _JobsHandler(GPUaaSHandler):
