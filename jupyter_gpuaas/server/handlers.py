@@ -1,14 +1,15 @@
 """HTTP handlers of `{base_url}gpuaas/api/` (docs/api.md).
 
 Every handler is given the extension's :class:`~jupyter_gpuaas.server.state.ServerState` and
-only translates between HTTP and it: the GPU sample, the activity payload, and the gpuaas hub
-service's answers (queue, reclaim warning, GPU jobs).
+only translates between HTTP and it: the GPU sample, the activity payload, the gpuaas hub
+service's answers (queue, reclaim warning, GPU jobs), and the kernels' saved variables.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from jupyter_core.utils import ensure_async
@@ -17,8 +18,16 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
+from jupyter_gpuaas.core.kernel_state import summarise
 from jupyter_gpuaas.core.parsing import MAX_BYTES, ParseError, load_json
 from jupyter_gpuaas.server.jobs import SUBMIT_TIMEOUT, collect_results, job_submission
+from jupyter_gpuaas.server.kernel_state import (
+    KernelStateUnavailable,
+    restore_kernel,
+    snapshot_all_kernels,
+    snapshot_info,
+    snapshot_kernel,
+)
 from jupyter_gpuaas.server.queue import fetch_queue
 from jupyter_gpuaas.server.service_client import ServiceAnswer, ServiceClient
 from jupyter_gpuaas.server.state import ServerState
@@ -233,6 +242,105 @@ class ResizeHandler(_JobsHandler):
         _answer(self, answer)
 
 
+class KernelStateHandler(GPUaaSHandler):
+    """``GET gpuaas/api/kernel-state?path=NOTEBOOK``: what the notebook's saved variables are,
+    read from the snapshot's manifest (nothing is loaded; docs/kernel-state.md)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        path = _notebook(self.get_query_argument("path", ""))
+        await self.finish(snapshot_info(path, self.state.kernel_state, Path.home()))
+
+
+class KernelSnapshotHandler(GPUaaSHandler):
+    """``POST gpuaas/api/kernel-state/snapshot`` (``{}``: every kernel; ``{"kernel_id"}``:
+    one): each idle kernel saves its variables, within ``c.GPUaaS.kernel_state_timeout``."""
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        body = _json_body(self)
+        kernel_id = body.get("kernel_id") if isinstance(body, dict) else None
+        settings = self.state.kernel_state
+        if kernel_id is None:
+            outcomes = await snapshot_all_kernels(
+                self.serverapp, settings, deadline_s=settings.timeout
+            )
+        else:
+            kernel_id = _kernel(self, kernel_id)
+            notebook = await _session_path(self, kernel_id)
+            outcomes = [
+                await snapshot_kernel(
+                    self.kernel_manager,
+                    kernel_id,
+                    notebook,
+                    settings,
+                    deadline_s=settings.timeout,
+                )
+            ]
+        await self.finish(
+            {"outcomes": [o.to_json() for o in outcomes], "summary": summarise(outcomes)}
+        )
+
+
+class KernelRestoreHandler(GPUaaSHandler):
+    """``POST gpuaas/api/kernel-state/restore`` (``{"kernel_id", "path", "force"}``): the
+    notebook's saved variables into its new kernel; a kernel that has run cells is left alone
+    unless ``force``. A refused snapshot is a 200 with ``status: "refused"`` and why."""
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        body = _json_body(self)
+        if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+            raise web.HTTPError(400, 'send {"kernel_id": "...", "path": "<notebook>.ipynb"}')
+        path = _notebook(body["path"])
+        kernel_id = _kernel(self, body.get("kernel_id"))
+        try:
+            answer = await restore_kernel(
+                self.kernel_manager,
+                kernel_id,
+                path,
+                self.state.kernel_state,
+                force=body.get("force") is True,
+            )
+        except KernelStateUnavailable as e:
+            self.set_status(409)
+            answer = {
+                "path": path,
+                "kernel_id": kernel_id,
+                "status": "unavailable",
+                "message": str(e),
+            }
+        await self.finish(answer)
+
+
+def _notebook(path: str) -> str:
+    path = path.strip("/")
+    if not path:
+        raise web.HTTPError(400, "name the notebook: path=<notebook>.ipynb")
+    return path
+
+
+def _kernel(handler: GPUaaSHandler, kernel_id: object) -> str:
+    """``kernel_id`` of a running kernel; 400 when it is not an id, 404 when none runs."""
+    if not isinstance(kernel_id, str) or not kernel_id:
+        raise web.HTTPError(400, 'send {"kernel_id": "<id of a running kernel>"}')
+    if kernel_id not in handler.kernel_manager:
+        raise web.HTTPError(404, f"no running kernel {kernel_id[:40]}")
+    return kernel_id
+
+
+async def _session_path(handler: GPUaaSHandler, kernel_id: str) -> str:
+    """The path of the kernel's notebook (or console) session; ``""`` if it has none."""
+    sessions: Any = handler.session_manager
+    for session in await sessions.list_sessions():
+        if (session.get("kernel") or {}).get("id") == kernel_id:
+            return str(session.get("path") or "")
+    return ""
+
+
 RESIZE_TIMEOUT = 20.0
 """Seconds the service may take to check a move (it asks the hub) before it answers."""
 
@@ -255,4 +363,7 @@ def handlers(state: ServerState) -> list[tuple[str, type, dict[str, Any]]]:
         (base + f"jobs/{part}/{part}/notified", JobNotifiedHandler, kw),
         (base + "reclaim/standing", StandingHandler, kw),
         (base + "resize", ResizeHandler, kw),
+        (base + "kernel-state", KernelStateHandler, kw),
+        (base + "kernel-state/snapshot", KernelSnapshotHandler, kw),
+        (base + "kernel-state/restore", KernelRestoreHandler, kw),
     ]

@@ -3,13 +3,15 @@ import {
   type JupyterFrontEnd,
   type JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette, ToolbarButton } from '@jupyterlab/apputils';
+import { ICommandPalette, Notification, ToolbarButton } from '@jupyterlab/apputils';
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import type { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { type IJobsApi, JobsSection, runAsGpuJob } from './jobs';
+import { type IKernelStateApi, KernelStateRestorer } from './kernelState';
+import { DEFAULT_RESTORE_MODE, type RestoreMode, restoreModeOf } from './kernelStateModel';
 import { DEFAULT_REFRESH_SECONDS, GpuPanel } from './panel';
 import { ReclaimAlerts } from './alerts';
 import { ReclaimBanner, ReclaimWatch } from './reclaim';
@@ -26,6 +28,10 @@ export const OPEN_COMMAND = 'jupyter-gpuaas:open-panel';
 
 /** "Run as GPU job…" (docs/jobs.md): the notebook given by `path`, else the current one. */
 export const RUN_AS_JOB_COMMAND = 'jupyter-gpuaas:run-as-gpu-job';
+
+/** "Save variables now" and "Restore saved variables" (docs/kernel-state.md). */
+export const SAVE_VARIABLES_COMMAND = 'jupyter-gpuaas:save-variables';
+export const RESTORE_VARIABLES_COMMAND = 'jupyter-gpuaas:restore-variables';
 
 /** The hub's home page (start a stopped server there), or null outside JupyterHub. */
 function hubHomeUrl(): string | null {
@@ -139,12 +145,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     palette?.addItem({ command: OPEN_COMMAND, category: say('command.category') });
 
+    let restoreMode: RestoreMode = DEFAULT_RESTORE_MODE;
+    addKernelStateParts(app, palette, () => restoreMode);
+
     if (settingRegistry !== null) {
       settingRegistry
         .load(PLUGIN_ID)
         .then(settings => {
           const apply = (): void => {
             panel.refreshInterval = refreshIntervalOf(settings);
+            restoreMode = restoreModeOf(settings.get('restoreVariables').composite);
           };
           apply();
           settings.changed.connect(apply);
@@ -158,6 +168,80 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
   }
 };
+
+/**
+ * A notebook's saved variables: restored into the first kernel of each notebook opened (as the
+ * setting says), and the commands to save and restore by hand (docs/kernel-state.md).
+ */
+function addKernelStateParts(
+  app: JupyterFrontEnd,
+  palette: ICommandPalette | null,
+  mode: () => RestoreMode
+): void {
+  const settings = app.serviceManager.serverSettings;
+  const post = (endpoint: string, body: unknown, accept: number[] = []): Promise<unknown> =>
+    requestAPIAnswer(
+      endpoint,
+      { method: 'POST', body: JSON.stringify(body) },
+      settings,
+      accept
+    ).then(answer => answer.data);
+  const api: IKernelStateApi = {
+    info: path =>
+      requestAPI<unknown>(`kernel-state?path=${encodeURIComponent(path)}`, {}, settings),
+    restore: (kernelId, path, force) =>
+      post('kernel-state/restore', { kernel_id: kernelId, path, force }, [409]),
+    snapshot: kernelId => post('kernel-state/snapshot', { kernel_id: kernelId })
+  };
+  const restorer = new KernelStateRestorer(api, mode);
+  app.docRegistry.addWidgetExtension('Notebook', {
+    createNew: (
+      _widget: IDocumentWidget,
+      context: DocumentRegistry.IContext<DocumentRegistry.IModel>
+    ) => {
+      void restorer.opened(context);
+    }
+  });
+  const current = (): { path: string; kernelId: string } | null => {
+    const widget = app.shell.currentWidget as Partial<IDocumentWidget> | null;
+    const kernel = widget?.context?.sessionContext.session?.kernel;
+    const path = widget?.context?.path;
+    if (!kernel || typeof path !== 'string' || !path.endsWith('.ipynb')) {
+      return null;
+    }
+    return { path, kernelId: kernel.id };
+  };
+  const need = (): { path: string; kernelId: string } | null => {
+    const found = current();
+    if (found === null) {
+      Notification.warning(say('state.noNotebook'), { autoClose: 5000 });
+    }
+    return found;
+  };
+  app.commands.addCommand(SAVE_VARIABLES_COMMAND, {
+    label: say('command.saveVariables'),
+    caption: say('command.saveVariablesCaption'),
+    execute: async () => {
+      const found = need();
+      if (found !== null) {
+        await restorer.save(found.path, found.kernelId);
+      }
+    }
+  });
+  app.commands.addCommand(RESTORE_VARIABLES_COMMAND, {
+    label: say('command.restoreVariables'),
+    caption: say('command.restoreVariablesCaption'),
+    execute: async () => {
+      const found = need();
+      if (found !== null) {
+        await restorer.restore(found.path, found.kernelId, true);
+      }
+    }
+  });
+  for (const command of [SAVE_VARIABLES_COMMAND, RESTORE_VARIABLES_COMMAND]) {
+    palette?.addItem({ command, category: say('command.category') });
+  }
+}
 
 /** The notebook a command runs on: the file browser's selection, else the current notebook. */
 function notebookPath(

@@ -2,10 +2,10 @@
  * Every sentence that JupyterLab shows a data scientist for this extension — the GPU panel's
  * figures and notes, its Queue section, the commands, the reclaim parts of the sidebar, the
  * notifications, the page title and the browser's own notification, the GPU jobs dialog and
- * section, and the way up to a bigger GPU — in one table. `{name}` is filled in
- * by `say()`. labextension/test/messages.test.ts renders each one and checks the words (no
- * Kubernetes reasons, ISO timestamps, HTTP codes or setting names): changing one is a change
- * to this table and to that test.
+ * section, the way up to a bigger GPU, and a notebook's saved variables — in one table.
+ * `{name}` is filled in by `say()`. labextension/test/messages.test.ts renders each one and
+ * checks the words (no Kubernetes reasons, ISO timestamps, HTTP codes or setting names):
+ * changing one is a change to this table and to that test.
  */
 export const MESSAGES = {
   // What the server holds, as its user calls it.
@@ -287,7 +287,35 @@ export const MESSAGES = {
   'cap.wayUp': ' To go on with more, use "{action}" in the GPU panel.',
   'cap.noWayUp':
     ' Use less GPU memory (smaller batches, free tensors), or start a bigger GPU from the hub.',
-  'cap.aKernel': 'A kernel'
+  'cap.aKernel': 'A kernel',
+
+  // A notebook's variables, saved and restored (docs/kernel-state.md).
+  'state.restored': '{notebook}: its variables are back ({names}), in {duration}.',
+  'state.restoredExcept':
+    '{notebook}: its variables are back ({names}), in {duration}, except {lost}.',
+  'state.nothingBack': '{notebook}: no saved variable came back: {lost}.',
+  'state.refused':
+    '{notebook}: the saved variables were not loaded, and this kernel is as it was: {message}',
+  'state.notRestored': '{notebook}: the saved variables could not be restored ({problem}).',
+  'state.ask': '{notebook} has variables saved {ago} ({names}). Restore them into this kernel?',
+  'state.askRestore': 'Restore',
+  'state.askSkip': 'Not now',
+  'state.details': 'Details',
+  'state.detailsTitle': 'Variables of {notebook}',
+  'state.back': 'Back: {names}',
+  'state.notBackOne': 'Not back: {name} ({reason})',
+  'state.saved': 'Variables of {notebook} saved ({size}, in {duration}).',
+  'state.savedExcept': 'Variables of {notebook} saved ({size}, in {duration}), except {lost}.',
+  'state.busy': '{notebook}: not saved, a cell is running. Try again when it is done.',
+  'state.notSaved': 'Variables of {notebook} not saved: {problem}',
+  'state.thisKernel': 'this kernel',
+  'state.noNotebook': 'Open a notebook with a running kernel first.',
+  'command.saveVariables': 'Save variables now',
+  'command.saveVariablesCaption':
+    "Save the current notebook's variables to your home, to come back when it opens again",
+  'command.restoreVariables': 'Restore saved variables',
+  'command.restoreVariablesCaption':
+    "Load the current notebook's saved variables into its kernel (names it already has stay)"
 } as const;
 
 export type MessageKey = keyof typeof MESSAGES;

@@ -69,7 +69,12 @@ const SAMPLE: Record<string, string | number> = {
   waited: '9 min',
   amount: '2',
   resource: 'gpu',
-  shared: 5
+  shared: 5,
+  // a notebook's saved variables
+  names: '`frame`, `array` and 2 more',
+  lost: '`batches` (a generator)',
+  reason: 'a generator',
+  size: '1.2 GiB'
 };
 
 function rendered(): Record<string, string> {

@@ -5,8 +5,12 @@ alone; the routes answer as docs/api.md says."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
 
 from jupyter_gpuaas.core.kernel_state import KernelStateOutcome
 from jupyter_gpuaas.server.kernel_state import (
@@ -14,6 +18,7 @@ from jupyter_gpuaas.server.kernel_state import (
     restore_kernel,
     snapshot_all_kernels,
 )
+from tests.support.api_schema import schema_errors
 from tests.support.jupyter_fetch import Fetch, execute, start_session
 
 BUILD = """
@@ -105,3 +110,84 @@ async def test_a_busy_kernel_is_never_snapshotted(
     folder = jp_home_dir / ".jupyter-gpuaas" / "kernel-state"
     assert [p.name.startswith("idle.ipynb-") for p in folder.glob("*.json")] == [True]
     await running
+
+
+async def post(jp_fetch: Fetch, endpoint: str, body: dict[str, Any]) -> Any:
+    response = await jp_fetch(
+        "gpuaas", "api", "kernel-state", *endpoint.split("/"), method="POST", body=json.dumps(body)
+    )
+    assert response.code == 200
+    return json.loads(response.body)
+
+
+async def get_info(jp_fetch: Fetch, path: str) -> Any:
+    response = await jp_fetch("gpuaas", "api", "kernel-state", params={"path": path})
+    return json.loads(response.body)
+
+
+async def test_the_routes_save_describe_and_restore_and_answer_as_the_schema_says(
+    jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any
+) -> None:
+    kernel = await start_session(jp_fetch, "dir/train.ipynb")
+    await execute(jp_ws_fetch, kernel, BUILD)
+    await wait_idle(jp_serverapp, kernel)
+
+    saved = await post(jp_fetch, "snapshot", {"kernel_id": kernel})
+    assert schema_errors("kernel_state_snapshot", saved) == []
+    [outcome] = saved["outcomes"]
+    assert (outcome["notebook"], outcome["outcome"]) == ("dir/train.ipynb", "kept_with_losses")
+    assert saved["summary"] == ("its variables are back, except `batches` (a generator)")
+
+    info = await get_info(jp_fetch, "dir/train.ipynb")
+    assert schema_errors("kernel_state_info", info) == []
+    assert info["exists"] is True
+    assert set(info["variables"]) == {"np", "pd", "frame", "array", "double"}
+    assert info["lost"] == [{"name": "batches", "reason": "a generator"}]
+    nothing = await get_info(jp_fetch, "other.ipynb")
+    assert (nothing["exists"], nothing["variables"]) == (False, [])
+
+    await shut_down(jp_fetch, kernel)
+    new = await start_session(jp_fetch, "dir/train.ipynb")
+    answer = await post(jp_fetch, "restore", {"kernel_id": new, "path": "dir/train.ipynb"})
+    assert schema_errors("kernel_state_restore", answer) == []
+    assert answer["status"] == "restored"
+    assert answer["not_restored"] == [{"name": "batches", "reason": "a generator"}]
+    assert "frame" in answer["restored"]
+
+
+async def test_a_foreign_snapshot_is_refused_and_the_kernel_is_unharmed(
+    jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any, jp_home_dir: Path
+) -> None:
+    kernel = await start_session(jp_fetch, "train.ipynb")
+    await execute(jp_ws_fetch, kernel, "secret = 42")
+    await wait_idle(jp_serverapp, kernel)
+    await post(jp_fetch, "snapshot", {"kernel_id": kernel})
+    [manifest] = (jp_home_dir / ".jupyter-gpuaas" / "kernel-state").glob("*.json")
+    fields = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**fields, "owner_uid": fields["owner_uid"] + 1}))
+    await shut_down(jp_fetch, kernel)
+
+    new = await start_session(jp_fetch, "train.ipynb")
+    answer = await post(jp_fetch, "restore", {"kernel_id": new, "path": "train.ipynb"})
+    assert answer["status"] == "refused"
+    assert "only your own snapshots are loaded" in answer["message"]
+    assert schema_errors("kernel_state_restore", answer) == []
+    shown = await execute(jp_ws_fetch, new, "print('secret' in globals())")
+    assert shown.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "body", "code"),
+    [
+        ("restore", {"path": "a.ipynb"}, 400),
+        ("restore", {"kernel_id": "k"}, 400),
+        ("restore", {"kernel_id": "no-such-kernel", "path": "a.ipynb"}, 404),
+        ("snapshot", {"kernel_id": "no-such-kernel"}, 404),
+    ],
+)
+async def test_a_bad_request_says_what_to_send(
+    jp_fetch: Fetch, endpoint: str, body: dict[str, Any], code: int
+) -> None:
+    with pytest.raises(HTTPClientError) as refused:
+        await post(jp_fetch, endpoint, body)
+    assert refused.value.code == code

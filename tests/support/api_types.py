@@ -23,6 +23,7 @@ SIDEBAR = "labextension/src/types.ts"
 JOBS = "labextension/src/jobsModel.ts"
 RESIZE = "labextension/src/resizeModel.ts"
 RECLAIM = "labextension/src/reclaimModel.ts"
+KERNEL_STATE = "labextension/src/kernelStateModel.ts"
 CONSOLE = "culler/gpuaas_service/console/src/api.ts"
 CHECKS = "culler/gpuaas_service/console/src/checks.ts"
 
@@ -63,6 +64,13 @@ CHECKED: dict[str, dict[str, str]] = {
         "service_standing_unknown": "IStandingUnknownAnswer",
         "service_standing_known": "IStandingKnownAnswer",
         "service_standing": "IStandingAnswer",
+    },
+    KERNEL_STATE: {
+        "kernel_state_lost": "IKernelStateLost",
+        "kernel_state_outcome": "IKernelStateOutcome",
+        "kernel_state_snapshot": "IKernelStateSnapshot",
+        "kernel_state_info": "IKernelStateInfo",
+        "kernel_state_restore": "IKernelStateRestore",
     },
     CHECKS: {
         "service_doctor_check": "IDoctorCheck",

@@ -1,0 +1,154 @@
+/**
+ * A notebook's variables across a move (docs/kernel-state.md): when a notebook opens with a
+ * new kernel, its saved variables are restored into it before its first cell runs (the
+ * "restoreVariables" setting: automatic, ask, off), and a notification says what came back,
+ * what did not and how long it took. Two commands save and restore by hand.
+ */
+
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
+import type { DocumentRegistry } from '@jupyterlab/docregistry';
+
+import {
+  askMessage,
+  type IStateNotice,
+  type IKernelStateRestore,
+  parseInfo,
+  parseOutcomes,
+  parseRestore,
+  type RestoreMode,
+  restoreNotice,
+  snapshotNotice
+} from './kernelStateModel';
+import { basename } from './format';
+import { say } from './messages';
+import { describeError } from './request';
+
+/** The server extension's kernel-state endpoints (injected, so that tests need no server). */
+export interface IKernelStateApi {
+  info(path: string): Promise<unknown>;
+  restore(kernelId: string, path: string, force: boolean): Promise<unknown>;
+  snapshot(kernelId: string): Promise<unknown>;
+}
+
+const SUCCESS_MS = 10000;
+
+/** Show a notice, with the full lists behind "Details" where there are any. */
+export function showNotice(notice: IStateNotice, notebook: string): void {
+  const actions: Notification.IAction[] =
+    notice.details.length === 0
+      ? []
+      : [
+          {
+            label: say('state.details'),
+            callback: () => {
+              void showDialog({
+                title: say('state.detailsTitle', { notebook }),
+                body: notice.details.join('\n'),
+                buttons: [Dialog.okButton()]
+              });
+            }
+          }
+        ];
+  Notification.emit(notice.message, notice.type, {
+    autoClose: notice.type === 'success' ? SUCCESS_MS : false,
+    actions
+  });
+}
+
+export class KernelStateRestorer {
+  constructor(
+    private readonly _api: IKernelStateApi,
+    private readonly _mode: () => RestoreMode
+  ) {}
+
+  /** A notebook was opened: once its session is ready, offer its saved variables. */
+  async opened(context: DocumentRegistry.IContext<DocumentRegistry.IModel>): Promise<void> {
+    const session = context.sessionContext;
+    await session.ready;
+    const kernel = session.session?.kernel;
+    if (kernel) {
+      await this.offer(context.path, kernel.id);
+    }
+  }
+
+  /** Restore as the setting says: at once, after asking, or not at all. */
+  async offer(path: string, kernelId: string): Promise<void> {
+    const mode = this._mode();
+    if (mode === 'off') {
+      return;
+    }
+    if (mode === 'automatic') {
+      await this.restore(path, kernelId, false);
+      return;
+    }
+    let question: string | null = null;
+    try {
+      const info = parseInfo(await this._api.info(path));
+      question = info === null ? null : askMessage(info);
+    } catch (error) {
+      console.warn(`jupyter-gpuaas: could not read the saved variables of ${path}`, error);
+    }
+    if (question === null) {
+      return;
+    }
+    Notification.info(question, {
+      autoClose: false,
+      actions: [
+        {
+          label: say('state.askRestore'),
+          callback: () => void this.restore(path, kernelId, true)
+        },
+        { label: say('state.askSkip'), callback: () => undefined }
+      ]
+    });
+  }
+
+  /** Ask the server to restore, and say what came of it. */
+  async restore(
+    path: string,
+    kernelId: string,
+    force: boolean
+  ): Promise<IKernelStateRestore | null> {
+    let answer: IKernelStateRestore | null;
+    try {
+      answer = parseRestore(await this._api.restore(kernelId, path, force));
+    } catch (error) {
+      const problem = describeError(error);
+      showNotice(
+        {
+          message: say('state.notRestored', { notebook: basename(path), problem }),
+          type: 'warning',
+          details: []
+        },
+        basename(path)
+      );
+      return null;
+    }
+    const notice = answer === null ? null : restoreNotice(answer);
+    if (notice !== null) {
+      showNotice(notice, basename(path));
+    }
+    return answer;
+  }
+
+  /** "Save variables now" for one kernel. */
+  async save(path: string, kernelId: string): Promise<void> {
+    try {
+      for (const outcome of parseOutcomes(await this._api.snapshot(kernelId))) {
+        showNotice(snapshotNotice(outcome), basename(outcome.notebook || path));
+      }
+    } catch (error) {
+      showNotice(
+        {
+          message: say('state.notSaved', {
+            notebook: basename(path),
+            problem: describeError(error)
+          }),
+          type: 'error',
+          details: []
+        },
+        basename(path)
+      );
+    }
+  }
+}

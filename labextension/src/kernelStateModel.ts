@@ -1,0 +1,288 @@
+/**
+ * A notebook's saved variables, without the DOM (docs/kernel-state.md; the answers of
+ * `gpuaas/api/kernel-state*` in docs/api.md): what the server says, and the words of the
+ * notices that tell the user what came back, what did not and how long it took.
+ */
+
+import { durationWords } from './durations';
+import { basename, formatBytes } from './format';
+import { say } from './messages';
+
+/** Restoring a notebook's variables when it opens with a new kernel (the plugin setting). */
+export type RestoreMode = 'automatic' | 'ask' | 'off';
+
+export const DEFAULT_RESTORE_MODE: RestoreMode = 'automatic';
+
+/** A variable not kept, or not restored, and why. */
+export interface IKernelStateLost {
+  name: string;
+  reason: string;
+}
+
+/** One kernel's snapshot (`POST gpuaas/api/kernel-state/snapshot`, one per kernel). */
+export interface IKernelStateOutcome {
+  kernel_id: string;
+  notebook: string;
+  outcome: 'kept' | 'kept_with_losses' | 'failed' | 'skipped_busy';
+  lost: IKernelStateLost[];
+  error: string;
+  bytes: number;
+  seconds: number;
+  saved_at: string | null;
+}
+
+/** `POST gpuaas/api/kernel-state/snapshot`. */
+export interface IKernelStateSnapshot {
+  outcomes: IKernelStateOutcome[];
+  summary: string;
+}
+
+/** `GET gpuaas/api/kernel-state?path=...`: the snapshot as its manifest lists it. */
+export interface IKernelStateInfo {
+  path: string;
+  exists: boolean;
+  saved_at: string | null;
+  bytes: number;
+  variables: string[];
+  lost: IKernelStateLost[];
+  problem: string | null;
+}
+
+/** `POST gpuaas/api/kernel-state/restore`. */
+export interface IKernelStateRestore {
+  path: string;
+  kernel_id: string;
+  status: 'restored' | 'none' | 'skipped' | 'refused' | 'unavailable';
+  message: string;
+  restored?: string[];
+  not_restored?: IKernelStateLost[];
+  notes?: string[];
+  bytes?: number;
+  seconds?: number;
+  saved_at?: string | null;
+}
+
+/** A notice to show: its words, its kind, and the full lists behind a "Details" button. */
+export interface IStateNotice {
+  message: string;
+  type: 'success' | 'warning' | 'error' | 'info';
+  details: string[];
+}
+
+const NAMED = 3;
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function lostList(value: unknown): IKernelStateLost[] {
+  if (!Array.isArray(value)) {
+    return [];
+  }
+  return value.filter(isRecord).map(v => ({
+    name: String(v.name),
+    reason: typeof v.reason === 'string' ? v.reason : ''
+  }));
+}
+
+function strings(value: unknown): string[] {
+  return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
+}
+
+/** The restore answer, or null when the body is not one. */
+export function parseRestore(data: unknown): IKernelStateRestore | null {
+  const statuses = ['restored', 'none', 'skipped', 'refused', 'unavailable'];
+  if (!isRecord(data) || typeof data.status !== 'string' || !statuses.includes(data.status)) {
+    return null;
+  }
+  return {
+    path: typeof data.path === 'string' ? data.path : '',
+    kernel_id: typeof data.kernel_id === 'string' ? data.kernel_id : '',
+    status: data.status as IKernelStateRestore['status'],
+    message: typeof data.message === 'string' ? data.message : '',
+    restored: strings(data.restored),
+    not_restored: lostList(data.not_restored),
+    notes: strings(data.notes),
+    bytes: typeof data.bytes === 'number' ? data.bytes : 0,
+    seconds: typeof data.seconds === 'number' ? data.seconds : 0,
+    saved_at: typeof data.saved_at === 'string' ? data.saved_at : null
+  };
+}
+
+/** The snapshot info, or null when the body is not one. */
+export function parseInfo(data: unknown): IKernelStateInfo | null {
+  if (!isRecord(data) || typeof data.exists !== 'boolean') {
+    return null;
+  }
+  return {
+    path: typeof data.path === 'string' ? data.path : '',
+    exists: data.exists,
+    saved_at: typeof data.saved_at === 'string' ? data.saved_at : null,
+    bytes: typeof data.bytes === 'number' ? data.bytes : 0,
+    variables: strings(data.variables),
+    lost: lostList(data.lost),
+    problem: typeof data.problem === 'string' ? data.problem : null
+  };
+}
+
+/** The snapshot answer's outcomes (those that parse). */
+export function parseOutcomes(data: unknown): IKernelStateOutcome[] {
+  if (!isRecord(data) || !Array.isArray(data.outcomes)) {
+    return [];
+  }
+  return data.outcomes.filter(isRecord).map(o => ({
+    kernel_id: String(o.kernel_id),
+    notebook: typeof o.notebook === 'string' ? o.notebook : '',
+    outcome: (['kept', 'kept_with_losses', 'failed', 'skipped_busy'].includes(String(o.outcome))
+      ? o.outcome
+      : 'failed') as IKernelStateOutcome['outcome'],
+    lost: lostList(o.lost),
+    error: typeof o.error === 'string' ? o.error : '',
+    bytes: typeof o.bytes === 'number' ? o.bytes : 0,
+    seconds: typeof o.seconds === 'number' ? o.seconds : 0,
+    saved_at: typeof o.saved_at === 'string' ? o.saved_at : null
+  }));
+}
+
+/** "`frame`, `array` and 2 more". */
+export function namesWords(names: readonly string[], named = NAMED): string {
+  const shown = names.slice(0, named).map(n => `\`${n}\``);
+  if (names.length > named) {
+    shown.push(`${String(names.length - named)} more`);
+  }
+  return shown.length <= 1
+    ? (shown[0] ?? '')
+    : `${shown.slice(0, -1).join(', ')} and ${shown[shown.length - 1]}`;
+}
+
+/** "`batches` (a generator) and 1 more": the first lost variable with its reason. */
+export function lostWords(lost: readonly IKernelStateLost[]): string {
+  if (lost.length === 0) {
+    return '';
+  }
+  const first = `\`${lost[0].name}\` (${lost[0].reason})`;
+  return lost.length === 1 ? first : `${first} and ${String(lost.length - 1)} more`;
+}
+
+function seconds(value: number): string {
+  return value < 10 ? `${value.toFixed(1)} s` : durationWords(Math.round(value));
+}
+
+function detailLines(restored: readonly string[], lost: readonly IKernelStateLost[]): string[] {
+  const lines = restored.length > 0 ? [say('state.back', { names: restored.join(', ') })] : [];
+  for (const v of lost) {
+    lines.push(say('state.notBackOne', { name: v.name, reason: v.reason }));
+  }
+  return lines;
+}
+
+/**
+ * What to tell the user after a restore; null when there is nothing to say (no snapshot,
+ * a kernel that had already run cells and was left alone, a snapshot with nothing in it).
+ */
+export function restoreNotice(answer: IKernelStateRestore): IStateNotice | null {
+  const notebook = basename(answer.path);
+  if (answer.status === 'none' || answer.status === 'skipped') {
+    return null;
+  }
+  if (answer.status === 'refused') {
+    return {
+      message: say('state.refused', { notebook, message: answer.message }),
+      type: 'error',
+      details: [answer.message]
+    };
+  }
+  if (answer.status === 'unavailable') {
+    return {
+      message: say('state.notRestored', { notebook, problem: answer.message }),
+      type: 'warning',
+      details: [answer.message]
+    };
+  }
+  const restored = answer.restored ?? [];
+  const lost = answer.not_restored ?? [];
+  const notes = answer.notes ?? [];
+  if (restored.length === 0 && lost.length === 0) {
+    return null;
+  }
+  const duration = seconds(answer.seconds ?? 0);
+  const details = [...detailLines(restored, lost), ...notes];
+  if (restored.length === 0) {
+    return {
+      message: say('state.nothingBack', { notebook, lost: lostWords(lost) }),
+      type: 'warning',
+      details
+    };
+  }
+  const names = namesWords(restored);
+  if (lost.length === 0) {
+    return {
+      message: say('state.restored', { notebook, names, duration }),
+      type: notes.length > 0 ? 'warning' : 'success',
+      details
+    };
+  }
+  return {
+    message: say('state.restoredExcept', { notebook, names, duration, lost: lostWords(lost) }),
+    type: 'warning',
+    details
+  };
+}
+
+/** The question of the "ask" setting, or null when there is nothing to restore. */
+export function askMessage(info: IKernelStateInfo, now: Date = new Date()): string | null {
+  if (!info.exists || (info.variables.length === 0 && info.problem === null)) {
+    return null;
+  }
+  const saved = info.saved_at === null ? NaN : Date.parse(info.saved_at);
+  const ago = Number.isNaN(saved)
+    ? say('relative.justNow')
+    : say('relative.ago', {
+        duration: durationWords(Math.max(0, Math.round((now.getTime() - saved) / 1000)))
+      });
+  return say('state.ask', {
+    notebook: basename(info.path),
+    ago,
+    names: namesWords(info.variables)
+  });
+}
+
+/** What to tell the user after "Save variables now". */
+export function snapshotNotice(outcome: IKernelStateOutcome): IStateNotice {
+  const notebook = basename(outcome.notebook) || say('state.thisKernel');
+  const details = detailLines([], outcome.lost);
+  const size = formatBytes(outcome.bytes);
+  const duration = seconds(outcome.seconds);
+  switch (outcome.outcome) {
+    case 'kept':
+      return {
+        message: say('state.saved', { notebook, size, duration }),
+        type: 'success',
+        details
+      };
+    case 'kept_with_losses':
+      return {
+        message: say('state.savedExcept', {
+          notebook,
+          size,
+          duration,
+          lost: lostWords(outcome.lost)
+        }),
+        type: 'warning',
+        details
+      };
+    case 'skipped_busy':
+      return { message: say('state.busy', { notebook }), type: 'warning', details };
+    default:
+      return {
+        message: say('state.notSaved', { notebook, problem: outcome.error }),
+        type: 'error',
+        details: [outcome.error]
+      };
+  }
+}
+
+/** The plugin setting's value, or the default for anything else. */
+export function restoreModeOf(value: unknown): RestoreMode {
+  return value === 'automatic' || value === 'ask' || value === 'off' ? value : DEFAULT_RESTORE_MODE;
+}

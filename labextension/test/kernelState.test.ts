@@ -1,0 +1,169 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+
+import {
+  askMessage,
+  type IKernelStateInfo,
+  type IKernelStateOutcome,
+  type IKernelStateRestore,
+  type IStateNotice,
+  namesWords,
+  parseInfo,
+  parseOutcomes,
+  parseRestore,
+  restoreModeOf,
+  restoreNotice,
+  snapshotNotice
+} from '../src/kernelStateModel';
+
+const RESTORED = {
+  path: 'work/train.ipynb',
+  kernel_id: 'k1',
+  status: 'restored',
+  message: '',
+  restored: ['frame', 'array', 'np'],
+  not_restored: [{ name: 'batches', reason: 'a generator' }],
+  notes: [],
+  bytes: 2048,
+  seconds: 1.2,
+  saved_at: '2026-12-06T14:02:00.000Z'
+};
+
+function restoreAnswer(data: unknown): IKernelStateRestore {
+  const answer = parseRestore(data);
+  assert.ok(answer !== null);
+  return answer;
+}
+
+function noticeOf(data: unknown): IStateNotice {
+  const notice = restoreNotice(restoreAnswer(data));
+  assert.ok(notice !== null);
+  return notice;
+}
+
+function infoOf(data: unknown): IKernelStateInfo {
+  const info = parseInfo(data);
+  assert.ok(info !== null);
+  return info;
+}
+
+describe('restoreNotice', () => {
+  test('says what came back, what did not and how long it took', () => {
+    const notice = noticeOf(RESTORED);
+    assert.deepEqual(notice, {
+      message:
+        'train.ipynb: its variables are back (`frame`, `array` and `np`), in 1.2 s, except ' +
+        '`batches` (a generator).',
+      type: 'warning',
+      details: ['Back: frame, array, np', 'Not back: batches (a generator)']
+    });
+  });
+
+  test('all back is a success', () => {
+    const notice = noticeOf({ ...RESTORED, not_restored: [] });
+    assert.equal(notice.type, 'success');
+    assert.equal(
+      notice.message,
+      'train.ipynb: its variables are back (`frame`, `array` and `np`), in 1.2 s.'
+    );
+  });
+
+  test('a refused snapshot says why and that the kernel is unharmed', () => {
+    const message = 'the snapshot was written by user id 1001, not by you (1000)';
+    const notice = noticeOf({ ...RESTORED, status: 'refused', message });
+    assert.equal(notice.type, 'error');
+    assert.match(notice.message, /this kernel is as it was: the snapshot was written by/);
+  });
+
+  test('nothing to say: no snapshot, a kernel that ran cells, an empty snapshot', () => {
+    assert.equal(restoreNotice(restoreAnswer({ ...RESTORED, status: 'none' })), null);
+    assert.equal(restoreNotice(restoreAnswer({ ...RESTORED, status: 'skipped' })), null);
+    const empty = { ...RESTORED, restored: [], not_restored: [] };
+    assert.equal(restoreNotice(restoreAnswer(empty)), null);
+  });
+
+  test('a GPU tensor put on the CPU is noted', () => {
+    const note = '`w` was on cuda:0; no cuda device here: it is on the CPU';
+    const notice = noticeOf({ ...RESTORED, not_restored: [], notes: [note] });
+    assert.equal(notice.type, 'warning');
+    assert.ok(notice.details.includes(note));
+  });
+});
+
+describe('parsing', () => {
+  test('bodies that are not answers are null or empty', () => {
+    assert.equal(parseRestore({ status: 'bogus' }), null);
+    assert.equal(parseRestore('text'), null);
+    assert.equal(parseInfo({}), null);
+    assert.deepEqual(parseOutcomes({ outcomes: 'x' }), []);
+  });
+
+  test('the setting falls back to automatic', () => {
+    assert.equal(restoreModeOf('ask'), 'ask');
+    assert.equal(restoreModeOf('off'), 'off');
+    assert.equal(restoreModeOf(undefined), 'automatic');
+    assert.equal(restoreModeOf('sometimes'), 'automatic');
+  });
+});
+
+describe('askMessage', () => {
+  const info = {
+    path: 'train.ipynb',
+    exists: true,
+    saved_at: '2026-12-06T14:02:00.000Z',
+    bytes: 10,
+    variables: ['frame', 'array', 'np', 'model', 'x'],
+    lost: [],
+    problem: null
+  };
+  test('names the variables and when they were saved', () => {
+    assert.equal(
+      askMessage(infoOf(info), new Date('2026-12-06T14:14:00Z')),
+      'train.ipynb has variables saved 12 min ago (`frame`, `array`, `np` and 2 more). ' +
+        'Restore them into this kernel?'
+    );
+  });
+  test('asks nothing without a snapshot', () => {
+    assert.equal(askMessage(infoOf({ ...info, exists: false })), null);
+  });
+});
+
+describe('snapshotNotice', () => {
+  const outcome: IKernelStateOutcome = {
+    kernel_id: 'k1',
+    notebook: 'train.ipynb',
+    outcome: 'kept_with_losses',
+    lost: [{ name: 'batches', reason: 'a generator' }],
+    error: '',
+    bytes: 3 * 2 ** 20,
+    seconds: 0.4,
+    saved_at: '2026-12-06T14:02:00.000Z'
+  };
+  test('names what was not saved', () => {
+    const notice = snapshotNotice(outcome);
+    assert.equal(notice.type, 'warning');
+    assert.match(
+      notice.message,
+      /^Variables of train.ipynb saved \(3(\.0)? MiB, in 0.4 s\), except `batches` \(a generator\)\.$/
+    );
+  });
+  test('a busy kernel and a failure say so', () => {
+    assert.match(
+      snapshotNotice({ ...outcome, outcome: 'skipped_busy' }).message,
+      /a cell is running/
+    );
+    const failed = snapshotNotice({
+      ...outcome,
+      outcome: 'failed',
+      error: 'not enough free space'
+    });
+    assert.equal(failed.type, 'error');
+    assert.match(failed.message, /not saved: not enough free space/);
+  });
+});
+
+test('namesWords', () => {
+  assert.equal(namesWords([]), '');
+  assert.equal(namesWords(['a']), '`a`');
+  assert.equal(namesWords(['a', 'b']), '`a` and `b`');
+});
