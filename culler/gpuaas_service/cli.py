@@ -100,6 +100,14 @@ def _parser() -> argparse.ArgumentParser:
         " inside its pod)",
     )
     parser.add_argument(
+        "--only",
+        metavar="PREFIX",
+        action="append",
+        help="with --doctor: print and judge only the checks whose name starts with PREFIX"
+        " (repeatable; e.g. --only kueue --only localqueue after installing Kueue and the"
+        " queues); exit 1 if none has such a name",
+    )
+    parser.add_argument(
         "--kueue-namespace",
         metavar="NAMESPACE",
         default="kueue-system",
@@ -218,6 +226,11 @@ def _doctor(args: argparse.Namespace) -> int:
         kueue_namespace=args.kueue_namespace,
     )
     checks = asyncio.run(run_doctor(settings))
+    if args.only:
+        checks = [c for c in checks if c.name.startswith(tuple(args.only))]
+        if not checks:
+            sys.stderr.write(f"no check is named {' or '.join(args.only)}...\n")
+            return 1
     for check in checks:
         line = json.dumps(check.as_dict(), sort_keys=True) if args.json else check.line()
         sys.stdout.write(line + "\n")

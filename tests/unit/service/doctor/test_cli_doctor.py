@@ -93,3 +93,14 @@ def test_a_missing_config_file_is_a_clear_error(
 def test_service_account_needs_a_namespace(seen: dict[str, Any]) -> None:
     with pytest.raises(SystemExit):
         cli.main(["--doctor", "--as-service-account", "gpuaas"])
+
+
+def test_only_judges_the_named_checks(
+    seen: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen["checks"] = BAD
+    assert cli.main(["--doctor", "--only", "hub"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 checks: all ok"
+    assert cli.main(["--doctor", "--only", "hub", "--only", "localqueue."]) == 1
+    assert cli.main(["--doctor", "--only", "nothing"]) == 1
+    assert "no check is named nothing" in capsys.readouterr().err
