@@ -133,7 +133,7 @@ async def test_the_console_page_every_gpu_and_a_team_leads_view(console: Console
             page, errors = await open_page(chromium, console, "operator")
             for card in ("holds", "idle", "queued", "next"):
                 await page.locator(f"#overview #{card}").wait_for()
-            assert "GPU-eq. idle in 2 workbench(es)" in await page.locator("#idle").inner_text()
+            assert "GPU-eq. idle in 2 workbenches" in await page.locator("#idle").inner_text()
             await page.locator("#overview #queued li[data-team='team-a']").wait_for()
             for holder, node in (("alice", "gpu-node-0"), ("bob", "gpu-node-1")):
                 row = page.locator(f"#gpus tr[data-holder='{holder}']")
@@ -149,7 +149,7 @@ async def test_the_console_page_every_gpu_and_a_team_leads_view(console: Console
                 text = await seen(free)
                 assert f"MIG 1g.5gb × {left}" in text, text
                 assert "nobody" in text, text
-            assert "0.86 free" in await seen(page.locator("#gpu-nodes"))
+            assert "0.86 GPU-eq. free" in await seen(page.locator("#gpu-nodes"))
             await page.select_option("#g-state", "free")
             await page.locator("#gpus tr[data-holder='alice']").wait_for(state="detached")
             assert await page.locator("#gpus tbody tr").count() == 2
@@ -161,7 +161,7 @@ async def test_the_console_page_every_gpu_and_a_team_leads_view(console: Console
             assert "3 × MIG 1g.5gb" in quota, quota  # a person's units, not Kueue's integers
             assert await team.locator(".scale").count() >= 2  # today's bar and the quota's
             # erin's pod was admitted and went without ever being Ready: a failed start
-            assert "1 failed start(s)" in await seen(team)
+            assert ", 1 failed start" in await seen(team)
             # the quota rows with nothing in them: their table is made when opened, and they
             # stay open when the next answer draws the teams again
             folded = team.locator("details.folded")

@@ -300,7 +300,7 @@ async def test_free_gpus_per_node_from_the_node_objects(warned: CullerHub, brows
     await h100_row.wait_for()
     assert "8 GPUs" in await seen(h100_row)
     assert await admin.locator("#gpus tbody tr:not([data-state='free'])").count() == 0
-    assert "8 free" in await seen(admin.locator("#gpu-nodes"))
+    assert "8 GPU-eq. free" in await seen(admin.locator("#gpu-nodes"))
 
 
 async def test_policy_preview_paths_and_a_shorter_idle_after(

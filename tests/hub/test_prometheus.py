@@ -260,7 +260,10 @@ async def test_the_console_page_draws_the_history_charts(
     await page.goto(f"{hub.url}/services/gpuaas/console/")
     await page.wait_for_selector('#history-charts figure[data-chart="Reclaims per step"] canvas')
     assert await page.locator("#history-charts figure").count() == 7
-    assert "From Prometheus, one point per 2 min." in await seen(page.locator("#history-status"))
+    # minutes of data: the range follows it (issue 39), not a sliver at the edge of "last 6h"
+    chosen = await page.locator("#history-range").input_value()
+    assert chosen in ("15m", "1h"), chosen
+    assert "From Prometheus, one point per 15 s." in await seen(page.locator("#history-status"))
     legend = await seen(page.locator('#history-charts figure[data-chart="Reclaims per step"]'))
     assert "team-a" in legend
     assert "team-b" in legend

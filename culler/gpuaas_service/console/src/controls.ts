@@ -2,6 +2,8 @@
 
 import { h } from '../../../../labextension/src/dom.js';
 
+import { count } from './format.js';
+
 /** The element with id `id`, which the page has (console.html). */
 export function byId(id: string): HTMLElement {
   const element = document.getElementById(id);
@@ -123,7 +125,7 @@ export function fillRows<T>(
         h(
           'td',
           { colspan: String(columns) },
-          `${String(left)} more row(s) not drawn. `,
+          `${count(left, 'more row', 'more rows')} not drawn. `,
           more(`Show ${String(Math.min(left, ROWS_AT_ONCE))} more`, ROWS_AT_ONCE),
           ' ',
           more(`Show all ${String(rows.length)}`, left)

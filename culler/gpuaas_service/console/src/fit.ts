@@ -7,6 +7,7 @@ import { h } from '../../../../labextension/src/dom.js';
 
 import type { IFit, IFitRow, IMigNode } from './api.js';
 import { byId } from './controls.js';
+import { count } from './format.js';
 
 /** Up to this many teams are shown unfolded; more are folded until opened. */
 const UNFOLDED_TEAMS = 3;
@@ -38,7 +39,7 @@ function usersTable(users: readonly IFitRow[]): HTMLElement {
           { 'data-user': u.user },
           h('td', {}, u.key),
           h('td', {}, `${u.offering_name} (${u.gpu_equivalents} GPU-eq.)`),
-          h('td', {}, u.peak ? `${u.peak} (${String(u.sessions)} session(s))` : 'not measured'),
+          h('td', {}, u.peak ? `${u.peak} (${count(u.sessions, 'session')})` : 'not measured'),
           h(
             'td',
             { class: u.advised && u.advised !== u.offering ? 'advice' : '' },

@@ -40,3 +40,8 @@ export function niceCeiling(value: number): number {
   }
   return 10 * power;
 }
+
+/** "1 workbench", "3 workbenches", "0 workloads": a count with its noun in the right number. */
+export function count(n: number, one: string, many = `${one}s`): string {
+  return `${String(n)} ${n === 1 ? one : many}`;
+}

@@ -8,7 +8,7 @@ import { h } from '../../../../labextension/src/dom.js';
 
 import type { IGpuRow, IGpus } from './api.js';
 import { byId, fillRows, fillSelect, valueOf } from './controls.js';
-import { duration, gib, secondsSince, when } from './format.js';
+import { count, duration, gib, secondsSince, when } from './format.js';
 
 let latest: IGpus | null = null;
 
@@ -90,8 +90,11 @@ export function drawGpus(): void {
   const nodes = latest.nodes
     .map(
       n =>
-        `${n.node || 'node not known'}: ${n.gpu_equivalents} GPU-eq. in ${String(n.holdings)}, ${String(n.idle)} idle` +
-        (n.free_gpu_equivalents !== '0' ? `, ${n.free_gpu_equivalents} free` : '')
+        `${n.node || 'node not known'}: ` +
+        (n.holdings > 0
+          ? `${n.gpu_equivalents} GPU-eq. held in ${count(n.holdings, 'holding')} (${String(n.idle)} idle)`
+          : 'nothing held') +
+        (n.free_gpu_equivalents !== '0' ? `, ${n.free_gpu_equivalents} GPU-eq. free` : '')
     )
     .join(' · ');
   byId('gpu-nodes').textContent = nodes || 'No GPU is held or free.';

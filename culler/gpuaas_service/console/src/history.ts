@@ -20,7 +20,15 @@ import { h } from '../../../../labextension/src/dom.js';
 import type { IConsoleSection } from './sections.js';
 
 const REFRESH_MS = 60_000;
-const RANGES = ['1h', '6h', '1d', '7d'] as const;
+const RANGES = ['15m', '1h', '6h', '1d', '7d'] as const;
+type Range = (typeof RANGES)[number];
+const RANGE_SECONDS: Record<Range, number> = {
+  '15m': 900,
+  '1h': 3600,
+  '6h': 6 * 3600,
+  '1d': 86_400,
+  '7d': 7 * 86_400
+};
 const UPLOT_JS = 'static/js/vendor/uplot.js';
 const UPLOT_CSS = 'static/js/vendor/uplot.css';
 /** Chart drawing between two chances for the browser to paint (under a long task's 50 ms). */
@@ -51,6 +59,35 @@ export function chartModels(answer: IHistory): IChartModel[] | null {
     note: chart.note ?? '',
     empty: chart.series.every(s => s.values.every(v => v === null))
   }));
+}
+
+/**
+ * `title (unit)`, or `title` alone where it already names its unit ("Allocated
+ * GPU-equivalents", not "Allocated GPU-equivalents (GPU-equivalents)").
+ */
+export function chartTitle(title: string, unit: string): string {
+  return unit && !title.toLowerCase().includes(unit.toLowerCase()) ? `${title} (${unit})` : title;
+}
+
+/**
+ * The shortest range, no longer than `current`, that holds all of `answer`'s data with a
+ * little room (pure): a console minutes old opens on its minutes, not on a sliver at the right
+ * edge of six hours. `current` where there is no data, or it spans the whole range already.
+ */
+export function fittingRange(answer: IHistory, current: Range): Range {
+  if (!answer.available) {
+    return current;
+  }
+  const times = answer.times;
+  const first = times.findIndex((_, k) =>
+    answer.charts.some(c => c.series.some(s => s.values[k] !== null))
+  );
+  if (first < 0 || times.length === 0) {
+    return current;
+  }
+  const span = (times[times.length - 1] ?? 0) - (times[first] ?? 0) + answer.step;
+  const fits = RANGES.find(r => RANGE_SECONDS[r] >= span * 1.25);
+  return fits !== undefined && RANGE_SECONDS[fits] < RANGE_SECONDS[current] ? fits : current;
 }
 
 /**
@@ -115,7 +152,7 @@ function options(model: IChartModel, width: number): uPlot.Options {
   return {
     width,
     height: 180,
-    title: `${model.title} (${model.unit})`,
+    title: chartTitle(model.title, model.unit),
     series: [
       {},
       ...model.names.map((name, i) => ({
@@ -132,7 +169,9 @@ function options(model: IChartModel, width: number): uPlot.Options {
 
 class HistorySection implements IConsoleSection {
   readonly id = 'history';
-  private range: (typeof RANGES)[number] = '6h';
+  private range: Range = '6h';
+  /** The range follows the data there is until the reader picks one. */
+  private picked = false;
   private plots: uPlot[] = [];
   private timer = 0;
   /** Counts the draws begun: a draw that a newer one overtook stops. */
@@ -150,7 +189,8 @@ class HistorySection implements IConsoleSection {
       picker.append(option);
     }
     picker.addEventListener('change', () => {
-      this.range = picker.value as (typeof RANGES)[number];
+      this.range = picker.value as Range;
+      this.picked = true;
       void this.refresh();
     });
     root.replaceChildren(
@@ -171,7 +211,13 @@ class HistorySection implements IConsoleSection {
       return;
     }
     try {
-      const answer = await request<IHistory>(`../api/console/history?range=${this.range}`);
+      let answer = await request<IHistory>(`../api/console/history?range=${this.range}`);
+      const fitting = this.picked ? this.range : fittingRange(answer, this.range);
+      if (fitting !== this.range) {
+        this.range = fitting;
+        this.showRange();
+        answer = await request<IHistory>(`../api/console/history?range=${this.range}`);
+      }
       const models = chartModels(answer);
       if (models === null || !answer.available) {
         this.clear(holder);
@@ -188,6 +234,14 @@ class HistorySection implements IConsoleSection {
       status.textContent = `History is unavailable: ${why}. The live view is not affected.`;
     }
     this.timer = window.setTimeout(() => void this.refresh(), REFRESH_MS);
+  }
+
+  /** The picker shows the range in use (chosen from the data, or by the reader). */
+  private showRange(): void {
+    const picker = document.getElementById('history-range');
+    if (picker instanceof HTMLSelectElement) {
+      picker.value = this.range;
+    }
   }
 
   private clear(holder: HTMLElement): void {

@@ -7,7 +7,7 @@ import { h } from '../../../../labextension/src/dom.js';
 
 import type { IConsole, IGpus, IWorkbench } from './api.js';
 import { byId } from './controls.js';
-import { duration, when } from './format.js';
+import { count, duration, when } from './format.js';
 
 const SHOWN = 5;
 
@@ -37,7 +37,7 @@ function holds(data: IConsole, gpus: IGpus | null): HTMLElement {
         'tr',
         { 'data-team': t.team },
         h('td', {}, t.team),
-        h('td', {}, `${t.now.allocated} in ${String(t.now.servers)} workbench(es)`),
+        h('td', {}, `${t.now.allocated} in ${count(t.now.servers, 'workbench', 'workbenches')}`),
         h('td', {}, figure(training.get(t.team) ?? 0))
       )
     );
@@ -72,7 +72,7 @@ function idle(data: IConsole): HTMLElement {
     h(
       'p',
       { class: 'big' },
-      `${figure(held)} GPU-eq. idle in ${String(rows.length)} workbench(es)`
+      `${figure(held)} GPU-eq. idle in ${count(rows.length, 'workbench', 'workbenches')}`
     ),
     h(
       'ul',
@@ -98,9 +98,10 @@ function queued(data: IConsole): HTMLElement {
     h(
       'p',
       { class: 'big' },
-      `${String(teams.reduce((n, t) => n + t.queued.workloads, 0))} workload(s), ${figure(
-        sum(teams.map(t => t.queued.gpu_equivalents))
-      )} GPU-eq.`
+      `${count(
+        teams.reduce((n, t) => n + t.queued.workloads, 0),
+        'workload'
+      )}, ${figure(sum(teams.map(t => t.queued.gpu_equivalents)))} GPU-eq.`
     ),
     h(
       'ul',
@@ -142,7 +143,7 @@ function next(data: IConsole): HTMLElement {
     h(
       'p',
       { class: 'big' },
-      steps.length ? `${String(steps.length)} step(s) planned` : 'Nothing planned'
+      steps.length ? `${count(steps.length, 'step')} planned` : 'Nothing planned'
     ),
     h(
       'ul',

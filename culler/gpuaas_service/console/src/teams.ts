@@ -7,7 +7,7 @@ import { h } from '../../../../labextension/src/dom.js';
 
 import type { IFlavorRow, ITeam } from './api.js';
 import { byId, scaledBar } from './controls.js';
-import { duration, niceCeiling } from './format.js';
+import { count, duration, niceCeiling } from './format.js';
 
 function quotaTable(rows: readonly IFlavorRow[]): HTMLElement {
   return h(
@@ -84,18 +84,17 @@ function teamCard(t: ITeam, scaleHours: number): HTMLElement {
     h(
       'p',
       {},
-      `Now: ${String(t.now.servers)} GPU workbench(es) holding ${t.now.allocated} GPU-eq. (${t.now.busy} busy, ${t.now.idle} idle, ${t.now.unknown} unknown). ` +
-        `Queued: ${String(q.workloads)} workload(s), ${q.gpu_equivalents} GPU-eq.` +
+      `Now: ${count(t.now.servers, 'GPU workbench', 'GPU workbenches')} holding ${t.now.allocated} GPU-eq. (${t.now.busy} busy, ${t.now.idle} idle, ${t.now.unknown} unknown). ` +
+        `Queued: ${count(q.workloads, 'workload')}, ${q.gpu_equivalents} GPU-eq.` +
         (q.oldest_wait_seconds !== null
-          ? `, oldest waiting ${duration(q.oldest_wait_seconds)}`
-          : '') +
-        '.'
+          ? `, oldest waiting ${duration(q.oldest_wait_seconds)}.`
+          : '')
     ),
     h(
       'p',
       {},
       `Today: ${hours.allocated_hours.toFixed(2)} GPU-eq. hours allocated, ${hours.busy_hours.toFixed(2)} busy, ${hours.idle_hours.toFixed(2)} idle; ` +
-        `${String(hours.reclaims)} reclaim(s), ${String(hours.failed_starts)} failed start(s)`
+        `${count(hours.reclaims, 'reclaim')}, ${count(hours.failed_starts, 'failed start')}`
     ),
     scaledBar(
       `${t.team}: ${String(hours.allocated_hours)} GPU-eq. hours allocated today, ${String(hours.busy_hours)} busy, ${String(hours.idle_hours)} idle`,
@@ -137,7 +136,7 @@ function folded(team: string, rows: readonly IFlavorRow[]): HTMLElement {
   const box = h(
     'details',
     { class: 'folded' },
-    h('summary', {}, `${String(rows.length)} quota row(s) with nothing in use`)
+    h('summary', {}, `${count(rows.length, 'quota row')} with nothing in use`)
   );
   const fill = (): void => {
     if (box.open && box.childElementCount === 1) {
