@@ -23,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
 
@@ -276,10 +278,18 @@ class Resizer:
     """Seconds a stop may take before the move gives up (the hub's own stop timeout is less)."""
     poll_interval: float = 0.5
     """Seconds between asking the hub whether the server has stopped."""
+    offer_seconds: float = 5.0
+    """How long the hub's answer about a user serves ``GET api/resize`` again (a sidebar
+    asks often; a move always asks afresh, and forgets what was kept of the user)."""
+    clock: Callable[[], float] = field(default=time.monotonic)
+    max_kept: int = 10_000
+    """Users whose hub answer is kept at most (the least recently asked is forgotten)."""
 
     def __post_init__(self) -> None:
         self.moving: dict[tuple[str, str], asyncio.Task[None]] = {}
         self.last_error: dict[tuple[str, str], str] = {}
+        self._kept: OrderedDict[str, tuple[float, dict[str, Any] | None]] = OrderedDict()
+        self.hub_asked = 0
 
     def _catalog(self) -> Catalog:
         catalog = self.catalog()
@@ -287,10 +297,27 @@ class Resizer:
             raise ResizeRefused(503, "no catalog is configured (c.GPUaaSService.catalog_file)")
         return catalog
 
-    async def _running(self, user: str, server: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    async def _user(self, user: str, *, kept: bool) -> dict[str, Any] | None:
+        """The hub's model of ``user``; ``kept``: one asked within :attr:`offer_seconds` will
+        do (``GET api/resize``), else asked afresh (a move)."""
+        now = self.clock()
+        found = self._kept.get(user)
+        if kept and found is not None and now - found[0] < self.offer_seconds:
+            return found[1]
+        self.hub_asked += 1
+        model = await self.hub.user(user)
+        self._kept.pop(user, None)
+        self._kept[user] = (now, model)
+        while len(self._kept) > self.max_kept:
+            self._kept.popitem(last=False)
+        return model
+
+    async def _running(
+        self, user: str, server: str, *, kept: bool = False
+    ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
         """(the running server's model, all the user's servers); 409 when it is not running."""
         try:
-            model = await self.hub.user(user)
+            model = await self._user(user, kept=kept)
         except HubError as e:
             raise ResizeRefused(503, f"the hub cannot be asked now: {e}") from None
         servers = (model or {}).get("servers") or {}
@@ -326,7 +353,7 @@ class Resizer:
         """``GET api/resize``: the offering that runs and the next size up (``null`` and why
         not when there is none)."""
         catalog = self._catalog()
-        running, servers = await self._running(user, server)
+        running, servers = await self._running(user, server, kept=True)
         choice = current_choice(catalog, groups, running.get("user_options"))
         answer: dict[str, Any] = {
             "current": _offering_json(choice.offering, choice.count),
@@ -369,6 +396,7 @@ class Resizer:
         self._not_moving(user, server)  # asked twice at once: the first to get here moves
         options = planned.as_user_options()
         self.last_error.pop(key, None)
+        self._kept.pop(user, None)  # its servers are changing: the next offer asks afresh
         task = asyncio.ensure_future(self._stop_and_start(user, server, options))
         self.moving[key] = task
         task.add_done_callback(lambda _t: self.moving.pop(key, None))
@@ -397,6 +425,7 @@ class Resizer:
                 await asyncio.sleep(self.poll_interval)
                 waited += self.poll_interval
             await self.hub.start_server(user, server, options)
+            self._kept.pop(user, None)
         except HubError as e:
             self.last_error[(user, server)] = str(e)
             log.error("resize failed %s offering=%s: %s", where, options["offering"], e)

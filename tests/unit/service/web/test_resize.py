@@ -361,3 +361,31 @@ async def test_two_moves_of_two_servers_of_one_user_never_both_stop() -> None:
     assert (await resizer.move("bob", "", TEAM_A, {}))["moving"] is True
     for task in resizer.moving.values():
         task.cancel()
+
+
+async def test_the_offer_is_served_from_the_hubs_recent_answer_and_a_move_asks_afresh() -> None:
+    """Issue 35, finding 9: GET api/resize asked the hub on every request (a sidebar asks
+    often)."""
+    hub = TickingHub()
+    hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
+    now = [1000.0]
+    resizer = Resizer(hub, lambda: CATALOG, poll_interval=0.01, clock=lambda: now[0])
+    for _ in range(5):
+        assert (await resizer.offer("alice", "", TEAM_A))["next"]["slug"] == "l4-half"
+    assert resizer.hub_asked == 1
+    now[0] += 4.9
+    await resizer.offer("alice", "", TEAM_A)
+    assert resizer.hub_asked == 1
+    now[0] += 0.2  # 5 s: asked again
+    await resizer.offer("alice", "", TEAM_A)
+    assert resizer.hub_asked == 2
+    await resizer.move("alice", "", TEAM_A, {})  # a move never trusts a kept answer
+    assert resizer.hub_asked == 3
+    while "stop alice" not in hub.calls:
+        await asyncio.sleep(0.001)
+    with pytest.raises(ResizeRefused) as caught:  # and the next offer sees it stopping
+        await resizer.offer("alice", "", TEAM_A)
+    assert caught.value.status == 409
+    assert resizer.hub_asked == 4
+    for task in resizer.moving.values():
+        task.cancel()
