@@ -215,12 +215,15 @@ class GPUaaS(ExtensionApp):
 
     kernel_state_on_reclaim = Bool(
         True,
-        help="""Whether this server keeps its kernels' variables through a reclaim: it tells the
-        gpuaas hub service so in its activity reports, and when the service asks before it
-        stops the server, saves every idle kernel's variables (within the time the service
-        gives: its snapshot_timeout) and reports each kernel's outcome at once. The service may
-        then reclaim it sooner (its policies' idle_after_when_kept). False: the server says it
-        keeps nothing, and a reclaim ends its kernels as before. Default: True.
+        help="""Whether this server keeps its kernels' variables through a reclaim and a move to
+        a bigger GPU. Reclaim: it tells the gpuaas hub service so in its activity reports, and
+        when the service asks before it stops the server, saves every idle kernel's variables
+        (within the time the service gives: its snapshot_timeout) and reports each kernel's
+        outcome at once; the service may then reclaim it sooner (its policies'
+        idle_after_when_kept). Move: every idle kernel saves its variables (within
+        kernel_state_timeout) before the service is asked to move the server. Each notebook
+        gets its variables back when it opens in the new server. False: the server says it
+        keeps nothing, and a reclaim or a move ends its kernels as before. Default: True.
         Example: c.GPUaaS.kernel_state_on_reclaim = False
         """,
     ).tag(config=True)
@@ -275,6 +278,7 @@ class GPUaaS(ExtensionApp):
             reporter=reporter,
             collector=collector,
             kernel_state=kernel_state,
+            keeps_state_on_moves=self.kernel_state_on_reclaim,
         )
 
     def _reclaim_snapshot(self, settings: KernelStateSettings) -> Snapshot:

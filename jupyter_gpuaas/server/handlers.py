@@ -223,7 +223,9 @@ class ResizeHandler(_JobsHandler):
     """``GET gpuaas/api/resize``: this server's offering and the next size up; ``POST``
     (``{}`` or ``{"offering": SLUG}``): the gpuaas service stops this server and starts it
     again on the bigger offering (it answers 202 first; docs/api.md). The sidebar saves every
-    open document before it asks."""
+    open document before it asks; with ``c.GPUaaS.kernel_state_on_reclaim`` every idle kernel
+    saves its variables first (within ``kernel_state_timeout``), so that each notebook gets
+    them back when it opens on the bigger share."""
 
     auth_resource = "server"  # it ends this server
 
@@ -236,6 +238,13 @@ class ResizeHandler(_JobsHandler):
     @authorized
     async def post(self) -> None:
         body = _json_body(self)
+        if self.state.keeps_state_on_moves:
+            settings = self.state.kernel_state
+            outcomes = await snapshot_all_kernels(
+                self.serverapp, settings, deadline_s=settings.timeout
+            )
+            if outcomes:
+                self.log.info("GPUaaS: before the move to a bigger GPU: %s", summarise(outcomes))
         answer = await self.client(RESIZE_TIMEOUT).request(
             "api/resize", method="POST", body=body, accept=(202,)
         )

@@ -34,3 +34,6 @@ class ServerState:
     """Collects finished GPU jobs' results in the background; ``None`` when off."""
     kernel_state: KernelStateSettings = field(default_factory=KernelStateSettings)
     """Where and within which bounds kernels save their variables (``c.GPUaaS.kernel_state_*``)."""
+    keeps_state_on_moves: bool = True
+    """Whether kernels save their variables before a reclaim or a move to a bigger GPU
+    (``c.GPUaaS.kernel_state_on_reclaim``)."""

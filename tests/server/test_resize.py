@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from gpuaas_service.web.context import ServiceContext
 from gpuaas_service.web.resize import Resizer
 from gpuaas_service.web.servers import ServerTokens
 from tests.support.hub_moves import TickingHub
+from tests.support.jupyter_fetch import Fetch, execute, start_session
 from tests.support.samples import fraction_catalog
 
 QUARTER = {"team": "team-a", "offering": "l4-quarter", "count": 1}
@@ -90,3 +92,50 @@ async def test_the_services_refusals_come_back_as_they_are(hub: TickingHub, jp_f
         await jp_fetch("gpuaas", "api", "resize", method="POST", body=b"not json")
     assert err.value.code == 400
     assert hub.started == []
+
+
+async def test_the_way_up_saves_the_kernels_before_the_server_stops(
+    hub: TickingHub,
+    jp_fetch: Fetch,
+    jp_ws_fetch: Fetch,
+    jp_serverapp: Any,
+    jp_home_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 36.4: the move keeps the notebook's variables (they come back when it opens on
+    # the bigger share); they are saved before the service is asked, so before the stop.
+    kernel = await start_session(jp_fetch, "train.ipynb")
+    await execute(jp_ws_fetch, kernel, "x = 41\nbatches = (i for i in range(3))")
+    km = jp_serverapp.kernel_manager
+    for _ in range(200):
+        if km.kernel_model(kernel)["execution_state"] == "idle":
+            break
+        await asyncio.sleep(0.05)
+    folder = jp_home_dir / ".jupyter-gpuaas" / "kernel-state"
+    saved_at_stop: list[list[str]] = []
+    stop = hub.stop_server
+
+    async def stop_server(user: str, server: str) -> int:
+        saved_at_stop.append(sorted(p.name for p in folder.glob("*")) if folder.exists() else [])
+        return await stop(user, server)
+
+    monkeypatch.setattr(hub, "stop_server", stop_server)
+    code, answer = await _json(jp_fetch, "POST", b"{}")
+    assert code == 202, answer
+    for _ in range(300):
+        if saved_at_stop:
+            break
+        await asyncio.sleep(0.01)
+    assert saved_at_stop
+    assert any(name.startswith("train.ipynb-") for name in saved_at_stop[0]), saved_at_stop
+
+
+@pytest.mark.parametrize("gpuaas_config", [{"kernel_state_on_reclaim": False}])
+async def test_a_server_told_not_to_keep_state_moves_without_saving(
+    hub: TickingHub, jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_home_dir: Path
+) -> None:
+    kernel = await start_session(jp_fetch, "train.ipynb")
+    await execute(jp_ws_fetch, kernel, "x = 41")
+    code, _answer = await _json(jp_fetch, "POST", b"{}")
+    assert code == 202
+    assert not (jp_home_dir / ".jupyter-gpuaas" / "kernel-state").exists()
