@@ -1020,18 +1020,33 @@ def policy_check(facts: Facts) -> Check:
 
 
 def run_checks(facts: Facts) -> list[Check]:
-    """Every check, in the order of docs/deploy.md."""
-    out = kueue_checks(facts)
-    out.append(catalog_check(facts))
+    """Every check, in the order of docs/deploy.md. An apiserver that does not answer at all
+    is one line, not one per Kubernetes check."""
+    groups = facts.api_groups
+    reachable = groups.value is not None or groups.forbidden or "HTTP" in groups.error
     catalog = facts.catalog.value
     policy_in_force = bool(facts.policy_file) and facts.policy_problems.value == []
-    if catalog is not None:
+    if reachable:
+        out = kueue_checks(facts)
+    else:
+        out = [
+            Check(
+                "kubernetes",
+                "missing",
+                f"the apiserver does not answer: {groups.error}",
+                "check the credentials in effect ($KUBECONFIG, or the pod's service account)"
+                " and that the apiserver is reachable from here",
+            )
+        ]
+    out.append(catalog_check(facts))
+    if catalog is not None and reachable:
         out += local_queue_checks(facts, catalog)
         out += queue_checks(facts, catalog)
         out.append(cohort_check(facts, catalog, policy_in_force))
         out += gpu_checks(facts, catalog)
-    out += rbac_checks(facts)
-    out += admission_checks(facts)
+    if reachable:
+        out += rbac_checks(facts)
+        out += admission_checks(facts)
     out += hub_checks(facts, policy_in_force)
     out += prometheus_checks(facts)
     out.append(policy_check(facts))

@@ -133,7 +133,7 @@ class _Kube:
 
         return client.CustomObjectsApi(self.api)
 
-    async def _list(self, plural: str) -> list[dict[str, Any]]:
+    async def list_kueue(self, plural: str) -> list[dict[str, Any]]:
         listing = await self._custom().list_cluster_custom_object(
             KUEUE_GROUP, self.s.kueue_api_version, plural, _request_timeout=self.s.timeout
         )
@@ -291,10 +291,47 @@ async def _prometheus(s: DoctorSettings) -> PrometheusFacts | None:
 
 
 async def gather(s: DoctorSettings, api: Any) -> Facts:
-    """Read everything the checks judge, with ``api`` (a ``kubernetes_asyncio`` ApiClient)."""
+    """Read everything the checks judge, with ``api`` (a ``kubernetes_asyncio`` ApiClient).
+    An apiserver that does not answer discovery is asked nothing more (each request would wait
+    its timeout)."""
+    kube = _Kube(api, api, s)
+    catalog = _load_catalog(s.catalog_file)
+    groups = await _read(kube.api_groups)
+    hint = (
+        "run gpuaas-culler --doctor with a kubeconfig that may read it (an administrator's) and"
+        " --as-service-account NAMESPACE/NAME of the service"
+    )
+    common: dict[str, Any] = {
+        "api_groups": groups,
+        "hub": await _hub(s),
+        "prometheus": await _prometheus(s),
+        "catalog": catalog,
+        "catalog_file": s.catalog_file,
+        "policy_file": s.policy_file,
+        "policy_problems": _policy_problems(s.policy_file, catalog.value),
+        "kueue_api_version": s.kueue_api_version,
+        "visibility_api_version": s.visibility_api_version,
+        "notebook_namespace": s.notebook_namespace,
+        "job_namespaces": s.job_namespaces,
+        "identity_hint": hint,
+    }
+    if groups.value is None and not groups.forbidden and "HTTP" not in groups.error:
+        down: Read[Any] = Read.failed(groups.error)
+        return Facts(
+            kueue_version=down,
+            kueue_version_source="",
+            flavors=down,
+            cluster_queues=down,
+            cohorts=down,
+            local_queues=down,
+            nodes=down,
+            access=[],
+            admission_policies=down,
+            admission_bindings=down,
+            **common,
+        )
     review_api = _impersonating(api, s.service_account) if s.service_account else api
     kube = _Kube(api, review_api, s)
-    catalog = _load_catalog(s.catalog_file)
     needs = access_needs(s.notebook_namespace, s.job_namespaces, catalog.value)
     try:
         access = [await kube.review(n) for n in needs]
@@ -306,27 +343,23 @@ async def gather(s: DoctorSettings, api: Any) -> Facts:
     async def flavors() -> dict[str, Mapping[str, Any]]:
         return {
             str(f["metadata"]["name"]): f.get("spec") or {}
-            for f in await kube._list("resourceflavors")
+            for f in await kube.list_kueue("resourceflavors")
         }
 
     async def cqs() -> dict[str, Any]:
-        return {i.name: i for i in map(read_cluster_queue, await kube._list("clusterqueues"))}
+        return {i.name: i for i in map(read_cluster_queue, await kube.list_kueue("clusterqueues"))}
 
     async def cohorts() -> dict[str, Any]:
-        return {i.name: i for i in map(read_cohort, await kube._list("cohorts"))}
+        return {i.name: i for i in map(read_cohort, await kube.list_kueue("cohorts"))}
 
     async def lqs() -> dict[tuple[str, str], Any]:
         return {
-            (i.namespace, i.name): i for i in map(read_local_queue, await kube._list("localqueues"))
+            (i.namespace, i.name): i
+            for i in map(read_local_queue, await kube.list_kueue("localqueues"))
         }
 
     policies, bindings = await kube.admission()
-    hint = (
-        "run gpuaas-culler --doctor with a kubeconfig that may read it (an administrator's) and"
-        " --as-service-account NAMESPACE/NAME of the service"
-    )
     return Facts(
-        api_groups=await _read(kube.api_groups),
         kueue_version=Read(version.value[0])
         if version.value
         else Read.failed(version.error, forbidden=version.forbidden),
@@ -339,15 +372,5 @@ async def gather(s: DoctorSettings, api: Any) -> Facts:
         access=access,
         admission_policies=policies,
         admission_bindings=bindings,
-        hub=await _hub(s),
-        prometheus=await _prometheus(s),
-        catalog=catalog,
-        catalog_file=s.catalog_file,
-        policy_file=s.policy_file,
-        policy_problems=_policy_problems(s.policy_file, catalog.value),
-        kueue_api_version=s.kueue_api_version,
-        visibility_api_version=s.visibility_api_version,
-        notebook_namespace=s.notebook_namespace,
-        job_namespaces=s.job_namespaces,
-        identity_hint=hint,
+        **common,
     )

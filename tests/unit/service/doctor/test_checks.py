@@ -634,3 +634,15 @@ def test_no_catalog_skips_the_catalog_checks() -> None:
     checks = run_checks(facts(catalog=Read.failed("no catalog_file"), catalog_file=""))
     assert [c.name for c in not_ok(checks)] == ["catalog"]
     assert not any(c.name.startswith(("queue.", "gpu.", "localqueue.")) for c in checks)
+
+
+def test_an_apiserver_that_does_not_answer_is_one_line() -> None:
+    down = Read.failed("Cannot connect to host 127.0.0.1:1")
+    checks = run_checks(
+        facts(api_groups=down, access=[Access(AccessNeed("list", "", "nodes"), None, "refused")])
+    )
+    assert [c.name for c in not_ok(checks)] == ["kubernetes"]
+    assert "KUBECONFIG" in checks[0].fix
+    # a 403 on discovery is an answer: the checks go on, each saying what it cannot read
+    denied = run_checks(facts(api_groups=Read.failed("HTTP 403 Forbidden", forbidden=True)))
+    assert [c.name for c in not_ok(denied)] == ["kueue.api"]
