@@ -14,10 +14,10 @@ import importlib
 import io
 import json
 import time
-from typing import IO, Any
+from typing import Any
 
 from jupyter_gpuaas.kernel.snapshot import user_variables
-from jupyter_gpuaas.kernel.store import Refused, read_manifest, state_directory, verify_data
+from jupyter_gpuaas.kernel.store import Refused, read_manifest, read_verified, state_directory
 
 __all__ = ["restore", "restore_request"]
 
@@ -36,41 +36,29 @@ def _answer(status: str, message: str = "", **fields: Any) -> dict[str, Any]:
     }
 
 
-def _read(data: IO[bytes], entry: dict[str, Any]) -> bytearray:
-    data.seek(entry["offset"])
-    buffer = bytearray(entry["length"])
-    view = memoryview(buffer)
-    done = 0
-    while done < len(buffer):
-        n = data.readinto(view[done:])  # type: ignore[attr-defined]
-        if not n:
-            raise Refused("the snapshot's data file ended early")
-        done += n
-    return buffer
-
-
-def _load_one(entry: dict[str, Any], data: IO[bytes], notes: list[str]) -> Any:
+def _load_one(entry: dict[str, Any], buffer: bytearray, notes: list[str]) -> Any:
     kind = entry.get("kind")
     if kind == "module":
         return importlib.import_module(str(entry["module"]))
     if kind == "ndarray":
         import numpy
 
-        array = numpy.frombuffer(_read(data, entry), dtype=numpy.dtype(entry["dtype"]))
+        # The array takes the buffer as its memory: no copy.
+        array = numpy.frombuffer(buffer, dtype=numpy.dtype(entry["dtype"]))
         shape = tuple(entry["shape"])
         if entry.get("fortran"):
             return array.reshape(shape[::-1]).T
         return array.reshape(shape)
     if kind == "torch":
-        return _load_torch(entry, data, notes)
+        return _load_torch(entry, buffer, notes)
     if kind == "pickle":
         import pickle
 
-        return pickle.loads(_read(data, entry))
+        return pickle.loads(buffer)
     raise ValueError(f"unknown kind {kind!r}")
 
 
-def _load_torch(entry: dict[str, Any], data: IO[bytes], notes: list[str]) -> Any:
+def _load_torch(entry: dict[str, Any], buffer: bytearray, notes: list[str]) -> Any:
     import torch  # type: ignore[import-not-found, unused-ignore]
 
     device = str(entry.get("device", "cpu"))
@@ -82,7 +70,7 @@ def _load_torch(entry: dict[str, Any], data: IO[bytes], notes: list[str]) -> Any
     if not available:
         notes.append(f"`{entry['name']}` was on {device}; no {kind} device here: it is on the CPU")
     # The checksum and the owner were checked: this is the user's own object, as saved.
-    return torch.load(io.BytesIO(_read(data, entry)), map_location=location, weights_only=False)
+    return torch.load(io.BytesIO(buffer), map_location=location, weights_only=False)
 
 
 def restore(shell: Any, *, directory: str, key: str, force: bool = False) -> dict[str, Any]:
@@ -109,37 +97,34 @@ def restore(shell: Any, *, directory: str, key: str, force: bool = False) -> dic
         return _answer("skipped", "this kernel has already run cells", **saved)
     existing = set(user_variables(shell))
     restored: list[str] = []
+    modules: list[str] = []  # named last: the user's own data is what they look for
     not_restored = [dict(v) for v in fields.get("lost", []) if isinstance(v, dict)]
     notes: list[str] = []
     try:
         with manifest.data_path.open("rb") as data:
-            verify_data(manifest, data)
-            for entry in manifest.entries:
-                name = str(entry.get("name"))
-                if name in existing:
-                    not_restored.append({"name": name, "reason": "already set in this kernel"})
-                    continue
-                try:
-                    shell.user_ns[name] = _load_one(entry, data, notes)
-                except Refused:
-                    raise
-                except Exception as e:  # noqa: BLE001 - a class gone, a module not installed: name it
-                    text = f"{type(e).__name__}: {e}"
-                    text = text if len(text) <= 120 else text[:117] + "..."
-                    not_restored.append({"name": name, "reason": f"could not be loaded ({text})"})
-                    continue
-                restored.append(name)
+            buffers = read_verified(manifest, data)
     except Refused as e:
-        for name in restored:  # a damaged file found late: leave the kernel as it was
-            shell.user_ns.pop(name, None)
         return _answer("refused", str(e), **saved)
     except OSError as e:
-        for name in restored:
-            shell.user_ns.pop(name, None)
         return _answer("refused", f"the snapshot could not be read: {e}", **saved)
+    # Every checksum matched: only now is anything loaded.
+    for index, entry in enumerate(manifest.entries):
+        buffer, buffers[index] = buffers[index], bytearray()  # held by its value only
+        name = str(entry.get("name"))
+        if name in existing:
+            not_restored.append({"name": name, "reason": "already set in this kernel"})
+            continue
+        try:
+            shell.user_ns[name] = _load_one(entry, buffer, notes)
+        except Exception as e:  # noqa: BLE001 - a class gone, a module not installed: name it
+            text = f"{type(e).__name__}: {e}"
+            text = text if len(text) <= 120 else text[:117] + "..."
+            not_restored.append({"name": name, "reason": f"could not be loaded ({text})"})
+            continue
+        (modules if entry.get("kind") == "module" else restored).append(name)
     return _answer(
         "restored",
-        restored=restored,
+        restored=restored + modules,
         not_restored=not_restored,
         notes=notes,
         seconds=round(time.monotonic() - started, 3),

@@ -15,11 +15,13 @@ known format, before any of its data is read.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import stat
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -36,8 +38,8 @@ __all__ = [
     "Sink",
     "entries_digest",
     "read_manifest",
+    "read_verified",
     "state_directory",
-    "verify_data",
 ]
 
 FORMAT = "jupyter-gpuaas kernel state"
@@ -47,6 +49,14 @@ misread gets a new number (the older package then refuses it with a message)."""
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 CHUNK = 16 * 1024 * 1024
 """Bytes written or hashed at a time: the time bound is checked between two chunks."""
+PARALLEL_FROM = 1024 * 1024
+"""Chunks from this size are hashed in a thread while they are written (or the next is read)."""
+
+
+@functools.cache
+def _hasher() -> ThreadPoolExecutor:
+    """One thread that hashes beside the kernel's own, made when first needed."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuaas-state-hash")
 
 
 class Refused(Exception):
@@ -95,8 +105,13 @@ class Sink:
                 raise OutOfBudget
             if time.monotonic() > self.deadline:
                 raise OutOfTime
-            self.file.write(part)
-            self._hash.update(part)
+            if len(part) < PARALLEL_FROM:
+                self.file.write(part)
+                self._hash.update(part)
+            else:  # both let go of the GIL: hash on a second core while the chunk is written
+                hashed = _hasher().submit(self._hash.update, part)
+                self.file.write(part)
+                hashed.result()
             self.written += len(part)
         return len(view)
 
@@ -195,21 +210,32 @@ def read_manifest(path: Path) -> Manifest:
     return Manifest(path=path, data_path=data_path, fields=fields)
 
 
-def verify_data(manifest: Manifest, data: IO[bytes]) -> None:
-    """Each variable's bytes in ``data`` against its sha256 in the manifest, all before any is
-    loaded: :class:`Refused` naming the first that differs."""
+def read_verified(manifest: Manifest, data: IO[bytes]) -> list[bytearray]:
+    """Each variable's bytes, read once and checked against its sha256 as they are read;
+    :class:`Refused` naming the first that differs, before the caller loads any."""
+    buffers = []
     for entry in manifest.entries:
         data.seek(entry["offset"])
+        buffer = bytearray(entry["length"])
+        view = memoryview(buffer)
         digest = hashlib.sha256()
-        left = entry["length"]
-        while left:
-            chunk = data.read(min(CHUNK, left))
-            if not chunk:
-                break
-            digest.update(chunk)
-            left -= len(chunk)
+        done = 0
+        hashed: Future[None] | None = None
+        while done < len(buffer):
+            n = data.readinto(view[done : done + CHUNK])  # type: ignore[attr-defined]
+            if not n:
+                raise Refused("the snapshot's data file is shorter than its manifest says")
+            if hashed is not None:
+                hashed.result()
+            # Hash this chunk on a second core while the next one is read.
+            hashed = _hasher().submit(digest.update, view[done : done + n])
+            done += n
+        if hashed is not None:
+            hashed.result()
         if digest.hexdigest() != entry.get("sha256"):
             raise Refused(
                 f"the snapshot's data is damaged (the checksum of `{entry.get('name')}` does "
                 "not match); nothing was loaded"
             )
+        buffers.append(buffer)
+    return buffers

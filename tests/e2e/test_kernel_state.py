@@ -1,0 +1,140 @@
+"""A notebook's variables across a new kernel in a real JupyterLab (headless Chromium): the
+user builds a DataFrame, a numpy array and a generator, saves the variables ("Save variables
+now"), the kernel is shut down and the notebook closed, and when it opens again with a new
+kernel the frame and the array are back before any cell runs, the generator is named as lost,
+and the notebook itself is left unchanged (docs/kernel-state.md)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from tests.support.lab import Lab, start_lab
+from tests.support.lab_page import (
+    expect,
+    run_on,
+    run_until_printed,
+    shut_down_and_close,
+    write_notebook,
+)
+
+pytestmark = pytest.mark.e2e
+
+TOAST = ".Toastify__toast"
+BUILD = """\
+import numpy as np
+import pandas as pd
+frame = pd.DataFrame({"gpu": ["h100", "l4", "a100"], "hours": [1.5, 2.0, 0.5]})
+array = np.arange(12).reshape(3, 4)
+batches = (i for i in range(3))
+print("built")"""
+
+_OPEN = """async (path) => {
+    const app = window.jupyterapp;
+    const widget = await app.commands.execute('docmanager:open', { path, factory: 'Notebook' });
+    await widget.context.ready;
+    await widget.sessionContext.ready;
+    return { widgetId: widget.id, kernelId: widget.sessionContext.session.kernel.id };
+}"""
+
+_RUN_AND_READ = """async ([widgetId, code]) => {
+    const widget = [...window.jupyterapp.shell.widgets('main')].find(w => w.id === widgetId);
+    const future = widget.sessionContext.session.kernel.requestExecute({ code });
+    let out = '';
+    future.onIOPub = msg => {
+        const c = msg.content;
+        if (msg.header.msg_type === 'stream') { out += c.text; }
+        if (msg.header.msg_type === 'error') { out += `${c.ename}: ${c.evalue}`; }
+    };
+    await future.done;
+    return out;
+}"""
+
+_CELLS = """(widgetId) => {
+    const widget = [...window.jupyterapp.shell.widgets('main')].find(w => w.id === widgetId);
+    const cells = widget.content.model.cells;
+    return Array.from({ length: cells.length }, (_, i) => {
+        const cell = cells.get(i);
+        return [cell.sharedModel.getSource(), cell.type === 'code' ? cell.outputs.length : 0];
+    });
+}"""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """This module's JupyterLab, with a home of its own: the snapshots land there."""
+    base = tmp_path_factory.mktemp("lab-kernel-state")
+    home = base / "home"
+    home.mkdir()
+    with start_lab(base, env={"HOME": str(home)}) as server:
+        yield server
+
+
+def wait_idle(lab: Lab, kernel_id: str) -> None:
+    """Until the server has seen the kernel go idle (the page may see the output first)."""
+    deadline = time.monotonic() + 30
+    while lab.api("GET", f"api/kernels/{kernel_id}")["execution_state"] != "idle":
+        assert time.monotonic() < deadline, "the kernel stayed busy"
+        time.sleep(0.1)
+
+
+def toast(page: Any, text: str) -> Any:
+    found = page.locator(TOAST).filter(has_text=text)
+    expect()(found).to_be_visible(timeout=60_000)
+    return found
+
+
+def test_the_frame_and_the_array_come_back_and_the_generator_is_named(lab: Lab, page: Any) -> None:
+    write_notebook(lab.root / "state.ipynb", BUILD)
+    first = run_until_printed(page, "state.ipynb", "built")
+    wait_idle(lab, first["kernelId"])
+    run_on(page, first["widgetId"], "jupyter-gpuaas:save-variables")
+    saved = toast(page, "Variables of state.ipynb saved")
+    expect()(saved).to_contain_text("except `batches` (a generator)")
+    snapshots = list((lab.root.parent / "home" / ".jupyter-gpuaas" / "kernel-state").iterdir())
+    assert {p.stat().st_mode & 0o777 for p in snapshots} == {0o600}
+    shut_down_and_close(page, first["widgetId"])
+
+    again = cast("dict[str, str]", page.evaluate(_OPEN, "state.ipynb"))
+    assert again["kernelId"] != first["kernelId"]
+    back = toast(page, "state.ipynb: its variables are back")
+    expect()(back).to_contain_text("`array`")
+    expect()(back).to_contain_text("`frame`")
+    expect()(back).to_contain_text("except `batches` (a generator)")
+    shown = page.evaluate(
+        _RUN_AND_READ,
+        [
+            again["widgetId"],
+            "print(frame.hours.sum(), int(array.sum()), array.shape, 'batches' in globals())",
+        ],
+    )
+    assert shown.split() == ["4.0", "66", "(3,", "4)", "False"], shown
+    # The notebook is as it was: its one cell, no output added (the notice is a notification).
+    assert page.evaluate(_CELLS, again["widgetId"]) == [[BUILD, 0]]
+    shut_down_and_close(page, again["widgetId"])
+
+
+def test_a_damaged_snapshot_is_refused_and_said_so(lab: Lab, page: Any) -> None:
+    write_notebook(lab.root / "damaged.ipynb", "secret = 42\nprint('built')")
+    first = run_until_printed(page, "damaged.ipynb", "built")
+    wait_idle(lab, first["kernelId"])
+    lab.api("POST", "gpuaas/api/kernel-state/snapshot", {"kernel_id": first["kernelId"]})
+    shut_down_and_close(page, first["widgetId"])
+    folder = lab.root.parent / "home" / ".jupyter-gpuaas" / "kernel-state"
+    [data] = [
+        p for p in folder.iterdir() if p.name.startswith("damaged.ipynb-") and p.suffix == ".data"
+    ]
+    content = bytearray(data.read_bytes())
+    content[-1] ^= 0xFF
+    Path(data).write_bytes(bytes(content))
+
+    again = cast("dict[str, str]", page.evaluate(_OPEN, "damaged.ipynb"))
+    refused = toast(page, "damaged.ipynb: the saved variables were not loaded")
+    expect()(refused).to_contain_text("checksum")
+    shown = page.evaluate(_RUN_AND_READ, [again["widgetId"], "print('secret' in globals())"])
+    assert shown.strip() == "False"
+    shut_down_and_close(page, again["widgetId"])
