@@ -191,3 +191,33 @@ async def test_a_bad_request_says_what_to_send(
     with pytest.raises(HTTPClientError) as refused:
         await post(jp_fetch, endpoint, body)
     assert refused.value.code == code
+
+
+SLOW = """
+import time
+class Slow:
+    def __reduce__(self):
+        time.sleep(6)
+        return (Slow, ())
+slow = Slow()
+small = [1, 2, 3]
+"""
+
+
+async def test_the_server_waits_no_longer_than_its_bound(
+    jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any
+) -> None:
+    """A kernel stuck saving one object (it cannot be cut off mid-object) is reported failed at
+    the bound; the server does not wait for it."""
+    kernel = await start_session(jp_fetch, "slow.ipynb")
+    await execute(jp_ws_fetch, kernel, SLOW)
+    await wait_idle(jp_serverapp, kernel)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+
+    [outcome] = await snapshot_all_kernels(jp_serverapp, SETTINGS, deadline_s=4)
+
+    waited = loop.time() - started
+    assert outcome.outcome == "failed"
+    assert outcome.error.startswith("the kernel did not answer within ")
+    assert waited < 5.0, waited  # the kernel answers after 6 s
