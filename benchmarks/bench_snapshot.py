@@ -4,19 +4,20 @@ pickle, and how long a real kernel pauses while it saves.
 1. Throughput, in this process, of the kernel-side code (``jupyter_gpuaas.kernel``) on a real
    IPython shell's namespace, against ``pickle.dump``/``pickle.load`` (protocol 5) of the same
    variables as one dict, each to a file in a fresh folder with an fsync before the file is
-   closed (as the snapshot does), best of ``--rounds``: numpy arrays (``--gib``, default 1 GiB,
-   in 128 MiB float32 arrays), a pandas frame (``--frame-rows`` rows: float, int, a category
-   and a text column) and a CPU PyTorch model (a 4-layer MLP, about 64 MiB of parameters)
-   where torch is installed (skipped, with the reason, where not). MB/s are the variables'
-   in-memory bytes (``nbytes``; the frame's deep ``memory_usage``) per second. Restores read
-   files the page cache still holds (a restore after a move reads from the volume: slower).
+   closed (as the snapshot does), the two in turns, best of ``--rounds``: numpy arrays
+   (``--gib``, default 1 GiB, in 128 MiB float32 arrays), a pandas frame (``--frame-rows``
+   rows: float, int, a category and a text column) and a CPU PyTorch model (a 4-layer MLP,
+   about 64 MiB of parameters) where torch is installed (skipped, with the reason, where not).
+   MB/s are the variables' in-memory bytes (``nbytes``; the frame's deep ``memory_usage``)
+   per second. Restores read files the page cache still holds (a restore after a move reads
+   from the volume: slower).
 2. The kernel's pause: a real Jupyter Server with the extension, one kernel holding
    ``--pause-gib`` of arrays. The latency of a tiny execute (``1``, over a new websocket) at
    rest, ten times; then, three times, ``POST gpuaas/api/kernel-state/snapshot`` and, 0.1 s
    later, the same tiny execute: it waits until the snapshot is done, which is the pause a user
    would see. Then ``POST .../restore`` into a new kernel of the notebook.
 
-    python -m benchmarks snapshot [--gib 1] [--frame-rows 2000000] [--pause-gib 0.5] [--rounds 2]
+    python -m benchmarks snapshot [--gib 1] [--frame-rows 2000000] [--pause-gib 0.5] [--rounds 3]
     python -m benchmarks snapshot --gib 0.125 --frame-rows 200000 --pause-gib 0.125  # quick
 """
 
@@ -30,7 +31,6 @@ import pickle
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,10 +99,6 @@ def torch_model() -> tuple[dict[str, Any], int] | str:
     return {"model": model}, int(size)
 
 
-def _best(rounds: int, run: Callable[[], float]) -> float:
-    return min(run() for _ in range(rounds))
-
-
 def measure(what: str, variables: dict[str, Any], size: int, rounds: int) -> Row:
     """Ours and plain pickle on ``variables`` in a real IPython shell (see the docstring)."""
     from IPython.core.interactiveshell import InteractiveShell
@@ -161,14 +157,12 @@ def measure(what: str, variables: dict[str, Any], size: int, rounds: int) -> Row
         del loaded
         return seconds
 
-    row = Row(
-        what,
-        size,
-        save_s=_best(rounds, ours_save),
-        restore_s=_best(rounds, ours_restore),
-        pickle_save_s=_best(rounds, plain_save),
-        pickle_restore_s=_best(rounds, plain_restore),
-    )
+    # In turns, so that a busy moment of the machine does not fall on one side only.
+    times: list[list[float]] = [[], [], [], []]
+    for _ in range(rounds):
+        for index, run in enumerate((ours_save, plain_save, ours_restore, plain_restore)):
+            times[index].append(run())
+    row = Row(what, size, min(times[0]), min(times[2]), min(times[1]), min(times[3]))
     for p in sorted(work.rglob("*"), reverse=True):
         p.unlink() if p.is_file() else p.rmdir()
     work.rmdir()
@@ -263,7 +257,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--gib", type=float, default=1.0, help="GiB of numpy arrays (1)")
     parser.add_argument("--frame-rows", type=int, default=2_000_000, help="rows of the frame")
     parser.add_argument("--pause-gib", type=float, default=0.5, help="GiB in the real kernel")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds; the best is shown (2)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; the best is shown (3)")
     args = parser.parse_args(argv)
 
     rows, skipped = [], []

@@ -101,7 +101,7 @@ def restore(shell: Any, *, directory: str, key: str, force: bool = False) -> dic
     not_restored = [dict(v) for v in fields.get("lost", []) if isinstance(v, dict)]
     notes: list[str] = []
     try:
-        with manifest.data_path.open("rb") as data:
+        with manifest.data_path.open("rb", buffering=0) as data:
             buffers = read_verified(manifest, data)
     except Refused as e:
         return _answer("refused", str(e), **saved)

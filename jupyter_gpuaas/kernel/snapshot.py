@@ -234,7 +234,7 @@ def snapshot(
     fd, temp_name = tempfile.mkstemp(dir=folder, prefix=f".{key}.", suffix=".tmp")
     temp = Path(temp_name)
     try:
-        with os.fdopen(fd, "w+b") as file:
+        with os.fdopen(fd, "w+b", buffering=0) as file:  # a buffer would copy every chunk
             sink = Sink(file, limit, limit_at)
             entries, lost = _write_variables(order, sink)
             file.flush()
