@@ -764,7 +764,9 @@ class ReclaimLoop:
             self.metrics.kernel_states.labels(outcome.outcome).inc()
         self.metrics.reclaim_states.labels(kept.result).inc()
         if kept.asked:
-            audit.info(json.dumps(kept.record(user=wb.user, server=wb.server, at=now)))
+            audit.info(
+                json.dumps(kept.record(user=wb.user, server=wb.server, at=now), sort_keys=True)
+            )
             result = {
                 "kept": "state kept",
                 "kept_with_losses": "state kept with losses",
