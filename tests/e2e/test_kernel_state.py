@@ -138,3 +138,26 @@ def test_a_damaged_snapshot_is_refused_and_said_so(lab: Lab, page: Any) -> None:
     shown = page.evaluate(_RUN_AND_READ, [again["widgetId"], "print('secret' in globals())"])
     assert shown.strip() == "False"
     shut_down_and_close(page, again["widgetId"])
+
+
+_RESTART = """async (widgetId) => {
+    const widget = [...window.jupyterapp.shell.widgets('main')].find(w => w.id === widgetId);
+    await widget.sessionContext.session.kernel.restart();
+}"""
+
+
+def test_a_restarted_kernel_starts_clean_until_the_user_restores(lab: Lab, page: Any) -> None:
+    write_notebook(lab.root / "restart.ipynb", "kept = {'epochs': 3}\nprint('built')")
+    opened = run_until_printed(page, "restart.ipynb", "built")
+    wait_idle(lab, opened["kernelId"])
+    run_on(page, opened["widgetId"], "jupyter-gpuaas:save-variables")
+    toast(page, "Variables of restart.ipynb saved")
+
+    page.evaluate(_RESTART, opened["widgetId"])
+    check = "print('kept' in globals())"
+    assert page.evaluate(_RUN_AND_READ, [opened["widgetId"], check]).strip() == "False"
+    run_on(page, opened["widgetId"], "jupyter-gpuaas:restore-variables")
+    toast(page, "restart.ipynb: its variables are back (`kept`)")
+    shown = page.evaluate(_RUN_AND_READ, [opened["widgetId"], "print(kept['epochs'])"])
+    assert shown.strip() == "3"
+    shut_down_and_close(page, opened["widgetId"])
