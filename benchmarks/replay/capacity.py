@@ -33,7 +33,7 @@ from . import ladder
 from .metrics import summarize
 from .organisations import OrgSpec, load
 from .run import DEFAULT_POLICY
-from .sim import Simulation
+from .sim import KeptState, Simulation
 
 GRID = (
     0.5, 0.56, 0.63, 0.71, 0.8, 0.9, 1.0, 1.12, 1.25, 1.4, 1.6, 1.8, 2.0, 2.25, 2.5, 2.8, 3.2,
@@ -47,9 +47,16 @@ class Levels:
     training_p90_min: float = 30.0
     spawn_p90_min: float = 5.0
     interrupted_per_100h: float = 5.0
+    restore_p90_min: float = 2.0
+    """(L4) the wait from a user's return (or move) to their kernel state back, p90: the
+    other rungs restore nothing (their users re-run the notebook: an interruption)."""
 
     def limits(self, *, interruptions: bool = True) -> dict[str, float]:
-        out = {"wait_p90_min": self.training_p90_min, "spawn_wait_p90_min": self.spawn_p90_min}
+        out = {
+            "wait_p90_min": self.training_p90_min,
+            "spawn_wait_p90_min": self.spawn_p90_min,
+            "restore_wait_p90_min": self.restore_p90_min,
+        }
         if interruptions:
             out["interrupted_per_100h"] = self.interrupted_per_100h
         return out
@@ -73,6 +80,11 @@ class RunSpec:
     checkpoint_min: float = 15.0
     idle_timeout_min: float = 60.0
     """jupyterhub-idle-culler's timeout on the idle-culler rungs (the frontier moves it)."""
+    throttle: str = "contended"
+    """HAMi's compute limit on the shares rungs: ``contended`` (its default: only while
+    another container on the card is busy) or ``always`` (a sensitivity)."""
+    kept: KeptState = field(default_factory=KeptState)
+    """L4's costs and the share of sessions whose state cannot be saved."""
 
 
 def spec_of(run: RunSpec) -> OrgSpec:
@@ -115,6 +127,8 @@ def simulate_run(run: RunSpec, events: Any = None) -> Any:
     rung = ladder.RUNGS[run.rung]
     world = ladder.world(spec, run.rung, run.gpus, run.split)
     trace = _trace(spec, run.seed, run.days, run.burn_in_h)
+    if not rung.notebooks:  # the training-alone floor
+        trace = replace(trace, sessions=())
     return Simulation(
         trace,
         world.org,
@@ -126,6 +140,9 @@ def simulate_run(run: RunSpec, events: Any = None) -> Any:
         share_steps=ladder.SHARE_STEPS if rung.placed else None,
         advice=rung.placed,
         history=ladder.warm_history(spec, trace) if rung.placed else None,
+        throttle=run.throttle,
+        kept=run.kept if rung.kept else None,
+        cards_per_node=None if rung.shares and not rung.placed else cards_per_node(spec),
         run_info={
             "org": spec.name,
             "rung": run.rung,
@@ -134,6 +151,12 @@ def simulate_run(run: RunSpec, events: Any = None) -> Any:
             "reserved_gpu_equivalents": reserved_gpu_equivalents(world, rung),
         },
     ).run()
+
+
+def cards_per_node(spec: OrgSpec) -> dict[str, int]:
+    """The GPUs of a node of each training pool (its flavor): the scheduler places a pod's
+    GPUs on one node (L2o alone takes quota as placement)."""
+    return {p.name: p.gpus_per_node for p in spec.training_pools}
 
 
 def run_one(run: RunSpec, events: Any = None) -> dict[str, Any]:
@@ -159,17 +182,23 @@ def run_key(run: RunSpec) -> tuple[Any, ...]:
     rung = ladder.RUNGS[run.rung]
     return (
         spec_of(run),
-        run.rung,
+        SAME_RUNS.get(run.rung, run.rung),
         run.gpus,
         run.seed,
         run.split if rung.split_chosen else None,
         run.days,
         run.burn_in_h,
         run.policy_file if rung.culler == "gpuaas" else None,
-        run.idle_timeout_min if rung.culler == "idle-60" else None,
+        run.idle_timeout_min if rung.culler in ("idle-60", "idle-best") else None,
         run.checkpoint_min,
+        run.throttle if rung.shares else None,
+        run.kept if rung.kept else None,
     )
 
+
+SAME_RUNS = {"L1c": "L1i"}
+"""Rungs whose runs are another's (the best open stack at a timeout is L1i at it), so that a
+run is made once whichever rung asks for it."""
 
 _DONE: dict[tuple[Any, ...], dict[str, Any]] = {}
 """Every run's figures by :func:`run_key`: the sweep, the dual and the frontier reuse the
@@ -196,7 +225,7 @@ def _cost(run: RunSpec) -> int:
     """A run's rough cost rank (the reclaim loop's rungs the dearest), so that a batch starts
     with its longest runs and ends without one worker left alone on a long one."""
     rung = ladder.RUNGS[run.rung]
-    return 2 * (rung.culler == "gpuaas") + rung.placed
+    return 2 * (rung.culler == "gpuaas") + rung.placed + rung.kept
 
 
 def run_many(runs: Sequence[RunSpec], workers: int) -> list[dict[str, Any]]:
@@ -211,7 +240,7 @@ def run_many(runs: Sequence[RunSpec], workers: int) -> list[dict[str, Any]]:
     else:
         results = list(_pool(workers).map(run_one, [todo[k] for k in order], chunksize=1))
     _DONE.update(zip(order, results, strict=True))
-    return [{**_DONE[k], "split": r.split} for k, r in zip(keys, runs, strict=True)]
+    return [{**_DONE[k], "split": r.split, "rung": r.rung} for k, r in zip(keys, runs, strict=True)]
 
 
 Figures = Mapping[int, Mapping[float, Sequence[Mapping[str, Any]]]]
@@ -230,7 +259,7 @@ def ratio(
         chosen = [runs[i] for i in pick] if pick is not None else list(runs)
         worst = 0.0
         for key, limit in limits.items():
-            values = [float(r[key]) for r in chosen]
+            values = [float(r.get(key, 0.0)) for r in chosen]  # none: nothing to wait for
             mean = sum(values) / len(values)
             worst = max(worst, mean / limit if limit > 0 else math.inf)
         best = min(best, worst)
@@ -545,10 +574,21 @@ def search_demand(
     )
 
 
-PARENTS = {"B1i": "B1", "L1i": "L1", "L1g": "L1", "L2": "L1", "L3": "L1", "L2o": "L1"}
+PARENTS = {
+    "B1i": "B1",
+    "L1i": "L1",
+    "L1c": "L1",
+    "L4": "L1",
+    "L1g": "L1",
+    "L2": "L1",
+    "L3": "L1",
+    "L2o": "L1",
+    "Lb": "L1",
+    "F0": "L1",
+}
 """The rung whose size a rung's search starts from (it adds one mechanism to it), and whose
 split it keeps: the one chosen best for the parent at the parent's size (B1i keeps the
-partition chosen for B1; L1i-L2o the notebook quota chosen for L1)."""
+partition chosen for B1; the rungs built on L1 the notebook quota chosen for L1)."""
 
 
 def _nearest(grid: Sequence[int], key: float) -> int:
@@ -664,6 +704,90 @@ def _search(
             for by_split in search.sizes.values():
                 for runs in by_split.values():
                     runs.sort(key=lambda x: seeds.index(x["seed"]))
+
+
+@dataclass(frozen=True)
+class OpenStack:
+    """The best open stack's choice: each timeout's search, and the timeout chosen."""
+
+    searches: dict[float, Search]
+    """jupyterhub-idle-culler's timeout (minutes) → L1c's search at it."""
+    chosen: float | None
+    """The timeout needing the fewest GPUs while meeting every level (None: none does)."""
+
+
+def search_best_open(
+    base: RunSpec,
+    seeds: Sequence[int],
+    settings: SearchSettings,
+    *,
+    guess: float | None = None,
+    timeouts: Sequence[float] = ladder.OPEN_TIMEOUTS_MIN,
+) -> OpenStack:
+    """L1c, the best open stack: L1 + jupyterhub-idle-culler at each of ``timeouts``, searched
+    for its effective capacity on every level (from ``guess``, on the split ``inherited``
+    gives L1c); the timeout chosen is the one that needs the fewest GPUs (the shorter on a
+    tie). The choice is made on the point estimates; the intervals of L1c's multipliers are
+    the chosen timeout's (they leave out the choice itself)."""
+    full = settings.levels.limits()
+    out: dict[float, Search] = {}
+    for t in timeouts:
+        point = replace(base, idle_timeout_min=t)
+        guesses = {"L1c": guess} if guess is not None and math.isfinite(guess) else None
+        out[t] = search_all(point, ["L1c"], seeds, settings, guesses=guesses)["L1c"]
+    finite = [t for t in timeouts if math.isfinite(out[t].capacity(full))]
+    chosen = min(finite, key=lambda t: (out[t].capacity(full), t)) if finite else None
+    return OpenStack(out, chosen)
+
+
+def refine(
+    base: RunSpec,
+    searches: Mapping[str, Search],
+    seeds: Sequence[int],
+    settings: SearchSettings,
+    runs: Mapping[str, RunSpec] | None = None,
+) -> None:
+    """Run every whole size between each search's bracket (the last size that fails and the
+    first that meets, on every level, else on the training and spawn levels), on the splits
+    best at its ends, so that its crossing is interpolated over one GPU rather than a grid
+    step (about 12%): rungs a GPU apart can then be told apart, where the seeds allow.
+    ``runs``: a rung's own run (L1c: its timeout), else ``base``."""
+    batch: list[tuple[str, int, RunSpec]] = []
+    for r, search in searches.items():
+        for limits in (settings.levels.limits(), settings.levels.limits(interruptions=False)):
+            points = search.points(limits)
+            meets = [g for g, x in points if x <= 1.0]
+            if not meets:
+                continue
+            first = meets[0]
+            below = [g for g, _x in points if g < first]
+            if not below:
+                break
+            splits = sorted({s for by in search.sizes.values() for s in by})
+            if len(splits) > 1:  # a rung that chooses: the splits best at the bracket's ends
+                splits = sorted(
+                    {search.best_split(below[-1], limits), search.best_split(first, limits)}
+                )
+            point = (runs or {}).get(r, base)
+            batch += [
+                (r, g, replace(point, rung=r, gpus=g, seed=s, split=split))
+                for g in range(below[-1] + 1, first)
+                if g not in search.sizes
+                for split in splits
+                for s in seeds
+            ]
+            break
+    if not batch:
+        return
+    settings.progress(f"  {len(batch)} runs: the brackets refined to one GPU")
+    results = run_many([run for _r, _g, run in batch], settings.workers)
+    for (r, g, _run), res in zip(batch, results, strict=True):
+        searches[r].sizes.setdefault(g, {}).setdefault(res["split"], []).append(res)
+    order = list(seeds)
+    for search in searches.values():
+        for by_split in search.sizes.values():
+            for got in by_split.values():
+                got.sort(key=lambda x: order.index(x["seed"]))
 
 
 def interval(

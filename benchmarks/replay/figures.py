@@ -1,5 +1,5 @@
 """The replay page's figures, from the searches the page's tables come from: the ladder
-(each rung's effective capacity and its multipliers against B1 and L1i, with their 95%
+(each rung's effective capacity and its multipliers against B0 and L1c, with their 95%
 intervals), the culler frontier, and the sensitivity to users per GPU and to memory need.
 
 Each figure is an SVG file the page links (``docs/images/replay/``), written by :mod:`.plots`."""
@@ -15,7 +15,7 @@ from .capacity import Levels, Multiplier, Search
 from .metrics import mean_ci
 from .plots import Point, Series
 
-FIGURE_BASELINES = ("B1", "L1i")
+FIGURE_BASELINES = ("B0", "L1c")
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,16 @@ B0    week-long per-user whole-GPU reservations (a notebook quota of one GPU per
       training partition; nothing is lent
 B1    per-queue static partitions: per team a notebook queue and a training queue, no cohort
       (the notebook share of each team's GPUs is chosen best for B1 from ``--splits``)
+B1o   one organisation-wide partition: one notebook queue and one training queue for every
+      team together, no cohort (the split chosen best, as B1's)
 B1i   B1 + jupyterhub-idle-culler (z2jh: 60 min timeout, every 10 min)
 B2    per-team Kueue cohorts: a team's training borrows what its own notebooks leave
 L1    one org-wide cohort: training borrows what any notebook or other team leaves; notebooks
       take their quota back by preempting borrowers (the product's sample organisation)
-L1i   L1 + jupyterhub-idle-culler (60 min): the strongest stack from open parts today
+L1i   L1 + jupyterhub-idle-culler (60 min): z2jh's default
+L1c   L1 + jupyterhub-idle-culler at the timeout (of :data:`OPEN_TIMEOUTS_MIN`) that needs the
+      fewest GPUs while meeting every service level: the best open stack, the headline's
+      baseline (:func:`.capacity.search_best_open`)
 L1g   L1 + jupyter-gpuaas as shipped (its policy file; the product's own reclaim loop decides)
 L2    L1 with notebooks on need-sized shares of the training GPUs under one quota in
       GPU-equivalents, as the product ships them: each user takes the share the spawn form
@@ -21,6 +26,14 @@ L2    L1 with notebooks on need-sized shares of the training GPUs under one quot
       whole-GPU Job placed only on wholly free cards (:mod:`.placement`); a kernel beyond its
       cap takes the way up to the share that holds it
 L3    L2 + jupyter-gpuaas as shipped
+L4    L3 + kernel state kept: servers save their kernels' state before a reclaim or a way up
+      and the new server restores it (issue 36); the reclaim loop holds them to
+      ``idle_after_when_kept`` (:data:`KEPT_IDLE_AFTER`), the form advises from the typical
+      need, a share of sessions cannot be saved (:class:`.sim.KeptState`)
+Lb    the bound of any notebook-side lever: L1 with a notebook holding a whole GPU only while
+      a cell runs on it (NotebookOS's "GPU only during cell execution"), no restore cost
+F0    the training-alone floor: L1 with the notebook sessions removed (what training's own
+      demand needs at its service level)
 L2o   L2 idealised: every session on the share its own need fits, placement ignored (quota
       only): the bound of the lever, to show what advice and placement cost
 ====  =========================================================================================
@@ -42,18 +55,22 @@ takes the smallest that holds its memory need, and its compute share is the same
 
 from __future__ import annotations
 
+import atexit
 import functools
 import math
+import os
 import random
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from . import brain
 from .organisations import OrgSpec, Pool
-from .policies import Gpuaas, IdleCuller, Static
+from .policies import Gpuaas, IdleCuller, Oracle, Static
 from .sim import NOTEBOOK_NAMESPACE, Policy
-from .trace import Trace, generate
+from .trace import Trace, generate, need_gib, user_level
 from .world import Organisation, build_organisation
 
 SHARE_STEPS = 10
@@ -62,13 +79,15 @@ VGPUS_PER_GPU = 10
 """HAMi's default ``deviceSplitCount``: vGPU slots a card offers in the shared pool."""
 NOTEBOOK_PRIORITY = 1000
 TRAINING_PRIORITY = 500
-DEFAULT_SPLITS = (0.25, 0.375, 0.5)
+DEFAULT_SPLITS = (0.25, 0.375, 0.5, 0.625, 0.75)
 """Notebook share of each team's GPUs (its nominal quota, in a cohort) that the rungs with a
 split choose from (per size, the best; a rung that adds one mechanism to another keeps the
 other's)."""
 DEFAULT_SHARE = SHARE_STEPS // 2
 """The share (in steps) a team's admin preselects for users with no measured session: half a
 card (an assumption; the product's advice takes over after one session)."""
+OPEN_TIMEOUTS_MIN = (30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 240.0)
+"""jupyterhub-idle-culler timeouts the best open stack (L1c) is chosen from (minutes)."""
 COHORT_NOTEBOOK_SHARE = 0.5
 """The notebook share of a run that names none (a search with no ``--splits``; the sample's
 check windows)."""
@@ -94,14 +113,19 @@ TRANSFORMATIONS = [
 class Rung:
     name: str
     structure: str
-    """``reserved``, ``partitions``, ``team-cohorts`` or ``org-cohort``."""
+    """``reserved``, ``partitions``, ``org-partitions``, ``team-cohorts`` or ``org-cohort``."""
     culler: str
-    """``none``, ``idle-60`` or ``gpuaas``."""
+    """``none``, ``idle-60`` (jupyterhub-idle-culler, 60 min unless the run says otherwise),
+    ``idle-best`` (it, at the best of :data:`OPEN_TIMEOUTS_MIN`) or ``gpuaas``."""
     shares: bool
     text: str
     placed: bool = False
     """Shares sized by the product's advice and placed on cards (``False`` on a shares rung:
     idealised, each session's own need, quota only)."""
+    kept: bool = False
+    """Kernel state kept through stops (L4)."""
+    notebooks: bool = True
+    """Whether the trace's notebook sessions are replayed (F0: training alone)."""
 
     @property
     def split_chosen(self) -> bool:
@@ -116,14 +140,33 @@ RUNGS: dict[str, Rung] = {
     for r in (
         Rung("B0", "reserved", "none", False, "per-user whole-GPU reservations + training"),
         Rung("B1", "partitions", "none", False, "per-queue static partitions"),
+        Rung("B1o", "org-partitions", "none", False, "one org-wide notebook and training queue"),
         Rung("B1i", "partitions", "idle-60", False, "B1 + idle-culler 60 min"),
         Rung("B2", "team-cohorts", "none", False, "per-team Kueue cohorts"),
         Rung("L1", "org-cohort", "none", False, "org-wide Kueue cohort"),
         Rung("L1i", "org-cohort", "idle-60", False, "L1 + idle-culler 60 min"),
+        Rung(
+            "L1c",
+            "org-cohort",
+            "idle-best",
+            False,
+            "L1 + idle-culler at its best timeout: the best open stack",
+        ),
         Rung("L1g", "org-cohort", "gpuaas", False, "L1 + gpuaas as shipped"),
         Rung("L2", "org-cohort", "none", True, "L1 + need-sized shares, advised and packed", True),
         Rung("L3", "org-cohort", "gpuaas", True, "L2 + gpuaas as shipped", True),
+        Rung(
+            "L4",
+            "org-cohort",
+            "gpuaas",
+            True,
+            "L3 + kernel state kept through reclaims and ways up",
+            True,
+            True,
+        ),
         Rung("L2o", "org-cohort", "none", True, "L2 idealised: own need, no placement"),
+        Rung("Lb", "org-cohort", "oracle", False, "bound: a GPU only while a cell runs"),
+        Rung("F0", "org-cohort", "none", False, "floor: training alone", notebooks=False),
     )
 }
 
@@ -268,6 +311,8 @@ def manifests(
             cohorts[t.name] = None
     for cohort in sorted({c for c in cohorts.values() if c}):
         docs.append({"kind": "Cohort", "metadata": {"name": cohort}, "spec": {}})
+    if rung.structure == "org-partitions":
+        return docs + _org_partitions(spec, pools, notebook_share), _node_pools(pools, rung)
     for t in spec.teams:
         docs.append(
             _cluster_queue(
@@ -303,6 +348,47 @@ def manifests(
                 "spec": {"clusterQueue": f"{t.name}-training"},
             }
         )
+    return docs, _node_pools(pools, rung)
+
+
+def _org_partitions(
+    spec: OrgSpec, pools: Sequence[Pool], notebook_share: float
+) -> list[dict[str, Any]]:
+    """B1o's queues: one notebook ClusterQueue and one training ClusterQueue for the whole
+    organisation (``notebook_share`` of every pool's GPUs to notebooks), no cohort; every
+    team's local queues point at them."""
+    notebooks: dict[str, dict[str, int]] = {}
+    training: dict[str, dict[str, int]] = {}
+    for pool in pools:
+        if pool.mig is not None:
+            notebooks[pool.name] = _quota(pool, pool.units, False)
+            continue
+        held = math.floor(pool.units * notebook_share + 1e-9)
+        notebooks[pool.name] = _quota(pool, held, False)
+        training[pool.name] = _quota(pool, pool.units - held, False)
+    docs = [
+        _cluster_queue("org-notebooks", "org", "notebooks", None, notebooks, lends_only=True),
+        _cluster_queue("org-training", "org", "training", None, training, lends_only=False),
+    ]
+    for t in spec.teams:
+        docs.append(
+            {
+                "kind": "LocalQueue",
+                "metadata": {"name": t.name, "namespace": NOTEBOOK_NAMESPACE},
+                "spec": {"clusterQueue": "org-notebooks"},
+            }
+        )
+        docs.append(
+            {
+                "kind": "LocalQueue",
+                "metadata": {"name": "training", "namespace": t.name},
+                "spec": {"clusterQueue": "org-training"},
+            }
+        )
+    return docs
+
+
+def _node_pools(pools: Sequence[Pool], rung: Rung) -> list[dict[str, Any]]:
     node_pools = []
     for pool in pools:
         if pool.mig is not None:
@@ -326,7 +412,7 @@ def manifests(
                 "capacity": capacity,
             }
         )
-    return docs, node_pools
+    return node_pools
 
 
 def catalog_data(spec: OrgSpec, rung: Rung) -> dict[str, Any]:
@@ -420,13 +506,51 @@ def world(spec: OrgSpec, rung_name: str, gpus: int, notebook_share: float) -> Wo
     return World(org, catalog, 1.0 if rung.shares else 0.0)
 
 
+KEPT_IDLE_AFTER = "15m"
+"""L4's ``idle_after_when_kept`` in every policy of the shipped file (issue 36's example)."""
+
+
+def kept_policy_text(text: str, idle_after_when_kept: str = KEPT_IDLE_AFTER) -> str:
+    """The policy file for L4: ``text`` with ``idle_after_when_kept`` after every
+    ``idle_after`` (same indent), and ``snapshot_timeout: 0s``: the replay models the
+    snapshot's time itself (:class:`.sim.KeptState`), so the loop does not wait for a server's
+    answer in wall-clock time."""
+    out = []
+    for line in text.splitlines():
+        out.append(line)
+        stripped = line.lstrip()
+        if stripped.startswith("idle_after:"):
+            indent = line[: len(line) - len(stripped)]
+            out.append(f"{indent}idle_after_when_kept: {idle_after_when_kept}")
+    if not any(line.startswith("snapshot_timeout:") for line in out):
+        out.insert(0, "snapshot_timeout: 0s")
+    return "\n".join(out) + "\n"
+
+
+@functools.lru_cache(maxsize=8)
+def _kept_policy_file(policy_file: str) -> str:
+    """:func:`kept_policy_text` of ``policy_file``, written once per process."""
+    text = kept_policy_text(Path(policy_file).read_text(encoding="utf-8"))
+    with tempfile.NamedTemporaryFile(
+        "w", suffix=".yaml", prefix="replay-kept-", delete=False, encoding="utf-8"
+    ) as f:
+        f.write(text)
+    atexit.register(os.unlink, f.name)
+    return f.name
+
+
 def policy(rung: Rung, policy_file: str, idle_timeout_min: float = 60.0) -> Policy:
     """What stops idle notebooks on ``rung``: gpuaas with ``policy_file``, jupyterhub-idle-culler
     with ``idle_timeout_min`` (z2jh's 60 by default; every 10 min), or nothing."""
-    if rung.culler == "idle-60":
+    if rung.culler in ("idle-60", "idle-best"):
         return IdleCuller(idle_timeout_min * 60.0, 600.0, rung.name)
+    if rung.culler == "oracle":
+        bound = Oracle()
+        bound.name = rung.name
+        return bound
     if rung.culler == "gpuaas":
-        return Gpuaas(brain.load_policy_file(policy_file), name=rung.name)
+        path = _kept_policy_file(policy_file) if rung.kept else policy_file
+        return Gpuaas(brain.load_policy_file(path), name=rung.name)
     p = Static()
     p.name = rung.name
     return p
@@ -444,22 +568,34 @@ def trace(spec: OrgSpec, seed: int, *, days: float, burn_in_h: float) -> Trace:
         users_per_team=spec.users(),
         offered_load=spec.demand.training_offered_load,
         team_weights=weights,
-        gpu_memory=(spec.demand.gpu_memory_median_gib, spec.demand.gpu_memory_sigma),
+        gpu_memory=(
+            spec.demand.gpu_memory_median_gib,
+            spec.demand.gpu_memory_sigma,
+            spec.demand.gpu_memory_within_user,
+        ),
     )
 
 
 def warm_history(spec: OrgSpec, trace: Trace) -> brain.PeakHistory:
     """The peaks the service holds for every user of ``trace`` when it begins: the sessions
-    they had before it (as many as it keeps), their needs drawn from the organisation's
-    distribution as the trace's own are (a draw per user and seed, the same on every rung).
+    they had before it (as many as it keeps), their needs drawn as the trace's own are,
+    around the user's own level (:func:`.trace.need_gib`; a draw per user and seed, the same
+    on every rung).
     Without it, a day's replay would advise from one or two sessions, where a service that
     has run for weeks advises from :data:`~jupyter_gpuaas.core.sizing.SESSIONS_KEPT`."""
     d = spec.demand
     peaks = {}
     for user in sorted({s.user for s in trace.sessions}):
         rng = random.Random(f"history/{trace.seed}/{user}")
+        level = user_level(trace.seed, user)
         gib = [
-            d.gpu_memory_median_gib * math.exp(rng.gauss(0.0, d.gpu_memory_sigma))
+            need_gib(
+                d.gpu_memory_median_gib,
+                d.gpu_memory_sigma,
+                d.gpu_memory_within_user,
+                level,
+                rng.gauss(0.0, 1.0),
+            )
             for _ in range(brain.SESSIONS_KEPT)
         ]
         peaks[user] = tuple(math.ceil(g * 1024) for g in gib)

@@ -4,6 +4,7 @@ with paired bootstrap intervals, each rung at its own service-level size, and th
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -19,6 +20,13 @@ from . import brain, capacity, figures, ladder
 from .capacity import Levels, Multiplier, RunSpec, Search
 from .metrics import mean_ci
 from .organisations import OrgSpec
+from .sim import (
+    RESTORE_REQUEST_S,
+    RESTORE_S_PER_GIB,
+    SAVE_S_PER_GIB,
+    STATE_GIB,
+    KeptState,
+)
 from .trace import PARAMETERS, TRACE_VERSION
 from .world import REPO
 
@@ -26,12 +34,21 @@ DOCS = REPO / "docs" / "replay.md"
 FIGURES = REPO / "docs" / "images" / "replay"
 """The page's SVG figures, written with it (every ``*.svg`` there is the page's)."""
 TEMPLATE = Path(__file__).with_name("ladder.md.in")
-BASELINES = ("B1", "B2", "L1i")
+PAGE_SPLITS = Path(__file__).with_name("page-splits.json")
+"""The split each rung ran at each size the page's searches ran, written with the page, so
+that ``--events --rung R --size N`` replays a rung as the page sized it."""
+BASELINES = ("B0", "B1", "B1o", "L1c")
+"""The multipliers' baselines: per-user reservations, the two partitions (per team and
+organisation-wide) and the best open stack (L1c)."""
 QUICK = {"seeds": 3, "days": 0.5, "burn_in_h": 12.0, "resamples": 200}
+QUICK_TIMEOUTS_MIN = (60.0, 120.0, 240.0)
+"""``--quick``'s idle-culler timeouts for L1c (the grid's every other point); ``--quick`` also
+leaves the brackets unrefined."""
 SWEEP: tuple[tuple[str, str, tuple[float, ...]], ...] = (
     ("users_per_gpu", "notebook users per GPU", (0.5, 2.0, 3.0)),
     ("gpu_memory_median_gib", "median GPU-memory need (GiB)", (4.0, 16.0)),
     ("training_offered_load", "training offered load", (0.4, 0.9)),
+    ("gpu_memory_within_user", "within-user share of the need's spread", (0.0, 1.0)),
 )
 """The sensitivity sweep (``--sweep``): each figure moved alone from the organisation's."""
 SWEEP_RUNGS = ("B1", "L1i", "L2")
@@ -57,7 +74,9 @@ AT_SIZE_ROWS: tuple[tuple[str, str, str], ...] = (
     ("wait_p90_min", "training wait p90 (min)", "num"),
     ("wait_gpu_hour_weighted_mean_min", "training wait, GPU-hour-weighted mean (min)", "num"),
     ("spawn_wait_p90_min", "notebook spawn wait p90 (min)", "num"),
-    ("interrupted_per_100h", "active sessions interrupted per 100 session-h", "num"),
+    ("interrupted_per_100h", "active sessions interrupted (state lost) per 100 session-h", "num"),
+    ("moved_per_100h", "(L4) sessions moved with their state per 100 session-h", "num"),
+    ("restore_wait_p90_min", "(L4) restore wait p90 (min)", "num"),
     ("share_slowdown", "burst slowdown on shares (extra ÷ burst time)", "pct"),
     ("advice_oversize", "advised share ÷ the share the need fits (memory)", "num"),
     ("ways_up_per_100h", "ways up (kernel beyond its cap) per 100 session-h", "num"),
@@ -83,9 +102,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--splits",
         default=",".join(f"{s:g}" for s in ladder.DEFAULT_SPLITS),
-        help="notebook shares of each team's GPUs (nominal quota, in a cohort) that B1, B2 and"
-        " L1 choose their best from, at each size; B1i keeps B1's, the rungs built on L1 keep"
-        " L1's (default 0.25,0.375,0.5)",
+        help="notebook shares of each team's GPUs (nominal quota, in a cohort) that B1, B1o, B2"
+        " and L1 choose their best from, at each size; B1i keeps B1's, the rungs built on L1"
+        " keep L1's (default " + ",".join(f"{s:g}" for s in ladder.DEFAULT_SPLITS) + ")",
     )
     g.add_argument(
         "--users-per-gpu",
@@ -104,6 +123,47 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         help="median GPU-memory need of a session, GiB (lognormal; default: the organisation's;"
         " an assumption until measured)",
     )
+    g.add_argument(
+        "--memory-within",
+        type=float,
+        help="the within-user share of the need's spread, 0-1 (0: a user's needs repeat; 1:"
+        " drawn afresh each session; default: the organisation's, an assumption)",
+    )
+    g.add_argument(
+        "--unsaveable",
+        type=float,
+        default=KeptState().unsaveable,
+        help="L4: the share of sessions whose kernel state cannot be saved (an assumption;"
+        f" default {KeptState().unsaveable:g}; the model rows sweep 0-0.5)",
+    )
+    g.add_argument(
+        "--snapshot-s",
+        type=float,
+        default=KeptState().snapshot_s,
+        help="L4: seconds a server takes to save its kernels' state before it stops (the GPU"
+        f" is freed this much later; default {KeptState().snapshot_s:g}, an assumption)",
+    )
+    g.add_argument(
+        "--restore-s",
+        type=float,
+        default=KeptState().restore_s,
+        help="L4: seconds the new server takes to restore the state before the user goes on"
+        f" (default {KeptState().restore_s:g}, an assumption)",
+    )
+    g.add_argument(
+        "--restore-p90-min",
+        type=float,
+        default=2.0,
+        help="service level: the wait from a user's return (or move) to their state back, p90"
+        " (L4; default 2)",
+    )
+    g.add_argument(
+        "--models",
+        action="store_true",
+        help="run the model's sensitivity rows even with --quick (HAMi's throttling, the"
+        " share of unsaveable sessions, the snapshot and restore costs)",
+    )
+    g.add_argument("--no-models", action="store_true", help="skip the model's sensitivity rows")
     g.add_argument(
         "--spawn-p90-min", type=float, default=5.0, help="service level: spawn wait p90 (min)"
     )
@@ -131,6 +191,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         type=int,
         help="with --events: the training pools' GPUs of the one run (default: the organisation's)",
     )
+    g.add_argument(
+        "--split",
+        type=float,
+        help="with --events: the notebook share of the one run (default: the split the page's"
+        " search ran that rung on at that size, from benchmarks/replay/page-splits.json)",
+    )
     g.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of the seeds")
     g.add_argument(
         "--sweep",
@@ -143,9 +209,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--sweep-seeds",
         type=int,
-        default=20,
-        help="seeds of each point of the sweep, of the dual and of the culler frontier (the"
-        " first this many of the ladder's)",
+        default=10,
+        help="seeds of each point of the sweep, of the dual, of the culler frontier and of"
+        " the model's sensitivity rows (the first this many of the ladder's; default 10)",
     )
     g.add_argument(
         "--frontier",
@@ -158,12 +224,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--dual",
         action="store_true",
-        help="run the dual even with --quick (it runs by default, unless --no-dual): the"
-        " largest demand (users per GPU and training load × a factor) that "
+        help="run the dual (not by default, to keep the default command within its time"
+        " budget): the largest demand (users per GPU and training load × a factor) that "
         + ", ".join(DUAL_RUNGS)
         + " serve within the service levels on the organisation's own cluster",
     )
-    g.add_argument("--no-dual", action="store_true", help="skip the dual")
+    g.add_argument("--no-dual", action="store_true", help="skip the dual (the default)")
     g.add_argument(
         "--quick",
         action="store_true",
@@ -180,6 +246,7 @@ def _demand(args: argparse.Namespace) -> tuple[tuple[str, float], ...]:
         "users_per_gpu": args.users_per_gpu,
         "training_offered_load": args.training_load,
         "gpu_memory_median_gib": args.memory_median,
+        "gpu_memory_within_user": args.memory_within,
     }
     return tuple((k, float(v)) for k, v in changes.items() if v is not None)
 
@@ -219,16 +286,79 @@ def capacity_table(
     caps = {r: s.capacity(full) for r, s in searches.items()}
     caps_relaxed = {r: s.capacity(relaxed) for r, s in searches.items()}
     lines = [
-        "| rung | what | GPUs meeting all levels | GPUs meeting training + spawn levels |",
-        "|---|---|---|---|",
+        "| rung | what | GPUs meeting all levels | GPUs meeting training + spawn levels |"
+        " of the way from L1 to the floor (F0) |",
+        "|---|---|---|---|---|",
     ]
     for r in searches:
         lines.append(
             f"| {r} | {ladder.RUNGS[r].text} | {_fmt(caps[r], 'num')} |"
-            f" {_fmt(caps_relaxed[r], 'num')} |"
+            f" {_fmt(caps_relaxed[r], 'num')} | {_way(caps, r)} |"
         )
     del spec
     return "\n".join(lines), caps, caps_relaxed
+
+
+def way_to_floor(caps: Mapping[str, float], rung: str) -> float:
+    """The share of the way from L1's effective capacity to the training-alone floor (F0's)
+    that ``rung`` closes (nan where one is missing or infinite)."""
+    top, floor, got = caps.get("L1", math.nan), caps.get("F0", math.nan), caps.get(rung, math.nan)
+    if not all(math.isfinite(x) for x in (top, floor, got)) or top <= floor:
+        return math.nan
+    return (top - got) / (top - floor)
+
+
+def _way(caps: Mapping[str, float], rung: str) -> str:
+    x = way_to_floor(caps, rung)
+    return "–" if math.isnan(x) else f"{100 * x:.0f}%"
+
+
+def bounds_line(searches: Mapping[str, Search], levels: Levels) -> str:
+    """The two bounds in one sentence: training alone, and a GPU only while a cell runs."""
+    full = levels.limits()
+    parts = []
+    if "F0" in searches:
+        parts.append(
+            f"the training-alone floor (F0: the notebook sessions removed) is"
+            f" **{_fmt(searches['F0'].capacity(full), 'num')}** GPUs"
+        )
+    if "Lb" in searches:
+        parts.append(
+            f"the bound of any notebook-side lever (Lb: a GPU only while a cell runs, no"
+            f" restore cost) **{_fmt(searches['Lb'].capacity(full), 'num')}**"
+        )
+    if not parts:
+        return "(the bounds F0 and Lb not run: `--rungs`)"
+    return "Bounds: " + "; ".join(parts) + "."
+
+
+def resolution_table(
+    searches: Mapping[str, Search], levels: Levels, seeds: int, resamples: int
+) -> str:
+    """The rungs in order of effective capacity (every level), each against the next: the
+    paired bootstrap interval of their ratio, and whether these seeds tell them apart (the
+    interval leaves out 1)."""
+    full = levels.limits()
+    caps = {r: s.capacity(full) for r, s in searches.items()}
+    ranked = sorted((r for r in caps if math.isfinite(caps[r])), key=lambda r: -caps[r])
+    lines = [
+        "| rung | next (fewer GPUs) | GPUs | × [95%] | told apart |",
+        "|---|---|---|---|---|",
+    ]
+    for a, b in itertools.pairwise(ranked):
+        (m,) = [
+            m
+            for m in capacity.bootstrap(
+                {a: searches[a], b: searches[b]}, [a], seeds, full, resamples=resamples
+            )
+            if m.rung == b
+        ]
+        apart = "yes" if m.low > 1.0 or m.high < 1.0 else "**no**: within the seeds' noise"
+        lines.append(
+            f"| {a} | {b} | {_fmt(caps[a], 'num')} → {_fmt(caps[b], 'num')} |"
+            f" {_multiplier(m)} | {apart} |"
+        )
+    return "\n".join(lines)
 
 
 def multiplier_table(searches: Mapping[str, Search], multipliers: Sequence[Multiplier]) -> str:
@@ -295,10 +425,130 @@ def _mean_at_own_size(search: Search, levels: Levels, key: str) -> float:
     return mean_ci(float(x[key]) for x in _runs_at(search, size, levels))[0]
 
 
-GOALS = (("B1", 2.0, False), ("L1i", 1.3, True))
-"""The goals for the shipped configuration (L3): its multiplier's interval lower bound against
-each baseline (with every service level, the interruption level among them), and against the
-other culler, L1i, at no more interrupted sessions than it."""
+@dataclass(frozen=True)
+class Goal:
+    """A multiplier goal: ``rung`` against ``baseline`` at least ``point`` on the point
+    estimate and, where given, ``low`` at the interval's lower bound."""
+
+    rung: str
+    baseline: str
+    point: float
+    low: float | None = None
+
+
+GOALS = (Goal("L4", "L1c", 1.2, 1.1), Goal("L4", "B0", 2.3))
+"""Issue 36's goals for L4 (measured, not tuned): against the best open stack and B0."""
+STATE_LOST_GOAL = 1.0
+"""At most this many sessions per 100 session-hours lose their kernel state (L4)."""
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """A sensitivity row of the model (not of the demand): a rung searched again with some
+    of its run's settings changed."""
+
+    label: str
+    rung: str
+    changes: tuple[tuple[str, Any], ...]
+
+
+def model_rows(kept: KeptState) -> tuple[ModelRow, ...]:
+    """HAMi's throttling, the share of sessions whose state cannot be saved (0-50%), and the
+    snapshot and restore costs."""
+    return (
+        ModelRow("HAMi throttles a share always", "L3", (("throttle", "always"),)),
+        ModelRow("HAMi throttles a share always", "L4", (("throttle", "always"),)),
+        *(
+            ModelRow(
+                f"state unsaveable for {100 * u:g}% of sessions",
+                "L4",
+                (("kept", replace(kept, unsaveable=u)),),
+            )
+            for u in UNSAVEABLE_SWEEP
+            if u != kept.unsaveable
+        ),
+        ModelRow(
+            "snapshot and restore free (0 s)",
+            "L4",
+            (("kept", replace(kept, snapshot_s=0.0, restore_s=0.0)),),
+        ),
+    )
+
+
+UNSAVEABLE_SWEEP = (0.0, 0.25, 0.5)
+
+
+@dataclass
+class ModelResult:
+    row: ModelRow
+    search: Search
+    multiplier: Multiplier | None
+    """Against L1c (paired bootstrap on the same seeds)."""
+    lost: float
+    """Sessions losing state per 100 session-h at its own size."""
+
+
+def model_table(
+    base: RunSpec,
+    seeds: Sequence[int],
+    settings: capacity.SearchSettings,
+    searches: Mapping[str, Search],
+) -> tuple[str, list[ModelResult]]:
+    """Each :func:`model_rows` row: the rung's effective capacity on every level with that
+    model, its multiplier against L1c (the ladder's, on the same seeds) and the sessions that
+    lose their state at its size."""
+    levels = settings.levels
+    full = levels.limits()
+    guesses = {
+        r: searches[r].capacity(levels.limits(interruptions=False))
+        for r in ("L3", "L4")
+        if r in searches
+    }
+    guesses = {r: g for r, g in guesses.items() if math.isfinite(g)}
+    out: list[ModelResult] = []
+    lines = [
+        "| model | rung | GPUs meeting all levels | × against L1c [95%] | state lost per 100"
+        " session-h at its size | restore wait p90 (min) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in model_rows(base.kept):
+        if row.rung not in searches:
+            continue
+        point = replace(base, **dict(row.changes))
+        search = capacity.search_all(point, [row.rung], seeds, settings, guesses=guesses)[row.rung]
+        m = None
+        if "L1c" in searches:
+            both = {"L1c": _first_seeds(searches["L1c"], len(seeds)), row.rung: search}
+            (m,) = [
+                x
+                for x in capacity.bootstrap(
+                    both, ["L1c"], len(seeds), full, resamples=settings.resamples
+                )
+                if x.rung == row.rung
+            ]
+        size, _mark = own_size(search, levels)
+        lost = restore = math.nan
+        if size is not None:
+            lost = mean_ci(
+                float(x["interrupted_per_100h"]) for x in _runs_at(search, size, levels)
+            )[0]
+            restore = mean_ci(
+                float(x.get("restore_wait_p90_min", 0.0)) for x in _runs_at(search, size, levels)
+            )[0]
+        out.append(ModelResult(row, search, m, lost))
+        lines.append(
+            f"| {row.label} | {row.rung} | {_fmt(search.capacity(full), 'num')} |"
+            f" {_multiplier(m)} | {_fmt(lost, 'num')} | {_fmt(restore, 'num')} |"
+        )
+    return "\n".join(lines), out
+
+
+def _first_seeds(search: Search, n: int) -> Search:
+    """``search`` on its first ``n`` seeds (the model rows run the sweep's seeds)."""
+    return Search(
+        search.rung,
+        {g: {s: runs[:n] for s, runs in by.items()} for g, by in search.sizes.items()},
+    )
 
 
 def goals_section(
@@ -306,99 +556,187 @@ def goals_section(
     multipliers: Sequence[Multiplier],
     relaxed: Sequence[Multiplier],
     levels: Levels,
+    models: Sequence[ModelResult] = (),
+    kept: KeptState | None = None,
 ) -> str:
-    """Whether the shipped configuration (L3: need-sized shares with gpuaas) meets the goals,
-    and where it falls short, what is missing, from the figures the page shows: the bound of
-    the lever (L2o), the advice's size against the need, the Jobs admitted onto scraps."""
-    if "L3" not in searches:
-        return "(L3 not run: `--rungs`)"
+    """Whether L4 meets issue 36's goals (against L1c and B0, and the sessions that lose their
+    state), L3's figures beside it; where a goal is missed, which cost is responsible, from
+    the page's own figures: the floor and the bound, the model rows (the sessions whose state
+    cannot be saved, the snapshot and restore costs, HAMi's throttling), the advice and the
+    placement."""
+    del relaxed
+    rung = "L4" if "L4" in searches else "L3"
+    if rung not in searches:
+        return "(L3 and L4 not run: `--rungs`)"
     full = {(m.rung, m.baseline): m for m in multipliers}
-    loose = {(m.rung, m.baseline): m for m in relaxed}
-
-    def against(rung: str, base: str) -> tuple[Multiplier | None, bool]:
-        """The multiplier on every level, else (True) on the training and spawn levels."""
-        m = full.get((rung, base))
-        if m is not None and math.isfinite(m.value) and m.value > 0:
-            return m, False
-        return loose.get((rung, base)), True
-
-    interrupted = {
-        r: _mean_at_own_size(s, levels, "interrupted_per_100h") for r, s in searches.items()
-    }
+    lost = {r: _mean_at_own_size(s, levels, "interrupted_per_100h") for r, s in searches.items()}
     lines = [
-        "| goal for L3 (shipped) | measured [95%] | interrupted per 100 session-h, L3 / baseline"
-        " | met |",
+        f"| goal for {rung} | {rung} measured [95%] | L3 (shipped) [95%] | met |",
         "|---|---|---|---|",
     ]
-    short: list[tuple[str, float]] = []
-    for base, goal, no_more in GOALS:
-        if base not in searches:
+    missed: list[str] = []
+    for goal in GOALS:
+        if goal.baseline not in searches:
             continue
-        m, relaxed_only = against("L3", base)
-        note = (
-            " (training and spawn levels: one side meets the interruption level at no size)"
-            if relaxed_only
-            else ""
+        m = full.get((rung, goal.baseline))
+        met = (
+            m is not None
+            and math.isfinite(m.value)
+            and m.value >= goal.point
+            and (goal.low is None or m.low >= goal.low)
         )
-        fewer = not no_more or interrupted["L3"] <= interrupted[base]
-        met = m is not None and m.low >= goal and fewer
         if not met:
-            short.append((base, goal))
+            missed.append(goal.baseline)
+        text = f"≥ {goal.point:g}× against {goal.baseline}" + (
+            f", lower bound ≥ {goal.low:g}" if goal.low is not None else ""
+        )
         lines.append(
-            f"| ≥ {goal:g}× against {base} at the lower bound"
-            + (", no more interruptions" if no_more else "")
-            + f" | {_multiplier(m)}{note} | {interrupted['L3']:.2g} / {interrupted[base]:.2g}"
-            f" | {'yes' if met else '**no**'} |"
+            f"| {text} | {_multiplier(m)} | {_multiplier(full.get(('L3', goal.baseline)))} |"
+            f" {'yes' if met else '**no**'} |"
         )
-    if not short:
-        return "\n".join(lines) + "\n\nBoth goals are met."
+    lost_met = lost[rung] <= STATE_LOST_GOAL
+    lines.append(
+        f"| ≤ {STATE_LOST_GOAL:g} session per 100 session-h losing its state (at its size) |"
+        f" {_fmt(lost[rung], 'num')} | {_fmt(lost.get('L3', math.nan), 'num')} |"
+        f" {'yes' if lost_met else '**no**'} |"
+    )
     out = ["\n".join(lines), ""]
+    if not missed and lost_met:
+        return out[0] + "\n\nEvery goal is met."
     why: list[str] = []
-    if "L2o" in searches:
-        bound = [(base, goal, against("L2o", base)[0]) for base, goal in short]
-        beyond = [f"{b} {_multiplier(m)}" for b, goal, m in bound if m and m.high < goal]
-        if beyond:
+    caps = {r: s.capacity(levels.limits()) for r, s in searches.items()}
+    for base in missed:
+        goal = next(g for g in GOALS if g.baseline == base)
+        floor = full.get(("F0", base))
+        bound = full.get(("Lb", base))
+        if floor is not None and math.isfinite(floor.value) and floor.value < goal.point:
             why.append(
-                "**The lever's bound falls short too** (L2o, every session on the share its own"
-                f" need fits and shares packed perfectly: {'; '.join(beyond)}): on this"
-                " organisation need-sized shares cannot reach the goal even done perfectly; the"
-                " GPUs left are what training's own demand needs at its service level."
+                f"Against {base}: **training's own demand**. Even with no notebook at all (F0)"
+                f" the multiplier is {_multiplier(floor)}: the goal asks for more than removing"
+                " every notebook session would give."
             )
-    oversize = _mean_at_own_size(searches["L3"], levels, "advice_oversize")
-    if oversize > 1.5:
-        why.append(
-            f"**Advice closer to the need**: L3's advised share is {oversize:.2f}× the share"
-            " each session's need fits (the largest of a user's recent peaks × the headroom,"
-            " when needs vary from session to session); a share sized from the session's own"
-            " peak as it runs (a way down as well as up) would close part of the gap to L2o."
-        )
-    unplaceable = _mean_at_own_size(searches["L3"], levels, "jobs_unplaceable")
-    held = _mean_at_own_size(searches["L3"], levels, "unplaced_job_gpu_h")
-    if unplaceable > 0:
-        why.append(
-            f"**Placement that keeps whole cards free**: {unplaceable:.1f} Jobs a day at L3's"
-            f" size are admitted on quota that exists only as scraps of several cards and wait,"
-            f" holding {held:.1f} GPU-hours of quota (Kueue admits on quota only); packing the"
-            " shares onto the fewest cards as they are placed, or Kueue's topology-aware"
-            " scheduling, would keep them from being admitted onto scraps."
-        )
-    if any(b == "L1i" for b, _g in short):
-        ours, theirs = interrupted["L3"], interrupted["L1i"]
-        if ours > theirs:
+            continue
+        if bound is not None and math.isfinite(bound.value) and bound.value < goal.point:
             why.append(
-                f"**Fewer interruptions**: L3 interrupts {ours:.2g} active sessions per 100"
-                f" session-h, L1i {theirs:.2g}; warning earlier or reclaiming only for queued"
-                " work would trade GPUs for fewer (the culler frontier below)."
+                f"Against {base}: **the notebook side's bound**. A GPU held only while a cell"
+                f" runs (Lb, no restore cost) gives {_multiplier(bound)}: no notebook-side lever"
+                " reaches the goal here; the rest is training's."
+            )
+            continue
+        costs = [
+            r
+            for r in models
+            if r.row.rung == rung
+            and r.multiplier is not None
+            and math.isfinite(r.multiplier.value)
+            and r.multiplier.value >= goal.point
+        ]
+        if costs:
+            named = "; ".join(f"{r.row.label}: {_multiplier(r.multiplier)}" for r in costs)
+            why.append(
+                f"Against {base}: **the costs these model rows remove** ({named}) would meet it."
+            )
+            continue
+        way_l4, way_lb = way_to_floor(caps, rung), way_to_floor(caps, "Lb")
+        parts = [
+            f"{rung} closes {_pct(way_l4)} of the way from L1 to the floor, the bound (Lb)"
+            f" {_pct(way_lb)}"
+        ]
+        oversize = _mean_at_own_size(searches[rung], levels, "advice_oversize")
+        if oversize > 1.0:
+            parts.append(f"its advised share is {oversize:.2f}× the share the need fits")
+        slowdown = _mean_at_own_size(searches[rung], levels, "share_slowdown")
+        if slowdown > 0:
+            parts.append(f"bursts on shares run {100 * slowdown:.0f}% longer (HAMi's limit)")
+        unplaceable = _mean_at_own_size(searches[rung], levels, "jobs_unplaceable")
+        if unplaceable > 0:
+            parts.append(f"{unplaceable:.1f} Jobs a day wait for whole cards on one node")
+        why.append(
+            f"Against {base}: **what separates {rung} from the bound**: "
+            + "; ".join(parts)
+            + ". No single model row closes it."
+        )
+    if not lost_met:
+        clean = [
+            r
+            for r in models
+            if r.row.rung == rung and r.lost <= STATE_LOST_GOAL and "unsaveable" in r.row.label
+        ]
+        if rung == "L4" and clean:
+            why.append(
+                f"Sessions losing state: **the sessions whose state cannot be saved** (assumed"
+                f" {100 * (kept or KeptState()).unsaveable:g}%): with {clean[0].row.label} it is"
+                f" {_fmt(clean[0].lost, 'num')} per 100 session-h."
             )
         else:
             why.append(
-                f"L1i's GPUs are paid for in interrupted sessions ({theirs:.2g} per 100"
-                f" session-h against L3's {ours:.2g}): its multiplier is on the training and"
-                " spawn levels, where the idle-culler's interruptions cost nothing."
+                f"Sessions losing state: {rung} loses {_fmt(lost[rung], 'num')} per 100"
+                " session-h (reclaims and ways up of sessions whose state is not kept)."
             )
-    out.append("What is missing, from the figures of this page:\n")
+    out.append("Which cost is responsible, from the figures of this page:\n")
     out += [f"- {w}" for w in why] or ["- (no single figure names it)"]
     return "\n".join(out)
+
+
+def _pct(x: float) -> str:
+    return "–" if math.isnan(x) else f"{100 * x:.0f}%"
+
+
+def best_open_stack(
+    base: RunSpec,
+    seeds: Sequence[int],
+    settings: capacity.SearchSettings,
+    searched: Mapping[str, Search],
+    timeouts: Sequence[float] = ladder.OPEN_TIMEOUTS_MIN,
+) -> capacity.OpenStack:
+    """L1c over the timeout grid, from L1's size and on L1's split there (as L1i)."""
+    levels = settings.levels
+    guess = None
+    inherited = dict(settings.inherited)
+    if "L1" in searched:
+        size = searched["L1"].meeting_size(levels.limits(interruptions=False))
+        if size is not None:
+            guess = float(size)
+            inherited["L1c"] = searched["L1"].best_split(size, levels.limits(interruptions=False))
+    return capacity.search_best_open(
+        base, seeds, replace(settings, inherited=inherited), guess=guess, timeouts=timeouts
+    )
+
+
+def open_stack_table(open_stack: capacity.OpenStack | None, levels: Levels) -> str:
+    """Each jupyterhub-idle-culler timeout on L1: its GPUs on every level and on the training
+    and spawn levels, and the sessions it interrupts at its size; the one chosen for L1c."""
+    if open_stack is None:
+        return "(L1c not run: `--rungs`)"
+    full, relaxed = levels.limits(), levels.limits(interruptions=False)
+    lines = [
+        "| idle-culler timeout on L1 | GPUs meeting all levels | GPUs meeting training + spawn"
+        " levels | interrupted per 100 session-h at the training + spawn size |",
+        "|---|---|---|---|",
+    ]
+    for t, search in open_stack.searches.items():
+        size = search.meeting_size(relaxed)
+        cell = "–"
+        if size is not None:
+            runs = _runs_at(search, size, replace(levels, interrupted_per_100h=math.inf))
+            mean, half = mean_ci(float(x["interrupted_per_100h"]) for x in runs)
+            cell = _fmt(mean, "num", half) + f" @ {size}"
+        star = " ★" if t == open_stack.chosen else ""
+        lines.append(
+            f"| {t:g} min{star} | {_fmt(search.capacity(full), 'num')} |"
+            f" {_fmt(search.capacity(relaxed), 'num')} | {cell} |"
+        )
+    if open_stack.chosen is None:
+        lines.append(
+            "\nNo timeout meets every level at any size run: L1c is shown at the shortest."
+        )
+    else:
+        lines.append(
+            f"\n★ L1c, the best open stack: the {open_stack.chosen:g} min timeout (the fewest"
+            " GPUs meeting every level; chosen on the point estimates, so its intervals below"
+            " leave the choice out)."
+        )
+    return "\n".join(lines)
 
 
 def _split_cell(search: Search, size: int | None, limits: Mapping[str, float]) -> str:
@@ -677,6 +1015,11 @@ def run_events(args: argparse.Namespace, base: RunSpec, seeds: Sequence[int]) ->
     if run.rung not in ladder.RUNGS:
         print(f"no such rung: {run.rung}; have {', '.join(ladder.RUNGS)}")
         return 2
+    split, note = page_split(args, spec, run.rung, run.gpus)
+    run = replace(run, split=split)
+    if run.rung == "L1c":
+        run = replace(run, idle_timeout_min=_page_timeout(spec))
+    print(note)
     started = time.perf_counter()
     with open(args.events, "w", encoding="utf-8") as f:
         figures = capacity.run_one(run, f)
@@ -689,6 +1032,61 @@ def run_events(args: argparse.Namespace, base: RunSpec, seeds: Sequence[int]) ->
         lines.append(f"| {label} | {_fmt(float(figures[key]), kind)} |")
     print("\n".join(lines))
     return 0
+
+
+def page_split(args: argparse.Namespace, spec: OrgSpec, rung: str, size: int) -> tuple[float, str]:
+    """The split of ``--events``'s one run: ``--split``, else the one the page's search ran
+    ``rung`` on at ``size`` (its best there, or its parent's), else at the nearest size the
+    page ran; and a line that says which."""
+    if args.split is not None:
+        return args.split, f"split {args.split:g} (--split)"
+    if not ladder.RUNGS[rung].split_chosen:
+        return ladder.COHORT_NOTEBOOK_SHARE, "no split (per-user reservations)"
+    record = _page_record()
+    sizes = record.get("splits", {}).get(rung, {}) if record.get("org") == spec.name else {}
+    if not sizes:
+        return ladder.COHORT_NOTEBOOK_SHARE, (
+            f"split {ladder.COHORT_NOTEBOOK_SHARE:g}: the page did not run {rung} on {spec.name}"
+            " (give --split)"
+        )
+    if str(size) in sizes:
+        split = float(sizes[str(size)])
+        return split, f"split {split:g}: the page's for {rung} at {size} GPUs"
+    near = min(sizes, key=lambda g: abs(int(g) - size))
+    split = float(sizes[near])
+    return split, f"split {split:g}: the page's for {rung} at {near} GPUs, the nearest it ran"
+
+
+def _page_record() -> dict[str, Any]:
+    try:
+        data = json.loads(PAGE_SPLITS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _page_timeout(spec: OrgSpec) -> float:
+    """The idle-culler timeout the page chose for L1c (60 min where it has none)."""
+    record = _page_record()
+    chosen = record.get("l1c_timeout_min") if record.get("org") == spec.name else None
+    return float(chosen) if chosen else 60.0
+
+
+def page_record(
+    spec: OrgSpec, searches: Mapping[str, Search], levels: Levels, chosen: float | None
+) -> dict[str, Any]:
+    """What :data:`PAGE_SPLITS` keeps: each rung's split at each size run (the best there on
+    every level), and L1c's timeout."""
+    full = levels.limits()
+    return {
+        "org": spec.name,
+        "l1c_timeout_min": chosen,
+        "splits": {
+            r: {str(g): s.best_split(g, full) for g in sorted(s.sizes)}
+            for r, s in searches.items()
+            if ladder.RUNGS[r].split_chosen
+        },
+    }
 
 
 def _beyond_the_ladder(
@@ -725,12 +1123,12 @@ def _beyond_the_ladder(
         )
     else:
         sections["sweep"] = "(not run: `--no-sweep` or `--quick`)"
-    if args.dual or not (args.quick or args.no_dual):
+    if args.dual and not args.no_dual:
         sections["dual"] = dual_table(
             base, [r for r in DUAL_RUNGS if r in rung_names], seeds[: args.sweep_seeds], settings
         )
     else:
-        sections["dual"] = "(not run: `--no-dual` or `--quick`)"
+        sections["dual"] = "(not run: it runs with `--dual`)"
     if args.frontier or not (args.quick or args.no_frontier):
         with tempfile.TemporaryDirectory(prefix="replay-frontier-") as tmp:
             sections["frontier"], frontiers = frontier_table(
@@ -742,6 +1140,23 @@ def _beyond_the_ladder(
     else:
         sections["frontier"] = "(not run: `--no-frontier` or `--quick`)"
     return svgs
+
+
+def _models(
+    args: argparse.Namespace,
+    base: RunSpec,
+    seeds: Sequence[int],
+    settings: capacity.SearchSettings,
+    searches: Mapping[str, Search],
+) -> tuple[str, list[ModelResult]]:
+    """The model's sensitivity rows (unless skipped), on the sweep's seeds, each rung on the
+    split the ladder gave it."""
+    if not (args.models or not (args.quick or args.no_models)):
+        return "(not run: `--no-models` or `--quick`)", []
+    inherited = capacity.chosen_splits(searches)
+    return model_table(
+        base, seeds[: args.sweep_seeds], replace(settings, inherited=inherited), searches
+    )
 
 
 def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -767,27 +1182,38 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         policy_file=args.policy_file,
         demand=_demand(args),
         checkpoint_min=args.checkpoint_min,
+        kept=KeptState(args.snapshot_s, args.restore_s, args.unsaveable),
     )
     spec = capacity.spec_of(base)
     if args.events:
         return run_events(args, base, seeds)
-    levels = Levels(args.target_p90_min, args.spawn_p90_min, args.max_interrupted)
+    levels = Levels(
+        args.target_p90_min, args.spawn_p90_min, args.max_interrupted, args.restore_p90_min
+    )
     splits = _split_list(args.splits)
     workers = args.workers or capacity.default_workers()
     started = time.perf_counter()
     cpu0 = time.process_time()
-    searches = capacity.search_all(
-        base,
-        rung_names,
-        seeds,
-        capacity.SearchSettings(
-            levels,
-            splits,
-            workers,
-            args.resamples,
-            progress=lambda line: print(line, flush=True),
-        ),
+    load0 = os.getloadavg()[0]
+    settings = capacity.SearchSettings(
+        levels, splits, workers, args.resamples, progress=lambda line: print(line, flush=True)
     )
+    searched = capacity.search_all(base, [r for r in rung_names if r != "L1c"], seeds, settings)
+    open_stack = None
+    if "L1c" in rung_names:
+        timeouts = QUICK_TIMEOUTS_MIN if args.quick else ladder.OPEN_TIMEOUTS_MIN
+        open_stack = best_open_stack(base, seeds, settings, searched, timeouts)
+        searched["L1c"] = open_stack.searches[open_stack.chosen or ladder.OPEN_TIMEOUTS_MIN[0]]
+    searches = {r: searched[r] for r in rung_names}
+    timeout = open_stack.chosen if open_stack and open_stack.chosen else None
+    if not args.quick:
+        capacity.refine(
+            base,
+            searches,
+            seeds,
+            settings,
+            {"L1c": replace(base, idle_timeout_min=timeout)} if timeout else None,
+        )
     runs = sum(len(v) for s in searches.values() for by in s.sizes.values() for v in by.values())
     wall = ladder_wall = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -803,12 +1229,17 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         resamples=args.resamples,
     )
     cap_table, _caps, _relaxed = capacity_table(searches, levels, spec)
+    sections_models, models = _models(args, base, seeds, settings, searches)
     sections = {
+        "models": sections_models,
+        "bounds": bounds_line(searches, levels),
+        "resolution": resolution_table(searches, levels, len(seeds), args.resamples),
+        "open_stack": open_stack_table(open_stack, levels),
         "capacity": cap_table,
         "multipliers": multiplier_table(searches, multipliers),
         "multipliers_relaxed": multiplier_table(searches, relaxed),
         "at_size": at_size_table(searches, levels),
-        "goals": goals_section(searches, multipliers, relaxed, levels),
+        "goals": goals_section(searches, multipliers, relaxed, levels, models, base.kept),
         "search": search_table(searches, levels),
     }
     svgs = figures.ladder_figures(
@@ -827,7 +1258,11 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         " workers"
     )
     for title, key in (
+        ("The best open stack", "open_stack"),
         ("Effective capacity", "capacity"),
+        ("Bounds", "bounds"),
+        ("Telling the rungs apart", "resolution"),
+        ("The model's sensitivity", "models"),
         ("Multipliers, all service levels", "multipliers"),
         ("Multipliers, training and spawn levels only", "multipliers_relaxed"),
         ("Each rung at its own service-level size", "at_size"),
@@ -861,6 +1296,16 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     for name, svg in svgs.items():
         (FIGURES / f"{name}.svg").write_text(svg, encoding="utf-8")
     sections = {**sections, **_figure_links(svgs)}
+    PAGE_SPLITS.write_text(
+        json.dumps(
+            page_record(spec, searches, levels, open_stack.chosen if open_stack else None),
+            indent=1,
+            sort_keys=True,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    sections["load"] = f"{load0:.1f} and {os.getloadavg()[0]:.1f}"
     DOCS.write_text(
         render(args, argv, spec, seeds, levels, sections, runs, wall, cpu, ladder_wall),
         encoding="utf-8",
@@ -871,7 +1316,7 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 FIGURE_TITLES = {
     "ladder": "Effective capacity per rung",
-    "multipliers": "Multipliers against B1 and L1i",
+    "multipliers": "Multipliers against B0 and L1c",
     "frontier": "The culler frontier",
     "users": "Sensitivity to notebook users per GPU",
     "memory": "Sensitivity to the memory need",
@@ -921,6 +1366,13 @@ def _sensitivity_figures(
     return out
 
 
+KEPT_COSTS_SOURCE = (
+    f"from `python -m benchmarks snapshot` (docs/benchmarks.md, 2026-12-06: the slowest"
+    f" measured {SAVE_S_PER_GIB:g} s per GiB saved, {RESTORE_S_PER_GIB:g} s per GiB restored and a"
+    f" {RESTORE_REQUEST_S:g} s restore request) for an assumed {STATE_GIB:g} GiB of state per"
+    " session"
+)
+"""Where L4's default snapshot and restore costs come from."""
 BUDGET_MIN = 20.0
 """The default command's budget on this project's 2-core machine (minutes of wall time)."""
 WEEK = Path(__file__).with_name("week.md")
@@ -991,6 +1443,7 @@ def render(
         training_load=f"{d.training_offered_load:g}",
         memory_median=f"{d.gpu_memory_median_gib:g}",
         memory_sigma=f"{d.gpu_memory_sigma:g}",
+        memory_within=f"{d.gpu_memory_within_user:g}",
         seeds=len(seeds),
         days=f"{args.days:g}",
         burn_in=f"{args.burn_in_h if args.burn_in_h is not None else 24:g}",
@@ -1004,6 +1457,14 @@ def render(
         headroom=f"{brain.DEFAULT_HEADROOM:g}",
         rungs=rungs,
         splits=", ".join(f"{x:g}" for x in _split_list(args.splits)),
+        open_timeouts=", ".join(f"{t:g}" for t in ladder.OPEN_TIMEOUTS_MIN),
+        restore_p90=f"{levels.restore_p90_min:g}",
+        unsaveable=f"{100 * args.unsaveable:g}",
+        snapshot_s=f"{args.snapshot_s:g}",
+        restore_s=f"{args.restore_s:g}",
+        kept_costs_source=KEPT_COSTS_SOURCE,
+        kept_idle_after=ladder.KEPT_IDLE_AFTER,
+        gpus_per_node=", ".join(sorted({str(p.gpus_per_node) for p in spec.training_pools})),
         runs=runs,
         wall=f"{wall / 60:.1f}",
         cpu=f"{cpu / 60:.1f}",

@@ -119,6 +119,7 @@ def summarize(result: Result) -> dict[str, Any]:
     spawn = [w for requested, w, _again in spawns if lo <= requested < hi]
     respawn = [w for requested, w, again in result.spawn_waits if again and lo <= requested < hi]
     reclaims = [r for r in result.reclaims if lo <= r["t"] < hi]
+    restore = [w for back, w in result.restore_waits if lo <= back < hi]
     session_h = max(result.session_seconds / HOUR, 1e-9)
     per100 = 100 / session_h
     return {
@@ -148,8 +149,11 @@ def summarize(result: Result) -> dict[str, Any]:
             if result.counters.get("share_burst_s")
             else 0.0
         ),
-        "jobs_unplaceable": result.counters.get("unplaceable_jobs", 0),
-        "unplaced_job_gpu_h": result.counters.get("unplaced_job_gpu_s", 0.0) / HOUR,
+        "jobs_unplaceable": sum(1 for since, _u, _g in result.unplaced_jobs if lo <= since < hi),
+        "unplaced_job_gpu_h": sum(
+            _overlap(since, until, lo, hi) * gpus for since, until, gpus in result.unplaced_jobs
+        )
+        / HOUR,
         "notebooks_unplaceable": result.counters.get("unplaceable_notebooks", 0),
         "advice_oversize": (
             result.counters["advised_gib"] / result.counters["need_sized_gib"]
@@ -159,12 +163,20 @@ def summarize(result: Result) -> dict[str, Any]:
         "ways_up_per_100h": sum(1 for t in result.ways_up if lo <= t < hi) * per100,
         "respawns": len(respawn),
         "reclaims_per_100h": len(reclaims) * per100,
-        # A kernel that hits its share's cap loses its work as a reclaimed server does.
+        # A kernel that hits its share's cap loses its work as a reclaimed server does, unless
+        # its state is kept (L4): an active session interrupted is one that lost its state.
         "interrupted_per_100h": (
             sum(1 for r in reclaims if r["interrupted"])
-            + sum(1 for t in result.ways_up if lo <= t < hi)
+            + sum(1 for t in result.ways_up_lost if lo <= t < hi)
         )
         * per100,
+        "moved_per_100h": (
+            sum(1 for r in reclaims if r.get("moved"))
+            + sum(1 for t in result.ways_up if lo <= t < hi)
+            - sum(1 for t in result.ways_up_lost if lo <= t < hi)
+        )
+        * per100,
+        "restore_wait_p90_min": percentile(restore, 90) / 60 if restore else 0.0,
         "lost_user_h_per_100h": result.lost_user_s / HOUR * per100,
         "handoff_p50_s": percentile(result.handoffs, 50),
         "handoff_p90_s": percentile(result.handoffs, 90),

@@ -115,6 +115,9 @@ class Demand:
     training_offered_load: float = 0.7
     gpu_memory_median_gib: float = 8.0
     gpu_memory_sigma: float = 1.0
+    gpu_memory_within_user: float = 0.5
+    """The within-user share of the need's spread (:func:`.trace.need_gib`): 0, a user's
+    needs repeat; 1, each session's is drawn afresh (assumed; swept)."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,7 @@ _DEMAND = (
     "training_offered_load",
     "gpu_memory_median_gib",
     "gpu_memory_sigma",
+    "gpu_memory_within_user",
 )
 
 
@@ -326,6 +330,16 @@ def read_organisation(data: Any, origin: str = "") -> OrgSpec:
                 "gpu_memory_sigma",
                 default=d.gpu_memory_sigma,
                 minimum=0,
+            )
+            or 0.0,
+            gpu_memory_within_user=read_number(
+                errs,
+                "demand",
+                raw_demand,
+                "gpu_memory_within_user",
+                default=d.gpu_memory_within_user,
+                minimum=0,
+                maximum=1,
             )
             or 0.0,
         )

@@ -11,8 +11,11 @@ This module is that scheduler's part, pure and card by card:
 - a share of ``k`` steps (tenths of a card) goes on the **fullest card that still holds it**
   (best fit; HAMi's ``binpack`` node and GPU policy): shares gather on few cards, and whole
   cards stay whole for training as long as they can;
-- a whole-GPU workload of ``n`` GPUs takes ``n`` cards with nothing on them, on any node (the
-  other rungs place nothing either: node-level fit is left out of the replay alike);
+- a whole-GPU workload of ``n`` GPUs takes ``n`` cards with nothing on them **on one node**,
+  as the scheduler places a pod (a pod's GPUs are on its node): the node that holds it with
+  the fewest whole cards free (binpack), so that whole nodes stay free for the largest Jobs;
+- on every rung: the whole-GPU rungs' pools are cards too (a card a step), so that an 8-GPU
+  Job admitted on quota spread over several nodes waits there as it does on the shares rungs;
 - what cannot be placed waits, holding its quota; every release tries the waiting ones again,
   by priority, then by admission (the scheduler's queue).
 
@@ -58,14 +61,32 @@ class Cards:
 
     steps: int
     free: list[int]
+    per_node: int = 0
+    """Cards per node (0: one node holds them all); card ``i`` is on node ``i // per_node``."""
     holders: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     """Workload key → (card, steps) it holds."""
     shares: list[int] = field(default_factory=list)
     """vGPU slots taken on each card (a whole card takes one)."""
 
     @classmethod
-    def empty(cls, cards: int, steps: int) -> Cards:
-        return cls(steps, [steps] * cards, shares=[0] * cards)
+    def empty(cls, cards: int, steps: int, per_node: int = 0) -> Cards:
+        return cls(steps, [steps] * cards, per_node, shares=[0] * cards)
+
+    def node(self, card: int) -> int:
+        return card // self.per_node if self.per_node else 0
+
+    def _whole_on_one_node(self, n: int) -> list[int] | None:
+        """``n`` wholly free cards of one node: the node that holds them with the fewest
+        whole cards free (binpack; then the lowest), its lowest cards; None if none can."""
+        by_node: dict[int, list[int]] = {}
+        for i, f in enumerate(self.free):
+            if f == self.steps:
+                by_node.setdefault(self.node(i), []).append(i)
+        room = [(len(cards), node) for node, cards in by_node.items() if len(cards) >= n]
+        if not room:
+            return None
+        _count, node = min(room)
+        return by_node[node][:n]
 
     def _cards(self) -> list[packing.Card]:
         return [_card(i, self.steps, f, self.shares[i]) for i, f in enumerate(self.free)]
@@ -75,10 +96,18 @@ class Cards:
         :func:`jupyter_gpuaas.core.packing.best_fit` picks, or ``whole`` cards with nothing on
         them; ``False`` (and nothing held) when it does not fit now."""
         held: list[tuple[int, int]] = []
+        if whole:
+            chosen = self._whole_on_one_node(whole)
+            if chosen is None:
+                return False
+            held = [(i, self.steps) for i in chosen]
+            for i, n in held:
+                self.free[i] -= n
+                self.shares[i] += 1
+            self.holders[key] = held
+            return True
         cards = self._cards()
-        wanted = [packing.Share(self.steps, CORES_PER_CARD)] * whole or [
-            packing.Share(share_steps, share_steps * CORES_PER_CARD // self.steps)
-        ]
+        wanted = [packing.Share(share_steps, share_steps * CORES_PER_CARD // self.steps)]
         for share in wanted:
             card = packing.best_fit(cards, share)
             if card is None:
@@ -111,14 +140,25 @@ class Placement:
     pools: dict[str, Cards]
 
     @classmethod
-    def for_capacity(cls, capacity: Mapping[tuple[str, str], int], steps: int) -> Placement | None:
+    def for_capacity(
+        cls,
+        capacity: Mapping[tuple[str, str], int],
+        steps: int,
+        per_node: Mapping[str, int] | None = None,
+    ) -> Placement | None:
         """The cards of each flavor that Kueue counts in ``nvidia.com/total-gpucores`` (a pool
-        of shares: its cores ÷ 100 cards); ``None`` when there is none (nothing to place)."""
+        of shares: its cores ÷ 100 cards, of ``steps`` each), and, with ``per_node`` (cards per
+        node of each flavor), of each whole-GPU flavor (``nvidia.com/gpu``: a card a step);
+        ``None`` when there is none (nothing to place)."""
+        nodes = per_node or {}
         pools = {
-            flavor: Cards.empty(n // CORES_PER_CARD, steps)
+            flavor: Cards.empty(n // CORES_PER_CARD, steps, nodes.get(flavor, 0))
             for (flavor, resource), n in capacity.items()
             if resource == "nvidia.com/total-gpucores" and n >= CORES_PER_CARD
         }
+        for (flavor, resource), n in capacity.items():
+            if resource == "nvidia.com/gpu" and flavor in nodes and flavor not in pools and n:
+                pools[flavor] = Cards.empty(n, 1, nodes[flavor])
         return cls(pools) if pools else None
 
     def place(self, key: str, flavor: str | None, requests: Mapping[str, int], kind: str) -> bool:
@@ -128,6 +168,8 @@ class Placement:
         cards = self.pools.get(flavor or "")
         if cards is None:
             return True
+        if cards.steps == 1:  # whole GPUs: a training Job's n on one node, a notebook's one
+            return cards.place(key, whole=max(1, requests.get("nvidia.com/gpu", 1)))
         cores = requests.get("nvidia.com/total-gpucores", 0)
         if kind == "training":
             return cards.place(key, whole=max(1, cores // CORES_PER_CARD))
@@ -141,7 +183,7 @@ class Placement:
         """HAMi's record of ``key``'s cards, as on its pod (empty: it holds none)."""
         for flavor, cards in self.pools.items():
             held = cards.holders.get(key)
-            if held:
+            if held and cards.steps > 1:  # HAMi records shares; whole GPUs are the plugin's
                 cores = [n * CORES_PER_CARD // cards.steps for _i, n in held]
                 text = "".join(
                     f"{flavor}-card-{i},GPU,{n},{c}:" for (i, n), c in zip(held, cores, strict=True)
@@ -153,10 +195,11 @@ class Placement:
         """The pods of admitted training workloads (:class:`.world.Workload`) of the pools:
         ``placed`` on their cards (those not on cards are skipped), ``waiting`` for them."""
         out = []
+        shared = {f for f, c in self.pools.items() if c.steps > 1}
         for wl, pending in [*((w, False) for w in placed), *((w, True) for w in waiting)]:
-            if wl.kind != "training" or (
-                not pending and not any(wl.key in c.holders for c in self.pools.values())
-            ):
+            if wl.kind != "training" or wl.flavor not in shared:
+                continue  # the node agent reports GPUFragmented for the shared pools only
+            if not pending and not any(wl.key in c.holders for c in self.pools.values()):
                 continue
             cards = max(1, wl.requests.get("nvidia.com/total-gpucores", 0) // CORES_PER_CARD)
             gpu = {"nvidia.com/gpu": str(cards), "nvidia.com/gpucores": str(CORES_PER_CARD)}

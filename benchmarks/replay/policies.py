@@ -377,6 +377,7 @@ def activity_payload(
         ),
         "gpu_memory": 1 << 30,
         "gpu_utilization": gpu_util,
+        **({"keeps_kernel_state": True} if state.keeps_state else {}),
     }
 
 

@@ -16,7 +16,8 @@ reader can check any run, for any seed, without the simulator:
   counts not at all;
 - interrupted per 100 session-hours: ``reclaim`` events in the window with ``active_later``,
   and ``way_up`` events in the window (a kernel that hit its share's cap), over the
-  session-hours in the window (each session from ``session_start`` to ``session_end``);
+  session-hours in the window (each session from ``session_start`` to ``session_end``); on L4
+  those with ``kept`` true do not count (the session moved with its state);
 - allocation share: each ``allocation`` lasts until its workload's next ``preemption`` or
   ``release`` (or ``end_s``), in GPU-equivalents, over ``capacity_gpu_equivalents`` × the
   window; on B0 the notebooks' allocations are replaced by the ``reserved_gpu_equivalents``
@@ -24,7 +25,10 @@ reader can check any run, for any seed, without the simulator:
 - busy share: each ``compute``'s overlap with the window × ``utilization`` ×
   ``gpu_equivalents``, over the same;
 - share slowdown: Σ ``slowdown_s`` ÷ Σ ``burst_s`` of the ``compute`` events that have them
-  (the whole run).
+  (the whole run);
+- unplaceable Jobs: training ``unplaceable`` events in the window; the GPU-hours of quota they
+  hold: from each such event to the workload's ``placed`` or ``preemption`` (or ``end_s``),
+  its overlap with the window × the Job's ``gpus``.
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ def figures(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     submits: dict[str, Mapping[str, Any]] = {}
     admitted: dict[str, float] = {}
     unplaced: set[str] = set()
+    waiting_cards: dict[str, float] = {}
+    unplaceable = 0
+    unplaced_gpu_s = 0.0
     spawns: list[tuple[str, str, float]] = []
     ready: dict[str, float] = {}
     started: dict[str, float] = {}
@@ -73,7 +80,13 @@ def figures(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
         elif kind == "unplaceable" and e["kind"] == "training" and admitted.get(e["workload"]) == t:
             del admitted[e["workload"]]  # admitted on quota, no card: it waits on
             unplaced.add(e["workload"])
-        elif kind == "placed" and e["workload"] in unplaced:
+        if kind == "unplaceable" and e["kind"] == "training":
+            waiting_cards[e["workload"]] = t
+            unplaceable += lo <= t < hi
+        elif kind in ("placed", "preemption") and e["workload"] in waiting_cards:
+            since = waiting_cards.pop(e["workload"])
+            unplaced_gpu_s += _overlap(since, t, lo, hi) * submits[e["workload"]]["gpus"]
+        if kind == "placed" and e["workload"] in unplaced:
             unplaced.discard(e["workload"])
             admitted.setdefault(e["workload"], t)
         elif kind == "spawn":
@@ -97,7 +110,9 @@ def figures(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
                 burst += float(e["burst_s"])
                 slowdown += float(e["slowdown_s"])
         elif lo <= t < hi and ((kind == "reclaim" and e["active_later"]) or kind == "way_up"):
-            interrupted += 1
+            interrupted += not e.get("kept", False)  # L4: a session whose state was kept moved
+    for key, since in waiting_cards.items():
+        unplaced_gpu_s += _overlap(since, hi, lo, hi) * submits[key]["gpus"]
     for start, eq, what in open_alloc.values():
         if not (reserved and what == "notebook"):
             allocated += _overlap(start, hi, lo, hi) * eq
@@ -140,4 +155,6 @@ def figures(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
         "allocation_share": allocated / (capacity * window),
         "busy_share": busy / (capacity * window),
         "share_slowdown": slowdown / burst if burst else 0.0,
+        "jobs_unplaceable": float(unplaceable),
+        "unplaced_job_gpu_h": unplaced_gpu_s / 3600,
     }

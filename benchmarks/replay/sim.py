@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import json
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import partial
@@ -30,6 +30,38 @@ RESTORE_SIGMA = 0.8
 """Re-running the notebook to get the lost kernel state back after a reclaim: lognormal, median
 5 min (an assumption; no published source)."""
 SNOOZE_PROBABILITY = 0.5
+
+
+STATE_GIB = 4.0
+"""A session's kernel state (its variables), GiB: an assumption (no source measures it)."""
+SAVE_S_PER_GIB = 4.5
+RESTORE_S_PER_GIB = 2.2
+RESTORE_REQUEST_S = 2.4
+"""``python -m benchmarks snapshot`` (docs/benchmarks.md, 2026-12-06, the slow end of two runs
+on the shared 2-core machine): 2-4.5 s per GiB saved, 1.3-2.2 s per GiB restored, a restore
+request 1.8-2.4 s."""
+
+
+@dataclass(frozen=True)
+class KeptState:
+    """L4: servers save their kernels' state before a stop (a reclaim, a way up) and the new
+    server restores it, instead of the user re-running the notebook. The costs by default:
+    the snapshot benchmark's slowest rates for :data:`STATE_GIB` of state."""
+
+    snapshot_s: float = STATE_GIB * SAVE_S_PER_GIB
+    """Saving a kernel's state before its server stops: the GPU is freed this much later."""
+    restore_s: float = STATE_GIB * RESTORE_S_PER_GIB + RESTORE_REQUEST_S
+    """Loading it into the new server's kernel before its first cell: the user waits this
+    much after the server is up (instead of re-running the notebook)."""
+    unsaveable: float = 0.1
+    """The share of sessions whose state cannot be saved (open files, sockets, generators,
+    objects over the budget, ...): they lose it, as on L3 (a draw per session and seed)."""
+    advice_from_need: bool = True
+    """The spawn form advises from the user's typical need (the median of their recent
+    peaks, × the headroom) rather than the largest: a share that turns out too small costs a
+    way up that keeps the state."""
+
+
 CHECKPOINT_S = 15 * 60.0
 """A training Job checkpoints this often: a preemption loses the time since its last
 checkpoint, not the whole run (an assumption; ``--checkpoint-min``)."""
@@ -107,6 +139,13 @@ class SessionState:
     warned_reclaim_at: float | None = None
     gpu_burst: bool = False
     ended_at: float | None = None
+    keeps_state: bool = False
+    """Its server saves its kernels' state before a stop (L4): it says so in its activity
+    reports, and the reclaim loop holds it to ``idle_after_when_kept``."""
+    unsaveable: bool = False
+    """(L4) its state cannot be saved: a stop loses it."""
+    restoring: bool = False
+    """Its state was saved at a stop: the next server restores it."""
 
     @property
     def key(self) -> str:
@@ -124,6 +163,15 @@ class SessionState:
             if kind in kinds and start <= now:
                 return min(end, now)
         return None
+
+    def gpu_busy_at(self, now: float) -> bool:
+        """Whether a GPU burst that uses the GPU runs at ``now``."""
+        for start, end, kind, u in reversed(self.realised):
+            if start <= now < end and kind == "gpu" and u > 0:
+                return True
+            if end <= now:
+                break
+        return False
 
     def busy_at(self, now: float) -> tuple[bool, float]:
         """Whether a kernel cell runs at ``now``, and its utilisation."""
@@ -158,6 +206,14 @@ class Result:
     """Spawns still waiting at the trace's end: (requested, waited so far, after a reclaim)."""
     ways_up: list[float] = field(default_factory=list)
     """When a kernel hit its share's cap and its session moved to a bigger one."""
+    restore_waits: list[tuple[float, float]] = field(default_factory=list)
+    """(L4) (when the user came back or moved, seconds until their kernel state was back)."""
+    ways_up_lost: list[float] = field(default_factory=list)
+    """Ways up that lost the kernel's state (every way up but L4's saved ones)."""
+    unplaced_jobs: list[tuple[float, float, int]] = field(default_factory=list)
+    """(admitted on quota with no card for it, placed or evicted or the trace's end, GPUs)
+    of every training Job that waited for whole cards: the figures count those of the
+    measured window, as every other figure."""
 
 
 class Policy:
@@ -195,6 +251,9 @@ class Simulation:
         share_steps: int | None = None,
         advice: bool = False,
         history: brain.PeakHistory | None = None,
+        throttle: str = "contended",
+        cards_per_node: Mapping[str, int] | None = None,
+        kept: KeptState | None = None,
     ) -> None:
         self.trace = trace
         self.org = org
@@ -221,16 +280,29 @@ class Simulation:
         over)."""
         self.releasing: set[str] = set()
         """Workloads whose pods are gone and whose quota is not free yet (``release_s``)."""
-        self.placement = Placement.for_capacity(org.capacity, share_steps) if share_steps else None
+        self.placement = (
+            Placement.for_capacity(org.capacity, share_steps or 1, cards_per_node)
+            if share_steps or cards_per_node
+            else None
+        )
         """The cards of the pools where shares and whole GPUs meet (``share_steps``: a card's
-        steps, the shares rungs): admitted workloads are placed on them (:mod:`.placement`)."""
+        steps, the shares rungs) and, with ``cards_per_node``, of the whole-GPU pools, on
+        their nodes: admitted workloads are placed on them (:mod:`.placement`), a Job's GPUs
+        on one node."""
         self.unplaced: dict[str, tuple[Workload, float]] = {}
         """Admitted workloads that no card holds yet (their quota held): (workload, since)."""
+
         self.advice = advice
         """Notebook users take the offering the spawn form preselects: the product's advice
         (:func:`jupyter_gpuaas.core.sizing.advise`) from their recent sessions' peaks."""
-        self.ways_up: list[float] = []
-        """When a session's kernel hit its cap and it moved up (its work interrupted)."""
+        self.kept = kept
+        """(L4) kernel state kept through stops, at these costs; None: lost (every other rung)."""
+        self.throttle = throttle
+        """When a share's compute is held to its share (HAMi's ``gpucores``): ``contended``,
+        only while another container on its card is busy (HAMi's default: its core limit
+        is enforced when the card is shared by active work); ``always`` (a sensitivity).
+        Without cards (L2o: quota as placement) nothing is known to share the card, so
+        ``contended`` never throttles there."""
         self.history = history or brain.PeakHistory({})
         """The peaks of every user's recent sessions, as the service keeps them (``history``:
         what it holds when the trace begins)."""
@@ -272,7 +344,18 @@ class Simulation:
         }
         """Events run, admission passes, and for notebooks on GPU shares the seconds their
         GPU bursts would take on a whole GPU and the seconds the shares added."""
+        self._records()
         policy.attach(self)
+
+    def _records(self) -> None:
+        self.ways_up: list[float] = []
+        """When a session's kernel hit its cap and it moved up (its work interrupted)."""
+        self.unplaced_jobs: list[tuple[float, float, int]] = []
+        """Training Jobs' waits for cards that ended: (since, until, GPUs)."""
+        self.restore_waits: list[tuple[float, float]] = []
+        """(L4) (the user came back or moved, seconds until their state was back)."""
+        self.ways_up_lost: list[float] = []
+        """Ways up that lost the kernel's state (all of them but L4's saved ones)."""
 
     # ------------------------------------------------------------------ plumbing
 
@@ -472,6 +555,7 @@ class Simulation:
                 if wl.kind == "training":
                     gpus = self.jobs[wl.key].job.gpus
                     self.counters["unplaced_job_gpu_s"] += (self.now - since) * gpus
+                    self.unplaced_jobs.append((since, self.now, gpus))
                 self.emit("placed", workload=wl.key, kind=wl.kind, waited=self.now - since)
                 self._start(wl)
 
@@ -519,7 +603,9 @@ class Simulation:
         self.emit("preemption", workload=wl.key, kind=wl.kind)
         never_ran = wl.key in self.unplaced
         if never_ran:  # evicted while waiting for cards: it stops waiting
-            del self.unplaced[wl.key]
+            _wl, since = self.unplaced.pop(wl.key)
+            if wl.kind == "training":
+                self.unplaced_jobs.append((since, self.now, self.jobs[wl.key].job.gpus))
         if wl.kind == "training":
             record = self.jobs[wl.key]
             record.evictions += 1
@@ -640,13 +726,18 @@ class Simulation:
             for s in tenant.offerings
             if self.catalog.offerings[s].flavor in self.org.flavor_labels
         ]
-        found = brain.advise(
-            offerings, self.history.of(session.user), default=tenant.default_offering
-        )
+        peaks = self.history.of(session.user)
+        if self.kept is not None and self.kept.advice_from_need and peaks:
+            peaks = (sorted(peaks)[len(peaks) // 2],)  # the typical need: the median peak
+        found = brain.advise(offerings, peaks, default=tenant.default_offering)
         return self.catalog.offerings[found.offering] if found else self.choose_offering(session)
 
     def _session_start(self, state: SessionState) -> None:
         self.live[state.session.name] = state
+        if self.kept is not None:
+            state.keeps_state = True
+            draw = random.Random(f"unsaveable/{self.trace.seed}/{state.session.name}").random()
+            state.unsaveable = draw < self.kept.unsaveable
         if self.advice:
             state.offering = self.advised_offering(state.session)
             self.counters["advised_sessions"] += 1
@@ -681,9 +772,16 @@ class Simulation:
         late = self.now - state.session.start_s - state.offset
         if state.returned_at is not None:
             assert state.returned_at is not None
-            restore = min(
+            rerun = min(
                 RESTORE_LOG_MEDIAN_S * 2.718281828 ** self.rng.gauss(0, RESTORE_SIGMA), 3600.0
-            )
+            )  # drawn on every rung, so that the users' later draws stay paired
+            restore = rerun
+            if state.restoring and self.kept is not None:
+                restore = self.kept.restore_s  # the saved state loads instead
+                self.restore_waits.append(
+                    (state.returned_at, self.now - state.returned_at + restore)
+                )
+                state.restoring = False
             # Re-running cells: the kernel is busy (counted as activity), at utilisation 0.
             state.realised.append((self.now, self.now + restore, "restore", 0.0))
             late = (self.now - state.returned_at) + restore
@@ -738,15 +836,40 @@ class Simulation:
             workload=state.workload.key,
             offering=bigger.slug,
             was=state.offering.slug,
+            kept=self._saves(state),
         )
         key = state.workload.key
+        saved = self._saves(state)
+        if not saved:
+            self.ways_up_lost.append(self.now)
         state.offering = bigger
+        state.restoring = saved
         state.epoch += 1
-        self._release(key)
+        self._stop_pod(key, saved)
         epoch = state.epoch
         self.at(state.end_s(), lambda: self._session_end(state, epoch))
         state.returned_at = self.now
         self._spawn(state)
+
+    def _contended(self, state: SessionState) -> bool:
+        """Whether another container on the session's card is busy on the GPU now: a
+        training Job (always busy while it runs) or a notebook in a GPU burst."""
+        if self.placement is None or state.workload is None:
+            return False
+        me = state.workload.key
+        for cards in self.placement.pools.values():
+            mine = {i for i, _n in cards.holders.get(me, ())}
+            if not mine:
+                continue
+            for key, held in cards.holders.items():
+                if key == me or not mine & {i for i, _n in held}:
+                    continue
+                other = self.by_workload.get(key)
+                if other is None:  # a training Job on its cards
+                    return True
+                if other.gpu_busy_at(self.now):
+                    return True
+        return False
 
     def _too_small(self, state: SessionState) -> bool:
         """Whether the session's memory need is beyond its share's cap, and a larger offering
@@ -765,6 +888,8 @@ class Simulation:
         length = iv.end_s - iv.start_s
         utilization = iv.utilization
         share = self.share_of(state)
+        if share < 1.0 and self.throttle != "always" and not self._contended(state):
+            share = 1.0  # alone on its card: HAMi lets it use the whole card
         if iv.kind == "gpu" and share < 1.0 and not self.policy.oracle:
             # On a share g, a burst at utilisation u takes max(1, u/g) times longer: the same
             # GPU work at the share's pace; the user's later activity moves with it.
@@ -880,12 +1005,17 @@ class Simulation:
             "interrupted": later,
             "offering": state.offering.slug,
         }
+        saved = self._saves(state)
+        record["kept"] = saved
+        record["interrupted"] = later and not saved  # a session that lost its state
+        record["moved"] = later and saved
         self.reclaims.append(record)
         if emit:
             self.emit_reclaim(record)
         state.phase = "gone"
+        state.restoring = saved
         state.epoch += 1
-        self._release(key)
+        self._stop_pod(key, saved)
         self._plan_next(state)
         epoch = state.epoch
         self.at(state.end_s(), lambda: self._session_end(state, epoch))
@@ -898,9 +1028,23 @@ class Simulation:
             session=record["session"],
             code=record["code"],
             handoff=record["handoff"],
-            active_later=record["interrupted"],
+            active_later=record["interrupted"] or record.get("moved", False),
             gpu_equivalents=record["gpu_equivalents"],
+            **({"kept": record["kept"]} if self.kept is not None else {}),
         )
+
+    def _saves(self, state: SessionState) -> bool:
+        """Whether a stop now keeps the session's kernel state (L4, a session whose state can
+        be saved)."""
+        return self.kept is not None and not state.unsaveable
+
+    def _stop_pod(self, key: str, saved: bool) -> None:
+        """The server's pod stops; when it first saves its kernels' state, its GPU is freed
+        the snapshot's time later."""
+        if saved and self.kept is not None and self.kept.snapshot_s > 0:
+            self.at(self.now + self.kept.snapshot_s, partial(self._release, key))
+        else:
+            self._release(key)
 
     def _user_returns(self, state: SessionState) -> None:
         state.returned_at = self.now
@@ -960,6 +1104,9 @@ class Simulation:
         for alloc in self.allocations.values():
             alloc.end = end
             self.closed.append(alloc)
+        for wl, since in self.unplaced.values():
+            if wl.kind == "training":  # still waiting for cards at the end
+                self.unplaced_jobs.append((since, end, self.jobs[wl.key].job.gpus))
         lo = self.trace.burn_in_s
         session_s = sum(
             max(0.0, min(s.ended_at, end) - max(s.session.start_s, lo))
@@ -985,6 +1132,9 @@ class Simulation:
             counters=self.counters,
             unserved_spawns=unserved,
             ways_up=self.ways_up,
+            unplaced_jobs=self.unplaced_jobs,
+            restore_waits=self.restore_waits,
+            ways_up_lost=self.ways_up_lost,
         )
 
 

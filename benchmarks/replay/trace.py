@@ -127,6 +127,13 @@ PARAMETERS: dict[str, Parameter] = {
         " picks the offering (see docs/replay.md)",
     ),
     "gpu_memory_sigma": Parameter(1.0, "assumption"),
+    "gpu_memory_within_user": Parameter(
+        0.5,
+        "assumption (no public source): the within-user share w of the need's spread: a"
+        " user's sessions need their own level × lognormal(w σ), the levels spread by"
+        " √(1 − w²) σ, so that every session's need is lognormal(median, σ) whatever w"
+        " (0: a user's needs repeat; 1: drawn afresh each session); swept",
+    ),
     "weekend_factor": Parameter(
         0.3, "assumption: weekend days carry this share of a weekday's sessions and jobs"
     ),
@@ -203,6 +210,20 @@ def _bounded_lognormal(
         if low <= x <= high:
             return x
     return min(max(median, low), high)
+
+
+def user_level(seed: int, user: str) -> float:
+    """A user's need level, as a standard normal draw: the same on every rung and size (its
+    own stream, so that the trace's other draws do not move with it)."""
+    return random.Random(f"need-level/{seed}/{user}").gauss(0.0, 1.0)
+
+
+def need_gib(median: float, sigma: float, within: float, level: float, draw: float) -> float:
+    """A session's GPU-memory need: ``median`` × exp(σ (√(1 − w²) ``level`` + w ``draw``)),
+    ``level`` the user's and ``draw`` the session's standard normal draws, w = ``within``:
+    lognormal(median, σ) over users and sessions alike, whatever w."""
+    w = min(1.0, max(0.0, within))
+    return median * math.exp(sigma * (math.sqrt(1.0 - w * w) * level + w * draw))
 
 
 def burst_utilization(rng: random.Random) -> float:
@@ -327,13 +348,15 @@ def _sessions(
     days: int,
     start: float,
     end: float,
-    memory: tuple[float, float],
+    memory: tuple[float, float, float],
+    seed: int,
 ) -> list[Session]:
     out: list[Session] = []
     first, last = _p("session_start_hours")
     for team in teams:
         for u in range(users[team]):
             user = f"{team}-user{u:02d}"
+            level = user_level(seed, user)
             for day in range(days):
                 if rng.random() > _p("session_days_per_user") * day_factor(day):
                     continue
@@ -363,7 +386,9 @@ def _sessions(
                             team=team,
                             start_s=s,
                             length_s=length,
-                            gpu_memory_gib=_lognormal(rng, *memory),
+                            gpu_memory_gib=need_gib(
+                                memory[0], memory[1], memory[2], level, rng.gauss(0.0, 1.0)
+                            ),
                             intervals=_activity(rng, length, rng.random() < _p("terminal_share")),
                         )
                     )
@@ -381,7 +406,7 @@ def generate(
     users_per_team: int | Mapping[str, int] | None = None,
     offered_load: float | None = None,
     team_weights: Mapping[str, float] | None = None,
-    gpu_memory: tuple[float, float] | None = None,
+    gpu_memory: tuple[float, float] | tuple[float, float, float] | None = None,
 ) -> Trace:
     """The trace for ``seed``: jobs sized to ``training_gpus`` (the training queues' nominal
     GPUs of the *reference* cluster, so a capacity sweep replays the same demand).
@@ -389,7 +414,8 @@ def generate(
     The rest default to :data:`PARAMETERS`: ``users_per_team`` (one number for every team, or
     per team), ``offered_load`` (daytime training demand ÷ ``training_gpus``), ``team_weights``
     (how training Jobs are spread over the teams; default evenly), ``gpu_memory`` (a session's
-    GPU-memory need: lognormal median GiB and sigma)."""
+    GPU-memory need: lognormal median GiB, sigma and the within-user share of the spread,
+    :func:`need_gib`)."""
     rng = random.Random(f"gpuaas-replay/{TRACE_VERSION}/{seed}")
     # The measured window starts at midnight after the burn-in: day 0 starts at -burn_in.
     end = burn_in_s + days * DAY
@@ -400,8 +426,10 @@ def generate(
     jobs = _training(rng, teams, training_gpus, shift, end + shift, load, weights)
     count = _p("users_per_team") if users_per_team is None else users_per_team
     users = dict(count) if isinstance(count, Mapping) else dict.fromkeys(teams, int(count))
-    memory = gpu_memory or (_p("gpu_memory_log_median_gib"), _p("gpu_memory_sigma"))
-    sessions = _sessions(rng, teams, users, whole_days, shift, end + shift, memory)
+    given = gpu_memory or (_p("gpu_memory_log_median_gib"), _p("gpu_memory_sigma"))
+    within = given[2] if len(given) > 2 else 1.0  # the sample organisation: drawn afresh
+    memory = (given[0], given[1], within)
+    sessions = _sessions(rng, teams, users, whole_days, shift, end + shift, memory, seed)
     return Trace(
         seed=seed,
         version=TRACE_VERSION,

@@ -56,6 +56,25 @@ def test_the_rungs_queue_structures() -> None:
     assert l2.training_requests["nvidia.com/total-gpucores"] == 100
 
 
+def test_the_org_wide_partition_is_one_notebook_queue_and_one_training_queue() -> None:
+    """B1o: every team's local queues point at one notebook and one training ClusterQueue of
+    the whole organisation, no cohort; the split is of all the pool's GPUs."""
+    org = ladder.world(SPEC, "B1o", 32, 0.375).org
+    assert sorted(org.cluster_queues) == ["org-notebooks", "org-training"]
+    assert {cq.cohort for cq in org.cluster_queues.values()} == {None}
+    assert set(org.local_queues.values()) == {"org-notebooks", "org-training"}
+    assert len(org.local_queues) == 2 * len(SPEC.teams)
+    assert _nominal(org, "-notebooks") == 12  # 37.5% of 32
+    assert _nominal(org, "-training") == 20
+
+
+def test_the_splits_reach_three_quarters_of_the_gpus_for_notebooks() -> None:
+    assert max(ladder.DEFAULT_SPLITS) == 0.75
+    org = ladder.world(SPEC, "L1", 32, 0.75).org
+    assert _nominal(org, "-notebooks") == 2 * 12
+    assert _nominal(org, "-training") == 2 * 4
+
+
 @pytest.mark.parametrize("rung", ["B1", "B2", "L1", "L1g", "L2", "L3"])
 def test_every_rung_but_b0_splits_each_teams_gpus_as_it_is_told(rung: str) -> None:
     """The cohorts' notebook quota is the split the search gives them, not a fixed half:
@@ -123,7 +142,9 @@ def test_a_burst_on_a_share_takes_max_1_u_over_g_longer(
 ) -> None:
     world = ladder.world(SPEC, "L2", 32, 0.5)
     trace = _one_session_trace(utilization, memory_gib)
-    sim = Simulation(trace, world.org, world.catalog, ladder.policy(ladder.RUNGS["L2"], ""))
+    sim = Simulation(
+        trace, world.org, world.catalog, ladder.policy(ladder.RUNGS["L2"], ""), throttle="always"
+    )
     sim.fractions = 1.0
     sim.keep_activity = True
     result = sim.run()
@@ -137,6 +158,32 @@ def test_a_burst_on_a_share_takes_max_1_u_over_g_longer(
     cpu = next(r for r in state.realised if r[2] == "cpu")
     assert cpu[0] == pytest.approx(burst[0] - 60.0 + 3000.0 + 600.0 * (stretch - 1))
     assert result.counters["share_slowdown_s"] == pytest.approx(600.0 * (stretch - 1))
+
+
+@pytest.mark.parametrize(
+    ("throttle", "neighbour", "stretch"),
+    [("contended", False, 1.0), ("contended", True, 5.0), ("always", False, 5.0)],
+)
+def test_hami_holds_a_share_to_its_compute_only_while_its_card_is_busy_with_another(
+    throttle: str, neighbour: bool, stretch: float
+) -> None:
+    """HAMi's default: a share's ``gpucores`` limit holds while another container on its card
+    is busy; alone on the card it runs at the card's pace. ``always`` is the sensitivity."""
+    world = ladder.world(SPEC, "L2", 32, 0.5)
+    trace = _one_session_trace(0.5, 5.0)
+    policy = ladder.policy(ladder.RUNGS["L2"], "")
+    sim = Simulation(
+        trace, world.org, world.catalog, policy, throttle=throttle, share_steps=ladder.SHARE_STEPS
+    )
+    sim.fractions = 1.0
+    sim.keep_activity = True
+    if neighbour:  # a busy Job on half a card: the session's share goes on that card
+        assert sim.placement is not None
+        sim.placement.place("team-a/job", "h100", {"nvidia.com/total-gpucores": 50}, "notebook")
+    sim.run()
+    (state,) = sim.sessions.values()
+    burst = next(r for r in state.realised if r[2] == "gpu")
+    assert burst[1] - burst[0] == pytest.approx(600.0 * stretch)
 
 
 def test_a_preempted_job_resumes_from_its_last_checkpoint() -> None:

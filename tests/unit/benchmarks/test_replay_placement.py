@@ -149,3 +149,43 @@ def test_shares_follow_the_products_advice_and_a_kernel_beyond_its_cap_goes_up()
     # The burst ran once, on the bigger share, after the server came back.
     (burst,) = [r for r in sim.sessions["s-2"].realised if r[2] == "gpu"]
     assert burst[0] > 4 * HOUR + 60.0 + 30.0
+
+
+def test_a_multi_gpu_job_is_never_split_across_nodes() -> None:
+    """8 GPUs free on two nodes of 8 are not an 8-GPU Job's: the scheduler places a pod's GPUs
+    on one node; a 4-GPU Job takes the node with the fewest whole cards that holds it."""
+    cards = Cards.empty(16, 1, per_node=8)
+    for i in range(16):
+        assert cards.place(f"nb-{i}", whole=1)
+    for i in (0, 1, 2, 3, 8, 9, 10, 11):
+        cards.release(f"nb-{i}")
+    assert not cards.place("job-8", whole=8)
+    assert "job-8" not in cards.holders
+    cards.release("nb-12")  # node 1 now has 5 whole cards free, node 0 has 4
+    assert cards.place("job-4", whole=4)
+    assert [i for i, _n in cards.holders["job-4"]] == [0, 1, 2, 3]
+
+
+def test_every_replayed_job_is_on_one_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole-GPU rungs and the shares rungs alike place each Job's GPUs on one node (the
+    last node of a size that is not whole nodes holds the cards left over)."""
+    placed: list[tuple[int, list[int]]] = []
+    original = Cards.place
+
+    def record(self: Cards, key: str, *, share_steps: int = 0, whole: int = 0) -> bool:
+        ok = original(self, key, share_steps=share_steps, whole=whole)
+        if ok and whole > 1:
+            placed.append((self.per_node, [i for i, _n in self.holders[key]]))
+        return ok
+
+    monkeypatch.setattr(Cards, "place", record)
+    from benchmarks.replay import capacity
+
+    for rung in ("L1", "L2"):
+        run = capacity.RunSpec(org="dgx-4", rung=rung, gpus=20, seed=5, days=0.5, burn_in_h=12.0)
+        figures = capacity.run_one(run)
+        assert figures["jobs"] > 0
+    assert any(len(cards) >= 4 for _per, cards in placed)
+    for per_node, cards in placed:
+        assert per_node == 8
+        assert len({i // per_node for i in cards}) == 1, cards

@@ -6,7 +6,11 @@ import math
 import statistics
 from statistics import NormalDist
 
+import pytest
+
+from benchmarks.replay import ladder
 from benchmarks.replay.metrics import percentile
+from benchmarks.replay.organisations import load
 from benchmarks.replay.trace import HOUR, PARAMETERS, clock_hour, generate
 
 TEAMS = ("team-a", "team-b")
@@ -78,3 +82,33 @@ def test_sessions_bursts_and_utilisation() -> None:
     assert any(i.kind == "cpu" for s in sessions for i in s.intervals)
     assert any(i.kind == "terminal" for s in sessions for i in s.intervals)
     assert not any(math.isnan(s.gpu_memory_gib) for s in sessions)
+
+
+@pytest.mark.parametrize("within", [0.0, 0.5, 1.0])
+def test_the_need_model_reproduces_its_stated_spread(within: float) -> None:
+    """Needs around a per-user level: in log space the sessions of one user spread by w σ, the
+    users' levels by √(1 − w²) σ, and all sessions by σ around the median, whatever w."""
+    spec = load("dgx-4").with_demand(users_per_gpu=4.0, gpu_memory_within_user=within)
+    sigma = spec.demand.gpu_memory_sigma
+    trace = ladder.trace(spec, 11, days=6.0, burn_in_h=24.0)
+    logs: dict[str, list[float]] = {}
+    for s in trace.sessions:
+        logs.setdefault(s.user, []).append(math.log(s.gpu_memory_gib / 8.0))
+    every = [x for xs in logs.values() for x in xs]
+    assert statistics.pstdev(every) == pytest.approx(sigma, abs=0.12)
+    assert abs(statistics.fmean(every)) < 0.15
+    within_sd = math.sqrt(
+        statistics.fmean(statistics.variance(xs) for xs in logs.values() if len(xs) > 2)
+    )
+    assert within_sd == pytest.approx(within * sigma, abs=0.1)
+    levels = [statistics.fmean(xs) for xs in logs.values() if len(xs) > 2]
+    # The spread of a user's mean: the levels' plus what their own sessions add.
+    n = statistics.fmean(len(xs) for xs in logs.values() if len(xs) > 2)
+    between = math.sqrt(max(0.0, statistics.variance(levels) - (within * sigma) ** 2 / n))
+    assert between == pytest.approx(math.sqrt(1 - within**2) * sigma, abs=0.15)
+    history = ladder.warm_history(spec, trace)  # the service's history: the same model
+    user = trace.sessions[0].user
+    peaks = [math.log(p / 1024 / 8.0) for p in history.peaks[user]]
+    if within == 0.0:
+        assert max(peaks) - min(peaks) < 0.01
+        assert peaks[0] == pytest.approx(logs[user][0], abs=0.01)
