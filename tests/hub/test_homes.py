@@ -7,14 +7,15 @@ claims and the node agent gives each server its volume's directory as its home.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
 
 from devcluster.testing import Cluster
-from tests.support.hub import Hub, delete_home, eventually, no_pods, own_hub
+from tests.support.hub import USERS_NS, Hub, delete_home, eventually, no_pods, own_hub
 
 pytestmark = pytest.mark.integration
 
@@ -70,3 +71,55 @@ async def test_a_home_that_cannot_be_provisioned_fails_the_start_saying_so(
     finally:
         hub.stop("bob")
         await delete_home(k8s, "bob")
+
+
+async def _claim_exists(k8s: client.ApiClient, user: str) -> bool:
+    try:
+        await client.CoreV1Api(k8s).read_namespaced_persistent_volume_claim(
+            f"claim-{user}", USERS_NS
+        )
+    except ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
+
+
+async def test_a_home_claim_deleted_behind_the_hubs_back_is_made_again(
+    homes_hub: Hub, k8s: client.ApiClient
+) -> None:
+    """Issue 39: the hub's saved state names carol's claim (KubeSpawner then never creates it
+    again); an admin, or a new cluster under a kept hub, removed it. Her next start makes it
+    again and her server runs, on a new, empty home she is told about, instead of waiting for
+    a node until the start timeout."""
+    hub, user = homes_hub, "carol"
+    options = {"team": "team-b", "offering": "cpu"}
+    try:
+        hub.start_all({user: options})
+        hub.contents(user, "notes.txt", NOTE)
+        hub.stop(user)
+        await eventually(lambda: no_pods(k8s, user), what=f"{user}'s pod gone")
+        await delete_home(k8s, user)
+        await eventually(
+            lambda: _not(_claim_exists(k8s, user)), timeout=60, what=f"claim-{user} gone"
+        )
+        r = hub.api("POST", f"/users/{user}/server", options)
+        assert r.status in (201, 202), r
+        if r.status == 202:
+            events = hub.progress_events(user, until="was no longer in the cluster", timeout=60)
+            assert f"volume claim claim-{user}" in str(events[-1]["message"])
+        hub.wait_ready(user, timeout=120)  # before the fix: "waiting for a free node", then out
+        assert await _claim_exists(k8s, user)
+        assert f"event=home-claim-missing user={user} server= claim=claim-{user}" in (
+            hub.proc.log_path.read_text()
+        )
+        listed = [f["name"] for f in hub.contents(user, "")["content"]]
+        assert "notes.txt" not in listed  # a new, empty home: what the message said
+    finally:
+        hub.stop(user)
+        await eventually(lambda: no_pods(k8s, user), what=f"{user}'s pod gone")
+        await delete_home(k8s, user)
+
+
+async def _not(check: Awaitable[bool]) -> bool:
+    return not await check
