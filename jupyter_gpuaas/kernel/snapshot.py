@@ -71,7 +71,8 @@ _HELD = {
     "sqlite3.": "holds a database connection",
     "coroutine": "holds a coroutine",
 }
-TORCH_KINDS = ("Tensor", "Module")
+TORCH_KINDS = ("Tensor", "nn.Module")
+"""What ``torch.save`` writes (dotted names under ``torch``): tensors and models."""
 
 
 def user_variables(shell: Any) -> dict[str, Any]:
@@ -143,8 +144,11 @@ def estimated_size(value: object) -> int:
 
 
 def _is_torch(value: object, kind: str) -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(value, getattr(torch, kind, type(None)))
+    """Whether ``value`` is a ``torch.<kind>`` (``"nn.Module"``: a model), torch imported."""
+    found: Any = sys.modules.get("torch")
+    for part in kind.split("."):
+        found = getattr(found, part, None)
+    return isinstance(found, type) and isinstance(value, found)
 
 
 def _is_plain_array(value: Any) -> bool:
