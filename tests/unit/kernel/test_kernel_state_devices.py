@@ -101,7 +101,7 @@ def test_a_gpu_tensor_comes_back_on_the_gpu_where_there_is_one(
     assert answer["notes"] == []
     assert shell.user_ns["weights"].device == "cuda:0"
     assert shell.user_ns["model"].weight.device == "cuda:1"
-    assert sys.modules["torch"].loads == [(None, False)] * 3  # type: ignore[attr-defined]
+    assert sys.modules["torch"].loads == [(None, False)] * 3
 
 
 def test_without_a_gpu_it_comes_back_on_the_cpu_with_a_note(
