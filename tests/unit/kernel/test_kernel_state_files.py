@@ -352,3 +352,27 @@ def test_the_sink_stops_at_its_budget_and_its_deadline(tmp_path: Path) -> None:
         late = store.Sink(f, limit=10, deadline=time.monotonic() - 1)
         with pytest.raises(store.OutOfTime):
             late.write(b"x")
+
+
+def test_a_full_disk_fails_the_snapshot_and_keeps_the_previous_one(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save(Shell(a=1))
+    before = sorted(p.name for p in folder.iterdir())
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "fsync", full)
+        outcome = save(Shell(a=2, b=np.zeros(100)))
+
+    assert outcome.outcome == "failed"
+    assert outcome.error == (
+        "the snapshot could not be written: [Errno 28] No space left on device"
+    )
+    assert sorted(p.name for p in folder.iterdir()) == before  # no temporary file left
+    new = Shell()
+    answer = load(new)
+    assert answer["restored"] == ["a"], answer
+    assert new.user_ns["a"] == 1
