@@ -953,9 +953,11 @@ def prometheus_checks(facts: Facts) -> list[Check]:
     if rules.value is None:
         out.append(Check("prometheus.rules", "unknown", f"cannot list rules: {rules.error}"))
         return out
+    answer = rules.value if isinstance(rules.value, Mapping) else {}
+    data = answer.get("data") if isinstance(answer.get("data"), Mapping) else {}
     loaded = {
         str(rule.get("name"))
-        for group in (rules.value.get("groups") or [] if isinstance(rules.value, Mapping) else [])
+        for group in data.get("groups") or []
         if isinstance(group, Mapping)
         for rule in group.get("rules") or []
         if isinstance(rule, Mapping)

@@ -148,8 +148,8 @@ class _Kube:
 
     async def kueue_version(self) -> tuple[str, str]:
         """Kueue's version and where it was read: the manager Deployment's image tag (as
-        ``kubectl kueue version`` reads it), else the ``app.kubernetes.io/version`` label that
-        Kueue's Helm chart puts on its CRDs."""
+        ``kubectl kueue version`` reads it), else an ``app.kubernetes.io/version`` label on its
+        ClusterQueue CRD, where the installer put one."""
         from kubernetes_asyncio import client
         from kubernetes_asyncio.client.rest import ApiException
 

@@ -164,21 +164,26 @@ def facts(**changes: Any) -> Facts:
         prometheus=PrometheusFacts(
             "http://prom",
             {"q": Read({"status": "success"})},
+            # GET /api/v1/rules as Prometheus answers it
             Read(
                 {
-                    "groups": [
-                        {
-                            "rules": [
-                                {"name": a}
-                                for a in (
-                                    "GPUaaSIdleGPUsWhileTeamQueueWaits",
-                                    "GPUaaSHandOffFailed",
-                                    "GPUaaSCullerNoCompletedCycle",
-                                    "GPUaaSPolicyInvalid",
-                                )
-                            ]
-                        }
-                    ]
+                    "status": "success",
+                    "data": {
+                        "groups": [
+                            {
+                                "name": "gpuaas",
+                                "rules": [
+                                    {"name": a, "type": "alerting"}
+                                    for a in (
+                                        "GPUaaSIdleGPUsWhileTeamQueueWaits",
+                                        "GPUaaSHandOffFailed",
+                                        "GPUaaSCullerNoCompletedCycle",
+                                        "GPUaaSPolicyInvalid",
+                                    )
+                                ],
+                            }
+                        ]
+                    },
                 }
             ),
         ),
@@ -573,7 +578,9 @@ def test_hub(hub: HubFacts | None, policy: bool, bad: dict[str, str], says: str)
     assert all(says in c.line() for c in not_ok(checks))
 
 
-RULES = Read({"groups": [{"rules": [{"name": "GPUaaSIdleGPUsWhileTeamQueueWaits"}]}]})
+RULES = Read(
+    {"status": "success", "data": {"groups": [{"rules": [{"name": "GPUaaSHandOffFailed"}]}]}}
+)
 
 
 @pytest.mark.parametrize(
