@@ -44,6 +44,9 @@ from devcluster.config import (
     load_settings,
     read_versions,
 )
+from devcluster.hamischeduler import manifests as hami_manifests
+from devcluster.hamischeduler import scheduler_configuration as hami_scheduler_configuration
+from devcluster.hamischeduler import webhook_configuration as hami_webhook
 from devcluster.kube import Kube, KubeError, condition, kubectl, write_kubeconfig
 from devcluster.nodes import (
     KWOK_ANNOTATION,
@@ -55,6 +58,7 @@ from devcluster.nodes import (
 from devcluster.pki import ClusterPKI, make_cluster_pki
 from devcluster.provisioner import STORAGE_CLASS
 from devcluster.provisioner import manifests as provisioner_manifests
+from jupyter_gpuaas.core import hami
 from jupyter_gpuaas.core.labels import USER_LABEL
 
 Log = Callable[[str], None]
@@ -79,6 +83,8 @@ STOP_ORDER = (
     "kueue",
     "kwok-finisher",
     "kwok",
+    "hami-scheduler",
+    "hami",
     "kube-scheduler",
     "kube-controller-manager",
     "kube-apiserver",
@@ -715,7 +721,9 @@ class _BringUp:
         self.apply_kueue_manifests()
         self.create_nodes()
         self.start_provisioner()
+        hami_procs = self.start_hami()
         self.wait_controllers(*controllers)
+        self.wait_hami(*hami_procs)
         kueue = self.start_kwok_and_kueue()
         self.wait_kueue(kueue)
         self.apply_sample_organisation()
@@ -888,6 +896,65 @@ class _BringUp:
             cwd=REPO_ROOT,
         )
         _wait(rec, "its first list of claims", ready.exists, 30, "provisioner")
+
+    def start_hami(self) -> tuple[procs.ProcRecord, procs.ProcRecord]:
+        """HAMi's scheduler as HAMi deploys it (devcluster/hamischeduler.py): its extender and
+        webhook, and a second kube-scheduler with the ``hami-scheduler`` profile that calls it."""
+        self.step(f"starting HAMi's scheduler ({hami.SCHEDULER_NAME}: extender and webhook)")
+        sd, ports, pki = self.settings.state_dir, self.ports, self.pki
+        _apply(self.bin_dir, self.settings.kubeconfig, "hami", stdin=hami_manifests())
+        pair = pki.clients["hami"]
+        extender = _start(
+            self.state,
+            "hami",
+            [
+                sys.executable,
+                "-m",
+                "devcluster.hamischeduler",
+                f"--server={self.settings.apiserver_url}",
+                f"--ca={pki.ca.cert}",
+                f"--cert={pair.cert}",
+                f"--key={pair.key}",
+                f"--serving-cert={pki.loopback_serving.cert}",
+                f"--serving-key={pki.loopback_serving.key}",
+                f"--extender-port={ports.hami_extender}",
+                f"--webhook-port={ports.hami_webhook}",
+            ],
+            env=_python_env(),
+            cwd=REPO_ROOT,
+        )
+        config_file = sd / "hami-scheduler.yaml"
+        config_file.write_text(
+            yaml.safe_dump(
+                hami_scheduler_configuration(
+                    self.kcfg["scheduler"], f"http://{HOST}:{ports.hami_extender}"
+                ),
+                sort_keys=False,
+            )
+        )
+        serving = [
+            f
+            for f in self._serving_flags("scheduler", ports.hami_scheduler)
+            # what the configuration file says instead (the deprecated flags)
+            if not f.startswith(("--kubeconfig=", "--leader-elect=", "--profiling="))
+        ]
+        sched = _start(
+            self.state,
+            "hami-scheduler",
+            [self.binary("kube-scheduler"), f"--config={config_file}", *serving],
+        )
+        webhook = hami_webhook(f"https://{HOST}:{ports.hami_webhook}/webhook", pki.ca.cert_pem())
+        _apply(self.bin_dir, self.settings.kubeconfig, "hami", stdin=yaml.safe_dump(webhook))
+        return extender, sched
+
+    def wait_hami(self, extender: procs.ProcRecord, sched: procs.ProcRecord) -> None:
+        serving = ssl.create_default_context(cafile=str(self.pki.ca.cert))
+        url = f"http://{HOST}:{self.ports.hami_extender}/healthz"
+        _wait(extender, "GET /healthz", partial(_http_ok, url), 30, "hami")
+        url = f"https://{HOST}:{self.ports.hami_webhook}/healthz"
+        _wait(extender, "the webhook's GET /healthz", partial(_http_ok, url, serving), 30, "hami")
+        url = f"https://{HOST}:{self.ports.hami_scheduler}/healthz"
+        _wait(sched, "GET /healthz", partial(_http_ok, url, serving), 60, "hami-scheduler")
 
     def wait_controllers(self, kcm: procs.ProcRecord, sched: procs.ProcRecord) -> None:
         serving = ssl.create_default_context(cafile=str(self.pki.ca.cert))

@@ -43,6 +43,9 @@ PORT_OFFSETS: dict[str, int] = {
     "kueue_visibility": 82,  # 8082
     "kueue_health": 81,  # 8081
     "dcgm": 0,  # 9400, dcgm-exporter's: the node agent's GPU metrics (devcluster/dcgm.py)
+    "hami_scheduler": 58,  # the second kube-scheduler (HAMi's profile) /healthz
+    "hami_extender": 95,  # 9395: HAMi's scheduler extender (devcluster/hamischeduler.py)
+    "hami_webhook": 96,  # HAMi's admission webhook (HTTPS, same process)
 }
 
 BINARIES = (
@@ -68,6 +71,9 @@ class Ports:
     kueue_visibility: int
     kueue_health: int
     dcgm: int
+    hami_scheduler: int
+    hami_extender: int
+    hami_webhook: int
 
     def items(self) -> list[tuple[str, int]]:
         return [(f.name, getattr(self, f.name)) for f in fields(self)]

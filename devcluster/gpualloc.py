@@ -22,14 +22,12 @@ A container without GPUs gets ``NVIDIA_VISIBLE_DEVICES=void`` (no GPU), as HAMi'
 resourceName, resourceMem, resourceMemPercentage, resourceCores) and of its device plugin's
 Allocate (limits in MiB as ``"<n>m"``, the cores of the first vGPU as CUDA_DEVICE_SM_LIMIT).
 
-Replicas go to the least-used GPU with room. vGPUs go where HAMi's scheduler would put them
-(it decides the GPU before the device plugin runs): only on GPUs of the types the pod's
-``nvidia.com/use-gputype`` names (and not ``nvidia.com/nouse-gputype``), packed onto the fullest
-card that fits (:func:`jupyter_gpuaas.core.packing.best_fit`; ``hami.io/gpu-scheduler-policy:
-spread`` spreads instead), so whole cards stay free for whole-GPU work; a whole card (100 %
-compute, all its memory) only on an empty one. When the vGPUs would fit an empty card but every
-card has too little left, the pod waits (:class:`PlacementPending`). A container's vGPUs are on
-distinct GPUs, as HAMi requires; init containers get no GPUs.
+Replicas go to the least-used GPU with room. HAMi's vGPUs go where HAMi's scheduler put them
+(devcluster/hamischeduler.py decides the cards before the pod is bound): its device plugin reads
+the pod's ``hami.io/vgpu-devices-to-allocate`` (per container ``UUID,NVIDIA,MiB,cores:``) and
+hands each container those cards with those limits (``pkg/device-plugin/nvidiadevice/nvinternal/
+plugin/server.go`` ``Allocate``); a pod with HAMi resources but no such record was not placed by
+HAMi's scheduler, and Allocate fails. Init containers get no GPUs.
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from jupyter_gpuaas.core import mig_geometry, packing
+from jupyter_gpuaas.core import hami, mig_geometry
 from jupyter_gpuaas.gpu.hami import MEMORY_LIMIT, SHARED_CACHE, SM_LIMIT
 from jupyter_gpuaas.gpu.spec import GiB, SimGpu, parse_devices
 
@@ -49,10 +47,6 @@ HAMI_MEMORY = "nvidia.com/gpumem"
 HAMI_MEMORY_PERCENT = "nvidia.com/gpumem-percentage"
 HAMI_CORES = "nvidia.com/gpucores"
 HAMI_RESOURCES = (HAMI_MEMORY, HAMI_MEMORY_PERCENT, HAMI_CORES)
-# HAMi's pod annotations: which GPU types a pod's vGPUs may use, and its card policy.
-USE_GPUTYPE = "nvidia.com/use-gputype"
-NOUSE_GPUTYPE = "nvidia.com/nouse-gputype"
-GPU_POLICY = "hami.io/gpu-scheduler-policy"
 MiB = 1024**2
 
 GrantKind = Literal["gpu", "mig", "replica", "vgpu"]
@@ -60,12 +54,6 @@ GrantKind = Literal["gpu", "mig", "replica", "vgpu"]
 
 class AllocationError(Exception):
     """No devices for a request that Kubernetes admitted (kubelet: UnexpectedAdmissionError)."""
-
-
-class PlacementPending(AllocationError):
-    """HAMi vGPUs that an empty card of this node could hold, but every card now has too little
-    left: the node's totals (what the scheduler and Kueue counted) are in pieces on cards that
-    other pods hold. HAMi's scheduler keeps such a pod Pending until a card frees up."""
 
 
 @dataclass(frozen=True)
@@ -137,18 +125,6 @@ class _Usage:
             usage.add(g)
         return usage
 
-    def card(self, gpu: SimGpu, cores: int) -> packing.Card:
-        """The GPU as the packing decision sees it (memory in MiB)."""
-        return packing.Card(
-            index=gpu.index,
-            memory=gpu.memory // MiB,
-            slots=gpu.slots,
-            used_memory=self.memory.get(gpu.index, 0) // MiB,
-            used_cores=self.cores.get(gpu.index, 0),
-            used_slots=self.slots.get(gpu.index, 0),
-            model=gpu.name,
-        )
-
     def add(self, g: Grant) -> None:
         if g.kind in ("gpu", "mig"):
             self.taken.add(g.uuid)
@@ -158,45 +134,25 @@ class _Usage:
             self.cores[g.gpu] = self.cores.get(g.gpu, 0) + g.cores
 
 
-@dataclass(frozen=True)
-class _CardChoice:
-    """What the pod's HAMi annotations allow: GPU types (``nvidia.com/use-gputype``,
-    ``nvidia.com/nouse-gputype``: comma-separated, matched within the model name, ignoring case)
-    and the card policy (``hami.io/gpu-scheduler-policy``: binpack, the default here, or spread)."""
-
-    use: tuple[str, ...] = ()
-    nouse: tuple[str, ...] = ()
-    policy: packing.Policy = "binpack"
-
-    @classmethod
-    def of(cls, pod: Mapping[str, Any]) -> _CardChoice:
-        notes = (pod.get("metadata") or {}).get("annotations") or {}
-
-        def types(key: str) -> tuple[str, ...]:
-            return tuple(t.strip().upper() for t in str(notes.get(key, "")).split(",") if t.strip())
-
-        spread = str(notes.get(GPU_POLICY, "")).strip() == "spread"
-        return cls(types(USE_GPUTYPE), types(NOUSE_GPUTYPE), "spread" if spread else "binpack")
-
-    def allows(self, gpu: SimGpu) -> bool:
-        name = gpu.name.upper()
-        if self.use and not any(t in name for t in self.use):
-            return False
-        return not any(t in name for t in self.nouse)
-
-
 def allocate(
     gpus: Sequence[SimGpu], held: Iterable[Grant], pod: Mapping[str, Any]
 ) -> dict[str, ContainerDevices]:
-    """Devices for each of the pod's (app) containers, given what other pods hold; raises
-    AllocationError naming the container and what is missing (PlacementPending when HAMi
-    vGPUs would fit a card that others' work holds, and may fit later)."""
+    """Devices for each of the pod's (app) containers, given what other pods hold (HAMi's
+    vGPUs: where HAMi's scheduler put them); raises AllocationError naming the container and
+    what is missing."""
     usage = _Usage.of(held)
-    choice = _CardChoice.of(pod)
+    spec = pod.get("spec") or {}
+    notes = (pod.get("metadata") or {}).get("annotations") or {}
+    chosen = hami.decode_pod_devices(
+        str(notes.get(hami.TO_ALLOCATE) or notes.get(hami.ALLOCATED) or "")
+    )
+    # HAMi lists the init containers first: the app containers' entries follow theirs.
+    chosen = chosen[len(spec.get("initContainers") or []) :]
     out: dict[str, ContainerDevices] = {}
-    for container in (pod.get("spec") or {}).get("containers") or []:
+    for i, container in enumerate(spec.get("containers") or []):
         name = str(container.get("name"))
-        grants = _container_grants(gpus, usage, name, requests_of(container), choice)
+        placed = chosen[i] if i < len(chosen) else None
+        grants = _container_grants(gpus, usage, name, requests_of(container), placed)
         for g in grants:
             usage.add(g)
         out[name] = ContainerDevices(name, tuple(grants))
@@ -204,7 +160,11 @@ def allocate(
 
 
 def _container_grants(
-    gpus: Sequence[SimGpu], usage: _Usage, name: str, req: Mapping[str, int], choice: _CardChoice
+    gpus: Sequence[SimGpu],
+    usage: _Usage,
+    name: str,
+    req: Mapping[str, int],
+    placed: Sequence[hami.CardUse] | None,
 ) -> list[Grant]:
     grants: list[Grant] = []
     hami = any(r in req for r in HAMI_RESOURCES)
@@ -217,7 +177,7 @@ def _container_grants(
         if count == 0 or resource in HAMI_RESOURCES:
             continue
         if resource == GPU and hami:
-            grants += _vgpus(gpus, usage, name, count, req, choice)
+            grants += _vgpus(gpus, name, count, placed)
         elif resource == GPU:
             grants += _exclusive(
                 name,
@@ -273,53 +233,48 @@ def _replicas(gpus: Sequence[SimGpu], usage: _Usage, name: str, count: int) -> l
 
 
 def _vgpus(
-    gpus: Sequence[SimGpu],
-    usage: _Usage,
-    name: str,
-    count: int,
-    req: Mapping[str, int],
-    choice: _CardChoice,
+    gpus: Sequence[SimGpu], name: str, count: int, placed: Sequence[hami.CardUse] | None
 ) -> list[Grant]:
-    cores = req.get(HAMI_CORES, 0)
-    if cores > 100:
-        raise AllocationError(f"container {name}: {HAMI_CORES} is a percentage, not {cores}")
-    grants: list[Grant] = []
-    for _ in range(count):
-        candidates = [
-            g
-            for g in gpus
-            if g.sharing == "hami" and choice.allows(g) and all(x.gpu != g.index for x in grants)
-        ]
-        cards = [usage.card(g, cores) for g in candidates]
-        share = packing.Share(_vgpu_memory_mib(req, cores, candidates), cores)
-        card = packing.best_fit(cards, share, choice.policy)
-        if card is None:
-            what = (
-                f"container {name}: {count} HAMi vGPU(s) of {_vgpu_text(req)} requested; no "
-                "further HAMi GPU on this node has a free vGPU with that much memory and compute"
+    """The container's vGPUs on the cards HAMi's scheduler chose, with the limits it chose."""
+    if placed is None:
+        raise AllocationError(
+            f"container {name}: {count} HAMi vGPU(s) requested, but the pod has no "
+            f"{hami.TO_ALLOCATE} for it: it was not placed by HAMi's scheduler "
+            f"(schedulerName {hami.SCHEDULER_NAME})"
+        )
+    if len(placed) != count:
+        raise AllocationError(
+            f"container {name}: device number not matched ({count} requested, "
+            f"{len(placed)} in {hami.TO_ALLOCATE})"
+        )
+    by_uuid = {g.uuid: g for g in gpus if g.sharing == "hami"}
+    grants = []
+    for use in placed:
+        gpu = by_uuid.get(use.uuid)
+        if gpu is None:
+            raise AllocationError(
+                f"container {name}: {hami.TO_ALLOCATE} names {use.uuid}, "
+                "not a HAMi GPU of this node"
             )
-            if any(packing.fits_empty(c, share) for c in cards):
-                # Kubernetes (and Kueue) counted the node's totals; the room is in pieces.
-                raise PlacementPending(f"{what}: {packing.explain_no_fit(cards, share)}")
-            raise AllocationError(what)
-        gpu = next(g for g in candidates if g.index == card.index)
-        grants.append(Grant("vgpu", gpu.index, gpu.uuid, memory=share.memory * MiB, cores=cores))
+        grants.append(Grant("vgpu", gpu.index, gpu.uuid, memory=use.memory * MiB, cores=use.cores))
     return grants
 
 
-def _vgpu_memory_mib(req: Mapping[str, int], cores: int, gpus: Sequence[SimGpu]) -> int:
-    """The vGPU's cap in MiB; 0 for "the card's memory" (no gpumem: a percentage of each card,
-    decided per card below). A whole card (100 % compute, no size) is all of its memory."""
-    if req.get(HAMI_MEMORY):
-        return req[HAMI_MEMORY]
-    percent = min(req.get(HAMI_MEMORY_PERCENT) or 100, 100)
-    # HAMi sizes a percentage per card; here the smallest card's, so that it fits on any of them.
-    return min((g.memory // MiB * percent // 100 for g in gpus), default=0)
-
-
-def _vgpu_text(req: Mapping[str, int]) -> str:
-    parts = [f"{r.removeprefix('nvidia.com/')}={req[r]}" for r in HAMI_RESOURCES if r in req]
-    return ", ".join(parts)
+def hami_cards(gpus: Sequence[SimGpu]) -> list[hami.RegisteredCard]:
+    """The node's HAMi GPUs as HAMi's device plugin registers them (its NVML name as type,
+    ``deviceSplitCount`` slots, all memory in MiB, 100 % cores, healthy)."""
+    return [
+        hami.RegisteredCard(
+            uuid=g.uuid,
+            index=g.index,
+            count=g.slots,
+            memory=g.memory // MiB,
+            cores=100,
+            type=g.name if g.name.startswith("NVIDIA") else f"NVIDIA-{g.name}",
+        )
+        for g in gpus
+        if g.sharing == "hami"
+    ]
 
 
 def capacity(gpus: Sequence[SimGpu]) -> dict[str, int]:

@@ -17,7 +17,10 @@
   ``CUDA_DEVICE_SM_LIMIT``; every container gets the node's one GPU state directory
   (``$JUPYTER_GPUAAS_SIM_DIR``, the agent's ``gpus/``) and its own name in it
   (``$JUPYTER_GPUAAS_SIM_CONTAINER``), so that each pod's fake NVML shows its own devices and a
-  neighbour's memory on a shared GPU (jupyter_gpuaas/gpu/simulate.py). A finished pod
+  neighbour's memory on a shared GPU (jupyter_gpuaas/gpu/simulate.py). HAMi's vGPUs are those
+  HAMi's scheduler chose (the pod's ``hami.io/vgpu-devices-to-allocate``: cards, memory caps,
+  cores), as HAMi's device plugin hands them over, which then sets ``hami.io/bind-phase:
+  success``; the agent places nothing itself. A finished pod
   (Succeeded, Failed) holds no devices, though it stays until deleted, as with a kubelet. A pod
   whose devices are not there fails as a kubelet fails it (UnexpectedAdmissionError, "Pod was
   rejected: Allocate failed due to ..."): the node's doing, not the pod's;
@@ -82,11 +85,11 @@ from devcluster.gpualloc import (
     ContainerDevices,
     Grant,
     MigConfigError,
-    PlacementPending,
     allocate,
     capacity,
     reshape,
 )
+from jupyter_gpuaas.core import hami
 from jupyter_gpuaas.core.labels import HUB_USERNAME_ANNOTATION
 from jupyter_gpuaas.core.mig_geometry import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from jupyter_gpuaas.gpu.simulate import ENV_CONTAINER, ENV_DIR, HoldReader, write_node
@@ -105,12 +108,6 @@ IP_ARG = re.compile(r"^(--(?:ip|ServerApp\.ip|NotebookApp\.ip))=(.*)$")
 VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
 # From the agent's own environment into every container.
 TERMINAL_PHASES = ("Succeeded", "Failed")
-# A pod whose HAMi vGPUs wait for a card to free up: its status reason and event reason.
-GPU_FRAGMENTED = "GPUFragmented"
-# HAMi's record of the vGPUs a pod got (its device plugin writes it; the gpuaas service reads
-# which card each share is on): per container ``UUID,type,MiB,cores:`` for each vGPU, then ``;``.
-HAMI_ALLOCATED = "hami.io/vgpu-devices-allocated"
-PLACEMENT_RETRY_S = 1.0
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
@@ -457,25 +454,6 @@ async def list_watch(
             await asyncio.sleep(1)
 
 
-def hami_allocated(
-    pod: Mapping[str, Any], devices: Mapping[str, ContainerDevices], gpus: Iterable[SimGpu]
-) -> str:
-    """:data:`HAMI_ALLOCATED` for the pod's vGPUs, as HAMi writes it; ``""`` when it has none."""
-    names = {g.index: g.name for g in gpus}
-    parts = []
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        held = devices.get(str(c.get("name"))) or ContainerDevices(str(c.get("name")))
-        parts.append(
-            "".join(
-                f"{g.uuid},{names.get(g.gpu, 'NVIDIA')},{g.memory >> 20},{g.cores}:"
-                for g in held.grants
-                if g.kind == "vgpu"
-            )
-            + ";"
-        )
-    return "".join(parts) if any(p != ";" for p in parts) else ""
-
-
 def uid_bound(uid: str, body: dict[str, Any]) -> dict[str, Any]:
     """A patch body that fails (uid is immutable) unless the pod under the name is ``uid``:
     the kubelet's way (k8s pkg/util/pod PatchPodStatus), so that a late write of a finished pod
@@ -615,9 +593,6 @@ class PodRun:
             st["initContainerStatuses"] = [c.status() for c in self.init_containers]
         if self.reason:
             st["reason"], st["message"] = self.reason, self.message or ""
-        elif not terminal:
-            # A reason that no longer holds (GPUFragmented, once placed): null removes it.
-            st["reason"] = st["message"] = None
         return st
 
 
@@ -896,9 +871,10 @@ class NodeAgent:
         if run.finalized:
             return
         body = uid_bound(run.uid, {"status": run.status()})
-        allocated = hami_allocated(run.pod, run.devices, self.gpus)
-        if allocated:  # the status endpoint keeps metadata changes (as HAMi's plugin patches)
-            body["metadata"]["annotations"] = {HAMI_ALLOCATED: allocated}
+        if any(g.kind == "vgpu" for d in run.devices.values() for g in d.grants):
+            # HAMi's device plugin marks the allocation done (PodAllocationTrySuccess); the
+            # status endpoint keeps metadata changes.
+            body["metadata"]["annotations"] = {hami.BIND_PHASE: "success"}
         try:
             await self.core.patch_namespaced_pod_status(
                 run.name, run.namespace, body, _content_type=STRATEGIC
@@ -1300,8 +1276,7 @@ class NodeAgent:
         if not self.gpus:
             return True
         try:
-            if not await self._allocate_when_placeable(run):
-                return False
+            self._allocate(run)
         except AllocationError as e:
             run.phase, run.reason = "Failed", "UnexpectedAdmissionError"
             # the kubelet's words, which say it is the node's doing and not the pod's
@@ -1310,30 +1285,6 @@ class NodeAgent:
             await self._event(run, "UnexpectedAdmissionError", run.message, "Warning")
             return False
         return True
-
-    async def _allocate_when_placeable(self, run: PodRun) -> bool:
-        """Allocate the pod's devices; while its HAMi vGPUs fit only a card others hold
-        (PlacementPending), keep it Pending with the reason, as HAMi's scheduler keeps such a
-        pod unscheduled, and try again as pods end. False if it was deleted meanwhile."""
-        waiting = False
-        while True:
-            try:
-                self._allocate(run)
-            except PlacementPending as e:
-                if not waiting:
-                    waiting = True
-                    run.reason, run.message = GPU_FRAGMENTED, str(e)
-                    await self._report(run)
-                    await self._event(run, GPU_FRAGMENTED, str(e), "Warning")
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(run.stop_requested.wait(), PLACEMENT_RETRY_S)
-                if run.stop_requested.is_set():
-                    return False
-                continue
-            if waiting:
-                run.reason = run.message = None
-                await self._event(run, "GPUPlaced", "a card freed up: the pod's vGPUs are placed")
-            return True
 
     async def _mount_homes(self, run: PodRun) -> None:
         """The directories of the volumes at the containers' homes (MountError if a claim has

@@ -23,7 +23,8 @@ class NodeSpec:
     labels: dict[str, str]
     capacity: dict[str, str]
     taints: list[dict[str, str]] = field(default_factory=list)
-    # The GPUs the node agent hands out on its node (a spec of jupyter_gpuaas/gpu/spec.py).
+    # The node's GPUs (a spec of jupyter_gpuaas/gpu/spec.py): what the node agent hands out on
+    # its node; on any node, the cards HAMi's device plugin registers (hami=N groups).
     simulated_gpus: str | None = None
 
     def manifest(self) -> dict[str, Any]:
@@ -34,6 +35,15 @@ class NodeSpec:
             **self.labels,
         }
         annotations = {"node.alpha.kubernetes.io/ttl": "0"}
+        if self.simulated_gpus:
+            # HAMi's device plugin registers its cards in the node annotation its scheduler reads.
+            from devcluster.gpualloc import hami_cards
+            from jupyter_gpuaas.core.hami import REGISTER, encode_register
+            from jupyter_gpuaas.gpu.spec import parse_devices
+
+            cards = hami_cards(parse_devices(self.simulated_gpus))
+            if cards:
+                annotations[REGISTER] = encode_register(cards)
         if self.run_by == "kwok":
             annotations[KWOK_ANNOTATION] = KWOK_ANNOTATION_VALUE
         else:
@@ -91,11 +101,6 @@ def load_nodes(path: Path = NODES_FILE) -> list[NodeSpec]:
             raise NodesFileError(f"{where}: taints must be a list")
         simulated = pool.get("simulatedGpus")
         if simulated is not None:
-            if run_by != "agent":
-                raise NodesFileError(
-                    f"{where}: simulatedGpus is for the node agent's pool (runBy: agent); "
-                    "kwok nodes run nothing, so their capacity alone says what they have"
-                )
             check_simulated_gpus(str(simulated), capacity, where)
         for n in range(count):
             nodes.append(

@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from devcluster.hamischeduler import IDENTITY as HAMI_IDENTITY
 from devcluster.provisioner import IDENTITY as PROVISIONER_IDENTITY
 
 VALIDITY = dt.timedelta(days=365)
@@ -179,6 +180,8 @@ CLIENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "kwok": ("kwok-controller", ("system:masters",)),
     # The volume provisioner: bound to its ClusterRole (devcluster/provisioner.py).
     "provisioner": (PROVISIONER_IDENTITY, ()),
+    # HAMi's scheduler extender and webhook: bound to its ClusterRole (devcluster/hamischeduler.py).
+    "hami": (HAMI_IDENTITY, ()),
     # Kueue runs with the RBAC of its own manifests: the identity its ClusterRoleBindings name.
     "kueue": (
         "system:serviceaccount:kueue-system:kueue-controller-manager",

@@ -19,7 +19,7 @@ from gpuaas_service.metrics import Metrics
 from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.decide import Action, Plan
-from gpuaas_service.reclaim.gather import GPU_FRAGMENTED, HAMI_ALLOCATED, flavor_tolerated
+from gpuaas_service.reclaim.gather import HAMI_ALLOCATED, flavor_tolerated, waits_for_room
 from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
 from gpuaas_service.reclaim.policy import PolicySet, load_policy_file
 from jupyter_gpuaas.core import packing
@@ -64,7 +64,6 @@ from jupyter_gpuaas.hub.watch import WatchedKueueView
 
 __all__ = [
     "DEFAULT_HEADROOM",
-    "GPU_FRAGMENTED",
     "HAMI_ALLOCATED",
     "HUB_SERVERNAME_ANNOTATION",
     "HUB_USERNAME_ANNOTATION",
@@ -107,6 +106,7 @@ __all__ = [
     "read_workload",
     "record_peak",
     "resource_gpu_equivalents",
+    "waits_for_room",
 ]
 
 

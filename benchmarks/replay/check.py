@@ -18,7 +18,7 @@
    ``local-h100``, quota ``nvidia.com/total-gpucores``), whole-card training Jobs (run by the
    node agent) beside notebooks on ``local-h100-quarter`` shares; the Jobs are preempted when
    the notebooks come back, one is admitted on quota when a share ends but finds only scraps
-   (its pod pends, GPUFragmented) and is placed when the service reclaims the idle share.
+   (its pod pends, Unschedulable) and is placed when the service reclaims the idle share.
 3. By default the window is loaded (the work under way at its start carried in) and the real
    gpuaas service decides on it (:func:`reclaim_replay`: ``gpuaas-service`` with the policy's
    durations ÷ k, the hub stand-in of :mod:`.service`, activity reports through its
@@ -199,7 +199,7 @@ def shares_window(hours: float = 1.75) -> Trace:
     """The shares window (scripted: the seeded day has no notebooks on this pool): two
     whole-card Jobs borrow both H100s; quarter shares come back (team B's first preempts a
     Job, team A's fifth share the other); a share's session ends, which frees the quota of one
-    card but no card (GPUFragmented: scraps on both); the idle share is reclaimed for it and
+    card but no card (Unschedulable: scraps on both); the idle share is reclaimed for it and
     the Job is placed on the card that frees. The other sessions stay busy (a cell every 5
     minutes)."""
     length = hours * 3600
@@ -376,7 +376,7 @@ class Real:
         self.preempted: dict[str, float] = {}
         """owner name → when its Workload was first preempted (Kueue's Preempted condition)."""
         self.fragmented: dict[str, float] = {}
-        """Job name → when its pod first pended with reason GPUFragmented (admitted on quota,
+        """Job name → when its pod first pended Unschedulable for lack of room (admitted on quota,
         no whole card)."""
         self.placed: dict[str, float] = {}
         """Job name → when its pod first ran after it pended on scraps."""
@@ -434,7 +434,7 @@ class Real:
                 status = obj.get("status") or {}
                 labels = obj["metadata"].get("labels") or {}
                 owner = labels.get("job-name") or obj["metadata"]["name"]
-                if status.get("reason") == "GPUFragmented":
+                if brain.waits_for_room(obj):
                     self.fragmented.setdefault(owner, time.monotonic())
                 if status.get("phase") == "Running":
                     self.running.setdefault(owner, time.monotonic())
@@ -787,7 +787,7 @@ class ModelRun:
 
     def kueue(self) -> dict[str, dict[str, float]]:
         """What Kueue and the cards did: the workloads preempted, the Jobs admitted that pended
-        on scraps (GPUFragmented) and when they were placed, first times (trace seconds)."""
+        on scraps (Unschedulable) and when they were placed, first times (trace seconds)."""
         out: dict[str, dict[str, float]] = {"preempted": {}, "fragmented": {}, "placed": {}}
         what = {"preemption": "preempted", "unplaceable": "fragmented", "placed": "placed"}
         for e in self.events:
@@ -1240,7 +1240,7 @@ def verdict(
     if kueue is not None:
         rows.append(("workloads preempted", "same", kueue["preempted"]["holds"]))
         rows.append(
-            ("Jobs pending on scraps (GPUFragmented)", "same", kueue["fragmented"]["holds"])
+            ("Jobs pending on scraps (Unschedulable)", "same", kueue["fragmented"]["holds"])
         )
         rows.append(
             (

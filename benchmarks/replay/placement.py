@@ -33,7 +33,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .brain import GPU_FRAGMENTED, HAMI_ALLOCATED, packing
+from jupyter_gpuaas.core.hami import no_room_condition
+
+from .brain import HAMI_ALLOCATED, packing
 
 CORES_PER_CARD = 100
 """HAMi's ``gpucores`` of one whole card."""
@@ -198,14 +200,15 @@ class Placement:
         shared = {f for f, c in self.pools.items() if c.steps > 1}
         for wl, pending in [*((w, False) for w in placed), *((w, True) for w in waiting)]:
             if wl.kind != "training" or wl.flavor not in shared:
-                continue  # the node agent reports GPUFragmented for the shared pools only
+                continue  # HAMi schedules the shared pools only: whole GPUs are not its
             if not pending and not any(wl.key in c.holders for c in self.pools.values()):
                 continue
             cards = max(1, wl.requests.get("nvidia.com/total-gpucores", 0) // CORES_PER_CARD)
             gpu = {"nvidia.com/gpu": str(cards), "nvidia.com/gpucores": str(CORES_PER_CARD)}
             status: dict[str, Any] = {"phase": "Pending" if pending else "Running"}
             if pending:
-                status["reason"] = GPU_FRAGMENTED
+                pool = self.pools.get(wl.flavor or "")
+                status["conditions"] = [no_room_condition(len(pool.free) if pool else 1)]
             out.append(
                 {
                     "metadata": {

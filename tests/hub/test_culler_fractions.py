@@ -20,6 +20,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster, create_job, delete_jobs
+from jupyter_gpuaas.core import hami
 from tests.support.hub import (
     WARNED,
     CullerHub,
@@ -156,9 +157,10 @@ async def test_an_idle_share_is_reclaimed_to_free_a_whole_card_for_an_admitted_j
     culler_hub: CullerHub, cluster: Cluster, k8s: client.ApiClient
 ) -> None:
     """Quota is not placement: two idle halves on the two H100s of local-0 leave a whole
-    H100 of quota and no whole card. Kueue admits a whole-card Job, whose pod waits with
-    GPUFragmented; the service warns the share on the card it chooses, stops it after the
-    countdown, and the Job is placed there (GPUPlaced). The other share is left alone."""
+    H100 of quota and no whole card. Kueue admits a whole-card Job, whose pod HAMi's scheduler
+    leaves Pending (PodScheduled=False, Unschedulable, its FilteringFailed reasons); the service
+    warns the share on the card it chooses, stops it after the countdown, and HAMi's scheduler
+    places the Job there (FilteringSucceed). The other share is left alone."""
     hub = culler_hub
     # the module's hub logs the earlier test's reclaims too: this test reads only its own
     earlier = len(hub.audit())
@@ -171,7 +173,7 @@ async def test_an_idle_share_is_reclaimed_to_free_a_whole_card_for_an_admitted_j
     for user in ("alice", "bob", "carol"):
         pod = await pod_of(k8s, user)
         assert pod is not None
-        record = pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
+        record = pod["metadata"]["annotations"][hami.ALLOCATED]
         cards[user] = record.split(",", 1)[0]
     assert cards["alice"] == cards["carol"] != cards["bob"], cards
     hub.stop("carol")
@@ -185,13 +187,22 @@ async def test_an_idle_share_is_reclaimed_to_free_a_whole_card_for_an_admitted_j
         await create_job(alice_api, "team-a", whole_card_job("defrag"))
         try:
 
-            async def fragmented() -> Any:
+            async def unschedulable() -> Any:
                 for pod in await _team_a_pods(alice_api):
-                    if pod.status.reason == "GPUFragmented":
+                    reasons = hami.unschedulable_reasons(alice_api.sanitize_for_serialization(pod))
+                    if reasons.get(hami.CARD_INSUFFICIENT_MEMORY) == 2:
                         return pod
                 return None
 
-            job_pod = await eventually(fragmented, 60, "the Job's pod Pending with GPUFragmented")
+            job_pod = await eventually(
+                unschedulable, 60, "the Job's pod Unschedulable: both cards lack memory"
+            )
+            failed = await eventually(
+                lambda: _event_of(alice_api, job_pod.metadata.uid, hami.FILTERING_FAILED),
+                30,
+                "HAMi's FilteringFailed event on the Job's pod",
+            )
+            assert failed.type == "Warning"
 
             async def one_warned() -> list[str] | None:
                 warned = []
@@ -218,17 +229,15 @@ async def test_an_idle_share_is_reclaimed_to_free_a_whole_card_for_an_admitted_j
 
             await eventually(stopped, 90, f"the hub to stop {chosen}'s half")
             placed = await eventually(
-                lambda: _event_of(alice_api, job_pod.metadata.uid, "GPUPlaced"),
+                lambda: _event_of(alice_api, job_pod.metadata.uid, hami.FILTERING_SUCCEED),
                 60,
-                "the GPUPlaced event on the Job's pod",
+                "HAMi's FilteringSucceed event on the Job's pod",
             )
             assert placed.type == "Normal"
             running = await client.CoreV1Api(alice_api).read_namespaced_pod(
                 job_pod.metadata.name, "team-a"
             )
-            assert running.metadata.annotations["hami.io/vgpu-devices-allocated"].startswith(
-                f"{cards[chosen]},"
-            )
+            assert running.metadata.annotations[hami.ALLOCATED].startswith(f"{cards[chosen]},")
             assert hub.server(other) is not None
             other_pod = await pod_of(k8s, other)
             assert other_pod is not None

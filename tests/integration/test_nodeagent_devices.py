@@ -30,9 +30,15 @@ GPUS = parse_devices(NODE)
 WHOLE, MIGGED, SLICED, HAMI_A, HAMI_B = GPUS
 
 
-def pod(*limits: dict[str, Any]) -> dict[str, Any]:
+def pod(*limits: dict[str, Any], placed: str = "") -> dict[str, Any]:
+    """A pod of containers with these limits; ``placed``: HAMi's scheduler's choice for it
+    (``hami.io/vgpu-devices-to-allocate``)."""
     return {
-        "metadata": {"name": "p", "uid": "u"},
+        "metadata": {
+            "name": "p",
+            "uid": "u",
+            "annotations": {"hami.io/vgpu-devices-to-allocate": placed} if placed else {},
+        },
         "spec": {
             "containers": [
                 {"name": f"c{i}", "resources": {"limits": lim}} for i, lim in enumerate(limits)
@@ -61,28 +67,46 @@ def pod(*limits: dict[str, Any]) -> dict[str, Any]:
             [Grant("replica", 2, SLICED.uuid)],
             id="time-sliced replica",
         ),
+    ],
+)
+def test_allocation_of_one_pod(limits: dict[str, Any], grants: list[Grant]) -> None:
+    assert allocate(GPUS, [], pod(limits)) == {"c0": ContainerDevices("c0", tuple(grants))}
+
+
+@pytest.mark.parametrize(
+    ("limits", "placed", "grants"),
+    [
         pytest.param(
             {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 6144, "nvidia.com/gpucores": 25},
-            [Grant("vgpu", 3, HAMI_A.uuid, memory=6 * GiB, cores=25)],
+            f"{HAMI_B.uuid},NVIDIA,6144,25:;",
+            [Grant("vgpu", 4, HAMI_B.uuid, memory=6 * GiB, cores=25)],
             id="HAMi fraction",
         ),
         pytest.param(
             {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 50},
+            f"{HAMI_A.uuid},NVIDIA,12288,0:;",
             [Grant("vgpu", 3, HAMI_A.uuid, memory=12 * GiB, cores=0)],
             id="HAMi fraction by percentage",
         ),
         pytest.param(
             {"nvidia.com/gpu": 2, "nvidia.com/gpucores": 10},
+            f"{HAMI_B.uuid},NVIDIA,24576,10:{HAMI_A.uuid},NVIDIA,24576,10:;",
             [
-                Grant("vgpu", 3, HAMI_A.uuid, memory=24 * GiB, cores=10),
                 Grant("vgpu", 4, HAMI_B.uuid, memory=24 * GiB, cores=10),
+                Grant("vgpu", 3, HAMI_A.uuid, memory=24 * GiB, cores=10),
             ],
-            id="two vGPUs on distinct GPUs, all memory by default",
+            id="two vGPUs on the cards and with the caps HAMi chose",
         ),
     ],
 )
-def test_allocation_of_one_pod(limits: dict[str, Any], grants: list[Grant]) -> None:
-    assert allocate(GPUS, [], pod(limits)) == {"c0": ContainerDevices("c0", tuple(grants))}
+def test_hami_vgpus_are_the_ones_hamis_scheduler_chose(
+    limits: dict[str, Any], placed: str, grants: list[Grant]
+) -> None:
+    # As HAMi's device plugin: the cards and limits of the pod's annotation, whatever others
+    # hold (the scheduler counted them).
+    held = [Grant("vgpu", 4, HAMI_B.uuid, memory=20 * GiB, cores=90)]
+    got = allocate(GPUS, held, pod(limits, placed=placed))
+    assert got == {"c0": ContainerDevices("c0", tuple(grants))}
 
 
 def test_requests_count_when_limits_are_absent_and_other_resources_are_ignored() -> None:
@@ -111,38 +135,31 @@ def test_replicas_go_round_until_every_slot_is_used() -> None:
         allocate(GPUS, held, pod({"nvidia.com/gpu.shared": 1}))
 
 
-def test_vgpus_pack_and_stop_at_memory_slots_and_cores() -> None:
-    quarter = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 6144, "nvidia.com/gpucores": 25}
-    held: list[Grant] = []
-    for _ in range(8):
-        held += allocate(GPUS, held, pod(quarter))["c0"].grants
-    # Packed: the first HAMi GPU fills (memory, slots and cores) before the second is used.
-    assert [g.gpu for g in held] == [3, 3, 3, 3, 4, 4, 4, 4]
-    with pytest.raises(AllocationError, match="HAMi vGPU"):
-        allocate(GPUS, held, pod(quarter))
-    # Memory alone stops it too: 20 GiB does not fit the first GPU's 18 GiB left.
-    one = allocate(GPUS, [], pod({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 6144}))["c0"].grants
-    big = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 20 * 1024}
-    assert allocate(GPUS, one, pod(big))["c0"].grants[0].gpu == 4
-
-
 def test_two_containers_of_one_pod_get_different_devices() -> None:
     got = allocate(GPUS, [], pod({"nvidia.com/mig-1g.5gb": 1}, {"nvidia.com/mig-1g.5gb": 1}))
     assert got["c0"].grants[0].uuid != got["c1"].grants[0].uuid
 
 
 @pytest.mark.parametrize(
-    ("limits", "message"),
+    ("limits", "placed", "message"),
     [
-        ({"nvidia.com/gpumem": 1024}, "without nvidia.com/gpu"),
-        ({"nvidia.com/gpu": 1, "nvidia.com/gpucores": 150}, "percentage"),
-        ({"nvidia.com/gpu": "1.5"}, "whole number"),
-        ({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 30 * 1024}, "HAMi vGPU"),
+        ({"nvidia.com/gpumem": 1024}, "", "without nvidia.com/gpu"),
+        ({"nvidia.com/gpu": "1.5"}, "", "whole number"),
+        # HAMi's device plugin refuses a pod its scheduler did not place, or placed otherwise.
+        ({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1024}, "", "not placed by HAMi's scheduler"),
+        (
+            {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 1024},
+            "GPU-x,NVIDIA,1024,0:;",
+            "device number not matched",
+        ),
+        ({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1024}, "GPU-x,NVIDIA,1024,0:;", "GPU-x"),
     ],
 )
-def test_requests_that_cannot_be_met_say_why(limits: dict[str, Any], message: str) -> None:
+def test_requests_that_cannot_be_met_say_why(
+    limits: dict[str, Any], placed: str, message: str
+) -> None:
     with pytest.raises(AllocationError, match=message):
-        allocate(GPUS, [], pod(limits))
+        allocate(GPUS, [], pod(limits, placed=placed))
 
 
 @pytest.mark.parametrize(

@@ -62,12 +62,14 @@ http.server.HTTPServer((os.environ['POD_IP'], PORT), H).serve_forever()
 """
 
 
-def gpu_pod(name: str, limits: dict[str, Any]) -> dict[str, Any]:
+def gpu_pod(
+    name: str, limits: dict[str, Any], annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         # No queue name: Kueue leaves these alone; they test the node agent, not quotas.
-        "metadata": {"name": name},
+        "metadata": {"name": name, "annotations": annotations or {}},
         "spec": {
             "automountServiceAccountToken": False,
             **on_local_node(),
@@ -104,8 +106,10 @@ class Pods:
         self.v1 = v1
         self.names: list[str] = []
 
-    async def start(self, name: str, limits: dict[str, Any]) -> str:
-        await self.v1.create_namespaced_pod(NS, gpu_pod(name, limits))
+    async def start(
+        self, name: str, limits: dict[str, Any], annotations: dict[str, str] | None = None
+    ) -> str:
+        await self.v1.create_namespaced_pod(NS, gpu_pod(name, limits, annotations))
         self.names.append(name)
 
         async def ready() -> str | None:
@@ -199,8 +203,10 @@ async def test_a_hami_fraction_sees_its_cap(cluster: Cluster, pods: Pods) -> Non
     gpus = await local_gpus(cluster)
     hami = next(g for g in gpus if g.sharing == "hami")
     limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 6144, "nvidia.com/gpucores": 25}
-    ip_a = await pods.start("gpus-frac-a", limits)
-    ip_b = await pods.start("gpus-frac-b", limits)
+    # HAMi's scheduler places them (its default spread would pick an H100): on the L4.
+    l4 = {"nvidia.com/use-gputype": "L4"}
+    ip_a = await pods.start("gpus-frac-a", limits, l4)
+    ip_b = await pods.start("gpus-frac-b", limits, l4)
     get(ip_b, f"/hold?bytes={4 * GiB}")
     get(ip_a, f"/hold?bytes={1 * GiB}")
 

@@ -7,9 +7,9 @@ shares of the demo catalog), training queues hold 0 and borrow. Training Jobs ta
 kube-apiserver, Kueue and node agent: the quota arithmetic of shares and whole cards in one
 flavor as Kueue admits it (random sequences against a model of the cohort's rules), training
 borrowing and being preempted when notebooks come back, shares packed onto one card and never
-onto a card a Job holds, an admitted Job whose card exists only as scraps kept Pending with the
-reason, and a share without its size refused at admission. The allocator's decisions are
-checked without a cluster first.
+onto a card a Job holds, an admitted Job whose card exists only as scraps kept Pending as HAMi's
+scheduler keeps it (``Unschedulable``, ``FilteringFailed``), and a share without its size refused
+at admission. HAMi's card decisions are checked without a cluster in test_hami_scheduler.py.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from devcluster.config import DEMO_CATALOG
-from devcluster.gpualloc import AllocationError, Grant, PlacementPending, allocate
 from devcluster.nodes import load_nodes
 from devcluster.testing import (
     KUEUE,
@@ -44,6 +43,7 @@ from devcluster.testing import (
     wait_queues_idle,
     workload_of,
 )
+from jupyter_gpuaas.core import hami
 from jupyter_gpuaas.core.catalog import Catalog, Offering, build_catalog, load_catalog_file
 from jupyter_gpuaas.core.kueue import read_cluster_queue, read_workload
 from jupyter_gpuaas.gpu.spec import parse_devices
@@ -55,74 +55,6 @@ FLAVOR = "local-h100"
 CORES = "nvidia.com/total-gpucores"
 # How long a refused Workload must stay refused (Kueue retries a pending one within seconds).
 REFUSAL_GRACE_S = 3.0
-
-# --- the allocator's decisions (no cluster) ---------------------------------------------------
-
-NODE = parse_devices("1xL4-24GB:hami=4,2xH100-80GB:hami=10")
-L4, H100_A, H100_B = NODE
-
-
-def hami_pod(memory_mib: int, cores: int, gputype: str = "H100", **notes: str) -> dict[str, Any]:
-    limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": memory_mib, "nvidia.com/gpucores": cores}
-    return {
-        "metadata": {"name": "p", "annotations": {"nvidia.com/use-gputype": gputype, **notes}},
-        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
-    }
-
-
-def grant(held: list[Grant], pod: dict[str, Any]) -> Grant:
-    (got,) = allocate(NODE, held, pod)["c"].grants
-    held.append(got)
-    return got
-
-
-def test_shares_pack_onto_one_card_and_a_whole_card_takes_the_other() -> None:
-    held: list[Grant] = []
-    quarters = [grant(held, hami_pod(20480, 25)) for _ in range(3)]
-    assert {g.uuid for g in quarters} == {H100_A.uuid}
-    whole = grant(held, hami_pod(H100_MIB, 100))
-    assert (whole.uuid, whole.memory, whole.cores) == (H100_B.uuid, H100_MIB * 2**20, 100)
-    # The fourth quarter fits card A; a half fits neither (A has 25 % left, B is held whole).
-    assert grant(held, hami_pod(20480, 25)).uuid == H100_A.uuid
-    with pytest.raises(AllocationError, match="HAMi vGPU"):
-        allocate(NODE, held, hami_pod(40960, 50))
-
-
-def test_a_share_never_joins_a_card_held_whole() -> None:
-    held: list[Grant] = []
-    first = grant(held, hami_pod(H100_MIB, 100))
-    second = grant(held, hami_pod(H100_MIB, 100))
-    assert {first.uuid, second.uuid} == {H100_A.uuid, H100_B.uuid}
-    with pytest.raises(PlacementPending):
-        allocate(NODE, held, hami_pod(10240, 12))
-
-
-def test_the_gpu_type_annotation_keeps_l4_and_h100_shares_apart() -> None:
-    held: list[Grant] = []
-    assert grant(held, hami_pod(6144, 25, gputype="L4")).uuid == L4.uuid
-    assert grant(held, hami_pod(6144, 25)).uuid in (H100_A.uuid, H100_B.uuid)
-    # Without the annotation the fullest card that fits: the L4 (least memory left after it).
-    unnamed = hami_pod(6144, 25)
-    unnamed["metadata"]["annotations"] = {}
-    assert grant(held, unnamed).uuid == L4.uuid
-
-
-def test_a_whole_card_that_exists_only_as_scraps_waits_with_the_reason() -> None:
-    held: list[Grant] = []
-    spread = {"hami.io/gpu-scheduler-policy": "spread"}
-    a = grant(held, hami_pod(20480, 25, **spread))
-    b = grant(held, hami_pod(20480, 25, **spread))
-    assert a.uuid != b.uuid
-    with pytest.raises(PlacementPending) as err:
-        allocate(NODE, held, hami_pod(H100_MIB, 100))
-    text = str(err.value)
-    assert "no single GPU has 81920 MiB and 100 % compute free" in text
-    assert "122880 MiB and 150 % free in all" in text
-    # Larger than any card is never placeable: a plain AllocationError, not a wait.
-    with pytest.raises(AllocationError) as never:
-        allocate(NODE, [], hami_pod(H100_MIB + 1, 100))
-    assert not isinstance(never.value, PlacementPending)
-
 
 # --- on the cluster ---------------------------------------------------------------------------
 
@@ -383,30 +315,34 @@ async def test_an_admitted_job_whose_card_is_in_scraps_waits_and_says_why(
             await wait_for(f"{name} running", partial(_running, core(hub), USERS_NS, name), 90)
         cards = [await _card_of(core(hub), USERS_NS, name) for name in ("nb-a", "nb-b")]
         assert cards[0] != cards[1]
-        # The card each share is on is recorded on its pod as HAMi's device plugin records it.
+        # The card each share is on is recorded on its pod as HAMi's scheduler records it.
         for name, card in zip(("nb-a", "nb-b"), cards, strict=True):
             pod = await core(hub).read_namespaced_pod(name, USERS_NS)
-            record = pod.metadata.annotations["hami.io/vgpu-devices-allocated"]
-            assert record.startswith(f"{card},"), record
-            assert record.endswith(",20480,25:;"), record
+            record = pod.metadata.annotations[hami.ALLOCATED]
+            assert record == f"{card},NVIDIA,20480,25:;", record
         # 150 % of the pool is free: Kueue admits a whole card, which no card has.
         await create_job(alice, TRAIN_NS, whole_card_job("train"))
         await wait_for("the Job admitted", lambda: _has(alice, {"train"}), 60)
 
         async def explained() -> Any:
             for pod in await _pods(alice):
-                if pod.status.reason == "GPUFragmented":
+                raw = alice.sanitize_for_serialization(pod)
+                if hami.unschedulable_reasons(raw):
                     return pod
             return None
 
-        pod = await wait_for("the Job's pod Pending with the reason", explained, 60)
+        pod = await wait_for("the Job's pod Unschedulable with HAMi's reasons", explained, 60)
         assert pod.status.phase == "Pending"
-        assert "no single GPU has 81920 MiB and 100 % compute free" in pod.status.message
+        assert not pod.spec.node_name
+        (cond,) = [c for c in pod.status.conditions if c.type == "PodScheduled"]
+        assert cond.reason == "Unschedulable"
+        assert "1/3 CardTypeMismatch, 2/3 CardInsufficientMemory" in cond.message, cond.message
         warning = await wait_for(
-            "the GPUFragmented event", partial(_event, alice, pod.metadata.uid, "GPUFragmented"), 30
+            "HAMi's FilteringFailed event",
+            partial(_event, alice, pod.metadata.uid, "FilteringFailed"),
+            30,
         )
         assert warning.type == "Warning"
-        assert "150 % free in all" in warning.message
 
         # A notebook ends: its card is empty again, and the Job starts on it.
         await core(hub).delete_namespaced_pod("nb-b", USERS_NS, grace_period_seconds=0)
@@ -416,9 +352,11 @@ async def test_an_admitted_job_whose_card_is_in_scraps_waits_and_says_why(
             60,
         )
         placed = await core(alice).read_namespaced_pod(pod.metadata.name, TRAIN_NS)
-        assert (placed.status.reason, placed.status.message) == (None, None)
+        assert placed.metadata.annotations[hami.ALLOCATED].endswith(f",{H100_MIB},100:;")
         await wait_for(
-            "the GPUPlaced event", partial(_event, alice, pod.metadata.uid, "GPUPlaced"), 30
+            "HAMi's FilteringSucceed event",
+            partial(_event, alice, pod.metadata.uid, "FilteringSucceed"),
+            30,
         )
 
 

@@ -174,7 +174,7 @@ class PendingWorkload:
 class PlacementWait:
     """An admitted workload whose pod waits for whole cards that no card has free: Kueue
     admitted it on the pool's quota, but the quota exists only as scraps of shares on cards
-    that others hold (the node agent's ``GPUFragmented``)."""
+    that others hold (HAMi's scheduler left its pod ``Unschedulable`` for lack of room)."""
 
     name: str
     """The waiting pod's name."""

@@ -8,9 +8,13 @@
   users (``GET /hub/api/users/{name}``): the loop asks only about servers it is about to act on.
 - :func:`pending_workloads`: Kueue's pending Workloads with what they lack, per resource and
   flavor, against the quota free to their ClusterQueue now.
-- :func:`placement_waits`: admitted pods waiting for whole cards that exist only as scraps
-  (status reason ``GPUFragmented``), with what holds each card: each share's cards come from
-  HAMi's record on its pod (``hami.io/vgpu-devices-allocated``) and its node.
+- :func:`placement_waits`: admitted pods waiting for whole cards that exist only as scraps, as a
+  real cluster says so: HAMi's scheduler left the pod ``Pending`` with ``PodScheduled=False``,
+  reason ``Unschedulable``, and its card reasons in the message (``CardInsufficientMemory``,
+  ``CardInsufficientCore``, ...: :func:`jupyter_gpuaas.core.hami.unschedulable_reasons`); with
+  what holds each card: each share's cards come from HAMi's record on its pod
+  (``hami.io/vgpu-devices-allocated``) and its node (``spec.nodeName``, else HAMi's
+  ``hami.io/vgpu-node``).
 
 Only ``nvidia.com/*`` resources are weighed: CPU and memory are not what a GPU reclaim frees.
 Amounts are Kueue's own, after its resource transformations (a HAMi fraction holds
@@ -33,6 +37,7 @@ from gpuaas_service.reclaim.activity_store import ActivityStore, server_key
 from gpuaas_service.reclaim.decide import Need, PendingWorkload, PlacementWait, Workbench
 from gpuaas_service.reclaim.idleness import judge
 from gpuaas_service.reclaim.policy import DEFAULT_BUSY_UTILIZATION, PolicySet
+from jupyter_gpuaas.core import hami
 from jupyter_gpuaas.core.gpu_equivalents import parse_gpu_equivalents, resource_gpu_equivalents
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import (
@@ -67,30 +72,45 @@ __all__ = [
     "pending_workloads",
     "placement_waits",
     "pod_cards",
+    "pod_node",
     "pod_state",
+    "waits_for_room",
     "workbenches",
 ]
 
 GPU_PREFIX = "nvidia.com/"
-HAMI_ALLOCATED = "hami.io/vgpu-devices-allocated"
-"""HAMi's record of the vGPUs a pod got, written by its device plugin (and the dev cluster's node
-agent): per container ``UUID,type,MiB,cores:`` for each vGPU, then ``;``."""
-GPU_FRAGMENTED = "GPUFragmented"
-"""The status reason of an admitted pod whose whole cards exist only as scraps (the dev cluster's
-node agent; docs/right-sizing.md)."""
+HAMI_ALLOCATED = hami.ALLOCATED
+"""HAMi's record of the vGPUs a pod got, written by HAMi's scheduler when it picks the cards: per
+container ``UUID,NVIDIA,MiB,cores:`` for each vGPU, then ``;`` (jupyter_gpuaas/core/hami.py)."""
 USE_GPUTYPE = "nvidia.com/use-gputype"
 POOL_RESOURCE = "nvidia.com/total-gpucores"
 """What Kueue counts of a shared pool: 100 per whole card."""
 CORES_PER_CARD = 100
 
 
+def pod_node(pod: Mapping[str, Any]) -> str:
+    """The node a pod is on, or the one HAMi's scheduler assigned it while it is being bound."""
+    node = as_mapping(pod.get("spec")).get("nodeName")
+    if not node:
+        node = as_mapping(as_mapping(pod.get("metadata")).get("annotations")).get(
+            hami.ASSIGNED_NODE
+        )
+    return str(node or "")
+
+
 def pod_cards(pod: Mapping[str, Any]) -> tuple[str, ...]:
     """The cards a pod's vGPUs are on, as ``node/UUID`` (from :data:`HAMI_ALLOCATED`)."""
-    meta = as_mapping(pod.get("metadata"))
-    text = str(as_mapping(meta.get("annotations")).get(HAMI_ALLOCATED) or "")
-    node = str(as_mapping(pod.get("spec")).get("nodeName") or "")
-    cards = (d.split(",", 1)[0].strip() for c in text.split(";") for d in c.split(":"))
-    return tuple(dict.fromkeys(f"{node}/{uuid}" for uuid in cards if uuid))
+    node = pod_node(pod)
+    return tuple(dict.fromkeys(f"{node}/{d.uuid}" for d in hami.pod_devices(pod)))
+
+
+def waits_for_room(pod: Mapping[str, Any]) -> bool:
+    """Whether HAMi's scheduler left the pod unscheduled because the cards it may use lack room
+    (memory, cores, slots, or sole use: :data:`jupyter_gpuaas.core.hami.ROOM_REASONS`), not
+    because no card of its type is there: freeing a card can place it."""
+    if as_mapping(pod.get("spec")).get("nodeName"):
+        return False
+    return bool(set(hami.unschedulable_reasons(pod)) & hami.ROOM_REASONS)
 
 
 def pod_state(pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -506,8 +526,8 @@ def placement_waits(
     workload_for_pod: Callable[[str, str, str], WorkloadInfo | None],
     notebook_namespace: str = "",
 ) -> list[PlacementWait]:
-    """The admitted pods that wait for whole cards of a shared pool (status reason
-    ``GPUFragmented``), each with the cards other work holds on its pool.
+    """The admitted pods that wait for whole cards of a shared pool (:func:`waits_for_room`: HAMi's
+    scheduler found no card with room), each with the cards other work holds on its pool.
 
     ``pods``: every pod that may hold or wait for the pool's cards (the notebook namespace's and
     the Jobs' namespaces'); ``wbs``: the workbenches among them. A card held by a pod that is no
@@ -521,7 +541,7 @@ def placement_waits(
         if status.get("phase") in ("Succeeded", "Failed"):
             continue
         wl = _workload_of(pod, workload_for_pod)
-        if status.get("reason") == GPU_FRAGMENTED and status.get("phase") == "Pending":
+        if waits_for_room(pod):
             if wl is not None and wl.admitted and _whole_cards(pod):
                 waiting.append((pod, wl))
             continue
@@ -535,7 +555,7 @@ def placement_waits(
         meta = as_mapping(pod.get("metadata"))
         ann = as_mapping(meta.get("annotations"))
         flavor = _flavor(wl)
-        node = str(as_mapping(pod.get("spec")).get("nodeName") or "")
+        node = pod_node(pod)
         blocked = {**others.get(flavor, {}), **others.get("", {})}
         held = {c for wb in wbs for c in wb.cards if any(f == flavor for f, _r in wb.holds)}
         held |= set(blocked)

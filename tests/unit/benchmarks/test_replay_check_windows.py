@@ -144,7 +144,7 @@ def test_the_verdict_takes_its_tolerances_from_the_data(monkeypatch: pytest.Monk
     rows = {r["check"]: r for r in v["rows"]}
     assert not rows["admission order (pairs)"]["holds"]  # 85 % < 90 %
     assert rows["workloads preempted"]["holds"]
-    assert rows["Jobs pending on scraps (GPUFragmented)"]["holds"]
+    assert rows["Jobs pending on scraps (Unschedulable)"]["holds"]
     assert rows["those Jobs placed, and when"]["tolerance"] == "same; ± 60 s"
     monkeypatch.setitem(TOLERANCES, "order_agreement", 0.8)
     monkeypatch.setitem(TOLERANCES, "allowance_p99s", 1.0)

@@ -1,7 +1,7 @@
 """The replay's placement, as the culler sees it: HAMi's record of each holder's cards on its
-pod, and the training Jobs' pods, placed or waiting for whole cards (``GPUFragmented``), read by
-the product's own gather code; on the L3 rung the product's reclaim loop frees a card of idle
-shares for an admitted Job that waits (quota is not placement)."""
+pod, and the training Jobs' pods, placed or waiting for whole cards (``Unschedulable`` with
+HAMi's reasons), read by the product's own gather code; on the L3 rung the product's reclaim
+loop frees a card of idle shares for an admitted Job that waits (quota is not placement)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from benchmarks.replay.run import DEFAULT_POLICY
 from benchmarks.replay.sim import Simulation
 from benchmarks.replay.trace import Interval, Session, Trace, TrainingJob
 from benchmarks.replay.world import Workload
-from gpuaas_service.reclaim.gather import placement_waits, pod_cards
+from gpuaas_service.reclaim.gather import placement_waits, pod_cards, waits_for_room
 from jupyter_gpuaas.core.headroom import QueueState
 
 CORES = "nvidia.com/total-gpucores"
@@ -65,7 +65,7 @@ def test_jobs_pods_show_their_cards_and_the_wait_for_a_whole_one() -> None:
         ("big", "Running"),
         ("small", "Pending"),
     ]
-    assert pods[1]["status"]["reason"] == "GPUFragmented"
+    assert waits_for_room(pods[1])
     assert pod_cards(pods[0]) == ("/h100-card-0",)
 
     def workload_for_pod(namespace: str, uid: str, name: str) -> Any:

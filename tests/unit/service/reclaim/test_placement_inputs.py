@@ -1,6 +1,7 @@
 """Quota is not placement, from the pods to the plan: which card each share is on (HAMi's record
-on its pod), an admitted Job's pod waiting for a whole card (``GPUFragmented``), the plan that
-frees a card of idle shares for it, its words in ``--explain`` and in a snapshot."""
+on its pod), an admitted Job's pod waiting for a whole card (HAMi's scheduler left it
+``Unschedulable`` for lack of room on the cards), the plan that frees a card of idle shares for
+it, its words in ``--explain`` and in a snapshot."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ import pytest
 from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.decide import PlacementWait, decide
 from gpuaas_service.reclaim.explain import explain
-from gpuaas_service.reclaim.gather import placement_waits, pod_cards, workbenches
+from gpuaas_service.reclaim.gather import (
+    placement_waits,
+    pod_cards,
+    waits_for_room,
+    workbenches,
+)
 from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
 from gpuaas_service.reclaim.policy import load_policy
 from gpuaas_service.reclaim.snapshot import SnapshotError, dump_snapshot, load_snapshot
@@ -53,21 +59,43 @@ def share(user: str, card: str, node: str = "local-0") -> dict[str, Any]:
         requests=QUARTER,
         limits=QUARTER,
         created=T0,
-        annotations={"hami.io/vgpu-devices-allocated": f"{card},NVIDIA H100,20480,25:;"},
+        annotations={"hami.io/vgpu-devices-allocated": f"{card},NVIDIA,20480,25:;"},
     )
     pod["spec"]["nodeName"] = node
     return pod
 
 
+# kube-scheduler's words for a pod HAMi's extender found no room for (HAMi v2.10 reasons).
+NO_ROOM = (
+    "0/7 nodes are available: 1 1/3 CardTypeMismatch, 2/3 CardInsufficientMemory, 6 node(s) "
+    "didn't match Pod's node affinity/selector. preemption: 0/7 nodes are available: 1 1/3 "
+    "CardTypeMismatch, 2/3 CardInsufficientMemory, 6 Preemption is not helpful for scheduling."
+)
+NO_SUCH_CARD = "0/7 nodes are available: 1 3/3 CardTypeMismatch, 6 node(s) didn't match ..."
+
+
 def train_pod(
-    name: str = "train-x7k2p", *, reason: str = "GPUFragmented", card: str = ""
+    name: str = "train-x7k2p",
+    *,
+    reason: str = "Unschedulable",
+    message: str = NO_ROOM,
+    card: str = "",
 ) -> dict[str, Any]:
+    """A training Job's pod: placed on ``card`` (``reason=""``), or not scheduled, with
+    kube-scheduler's ``PodScheduled`` condition."""
     status: dict[str, Any] = {"phase": "Pending" if reason else "Running"}
     if reason:
-        status |= {"reason": reason, "message": "no single GPU has 81920 MiB ..."}
+        status["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
+        ]
     annotations = {"nvidia.com/use-gputype": "H100"}
     if card:
-        annotations["hami.io/vgpu-devices-allocated"] = f"{card},NVIDIA H100,81920,100:;"
+        annotations["hami.io/vgpu-devices-allocated"] = f"{card},NVIDIA,81920,100:;"
+    spec: dict[str, Any] = {
+        "containers": [{"name": "train", "resources": {"requests": WHOLE, "limits": WHOLE}}],
+    }
+    if not reason:
+        spec["nodeName"] = "local-0"
     return {
         "metadata": {
             "name": name,
@@ -79,10 +107,7 @@ def train_pod(
                 {"kind": "Job", "name": "train", "uid": f"uid-job-{name}", "controller": True}
             ],
         },
-        "spec": {
-            "nodeName": "local-0",
-            "containers": [{"name": "train", "resources": {"requests": WHOLE, "limits": WHOLE}}],
-        },
+        "spec": spec,
         "status": status,
     }
 
@@ -189,6 +214,11 @@ def test_a_shares_card_is_read_from_hamis_record_with_its_node() -> None:
     assert pod_cards(no_record) == ()
     (wb,) = the_shares(share("alice", CARD_A))
     assert wb.cards == (f"local-0/{CARD_A}",)
+    # Between HAMi's choice and the binding: the node HAMi's scheduler assigned.
+    binding = share("alice", CARD_A)
+    del binding["spec"]["nodeName"]
+    binding["metadata"]["annotations"]["hami.io/vgpu-node"] = "local-1"
+    assert pod_cards(binding) == (f"local-1/{CARD_A}",)
 
 
 def test_an_admitted_pod_kept_pending_for_scraps_is_a_wait_for_one_whole_card() -> None:
@@ -198,9 +228,10 @@ def test_an_admitted_pod_kept_pending_for_scraps_is_a_wait_for_one_whole_card() 
         [*shares, waiting], the_shares(*shares), queue_state(), workload_for_pod=lookup(waiting)
     )
     assert (wait.key, wait.workload, wait.team) == ("team-a/train-x7k2p", "job-train", "team-a")
+    # Not bound to a node yet: any node of the flavor may take it.
     assert (wait.flavor, wait.node, wait.gpu_type, wait.what) == (
         FLAVOR,
-        "local-0",
+        "",
         "H100",
         "a training Job",
     )
@@ -230,16 +261,39 @@ def test_a_card_no_pod_is_on_counts_as_free() -> None:
     assert wait.free_cards == 1  # two cards of quota, one holds alice's share
 
 
-def test_only_admitted_pods_with_the_reason_and_whole_cards_wait() -> None:
+def test_only_admitted_pods_hami_found_no_room_for_and_whole_cards_wait() -> None:
     running = train_pod("running", reason="")
-    other_reason = train_pod("other", reason="Unschedulable")
+    gated = train_pod("gated", reason="SchedulingGated", message="Scheduling is blocked")
+    # No card of its type: freeing a share would not place it.
+    no_such_card = train_pod("no-h100", message=NO_SUCH_CARD)
+    # kube-scheduler's own reasons only (not HAMi's): a taint, a selector, node resources.
+    not_hamis = train_pod("taint", message="0/7 nodes are available: 7 Insufficient cpu.")
     not_admitted = train_pod("queued")
     share_waiting = train_pod("share")
     share_waiting["spec"]["containers"][0]["resources"]["limits"] = QUARTER
     share_waiting["spec"]["containers"][0]["resources"]["requests"] = QUARTER
-    pods = [running, other_reason, not_admitted, share_waiting]
-    found = lookup(running, other_reason, share_waiting)
+    pods = [running, gated, no_such_card, not_hamis, not_admitted, share_waiting]
+    found = lookup(running, gated, no_such_card, not_hamis, share_waiting)
     assert placement_waits(pods, [], queue_state(), workload_for_pod=found) == []
+    # The same pod with HAMi's reasons of room waits.
+    (wait,) = placement_waits(
+        [*pods, train_pod("room")], [], queue_state(), workload_for_pod=lookup(train_pod("room"))
+    )
+    assert wait.name == "room"
+
+
+@pytest.mark.parametrize(
+    ("message", "waits"),
+    [
+        ("0/1 nodes are available: 1 2/3 CardInsufficientCore, 1/3 CardTypeMismatch.", True),
+        ("0/1 nodes are available: 1 2/3 ExclusiveDeviceAllocateConflict, 1/3 X.", True),
+        ("0/1 nodes are available: 1 3/3 CardTimeSlicingExhausted.", True),
+        ("0/1 nodes are available: 1 NodeInsufficientDevice.", False),
+        ("0/1 nodes are available: 1 node unregistered.", False),
+    ],
+)
+def test_which_of_hamis_reasons_mean_the_cards_lack_room(message: str, waits: bool) -> None:
+    assert waits_for_room(train_pod(message=message)) is waits
 
 
 def test_the_plan_frees_the_card_and_explain_shows_the_job_and_what_frees_it() -> None:
@@ -257,7 +311,7 @@ def test_the_plan_frees_the_card_and_explain_shows_the_job_and_what_frees_it() -
     }
     text = explain(plan)
     assert "Admitted work waiting for whole cards (1):" in text
-    assert "team-a/train-x7k2p  (1 whole H100 in local-h100 on local-0" in text
+    assert "team-a/train-x7k2p  (1 whole H100 in local-h100" in text
     assert "warn: admitted team-a/train-x7k2p waits for 1 whole H100; freeing GPU-bbbb-000" in text
     assert "WARN" in text
     assert "placement: admitted team-a/train-x7k2p needs a whole H100" in text
