@@ -14,8 +14,14 @@ where something measured them:
   judged (``training``);
 - what is **free**: per node and GPU resource, the node's allocatable amount less what the
   pods placed on it request (notebook and training pods alike), one row each (state ``free``):
-  whole GPUs, MIG slices of each profile, shares, and a HAMi node's free memory and cores. Its
-  pool is the ResourceFlavors whose node labels the node carries.
+  whole GPUs, MIG slices of each profile, shares; and per card of a HAMi node (one whose
+  ``hami.io/node-nvidia-register`` lists its cards, as HAMi's device plugin registers them), the
+  memory, cores and vGPU slots that the live pods' ``hami.io/vgpu-devices-allocated`` leave free
+  on it. Its pool is the ResourceFlavors whose node labels the node carries.
+
+Which card a fraction is on is HAMi's record on its pod (what its scheduler chose), never what
+the server reports: a workbench's and a training Workload's ``uuids`` come from there when the
+pod has one.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from gpuaas_service.model.pods import hub_server
 from gpuaas_service.reclaim.activity_store import server_key
 from gpuaas_service.reclaim.decide import Decision
 from gpuaas_service.reclaim.idleness import ActivityReport, State
+from jupyter_gpuaas.core import hami
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents, resource_gpu_equivalents
 from jupyter_gpuaas.core.kueue import (
@@ -49,6 +56,7 @@ __all__ = [
     "free_rows",
     "gpu_rows",
     "holding_label",
+    "pod_card_uuids",
     "pod_nodes",
     "pod_places",
     "read_node",
@@ -62,15 +70,21 @@ FREE = "free"
 HAMI_MEMORY = "nvidia.com/gpumem"
 HAMI_CORES = "nvidia.com/gpucores"
 _MIB = 1 << 20
+_HAMI_SLOTS = "hami-vgpu-slots"  # what a pod on HAMi's cards holds of nvidia.com/gpu
 _MIG = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
 
 
 @dataclass(frozen=True)
 class PodPlace:
-    """Where a server's pod runs and what it asked for."""
+    """Where a server's pod runs, what it asked for, and the cards HAMi placed it on."""
 
     node: str
     requests: Mapping[str, Fraction]
+    cards: tuple[str, ...] = ()
+
+
+def _card_uuids(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(d.uuid for d in hami.pod_devices(pod)))
 
 
 def pod_places(pods: Iterable[Mapping[str, Any]]) -> dict[str, PodPlace]:
@@ -83,17 +97,19 @@ def pod_places(pods: Iterable[Mapping[str, Any]]) -> dict[str, PodPlace]:
             continue
         key = server_key(*server)
         node = as_mapping(pod.get("spec")).get("nodeName")
-        out.setdefault(key, PodPlace(str(node or ""), pod_requests(pod)))
+        out.setdefault(key, PodPlace(str(node or ""), pod_requests(pod), _card_uuids(pod)))
     return out
 
 
 @dataclass(frozen=True)
 class NodeGPUs:
-    """A node's allocatable GPU resources (``nvidia.com/*``) and its labels."""
+    """A node's allocatable GPU resources (``nvidia.com/*``), its labels and the cards HAMi's
+    device plugin registered on it (none: not a HAMi node)."""
 
     name: str
     labels: Mapping[str, str]
     allocatable: Mapping[str, Fraction]
+    cards: tuple[hami.RegisteredCard, ...] = ()
 
 
 def read_node(node: Mapping[str, Any]) -> NodeGPUs | None:
@@ -114,7 +130,8 @@ def read_node(node: Mapping[str, Any]) -> NodeGPUs | None:
     if not allocatable:
         return None
     labels = {str(k): str(v) for k, v in as_mapping(meta.get("labels")).items()}
-    return NodeGPUs(str(meta.get("name") or ""), labels, allocatable)
+    cards = tuple(hami.read_register(as_mapping(meta.get("annotations"))))
+    return NodeGPUs(str(meta.get("name") or ""), labels, allocatable, cards)
 
 
 def _live(pod: Mapping[str, Any]) -> bool:
@@ -126,6 +143,15 @@ def _live(pod: Mapping[str, Any]) -> bool:
     )
 
 
+def _owner_uids(pod: Mapping[str, Any]) -> list[str]:
+    meta = as_mapping(pod.get("metadata"))
+    uids = [
+        meta.get("uid"),
+        *(as_mapping(o).get("uid") for o in as_list(meta.get("ownerReferences"))),
+    ]
+    return [uid for uid in uids if isinstance(uid, str) and uid]
+
+
 def pod_nodes(pods: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
     """Pod uid and its owner's uid → the nodes its live pods run on (a training Workload's
     owner is its Job, or the pod itself)."""
@@ -133,35 +159,45 @@ def pod_nodes(pods: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
     for pod in pods:
         if not _live(pod):
             continue
-        meta = as_mapping(pod.get("metadata"))
         node = str(as_mapping(pod.get("spec")).get("nodeName"))
-        uids = [
-            meta.get("uid"),
-            *(as_mapping(o).get("uid") for o in as_list(meta.get("ownerReferences"))),
-        ]
-        for uid in uids:
-            if isinstance(uid, str) and uid:
-                out.setdefault(uid, set()).add(node)
+        for uid in _owner_uids(pod):
+            out.setdefault(uid, set()).add(node)
     return out
 
 
-def _held_on_nodes(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Fraction]]:
-    """Node → the GPU resources its live pods request (a HAMi vGPU's memory and cores per
-    vGPU, times its vGPUs)."""
-    out: dict[str, dict[str, Fraction]] = {}
+def pod_card_uuids(pods: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Pod uid and its owner's uid → the cards HAMi placed its live pods on."""
+    out: dict[str, list[str]] = {}
     for pod in pods:
         if not _live(pod):
             continue
-        held = out.setdefault(str(as_mapping(pod.get("spec")).get("nodeName")), {})
-        requests = pod_requests(pod)
-        vgpus = requests.get("nvidia.com/gpu", Fraction(1))
-        for resource, amount in requests.items():
-            if not resource.startswith(GPU_PREFIX):
-                continue
-            if resource in (HAMI_MEMORY, HAMI_CORES):
-                amount *= vgpus
-            held[resource] = held.get(resource, Fraction(0)) + amount
+        for uid in _owner_uids(pod):
+            held = out.setdefault(uid, [])
+            held += [u for u in _card_uuids(pod) if u not in held]
     return out
+
+
+def _held_on_nodes(
+    pods: Iterable[Mapping[str, Any]],
+) -> tuple[dict[str, dict[str, Fraction]], dict[str, list[hami.CardUse]]]:
+    """Node → the GPU resources its live pods request, and node → the HAMi devices their
+    records hold (a pod with such a record holds vGPU slots of HAMi's cards, not whole GPUs)."""
+    out: dict[str, dict[str, Fraction]] = {}
+    uses: dict[str, list[hami.CardUse]] = {}
+    for pod in pods:
+        if not _live(pod):
+            continue
+        node = str(as_mapping(pod.get("spec")).get("nodeName"))
+        held = out.setdefault(node, {})
+        devices = hami.pod_devices(pod)
+        uses.setdefault(node, []).extend(devices)
+        for resource, amount in pod_requests(pod).items():
+            if not resource.startswith(GPU_PREFIX) or resource in (HAMI_MEMORY, HAMI_CORES):
+                continue
+            if devices and resource == "nvidia.com/gpu":
+                resource = _HAMI_SLOTS
+            held[resource] = held.get(resource, Fraction(0)) + amount
+    return out, uses
 
 
 def node_pools(
@@ -181,23 +217,14 @@ def _free_row(
     key: str,
     kind: str,
     free: Mapping[str, Fraction],
-    slots: Fraction = Fraction(0),
 ) -> tuple[dict[str, Any], Fraction]:
     gpu_eq = resource_gpu_equivalents(free)
-    device = holding_label(free)
-    if kind == "fraction":  # a node's free memory and cores, in its vGPU slots
-        memory = free.get(HAMI_MEMORY, Fraction(0)) * _MIB / (1 << 30)
-        cores = free.get(HAMI_CORES, Fraction(0)) / 100
-        device = (
-            f"{format_gpu_equivalents(memory)} GiB and {format_gpu_equivalents(cores)} GPU of"
-            f" cores, in {format_gpu_equivalents(slots)} vGPU slot{'s' if slots != 1 else ''}"
-        )
     row = {
         "key": f"{node.name}/{key}",
         "node": node.name,
         "pool": pools,
         "kind": kind,
-        "device": device,
+        "device": holding_label(free),
         "uuids": [],
         "holder": "",
         "holder_kind": FREE,
@@ -208,12 +235,34 @@ def _free_row(
         "state": FREE,
         "idle_since": None,
         "memory_bytes": None,
-        "memory_cap_bytes": memory_cap(free) if kind != "fraction" else None,
+        "memory_cap_bytes": memory_cap(free),
         "utilization_percent": None,
         "next_step": "",
     }
-    if kind == "fraction":
-        row["memory_cap_bytes"] = int(free.get(HAMI_MEMORY, Fraction(0)) * _MIB)
+    return row, gpu_eq
+
+
+def _free_card_row(
+    node: NodeGPUs, pools: list[str], card: hami.RegisteredCard, uses: Sequence[hami.CardUse]
+) -> tuple[dict[str, Any], Fraction] | None:
+    """What HAMi's scheduler could still give out of one card: memory, cores and vGPU slots
+    less its live pods' records; ``None`` for a card with no slot or no memory left."""
+    on = [u for u in uses if u.uuid == card.uuid]
+    slots = card.count - len(on)
+    memory = card.memory - sum(u.memory for u in on)
+    cores = max(card.cores - sum(u.cores for u in on), 0)
+    if slots <= 0 or memory <= 0 or not card.health:
+        return None
+    row, _ = _free_row(node, pools, card.uuid, "fraction", {})
+    gpu_eq = Fraction(cores, 100)
+    row["device"] = (
+        f"{format_gpu_equivalents(Fraction(memory * _MIB, 1 << 30))} GiB and "
+        f"{format_gpu_equivalents(gpu_eq)} GPU of cores of the {card.type}, in {slots} vGPU "
+        f"slot{'s' if slots != 1 else ''}"
+    )
+    row["uuids"] = [card.uuid]
+    row["gpu_equivalents"] = format_gpu_equivalents(gpu_eq)
+    row["memory_cap_bytes"] = memory * _MIB
     return row, gpu_eq
 
 
@@ -224,36 +273,38 @@ def free_rows(
 ) -> list[tuple[dict[str, Any], Fraction]]:
     """What nobody holds, per node and resource (module docstring), with its GPU-equivalents.
 
-    ``pods``: every pod that may hold GPUs (notebook and training). On a HAMi node (one that
-    advertises ``nvidia.com/gpumem`` or ``nvidia.com/gpucores``) ``nvidia.com/gpu`` counts vGPU
-    slots: its free memory and cores make one ``fraction`` row, worth its free cores / 100."""
-    held = _held_on_nodes(pods)
+    ``pods``: every pod that may hold GPUs (notebook and training). On a HAMi node (one with
+    registered cards) ``nvidia.com/gpu`` also counts HAMi's vGPU slots: those are the cards'
+    rows (``fraction``, worth the card's free cores / 100), and the rest are whole GPUs of other
+    device plugins. ``nvidia.com/gpumem`` and ``gpucores`` in a node's capacity are not read: a
+    real HAMi node does not advertise them."""
+    held, uses = _held_on_nodes(pods)
     out: list[tuple[dict[str, Any], Fraction]] = []
     for node in nodes:
         on = held.get(node.name, {})
-        free = {r: a - on.get(r, Fraction(0)) for r, a in node.allocatable.items()}
+        allocatable = dict(node.allocatable)
+        if node.cards:
+            slots = sum(c.count for c in node.cards)
+            allocatable["nvidia.com/gpu"] = allocatable.get("nvidia.com/gpu", Fraction(0)) - slots
+        free = {r: a - on.get(r, Fraction(0)) for r, a in allocatable.items()}
         free = {r: a for r, a in free.items() if a > 0}
         pools = node_pools(node.labels, flavor_labels)
-        hami = HAMI_MEMORY in node.allocatable or HAMI_CORES in node.allocatable
         for resource, amount in sorted(free.items()):
-            if resource in (HAMI_MEMORY, HAMI_CORES) or (hami and resource == "nvidia.com/gpu"):
-                continue
-            if _MIG.fullmatch(resource):
+            if _MIG.match(resource):
                 kind = "mig"
             elif resource == "nvidia.com/gpu.shared":
                 kind = "shared"
             elif resource == "nvidia.com/gpu":
                 kind = "gpu"
             else:
-                continue  # a resource the console cannot size
+                continue  # a resource the console cannot size (HAMi's node-wide sums among them)
             out.append(
                 _free_row(node, pools, resource.removeprefix(GPU_PREFIX), kind, {resource: amount})
             )
-        if hami and free.get("nvidia.com/gpu", Fraction(0)) > 0:
-            fraction = {r: free[r] for r in (HAMI_MEMORY, HAMI_CORES) if r in free}
-            if fraction:
-                slots = free["nvidia.com/gpu"]
-                out.append(_free_row(node, pools, "fraction", "fraction", fraction, slots))
+        for card in node.cards:
+            row = _free_card_row(node, pools, card, uses.get(node.name, []))
+            if row is not None:
+                out.append(row)
     return out
 
 
@@ -318,7 +369,13 @@ def _workbench_row(
         "pool": sorted({flavor for flavor, _ in wb.holds}),
         "kind": wb.kind,
         "device": holding_label(requests),
-        "uuids": sorted(u for u, _ in report.activity.gpu_utilization) if report else [],
+        "uuids": (
+            list(place.cards)
+            if place and place.cards
+            else sorted(u for u, _ in report.activity.gpu_utilization)
+            if report
+            else []
+        ),
         "holder": wb.key,
         "holder_kind": "workbench",
         "team": wb.team,
@@ -335,7 +392,7 @@ def _workbench_row(
 
 
 def _training_row(
-    wl: WorkloadInfo, nodes: Mapping[str, set[str]]
+    wl: WorkloadInfo, nodes: Mapping[str, set[str]], cards: Mapping[str, list[str]]
 ) -> tuple[dict[str, Any], Fraction] | None:
     counted = wl.counted or wl.resources
     gpus = {r: a for r, a in counted.items() if r.startswith(GPU_PREFIX)}
@@ -352,7 +409,7 @@ def _training_row(
         "pool": sorted({f for r, f in wl.assigned_flavors.items() if r.startswith(GPU_PREFIX)}),
         "kind": "training",
         "device": holding_label(requests or gpus),
-        "uuids": [],
+        "uuids": list(cards.get(wl.owner_uid, ())),
         "holder": wl.user_label or wl.owner_name or wl.name,
         "holder_kind": "training",
         "team": wl.namespace,
@@ -390,6 +447,7 @@ def gpu_rows(
     ResourceFlavor's node labels (a free row's pool)."""
     allowed = set(only) if only is not None else None
     placed = pod_nodes(pods)
+    on_cards = pod_card_uuids(pods)
     rows: list[tuple[dict[str, Any], Fraction]] = []
     for d in decisions:
         wb = d.workbench
@@ -403,7 +461,7 @@ def gpu_rows(
             continue
         if allowed is not None and wl.namespace not in allowed:
             continue
-        training_row = _training_row(wl, placed)
+        training_row = _training_row(wl, placed, on_cards)
         if training_row is not None:
             rows.append(training_row)
     rows.extend(free_rows(nodes, pods, flavor_labels or {}))

@@ -13,12 +13,14 @@ from gpuaas_service.console.gpus import (
     holding_label,
     memory_cap,
     node_pools,
+    pod_card_uuids,
     pod_places,
     read_node,
 )
 from gpuaas_service.reclaim.decide import Decision, decide
 from gpuaas_service.reclaim.idleness import ActivityReport, State
 from gpuaas_service.reclaim.policy import load_policy
+from jupyter_gpuaas.core import hami
 from jupyter_gpuaas.core.activity import Activity
 from tests.support.console_samples import MIG, NS, T0, wb, workload
 
@@ -213,28 +215,58 @@ def test_free_rows_per_node_and_resource_with_their_pool() -> None:
     assert summary["h100-0"]["holdings"] == 0  # no plan given: the free rows are not holdings
 
 
-def test_a_hami_nodes_free_memory_and_cores_are_one_fraction_row() -> None:
-    hami = read_node(
-        node(
-            "l4-hami-0",
-            {"nvidia.com/gpu": "40", "nvidia.com/gpumem": "92136", "nvidia.com/gpucores": "400"},
-        )
+L4_CARDS = [hami.RegisteredCard(f"GPU-l4-{i}", i, 10, 23034, 100, "NVIDIA L4") for i in range(2)]
+
+
+def test_each_card_of_a_hami_node_is_a_free_row_from_hamis_annotations() -> None:
+    # HAMi's device plugin registers the cards; its scheduler records each pod's.
+    raw = node(
+        "l4-hami-0",
+        {"nvidia.com/gpu": "21", "nvidia.com/gpumem": "99999", "nvidia.com/gpucores": "999"},
     )
-    assert hami is not None
-    pods = [
-        pod(
-            "alice",
-            "l4-hami-0",
-            {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "4096", "nvidia.com/gpucores": "25"},
-        )
-    ]
-    (row,) = gpu_rows([], {}, {}, {}, [], now=T0, nodes=[hami], pods=pods)["devices"]
-    assert row["kind"] == "fraction"
-    assert row["gpu_equivalents"] == "3.5"  # 400 - 2 x 25 cores
-    assert row["memory_cap_bytes"] == (92136 - 2 * 4096) << 20
-    assert row["device"] == "81.98 GiB and 3.5 GPU of cores, in 38 vGPU slots"
-    full = [pod("bob", "l4-hami-0", {"nvidia.com/gpu": "40", "nvidia.com/gpucores": "1"})]
-    assert gpu_rows([], {}, {}, {}, [], now=T0, nodes=[hami], pods=full)["devices"] == []
+    raw["metadata"]["annotations"] = {hami.REGISTER: hami.encode_register(L4_CARDS)}
+    hami_node = read_node(raw)
+    assert hami_node is not None
+    assert hami_node.cards == tuple(L4_CARDS)
+    share = pod(
+        "alice",
+        "l4-hami-0",
+        {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "4096", "nvidia.com/gpucores": "25"},
+    )
+    share["metadata"]["annotations"][hami.ALLOCATED] = (
+        "GPU-l4-0,NVIDIA,4096,25:GPU-l4-1,NVIDIA,4096,25:;"
+    )
+    whole = pod("bob", "l4-hami-0", {"nvidia.com/gpu": "1"})  # a GPU of another device plugin
+    rows = {
+        r["key"]: r
+        for r in gpu_rows([], {}, {}, {}, [], now=T0, nodes=[hami_node], pods=[share, whole])[
+            "devices"
+        ]
+    }
+    # The node-wide gpumem/gpucores sums are not read: each card as HAMi's records leave it.
+    assert set(rows) == {"l4-hami-0/GPU-l4-0", "l4-hami-0/GPU-l4-1"}
+    card = rows["l4-hami-0/GPU-l4-0"]
+    assert (card["kind"], card["uuids"], card["gpu_equivalents"]) == (
+        "fraction",
+        ["GPU-l4-0"],
+        "0.75",
+    )
+    assert card["memory_cap_bytes"] == (23034 - 4096) << 20
+    assert card["device"] == "18.49 GiB and 0.75 GPU of cores of the NVIDIA L4, in 9 vGPU slots"
+    # 21 = 2 x 10 slots + 1 whole GPU, which bob holds: no "gpu" row.
+    full = pod("carol", "l4-hami-0", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "23034"})
+    full["metadata"]["annotations"][hami.ALLOCATED] = "GPU-l4-1,NVIDIA,23034,0:;"
+    rows = gpu_rows([], {}, {}, {}, [], now=T0, nodes=[hami_node], pods=[full])["devices"]
+    assert {r["key"] for r in rows} == {"l4-hami-0/gpu", "l4-hami-0/GPU-l4-0"}
+
+
+def test_a_fractions_cards_are_hamis_record_not_what_its_server_reports() -> None:
+    share = pod("alice", "local-0", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4096"})
+    share["metadata"]["annotations"][hami.ALLOCATED] = "GPU-h100-1,NVIDIA,4096,0:;"
+    assert pod_places([share])["alice"].cards == ("GPU-h100-1",)
+    job = training_pod("train-1", "local-0", "job-uid", {"nvidia.com/gpu": "1"})
+    job["metadata"]["annotations"] = {hami.ALLOCATED: "GPU-h100-0,NVIDIA,81920,100:;"}
+    assert pod_card_uuids([job])["job-uid"] == ["GPU-h100-0"]
 
 
 def test_a_training_workload_is_placed_on_its_pods_nodes_and_a_team_lead_sees_free_rows() -> None:
