@@ -199,7 +199,9 @@ function addKernelStateParts(
       _widget: IDocumentWidget,
       context: DocumentRegistry.IContext<DocumentRegistry.IModel>
     ) => {
-      void restorer.opened(context);
+      restorer.opened(context).catch((reason: unknown) => {
+        console.warn(`jupyter-gpuaas: no restore for ${context.path}`, reason);
+      });
     }
   });
   const current = (): { path: string; kernelId: string } | null => {
