@@ -476,18 +476,28 @@ async def make_busy(hub: Hub, user: str) -> None:
     await run_in_new_kernel(hub, user, "import time; time.sleep(900)", until="execute_input")
 
 
-async def run_in_new_kernel(hub: Hub, user: str, code: str, *, until: str) -> None:
-    """Start a kernel in the user's server and send it ``code``; return once it answers with
-    ``until`` (``execute_input``: it runs it; ``execute_reply``: it ran it, without error)."""
+async def run_in_new_kernel(
+    hub: Hub, user: str, code: str, *, until: str, notebook: str = ""
+) -> None:
+    """Start a kernel in the user's server (``notebook``'s, in a session, where given) and send
+    it ``code``; return once it answers with ``until`` (``execute_input``: it runs it;
+    ``execute_reply``: it ran it, without error)."""
     token = hub.user_token(user)
+    session = {
+        "path": notebook,
+        "name": notebook,
+        "type": "notebook",
+        "kernel": {"name": "python3"},
+    }
     req = urllib.request.Request(
-        f"{hub.url}/user/{user}/api/kernels",
-        data=b"{}",
+        f"{hub.url}/user/{user}/api/{'sessions' if notebook else 'kernels'}",
+        data=json.dumps(session).encode() if notebook else b"{}",
         method="POST",
         headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
     )
     with urllib.request.urlopen(req, timeout=60) as r:
-        kernel = json.loads(r.read())["id"]
+        answer = json.loads(r.read())
+        kernel = answer["kernel"]["id"] if notebook else answer["id"]
     ws_url = hub.url.replace("http", "ws", 1) + f"/user/{user}/api/kernels/{kernel}/channels"
     ws = await websocket_connect(
         HTTPRequest(ws_url, headers={"Authorization": f"token {token}"}, connect_timeout=60)

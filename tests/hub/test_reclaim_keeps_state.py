@@ -1,0 +1,68 @@
+"""A real reclaim keeps the kernels' state (issue 36.3; real hub with persistent homes, Kueue,
+node agent, the gpuaas service, real ipykernel kernels): before the service stops alice's
+server for the queued Job it asks her server for a snapshot, her server saves her notebook's
+kernel and answers, and the stop records what was kept (audit, metrics, console journal)."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes_asyncio import client
+
+from devcluster.testing import Cluster
+from tests.support.hub import (
+    CullerHub,
+    delete_jobs,
+    eventually,
+    no_pods,
+    run_in_new_kernel,
+)
+from tests.support.reclaim_browser import PAIR, queue_job
+
+pytestmark = [pytest.mark.integration]
+
+BUILD = "x = 41\nbatches = (i for i in range(3))"
+
+
+async def test_a_reclaim_saves_the_kernel_first_and_records_what_it_kept(
+    reclaiming_hub: CullerHub, cluster: Cluster, k8s: client.ApiClient
+) -> None:
+    hub = reclaiming_hub
+    try:
+        hub.start_all(PAIR)
+        await run_in_new_kernel(hub, "alice", BUILD, until="execute_reply", notebook="train.ipynb")
+
+        await queue_job(cluster, "train-state")  # needs alice's and carol's slices
+
+        async def stopped() -> bool:
+            for user in ("alice", "carol"):
+                if hub.server(user) is not None or not await no_pods(k8s, user):
+                    return False
+            return True
+
+        await eventually(stopped, 180, "alice's and carol's servers reclaimed")
+
+        records = {r["user"]: r for r in hub.audit() if r.get("event") == "culler.kernel-state"}
+        alice = records["alice"]
+        assert (alice["asked"], alice["answered"], alice["result"]) == (
+            True,
+            True,
+            "kept_with_losses",
+        ), alice
+        (kernel,) = alice["kernels"]
+        assert kernel["notebook"] == "train.ipynb"
+        assert kernel["outcome"] == "kept_with_losses"
+        assert kernel["lost"] == [{"name": "batches", "reason": "a generator"}]
+        assert kernel["bytes"] > 0
+        assert alice["waited_seconds"] < 60  # answered well within snapshot_timeout
+        carol = records["carol"]
+        assert (carol["answered"], carol["result"], carol["kernels"]) == (True, "kept", [])
+
+        metrics = hub.metrics()
+        assert 'gpuaas_culler_kernel_states_total{outcome="kept_with_losses"} 1.0' in metrics
+        assert 'gpuaas_culler_reclaim_states_total{result="kept_with_losses"} 1.0' in metrics
+        reclaims = [r for r in hub.audit() if r.get("action") == "reclaim"]
+        assert {r["user"] for r in reclaims} == {"alice", "carol"}
+    finally:
+        for user in PAIR:
+            hub.stop(user)
+        await delete_jobs(cluster, k8s)
