@@ -2,7 +2,7 @@
 
 Each variable is saved on its own, so one that cannot be saved is named with the reason and
 the rest are kept: modules by name (re-imported on restore), plain numpy arrays as raw bytes,
-PyTorch tensors and modules with ``torch.save`` (a GPU tensor keeps its device kind),
+PyTorch tensors and models with ``torch.save`` (a GPU tensor keeps its device kind),
 everything else (pandas frames included) with cloudpickle, protocol 5. Small variables go
 first, so a size budget that runs out loses the largest. Bounded: a size budget (also the free
 space, less a reserve) and a deadline checked between chunks of at most 16 MiB.
@@ -71,6 +71,8 @@ _HELD = {
     "sqlite3.": "holds a database connection",
     "coroutine": "holds a coroutine",
 }
+_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+"""The checksum of a module's entry, which has no bytes."""
 TORCH_KINDS = ("Tensor", "nn.Module")
 """What ``torch.save`` writes (dotted names under ``torch``): tensors and models."""
 
@@ -276,9 +278,6 @@ def snapshot(
     )
 
 
-_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
-
-
 def _write_variables(
     order: list[tuple[str, Any]], sink: Sink
 ) -> tuple[list[dict[str, Any]], list[LostVariable]]:
@@ -288,10 +287,9 @@ def _write_variables(
     lost: list[LostVariable] = []
     for index, (name, value) in enumerate(order):
         if isinstance(value, types.ModuleType):
-            entries.append(
-                {"name": name, "kind": "module", "module": value.__name__, "offset": 0}
-                | {"length": 0, "sha256": _EMPTY_SHA256}
-            )
+            module = value.__name__
+            place = {"offset": 0, "length": 0, "sha256": _EMPTY_SHA256}
+            entries.append({"name": name, "kind": "module", "module": module, **place})
             continue
         reason = unsaveable(value)
         if reason:
