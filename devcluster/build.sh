@@ -3,7 +3,8 @@
 # Output: $GPUAAS_CACHE/cluster-bin/<key>/{etcd,kube-apiserver,kube-controller-manager,
 #         kube-scheduler,kubectl,kwok,kueue} plus kueue-config/ (Kueue's config/ tree: CRDs,
 #         RBAC, webhooks, visibility; rendered at start with `kubectl kustomize kueue-config/default`).
-# The cache lives outside the clone so that a fresh clone (CI) reuses it. Step timings go to
+# The cache lives outside the clone so that a fresh clone (CI) reuses it. Each step's wall time
+# is printed when it ends, and the total at the end; they also go to
 # $GPUAAS_CACHE/build/<key>/timings.tsv (read by benchmarks/bench_cluster.py).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -52,10 +53,16 @@ timings="$work/timings.tsv"
 printf 'step\tstart_epoch\tend_epoch\n' >"$timings"
 t_all=$(date +%s)
 t_step=""; name_step=""
+took() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+# Ends the step under way (its time printed and recorded) and starts the next ("" for none).
 step() {
   local t; t=$(date +%s)
-  [ -n "$name_step" ] && printf '%s\t%s\t%s\n' "$name_step" "$t_step" "$t" >>"$timings"
+  if [ -n "$name_step" ]; then
+    printf '%s\t%s\t%s\n' "$name_step" "$t_step" "$t" >>"$timings"
+    echo "devcluster build: $name_step took $(took $((t - t_step)))" >&3
+  fi
   name_step="$1"; t_step=$t
+  [ -n "$1" ] || return 0
   echo "devcluster build: $1 ... ($(date -u +%H:%M:%S))" >&3
   echo "=== $(date -u +%Y-%m-%dT%H:%M:%SZ) $1" >>"$log"
 }
@@ -86,12 +93,16 @@ if [ -n "$need_k8s" ]; then
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags="$ldflags -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
   done
-  for cmd in $k8s_cmds; do
-    [ -x "$out/$cmd" ] && continue
-    step "building $cmd $KUBERNETES_VERSION"
-    go build -trimpath -ldflags "$ldflags" -o "$out/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" >>"$log" 2>&1 || fail "building $cmd"
-    mv "$out/$cmd.tmp" "$out/$cmd"
-  done
+  # One `go build` for all of them: one load of the package graph, and the shared packages'
+  # compiles and the links interleave on every core instead of one binary after another.
+  missing=""
+  for cmd in $k8s_cmds; do [ -x "$out/$cmd" ] || missing="$missing $cmd"; done
+  missing=${missing# }
+  step "building $missing $KUBERNETES_VERSION"
+  rm -rf "$work/k8s-bin"; mkdir -p "$work/k8s-bin"
+  # shellcheck disable=SC2086  # one package per word
+  go build -trimpath -ldflags "$ldflags" -o "$work/k8s-bin/" $(printf 'k8s.io/kubernetes/cmd/%s ' $missing) >>"$log" 2>&1 || fail "building $missing"
+  for cmd in $missing; do mv "$work/k8s-bin/$cmd" "$out/$cmd"; done
 fi
 
 # --- etcd: its server module has replace directives, so it also needs a wrapper module.
@@ -124,7 +135,9 @@ if [ ! -f "$out/kueue-config/default/kustomization.yaml" ]; then
   cp -r "$dir/config" "$out/kueue-config"
   chmod -R u+w "$out/kueue-config"
 fi
-step "done"
-printf 'total\t%s\t%s\n' "$t_all" "$(date +%s)" >>"$timings"
+step ""
+t_end=$(date +%s)
+printf 'total\t%s\t%s\n' "$t_all" "$t_end" >>"$timings"
+echo "devcluster build: done in $(took $((t_end - t_all))) (steps: $timings)" >&3
 touch "$out/.complete"
 echo "$out"
