@@ -4,8 +4,8 @@ Nothing is loaded until the manifest and every variable's checksum have passed
 (:mod:`.store`): a damaged or foreign snapshot is refused whole and the kernel is left as it
 was. A name the kernel already has is never overwritten (the user's new work wins) and is
 listed as not restored; so is a variable whose loading fails (its class is gone, a module
-cannot be imported). A GPU tensor goes back to the same kind of device, or to the CPU with a
-note where this kernel has none.
+cannot be imported). A GPU tensor or array (PyTorch, CuPy, JAX) goes back to the same kind of
+device, or to the CPU with a note where this kernel has none.
 """
 
 from __future__ import annotations
@@ -46,9 +46,8 @@ def _load_one(entry: dict[str, Any], buffer: bytearray, notes: list[str]) -> Any
         # The array takes the buffer as its memory: no copy.
         array = numpy.frombuffer(buffer, dtype=numpy.dtype(entry["dtype"]))
         shape = tuple(entry["shape"])
-        if entry.get("fortran"):
-            return array.reshape(shape[::-1]).T
-        return array.reshape(shape)
+        array = array.reshape(shape[::-1]).T if entry.get("fortran") else array.reshape(shape)
+        return _to_device(array, entry, notes) if "library" in entry else array
     if kind == "torch":
         return _load_torch(entry, buffer, notes)
     if kind == "pickle":
@@ -56,6 +55,41 @@ def _load_one(entry: dict[str, Any], buffer: bytearray, notes: list[str]) -> Any
 
         return pickle.loads(buffer)
     raise ValueError(f"unknown kind {kind!r}")
+
+
+def _to_device(array: Any, entry: dict[str, Any], notes: list[str]) -> Any:
+    """A CuPy or JAX array back on its kind of device; where there is none, on the CPU (a JAX
+    array) or as a numpy array, with a note."""
+    library, device = str(entry["library"]), str(entry.get("device", "cpu:0"))
+    kind, _, number = device.partition(":")
+    index = int(number) if number.isdigit() else 0
+    name = entry.get("name")
+    if library == "cupy":
+        try:
+            import cupy  # type: ignore[import-not-found, unused-ignore]
+
+            if cupy.cuda.is_available():
+                with cupy.cuda.Device(min(index, cupy.cuda.runtime.getDeviceCount() - 1)):
+                    return cupy.asarray(array)
+        except ImportError:
+            pass
+        notes.append(f"`{name}` was a CuPy array on {device}; no GPU here: it is a numpy array")
+        return array
+    if library == "jax":
+        try:
+            import jax  # type: ignore[import-not-found, unused-ignore]
+        except ImportError:
+            notes.append(
+                f"`{name}` was a JAX array; JAX is not installed here: it is a numpy array"
+            )
+            return array
+        try:
+            devices = jax.devices(kind)
+        except RuntimeError:  # no such backend here
+            notes.append(f"`{name}` was on {device}; no {kind} device here: it is on the CPU")
+            return jax.device_put(array, jax.devices("cpu")[0])
+        return jax.device_put(array, devices[min(index, len(devices) - 1)])
+    raise ValueError(f"unknown array library {library!r}")
 
 
 def _load_torch(entry: dict[str, Any], buffer: bytearray, notes: list[str]) -> Any:

@@ -2,6 +2,7 @@
 
 Each variable is saved on its own, so one that cannot be saved is named with the reason and
 the rest are kept: modules by name (re-imported on restore), plain numpy arrays as raw bytes,
+CuPy and JAX arrays as the raw bytes of their copy in host memory (with their device),
 PyTorch tensors and models with ``torch.save`` (a GPU tensor keeps its device kind),
 everything else (pandas frames included) with cloudpickle, protocol 5. Small variables go
 first, so a size budget that runs out loses the largest. Bounded: a size budget (also the free
@@ -161,20 +162,47 @@ def _is_plain_array(value: Any) -> bool:
     return dtype.fields is None and not dtype.hasobject and dtype.kind != "V"
 
 
+def device_array(value: Any) -> tuple[str, str, Any] | None:
+    """A CuPy or JAX array as ``(library, device, its copy in host memory as a numpy array)``
+    (the device as ``"cuda:0"``, ``"gpu:0"``, ``"cpu:0"``); ``None`` for anything else, and for
+    a JAX array spread over several devices (it is pickled whole)."""
+    if (type(value).__module__ or "").startswith("cupy.") and hasattr(value, "get"):
+        return "cupy", f"cuda:{value.device.id}", value.get()
+    jax: Any = sys.modules.get("jax")
+    array_type = getattr(jax, "Array", None)
+    if isinstance(array_type, type) and isinstance(value, array_type):
+        jax_array: Any = value
+        devices = list(jax_array.devices())
+        if len(devices) == 1:
+            import numpy
+
+            device = devices[0]
+            return "jax", f"{device.platform}:{device.id}", numpy.asarray(jax_array)
+    return None
+
+
+def _save_array(value: Any, sink: Sink) -> dict[str, Any]:
+    import numpy
+
+    fortran = value.flags.f_contiguous and not value.flags.c_contiguous
+    contiguous = numpy.ascontiguousarray(value.T if fortran else value)
+    sink.write(memoryview(contiguous.data).cast("B"))
+    return {
+        "kind": "ndarray",
+        "dtype": value.dtype.str,
+        "shape": list(value.shape),
+        "fortran": bool(fortran),
+    }
+
+
 def _save_one(name: str, value: Any, sink: Sink) -> dict[str, Any]:
     """Write one variable to ``sink``; its manifest entry (without place and checksum)."""
     if _is_plain_array(value):
-        fortran = value.flags.f_contiguous and not value.flags.c_contiguous
-        import numpy
-
-        contiguous = numpy.ascontiguousarray(value.T if fortran else value)
-        sink.write(memoryview(contiguous.data).cast("B"))
-        return {
-            "kind": "ndarray",
-            "dtype": value.dtype.str,
-            "shape": list(value.shape),
-            "fortran": bool(fortran),
-        }
+        return _save_array(value, sink)
+    on_device = device_array(value)
+    if on_device is not None and _is_plain_array(on_device[2]):
+        library, device, host = on_device
+        return {**_save_array(host, sink), "library": library, "device": device}
     for kind in TORCH_KINDS:
         if _is_torch(value, kind):
             torch = sys.modules["torch"]
