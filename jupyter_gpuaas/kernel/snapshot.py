@@ -166,7 +166,8 @@ def device_array(value: Any) -> tuple[str, str, Any] | None:
     """A CuPy or JAX array as ``(library, device, its copy in host memory as a numpy array)``
     (the device as ``"cuda:0"``, ``"gpu:0"``, ``"cpu:0"``); ``None`` for anything else, and for
     a JAX array spread over several devices (it is pickled whole)."""
-    if (type(value).__module__ or "").startswith("cupy.") and hasattr(value, "get"):
+    module = type(value).__module__ or ""
+    if (module == "cupy" or module.startswith("cupy.")) and hasattr(value, "get"):
         return "cupy", f"cuda:{value.device.id}", value.get()
     jax: Any = sys.modules.get("jax")
     array_type = getattr(jax, "Array", None)
