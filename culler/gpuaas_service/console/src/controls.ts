@@ -59,7 +59,8 @@ export function scaledBar(
     bar.append(span);
   }
   const ticks = h('div', { class: 'scale', 'aria-hidden': 'true' });
-  for (const at of [0, scale / 2, scale]) {
+  // Both ends only: a middle tick ran into the end's label (with its unit) in narrow cells.
+  for (const at of [0, scale]) {
     const tick = h(
       'span',
       {},
