@@ -121,7 +121,10 @@ def _parser() -> argparse.ArgumentParser:
         " (kubectl get pods -A -o json); default: none",
     )
     parser.add_argument(
-        "--policy", metavar="FILE", help="the YAML policy file to explain with (with --explain)"
+        "--policy",
+        metavar="FILE",
+        help="the YAML policy file to explain with (with --explain); with --doctor: instead of"
+        " the configuration's",
     )
     parser.add_argument(
         "--snapshot",
@@ -133,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
         "--catalog",
         metavar="FILE",
         help="the GPU catalog YAML (as GPUaaSSpawner reads it): policy team names are checked"
-        " against its tenants",
+        " against its tenants; with --doctor: instead of the configuration's catalog_file",
     )
     parser.add_argument(
         "--now",

@@ -953,8 +953,9 @@ def prometheus_checks(facts: Facts) -> list[Check]:
     if rules.value is None:
         out.append(Check("prometheus.rules", "unknown", f"cannot list rules: {rules.error}"))
         return out
-    answer = rules.value if isinstance(rules.value, Mapping) else {}
-    data = answer.get("data") if isinstance(answer.get("data"), Mapping) else {}
+    answer: Mapping[str, Any] = rules.value if isinstance(rules.value, Mapping) else {}
+    raw = answer.get("data")
+    data: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     loaded = {
         str(rule.get("name"))
         for group in data.get("groups") or []

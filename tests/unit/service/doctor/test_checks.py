@@ -644,7 +644,7 @@ def test_no_catalog_skips_the_catalog_checks() -> None:
 
 
 def test_an_apiserver_that_does_not_answer_is_one_line() -> None:
-    down = Read.failed("Cannot connect to host 127.0.0.1:1")
+    down: Read[Any] = Read.failed("Cannot connect to host 127.0.0.1:1")
     checks = run_checks(
         facts(api_groups=down, access=[Access(AccessNeed("list", "", "nodes"), None, "refused")])
     )
