@@ -161,3 +161,37 @@ def test_a_restarted_kernel_starts_clean_until_the_user_restores(lab: Lab, page:
     shown = page.evaluate(_RUN_AND_READ, [opened["widgetId"], "print(kept['epochs'])"])
     assert shown.strip() == "3"
     shut_down_and_close(page, opened["widgetId"])
+
+
+_SET_MODE = """async (mode) => {
+    const settings = window.jupyterapp.serviceManager.settings;
+    const current = await settings.fetch('jupyter-gpuaas:plugin');
+    await settings.save('jupyter-gpuaas:plugin', JSON.stringify({ restoreVariables: mode }));
+    return current.raw;
+}"""
+
+
+def test_the_ask_setting_asks_first_and_restores_on_the_answer(lab: Lab, page: Any) -> None:
+    write_notebook(lab.root / "ask.ipynb", "answer = 42\nprint('built')")
+    first = run_until_printed(page, "ask.ipynb", "built")
+    wait_idle(lab, first["kernelId"])
+    run_on(page, first["widgetId"], "jupyter-gpuaas:save-variables")
+    toast(page, "Variables of ask.ipynb saved")
+    shut_down_and_close(page, first["widgetId"])
+    page.evaluate(_SET_MODE, "ask")
+    # The plugin reads its settings as they change; reload so that the page starts with "ask".
+    page.reload()
+    page.wait_for_selector("#jp-main-dock-panel", timeout=60_000)
+    try:
+        again = cast("dict[str, str]", page.evaluate(_OPEN, "ask.ipynb"))
+        question = toast(page, "ask.ipynb has variables saved")
+        expect()(question).to_contain_text("(`answer`). Restore them into this kernel?")
+        check = "print('answer' in globals())"
+        assert page.evaluate(_RUN_AND_READ, [again["widgetId"], check]).strip() == "False"
+        question.get_by_role("button", name="Restore").click()
+        toast(page, "ask.ipynb: its variables are back (`answer`)")
+        shown = page.evaluate(_RUN_AND_READ, [again["widgetId"], "print(answer)"])
+        assert shown.strip() == "42"
+        shut_down_and_close(page, again["widgetId"])
+    finally:
+        page.evaluate(_SET_MODE, "automatic")
