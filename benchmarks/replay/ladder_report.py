@@ -51,6 +51,9 @@ SWEEP: tuple[tuple[str, str, tuple[float, ...]], ...] = (
     ("gpu_memory_within_user", "within-user share of the need's spread", (0.0, 1.0)),
 )
 """The sensitivity sweep (``--sweep``): each figure moved alone from the organisation's."""
+DEFAULT_SWEEP = ("gpu_memory_within_user",)
+"""The rows the default command sweeps (the others with ``--sweep``), to keep it near its
+time budget on the shared machine."""
 SWEEP_RUNGS = ("B1", "L1i", "L2")
 DUAL_RUNGS = ("B1", "L1i", "L2", "L3")
 """The rungs of the dual (the demand a fixed cluster serves); the first two are its baselines."""
@@ -201,24 +204,26 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--sweep",
         action="store_true",
-        help="run the sensitivity sweep even with --quick (it runs by default, unless"
-        " --no-sweep): the capacity of "
+        help="run the whole sensitivity sweep, even with --quick: the capacity of "
         + ", ".join(SWEEP_RUNGS)
-        + " with users per GPU, memory need and training load moved one at a time",
+        + " with users per GPU, memory need, training load and the need's within-user"
+        " spread moved one at a time (by default only the within-user spread; --no-sweep:"
+        " none)",
     )
     g.add_argument(
         "--sweep-seeds",
         type=int,
-        default=10,
+        default=5,
         help="seeds of each point of the sweep, of the dual, of the culler frontier and of"
-        " the model's sensitivity rows (the first this many of the ladder's; default 10)",
+        " the model's sensitivity rows (the first this many of the ladder's; default 5)",
     )
     g.add_argument(
         "--frontier",
         action="store_true",
-        help="run the culler frontier even with --quick (it runs by default, unless"
-        " --no-frontier): capacity against interrupted sessions for idle-culler's timeout and"
-        " gpuaas's idle_after and warn_before",
+        help="run the culler frontier (not by default, to keep the default command near its"
+        " time budget; L1c's timeout table has the idle-culler's side): capacity against"
+        " interrupted sessions for idle-culler's timeout and gpuaas's idle_after and"
+        " warn_before",
     )
     g.add_argument("--no-frontier", action="store_true", help="skip the culler frontier")
     g.add_argument(
@@ -755,6 +760,7 @@ def sweep_table(
     seeds: Sequence[int],
     settings: capacity.SearchSettings,
     guesses: Mapping[str, float] | None = None,
+    rows: Sequence[tuple[str, str, tuple[float, ...]]] = SWEEP,
 ) -> tuple[str, dict[str, list[tuple[float, dict[str, Search]]]]]:
     """Effective capacity of ``rung_names`` with one demand figure moved at a time, and the
     last rung's multipliers against the first and the second (paired bootstrap), on the
@@ -768,7 +774,7 @@ def sweep_table(
     lines = ["| demand | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
     d = spec.demand.__dict__
     swept: dict[str, list[tuple[float, dict[str, Search]]]] = {}
-    for key, label, values in SWEEP:
+    for key, label, values in rows:
         for value in values:
             point = replace(base, demand=(*base.demand, (key, value)))
             searches = capacity.search_all(point, rung_names, seeds, settings, guesses=guesses)
@@ -1115,8 +1121,9 @@ def _beyond_the_ladder(
     sweep_seeds = seeds[: args.sweep_seeds]
     if args.sweep or not (args.quick or args.no_sweep):
         sweep_rungs = [r for r in SWEEP_RUNGS if r in rung_names]
+        rows = SWEEP if args.sweep else tuple(r for r in SWEEP if r[0] in DEFAULT_SWEEP)
         sections["sweep"], swept = sweep_table(
-            base, spec, sweep_rungs, sweep_seeds, settings, guesses
+            base, spec, sweep_rungs, sweep_seeds, settings, guesses, rows
         )
         svgs |= _sensitivity_figures(
             spec, searches, seeds, len(sweep_seeds), swept, levels, args.resamples
@@ -1129,7 +1136,7 @@ def _beyond_the_ladder(
         )
     else:
         sections["dual"] = "(not run: it runs with `--dual`)"
-    if args.frontier or not (args.quick or args.no_frontier):
+    if args.frontier and not args.no_frontier:
         with tempfile.TemporaryDirectory(prefix="replay-frontier-") as tmp:
             sections["frontier"], frontiers = frontier_table(
                 base, sweep_seeds, settings, Path(tmp), guesses
@@ -1138,7 +1145,7 @@ def _beyond_the_ladder(
             frontiers, len(sweep_seeds), levels, args.resamples
         )
     else:
-        sections["frontier"] = "(not run: `--no-frontier` or `--quick`)"
+        sections["frontier"] = "(not run: it runs with `--frontier`)"
     return svgs
 
 

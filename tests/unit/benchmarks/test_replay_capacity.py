@@ -495,7 +495,7 @@ def test_the_page_is_written_with_its_figures(
     assert len(cells) == 2
     assert all("★" in cell for cell in cells)
     speed = text.split("## Speed")[1]
-    assert "the sweep and the frontier at 2 seeds" in " ".join(speed.split())
+    assert "the sweep at 2 seeds" in " ".join(speed.split())
     assert "20 seeds" in speed  # whether they could take 20 within the budget
 
 
