@@ -39,7 +39,11 @@ function usersTable(users: readonly IFitRow[]): HTMLElement {
           { 'data-user': u.user },
           h('td', {}, u.key),
           h('td', {}, `${u.offering_name} (${u.gpu_equivalents} GPU-eq.)`),
-          h('td', {}, u.peak ? `${u.peak} (${count(u.sessions, 'session')})` : 'not measured'),
+          h(
+            'td',
+            {},
+            u.peak ? `${u.peak} (${count(u.sessions, 'session')})` : 'no session ended yet'
+          ),
           h(
             'td',
             { class: u.advised && u.advised !== u.offering ? 'advice' : '' },

@@ -16,6 +16,7 @@ import type uPlot from 'uplot';
 
 import { ApiError, type IHistory, request } from './api.js';
 import { drawnLazily } from './controls.js';
+import { niceCeiling } from './format.js';
 import { h } from '../../../../labextension/src/dom.js';
 import type { IConsoleSection } from './sections.js';
 
@@ -67,6 +68,15 @@ export function chartModels(answer: IHistory): IChartModel[] | null {
  */
 export function chartTitle(title: string, unit: string): string {
   return unit && !title.toLowerCase().includes(unit.toLowerCase()) ? `${title} (${unit})` : title;
+}
+
+/**
+ * A chart's vertical range (pure): from 0 to a round figure above its largest value, 1 when
+ * all are 0 (uPlot's own default for a flat series is 0–100, which read as a percentage under
+ * a chart of GPU-equivalents).
+ */
+export function yRange(max: number | null): [number, number] {
+  return [0, max !== null && max > 0 ? niceCeiling(max) : 1];
 }
 
 /**
@@ -162,6 +172,7 @@ function options(model: IChartModel, width: number): uPlot.Options {
         spanGaps: false
       }))
     ],
+    scales: { y: { range: (_u, _min, max) => yRange(max) } },
     axes: [{}, { label: model.unit, size: 60 }],
     legend: { live: true }
   };
