@@ -203,40 +203,6 @@ def test_binpack_nodes_take_the_fullest_and_spread_the_emptiest() -> None:
     assert hamiplace.filter_pod(spread, nodes).chosen.node == "idle"  # type: ignore[union-attr]
 
 
-def test_annotations_round_trip_as_hami_encodes_them() -> None:
-    uses = [[], [hami.CardUse(H100_A.uuid, 20480, 25), hami.CardUse(H100_B.uuid, 1024, 0)]]
-    text = hami.encode_pod_devices(uses)
-    assert text == f";{H100_A.uuid},NVIDIA,20480,25:{H100_B.uuid},NVIDIA,1024,0:;"
-    assert hami.decode_pod_devices(text) == uses
-    register = hami.encode_register([H100_A])
-    assert '"type":"NVIDIA H100 80GB HBM3"' in register
-    assert '"devmem":81920' in register
-    assert hami.read_register({hami.REGISTER: register}) == [H100_A]
-    assert hami.read_register({hami.REGISTER: "not json"}) == []
-
-
-def test_the_unschedulable_condition_carries_hamis_reasons() -> None:
-    pod: dict[str, Any] = {
-        "status": {
-            "phase": "Pending",
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": "0/7 nodes are available: 1 1/3 CardTypeMismatch, 2/3 "
-                    "CardInsufficientMemory, 6 node(s) didn't match Pod's node affinity/selector. "
-                    "preemption: 0/7 nodes are available: 1 1/3 CardTypeMismatch, 2/3 "
-                    "CardInsufficientMemory, 6 Preemption is not helpful for scheduling.",
-                }
-            ],
-        }
-    }
-    assert hami.unschedulable_reasons(pod) == {"CardTypeMismatch": 1, "CardInsufficientMemory": 2}
-    pod["status"]["conditions"][0]["reason"] = "SchedulingGated"
-    assert hami.unschedulable_reasons(pod) == {}
-
-
 def test_the_webhook_routes_only_pods_asking_for_hamis_own_resources() -> None:
     patch = [{"op": "add", "path": "/spec/schedulerName", "value": "hami-scheduler"}]
     assert route(share(1024, 10)) == patch
