@@ -13,6 +13,7 @@ import copy
 import logging
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -66,9 +67,8 @@ async def test_a_huge_exponent_costs_what_a_clean_quantity_does(
         stored = hostile["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
         assert stored["cpu"] != "1", "the API server must keep the huge quantity for this test"
         for job in (clean, hostile):
-            await wait_for(
-                "its Workload", lambda j=job: workload_of(bob, "team-a", j["metadata"]["uid"])
-            )
+            uid = job["metadata"]["uid"]
+            await wait_for("its Workload", partial(workload_of, bob, "team-a", uid))
 
     async with cluster.api("jupyterhub", "gpuaas") as service:  # as the service reads them
         listed = await client.CustomObjectsApi(service).list_namespaced_custom_object(
