@@ -4,8 +4,9 @@ The server never unpickles anything: it sends a kernel a silent ``execute_reques
 (``silent=True, store_history=False``: no output, no execution count) whose user expression
 calls the package's kernel-side code (:mod:`jupyter_gpuaas.kernel`), and reads the JSON answer
 from the reply. A busy kernel is never asked (its cell runs on; the request would wait behind
-it): it is reported ``skipped_busy``. Every wait is bounded; the kernel bounds its own work by
-the same deadline, so a snapshot that runs late stops itself.
+it): one still busy after :data:`BUSY_GRACE` is reported ``skipped_busy``. Every wait is
+bounded; the kernel bounds its own work by the same deadline, so a snapshot that runs late
+stops itself.
 """
 
 from __future__ import annotations
@@ -48,6 +49,26 @@ class KernelStateSettings:
     reserve_bytes: int = 1 * GiB
     timeout: float = 60.0
     restore_timeout: float = 300.0
+
+
+BUSY_GRACE = 2.0
+"""Seconds a busy kernel may take to go idle before it counts as running a cell: a kernel is
+busy for a moment with JupyterLab's own requests (kernel and comm info) as a notebook opens."""
+
+
+async def _idle_soon(km: Any, kernel_id: str, within: float) -> bool:
+    """Whether the kernel is, or within ``within`` seconds becomes, other than busy."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + within
+    while True:
+        try:
+            if km.kernel_model(kernel_id).get("execution_state") != "busy":
+                return True
+        except KeyError:
+            return True  # gone: the caller says so
+        if loop.time() >= until:
+            return False
+        await asyncio.sleep(0.05)
 
 
 class KernelStateUnavailable(Exception):
@@ -109,12 +130,12 @@ async def snapshot_kernel(
         seconds = time.monotonic() - started
         return KernelStateOutcome(kernel_id, notebook, "failed", error=error, seconds=seconds)
 
+    if not await _idle_soon(km, kernel_id, min(BUSY_GRACE, deadline_s / 4)):
+        return KernelStateOutcome(kernel_id, notebook, "skipped_busy")
     try:
         model = km.kernel_model(kernel_id)
     except KeyError:
         return failed("the kernel is gone")
-    if model.get("execution_state") == "busy":
-        return KernelStateOutcome(kernel_id, notebook, "skipped_busy")
     language = await _language(km, model.get("name"))
     if language not in ("python", None):
         return failed(f"not a Python kernel ({language}): its variables cannot be saved")
@@ -192,11 +213,9 @@ async def restore_kernel(
 ) -> dict[str, Any]:
     """Restore ``notebook``'s snapshot into the kernel (the ``kernel_state_restore`` payload of
     docs/api.md); a kernel that has already run cells is left alone unless ``force``."""
-    try:
-        model = km.kernel_model(kernel_id)
-    except KeyError as e:
-        raise KernelStateUnavailable("no such kernel") from e
-    if model.get("execution_state") == "busy":
+    if kernel_id not in km:
+        raise KernelStateUnavailable("no such kernel")
+    if not await _idle_soon(km, kernel_id, BUSY_GRACE):
         raise KernelStateUnavailable("a cell is running in this kernel; restore when it is done")
     arguments = {"directory": settings.directory, "key": state_key(notebook, ""), "force": force}
     expression = _call("jupyter_gpuaas.kernel.restore", "restore_request", arguments)
