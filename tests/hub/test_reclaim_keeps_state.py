@@ -5,11 +5,16 @@ kernel and answers, and the stop records what was kept (audit, metrics, console 
 
 from __future__ import annotations
 
+import http.cookiejar
+import urllib.parse
+import urllib.request
+
 import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
 from tests.support.hub import (
+    PASSWORD,
     CullerHub,
     delete_jobs,
     eventually,
@@ -21,6 +26,18 @@ from tests.support.reclaim_browser import PAIR, queue_job
 pytestmark = [pytest.mark.integration]
 
 BUILD = "x = 41\nbatches = (i for i in range(3))"
+
+
+def spawn_page(hub: CullerHub, user: str) -> str:
+    """The hub's spawn form as ``user`` sees it, logged in through the hub's login form."""
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    opener.open(f"{hub.url}/hub/login", timeout=60).read()
+    xsrf = next(c.value for c in jar if c.name == "_xsrf")
+    form = urllib.parse.urlencode({"username": user, "password": PASSWORD, "_xsrf": xsrf})
+    opener.open(f"{hub.url}/hub/login", data=form.encode(), timeout=60).read()
+    with opener.open(f"{hub.url}/hub/spawn", timeout=60) as r:
+        return str(r.read().decode())
 
 
 async def test_a_reclaim_saves_the_kernel_first_and_records_what_it_kept(
@@ -56,6 +73,11 @@ async def test_a_reclaim_saves_the_kernel_first_and_records_what_it_kept(
         assert alice["waited_seconds"] < 60  # answered well within snapshot_timeout
         carol = records["carol"]
         assert (carol["answered"], carol["result"], carol["kernels"]) == (True, "kept", [])
+
+        # on her return the spawn form says her notebook was moved and what came back
+        page = spawn_page(hub, "alice")
+        assert "Your notebook train.ipynb was moved at" in page, page
+        assert "its variables are back, except `batches` (a generator)" in page, page
 
         metrics = hub.metrics()
         assert 'gpuaas_culler_kernel_states_total{outcome="kept_with_losses"} 1.0' in metrics
