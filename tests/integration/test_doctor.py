@@ -4,7 +4,8 @@ and a real Prometheus scraping it (docs/deploy.md).
 The healthy dev cluster gives all ok; then, one at a time and restored after each: a team's
 LocalQueue deleted, the h100 flavor taken out of team A's notebook ClusterQueue, the gpuaas
 account's node-reader ClusterRole removed, a hub token without ``read:tokens``, Prometheus
-stopped, a catalog offering whose resource no node advertises. Each gives exactly one line that
+stopped, a catalog offering whose resource no node advertises, and (with a catalog whose team
+runs notebooks as Jobs) the Jobs' image ConfigMap deleted. Each gives exactly one line that
 is not ok, naming the fix, and every other check keeps its status.
 
 The doctor runs as an operator runs it: the ``gpuaas-culler`` command, the admin's kubeconfig,
@@ -18,6 +19,7 @@ Kueue's image at that tag, and deletes it at the end.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -185,6 +187,52 @@ def test_an_offering_no_node_advertises(setup: Setup, healthy: dict[str, dict[st
     assert "advertises nvidia.com/gpu" in bad["detail"]
     assert "device plugin" in bad["fix"]
     assert "node_selector" in bad["fix"]
+
+
+def test_the_job_images_config_map_deleted(
+    setup: Setup, healthy: dict[str, dict[str, str]]
+) -> None:
+    """Where a team runs notebooks as Jobs, the jobs policy's ConfigMap of images must exist
+    (CHANGELOG: "create that ConfigMap ..., or every submission is refused")."""
+    catalog = yaml.safe_load(DEMO_CATALOG.read_text())
+    catalog["tenants"][0]["jobs"] = {
+        "namespace": "team-a",
+        "local_queue": "training",
+        "offerings": ["h100"],
+    }
+    path = setup.state / "catalog-jobs.yaml"
+    path.write_text(yaml.safe_dump(catalog))
+    code, rows = setup.doctor("--catalog", str(path))
+    assert code == 0, [r for r in rows if r["status"] != "ok"]
+    with_jobs = {r["name"]: r for r in rows}
+    assert with_jobs["jobs.images"]["status"] == "ok"
+    assert with_jobs["queue.team-a-training.h100"]["status"] == "ok"
+    policy = MANIFESTS / "63-gpuaas-jobs-policy.yaml"
+    images = next(
+        d for d in yaml.safe_load_all(policy.read_text()) if d and d["kind"] == "ConfigMap"
+    )
+    setup.kubectl("-n", "jupyterhub", "delete", "configmap", "gpuaas-job-images")
+    try:
+        bad = _only_one_wrong(with_jobs, *setup.doctor("--catalog", str(path)))
+    finally:
+        # the fix the doctor names: the binding refuses the ConfigMap's own creation meanwhile
+        binding = "gpuaas-service-notebook-jobs"
+        setup.kubectl("delete", "validatingadmissionpolicybinding", binding)
+        deadline = time.monotonic() + 30
+        while True:  # the apiserver drops the deleted binding a moment later
+            try:
+                setup.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(images))
+                break
+            except subprocess.CalledProcessError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        setup.kubectl("apply", "-f", str(policy))
+    assert (bad["name"], bad["status"]) == ("jobs.images", "missing")
+    assert "every notebook Job is refused" in bad["detail"]
+    assert "parameterNotFoundAction is Deny" in bad["detail"]
+    assert bad["fix"].startswith("kubectl delete validatingadmissionpolicybinding")
+    assert "create configmap gpuaas-job-images --from-literal=images=" in bad["fix"]
 
 
 def test_everything_restored(setup: Setup) -> None:

@@ -36,6 +36,8 @@ __all__ = [
     "gpu_checks",
     "hub_checks",
     "hub_scopes_needed",
+    "job_image_names",
+    "job_images_check",
     "kueue_checks",
     "local_queue_checks",
     "parse_version",
@@ -195,6 +197,11 @@ class Facts:
     notebook_namespace: str = "jupyter-users"
     job_namespaces: tuple[str, ...] = ()
     identity_hint: str = ""
+    job_images: Read[Mapping[str, str]] | None = None
+    """The data of the ConfigMap of notebook Jobs' images (``None``: not read, no team runs
+    notebooks as Jobs)."""
+    job_images_ref: str = "jupyterhub/gpuaas-job-images"
+    """Where that ConfigMap is (the jobs policy binding's ``paramRef``)."""
     """How to run the doctor so it may read what it could not (said with ``unknown``)."""
 
 
@@ -453,23 +460,30 @@ def _queue_needs(
 ) -> dict[tuple[str, str], tuple[list[str], set[str]]]:
     """(ClusterQueue, flavor) → the offerings of its teams there, and the resources they need."""
     needs: dict[tuple[str, str], tuple[list[str], set[str]]] = {}
+    lqs = facts.local_queues.value or {}
     for tenant in catalog.tenants.values():
-        cq = _tenant_cluster_queue(tenant, facts, cqs)
-        if cq is None:
-            continue  # said by the LocalQueue's line
-        slugs = list(tenant.offerings) + list(tenant.jobs.offerings if tenant.jobs else ())
-        for slug in dict.fromkeys(slugs):
-            offering = catalog.offerings.get(slug)
-            if offering is None:
-                continue
-            resources = _quota_resources(offering)
-            flavor = offering.flavor or ""
-            if not flavor:
-                found = {f for r in resources for f in cq.flavors_for(r)}
-                flavor = sorted(found)[0] if len(found) == 1 else ""
-            entry = needs.setdefault((cq.name, flavor), ([], set()))
-            entry[0].append(slug)
-            entry[1].update(resources)
+        # notebooks in the team's ClusterQueue; its notebook Jobs in their LocalQueue's
+        queued: list[tuple[ClusterQueueInfo | None, Sequence[str]]] = [
+            (_tenant_cluster_queue(tenant, facts, cqs), tenant.offerings)
+        ]
+        if tenant.jobs is not None:
+            lq = lqs.get((tenant.jobs.namespace, tenant.jobs.local_queue))
+            queued.append((cqs.get(lq.cluster_queue) if lq else None, tenant.jobs.offerings))
+        for cq, slugs in queued:
+            if cq is None:
+                continue  # said by the LocalQueue's line
+            for slug in dict.fromkeys(slugs):
+                offering = catalog.offerings.get(slug)
+                if offering is None:
+                    continue
+                resources = _quota_resources(offering)
+                flavor = offering.flavor or ""
+                if not flavor:
+                    found = {f for r in resources for f in cq.flavors_for(r)}
+                    flavor = sorted(found)[0] if len(found) == 1 else ""
+                entry = needs.setdefault((cq.name, flavor), ([], set()))
+                entry[0].append(slug)
+                entry[1].update(resources)
     return needs
 
 
@@ -978,6 +992,65 @@ def prometheus_checks(facts: Facts) -> list[Check]:
     return out
 
 
+# --------------------------------------------------------------------------- notebook Jobs
+
+
+def job_image_names(catalog: Catalog) -> list[str]:
+    """The images notebook Jobs may run: those of the offerings the teams' ``jobs`` list."""
+    names: list[str] = []
+    for tenant in catalog.tenants.values():
+        for slug in tenant.jobs.offerings if tenant.jobs is not None else ():
+            offering = catalog.offerings.get(slug)
+            if offering is not None:
+                names += [i.image for i in catalog.images_for(offering)]
+    return list(dict.fromkeys(names))
+
+
+def job_images_check(facts: Facts, catalog: Catalog) -> Check | None:
+    """The jobs admission policy's ConfigMap lists every image a notebook Job may run (without
+    it every submission is refused); ``None`` where no team runs notebooks as Jobs."""
+    wanted = job_image_names(catalog)
+    read = facts.job_images
+    if not wanted or read is None:
+        return None
+    name = "jobs.images"
+    ns, _, cm = facts.job_images_ref.partition("/")
+    lines = "\\n".join(wanted)
+    create = f"kubectl -n {ns} create configmap {cm} --from-literal=images=\"$(printf '{lines}')\""
+    if read.value is None:
+        if "404" in read.error:
+            # the binding's parameterNotFoundAction is Deny: without its ConfigMap it refuses
+            # every ConfigMap, Secret and Job write it matches, this ConfigMap's creation too
+            binding = "gpuaas-service-notebook-jobs"
+            return Check(
+                name,
+                "missing",
+                f"no ConfigMap {facts.job_images_ref}: every notebook Job is refused, and the"
+                f" binding {binding} refuses every ConfigMap, Secret and Job write (its"
+                " parameterNotFoundAction is Deny)",
+                f"kubectl delete validatingadmissionpolicybinding {binding}; {create} (again if"
+                " refused at once: the apiserver drops the binding a moment later); kubectl"
+                " apply -f culler/deploy/gpuaas-service-jobs-policy.yaml",
+            )
+        return _unknown(name, f"ConfigMap {facts.job_images_ref}", read, facts.identity_hint)
+    listed = {line.strip() for line in str(read.value.get("images", "")).splitlines()}
+    absent = [w for w in wanted if w not in listed]
+    if absent:
+        return Check(
+            name,
+            "wrong",
+            f"ConfigMap {facts.job_images_ref} does not list {', '.join(absent)}: notebook Jobs"
+            " in those images are refused",
+            "add them to its key images, one per line",
+        )
+    return Check(
+        name,
+        "ok",
+        f"ConfigMap {facts.job_images_ref} lists every image notebook Jobs may run"
+        f" ({', '.join(wanted)})",
+    )
+
+
 # --------------------------------------------------------------------------- files
 
 
@@ -1047,6 +1120,9 @@ def run_checks(facts: Facts) -> list[Check]:
         out += queue_checks(facts, catalog)
         out.append(cohort_check(facts, catalog, policy_in_force))
         out += gpu_checks(facts, catalog)
+        jobs = job_images_check(facts, catalog)
+        if jobs is not None:
+            out.append(jobs)
     if reachable:
         out += rbac_checks(facts)
         out += admission_checks(facts)

@@ -26,6 +26,7 @@ from gpuaas_service.doctor.checks import (
     PrometheusFacts,
     Read,
     access_needs,
+    job_image_names,
 )
 from jupyter_gpuaas.core.catalog import Catalog
 from jupyter_gpuaas.core.kueue import read_cluster_queue, read_cohort, read_local_queue
@@ -227,7 +228,9 @@ class _Kube:
         status = answer.status
         return Access(need, bool(status.allowed), str(status.reason or ""))
 
-    async def admission(self) -> tuple[Read[list[str]], Read[dict[str, str]]]:
+    async def admission(self) -> tuple[Read[list[str]], Read[dict[str, str]], dict[str, str]]:
+        """The policies' names, the bindings' (→ their policy), and each binding's paramRef
+        (``namespace/name``)."""
         from kubernetes_asyncio import client
 
         adm = client.AdmissionregistrationV1Api(self.api)
@@ -236,13 +239,28 @@ class _Kube:
             out = await adm.list_validating_admission_policy(_request_timeout=self.s.timeout)
             return [str(p.metadata.name) for p in out.items or []]
 
+        refs: dict[str, str] = {}
+
         async def bindings() -> dict[str, str]:
             out = await adm.list_validating_admission_policy_binding(
                 _request_timeout=self.s.timeout
             )
+            for b in out.items or []:
+                ref = b.spec.param_ref
+                if ref is not None and ref.name:
+                    refs[str(b.metadata.name)] = f"{ref.namespace or ''}/{ref.name}"
             return {str(b.metadata.name): str(b.spec.policy_name) for b in out.items or []}
 
-        return await _read(policies), await _read(bindings)
+        return await _read(policies), await _read(bindings), refs
+
+    async def config_map_data(self, ref: str) -> dict[str, str]:
+        from kubernetes_asyncio import client
+
+        ns, _, name = ref.partition("/")
+        cm = await client.CoreV1Api(self.api).read_namespaced_config_map(
+            name, ns, _request_timeout=self.s.timeout
+        )
+        return {str(k): str(v) for k, v in (cm.data or {}).items()}
 
 
 def _impersonating(api: Any, service_account: str) -> Any:
@@ -358,7 +376,11 @@ async def gather(s: DoctorSettings, api: Any) -> Facts:
             for i in map(read_local_queue, await kube.list_kueue("localqueues"))
         }
 
-    policies, bindings = await kube.admission()
+    policies, bindings, refs = await kube.admission()
+    images_ref = refs.get("gpuaas-service-notebook-jobs", "jupyterhub/gpuaas-job-images")
+    images: Read[Any] | None = None
+    if catalog.value is not None and job_image_names(catalog.value):
+        images = await _read(functools.partial(kube.config_map_data, images_ref))
     return Facts(
         kueue_version=Read(version.value[0])
         if version.value
@@ -372,5 +394,7 @@ async def gather(s: DoctorSettings, api: Any) -> Facts:
         access=access,
         admission_policies=policies,
         admission_bindings=bindings,
+        job_images=images,
+        job_images_ref=images_ref,
         **common,
     )

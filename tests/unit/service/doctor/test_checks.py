@@ -653,3 +653,96 @@ def test_an_apiserver_that_does_not_answer_is_one_line() -> None:
     # a 403 on discovery is an answer: the checks go on, each saying what it cannot read
     denied = run_checks(facts(api_groups=Read.failed("HTTP 403 Forbidden", forbidden=True)))
     assert [c.name for c in not_ok(denied)] == ["kueue.api"]
+
+
+JOBS_CATALOG = build_catalog(
+    [
+        CatalogSource(
+            "t.",
+            {
+                "images": [
+                    {"slug": "py", "display_name": "Py", "image": "reg/py:1"},
+                    {"slug": "torch", "display_name": "Torch", "image": "reg/torch:2"},
+                ],
+                "offerings": [
+                    {
+                        "slug": "h100",
+                        "display_name": "H100",
+                        "kind": "gpu",
+                        "resources": {"nvidia.com/gpu": 1},
+                        "flavor": "h100",
+                    }
+                ],
+                "tenants": [
+                    {
+                        "name": "team-a",
+                        "display_name": "A",
+                        "groups": ["a"],
+                        "local_queue": "team-a",
+                        "offerings": ["h100"],
+                        "default_offering": "h100",
+                        "jobs": {
+                            "namespace": "team-a",
+                            "local_queue": "training",
+                            "offerings": ["h100"],
+                        },
+                    }
+                ],
+            },
+        )
+    ],
+    default_namespace="users",
+)
+
+
+@pytest.mark.parametrize(
+    ("job_images", "status", "says"),
+    [
+        (
+            Read({"images": "reg/py:1\nreg/torch:2\n"}),
+            "ok",
+            "lists every image notebook Jobs may run (reg/py:1, reg/torch:2)",
+        ),
+        (Read({"images": "reg/py:1\n"}), "wrong", "does not list reg/torch:2"),
+        (
+            Read.failed("HTTP 404 configmaps not found"),
+            "missing",
+            "kubectl delete validatingadmissionpolicybinding gpuaas-service-notebook-jobs;"
+            " kubectl -n jupyterhub create configmap gpuaas-job-images",
+        ),
+        (Read.failed("HTTP 403 forbidden", forbidden=True), "unknown", "run as admin"),
+    ],
+)
+def test_job_images(job_images: Read[Any], status: str, says: str) -> None:
+    from gpuaas_service.doctor.checks import job_image_names, job_images_check
+
+    assert job_image_names(JOBS_CATALOG) == ["reg/py:1", "reg/torch:2"]
+    check = job_images_check(facts(job_images=job_images), JOBS_CATALOG)
+    assert check is not None
+    assert (check.name, check.status) == ("jobs.images", status)
+    assert says in check.line()
+
+
+def test_no_job_images_check_without_notebook_jobs() -> None:
+    from gpuaas_service.doctor.checks import job_images_check
+
+    assert job_images_check(facts(job_images=Read({})), CATALOG) is None
+
+
+def test_notebook_jobs_count_against_their_own_queue() -> None:
+    cqs = _cqs(
+        _cq("a-nb", {"h100": {"nvidia.com/gpu": 2}}),
+        _cq("a-train", {"h100": {"nvidia.com/gpu": 4}}),
+    )
+    lqs = _lqs(
+        {"metadata": {"name": "team-a", "namespace": "users"}, "spec": {"clusterQueue": "a-nb"}},
+        {
+            "metadata": {"name": "training", "namespace": "team-a"},
+            "spec": {"clusterQueue": "a-train"},
+        },
+    )
+    checks = queue_checks(facts(cluster_queues=cqs, local_queues=lqs), JOBS_CATALOG)
+    assert [(c.name, c.status) for c in checks] == [
+        ("queue.a-nb.h100", "ok"),
+        ("queue.a-train.h100", "ok"),
+    ]
