@@ -286,6 +286,20 @@ async def test_free_gpus_per_node_from_the_node_objects(warned: CullerHub, brows
     agent = [r for r in free if r["node"] == held["alice"]["node"]]
     assert agent, free
     assert all("local" in r["pool"] for r in agent), agent
+    # HAMi's cards, each its own row, read from HAMi's node annotation and the pods' records
+    # (never from the nodes' gpumem/gpucores sums): nothing is placed on them in this module.
+    l4 = [r for r in free if r["node"] == "l4-hami-0"]
+    assert len(l4) == 4, l4
+    assert all(r["kind"] == "fraction" for r in l4), l4
+    assert all(r["uuids"] == [r["key"].split("/", 1)[1]] for r in l4), l4
+    assert {r["device"] for r in l4} == {
+        "24 GiB and 1 GPU of cores of the NVIDIA L4, in 10 vGPU slots"
+    }
+    agent_cards = {r["device"] for r in agent if r["kind"] == "fraction"}
+    assert agent_cards == {
+        "24 GiB and 1 GPU of cores of the NVIDIA L4, in 4 vGPU slots",
+        "80 GiB and 1 GPU of cores of the NVIDIA H100 80GB HBM3, in 10 vGPU slots",
+    }, agent
     summary = {n["node"]: n for n in gpus["nodes"]}
     assert all(summary[n]["free_gpu_equivalents"] == "8" for n in h100), summary
     status, lead = get(hub, "api/console/gpus", hub.user_token("bob"))

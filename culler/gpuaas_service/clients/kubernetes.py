@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from gpuaas_service.model.pods import PodRef
+from jupyter_gpuaas.core import hami
 from jupyter_gpuaas.core.labels import STATE_KEY
 
 __all__ = [
@@ -210,11 +211,17 @@ class KubeClient:
 
 
 def _slim_node(node: Mapping[str, Any]) -> dict[str, Any]:
-    """What the console reads of a Node (its name, labels, whether it is cordoned and what it
-    can allocate): a Node object is mostly images and conditions, kept for nothing."""
+    """What the console reads of a Node (its name, labels, HAMi's register of its cards,
+    whether it is cordoned and what it can allocate): a Node object is mostly images and
+    conditions, kept for nothing."""
     meta, spec, status = (node.get(k) or {} for k in ("metadata", "spec", "status"))
+    notes = meta.get("annotations") or {}
     return {
-        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+        "metadata": {
+            "name": meta.get("name"),
+            "labels": meta.get("labels") or {},
+            "annotations": {k: notes[k] for k in (hami.REGISTER,) if k in notes},
+        },
         "spec": {"unschedulable": bool(spec.get("unschedulable"))},
         "status": {"allocatable": status.get("allocatable") or {}},
     }
