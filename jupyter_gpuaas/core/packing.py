@@ -7,8 +7,9 @@ few cards as possible: each goes to the *fullest* card it still fits on (best fi
 memory left after placing it), which keeps the other cards empty for whole-GPU work.
 
 A whole card is the share that asks for all of a card's memory and 100 % of its compute; it fits
-only an empty card, and no share fits beside it. The same decision serves the dev cluster's node
-agent (``devcluster/gpualloc.py``) and the utilisation replay, which models this pool.
+only an empty card, and no share fits beside it. The utilisation replay models this pool with it
+(HAMi's binpack, simplified); the dev cluster places as HAMi itself does
+(``devcluster/hamiplace.py``).
 """
 
 from __future__ import annotations
