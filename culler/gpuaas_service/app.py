@@ -35,6 +35,7 @@ from gpuaas_service.reclaim.policy import PolicyFile
 if TYPE_CHECKING:
     from gpuaas_service.clients.kubernetes import PodWatch
     from gpuaas_service.console.state import ConsoleState
+    from gpuaas_service.doctor import DoctorSettings
     from gpuaas_service.jobs.service import JobService
     from gpuaas_service.queue.index import QueueIndex
     from gpuaas_service.queue.outlook import OutlookWriter
@@ -729,13 +730,37 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             checks=self._doctor(),
         )
 
+    def doctor_settings(self, **overrides: Any) -> DoctorSettings:
+        """The doctor's settings from this service's own configuration (its file and
+        environment); ``overrides`` that are not ``None`` replace them (the command line's)."""
+        from gpuaas_service.doctor import DoctorSettings, service_queries
+
+        values: dict[str, Any] = {
+            "hub_api_url": self.hub_api_url,
+            "hub_token": os.environ.get("JUPYTERHUB_API_TOKEN", ""),
+            "prometheus_url": self.prometheus_url,
+            "prometheus_queries": service_queries(
+                self.prometheus_query, self.hami_last_kernel_query
+            ),
+            "prometheus_timeout": self.prometheus_timeout,
+            "catalog_file": self.catalog_file,
+            "policy_file": self.policy,
+            "notebook_namespace": self.notebook_namespace,
+            "job_namespaces": tuple(self.job_namespaces),
+            "kueue_api_version": self.kueue_api_version,
+            "visibility_api_version": self.kueue_visibility_api_version,
+            "timeout": self.kubernetes_request_timeout,
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return DoctorSettings(**values)
+
     def _doctor(self) -> Callable[..., Awaitable[Mapping[str, Any]]]:
         """The doctor's checks for the console, as the service's own account and token
         (what it may not read is said as unknown: docs/deploy.md)."""
-        from gpuaas_service.doctor import run_doctor, settings_from_service
+        from gpuaas_service.doctor import run_doctor
         from gpuaas_service.doctor.cached import CachedChecks
 
-        settings = settings_from_service(self)
+        settings = self.doctor_settings()
         return CachedChecks(lambda: run_doctor(settings), ttl=60.0)
 
     def _resizer(self, view: WatchedKueueView) -> Resizer:

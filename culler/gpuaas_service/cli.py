@@ -214,15 +214,14 @@ def _doctor(args: argparse.Namespace) -> int:
     from traitlets import TraitError
 
     from gpuaas_service.app import GPUaaSService
-    from gpuaas_service.doctor import all_ok, run_doctor, settings_from_service
+    from gpuaas_service.doctor import all_ok, run_doctor
 
     service = GPUaaSService()
     try:
         service.initialize([f"--GPUaaSService.config_file={args.config}"] if args.config else [])
     except TraitError as e:
         raise _Invalid("the service's configuration is invalid", [str(e)]) from e
-    settings = settings_from_service(
-        service,
+    settings = service.doctor_settings(
         catalog_file=args.catalog,
         policy_file=args.policy,
         service_account=args.as_service_account,

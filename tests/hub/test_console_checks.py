@@ -14,7 +14,7 @@ import pytest
 from playwright.async_api import expect
 
 from devcluster.testing import Cluster
-from tests.integration.doctor_world import Setup, doctor_world
+from tests.support.doctor_world import Setup, doctor_world
 from tests.support.hub import Hub, login
 
 pytestmark = pytest.mark.integration

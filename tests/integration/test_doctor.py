@@ -28,7 +28,7 @@ import yaml
 
 from devcluster.hub import DEMO_CATALOG
 from devcluster.testing import Cluster
-from tests.integration.doctor_world import (
+from tests.support.doctor_world import (
     MANIFESTS,
     SERVICE_SCOPES,
     Setup,

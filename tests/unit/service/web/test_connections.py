@@ -27,7 +27,7 @@ from gpuaas_service.web.app import make_app
 from gpuaas_service.web.base import BodyAfterCaller
 from gpuaas_service.web.connections import ConnectionGate, ServiceHTTPServer, service_server
 from gpuaas_service.web.context import ServiceContext
-from tests.unit.service.web.test_routes import PREFIX, full_context, registered
+from tests.support.service_web import PREFIX, full_context, registered
 
 BODY_ROUTES = [
     "api/activity",

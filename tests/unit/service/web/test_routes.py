@@ -8,75 +8,25 @@ from __future__ import annotations
 import re
 import socket
 from collections.abc import AsyncIterator
-from datetime import timedelta
 from typing import Any, cast
 
 import pytest
-from jupyterhub.services.auth import HubOAuth
-from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
-from tornado.routing import PathMatches
 
-from gpuaas_service.console.state import ConsoleState
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.context import ServiceContext
-from gpuaas_service.web.resize import Resizer
 from gpuaas_service.web.servers import ServerTokens
 from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
-from tests.support.jobs_samples import FakeKube, service
 from tests.support.route_table import (
     SERVICE_TABLE,
-    answered_methods,
     assert_table_matches,
     concrete,
     first_status,
     table,
 )
-from tests.support.service_samples import NS
-from tests.support.service_web import QueueIndexStub
-from tests.support.service_world import World
-
-PREFIX = "/services/gpuaas/"
-
-
-def registered(app: web.Application) -> list[tuple[re.Pattern[str], type, list[str]]]:
-    """Each route's pattern, handler and the methods it answers."""
-    out = []
-    for rule in app.wildcard_router.rules:
-        assert isinstance(rule.matcher, PathMatches)
-        handler = cast(type, rule.target)
-        out.append((rule.matcher.regex, handler, answered_methods(handler)))
-    return out
-
-
-def full_context() -> ServiceContext:
-    """Every part of the service, so that every route is registered."""
-    w, hub = World(), TokenHub()
-    console = ConsoleState(
-        w.loop,
-        w.view,
-        notebook_namespace=NS,
-        job_namespaces=["team-a"],
-        regret_window=timedelta(hours=1),
-    )
-    return ServiceContext(
-        hub_auth=cast(Any, hub),
-        console_auth=HubOAuth(
-            api_token="service-token",
-            api_url="http://127.0.0.1:9/hub/api",
-            oauth_client_id="service-gpuaas",
-            oauth_redirect_uri="http://127.0.0.1/services/gpuaas/oauth_callback",
-        ),
-        servers=ServerTokens(hub),
-        operator_token="op-secret",
-        index=cast(Any, QueueIndexStub()),
-        loop=w.loop,
-        console=console,
-        jobs=service(FakeKube()),
-        resize=Resizer(cast(Any, hub), lambda: None),  # no catalog: 503 once let in
-    )
+from tests.support.service_web import PREFIX, full_context, registered
 
 
 def test_every_route_the_service_registers_has_a_row_and_every_row_a_route() -> None:
