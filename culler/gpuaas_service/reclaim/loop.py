@@ -26,9 +26,10 @@ Kubernetes cannot be read — a cycle that cannot read everything acts on nothin
    kept, ``...reclaim-kernel-state``) and gets an Event; **clear-warning** — the annotation is
    removed;
    With ``job_pods`` it also reads the pods of the Jobs' namespaces: an admitted pod waiting for
-   whole cards that exist only as scraps (``GPUFragmented``) is served by freeing a card of idle
-   shares (:func:`.gather.placement_waits`, rule 6 of :mod:`.decide`), and the plan says why when
-   none can be (scope: ``list`` pods in those namespaces);
+   whole cards that exist only as scraps (``Unschedulable`` with HAMi's no-room reasons) is
+   served by freeing a card of idle shares (:func:`.gather.placement_waits`, rule 6 of
+   :mod:`.decide`), and the plan says why when none can be (scope: ``list`` pods in those
+   namespaces);
 4. verifies hand-offs: the workload the GPUs were freed for must be admitted within
    ``handoff_timeout``; the latency is recorded; otherwise decide.py stops reclaiming for that
    ClusterQueue while the workload is pending, and the log says why.
