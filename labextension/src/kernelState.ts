@@ -68,7 +68,16 @@ export class KernelStateRestorer {
     const kernel = session.session?.kernel;
     if (kernel) {
       await this.offer(context.path, kernel.id);
+      return;
     }
+    // No kernel yet (one is still being chosen or started): offer to the first that comes.
+    const first = (_: unknown, change: { newValue: { id: string } | null }): void => {
+      if (change.newValue !== null) {
+        session.kernelChanged.disconnect(first);
+        void this.offer(context.path, change.newValue.id);
+      }
+    };
+    session.kernelChanged.connect(first);
   }
 
   /** Restore as the setting says: at once, after asking, or not at all. */

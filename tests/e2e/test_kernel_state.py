@@ -74,12 +74,69 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield server
 
 
+SEEN: list[str] = []
+"""This test's console lines and kernel-state requests, said when a notice does not come."""
+
+
+@pytest.fixture(autouse=True)
+def requests_seen(page: Any) -> Iterator[None]:
+    SEEN.clear()
+    started = time.monotonic()
+
+    def seen(what: str) -> None:
+        SEEN.append(f"{time.monotonic() - started:.1f} s {what}")
+
+    def on_console(message: Any) -> None:
+        seen(f"console: {message.text}")
+
+    def on_request(request: Any) -> None:
+        if "kernel-state" in request.url:
+            seen(f"{request.method} {request.url.rsplit('/', 2)[-2:]}")
+
+    def on_finished(request: Any) -> None:
+        if "kernel-state" in request.url:
+            seen(f"answered {request.url.rsplit('/', 2)[-2:]}")
+
+    page.on("console", on_console)
+    page.on("request", on_request)
+    page.on("requestfinished", on_finished)
+    yield
+    page.remove_listener("console", on_console)
+    page.remove_listener("request", on_request)
+    page.remove_listener("requestfinished", on_finished)
+
+
+@pytest.fixture(autouse=True)
+def no_toasts_left(page: Any) -> Iterator[None]:
+    """Each test's notifications are dismissed after it (the warnings stay until dismissed, and
+    JupyterLab shows only a few toasts at once)."""
+    yield
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:dismiss-notification')")
+    expect()(page.locator(TOAST)).to_have_count(0, timeout=10_000)
+
+
 def wait_idle(lab: Lab, kernel_id: str) -> None:
     """Until the server has seen the kernel go idle (the page may see the output first)."""
     deadline = time.monotonic() + 30
     while lab.api("GET", f"api/kernels/{kernel_id}")["execution_state"] != "idle":
         assert time.monotonic() < deadline, "the kernel stayed busy"
         time.sleep(0.1)
+
+
+def toast_or_explain(page: Any, lab: Lab, text: str, opened: dict[str, str], path: str) -> Any:
+    """The notice with ``text``; where none comes, a failure that says what the kernel holds,
+    what a restore says now, and the requests the page made."""
+    try:
+        return toast(page, text)
+    except AssertionError:
+        probe = "print(get_ipython().execution_count, sorted(globals()))"
+        holds = page.evaluate(_RUN_AND_READ, [opened["widgetId"], probe])
+        body = {"kernel_id": opened["kernelId"], "path": path}
+        answer = lab.api("POST", "gpuaas/api/kernel-state/restore", body)
+        raise AssertionError(
+            f"no notice {text!r}; the kernel holds {holds}; a restore now: {answer}; "
+            f"the page: {SEEN}"
+        ) from None
 
 
 def toast(page: Any, text: str) -> Any:
@@ -101,7 +158,7 @@ def test_the_frame_and_the_array_come_back_and_the_generator_is_named(lab: Lab, 
 
     again = cast("dict[str, str]", page.evaluate(_OPEN, "state.ipynb"))
     assert again["kernelId"] != first["kernelId"]
-    back = toast(page, "state.ipynb: its variables are back")
+    back = toast_or_explain(page, lab, "state.ipynb: its variables are back", again, "state.ipynb")
     expect()(back).to_contain_text("`array`")
     expect()(back).to_contain_text("`frame`")
     expect()(back).to_contain_text("except `batches` (a generator)")
@@ -122,7 +179,8 @@ def test_a_damaged_snapshot_is_refused_and_said_so(lab: Lab, page: Any) -> None:
     write_notebook(lab.root / "damaged.ipynb", "secret = 42\nprint('built')")
     first = run_until_printed(page, "damaged.ipynb", "built")
     wait_idle(lab, first["kernelId"])
-    lab.api("POST", "gpuaas/api/kernel-state/snapshot", {"kernel_id": first["kernelId"]})
+    saved = lab.api("POST", "gpuaas/api/kernel-state/snapshot", {"kernel_id": first["kernelId"]})
+    assert saved["outcomes"][0]["outcome"] == "kept", saved
     shut_down_and_close(page, first["widgetId"])
     folder = lab.root.parent / "home" / ".jupyter-gpuaas" / "kernel-state"
     [data] = [
@@ -133,7 +191,9 @@ def test_a_damaged_snapshot_is_refused_and_said_so(lab: Lab, page: Any) -> None:
     Path(data).write_bytes(bytes(content))
 
     again = cast("dict[str, str]", page.evaluate(_OPEN, "damaged.ipynb"))
-    refused = toast(page, "damaged.ipynb: the saved variables were not loaded")
+    refused = toast_or_explain(
+        page, lab, "damaged.ipynb: the saved variables were not loaded", again, "damaged.ipynb"
+    )
     expect()(refused).to_contain_text("checksum")
     shown = page.evaluate(_RUN_AND_READ, [again["widgetId"], "print('secret' in globals())"])
     assert shown.strip() == "False"
