@@ -81,12 +81,18 @@ async def _ask_kernel(km: Any, kernel_id: str, expression: str, timeout: float) 
     kernel = km.get_kernel(kernel_id)
     client = kernel.client()
     client.start_channels()
+    loop = asyncio.get_running_loop()
+    until = loop.time() + timeout
     try:
+        # A kernel that is still starting (a notebook just opened) may not yet hear a request
+        # sent on a new connection: wait until it answers kernel_info first.
+        try:
+            await client.wait_for_ready(timeout=timeout)
+        except RuntimeError as e:  # jupyter_client's words for "not ready in time" or "died"
+            raise KernelStateUnavailable(f"the kernel is not ready: {e}") from e
         msg_id = client.execute(
             "", silent=True, store_history=False, user_expressions={"answer": expression}
         )
-        loop = asyncio.get_running_loop()
-        until = loop.time() + timeout
         while True:
             left = until - loop.time()
             if left <= 0:
