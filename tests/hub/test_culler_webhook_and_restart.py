@@ -82,9 +82,12 @@ def webhook() -> Iterator[SilentWebhook]:
 def culler_hub(
     cluster: Cluster, tmp_path_factory: pytest.TempPathFactory, webhook: SilentWebhook
 ) -> Iterator[CullerHub]:
+    # No snapshot before the stop: its wait (at most snapshot_timeout, after the deadline) is
+    # tests/hub/test_reclaim_keeps_state.py's; here the stop's timing shows the webhook's alone.
     policy = f"""\
 report_stale_after: 30s
 handoff_timeout: 2m
+snapshot_timeout: 0s
 notify: {{webhook: "http://127.0.0.1:{webhook.port}/hook", timeout: 60s}}
 policies:
   - name: local-mig
