@@ -16,7 +16,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from devcluster.testing import Cluster
-from tests.support.console_page import screenshot_whole, seen
+from tests.support.console_page import drawn, screenshot_whole, seen
 from tests.support.hub import (
     CullerHub,
     eventually,
@@ -139,7 +139,7 @@ async def test_a_reclaim_and_its_handoff_in_the_console(
     await page.goto(f"{hub.url}/services/gpuaas/console/")
     row = page.locator("#handoffs tbody tr", has_text=JOB)
     await row.filter(has_text="succeeded").wait_for()
-    await row.scroll_into_view_if_needed()  # drawn when near the screen (console_page.py)
+    await drawn(row)  # painted when near the screen (console_page.py)
     cells = await row.locator("td").all_inner_texts()
     assert cells[1] == "team-a", cells
     seconds = round(h["latency_seconds"])

@@ -11,12 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["screenshot_whole", "seen"]
+__all__ = ["drawn", "screenshot_whole", "seen"]
+
+_TWO_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+
+
+async def drawn(locator: Any) -> None:
+    """Scroll ``locator`` into view and let the browser paint it: a box that comes near the
+    screen is laid out on the next frame, and until then reads as empty."""
+    await locator.scroll_into_view_if_needed()
+    await locator.page.evaluate(_TWO_FRAMES)
 
 
 async def seen(locator: Any) -> str:
-    """The text of ``locator`` (a Playwright locator) once scrolled into view."""
-    await locator.scroll_into_view_if_needed()
+    """The text of ``locator`` (a Playwright locator) once scrolled into view and painted."""
+    await drawn(locator)
     return str(await locator.inner_text())
 
 
