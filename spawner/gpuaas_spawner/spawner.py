@@ -97,6 +97,8 @@ _STARTING: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 )
 _WEEK = 7 * 24 * 3600
 _CLAIM_CHECK_INTERVAL = 5.0
+TOKEN_SECRET_RETRY_SECONDS = (5.0, 10.0, 20.0, 30.0, 60.0)
+"""Waits between the background tries to delete a token Secret the stop could not (2 min)."""
 """Seconds between looks at a waiting server's home volume claim."""
 
 
@@ -411,6 +413,8 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         self._gpuaas_pod_uid: str = ""
         self._gpuaas_earlier_uid: str = ""
         self._gpuaas_secret_owned = False
+        self._gpuaas_starts = 0  # a background delete of the token Secret stops at the next
+        self._gpuaas_secret_retry: asyncio.Future[None] | None = None
         self._gpuaas_notice = ""
         self._gpuaas_last_status: SpawnStatus | None = None
         self._gpuaas_claim_checked_at = float("-inf")
@@ -787,6 +791,27 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             self.log.warning("gpuaas: could not set owner of %s: %s", self._token_secret_name, e)
 
     async def _delete_token_secret(self) -> None:
+        """Delete this server's token Secret. Where the API server does not answer in time,
+        go on trying in the background: a create sent while it hung (a spawn that failed with
+        "the cluster is not answering") may still land after the stop, and would leave the
+        server's token in a Secret that no pod owns. A new start of this server ends the
+        tries: the name is its Secret's then."""
+        if await self._try_delete_token_secret():
+            return
+        start = self._gpuaas_starts
+
+        async def later() -> None:
+            for wait in TOKEN_SECRET_RETRY_SECONDS:
+                await asyncio.sleep(wait)
+                if self._gpuaas_starts != start or await self._try_delete_token_secret():
+                    return
+            self.log.warning("gpuaas: gave up deleting %s", self._token_secret_name)
+
+        self._gpuaas_secret_retry = asyncio.ensure_future(later())
+
+    async def _try_delete_token_secret(self) -> bool:
+        """Whether the token Secret is gone (deleted now, or there was none)."""
+        from aiohttp import ClientError
         from kubernetes_asyncio.client.rest import ApiException
 
         try:
@@ -795,10 +820,18 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 self.k8s_api_request_timeout,
             )
         except ApiException as e:
-            if e.status != 404:
-                self.log.warning("gpuaas: could not delete %s: %s", self._token_secret_name, e)
-        except TimeoutError:
-            self.log.warning("gpuaas: timed out deleting %s", self._token_secret_name)
+            if e.status == 404:
+                return True
+            self.log.warning("gpuaas: could not delete %s: %s", self._token_secret_name, e)
+            return False
+        except (ClientError, OSError, TimeoutError) as e:
+            self.log.warning(
+                "gpuaas: could not delete %s, trying again: %s",
+                self._token_secret_name,
+                e or type(e).__name__,
+            )
+            return False
+        return True
 
     # ------------------------------------------------------------------ status
 
@@ -901,6 +934,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             raise refusal from e
 
     async def _gpuaas_queued_start(self) -> Any:
+        self._gpuaas_starts += 1
         settings = self._prepare()
         self._save_state()
         await self._recreate_a_missing_home_claim()
