@@ -1,6 +1,7 @@
 """``python -m benchmarks replay-check``: the replay's Kueue model against the real dev cluster.
 
-1. **Calibration** (replay note §5.6): on the dev cluster (real kube-apiserver, scheduler,
+1. **Calibration** (a control plane's clocks cannot be sped up, so durations are scaled, as
+   Kueue's performance test does): on the dev cluster (real kube-apiserver, scheduler,
    Kueue; kwok nodes), measured: a training Job's create → Workload admitted, admitted → pod
    Running, and delete of a running Job → the next queued Job admitted (quota freed); and the
    reclaim loop's cycle time (the project's ``ReclaimLoop`` with the real ``KubeClient`` and

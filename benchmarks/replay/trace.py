@@ -32,8 +32,8 @@ PARAMETERS: dict[str, Parameter] = {
     # -- training jobs
     "train_sizes": Parameter(
         {1: 0.75, 2: 0.10, 4: 0.10, 8: 0.05},
-        "P(1/2/4/8 GPUs) from the replay note §5.2 [inference from Philly/Helios/Acme: median 1"
-        " GPU everywhere; Philly mean 1.93, this gives 1.75]; Joulie uses .80/.10/.07/.03",
+        "P(1/2/4/8 GPUs): an inference from Philly, Helios and Acme (median 1 GPU everywhere;"
+        " Philly mean 1.93, this gives 1.75); Joulie uses .80/.10/.07/.03",
     ),
     "train_duration_log_median_s": Parameter(
         874.0, "Philly median GPU-job duration 874 s (AcmeTrace data/cluster_summary.csv)"
@@ -42,7 +42,7 @@ PARAMETERS: dict[str, Parameter] = {
         2.46,
         "σ = √(2 ln(mean/median)) with Philly mean 18,006 s / median 874 s (checked: 2.46)",
     ),
-    "train_duration_max_s": Parameter(24 * HOUR, "truncated at 24 h (note §5.2)"),
+    "train_duration_max_s": Parameter(24 * HOUR, "truncated at 24 h (assumption)"),
     "train_duration_min_s": Parameter(60.0, "events under 1 min dropped, as the Sensei generator"),
     "train_stop_early": Parameter(
         0.395,
@@ -53,14 +53,13 @@ PARAMETERS: dict[str, Parameter] = {
         (0.7,) * 6
         + (0.8, 0.9, 1.0, 1.1, 1.2, 1.2, 1.1, 1.1, 1.1, 1.0, 1.0, 1.0)
         + (0.9, 0.9, 0.8, 0.8, 0.7, 0.7),
-        "hourly multipliers ≈0.7 at night to 1.2 late morning (note §5.2 [inference]; Helios"
+        "hourly multipliers ≈0.7 at night to 1.2 late morning (inference; Helios"
         " Earth allocated share 62% at 09:00 to 70% at midnight shows the rhythm is mild)",
     ),
     "train_daytime_offered_load": Parameter(
         0.95,
-        "daytime (09-18 h) offered load ÷ the training pool (the h100 pool, as the note's §5.3"
-        " 2 × 8 H100): the middle of the note's 0.8-1.1 (§5.2: without queueing a reclaim shows"
-        " nothing)",
+        "daytime (09-18 h) offered load ÷ the training pool (the h100 pool): the middle of"
+        " 0.8-1.1, an inference: without queueing a reclaim shows nothing",
     ),
     "train_utilization_mean": Parameter(
         0.455,
@@ -76,17 +75,17 @@ PARAMETERS: dict[str, Parameter] = {
         0.3, "assumption: users who come back after a break for a second session that day"
     ),
     "session_start_hours": Parameter(
-        (8.0, 18.0), "sessions start 08:00-18:00 (note §5.2 [inference])"
+        (8.0, 18.0), "sessions start 08:00-18:00 (inference: working hours)"
     ),
     "session_length_log_median_s": Parameter(
-        3 * HOUR, "median session ≈3 h (note §5.2 [inference; sweep 1-8 h])"
+        3 * HOUR, "median session ≈3 h (inference; sweep 1-8 h)"
     ),
     "session_length_sigma": Parameter(0.8, "assumption (lognormal spread); capped at 12 h"),
     "session_length_max_s": Parameter(12 * HOUR, "assumption"),
     "burst_log_median_s": Parameter(
         5 * MINUTE,
         "Sensei notebook GPU events p50 5 min (NotebookOS-Dashboard sensei_june_60sec.csv,"
-        " note §2)",
+        " Adobe's June 2021 events)",
     ),
     "burst_sigma": Parameter(
         1.448,
@@ -97,8 +96,8 @@ PARAMETERS: dict[str, Parameter] = {
     "burst_min_s": Parameter(60.0, "Sensei events under 1 minute are dropped"),
     "gap_log_median_s": Parameter(
         20 * MINUTE,
-        "assumption chosen so a session's GPU-busy fraction falls in the note's 5-40% (§5.2);"
-        " checked in the tests",
+        "assumption chosen so a session's GPU-busy fraction falls in 5-40% (inference from"
+        " NotebookOS); checked in the tests",
     ),
     "gap_sigma": Parameter(1.2, "assumption (heavy-tailed idle gaps, NotebookOS: sporadic use)"),
     "break_after_s": Parameter(
@@ -107,15 +106,15 @@ PARAMETERS: dict[str, Parameter] = {
     "cell_every_s": Parameter(
         4 * MINUTE,
         "assumption: while working between GPU bursts, a short CPU-only cell starts on average"
-        " this often (the denser kernel-activity stream of note §5.2)",
+        " this often (kernel activity is a stream denser than the GPU bursts)",
     ),
     "cell_log_median_s": Parameter(20.0, "assumption: short interactive cells"),
     "cell_sigma": Parameter(1.0, "assumption"),
     "terminal_share": Parameter(0.3, "assumption: sessions with a terminal in use"),
     "utilization_zero": Parameter(
         0.30,
-        "share of busy GPU samples at 0% (Philly ≈32%, Seren ≈31%, Kalos ≈34%; note §1): a"
-        " burst with utilisation 0 is a cell busy without using the GPU",
+        "share of busy GPU samples at 0% (Philly ≈32%, Seren ≈31%, Kalos ≈34%: CDFs of the"
+        " AcmeTrace artifact): a burst with utilisation 0 is a cell busy without using the GPU",
     ),
     "utilization_nonzero": Parameter(
         (0.3, 1.0),
