@@ -20,18 +20,11 @@ from jupyter_gpuaas.gpu.model import GpuProcess
 from jupyter_gpuaas.gpu.nvml import NvmlReader, classify
 from jupyter_gpuaas.gpu.simulate import HOST_PID_OFFSET, DriverState
 from jupyter_gpuaas.gpu.spec import DEFAULT_SIMULATED_DEVICES, GiB, parse_devices
+from tests.support.clock import FakeClock
 
 GPUS = parse_devices(DEFAULT_SIMULATED_DEVICES)
 H100_0, H100_1, A100 = (g.uuid for g in GPUS)
 MIG = [m.uuid for m in GPUS[2].mig]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def reader_for(
@@ -43,7 +36,7 @@ def reader_for(
 ) -> NvmlReader:
     # refresh=0: the library re-reads holds on every call, so tests need not wait
     lib = FakeNvml(GPUS, directory, driver, refresh=0)
-    return NvmlReader(lib, shared=shared, clock=clock or Clock())
+    return NvmlReader(lib, shared=shared, clock=clock or FakeClock())
 
 
 def test_devices_whole_gpus_and_mig_devices(sim_dir: Path) -> None:
@@ -149,7 +142,7 @@ def test_lost_gpu_is_reported_and_the_others_still_read(sim_dir: Path) -> None:
 
 
 def test_missing_driver_backs_off_then_recovers(sim_dir: Path) -> None:
-    clock = Clock()
+    clock = FakeClock()
     simulate.set_driver("no_driver")
     reader = reader_for(sim_dir, clock=clock)
     read = reader.read()
@@ -165,7 +158,7 @@ def test_missing_driver_backs_off_then_recovers(sim_dir: Path) -> None:
 
 
 def test_backoff_doubles_up_to_its_maximum(sim_dir: Path) -> None:
-    clock = Clock()
+    clock = FakeClock()
     simulate.set_driver("no_driver")
     lib = FakeNvml(GPUS, sim_dir, refresh=0)
     reader = NvmlReader(lib, clock=clock, backoff=2, backoff_max=5)

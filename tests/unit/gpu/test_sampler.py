@@ -15,14 +15,7 @@ from jupyter_gpuaas.gpu.nvml import NvmlRead, NvmlReader
 from jupyter_gpuaas.gpu.sampler import Sampler
 from jupyter_gpuaas.gpu.spec import GiB, parse_devices
 from jupyter_gpuaas.gpu.usage import KernelInfo
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 class RecordingReader(NvmlReader):
@@ -52,7 +45,7 @@ async def test_concurrent_requests_share_one_read(sim_dir: Path) -> None:
 
 
 async def test_samples_are_cached_for_the_ttl(sim_dir: Path) -> None:
-    clock = Clock()
+    clock = FakeClock(0.0)
     sampler = Sampler(RecordingReader(sim_dir), this_process_as_kernel, ttl=1.0, clock=clock)
     first = await sampler.sample()
     clock.now = 0.99

@@ -30,6 +30,7 @@ from jupyter_gpuaas.core.kueue import (
 )
 from jupyter_gpuaas.core.labels import RECLAIM_OUTLOOK
 from jupyter_gpuaas.hub.watch import StaticKueueView
+from tests.support.clock import FakeClock
 from tests.support.samples import (
     GPU,
     NAMESPACE,
@@ -564,17 +565,6 @@ def test_start_timeout_begins_at_admission() -> None:
 # ----------------------------------------------------------------------------- the spawner's loop
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
 @pytest.fixture
 async def spawner(kubeconfig: None) -> AsyncIterator[Any]:
     view = StaticKueueView(
@@ -583,11 +573,11 @@ async def spawner(kubeconfig: None) -> AsyncIterator[Any]:
         workloads=[QUEUED_WL],
         pending={(NAMESPACE, "team-a"): VISIBILITY},
     )
-    clock = Clock()
+    clock = FakeClock(T0)
     sp = make_spawner(
         FakeUser("alice", ["team-a"]),
         view,
-        clock=clock,
+        clock=clock.utc,
         queue_timeout=600,
         start_timeout=300,
         queue_poll_interval=0.01,

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import html
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
 from gpuaas_spawner.hubcompat import SpawnException
 from jupyter_gpuaas.hub.watch import StaticKueueView
+from tests.support.clock import FakeClock
 from tests.support.samples import (
     GPU,
     NAMESPACE,
@@ -51,12 +52,7 @@ class FakeDb:
         self.commits += 1
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 30, 10, 0, tzinfo=timezone.utc)
-
-    def __call__(self) -> datetime:
-        return self.now
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=timezone.utc)
 
 
 def queued_pod(*, deleting: bool = False) -> dict[str, Any]:
@@ -79,12 +75,12 @@ def queued_pod(*, deleting: bool = False) -> dict[str, Any]:
     }
 
 
-def new_hub_process_spawner(view: StaticKueueView, clock: Clock | None = None) -> Any:
+def new_hub_process_spawner(view: StaticKueueView, clock: FakeClock | None = None) -> Any:
     """A spawner as a (new) hub process makes it: constructed, then given the saved state."""
     sp = make_spawner(
         FakeUser("alice", ["team-a"]),
         view,
-        clock=clock or Clock(),
+        clock=(clock or FakeClock(T0)).utc,
         queue_timeout=60,
         start_timeout=300,
         queue_poll_interval=0.01,
@@ -183,7 +179,7 @@ async def test_a_new_spawn_forgets_the_notice_in_the_database_at_once(
 
 
 async def test_a_queue_timeout_is_told_again_on_the_next_visit(view: StaticKueueView) -> None:
-    clock = Clock()
+    clock = FakeClock(T0)
     sp = new_hub_process_spawner(view, clock)
     reflector = install_pod_reflector(sp)
     never = asyncio.Event()
@@ -204,7 +200,7 @@ async def test_a_queue_timeout_is_told_again_on_the_next_visit(view: StaticKueue
     reflector.pods[POD_KEY] = queued_pod()
     assert await sp.poll() is None  # a spawn of this process waits: left alone
     await asyncio.sleep(0.02)
-    clock.now += timedelta(seconds=61)
+    clock.advance(61)
     with pytest.raises(SpawnException) as info:
         await asyncio.wait_for(future, 5)
     assert info.value.reason == "queue_timeout"

@@ -12,15 +12,8 @@ import pytest
 from tornado import web
 
 from gpuaas_service.web.servers import ServerTokens, issued_token_id
+from tests.support.clock import FakeClock
 from tests.support.hub_tokens import SERVICE_SCOPE, STARTED, TokenHub
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def refused(check: ServerTokens, model: Any) -> web.HTTPError:
@@ -68,7 +61,7 @@ async def test_a_token_for_a_server_the_hub_has_not_running_is_refused() -> None
 
 
 async def test_a_stopped_servers_token_is_refused_once_the_hub_says_so() -> None:
-    hub, clock = TokenHub(), Clock()
+    hub, clock = TokenHub(), FakeClock()
     token = hub.start("alice", "gpu2")
     check = ServerTokens(hub, user_ttl=30, clock=clock)
     assert await check.server_of(hub.whoami[token]) == ("alice", "gpu2")
@@ -78,7 +71,7 @@ async def test_a_stopped_servers_token_is_refused_once_the_hub_says_so() -> None
 
 
 async def test_a_flood_of_made_up_servers_costs_the_hub_one_call_per_refresh() -> None:
-    hub, clock = TokenHub(), Clock()
+    hub, clock = TokenHub(), FakeClock()
     hub.start("mallory")
     check = ServerTokens(hub, refresh_after=5, clock=clock)
     for i in range(1000):
@@ -91,7 +84,7 @@ async def test_a_flood_of_made_up_servers_costs_the_hub_one_call_per_refresh() -
 
 
 async def test_a_server_started_after_the_users_servers_were_asked_is_found() -> None:
-    hub, clock = TokenHub(), Clock()
+    hub, clock = TokenHub(), FakeClock()
     first = hub.start("alice")
     check = ServerTokens(hub, refresh_after=5, clock=clock)
     await check.server_of(hub.whoami[first])
@@ -189,7 +182,7 @@ async def test_an_unexpected_failure_reaches_every_waiting_request() -> None:
 async def test_a_server_started_again_is_known_by_its_new_token_after_a_refresh() -> None:
     """A stop and a start within the users' cache time: the new start's token passes once the
     hub may be asked again (refresh_after), not only when the cache expires (user_ttl)."""
-    hub, clock = TokenHub(), Clock()
+    hub, clock = TokenHub(), FakeClock()
     first = hub.start("alice")
     check = ServerTokens(hub, user_ttl=30, refresh_after=5, clock=clock)
     assert await check.server_of(hub.whoami[first]) == ("alice", "")
