@@ -4,44 +4,45 @@ Pure: plain data and an injected clock in, a :class:`Plan` out. The service's lo
 the inputs (hub servers, activity reports judged by :mod:`.idleness`, Kueue's pending
 workloads, earlier hand-offs) and carries out the plan; ``--explain`` prints it.
 
-Rules, in order, for each workbench (its policy is the first that matches):
+Rules, in order, for each workbench (its policy is the first that matches). Each is a function
+of this module, named after the rule; every :class:`Decision` names the rule whose cause it
+carries (:attr:`Decision.rule`), and ``--explain`` prints it.
 
-1. Never touched: no policy matches; starting or stopping; exempt; snoozed until later.
-2. ``max_age`` (the server is older): a hard cap, busy or not, activity known or not — the
-   server's age is the one signal here its user cannot forge. Warned and counted down like any
-   reclaim; the policy's snoozes (rule 1) are all that can put it off.
-3. Never touched either: busy; activity unknown for less than the policy's ``unknown_grace``.
-4. Other reasons of its own, no demand needed: ``max_idle`` (idle — or unknown past the grace —
+1. :func:`never_touched`: no policy matches; starting or stopping; exempt; snoozed until later.
+2. :func:`past_max_age` (the server is older than ``max_age``): a hard cap, busy or not, activity
+   known or not — the server's age is the one signal here its user cannot forge. Warned and counted
+   down like any reclaim; the policy's snoozes (rule 1) are all that can put it off.
+3. :func:`in_use_or_unsure`: busy; activity unknown for less than the policy's ``unknown_grace``.
+4. :func:`reasons_of_its_own`, no demand needed: ``max_idle`` (idle — or unknown past the grace —
    that long), ``reclaim: always`` (idle ``idle_after``). An unknown workbench past the grace is
-   reclaimed only for these (or ``max_age``), never for demand. Wherever ``idle_after`` is
-   named, a workbench whose server keeps its kernels' state through a stop
-   (:attr:`Workbench.keeps_state`) is held to the policy's ``idle_after_when_kept`` instead,
-   where one is set: its reclaim moves the session rather than ending it.
-5. Demand: for each ClusterQueue with pending work, its head (highest priority, then lowest
-   position), highest priority first, asks for what it lacks: per resource, the amount minus
-   the quota already free to it, in one flavor (Kueue assigns one flavor per resource). It is
-   given *just enough* idle workbenches (idle at least ``idle_after``) whose quota it can use —
-   same ClusterQueue, else a shared cohort (nearest first; with the policy file's
-   ``prefer_own_team``, the queued work's own team's before a lending team's) — holding that
-   flavor and resource: those with reasons of their own first, then those already warned, then
-   the longest idle.
-   Any workbench it could do without is dropped again, so the selection is minimal. If the
-   idle workbenches cannot cover it, none is taken: a partial reclaim admits nothing.
-   A queue with a hand-off still waiting for admission gets nothing more; a queue whose
-   hand-off failed (not admitted within ``handoff_timeout``) gets nothing while that same
-   workload is still pending.
-6. Placement (quota is not placement): an admitted workload whose pod waits for whole cards
-   that exist only as scraps (:class:`PlacementWait`: the node's GPUs shared by others' work)
-   is served before queued work. Of the cards it could use, only those every holder of which is
-   a workbench idle at least ``idle_after`` (or with a reason of its own) can be freed: never a
-   busy, kept, starting, exempt or snoozed one, nor a card that other work holds. Cards already
-   being freed (every holder stopping) count as free. It is given the cards it still lacks that
-   cost the fewest workbenches, then the idlest (the most recent activity on the card the
-   oldest); if too few can be freed, none is taken and the plan says why.
-7. Warn first: a selected workbench without a warning is warned (reclaim at
-   ``now + warn_before``); one whose countdown runs is left to wait; a demand batch is
-   reclaimed together, once every member's countdown is over (``warn_before: 0`` reclaims at
-   once). A warning whose reason is gone is cleared.
+   reclaimed only for these (or ``max_age``), never for demand. Wherever ``idle_after`` is named, a
+   workbench whose server keeps its kernels' state through a stop (:attr:`Workbench.keeps_state`)
+   is held to the policy's ``idle_after_when_kept`` instead, where one is set: its reclaim moves
+   the session rather than ending it.
+5. :func:`serve_demand` (what it may take: :func:`idle_enough_for_demand`): for each ClusterQueue
+   with pending work, its head (highest priority, then lowest position), highest priority first,
+   asks for what it lacks: per resource, the amount minus the quota already free to it, in one
+   flavor (Kueue assigns one flavor per resource). It is given *just enough* idle workbenches (idle
+   at least ``idle_after``) whose quota it can use — same ClusterQueue, else a shared cohort
+   (nearest first; with the policy file's ``prefer_own_team``, the queued work's own team's before
+   a lending team's) — holding that flavor and resource: those with reasons of their own first,
+   then those already warned, then the longest idle. Any workbench it could do without is dropped
+   again, so the selection is minimal. If the idle workbenches cannot cover it, none is taken: a
+   partial reclaim admits nothing. A queue with a hand-off still waiting for admission gets nothing
+   more; a queue whose hand-off failed (not admitted within ``handoff_timeout``) gets nothing while
+   that same workload is still pending.
+6. :func:`serve_placement`, applied before rule 5 (quota is not placement): an admitted workload
+   whose pod waits for whole cards that exist only as scraps (:class:`PlacementWait`: the node's
+   GPUs shared by others' work) is served before queued work. Of the cards it could use, only those
+   every holder of which is a workbench idle at least ``idle_after`` (or with a reason of its own)
+   can be freed: never a busy, kept, starting, exempt or snoozed one, nor a card that other work
+   holds. Cards already being freed (every holder stopping) count as free. It is given the cards it
+   still lacks that cost the fewest workbenches, then the idlest (the most recent activity on the
+   card the oldest); if too few can be freed, none is taken and the plan says why.
+7. :func:`warn_first` and :func:`keep_or_withdraw_warnings`: a selected workbench without a warning
+   is warned (reclaim at ``now + warn_before``); one whose countdown runs is left to wait; a demand
+   batch is reclaimed together, once every member's countdown is over (``warn_before: 0`` reclaims
+   at once). A warning whose reason is gone is cleared.
 
 ``dry_run`` (the file's, a policy's, or the caller's) marks decisions not to be carried out; a
 demand batch with one dry-run member is dry-run as a whole (half a batch frees quota that admits
@@ -51,7 +52,7 @@ nothing).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from fractions import Fraction
@@ -317,6 +318,9 @@ class Decision:
     user_reason: str = ""
     """What the workbench's user is told (banner, webhook), where it differs from ``reason``:
     another team's queued work is named by its team only."""
+    rule: str = ""
+    """The rule whose cause this is: the name of its function in this module
+    (:data:`WORKBENCH_RULES`, :func:`serve_placement`, :func:`serve_demand`)."""
 
     @property
     def told(self) -> str:
@@ -330,6 +334,7 @@ class Decision:
             "at": isoformat_z(now),
             "action": self.action.value,
             "code": self.code,
+            "rule": self.rule,
             "reason": self.reason,
             "user": wb.user,
             "server": wb.server,
@@ -410,12 +415,150 @@ class _Case:
     skip: tuple[str, str] | None = None
     own: tuple[str, str] | None = None
     """(code, reason) of a reclaim reason of its own."""
+    rule: str = ""
+    """The rule that gave ``skip`` or ``own`` (its function's name)."""
     eligible: bool = False
     """Idle at least ``idle_after``: may be reclaimed for demand."""
     decision: Decision | None = None
     demand_note: str = ""
     warned: datetime | None = None
     """Its warning, unless a snooze came after it (then it starts over)."""
+
+    def left_alone(self, rule: WorkbenchRule, code: str, reason: str) -> bool:
+        self.skip, self.rule = (code, reason), rule.__name__
+        return True
+
+    def reason_of_its_own(self, rule: WorkbenchRule, code: str, reason: str) -> None:
+        self.own, self.rule = (code, reason), rule.__name__
+
+
+WorkbenchRule = Callable[[_Case, PolicySet, datetime], bool]
+"""A rule that looks at one workbench alone (rules 1–4): it may leave the workbench alone, give
+it a reason of its own or find it idle enough for demand; ``True``: the rules after it do not
+apply."""
+
+
+def never_touched(case: _Case, policies: PolicySet, now: datetime) -> bool:
+    """Rule 1: no policy matches; starting or stopping; exempt; snoozed until later."""
+    wb, policy = case.wb, case.policy
+    if policy is None:
+        return case.left_alone(never_touched, "no-policy", "no policy matches this workbench")
+    if wb.phase in ("starting", "stopping"):
+        return case.left_alone(never_touched, wb.phase, f"the server is {wb.phase}")
+    exempt = policies.exemption(policy, wb.user, wb.groups)
+    if exempt:
+        return case.left_alone(never_touched, "exempt", exempt)
+    if wb.snoozed_until is not None and wb.snoozed_until > now:
+        return case.left_alone(
+            never_touched, "snoozed", f"snoozed by its user until {isoformat_z(wb.snoozed_until)}"
+        )
+    return False
+
+
+def past_max_age(case: _Case, policies: PolicySet, now: datetime) -> bool:
+    """Rule 2: older than ``max_age``, a hard cap resting on what its user cannot forge (the
+    pod's age): busy or not, known or not; only the warning, its countdown and the policy's
+    snoozes come first. An idle one may still serve demand (the rules after it)."""
+    wb, policy = case.wb, case.policy
+    assert policy is not None
+    age = max(now - wb.started_at, timedelta(0))
+    if policy.max_age is None or age < policy.max_age:
+        return False
+    case.reason_of_its_own(
+        past_max_age,
+        "max-age",
+        f"running {format_duration(age)}, max_age is {format_duration(policy.max_age)}"
+        " (a hard cap: reclaimed even while in use)",
+    )
+    return wb.idleness.state is not State.IDLE
+
+
+def in_use_or_unsure(case: _Case, policies: PolicySet, now: datetime) -> bool:
+    """Rule 3: busy; activity unknown for less than the policy's ``unknown_grace``."""
+    idle, policy = case.wb.idleness, case.policy
+    assert policy is not None
+    if idle.state is State.BUSY:
+        return case.left_alone(in_use_or_unsure, "busy", f"in use: {idle.reason}")
+    if idle.state is State.UNKNOWN and idle.unknown_for(now) < policy.unknown_grace:
+        return case.left_alone(
+            in_use_or_unsure,
+            "unknown",
+            f"activity unknown for {format_duration(idle.unknown_for(now))}: {idle.reason}; left"
+            f" alone for {format_duration(policy.unknown_grace)} (unknown_grace)",
+        )
+    return False
+
+
+def _idle_after(case: _Case) -> tuple[timedelta, str]:
+    """The idle threshold that holds for this workbench, and the words that say why."""
+    assert case.policy is not None
+    idle_after = case.policy.idle_threshold(case.wb.keeps_state)
+    return idle_after, " (kernel state kept)" if idle_after != case.policy.idle_after else ""
+
+
+def reasons_of_its_own(case: _Case, policies: PolicySet, now: datetime) -> bool:
+    """Rule 4: ``max_idle`` (idle, or unknown past the grace, that long); ``reclaim: always``
+    (idle ``idle_after``). An unknown workbench past the grace is reclaimed only for these (or
+    ``max_age``), never for demand."""
+    idle, policy = case.wb.idleness, case.policy
+    assert policy is not None
+    idle_for = idle.idle_for(now)
+    idle_after, kept = _idle_after(case)
+    if case.own is None and policy.max_idle is not None and idle_for >= policy.max_idle:
+        case.reason_of_its_own(
+            reasons_of_its_own,
+            "max-idle",
+            f"{'presumed ' if idle.state is State.UNKNOWN else ''}idle"
+            f" {format_duration(idle_for)}, max_idle is {format_duration(policy.max_idle)}",
+        )
+    elif (
+        case.own is None
+        and policy.reclaim == "always"
+        and idle.state is State.IDLE
+        and idle_for >= idle_after
+    ):
+        case.reason_of_its_own(
+            reasons_of_its_own,
+            "always",
+            f"idle {format_duration(idle_for)} (idle_after {format_duration(idle_after)}{kept},"
+            " reclaim: always)",
+        )
+    if idle.state is not State.UNKNOWN:
+        return False
+    if case.own is None:
+        case.left_alone(
+            reasons_of_its_own,
+            "unknown",
+            f"activity unknown for {format_duration(idle.unknown_for(now))}: {idle.reason};"
+            " past the grace only max_idle / max_age apply, and neither is reached",
+        )
+    return True
+
+
+def idle_enough_for_demand(case: _Case, policies: PolicySet, now: datetime) -> bool:
+    """What rule 5 may take: idle at least ``idle_after`` (``idle_after_when_kept`` where its
+    server keeps its kernels' state)."""
+    idle_for = case.wb.idleness.idle_for(now)
+    idle_after, kept = _idle_after(case)
+    if idle_for >= idle_after:
+        case.eligible = True
+    elif case.own is None:
+        case.left_alone(
+            idle_enough_for_demand,
+            "not-idle-yet",
+            f"idle {format_duration(idle_for)}, idle after {format_duration(idle_after)}{kept}",
+        )
+    return True
+
+
+WORKBENCH_RULES: tuple[WorkbenchRule, ...] = (
+    never_touched,
+    past_max_age,
+    in_use_or_unsure,
+    reasons_of_its_own,
+    idle_enough_for_demand,
+)
+"""Rules 1–4 and what rule 5 may take, in order: the first that returns ``True`` ends them."""
 
 
 def decide(
@@ -434,9 +577,20 @@ def decide(
     ``team_names``: the teams' display names by team (:attr:`PendingWorkload.team`), for the
     words a user of another team is told (a team without one is "another team")."""
     cases = [_assess(wb, policies, now, dry_run) for wb in workbenches]
-    placements = _serve_placement(cases, waits, now)
-    targets = _serve_demand(cases, pending, policies, now, handoffs, team_names or {})
+    placements = serve_placement(cases, waits, now)
+    targets = serve_demand(cases, pending, policies, now, handoffs, team_names or {})
+    warn_first(cases, now)
+    return Plan(
+        now=now,
+        decisions=tuple(keep_or_withdraw_warnings(cases)),
+        targets=tuple(targets),
+        placements=tuple(placements),
+    )
 
+
+def warn_first(cases: Sequence[_Case], now: datetime) -> None:
+    """Rule 7 for the workbenches rules 5 and 6 left: one with a reason of its own is warned,
+    waits or is reclaimed as its countdown stands; the rest are skipped, with why."""
     for case in cases:
         if case.decision is not None:
             continue
@@ -447,12 +601,18 @@ def decide(
             case.decision = _skip(case, *case.skip)
         else:
             idle = format_duration(wb.idleness.idle_for(now))
+            case.rule = serve_demand.__name__
             case.decision = _skip(
                 case,
                 "no-demand",
                 case.demand_note
                 or f"idle {idle}, but no queued work can use what it holds ({_holds_text(wb)})",
             )
+
+
+def keep_or_withdraw_warnings(cases: Sequence[_Case]) -> list[Decision]:
+    """Rule 7's end: a warning whose reason is gone is withdrawn; it stays while the server
+    stops or its activity is unknown (the countdown resumes, it does not start over)."""
     # A warned workbench whose activity is unknown (a restarted culler has no reports yet) may
     # still be one of its batch: until it reports, "too few idle" is no reason to withdraw the
     # warnings of the others.
@@ -464,8 +624,6 @@ def decide(
     for case in cases:
         d = case.decision
         assert d is not None
-        # A warning stays while the server stops or its activity is unknown: the countdown
-        # resumes, it does not start over.
         if d.action is Action.SKIP and case.wb.warned_at is not None:
             if d.code in ("stopping", "unknown"):
                 pass
@@ -475,12 +633,7 @@ def decide(
             else:
                 d = replace(d, action=Action.CLEAR_WARNING, reason=f"warning withdrawn: {d.reason}")
         decisions.append(d)
-    return Plan(
-        now=now,
-        decisions=tuple(decisions),
-        targets=tuple(targets),
-        placements=tuple(placements),
-    )
+    return decisions
 
 
 def _assess(wb: Workbench, policies: PolicySet, now: datetime, dry_run: bool) -> _Case:
@@ -495,87 +648,10 @@ def _assess(wb: Workbench, policies: PolicySet, now: datetime, dry_run: bool) ->
         and wb.warned_at < wb.snoozed_until
     ):
         case.warned = None
-    idle = wb.idleness
-    if policy is None:
-        case.skip = ("no-policy", "no policy matches this workbench")
-        return case
-    case.skip = _left_alone(wb, policy, policies, now)
-    if case.skip is not None:
-        return case
-    idle_for = idle.idle_for(now)
-    age = max(now - wb.started_at, timedelta(0))
-    if policy.max_age is not None and age >= policy.max_age:
-        # A hard cap, resting on what the user cannot forge (the pod's age): busy or not, known
-        # or not; only the warning, its countdown and the policy's snoozes come first.
-        case.own = (
-            "max-age",
-            f"running {format_duration(age)}, max_age is {format_duration(policy.max_age)}"
-            " (a hard cap: reclaimed even while in use)",
-        )
-        if idle.state is not State.IDLE:
-            return case
-    if idle.state is State.BUSY:
-        case.skip = ("busy", f"in use: {idle.reason}")
-        return case
-    if idle.state is State.UNKNOWN:
-        unknown_for = idle.unknown_for(now)
-        if unknown_for < policy.unknown_grace:
-            case.skip = (
-                "unknown",
-                f"activity unknown for {format_duration(unknown_for)}: {idle.reason}; left"
-                f" alone for {format_duration(policy.unknown_grace)} (unknown_grace)",
-            )
-            return case
-    idle_after = policy.idle_threshold(wb.keeps_state)
-    kept = " (kernel state kept)" if idle_after != policy.idle_after else ""
-    if case.own is None and policy.max_idle is not None and idle_for >= policy.max_idle:
-        case.own = (
-            "max-idle",
-            f"{'presumed ' if idle.state is State.UNKNOWN else ''}idle"
-            f" {format_duration(idle_for)}, max_idle is {format_duration(policy.max_idle)}",
-        )
-    elif (
-        case.own is None
-        and policy.reclaim == "always"
-        and idle.state is State.IDLE
-        and idle_for >= idle_after
-    ):
-        case.own = (
-            "always",
-            f"idle {format_duration(idle_for)} (idle_after {format_duration(idle_after)}{kept},"
-            " reclaim: always)",
-        )
-    if idle.state is State.UNKNOWN:
-        if case.own is None:
-            case.skip = (
-                "unknown",
-                f"activity unknown for {format_duration(idle.unknown_for(now))}: {idle.reason};"
-                " past the grace only max_idle / max_age apply, and neither is reached",
-            )
-        return case
-    if idle_for >= idle_after:
-        case.eligible = True
-    elif case.own is None:
-        case.skip = (
-            "not-idle-yet",
-            f"idle {format_duration(idle_for)}, idle after {format_duration(idle_after)}{kept}",
-        )
+    for rule in WORKBENCH_RULES:
+        if rule(case, policies, now):
+            break
     return case
-
-
-def _left_alone(
-    wb: Workbench, policy: Policy, policies: PolicySet, now: datetime
-) -> tuple[str, str] | None:
-    """Why a workbench is skipped whatever its activity (starting or stopping, exempt,
-    snoozed), or ``None``."""
-    if wb.phase in ("starting", "stopping"):
-        return (wb.phase, f"the server is {wb.phase}")
-    exempt = policies.exemption(policy, wb.user, wb.groups)
-    if exempt:
-        return ("exempt", exempt)
-    if wb.snoozed_until is not None and wb.snoozed_until > now:
-        return ("snoozed", f"snoozed by its user until {isoformat_z(wb.snoozed_until)}")
-    return None
 
 
 def _rank(wb: Workbench, wl: PendingWorkload) -> int | None:
@@ -616,7 +692,7 @@ def _heads(pending: Iterable[PendingWorkload]) -> list[PendingWorkload]:
     return sorted(heads.values(), key=lambda w: (-w.priority, w.position, w.cluster_queue, w.key))
 
 
-def _serve_demand(
+def serve_demand(
     cases: list[_Case],
     pending: Sequence[PendingWorkload],
     policies: PolicySet,
@@ -677,6 +753,7 @@ def _serve_demand(
             if c.own is not None:
                 c.decision = replace(_countdown(c, c.own[0], c.own[1], now), handoff=wl.key)
                 continue
+            c.rule = serve_demand.__name__
             holds = f"needs what it holds ({_holds_text(c.wb)})"
             reason = f"queued {wl.key} {holds}"
             whose = team_names.get(wl.team) or "another team"
@@ -718,7 +795,7 @@ def _card_name(card: str) -> str:
     return f"{short} on {node}" if node else short
 
 
-def _serve_placement(
+def serve_placement(
     cases: list[_Case], waits: Sequence[PlacementWait], now: datetime
 ) -> list[PlacementTarget]:
     """Rule 6: free whole cards for admitted workloads that wait for them (see the module doc).
@@ -858,6 +935,7 @@ def _placement_decisions(
                     _countdown(c, c.own[0], c.own[1], now, batch=ready_at), handoff=wait.key
                 )
                 continue
+            c.rule = serve_placement.__name__
             reason = (
                 f"admitted {wait.key} needs a whole {wait.gpu_type}; this share is on"
                 f" {_card_name(card)}, which reclaiming {len(leaving)} idle share(s) frees"
@@ -1068,6 +1146,7 @@ def _decision(
         handoff=handoff,
         snoozes_left=left,
         user_reason=told,
+        rule=case.rule,
     )
 
 
@@ -1079,6 +1158,7 @@ def _skip(case: _Case, code: str, reason: str) -> Decision:
         reason=reason,
         policy=case.policy.name if case.policy else None,
         dry_run=case.dry_run,
+        rule=case.rule,
     )
 
 

@@ -93,13 +93,15 @@ def _decision_lines(d: Decision, plan: Plan, width: int) -> list[str]:
         f"  {verb:<17} {wb.key:<{width}}  {what}, team {wb.team or '-'}, {_activity(d, plan)},"
         f" {policy}"
     )
-    detail = f"      {d.code}: {d.reason}"
+    rule = f" [{d.rule}]" if d.rule else ""
+    detail = f"      {d.code}{rule}: {d.reason}"
     if d.action in (Action.WARN, Action.WAIT) and d.snoozes_left is not None:
         detail += f" ({d.snoozes_left} snooze(s) left)"
     if d.action in (Action.WARN, Action.WAIT, Action.RECLAIM) and wb.idleness.gpu_memory != 0:
         held = wb.idleness.gpu_memory
         size = "GPU memory of unknown size" if held is None else f"{_bytes(held)} of GPU memory"
-        detail += f"; its kernels hold {size}, lost with the kernel state"
+        kept = "saved before the stop" if wb.keeps_state else "lost with the kernel state"
+        detail += f"; its kernels hold {size}, {kept}"
     return [first, detail]
 
 

@@ -133,8 +133,8 @@ def test_explain_the_example_snapshot() -> None:
         and line.split()[1] in ("alice", "bob", "carol", "dave")
     }
     assert rows == {"alice": "WARN", "bob": "WARN", "carol": "skip", "dave": "WARN"}
-    assert "busy: in use: kernel k-carol is busy" in out
-    assert "max-idle: presumed idle 5h40m, max_idle is 4h" in out
+    assert "busy [in_use_or_unsure]: in use: kernel k-carol is busy" in out
+    assert "max-idle [reasons_of_its_own]: presumed idle 5h40m, max_idle is 4h" in out
     assert "its kernels hold 2.0 GiB of GPU memory" in out
     assert out.rstrip().endswith("warn 3, waiting 0, warnings withdrawn 0, left alone 1.")
 

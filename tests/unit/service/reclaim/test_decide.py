@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from fractions import Fraction
@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuaas_service.reclaim.decide import (
+    WORKBENCH_RULES,
     Action,
     Decision,
     HandOffRecord,
@@ -24,6 +25,12 @@ from gpuaas_service.reclaim.decide import (
     Workbench,
     assess_handoff,
     decide,
+    idle_enough_for_demand,
+    in_use_or_unsure,
+    never_touched,
+    past_max_age,
+    reasons_of_its_own,
+    serve_demand,
     snooze,
 )
 from gpuaas_service.reclaim.idleness import Idleness, State
@@ -154,141 +161,248 @@ def actions(plan: Plan) -> dict[str, tuple[str, str]]:
 H = timedelta(hours=1)
 M = timedelta(minutes=1)
 
+Rule = Callable[..., Any]
+"""A rule of :mod:`gpuaas_service.reclaim.decide`, named in the table by its function."""
+
 # id, policy fields, workbench args, pending, expected (action, code)
-TABLE: list[tuple[str, dict[str, Any], dict[str, Any], list[PendingWorkload], tuple[str, str]]] = [
-    ("no policy matches", {"match": {"kinds": ["gpu"]}}, {}, [job()], ("skip", "no-policy")),
-    ("starting", {}, {"phase": "starting"}, [job()], ("skip", "starting")),
-    ("stopping", {}, {"phase": "stopping"}, [job()], ("skip", "stopping")),
-    ("exempt user (file)", {"exempt": {"users": ["alice"]}}, {}, [job()], ("skip", "exempt")),
+TABLE: list[
+    tuple[str, dict[str, Any], dict[str, Any], list[PendingWorkload], tuple[str, str, Rule]]
+] = [
+    (
+        "no policy matches",
+        {"match": {"kinds": ["gpu"]}},
+        {},
+        [job()],
+        ("skip", "no-policy", never_touched),
+    ),
+    ("starting", {}, {"phase": "starting"}, [job()], ("skip", "starting", never_touched)),
+    ("stopping", {}, {"phase": "stopping"}, [job()], ("skip", "stopping", never_touched)),
+    (
+        "exempt user (file)",
+        {"exempt": {"users": ["alice"]}},
+        {},
+        [job()],
+        ("skip", "exempt", never_touched),
+    ),
     (
         "exempt group (policy)",
         {"exempt_p": True},
         {"groups": ("vip",)},
         [job()],
-        ("skip", "exempt"),
+        ("skip", "exempt", never_touched),
     ),
-    ("snoozed", {}, {"snoozed_until": NOW + M}, [job()], ("skip", "snoozed")),
-    ("snooze over", {}, {"snoozed_until": NOW - M}, [job()], ("warn", "demand")),
-    ("busy, with demand", {}, {"state": State.BUSY}, [job()], ("skip", "busy")),
+    ("snoozed", {}, {"snoozed_until": NOW + M}, [job()], ("skip", "snoozed", never_touched)),
+    ("snooze over", {}, {"snoozed_until": NOW - M}, [job()], ("warn", "demand", serve_demand)),
+    ("busy, with demand", {}, {"state": State.BUSY}, [job()], ("skip", "busy", in_use_or_unsure)),
     # max_age is a hard cap (issue 13.2): busy or unknown, it is warned and then reclaimed.
-    ("busy, past max_age", {"max_age": "1h"}, {"state": State.BUSY}, [], ("warn", "max-age")),
+    (
+        "busy, past max_age",
+        {"max_age": "1h"},
+        {"state": State.BUSY},
+        [],
+        ("warn", "max-age", past_max_age),
+    ),
     (
         "unknown within grace, past max_age",
         {"max_age": "1h"},
         {"state": State.UNKNOWN, "unknown_for": M},
         [],
-        ("warn", "max-age"),
+        ("warn", "max-age", past_max_age),
     ),
     (
         "busy, past max_age, snoozed",
         {"max_age": "1h"},
         {"state": State.BUSY, "snoozed_until": NOW + M},
         [],
-        ("skip", "snoozed"),
+        ("skip", "snoozed", never_touched),
     ),
-    ("busy, reclaim always", {"reclaim": "always"}, {"state": State.BUSY}, [], ("skip", "busy")),
+    (
+        "busy, reclaim always",
+        {"reclaim": "always"},
+        {"state": State.BUSY},
+        [],
+        ("skip", "busy", in_use_or_unsure),
+    ),
     (
         "unknown within grace, max_idle reached",
         {"max_idle": "1h", "unknown_grace": "1h"},
         {"state": State.UNKNOWN, "unknown_for": 30 * M},
         [job()],
-        ("skip", "unknown"),
+        ("skip", "unknown", in_use_or_unsure),
     ),
     (
         "unknown past grace, max_idle reached",
         {"max_idle": "1h", "unknown_grace": "1h"},
         {"state": State.UNKNOWN, "unknown_for": 90 * M},
         [],
-        ("warn", "max-idle"),
+        ("warn", "max-idle", reasons_of_its_own),
     ),
     (
         "unknown past grace, max_age reached",
         {"max_age": "4h", "unknown_grace": "1h"},
         {"state": State.UNKNOWN, "unknown_for": 90 * M, "idle": 90 * M},
         [],
-        ("warn", "max-age"),
+        ("warn", "max-age", past_max_age),
     ),
     (
         "unknown past grace: never for demand",
         {"unknown_grace": "1h"},
         {"state": State.UNKNOWN, "unknown_for": 2 * H},
         [job()],
-        ("skip", "unknown"),
+        ("skip", "unknown", reasons_of_its_own),
     ),
-    ("idle, not long enough", {}, {"idle": 29 * M}, [job()], ("skip", "not-idle-yet")),
-    ("idle long enough, demand", {}, {"idle": 30 * M}, [job()], ("warn", "demand")),
-    ("idle, no demand", {}, {}, [], ("skip", "no-demand")),
-    ("reclaim always", {"reclaim": "always"}, {}, [], ("warn", "always")),
+    (
+        "idle, not long enough",
+        {},
+        {"idle": 29 * M},
+        [job()],
+        ("skip", "not-idle-yet", idle_enough_for_demand),
+    ),
+    ("idle long enough, demand", {}, {"idle": 30 * M}, [job()], ("warn", "demand", serve_demand)),
+    ("idle, no demand", {}, {}, [], ("skip", "no-demand", serve_demand)),
+    ("reclaim always", {"reclaim": "always"}, {}, [], ("warn", "always", reasons_of_its_own)),
     (
         "reclaim always, not idle enough",
         {"reclaim": "always"},
         {"idle": 10 * M},
         [],
-        ("skip", "not-idle-yet"),
+        ("skip", "not-idle-yet", idle_enough_for_demand),
     ),
-    ("max_idle reached", {"max_idle": "2h"}, {"idle": 2 * H}, [], ("warn", "max-idle")),
-    ("max_idle not reached", {"max_idle": "3h"}, {"idle": 2 * H}, [], ("skip", "no-demand")),
-    ("max_age reached, idle a minute", {"max_age": "8h"}, {"idle": M}, [], ("warn", "max-age")),
-    ("max_age not reached", {"max_age": "9h"}, {"idle": M}, [], ("skip", "not-idle-yet")),
-    ("warned, countdown running", {}, {"warned": 5 * M}, [job()], ("wait", "demand")),
-    ("warned, countdown over", {}, {"warned": 15 * M}, [job()], ("reclaim", "demand")),
-    ("warned, demand gone", {}, {"warned": 5 * M}, [], ("clear-warning", "no-demand")),
+    (
+        "max_idle reached",
+        {"max_idle": "2h"},
+        {"idle": 2 * H},
+        [],
+        ("warn", "max-idle", reasons_of_its_own),
+    ),
+    (
+        "max_idle not reached",
+        {"max_idle": "3h"},
+        {"idle": 2 * H},
+        [],
+        ("skip", "no-demand", serve_demand),
+    ),
+    (
+        "max_age reached, idle a minute",
+        {"max_age": "8h"},
+        {"idle": M},
+        [],
+        ("warn", "max-age", past_max_age),
+    ),
+    (
+        "max_age not reached",
+        {"max_age": "9h"},
+        {"idle": M},
+        [],
+        ("skip", "not-idle-yet", idle_enough_for_demand),
+    ),
+    ("warned, countdown running", {}, {"warned": 5 * M}, [job()], ("wait", "demand", serve_demand)),
+    (
+        "warned, countdown over",
+        {},
+        {"warned": 15 * M},
+        [job()],
+        ("reclaim", "demand", serve_demand),
+    ),
+    (
+        "warned, demand gone",
+        {},
+        {"warned": 5 * M},
+        [],
+        ("clear-warning", "no-demand", serve_demand),
+    ),
     (
         "warned, now busy",
         {},
         {"warned": 5 * M, "state": State.BUSY},
         [job()],
-        ("clear-warning", "busy"),
+        ("clear-warning", "busy", in_use_or_unsure),
     ),
     (
         "warned, now snoozed",
         {},
         {"warned": 5 * M, "snoozed_until": NOW + H},
         [job()],
-        ("clear-warning", "snoozed"),
+        ("clear-warning", "snoozed", never_touched),
     ),
     (
         "a warning before a snooze starts over",
         {},
         {"warned": 30 * M, "snoozed_until": NOW - M},
         [job()],
-        ("warn", "demand"),
+        ("warn", "demand", serve_demand),
     ),
     (
         "warned, stopping: left alone",
         {},
         {"warned": 20 * M, "phase": "stopping"},
         [job()],
-        ("skip", "stopping"),
+        ("skip", "stopping", never_touched),
     ),
     (
         "warned for max_idle, over",
         {"max_idle": "1h"},
         {"warned": 16 * M},
         [],
-        ("reclaim", "max-idle"),
+        ("reclaim", "max-idle", reasons_of_its_own),
     ),
-    ("warn_before 0 reclaims at once", {"warn_before": "0"}, {}, [job()], ("reclaim", "demand")),
+    (
+        "warn_before 0 reclaims at once",
+        {"warn_before": "0"},
+        {},
+        [job()],
+        ("reclaim", "demand", serve_demand),
+    ),
     (
         "warn_before 0, max_idle",
         {"warn_before": "0", "max_idle": "1h"},
         {},
         [],
-        ("reclaim", "max-idle"),
+        ("reclaim", "max-idle", reasons_of_its_own),
     ),
-    ("demand from another cohort", {}, {"cohorts": ("other",)}, [job()], ("skip", "no-demand")),
+    (
+        "demand from another cohort",
+        {},
+        {"cohorts": ("other",)},
+        [job()],
+        ("skip", "no-demand", serve_demand),
+    ),
     (
         "demand from its own queue",
         {},
         {"cohorts": ()},
         [job(cq="team-a-notebooks")],
-        ("warn", "demand"),
+        ("warn", "demand", serve_demand),
     ),
-    ("demand for another resource", {}, {}, [job(resource=GPU)], ("skip", "no-demand")),
-    ("demand in another flavor", {}, {"holds": {MIG_B: 1}}, [job()], ("skip", "no-demand")),
-    ("demand, any flavor", {}, {"holds": {MIG_B: 1}}, [job(flavors=())], ("warn", "demand")),
-    ("demand already met by free quota", {}, {}, [job(free=1)], ("skip", "no-demand")),
-    ("demand too large", {}, {}, [job(amount=2)], ("skip", "no-demand")),
+    (
+        "demand for another resource",
+        {},
+        {},
+        [job(resource=GPU)],
+        ("skip", "no-demand", serve_demand),
+    ),
+    (
+        "demand in another flavor",
+        {},
+        {"holds": {MIG_B: 1}},
+        [job()],
+        ("skip", "no-demand", serve_demand),
+    ),
+    (
+        "demand, any flavor",
+        {},
+        {"holds": {MIG_B: 1}},
+        [job(flavors=())],
+        ("warn", "demand", serve_demand),
+    ),
+    (
+        "demand already met by free quota",
+        {},
+        {},
+        [job(free=1)],
+        ("skip", "no-demand", serve_demand),
+    ),
+    ("demand too large", {}, {}, [job(amount=2)], ("skip", "no-demand", serve_demand)),
 ]
 
 
@@ -301,7 +415,7 @@ def test_single_workbench(
     fields: dict[str, Any],
     args: dict[str, Any],
     pending: list[PendingWorkload],
-    expected: tuple[str, str],
+    expected: tuple[str, str, Rule],
 ) -> None:
     fields = dict(fields)
     if fields.pop("exempt_p", False):
@@ -310,9 +424,16 @@ def test_single_workbench(
     else:
         ps = policies(**fields)
     d = only(run([bench(**args)], pending, ps))
-    assert (d.action.value, d.code) == expected, d.reason
+    action, code, rule = expected
+    assert (d.action.value, d.code, d.rule) == (action, code, rule.__name__), d.reason
     assert d.reason
-    assert d.policy == (None if expected[1] == "no-policy" else "p")
+    assert d.policy == (None if code == "no-policy" else "p")
+
+
+def test_the_table_has_a_row_for_every_rule_but_placement() -> None:
+    """Placement (rule 6) has its own table, in test_decide_placement.py."""
+    named = {row[-1][2] for row in TABLE}
+    assert named == {*WORKBENCH_RULES, serve_demand}
 
 
 def test_warning_says_when_and_how_many_snoozes() -> None:
@@ -626,6 +747,7 @@ def test_log_record_is_json() -> None:
         "at": "2026-11-30T16:40:00.000Z",
         "action": "warn",
         "code": "demand",
+        "rule": "serve_demand",
         "reason": plan.decisions[0].reason,
         "user": "alice",
         "server": "",

@@ -314,7 +314,7 @@ def test_the_plan_frees_the_card_and_explain_shows_the_job_and_what_frees_it() -
     assert "team-a/train-x7k2p  (1 whole H100 in local-h100" in text
     assert "warn: admitted team-a/train-x7k2p waits for 1 whole H100; freeing GPU-bbbb-000" in text
     assert "WARN" in text
-    assert "placement: admitted team-a/train-x7k2p needs a whole H100" in text
+    assert "placement [serve_placement]: admitted team-a/train-x7k2p needs a whole H100" in text
 
 
 def test_explain_says_why_no_card_can_be_freed() -> None:
