@@ -700,16 +700,8 @@ def serve_demand(
     handoffs: Sequence[HandOffRecord],
     team_names: Mapping[str, str],
 ) -> list[Target]:
-    still_pending = {wl.key for wl in pending}
-    waiting: dict[str, HandOffResult] = {}
-    failed: dict[str, tuple[str, HandOffResult]] = {}
-    for record in handoffs:
-        result = assess_handoff(record, now=now, timeout=policies.handoff_timeout)
-        if result.status is HandOffStatus.WAITING:
-            waiting[record.cluster_queue] = result
-        elif result.status is HandOffStatus.FAILED and record.workload in still_pending:
-            failed[record.cluster_queue] = (record.workload, result)
-
+    """Rule 5: each queue head, highest priority first, gets just enough idle workbenches."""
+    waiting, failed = _handoffs_by_queue(handoffs, pending, policies, now)
     taken = {c.wb.key for c in cases if c.decision is not None}  # given to a placement
     targets: list[Target] = []
     for wl in _heads(pending):
@@ -731,16 +723,16 @@ def serve_demand(
             )
         else:
             target = _select(wl, usable, now, own_team_first=policies.prefer_own_team)
-        targets.append(target)
         if target.status not in ("reclaim", "warn"):
+            targets.append(target)
             for c in usable:
                 if any(r == n.resource for n in wl.needs for (_f, r) in c.wb.holds):
                     c.demand_note = c.demand_note or target.reason
             continue
         chosen = [c for c in usable if c.wb.key in target.workbenches]
         taken.update(target.workbenches)
-        batch_dry = any(c.dry_run for c in chosen)
-        targets[-1] = replace(target, dry_run=batch_dry)
+        target = replace(target, dry_run=any(c.dry_run for c in chosen))
+        targets.append(target)
         names = ", ".join(target.workbenches)
         for c in usable:
             if c.wb.key not in taken and any(key in target.frees for key in c.wb.holds):
@@ -748,33 +740,61 @@ def serve_demand(
                     f"not needed: {names} cover what {wl.key} lacks (chosen first: same queue or"
                     " nearest cohort, then already warned, then longest idle)"
                 )
-        for c in chosen:
-            c.dry_run = batch_dry
-            if c.own is not None:
-                c.decision = replace(_countdown(c, c.own[0], c.own[1], now), handoff=wl.key)
-                continue
-            c.rule = serve_demand.__name__
-            holds = f"needs what it holds ({_holds_text(c.wb)})"
-            reason = f"queued {wl.key} {holds}"
-            whose = team_names.get(wl.team) or "another team"
-            told = "" if wl.team == c.wb.team else f"queued work of {whose} {holds}"
-            if target.status == "reclaim":
-                now_text = f"; reclaiming the batch of {len(chosen)} now"
-                c.decision = _decision(
-                    c,
-                    Action.RECLAIM,
-                    "demand",
-                    reason + now_text,
-                    now,
-                    handoff=wl.key,
-                    told=told + now_text if told else "",
-                )
-            else:
-                c.decision = replace(
-                    _countdown(c, "demand", reason, now, batch=target.reclaim_at, told=told),
-                    handoff=wl.key,
-                )
+        _demand_decisions(target, chosen, now, team_names)
     return targets
+
+
+def _handoffs_by_queue(
+    handoffs: Sequence[HandOffRecord],
+    pending: Sequence[PendingWorkload],
+    policies: PolicySet,
+    now: datetime,
+) -> tuple[dict[str, HandOffResult], dict[str, tuple[str, HandOffResult]]]:
+    """By ClusterQueue: its hand-off still waiting for admission; its failed hand-off whose
+    workload is still pending (and that workload)."""
+    still_pending = {wl.key for wl in pending}
+    waiting: dict[str, HandOffResult] = {}
+    failed: dict[str, tuple[str, HandOffResult]] = {}
+    for record in handoffs:
+        result = assess_handoff(record, now=now, timeout=policies.handoff_timeout)
+        if result.status is HandOffStatus.WAITING:
+            waiting[record.cluster_queue] = result
+        elif result.status is HandOffStatus.FAILED and record.workload in still_pending:
+            failed[record.cluster_queue] = (record.workload, result)
+    return waiting, failed
+
+
+def _demand_decisions(
+    target: Target, chosen: Sequence[_Case], now: datetime, team_names: Mapping[str, str]
+) -> None:
+    """Warn, wait or reclaim each workbench ``target`` takes (a batch, dry-run as a whole)."""
+    wl = target.workload
+    for c in chosen:
+        c.dry_run = target.dry_run
+        if c.own is not None:
+            c.decision = replace(_countdown(c, c.own[0], c.own[1], now), handoff=wl.key)
+            continue
+        c.rule = serve_demand.__name__
+        holds = f"needs what it holds ({_holds_text(c.wb)})"
+        reason = f"queued {wl.key} {holds}"
+        whose = team_names.get(wl.team) or "another team"
+        told = "" if wl.team == c.wb.team else f"queued work of {whose} {holds}"
+        if target.status == "reclaim":
+            now_text = f"; reclaiming the batch of {len(chosen)} now"
+            c.decision = _decision(
+                c,
+                Action.RECLAIM,
+                "demand",
+                reason + now_text,
+                now,
+                handoff=wl.key,
+                told=told + now_text if told else "",
+            )
+        else:
+            c.decision = replace(
+                _countdown(c, "demand", reason, now, batch=target.reclaim_at, told=told),
+                handoff=wl.key,
+            )
 
 
 _NOT_FREED = {
@@ -1040,34 +1060,15 @@ def _select(
         chosen.extend(extra)
 
     if not picks:
-        if not wl.needs:
-            return Target(
-                workload=wl,
-                status="enough-free",
-                reason=f"{wl.key} asks for nothing that workbenches hold",
-            )
         what = ", ".join(enough_free)
         return Target(
             workload=wl,
             status="enough-free",
-            reason=f"enough quota is free for {wl.key} ({what}): it waits for something else",
+            reason=f"enough quota is free for {wl.key} ({what}): it waits for something else"
+            if wl.needs
+            else f"{wl.key} asks for nothing that workbenches hold",
         )
-
-    def covered(selection: list[_Case]) -> bool:
-        return all(
-            sum((c.wb.holds.get((f, n.resource), Fraction(0)) for c in selection), Fraction(0))
-            >= short
-            for n, f, short in picks
-        )
-
-    def order(c: _Case) -> tuple[Any, ...]:
-        return _order(c, wl, own_team_first)
-
-    for c in sorted(chosen, key=order, reverse=True):
-        rest = [x for x in chosen if x is not c]
-        if covered(rest):
-            chosen = rest
-    chosen.sort(key=order)
+    chosen = _minimal(chosen, picks, key=lambda c: _order(c, wl, own_team_first))
     frees: dict[FlavorResource, Fraction] = {}
     for c in chosen:
         for key, amount in c.wb.holds.items():
@@ -1088,6 +1089,28 @@ def _select(
         frees=frees,
         reclaim_at=ready_at,
     )
+
+
+def _minimal(
+    chosen: list[_Case],
+    picks: Sequence[tuple[Need, str, Fraction]],
+    key: Callable[[_Case], tuple[Any, ...]],
+) -> list[_Case]:
+    """``chosen`` less every workbench the rest can do without (the least preferred dropped
+    first), in preference order: each (need, flavor, shortfall) of ``picks`` stays covered."""
+
+    def covered(selection: list[_Case]) -> bool:
+        return all(
+            sum((c.wb.holds.get((f, n.resource), Fraction(0)) for c in selection), Fraction(0))
+            >= short
+            for n, f, short in picks
+        )
+
+    for c in sorted(chosen, key=key, reverse=True):
+        rest = [x for x in chosen if x is not c]
+        if covered(rest):
+            chosen = rest
+    return sorted(chosen, key=key)
 
 
 def _countdown(

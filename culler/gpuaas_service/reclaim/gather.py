@@ -42,6 +42,7 @@ from jupyter_gpuaas.core.gpu_equivalents import parse_gpu_equivalents, resource_
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import (
     QUEUE_NAME_LABEL,
+    ClusterQueueInfo,
     PendingWorkloadInfo,
     QuantityError,
     WorkloadInfo,
@@ -379,6 +380,37 @@ def flavor_tolerated(
     )
 
 
+def _needs(
+    obj: Mapping[str, Any],
+    asked: Mapping[str, Fraction],
+    cq: ClusterQueueInfo,
+    state: QueueState,
+    flavor_labels: Mapping[str, Mapping[str, str]] | None,
+    flavor_taints: Mapping[str, Sequence[Mapping[str, str]]] | None,
+) -> tuple[Need, ...] | None:
+    """What a pending Workload (``obj``) lacks of each GPU resource it asks for, in the
+    flavors it could get; ``None`` when some resource has no such flavor (nothing a reclaim
+    could do for it)."""
+    selector = _node_selector(obj)
+    tolerations = _tolerations(obj)
+    needs = []
+    for resource, amount in sorted(asked.items()):
+        flavors = tuple(
+            f
+            for f in cq.flavors_for(resource)
+            if (flavor_labels is None or _compatible(flavor_labels.get(f, {}), selector))
+            and flavor_tolerated((flavor_taints or {}).get(f, ()), tolerations)
+        )
+        if not flavors:
+            return None
+        tree = state.tree()
+        free = {
+            f: Fraction(max(0, tree.available(("cq", cq.name), (f, resource)))) for f in flavors
+        }
+        needs.append(Need(resource=resource, amount=amount, flavors=flavors, free=free))
+    return tuple(needs)
+
+
 def pending_workloads(
     workloads: Sequence[Mapping[str, Any]],
     state: QueueState,
@@ -401,7 +433,6 @@ def pending_workloads(
     Its team: the namespace of a team's Jobs; in ``notebook_namespace``, where every team's
     servers are, its LocalQueue (one per team, named after it).
     """
-    tree = state.tree()
     found: list[tuple[datetime | None, PendingWorkload]] = []
     for obj in workloads:
         workload = read_workload(obj)
@@ -413,29 +444,13 @@ def pending_workloads(
         cq = state.cluster_queues.get(lq.cluster_queue) if lq else None
         if not needs_raw or cq is None:
             continue
-        selector = _node_selector(obj)
-        tolerations = _tolerations(obj)
-        needs = []
-        for resource, amount in sorted(needs_raw.items()):
-            flavors = tuple(
-                f
-                for f in cq.flavors_for(resource)
-                if (flavor_labels is None or _compatible(flavor_labels.get(f, {}), selector))
-                and flavor_tolerated((flavor_taints or {}).get(f, ()), tolerations)
-            )
-            if not flavors:
-                break  # no flavor it could get: nothing a reclaim could do for it
-            free = {
-                f: Fraction(max(0, tree.available(("cq", cq.name), (f, resource)))) for f in flavors
-            }
-            needs.append(Need(resource=resource, amount=amount, flavors=flavors, free=free))
-        if len(needs) < len(needs_raw):
+        needs = _needs(obj, needs_raw, cq, state, flavor_labels, flavor_taints)
+        if needs is None:
             continue
-        position = 0
-        items = positions(workload.namespace, workload.queue_name)
-        for item in items or ():
-            if item.name == workload.name:
-                position = item.position_in_cluster_queue
+        items = positions(workload.namespace, workload.queue_name) or ()
+        position = next(
+            (i.position_in_cluster_queue for i in reversed(items) if i.name == workload.name), 0
+        )
         found.append(
             (
                 workload.created,
@@ -446,7 +461,7 @@ def pending_workloads(
                     cohorts=cohort_chain(state, cq.name),
                     priority=workload.priority or 0,
                     position=position,
-                    needs=tuple(needs),
+                    needs=needs,
                     local_queue=workload.queue_name,
                     team=workload.queue_name
                     if workload.namespace == notebook_namespace

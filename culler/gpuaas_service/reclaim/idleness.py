@@ -103,86 +103,107 @@ def judge(
     before then, with no report and no verdict yet, is unknown since then, not since its start:
     the reports it sent before were forgotten with the service's memory.
     """
+    verdicts = _Verdicts(
+        now=now,
+        evidence=[started_at] + ([previous.last_active] if previous is not None else []),
+        was_unknown=previous.unknown_since
+        if previous and previous.state is State.UNKNOWN
+        else None,
+        gpu_memory=report.activity.gpu_memory if report else None,
+    )
     threshold = busy_utilization_percent
-    evidence: list[datetime] = [started_at]
-    if previous is not None:
-        evidence.append(previous.last_active)
-    was_unknown = previous.unknown_since if previous and previous.state is State.UNKNOWN else None
-
-    def last_active(*more: datetime | None) -> datetime:
-        return min(max([*evidence, *(t for t in more if t is not None)]), now)
-
-    def unknown(candidate: datetime, reason: str, *more: datetime | None) -> Idleness:
-        since = min(was_unknown, candidate) if was_unknown else candidate
-        return Idleness(
-            State.UNKNOWN,
-            last_active(*more),
-            reason,
-            unknown_since=min(since, now),
-            gpu_memory=report.activity.gpu_memory if report else None,
-        )
-
     if trust_pod_utilization and pod_utilization is not None and kind in ("gpu", "mig"):
         figure = f"pod GPU utilisation {pod_utilization:g}% (DCGM; busy above {threshold:g}%)"
-        memory = report.activity.gpu_memory if report else None
-        if pod_utilization > threshold:
-            return Idleness(State.BUSY, now, figure, gpu_memory=memory)
-        return Idleness(
-            State.IDLE,
-            last_active(),
-            f"{figure}; busy_signal: gpu, so kernels and terminals are not counted",
-            gpu_memory=memory,
-        )
-    kernel_at = (
-        now - timedelta(seconds=max(pod_last_kernel, 0.0))
-        if kind == "fraction" and pod_last_kernel is not None
-        else None
-    )
-    if kernel_at is not None:
-        ago = format_duration(now - kernel_at)
-        figure = f"last kernel {ago} ago (HAMi's vGPU monitor)"
+        return verdicts.outside(figure, busy=pod_utilization > threshold)
+    if kind == "fraction" and pod_last_kernel is not None:
+        kernel_at = now - timedelta(seconds=max(pod_last_kernel, 0.0))
+        figure = f"last kernel {format_duration(now - kernel_at)} ago (HAMi's vGPU monitor)"
         if trust_pod_utilization:
-            memory = report.activity.gpu_memory if report else None
-            if now - kernel_at < RECENT_KERNEL:
-                return Idleness(State.BUSY, now, figure, gpu_memory=memory)
-            return Idleness(
-                State.IDLE,
-                last_active(kernel_at),
-                f"{figure}; busy_signal: gpu, so kernels and terminals are not counted",
-                gpu_memory=memory,
-            )
-        evidence.append(kernel_at)  # the server's report may say more, never less
+            return verdicts.outside(figure, busy=now - kernel_at < RECENT_KERNEL, at=kernel_at)
+        verdicts.evidence.append(kernel_at)  # the server's report may say more, never less
     if report is None:
         # unknown since then; not active then: a restart of the service is no activity of the
         # server's, and the report that comes next must not find its idle clock reset
         since, reason = _without_report(started_at, previous, listening_since)
-        return unknown(since, reason)
+        return verdicts.unknown(since, reason)
+    return _from_report(verdicts, report, kind, threshold, pod_utilization, stale_after)
 
+
+@dataclass
+class _Verdicts:
+    """What a verdict on one workbench rests on: the moments it was seen active."""
+
+    now: datetime
+    evidence: list[datetime]
+    was_unknown: datetime | None
+    """Since when it was unknown, if the previous verdict was unknown."""
+    gpu_memory: int | None
+
+    def last_active(self, *more: datetime | None) -> datetime:
+        return min(max([*self.evidence, *(t for t in more if t is not None)]), self.now)
+
+    def unknown(self, candidate: datetime, reason: str, *more: datetime | None) -> Idleness:
+        since = min(self.was_unknown, candidate) if self.was_unknown else candidate
+        return Idleness(
+            State.UNKNOWN,
+            self.last_active(*more),
+            reason,
+            unknown_since=min(since, self.now),
+            gpu_memory=self.gpu_memory,
+        )
+
+    def outside(self, figure: str, *, busy: bool, at: datetime | None = None) -> Idleness:
+        """The verdict of a signal from outside the server alone (``busy_signal: gpu``)."""
+        if busy:
+            return Idleness(State.BUSY, self.now, figure, gpu_memory=self.gpu_memory)
+        return Idleness(
+            State.IDLE,
+            self.last_active(at),
+            f"{figure}; busy_signal: gpu, so kernels and terminals are not counted",
+            gpu_memory=self.gpu_memory,
+        )
+
+
+def _from_report(
+    verdicts: _Verdicts,
+    report: ActivityReport,
+    kind: str,
+    threshold: float,
+    pod_utilization: float | None,
+    stale_after: timedelta,
+) -> Idleness:
+    """The verdict of the server's own report (and the pod's utilisation, where known)."""
+    now = verdicts.now
     seen_at = min(report.received_at, now)
     activity = report.activity
-    evidence += [k.last_activity for k in activity.kernels if k.last_activity is not None]
-    evidence += [t.last_activity for t in activity.terminals if t.last_activity is not None]
+    verdicts.evidence += [k.last_activity for k in activity.kernels if k.last_activity is not None]
+    verdicts.evidence += [
+        t.last_activity for t in activity.terminals if t.last_activity is not None
+    ]
     if activity.idle_since is not None:
-        evidence.append(activity.idle_since)
+        verdicts.evidence.append(activity.idle_since)
 
     busy = _busy_reason(activity, kind, threshold, pod_utilization)
     age = now - seen_at
     if age > stale_after:
-        return unknown(
+        return verdicts.unknown(
             seen_at,
             f"no activity report for {format_duration(age)} (expected at least every"
             f" {format_duration(stale_after)})",
             seen_at if busy else None,
         )
     if busy:
-        return Idleness(State.BUSY, last_active(seen_at), busy, gpu_memory=activity.gpu_memory)
+        return Idleness(
+            State.BUSY, verdicts.last_active(seen_at), busy, gpu_memory=activity.gpu_memory
+        )
     if kind in GPU_KINDS and (activity.source == "unavailable" or activity.error):
         what = activity.error or "no GPU readings"
-        return unknown(seen_at, f"GPU readings failed ({what}): cannot tell whether it is idle")
-    active = last_active()
+        return verdicts.unknown(
+            seen_at, f"GPU readings failed ({what}): cannot tell whether it is idle"
+        )
     return Idleness(
         State.IDLE,
-        active,
+        verdicts.last_active(),
         "no kernel busy"
         + (", no terminal" if not activity.terminals else ", terminals quiet")
         + (", GPU utilisation low" if kind == "gpu" and activity.gpu_utilization else ""),
