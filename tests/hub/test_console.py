@@ -292,13 +292,11 @@ async def test_free_gpus_per_node_from_the_node_objects(warned: CullerHub, brows
     assert len(l4) == 4, l4
     assert all(r["kind"] == "fraction" for r in l4), l4
     assert all(r["uuids"] == [r["key"].split("/", 1)[1]] for r in l4), l4
-    assert {r["device"] for r in l4} == {
-        "24 GiB and 1 GPU of cores of the NVIDIA L4, in 10 vGPU slots"
-    }
+    assert {r["device"] for r in l4} == {"NVIDIA L4: 10 vGPU slots, all its cores"}
     agent_cards = {r["device"] for r in agent if r["kind"] == "fraction"}
     assert agent_cards == {
-        "24 GiB and 1 GPU of cores of the NVIDIA L4, in 4 vGPU slots",
-        "80 GiB and 1 GPU of cores of the NVIDIA H100 80GB HBM3, in 10 vGPU slots",
+        "NVIDIA L4: 4 vGPU slots, all its cores",
+        "NVIDIA H100 80GB HBM3: 10 vGPU slots, all its cores",
     }, agent
     summary = {n["node"]: n for n in gpus["nodes"]}
     assert all(summary[n]["free_gpu_equivalents"] == "8" for n in h100), summary

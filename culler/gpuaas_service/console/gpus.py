@@ -53,6 +53,7 @@ __all__ = [
     "TRAINING",
     "NodeGPUs",
     "PodPlace",
+    "free_card_label",
     "free_rows",
     "gpu_rows",
     "holding_label",
@@ -255,11 +256,7 @@ def _free_card_row(
         return None
     row, _ = _free_row(node, pools, card.uuid, "fraction", {})
     gpu_eq = Fraction(cores, 100)
-    row["device"] = (
-        f"{format_gpu_equivalents(Fraction(memory * _MIB, 1 << 30))} GiB and "
-        f"{format_gpu_equivalents(gpu_eq)} GPU of cores of the {card.type}, in {slots} vGPU "
-        f"slot{'s' if slots != 1 else ''}"
-    )
+    row["device"] = free_card_label(card.type, slots, cores)
     row["uuids"] = [card.uuid]
     row["gpu_equivalents"] = format_gpu_equivalents(gpu_eq)
     row["memory_cap_bytes"] = memory * _MIB
@@ -306,6 +303,13 @@ def free_rows(
             if row is not None:
                 out.append(row)
     return out
+
+
+def free_card_label(card_type: str, slots: int, cores_percent: int) -> str:
+    """What is free of one HAMi card, for people: "NVIDIA L4: 9 vGPU slots, 75% of its cores"
+    (its free memory is the row's memory column)."""
+    share = "all its cores" if cores_percent >= 100 else f"{cores_percent}% of its cores"
+    return f"{card_type}: {slots} vGPU slot{'s' if slots != 1 else ''}, {share}"
 
 
 def holding_label(requests: Mapping[str, Fraction]) -> str:

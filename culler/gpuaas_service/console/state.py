@@ -41,12 +41,13 @@ from gpuaas_service.console.ledger import (
 from gpuaas_service.console.record import ConsoleRecord
 from gpuaas_service.console.starts import StartWatch
 from gpuaas_service.reclaim.decide import Plan, assess_handoff
-from gpuaas_service.reclaim.events import CycleResult, LoopEvent
+from gpuaas_service.reclaim.events import CycleInputs, CycleResult, LoopEvent
 from gpuaas_service.reclaim.explain import explain_policies
 from gpuaas_service.reclaim.loop import ReclaimLoop
 from gpuaas_service.reclaim.snapshot import dump_snapshot
 from jupyter_gpuaas.core.catalog import Catalog
 from jupyter_gpuaas.core.durations import isoformat_z
+from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
 from jupyter_gpuaas.core.sizing import PeakHistory
 from jupyter_gpuaas.hub.watch import KueueReader
@@ -199,6 +200,7 @@ class ConsoleState:
         self._rows: _Rows | None = None
         self._built: _Built | None = None
         self._workload_cache: tuple[int, list[WorkloadInfo]] | None = None
+        self._cycle_workloads: tuple[CycleInputs, list[WorkloadInfo]] | None = None
         self.builds = 0
         """How many times the answer was built (the rows: :attr:`row_builds`)."""
         self.row_builds = 0
@@ -218,8 +220,31 @@ class ConsoleState:
         self.starts = StartWatch()
         """The notebook pods between cycles, to count failed starts (:mod:`.starts`)."""
 
+    def _cycle(self) -> CycleInputs | None:
+        """The last cycle's inputs, where they hold what it read (Kueue, Workloads, pods)."""
+        inputs = self.loop.last_inputs
+        return inputs if inputs is not None and inputs.queue_state is not None else None
+
+    def _queue_state(self) -> QueueState:
+        """Kueue's queues as the last cycle read them (its plan and its counts are of one
+        moment); before a cycle, as the watch caches hold them now."""
+        cycle = self._cycle()
+        if cycle is not None and cycle.queue_state is not None:
+            return cycle.queue_state
+        return self.view.queue_state()
+
     def _workloads(self) -> list[WorkloadInfo]:
-        """The Workloads of the watched namespaces, read again only after the view changed."""
+        """The Workloads of the watched namespaces as the last cycle read them (before a cycle:
+        the watch caches', read again only after the view changed)."""
+        cycle = self._cycle()
+        if cycle is not None:
+            cached_cycle = self._cycle_workloads
+            if cached_cycle is None or cached_cycle[0] is not cycle:
+                cached_cycle = self._cycle_workloads = (
+                    cycle,
+                    [read_workload(o) for o in cycle.workloads],
+                )
+            return cached_cycle[1]
         generation = getattr(self.view, "generation", None)
         cached = self._workload_cache
         if isinstance(generation, int) and cached is not None and cached[0] == generation:
@@ -392,7 +417,7 @@ class ConsoleState:
         loop = self.loop
         now = self.clock()
         plan = loop.last_plan
-        state = self.view.queue_state()
+        state = self._queue_state()
         owners_team = {
             cq: (lq.name if ns == self.notebook_namespace else ns)
             for (ns, _n), lq in state.local_queues.items()
@@ -444,14 +469,21 @@ class ConsoleState:
     def gpus(self, only: Iterable[str] | None = None) -> dict[str, Any]:
         """The ``api/console/gpus`` answer: every GPU, held or free (:mod:`.gpus`)."""
         plan, inputs = self.loop.last_plan, self.loop.last_inputs
-        listed = self.pods() if self.pods is not None else None
-        job_listed = self.job_pods() if self.job_pods is not None else ()
+        cycle = self._cycle()
+        listed: Iterable[Mapping[str, Any]] | None
+        job_listed: Iterable[Mapping[str, Any]] | None
+        if cycle is not None:
+            # holders, their pods and the Workloads as the cycle read them: one moment
+            listed, job_listed = cycle.pods, cycle.job_pods
+        else:
+            listed = self.pods() if self.pods is not None else None
+            job_listed = self.job_pods() if self.job_pods is not None else ()
         pods, job_pods = list(listed or ()), list(job_listed or ())
         # Free is what the nodes have less what the pods hold: not before both are listed.
         known = listed is not None and job_listed is not None
         nodes = self.nodes() if self.nodes is not None and known else None
         training = [w for w in self._workloads() if w.namespace != self.notebook_namespace]
-        return gpu_rows(
+        answer = gpu_rows(
             plan.decisions if plan is not None else (),
             pod_places(pods),
             inputs.reports if inputs is not None else {},
@@ -463,6 +495,8 @@ class ConsoleState:
             pods=[*pods, *job_pods],
             flavor_labels=self.flavor_labels,
         )
+        answer["as_of"] = isoformat_z(plan.now) if cycle is not None and plan else None
+        return answer
 
     def fit(self, only: Iterable[str] | None = None) -> dict[str, Any]:
         """The ``api/console/fit`` answer: each GPU server against its user's need (:mod:`.fit`)."""
@@ -600,7 +634,7 @@ def update_metrics(console: ConsoleState) -> None:
     loop = console.loop
     m = loop.metrics
     plan = loop.last_plan
-    state = console.view.queue_state()
+    state = console._queue_state()
     m.know_teams(
         {team for team, _ in queue_owners(state, console.notebook_namespace).values()}
         | {d.workbench.team or "-" for d in (plan.decisions if plan is not None else ())}

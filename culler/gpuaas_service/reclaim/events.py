@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from gpuaas_service.reclaim.decide import (
     HandOffRecord,
@@ -17,6 +17,7 @@ from gpuaas_service.reclaim.decide import (
     Workbench,
 )
 from gpuaas_service.reclaim.idleness import ActivityReport
+from jupyter_gpuaas.core.headroom import QueueState
 
 __all__ = ["CycleInputs", "CycleResult", "LoopEvent", "LoopListener"]
 
@@ -33,6 +34,15 @@ class CycleInputs:
     dry_run: bool
     waits: tuple[PlacementWait, ...] = ()
     """Admitted pods waiting for whole cards (:func:`~.gather.placement_waits`)."""
+    queue_state: QueueState | None = None
+    """What the cycle read, so that a view of it (the console) shows one moment: Kueue's
+    queues (``None``: not kept), """
+    workloads: tuple[Mapping[str, Any], ...] = ()
+    """the Workloads of the watched namespaces,"""
+    pods: tuple[Mapping[str, Any], ...] = ()
+    """the notebook pods"""
+    job_pods: tuple[Mapping[str, Any], ...] = ()
+    """and the pods of the Jobs' namespaces."""
 
 
 @dataclass(frozen=True, kw_only=True)

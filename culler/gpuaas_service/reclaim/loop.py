@@ -171,6 +171,8 @@ class _Gathered:
     pending: list[PendingWorkload]
     utilization: Mapping[tuple[str, str], float]
     waits: list[PlacementWait] = field(default_factory=list)
+    readings: _Readings | None = None
+    """What the cycle read (its listeners see the same moment)."""
 
 
 @dataclass
@@ -386,7 +388,9 @@ class ReclaimLoop:
             workload_for_pod=self.view.workload_for_pod,
             notebook_namespace=self.settings.notebook_namespace,
         )
-        return _Gathered(wbs, refs, reports, workloads, pending, readings.utilization, waits)
+        return _Gathered(
+            wbs, refs, reports, workloads, pending, readings.utilization, waits, readings
+        )
 
     async def _confirm(
         self, gathered: _Gathered, handoffs: tuple[HandOffRecord, ...], now: datetime
@@ -484,6 +488,10 @@ class ReclaimLoop:
             },
             dry_run=self.settings.dry_run,
             waits=tuple(gathered.waits),
+            queue_state=read.state if (read := gathered.readings) else None,
+            workloads=tuple(gathered.workloads),
+            pods=tuple(read.pods) if read else (),
+            job_pods=tuple(read.job_pods) if read else (),
         )
         self.last_inputs = inputs
         self.last_completed = now

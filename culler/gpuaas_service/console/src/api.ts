@@ -181,6 +181,8 @@ export interface IGpuNode {
 
 export interface IGpus {
   now: string;
+  /** When the last cycle read what this shows (one moment); null before a cycle. */
+  as_of: string | null;
   visible_teams: string[] | null;
   nodes: IGpuNode[];
   devices: IGpuRow[];

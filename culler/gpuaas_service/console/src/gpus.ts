@@ -12,6 +12,14 @@ import { count, duration, gib, secondsSince, when } from './format.js';
 
 let latest: IGpus | null = null;
 
+/** Where a holder is that Kueue admitted and no node runs yet (its pod is being placed). */
+export const NOT_PLACED = 'not on a node yet';
+
+/** "As of 10:42:05 (the reclaim loop's last cycle): " — the moment every row is of. */
+export function asOf(iso: string | null): string {
+  return iso ? `As of ${when(iso)}, the reclaim loop's last cycle. ` : '';
+}
+
 function memory(row: IGpuRow): string {
   const used = gib(row.memory_bytes);
   const cap = gib(row.memory_cap_bytes);
@@ -47,7 +55,7 @@ function row(r: IGpuRow, now: string): HTMLElement {
   return h(
     'tr',
     { 'data-holder': r.holder, 'data-node': r.node, 'data-state': r.state, 'data-team': r.team },
-    h('td', {}, r.node || 'not known'),
+    h('td', {}, r.node || NOT_PLACED),
     h(
       'td',
       { title: r.uuids.join(', ') || undefined },
@@ -90,14 +98,14 @@ export function drawGpus(): void {
   const nodes = latest.nodes
     .map(
       n =>
-        `${n.node || 'node not known'}: ` +
+        `${n.node || NOT_PLACED}: ` +
         (n.holdings > 0
           ? `${n.gpu_equivalents} GPU-eq. held in ${count(n.holdings, 'holding')} (${String(n.idle)} idle)`
           : 'nothing held') +
         (n.free_gpu_equivalents !== '0' ? `, ${n.free_gpu_equivalents} GPU-eq. free` : '')
     )
     .join(' · ');
-  byId('gpu-nodes').textContent = nodes || 'No GPU is held or free.';
+  byId('gpu-nodes').textContent = asOf(latest.as_of) + (nodes || 'No GPU is held or free.');
   fillRows('gpus', rows, r => row(r, now), drawGpus);
 }
 

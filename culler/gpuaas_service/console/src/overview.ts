@@ -90,6 +90,13 @@ function idle(data: IConsole): HTMLElement {
   );
 }
 
+/** The moment the plan and the counts beside it are of (one reclaim cycle). */
+function cycleHint(data: IConsole): string {
+  return data.decided_at
+    ? `From the reclaim loop's cycle of ${when(data.decided_at)}.`
+    : 'No reclaim cycle yet.';
+}
+
 function queued(data: IConsole): HTMLElement {
   const teams = data.teams.filter(t => t.queued.workloads > 0);
   return card(
@@ -116,7 +123,8 @@ function queued(data: IConsole): HTMLElement {
               : '')
         )
       )
-    )
+    ),
+    h('p', { class: 'hint' }, cycleHint(data))
   );
 }
 
@@ -150,7 +158,7 @@ function next(data: IConsole): HTMLElement {
       {},
       ...steps.slice(0, SHOWN).map(w => h('li', { class: `act-${w.action}` }, nextStep(w)))
     ),
-    h('p', { class: 'hint' }, `From the reclaim loop's plan.${reclaim}`)
+    h('p', { class: 'hint' }, `${cycleHint(data)}${reclaim}`)
   );
 }
 

@@ -252,7 +252,7 @@ def test_each_card_of_a_hami_node_is_a_free_row_from_hamis_annotations() -> None
         "0.75",
     )
     assert card["memory_cap_bytes"] == (23034 - 4096) << 20
-    assert card["device"] == "18.49 GiB and 0.75 GPU of cores of the NVIDIA L4, in 9 vGPU slots"
+    assert card["device"] == "NVIDIA L4: 9 vGPU slots, 75% of its cores"
     # 21 = 2 x 10 slots + 1 whole GPU, which bob holds: no "gpu" row.
     full = pod("carol", "l4-hami-0", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "23034"})
     full["metadata"]["annotations"][hami.ALLOCATED] = "GPU-l4-1,NVIDIA,23034,0:;"
@@ -298,3 +298,13 @@ def test_node_reading_and_pools() -> None:
     assert read_node(node("n", {"nvidia.com/gpu": "lots"})) is None
     assert node_pools({"nvidia.com/gpu.product": "H100", "x": "y"}, FLAVORS) == ["h100"]
     assert node_pools({}, FLAVORS) == []
+
+
+def test_a_free_cards_words_name_the_card_then_what_is_free_of_it() -> None:
+    """Issue 39 item 6: "89.98 GiB and 4 GPU of cores, in 40 vGPU slots" read as nonsense; the
+    card comes first, its slots and cores after (its memory: the memory column)."""
+    from gpuaas_service.console.gpus import free_card_label
+
+    assert free_card_label("NVIDIA L4", 10, 100) == "NVIDIA L4: 10 vGPU slots, all its cores"
+    assert free_card_label("NVIDIA L4", 1, 25) == "NVIDIA L4: 1 vGPU slot, 25% of its cores"
+    assert free_card_label("NVIDIA L4", 3, 0) == "NVIDIA L4: 3 vGPU slots, 0% of its cores"

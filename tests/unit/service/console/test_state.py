@@ -282,3 +282,86 @@ def test_the_sizing_answer_advises_mig_nodes_to_administrators_only() -> None:
     assert row["advised"] != "all-1g.5gb"  # seven 1g slices serve no 3g.20gb
     assert "kubectl label node local-0 nvidia.com/mig.config=" in row["line"]
     assert "mig" not in console.fit(only=["team-a"])  # a team lead sees no cluster nodes
+
+
+def _raw_workload(name: str, ns: str, *, admitted: bool, owner: str) -> dict[str, Any]:
+    """A Workload object as the watch holds it: one MIG 1g.5gb slice, owned by Job ``owner``."""
+    conditions = (
+        [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}]
+        if admitted
+        else [{"type": "QuotaReserved", "status": "False", "reason": "Pending"}]
+    )
+    requests = {"nvidia.com/mig-1g.5gb": "1"}
+    status: dict[str, Any] = {"conditions": conditions}
+    if admitted:
+        status["admission"] = {
+            "clusterQueue": "a-training",
+            "podSetAssignments": [
+                {"name": "main", "flavors": {"nvidia.com/mig-1g.5gb": "a100-mig"}, "count": 1}
+            ],
+        }
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": f"uid-{name}",
+            "creationTimestamp": "2026-01-05T09:00:00Z",
+            "labels": {"kueue.x-k8s.io/queue-name": "training"},
+            "ownerReferences": [{"kind": "Job", "name": owner, "uid": f"job-{owner}"}],
+        },
+        "spec": {
+            "queueName": "training",
+            "active": True,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {
+                        "spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+                    },
+                }
+            ],
+        },
+        "status": status,
+    }
+
+
+def test_every_gpu_and_the_queued_counts_are_of_the_cycles_moment() -> None:
+    """Issue 39 item 3: the Workloads were read live while the Jobs' pods were the cycle's, so a
+    Job admitted since the cycle read its pods was on node "not known" and its MIG slice free;
+    and "What is queued" counted live beside a plan of the cycle. Everything is now of the
+    cycle's reading, and the answer says when that was."""
+    from gpuaas_service.reclaim.events import CycleInputs
+
+    plan = two_team_plan()
+    console, view = console_of(plan, ticks=[0.0])
+    running = _raw_workload("job-train", "team-a", admitted=True, owner="train")
+    queued = _raw_workload("job-next", "team-a", admitted=False, owner="next")
+    job_pod = pod_holding("nvidia.com/mig-1g.5gb", "local-0")
+    job_pod["metadata"] = {"name": "train-x", "uid": "pod-train-x"}
+    job_pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "train", "uid": "job-train"}]
+    console.loop.last_inputs = CycleInputs(
+        pending=(),
+        handoffs=(),
+        reports={},
+        pod_utilization={},
+        dry_run=False,
+        queue_state=org(),
+        workloads=(running, queued),
+        pods=(),
+        job_pods=(job_pod,),
+    )
+    # the live caches have moved on since: the Job finished and its pod is gone
+    view.objects = {}
+    console.nodes = lambda: [a100_mig_node("local-0", "all-1g.5gb")]
+    console.pods = lambda: []
+    console.job_pods = lambda: []
+
+    gpus = console.gpus()
+    assert gpus["as_of"] == "2026-11-30T12:00:00.000Z"  # the plan's, T0
+    (training,) = [r for r in gpus["devices"] if r["holder_kind"] == "training"]
+    assert training["node"] == "local-0"
+    (free,) = [r for r in gpus["devices"] if r["state"] == "free"]
+    assert (free["node"], free["device"]) == ("local-0", "MIG 1g.5gb × 6")
+    team_a = next(t for t in console.answer()["teams"] if t["team"] == "team-a")
+    assert team_a["queued"]["workloads"] == 1
