@@ -73,13 +73,17 @@ prometheus: ## install Debian's Prometheus and promtool for the tests and the de
 	  systemctl disable --now prometheus >/dev/null 2>&1 || true; \
 	fi
 
-lint: $(STAMP) $(CONSOLE_JS) ## ruff, mypy, import boundaries, API types against the schema, eslint, tsc
+lint: $(STAMP) $(CONSOLE_JS) ## ruff, mypy, import boundaries, API types against the schema, options page, eslint, tsc
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m tests.support.api_types
+	$(PY) docs/options.py --check
 	npm run --silent lint
+
+options: $(STAMP) ## rewrite docs/options.md from the options' traitlets
+	$(PY) docs/options.py
 
 unit: $(STAMP) ## unit tests only (no cluster, no browser)
 	$(VENV)/bin/pytest tests/unit -q
@@ -87,7 +91,8 @@ unit: $(STAMP) ## unit tests only (no cluster, no browser)
 # One dev cluster for both test sessions (the session fixture reuses a running one); stopped at
 # the end, whatever the outcome, if this target started it. It is the tests' own cluster: a
 # running `make demo` (its cluster in .demo/cluster) is neither used nor touched.
-test: install lint cluster-build $(STAMP55) ## install everything the tests need, then lint and run every test, on JupyterHub 6 and 5.5
+# tests/packaging builds the sdist and the wheel and checks the wheel in a fresh venv.
+test: install lint cluster-build $(STAMP55) ## install everything the tests need, then lint and run every test (the wheel's too), on JupyterHub 6 and 5.5
 	npm test
 	@echo "make test: on the tests' own dev cluster, $$($(PY) -m devcluster where); a running make demo is not touched"
 	status=0; started=0; \
@@ -123,4 +128,4 @@ demo: install ## run the demo and print where to open it (Ctrl-C stops it)
 bench: $(STAMP) ## run the benchmarks and print their figures
 	$(PY) -m benchmarks
 
-.PHONY: help install chromium prometheus lint unit test test-hub55 screenshots cluster-build cluster-up cluster-down demo bench
+.PHONY: help install chromium prometheus lint options unit test test-hub55 screenshots cluster-build cluster-up cluster-down demo bench
