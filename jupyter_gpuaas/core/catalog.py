@@ -437,26 +437,31 @@ def _tolerations(
             errs.add(p, "must be a mapping such as {key: nvidia.com/gpu, operator: Exists}")
             continue
         before = len(errs.items)
-        unknown_keys(errs, p, tol, _TOLERATION_KEYS)
-        operator = tol.get("operator", "Equal")
-        if operator not in ("Equal", "Exists"):
-            errs.add(f"{p}.operator", f"must be Equal or Exists, not {operator!r}")
-        key = tol.get("key", "")
-        if not isinstance(key, str) or (key and not is_qualified_name(key)):
-            errs.add(f"{p}.key", f"{key!r} is not a valid taint key")
-        elif not key and operator != "Exists":
-            errs.add(f"{p}.key", "an empty key needs operator Exists")
-        value = tol.get("value", "")
-        if not isinstance(value, str) or (operator == "Exists" and value):
-            errs.add(f"{p}.value", "must be a string, and empty with operator Exists")
-        if tol.get("effect", "") not in _EFFECTS:
-            errs.add(f"{p}.effect", "must be one of NoSchedule, PreferNoSchedule, NoExecute")
-        seconds = tol.get("tolerationSeconds")
-        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
-            errs.add(f"{p}.tolerationSeconds", "must be a whole number of seconds")
+        _check_toleration(errs, p, tol)
         if len(errs.items) == before:
             out.append(dict(tol))
     return tuple(out)
+
+
+def _check_toleration(errs: FieldErrors, p: str, tol: Mapping[str, Any]) -> None:
+    """One toleration, checked as the API server checks it."""
+    unknown_keys(errs, p, tol, _TOLERATION_KEYS)
+    operator = tol.get("operator", "Equal")
+    if operator not in ("Equal", "Exists"):
+        errs.add(f"{p}.operator", f"must be Equal or Exists, not {operator!r}")
+    key = tol.get("key", "")
+    if not isinstance(key, str) or (key and not is_qualified_name(key)):
+        errs.add(f"{p}.key", f"{key!r} is not a valid taint key")
+    elif not key and operator != "Exists":
+        errs.add(f"{p}.key", "an empty key needs operator Exists")
+    value = tol.get("value", "")
+    if not isinstance(value, str) or (operator == "Exists" and value):
+        errs.add(f"{p}.value", "must be a string, and empty with operator Exists")
+    if tol.get("effect", "") not in _EFFECTS:
+        errs.add(f"{p}.effect", "must be one of NoSchedule, PreferNoSchedule, NoExecute")
+    seconds = tol.get("tolerationSeconds")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
+        errs.add(f"{p}.tolerationSeconds", "must be a whole number of seconds")
 
 
 def _list_of_mappings(
@@ -716,17 +721,8 @@ def _read_offering(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Offering 
     if kind == "fraction":
         resources, isolation = _fraction_fields(
             errs, p, d, gpu_memory=gpu_memory, memory_cap=memory_cap, cores=cores,
-            isolation=isolation,
+            isolation=isolation, gpu_eq=gpu_eq,
         )  # fmt: skip
-        if gpu_eq is not None and cores is not None and cores <= 100 and gpu_eq * 100 != cores:
-            # A pool that counts shares and whole GPUs in one quota counts total-gpucores:
-            # the offering's size there is its compute share, so the two must agree.
-            errs.add(
-                key_path(p, "gpu_equivalents"),
-                f"is {gpu_eq} but cores_percent says {Fraction(cores, 100)} of a GPU: a "
-                f"fraction's size is its compute share (the quota counts {HAMI_CORES}); "
-                f'give gpu_equivalents: "{Fraction(cores, 100)}" or change cores_percent',
-            )
     elif kind is not None:
         for key in ("memory_cap", "cores_percent"):
             if d.get(key) is not None:
@@ -746,12 +742,8 @@ def _read_offering(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Offering 
             shm_size=shm_size,
         )
     elif kind == "cpu":
-        if resources:
-            errs.add(key_path(p, "resources"), "a cpu offering requests no extended resources")
-        if gpu_eq:
-            errs.add(key_path(p, "gpu_equivalents"), "must be 0 for a cpu offering")
+        _cpu_offering_rules(errs, p, resources, gpu_eq)
         gpu_eq = Fraction(0)
-        isolation = isolation or "none"
     if len(errs.items) != before or slug is None or kind is None:
         return None
     default_unit, default_units = _DEFAULT_UNITS[kind]
@@ -789,6 +781,15 @@ def _read_offering(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> Offering 
     )
 
 
+def _cpu_offering_rules(
+    errs: FieldErrors, p: str, resources: Mapping[str, int], gpu_eq: Fraction | None
+) -> None:
+    if resources:
+        errs.add(key_path(p, "resources"), "a cpu offering requests no extended resources")
+    if gpu_eq:
+        errs.add(key_path(p, "gpu_equivalents"), "must be 0 for a cpu offering")
+
+
 _MIB = 1 << 20
 
 
@@ -801,6 +802,7 @@ def _fraction_fields(
     memory_cap: str | None,
     cores: int | None,
     isolation: str | None,
+    gpu_eq: Fraction | None,
 ) -> tuple[dict[str, int], str]:
     """A fraction's pod resources (HAMi's names) from its cap and cores, and its isolation."""
     if d.get("resources") is not None:
@@ -815,29 +817,7 @@ def _fraction_fields(
             'is required for a fraction offering: the memory of its GPU model, e.g. "23034Mi" '
             "(an NVIDIA L4, as nvidia-smi and the node's nvidia.com/gpu.memory label say)",
         )
-    cap_mib: int | None = None
-    if memory_cap is None:
-        if "memory_cap" not in d:
-            errs.add(
-                key_path(p, "memory_cap"),
-                'is required for a fraction offering: its hard GPU memory limit, e.g. "5632Mi"',
-            )
-    else:
-        cap = parse_quantity(memory_cap)
-        if cap % _MIB:
-            errs.add(
-                key_path(p, "memory_cap"),
-                f"HAMi counts {HAMI_MEMORY} in whole MiB: {memory_cap!r} is not; use a multiple "
-                'of 1Mi such as "5632Mi"',
-            )
-        elif gpu_memory is not None and cap > parse_quantity(gpu_memory):
-            errs.add(
-                key_path(p, "memory_cap"),
-                f"{memory_cap} is more than the GPU's memory (gpu_memory: {gpu_memory}): lower "
-                "memory_cap, or correct gpu_memory if the GPU is larger",
-            )
-        else:
-            cap_mib = int(cap // _MIB)
+    cap_mib = _memory_cap_mib(errs, p, d, gpu_memory=gpu_memory, memory_cap=memory_cap)
     if cores is not None and cores > 100:
         errs.add(
             key_path(p, "cores_percent"),
@@ -850,12 +830,55 @@ def _fraction_fields(
             "a HAMi fraction caps memory but shares faults and bandwidth with its neighbours: "
             "memory-limited (or leave it out)",
         )
+    if gpu_eq is not None and cores is not None and cores <= 100 and gpu_eq * 100 != cores:
+        # A pool that counts shares and whole GPUs in one quota counts total-gpucores:
+        # the offering's size there is its compute share, so the two must agree.
+        errs.add(
+            key_path(p, "gpu_equivalents"),
+            f"is {gpu_eq} but cores_percent says {Fraction(cores, 100)} of a GPU: a "
+            f"fraction's size is its compute share (the quota counts {HAMI_CORES}); "
+            f'give gpu_equivalents: "{Fraction(cores, 100)}" or change cores_percent',
+        )
     resources = {HAMI_VGPU: 1}
     if cap_mib is not None:
         resources[HAMI_MEMORY] = cap_mib
     if cores is not None:
         resources[HAMI_CORES] = cores
     return resources, "memory-limited"
+
+
+def _memory_cap_mib(
+    errs: FieldErrors,
+    p: str,
+    d: Mapping[str, Any],
+    *,
+    gpu_memory: str | None,
+    memory_cap: str | None,
+) -> int | None:
+    """A fraction's memory cap in MiB (HAMi's unit), checked against its GPU's memory."""
+    if memory_cap is None:
+        if "memory_cap" not in d:
+            errs.add(
+                key_path(p, "memory_cap"),
+                'is required for a fraction offering: its hard GPU memory limit, e.g. "5632Mi"',
+            )
+        return None
+    cap = parse_quantity(memory_cap)
+    if cap % _MIB:
+        errs.add(
+            key_path(p, "memory_cap"),
+            f"HAMi counts {HAMI_MEMORY} in whole MiB: {memory_cap!r} is not; use a multiple "
+            'of 1Mi such as "5632Mi"',
+        )
+        return None
+    if gpu_memory is not None and cap > parse_quantity(gpu_memory):
+        errs.add(
+            key_path(p, "memory_cap"),
+            f"{memory_cap} is more than the GPU's memory (gpu_memory: {gpu_memory}): lower "
+            "memory_cap, or correct gpu_memory if the GPU is larger",
+        )
+        return None
+    return int(cap // _MIB)
 
 
 def _pod_annotations(errs: FieldErrors, path: str, data: Mapping[str, Any]) -> dict[str, str]:
@@ -881,13 +904,7 @@ def _read_transformations(
             continue
         before = len(errs.items)
         unknown_keys(errs, p, d, _TRANSFORMATION_KEYS)
-        name = read_str(errs, p, d, "input", required=True)
-        if name is not None and not is_qualified_name(name):
-            errs.add(key_path(p, "input"), f"{name!r} is not a resource name")
-        elif name is not None and name in seen:
-            errs.add(key_path(p, "input"), f"{name} is already transformed at {seen[name]}")
-        elif name is not None:
-            seen[name] = p
+        name = _transformation_input(errs, p, d, seen)
         strategy = read_str(errs, p, d, "strategy", default="Retain") or "Retain"
         if strategy not in _STRATEGIES:
             errs.add(key_path(p, "strategy"), f"must be Retain or Replace, not {strategy!r}")
@@ -900,20 +917,7 @@ def _read_transformations(
                 "must be Replace with multiplyBy: Kueue before v0.19 keeps the multiplied amount "
                 "under a retained input, so the quota would differ by Kueue version",
             )
-        outputs: dict[str, Fraction] = {}
-        for op, out_name, factor in read_entries(errs, p, d, "outputs"):
-            if not isinstance(out_name, str) or not is_qualified_name(out_name):
-                errs.add(op, "is not a resource name (such as nvidia.com/total-gpumem)")
-                continue
-            try:
-                amount = parse_quantity(factor)
-            except QuantityError:
-                errs.add(op, f'must be a quantity per unit of input such as "1", not {factor!r}')
-                continue
-            if amount <= 0:
-                errs.add(op, f"must be more than 0, not {factor!r}")
-                continue
-            outputs[out_name] = amount
+        outputs = _transformation_outputs(errs, p, d)
         if not outputs and strategy == "Replace" and "outputs" not in d:
             errs.add(
                 key_path(p, "outputs"),
@@ -922,6 +926,40 @@ def _read_transformations(
         if len(errs.items) == before and name is not None:
             out.append(ResourceTransformation(name, outputs, strategy, multiply_by))
     return out
+
+
+def _transformation_input(
+    errs: FieldErrors, p: str, d: Mapping[str, Any], seen: dict[str, str]
+) -> str | None:
+    """A transformation's ``input`` resource, transformed once across the catalog (``seen``:
+    each input's path so far)."""
+    name = read_str(errs, p, d, "input", required=True)
+    if name is not None and not is_qualified_name(name):
+        errs.add(key_path(p, "input"), f"{name!r} is not a resource name")
+    elif name is not None and name in seen:
+        errs.add(key_path(p, "input"), f"{name} is already transformed at {seen[name]}")
+    elif name is not None:
+        seen[name] = p
+    return name
+
+
+def _transformation_outputs(errs: FieldErrors, p: str, d: Mapping[str, Any]) -> dict[str, Fraction]:
+    """A transformation's ``outputs``: resource name → amount per unit of input."""
+    outputs: dict[str, Fraction] = {}
+    for op, out_name, factor in read_entries(errs, p, d, "outputs"):
+        if not isinstance(out_name, str) or not is_qualified_name(out_name):
+            errs.add(op, "is not a resource name (such as nvidia.com/total-gpumem)")
+            continue
+        try:
+            amount = parse_quantity(factor)
+        except QuantityError:
+            errs.add(op, f'must be a quantity per unit of input such as "1", not {factor!r}')
+            continue
+        if amount <= 0:
+            errs.add(op, f"must be more than 0, not {factor!r}")
+            continue
+        outputs[out_name] = amount
+    return outputs
 
 
 def _check_fraction_transformations(

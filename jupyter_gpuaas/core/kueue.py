@@ -112,7 +112,7 @@ def parse_quantity(value: object) -> Fraction:
     non-finite floats included), and for an amount beyond int64 ("too large"), decided from
     the exponent before any arithmetic.
     """
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise QuantityError(f"{value!r} is not a quantity")
     if isinstance(value, int):
         return _bounded(Fraction(value), value)
@@ -120,10 +120,13 @@ def parse_quantity(value: object) -> Fraction:
         if not math.isfinite(value):
             raise QuantityError(f"{value!r} is not a quantity")
         return _bounded(Fraction(value).limit_denominator(10**9), value)
-    if not isinstance(value, str):
-        raise QuantityError(f"{value!r} is not a quantity")
     if value.isdigit() and value.isascii() and len(value) <= _MAX_DIGITS:  # the common case, fast
         return _bounded(Fraction(int(value)), value)
+    return _parse_quantity_text(value)
+
+
+def _parse_quantity_text(value: str) -> Fraction:
+    """:func:`parse_quantity` of a string with a sign, a fraction, a suffix or an exponent."""
     match = _QUANTITY_RE.fullmatch(value.strip())
     if not match:
         raise QuantityError(f"{_shown(value)} is not a quantity (e.g. 1, 500m, 8Gi)")
@@ -132,14 +135,7 @@ def parse_quantity(value: object) -> Fraction:
     significant = (whole + frac).lstrip("0")
     if not significant.rstrip("0"):
         return Fraction(0)
-    suffix = match["suffix"] or ""
-    multiplier = _BINARY.get(suffix, 1)
-    if suffix in _BINARY:
-        exponent = 0
-    elif suffix in _DECIMAL_EXPONENT:
-        exponent = _DECIMAL_EXPONENT[suffix]
-    else:  # e/E: an exponent of more than 6 digits is far out of range either way
-        exponent = int(suffix[1:]) if len(suffix) <= 8 else (-1 if "-" in suffix else 1) * 10**7
+    multiplier, exponent = _suffix_scale(match["suffix"] or "")
     # value = sign × digits × 10^exponent × multiplier, with digits' trailing zeros moved into
     # the exponent: its size is known before it is computed.
     digits = significant.rstrip("0")
@@ -152,6 +148,17 @@ def parse_quantity(value: object) -> Fraction:
         return sign * _NANO
     amount = Fraction(int(digits) * multiplier) * Fraction(10) ** exponent
     return sign * _bounded(math.ceil(amount / _NANO) * _NANO, value)
+
+
+def _suffix_scale(suffix: str) -> tuple[int, int]:
+    """A quantity suffix as (binary multiplier, decimal exponent): ``Ki`` (1024, 0), ``m``
+    (1, -3), ``e6`` (1, 6)."""
+    if suffix in _BINARY:
+        return _BINARY[suffix], 0
+    if suffix in _DECIMAL_EXPONENT:
+        return 1, _DECIMAL_EXPONENT[suffix]
+    # e/E: an exponent of more than 6 digits is far out of range either way
+    return 1, int(suffix[1:]) if len(suffix) <= 8 else (-1 if "-" in suffix else 1) * 10**7
 
 
 def _bounded(amount: Fraction, value: object) -> Fraction:

@@ -142,25 +142,29 @@ def _json_too_deep_at(text: str, max_depth: int) -> list[str | int]:
         tok = match.group()
         if tok in "[{":
             if len(stack) >= max_depth:
-                return [seg for _, seg, _ in stack]
+                break
             stack.append(["[", 0, False] if tok == "[" else ["{", "", True])
-        elif tok in "]}":
-            if stack:
-                stack.pop()
-        elif tok == ",":
-            if stack and stack[-1][0] == "[":
-                stack[-1][1] += 1
-            elif stack:
-                stack[-1][2] = True
-        elif tok == ":":
-            if stack:
-                stack[-1][2] = False
-        elif stack and stack[-1][0] == "{" and stack[-1][2]:
-            try:
-                stack[-1][1] = str(json.loads(tok))
-            except ValueError:
-                stack[-1][1] = tok[1:-1]
+        elif stack:
+            _json_step(stack[-1], tok, stack)
     return [seg for _, seg, _ in stack]
+
+
+def _json_step(top: list[Any], tok: str, stack: list[list[Any]]) -> None:
+    """Follow one token other than an opening bracket in the innermost container ``top``."""
+    if tok in "]}":
+        stack.pop()
+    elif tok == ",":
+        if top[0] == "[":
+            top[1] += 1
+        else:
+            top[2] = True
+    elif tok == ":":
+        top[2] = False
+    elif top[0] == "{" and top[2]:
+        try:
+            top[1] = str(json.loads(tok))
+        except ValueError:
+            top[1] = tok[1:-1]
 
 
 def _no_constant(name: str) -> float:

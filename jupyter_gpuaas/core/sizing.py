@@ -33,7 +33,7 @@ headroom "available now" or "by borrowing"; ``None``: not known, nothing is said
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -187,28 +187,14 @@ def advise(
         return starts_now is None or offering.slug in starts_now
 
     peaks = list(peaks_mib)
-    by_slug = {o.slug: o for o in offerings}
     sized = [(m, o) for o in offerings if (m := offering_memory(o)) is not None]
     if not peaks:
+        by_slug = {o.slug: o for o in offerings}
         usual = by_slug.get(last or "") or by_slug.get(default)
         if usual is None:
             return None
         named = "your last choice" if usual.slug == last else "your team's usual choice"
-        if starts(usual):
-            return Advice(usual.slug, f"No GPU use measured yet: {named}.", False)
-        floor = offering_memory(usual)
-        larger = [o for _, o in _ranked(sized, floor) if starts(o)] if floor is not None else []
-        if larger:
-            why = (
-                f"No GPU use measured yet. {named.capitalize()}, {usual.display_name}, would "
-                f"queue; {larger[0].display_name}, at least as large, starts now."
-            )
-            return Advice(larger[0].slug, why, False)
-        why = (
-            f"No GPU use measured yet: {named}. "
-            "It would queue: nothing at least as large starts now."
-        )
-        return Advice(usual.slug, why, False, queues=True)
+        return _advise_unmeasured(usual, named, sized, starts)
     top = max(peaks) * _MIB
     cpu = next((o for o in offerings if o.kind == "cpu"), None)
     if top == 0 and cpu is not None:
@@ -241,6 +227,28 @@ def advise(
 
 
 _NONE_NOW = "nothing that fits starts now"
+
+
+def _advise_unmeasured(
+    usual: Offering,
+    named: str,
+    sized: Sequence[tuple[int, Offering]],
+    starts: Callable[[Offering], bool],
+) -> Advice:
+    """Nothing measured yet: the ``usual`` choice (``named`` so), or the smallest at least as
+    large that starts now where it would queue."""
+    if starts(usual):
+        return Advice(usual.slug, f"No GPU use measured yet: {named}.", False)
+    floor = offering_memory(usual)
+    larger = [o for _, o in _ranked(sized, floor) if starts(o)] if floor is not None else []
+    if larger:
+        why = (
+            f"No GPU use measured yet. {named.capitalize()}, {usual.display_name}, would "
+            f"queue; {larger[0].display_name}, at least as large, starts now."
+        )
+        return Advice(larger[0].slug, why, False)
+    why = f"No GPU use measured yet: {named}. It would queue: nothing at least as large starts now."
+    return Advice(usual.slug, why, False, queues=True)
 
 
 def history_from_configmap(data: Mapping[str, Any] | None) -> tuple[PeakHistory, list[str]]:
