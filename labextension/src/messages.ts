@@ -26,8 +26,10 @@ export const MESSAGES = {
   'warn.titleDryRun': '{Holding} would be freed at {time} ({countdown}): a trial, nothing stops',
   'warn.reasonFallback': 'Queued work needs what it holds.',
   'warn.loss':
-    'The server will be stopped: open documents are saved first, but running kernels and ' +
-    'their state (variables, GPU memory) are lost. Your files stay.',
+    'The server will be stopped: open documents are saved first. Running kernels stop; where ' +
+    'this server keeps kernel state, each idle kernel saves its variables and they come back ' +
+    'when you open its notebook again (a notice names any that could not be saved). GPU ' +
+    'memory is freed. Your files stay.',
   'warn.details': 'Details',
   'warn.keepButton': 'Keep my GPU ({left} left)',
   'warn.toast':
@@ -87,7 +89,9 @@ export const MESSAGES = {
   // The old tab, once the server was stopped after the warning it showed.
   'stopped.title': 'Your server was stopped',
   'stopped.when': 'It was stopped at about {time} ({ago}) to free {holding} {purpose}.',
-  'stopped.kept': 'Your files are kept; running kernels and their variables were lost.',
+  'stopped.kept':
+    'Your files are kept. Running kernels stopped: the variables they could save come back ' +
+    'when you open each notebook again, and a notice there says which did not.',
   'stopped.hub': "To go on, start your server again from the hub's home page.",
   'stopped.hubLink': "hub's home page",
   'stopped.noHub': 'To go on, start your server again.',
@@ -271,9 +275,10 @@ export const MESSAGES = {
   'resize.sized': '{title} ({memory})',
   'resize.text':
     'Every open notebook and file is saved, then this server stops and starts again on ' +
-    '{next} instead of {current}, with the same home folder. Running kernels stop: their ' +
-    'variables are lost, so re-run what you need.{wait} JupyterLab opens again when the ' +
-    'server is up.',
+    '{next} instead of {current}, with the same home folder. Running kernels stop; where ' +
+    'this server keeps kernel state, each idle kernel saves its variables first and they come ' +
+    'back when you open its notebook again (a notice names any that could not be saved: ' +
+    're-run what made those).{wait} JupyterLab opens again when the server is up.',
   'resize.wait': ' It may have to wait for a GPU ({why}); the page shows its place in the queue.',
   'resize.saving': 'Saving your documents…',
   'resize.notMoved': 'Not moved',

@@ -17,6 +17,7 @@ import {
   EMPTY_STATE,
   type IReclaimState,
   isServerGone,
+  lostToReclaim,
   noteWords,
   prefixedTitle,
   stoppedWords,
@@ -160,7 +161,11 @@ describe('the old tab after the stop', () => {
       words.when,
       `It was stopped at about ${time} (12 min ago) to free this MIG slice for queued work.`
     );
-    assert.equal(words.kept, 'Your files are kept; running kernels and their variables were lost.');
+    assert.equal(
+      words.kept,
+      'Your files are kept. Running kernels stopped: the variables they could save come back ' +
+        'when you open each notebook again, and a notice there says which did not.'
+    );
     assert.equal(words.next, "To go on, start your server again from the hub's home page.");
     assert.equal(stoppedWords(state.stopped, now, null).next, 'To go on, start your server again.');
     const view = alertView(state, now, HUB);
@@ -245,5 +250,25 @@ describe('the answers to "Keep my GPU"', () => {
       'Kept.'
     );
     assert.match(noteWords({ kind: 'refused' }, T0, 0), /could not be kept/);
+  });
+});
+
+describe("JupyterLab's lost-connection dialog after a reclaim", () => {
+  test("the product's notice replaces it once the stop is due or seen", () => {
+    const late = Date.parse('2026-12-03T14:04:05Z');
+    assert.equal(lostToReclaim(withFailure(warned(), { status: 424 }, late), late), true);
+    // the stop under way: the deadline near or past, the poll not failed yet
+    assert.equal(lostToReclaim(warned(), Date.parse('2026-12-03T14:03:40Z')), true);
+    assert.equal(lostToReclaim(warned(), late), true);
+  });
+
+  test("JupyterLab's dialog stays for any other lost connection", () => {
+    assert.equal(lostToReclaim(EMPTY_STATE, T0), false);
+    // minutes before the deadline: not the reclaim (the network, a restart by hand)
+    assert.equal(lostToReclaim(warned(), T0), false);
+    assert.equal(
+      lostToReclaim(warned({ dry_run: true }), Date.parse('2026-12-03T14:05:00Z')),
+      false
+    );
   });
 });

@@ -66,7 +66,8 @@ describe('the words', () => {
     assert.match(text, /^Every open notebook and file is saved/);
     assert.match(text, /Half of an L4 \(12 GiB\) instead of Quarter of an L4 \(6 GiB\)/);
     assert.match(text, /same home folder/);
-    assert.match(text, /variables are lost/);
+    assert.match(text, /each idle kernel saves its variables first/);
+    assert.doesNotMatch(text, /lost/);
     assert.doesNotMatch(text, /wait/);
   });
 
