@@ -14,6 +14,8 @@ anything: the replay calls the project's code with a simulated clock.
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpuaas_service.clients.kubernetes import KubeClient
 from gpuaas_service.metrics import Metrics
 from gpuaas_service.model.pods import PodRef
@@ -38,6 +40,7 @@ from jupyter_gpuaas.core.kueue import (
     ClusterQueueInfo,
     ResourceTransformation,
     kueue_value,
+    parse_quantity,
     read_cluster_queue,
     read_cohort,
     read_local_queue,
@@ -110,6 +113,74 @@ __all__ = [
 ]
 
 
+_READ_WORKLOAD = read_workload
+_PARSE_QUANTITY = parse_quantity
+"""The project's own readers, kept before :func:`memoise_readers` replaces them."""
+
+
 def load_catalog(path: str) -> Catalog:
     """The admin catalog file, read and checked as the spawner reads it."""
     return build_catalog([load_catalog_file(path)])
+
+
+_MEMO_LIMIT = 100_000
+"""Entries a memo of :func:`memoise_readers` keeps before it starts over."""
+_memoised = False
+
+
+def reader_originals() -> list[tuple[Any, str, Any]]:
+    """(module, name, the project's own function) for each reader :func:`memoise_readers`
+    replaces (the tests put them back)."""
+    from gpuaas_service.reclaim import gather as _gather
+    from gpuaas_service.reclaim import loop as _loop
+    from jupyter_gpuaas.core import kueue as _kueue
+
+    return [
+        (_gather, "read_workload", _READ_WORKLOAD),
+        (_loop, "read_workload", _READ_WORKLOAD),
+        (_gather, "parse_quantity", _PARSE_QUANTITY),
+        (_kueue, "parse_quantity", _PARSE_QUANTITY),
+    ]
+
+
+def memoise_readers() -> None:
+    """Make the reclaim loop's readers remember what they read, in this process (the replay's
+    worker processes): the loop re-parses every pending Workload and every quantity at each
+    30-s cycle, a good part of a reclaim rung's run. Both readers are pure, so their answers
+    are the same; only the replay's cost changes (a test checks a run's figures do not). A
+    Workload object is remembered by identity (the replay's world hands the same object out
+    until the Workload changes, and never changes one it handed out; the memo holds the
+    object, so its identity is not reused), a quantity by its type and value."""
+    global _memoised
+    if _memoised:
+        return
+    _memoised = True
+    workloads: dict[int, tuple[object, Any]] = {}
+
+    def read_workload_memo(obj: Any) -> Any:
+        hit = workloads.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        info = _READ_WORKLOAD(obj)
+        if len(workloads) >= _MEMO_LIMIT:
+            workloads.clear()
+        workloads[id(obj)] = (obj, info)
+        return info
+
+    quantities: dict[tuple[type, object], Any] = {}
+
+    def parse_quantity_memo(value: object) -> Any:
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            return _PARSE_QUANTITY(value)  # floats, and errors as the original says them
+        key = (type(value), value)
+        got = quantities.get(key)
+        if got is None:
+            got = _PARSE_QUANTITY(value)  # raises as the original does: nothing remembered
+            if len(quantities) >= _MEMO_LIMIT:
+                quantities.clear()
+            quantities[key] = got
+        return got
+
+    memo = {"read_workload": read_workload_memo, "parse_quantity": parse_quantity_memo}
+    for module, name, _original in reader_originals():
+        setattr(module, name, memo[name])

@@ -29,7 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import ladder
+from . import brain, ladder
 from .metrics import summarize
 from .organisations import OrgSpec, load
 from .run import DEFAULT_POLICY
@@ -137,12 +137,12 @@ def simulate_run(run: RunSpec, events: Any = None) -> Any:
         fractions=world.fractions,
         events=events,
         checkpoint_s=run.checkpoint_min * 60 if run.checkpoint_min > 0 else None,
-        share_steps=ladder.SHARE_STEPS if rung.placed else None,
+        share_steps=ladder.SHARE_STEPS if rung.shares else None,
         advice=rung.placed,
         history=ladder.warm_history(spec, trace) if rung.placed else None,
         throttle=run.throttle,
         kept=run.kept if rung.kept else None,
-        cards_per_node=None if rung.shares and not rung.placed else cards_per_node(spec),
+        cards_per_node=cards_per_node(spec),
         run_info={
             "org": spec.name,
             "rung": run.rung,
@@ -155,7 +155,7 @@ def simulate_run(run: RunSpec, events: Any = None) -> Any:
 
 def cards_per_node(spec: OrgSpec) -> dict[str, int]:
     """The GPUs of a node of each training pool (its flavor): the scheduler places a pod's
-    GPUs on one node (L2o alone takes quota as placement)."""
+    GPUs on one node, on every rung."""
     return {p.name: p.gpus_per_node for p in spec.training_pools}
 
 
@@ -211,7 +211,7 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     if _POOL and _POOL[0][0] != workers:
         close_pool()
     if not _POOL:
-        _POOL.append((workers, ProcessPoolExecutor(workers)))
+        _POOL.append((workers, ProcessPoolExecutor(workers, initializer=brain.memoise_readers)))
     return _POOL[0][1]
 
 
@@ -236,6 +236,7 @@ def run_many(runs: Sequence[RunSpec], workers: int) -> list[dict[str, Any]]:
             todo.setdefault(key, run)
     order = sorted(todo, key=lambda k: -_cost(todo[k]))
     if workers <= 1 or len(order) <= 1:
+        brain.memoise_readers()
         results = [run_one(todo[k]) for k in order]
     else:
         results = list(_pool(workers).map(run_one, [todo[k] for k in order], chunksize=1))

@@ -3,7 +3,7 @@
 On a realistic organisation (``--org dgx-4``, the default; any file of benchmarks/replay/orgs/
 or a path) it runs the ladder of what teams run and writes docs/replay.md:
 
-    python -m benchmarks replay                      # dgx-4, all rungs, 20 seeds, the page
+    python -m benchmarks replay                      # dgx-4, all rungs, 10 seeds, the page
     python -m benchmarks replay --org dgx-8 --rungs B1,L1i,L1g,L2,L3 --no-docs
     python -m benchmarks replay --quick --no-docs    # 3 seeds, half a day: a first look
     python -m benchmarks replay --users-per-gpu 2 --memory-median 16 --no-docs
@@ -61,7 +61,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         " (default dgx-4)",
     )
     ap.add_argument(
-        "--seeds", type=int, default=None, help="seeds 1..N (default 20; 5 for --org sample)"
+        "--seeds", type=int, default=None, help="seeds 1..N (default 10; 5 for --org sample)"
     )
     ap.add_argument(
         "--seed",

@@ -34,8 +34,9 @@ Lb    the bound of any notebook-side lever: L1 with a notebook holding a whole G
       a cell runs on it (NotebookOS's "GPU only during cell execution"), no restore cost
 F0    the training-alone floor: L1 with the notebook sessions removed (what training's own
       demand needs at its service level)
-L2o   L2 idealised: every session on the share its own need fits, placement ignored (quota
-      only): the bound of the lever, to show what advice and placement cost
+L2o   L2 idealised: every session on the share its own need fits (no advice),
+      placed on cards and nodes as L2's are: what the advice costs (it took quota as
+      placement until it ran below the training-alone floor, which no rung can)
 ====  =========================================================================================
 
 Every rung but B0 splits each team's GPUs between a notebook queue and a training queue (in a
@@ -120,8 +121,8 @@ class Rung:
     shares: bool
     text: str
     placed: bool = False
-    """Shares sized by the product's advice and placed on cards (``False`` on a shares rung:
-    idealised, each session's own need, quota only)."""
+    """Shares sized by the product's advice (``False`` on a shares rung: idealised, each
+    session on the share its own need fits). Every rung places on cards and nodes."""
     kept: bool = False
     """Kernel state kept through stops (L4)."""
     notebooks: bool = True
@@ -164,7 +165,7 @@ RUNGS: dict[str, Rung] = {
             True,
             True,
         ),
-        Rung("L2o", "org-cohort", "none", True, "L2 idealised: own need, no placement"),
+        Rung("L2o", "org-cohort", "none", True, "L2 idealised: each session on its need's share"),
         Rung("Lb", "org-cohort", "oracle", False, "bound: a GPU only while a cell runs"),
         Rung("F0", "org-cohort", "none", False, "floor: training alone", notebooks=False),
     )

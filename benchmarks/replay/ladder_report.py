@@ -40,6 +40,10 @@ that ``--events --rung R --size N`` replays a rung as the page sized it."""
 BASELINES = ("B0", "B1", "B1o", "L1c")
 """The multipliers' baselines: per-user reservations, the two partitions (per team and
 organisation-wide) and the best open stack (L1c)."""
+DEFAULT_SEEDS = 10
+"""The ladder's seeds by default: with 20 the reclaim rungs' runs (the product's own loop every
+30 s of two simulated days, 3-6 s of CPU each) would take the command to about 45 min on the
+project's 2 cores, beyond its 20-min budget; ``--seeds 20`` for narrower intervals."""
 QUICK = {"seeds": 3, "days": 0.5, "burn_in_h": 12.0, "resamples": 200}
 QUICK_TIMEOUTS_MIN = (60.0, 120.0, 240.0)
 """``--quick``'s idle-culler timeouts for L1c (the grid's every other point); ``--quick`` also
@@ -477,7 +481,16 @@ def model_rows(kept: KeptState) -> tuple[ModelRow, ...]:
             "L4",
             (("kept", replace(kept, snapshot_s=0.0, restore_s=0.0)),),
         ),
+        ModelRow(
+            PEAK_ADVICE,
+            "L4",
+            (("kept", replace(kept, advice_from_need=not kept.advice_from_need)),),
+        ),
     )
+
+
+PEAK_ADVICE = "advice from the largest of the last peaks × 1.25 (L3's rule)"
+"""The model row of L4 with the other advice rule (the issue asks the replay to choose)."""
 
 
 UNSAVEABLE_SWEEP = (0.0, 0.25, 0.5)
@@ -546,6 +559,63 @@ def model_table(
             f" {_multiplier(m)} | {_fmt(lost, 'num')} | {_fmt(restore, 'num')} |"
         )
     return "\n".join(lines), out
+
+
+def advice_choice(
+    searches: Mapping[str, Search],
+    models: Sequence[ModelResult],
+    levels: Levels,
+    kept: KeptState,
+    resamples: int,
+) -> str:
+    """Which size-advice rule the replay chooses for L4: from the need (the median of the last
+    peaks × the headroom) or from the largest (L3's, the form's today): the one that needs
+    fewer GPUs on every level, with the paired interval of the two on the model rows' seeds,
+    and each rule's advised share ÷ the share the need fits, ways up and lost sessions."""
+    row = next((r for r in models if r.row.label == PEAK_ADVICE), None)
+    if row is None or "L4" not in searches:
+        return "(not run: the model rows or L4 left out)"
+    seeds = len(next(iter(next(iter(row.search.sizes.values())).values())))
+    full = levels.limits()
+    ladder_l4 = _first_seeds(searches["L4"], seeds)
+    need_name = "from the need" if kept.advice_from_need else "from the largest peak"
+    peak_name = "from the largest peak" if kept.advice_from_need else "from the need"
+    (m,) = [
+        x
+        for x in capacity.bootstrap(
+            {"other": row.search, "ladder": ladder_l4}, ["other"], seeds, full, resamples=resamples
+        )
+        if x.rung == "ladder"
+    ]
+    lines = [
+        "| L4's advice | GPUs meeting all levels | advised ÷ need-fit share | ways up per 100"
+        " session-h | state lost per 100 session-h |",
+        "|---|---|---|---|---|",
+    ]
+    caps = {}
+    for name, search in ((need_name, ladder_l4), (peak_name, row.search)):
+        caps[name] = search.capacity(full)
+        cells = [_fmt(caps[name], "num")]
+        for key in ("advice_oversize", "ways_up_per_100h", "interrupted_per_100h"):
+            cells.append(_fmt(_mean_at_own_size(search, levels, key), "num"))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    finite = {k: v for k, v in caps.items() if math.isfinite(v)}
+    if not finite:
+        verdict = "Neither rule meets every level at a size run: the replay chooses none."
+    else:
+        best = min(finite, key=lambda k: finite[k])
+        told = m.low > 1.0 or m.high < 1.0
+        verdict = (
+            f"The replay chooses the advice **{best}**: the ladder's rule against the other,"
+            f" {_multiplier(m)} ({seeds} seeds)"
+            + (
+                "."
+                if told
+                else "; the seeds cannot tell the two apart, so the choice rests on the point"
+                " estimates."
+            )
+        )
+    return "\n".join(lines) + "\n\n" + verdict
 
 
 def _first_seeds(search: Search, n: int) -> Search:
@@ -1172,7 +1242,7 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         args.days = QUICK["days"]
         args.burn_in_h = args.burn_in_h or QUICK["burn_in_h"]
         args.resamples = QUICK["resamples"]
-    seeds = args.seed or list(range(1, (args.seeds or 20) + 1))
+    seeds = args.seed or list(range(1, (args.seeds or DEFAULT_SEEDS) + 1))
     rung_names = [r.strip() for r in args.rungs.split(",") if r.strip()]
     try:
         ladder.rungs(rung_names)
@@ -1247,6 +1317,7 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "multipliers_relaxed": multiplier_table(searches, relaxed),
         "at_size": at_size_table(searches, levels),
         "goals": goals_section(searches, multipliers, relaxed, levels, models, base.kept),
+        "advice": advice_choice(searches, models, levels, base.kept, args.resamples),
         "search": search_table(searches, levels),
     }
     svgs = figures.ladder_figures(
@@ -1274,6 +1345,7 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         ("Multipliers, training and spawn levels only", "multipliers_relaxed"),
         ("Each rung at its own service-level size", "at_size"),
         ("The goals", "goals"),
+        ("The size advice's rule", "advice"),
         ("Sizes searched", "search"),
         ("Sensitivity", "sweep"),
         ("The dual: the demand the organisation's cluster serves", "dual"),

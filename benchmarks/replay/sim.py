@@ -301,8 +301,8 @@ class Simulation:
         """When a share's compute is held to its share (HAMi's ``gpucores``): ``contended``,
         only while another container on its card is busy (HAMi's default: its core limit
         is enforced when the card is shared by active work); ``always`` (a sensitivity).
-        Without cards (L2o: quota as placement) nothing is known to share the card, so
-        ``contended`` never throttles there."""
+        Without cards nothing is known to share the card, so ``contended`` never throttles
+        there."""
         self.history = history or brain.PeakHistory({})
         """The peaks of every user's recent sessions, as the service keeps them (``history``:
         what it holds when the trace begins)."""

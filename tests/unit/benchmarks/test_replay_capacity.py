@@ -618,6 +618,33 @@ def test_the_goals_say_whether_l4_meets_them_and_name_the_cost_responsible() -> 
     assert "the bound (Lb) 100%" in gap  # F0 and Lb both meet at the smallest size run
 
 
+def test_the_replay_chooses_the_advice_rule_that_needs_fewer_gpus() -> None:
+    """L4 advises from the need on the ladder; its model row with the largest peak × 1.25
+    needs more GPUs here: the page chooses the need, with the paired interval; the other way
+    round it chooses the peak."""
+    from benchmarks.replay.ladder_report import (
+        PEAK_ADVICE,
+        ModelResult,
+        ModelRow,
+        advice_choice,
+    )
+    from benchmarks.replay.sim import KeptState
+
+    def peak(gpus: int) -> ModelResult:
+        search = _rung("L4", gpus, 0.4, advice_oversize=2.9, ways_up_per_100h=0.1)
+        return ModelResult(ModelRow(PEAK_ADVICE, "L4", ()), search, None, 0.4)
+
+    ladder_ = {"L4": _rung("L4", 29, 0.5, advice_oversize=1.4, ways_up_per_100h=2.0)}
+    need = advice_choice(ladder_, [peak(32)], LEVELS, KeptState(), 200)
+    assert "| from the need | 29.0 | 1.40 | 2.00 | 0.50 |" in need
+    assert "| from the largest peak | 32.0 | 2.90 | 0.10 | 0.40 |" in need
+    assert "The replay chooses the advice **from the need**" in need
+    assert "**1.10×** [1.10–1.10] (4 seeds)." in need  # the peak's GPUs ÷ the need's
+    worse = advice_choice(ladder_, [peak(26)], LEVELS, KeptState(), 200)
+    assert "The replay chooses the advice **from the largest peak**" in worse
+    assert "(not run" in advice_choice(ladder_, [], LEVELS, KeptState(), 200)
+
+
 def test_the_duals_multipliers_divide_demands_served_rung_by_baseline() -> None:
     """L2 serves 1× the organisation's demand, B1 0.5×: L2 serves 2× B1's. Where a resample of
     B1 serves less than the grid's least demand, the interval has no upper end (∞), never a

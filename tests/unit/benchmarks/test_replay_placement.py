@@ -189,3 +189,30 @@ def test_every_replayed_job_is_on_one_node(monkeypatch: pytest.MonkeyPatch) -> N
     for per_node, cards in placed:
         assert per_node == 8
         assert len({i // per_node for i in cards}) == 1, cards
+
+
+def test_l2o_places_jobs_on_nodes_and_shares_on_cards(monkeypatch: pytest.MonkeyPatch) -> None:
+    """L2o (each session on its own need's share) is placed as L2 is: a Job's GPUs on one
+    node, shares on cards. Taking quota as placement, it needed fewer GPUs than the
+    training-alone floor (F0), which places its Jobs on nodes."""
+    jobs: list[list[int]] = []
+    shares: list[int] = []
+    original = Cards.place
+
+    def record(self: Cards, key: str, *, share_steps: int = 0, whole: int = 0) -> bool:
+        ok = original(self, key, share_steps=share_steps, whole=whole)
+        if ok and whole > 1:
+            jobs.append([i for i, _n in self.holders[key]])
+        if ok and share_steps:
+            shares.append(share_steps)
+        return ok
+
+    monkeypatch.setattr(Cards, "place", record)
+    from benchmarks.replay import capacity
+
+    run = capacity.RunSpec(org="dgx-4", rung="L2o", gpus=20, seed=5, days=0.5, burn_in_h=12.0)
+    assert capacity.run_one(run)["jobs"] > 0
+    assert shares, "no share placed on a card"
+    assert any(len(cards) >= 4 for cards in jobs)
+    for cards in jobs:
+        assert len({i // 8 for i in cards}) == 1, cards

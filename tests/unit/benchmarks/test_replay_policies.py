@@ -4,6 +4,7 @@ changes nothing."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,20 @@ def test_the_page_names_its_command_without_the_worker_count() -> None:
     assert page_command(["--json", "/tmp/x.json", "--quick", "--json=y"]) == (
         "python -m benchmarks replay --quick"
     )
+
+
+def test_memoised_readers_change_no_figure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replay's workers remember the reclaim loop's parsed Workloads and quantities
+    (brain.memoise_readers): a reclaim rung's run gives the same figures with and without."""
+    from benchmarks.replay import capacity
+
+    for module, name, original in brain.reader_originals():
+        monkeypatch.setattr(module, name, original)
+    monkeypatch.setattr(brain, "_memoised", False)
+    run = capacity.RunSpec(org="dgx-4", rung="L3", gpus=18, seed=5, days=0.25, burn_in_h=12.0)
+    plain = capacity.run_one(run)
+    assert plain["reclaims_per_100h"] > 0, "the loop reclaimed nothing: the check would be empty"
+    brain.memoise_readers()
+    assert all(getattr(m, n) is not f for m, n, f in brain.reader_originals())
+    same = json.dumps(capacity.run_one(run), sort_keys=True, default=str)  # nan == nan
+    assert same == json.dumps(plain, sort_keys=True, default=str)
