@@ -256,46 +256,53 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.mig_advice:
             return _mig_advice(args.mig_advice, args.pods, as_json=args.json)
-        if not args.policy:
-            parser.error("--explain needs --policy FILE")
-        if not args.snapshot:
-            parser.error(
-                "--explain needs --snapshot FILE: reading the live hub and cluster is not"
-                " implemented yet"
-            )
-        now: datetime | None = None
-        if args.now:
-            now = parse_time(args.now)
-            if now is None:
-                parser.error(f"--now: {args.now!r} is not an ISO 8601 time")
-        policies = _load_policy(args.policy, known)
-        try:
-            snap = load_snapshot_file(args.snapshot, policies, now=now)
-        except SnapshotError as e:
-            raise _Invalid(
-                f"{args.snapshot}: {len(e.errors)} problem(s) in the snapshot",
-                [str(err) for err in e.errors],
-            ) from e
-        plan = decide(
-            snap.workbenches,
-            snap.pending,
-            policies,
-            now=snap.now,
-            handoffs=snap.handoffs,
-            dry_run=args.dry_run,
-            waits=snap.waits,
-        )
-        if args.json:
-            for d in plan.decisions:
-                sys.stdout.write(json.dumps(d.log_record(plan.now), sort_keys=True) + "\n")
-        else:
-            sys.stdout.write(explain(plan, source=args.snapshot))
-        return 0
+        return _explain(parser, args, known)
     except _Invalid as e:
         sys.stderr.write(f"{e.title}:\n")
         for problem in e.problems:
             sys.stderr.write(f"  {problem}\n")
         return EXIT_INVALID
+
+
+def _explain(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, known: list[str] | None
+) -> int:
+    """``--explain``: the plan for a snapshot of the loop's inputs, as text or JSON lines."""
+    if not args.policy:
+        parser.error("--explain needs --policy FILE")
+    if not args.snapshot:
+        parser.error(
+            "--explain needs --snapshot FILE: reading the live hub and cluster is not"
+            " implemented yet"
+        )
+    now: datetime | None = None
+    if args.now:
+        now = parse_time(args.now)
+        if now is None:
+            parser.error(f"--now: {args.now!r} is not an ISO 8601 time")
+    policies = _load_policy(args.policy, known)
+    try:
+        snap = load_snapshot_file(args.snapshot, policies, now=now)
+    except SnapshotError as e:
+        raise _Invalid(
+            f"{args.snapshot}: {len(e.errors)} problem(s) in the snapshot",
+            [str(err) for err in e.errors],
+        ) from e
+    plan = decide(
+        snap.workbenches,
+        snap.pending,
+        policies,
+        now=snap.now,
+        handoffs=snap.handoffs,
+        dry_run=args.dry_run,
+        waits=snap.waits,
+    )
+    if args.json:
+        for d in plan.decisions:
+            sys.stdout.write(json.dumps(d.log_record(plan.now), sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(explain(plan, source=args.snapshot))
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

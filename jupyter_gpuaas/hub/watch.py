@@ -355,66 +355,15 @@ class WatchedKueueView:
         self._state = None
 
     async def _watch(self, plural: str, namespace: str | None) -> None:
-        from kubernetes_asyncio import watch
-
+        """List, then follow the changes, for as long as the watcher runs; list again after
+        an error or a watch that ends (a 410 Gone), backing off after a failure."""
         name = self._store_name(plural, namespace)
         retryable = _retryable()
         backoff = 1.0
         while True:
             try:
-                if namespace:
-                    listing = await self._api.list_namespaced_custom_object(
-                        GROUP,
-                        self.api_version,
-                        namespace,
-                        plural,
-                        _request_timeout=self.request_timeout,
-                    )
-                else:
-                    listing = await self._api.list_cluster_custom_object(
-                        GROUP, self.api_version, plural, _request_timeout=self.request_timeout
-                    )
-                items = {_key(o): o for o in listing.get("items") or []}
-                self._stores[name] = items
-                if plural == "workloads":
-                    for obj in items.values():
-                        self._changed(name, obj)
-                self._synced.add(name)
-                self._heard[name] = self.clock()
-                self._changed(name)
-                if self._expected <= self._synced:
-                    self._first_sync.set()
-                version = (listing.get("metadata") or {}).get("resourceVersion")
-                args = (
-                    (GROUP, self.api_version, namespace, plural)
-                    if namespace
-                    else (GROUP, self.api_version, plural)
-                )
-                func = (
-                    self._api.list_namespaced_custom_object
-                    if namespace
-                    else self._api.list_cluster_custom_object
-                )
-                async with watch.Watch().stream(
-                    func,
-                    *args,
-                    resource_version=version,
-                    timeout_seconds=int(self.resync_period),
-                    allow_watch_bookmarks=True,
-                    # client side too: a connection that went silent is given up, not awaited
-                    _request_timeout=self.resync_period + self.request_timeout,
-                ) as stream:
-                    async for event in stream:
-                        self._heard[name] = self.clock()
-                        kind, obj = event.get("type"), event.get("raw_object") or {}
-                        if kind in ("ADDED", "MODIFIED"):
-                            self._stores[name][_key(obj)] = obj
-                            self._changed(name, obj)
-                        elif kind == "DELETED":
-                            self._stores[name].pop(_key(obj), None)
-                            self._changed(name, obj, deleted=True)
-                        elif kind == "ERROR":
-                            break  # e.g. 410 Gone: list again
+                version = await self._list(name, plural, namespace)
+                await self._follow(name, plural, namespace, version)
                 backoff = 1.0
             except asyncio.CancelledError:
                 raise
@@ -424,6 +373,61 @@ class WatchedKueueView:
                 )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 60.0)
+
+    def _lister(self, plural: str, namespace: str | None) -> tuple[Any, tuple[Any, ...]]:
+        """The client's list function for ``plural`` (in ``namespace``, else cluster-wide) and
+        its positional arguments."""
+        if namespace:
+            return (
+                self._api.list_namespaced_custom_object,
+                (GROUP, self.api_version, namespace, plural),
+            )
+        return self._api.list_cluster_custom_object, (GROUP, self.api_version, plural)
+
+    async def _list(self, name: str, plural: str, namespace: str | None) -> str | None:
+        """Fill the store ``name`` from a list; its resourceVersion, to watch from."""
+        func, args = self._lister(plural, namespace)
+        listing = await func(*args, _request_timeout=self.request_timeout)
+        items = {_key(o): o for o in listing.get("items") or []}
+        self._stores[name] = items
+        if plural == "workloads":
+            for obj in items.values():
+                self._changed(name, obj)
+        self._synced.add(name)
+        self._heard[name] = self.clock()
+        self._changed(name)
+        if self._expected <= self._synced:
+            self._first_sync.set()
+        version: str | None = (listing.get("metadata") or {}).get("resourceVersion")
+        return version
+
+    async def _follow(
+        self, name: str, plural: str, namespace: str | None, version: str | None
+    ) -> None:
+        """Apply the watch's events to the store ``name`` until the watch ends."""
+        from kubernetes_asyncio import watch
+
+        func, args = self._lister(plural, namespace)
+        async with watch.Watch().stream(
+            func,
+            *args,
+            resource_version=version,
+            timeout_seconds=int(self.resync_period),
+            allow_watch_bookmarks=True,
+            # client side too: a connection that went silent is given up, not awaited
+            _request_timeout=self.resync_period + self.request_timeout,
+        ) as stream:
+            async for event in stream:
+                self._heard[name] = self.clock()
+                kind, obj = event.get("type"), event.get("raw_object") or {}
+                if kind in ("ADDED", "MODIFIED"):
+                    self._stores[name][_key(obj)] = obj
+                    self._changed(name, obj)
+                elif kind == "DELETED":
+                    self._stores[name].pop(_key(obj), None)
+                    self._changed(name, obj, deleted=True)
+                elif kind == "ERROR":
+                    return  # e.g. 410 Gone: list again
 
     async def _poll_visibility(self, namespace: str, local_queue: str) -> None:
         retryable = _retryable()

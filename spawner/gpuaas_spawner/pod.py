@@ -137,17 +137,7 @@ def shape_pod(
     meta["annotations"] = {**(meta.get("annotations") or {}), **settings.annotations}
 
     spec = out.setdefault("spec", {})
-    if settings.scheduler_name:
-        spec["schedulerName"] = settings.scheduler_name
-    if settings.node_selector:
-        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **settings.node_selector}
-    if settings.tolerations:
-        tolerations = list(spec.get("tolerations") or [])
-        for tol in settings.tolerations:
-            if dict(tol) not in tolerations:
-                tolerations.append(dict(tol))
-        spec["tolerations"] = tolerations
-
+    _place(spec, settings)
     c = _container(spec, container)
     if settings.image:
         c["image"] = settings.image
@@ -161,40 +151,64 @@ def shape_pod(
         resources["limits"] = {**(resources.get("limits") or {}), **settings.limits}
 
     if settings.volume_mounts:
-        paths = {m["mountPath"] for m in settings.volume_mounts}
-        names = {m["name"] for m in settings.volume_mounts}
-        base_mounts = list(c.get("volumeMounts") or [])
-        replaced = {m.get("name") for m in base_mounts if m.get("mountPath") in paths}
-        kept = [
-            m for m in base_mounts if m.get("mountPath") not in paths and m.get("name") not in names
-        ]
-        c["volumeMounts"] = kept + [dict(m) for m in settings.volume_mounts]
-        still_mounted = {
-            m.get("name")
-            for ctr in (spec.get("containers") or []) + (spec.get("initContainers") or [])
-            for m in (ctr.get("volumeMounts") or [])
-        }
-        ours = {v["name"] for v in settings.volumes}
-        volumes = [
-            v
-            for v in (spec.get("volumes") or [])
-            if v.get("name") not in ours
-            and not (v.get("name") in replaced and v.get("name") not in still_mounted)
-        ]
-        spec["volumes"] = volumes + [copy.deepcopy(dict(v)) for v in settings.volumes]
-
+        _mount_volumes(spec, c, settings)
     if settings.env:
-        env = [e for e in (c.get("env") or []) if e.get("name") not in settings.env]
-        env += [{"name": k, "value": v} for k, v in settings.env.items()]
-        if settings.image:
-            env = [
-                {"name": e["name"], "value": settings.image}
-                if e.get("name") in ("JUPYTER_IMAGE", "JUPYTER_IMAGE_SPEC")
-                else e
-                for e in env
-            ]
-        c["env"] = env
+        c["env"] = _env(c, settings)
     return out
+
+
+def _place(spec: dict[str, Any], settings: PodSettings) -> None:
+    """Where the pod may run: our scheduler, node selector and tolerations over the admin's."""
+    if settings.scheduler_name:
+        spec["schedulerName"] = settings.scheduler_name
+    if settings.node_selector:
+        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **settings.node_selector}
+    if settings.tolerations:
+        tolerations = list(spec.get("tolerations") or [])
+        for tol in settings.tolerations:
+            if dict(tol) not in tolerations:
+                tolerations.append(dict(tol))
+        spec["tolerations"] = tolerations
+
+
+def _mount_volumes(spec: dict[str, Any], c: dict[str, Any], settings: PodSettings) -> None:
+    """Our mounts replace the admin's at the same path or name; a volume only those replaced
+    mounts used goes with them."""
+    paths = {m["mountPath"] for m in settings.volume_mounts}
+    names = {m["name"] for m in settings.volume_mounts}
+    base_mounts = list(c.get("volumeMounts") or [])
+    replaced = {m.get("name") for m in base_mounts if m.get("mountPath") in paths}
+    kept = [
+        m for m in base_mounts if m.get("mountPath") not in paths and m.get("name") not in names
+    ]
+    c["volumeMounts"] = kept + [dict(m) for m in settings.volume_mounts]
+    still_mounted = {
+        m.get("name")
+        for ctr in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+        for m in (ctr.get("volumeMounts") or [])
+    }
+    ours = {v["name"] for v in settings.volumes}
+    volumes = [
+        v
+        for v in (spec.get("volumes") or [])
+        if v.get("name") not in ours
+        and not (v.get("name") in replaced and v.get("name") not in still_mounted)
+    ]
+    spec["volumes"] = volumes + [copy.deepcopy(dict(v)) for v in settings.volumes]
+
+
+def _env(c: dict[str, Any], settings: PodSettings) -> list[dict[str, Any]]:
+    """The container's env with ours set (and the image's names pointing at our image)."""
+    env = [e for e in (c.get("env") or []) if e.get("name") not in settings.env]
+    env += [{"name": k, "value": v} for k, v in settings.env.items()]
+    if settings.image:
+        env = [
+            {"name": e["name"], "value": settings.image}
+            if e.get("name") in ("JUPYTER_IMAGE", "JUPYTER_IMAGE_SPEC")
+            else e
+            for e in env
+        ]
+    return env
 
 
 # --------------------------------------------------------------------------- secrets

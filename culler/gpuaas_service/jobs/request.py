@@ -163,20 +163,7 @@ def _notebook(errs: FieldErrors, data: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _parameter_value(errs: FieldErrors, path: str, value: Any, depth: int = 0) -> None:
-    if value is None or isinstance(value, bool):
-        return
-    if isinstance(value, int):
-        if abs(value) > 2**63:
-            errs.add(path, "is too large a number")
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            errs.add(path, "must be a finite number")
-        return
-    if isinstance(value, str):
-        if len(value) > MAX_PARAMETER_TEXT:
-            errs.add(path, f"is {len(value)} characters; the most is {MAX_PARAMETER_TEXT}")
-        return
+    """A parameter's value: text, a number, true/false, null, or (at the top) a list of those."""
     if isinstance(value, list) and depth == 0:
         if len(value) > 100:
             errs.add(path, "has more than 100 items")
@@ -184,9 +171,24 @@ def _parameter_value(errs: FieldErrors, path: str, value: Any, depth: int = 0) -
         for i, item in enumerate(value):
             _parameter_value(errs, f"{path}[{i}]", item, depth + 1)
         return
-    errs.add(
-        path, f"must be text, a number, true/false, null or a list of those, not {type_name(value)}"
-    )
+    problem = _scalar_problem(value)
+    if problem:
+        errs.add(path, problem)
+
+
+def _scalar_problem(value: Any) -> str:
+    """What is wrong with a parameter's scalar value (``""``: nothing)."""
+    if value is None or isinstance(value, bool):
+        return ""
+    if isinstance(value, int):
+        return "is too large a number" if abs(value) > 2**63 else ""
+    if isinstance(value, float):
+        return "" if math.isfinite(value) else "must be a finite number"
+    if isinstance(value, str):
+        if len(value) > MAX_PARAMETER_TEXT:
+            return f"is {len(value)} characters; the most is {MAX_PARAMETER_TEXT}"
+        return ""
+    return f"must be text, a number, true/false, null or a list of those, not {type_name(value)}"
 
 
 def _parameters(errs: FieldErrors, data: Mapping[str, Any]) -> dict[str, Any]:
