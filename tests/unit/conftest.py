@@ -57,9 +57,13 @@ class Holder:
         return self.proc.pid
 
     def stop(self) -> None:
+        """Close its input (its cue to exit), wait for it and close its output: stopped twice,
+        nothing happens the second time."""
         assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
         self.proc.stdin.close()
         self.proc.wait(timeout=30)
+        self.proc.stdout.close()
 
 
 @pytest.fixture
@@ -72,5 +76,4 @@ def holder(sim_dir: Path) -> Iterator[Callable[[str, str], Holder]]:
 
     yield start
     for h in started:
-        if h.proc.poll() is None:
-            h.stop()
+        h.stop()

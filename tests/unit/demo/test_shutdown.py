@@ -109,6 +109,9 @@ def demo_in_miniature(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def test_a_second_sigterm_during_shutdown_does_not_cut_it_short(tmp_path: Path) -> None:

@@ -109,9 +109,13 @@ class Neighbour:
         assert self.proc.stdout.readline().strip() == "held"
 
     def stop(self) -> None:
+        """Close its input (its cue to exit), wait for it and close its output: stopped twice,
+        nothing happens the second time."""
         assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
         self.proc.stdin.close()
         self.proc.wait(timeout=30)
+        self.proc.stdout.close()
 
 
 @pytest.fixture
@@ -119,8 +123,7 @@ def neighbours() -> Iterator[list[Neighbour]]:
     started: list[Neighbour] = []
     yield started
     for n in started:
-        if n.proc.poll() is None:
-            n.stop()
+        n.stop()
 
 
 def reader(environ: dict[str, str], driver: DriverState | None = None) -> NvmlReader:

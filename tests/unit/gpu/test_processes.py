@@ -54,8 +54,10 @@ def test_parent_map_and_tree_of_real_processes() -> None:
         assert os.getppid() not in tree
     finally:
         assert child.stdin is not None
+        assert child.stdout is not None
         child.stdin.close()
         child.wait(timeout=30)
+        child.stdout.close()
 
 
 class KernelManager:
@@ -115,3 +117,6 @@ def test_process_table_follows_new_and_reparented_processes() -> None:
         )
     finally:
         psutil.Process(grandchild).kill()
+        child.stdin.close()
+        child.wait(timeout=30)
+        child.stdout.close()
