@@ -39,6 +39,7 @@ from devcluster.config import (
     NODES_FILE,
     REPO_ROOT,
     STAGES_FILE,
+    Ports,
     Settings,
     build_key,
     load_settings,
@@ -463,46 +464,49 @@ def render_kueue_manifests(settings: Settings, bin_dir: Path) -> str:
     )
     if proc.returncode != 0:
         raise ClusterError("kueue", f"kubectl kustomize of Kueue's config failed: {proc.stderr}")
-    ports = settings.ports
-    out: list[dict[str, Any]] = []
-
-    def fix_service_refs(node: Any) -> None:
-        if isinstance(node, dict):
-            svc = node.get("service")
-            if isinstance(svc, dict) and svc.get("name") == KUEUE_WEBHOOK_SERVICE:
-                svc["port"] = ports.kueue_webhook
-            for value in node.values():
-                fix_service_refs(value)
-        elif isinstance(node, list):
-            for value in node:
-                fix_service_refs(value)
-
-    for doc in yaml.safe_load_all(proc.stdout):
-        if not doc:
-            continue
-        kind = doc.get("kind")
-        name = doc.get("metadata", {}).get("name", "")
-        if kind == "Deployment" or (
-            kind == "ConfigMap" and name.startswith("kueue-manager-config")
-        ):
-            continue
-        if kind == "Service":
-            port = {
-                KUEUE_WEBHOOK_SERVICE: ports.kueue_webhook,
-                KUEUE_VISIBILITY_SERVICE: ports.kueue_visibility,
-            }.get(name)
-            if port is None:  # the metrics Service: metrics are off
-                continue
-            doc["spec"] = {
-                "type": "ExternalName",
-                "externalName": "localhost",
-                "ports": [{"name": "https", "port": port, "protocol": "TCP", "targetPort": port}],
-            }
-        if kind == "APIService":
-            doc["spec"]["service"]["port"] = ports.kueue_visibility
-        fix_service_refs(doc)
-        out.append(doc)
+    out = [
+        kept
+        for doc in yaml.safe_load_all(proc.stdout)
+        if doc and (kept := _out_of_cluster(doc, settings.ports)) is not None
+    ]
     return yaml.safe_dump_all(out, sort_keys=False)
+
+
+def _out_of_cluster(doc: dict[str, Any], ports: Ports) -> dict[str, Any] | None:
+    """One of Kueue's manifests as it runs out of cluster here (``None``: left out)."""
+    kind = doc.get("kind")
+    name = doc.get("metadata", {}).get("name", "")
+    if kind == "Deployment" or (kind == "ConfigMap" and name.startswith("kueue-manager-config")):
+        return None
+    if kind == "Service":
+        port = {
+            KUEUE_WEBHOOK_SERVICE: ports.kueue_webhook,
+            KUEUE_VISIBILITY_SERVICE: ports.kueue_visibility,
+        }.get(name)
+        if port is None:  # the metrics Service: metrics are off
+            return None
+        doc["spec"] = {
+            "type": "ExternalName",
+            "externalName": "localhost",
+            "ports": [{"name": "https", "port": port, "protocol": "TCP", "targetPort": port}],
+        }
+    if kind == "APIService":
+        doc["spec"]["service"]["port"] = ports.kueue_visibility
+    _point_webhooks_at(doc, ports.kueue_webhook)
+    return doc
+
+
+def _point_webhooks_at(node: Any, port: int) -> None:
+    """Every reference to Kueue's webhook Service in ``node`` uses ``port``."""
+    if isinstance(node, dict):
+        svc = node.get("service")
+        if isinstance(svc, dict) and svc.get("name") == KUEUE_WEBHOOK_SERVICE:
+            svc["port"] = port
+        for value in node.values():
+            _point_webhooks_at(value, port)
+    elif isinstance(node, list):
+        for value in node:
+            _point_webhooks_at(value, port)
 
 
 def _apply(

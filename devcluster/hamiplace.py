@@ -183,34 +183,35 @@ def fit(
     order = sorted(devices, key=lambda d: _score(d, req), reverse=policy == "spread")
     reasons: dict[str, int] = {}
     picked: list[hami.CardUse] = []
-
-    def no(reason: str) -> None:
-        reasons[reason] = reasons.get(reason, 0) + 1
-
     for d in reversed(order):
-        c = d.card
-        memory = req.memory_on(c)
-        if not c.health:
-            no(hami.CARD_NOT_HEALTH)
-        elif not _type_allowed(annotations, c.type):
-            no(hami.CARD_TYPE_MISMATCH)
-        elif c.count <= d.used:
-            no(hami.CARD_TIME_SLICING_EXHAUSTED)
-        elif c.memory - d.memory < memory:
-            no(hami.CARD_INSUFFICIENT_MEMORY)
-        elif c.cores - d.cores < req.cores:
-            no(hami.CARD_INSUFFICIENT_CORE)
-        elif c.cores == 100 and req.cores == 100 and d.used > 0:
-            no(hami.EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT)
-        elif c.cores != 0 and d.cores == c.cores and req.cores == 0:
-            no(hami.CARD_COMPUTE_UNITS_EXHAUSTED)
-        else:
-            picked.append(hami.CardUse(c.uuid, memory, req.cores))
-            if len(picked) == req.nums:
-                return picked, ""
+        reason = _why_not(d, req, annotations)
+        if reason:
+            reasons[reason] = reasons.get(reason, 0) + 1
+            continue
+        picked.append(hami.CardUse(d.card.uuid, req.memory_on(d.card), req.cores))
+        if len(picked) == req.nums:
+            return picked, ""
     if picked:
         reasons[hami.ALLOCATED_CARDS_INSUFFICIENT_REQUEST] = len(picked)
     return [], gen_reason(reasons, len(devices))
+
+
+def _why_not(d: Device, req: Request, annotations: Mapping[str, Any]) -> str:
+    """Why the container cannot have card ``d`` (HAMi's reason, in Fit's order), or ``""``."""
+    c = d.card
+    checks = (
+        (not c.health, hami.CARD_NOT_HEALTH),
+        (not _type_allowed(annotations, c.type), hami.CARD_TYPE_MISMATCH),
+        (c.count <= d.used, hami.CARD_TIME_SLICING_EXHAUSTED),
+        (c.memory - d.memory < req.memory_on(c), hami.CARD_INSUFFICIENT_MEMORY),
+        (c.cores - d.cores < req.cores, hami.CARD_INSUFFICIENT_CORE),
+        (
+            c.cores == 100 and req.cores == 100 and d.used > 0,
+            hami.EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT,
+        ),
+        (c.cores != 0 and d.cores == c.cores and req.cores == 0, hami.CARD_COMPUTE_UNITS_EXHAUSTED),
+    )
+    return next((reason for failed, reason in checks if failed), "")
 
 
 def node_score(devices: Sequence[Device]) -> float:

@@ -226,26 +226,9 @@ def container_env(
         if "value" in item:
             env[name] = expand(str(item.get("value") or ""), env)
         elif "valueFrom" in item:
-            vf = item["valueFrom"]
-            if "fieldRef" in vf:
-                env[name] = _field_path(pod, vf["fieldRef"]["fieldPath"], pod_ip, host_ip)
-            elif "resourceFieldRef" in vf:
-                env[name] = _resource_field(container, vf["resourceFieldRef"])
-            elif "secretKeyRef" in vf and secrets is not None:
-                ref = vf["secretKeyRef"]
-                key = (str(ref.get("name") or ""), str(ref.get("key") or ""))
-                if key in secrets:
-                    env[name] = secrets[key]
-                elif not ref.get("optional"):
-                    raise ContainerConfigError(
-                        f"env {name}: secret key {key[0]}/{key[1]} not found"
-                    )
-            else:
-                ref = vf.get("secretKeyRef") or vf.get("configMapKeyRef") or {}
-                if not ref.get("optional"):
-                    raise ContainerConfigError(
-                        f"env {name}: only value, fieldRef and resourceFieldRef are supported"
-                    )
+            value = _value_from(name, item["valueFrom"], pod, container, pod_ip, host_ip, secrets)
+            if value is not None:
+                env[name] = value
         else:
             env[name] = ""
     if env["HOME"] == container_home(container):
@@ -254,6 +237,37 @@ def container_env(
     if url:
         env["JUPYTERHUB_SERVICE_URL"] = bind_url_to(url, pod_ip)
     return env
+
+
+def _value_from(
+    name: str,
+    vf: Mapping[str, Any],
+    pod: Mapping[str, Any],
+    container: Mapping[str, Any],
+    pod_ip: str,
+    host_ip: str,
+    secrets: Mapping[tuple[str, str], str] | None,
+) -> str | None:
+    """An env entry's ``valueFrom`` as the kubelet resolves it (``None``: an optional key that
+    is missing, so the variable is not set)."""
+    if "fieldRef" in vf:
+        return _field_path(pod, vf["fieldRef"]["fieldPath"], pod_ip, host_ip)
+    if "resourceFieldRef" in vf:
+        return _resource_field(container, vf["resourceFieldRef"])
+    if "secretKeyRef" in vf and secrets is not None:
+        ref = vf["secretKeyRef"]
+        key = (str(ref.get("name") or ""), str(ref.get("key") or ""))
+        if key in secrets:
+            return secrets[key]
+        if not ref.get("optional"):
+            raise ContainerConfigError(f"env {name}: secret key {key[0]}/{key[1]} not found")
+        return None
+    ref = vf.get("secretKeyRef") or vf.get("configMapKeyRef") or {}
+    if not ref.get("optional"):
+        raise ContainerConfigError(
+            f"env {name}: only value, fieldRef and resourceFieldRef are supported"
+        )
+    return None
 
 
 def bind_url_to(url: str, ip: str) -> str:
@@ -1383,18 +1397,7 @@ class NodeAgent:
             if run.stop_requested.is_set():
                 return
             if not done and restart_due:  # backoff elapsed: restart
-                for c in restart_due:
-                    c.last_terminated = c.status()["state"].get("terminated")
-                    c.restart_count += 1
-                    await self._spawn(run, c)
-                    backoff[c.name] = min(backoff.get(c.name, 1.0) * 2, MAX_BACKOFF)
-                    if (
-                        c.proc is not None
-                        and c.exit_code is None
-                        and not c.spec.get("readinessProbe")
-                    ):
-                        c.ready = True
-                await self._report(run)
+                await self._restart(run, restart_due, backoff)
                 continue
             phase = pod_phase(restart_policy, [c.exit_code for c in run.containers])
             if phase is not None:
@@ -1405,6 +1408,19 @@ class NodeAgent:
                 )
                 return
             await self._report(run)
+
+    async def _restart(
+        self, run: PodRun, containers: list[Container], backoff: dict[str, float]
+    ) -> None:
+        """Start ``containers`` again, doubling each one's back-off (at most MAX_BACKOFF)."""
+        for c in containers:
+            c.last_terminated = c.status()["state"].get("terminated")
+            c.restart_count += 1
+            await self._spawn(run, c)
+            backoff[c.name] = min(backoff.get(c.name, 1.0) * 2, MAX_BACKOFF)
+            if c.proc is not None and c.exit_code is None and not c.spec.get("readinessProbe"):
+                c.ready = True
+        await self._report(run)
 
     @staticmethod
     def _should_restart(c: Container, restart_policy: str) -> bool:

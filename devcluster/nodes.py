@@ -79,41 +79,7 @@ def load_nodes(path: Path = NODES_FILE) -> list[NodeSpec]:
     pools = data.get("pools")
     if not isinstance(pools, list) or not pools:
         raise NodesFileError(f"{path}: needs a non-empty `pools:` list")
-    nodes: list[NodeSpec] = []
-    for i, pool in enumerate(pools):
-        where = f"{path}: pools[{i}]"
-        if not isinstance(pool, dict) or not pool.get("name"):
-            raise NodesFileError(f"{where}: each pool needs a name")
-        name = str(pool["name"])
-        where = f"{path}: pool {name!r}"
-        run_by = str(pool.get("runBy", "kwok"))
-        if run_by not in RUN_BY:
-            raise NodesFileError(f"{where}: runBy must be one of {RUN_BY}, not {run_by!r}")
-        count = pool.get("count", 1)
-        if not isinstance(count, int) or count < 0:
-            raise NodesFileError(f"{where}: count must be a whole number >= 0")
-        capacity = _str_map(pool.get("capacity"), f"{where}.capacity")
-        for required in ("cpu", "memory", "pods"):
-            if required not in capacity:
-                raise NodesFileError(f"{where}: capacity needs {required}")
-        taints = pool.get("taints") or []
-        if not isinstance(taints, list):
-            raise NodesFileError(f"{where}: taints must be a list")
-        simulated = pool.get("simulatedGpus")
-        if simulated is not None:
-            check_simulated_gpus(str(simulated), capacity, where)
-        for n in range(count):
-            nodes.append(
-                NodeSpec(
-                    name=f"{name}-{n}",
-                    pool=name,
-                    run_by=run_by,
-                    labels=_str_map(pool.get("labels"), f"{where}.labels"),
-                    capacity=capacity,
-                    taints=[_str_map(t, f"{where}.taints") for t in taints],
-                    simulated_gpus=None if simulated is None else str(simulated),
-                )
-            )
+    nodes = [node for i, pool in enumerate(pools) for node in _pool_nodes(path, i, pool)]
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
         raise NodesFileError(f"{path}: two nodes would have the same name: {names}")
@@ -121,6 +87,43 @@ def load_nodes(path: Path = NODES_FILE) -> list[NodeSpec]:
     if len(agents) > 1:
         raise NodesFileError(f"{path}: at most one node may be run by the agent, got {agents}")
     return nodes
+
+
+def _pool_nodes(path: Path, index: int, pool: Any) -> list[NodeSpec]:
+    """The nodes of ``pools[index]``: ``count`` of them, named ``<pool>-<n>``."""
+    where = f"{path}: pools[{index}]"
+    if not isinstance(pool, dict) or not pool.get("name"):
+        raise NodesFileError(f"{where}: each pool needs a name")
+    name = str(pool["name"])
+    where = f"{path}: pool {name!r}"
+    run_by = str(pool.get("runBy", "kwok"))
+    if run_by not in RUN_BY:
+        raise NodesFileError(f"{where}: runBy must be one of {RUN_BY}, not {run_by!r}")
+    count = pool.get("count", 1)
+    if not isinstance(count, int) or count < 0:
+        raise NodesFileError(f"{where}: count must be a whole number >= 0")
+    capacity = _str_map(pool.get("capacity"), f"{where}.capacity")
+    for required in ("cpu", "memory", "pods"):
+        if required not in capacity:
+            raise NodesFileError(f"{where}: capacity needs {required}")
+    taints = pool.get("taints") or []
+    if not isinstance(taints, list):
+        raise NodesFileError(f"{where}: taints must be a list")
+    simulated = pool.get("simulatedGpus")
+    if simulated is not None:
+        check_simulated_gpus(str(simulated), capacity, where)
+    return [
+        NodeSpec(
+            name=f"{name}-{n}",
+            pool=name,
+            run_by=run_by,
+            labels=_str_map(pool.get("labels"), f"{where}.labels"),
+            capacity=capacity,
+            taints=[_str_map(t, f"{where}.taints") for t in taints],
+            simulated_gpus=None if simulated is None else str(simulated),
+        )
+        for n in range(count)
+    ]
 
 
 def check_simulated_gpus(spec: str, capacity: dict[str, str], where: str) -> None:
