@@ -1,12 +1,16 @@
-"""The one fake clock of the unit tests: time that moves only when a test moves it.
+"""Time in the unit tests: the one fake clock, and waiting for a condition instead of sleeping.
 
 The product takes its clock as a plain callable (``clock: Callable[[], float]`` for seconds,
 ``Callable[[], datetime]`` for wall time), so a test hands it a :class:`FakeClock` (seconds) or
-its :meth:`FakeClock.utc` (the same instant as an aware UTC datetime) and moves ``now``.
+its :meth:`FakeClock.utc` (the same instant as an aware UTC datetime) and moves ``now``. Where
+real time must pass (another task or a server acts), :func:`until` checks the condition every
+10 ms instead of a sleep long enough for a loaded machine.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 
@@ -25,3 +29,11 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+async def until(what: str, condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Return as soon as ``condition()`` holds; fail naming ``what`` after ``timeout`` s."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)

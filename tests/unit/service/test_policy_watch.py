@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from gpuaas_service.app import GPUaaSService, _policy_health
 from gpuaas_service.metrics import Metrics
 from gpuaas_service.reclaim.policy import PolicyFile, PolicySet, load_policy_file
+from tests.support.clock import until
 
 GOOD = """\
 policies:
@@ -44,13 +44,6 @@ class LoopStandIn:
 
     def set_policies(self, policies: PolicySet) -> None:
         self.policies = policies
-
-
-async def until(what: str, condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
 
 
 @pytest.mark.parametrize(

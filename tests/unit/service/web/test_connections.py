@@ -27,6 +27,7 @@ from gpuaas_service.web.app import make_app
 from gpuaas_service.web.base import BodyAfterCaller
 from gpuaas_service.web.connections import ConnectionGate, ServiceHTTPServer, service_server
 from gpuaas_service.web.context import ServiceContext
+from tests.support.clock import until
 from tests.support.service_web import PREFIX, full_context, registered
 
 BODY_ROUTES = [
@@ -167,8 +168,7 @@ async def test_over_the_cap_a_new_connection_is_refused_and_an_identified_one_do
         assert first.startswith(b"HTTP/1.1 200"), first
         # two silent connections: at the cap of 2 unidentified
         silent = [await s.open() for _ in range(2)]
-        await asyncio.sleep(0.1)
-        assert s.gate.unidentified == 2
+        await until("two unidentified connections", lambda: s.gate.unidentified == 2)
         # the next is answered 503 and closed, unread
         r3, w3 = await s.open()
         refused = await read_all(r3, 3)
@@ -178,8 +178,7 @@ async def test_over_the_cap_a_new_connection_is_refused_and_an_identified_one_do
         assert s.gate.refused == 1
         # one silent connection closes: a new one is taken again
         silent[0][1].close()
-        await asyncio.sleep(0.2)
-        assert s.gate.unidentified == 1
+        await until("the closed connection let go", lambda: s.gate.unidentified == 1)
         r4, w4 = await s.open()
         w4.write(f"GET {PREFIX}api/health HTTP/1.1\r\nHost: x\r\n\r\n".encode())
         await w4.drain()
