@@ -1,9 +1,18 @@
 import {
+  ConnectionLost,
+  IConnectionLost,
   ILayoutRestorer,
   type JupyterFrontEnd,
-  type JupyterFrontEndPlugin
+  type JupyterFrontEndPlugin,
+  JupyterLab
 } from '@jupyterlab/application';
-import { ICommandPalette, Notification, ToolbarButton } from '@jupyterlab/apputils';
+import {
+  Dialog,
+  ICommandPalette,
+  Notification,
+  showDialog,
+  ToolbarButton
+} from '@jupyterlab/apputils';
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import type { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
@@ -14,7 +23,7 @@ import { type IKernelStateApi, KernelStateRestorer } from './kernelState';
 import { DEFAULT_RESTORE_MODE, type RestoreMode, restoreModeOf } from './kernelStateModel';
 import { DEFAULT_REFRESH_SECONDS, GpuPanel } from './panel';
 import { ReclaimAlerts } from './alerts';
-import { ReclaimBanner, ReclaimWatch } from './reclaim';
+import { ReclaimBanner, ReclaimWatch, reclaimAwareConnectionLost } from './reclaim';
 import { say } from './messages';
 import { failureStatus, requestAPI, requestAPIAnswer } from './request';
 import { WayUp } from './resize';
@@ -22,6 +31,12 @@ import { spawnPendingUrl } from './resizeModel';
 
 /** The plugin id; its settings schema is labextension/schema/plugin.json. */
 export const PLUGIN_ID = 'jupyter-gpuaas:plugin';
+
+/** The plugin that answers a lost connection to the server (IConnectionLost). */
+export const CONNECTION_LOST_ID = 'jupyter-gpuaas:connection-lost';
+
+/** The tab's reclaim watch, once the main plugin made it (the lost-connection handler asks it). */
+let reclaimWatch: ReclaimWatch | null = null;
 
 /** The command that shows the GPU panel. */
 export const OPEN_COMMAND = 'jupyter-gpuaas:open-panel';
@@ -107,11 +122,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
         Array.from(serviceManager.kernels.running()).some(k => k.execution_state === 'busy'),
       hubHome: hubHomeUrl()
     });
+    reclaimWatch = watch;
     panel.extras.insertWidget(0, new ReclaimBanner(watch));
     const alerts = new ReclaimAlerts(watch, panel.title);
     panel.disposed.connect(() => {
       alerts.dispose();
       watch.dispose();
+      reclaimWatch = null;
     });
     const jobsApi: IJobsApi = {
       get: endpoint => requestAPI<unknown>(endpoint, {}, settings),
@@ -311,4 +328,69 @@ function addJobCommands(
   });
 }
 
-export default plugin;
+/**
+ * JupyterLab's own answer to a lost connection: outside JupyterHub its default dialog; under
+ * JupyterHub the dialog of JupyterLab's hub extension, whose service this plugin takes over —
+ * the same words (JupyterLab's, translated as JupyterLab translates them) and the same
+ * "Restart" (the hub extension's command).
+ */
+function jupyterLabConnectionLost(
+  app: JupyterFrontEnd,
+  info: JupyterLab.IInfo | null
+): IConnectionLost {
+  if (PageConfig.getOption('hubPrefix') === '') {
+    return ConnectionLost;
+  }
+  let showing = false;
+  return async (_manager, _error, translator) => {
+    if (showing) {
+      return;
+    }
+    showing = true;
+    const trans = translator?.load('jupyterlab');
+    const words = (text: string, ...args: string[]): string =>
+      trans ? trans.__(text, ...args) : text.replace('%1', args[0] ?? '');
+    if (info) {
+      info.isConnected = false;
+    }
+    try {
+      const result = await showDialog({
+        title: words('Server unavailable or unreachable'),
+        body: words(
+          'Your server at %1 is not running.\nWould you like to restart it?',
+          PageConfig.getBaseUrl()
+        ),
+        buttons: [
+          Dialog.okButton({ label: words('Restart') }),
+          Dialog.cancelButton({ label: words('Dismiss') })
+        ]
+      });
+      if (result.button.accept) {
+        await app.commands.execute('hub:restart');
+      }
+    } finally {
+      if (info) {
+        info.isConnected = true;
+      }
+      showing = false;
+    }
+  };
+}
+
+/**
+ * A lost connection to the server: after a reclaim this tab was warned of, the product's own
+ * notice ("Your server was stopped at about … [Start again]") and nothing on top of it;
+ * otherwise JupyterLab's own dialog. Registered after JupyterLab's plugins, it replaces the
+ * hub extension's IConnectionLost (a later provider of a token wins).
+ */
+const connectionLost: JupyterFrontEndPlugin<IConnectionLost> = {
+  id: CONNECTION_LOST_ID,
+  description: "Shows the product's notice instead of JupyterLab's after a reclaim.",
+  autoStart: true,
+  provides: IConnectionLost,
+  optional: [JupyterLab.IInfo],
+  activate: (app: JupyterFrontEnd, info: JupyterLab.IInfo | null): IConnectionLost =>
+    reclaimAwareConnectionLost(() => reclaimWatch, jupyterLabConnectionLost(app, info))
+};
+
+export default [plugin, connectionLost];

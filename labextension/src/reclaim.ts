@@ -1,3 +1,4 @@
+import type { IConnectionLost } from '@jupyterlab/application';
 import { Poll } from '@lumino/polling';
 import { Widget } from '@lumino/widgets';
 
@@ -19,6 +20,7 @@ import {
   EMPTY_STATE,
   type IPollFailure,
   type IReclaimState,
+  lostToReclaim,
   noteWords,
   stoppedWords,
   withAnswer,
@@ -226,6 +228,27 @@ export class ReclaimWatch {
   private _standingAt = 0;
   private _savedFor = '';
   private _disposed = false;
+}
+
+/**
+ * JupyterLab's handler of a lost connection for a tab that watches for reclaims: when the
+ * connection is lost to the reclaim this tab was warned of, nothing more is shown (the tab's
+ * own notice says when and why the server was stopped and offers to start again; the tab asks
+ * the server now, so that the notice comes at once); any other lost connection goes to
+ * `fallback`, JupyterLab's own handler.
+ */
+export function reclaimAwareConnectionLost(
+  watch: () => ReclaimWatch | null,
+  fallback: IConnectionLost
+): IConnectionLost {
+  return async (manager, error, translator) => {
+    const w = watch();
+    if (w !== null && !w.isDisposed && lostToReclaim(w.state, Date.now())) {
+      w.refresh().catch(() => undefined); // a failure is the stop this tab concludes from
+      return;
+    }
+    await fallback(manager, error, translator);
+  };
 }
 
 /** Whether the browser may show its own notifications, and whether it could still ask. */

@@ -140,6 +140,21 @@ export function withFailure(
   return { ...state, warning: null, stopped: { at: now, warning: w, cause: state.cause } };
 }
 
+/**
+ * Whether a lost connection to the server is the reclaim this tab was told of: the server was
+ * found stopped after the warning, or the warning's deadline is near or past (the stop is under
+ * way and the poll has not failed yet). Then the product's own notice says what happened and
+ * offers to start again, and JupyterLab's "Server unavailable or unreachable" dialog would only
+ * sit on top of it; otherwise JupyterLab says what it says. A trial run stops nothing.
+ */
+export function lostToReclaim(state: IReclaimState, now: number): boolean {
+  if (state.stopped !== null) {
+    return true;
+  }
+  const w = state.warning;
+  return w !== null && !w.dry_run && secondsLeft(w, now + state.skewMs) <= STOPPED_MARGIN_SECONDS;
+}
+
 /** What the sidebar's note says. */
 export function noteWords(note: ReclaimNote, now: number, skewMs: number): string {
   switch (note.kind) {
