@@ -69,7 +69,7 @@ def test_stop_leaves_nothing_the_hub_started(
     try:
         deadline = time.monotonic() + 30
         while hub.running() and len(hub.started_processes) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
+            time.sleep(0.02)
         ports = [int((state / f"{n}.port").read_text()) for n in ("proxy", "service")]
         assert all(listening(p) for p in ports)
         assert len(hub.started_processes) == 2
