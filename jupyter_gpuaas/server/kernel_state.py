@@ -19,8 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
+from jupyter_client.session import new_id
 from jupyter_core.utils import ensure_async
 
 from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, state_directory, state_key
@@ -51,6 +53,9 @@ class KernelStateSettings:
     restore_timeout: float = 300.0
 
 
+ALIVE_CHECK = 1.0
+"""Seconds between looks at whether a kernel that has not answered yet still runs."""
+
 BUSY_GRACE = 2.0
 """Seconds a busy kernel may take to go idle before it counts as running a cell: a kernel is
 busy for a moment with JupyterLab's own requests (kernel and comm info) as a notebook opens."""
@@ -79,7 +84,14 @@ async def _ask_kernel(km: Any, kernel_id: str, expression: str, timeout: float) 
     """Evaluate ``expression`` in the kernel as a silent request's user expression; its value
     (a Python literal, read back with ``ast.literal_eval``)."""
     kernel = km.get_kernel(kernel_id)
-    client = kernel.client()
+    # A connection of its own: a client made by the kernel manager shares the manager's
+    # session, whose id is its connection's identity, and the kernel routes each reply to the
+    # newest connection with that identity (ipykernel sets ROUTER_HANDOVER). Two requests at
+    # once (a restore as the notebook opens and a snapshot) would leave the first unanswered.
+    session = kernel.session.clone()
+    session.session = new_id()
+    client = kernel.client(session=session)
+    process = _process(kernel)
     client.start_channels()
     loop = asyncio.get_running_loop()
     until = loop.time() + timeout
@@ -90,6 +102,10 @@ async def _ask_kernel(km: Any, kernel_id: str, expression: str, timeout: float) 
             await client.wait_for_ready(timeout=timeout)
         except RuntimeError as e:  # jupyter_client's words for "not ready in time" or "died"
             raise KernelStateUnavailable(f"the kernel is not ready: {e}") from e
+        if _process(kernel) != process:
+            # Restarted while this waited (the user's "Restart kernel"): the new process starts
+            # clean; what was asked of the old one is not done to it.
+            raise KernelStateUnavailable(RESTARTED)
         msg_id = client.execute(
             "", silent=True, store_history=False, user_expressions={"answer": expression}
         )
@@ -98,13 +114,15 @@ async def _ask_kernel(km: Any, kernel_id: str, expression: str, timeout: float) 
             if left <= 0:
                 raise KernelStateUnavailable(f"the kernel did not answer within {timeout:.0f} s")
             try:
-                reply = await client.get_shell_msg(timeout=left)
-            except Exception as e:  # queue.Empty and its async cousins
-                if loop.time() >= until:
-                    raise KernelStateUnavailable(
-                        f"the kernel did not answer within {timeout:.0f} s"
-                    ) from e
-                raise
+                reply = await client.get_shell_msg(timeout=min(left, ALIVE_CHECK))
+            except Empty:
+                # A kernel shut down or dead while it works never answers: say so now rather
+                # than at the end of the wait.
+                if kernel_id not in km or not await ensure_async(kernel.is_alive()):
+                    raise KernelStateUnavailable("the kernel stopped before it answered") from None
+                if _process(kernel) != process:
+                    raise KernelStateUnavailable(RESTARTED) from None
+                continue
             if reply.get("parent_header", {}).get("msg_id") == msg_id:
                 break
     finally:
@@ -117,6 +135,14 @@ async def _ask_kernel(km: Any, kernel_id: str, expression: str, timeout: float) 
         error = f"{answer.get('ename')}: {answer.get('evalue')}"
         raise KernelStateUnavailable(f"the kernel's state code failed ({error[:300]})")
     return ast.literal_eval(answer["data"]["text/plain"])
+
+
+RESTARTED = "the kernel restarted before it answered: ask again (it starts clean)"
+
+
+def _process(kernel: Any) -> object:
+    """The kernel's current process (its id), which a restart changes; ``None`` if unknown."""
+    return getattr(getattr(kernel, "provisioner", None), "pid", None)
 
 
 def _call(module: str, function: str, arguments: Mapping[str, Any]) -> str:

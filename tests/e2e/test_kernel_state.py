@@ -112,7 +112,13 @@ def no_toasts_left(page: Any) -> Iterator[None]:
     JupyterLab shows only a few toasts at once)."""
     yield
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:dismiss-notification')")
-    expect()(page.locator(TOAST)).to_have_count(0, timeout=10_000)
+    try:
+        expect()(page.locator(TOAST)).to_have_count(0, timeout=10_000)
+    except AssertionError:
+        left = page.locator(TOAST).all_inner_texts()
+        raise AssertionError(
+            f"notifications left after the test: {left}; the page: {SEEN}"
+        ) from None
 
 
 def wait_idle(lab: Lab, kernel_id: str) -> None:
@@ -145,19 +151,6 @@ def toast(page: Any, text: str) -> Any:
     return found
 
 
-REOPEN_RACE = pytest.mark.xfail(
-    reason=(
-        "known race, not yet fixed: when JupyterLab reopens the notebook it first connects to "
-        "the kernel being shut down, then to a new one, and the restore asked of the new kernel "
-        "sometimes gets no answer for minutes (seen in about 1 run in 3 on a loaded 2-core "
-        "machine; the server path alone, tests/server/test_kernel_state.py, never hangs)"
-    ),
-    strict=False,
-)
-"""The two tests that reopen a notebook after its kernel was shut down (issue 36's note)."""
-
-
-@REOPEN_RACE
 def test_the_frame_and_the_array_come_back_and_the_generator_is_named(lab: Lab, page: Any) -> None:
     write_notebook(lab.root / "state.ipynb", BUILD)
     first = run_until_printed(page, "state.ipynb", "built")
@@ -188,7 +181,6 @@ def test_the_frame_and_the_array_come_back_and_the_generator_is_named(lab: Lab, 
     shut_down_and_close(page, again["widgetId"])
 
 
-@REOPEN_RACE
 def test_a_damaged_snapshot_is_refused_and_said_so(lab: Lab, page: Any) -> None:
     write_notebook(lab.root / "damaged.ipynb", "secret = 42\nprint('built')")
     first = run_until_printed(page, "damaged.ipynb", "built")

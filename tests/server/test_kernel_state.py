@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from jupyter_gpuaas.server.kernel_state import (
     KernelStateSettings,
     restore_kernel,
     snapshot_all_kernels,
+    snapshot_kernel,
 )
 from tests.support.api_schema import schema_errors
 from tests.support.jupyter_fetch import Fetch, execute, start_session
@@ -221,3 +223,86 @@ async def test_the_server_waits_no_longer_than_its_bound(
     assert outcome.outcome == "failed"
     assert outcome.error.startswith("the kernel did not answer within ")
     assert waited < 5.0, waited  # the kernel answers after 6 s
+
+
+async def test_two_requests_to_one_kernel_at_once_are_both_answered(
+    jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any
+) -> None:
+    """A restore (the notebook just opened) and a snapshot (the user's "Save variables now",
+    or a reclaim) asked of the same kernel at once each get their own answer: each request
+    talks to the kernel on a connection of its own (the kernel routes its replies by the
+    connection's identity, and hands an identity over to its newest connection)."""
+    settings = KernelStateSettings(timeout=20, restore_timeout=20)
+    kernel = await start_session(jp_fetch, "both.ipynb")
+    await execute(jp_ws_fetch, kernel, "kept = 1")
+    await wait_idle(jp_serverapp, kernel)
+    km = jp_serverapp.kernel_manager
+
+    restored, saved, saved_again = await asyncio.gather(
+        restore_kernel(km, kernel, "both.ipynb", settings, force=True),
+        snapshot_kernel(km, kernel, "both.ipynb", settings, deadline_s=20),
+        snapshot_kernel(km, kernel, "both.ipynb", settings, deadline_s=20),
+        return_exceptions=True,
+    )
+
+    # The restore answers whichever of the three the kernel runs first: nothing saved yet,
+    # or the snapshot just written.
+    assert isinstance(restored, dict), restored
+    assert restored["status"] in ("none", "restored"), restored
+    assert isinstance(saved, KernelStateOutcome), saved
+    assert saved.outcome == "kept", saved
+    assert isinstance(saved_again, KernelStateOutcome), saved_again
+    assert saved_again.outcome == "kept", saved_again
+
+
+async def test_a_kernel_that_dies_while_it_saves_is_said_at_once(
+    jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any
+) -> None:
+    """A kernel that dies while it works never answers: the snapshot fails saying so, without
+    waiting out its whole bound."""
+    kernel = await start_session(jp_fetch, "died.ipynb")
+    await execute(jp_ws_fetch, kernel, SLOW)
+    await wait_idle(jp_serverapp, kernel)
+    km = jp_serverapp.kernel_manager
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    saving = asyncio.ensure_future(
+        snapshot_kernel(km, kernel, "died.ipynb", SETTINGS, deadline_s=60)
+    )
+    while km.kernel_model(kernel)["execution_state"] != "busy":  # it is saving
+        await asyncio.sleep(0.05)
+    await km.get_kernel(kernel).signal_kernel(signal.SIGKILL)
+
+    outcome = await saving
+
+    assert outcome.outcome == "failed", outcome
+    assert outcome.error == "the kernel stopped before it answered", outcome
+    assert loop.time() - started < 30  # the bound is 60 s
+
+
+async def test_a_kernel_restarted_while_it_saves_is_said_at_once_and_starts_clean(
+    jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any
+) -> None:
+    """A kernel restarted while a request waits on it (the user's "Restart kernel") never
+    answers it: the request fails saying so, and nothing asked of the old process is done to
+    the new one."""
+    kernel = await start_session(jp_fetch, "restarted.ipynb")
+    await execute(jp_ws_fetch, kernel, SLOW)
+    await wait_idle(jp_serverapp, kernel)
+    km = jp_serverapp.kernel_manager
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    saving = asyncio.ensure_future(
+        snapshot_kernel(km, kernel, "restarted.ipynb", SETTINGS, deadline_s=60)
+    )
+    while km.kernel_model(kernel)["execution_state"] != "busy":  # it is saving
+        await asyncio.sleep(0.05)
+    await km.restart_kernel(kernel, now=True)
+
+    outcome = await saving
+
+    assert outcome.outcome == "failed", outcome
+    assert outcome.error.startswith("the kernel restarted before it answered"), outcome
+    assert loop.time() - started < 30  # the bound is 60 s
+    shown = await execute(jp_ws_fetch, kernel, "print('slow' in globals())")
+    assert shown.strip() == "False"
