@@ -14,6 +14,7 @@ the Job sat on node "not known" and the slice it held was listed free, for a who
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -175,6 +176,12 @@ async def test_every_gpu_is_of_one_cycle_with_the_job_on_its_node(
     nodes = await seen(admin.locator("#gpu-nodes"))
     assert nodes.startswith("As of "), nodes
     assert "the reclaim loop's last cycle" in nodes, nodes
+    # what the overview says is held is what the nodes' lines add up to (all of it on local-0
+    # here), not a sum of the teams' rounded figures (0.28 beside the node's 0.29)
+    node_held = re.search(rf"{local}: ([\d.]+) GPU-eq\. held", nodes)
+    assert node_held, nodes
+    big = await seen(admin.locator("#overview #holds .big"))
+    assert big == f"{node_held.group(1)} GPU-eq. held", (big, nodes)
     # the overview's queued counts and the plan are of one cycle, which they name
     for card in ("queued", "next"):
         hint = await seen(admin.locator(f"#overview #{card} .hint"))

@@ -41,7 +41,11 @@ function holds(data: IConsole, gpus: IGpus | null): HTMLElement {
         h('td', {}, figure(training.get(t.team) ?? 0))
       )
     );
-  const total = sum(data.teams.map(t => t.now.allocated)) + sum([...training.values()].map(String));
+  // Where the per-GPU answer is in, the sum of its nodes' figures, as "Every GPU" writes them
+  // (a sum of the teams' rounded figures may differ from them in the last digit: 0.28, 0.29).
+  const total = gpus
+    ? sum(gpus.nodes.map(n => n.gpu_equivalents))
+    : sum(data.teams.map(t => t.now.allocated)) + sum([...training.values()].map(String));
   return card(
     'Who holds what',
     'holds',
