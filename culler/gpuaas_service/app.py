@@ -181,6 +181,31 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         Example: c.GPUaaSService.cache_sync_timeout = 60""",
     )
 
+    way_down_below = Float(
+        0.25,
+        min=0.0,
+        max=1.0,
+        config=True,
+        help="""The way down: a session whose GPU-memory peak (what its server's activity
+        reports said since it started) is at most this share of its offering's memory is
+        offered a smaller offering in the GPU panel, one that holds the peak times 1.25 (the
+        spawn form's headroom), once it has run way_down_after seconds. The user decides; the
+        move keeps the kernels' variables as the way up does. 0 turns the offer off.
+        Default 0.25 (a peak of 5 GiB or less on a 20 GiB share).
+        Example: c.GPUaaSService.way_down_below = 0.2""",
+    )
+
+    way_down_after = Float(
+        1800.0,
+        min=0.0,
+        config=True,
+        help="""Seconds a session must have run, its peak staying under way_down_below of its
+        share, before the GPU panel offers it a smaller one (a peak needs time to show: a
+        notebook that loads its model later would be moved down too soon). Default 1800
+        (30 minutes).
+        Example: c.GPUaaSService.way_down_after = 3600""",
+    )
+
     kubernetes_request_timeout = Float(
         20.0,
         min=0.1,
@@ -725,7 +750,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             loop=loop,
             console=console,
             jobs=self._job_service(view, index),
-            resize=self._resizer(view),
+            resize=self._resizer(view, loop),
             job_max_body=self.job_max_notebook_bytes + 200_000,
             checks=self._doctor(),
         )
@@ -763,11 +788,13 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         settings = self.doctor_settings()
         return CachedChecks(lambda: run_doctor(settings), ttl=60.0)
 
-    def _resizer(self, view: WatchedKueueView) -> Resizer:
-        """The way up (``api/resize``): its own Hub API connections; scopes delete:servers
-        and servers (start and stop)."""
+    def _resizer(self, view: WatchedKueueView, loop: ReclaimLoop) -> Resizer:
+        """The ways up and down (``api/resize``): its own Hub API connections; scopes
+        delete:servers and servers (start and stop). The way down reads each session's peak
+        from the loop's usage recorder."""
         from gpuaas_service.clients.hub import HubClient
-        from gpuaas_service.web.resize import Resizer
+        from gpuaas_service.reclaim.usage import UsageRecorder
+        from gpuaas_service.web.resize import Resizer, WayDownRule
 
         hub = HubClient(
             self.hub_api_url,
@@ -776,8 +803,20 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             max_clients=2,
         )
         catalog = self.load_catalog()
+        recorder = next((u for u in loop.listeners if isinstance(u, UsageRecorder)), None)
+
+        def session_peak(user: str, server: str) -> tuple[int, float] | None:
+            if recorder is None:
+                return None
+            return recorder.session_peak(user, server, datetime.now(timezone.utc))
+
         return Resizer(
-            hub, lambda: catalog, queue_state=view.queue_state, namespace=self.notebook_namespace
+            hub,
+            lambda: catalog,
+            queue_state=view.queue_state,
+            namespace=self.notebook_namespace,
+            session_peak=session_peak if self.way_down_below > 0 else None,
+            way_down_rule=WayDownRule(below=self.way_down_below, after_seconds=self.way_down_after),
         )
 
     def _server_tokens(self) -> ServerTokens:

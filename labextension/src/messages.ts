@@ -280,6 +280,12 @@ export const MESSAGES = {
     'back when you open its notebook again (a notice names any that could not be saved: ' +
     're-run what made those).{wait} JupyterLab opens again when the server is up.',
   'resize.wait': ' It may have to wait for a GPU ({why}); the page shows its place in the queue.',
+  'resize.downOffer': 'This session uses {peak} of its {current}: move to {next}?',
+  'resize.downAction': 'Move to a smaller GPU: {next}',
+  'resize.downTitle': 'Move to a smaller GPU',
+  'resize.downWhy':
+    'Its GPU memory peak so far is {peak}; {next} holds that with room to spare, and frees ' +
+    'the rest for others. ',
   'resize.saving': 'Saving your documents…',
   'resize.notMoved': 'Not moved',
   'resize.notSaved': 'Not every document could be saved ({problem}); nothing was stopped.',

@@ -411,8 +411,11 @@ export class GpuPanel extends Panel {
     } else if (model.usage.devices.length === 0) {
       node.replaceChildren(this._renderEmpty(model.usage));
     } else {
+      // Without cap warnings, the cap action's node still shows any way down (resize.ts).
+      const atEase = model.capWarnings.length > 0 ? null : (this._capAction?.([]) ?? null);
       node.replaceChildren(
         ...(model.capWarnings.length > 0 ? [this._renderCapWarnings(model.capWarnings)] : []),
+        ...(atEase === null ? [] : [atEase]),
         this._renderKernels(model),
         this._renderDevices(model),
         this._renderOther(model)

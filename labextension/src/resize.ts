@@ -8,8 +8,12 @@ import {
   actionLabel,
   capMessage,
   confirmText,
+  downConfirmText,
+  downLabel,
+  downOffer,
   type IKernelAtCap,
   type IResizeOffer,
+  type IResizeOffering,
   newlyAtCap,
   parseOffer
 } from './resizeModel';
@@ -55,7 +59,9 @@ function sleep(ms: number): Promise<void> {
  * "Move to a bigger GPU" beside the GPU panel's cap warnings, and the notification a kernel
  * at its cap gets: confirm, save every document, ask the service to move the server, then
  * follow the move on the hub's page (the stop, the queue position, the start), which opens
- * JupyterLab again when the server is up.
+ * JupyterLab again when the server is up. The way down the same way: where the service offers
+ * a smaller share (this session's peak stayed far below its own), the panel says so with a
+ * button, read again every minute.
  */
 export class WayUp {
   readonly node: HTMLDivElement;
@@ -70,10 +76,20 @@ export class WayUp {
     this._button.addEventListener('click', () => {
       void this.start();
     });
+    this._down = document.createElement('p');
+    this._down.className = 'jp-gpuaas-way-down';
+    this._down.hidden = true;
+    this._downText = document.createElement('span');
+    this._downButton = document.createElement('button');
+    this._downButton.className = 'jp-mod-styled jp-gpuaas-way-down-button';
+    this._downButton.addEventListener('click', () => {
+      void this.start('down');
+    });
+    this._down.append(this._downText, ' ', this._downButton);
     this._status = document.createElement('span');
     this._status.className = 'jp-gpuaas-way-up-status';
     this._status.setAttribute('role', 'status');
-    this.node.append(this._button, this._status);
+    this.node.append(this._down, this._button, this._status);
   }
 
   /** The offer last read (null before, or when the service gave none). */
@@ -87,20 +103,23 @@ export class WayUp {
    */
   render(warnings: readonly ICapWarning[]): HTMLElement | null {
     void this._update(warnings);
-    return warnings.length === 0 ? null : this.node;
+    // The way down shows on an idle session, whose panel may never render again.
+    this._timer ??= setInterval(() => void this._update(this._warnings), OFFER_TTL_MS);
+    return this.node;
   }
 
-  /** Confirm, save everything, ask for the move, then follow it on the hub's page. */
-  async start(): Promise<void> {
+  /** Confirm, save everything, ask for the move (up, or down where offered), then follow it. */
+  async start(direction: 'up' | 'down' = 'up'): Promise<void> {
     const offer = this._offer;
-    const next = offer?.next ?? null;
+    const next: IResizeOffering | null = (direction === 'up' ? offer?.next : offer?.down) ?? null;
     if (this._moving || offer === null || next === null) {
       return;
     }
     this._moving = true; // one dialog and one move at a time
+    const down = direction === 'down' && offer.down ? offer.down : null;
     const choice = await showDialog({
-      title: say('resize.title'),
-      body: confirmText({ ...offer, next }),
+      title: say(down === null ? 'resize.title' : 'resize.downTitle'),
+      body: down === null ? confirmText({ ...offer, next }) : downConfirmText({ ...offer, down }),
       buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: say('resize.confirm') })]
     });
     if (!choice.button.accept) {
@@ -144,7 +163,8 @@ export class WayUp {
   }
 
   private async _update(warnings: readonly ICapWarning[]): Promise<void> {
-    if (warnings.length > 0 && Date.now() - this._readAt > OFFER_TTL_MS && !this._reading) {
+    this._warnings = warnings;
+    if (Date.now() - this._readAt >= OFFER_TTL_MS && !this._reading) {
       this._reading = true;
       try {
         this._offer = parseOffer(await this._api.fetchOffer());
@@ -155,9 +175,17 @@ export class WayUp {
         this._reading = false;
       }
     }
-    const next = this._offer?.next ?? null;
-    this._button.hidden = next === null;
+    const offer = this._offer;
+    const next = offer?.next ?? null;
+    // The way up beside the cap warnings only: no bigger share is offered to a session at ease.
+    this._button.hidden = next === null || warnings.length === 0;
     this._button.textContent = next === null ? '' : actionLabel(next);
+    const down = offer?.down ?? null;
+    this._down.hidden = down === null || offer === null || warnings.length > 0;
+    this._downText.textContent =
+      down === null || offer === null ? '' : downOffer({ ...offer, down });
+    this._downButton.textContent = down === null ? '' : downLabel(down);
+    this._downButton.disabled = this._moving;
     this._tell(warnings);
   }
 
@@ -197,12 +225,18 @@ export class WayUp {
   private _show(text: string): void {
     this._status.textContent = text;
     this._button.disabled = this._moving;
+    this._downButton.disabled = this._moving;
   }
 
   private readonly _api: IResizeApi;
   private readonly _button: HTMLButtonElement;
   private readonly _status: HTMLSpanElement;
   private readonly _told = new Set<string>();
+  private readonly _down: HTMLParagraphElement;
+  private readonly _downText: HTMLSpanElement;
+  private readonly _downButton: HTMLButtonElement;
+  private _warnings: readonly ICapWarning[] = [];
+  private _timer: ReturnType<typeof setInterval> | null = null;
   private _offer: IResizeOffer | null = null;
   private _readAt = -Infinity;
   private _reading = false;

@@ -18,11 +18,25 @@ export interface IResizeOffering {
   headroom?: { fit: string; message: string };
 }
 
-/** `GET gpuaas/api/resize`: what runs, the next size up (or null) and why not. */
+/** The way down: a smaller offering, offered as this session's peak stayed far below its share. */
+export interface IResizeDown {
+  slug: string;
+  title: string;
+  count: number;
+  memory: number;
+  memory_text: string;
+  /** This session's GPU memory peak so far, in bytes and in words. */
+  peak: number;
+  peak_text: string;
+}
+
+/** `GET gpuaas/api/resize`: what runs, the next size up (or null) and why not, the way down. */
 export interface IResizeOffer {
   current: IResizeOffering;
   next: IResizeOffering | null;
   reason: string;
+  /** Null (or absent, from an older service) unless a smaller share is offered. */
+  down?: IResizeDown | null;
 }
 
 /** `POST gpuaas/api/resize` answered 202: the move under way and the options it starts with. */
@@ -67,8 +81,54 @@ export function parseOffer(data: unknown): IResizeOffer | null {
   return {
     current,
     next: data.next === null ? null : parseOffering(data.next),
-    reason: typeof data.reason === 'string' ? data.reason : ''
+    reason: typeof data.reason === 'string' ? data.reason : '',
+    down: parseDown(data.down)
   };
+}
+
+function parseDown(value: unknown): IResizeDown | null {
+  const offering = parseOffering(value);
+  const memory = offering?.memory ?? null;
+  const memoryText = offering?.memory_text ?? null;
+  if (
+    offering === null ||
+    memory === null ||
+    memoryText === null ||
+    !isRecord(value) ||
+    typeof value.peak !== 'number'
+  ) {
+    return null;
+  }
+  const peakText = typeof value.peak_text === 'string' ? value.peak_text : '';
+  return {
+    slug: offering.slug,
+    title: offering.title,
+    count: offering.count,
+    memory,
+    memory_text: memoryText,
+    peak: value.peak,
+    peak_text: peakText
+  };
+}
+
+/** The way down's line: `This session uses 3 GiB of its 20 GiB: move to 5 GiB?`. */
+export function downOffer(offer: IResizeOffer & { down: IResizeDown }): string {
+  return say('resize.downOffer', {
+    peak: offer.down.peak_text,
+    current: offer.current.memory_text ?? offer.current.title,
+    next: sized(offer.down)
+  });
+}
+
+/** The way down's button: `Move to a smaller GPU: Quarter of an L4`. */
+export function downLabel(down: IResizeDown): string {
+  return say('resize.downAction', { next: down.title });
+}
+
+/** What the way down's confirmation says: why, then what happens, as for the way up. */
+export function downConfirmText(offer: IResizeOffer & { down: IResizeDown }): string {
+  const why = say('resize.downWhy', { peak: offer.down.peak_text, next: sized(offer.down) });
+  return why + confirmText({ ...offer, next: offer.down });
 }
 
 /** The action's label: `Move to a bigger GPU: Half of an L4`. */

@@ -42,6 +42,7 @@ const SAMPLE: Record<string, string | number> = {
   // the way up to a bigger GPU, a kernel at its cap
   next: 'Half of an L4',
   current: 'Quarter of an L4 (6 GiB)',
+  peak: '2 GiB',
   title: 'Half of an L4',
   memory: '12 GiB',
   wait: ' It may have to wait for a GPU (will queue: about 2 ahead); the page shows its place in the queue.',

@@ -5,6 +5,10 @@ import {
   actionLabel,
   capMessage,
   confirmText,
+  downConfirmText,
+  downLabel,
+  downOffer,
+  type IResizeDown,
   type IResizeOffering,
   newlyAtCap,
   parseOffer,
@@ -30,7 +34,7 @@ const HALF: IResizeOffering = {
 describe('parseOffer', () => {
   test('reads the service answer with its next size up', () => {
     const offer = parseOffer({ current: QUARTER, next: HALF, reason: '' });
-    assert.deepEqual(offer, { current: QUARTER, next: HALF, reason: '' });
+    assert.deepEqual(offer, { current: QUARTER, next: HALF, reason: '', down: null });
   });
 
   test('keeps the reason when there is nothing bigger', () => {
@@ -114,5 +118,53 @@ describe('newlyAtCap', () => {
     assert.deepEqual(newlyAtCap(told, [a, b]), []);
     assert.deepEqual(newlyAtCap(told, [b]), []); // a went below its cap ...
     assert.deepEqual(newlyAtCap(told, [a, b]), [a]); // ... and came back to it
+  });
+});
+
+const TWENTY: IResizeOffering = {
+  slug: 'a100-20',
+  title: 'A100 3g.20gb',
+  count: 1,
+  memory: 20 * 2 ** 30,
+  memory_text: '20 GiB'
+};
+const DOWN: IResizeDown = {
+  slug: 'a100-5',
+  title: 'A100 1g.5gb',
+  count: 1,
+  memory: 5 * 2 ** 30,
+  memory_text: '5 GiB',
+  peak: 3 * 2 ** 30,
+  peak_text: '3 GiB'
+};
+
+describe('the way down', () => {
+  test('the offer reads the smaller share and the peak', () => {
+    const offer = parseOffer({ current: TWENTY, next: null, reason: 'none', down: DOWN });
+    assert.deepEqual(offer?.down, DOWN);
+  });
+
+  test('no way down, or one that is not one, is none', () => {
+    assert.equal(parseOffer({ current: TWENTY, next: null, reason: '' })?.down, null);
+    assert.equal(parseOffer({ current: TWENTY, next: null, down: null })?.down, null);
+    const noPeak = { ...DOWN, peak: 'lots' };
+    assert.equal(parseOffer({ current: TWENTY, next: null, down: noPeak })?.down, null);
+  });
+
+  test('the panel line says what the session uses of its share and where it would go', () => {
+    const offer = { current: TWENTY, next: null, reason: '', down: DOWN };
+    assert.equal(
+      downOffer(offer),
+      'This session uses 3 GiB of its 20 GiB: move to A100 1g.5gb (5 GiB)?'
+    );
+    assert.equal(downLabel(DOWN), 'Move to a smaller GPU: A100 1g.5gb');
+  });
+
+  test('the confirmation says why, then what is saved, stopped and kept', () => {
+    const text = downConfirmText({ current: TWENTY, next: null, reason: '', down: DOWN });
+    assert.match(text, /^Its GPU memory peak so far is 3 GiB; A100 1g.5gb \(5 GiB\) holds that/);
+    assert.match(text, /Every open notebook and file is saved/);
+    assert.match(text, /A100 1g.5gb \(5 GiB\) instead of A100 3g.20gb \(20 GiB\)/);
+    assert.match(text, /each idle kernel saves its variables first/);
   });
 });

@@ -54,6 +54,7 @@ CHECKED: dict[str, dict[str, str]] = {
     RESIZE: {
         "service_resize_offering": "IResizeOffering",
         "service_resize_offer": "IResizeOffer",
+        "service_resize_down": "IResizeDown",
         "service_resize_move": "IResizeMove",
     },
     RECLAIM: {

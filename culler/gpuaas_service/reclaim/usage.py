@@ -83,6 +83,15 @@ class UsageRecorder:
         if self._pending and await self.state.write(history_json(self.history)):
             self._pending = False
 
+    def session_peak(self, user: str, server: str, now: datetime) -> tuple[int, float] | None:
+        """The open session's peak so far (bytes) and the seconds since it started, as of
+        ``now``; ``None`` where it is not open or nothing of it was measured (the way down,
+        :func:`gpuaas_service.web.resize.way_down`)."""
+        run = self.open.get((user, server))
+        if run is None or not run.measured:
+            return None
+        return run.peak, max(0.0, (now - run.started_at).total_seconds())
+
     def _ended(self, server: _Server, run: _Open) -> None:
         """One session more in the user's history, where it was measured."""
         if run.measured:

@@ -14,8 +14,14 @@ only a server may make: web/servers.py):
   again with the same choice on the bigger offering (``servers``; the spawner validates
   it again, and its progress page shows the queue position, as for any spawn).
 
-The decisions (:func:`current_choice`, :func:`bigger_offerings`, :func:`plan_resize`) are pure;
-:class:`Resizer` does the Hub calls.
+The way down (issue 36): a session whose GPU-memory peak has stayed far below its share for
+long is offered a smaller one (``down`` in ``GET api/resize``: :func:`way_down` decides, with
+the thresholds of :class:`WayDownRule`), and ``POST api/resize`` with that offering moves it
+there the same way. The peak is what the server's own activity reports said this session
+(the usage recorder's open run): a smaller share is offered, never imposed.
+
+The decisions (:func:`current_choice`, :func:`bigger_offerings`, :func:`smaller_offerings`,
+:func:`way_down`, :func:`plan_resize`) are pure; :class:`Resizer` does the Hub calls.
 """
 
 from __future__ import annotations
@@ -49,18 +55,22 @@ from jupyter_gpuaas.core.choice import (
 from jupyter_gpuaas.core.fields import FieldError, FieldErrors, did_you_mean, type_name
 from jupyter_gpuaas.core.headroom import Headroom, QueueState, UserUsage, compute_headroom
 from jupyter_gpuaas.core.parsing import ParseError, load_json
-from jupyter_gpuaas.core.sizing import format_gib, offering_memory
+from jupyter_gpuaas.core.sizing import DEFAULT_HEADROOM, format_gib, offering_memory
 
 __all__ = [
     "RESIZE_KEYS",
     "ResizeHub",
     "ResizeRefused",
     "Resizer",
+    "SessionPeakFn",
+    "WayDownRule",
     "bigger_offerings",
     "current_choice",
     "others_usage",
     "plan_resize",
     "resize_handlers",
+    "smaller_offerings",
+    "way_down",
 ]
 
 log = logging.getLogger("gpuaas.resize")
@@ -133,6 +143,66 @@ def bigger_offerings(catalog: Catalog, choice: Choice) -> list[Offering]:
     return [f[-1] for f in sorted(found, key=lambda f: f[:4])]
 
 
+def smaller_offerings(catalog: Catalog, choice: Choice) -> list[Offering]:
+    """The team's offerings with less GPU memory of the user's own than ``choice``, those of
+    the same pool first, then the smallest first (memory, GPU-equivalents, catalog order).
+    Time-shared GPUs never, nor offerings without a GPU."""
+    have = _memory(choice.offering, choice.count)
+    if have is None:
+        return []
+    found: list[tuple[bool, int, Fraction, int, Offering]] = []
+    for order, slug in enumerate(choice.tenant.offerings):
+        offering = catalog.offerings.get(slug)
+        if offering is None or offering.slug == choice.offering.slug:
+            continue
+        count = _count_for(offering, choice.count)
+        memory = _memory(offering, count)
+        if memory is None or memory >= have:
+            continue
+        other_pool = offering.flavor != choice.offering.flavor
+        found.append((other_pool, memory, offering.gpu_equivalents_for(count), order, offering))
+    return [f[-1] for f in sorted(found, key=lambda f: f[:4])]
+
+
+@dataclass(frozen=True)
+class WayDownRule:
+    """When a session is offered a smaller share (``c.GPUaaSService.way_down_*``)."""
+
+    below: float = 0.25
+    """Its peak is at most this share of its GPU memory (``way_down_below``)."""
+    after_seconds: float = 1800.0
+    """It has run at least this long (``way_down_after``): a peak needs time to show."""
+    headroom: float = DEFAULT_HEADROOM
+    """The smaller share holds the peak times this (as the spawn form's advice sizes)."""
+
+
+SessionPeakFn = Callable[[str, str], "tuple[int, float] | None"]
+"""(user, server) → (the session's GPU-memory peak in bytes, seconds it has been measured),
+or ``None`` where nothing was measured."""
+
+
+def way_down(
+    catalog: Catalog, choice: Choice, peak: tuple[int, float] | None, rule: WayDownRule
+) -> Offering | None:
+    """The smaller offering a session running ``choice`` is offered, or ``None``: its peak
+    (bytes, seconds measured) has stayed at most ``rule.below`` of its memory for at least
+    ``rule.after_seconds``, and a smaller offering holds the peak times ``rule.headroom`` (the
+    smallest such, the same pool first)."""
+    have = _memory(choice.offering, choice.count)
+    if have is None or peak is None:
+        return None
+    peak_bytes, seconds = peak
+    if seconds < rule.after_seconds or peak_bytes > rule.below * have:
+        return None
+    need = max(1, int(peak_bytes * max(1.0, rule.headroom)))
+    smaller = smaller_offerings(catalog, choice)
+    fits = [o for o in smaller if (_memory(o, _count_for(o, choice.count)) or 0) >= need]
+    if not fits:
+        return None
+    same_pool = [o for o in fits if o.flavor == choice.offering.flavor]
+    return (same_pool or fits)[0]
+
+
 def _target_options(catalog: Catalog, choice: Choice, target: Offering) -> dict[str, Any]:
     """The running choice with ``target`` for its offering; the count, image and size kept
     where ``target`` allows them, else its defaults."""
@@ -176,13 +246,15 @@ def plan_resize(
     body: object,
     *,
     headroom: HeadroomFn | None = None,
+    down: Offering | None = None,
 ) -> Choice:
     """The choice a server running ``choice`` moves to for the move ``body`` asks for (an
     offering, or none: the next size up), checked as a spawn is; else :class:`ResizeRefused`.
 
     In order: the body (400), the offering known (400) and offered to the team (403), bigger
-    than what runs (400), then the spawn's own checks of the whole choice with the live
-    headroom (a per-user cap, a quota it can never fit: 409).
+    than what runs or the way down offered (``down``, from :func:`way_down`; 400), then the
+    spawn's own checks of the whole choice with the live headroom (a per-user cap, a quota it
+    can never fit: 409).
     """
     slug = _requested(body)
     bigger = bigger_offerings(catalog, choice)
@@ -205,7 +277,7 @@ def plan_resize(
             raise ResizeRefused(
                 403, f"{found.display_name} is not offered to {tenant.display_name}", "offering"
             )
-        if found not in bigger:
+        if found not in bigger and (down is None or found.slug != down.slug):
             raise ResizeRefused(
                 400,
                 f"{found.display_name} is not bigger than {_shown(choice)}"
@@ -284,6 +356,9 @@ class Resizer:
     clock: Callable[[], float] = field(default=time.monotonic)
     max_kept: int = 10_000
     """Users whose hub answer is kept at most (the least recently asked is forgotten)."""
+    session_peak: SessionPeakFn | None = None
+    """The running session's GPU-memory peak (the usage recorder's); ``None``: no way down."""
+    way_down_rule: WayDownRule = field(default_factory=WayDownRule)
 
     def __post_init__(self) -> None:
         self.moving: dict[tuple[str, str], asyncio.Task[None]] = {}
@@ -347,11 +422,19 @@ class Resizer:
         running, servers = await self._running(user, server)
         choice = current_choice(catalog, groups, running.get("user_options"))
         usage = others_usage(catalog, groups, servers, server)
-        return choice, plan_resize(catalog, choice, body, headroom=self._headroom(usage))
+        down = self._down(catalog, choice, user, server)
+        planned = plan_resize(catalog, choice, body, headroom=self._headroom(usage), down=down)
+        return choice, planned
+
+    def _peak(self, user: str, server: str) -> tuple[int, float] | None:
+        return None if self.session_peak is None else self.session_peak(user, server)
+
+    def _down(self, catalog: Catalog, choice: Choice, user: str, server: str) -> Offering | None:
+        return way_down(catalog, choice, self._peak(user, server), self.way_down_rule)
 
     async def offer(self, user: str, server: str, groups: Sequence[str]) -> dict[str, Any]:
-        """``GET api/resize``: the offering that runs and the next size up (``null`` and why
-        not when there is none)."""
+        """``GET api/resize``: the offering that runs, the next size up (``null`` and why
+        not when there is none) and the way down (``null`` unless offered)."""
         catalog = self._catalog()
         running, servers = await self._running(user, server, kept=True)
         choice = current_choice(catalog, groups, running.get("user_options"))
@@ -359,9 +442,25 @@ class Resizer:
             "current": _offering_json(choice.offering, choice.count),
             "next": None,
             "reason": "",
+            "down": None,
         }
         usage = others_usage(catalog, groups, servers, server)
         room = self._headroom(usage)
+        down = self._down(catalog, choice, user, server)
+        if down is not None:
+            try:
+                smaller = plan_resize(
+                    catalog, choice, {"offering": down.slug}, headroom=room, down=down
+                )
+            except ResizeRefused:
+                pass  # it could not start now (a cap, a quota): not offered
+            else:
+                peak = (self._peak(user, server) or (0, 0.0))[0]
+                answer["down"] = {
+                    **_offering_json(smaller.offering, smaller.count),
+                    "peak": peak,
+                    "peak_text": format_gib(peak),
+                }
         try:
             planned = plan_resize(catalog, choice, None, headroom=room)
         except ResizeRefused as e:

@@ -131,3 +131,16 @@ async def test_a_damaged_history_keeps_its_usable_part() -> None:
     await rec.cycle_completed(cycle(T0, {"alice": GIB}))
     await rec.cycle_completed(cycle(T0 + timedelta(minutes=1), {}))
     assert kept(store).peaks == {"alice": (1024,), "carol": (2048,)}
+
+
+async def test_the_open_sessions_peak_so_far_is_read_for_the_way_down() -> None:
+    rec = recorder(Store())
+    await rec.cycle_completed(cycle(T0, {"alice": 2 * GIB, "bob": None, "carol": -1}))
+    await rec.cycle_completed(cycle(T0 + timedelta(minutes=10), {"alice": 3 * GIB, "bob": None}))
+    now = T0 + timedelta(minutes=45)
+    assert rec.session_peak("alice", "", now) == (3 * GIB, 45 * 60.0)
+    assert rec.session_peak("bob", "", now) is None  # some memory of unknown size: no peak
+    assert rec.session_peak("carol", "", now) is None  # no report: not measured
+    assert rec.session_peak("alice", "other", now) is None  # another server of hers
+    await rec.cycle_completed(cycle(T0 + timedelta(minutes=50), {}))
+    assert rec.session_peak("alice", "", now) is None  # ended

@@ -20,10 +20,13 @@ from gpuaas_service.web.context import ServiceContext
 from gpuaas_service.web.resize import (
     Resizer,
     ResizeRefused,
+    WayDownRule,
     bigger_offerings,
     current_choice,
     others_usage,
     plan_resize,
+    smaller_offerings,
+    way_down,
 )
 from gpuaas_service.web.servers import ServerTokens
 from jupyter_gpuaas.core.catalog import Offering, Tenant
@@ -86,6 +89,78 @@ def test_nothing_bigger_is_refused_409_naming_what_runs() -> None:
     e = refusal(lambda: plan_resize(CATALOG, running("h100"), None))
     assert e.status == 409
     assert "Team A offers nothing bigger than your NVIDIA H100 (80 GiB)" in str(e)
+
+
+# --------------------------------------------------------------------------- the way down
+
+GiB = 1 << 30
+HOUR = 3600.0
+RULE = WayDownRule(below=0.25, after_seconds=1800, headroom=1.25)
+
+
+@pytest.mark.parametrize(
+    ("now", "peak", "down"),
+    [
+        ("l4-half", 2 * GiB, "l4-quarter"),  # the same pool (the same L4s) first
+        ("h100", 3 * GiB, "mig-1g"),  # none in its pool: the smallest elsewhere that holds it
+        ("mig-3g", 5 * GiB, "l4-half"),  # 6.25 GiB needed: not mig-1g nor l4-quarter
+        ("h100", 0, "mig-1g"),  # no GPU memory used: the smallest GPU
+    ],
+)
+def test_a_session_far_below_its_share_for_long_is_offered_the_smallest_that_holds_its_peak(
+    now: str, peak: int, down: str
+) -> None:
+    offered = way_down(CATALOG, running(now), (peak, 2 * HOUR), RULE)
+    assert offered is not None
+    assert offered.slug == down
+
+
+@pytest.mark.parametrize(
+    ("now", "peak", "seconds"),
+    [
+        ("l4-half", 2 * GiB, 1799.0),  # not long enough yet
+        ("l4-half", 3 * GiB, 2 * HOUR),  # 27 % of 11 GiB: not far enough below
+        ("mig-1g", 0, 2 * HOUR),  # nothing smaller with a GPU
+        ("cpu", 0, 2 * HOUR),  # no GPU memory to go down from
+        ("shared", 0, 2 * HOUR),  # a time-shared GPU's memory is not the user's alone
+    ],
+)
+def test_no_way_down_too_soon_too_close_or_with_nothing_smaller(
+    now: str, peak: int, seconds: float
+) -> None:
+    assert way_down(CATALOG, running(now), (peak, seconds), RULE) is None
+
+
+def test_no_way_down_for_a_session_never_measured() -> None:
+    assert way_down(CATALOG, running("h100"), None, RULE) is None
+
+
+def test_smaller_offerings_are_of_the_same_pool_first_then_the_smallest() -> None:
+    assert [o.slug for o in smaller_offerings(CATALOG, running("h100"))] == [
+        "mig-1g",
+        "l4-quarter",
+        "l4-half",
+        "mig-3g",
+    ]
+    assert [o.slug for o in smaller_offerings(CATALOG, running("mig-3g"))] == [
+        "mig-1g",
+        "l4-quarter",
+        "l4-half",
+    ]
+
+
+def test_the_way_down_offered_is_a_move_a_smaller_one_not_offered_is_refused_400() -> None:
+    choice = running("l4-half")
+    down = way_down(CATALOG, choice, (2 * GiB, 2 * HOUR), RULE)
+    planned = plan_resize(CATALOG, choice, {"offering": "l4-quarter"}, down=down)
+    assert planned.offering.slug == "l4-quarter"
+    e = refusal(lambda: plan_resize(CATALOG, choice, {"offering": "mig-1g"}, down=down))
+    assert e.status == 400
+    assert e.path == "offering"
+    assert str(e).startswith("A100 MIG 1g.5gb is not bigger than your l4-half (11 GiB)")
+    # Without an offer (never measured, or not far enough below), no move down at all.
+    e = refusal(lambda: plan_resize(CATALOG, choice, {"offering": "l4-quarter"}))
+    assert e.status == 400
 
 
 # --------------------------------------------------------------------------- refusals
@@ -389,3 +464,45 @@ async def test_the_offer_is_served_from_the_hubs_recent_answer_and_a_move_asks_a
     assert resizer.hub_asked == 4
     for task in resizer.moving.values():
         task.cancel()
+
+
+async def test_the_offer_carries_the_way_down_and_the_move_down_starts_the_smaller_share() -> None:
+    hub = TickingHub()
+    hub.run("alice", {"team": "team-a", "offering": "l4-half", "count": 1})
+    peaks = {("alice", ""): (2 * GiB, 2 * HOUR)}
+    resizer = Resizer(
+        hub,
+        lambda: CATALOG,
+        poll_interval=0.01,
+        session_peak=lambda user, server: peaks.get((user, server)),
+        way_down_rule=RULE,
+    )
+
+    answer = await resizer.offer("alice", "", TEAM_A)
+
+    assert schema_errors("service_resize_offer", answer) == []
+    assert answer["down"] == {
+        "slug": "l4-quarter",
+        "title": "l4-quarter",
+        "count": 1,
+        "memory": 5632 << 20,
+        "memory_text": "5.5 GiB",
+        "peak": 2 * GiB,
+        "peak_text": "2 GiB",
+    }
+    assert answer["next"]["slug"] == "mig-3g"  # the way up is still there
+    moved = await resizer.move("alice", "", TEAM_A, {"offering": "l4-quarter"})
+    assert moved["to"]["slug"] == "l4-quarter"
+    for _ in range(300):
+        if hub.started:
+            break
+        await asyncio.sleep(0.01)
+    assert [(u, o["offering"]) for u, _s, o in hub.started] == [("alice", "l4-quarter")]
+
+
+async def test_no_way_down_is_offered_without_the_usage_recorder() -> None:
+    hub = TickingHub()
+    hub.run("alice", {"team": "team-a", "offering": "h100", "count": 1})
+    answer = await Resizer(hub, lambda: CATALOG).offer("alice", "", TEAM_A)
+    assert answer["down"] is None
+    assert schema_errors("service_resize_offer", answer) == []
