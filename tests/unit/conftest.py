@@ -17,6 +17,25 @@ from jupyter_gpuaas.gpu.simulate import ENV_DIR
 settings.register_profile("gpuaas", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("gpuaas")
 
+UNIT = Path(__file__).resolve().parent
+# A warning in a unit test is an error, as the Jupyter projects run their tests. The exceptions,
+# each as narrow as it can be:
+UNIT_WARNINGS = (
+    "error",
+    # The replay's Gpuaas policy (benchmarks/replay/policies.py) makes an event loop per run and
+    # never closes it; Python says so, with the loop's self-pipe socket pair, when the loop is
+    # collected, in whichever test runs then.
+    "ignore:unclosed event loop:ResourceWarning",
+    r"ignore:unclosed <socket\.socket fd=\d+, family=1, type=1, proto=0>:ResourceWarning",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The unit tests' warning filters (the other suites keep pytest's defaults)."""
+    for item in items:
+        if item.path.is_relative_to(UNIT):
+            item.add_marker(pytest.mark.filterwarnings(*UNIT_WARNINGS))
+
 
 @pytest.fixture
 def sim_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
