@@ -30,7 +30,7 @@ from jupyter_gpuaas.core.kueue import (
 )
 from jupyter_gpuaas.core.labels import RECLAIM_OUTLOOK
 from jupyter_gpuaas.hub.watch import StaticKueueView
-from tests.support.clock import FakeClock
+from tests.support.clock import FakeClock, until
 from tests.support.samples import (
     GPU,
     NAMESPACE,
@@ -836,9 +836,18 @@ async def test_a_restart_creates_its_pod_only_once_the_earlier_pods_workload_is_
     spawner._gpuaas_pod_uid = "earlier-pod-uid"  # the server's previous pod, just stopped
     view = spawner.test_view
     view._workloads.append(read_workload(earlier_pods_workload("earlier-pod-uid")))
+    asked: list[str] = []
+    looks_up = view.has_workload_for_pod
+
+    def has_workload_for_pod(namespace: str, uid: str, pod_name: str) -> bool:
+        asked.append(uid)
+        return bool(looks_up(namespace, uid, pod_name))
+
+    view.has_workload_for_pod = has_workload_for_pod
     await spawner._run_apply_user_options({"offering": "h100"})
     future = spawner.start()
-    await asyncio.sleep(0.5)
+    # looked, then looked again after a backoff: the wait holds, it was not a single glance
+    await until("the spawner to look for the earlier Workload again", lambda: len(asked) >= 3)
     assert not started.is_set()  # no pod while the earlier Workload is there
     view._workloads = [w for w in view._workloads if w.owner_uid != "earlier-pod-uid"]
     await asyncio.wait_for(started.wait(), 5)
