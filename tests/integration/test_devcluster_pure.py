@@ -98,7 +98,8 @@ def test_nodes_file_errors_are_clear(tmp_path: Path) -> None:
         load_nodes(bad)
 
 
-def test_sample_quotas_fit_in_the_pools() -> None:
+def _pool_capacity() -> dict[tuple[str, str], float]:
+    """Each pool's GPU resources, HAMi's per-vGPU ones also as their transformed totals."""
     capacity: dict[tuple[str, str], float] = {}
     for n in load_nodes():
         for res, qty in n.capacity.items():
@@ -112,13 +113,11 @@ def test_sample_quotas_fit_in_the_pools() -> None:
             for (pool, res), amount in list(capacity.items()):
                 if res == t["input"]:
                     capacity[(pool, out)] = amount * float(factor)
-    # A flavor's quota is its pool's (nodeLabels gpuaas.dev/pool); several flavors may share one
-    # pool (local and local-hami: local-0's A100s and its HAMi L4), and their quotas add up.
-    pool_of = {
-        doc["metadata"]["name"]: doc["spec"]["nodeLabels"]["gpuaas.dev/pool"]
-        for doc in yaml.safe_load_all((MANIFESTS_DIR / "20-resource-flavors.yaml").read_text())
-    }
-    assert pool_of["local-hami"] == "local"
+    return capacity
+
+
+def _pool_quota(pool_of: dict[str, str]) -> dict[tuple[str, str], float]:
+    """The sample ClusterQueues' GPU quota, summed per pool (``pool_of``: flavor → pool)."""
     quota: dict[tuple[str, str], float] = {}
     docs = yaml.safe_load_all((MANIFESTS_DIR / "30-cluster-queues.yaml").read_text())
     for doc in docs:
@@ -130,6 +129,20 @@ def test_sample_quotas_fit_in_the_pools() -> None:
                     if r["name"].startswith("nvidia.com/"):
                         key = (pool_of[flavor["name"]], r["name"])
                         quota[key] = quota.get(key, 0) + float(r["nominalQuota"])
+    return quota
+
+
+def test_sample_quotas_fit_in_the_pools() -> None:
+    capacity = _pool_capacity()
+    # A flavor's quota is its pool's (nodeLabels gpuaas.dev/pool); several flavors may share one
+    # pool (local and local-hami: local-0's A100s and its HAMi L4), and their quotas add up.
+    pool_of = {
+        doc["metadata"]["name"]: doc["spec"]["nodeLabels"]["gpuaas.dev/pool"]
+        for doc in yaml.safe_load_all((MANIFESTS_DIR / "20-resource-flavors.yaml").read_text())
+    }
+    assert pool_of["local-hami"] == "local"
+    quota = _pool_quota(pool_of)
+    assert quota
     for key, q in quota.items():
         assert q <= capacity.get(key, 0), f"quota {key} = {q} > capacity {capacity.get(key, 0)}"
 

@@ -228,38 +228,7 @@ async def test_a_notebook_runs_as_a_job_queues_runs_and_comes_back(
     )
     assert queued["state"] == "queued"
 
-    # alice's own token (as made on /hub/token, with the service's scope) submits nothing and
-    # lists nothing: only her server's own token is taken
-    mine = hub.user_token("alice", ["access:services!service=gpuaas"])
-    code, answer = service(
-        hub, mine, "api/jobs", "POST", {"path": "work/writer.ipynb", "notebook": WRITER}
-    )
-    assert code == 403, answer
-    assert "only a single-user server's own token" in answer["message"]
-    assert service(hub, mine, "api/jobs")[0] == 403
-
-    # bob (team A) sees none of it and can touch none of it; carol cannot use team A's queue
-    bob = hub.server_token("bob")
-    code, bobs = service(hub, bob, "api/jobs")
-    assert code == 200
-    assert bobs["jobs"] == []
-    for path, method in (
-        (f"api/jobs/team-a/{writer['name']}", "DELETE"),
-        (f"api/jobs/team-a/{writer['name']}/log", "GET"),
-        (f"api/jobs/team-a/{writer['name']}/result", "GET"),
-    ):
-        code, answer = service(hub, bob, path, method)
-        assert code == 404, (path, answer)
-    carol = hub.server_token("carol")
-    code, answer = service(
-        hub,
-        carol,
-        "api/jobs",
-        "POST",
-        {"team": "team-a", "path": "x.ipynb", "notebook": WRITER},
-    )
-    assert code == 403
-    assert answer["errors"][0]["path"] == "team"
+    _no_one_else_may_touch_it(hub, writer)
     # alice's cap: two queued or running at once
     status, capped = srv.call("gpuaas/api/jobs", "POST", {"path": "work/writer.ipynb"})
     assert status == 409, capped
@@ -298,6 +267,43 @@ async def test_a_notebook_runs_as_a_job_queues_runs_and_comes_back(
     assert mine["collected"] == f"work/writer-{writer['name']}.ipynb"
     # cleaning up: cancelling a finished job removes it
     assert srv.call(f"gpuaas/api/jobs/team-a/{writer['name']}", "DELETE")[0] == 200
+
+
+def _no_one_else_may_touch_it(hub: QueueHub, writer: dict[str, Any]) -> None:
+    """Only alice's server's own token reaches her Jobs: not her personal token, not bob (her
+    teammate), and carol (team B) cannot use team A's queue."""
+    # alice's own token (as made on /hub/token, with the service's scope) submits nothing and
+    # lists nothing: only her server's own token is taken
+    mine = hub.user_token("alice", ["access:services!service=gpuaas"])
+    code, answer = service(
+        hub, mine, "api/jobs", "POST", {"path": "work/writer.ipynb", "notebook": WRITER}
+    )
+    assert code == 403, answer
+    assert "only a single-user server's own token" in answer["message"]
+    assert service(hub, mine, "api/jobs")[0] == 403
+
+    # bob (team A) sees none of it and can touch none of it; carol cannot use team A's queue
+    bob = hub.server_token("bob")
+    code, bobs = service(hub, bob, "api/jobs")
+    assert code == 200
+    assert bobs["jobs"] == []
+    for path, method in (
+        (f"api/jobs/team-a/{writer['name']}", "DELETE"),
+        (f"api/jobs/team-a/{writer['name']}/log", "GET"),
+        (f"api/jobs/team-a/{writer['name']}/result", "GET"),
+    ):
+        code, answer = service(hub, bob, path, method)
+        assert code == 404, (path, answer)
+    carol = hub.server_token("carol")
+    code, answer = service(
+        hub,
+        carol,
+        "api/jobs",
+        "POST",
+        {"team": "team-a", "path": "x.ipynb", "notebook": WRITER},
+    )
+    assert code == 403
+    assert answer["errors"][0]["path"] == "team"
 
 
 async def _positioned(srv: JupyterServer, name: str) -> dict[str, Any] | None:
