@@ -168,40 +168,68 @@ def _root(state: QueueState, cohort: str | None) -> str | None:
     return cohort
 
 
+_AMOUNTS = ("nominal", "notebooks", "training", "borrowed", "lent")
+
+
 def _flavor_rows(
     state: QueueState, owners: Mapping[str, tuple[str, str]]
 ) -> dict[str, list[dict[str, Any]]]:
     """Per team, per (flavor, resource) of a GPU resource: nominal, notebooks, training,
     borrowed, lent (Kueue's integer units)."""
-    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
-    roots: dict[tuple[str, str, str], str | None] = {}
+    rows, roots = _team_use(state, owners)
+    _lend_and_borrow(rows, roots)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for (team, _f, _r), row in sorted(rows.items()):
+        if not any(row[k] for k in _AMOUNTS):
+            continue  # a flavor the queue lists with no quota and no use: nothing to show
+        resource = row["resource"]
+        shown = {k: display_value(resource, row[k]) for k in _AMOUNTS}
+        readable = {k: readable_amount(resource, row[k]) for k in _AMOUNTS}
+        gpu_eq = {
+            k: format_gpu_equivalents(resource_gpu_equivalents({resource: Fraction(row[k])}))
+            for k in _AMOUNTS
+        }
+        in_use = any(row[k] for k in ("notebooks", "training", "borrowed", "lent"))
+        out.setdefault(team, []).append(
+            {**row, "shown": shown, "readable": readable, "gpu_eq": gpu_eq, "in_use": in_use}
+        )
+    return out
+
+
+_Key = tuple[str, str, str]
+"""(team, flavor, resource)."""
+
+
+def _team_use(
+    state: QueueState, owners: Mapping[str, tuple[str, str]]
+) -> tuple[dict[_Key, dict[str, Any]], dict[_Key, str | None]]:
+    """Each team's nominal quota and use per GPU (flavor, resource), summed over its queues,
+    and the root cohort of each."""
+    rows: dict[_Key, dict[str, Any]] = {}
+    roots: dict[_Key, str | None] = {}
     for name, cq in state.cluster_queues.items():
         team, role = owners.get(name, ("", ""))
         if not team:
             continue
-        keys = set(cq.quotas) | set(cq.reserved)
-        for flavor, resource in keys:
+        for flavor, resource in set(cq.quotas) | set(cq.reserved):
             if not resource.startswith(GPU_PREFIX):
                 continue
             row = rows.setdefault(
                 (team, flavor, resource),
-                {
-                    "flavor": flavor,
-                    "resource": resource,
-                    "nominal": 0,
-                    "notebooks": 0,
-                    "training": 0,
-                    "borrowed": 0,
-                    "lent": 0,
-                },
+                {"flavor": flavor, "resource": resource, **dict.fromkeys(_AMOUNTS, 0)},
             )
             quota = cq.quotas.get((flavor, resource))
             row["nominal"] += quota.nominal if quota else 0
             row[role] += cq.usage((flavor, resource))
             roots[(team, flavor, resource)] = _root(state, cq.cohort)
-    # At the team's level, borrowing between its own notebooks and training queues cancels out:
-    # borrowed is what it uses beyond its own quota; lent is shared out from that (module doc).
-    by_tree: dict[tuple[str | None, str, str], list[tuple[str, str, str]]] = {}
+    return rows, roots
+
+
+def _lend_and_borrow(rows: dict[_Key, dict[str, Any]], roots: Mapping[_Key, str | None]) -> None:
+    """At the team's level, borrowing between its own notebooks and training queues cancels
+    out: borrowed is what it uses beyond its own quota; lent is shared out from that (module
+    doc) among the teams of one cohort tree."""
+    by_tree: dict[tuple[str | None, str, str], list[_Key]] = {}
     for key, row in rows.items():
         row["borrowed"] = max(0, row["notebooks"] + row["training"] - row["nominal"])
         if roots.get(key) is not None:
@@ -216,23 +244,6 @@ def _flavor_rows(
             borrowed = sum(rows[k]["borrowed"] for k in members if k[0] != key[0])
             if borrowed and unused[key] and pool:
                 rows[key]["lent"] = min(unused[key], round(borrowed * unused[key] / pool))
-    out: dict[str, list[dict[str, Any]]] = {}
-    for (team, _f, _r), row in sorted(rows.items()):
-        if not any(row[k] for k in ("nominal", "notebooks", "training", "borrowed", "lent")):
-            continue  # a flavor the queue lists with no quota and no use: nothing to show
-        amounts = ("nominal", "notebooks", "training", "borrowed", "lent")
-        resource = row["resource"]
-        shown = {k: display_value(resource, row[k]) for k in amounts}
-        readable = {k: readable_amount(resource, row[k]) for k in amounts}
-        gpu_eq = {
-            k: format_gpu_equivalents(resource_gpu_equivalents({resource: Fraction(row[k])}))
-            for k in amounts
-        }
-        in_use = any(row[k] for k in ("notebooks", "training", "borrowed", "lent"))
-        out.setdefault(team, []).append(
-            {**row, "shown": shown, "readable": readable, "gpu_eq": gpu_eq, "in_use": in_use}
-        )
-    return out
 
 
 def readable_amount(resource: str, value: int) -> str:
