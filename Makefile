@@ -41,14 +41,22 @@ $(STAMP): pyproject.toml jupyter_gpuaas/labextension/package.json
 VENV55  ?= .venv-hub55
 STAMP55 := $(VENV55)/.installed
 HUB55_CONSTRAINTS := spawner/hub-image/z2jh-hub-constraints.txt
-# what runs on it: the spawner's and the service's unit tests and the hub tests, not the browser ones
-HUB55_TESTS := tests/unit/spawner tests/unit/service tests/unit/deploy \
+# What runs on it: the tests of the code that calls JupyterHub's or KubeSpawner's API (the
+# spawner class, a KubeSpawner; the service's HubAuth/HubOAuth handlers, app and hub REST client)
+# and the hub tests that start a hub with the service, not the browser ones. The pure modules'
+# unit tests (validation, messages, the reclaim rules, deploy files) run on one line only.
+HUB55_TESTS := tests/unit/spawner/test_hubcompat.py tests/unit/spawner/test_failures.py \
+	tests/unit/spawner/test_form.py tests/unit/spawner/test_pod.py \
+	tests/unit/spawner/test_progress.py tests/unit/spawner/test_spawner_state.py \
+	tests/unit/spawner/test_token_secret.py \
+	tests/unit/service/web tests/unit/service/test_app.py tests/unit/service/test_api_schema.py \
+	tests/unit/service/clients/test_hub.py \
 	tests/hub/test_spawn.py tests/hub/test_spawn_queue.py tests/hub/test_spawn_caps.py \
 	tests/hub/test_spawn_failures.py \
 	tests/hub/test_culler.py \
 	tests/hub/test_culler_dry_run.py
 # (no $(MAKE) in test's recipe: `make -n test` would run that line)
-HUB55_PYTEST = $(VENV55)/bin/pytest -ra -p no:cacheprovider $(HUB55_TESTS)
+HUB55_PYTEST = $(VENV55)/bin/pytest -ra --durations=20 -p no:cacheprovider $(HUB55_TESTS)
 
 $(STAMP55): pyproject.toml $(HUB55_CONSTRAINTS) jupyter_gpuaas/labextension/package.json
 	$(PYTHON) -m venv $(VENV55)
@@ -85,8 +93,14 @@ lint: $(STAMP) $(CONSOLE_JS) ## ruff, mypy, import boundaries, API types against
 options: $(STAMP) ## rewrite docs/options.md from the options' traitlets
 	$(PY) docs/options.py
 
+# The unit tests on both cores (pytest-xdist): each test has its own tmp_path and OS-chosen ports.
+# The cluster, hub and browser tests share one cluster and session fixtures, so they run in one
+# process. Each run prints its 20 slowest tests.
+UNIT_PYTEST = $(VENV)/bin/pytest -ra -n 2 --durations=20 tests/unit
+MAIN_PYTEST = $(VENV)/bin/pytest -ra --durations=20 --ignore=tests/unit
+
 unit: $(STAMP) ## unit tests only (no cluster, no browser)
-	$(VENV)/bin/pytest tests/unit -q
+	$(UNIT_PYTEST)
 
 # One dev cluster for both test sessions (the session fixture reuses a running one); stopped at
 # the end, whatever the outcome, if this target started it. It is the tests' own cluster: a
@@ -96,8 +110,9 @@ test: install lint cluster-build $(STAMP55) ## install everything the tests need
 	npm test
 	@echo "make test: on the tests' own dev cluster, $$($(PY) -m devcluster where); a running make demo is not touched"
 	status=0; started=0; \
+	$(UNIT_PYTEST) || status=$$?; \
 	$(PY) -m devcluster status >/dev/null 2>&1 || { $(PY) -m devcluster up >/dev/null && started=1; }; \
-	$(VENV)/bin/pytest -ra || status=$$?; \
+	$(MAIN_PYTEST) || status=$$?; \
 	$(HUB55_PYTEST) || status=$$?; \
 	if [ $$started = 1 ]; then $(PY) -m devcluster down || status=$$?; fi; \
 	exit $$status
