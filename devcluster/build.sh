@@ -118,16 +118,34 @@ if [ ! -x "$out/etcd" ]; then
   mv "$out/etcd.tmp" "$out/etcd"
 fi
 
-# --- kwok and Kueue install directly from the module proxy.
+# --- kwok and Kueue: one wrapper module requiring both, built by one `go build`. Both are built
+# against k8s.io/* v0.36.x (kwok v0.36.1, Kueue v0.36.2) and controller-runtime v0.24.1: in one
+# module graph they get one version of each (the higher, v0.36.2), so client-go, apimachinery,
+# apiserver and the API types are compiled once for the two instead of once each.
+sigs_cmds="kwok kueue"
+missing=""
+for cmd in $sigs_cmds; do [ -x "$out/$cmd" ] || missing="$missing $cmd"; done
+missing=${missing# }
+if [ -n "$missing" ]; then
+  step "resolving kwok $KWOK_VERSION and kueue $KUEUE_VERSION"
+  mkdir -p "$work/sigs"
+  cd "$work/sigs"
+  printf 'module local/sigsbuild\ngo 1.26\nrequire (\n\tsigs.k8s.io/kwok %s\n\tsigs.k8s.io/kueue %s\n)\n' \
+    "$KWOK_VERSION" "$KUEUE_VERSION" >go.mod
+  printf 'package main\nimport (\n\t_ "sigs.k8s.io/kwok/cmd/kwok"\n\t_ "sigs.k8s.io/kueue/cmd/kueue"\n)\nfunc main() {}\n' >tools.go
+  go mod tidy >>"$log" 2>&1 || fail "resolving the kwok and Kueue modules"
+  rm tools.go
+  step "building $missing (kwok $KWOK_VERSION, kueue $KUEUE_VERSION)"
+  rm -rf "$work/sigs-bin"; mkdir -p "$work/sigs-bin"
+  pkgs=""
+  for cmd in $missing; do
+    case $cmd in kwok) pkgs="$pkgs sigs.k8s.io/kwok/cmd/kwok" ;; kueue) pkgs="$pkgs sigs.k8s.io/kueue/cmd/kueue" ;; esac
+  done
+  # shellcheck disable=SC2086  # one package per word
+  go build -trimpath -ldflags "-s -w" -o "$work/sigs-bin/" $pkgs >>"$log" 2>&1 || fail "building $missing"
+  for cmd in $missing; do mv "$work/sigs-bin/$cmd" "$out/$cmd"; done
+fi
 cd "$work"
-if [ ! -x "$out/kwok" ]; then
-  step "building kwok $KWOK_VERSION"
-  GOBIN="$out" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >>"$log" 2>&1 || fail "building kwok"
-fi
-if [ ! -x "$out/kueue" ]; then
-  step "building kueue $KUEUE_VERSION"
-  GOBIN="$out" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" >>"$log" 2>&1 || fail "building kueue"
-fi
 if [ ! -f "$out/kueue-config/default/kustomization.yaml" ]; then
   step "copying Kueue's manifests"
   dir=$(go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" 2>>"$log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])') || fail "downloading Kueue's manifests"
