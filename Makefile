@@ -51,10 +51,10 @@ HUB55_TESTS := tests/unit/spawner/test_hubcompat.py tests/unit/spawner/test_fail
 	tests/unit/spawner/test_token_secret.py \
 	tests/unit/service/web tests/unit/service/test_app.py tests/unit/service/test_api_schema.py \
 	tests/unit/service/clients/test_hub.py \
-	tests/hub/test_spawn.py tests/hub/test_spawn_queue.py tests/hub/test_spawn_caps.py \
-	tests/hub/test_spawn_failures.py \
-	tests/hub/test_culler.py \
-	tests/hub/test_culler_dry_run.py
+	tests/real_hub/test_spawn.py tests/real_hub/test_spawn_queue.py tests/real_hub/test_spawn_caps.py \
+	tests/real_hub/test_spawn_failures.py \
+	tests/real_hub/test_culler.py \
+	tests/real_hub/test_culler_dry_run.py
 # (no $(MAKE) in test's recipe: `make -n test` would run that line)
 HUB55_PYTEST = $(VENV55)/bin/pytest -ra --durations=20 -p no:cacheprovider $(HUB55_TESTS)
 
@@ -121,8 +121,8 @@ test-hub55: $(STAMP55) ## the spawner's, the service's and the hub tests on z2jh
 	$(HUB55_PYTEST)
 
 # The browser tests write their screenshots to build/screenshots/; this run writes the docs' own.
-SCREENSHOT_TESTS := tests/e2e/test_gpu_panel.py tests/hub/test_console.py \
-	tests/hub/test_console_handoff.py tests/hub/test_queue_browser.py \
+SCREENSHOT_TESTS := tests/e2e/test_gpu_panel.py tests/real_hub/test_console.py \
+	tests/real_hub/test_console_handoff.py tests/real_hub/test_queue_browser.py \
 	tests/integration/test_notebook_jobs_browser.py
 screenshots: install cluster-build ## refresh the docs' screenshots from the browser tests that take them
 	GPUAAS_DOCS_SCREENSHOTS=1 $(VENV)/bin/pytest -q $(SCREENSHOT_TESTS)

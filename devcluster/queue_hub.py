@@ -1,6 +1,6 @@
 """A real JupyterHub on the dev cluster with the gpuaas service, and tokens for its users.
 
-Used by tests/integration/test_queue_service.py, tests/hub/test_queue_browser.py and
+Used by tests/integration/test_queue_service.py, tests/real_hub/test_queue_browser.py and
 benchmarks/bench_queue.py. The hub is devcluster/hub.py's; this adds the managed service ``gpuaas``
 (``gpuaas-service``, culler/gpuaas_service/app.py, with the ``gpuaas`` ServiceAccount's
 kubeconfig), grants users ``access:services!service=gpuaas`` and puts it in the servers' token

@@ -2,7 +2,7 @@
 docs/culler.md).
 
 Run by JupyterHub as the managed service ``gpuaas`` (or as its own Deployment,
-culler/deploy/culler.yaml). It answers the sidebar's queue questions from watch caches
+culler/deploy/gpuaas-service.yaml). It answers the sidebar's queue questions from watch caches
 (:mod:`gpuaas_service.web.queue`), takes the servers' activity reports and runs the reclaim loop
 when a policy is given (:mod:`gpuaas_service.web.reclaim`, :mod:`gpuaas_service.reclaim.loop`).
 
@@ -393,7 +393,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         min=0.1,
         config=True,
         help="""Seconds between checks of the policy file for changes. A changed file is loaded;
-        an invalid one is logged, shown in api/health and the metric gpuaas_culler_policy_valid,
+        an invalid one is logged, shown in api/health and the metric gpuaas_policy_valid,
         and the last good policy stays in force (none at start: reclaim off). Default 10.
         Example: c.GPUaaSService.policy_check_interval = 30""",
     )
@@ -901,7 +901,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         except Exception as e:  # noqa: BLE001 - a view's detail, never a reason not to serve
             log.warning(
                 "console: cannot list the nodes (%s): the per-GPU view shows no free GPUs"
-                " (grant get, list, watch on nodes: culler/deploy/culler.yaml)",
+                " (grant get, list, watch on nodes: culler/deploy/gpuaas-service.yaml)",
                 e,
             )
             return None

@@ -24,17 +24,17 @@ __all__ = [
 
 RECLAIM_CODES = ("demand", "max-idle", "max-age", "always")
 """The codes of the culler's reclaim decisions (reclaim/decide.py): the ``code`` label of
-``gpuaas_culler_reclaims_total``."""
+``gpuaas_reclaims_total``."""
 OFFERING_KINDS = ("gpu", "mig", "shared", "fraction")
 """The offering kinds that hold GPUs: the ``kind`` label of the showback counters."""
 HANDOFF_RESULTS = ("succeeded", "failed")
-"""The results of a hand-off: the ``result`` label of ``gpuaas_culler_handoffs_total``."""
+"""The results of a hand-off: the ``result`` label of ``gpuaas_handoffs_total``."""
 KERNEL_OUTCOMES = OUTCOMES
 """What a snapshot before a stop kept of one kernel (``jupyter_gpuaas.core.kernel_state``): the
-``outcome`` label of ``gpuaas_culler_kernel_states_total``."""
+``outcome`` label of ``gpuaas_kernel_states_total``."""
 RECLAIM_STATE_RESULTS = ("kept", "kept_with_losses", "interrupted")
 """What a reclaim kept of its session (``reclaim/kept_state.py``): the ``result`` label of
-``gpuaas_culler_reclaim_states_total``."""
+``gpuaas_reclaim_states_total``."""
 
 
 class Metrics:
@@ -46,45 +46,43 @@ class Metrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self.reclaimed = Counter(
-            "gpuaas_culler_reclaimed_gpu_equivalents",
+            "gpuaas_reclaimed_gpu_equivalents",
             "GPU-equivalents freed by stopping idle workbenches, by team",
             ["team"],
             registry=r,
         )
         self.reclaims = Counter(
-            "gpuaas_culler_reclaims",
+            "gpuaas_reclaims",
             "Workbenches stopped by the culler, by team and cause",
             ["team", "code"],
             registry=r,
         )
         self.warnings = Counter(
-            "gpuaas_culler_warnings", "Reclaim warnings given, by team", ["team"], registry=r
+            "gpuaas_reclaim_warnings", "Reclaim warnings given, by team", ["team"], registry=r
         )
         self.decisions = Counter(
-            "gpuaas_culler_decisions",
+            "gpuaas_reclaim_decisions",
             "Decisions made, by action and code",
             ["action", "code"],
             registry=r,
         )
         self.idle_gpu_hours = Counter(
-            "gpuaas_culler_idle_gpu_hours",
+            "gpuaas_idle_gpu_hours",
             "GPU-equivalent hours held by idle workbenches, by team",
             ["team"],
             registry=r,
         )
         self.handoff_latency = Histogram(
-            "gpuaas_culler_handoff_latency_seconds",
+            "gpuaas_handoff_latency_seconds",
             "From the reclaim to the admission of the queued workload it was for",
             buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800),
             registry=r,
         )
-        self.handoffs = Counter(
-            "gpuaas_culler_handoffs", "Hand-offs by result", ["result"], registry=r
-        )
+        self.handoffs = Counter("gpuaas_handoffs", "Hand-offs by result", ["result"], registry=r)
         for result in HANDOFF_RESULTS:
             self.handoffs.labels(result)
         self.kernel_states = Counter(
-            "gpuaas_culler_kernel_states",
+            "gpuaas_kernel_states",
             "Kernels of reclaimed servers by what the snapshot before the stop kept of them",
             ["outcome"],
             registry=r,
@@ -92,7 +90,7 @@ class Metrics:
         for outcome in KERNEL_OUTCOMES:
             self.kernel_states.labels(outcome)
         self.reclaim_states = Counter(
-            "gpuaas_culler_reclaim_states",
+            "gpuaas_reclaim_states",
             "Reclaims by what they kept of the session: kept, kept_with_losses, or interrupted"
             " (a kernel's state lost, no snapshot answer within snapshot_timeout, or a server"
             " that does not keep state)",
@@ -102,19 +100,19 @@ class Metrics:
         for result in RECLAIM_STATE_RESULTS:
             self.reclaim_states.labels(result)
         self.cycle_errors = Counter(
-            "gpuaas_culler_cycle_errors",
+            "gpuaas_reclaim_cycle_errors",
             "Cycles that read nothing usable and acted on nothing",
             ["source"],
             registry=r,
         )
         self.policy_valid = Gauge(
-            "gpuaas_culler_policy_valid",
+            "gpuaas_policy_valid",
             "1: the policy file as it is now is in force; 0: it is invalid (the last good"
             " policy, or none, is in force; the log and api/health say why)",
             registry=r,
         )
         self.policy_reloads = Counter(
-            "gpuaas_culler_policy_reloads",
+            "gpuaas_policy_reloads",
             "Policy file (re)loads, by result (loaded, invalid)",
             ["result"],
             registry=r,
@@ -127,10 +125,10 @@ class Metrics:
             registry=r,
         )
         self.cycle_seconds = Gauge(
-            "gpuaas_culler_cycle_seconds", "Duration of the last complete cycle", registry=r
+            "gpuaas_reclaim_cycle_seconds", "Duration of the last complete cycle", registry=r
         )
         self.last_cycle = Gauge(
-            "gpuaas_culler_last_cycle_timestamp_seconds",
+            "gpuaas_reclaim_last_cycle_timestamp_seconds",
             "When the last complete cycle decided (Unix time; 0: none yet)",
             registry=r,
         )

@@ -3,7 +3,7 @@ the service's own web app over a simulated cycle: the first screen, every GPU wi
 and node and what is free on each node, the filters, the compact team rows with a failed
 start, quota rows with nothing in them folded (drawn when opened, kept open across answers), and
 a team lead's page with their team alone.
-(The same page with a real hub, Kueue and servers: tests/hub/test_console.py.)"""
+(The same page with a real hub, Kueue and servers: tests/real_hub/test_console.py.)"""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ The server extension asks a small stand-in for the gpuaas hub service's server e
 (``api/reclaim``, ``api/reclaim/snooze``, ``api/reclaim/standing``, ``api/activity``,
 ``api/queue``), started by this module on 127.0.0.1, which answers as the service does
 (culler/gpuaas_service/web/reclaim.py) with a warning the test sets. The same flows against the
-real hub, Kueue and culler are in tests/hub/test_culler_browser.py. The page config names a hub
+real hub, Kueue and culler are in tests/real_hub/test_culler_browser.py. The page config names a hub
 prefix, as JupyterHub's singleuser server does, so that the stopped tab links to the hub's home.
 """
 

@@ -8,7 +8,7 @@ the cluster (``kubectl apply|create|label|annotate|patch``) gets ``--dry-run=ser
 apiserver judges every object (schema, admission, RBAC) and the dev cluster keeps its own
 organisation; ``jupyterhub/gpuaas-service`` becomes the dev cluster's ``jupyterhub/gpuaas``;
 the working directory holds ``gpuaas_service_config.py``, ``catalog.yaml``
-(spawner/demo-catalog.yaml) and ``policy.yaml`` (the policy of culler/deploy/culler.yaml)
+(spawner/demo-catalog.yaml) and ``policy.yaml`` (the policy of culler/deploy/gpuaas-service.yaml)
 beside links to the repository's ``culler``, ``devcluster`` and ``spawner``;
 ``JUPYTERHUB_API_URL``/``JUPYTERHUB_API_TOKEN`` are the test hub's and the service's token.
 """
@@ -99,7 +99,7 @@ def _workdir(world: Setup) -> Path:
     for name in ("culler", "devcluster", "spawner"):
         (work / name).symlink_to(REPO / name)
     shutil.copy(DEMO_CATALOG, work / "catalog.yaml")
-    culler = yaml.safe_load_all((REPO / "culler" / "deploy" / "culler.yaml").read_text())
+    culler = yaml.safe_load_all((REPO / "culler" / "deploy" / "gpuaas-service.yaml").read_text())
     policy = next(d for d in culler if d and d["metadata"]["name"] == "gpuaas-culler-policy")
     (work / "policy.yaml").write_text(policy["data"]["policy.yaml"])
     config = world.config.read_text()

@@ -1,5 +1,5 @@
 """Shared helpers of the hub tests: the running hub, its users' pods and Workloads, a browser
-logged in to it, and the hub with the gpuaas service's reclaim loop (tests/hub)."""
+logged in to it, and the hub with the gpuaas service's reclaim loop (tests/real_hub)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the reclaim browser tests do with a hub that runs the culler (tests/hub): log a user in
+"""What the reclaim browser tests do with a hub that runs the culler (tests/real_hub): log a user in
 to their running JupyterLab, queue the training Job that needs the servers' GPUs, and read the
 notice the spawn form shows on return."""
 

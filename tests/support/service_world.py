@@ -1,6 +1,6 @@
 """A small world for the reclaim loop's tests: team A's queues, three workbench pods, a Job
 that needs two MIG slices, and in-memory stand-ins for the hub, Kubernetes and the Kueue caches
-(our own collaborators' interfaces; the real ones are in tests/hub). :class:`World` runs a
+(our own collaborators' interfaces; the real ones are in tests/real_hub). :class:`World` runs a
 :class:`ReclaimLoop` over them with the console's record listening, as the service does."""
 
 from __future__ import annotations

@@ -197,7 +197,7 @@ def history_queries(teams: Collection[str] | None, step: int) -> list[HistoryQue
             "reclaims",
             "Reclaims per step",
             "workbenches",
-            f"sum by (team) {per_step(f'gpuaas_culler_reclaims_total{sel}', step)}",
+            f"sum by (team) {per_step(f'gpuaas_reclaims_total{sel}', step)}",
             "team",
         ),
     ]
@@ -207,7 +207,7 @@ def history_queries(teams: Collection[str] | None, step: int) -> list[HistoryQue
                 "handoffs",
                 "Hand-offs per step",
                 "hand-offs",
-                f"sum by (result) {per_step('gpuaas_culler_handoffs_total', step)}",
+                f"sum by (result) {per_step('gpuaas_handoffs_total', step)}",
                 "result",
             )
         )

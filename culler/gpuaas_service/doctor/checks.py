@@ -744,7 +744,7 @@ def access_needs(
     job_namespaces: Sequence[str],
     catalog: Catalog | None,
 ) -> list[AccessNeed]:
-    """What the service does in Kubernetes (culler/deploy/culler.yaml grants it)."""
+    """What the service does in Kubernetes (culler/deploy/gpuaas-service.yaml grants it)."""
     rbac = f"{_DEPLOY}/culler.yaml"
     ns = notebook_namespace
     own = f"Role gpuaas-service in {ns} ({rbac})"

@@ -3,7 +3,7 @@
 Before the loop stops a server whose reports say it keeps kernel state, it asks for a snapshot
 and waits at most the policy file's ``snapshot_timeout`` (:mod:`.activity_store`). Whatever
 came of it — every kernel's outcome, an error, or no answer in time — is a :class:`KeptState`:
-its :attr:`~KeptState.result` is counted (``gpuaas_culler_reclaim_states_total``), its
+its :attr:`~KeptState.result` is counted (``gpuaas_reclaim_states_total``), its
 :meth:`~KeptState.record` is the audit line ``culler.kernel-state``, its
 :meth:`~KeptState.words` go to the console's journal, and its :meth:`~KeptState.mark` is kept on
 the pod, where the spawner reads it for the notice its user gets on return.
@@ -27,7 +27,7 @@ from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, summarise
 __all__ = ["MARK_MAX_BYTES", "KeptState", "StateResult"]
 
 StateResult = Literal["kept", "kept_with_losses", "interrupted"]
-"""What a reclaim kept of its session (``gpuaas_culler_reclaim_states_total``'s ``result``,
+"""What a reclaim kept of its session (``gpuaas_reclaim_states_total``'s ``result``,
 :data:`gpuaas_service.metrics.RECLAIM_STATE_RESULTS`)."""
 MARK_MAX_BYTES = 8 * 1024
 """The most JSON kept on the pod for the return notice (annotations are small)."""

@@ -27,7 +27,7 @@ def _load(path: Path) -> Any:
 
 
 def _manifests() -> dict[tuple[str, str], dict[str, Any]]:
-    docs = [d for d in yaml.safe_load_all((DEPLOY / "culler.yaml").read_text()) if d]
+    docs = [d for d in yaml.safe_load_all((DEPLOY / "gpuaas-service.yaml").read_text()) if d]
     return {(d["kind"], d["metadata"]["name"]): d for d in docs}
 
 
@@ -74,7 +74,7 @@ def test_the_hub_reaches_the_service_where_it_listens(
     assert env["JUPYTERHUB_OAUTH_CALLBACK_URL"] == prefix + "oauth_callback"
     # servers reach it through the proxy under the same prefix
     assert urlparse(values["singleuser"]["extraEnv"]["GPUAAS_SERVICE_URL"]).path == prefix
-    # the job runner's address (culler.yaml's configuration) is the same Service
+    # the job runner's address (gpuaas-service.yaml's configuration) is the same Service
     config = objs[("ConfigMap", "gpuaas-service-config")]["data"]["gpuaas_service_config.py"]
     job_url = re.search(r'job_service_url = "([^"]+)"', config)
     assert job_url is not None
@@ -183,8 +183,8 @@ def test_every_file_and_object_the_page_names_exists() -> None:
         files = [p for p in DEPLOY.glob("*policy.yaml") if f"name: {policy}" in p.read_text()]
         assert files, policy
         assert f"kubectl apply -f culler/deploy/{files[0].name}" in page
-    assert "kubectl apply -f culler/deploy/culler.yaml" in page
-    # the service account the page names is culler.yaml's
+    assert "kubectl apply -f culler/deploy/gpuaas-service.yaml" in page
+    # the service account the page names is gpuaas-service.yaml's
     sa = _manifests()[("ServiceAccount", "gpuaas-service")]
     assert f"--as-service-account {sa['metadata']['namespace']}/gpuaas-service" in page
     # the supported Kueue is the doctor's
@@ -194,5 +194,5 @@ def test_every_file_and_object_the_page_names_exists() -> None:
     # the page links back from the pages it gathers
     for doc in ("spawner.md", "queue.md", "fractions.md", "console.md", "culler.md"):
         assert "deploy.md" in (ROOT / "docs" / doc).read_text(), doc
-    for yaml_file in (DEPLOY / "culler.yaml", SERVICE_VALUES, SPAWNER_VALUES):
+    for yaml_file in (DEPLOY / "gpuaas-service.yaml", SERVICE_VALUES, SPAWNER_VALUES):
         assert "docs/deploy.md" in yaml_file.read_text(), yaml_file

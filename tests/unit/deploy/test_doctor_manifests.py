@@ -1,5 +1,5 @@
 """The doctor's lists of what culler/deploy/ ships are the files' (no drift): the admission
-policies with their bindings, the alert rules, and the RBAC it reviews is what culler.yaml
+policies with their bindings, the alert rules, and the RBAC it reviews is what gpuaas-service.yaml
 grants."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _granted(docs: list[dict[str, Any]], account: tuple[str, str]) -> set[tuple[
 def test_every_verb_the_doctor_reviews_is_granted_by_culler_yaml() -> None:
     from jupyter_gpuaas.core.catalog import build_catalog, load_catalog_file
 
-    docs = _docs(DEPLOY / "culler.yaml")
+    docs = _docs(DEPLOY / "gpuaas-service.yaml")
     granted = _granted(docs, ("jupyterhub", "gpuaas-service"))
     config = next(
         d
@@ -79,4 +79,4 @@ def test_every_verb_the_doctor_reviews_is_granted_by_culler_yaml() -> None:
             for ns in (need.namespace, "")
             for name in (need.name, "")
         }
-        assert keys & granted, f"culler.yaml does not grant {need}"
+        assert keys & granted, f"gpuaas-service.yaml does not grant {need}"

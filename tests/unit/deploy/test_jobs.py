@@ -28,7 +28,7 @@ def of_kind(items: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [d for d in items if d["kind"] == kind]
 
 
-DEPLOYED = docs(DEPLOY / "culler.yaml")
+DEPLOYED = docs(DEPLOY / "gpuaas-service.yaml")
 JOBS_POLICY = docs(DEPLOY / "gpuaas-service-jobs-policy.yaml")
 
 
@@ -77,7 +77,7 @@ def test_the_jobs_role_is_the_dev_clusters_and_bound_in_every_job_namespace() ->
     assert ("secrets", "list") not in granted
 
     namespaces = list(service_config().job_namespaces)
-    assert namespaces, "culler.yaml configures job_namespaces"
+    assert namespaces, "gpuaas-service.yaml configures job_namespaces"
     bound = {}
     for rb in of_kind(DEPLOYED, "RoleBinding"):
         if rb["roleRef"] == {

@@ -5,7 +5,7 @@ proxy, singleuser) are derived by hand from the chart's templates (``templates/{
 singleuser}/netpol.yaml`` and ``_helpers-netpol.tpl``, identical in chart 4.4.0 and in main
 48ea50e3 of 2026-07-24; no helm here) and fed with the chart's defaults merged with our values
 files as Helm merges them (maps deeply, lists replaced). The service's own NetworkPolicy and its
-pod's labels and ports are read from culler/deploy/culler.yaml.
+pod's labels and ports are read from culler/deploy/gpuaas-service.yaml.
 
 The evaluation follows the Kubernetes NetworkPolicy rules: a pod selected by no policy of a
 direction is open in that direction; otherwise some rule of a selecting policy must match the
@@ -32,11 +32,11 @@ from jupyter_gpuaas.core.labels import JOB_LABEL, TEAM_LABEL, USER_LABEL
 ROOT = Path(__file__).resolve().parents[3]
 SPAWNER_VALUES = ROOT / "spawner" / "z2jh-values.example.yaml"
 SERVICE_VALUES = ROOT / "culler" / "deploy" / "z2jh-values.yaml"
-SERVICE_MANIFESTS = ROOT / "culler" / "deploy" / "culler.yaml"
+SERVICE_MANIFESTS = ROOT / "culler" / "deploy" / "gpuaas-service.yaml"
 
 HUB_NS, USERS_NS = "jupyterhub", "jupyter-users"
 RELEASE = "jupyterhub"
-API_SERVER_IP = "203.0.113.10"  # culler.yaml's placeholder for the API server's address
+API_SERVER_IP = "203.0.113.10"  # gpuaas-service.yaml's placeholder for the API server's address
 ELSEWHERE_IP = "198.51.100.7"  # any other address outside the cluster
 CLOUD_METADATA_IP = "169.254.169.254"  # z2jh's singleuser.cloudMetadata.ip
 
@@ -255,7 +255,7 @@ class Endpoint:
     ip: str | None = None
 
 
-JOB_NAMESPACES = ("team-a", "team-b")  # c.GPUaaSService.job_namespaces in culler.yaml
+JOB_NAMESPACES = ("team-a", "team-b")  # c.GPUaaSService.job_namespaces in gpuaas-service.yaml
 NAMESPACE_LABELS = {
     ns: {"kubernetes.io/metadata.name": ns}
     for ns in (HUB_NS, USERS_NS, "kube-system", "other", *JOB_NAMESPACES)
@@ -403,7 +403,7 @@ def service_pod() -> Endpoint:
 
 def our_policies() -> list[dict[str, Any]]:
     policies = _manifests("NetworkPolicy")
-    assert policies, "culler.yaml has the service's NetworkPolicy"
+    assert policies, "gpuaas-service.yaml has the service's NetworkPolicy"
     return policies
 
 
@@ -439,7 +439,8 @@ def test_nothing_else_reaches_the_service_and_it_enters_no_server() -> None:
     values = values_of(SPAWNER_VALUES, SERVICE_VALUES)
     policies = both_examples()
     alice, gpuaas = server(values), service_pod()
-    assert allowed(policies, alice, gpuaas, 10101)  # culler.yaml also lets servers call it directly
+    # gpuaas-service.yaml also lets servers call it directly
+    assert allowed(policies, alice, gpuaas, 10101)
     assert not allowed(policies, server(values, namespace="other"), gpuaas, 10101)
     assert not allowed(policies, STRANGER, gpuaas, 10101)
     assert not allowed(policies, HUB, gpuaas, 10101)

@@ -37,7 +37,7 @@ def _node_verbs(docs: list[dict[str, Any]], account: tuple[str, str]) -> set[str
 @pytest.mark.parametrize(
     ("manifests", "account"),
     [
-        ([ROOT / "culler" / "deploy" / "culler.yaml"], ("jupyterhub", "gpuaas-service")),
+        ([ROOT / "culler" / "deploy" / "gpuaas-service.yaml"], ("jupyterhub", "gpuaas-service")),
         (sorted((ROOT / "devcluster" / "manifests").glob("*.yaml")), ("jupyterhub", "gpuaas")),
     ],
 )

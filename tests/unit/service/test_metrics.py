@@ -24,14 +24,14 @@ def test_a_known_teams_counters_are_exposed_at_zero_before_anything_is_counted()
     samples = _samples(m)
     for team in ("team-a", "team-b"):
         for name in (
-            "gpuaas_culler_reclaimed_gpu_equivalents_total",
-            "gpuaas_culler_warnings_total",
-            "gpuaas_culler_idle_gpu_hours_total",
+            "gpuaas_reclaimed_gpu_equivalents_total",
+            "gpuaas_reclaim_warnings_total",
+            "gpuaas_idle_gpu_hours_total",
             "gpuaas_failed_starts_total",
         ):
             assert samples[(name, (("team", team),))] == 0.0, name
         for code in RECLAIM_CODES:
-            key = ("gpuaas_culler_reclaims_total", (("code", code), ("team", team)))
+            key = ("gpuaas_reclaims_total", (("code", code), ("team", team)))
             assert samples[key] == 0.0
         for kind in OFFERING_KINDS:
             for name in ("allocated", "busy", "idle"):
@@ -48,11 +48,11 @@ def test_a_count_after_know_teams_is_growth_from_zero_and_a_team_is_created_once
     m.reclaims.labels("team-a", "demand").inc()
     m.know_teams(["team-a", "team-c"])  # known again: its count stays
     samples = _samples(m)
-    assert samples[("gpuaas_culler_reclaims_total", (("code", "demand"), ("team", "team-a")))] == 1
-    assert samples[("gpuaas_culler_reclaims_total", (("code", "demand"), ("team", "team-c")))] == 0
+    assert samples[("gpuaas_reclaims_total", (("code", "demand"), ("team", "team-a")))] == 1
+    assert samples[("gpuaas_reclaims_total", (("code", "demand"), ("team", "team-c")))] == 0
 
 
 def test_handoff_results_are_exposed_at_zero_from_the_start() -> None:
     samples = _samples(Metrics())
     for result in HANDOFF_RESULTS:
-        assert samples[("gpuaas_culler_handoffs_total", (("result", result),))] == 0.0
+        assert samples[("gpuaas_handoffs_total", (("result", result),))] == 0.0

@@ -3,7 +3,7 @@
 
 The hub side of the count is replayed as JupyterHub 5.5.0 does it (``handlers/base.py``
 ``_track_failure_count``: add one when the spawn's future fails, exit at the limit); the real hub
-runs it in tests/hub/test_spawn.py on both lines (``make test-hub55``).
+runs it in tests/real_hub/test_spawn.py on both lines (``make test-hub55``).
 """
 
 from __future__ import annotations

@@ -237,7 +237,7 @@ def test_each_cycle_creates_the_counters_of_every_team_with_a_queue_at_zero() ->
     update_metrics(console)
     text = console.loop.metrics.exposition()[0].decode()
     # team-b has a LocalQueue and nothing reclaimed: its series are there, at 0
-    assert 'gpuaas_culler_reclaims_total{code="demand",team="team-b"} 0.0' in text
+    assert 'gpuaas_reclaims_total{code="demand",team="team-b"} 0.0' in text
     assert 'gpuaas_failed_starts_total{team="team-a"} 0.0' in text
 
 

@@ -1,5 +1,5 @@
 """The reclaim loop over a small world with in-memory stand-ins for the hub, the pods and the
-Kueue caches (tests/support/service_world.py; the real ones are in tests/hub): warnings,
+Kueue caches (tests/support/service_world.py; the real ones are in tests/real_hub): warnings,
 reclaims and hand-offs, a hub or API server that cannot be read, dry runs, and a snooze or a
 busy report that arrives while a cycle acts."""
 
@@ -96,10 +96,10 @@ async def test_warn_then_reclaim_the_two_idle_ones_and_verify_the_handoff(
     w.jobs[0].update(job_workload(admitted=w.now + timedelta(seconds=4)))
     await w.cycle(after=10)
     text = w.loop.metrics.exposition()[0].decode()
-    assert 'gpuaas_culler_reclaimed_gpu_equivalents_total{team="team-a"} 0.2857' in text
-    assert "gpuaas_culler_handoff_latency_seconds_count 1.0" in text
-    assert 'gpuaas_culler_handoffs_total{result="succeeded"} 1.0' in text
-    assert 'gpuaas_culler_idle_gpu_hours_total{team="team-a"}' in text
+    assert 'gpuaas_reclaimed_gpu_equivalents_total{team="team-a"} 0.2857' in text
+    assert "gpuaas_handoff_latency_seconds_count 1.0" in text
+    assert 'gpuaas_handoffs_total{result="succeeded"} 1.0' in text
+    assert 'gpuaas_idle_gpu_hours_total{team="team-a"}' in text
     assert "alice" not in text
     assert "bob" not in text
     records = [
@@ -198,7 +198,7 @@ async def test_hub_or_apiserver_down_acts_on_nothing_and_backs_off() -> None:
     assert await w.cycle() is not None
     assert w.loop.next_delay() == 10
     text = w.loop.metrics.exposition()[0].decode()
-    assert 'gpuaas_culler_cycle_errors_total{source="kubernetes"} 3.0' in text
+    assert 'gpuaas_reclaim_cycle_errors_total{source="kubernetes"} 3.0' in text
 
 
 async def test_unsynced_kueue_caches_act_on_nothing() -> None:

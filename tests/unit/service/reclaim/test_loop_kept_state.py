@@ -113,11 +113,11 @@ async def test_the_stop_asks_for_a_snapshot_waits_for_it_and_records_each_kernel
     assert alice["kernels"][0]["lost"] == [{"name": "batches", "reason": "a generator"}]
 
     text = w.loop.metrics.exposition()[0].decode()
-    assert 'gpuaas_culler_kernel_states_total{outcome="kept_with_losses"} 1.0' in text
-    assert 'gpuaas_culler_kernel_states_total{outcome="kept"} 1.0' in text
-    assert 'gpuaas_culler_reclaim_states_total{result="kept_with_losses"} 1.0' in text
-    assert 'gpuaas_culler_reclaim_states_total{result="kept"} 1.0' in text
-    assert 'gpuaas_culler_reclaim_states_total{result="interrupted"} 0.0' in text
+    assert 'gpuaas_kernel_states_total{outcome="kept_with_losses"} 1.0' in text
+    assert 'gpuaas_kernel_states_total{outcome="kept"} 1.0' in text
+    assert 'gpuaas_reclaim_states_total{result="kept_with_losses"} 1.0' in text
+    assert 'gpuaas_reclaim_states_total{result="kept"} 1.0' in text
+    assert 'gpuaas_reclaim_states_total{result="interrupted"} 0.0' in text
 
     rows = {
         e["user"]: e for e in w.record.journal.recent(timedelta(days=1)) if e["event"] == "reclaim"
@@ -141,7 +141,7 @@ async def test_no_answer_stops_the_servers_at_the_bound_and_counts_them_interrup
     assert sorted(w.hub.stopped) == [("alice", ""), ("bob", "")]
     assert 0.25 <= took < 0.55  # both stops waited together, once
     text = w.loop.metrics.exposition()[0].decode()
-    assert 'gpuaas_culler_reclaim_states_total{result="interrupted"} 2.0' in text
+    assert 'gpuaas_reclaim_states_total{result="interrupted"} 2.0' in text
     mark = read_kernel_state_mark(
         w.kube.pods["jupyter-bob"]["metadata"]["annotations"][RECLAIMED_KERNEL_STATE]
     )
@@ -215,7 +215,7 @@ async def test_a_server_that_keeps_no_state_is_not_asked_and_stops_at_once() -> 
     assert sorted(w.hub.stopped) == [("alice", ""), ("bob", "")]
     assert RECLAIMED_KERNEL_STATE not in w.kube.pods["jupyter-alice"]["metadata"]["annotations"]
     text = w.loop.metrics.exposition()[0].decode()
-    assert 'gpuaas_culler_reclaim_states_total{result="interrupted"} 2.0' in text
+    assert 'gpuaas_reclaim_states_total{result="interrupted"} 2.0' in text
     rows = [e for e in w.record.journal.recent(timedelta(days=1)) if e["event"] == "reclaim"]
     assert {e["result"] for e in rows} == {""}
 

@@ -133,10 +133,10 @@ async def test_two_idle_quarters_are_reclaimed_for_the_teams_queued_half(
     assert hub.server("carol") is not None
 
     async def handed_off() -> bool:
-        return "gpuaas_culler_handoff_latency_seconds_count 1.0" in hub.metrics()
+        return "gpuaas_handoff_latency_seconds_count 1.0" in hub.metrics()
 
     await eventually(handed_off, 30, "the hand-off in the metrics")
-    assert 'gpuaas_culler_reclaimed_gpu_equivalents_total{team="team-a"} 0.5' in hub.metrics()
+    assert 'gpuaas_reclaimed_gpu_equivalents_total{team="team-a"} 0.5' in hub.metrics()
     records = hub.audit()
     assert {r["user"] for r in records if r.get("action") == "reclaim"} == {"alice", "bob"}
     assert any(r.get("event") == "culler.handoff" and r["result"] == "succeeded" for r in records)

@@ -226,13 +226,13 @@ def test_an_invalid_policy_file_keeps_the_last_good_one_and_a_valid_change_appli
     assert bad["reclaim"] == "on"
     assert "idle_after" in bad["error"]
     text = metrics(hub.port)
-    assert "gpuaas_culler_policy_valid 0.0" in text
-    assert 'gpuaas_culler_policy_reloads_total{result="invalid"}' in text
+    assert "gpuaas_policy_valid 0.0" in text
+    assert 'gpuaas_policy_reloads_total{result="invalid"}' in text
 
     policy.write_text(ONE_POLICY)
     good = wait_policy(hub.port, {"valid": True, "policies_in_force": 1})
     assert good["error"] == ""
-    assert "gpuaas_culler_policy_valid 1.0" in metrics(hub.port)
+    assert "gpuaas_policy_valid 1.0" in metrics(hub.port)
     assert hub.proc.service_pid() == pid  # the same process all along
 
 
@@ -270,7 +270,7 @@ def test_a_service_started_with_a_bad_policy_serves_with_reclaim_off(
         assert state["valid"] is False
         assert state["reclaim"] == "off"
         assert state["policies_in_force"] == 0
-        assert "gpuaas_culler_policy_valid 0.0" in metrics(port)
+        assert "gpuaas_policy_valid 0.0" in metrics(port)
         code, _, answer = call(port, "api/queue", hub.user_token("carol"))
         assert code == 200, answer
         assert "items" in answer

@@ -67,7 +67,7 @@ async def test_dry_run_changes_nothing(
         s
         for family in text_string_to_metric_families(hub.metrics())
         for s in family.samples
-        if s.name == "gpuaas_culler_reclaims_total"
+        if s.name == "gpuaas_reclaims_total"
     ]
     assert {s.labels["team"] for s in reclaims} >= {"team-a", "team-b"}
     assert all(s.value == 0 for s in reclaims), reclaims

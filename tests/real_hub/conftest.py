@@ -1,4 +1,4 @@
-"""Real JupyterHub with GPUaaSSpawner on the dev cluster (tests/hub).
+"""Real JupyterHub with GPUaaSSpawner on the dev cluster (tests/real_hub).
 
 ``hub`` (session): a ``jupyterhub`` process (devcluster/hub.py: DummyAuthenticator, users alice and
 bob in team-a, carol and dave in team-b, the catalog spawner/demo-catalog.yaml, configurable-http-
@@ -10,20 +10,14 @@ processes on the node agent's node. Everything listens on 127.0.0.1.
 from __future__ import annotations
 
 import secrets
-import sys
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:  # devcluster and demo run from the repository
-    sys.path.insert(0, str(REPO_ROOT))
-
-from devcluster.hub import HubProcess, HubSettings  # noqa: E402
-from devcluster.testing import Cluster, cluster  # noqa: E402
-from tests.support.hub import CullerHub, Hub, browser, run_culler_hub  # noqa: E402
+from devcluster.hub import HubProcess, HubSettings
+from devcluster.testing import Cluster, cluster
+from tests.support.hub import CullerHub, Hub, browser, run_culler_hub
 
 __all__ = ["browser", "cluster", "hub", "k8s", "reclaiming_hub"]
 

@@ -123,12 +123,12 @@ async def test_idle_workbenches_are_reclaimed_for_a_queued_job(
     print(f"queued -> admitted through the culler: {elapsed:.1f}s")
 
     async def handed_off() -> bool:
-        return "gpuaas_culler_handoff_latency_seconds_count 1.0" in hub.metrics()
+        return "gpuaas_handoff_latency_seconds_count 1.0" in hub.metrics()
 
     await eventually(handed_off, 30, "the hand-off in the metrics")
     text = hub.metrics()
-    assert 'gpuaas_culler_reclaimed_gpu_equivalents_total{team="team-a"}' in text
-    assert 'gpuaas_culler_reclaimed_gpu_equivalents_total{team="team-b"}' in text
+    assert 'gpuaas_reclaimed_gpu_equivalents_total{team="team-a"}' in text
+    assert 'gpuaas_reclaimed_gpu_equivalents_total{team="team-b"}' in text
     assert "alice" not in text
     records = hub.audit()
     reclaimed = {r["user"] for r in records if r.get("action") == "reclaim"}
@@ -174,7 +174,7 @@ async def test_restart_mid_warning_does_not_warn_twice_and_a_snooze_is_honoured(
 
     # The culler restarts in the middle of the countdown (the hub restarts its service).
     async def serving() -> bool:
-        return "gpuaas_culler_decisions_total" in hub.metrics()
+        return "gpuaas_reclaim_decisions_total" in hub.metrics()
 
     # JupyterHub notices a managed service's exit at its next poll (Spawner.poll_interval, 30 s
     # with 10% jitter) and then starts it again: 30 s was a race.

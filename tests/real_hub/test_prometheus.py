@@ -155,7 +155,7 @@ def reclaimed(
             )
 
         async def handed_off() -> bool:
-            return "gpuaas_culler_handoff_latency_seconds_count 1.0" in hub.metrics()
+            return "gpuaas_handoff_latency_seconds_count 1.0" in hub.metrics()
 
         await eventually(handed_off, 180, "the reclaim's hand-off")
         # two scrapes later Prometheus has it too

@@ -80,8 +80,8 @@ async def test_a_reclaim_saves_the_kernel_first_and_records_what_it_kept(
         assert "its variables are back, except `batches` (a generator)" in page, page
 
         metrics = hub.metrics()
-        assert 'gpuaas_culler_kernel_states_total{outcome="kept_with_losses"} 1.0' in metrics
-        assert 'gpuaas_culler_reclaim_states_total{result="kept_with_losses"} 1.0' in metrics
+        assert 'gpuaas_kernel_states_total{outcome="kept_with_losses"} 1.0' in metrics
+        assert 'gpuaas_reclaim_states_total{result="kept_with_losses"} 1.0' in metrics
         reclaims = [r for r in hub.audit() if r.get("action") == "reclaim"]
         assert {r["user"] for r in reclaims} == {"alice", "carol"}
     finally:

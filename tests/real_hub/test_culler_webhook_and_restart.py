@@ -83,7 +83,7 @@ def culler_hub(
     cluster: Cluster, tmp_path_factory: pytest.TempPathFactory, webhook: SilentWebhook
 ) -> Iterator[CullerHub]:
     # No snapshot before the stop: its wait (at most snapshot_timeout, after the deadline) is
-    # tests/hub/test_reclaim_keeps_state.py's; here the stop's timing shows the webhook's alone.
+    # test_reclaim_keeps_state.py's; here the stop's timing shows the webhook's alone.
     policy = f"""\
 report_stale_after: 30s
 handoff_timeout: 2m

@@ -127,7 +127,7 @@ async def test_reports_reach_the_service_for_this_server_only(
     assert "kernels" in json.loads(err.value.response.body)["message"]  # type: ignore[union-attr]
 
     metrics = await client.fetch(url + "metrics", headers={"Authorization": "Bearer op"})
-    assert b"gpuaas_culler_reclaimed_gpu_equivalents" in metrics.body
+    assert b"gpuaas_reclaimed_gpu_equivalents" in metrics.body
 
 
 async def test_warning_and_snooze_through_the_server_extension(

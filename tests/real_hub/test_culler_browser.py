@@ -74,7 +74,7 @@ async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
     await told_on_return(carol, hub, "queued work of Team A")
 
     async def handed_off() -> bool:
-        return "gpuaas_culler_handoff_latency_seconds_count 1.0" in hub.metrics()
+        return "gpuaas_handoff_latency_seconds_count 1.0" in hub.metrics()
 
     await eventually(handed_off, 60, "the Job's admission")
     await delete_jobs(cluster, k8s)
