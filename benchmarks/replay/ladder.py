@@ -511,17 +511,39 @@ KEPT_IDLE_AFTER = "15m"
 """L4's ``idle_after_when_kept`` in every policy of the shipped file (issue 36's example)."""
 
 
+def _same_policy(lines: list[str], at: int, indent: str) -> list[str]:
+    """The lines around line ``at`` indented at least ``indent``, up to a blank or a less
+    indented line: the other keys of the mapping it is in."""
+
+    def inner(line: str) -> bool:
+        return line.startswith(indent) and bool(line.strip())
+
+    start = at
+    while start > 0 and inner(lines[start - 1]):
+        start -= 1
+    end = at
+    while end + 1 < len(lines) and inner(lines[end + 1]):
+        end += 1
+    return lines[start : end + 1]
+
+
 def kept_policy_text(text: str, idle_after_when_kept: str = KEPT_IDLE_AFTER) -> str:
     """The policy file for L4: ``text`` with ``idle_after_when_kept`` after every
-    ``idle_after`` (same indent), and ``snapshot_timeout: 0s``: the replay models the
+    ``idle_after`` (same indent) of a policy that sets none (the shipped file's own value
+    stands), and ``snapshot_timeout: 0s``: the replay models the
     snapshot's time itself (:class:`.sim.KeptState`), so the loop does not wait for a server's
     answer in wall-clock time."""
+    lines = text.splitlines()
     out = []
-    for line in text.splitlines():
+    for i, line in enumerate(lines):
         out.append(line)
         stripped = line.lstrip()
-        if stripped.startswith("idle_after:"):
-            indent = line[: len(line) - len(stripped)]
+        indent = line[: len(line) - len(stripped)]
+        kept_already = any(
+            other.startswith(f"{indent}idle_after_when_kept:")
+            for other in _same_policy(lines, i, indent)
+        )
+        if stripped.startswith("idle_after:") and not kept_already:
             out.append(f"{indent}idle_after_when_kept: {idle_after_when_kept}")
     if not any(line.startswith("snapshot_timeout:") for line in out):
         out.insert(0, "snapshot_timeout: 0s")

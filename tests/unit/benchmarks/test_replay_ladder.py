@@ -4,9 +4,11 @@ longer."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+import yaml
 
 from benchmarks.replay import ladder
 from benchmarks.replay.metrics import summarize
@@ -14,6 +16,7 @@ from benchmarks.replay.organisations import load
 from benchmarks.replay.sim import Simulation
 from benchmarks.replay.trace import Interval, Session, Trace
 from benchmarks.replay.world import quota_beyond_pools
+from gpuaas_service.reclaim.policy import load_policy
 
 SPEC = load("dgx-4")
 SHORT: dict[str, Any] = {"days": 0.25, "burn_in_h": 12.0}
@@ -218,3 +221,21 @@ def test_a_session_that_never_got_its_gpu_counts_its_wait_to_the_end() -> None:
     figures = summarize(result)
     assert figures["spawns_unserved"] > 0
     assert figures["spawn_wait_p90_min"] > 60
+
+
+def test_l4_keeps_the_shipped_files_own_kept_threshold_and_adds_it_where_missing() -> None:
+    text = (
+        "policies:\n"
+        "  - name: a\n"
+        "    match: {kinds: [gpu]}\n"
+        "    idle_after: 30m\n"
+        "    idle_after_when_kept: 20m\n"
+        "  - name: b\n"
+        "    idle_after: 1h\n"
+    )
+    kept = ladder.kept_policy_text(text)
+    by_name = {p.name: p for p in load_policy(yaml.safe_load(kept)).policies}
+    assert by_name["a"].idle_after_when_kept == timedelta(minutes=20)
+    assert by_name["b"].idle_after_when_kept == timedelta(minutes=15)
+    assert kept.count("idle_after_when_kept") == 2
+    assert kept.startswith("snapshot_timeout: 0s\n")
