@@ -129,18 +129,7 @@ def bigger_offerings(catalog: Catalog, choice: Choice) -> list[Offering]:
     then by memory, GPU-equivalents and catalog order. Time-shared GPUs never (their memory
     is not the user's alone)."""
     have = _memory(choice.offering, choice.count) or 0
-    found: list[tuple[bool, int, Fraction, int, Offering]] = []
-    for order, slug in enumerate(choice.tenant.offerings):
-        offering = catalog.offerings.get(slug)
-        if offering is None or offering.slug == choice.offering.slug:
-            continue
-        count = _count_for(offering, choice.count)
-        memory = _memory(offering, count)
-        if memory is None or memory <= have:
-            continue
-        other_pool = offering.flavor != choice.offering.flavor
-        found.append((other_pool, memory, offering.gpu_equivalents_for(count), order, offering))
-    return [f[-1] for f in sorted(found, key=lambda f: f[:4])]
+    return _other_sizes(catalog, choice, lambda memory: memory > have)
 
 
 def smaller_offerings(catalog: Catalog, choice: Choice) -> list[Offering]:
@@ -150,6 +139,12 @@ def smaller_offerings(catalog: Catalog, choice: Choice) -> list[Offering]:
     have = _memory(choice.offering, choice.count)
     if have is None:
         return []
+    return _other_sizes(catalog, choice, lambda memory: memory < have)
+
+
+def _other_sizes(catalog: Catalog, choice: Choice, wanted: Callable[[int], bool]) -> list[Offering]:
+    """The team's other offerings whose memory of the user's own is ``wanted``: the same pool
+    first, then by memory, GPU-equivalents and catalog order."""
     found: list[tuple[bool, int, Fraction, int, Offering]] = []
     for order, slug in enumerate(choice.tenant.offerings):
         offering = catalog.offerings.get(slug)
@@ -157,7 +152,7 @@ def smaller_offerings(catalog: Catalog, choice: Choice) -> list[Offering]:
             continue
         count = _count_for(offering, choice.count)
         memory = _memory(offering, count)
-        if memory is None or memory >= have:
+        if memory is None or not wanted(memory):
             continue
         other_pool = offering.flavor != choice.offering.flavor
         found.append((other_pool, memory, offering.gpu_equivalents_for(count), order, offering))
