@@ -12,10 +12,7 @@ opens her notebook again its variable is back.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +28,7 @@ from tests.support.hub import (
     eventually,
     login,
     pods_of,
+    resize_offer,
     run_culler_hub,
     run_in_new_kernel,
 )
@@ -81,19 +79,6 @@ def way_down_hub(cluster: Cluster, tmp_path: Path) -> Iterator[CullerHub]:
         yield hub
 
 
-def _offer(hub: CullerHub) -> Any:
-    """What alice's server answers for the ways up and down."""
-    req = urllib.request.Request(
-        f"{hub.url}/user/alice/gpuaas/api/resize",
-        headers={"Authorization": f"token {hub.user_token('alice')}"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return (e.code, e.read()[:500])
-
-
 async def test_the_way_down_from_the_sidebar_restarts_the_server_smaller_with_its_variables(
     way_down_hub: CullerHub, browser: Any, k8s: client.ApiClient
 ) -> None:
@@ -107,12 +92,12 @@ async def test_the_way_down_from_the_sidebar_restarts_the_server_smaller_with_it
         await run_in_new_kernel(hub, "alice", BUILD, until="execute_reply", notebook="train.ipynb")
 
         deadline = time.monotonic() + 90
-        offer = _offer(hub)
+        offer = resize_offer(hub)
         # The first reports may come before the kernel holds its memory: until the peak shows.
         while not (isinstance(offer, dict) and (offer.get("down") or {}).get("peak", 0) >= GIB):
             assert time.monotonic() < deadline, f"no way down offered: {offer}"
             await asyncio.sleep(2)
-            offer = _offer(hub)
+            offer = resize_offer(hub)
         assert offer["down"]["slug"] == "local-quarter", offer
         assert offer["down"]["peak_text"] == "1 GiB", offer
 

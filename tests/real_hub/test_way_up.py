@@ -10,9 +10,6 @@ follows it, and JupyterLab opens again on the bigger server with her files.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +28,7 @@ from tests.support.hub import (
     login,
     own_hub,
     pods_of,
+    resize_offer,
     run_in_new_kernel,
 )
 
@@ -80,7 +78,7 @@ async def test_the_way_up_from_the_sidebar_restarts_the_server_bigger_with_its_f
         try:
             await action.wait_for(timeout=60_000)
         except Exception as e:
-            raise AssertionError(f"no action; the extension says {_offer(hub)}") from e
+            raise AssertionError(f"no action; the extension says {resize_offer(hub)}") from e
         assert await action.inner_text() == "Move to a bigger GPU: Half of an L4 (this machine)"
         await action.click()
         dialog = page.locator(".jp-Dialog")
@@ -115,16 +113,3 @@ async def test_the_way_up_from_the_sidebar_restarts_the_server_bigger_with_its_f
 
 async def _no_pods(k8s: client.ApiClient, user: str) -> bool:
     return not await pods_of(k8s, user)
-
-
-def _offer(hub: Hub) -> object:
-    """What alice's server answers for the way up (for a failure's message)."""
-    req = urllib.request.Request(
-        f"{hub.url}/user/alice/gpuaas/api/resize",
-        headers={"Authorization": f"token {hub.user_token('alice')}"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return (e.code, e.read()[:500])

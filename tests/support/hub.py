@@ -195,6 +195,20 @@ def usage_of(hub: Hub, user: str) -> dict[str, Any]:
         return json.loads(resp.read())  # type: ignore[no-any-return]
 
 
+def resize_offer(hub: Hub, user: str = "alice") -> Any:
+    """What the user's server answers for the ways up and down (``gpuaas/api/resize``), or
+    (its HTTP status, the start of its body) when it refuses: for a failure's message too."""
+    req = urllib.request.Request(
+        f"{hub.url}/user/{user}/gpuaas/api/resize",
+        headers={"Authorization": f"token {hub.user_token(user)}"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return (e.code, e.read()[:500])
+
+
 async def pods_of(api: client.ApiClient, user: str) -> list[dict[str, Any]]:
     core = client.CoreV1Api(api)
     found = await core.list_namespaced_pod(
