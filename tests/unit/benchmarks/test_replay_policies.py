@@ -42,6 +42,7 @@ def test_a_change_in_the_policy_file_changes_the_outcome(tmp_path: Path) -> None
     eager.write_text(
         DEFAULT_POLICY.read_text(encoding="utf-8")
         .replace("idle_after: 30m", "idle_after: 5m")
+        .replace("idle_after_when_kept: 15m", "idle_after_when_kept: 5m")
         .replace("warn_before: 15m", "warn_before: 0s"),
         encoding="utf-8",
     )
