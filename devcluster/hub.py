@@ -1,4 +1,4 @@
-"""A real JupyterHub with GPUaaSSpawner on the dev cluster: used by ``make demo`` and tests/real_hub.
+"""A real JupyterHub with GPUaaSSpawner on the dev cluster: for ``make demo`` and tests/real_hub.
 
 :func:`write_hub_config` writes a ``jupyterhub_config.py`` for a cluster started by
 ``devcluster.up()``; :class:`HubProcess` runs ``jupyterhub`` with it (and
