@@ -15,7 +15,8 @@ Spec grammar (``GPUaaS.simulated_devices``), groups separated by commas::
 
     "2xH100-80GB,1xA100-40GB:mig=7x1g.5gb"
 
-GPU memory follows the vendors' naming: "80GB" and the "5gb" of a MIG profile are GiB.
+GPU memory follows the vendors' naming: "80GB" and the "5gb" of a MIG profile are GiB, except
+where NVML reports another total for the model (an L4 "24GB": 23034 MiB).
 The same devices can be given as a list of dicts:
 ``[{"model": "A100-40GB", "count": 1, "mig": "7x1g.5gb", "other": "4GiB"}]``.
 
@@ -33,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+MiB = 1024**2
 GiB = 1024**3
 
 DEFAULT_SIMULATED_DEVICES = "2xH100-80GB,1xA100-40GB:mig=7x1g.5gb"
@@ -76,6 +78,9 @@ _NAMES = {
     ("L40S", 48): "NVIDIA L40S",
     ("T4", 16): "Tesla T4",
 }
+# What NVML reports as the total memory of a model, in MiB, where it is not the GiB its name says
+# (an L4 "24GB" shows 23034 MiB in nvidia-smi, as its node's nvidia.com/gpu.memory label says).
+_NVML_TOTAL_MIB = {("L4", 24): 23034}
 # Models with MIG support; others answer nvmlDeviceGetMigMode with NotSupported, as real ones do.
 MIG_CAPABLE = frozenset({"A100", "A30", "H100", "H200", "B200", "GB200"})
 MIG_SLICES = 7
@@ -230,7 +235,8 @@ def _sharing(group: Mapping[str, Any]) -> tuple[Sharing, int]:
 
 
 def _make_gpu(index: int, model: str, gb: int, profiles: list[str], other: int) -> SimGpu:
-    memory = gb * GiB
+    total_mib = _NVML_TOTAL_MIB.get((model.upper(), gb))
+    memory = total_mib * MiB if total_mib is not None else gb * GiB
     name = _NAMES.get((model.upper(), gb), f"NVIDIA {model} {gb}GB")
     gpu_uuid = f"GPU-{uuid.uuid5(_UUID_NS, f'gpu/{index}/{model}-{gb}')}"
     migs: list[SimMig] = []

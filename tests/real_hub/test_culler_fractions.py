@@ -7,7 +7,7 @@ admitted training Job whose card existed only as scraps.
 
 What the quarters hold and what the half lacks are Kueue's transformed amounts
 (``nvidia.com/total-gpumem``, ``nvidia.com/total-gpucores``): team-a's notebook quota on
-local-hami is 2 vGPUs, 12288 MiB, 50 % (devcluster/manifests/30-cluster-queues.yaml).
+local-hami is 2 vGPUs, 11264 MiB, 50 % (devcluster/manifests/30-cluster-queues.yaml).
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ async def test_two_idle_quarters_are_reclaimed_for_the_teams_queued_half(
     await eventually(stopped, 90, "the hub to stop alice's and bob's quarters")
     assert hub.server("carol") is not None
 
-    # Kueue admits the half on local-hami and erin's server starts, capped at 12 GiB.
+    # Kueue admits the half on local-hami and erin's server starts, capped at 11 GiB.
     server = hub.wait_ready("erin", timeout=120)
     assert server["ready"]
     elapsed = time.monotonic() - t_queued
@@ -126,9 +126,9 @@ async def test_two_idle_quarters_are_reclaimed_for_the_teams_queued_half(
     (wl,) = await workloads_of(k8s, {erin["metadata"]["name"]})
     (assignment,) = wl["status"]["admission"]["podSetAssignments"]
     assert set(assignment["flavors"].values()) == {"local-hami"}, assignment
-    assert assignment["resourceUsage"]["nvidia.com/total-gpumem"] == "12288", assignment
+    assert assignment["resourceUsage"]["nvidia.com/total-gpumem"] == "11264", assignment
     (device,) = usage_of(hub, "erin")["devices"]
-    assert device["cap"]["memory"] == 12 * GiB, device
+    assert device["cap"]["memory"] == 11 * GiB, device
     assert device["cap"]["cores_percent"] == 50, device
     assert hub.server("carol") is not None
 

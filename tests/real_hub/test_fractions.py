@@ -122,6 +122,7 @@ async def test_quarters_run_until_the_teams_pool_is_used_then_queue_with_positio
 
 
 GiB = 1 << 30
+MiB = 1 << 20
 
 
 async def test_a_quarter_on_the_node_agents_node_is_a_real_server_with_hamis_cap(
@@ -138,7 +139,7 @@ async def test_a_quarter_on_the_node_agents_node_is_a_real_server_with_hamis_cap
         limits = pod["spec"]["containers"][0]["resources"]["limits"]
         assert {k: v for k, v in limits.items() if k.startswith("nvidia.com/")} == {
             "nvidia.com/gpu": "1",
-            "nvidia.com/gpumem": "6144",
+            "nvidia.com/gpumem": "5632",
             "nvidia.com/gpucores": "25",
         }
         # Kueue admitted the vGPU on local-hami, counted as transformed; bob's whole GPU, asking
@@ -146,7 +147,7 @@ async def test_a_quarter_on_the_node_agents_node_is_a_real_server_with_hamis_cap
         (wl,) = await workloads_of(k8s, {pod["metadata"]["name"]})
         (assignment,) = wl["status"]["admission"]["podSetAssignments"]
         assert set(assignment["flavors"].values()) == {"local-hami"}, assignment
-        assert assignment["resourceUsage"]["nvidia.com/total-gpumem"] == "6144", assignment
+        assert assignment["resourceUsage"]["nvidia.com/total-gpumem"] == "5632", assignment
         assert assignment["resourceUsage"]["nvidia.com/total-gpucores"] == "25", assignment
         (bob_pod,) = await pods_of(k8s, "bob")
         (bob_wl,) = await workloads_of(k8s, {bob_pod["metadata"]["name"]})
@@ -160,12 +161,12 @@ async def test_a_quarter_on_the_node_agents_node_is_a_real_server_with_hamis_cap
         (device,) = usage["devices"]
         assert device["name"] == "NVIDIA L4", device
         assert device["cap"] == {
-            "memory": 6 * GiB,
+            "memory": 5632 * MiB,
             "source": "CUDA_DEVICE_MEMORY_LIMIT_0",
             "enforced_by": "HAMi",
             "cores_percent": 25,
         }, device
-        assert device["memory_total"] == 6 * GiB, device
+        assert device["memory_total"] == 5632 * MiB, device
         assert device["shared"] is True, device
         (whole,) = usage_of(hub, "bob")["devices"]
         assert whole["name"] == "NVIDIA A100-SXM4-40GB", whole

@@ -2,7 +2,7 @@
 variables kept (issue 36.4; real hub with persistent homes, the gpuaas service and its usage
 recorder, cluster, JupyterLab, ipykernel and browser).
 
-alice's server runs half of the local L4 (a HAMi fraction: 12 GiB). Her notebook's kernel
+alice's server runs half of the local L4 (a HAMi fraction: 11 GiB). Her notebook's kernel
 holds 1 GiB of GPU memory and a variable. The service sees her session's peak stay far below
 its share (``way_down_after`` set to 0 here), so the GPU panel offers the smaller share; she
 takes it and confirms. The server is stopped and started on a quarter of the L4, and when she
@@ -106,7 +106,7 @@ async def test_the_way_down_from_the_sidebar_restarts_the_server_smaller_with_it
         line = page.locator(".jp-gpuaas-way-down")
         await line.wait_for(timeout=90_000)
         text = await line.inner_text()
-        assert "This session uses 1 GiB of its 12 GiB: move to Quarter of an L4" in text, text
+        assert "This session uses 1 GiB of its 11 GiB: move to Quarter of an L4" in text, text
         await page.locator(".jp-gpuaas-way-down-button").click()
         dialog = page.locator(".jp-Dialog")
         await dialog.wait_for()
@@ -123,7 +123,7 @@ async def test_the_way_down_from_the_sidebar_restarts_the_server_smaller_with_it
         pods = await pods_of(k8s, "alice")
         assert len(pods) == 1
         (container,) = pods[0]["spec"]["containers"]
-        assert container["resources"]["limits"]["nvidia.com/gpumem"] == "6144"  # a quarter L4
+        assert container["resources"]["limits"]["nvidia.com/gpumem"] == "5632"  # a quarter L4
 
         # Her notebook opens with a new kernel on the smaller share: its variable is back.
         await page.goto(f"{hub.url}/user/alice/lab/tree/train.ipynb", timeout=180_000)

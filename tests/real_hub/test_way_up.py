@@ -1,7 +1,7 @@
 """The way up to a bigger GPU, from the sidebar to the restarted server (real hub, gpuaas
 service, cluster, JupyterLab and browser).
 
-alice's server runs a quarter of the local L4 (a HAMi fraction: the fake NVML shows its 6 GiB
+alice's server runs a quarter of the local L4 (a HAMi fraction: the fake NVML shows its 5.5 GiB
 cap) with her home on its volume. A kernel holds most of the cap, so the GPU panel warns and
 offers the next size up; she edits a file, takes the action and confirms. Her edit is saved,
 the gpuaas service stops the server and starts it on half the L4, the hub's progress page
@@ -61,8 +61,8 @@ async def test_the_way_up_from_the_sidebar_restarts_the_server_bigger_with_its_f
         before = hub.server("alice")
         assert before is not None
         hub.contents("alice", "notes.txt", NOTE)
-        # a kernel holds 93% of the 6 GiB cap (simulated GPU memory)
-        held = "from jupyter_gpuaas.gpu import simulate\nheld = simulate.hold('5.6GiB', device=0)"
+        # a kernel holds 95% of the 5.5 GiB cap (simulated GPU memory)
+        held = "from jupyter_gpuaas.gpu import simulate\nheld = simulate.hold('5.2GiB', device=0)"
         await run_in_new_kernel(hub, "alice", held, until="execute_reply")
 
         await page.goto(f"{hub.url}/user/alice/lab/tree/notes.txt", timeout=180_000)
@@ -83,7 +83,7 @@ async def test_the_way_up_from_the_sidebar_restarts_the_server_bigger_with_its_f
         await action.click()
         dialog = page.locator(".jp-Dialog")
         await dialog.wait_for()
-        assert "instead of Quarter of an L4 (this machine) (6 GiB)" in await dialog.inner_text()
+        assert "instead of Quarter of an L4 (this machine) (5.5 GiB)" in await dialog.inner_text()
         assert "same home folder" in await dialog.inner_text()
         await dialog.get_by_role("button", name="Save and move").click()
 
@@ -101,7 +101,7 @@ async def test_the_way_up_from_the_sidebar_restarts_the_server_bigger_with_its_f
         assert len(pods) == 1
         assert pods[0]["metadata"]["labels"][OFFERING_LABEL] == "local-half"
         (container,) = pods[0]["spec"]["containers"]
-        assert container["resources"]["limits"]["nvidia.com/gpumem"] == "12288"  # MiB: half an L4
+        assert container["resources"]["limits"]["nvidia.com/gpumem"] == "11264"  # MiB: half an L4
         await page.context.close()
     finally:
         hub.stop("alice")

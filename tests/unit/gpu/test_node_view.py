@@ -19,12 +19,13 @@ from jupyter_gpuaas.gpu.fake_nvml import FakeNvml, from_environment, install
 from jupyter_gpuaas.gpu.model import KernelTree
 from jupyter_gpuaas.gpu.nvml import NvmlReader
 from jupyter_gpuaas.gpu.simulate import HOST_PID_OFFSET, DriverState
-from jupyter_gpuaas.gpu.spec import GiB, SpecError, parse_devices, visible_gpus
+from jupyter_gpuaas.gpu.spec import GiB, MiB, SpecError, parse_devices, visible_gpus
 
 NODE = "1xA100-40GB,1xA100-40GB:mig=2x1g.5gb+1x3g.20gb,1xL4-24GB:replicas=4,1xL4-24GB:hami=4"
 GPUS = parse_devices(NODE)
 WHOLE, MIGGED, SLICED, HAMI = GPUS
 MIG_3G = MIGGED.mig[2]
+L4_TOTAL = 23034 * MiB  # what NVML reports for an L4
 HAMI_ENV = {
     "CUDA_DEVICE_MEMORY_LIMIT_0": "6144m",
     "CUDA_DEVICE_SM_LIMIT": "25",
@@ -184,7 +185,7 @@ def test_time_shared_gpu_shows_the_neighbours_memory_not_their_processes(
         (device,) = read.devices
         # Device-level used memory and utilisation are everyone's ...
         assert (device.memory_total, device.memory_used, device.utilization) == (
-            24 * GiB,
+            L4_TOTAL,
             5 * GiB,
             50,
         )
@@ -254,7 +255,7 @@ def test_without_a_cap_hami_still_shows_only_this_pods_use(
     neighbours.append(Neighbour(node, HAMI.uuid, "4GiB"))
     read = reader(env_of(HAMI.uuid, CUDA_DEVICE_SM_LIMIT="50")).read()
     (device,) = read.devices
-    assert (device.memory_total, device.memory_used, device.memory_cap) == (24 * GiB, 0, None)
+    assert (device.memory_total, device.memory_used, device.memory_cap) == (L4_TOTAL, 0, None)
 
 
 def test_the_same_gpu_without_hami_shows_everyones_memory(
@@ -262,7 +263,7 @@ def test_the_same_gpu_without_hami_shows_everyones_memory(
 ) -> None:
     neighbours.append(Neighbour(node, HAMI.uuid, "4GiB"))
     (device,) = reader(env_of(HAMI.uuid)).read().devices
-    assert (device.memory_total, device.memory_used, device.memory_cap) == (24 * GiB, 4 * GiB, None)
+    assert (device.memory_total, device.memory_used, device.memory_cap) == (L4_TOTAL, 4 * GiB, None)
 
 
 def test_outside_a_node_the_spec_is_used_and_hami_env_still_applies(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from jupyter_gpuaas.gpu.spec import (
     DEFAULT_SIMULATED_DEVICES,
     GiB,
+    MiB,
     SpecError,
     parse_devices,
     parse_size,
@@ -65,7 +66,8 @@ def test_uuids_are_stable_across_parses() -> None:
 @pytest.mark.parametrize(
     ("spec", "layout"),
     [
-        ("1xL4-24GB", [("NVIDIA L4", 24 * GiB, [], 0)]),
+        # NVML's total for an L4, not its name's 24 GiB (nvidia-smi: 23034MiB)
+        ("1xL4-24GB", [("NVIDIA L4", 23034 * MiB, [], 0)]),
         ("T4-16GB", [("Tesla T4", 16 * GiB, [], 0)]),
         ("1xX9-12GB", [("NVIDIA X9 12GB", 12 * GiB, [], 0)]),
         (
