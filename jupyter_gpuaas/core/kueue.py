@@ -25,7 +25,6 @@ from jupyter_gpuaas.core.labels import USER_LABEL
 __all__ = [
     "ADMISSION_GATE",
     "JOB_UID_LABEL",
-    "MANAGED_LABEL",
     "MAX_EXEC_TIME_LABEL",
     "POD_FINALIZER",
     "PRIORITY_CLASS_LABEL",
@@ -63,7 +62,6 @@ PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 """Job label: Kueue's maximum execution time in seconds (copied to the Workload's
 ``spec.maximumExecutionTimeSeconds``; an admitted Workload running longer is deactivated)."""
-MANAGED_LABEL = "kueue.x-k8s.io/managed"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 POD_FINALIZER = "kueue.x-k8s.io/managed"
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
