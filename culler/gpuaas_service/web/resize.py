@@ -191,11 +191,10 @@ def way_down(
         return None
     need = max(1, int(peak_bytes * max(1.0, rule.headroom)))
     smaller = smaller_offerings(catalog, choice)
-    fits = [o for o in smaller if (_memory(o, _count_for(o, choice.count)) or 0) >= need]
-    if not fits:
-        return None
-    same_pool = [o for o in fits if o.flavor == choice.offering.flavor]
-    return (same_pool or fits)[0]
+    # smaller_offerings puts the same pool first, then the smallest: the first that fits
+    return next(
+        (o for o in smaller if (_memory(o, _count_for(o, choice.count)) or 0) >= need), None
+    )
 
 
 def _target_options(catalog: Catalog, choice: Choice, target: Offering) -> dict[str, Any]:
