@@ -23,10 +23,11 @@ from kubernetes_asyncio import client
 from devcluster.hub import DEMO_CATALOG
 from devcluster.testing import Cluster
 from tests.support.hub import (
-    USERS_NS,
     CullerHub,
+    delete_home,
     eventually,
     login,
+    no_pods,
     pods_of,
     resize_offer,
     run_culler_hub,
@@ -133,11 +134,5 @@ async def test_the_way_down_from_the_sidebar_restarts_the_server_smaller_with_it
         await page.context.close()
     finally:
         hub.stop("alice")
-        await eventually(lambda: _no_pods(k8s, "alice"), what="alice's pod gone", timeout=90)
-        await client.CoreV1Api(k8s).delete_namespaced_persistent_volume_claim(
-            "claim-alice", USERS_NS
-        )
-
-
-async def _no_pods(k8s: client.ApiClient, user: str) -> bool:
-    return not await pods_of(k8s, user)
+        await eventually(lambda: no_pods(k8s, "alice"), what="alice's pod gone", timeout=90)
+        await delete_home(k8s, "alice")

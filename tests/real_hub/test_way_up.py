@@ -22,10 +22,11 @@ from devcluster.queue_hub import service_config
 from devcluster.testing import Cluster
 from jupyter_gpuaas.core.labels import OFFERING_LABEL
 from tests.support.hub import (
-    USERS_NS,
     Hub,
+    delete_home,
     eventually,
     login,
+    no_pods,
     own_hub,
     pods_of,
     resize_offer,
@@ -105,11 +106,5 @@ async def test_the_way_up_from_the_sidebar_restarts_the_server_bigger_with_its_f
         await page.context.close()
     finally:
         hub.stop("alice")
-        await eventually(lambda: _no_pods(k8s, "alice"), what="alice's pod gone", timeout=90)
-        await client.CoreV1Api(k8s).delete_namespaced_persistent_volume_claim(
-            "claim-alice", USERS_NS
-        )
-
-
-async def _no_pods(k8s: client.ApiClient, user: str) -> bool:
-    return not await pods_of(k8s, user)
+        await eventually(lambda: no_pods(k8s, "alice"), what="alice's pod gone", timeout=90)
+        await delete_home(k8s, "alice")
