@@ -50,7 +50,7 @@ report to it)."""
 # start:servers, which 5.5 (z2jh's hub image) does not know
 RESIZE_SCOPES = ["delete:servers", "servers"]
 """What the way up to a bigger GPU needs (``api/resize``): stopping the asking user's server and
-starting it again on the bigger offering (culler/gpuaas_service/web/resize.py)."""
+starting it again on the bigger offering (culler/gpuaas_service/resize/)."""
 
 SERVER_CHECK_SCOPES = ["read:servers", "read:tokens"]
 """What the gpuaas service always needs of the Hub API: whether a server is running and which

@@ -41,9 +41,9 @@ if TYPE_CHECKING:
     from gpuaas_service.queue.outlook import OutlookWriter
     from gpuaas_service.reclaim.loop import ReclaimLoop
     from gpuaas_service.reclaim.usage import UsageRecorder
+    from gpuaas_service.resize.resizer import Resizer
     from gpuaas_service.web.console_history import History
     from gpuaas_service.web.context import ServiceContext
-    from gpuaas_service.web.resize import Resizer
     from gpuaas_service.web.servers import ServerTokens
     from jupyter_gpuaas.core.catalog import Catalog
     from jupyter_gpuaas.hub.watch import WatchedKueueView
@@ -794,7 +794,8 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         from the loop's usage recorder."""
         from gpuaas_service.clients.hub import HubClient
         from gpuaas_service.reclaim.usage import UsageRecorder
-        from gpuaas_service.web.resize import Resizer, WayDownRule
+        from gpuaas_service.resize.plan import WayDownRule
+        from gpuaas_service.resize.resizer import Resizer
 
         hub = HubClient(
             self.hub_api_url,

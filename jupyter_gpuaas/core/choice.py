@@ -1,7 +1,7 @@
 """What a user picks from the catalog, checked once, and what it becomes in a pod (pure).
 
 A spawn (``spawner/gpuaas_spawner/validate.py``), a move to a bigger offering
-(``culler/gpuaas_service/web/resize.py``) and a notebook Job
+(``culler/gpuaas_service/resize/``) and a notebook Job
 (``culler/gpuaas_service/jobs/request.py``) all ask for a team, an offering, a count, an image
 and a size. :func:`read_choice` checks those against the catalog and the caller's teams for
 each (:func:`read_server_choice` for a server's, among its team's offerings), and reports each

@@ -15,9 +15,9 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from devcluster.hub import free_port
+from gpuaas_service.resize.resizer import Resizer
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.context import ServiceContext
-from gpuaas_service.web.resize import Resizer
 from gpuaas_service.web.servers import ServerTokens
 from tests.support.hub_moves import TickingHub
 from tests.support.jupyter_fetch import Fetch, execute, start_session

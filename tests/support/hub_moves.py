@@ -1,4 +1,4 @@
-"""The hub as the way up to a bigger GPU sees it (culler/gpuaas_service/web/resize.py): the
+"""The hub as the way up to a bigger GPU sees it (culler/gpuaas_service/resize/): the
 servers' ``user_options``, and a stop and a start as JupyterHub does them (a stopping server is
 listed, pending ``stop``, for a few polls; a start while it is listed is a bug of the caller)."""
 

@@ -12,8 +12,8 @@ from tornado import web
 from tornado.routing import PathMatches
 
 from gpuaas_service.console.state import ConsoleState
+from gpuaas_service.resize.resizer import Resizer
 from gpuaas_service.web.context import ServiceContext
-from gpuaas_service.web.resize import Resizer
 from gpuaas_service.web.servers import ServerTokens
 from tests.support.hub_tokens import TokenHub
 from tests.support.jobs_samples import FakeKube, service

@@ -86,7 +86,7 @@ class UsageRecorder:
     def session_peak(self, user: str, server: str, now: datetime) -> tuple[int, float] | None:
         """The open session's peak so far (bytes) and the seconds since it started, as of
         ``now``; ``None`` where it is not open or nothing of it was measured (the way down,
-        :func:`gpuaas_service.web.resize.way_down`)."""
+        :func:`gpuaas_service.resize.plan.way_down`)."""
         run = self.open.get((user, server))
         if run is None or not run.measured:
             return None

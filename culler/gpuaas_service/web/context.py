@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jupyterhub.services.auth import HubAuth, HubOAuth
 
@@ -15,12 +15,10 @@ from gpuaas_service.console.state import ConsoleState
 from gpuaas_service.jobs.service import JobService
 from gpuaas_service.queue.index import QueueIndex
 from gpuaas_service.reclaim.loop import ReclaimLoop
+from gpuaas_service.resize.resizer import Resizer
 from gpuaas_service.web.connections import ConnectionGate
 from gpuaas_service.web.limits import RateLimit
 from gpuaas_service.web.servers import ServerTokens
-
-if TYPE_CHECKING:  # web/resize.py builds on this module
-    from gpuaas_service.web.resize import Resizer
 
 __all__ = ["RequestStats", "ServiceContext", "service_prefix"]
 
