@@ -119,8 +119,36 @@ class MountError(Exception):
     """A pod's volume is not there (kubelet: FailedMount)."""
 
 
+# A kubelet's FallbackToLogsOnError: at most this many of the log's last bytes and lines
+# (k8s.io/kubernetes pkg/kubelet/kuberuntime, kubecontainer.MaxContainerTerminationMessageLogLength
+# and ...LogLines).
+TERMINATION_LOG_BYTES = 2048
+TERMINATION_LOG_LINES = 80
+
+
+def termination_message(container: Mapping[str, Any], exit_code: int, log: bytes) -> str | None:
+    """The message a kubelet reports for a container that exited: with
+    ``terminationMessagePolicy: FallbackToLogsOnError`` and an error exit, the end of its log
+    (the termination-message file is not emulated); else none."""
+    if exit_code == 0 or container.get("terminationMessagePolicy") != "FallbackToLogsOnError":
+        return None
+    tail = log[-TERMINATION_LOG_BYTES:].decode("utf-8", "replace")
+    lines = tail.splitlines()[-TERMINATION_LOG_LINES:]
+    return "\n".join(lines) or None
+
+
 class ContainerConfigError(Exception):
     """The container cannot be started as specified (kubelet: CreateContainerConfigError)."""
+
+
+def _tail_of(path: Path) -> bytes:
+    """The last bytes of a container's log (empty if it cannot be read)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - TERMINATION_LOG_BYTES))
+            return f.read()
+    except OSError:
+        return b""
 
 
 # --- pure helpers (unit-testable) ----------------------------------------------------------
@@ -1152,6 +1180,8 @@ class NodeAgent:
         code = await c.proc.wait()
         c.exit_code = code if code >= 0 else 128 - code  # killed by signal N -> 128+N
         c.finished_at = now()
+        if c.record is not None and c.spec.get("terminationMessagePolicy"):
+            c.message = termination_message(c.spec, c.exit_code, _tail_of(Path(c.record.log)))
         c.ready = False
         self._save_processes()
 

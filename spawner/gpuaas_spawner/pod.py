@@ -139,6 +139,9 @@ def shape_pod(
     spec = out.setdefault("spec", {})
     _place(spec, settings)
     c = _container(spec, container)
+    # A server that dies before it is ready leaves the tail of its log in its pod's status,
+    # where the spawner's log line for the admin reads it (an admin's own policy stays).
+    c.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     if settings.image:
         c["image"] = settings.image
     if settings.args:

@@ -155,6 +155,33 @@ def _exited_before_ready(status: Mapping[str, Any]) -> str:
     return ""
 
 
+def exit_details(pod: Mapping[str, Any] | None) -> str:
+    """For the admin's log: how a pod that ended before it was ready ended (its uid, phase,
+    reason, and each terminated container's exit code, reason and termination message, which
+    with ``terminationMessagePolicy: FallbackToLogsOnError`` is the tail of its log)."""
+    if pod is None:
+        return "pod gone"
+    meta, status = as_mapping(pod.get("metadata")), as_mapping(pod.get("status"))
+    parts = [f"pod uid={meta.get('uid') or '?'} phase={status.get('phase') or '?'}"]
+    if status.get("reason") or status.get("message"):
+        parts.append(f"reason={status.get('reason') or ''} message={status.get('message') or ''}")
+    for cs in as_list(status.get("containerStatuses")):
+        cs = as_mapping(cs)
+        state = as_mapping(cs.get("state")).get("terminated") or as_mapping(
+            cs.get("lastState")
+        ).get("terminated")
+        ended = as_mapping(state)
+        if not ended:
+            continue
+        line = (
+            f"container {cs.get('name')}: exit code {ended.get('exitCode')} ({ended.get('reason')})"
+        )
+        if ended.get("message"):
+            line += f", last output:\n{str(ended['message']).rstrip()}"
+        parts.append(line)
+    return "; ".join(parts)
+
+
 # Why a kubelet fails a pod before any of its containers ran (the node's doing, not the server's):
 # device or resource admission, node affinity, eviction, node shutdown; in a person's words.
 _NODE_REFUSALS = {

@@ -57,6 +57,7 @@ from gpuaas_spawner.progress import (
     Phase,
     SpawnStatus,
     check_deadline,
+    exit_details,
     home_volume_failure,
     is_gated,
     reclaim_notice,
@@ -1044,6 +1045,13 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         if status.terminal:
             reason = status.failure_reason or (
                 "server_exited" if status.phase is Phase.FAILED else "stopped"
+            )
+            self.log.warning(
+                "gpuaas: event=spawn-ended reason=%s user=%s server=%s: %s",
+                reason,
+                self.user.name,
+                self.name,
+                exit_details(self._current_pod()),
             )
             raise _user_error(status.message, reason=reason)
         deadline = check_deadline(

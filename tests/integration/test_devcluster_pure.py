@@ -42,6 +42,7 @@ from devcluster.nodeagent import (
     expand,
     home_mount,
     pod_phase,
+    termination_message,
     uid_bound,
 )
 from devcluster.nodes import NodesFileError, load_nodes
@@ -614,3 +615,20 @@ def test_the_home_is_the_mount_at_the_images_home() -> None:
     assert container_home({"workingDir": "/work"}) == "/work"
     assert container_home({"env": [{"name": "HOME", "value": "/u"}], "workingDir": "/w"}) == "/u"
     assert home_mount({"workingDir": "/data/", "volumeMounts": [{**mount, "mountPath": "/data"}]})
+
+
+def test_an_error_exit_leaves_the_logs_tail_only_where_the_pod_asks_for_it() -> None:
+    asks = {"name": "notebook", "terminationMessagePolicy": "FallbackToLogsOnError"}
+    log = b"".join(f"line {i}\n".encode() for i in range(200))
+    message = termination_message(asks, 1, log)
+    assert message is not None
+    # a kubelet's limits: the last 80 lines, at most 2048 bytes
+    assert message.splitlines() == [f"line {i}" for i in range(120, 200)]
+    long_lines = b"x" * 5000 + b"\nthe end\n"
+    tail = termination_message(asks, 1, long_lines)
+    assert tail is not None
+    assert tail.endswith("the end")
+    assert len(tail.encode()) <= 2048
+    assert termination_message(asks, 0, log) is None  # a clean exit says nothing
+    assert termination_message({"name": "notebook"}, 1, log) is None  # policy File (default)
+    assert termination_message(asks, 1, b"") is None

@@ -140,7 +140,12 @@ def _try_get(url: str) -> str | None:
 async def test_local_pod_that_exits_reports_its_exit_code(cluster: Cluster) -> None:
     pod = local_pod(
         "exits-3",
-        {"name": "main", "image": "busybox", "command": ["sh", "-c", "echo bye; exit 3"]},
+        {
+            "name": "main",
+            "image": "busybox",
+            "command": ["sh", "-c", "echo bye; exit 3"],
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        },
     )
     pod["spec"]["restartPolicy"] = "Never"
     async with cluster.api("jupyterhub", "hub") as hub:
@@ -156,6 +161,7 @@ async def test_local_pod_that_exits_reports_its_exit_code(cluster: Cluster) -> N
             term = done.status.container_statuses[0].state.terminated
             assert term.exit_code == 3
             assert term.reason == "Error"
+            assert term.message == "bye"  # FallbackToLogsOnError: its log's tail
         finally:
             await v1.delete_namespaced_pod("exits-3", NS)
 

@@ -91,14 +91,15 @@ async def test_the_form_preselects_what_fits_the_measured_use_and_says_why(
     )
     assert await badge.inner_text() == "fits your use"
 
-    # bob's sessions needed more: the half L4 (11 GiB) is preselected, not the team's default
+    # bob's sessions needed more: a half L4 (11 GiB) is preselected, not the team's default; of
+    # the two halves of the same size, the catalog's first (the one on this machine)
     page = await login(browser, hub, "bob")
     advice = await _advised_form(page, hub, "team-a")
     assert advice == (
-        "Your last 2 sessions peaked at 8 GiB; 11 GiB is enough: Half of an L4."
+        "Your last 2 sessions peaked at 8 GiB; 11 GiB is enough: Half of an L4 (this machine)."
         " You may pick any other."
     )
-    assert await page.is_checked("#gpuaas-team-a-l4-half")
+    assert await page.is_checked("#gpuaas-team-a-local-half")
     assert not await page.is_checked("#gpuaas-team-a-local-mig-1g")
 
     # carol has no history: no advice line and no offering marked as fitting her use (what is

@@ -136,7 +136,7 @@ class Hub:
         """Ask for every user's default server with its options, then wait until all are ready."""
         for user, options in spawns.items():
             r = self.api("POST", f"/users/{user}/server", options)
-            assert r.status in (201, 202), r
+            assert r.status in (201, 202), f"{r}\n{self.proc.log_tail()}"
         for user in spawns:
             self.wait_ready(user, timeout=timeout)
 

@@ -141,6 +141,7 @@ def test_two_h100s_with_image_and_size() -> None:
                     "image": image,
                     "imagePullPolicy": "IfNotPresent",
                     "name": "notebook",
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
                     "ports": [{"containerPort": 8888, "name": "notebook-port"}],
                     "resources": {
                         "limits": {"memory": "32Gi", "nvidia.com/gpu": "2", "cpu": "8"},
@@ -218,6 +219,7 @@ def test_cpu_only_is_queued_too_but_gets_no_gpu_and_no_shm() -> None:
                     "image": "quay.io/jupyter/scipy-notebook:2025-06-02",
                     "imagePullPolicy": "IfNotPresent",
                     "name": "notebook",
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
                     "ports": [{"containerPort": 8888, "name": "notebook-port"}],
                     "resources": {
                         "limits": {"memory": "8Gi", "cpu": "2"},
@@ -441,3 +443,12 @@ def test_a_time_sliced_gpu_tells_the_server_its_devices_are_shared() -> None:
     assert again["spec"]["containers"][0]["args"] == [*admin, "--GPUaaS.shared_devices=all"]
     twice = build({"offering": "shared"}, base_pod(cmd=[*admin, "--GPUaaS.shared_devices=all"]))
     assert twice["spec"]["containers"][0]["args"] == [*admin, "--GPUaaS.shared_devices=all"]
+
+
+def test_a_server_that_dies_leaves_its_logs_tail_unless_the_admin_chose_otherwise() -> None:
+    pod = build({"offering": "h100"}, base_pod())
+    assert pod["spec"]["containers"][0]["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    base = base_pod()
+    base["spec"]["containers"][0]["terminationMessagePolicy"] = "File"
+    pod = build({"offering": "h100"}, base)
+    assert pod["spec"]["containers"][0]["terminationMessagePolicy"] == "File"

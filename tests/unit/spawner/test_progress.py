@@ -17,6 +17,7 @@ from gpuaas_spawner.progress import (
     Phase,
     SpawnStatus,
     check_deadline,
+    exit_details,
     home_volume_failure,
     notice_parts,
     reclaim_notice,
@@ -1028,3 +1029,31 @@ def test_a_queued_server_is_told_what_holds_the_gpu_and_when_it_frees() -> None:
     assert spawn_status(team="team-a", **kw).message.endswith("cluster queue)")
     waiting["metadata"]["annotations"] = {RECLAIM_OUTLOOK: "{not json"}
     assert spawn_status(team="team-a", now=now, **kw).message.endswith("cluster queue)")
+
+
+def test_the_admins_log_says_how_a_pod_that_never_became_ready_ended() -> None:
+    pod = {
+        "metadata": {"uid": "u-1"},
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [
+                {
+                    "name": "notebook",
+                    "state": {
+                        "terminated": {
+                            "exitCode": 1,
+                            "reason": "Error",
+                            "message": "OSError: [Errno 98] Address already in use\n",
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    assert exit_details(pod) == (
+        "pod uid=u-1 phase=Failed; container notebook: exit code 1 (Error), last output:\n"
+        "OSError: [Errno 98] Address already in use"
+    )
+    evicted = {"metadata": {"uid": "u-2"}, "status": {"phase": "Failed", "reason": "Evicted"}}
+    assert exit_details(evicted) == "pod uid=u-2 phase=Failed; reason=Evicted message="
+    assert exit_details(None) == "pod gone"
