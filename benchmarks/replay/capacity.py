@@ -197,7 +197,7 @@ def run_key(run: RunSpec) -> tuple[Any, ...]:
 
 
 SAME_RUNS = {"L1c": "L1i"}
-"""Rungs whose runs are another's (the best open stack at a timeout is L1i at it), so that a
+"""Rungs whose runs are another's (L1c at a timeout is L1i at it), so that a
 run is made once whichever rung asks for it."""
 
 _DONE: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -709,7 +709,7 @@ def _search(
 
 @dataclass(frozen=True)
 class OpenStack:
-    """The best open stack's choice: each timeout's search, and the timeout chosen."""
+    """L1c's choice: each timeout's search, and the timeout chosen."""
 
     searches: dict[float, Search]
     """jupyterhub-idle-culler's timeout (minutes) → L1c's search at it."""
@@ -725,7 +725,7 @@ def search_best_open(
     guess: float | None = None,
     timeouts: Sequence[float] = ladder.OPEN_TIMEOUTS_MIN,
 ) -> OpenStack:
-    """L1c, the best open stack: L1 + jupyterhub-idle-culler at each of ``timeouts``, searched
+    """L1c: L1 + jupyterhub-idle-culler at each of ``timeouts``, searched
     for its effective capacity on every level (from ``guess``, on the split ``inherited``
     gives L1c); the timeout chosen is the one that needs the fewest GPUs (the shorter on a
     tie). The choice is made on the point estimates; the intervals of L1c's multipliers are

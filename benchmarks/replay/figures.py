@@ -1,6 +1,7 @@
 """The replay page's figures, from the searches the page's tables come from: the ladder
-(each rung's effective capacity and its multipliers against B0 and L1c, with their 95%
-intervals), the culler frontier, and the sensitivity to users per GPU and to memory need.
+(each rung's effective capacity and its multipliers against B0 and the best open stack, with
+their 95% intervals), the culler frontier, and the sensitivity to users per GPU and to memory
+need.
 
 Each figure is an SVG file the page links (``docs/images/replay/``), written by :mod:`.plots`."""
 
@@ -16,6 +17,8 @@ from .metrics import mean_ci
 from .plots import Point, Series
 
 FIGURE_BASELINES = ("B0", "L1c")
+"""The multipliers figure's baselines unless the caller names them (the page: B0 and the best
+open stack, whichever of L1 and L1c it is)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ def ladder_figures(
     seeds: int,
     levels: Levels,
     resamples: int,
+    baselines: Sequence[str] = FIGURE_BASELINES,
 ) -> dict[str, str]:
     hollow_note = (
         "open marker: meets the training and spawn levels only (no size run meets the"
@@ -77,7 +81,7 @@ def ladder_figures(
     }
     strict = {(m.rung, m.baseline): m for m in multipliers}
     loose = {(m.rung, m.baseline): m for m in relaxed}
-    bases = [b for b in FIGURE_BASELINES if b in searches]
+    bases = [b for b in baselines if b in searches]
     if bases:
         rows = [
             (r, [_multiplier_point(strict.get((r, b)), loose.get((r, b))) for b in bases])

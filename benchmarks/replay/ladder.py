@@ -16,8 +16,8 @@ L1    one org-wide cohort: training borrows what any notebook or other team leav
       take their quota back by preempting borrowers (the product's sample organisation)
 L1i   L1 + jupyterhub-idle-culler (60 min): z2jh's default
 L1c   L1 + jupyterhub-idle-culler at the timeout (of :data:`OPEN_TIMEOUTS_MIN`) that needs the
-      fewest GPUs while meeting every service level: the best open stack, the headline's
-      baseline (:func:`.capacity.search_best_open`)
+      fewest GPUs while meeting every service level (:func:`.capacity.search_best_open`);
+      the better of L1 and L1c is the best open stack, the headline's baseline
 L1g   L1 + jupyter-gpuaas as shipped (its policy file; the product's own reclaim loop decides)
 L2    L1 with notebooks on need-sized shares of the training GPUs under one quota in
       GPU-equivalents, as the product ships them: each user takes the share the spawn form
@@ -88,7 +88,7 @@ DEFAULT_SHARE = SHARE_STEPS // 2
 """The share (in steps) a team's admin preselects for users with no measured session: half a
 card (an assumption; the product's advice takes over after one session)."""
 OPEN_TIMEOUTS_MIN = (30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 240.0)
-"""jupyterhub-idle-culler timeouts the best open stack (L1c) is chosen from (minutes)."""
+"""jupyterhub-idle-culler timeouts L1c is chosen from (minutes)."""
 COHORT_NOTEBOOK_SHARE = 0.5
 """The notebook share of a run that names none (a search with no ``--splits``; the sample's
 check windows)."""
@@ -146,13 +146,7 @@ RUNGS: dict[str, Rung] = {
         Rung("B2", "team-cohorts", "none", False, "per-team Kueue cohorts"),
         Rung("L1", "org-cohort", "none", False, "org-wide Kueue cohort"),
         Rung("L1i", "org-cohort", "idle-60", False, "L1 + idle-culler 60 min"),
-        Rung(
-            "L1c",
-            "org-cohort",
-            "idle-best",
-            False,
-            "L1 + idle-culler at its best timeout: the best open stack",
-        ),
+        Rung("L1c", "org-cohort", "idle-best", False, "L1 + idle-culler at its best timeout"),
         Rung("L1g", "org-cohort", "gpuaas", False, "L1 + gpuaas as shipped"),
         Rung("L2", "org-cohort", "none", True, "L1 + need-sized shares, advised and packed", True),
         Rung("L3", "org-cohort", "gpuaas", True, "L2 + gpuaas as shipped", True),

@@ -37,9 +37,14 @@ TEMPLATE = Path(__file__).with_name("ladder.md.in")
 PAGE_SPLITS = Path(__file__).with_name("page-splits.json")
 """The split each rung ran at each size the page's searches ran, written with the page, so
 that ``--events --rung R --size N`` replays a rung as the page sized it."""
-BASELINES = ("B0", "B1", "B1o", "L1c")
-"""The multipliers' baselines: per-user reservations, the two partitions (per team and
-organisation-wide) and the best open stack (L1c)."""
+PARTITIONS = ("B0", "B1", "B1o")
+"""The multipliers' baselines besides the best open stack: per-user reservations and the two
+partitions (per team and organisation-wide)."""
+OPEN_STACKS = ("L1", "L1c")
+"""The rungs the best open stack is chosen from: Kueue's org-wide cohort alone, and with
+jupyterhub-idle-culler at its best timeout."""
+OPEN = "open"
+"""A goal's baseline that stands for the best open stack (:func:`best_open_rung`)."""
 DEFAULT_SEEDS = 10
 """The ladder's seeds by default: with 20 the reclaim rungs' runs (the product's own loop every
 30 s of two simulated days, 3-6 s of CPU each) would take the command to about 45 min on the
@@ -287,6 +292,62 @@ def _bound(x: float) -> str:
     return "∞" if math.isinf(x) else f"{x:.2f}"
 
 
+def best_open_rung(searches: Mapping[str, Search], limits: Mapping[str, float]) -> str | None:
+    """The best open stack: of L1 (the cohort, no culler) and L1c (with jupyterhub-idle-culler
+    at its best timeout), the one that needs fewer GPUs while meeting ``limits`` (L1 on a tie:
+    one part fewer to run); None where neither ran. Chosen on the point estimates."""
+    present = [r for r in OPEN_STACKS if r in searches]
+    if not present:
+        return None
+
+    def need(rung: str) -> float:
+        got = searches[rung].capacity(limits)
+        return math.inf if math.isnan(got) else got
+
+    return min(present, key=lambda r: (need(r), OPEN_STACKS.index(r)))
+
+
+def baselines(open_rung: str | None) -> tuple[str, ...]:
+    """The multipliers' baselines: the partitions, then the best open stack (where run)."""
+    return PARTITIONS + ((open_rung,) if open_rung else ())
+
+
+def open_name(open_rung: str) -> str:
+    """How the page names the best open stack: "the best open stack (L1)"."""
+    return f"the best open stack ({open_rung})"
+
+
+def open_choice(searches: Mapping[str, Search], levels: Levels, seeds: int, resamples: int) -> str:
+    """Which of L1 and L1c is the best open stack, their GPUs on every level and the paired
+    interval of the other against it."""
+    full = levels.limits()
+    chosen = best_open_rung(searches, full)
+    if chosen is None:
+        return "(L1 and L1c not run: `--rungs`)"
+    present = [r for r in OPEN_STACKS if r in searches]
+    needs = ", ".join(f"{r} {_fmt(searches[r].capacity(full), 'num')}" for r in present)
+    text = (
+        f"**The best open stack is {chosen}**, the one of {' and '.join(present)} that needs"
+        f" the fewer GPUs while meeting every level ({needs}; chosen on the point estimates):"
+        " the headline's multipliers and the goals are against it."
+    )
+    other = next((r for r in present if r != chosen), None)
+    if other is None:
+        return text
+    (m,) = [
+        x
+        for x in capacity.bootstrap(
+            {chosen: searches[chosen], other: searches[other]},
+            [other],
+            seeds,
+            full,
+            resamples=resamples,
+        )
+        if x.rung == chosen
+    ]
+    return text + f" {chosen} against {other}: {_multiplier(m)}."
+
+
 def capacity_table(
     searches: Mapping[str, Search], levels: Levels, spec: OrgSpec
 ) -> tuple[str, dict[str, float], dict[str, float]]:
@@ -370,11 +431,14 @@ def resolution_table(
     return "\n".join(lines)
 
 
-def multiplier_table(searches: Mapping[str, Search], multipliers: Sequence[Multiplier]) -> str:
-    bases = [b for b in BASELINES if b in searches]
+def multiplier_table(
+    searches: Mapping[str, Search], multipliers: Sequence[Multiplier], open_rung: str | None
+) -> str:
+    bases = [b for b in baselines(open_rung) if b in searches]
     by = {(m.rung, m.baseline): m for m in multipliers}
+    heads = [open_name(b) if b == open_rung else b for b in bases]
     lines = [
-        "| rung | " + " | ".join(f"× against {b} [95%]" for b in bases) + " |",
+        "| rung | " + " | ".join(f"× against {b} [95%]" for b in heads) + " |",
         "|---" * (len(bases) + 1) + "|",
     ]
     for r in searches:
@@ -445,7 +509,7 @@ class Goal:
     low: float | None = None
 
 
-GOALS = (Goal("L4", "L1c", 1.2, 1.1), Goal("L4", "B0", 2.3))
+GOALS = (Goal("L4", OPEN, 1.2, 1.1), Goal("L4", "B0", 2.3))
 """Issue 36's goals for L4 (measured, not tuned): against the best open stack and B0."""
 STATE_LOST_GOAL = 1.0
 """At most this many sessions per 100 session-hours lose their kernel state (L4)."""
@@ -501,7 +565,7 @@ class ModelResult:
     row: ModelRow
     search: Search
     multiplier: Multiplier | None
-    """Against L1c (paired bootstrap on the same seeds)."""
+    """Against the best open stack (paired bootstrap on the same seeds)."""
     lost: float
     """Sessions losing state per 100 session-h at its own size."""
 
@@ -513,10 +577,11 @@ def model_table(
     searches: Mapping[str, Search],
 ) -> tuple[str, list[ModelResult]]:
     """Each :func:`model_rows` row: the rung's effective capacity on every level with that
-    model, its multiplier against L1c (the ladder's, on the same seeds) and the sessions that
-    lose their state at its size."""
+    model, its multiplier against the best open stack (the ladder's, on the same seeds) and
+    the sessions that lose their state at its size."""
     levels = settings.levels
     full = levels.limits()
+    open_rung = best_open_rung(searches, full)
     guesses = {
         r: searches[r].capacity(levels.limits(interruptions=False))
         for r in ("L3", "L4")
@@ -525,8 +590,8 @@ def model_table(
     guesses = {r: g for r, g in guesses.items() if math.isfinite(g)}
     out: list[ModelResult] = []
     lines = [
-        "| model | rung | GPUs meeting all levels | × against L1c [95%] | state lost per 100"
-        " session-h at its size | restore wait p90 (min) |",
+        f"| model | rung | GPUs meeting all levels | × against {open_rung or '–'} [95%] | state"
+        " lost per 100 session-h at its size | restore wait p90 (min) |",
         "|---|---|---|---|---|---|",
     ]
     for row in model_rows(base.kept):
@@ -535,12 +600,12 @@ def model_table(
         point = replace(base, **dict(row.changes))
         search = capacity.search_all(point, [row.rung], seeds, settings, guesses=guesses)[row.rung]
         m = None
-        if "L1c" in searches:
-            both = {"L1c": _first_seeds(searches["L1c"], len(seeds)), row.rung: search}
+        if open_rung is not None:
+            both = {open_rung: _first_seeds(searches[open_rung], len(seeds)), row.rung: search}
             (m,) = [
                 x
                 for x in capacity.bootstrap(
-                    both, ["L1c"], len(seeds), full, resamples=settings.resamples
+                    both, [open_rung], len(seeds), full, resamples=settings.resamples
                 )
                 if x.rung == row.rung
             ]
@@ -634,11 +699,11 @@ def goals_section(
     models: Sequence[ModelResult] = (),
     kept: KeptState | None = None,
 ) -> str:
-    """Whether L4 meets issue 36's goals (against L1c and B0, and the sessions that lose their
-    state), L3's figures beside it; where a goal is missed, which cost is responsible, from
-    the page's own figures: the floor and the bound, the model rows (the sessions whose state
-    cannot be saved, the snapshot and restore costs, HAMi's throttling), the advice and the
-    placement."""
+    """Whether L4 meets issue 36's goals (against the best open stack and B0, and the sessions
+    that lose their state), L3's figures beside it; where a goal is missed, which cost is
+    responsible, from the page's own figures: the floor and the bound, the model rows (the
+    sessions whose state cannot be saved, the snapshot and restore costs, HAMi's throttling),
+    the advice and the placement."""
     del relaxed
     rung = "L4" if "L4" in searches else "L3"
     if rung not in searches:
@@ -649,11 +714,14 @@ def goals_section(
         f"| goal for {rung} | {rung} measured [95%] | L3 (shipped) [95%] | met |",
         "|---|---|---|---|",
     ]
-    missed: list[str] = []
+    open_rung = best_open_rung(searches, levels.limits())
+    missed: list[tuple[Goal, str]] = []
     for goal in GOALS:
-        if goal.baseline not in searches:
+        baseline = open_rung if goal.baseline == OPEN else goal.baseline
+        if baseline is None or baseline not in searches:
             continue
-        m = full.get((rung, goal.baseline))
+        named = open_name(baseline) if goal.baseline == OPEN else baseline
+        m = full.get((rung, baseline))
         met = (
             m is not None
             and math.isfinite(m.value)
@@ -661,12 +729,12 @@ def goals_section(
             and (goal.low is None or m.low >= goal.low)
         )
         if not met:
-            missed.append(goal.baseline)
-        text = f"≥ {goal.point:g}× against {goal.baseline}" + (
+            missed.append((goal, baseline))
+        text = f"≥ {goal.point:g}× against {named}" + (
             f", lower bound ≥ {goal.low:g}" if goal.low is not None else ""
         )
         lines.append(
-            f"| {text} | {_multiplier(m)} | {_multiplier(full.get(('L3', goal.baseline)))} |"
+            f"| {text} | {_multiplier(m)} | {_multiplier(full.get(('L3', baseline)))} |"
             f" {'yes' if met else '**no**'} |"
         )
     lost_met = lost[rung] <= STATE_LOST_GOAL
@@ -680,8 +748,7 @@ def goals_section(
         return out[0] + "\n\nEvery goal is met."
     why: list[str] = []
     caps = {r: s.capacity(levels.limits()) for r, s in searches.items()}
-    for base in missed:
-        goal = next(g for g in GOALS if g.baseline == base)
+    for goal, base in missed:
         floor = full.get(("F0", base))
         bound = full.get(("Lb", base))
         if floor is not None and math.isfinite(floor.value) and floor.value < goal.point:
@@ -807,7 +874,7 @@ def open_stack_table(open_stack: capacity.OpenStack | None, levels: Levels) -> s
         )
     else:
         lines.append(
-            f"\n★ L1c, the best open stack: the {open_stack.chosen:g} min timeout (the fewest"
+            f"\n★ L1c: the {open_stack.chosen:g} min timeout (the fewest"
             " GPUs meeting every level; chosen on the point estimates, so its intervals below"
             " leave the choice out)."
         )
@@ -1165,6 +1232,67 @@ def page_record(
     }
 
 
+def sweep_rows(args: argparse.Namespace) -> tuple[tuple[str, str, tuple[float, ...]], ...]:
+    """The sensitivity sweep's rows the command runs: all with ``--sweep``, none with
+    ``--quick`` or ``--no-sweep``, else :data:`DEFAULT_SWEEP`'s."""
+    if args.sweep:
+        return SWEEP
+    if args.quick or args.no_sweep:
+        return ()
+    return tuple(r for r in SWEEP if r[0] in DEFAULT_SWEEP)
+
+
+def runs_models(args: argparse.Namespace) -> bool:
+    """Whether the command runs the model's sensitivity rows (not with ``--quick`` or
+    ``--no-models``, unless ``--models``)."""
+    return bool(args.models or not (args.quick or args.no_models))
+
+
+def runs_dual(args: argparse.Namespace) -> bool:
+    return bool(args.dual and not args.no_dual)
+
+
+def runs_frontier(args: argparse.Namespace) -> bool:
+    return bool(args.frontier and not args.no_frontier)
+
+
+def beyond_the_ladder(args: argparse.Namespace) -> list[str]:
+    """What the command runs besides the ladder's searches, as the page names it."""
+    parts = []
+    if runs_models(args):
+        parts.append("the model's sensitivity rows")
+    rows = sweep_rows(args)
+    if rows == SWEEP:
+        parts.append("the whole sensitivity sweep")
+    elif rows:
+        parts.append("the sensitivity sweep's " + ", ".join(label for _k, label, _v in rows))
+    if runs_dual(args):
+        parts.append("the dual")
+    if runs_frontier(args):
+        parts.append("the culler frontier")
+    return parts
+
+
+def _listed(parts: Sequence[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def ran_line(args: argparse.Namespace, runs: int, open_timeouts: int) -> str:
+    """The page header's account of what the command ran: the rungs' replays as searched, and
+    those of L1c's other timeouts and of each part beyond the ladder it ran."""
+    parts = beyond_the_ladder(args)
+    if open_timeouts > 1:
+        parts.insert(0, f"L1c's other {open_timeouts - 1} idle-culler timeouts")
+    besides = f", and those of {_listed(parts)}" if parts else ""
+    return f"{runs} replays of the rungs as searched{besides}"
+
+
+def beyond_line(args: argparse.Namespace) -> str:
+    """The parts beyond the ladder the command ran, for the page's speed section."""
+    parts = beyond_the_ladder(args)
+    return _listed(parts) if parts else "nothing beyond the ladder"
+
+
 def _beyond_the_ladder(
     args: argparse.Namespace,
     base: RunSpec,
@@ -1189,9 +1317,9 @@ def _beyond_the_ladder(
     )
     svgs: dict[str, str] = {}
     sweep_seeds = seeds[: args.sweep_seeds]
-    if args.sweep or not (args.quick or args.no_sweep):
+    rows = sweep_rows(args)
+    if rows:
         sweep_rungs = [r for r in SWEEP_RUNGS if r in rung_names]
-        rows = SWEEP if args.sweep else tuple(r for r in SWEEP if r[0] in DEFAULT_SWEEP)
         sections["sweep"], swept = sweep_table(
             base, spec, sweep_rungs, sweep_seeds, settings, guesses, rows
         )
@@ -1200,13 +1328,13 @@ def _beyond_the_ladder(
         )
     else:
         sections["sweep"] = "(not run: `--no-sweep` or `--quick`)"
-    if args.dual and not args.no_dual:
+    if runs_dual(args):
         sections["dual"] = dual_table(
             base, [r for r in DUAL_RUNGS if r in rung_names], seeds[: args.sweep_seeds], settings
         )
     else:
         sections["dual"] = "(not run: it runs with `--dual`)"
-    if args.frontier and not args.no_frontier:
+    if runs_frontier(args):
         with tempfile.TemporaryDirectory(prefix="replay-frontier-") as tmp:
             sections["frontier"], frontiers = frontier_table(
                 base, sweep_seeds, settings, Path(tmp), guesses
@@ -1228,7 +1356,7 @@ def _models(
 ) -> tuple[str, list[ModelResult]]:
     """The model's sensitivity rows (unless skipped), on the sweep's seeds, each rung on the
     split the ladder gave it."""
-    if not (args.models or not (args.quick or args.no_models)):
+    if not runs_models(args):
         return "(not run: `--no-models` or `--quick`)", []
     inherited = capacity.chosen_splits(searches)
     return model_table(
@@ -1295,12 +1423,13 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     wall = ladder_wall = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = time.process_time() - cpu0 + children.ru_utime + children.ru_stime
+    open_rung = best_open_rung(searches, levels.limits())
     multipliers = capacity.bootstrap(
-        searches, BASELINES, len(seeds), levels.limits(), resamples=args.resamples
+        searches, baselines(open_rung), len(seeds), levels.limits(), resamples=args.resamples
     )
     relaxed = capacity.bootstrap(
         searches,
-        BASELINES,
+        baselines(open_rung),
         len(seeds),
         levels.limits(interruptions=False),
         resamples=args.resamples,
@@ -1311,17 +1440,25 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "models": sections_models,
         "bounds": bounds_line(searches, levels),
         "resolution": resolution_table(searches, levels, len(seeds), args.resamples),
-        "open_stack": open_stack_table(open_stack, levels),
+        "open_stack": open_stack_table(open_stack, levels)
+        + "\n\n"
+        + open_choice(searches, levels, len(seeds), args.resamples),
         "capacity": cap_table,
-        "multipliers": multiplier_table(searches, multipliers),
-        "multipliers_relaxed": multiplier_table(searches, relaxed),
+        "multipliers": multiplier_table(searches, multipliers, open_rung),
+        "multipliers_relaxed": multiplier_table(searches, relaxed, open_rung),
         "at_size": at_size_table(searches, levels),
         "goals": goals_section(searches, multipliers, relaxed, levels, models, base.kept),
         "advice": advice_choice(searches, models, levels, base.kept, args.resamples),
         "search": search_table(searches, levels),
     }
     svgs = figures.ladder_figures(
-        searches, multipliers, relaxed, len(seeds), levels, args.resamples
+        searches,
+        multipliers,
+        relaxed,
+        len(seeds),
+        levels,
+        args.resamples,
+        ("B0", *([open_rung] if open_rung else [])),
     )
     svgs |= _beyond_the_ladder(
         args, base, spec, rung_names, seeds, levels, splits, searches, sections
@@ -1386,7 +1523,19 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     )
     sections["load"] = f"{load0:.1f} and {os.getloadavg()[0]:.1f}"
     DOCS.write_text(
-        render(args, argv, spec, seeds, levels, sections, runs, wall, cpu, ladder_wall),
+        render(
+            args,
+            argv,
+            spec,
+            seeds,
+            levels,
+            sections,
+            runs,
+            wall,
+            cpu,
+            ladder_wall,
+            len(open_stack.searches) if open_stack else 0,
+        ),
         encoding="utf-8",
     )
     print(f"\nwrote {DOCS} and its {len(svgs)} figures in {FIGURES}")
@@ -1395,7 +1544,7 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 FIGURE_TITLES = {
     "ladder": "Effective capacity per rung",
-    "multipliers": "Multipliers against B0 and L1c",
+    "multipliers": "Multipliers against B0 and the best open stack",
     "frontier": "The culler frontier",
     "users": "Sensitivity to notebook users per GPU",
     "memory": "Sensitivity to the memory need",
@@ -1493,6 +1642,7 @@ def render(
     wall: float,
     cpu: float,
     ladder_wall: float = math.nan,
+    open_timeouts: int = 0,
 ) -> str:
     from .check import RESULTS, check_section
     from .cli import page_command
@@ -1545,6 +1695,8 @@ def render(
         kept_idle_after=ladder.KEPT_IDLE_AFTER,
         gpus_per_node=", ".join(sorted({str(p.gpus_per_node) for p in spec.training_pools})),
         runs=runs,
+        ran=ran_line(args, runs, open_timeouts),
+        beyond=beyond_line(args),
         wall=f"{wall / 60:.1f}",
         cpu=f"{cpu / 60:.1f}",
         ladder_wall=f"{ladder_wall / 60:.1f}",
