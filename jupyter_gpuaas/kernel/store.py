@@ -177,6 +177,15 @@ def read_manifest(path: Path) -> Manifest:
         fields = json.loads(path.read_bytes())
     except ValueError as e:
         raise Refused(f"the snapshot's manifest is damaged (not JSON: {e})") from e
+    entries = _check_fields(fields)
+    data_path = path.parent / _data_name(fields)
+    _check_places(entries, _own_file(data_path, "data file").st_size)
+    return Manifest(path=path, data_path=data_path, fields=fields)
+
+
+def _check_fields(fields: Any) -> list[dict[str, Any]]:
+    """The manifest's entries, once its fields say it is a manifest of this format, written by
+    this user, its entries matching its checksum; :class:`Refused` otherwise."""
     if not isinstance(fields, dict) or fields.get("format") != FORMAT:
         raise Refused("the file is not a jupyter-gpuaas kernel state manifest")
     version = fields.get("format_version")
@@ -196,18 +205,25 @@ def read_manifest(path: Path) -> Manifest:
         raise Refused("the snapshot's manifest is damaged (no list of variables)")
     if fields.get("sha256") != entries_digest(entries):
         raise Refused("the snapshot's manifest is damaged (its checksum does not match)")
+    return entries
+
+
+def _data_name(fields: dict[str, Any]) -> str:
+    """The data file's name: a plain name beside the manifest (no path)."""
     data_name = fields.get("data")
     if not isinstance(data_name, str) or "/" in data_name or data_name in ("", ".", ".."):
         raise Refused("the snapshot's manifest names no data file beside it")
-    data_path = path.parent / data_name
-    size = _own_file(data_path, "data file").st_size
+    return data_name
+
+
+def _check_places(entries: list[dict[str, Any]], size: int) -> None:
+    """Each entry has a place (offset, length) inside a data file of ``size`` bytes."""
     for entry in entries:
         offset, length = entry.get("offset"), entry.get("length")
         if not (isinstance(offset, int) and isinstance(length, int)) or offset < 0 or length < 0:
             raise Refused("the snapshot's manifest is damaged (a variable has no place)")
         if offset + length > size:
             raise Refused("the snapshot's data file is shorter than its manifest says")
-    return Manifest(path=path, data_path=data_path, fields=fields)
 
 
 def read_verified(manifest: Manifest, data: IO[bytes]) -> list[bytearray]:
