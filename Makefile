@@ -81,11 +81,12 @@ prometheus: ## install Debian's Prometheus and promtool for the tests and the de
 	  systemctl disable --now prometheus >/dev/null 2>&1 || true; \
 	fi
 
-lint: $(STAMP) $(CONSOLE_JS) ## ruff, mypy, import boundaries, API types against the schema, options page, eslint, tsc
+lint: $(STAMP) $(CONSOLE_JS) ## ruff, mypy, import boundaries, the OpenAPI documents, API types, options page, eslint, tsc
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) -m tests.support.openapi
 	$(PY) -m tests.support.api_types
 	$(PY) docs/options.py --check
 	npm run --silent lint

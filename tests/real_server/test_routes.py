@@ -1,7 +1,8 @@
 """The server extension's routes against their authorisation table (docs/security.md, "Who may
 call each route"): every route the extension registers has a row, every row a route, and a
 real Jupyter server refuses each route to an anonymous caller and to a wrong token as the rows
-say. A route added without a row fails here."""
+say, each refusal as the extension's OpenAPI document describes it. A route added without a row
+fails here."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tornado.httpclient import HTTPClientError
 
 from jupyter_gpuaas.server.handlers import handlers
 from tests.support.jupyter_fetch import Fetch
+from tests.support.openapi import response_errors
 from tests.support.route_table import (
     EXTENSION_TABLE,
     answered_methods,
@@ -49,3 +51,5 @@ async def test_each_route_refuses_anonymous_and_other_callers_as_its_row_says(
                 headers={"Authorization": authorization},
             )
         assert refused.value.code == expected, (method, path)
+        assert refused.value.response is not None
+        assert response_errors("extension", refused.value.response) == [], (method, path)

@@ -34,7 +34,16 @@ class QueueIndexStub:
             return type("S", (), {"synced": True})()
 
     def answer(self, user: str, groups: Any) -> dict[str, Any]:
-        return {"user": user, "items": []}
+        """An empty queue, as the service's API document describes its answer."""
+        return {
+            "user": user,
+            "generated_at": "2026-12-01T00:00:00+00:00",
+            "synced": True,
+            "items": [],
+            "teams": [],
+            "error": None,
+            "error_kind": None,
+        }
 
 
 PREFIX = "/services/gpuaas/"

@@ -1,5 +1,6 @@
-"""One schema for the server extension's HTTP API (``jupyter_gpuaas/server/api-schema.json``):
-the payloads the Python code builds match it, and so do the TypeScript types of the sidebar
+"""The HTTP API's OpenAPI documents (``jupyter_gpuaas/server/openapi.json``, the service's
+``gpuaas_service/openapi.json``) are valid; the payloads the Python code builds match their
+schemas, and so do the TypeScript types of the sidebar
 (``labextension/src/types.ts``) and of the console (its ``api.ts``), field by field and type by
 type (tests/support/api_types.py)."""
 
@@ -18,8 +19,8 @@ from jupyter_gpuaas.gpu.model import Device
 from jupyter_gpuaas.server.activity import activity_payload
 from jupyter_gpuaas.server.queue import error_payload
 from jupyter_gpuaas.server.service_client import ServiceProblem
-from tests.support import api_types
-from tests.support.api_schema import api_schema, schema_errors
+from tests.support import api_types, openapi
+from tests.support.api_schema import schema_errors
 from tests.support.queue_samples import (
     CQS,
     LQS,
@@ -33,8 +34,19 @@ from tests.support.queue_samples import (
 T0 = datetime(2026, 11, 30, 16, 0, tzinfo=timezone.utc)
 
 
-def test_the_schema_is_a_valid_json_schema() -> None:
-    jsonschema.Draft202012Validator.check_schema(api_schema())
+def test_both_openapi_documents_are_valid() -> None:
+    assert openapi.document_problems() == []
+    for server in ("extension", "service"):
+        jsonschema.Draft202012Validator.check_schema(openapi.document(server))
+
+
+def test_an_invalid_document_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check itself: a response without its description, a path without its slash."""
+    broken = openapi.document("extension")
+    del broken["paths"]["/usage"]["get"]["responses"]["200"]["description"]
+    broken["paths"]["activity"] = broken["paths"].pop("/activity")
+    monkeypatch.setattr(openapi, "_document", lambda server: broken)
+    assert len(openapi.document_problems()) == 2  # the first problem of each
 
 
 def test_the_activity_payload_matches_the_schema() -> None:

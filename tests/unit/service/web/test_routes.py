@@ -1,7 +1,8 @@
 """One authorisation table for every route of the service (docs/security.md, "Who may call
 each route"): every route and method that :func:`make_app` registers has a row, every row names a
 registered route, and each route answers an anonymous caller as its row says. A route added
-without a row fails here."""
+without a row fails here. Every answer of every caller conforms to the service's OpenAPI
+document (openapi-core: the operation, the status, the body's schema)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from gpuaas_service.web.app import make_app
 from gpuaas_service.web.context import ServiceContext
 from gpuaas_service.web.servers import ServerTokens
 from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
+from tests.support.openapi import response_errors
 from tests.support.route_table import (
     SERVICE_TABLE,
     assert_table_matches,
@@ -56,6 +58,7 @@ async def test_each_route_answers_an_anonymous_caller_as_its_row_says(port: int)
             raise_error=False,
         )
         assert response.code == expected, (method, path, response.code, response.body[:200])
+        assert response_errors("service", response) == [], (method, path)
 
 
 async def test_each_route_refuses_and_admits_the_callers_its_row_says(
@@ -71,6 +74,7 @@ async def test_each_route_refuses_and_admits_the_callers_its_row_says(
     hub = TokenHub(groups={"alice": ["team-a"], "bob": ["team-a"]})
     context = full_context()
     hub_auth = cast(Any, hub)
+    hub_auth.base_url = PREFIX  # where the page's XSRF cookie goes (HubOAuth's base_url)
     context = ServiceContext(
         **{
             **{f: getattr(context, f) for f in ("operator_token", "index", "loop", "console")},
@@ -116,6 +120,7 @@ async def test_each_route_refuses_and_admits_the_callers_its_row_says(
                     raise_error=False,
                 )
                 got = (method, path, caller, response.code, response.body[:160])
+                assert response_errors("service", response) == [], got
                 if code[1] == "4":
                     assert response.code == int(code[0]), got
                 else:

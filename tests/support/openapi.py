@@ -1,0 +1,208 @@
+"""The two OpenAPI documents of the HTTP API, for the tests and ``make lint``.
+
+``jupyter_gpuaas/server/openapi.json`` is the server extension's; it also holds the payloads the
+gpuaas service shares with the servers (what it takes from them and what they pass on to the
+sidebar). ``gpuaas_service/openapi.json`` is the service's; it refers to those shared payloads
+by the extension document's URI (:data:`SHARED_URI`), since the two packages are siblings in a
+wheel but not in the repository, so no relative path reaches from one to the other.
+:func:`document` resolves those references into a self-contained document.
+
+:func:`answer_errors` checks a real answer against its operation with openapi-core;
+:func:`schema_errors` checks a payload against one schema of ``components``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
+
+import jsonschema
+from openapi_core import OpenAPI
+from openapi_core.testing import MockRequest, MockResponse
+
+import gpuaas_service
+import jupyter_gpuaas.server
+
+Server = Literal["extension", "service"]
+
+PATHS: dict[Server, Path] = {
+    "extension": Path(jupyter_gpuaas.server.__file__).parent / "openapi.json",
+    "service": Path(gpuaas_service.__file__).parent / "openapi.json",
+}
+SHARED_URI = "urn:jupyter-gpuaas:server-extension-api"
+"""How the service's document names the extension's (``$ref: "<this>#/components/schemas/X"``)."""
+LOCAL = "#/components/schemas/"
+PREFIXES: dict[Server, str] = {"extension": "/gpuaas/api", "service": "/services/gpuaas"}
+"""Each document's server URL as the tests' requests see it (the extension's base URL: ``/``)."""
+METHODS = ("get", "put", "post", "delete", "patch")
+
+
+def _refs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                yield value
+            else:
+                yield from _refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _refs(value)
+
+
+def _rewrite(node: Any) -> Any:
+    """``node`` with references to the shared document made local."""
+    if isinstance(node, dict):
+        return {
+            k: (v.replace(SHARED_URI, "") if k == "$ref" and isinstance(v, str) else _rewrite(v))
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_rewrite(v) for v in node]
+    return node
+
+
+def raw(server: Server) -> dict[str, Any]:
+    """The document as it is stored."""
+    loaded: dict[str, Any] = json.loads(PATHS[server].read_text(encoding="utf-8"))
+    return loaded
+
+
+@cache
+def _document(server: Server) -> dict[str, Any]:
+    doc = raw(server)
+    if server == "service":
+        shared = raw("extension")["components"]["schemas"]
+        schemas = doc["components"]["schemas"]
+        todo = [r for r in _refs(doc) if r.startswith(SHARED_URI + LOCAL)]
+        while todo:
+            name = todo.pop().removeprefix(SHARED_URI + LOCAL)
+            if name in schemas:
+                continue
+            assert name in shared, f"the service's document names {name!r}, which is not shared"
+            schemas[name] = shared[name]
+            todo += [SHARED_URI + r for r in _refs(shared[name]) if r.startswith(LOCAL)]
+        doc = _rewrite(doc)
+    return doc
+
+
+def document(server: Server) -> dict[str, Any]:
+    """The server's document, self-contained (a copy: callers may change it)."""
+    return copy.deepcopy(_document(server))
+
+
+@cache
+def _openapi(server: Server) -> OpenAPI:
+    return OpenAPI.from_dict(_document(server))
+
+
+def schema_errors(definition: str, payload: Any) -> list[str]:
+    """What is wrong with ``payload`` as ``components/schemas/<definition>`` of the document
+    that holds it, each with its path in the payload (none when it matches)."""
+    for server in PATHS:
+        schemas = raw(server)["components"]["schemas"]
+        if definition in schemas:
+            break
+    else:
+        raise KeyError(f"no schema {definition!r} in either OpenAPI document")
+    validator = jsonschema.Draft202012Validator(
+        {"$ref": LOCAL + definition, "components": _document(server)["components"]}
+    )
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '(payload)'}: {e.message}"
+        for e in validator.iter_errors(payload)
+    ]
+
+
+def answer_errors(
+    server: Server,
+    method: str,
+    url: str,
+    status: int,
+    body: bytes | str,
+    content_type: str = "application/json",
+) -> list[str]:
+    """What is wrong with a real answer (``status``, ``body``) to ``method url`` against the
+    server's document (its operation, that status's response and its schema); none when it
+    conforms. ``url``: the path the request went to, from the server's root (a query too)."""
+    parts = urlsplit(url)
+    path = parts.path
+    prefix = PREFIXES[server]
+    assert prefix in path, f"{url} is not under {prefix}"
+    path = path[path.index(prefix) :]
+    args = dict(parse_qsl(parts.query, keep_blank_values=True))
+    request = MockRequest("http://localhost", method.lower(), path, args=args)
+    data = body.encode() if isinstance(body, str) else body
+    response = MockResponse(data, status_code=status, content_type=content_type.split(";")[0])
+    result = _openapi(server).unmarshal_response(request, response)
+    return [_explain(e) for e in result.errors]
+
+
+def _explain(error: Exception) -> str:
+    found = getattr(error.__cause__, "schema_errors", None) or []
+    details = [f"{'/'.join(map(str, e.absolute_path)) or '(body)'}: {e.message}" for e in found]
+    return "; ".join([type(error).__name__ + ": " + str(error).split(": (")[0], *details])
+
+
+def response_errors(server: Server, response: Any) -> list[str]:
+    """:func:`answer_errors` of a tornado ``HTTPResponse`` (its request's method and URL)."""
+    return answer_errors(
+        server,
+        response.request.method,
+        response.effective_url,
+        response.code,
+        response.body or b"",
+        response.headers.get("Content-Type", "application/json"),
+    )
+
+
+def operations(server: Server) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """Each operation of the document: method (upper case), path (with its ``{placeholders}``,
+    without the leading ``/``) and the operation."""
+    for path, item in raw(server)["paths"].items():
+        for method in METHODS:
+            if method in item:
+                yield method.upper(), path.removeprefix("/"), item[method]
+
+
+# --------------------------------------------------------------------------- make lint
+
+
+def document_problems() -> list[str]:
+    """What openapi-spec-validator finds wrong with either document (none when both are valid),
+    and shared payloads the service's document names that the extension's does not hold."""
+    from openapi_spec_validator import validate
+    from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
+
+    problems = []
+    for server in PATHS:
+        try:
+            validate(_document(server))
+        except (OpenAPIValidationError, AssertionError) as e:
+            problems.append(f"{PATHS[server]}: {e}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.support.openapi",
+        description="Check the HTTP API's OpenAPI documents (make lint).",
+    )
+    parser.parse_args(argv)
+    problems = document_problems()
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if not problems:
+        print("the OpenAPI documents are valid")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
