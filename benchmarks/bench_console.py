@@ -75,7 +75,7 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
     from gpuaas_service.clients.kubernetes import KubeClient, notebook_pod_reflector
     from gpuaas_service.console.state import ConsoleState
     from gpuaas_service.reclaim.activity_store import ActivityStore
-    from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
+    from gpuaas_service.reclaim.loop import Feeds, ReclaimLoop, Settings
     from gpuaas_service.reclaim.policy import load_policy
     from gpuaas_service.web.app import make_app
     from gpuaas_service.web.context import ServiceContext
@@ -122,7 +122,7 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
                     settings=Settings(
                         notebook_namespace=bc.NS, job_namespaces=("team-a", "team-b")
                     ),
-                    pods=lambda: pod_watch.resources.values(),
+                    feeds=Feeds(pods=lambda: pod_watch.resources.values()),
                 )
                 now = datetime.now(timezone.utc)
                 payload = bc.idle_report(now, now - timedelta(minutes=40))
@@ -138,7 +138,7 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
                 loop.listeners.append(console)  # as the service
                 for _ in range(2):  # two cycles: the ledger counts the time between them
                     if await loop.cycle() is None:
-                        raise RuntimeError(f"culler cycle failed: {loop.last_error}")
+                        raise RuntimeError(f"culler cycle failed: {loop.state.last_error}")
                 oauth = HubOAuth(
                     api_url=hub["api"] + "/",
                     api_token=hub["tokens"]["culler"],

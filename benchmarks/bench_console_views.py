@@ -903,7 +903,7 @@ async def organisation_console() -> Any:
     """The organisation, two reclaim cycles over it, the console listening: the console."""
     from gpuaas_service.console.state import ConsoleState
     from gpuaas_service.reclaim.activity_store import ActivityStore
-    from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
+    from gpuaas_service.reclaim.loop import Feeds, ReclaimLoop, Settings
     from gpuaas_service.reclaim.policy import load_policy
     from jupyter_gpuaas.core.catalog import CatalogSource, build_catalog
     from jupyter_gpuaas.core.sizing import PeakHistory
@@ -924,7 +924,7 @@ async def organisation_console() -> Any:
         policies=load_policy(POLICY),
         store=store,
         settings=Settings(notebook_namespace=NS, job_namespaces=teams_ns),
-        pods=lambda: org.pods,
+        feeds=Feeds(pods=lambda: org.pods),
     )
     catalog = build_catalog([CatalogSource("bench: ", catalog_data())])
     console = ConsoleState(
@@ -943,9 +943,9 @@ async def organisation_console() -> Any:
     for _ in range(2):
         c0 = time.perf_counter()
         if await loop.cycle() is None:
-            raise RuntimeError(f"reclaim cycle failed: {loop.last_error}")
+            raise RuntimeError(f"reclaim cycle failed: {loop.state.last_error}")
         cycles.append((time.perf_counter() - c0) * 1000)
-    plan = loop.last_plan
+    plan = loop.state.last_plan
     assert plan is not None
     gpus = sum(NODES_PER_POOL.values()) * GPUS_PER_NODE
     print(

@@ -459,7 +459,7 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
     from gpuaas_service.clients.hub import HubClient
     from gpuaas_service.clients.kubernetes import KubeClient, notebook_pod_reflector
     from gpuaas_service.reclaim.activity_store import ActivityStore
-    from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
+    from gpuaas_service.reclaim.loop import Feeds, ReclaimLoop, Settings
     from gpuaas_service.reclaim.policy import load_policy
     from jupyter_gpuaas.hub.watch import WatchedKueueView
 
@@ -530,7 +530,7 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
                     policies=load_policy(POLICY),
                     store=store,
                     settings=Settings(notebook_namespace=NS, job_namespaces=("team-a", "team-b")),
-                    pods=lambda: pod_watch.resources.values(),
+                    feeds=Feeds(pods=lambda: pod_watch.resources.values()),
                 )
 
                 def report() -> None:
@@ -546,7 +546,7 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
                     plan = await loop.cycle()
                     took = time.perf_counter() - t0
                     if plan is None:
-                        raise RuntimeError(f"culler cycle failed: {loop.last_error}")
+                        raise RuntimeError(f"culler cycle failed: {loop.state.last_error}")
                     acted = sum(1 for d in plan.decisions if d.action.value != "skip")
                     return took, counter.n - hub0, k8s_requests() - k0, acted
 

@@ -22,7 +22,7 @@ from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.decide import Action, Plan
 from gpuaas_service.reclaim.gather import HAMI_ALLOCATED, flavor_tolerated, waits_for_room
-from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
+from gpuaas_service.reclaim.loop import Feeds, ReclaimLoop, Settings
 from gpuaas_service.reclaim.policy import PolicySet, load_policy_file
 from jupyter_gpuaas.core import packing
 from jupyter_gpuaas.core.catalog import (
@@ -83,6 +83,7 @@ __all__ = [
     "Catalog",
     "CatalogSource",
     "ClusterQueueInfo",
+    "Feeds",
     "KubeClient",
     "Metrics",
     "Offering",

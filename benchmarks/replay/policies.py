@@ -318,7 +318,7 @@ class _World:
         """The pending Workloads and those the loop follows a hand-off for: the loop looks at
         no other admitted one, so listing all of them would change nothing but the cost."""
         kueue = self.sim.kueue
-        followed = {r.workload for r in self.policy.loop.handoffs.values()}
+        followed = {r.workload for r in self.policy.loop.state.handoffs.values()}
         out: list[Mapping[str, Any]] = [
             self.workload_object(kueue.admitted[k])
             for k in followed
@@ -425,8 +425,7 @@ class Gpuaas(Policy):
             ),
             metrics=brain.Metrics(),
             clock=lambda: self.clock_at(self.sim.now),
-            pods=self.world.pods,
-            job_pods=self.world.job_pods,
+            feeds=brain.Feeds(pods=self.world.pods, job_pods=self.world.job_pods),
         )
         self.aio = asyncio.new_event_loop()
         self.rng = random.Random(f"snooze/{sim.trace.seed}")
@@ -457,7 +456,7 @@ class Gpuaas(Policy):
         pending = any(queue for queue in sim.kueue.pending.values())
         if pending and (self._last_acted or self._signature() != self._last_signature):
             return False
-        if any(r.admitted_at is None for r in self.loop.handoffs.values()):
+        if any(r.admitted_at is None for r in self.loop.state.handoffs.values()):
             return False
         if any(wl.kind == "training" for wl, _since in sim.unplaced.values()):
             return False  # a Job waits for whole cards: idle shares may free one
@@ -544,7 +543,7 @@ class Gpuaas(Policy):
             elif d.action is brain.Action.RECLAIM and state.session.name in stopped:
                 stopped[state.session.name]["code"] = d.code
                 stopped[state.session.name]["handoff"] = d.handoff
-        for record in self.loop.handoffs.values():
+        for record in self.loop.state.handoffs.values():
             mark = (record.workload, str(record.reclaimed_at))
             if record.admitted_at is not None and mark not in self.handed_off:
                 self.handed_off.add(mark)

@@ -21,6 +21,7 @@ import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -841,7 +842,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         from gpuaas_service.clients.hub import HubClient
         from gpuaas_service.clients.kubernetes import KubeClient
         from gpuaas_service.reclaim.activity_store import ActivityStore
-        from gpuaas_service.reclaim.loop import ReclaimLoop, team_display_names
+        from gpuaas_service.reclaim.loop import Feeds, ReclaimLoop, team_display_names
         from gpuaas_service.reclaim.policy import PolicySet
 
         if source is not None:
@@ -874,13 +875,17 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             kube=kube,
             view=view,
             policies=source.policies if source is not None else PolicySet(policies=()),
-            pods=_listed(pods),
-            job_pods=job_pods if job_namespaces else None,
-            # another team's queued work is named in warnings by the catalog's display name
-            team_names=team_display_names(catalog.tenants.values()) if catalog else None,
-            utilization=utilization,
-            last_kernel=last_kernel,
-            settings=self.loop_settings(),
+            feeds=Feeds(
+                pods=_listed(pods),
+                utilization=utilization,
+                last_kernel=last_kernel,
+                job_pods=job_pods if job_namespaces else None,
+            ),
+            settings=replace(
+                self.loop_settings(),
+                # another team's queued work is named in warnings by the catalog's display name
+                team_names=team_display_names(catalog.tenants.values()) if catalog else {},
+            ),
             store=ActivityStore(
                 max_servers=self.activity_max_servers,
                 max_per_user=self.activity_max_servers_per_user,
@@ -1061,7 +1066,9 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
                 log.error(
                     "policy file %s is invalid; %s: %s",
                     self.policy,
-                    "keeping the last good policy" if loop.policies.policies else "reclaim is off",
+                    "keeping the last good policy"
+                    if loop.state.policies.policies
+                    else "reclaim is off",
                     source.error,
                 )
             else:
@@ -1078,12 +1085,13 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
 
 def _policy_health(source: PolicyFile | None, loop: ReclaimLoop) -> dict[str, object]:
     """``api/health``'s ``policy``: the file, whether it is in force, why not."""
+    policies = loop.state.policies
     return {
         "file": source.path if source is not None else None,
         "valid": source is None or not source.error,
         "error": source.error if source is not None else "",
-        "policies_in_force": len(loop.policies.policies),
-        "reclaim": "on" if loop.policies.policies else "off",
+        "policies_in_force": len(policies.policies),
+        "reclaim": "on" if policies.policies else "off",
     }
 
 

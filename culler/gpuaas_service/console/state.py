@@ -204,7 +204,7 @@ class ConsoleState:
         self.builds = 0
         """How many times the answer was built (the rows: :attr:`row_builds`)."""
         self.row_builds = 0
-        self.pods = pods if pods is not None else loop.pods
+        self.pods = pods if pods is not None else loop.feeds.pods
         """The notebook pods as the service's watch holds them (the per-GPU view's nodes)."""
         self.usage_history = usage_history
         """Each user's recent session peaks (the sizing view)."""
@@ -222,7 +222,7 @@ class ConsoleState:
 
     def _cycle(self) -> CycleInputs | None:
         """The last cycle's inputs, where they hold what it read (Kueue, Workloads, pods)."""
-        inputs = self.loop.last_inputs
+        inputs = self.loop.state.last_inputs
         return inputs if inputs is not None and inputs.queue_state is not None else None
 
     def _queue_state(self) -> QueueState:
@@ -258,7 +258,7 @@ class ConsoleState:
         """Workload key → its team: a team's namespace, or in the notebook namespace its
         LocalQueue (one per team); ``""`` when unknown (gone since)."""
         queues = {f"{w.namespace}/{w.name}": w.queue_name for w in self._workloads()}
-        records = {r.workload: r.team for r in self.loop.handoffs.values() if r.team}
+        records = {r.workload: r.team for r in self.loop.state.handoffs.values() if r.team}
         notebooks = self.notebook_namespace
 
         def team_of(key: str) -> str:
@@ -272,7 +272,7 @@ class ConsoleState:
     # ------------------------------------------------------------------ building
 
     def _plan_rows(self) -> _Rows:
-        plan = self.loop.last_plan
+        plan = self.loop.state.last_plan
         if self._rows is None or self._rows.plan is not plan:
             self._rows = _Rows(
                 plan, plan_rows(plan) if plan is not None else [], self._team_of_workload()
@@ -414,9 +414,9 @@ class ConsoleState:
         )
 
     def _build(self) -> dict[str, Any]:
-        loop = self.loop
+        loop_state = self.loop.state  # the plan, the records and the policy of one moment
         now = self.clock()
-        plan = loop.last_plan
+        plan = loop_state.last_plan
         state = self._queue_state()
         owners_team = {
             cq: (lq.name if ns == self.notebook_namespace else ns)
@@ -424,8 +424,8 @@ class ConsoleState:
             for cq in [lq.cluster_queue]
         }
         handoffs = []
-        for record in loop.handoffs.values():
-            result = assess_handoff(record, now=now, timeout=loop.policies.handoff_timeout)
+        for record in loop_state.handoffs.values():
+            result = assess_handoff(record, now=now, timeout=loop_state.policies.handoff_timeout)
             handoffs.append(
                 {
                     "workload": record.workload,
@@ -438,12 +438,14 @@ class ConsoleState:
                     "reason": result.reason,
                 }
             )
-        policies = loop.policies
+        policies = loop_state.policies
         return {
             "now": isoformat_z(now),
             "decided_at": isoformat_z(plan.now) if plan else None,
-            "last_completed": isoformat_z(loop.last_completed) if loop.last_completed else None,
-            "last_error": loop.last_error,
+            "last_completed": isoformat_z(loop_state.last_completed)
+            if loop_state.last_completed
+            else None,
+            "last_error": loop_state.last_error,
             "synced": state.synced,
             "reclaim": "on" if policies.policies else "off",
             "policy": {
@@ -468,7 +470,8 @@ class ConsoleState:
 
     def gpus(self, only: Iterable[str] | None = None) -> dict[str, Any]:
         """The ``api/console/gpus`` answer: every GPU, held or free (:mod:`.gpus`)."""
-        plan, inputs = self.loop.last_plan, self.loop.last_inputs
+        loop_state = self.loop.state
+        plan, inputs = loop_state.last_plan, loop_state.last_inputs
         cycle = self._cycle()
         listed: Iterable[Mapping[str, Any]] | None
         job_listed: Iterable[Mapping[str, Any]] | None
@@ -500,7 +503,7 @@ class ConsoleState:
 
     def fit(self, only: Iterable[str] | None = None) -> dict[str, Any]:
         """The ``api/console/fit`` answer: each GPU server against its user's need (:mod:`.fit`)."""
-        plan = self.loop.last_plan
+        plan = self.loop.state.last_plan
         # The MIG nodes' advice is the cluster's, for administrators only: a team lead's answer
         # names no node other teams use.
         nodes = self.nodes() if self.nodes is not None and only is None else None
@@ -519,7 +522,8 @@ class ConsoleState:
 
     def snapshot(self) -> dict[str, Any] | None:
         """The last cycle's inputs as ``--explain --snapshot`` reads them (``None`` before)."""
-        plan, inputs = self.loop.last_plan, self.loop.last_inputs
+        loop_state = self.loop.state
+        plan, inputs = loop_state.last_plan, loop_state.last_inputs
         if plan is None or inputs is None:
             return None
         return dump_snapshot(
@@ -631,9 +635,8 @@ def update_metrics(console: ConsoleState) -> None:
     from gpuaas_service.console.aggregates import queue_owners, queued_work
     from gpuaas_service.reclaim.idleness import State
 
-    loop = console.loop
-    m = loop.metrics
-    plan = loop.last_plan
+    m = console.loop.metrics
+    plan = console.loop.state.last_plan
     state = console._queue_state()
     m.know_teams(
         {team for team, _ in queue_owners(state, console.notebook_namespace).values()}

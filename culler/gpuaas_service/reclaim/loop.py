@@ -39,6 +39,12 @@ change), Kubernetes Events for warnings and reclaims, Prometheus metrics
 (:class:`gpuaas_service.metrics.Metrics`).
 With the policy's ``notify.webhook``, warnings and reclaims carried out are also posted there in
 the background (:mod:`.notify`; never awaited by the cycle).
+
+Readers (the web handlers, the console, the app) see the loop through :attr:`ReclaimLoop.state`:
+one frozen :class:`LoopState` (the policies in force, the last complete cycle's plan and inputs,
+the failures since, the hand-off records), replaced whole when a cycle completes or fails, the
+policy changes or a hand-off record does, so a reader never sees half of a cycle. What a cycle
+reads besides the clients' own calls comes as :class:`Feeds`.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
 from gpuaas_service.clients.hub import Hub, HubError
@@ -114,7 +121,7 @@ from jupyter_gpuaas.core.labels import (
 )
 from jupyter_gpuaas.hub.watch import KueueReader
 
-__all__ = ["ReclaimLoop", "Settings", "team_display_names"]
+__all__ = ["Feeds", "LoopState", "ReclaimLoop", "Settings", "team_display_names"]
 
 log = logging.getLogger("gpuaas.culler")
 audit = logging.getLogger("gpuaas.culler.audit")
@@ -143,6 +150,50 @@ class Settings:
     """Decide and record only (on top of the policy file's dry_run)."""
     hub_concurrency: int = 8
     """Hub requests at a time when confirming the servers a cycle is about to act on."""
+    team_names: Mapping[str, str] = field(default_factory=dict)
+    """The teams' display names by team (:func:`team_display_names`): a warning names
+    another team's queued work by it ("queued work of Team B"), never by the slug; a team
+    without one is "another team"."""
+
+
+@dataclass(frozen=True)
+class Feeds:
+    """What the service's watches and Prometheus hand each cycle besides the clients' own
+    calls; each ``None`` where there is no such feed."""
+
+    pods: Callable[[], Iterable[Mapping[str, Any]] | None] | None = None
+    """The notebook pods as a watch last saw them (``None`` until it has listed them);
+    without it each cycle lists them."""
+    utilization: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None
+    """Per-pod GPU utilisation, ``(namespace, pod)`` → percent
+    (:mod:`gpuaas_service.clients.prometheus`)."""
+    last_kernel: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None
+    """Per-pod seconds since its last GPU kernel, ``(namespace, pod)`` → seconds (HAMi's vGPU
+    monitor through :mod:`gpuaas_service.clients.prometheus`)."""
+    job_pods: Callable[[], Awaitable[Sequence[Mapping[str, Any]]]] | None = None
+    """The pods of the Jobs' namespaces (``Settings.job_namespaces``): the ones that hold a
+    shared pool's cards or wait for whole ones (``None``: placement is not served)."""
+
+
+@dataclass(frozen=True)
+class LoopState:
+    """The loop as its readers (the web handlers, the console, the app) see it: one snapshot,
+    replaced whole (:attr:`ReclaimLoop.state`), so a reader never sees half of a cycle."""
+
+    policies: PolicySet
+    """The policies in force (:meth:`ReclaimLoop.set_policies`)."""
+    last_plan: Plan | None = None
+    """The last complete cycle's plan (``None`` before one)."""
+    last_inputs: CycleInputs | None = None
+    """What that cycle decided on."""
+    last_completed: datetime | None = None
+    """When that cycle decided."""
+    failures: int = 0
+    """Cycles in a row that could not read everything (each doubles the interval)."""
+    last_error: str = ""
+    """Why the last of those failed (``source: message``; ``""`` after a complete cycle)."""
+    handoffs: Mapping[str, HandOffRecord] = field(default_factory=lambda: MappingProxyType({}))
+    """By ClusterQueue: the last reclaim carried out for a workload of that queue."""
 
 
 @dataclass(frozen=True)
@@ -203,49 +254,37 @@ class ReclaimLoop:
         policies: PolicySet,
         store: ActivityStore | None = None,
         settings: Settings | None = None,
+        feeds: Feeds | None = None,
         metrics: Metrics | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        notifier: Notifier | None = None,
-        pods: Callable[[], Iterable[Mapping[str, Any]] | None] | None = None,
-        utilization: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
-        last_kernel: Callable[[], Awaitable[Mapping[tuple[str, str], float]]] | None = None,
-        job_pods: Callable[[], Awaitable[Sequence[Mapping[str, Any]]]] | None = None,
-        team_names: Mapping[str, str] | None = None,
     ) -> None:
         self.hub = hub
         self.kube = kube
-        self.pods = pods
-        """The notebook pods as a watch last saw them (``None`` until it has listed them);
-        without it each cycle lists them."""
-        self.utilization = utilization
-        self.last_kernel = last_kernel
-        """Per-pod GPU utilisation, ``(namespace, pod)`` → percent
-        (:mod:`gpuaas_service.clients.prometheus`)."""
-        self.job_pods = job_pods
-        """The pods of the Jobs' namespaces (``Settings.job_namespaces``): the ones that hold a
-        shared pool's cards or wait for whole ones (``None``: placement is not served)."""
-        self.team_names: Mapping[str, str] = team_names or {}
-        """The teams' display names by team (:func:`team_display_names`): a warning names
-        another team's queued work by it ("queued work of Team B"), never by the slug; a team
-        without one is "another team"."""
         self.view = view
-        self.policies = policies
         self.store = store if store is not None else ActivityStore()
         self.settings = settings or Settings()
+        self.feeds = feeds or Feeds()
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.sleep = sleep
-        self.notifier = notifier
+        self.listeners: list[LoopListener] = []
+        """Told of each action carried out and of each complete cycle (the console)."""
+        self.notifier = Notifier(policies.notify) if policies.notify is not None else None
         """Posts warnings and reclaims to the policy's ``notify.webhook`` (background tasks)."""
-        if notifier is None and policies.notify is not None:
-            self.notifier = Notifier(policies.notify)
-        self.seen: dict[str, _Seen] = {}
-        self.placements: dict[str, PlacementTarget] = {}
+        self.task: asyncio.Future[None] | None = None
+        """The running :meth:`run` (the service's)."""
+        self._state = LoopState(policies)
+        # What follows is the loop's own working state between and within cycles; readers
+        # see :attr:`state`, and the methods below (stop_under_way, warning_for, ...).
+        self._policies = policies
+        self._handoffs: dict[str, HandOffRecord] = {}
+        """By ClusterQueue: the last reclaim carried out for a workload of that queue (as
+        :attr:`LoopState.handoffs`, while this cycle changes it)."""
+        self._seen: dict[str, _Seen] = {}
+        self._placements: dict[str, PlacementTarget] = {}
         """By the waiting pod (``namespace/name``): the last plan's cards freed for admitted work
         waiting for whole ones (a warning's cause names it)."""
-        self.handoffs: dict[str, HandOffRecord] = {}
-        """By ClusterQueue: the last reclaim carried out for a workload of that queue."""
         self._reported: set[tuple[str, str]] = set()
         self._handoff_state = PersistedState(
             kube,
@@ -258,7 +297,7 @@ class ReclaimLoop:
         """The hand-off records kept across restarts (read once, before the first decision)."""
         self._last_cycle: datetime | None = None
         self._dry_warned: dict[str, datetime] = {}
-        self.stopping: dict[str, tuple[str, str]] = {}
+        self._stopping: dict[str, tuple[str, str]] = {}
         """Servers whose stop is under way (key → the pod's uid, why): a snooze or a busy report
         that arrives now is answered 409 with this, never accepted and then ignored. Bound to
         the pod: the same server started again (a new pod, same key) is not being stopped."""
@@ -269,27 +308,33 @@ class ReclaimLoop:
         self._noticed: dict[str, datetime] = {}
         """When this process first had a warning for a server (so, after a restart, a server is
         told "saving" for ``save_lead`` before it is stopped)."""
-        self.failures = 0
-        self.last_plan: Plan | None = None
-        self.last_inputs: CycleInputs | None = None
-        self.last_completed: datetime | None = None
-        self.listeners: list[LoopListener] = []
-        """Told of each action carried out and of each complete cycle (the console)."""
-        self.last_error = ""
-        self.task: asyncio.Future[None] | None = None
+
+    @property
+    def state(self) -> LoopState:
+        """The loop as of now, one snapshot: the policies in force, the last complete cycle,
+        the failures since, the hand-off records. Replaced whole, never changed in place."""
+        return self._state
+
+    def _set_state(self, **changes: Any) -> None:
+        self._state = replace(self._state, **changes)
+
+    def _publish_handoffs(self) -> None:
+        """Readers see the hand-off records as they are now (a copy: the cycle goes on)."""
+        self._set_state(handoffs=MappingProxyType(dict(self._handoffs)))
 
     # ------------------------------------------------------------------ one cycle
 
     def set_policies(self, policies: PolicySet) -> None:
         """Put a new policy in force from the next cycle (a reloaded file)."""
-        if policies.notify != self.policies.notify:
+        if policies.notify != self._policies.notify:
             self.notifier = Notifier(policies.notify) if policies.notify is not None else None
-        self.policies = policies
+        self._policies = policies
+        self._set_state(policies=policies)
 
     async def cycle(self) -> Plan | None:
         """Read, confirm, act, record. ``None`` (and nothing done) when an input cannot be read,
         or while no policy is in force (reclaim is off: no warning is cleared either)."""
-        if not self.policies.policies:
+        if not self._policies.policies:
             return None
         started = self.clock()
         readings = await self._read()
@@ -302,7 +347,7 @@ class ReclaimLoop:
             return None
         self._update_handoffs(gathered.workloads, now)
         self._account_idle(gathered.workbenches, now)
-        decided_handoffs = tuple(self.handoffs.values())
+        decided_handoffs = tuple(self._handoffs.values())
         confirmed = await self._confirm(gathered, decided_handoffs, now)
         if confirmed is None:
             return None
@@ -315,6 +360,7 @@ class ReclaimLoop:
     async def _read(self) -> _Readings | None:
         """Everything a cycle reads, or ``None`` (the failure recorded) if anything is
         unreadable: a cycle that cannot read everything acts on nothing."""
+        feeds = self.feeds
         state = self.view.queue_state()
         if not state.synced:
             self._failed("kueue", "Kueue caches are not synced")
@@ -322,8 +368,8 @@ class ReclaimLoop:
         try:
             flavors = await self.kube.flavor_labels()
             taints = await self.kube.flavor_taints()
-            cached = self.pods() if self.pods is not None else None
-            if self.pods is not None and cached is None:
+            cached = feeds.pods() if feeds.pods is not None else None
+            if feeds.pods is not None and cached is None:
                 self._failed("kubernetes", "the notebook pods are not listed yet")
                 return None
             pods = (
@@ -331,18 +377,18 @@ class ReclaimLoop:
                 if cached is not None
                 else await self.kube.list_pods(self.settings.notebook_namespace)
             )
-            job_pods = list(await self.job_pods()) if self.job_pods is not None else []
+            job_pods = list(await feeds.job_pods()) if feeds.job_pods is not None else []
         except Exception as e:  # noqa: BLE001 - any API failure: act on nothing this cycle
             self._failed("kubernetes", f"listing pods and flavors: {e}")
             return None
         try:
-            groups = await self.hub.group_members() if self.policies.names_groups else {}
+            groups = await self.hub.group_members() if self._policies.names_groups else {}
         except HubError as e:
             self._failed("hub", str(e))
             return None
         try:
-            utilization = await self.utilization() if self.utilization is not None else {}
-            last_kernel = await self.last_kernel() if self.last_kernel is not None else {}
+            utilization = await feeds.utilization() if feeds.utilization is not None else {}
+            last_kernel = await feeds.last_kernel() if feeds.last_kernel is not None else {}
         except PrometheusError as e:
             self._failed("prometheus", str(e))
             return None
@@ -354,7 +400,7 @@ class ReclaimLoop:
             readings.pods,
             readings.state,
             self.store,
-            self.policies,
+            self._policies,
             now=now,
             workload_for_pod=self.view.workload_for_pod,
             groups=readings.groups,
@@ -404,12 +450,12 @@ class ReclaimLoop:
             plan = decide(
                 wbs,
                 gathered.pending,
-                self.policies,
+                self._policies,
                 now=now,
                 handoffs=handoffs,
                 dry_run=self.settings.dry_run,
                 waits=gathered.waits,
-                team_names=self.team_names,
+                team_names=self.settings.team_names,
             )
             unasked = sorted(
                 {
@@ -433,7 +479,7 @@ class ReclaimLoop:
     async def _act_on(self, plan: Plan, refs: Mapping[str, PodRef], now: datetime) -> None:
         """Carry out the plan's decisions; forget the servers that are gone."""
         targets = {t.workload.key: t for t in plan.targets}
-        self.placements = {p.wait.key: p for p in plan.placements}
+        self._placements = {p.wait.key: p for p in plan.placements}
         self._kept = {
             k: wb
             for k, wb in self._kept.items()
@@ -444,17 +490,17 @@ class ReclaimLoop:
         self._ask_snapshots(plan, now, targets)
         for decision in plan.decisions:
             key = decision.workbench.key
-            seen = self.seen.get(key)
+            seen = self._seen.get(key)
             kept = self._kept.get(key)
-            self.seen[key] = _Seen(
+            self._seen[key] = _Seen(
                 kept or decision.workbench, refs[key], seen.last if seen else ("", "")
             )
             await self._act(decision, refs[key], now, targets)
-        for table in (self.seen, self.stopping, self._noticed):
+        for table in (self._seen, self._stopping, self._noticed):
             for key in [k for k in table if k not in refs]:
                 del table[key]
-        for key in [k for k, (uid, _) in self.stopping.items() if refs[k].uid != uid]:
-            del self.stopping[key]  # a new pod of the same server: its stop is not under way
+        for key in [k for k, (uid, _) in self._stopping.items() if refs[k].uid != uid]:
+            del self._stopping[key]  # a new pod of the same server: its stop is not under way
         for target in plan.targets:
             if target.status in ("blocked", "not-enough", "handoff-waiting"):
                 self._audit_target(target.workload.key, target.status, target.reason, now)
@@ -471,9 +517,6 @@ class ReclaimLoop:
     ) -> None:
         """Keep the hand-off records, remember the cycle and publish it to the listeners."""
         await self._save_handoffs()
-        self.failures = 0
-        self.last_error = ""
-        self.last_plan = plan
         utilization = gathered.utilization
         inputs = CycleInputs(
             pending=tuple(gathered.pending),
@@ -493,8 +536,14 @@ class ReclaimLoop:
             pods=tuple(read.pods) if read else (),
             job_pods=tuple(read.job_pods) if read else (),
         )
-        self.last_inputs = inputs
-        self.last_completed = now
+        self._set_state(
+            last_plan=plan,
+            last_inputs=inputs,
+            last_completed=now,
+            failures=0,
+            last_error="",
+            handoffs=MappingProxyType(dict(self._handoffs)),
+        )
         result = CycleResult(now, plan, inputs)
         for listener in self.listeners:
             try:
@@ -512,16 +561,17 @@ class ReclaimLoop:
             return False  # like any unreadable input: act on nothing
         if text:
             try:
-                self.handoffs, reported = handoffs_from_text(text)
+                self._handoffs, reported = handoffs_from_text(text)
                 self._reported |= reported
             except (ValueError, TypeError, AttributeError) as e:
                 self._handoff_state.unusable(e)
+            self._publish_handoffs()
         return True
 
     async def _save_handoffs(self) -> None:
         """Write the hand-off records when they changed; a failure is retried next cycle."""
         marks = {m for m in self._reported if m[1].startswith("handoff-")}
-        await self._handoff_state.write(handoffs_to_text(self.handoffs, marks))
+        await self._handoff_state.write(handoffs_to_text(self._handoffs, marks))
 
     async def _ask_hub(self, users: Sequence[str]) -> list[dict[str, Any] | None]:
         """The hub's models of ``users``, a few requests at a time."""
@@ -534,24 +584,24 @@ class ReclaimLoop:
         return list(await asyncio.gather(*(one(u) for u in users)))
 
     def _failed(self, source: str, message: str) -> None:
-        self.failures += 1
-        self.last_error = f"{source}: {message}"
+        self._set_state(failures=self._state.failures + 1, last_error=f"{source}: {message}")
         self.metrics.cycle_errors.labels(source).inc()
         log.warning("culler cycle skipped (nothing acted on): %s: %s", source, message)
 
     def next_delay(self) -> float:
         """``interval``, doubled per failed cycle in a row, at most ``max_backoff``."""
         s = self.settings
-        if not self.failures:
+        failures = self._state.failures
+        if not failures:
             return s.interval
-        return float(min(s.max_backoff, s.interval * (2 ** min(self.failures, 16))))
+        return float(min(s.max_backoff, s.interval * (2 ** min(failures, 16))))
 
     async def run(self) -> None:
         while True:
             try:
                 await self.cycle()
             except Exception:  # keep the service alive; the next cycle retries
-                self.failures += 1
+                self._set_state(failures=self._state.failures + 1)
                 log.exception("culler cycle failed")
             await self.sleep(self.next_delay())
 
@@ -690,14 +740,14 @@ class ReclaimLoop:
         kept: KeptState,
     ) -> None:
         """Stop the server through the hub (the pod is never deleted here); while the stop is
-        under way a snooze or a busy report is refused with why (:attr:`stopping`).
+        under way a snooze or a busy report is refused with why (``_stopping``).
 
         The pod is marked as reclaimed (when, for which queued work, what its kernels' snapshot
         kept) before the hub is asked: the hub's spawner reads the marks from the pod it stops
         and tells the user on their next visit. A stop that fails takes the marks off again (a
         marked pod counts as stopping)."""
         wb, key = d.workbench, d.workbench.key
-        self.stopping[key] = (
+        self._stopping[key] = (
             pod.uid,
             f"this server is being stopped now ({d.told}); decided at"
             f" {isoformat_z(now)}, before this arrived",
@@ -718,7 +768,7 @@ class ReclaimLoop:
         try:
             await self.hub.stop_server(wb.user, wb.server)
         except Exception:
-            del self.stopping[key]
+            del self._stopping[key]
             with contextlib.suppress(Exception):
                 await self.kube.annotate(pod, dict.fromkeys(marks))
             raise
@@ -735,7 +785,7 @@ class ReclaimLoop:
         """Ask every server this cycle is about to stop, and that keeps kernel state, for a
         snapshot, all at once: the stops then wait for their answers together, so a cycle's
         stops take at most one ``snapshot_timeout`` more, not one each."""
-        timeout = self.policies.snapshot_timeout
+        timeout = self._policies.snapshot_timeout
         if timeout <= timedelta(0):
             return
         at, until = self.clock(), time.monotonic() + timeout.total_seconds()
@@ -791,11 +841,12 @@ class ReclaimLoop:
         if target is None:
             return
         cq = target.workload.cluster_queue
-        record = self.handoffs.get(cq)
+        record = self._handoffs.get(cq)
         if record is None or record.workload != workload or record.admitted_at is not None:
-            self.handoffs[cq] = HandOffRecord(
+            self._handoffs[cq] = HandOffRecord(
                 workload=workload, cluster_queue=cq, reclaimed_at=now, team=target.workload.team
             )
+            self._publish_handoffs()
 
     def _put_off(self, d: Decision, now: datetime, targets: Mapping[str, Target]) -> str:
         """Why a warning, a running countdown or a stop decided this cycle is not carried out:
@@ -814,7 +865,7 @@ class ReclaimLoop:
             if key in self._kept:
                 who = "its user" if key == d.workbench.key else f"the user of {key} (same batch)"
                 return f"kept by {who} after this cycle's decision"
-        policy = self.policies.policy_for(
+        policy = self._policies.policy_for(
             team=d.workbench.team,
             kind=d.workbench.kind,
             offering=d.workbench.offering,
@@ -847,7 +898,7 @@ class ReclaimLoop:
         its team's display name only, ``""`` where it has none (as
         :attr:`Decision.user_reason`)."""
         wb = d.workbench
-        policy = self.policies.policy_for(
+        policy = self._policies.policy_for(
             team=wb.team, kind=wb.kind, offering=wb.offering, user=wb.user, groups=wb.groups
         )
         limits: dict[str, timedelta | None] = (
@@ -884,7 +935,7 @@ class ReclaimLoop:
         if target is not None:
             wl = target.workload
             return HandedTo(wl.team, wl.namespace, wl.name)
-        placement = self.placements.get(d.handoff)
+        placement = self._placements.get(d.handoff)
         if placement is not None:
             wait = placement.wait
             return HandedTo(wait.team, wait.namespace, wait.workload)
@@ -895,7 +946,7 @@ class ReclaimLoop:
         Job's name, where Kueue names its owner), another team's by its display name only."""
         team, namespace, workload = work
         if not team or team != own:
-            return {"team": "other", "name": self.team_names.get(team, "")}
+            return {"team": "other", "name": self.settings.team_names.get(team, "")}
         for obj in self.view.workloads(namespace):
             info = read_workload(obj)
             if info.name == workload:
@@ -981,7 +1032,7 @@ class ReclaimLoop:
             log.warning("culler: Event %s on %s/%s failed: %s", reason, pod.namespace, pod.name, e)
 
     def _audit(self, d: Decision, now: datetime) -> None:
-        seen = self.seen.get(d.workbench.key)
+        seen = self._seen.get(d.workbench.key)
         mark = (d.action.value, d.code)
         if d.action is Action.SKIP and seen is not None and seen.last == mark:
             return  # an unchanged skip is said once
@@ -1025,11 +1076,11 @@ class ReclaimLoop:
         for obj in workloads:
             info = read_workload(obj)
             by_key[f"{info.namespace}/{info.name}"] = info
-        for cq, record in list(self.handoffs.items()):
+        for cq, record in list(self._handoffs.items()):
             if record.admitted_at is None and record.workload not in by_key:
                 # Deleted (or finished and removed) before it was seen admitted: nothing left
                 # to hand off to, and nothing to block the queue for.
-                del self.handoffs[cq]
+                del self._handoffs[cq]
                 _audit_handoff(
                     record.workload, cq, "gone", f"{record.workload} no longer exists", None, now
                 )
@@ -1042,8 +1093,8 @@ class ReclaimLoop:
                     record = replace(
                         record, cluster_queue=cq, admitted_at=max(when, record.reclaimed_at)
                     )
-                    self.handoffs[cq] = record
-            result = assess_handoff(record, now=now, timeout=self.policies.handoff_timeout)
+                    self._handoffs[cq] = record
+            result = assess_handoff(record, now=now, timeout=self._policies.handoff_timeout)
             if result.status is HandOffStatus.WAITING:
                 continue
             mark = (record.workload, "handoff-" + result.status.value)
@@ -1067,13 +1118,14 @@ class ReclaimLoop:
                         latency_seconds=latency,
                     )
                 )
+        self._publish_handoffs()
 
     # ------------------------------------------------------------------ asked by servers
 
     def stop_under_way(self, user: str, server: str) -> str:
         """Why this server's current pod is being stopped now, or ``""``."""
         key = server_key(user, server)
-        entry, seen = self.stopping.get(key), self.seen.get(key)
+        entry, seen = self._stopping.get(key), self._seen.get(key)
         if entry is None or (seen is not None and seen.pod.uid != entry[0]):
             return ""
         return entry[1]
@@ -1083,7 +1135,7 @@ class ReclaimLoop:
         ``snapshot`` (save every kernel's variables now, within ``deadline_seconds``, and report
         at once) while the stop step waits for it, and ``report_again_in`` (seconds) for a warned
         server that keeps kernel state, so that it hears the request in time."""
-        if self.policies.snapshot_timeout <= timedelta(0):
+        if self._policies.snapshot_timeout <= timedelta(0):
             return {}
         key = server_key(user, server)
         asks: dict[str, Any] = {}
@@ -1116,16 +1168,16 @@ class ReclaimLoop:
     async def snooze(self, user: str, server: str) -> SnoozeResult:
         """ "Keep my GPU": allowed up to the policy's ``max_snoozes``; kept on the pod. A press
         that arrives while a cycle runs wins over its decision; one that arrives while the stop
-        is under way is refused with why (:attr:`stopping`)."""
+        is under way is refused with why (``_stopping``)."""
         key = server_key(user, server)
         under_way = self.stop_under_way(user, server)
         if under_way:
             return SnoozeResult(False, under_way)
-        seen = self.seen.get(key)
+        seen = self._seen.get(key)
         if seen is None:
             return SnoozeResult(False, "this server is not known to the culler (yet)")
         wb = self._kept.get(key, seen.workbench)
-        policy = self.policies.policy_for(
+        policy = self._policies.policy_for(
             team=wb.team, kind=wb.kind, offering=wb.offering, user=wb.user, groups=wb.groups
         )
         now = self.clock()
@@ -1158,7 +1210,7 @@ class ReclaimLoop:
             else:
                 self._kept[key] = before
             raise
-        self.seen[key] = _Seen(kept, seen.pod, seen.last)
+        self._seen[key] = _Seen(kept, seen.pod, seen.last)
         self.store.set_notice(key, None)
         self._publish(LoopEvent(kind="snooze", at=now, workbench=wb, reason=result.reason))
         audit.info(

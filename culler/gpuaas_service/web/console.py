@@ -264,13 +264,13 @@ class ConsolePreviewHandler(_ConsoleHandler):
         snap = self.console.snapshot()
         if snap is None:
             raise web.HTTPError(409, "no complete reclaim cycle yet: nothing to preview on")
-        loop = self.console.loop
-        inputs = loop.last_inputs
+        cycle = self.console.loop.state
+        inputs = cycle.last_inputs
         try:
             answer = preview(
                 snap,
                 text,
-                loop.last_plan,
+                cycle.last_plan,
                 dry_run=bool(inputs and inputs.dry_run),
                 teams=self.teams,
             )
@@ -288,12 +288,9 @@ class StandingHandler(ServerHandler):
 
     def get(self) -> None:
         user, server = self.caller()
-        loop = self.loop
-        self.finish(
-            json.dumps(
-                standing(loop.last_plan, loop.policies, server_key(user, server), now=loop.clock())
-            )
-        )
+        state = self.loop.state
+        key, now = server_key(user, server), self.loop.clock()
+        self.finish(json.dumps(standing(state.last_plan, state.policies, key, now=now)))
 
 
 class OAuthCallbackHandler(BodyAfterCaller, HubOAuthCallbackHandler):  # type: ignore[misc]

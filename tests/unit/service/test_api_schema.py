@@ -81,7 +81,7 @@ async def test_the_reclaim_answers_match_the_schema() -> None:
 async def test_the_standing_and_the_console_rows_match_the_schema() -> None:
     w = World()
     await w.cycle()
-    plan = w.loop.last_plan
+    plan = w.loop.state.last_plan
     assert plan is not None
     assert plan.decisions
     for decision in plan.decisions:
@@ -245,7 +245,7 @@ async def test_the_policy_preview_matches_the_schema() -> None:
     policy: Any = copy.deepcopy(POLICY)
     policy["policies"][0]["reclaim"] = "always"
     text = json.dumps(policy)
-    answer = preview(snap, text, w.loop.last_plan)
+    answer = preview(snap, text, w.loop.state.last_plan)
     assert answer["workbenches"]
     assert_matches("service_policy_preview", answer)
     assert_matches("service_policy_preview", preview(snap, text, None))
@@ -263,7 +263,7 @@ async def test_the_snapshot_matches_the_schema() -> None:
     assert snap["pending"][0]["needs"]
     assert_matches("service_console_snapshot", snap)
 
-    plan, inputs = w.loop.last_plan, w.loop.last_inputs
+    plan, inputs = w.loop.state.last_plan, w.loop.state.last_inputs
     assert plan is not None
     assert inputs is not None
     wait = PlacementWait(

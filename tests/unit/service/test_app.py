@@ -4,20 +4,24 @@ given."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+import yaml
 from traitlets import TraitError
 
 from gpuaas_service.app import GPUaaSService
 from gpuaas_service.clients.prometheus import DEFAULT_QUERY
 from gpuaas_service.reclaim.loop import Settings
+from jupyter_gpuaas.hub.watch import StaticKueueView
+from tests.support.jobs_samples import jobs_catalog_data
 
 ENV_VARS = [
     "JUPYTERHUB_SERVICE_URL",
@@ -257,3 +261,36 @@ def test_help_all_lists_every_option_with_its_example(tmp_path: Path) -> None:
     assert bad.returncode != 0
     assert "missing.py not found" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+class _ListedPods:
+    """The notebook pods' watch, listed (what the loop's ``pods`` feed reads)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.resources = {"jupyter-alice": {"metadata": {"name": "jupyter-alice"}}}
+        self.first_load_future: asyncio.Future[Any] = loop.create_future()
+        self.first_load_future.set_result(None)
+
+
+async def test_the_loop_is_built_with_its_feeds_and_the_teams_names_in_its_settings(
+    tmp_path: Path,
+) -> None:
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(yaml.safe_dump(jobs_catalog_data()))
+    a = app(
+        f"--GPUaaSService.catalog_file={catalog}",
+        "--GPUaaSService.job_namespaces=team-a",
+        "--GPUaaSService.notebook_namespace=users",
+    )
+    loop = a._reclaim_loop(
+        cast(Any, StaticKueueView()), cast(Any, _ListedPods(asyncio.get_running_loop())), None
+    )
+    assert loop.settings == dataclasses.replace(
+        a.loop_settings(), team_names=loop.settings.team_names
+    )
+    assert loop.settings.team_names["team-b"] == "Team B"
+    assert loop.feeds.pods is not None
+    assert [p["metadata"]["name"] for p in loop.feeds.pods() or ()] == ["jupyter-alice"]
+    assert loop.feeds.job_pods is not None  # a Jobs' namespace besides the notebooks'
+    assert loop.feeds.utilization is None  # no prometheus_url
+    assert loop.state.policies.policies == ()  # no policy file: reclaim is off

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from gpuaas_service.app import GPUaaSService, _policy_health
 from gpuaas_service.metrics import Metrics
+from gpuaas_service.reclaim.loop import LoopState
 from gpuaas_service.reclaim.policy import PolicyFile, PolicySet, load_policy_file
 from tests.support.clock import until
 
@@ -36,14 +38,14 @@ def alias_bomb(levels: int) -> bytes:
 
 
 class LoopStandIn:
-    """What the watcher uses of the reclaim loop: its policies and metrics."""
+    """What the watcher uses of the reclaim loop: its state's policies and its metrics."""
 
     def __init__(self, policies: PolicySet) -> None:
-        self.policies = policies
+        self.state = LoopState(policies)
         self.metrics = Metrics(CollectorRegistry())
 
     def set_policies(self, policies: PolicySet) -> None:
-        self.policies = policies
+        self.state = replace(self.state, policies=policies)
 
 
 @pytest.mark.parametrize(
@@ -82,7 +84,7 @@ async def test_a_bad_file_under_the_running_watcher_is_reported_and_it_lives_on(
         path.write_text(OTHER)  # and it still reads the next edit
         await until("the next good file", lambda: not source.error or watcher.done())
         assert not watcher.done(), watcher.exception()
-        assert loop.policies == load_policy_file(str(path))
+        assert loop.state.policies == load_policy_file(str(path))
         assert loop.metrics.policy_valid._value.get() == 1
     finally:
         watcher.cancel()

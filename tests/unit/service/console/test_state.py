@@ -45,7 +45,7 @@ def console_of(plan: Any, *, ticks: list[float]) -> tuple[Any, _View]:
 
     policies = load_policy_file(str(EXAMPLES / "policy.yaml"))
     loop = ReclaimLoop(hub=None, kube=None, view=None, policies=policies, clock=lambda: T0)  # type: ignore[arg-type]
-    loop.last_plan = plan
+    loop._set_state(last_plan=plan)
     view = _View(org(), {})
     console = ConsoleState(
         loop,
@@ -97,8 +97,8 @@ def test_console_answer_is_serialised_once_per_build_and_its_rows_once_per_plan(
     console.answer_json()
     assert view.reads == 4
     # a new plan (the next cycle): rows and answer at once, whatever the ttl
-    plan2 = decide([plan.decisions[0].workbench], [], console.loop.policies, now=T0)
-    console.loop.last_plan = plan2
+    plan2 = decide([plan.decisions[0].workbench], [], console.loop.state.policies, now=T0)
+    console.loop._set_state(last_plan=plan2)
     assert [w["key"] for w in json.loads(console.answer_json())["workbenches"]] == ["alice"]
     assert (console.builds, console.row_builds) == (4, 2)
 
@@ -340,16 +340,18 @@ def test_every_gpu_and_the_queued_counts_are_of_the_cycles_moment() -> None:
     job_pod = pod_holding("nvidia.com/mig-1g.5gb", "local-0")
     job_pod["metadata"] = {"name": "train-x", "uid": "pod-train-x"}
     job_pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "train", "uid": "job-train"}]
-    console.loop.last_inputs = CycleInputs(
-        pending=(),
-        handoffs=(),
-        reports={},
-        pod_utilization={},
-        dry_run=False,
-        queue_state=org(),
-        workloads=(running, queued),
-        pods=(),
-        job_pods=(job_pod,),
+    console.loop._set_state(
+        last_inputs=CycleInputs(
+            pending=(),
+            handoffs=(),
+            reports={},
+            pod_utilization={},
+            dry_run=False,
+            queue_state=org(),
+            workloads=(running, queued),
+            pods=(),
+            job_pods=(job_pod,),
+        )
     )
     # the live caches have moved on since: the Job finished and its pod is gone
     view.objects = {}

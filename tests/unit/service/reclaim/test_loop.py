@@ -9,7 +9,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 from datetime import timedelta
 from typing import Any
 
@@ -275,7 +275,7 @@ async def test_unreadable_or_unusable_handoff_records() -> None:
     w.loop = w.new_loop()
     w.kube.configmaps_down = True
     assert await w.cycle(after=31) is None  # unreadable: acts on nothing, though it is time
-    assert w.loop.last_error == "kubernetes: reading the hand-off records"
+    assert w.loop.state.last_error == "kubernetes: reading the hand-off records"
     assert len(w.kube.patches) == 2
     assert not w.hub.stopped
     w.kube.configmaps_down = False
@@ -289,10 +289,10 @@ async def test_unreadable_or_unusable_handoff_records() -> None:
 
 async def test_a_handoff_whose_workload_is_gone_blocks_nothing() -> None:
     w = await reclaimed_for_the_job()
-    assert w.loop.handoffs
+    assert w.loop.state.handoffs
     w.jobs.clear()  # the Job was deleted before it was seen admitted
     await w.cycle(after=1)
-    assert not w.loop.handoffs
+    assert not w.loop.state.handoffs
 
 
 async def test_a_cycle_asks_the_hub_only_about_the_servers_it_would_act_on() -> None:
@@ -337,7 +337,7 @@ async def test_a_mig_pod_busy_by_prometheus_is_not_idle_and_no_answer_acts_on_no
             raise answer
         return dict(answer)
 
-    w.loop.utilization = utilization
+    w.loop.feeds = replace(w.loop.feeds, utilization=utilization)
     plan = await w.cycle()
     assert plan is not None
     bob = next(d for d in plan.decisions if d.workbench.key == "bob")
@@ -408,7 +408,7 @@ async def test_a_snooze_between_the_decision_and_the_stop_wins() -> None:
     # the next cycle still sees bob's snooze, though the pod it read before did not have it
     await w.cycle(after=1)
     assert ("bob", "") not in w.hub.stopped
-    assert w.loop.seen["bob"].workbench.snoozed_until is not None
+    assert w.loop._seen["bob"].workbench.snoozed_until is not None
 
 
 async def test_a_snooze_during_the_stop_is_refused_with_why() -> None:
@@ -423,7 +423,7 @@ async def test_a_snooze_during_the_stop_is_refused_with_why() -> None:
     result = await w.loop.snooze("alice", "")
     assert not result.allowed
     assert "being stopped now" in result.reason
-    assert "alice" in w.loop.stopping
+    assert "alice" in w.loop._stopping
     w.hub.release.set()
     await asyncio.wait_for(cycle, 5)
     assert ("alice", "") in w.hub.stopped
@@ -494,7 +494,9 @@ async def test_a_warning_names_queued_work_of_another_team_by_its_display_name_o
     w = World()
     _team_b_job(w)
     w.loop = w.new_loop()
-    w.loop.team_names = team_display_names(jobs_catalog().tenants.values())
+    w.loop.settings = replace(
+        w.loop.settings, team_names=team_display_names(jobs_catalog().tenants.values())
+    )
     plan = await w.cycle()
     assert plan is not None
     (warned, *_) = plan.with_action(Action.WARN)
@@ -644,7 +646,73 @@ async def test_a_listeners_failure_never_counts_as_a_failed_cycle(
         await w.cycle(after=after)  # raised before the fix (and run() counted a failure)
     assert failing.calls == 2
     assert counting.cycles == 2  # the listeners after it still hear of each cycle
-    assert w.loop.failures == 0
+    assert w.loop.state.failures == 0
     assert w.loop.next_delay() == w.loop.settings.interval
-    assert w.loop.last_error == ""
+    assert w.loop.state.last_error == ""
     assert any("_FailingListener failed" in r.getMessage() for r in caplog.records)
+
+
+# --------------------------------------------------------------------------- its readers
+
+
+class _StateReader:
+    """A listener that reads the loop's state as the console does, while the cycle tells it."""
+
+    def __init__(self, loop: Any) -> None:
+        self.loop = loop
+        self.read: list[tuple[Any, Any]] = []
+
+    async def cycle_completed(self, result: Any) -> None:
+        self.read.append((result, self.loop.state))
+
+    def happened(self, event: Any) -> None:
+        pass
+
+
+async def test_readers_get_one_snapshot_that_each_cycle_replaces_whole() -> None:
+    """The web handlers, the console and the app read :attr:`ReclaimLoop.state`: a frozen
+    snapshot of one moment, never changed in place, so a reader never holds half a cycle."""
+    w = World()
+    reader = _StateReader(w.loop)
+    w.loop.listeners.append(reader)
+    before = w.loop.state
+    assert before.policies is w.policy
+    assert (before.last_plan, before.last_inputs, before.last_completed) == (None, None, None)
+
+    plan = await w.cycle()
+    assert plan is not None
+    after = w.loop.state
+    assert after is not before
+    assert (before.last_plan, before.last_inputs, before.last_completed) == (None, None, None)
+    assert after.last_completed == plan.now
+    assert after.last_plan is plan
+    assert after.last_inputs is not None
+    ((result, seen),) = reader.read  # a listener sees the plan and the inputs of its own cycle
+    assert seen is after
+    assert (result.plan, result.inputs) == (after.last_plan, after.last_inputs)
+    with pytest.raises(FrozenInstanceError):
+        after.last_plan = None
+
+    w.kube.down = True  # a failed cycle: a new snapshot counts it; the last complete one stays
+    assert await w.cycle(after=1) is None
+    failed = w.loop.state
+    assert (failed.failures, after.failures) == (1, 0)
+    assert failed.last_error.startswith("kubernetes: ")
+    assert failed.last_plan is plan
+    assert after.last_error == ""
+
+
+async def test_the_handoff_records_readers_see_are_a_copy_the_loop_never_changes() -> None:
+    w = World()
+    await w.cycle()
+    assert w.loop.state.handoffs == {}
+    await w.cycle(after=31)  # alice and bob stopped for the Job: one record for its queue
+    kept = w.loop.state.handoffs
+    (record,) = kept.values()
+    assert record.workload == "team-a/train"
+    with pytest.raises(TypeError):
+        kept["another-queue"] = record  # type: ignore[index]
+    w.jobs.clear()  # the Job deleted before it was admitted: the loop forgets the record
+    await w.cycle(after=1)
+    assert w.loop.state.handoffs == {}
+    assert list(kept.values()) == [record]  # what a reader held stays as it was

@@ -21,7 +21,7 @@ from gpuaas_service.reclaim.gather import (
     waits_for_room,
     workbenches,
 )
-from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
+from gpuaas_service.reclaim.loop import Feeds, ReclaimLoop, Settings
 from gpuaas_service.reclaim.policy import load_policy
 from gpuaas_service.reclaim.snapshot import SnapshotError, dump_snapshot, load_snapshot
 from jupyter_gpuaas.core.headroom import QueueState
@@ -414,7 +414,7 @@ async def test_the_loop_reads_the_jobs_pods_warns_then_stops_and_names_the_job()
         store=store,
         settings=Settings(job_namespaces=("team-a",), save_lead=0),
         clock=lambda: clock[0],
-        job_pods=job_pods,
+        feeds=Feeds(job_pods=job_pods),
     )
     for user in ("alice", "bob", "carol"):
         store.record(user, "", idle(), NOW)
@@ -435,5 +435,5 @@ async def test_the_loop_reads_the_jobs_pods_warns_then_stops_and_names_the_job()
     plan = await loop.cycle()
     assert plan is not None
     assert hub.stopped == [("carol", "")]
-    assert loop.handoffs == {}  # the Job is admitted already: no hand-off to verify
+    assert loop.state.handoffs == {}  # the Job is admitted already: no hand-off to verify
     assert ("jupyter-carol", "GPUReclaimed", "Normal") in kube.events

@@ -147,7 +147,7 @@ async def test_reports_are_rate_limited_per_server(served: Served) -> None:
 
 async def test_a_busy_report_while_the_stop_is_under_way_is_a_409(served: Served) -> None:
     served.world.loop.clock = lambda: T0
-    served.world.loop.stopping["alice"] = ("pod-uid-1", "this server is being stopped now (...)")
+    served.world.loop._stopping["alice"] = ("pod-uid-1", "this server is being stopped now (...)")
     code, answer = await served.call("POST", "api/activity", json.dumps(busy(T0)).encode())
     assert code == 409
     assert "being stopped now" in answer["reason"]
@@ -161,12 +161,12 @@ async def test_a_stop_under_way_is_bound_to_its_pod_not_to_the_server_name(
     await served.world.cycle()  # the loop has seen alice's pod
     loop = served.world.loop
     loop.clock = lambda: T0
-    uid = loop.seen["alice"].pod.uid
-    loop.stopping["alice"] = ("uid-of-an-earlier-pod", "this server is being stopped now (...)")
+    uid = loop._seen["alice"].pod.uid
+    loop._stopping["alice"] = ("uid-of-an-earlier-pod", "this server is being stopped now (...)")
     assert loop.stop_under_way("alice", "") == ""
     code, answer = await served.call("POST", "api/activity", json.dumps(busy(T0)).encode())
     assert code == 200, answer
-    loop.stopping["alice"] = (uid, "this server is being stopped now (...)")
+    loop._stopping["alice"] = (uid, "this server is being stopped now (...)")
     assert "being stopped now" in loop.stop_under_way("alice", "")
 
 
