@@ -23,6 +23,7 @@ from gpuaas_service.reclaim.decide import (
     Plan,
     Workbench,
     decide,
+    serve_placement,
 )
 from gpuaas_service.reclaim.idleness import Idleness, State
 from gpuaas_service.reclaim.policy import PolicySet, load_policy
@@ -227,6 +228,9 @@ def test_placement_table(
     assert target.status == status, target.reason
     warned = {k for k, v in expected.items() if v == WARN}
     assert set(target.workbenches) == warned
+    # each share warned for the waiting pod names the rule that chose it (Decision.rule)
+    named = {d.workbench.key: d.rule for d in plan.decisions if d.action is Action.WARN}
+    assert named == dict.fromkeys(warned, serve_placement.__name__)
 
 
 def test_the_user_is_told_in_a_persons_words_and_the_reason_names_the_card() -> None:
