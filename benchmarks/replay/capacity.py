@@ -755,29 +755,21 @@ def refine(
     ``runs``: a rung's own run (L1c: its timeout), else ``base``."""
     batch: list[tuple[str, int, RunSpec]] = []
     for r, search in searches.items():
-        for limits in (settings.levels.limits(), settings.levels.limits(interruptions=False)):
-            points = search.points(limits)
-            meets = [g for g, x in points if x <= 1.0]
-            if not meets:
-                continue
-            first = meets[0]
-            below = [g for g, _x in points if g < first]
-            if not below:
-                break
-            splits = sorted({s for by in search.sizes.values() for s in by})
-            if len(splits) > 1:  # a rung that chooses: the splits best at the bracket's ends
-                splits = sorted(
-                    {search.best_split(below[-1], limits), search.best_split(first, limits)}
-                )
-            point = (runs or {}).get(r, base)
-            batch += [
-                (r, g, replace(point, rung=r, gpus=g, seed=s, split=split))
-                for g in range(below[-1] + 1, first)
-                if g not in search.sizes
-                for split in splits
-                for s in seeds
-            ]
-            break
+        bracket = _bracket(search, settings.levels)
+        if bracket is None:
+            continue
+        low, high, limits = bracket
+        splits = sorted({s for by in search.sizes.values() for s in by})
+        if len(splits) > 1:  # a rung that chooses: the splits best at the bracket's ends
+            splits = sorted({search.best_split(low, limits), search.best_split(high, limits)})
+        point = (runs or {}).get(r, base)
+        batch += [
+            (r, g, replace(point, rung=r, gpus=g, seed=s, split=split))
+            for g in range(low + 1, high)
+            if g not in search.sizes
+            for split in splits
+            for s in seeds
+        ]
     if not batch:
         return
     settings.progress(f"  {len(batch)} runs: the brackets refined to one GPU")
@@ -789,6 +781,20 @@ def refine(
         for by_split in search.sizes.values():
             for got in by_split.values():
                 got.sort(key=lambda x: order.index(x["seed"]))
+
+
+def _bracket(search: Search, levels: Levels) -> tuple[int, int, Mapping[str, float]] | None:
+    """The last size run that fails and the first that meets, on every level, else (none
+    meets there) on the training and spawn levels, with those levels; None where no size
+    meets or the smallest run already does."""
+    for limits in (levels.limits(), levels.limits(interruptions=False)):
+        points = search.points(limits)
+        meets = [g for g, x in points if x <= 1.0]
+        if not meets:
+            continue
+        below = [g for g, _x in points if g < meets[0]]
+        return (below[-1], meets[0], limits) if below else None
+    return None
 
 
 def interval(

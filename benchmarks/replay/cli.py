@@ -142,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         except organisations.OrganisationError as e:
             print(e)
             return 2
+    return sample_main(args)
+
+
+def sample_main(args: argparse.Namespace) -> int:
+    """``--org sample``: the culler policies compared on the dev cluster's organisation."""
     args.seeds = args.seeds or 5
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]
@@ -156,16 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     seeds = args.seed or list(range(1, args.seeds + 1))
     if args.events:
-        started = time.perf_counter()
-        task = Task(policies[0], seeds[0], scale=args.scale, demand=args.scale, **common)
-        with open(args.events, "w", encoding="utf-8") as f:
-            result = simulate(task, events=f)
-        print(
-            f"events of {task.policy}, seed {task.seed} → {args.events}"
-            f" ({time.perf_counter() - started:.1f} s)"
-        )
-        print(table([summarize(result)], [task.policy]))
-        return 0
+        return _sample_events(args, policies[0], seeds[0], common)
     tasks = [
         Task(p, s, scale=args.scale, demand=args.scale, **common) for p in policies for s in seeds
     ]
@@ -182,68 +178,103 @@ def main(argv: list[str] | None = None) -> int:
     if "static" in policies and len(policies) > 1:
         print()
         print(differences(runs, policies))
-
-    fractional: list[dict[str, Any]] = []
-    fractions_s = 0.0
-    scenario = [p for p in FRACTION_POLICIES if p in policies]
-    if args.fractions > 0 and scenario:
-        started = time.perf_counter()
-        fractional = run_all(
-            [
-                Task(p, s, scale=args.scale, demand=args.scale, fractions=args.fractions, **common)
-                for p in scenario
-                for s in seeds
-            ],
-            workers,
-        )
-        fractions_s = time.perf_counter() - started
-        for r in fractional:
-            r["policy"] += FRACTIONS_SUFFIX
-        print(
-            f"\nfractional scenario ({len(fractional)} runs, {100 * args.fractions:g}% of users"
-            f" take fractions) in {fractions_s:.1f} s:"
-        )
-        print(table(fractional, [p + FRACTIONS_SUFFIX for p in scenario]))
-        print()
-        print(fraction_gains(runs + fractional, scenario))
-
-    sweep: list[dict[str, Any]] = []
-    sweep_s = 0.0
-    multipliers: dict[str, float | None] = {}
-    sizes: dict[str, float | None] = {}
-    if not args.no_sweep:
-        swept = [p for p in SWEEP_POLICIES if p in policies]
-        sweep_tasks = [
-            Task(p, s, scale=k * args.scale, demand=args.scale, **common)
-            for p in swept
-            for s in seeds
-            for k in SWEEP_SCALES
-            if k != 1.0
-        ]
-        started = time.perf_counter()
-        sweep = run_all(sweep_tasks, workers) + [r for r in runs if r["policy"] in swept]
-        sweep_s = time.perf_counter() - started
-        for p in swept:
-            sizes[p], _curve = smallest_meeting(sweep, p, args.target_p90_min)
-        base = sizes.get("static")
-        for p in swept:
-            got = sizes.get(p)
-            multipliers[p] = base / got if base and got else None
-        print(
-            f"\ncapacity sweep ({len(sweep_tasks)} more runs) in {sweep_s:.1f} s; smallest"
-            f" cluster meeting p90 wait ≤ {args.target_p90_min:g} min:"
-        )
-        for p in swept:
-            got = sizes[p]
-            print(
-                f"  {p}: {got:.1f} GPUs" if got else f"  {p}: none of the sizes swept",
-                f"→ multiplier {multipliers[p]:.2f}" if multipliers.get(p) else "",
-            )
+    fractional = _fraction_scenario(args, policies, seeds, common, runs, workers)
+    sweep = [] if args.no_sweep else _capacity_sweep(args, policies, seeds, common, runs, workers)
     if args.json:
         Path(args.json).write_text(
             json.dumps({"runs": runs, "fractional": fractional, "sweep": sweep}, default=str)
         )
     return 0
+
+
+def _sample_events(args: argparse.Namespace, policy: str, seed: int, common: dict[str, Any]) -> int:
+    """``--events``: one run's every event to the file, and its table."""
+    started = time.perf_counter()
+    task = Task(policy, seed, scale=args.scale, demand=args.scale, **common)
+    with open(args.events, "w", encoding="utf-8") as f:
+        result = simulate(task, events=f)
+    print(
+        f"events of {task.policy}, seed {task.seed} → {args.events}"
+        f" ({time.perf_counter() - started:.1f} s)"
+    )
+    print(table([summarize(result)], [task.policy]))
+    return 0
+
+
+def _fraction_scenario(
+    args: argparse.Namespace,
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    common: dict[str, Any],
+    runs: list[dict[str, Any]],
+    workers: int | None,
+) -> list[dict[str, Any]]:
+    """The fractional scenario's runs (some users on fractions), printed with their gains."""
+    scenario = [p for p in FRACTION_POLICIES if p in policies]
+    if args.fractions <= 0 or not scenario:
+        return []
+    started = time.perf_counter()
+    fractional = run_all(
+        [
+            Task(p, s, scale=args.scale, demand=args.scale, fractions=args.fractions, **common)
+            for p in scenario
+            for s in seeds
+        ],
+        workers,
+    )
+    fractions_s = time.perf_counter() - started
+    for r in fractional:
+        r["policy"] += FRACTIONS_SUFFIX
+    print(
+        f"\nfractional scenario ({len(fractional)} runs, {100 * args.fractions:g}% of users"
+        f" take fractions) in {fractions_s:.1f} s:"
+    )
+    print(table(fractional, [p + FRACTIONS_SUFFIX for p in scenario]))
+    print()
+    print(fraction_gains(runs + fractional, scenario))
+    return fractional
+
+
+def _capacity_sweep(
+    args: argparse.Namespace,
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    common: dict[str, Any],
+    runs: list[dict[str, Any]],
+    workers: int | None,
+) -> list[dict[str, Any]]:
+    """The capacity sweep's runs (the cluster scaled, the demand not), printed with each
+    policy's smallest cluster meeting the p90 wait target and its multiplier."""
+    swept = [p for p in SWEEP_POLICIES if p in policies]
+    sweep_tasks = [
+        Task(p, s, scale=k * args.scale, demand=args.scale, **common)
+        for p in swept
+        for s in seeds
+        for k in SWEEP_SCALES
+        if k != 1.0
+    ]
+    started = time.perf_counter()
+    sweep = run_all(sweep_tasks, workers) + [r for r in runs if r["policy"] in swept]
+    sweep_s = time.perf_counter() - started
+    sizes: dict[str, float | None] = {}
+    for p in swept:
+        sizes[p], _curve = smallest_meeting(sweep, p, args.target_p90_min)
+    base = sizes.get("static")
+    multipliers: dict[str, float | None] = {}
+    for p in swept:
+        got = sizes.get(p)
+        multipliers[p] = base / got if base and got else None
+    print(
+        f"\ncapacity sweep ({len(sweep_tasks)} more runs) in {sweep_s:.1f} s; smallest"
+        f" cluster meeting p90 wait ≤ {args.target_p90_min:g} min:"
+    )
+    for p in swept:
+        got = sizes[p]
+        print(
+            f"  {p}: {got:.1f} GPUs" if got else f"  {p}: none of the sizes swept",
+            f"→ multiplier {multipliers[p]:.2f}" if multipliers.get(p) else "",
+        )
+    return sweep
 
 
 def page_command(argv: Sequence[str]) -> str:

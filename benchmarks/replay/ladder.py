@@ -268,7 +268,6 @@ def manifests(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Kueue's objects and the node pools of ``spec`` at ``gpus`` training GPUs on ``rung``."""
     pools = sized(spec, gpus)
-    users = spec.users()
     docs: list[dict[str, Any]] = [
         {"kind": "WorkloadPriorityClass", "metadata": {"name": "interactive"}, "value": 1000},
         {"kind": "WorkloadPriorityClass", "metadata": {"name": "training"}, "value": 500},
@@ -281,8 +280,30 @@ def manifests(
                 "spec": {"nodeLabels": {"gpuaas.dev/pool": pool.name}},
             }
         )
-    notebooks: dict[str, dict[str, dict[str, int]]] = {t.name: {} for t in spec.teams}
-    training: dict[str, dict[str, dict[str, int]]] = {t.name: {} for t in spec.teams}
+    notebooks, training = _team_quotas(spec, pools, rung, notebook_share)
+    cohorts = _cohorts(spec, rung)
+    for cohort in sorted({c for c in cohorts.values() if c}):
+        docs.append({"kind": "Cohort", "metadata": {"name": cohort}, "spec": {}})
+    if rung.structure == "org-partitions":
+        return docs + _org_partitions(spec, pools, notebook_share), _node_pools(pools, rung)
+    for t in spec.teams:
+        docs += _team_queues(t.name, cohorts[t.name], notebooks[t.name], training[t.name])
+    return docs, _node_pools(pools, rung)
+
+
+Quotas = dict[str, dict[str, dict[str, int]]]
+"""team → pool → Kueue resource → nominal quota."""
+
+
+def _team_quotas(
+    spec: OrgSpec, pools: Sequence[Pool], rung: Rung, notebook_share: float
+) -> tuple[Quotas, Quotas]:
+    """Each team's notebook and training quota in each pool: a MIG pool is all notebooks'
+    (none on B0); B0 holds one GPU per notebook user, the others ``notebook_share`` of the
+    team's GPUs (rounded down)."""
+    users = spec.users()
+    notebooks: Quotas = {t.name: {} for t in spec.teams}
+    training: Quotas = {t.name: {} for t in spec.teams}
     for pool in pools:
         split = spec.team_quota(pool, pool.units)
         for team, team_gpus in split.items():
@@ -296,54 +317,39 @@ def manifests(
                 held = math.floor(team_gpus * notebook_share + 1e-9)
             notebooks[team][pool.name] = _quota(pool, held, rung.shares)
             training[team][pool.name] = _quota(pool, team_gpus - held, rung.shares)
-    cohorts: dict[str, str | None] = {}
-    for t in spec.teams:
-        if rung.structure == "org-cohort":
-            cohorts[t.name] = "org"
-        elif rung.structure == "team-cohorts":
-            cohorts[t.name] = t.name
-        else:
-            cohorts[t.name] = None
-    for cohort in sorted({c for c in cohorts.values() if c}):
-        docs.append({"kind": "Cohort", "metadata": {"name": cohort}, "spec": {}})
-    if rung.structure == "org-partitions":
-        return docs + _org_partitions(spec, pools, notebook_share), _node_pools(pools, rung)
-    for t in spec.teams:
-        docs.append(
-            _cluster_queue(
-                f"{t.name}-notebooks",
-                t.name,
-                "notebooks",
-                cohorts[t.name],
-                notebooks[t.name],
-                lends_only=True,
-            )
-        )
-        docs.append(
-            _cluster_queue(
-                f"{t.name}-training",
-                t.name,
-                "training",
-                cohorts[t.name],
-                training[t.name],
-                lends_only=False,
-            )
-        )
-        docs.append(
-            {
-                "kind": "LocalQueue",
-                "metadata": {"name": t.name, "namespace": NOTEBOOK_NAMESPACE},
-                "spec": {"clusterQueue": f"{t.name}-notebooks"},
-            }
-        )
-        docs.append(
-            {
-                "kind": "LocalQueue",
-                "metadata": {"name": "training", "namespace": t.name},
-                "spec": {"clusterQueue": f"{t.name}-training"},
-            }
-        )
-    return docs, _node_pools(pools, rung)
+    return notebooks, training
+
+
+def _cohorts(spec: OrgSpec, rung: Rung) -> dict[str, str | None]:
+    """Each team's cohort: the organisation's, its own, or none (partitions)."""
+    if rung.structure == "org-cohort":
+        return {t.name: "org" for t in spec.teams}
+    if rung.structure == "team-cohorts":
+        return {t.name: t.name for t in spec.teams}
+    return {t.name: None for t in spec.teams}
+
+
+def _team_queues(
+    team: str,
+    cohort: str | None,
+    notebooks: dict[str, dict[str, int]],
+    training: dict[str, dict[str, int]],
+) -> list[dict[str, Any]]:
+    """A team's notebook and training ClusterQueues and the LocalQueues pointing at them."""
+    return [
+        _cluster_queue(f"{team}-notebooks", team, "notebooks", cohort, notebooks, lends_only=True),
+        _cluster_queue(f"{team}-training", team, "training", cohort, training, lends_only=False),
+        {
+            "kind": "LocalQueue",
+            "metadata": {"name": team, "namespace": NOTEBOOK_NAMESPACE},
+            "spec": {"clusterQueue": f"{team}-notebooks"},
+        },
+        {
+            "kind": "LocalQueue",
+            "metadata": {"name": "training", "namespace": team},
+            "spec": {"clusterQueue": f"{team}-training"},
+        },
+    ]
 
 
 def _org_partitions(

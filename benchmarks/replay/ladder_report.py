@@ -710,6 +710,35 @@ def goals_section(
         return "(L3 and L4 not run: `--rungs`)"
     full = {(m.rung, m.baseline): m for m in multipliers}
     lost = {r: _mean_at_own_size(s, levels, "interrupted_per_100h") for r, s in searches.items()}
+    lines, missed = _goal_rows(searches, full, levels, rung)
+    lost_met = lost[rung] <= STATE_LOST_GOAL
+    lines.append(
+        f"| ≤ {STATE_LOST_GOAL:g} session per 100 session-h losing its state (at its size) |"
+        f" {_fmt(lost[rung], 'num')} | {_fmt(lost.get('L3', math.nan), 'num')} |"
+        f" {'yes' if lost_met else '**no**'} |"
+    )
+    out = ["\n".join(lines), ""]
+    if not missed and lost_met:
+        return out[0] + "\n\nEvery goal is met."
+    caps = {r: s.capacity(levels.limits()) for r, s in searches.items()}
+    why = [
+        _why_missed(goal, base, rung, full, searches, caps, levels, models) for goal, base in missed
+    ]
+    if not lost_met:
+        why.append(_why_state_lost(rung, lost[rung], models, kept))
+    out.append("Which cost is responsible, from the figures of this page:\n")
+    out += [f"- {w}" for w in why] or ["- (no single figure names it)"]
+    return "\n".join(out)
+
+
+def _goal_rows(
+    searches: Mapping[str, Search],
+    full: Mapping[tuple[str, str], Multiplier],
+    levels: Levels,
+    rung: str,
+) -> tuple[list[str], list[tuple[Goal, str]]]:
+    """The goals table's multiplier rows, and the goals missed with the baseline each is
+    against (the best open stack resolved to its rung)."""
     lines = [
         f"| goal for {rung} | {rung} measured [95%] | L3 (shipped) [95%] | met |",
         "|---|---|---|---|",
@@ -722,12 +751,7 @@ def goals_section(
             continue
         named = open_name(baseline) if goal.baseline == OPEN else baseline
         m = full.get((rung, baseline))
-        met = (
-            m is not None
-            and math.isfinite(m.value)
-            and m.value >= goal.point
-            and (goal.low is None or m.low >= goal.low)
-        )
+        met = _goal_met(goal, m)
         if not met:
             missed.append((goal, baseline))
         text = f"≥ {goal.point:g}× against {named}" + (
@@ -737,87 +761,104 @@ def goals_section(
             f"| {text} | {_multiplier(m)} | {_multiplier(full.get(('L3', baseline)))} |"
             f" {'yes' if met else '**no**'} |"
         )
-    lost_met = lost[rung] <= STATE_LOST_GOAL
-    lines.append(
-        f"| ≤ {STATE_LOST_GOAL:g} session per 100 session-h losing its state (at its size) |"
-        f" {_fmt(lost[rung], 'num')} | {_fmt(lost.get('L3', math.nan), 'num')} |"
-        f" {'yes' if lost_met else '**no**'} |"
+    return lines, missed
+
+
+def _goal_met(goal: Goal, m: Multiplier | None) -> bool:
+    return (
+        m is not None
+        and math.isfinite(m.value)
+        and m.value >= goal.point
+        and (goal.low is None or m.low >= goal.low)
     )
-    out = ["\n".join(lines), ""]
-    if not missed and lost_met:
-        return out[0] + "\n\nEvery goal is met."
-    why: list[str] = []
-    caps = {r: s.capacity(levels.limits()) for r, s in searches.items()}
-    for goal, base in missed:
-        floor = full.get(("F0", base))
-        bound = full.get(("Lb", base))
-        if floor is not None and math.isfinite(floor.value) and floor.value < goal.point:
-            why.append(
-                f"Against {base}: **training's own demand**. Even with no notebook at all (F0)"
-                f" the multiplier is {_multiplier(floor)}: the goal asks for more than removing"
-                " every notebook session would give."
-            )
-            continue
-        if bound is not None and math.isfinite(bound.value) and bound.value < goal.point:
-            why.append(
-                f"Against {base}: **the notebook side's bound**. A GPU held only while a cell"
-                f" runs (Lb, no restore cost) gives {_multiplier(bound)}: no notebook-side lever"
-                " reaches the goal here; the rest is training's."
-            )
-            continue
-        costs = [
-            r
-            for r in models
-            if r.row.rung == rung
-            and r.multiplier is not None
-            and math.isfinite(r.multiplier.value)
-            and r.multiplier.value >= goal.point
-        ]
-        if costs:
-            named = "; ".join(f"{r.row.label}: {_multiplier(r.multiplier)}" for r in costs)
-            why.append(
-                f"Against {base}: **the costs these model rows remove** ({named}) would meet it."
-            )
-            continue
-        way_l4, way_lb = way_to_floor(caps, rung), way_to_floor(caps, "Lb")
-        parts = [
-            f"{rung} closes {_pct(way_l4)} of the way from L1 to the floor, the bound (Lb)"
-            f" {_pct(way_lb)}"
-        ]
-        oversize = _mean_at_own_size(searches[rung], levels, "advice_oversize")
-        if oversize > 1.0:
-            parts.append(f"its advised share is {oversize:.2f}× the share the need fits")
-        slowdown = _mean_at_own_size(searches[rung], levels, "share_slowdown")
-        if slowdown > 0:
-            parts.append(f"bursts on shares run {100 * slowdown:.0f}% longer (HAMi's limit)")
-        unplaceable = _mean_at_own_size(searches[rung], levels, "jobs_unplaceable")
-        if unplaceable > 0:
-            parts.append(f"{unplaceable:.1f} Jobs a day wait for whole cards on one node")
-        why.append(
-            f"Against {base}: **what separates {rung} from the bound**: "
-            + "; ".join(parts)
-            + ". No single model row closes it."
+
+
+def _why_missed(
+    goal: Goal,
+    base: str,
+    rung: str,
+    full: Mapping[tuple[str, str], Multiplier],
+    searches: Mapping[str, Search],
+    caps: Mapping[str, float],
+    levels: Levels,
+    models: Sequence[ModelResult],
+) -> str:
+    """The cost responsible for a missed multiplier goal: training's own demand (the floor
+    misses it), the notebook side's bound (Lb misses it), the costs a model row removes, else
+    what separates the rung from the bound."""
+    floor = full.get(("F0", base))
+    bound = full.get(("Lb", base))
+    if floor is not None and math.isfinite(floor.value) and floor.value < goal.point:
+        return (
+            f"Against {base}: **training's own demand**. Even with no notebook at all (F0)"
+            f" the multiplier is {_multiplier(floor)}: the goal asks for more than removing"
+            " every notebook session would give."
         )
-    if not lost_met:
-        clean = [
-            r
-            for r in models
-            if r.row.rung == rung and r.lost <= STATE_LOST_GOAL and "unsaveable" in r.row.label
-        ]
-        if rung == "L4" and clean:
-            why.append(
-                f"Sessions losing state: **the sessions whose state cannot be saved** (assumed"
-                f" {100 * (kept or KeptState()).unsaveable:g}%): with {clean[0].row.label} it is"
-                f" {_fmt(clean[0].lost, 'num')} per 100 session-h."
-            )
-        else:
-            why.append(
-                f"Sessions losing state: {rung} loses {_fmt(lost[rung], 'num')} per 100"
-                " session-h (reclaims and ways up of sessions whose state is not kept)."
-            )
-    out.append("Which cost is responsible, from the figures of this page:\n")
-    out += [f"- {w}" for w in why] or ["- (no single figure names it)"]
-    return "\n".join(out)
+    if bound is not None and math.isfinite(bound.value) and bound.value < goal.point:
+        return (
+            f"Against {base}: **the notebook side's bound**. A GPU held only while a cell"
+            f" runs (Lb, no restore cost) gives {_multiplier(bound)}: no notebook-side lever"
+            " reaches the goal here; the rest is training's."
+        )
+    costs = [
+        r
+        for r in models
+        if r.row.rung == rung
+        and r.multiplier is not None
+        and math.isfinite(r.multiplier.value)
+        and r.multiplier.value >= goal.point
+    ]
+    if costs:
+        named = "; ".join(f"{r.row.label}: {_multiplier(r.multiplier)}" for r in costs)
+        return f"Against {base}: **the costs these model rows remove** ({named}) would meet it."
+    return (
+        f"Against {base}: **what separates {rung} from the bound**: "
+        + "; ".join(_gap_parts(rung, searches, caps, levels))
+        + ". No single model row closes it."
+    )
+
+
+def _gap_parts(
+    rung: str, searches: Mapping[str, Search], caps: Mapping[str, float], levels: Levels
+) -> list[str]:
+    """What separates ``rung`` from the bound, each cost the page measures that it pays."""
+    way_l4, way_lb = way_to_floor(caps, rung), way_to_floor(caps, "Lb")
+    parts = [
+        f"{rung} closes {_pct(way_l4)} of the way from L1 to the floor, the bound (Lb)"
+        f" {_pct(way_lb)}"
+    ]
+    oversize = _mean_at_own_size(searches[rung], levels, "advice_oversize")
+    if oversize > 1.0:
+        parts.append(f"its advised share is {oversize:.2f}× the share the need fits")
+    slowdown = _mean_at_own_size(searches[rung], levels, "share_slowdown")
+    if slowdown > 0:
+        parts.append(f"bursts on shares run {100 * slowdown:.0f}% longer (HAMi's limit)")
+    unplaceable = _mean_at_own_size(searches[rung], levels, "jobs_unplaceable")
+    if unplaceable > 0:
+        parts.append(f"{unplaceable:.1f} Jobs a day wait for whole cards on one node")
+    return parts
+
+
+def _why_state_lost(
+    rung: str, lost: float, models: Sequence[ModelResult], kept: KeptState | None
+) -> str:
+    """Why too many sessions lose their state: on L4, the sessions whose state cannot be
+    saved where a model row with fewer of them meets the goal; else the rung's own count."""
+    clean = [
+        r
+        for r in models
+        if r.row.rung == rung and r.lost <= STATE_LOST_GOAL and "unsaveable" in r.row.label
+    ]
+    if rung == "L4" and clean:
+        return (
+            f"Sessions losing state: **the sessions whose state cannot be saved** (assumed"
+            f" {100 * (kept or KeptState()).unsaveable:g}%): with {clean[0].row.label} it is"
+            f" {_fmt(clean[0].lost, 'num')} per 100 session-h."
+        )
+    return (
+        f"Sessions losing state: {rung} loses {_fmt(lost, 'num')} per 100"
+        " session-h (reclaims and ways up of sessions whose state is not kept)."
+    )
 
 
 def _pct(x: float) -> str:
@@ -1365,11 +1406,7 @@ def _models(
 
 
 def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    if args.quick:
-        args.seeds = QUICK["seeds"]
-        args.days = QUICK["days"]
-        args.burn_in_h = args.burn_in_h or QUICK["burn_in_h"]
-        args.resamples = QUICK["resamples"]
+    _apply_quick(args)
     seeds = args.seed or list(range(1, (args.seeds or DEFAULT_SEEDS) + 1))
     rung_names = [r.strip() for r in args.rungs.split(",") if r.strip()]
     try:
@@ -1377,18 +1414,7 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except ValueError as e:
         print(e)
         return 2
-    base = RunSpec(
-        org=args.org,
-        rung=rung_names[0],
-        gpus=0,
-        seed=seeds[0],
-        days=args.days,
-        burn_in_h=args.burn_in_h if args.burn_in_h is not None else 24.0,
-        policy_file=args.policy_file,
-        demand=_demand(args),
-        checkpoint_min=args.checkpoint_min,
-        kept=KeptState(args.snapshot_s, args.restore_s, args.unsaveable),
-    )
+    base = _base_run(args, rung_names[0], seeds[0])
     spec = capacity.spec_of(base)
     if args.events:
         return run_events(args, base, seeds)
@@ -1403,26 +1429,9 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     settings = capacity.SearchSettings(
         levels, splits, workers, args.resamples, progress=lambda line: print(line, flush=True)
     )
-    searched = capacity.search_all(base, [r for r in rung_names if r != "L1c"], seeds, settings)
-    open_stack = None
-    if "L1c" in rung_names:
-        timeouts = QUICK_TIMEOUTS_MIN if args.quick else ladder.OPEN_TIMEOUTS_MIN
-        open_stack = best_open_stack(base, seeds, settings, searched, timeouts)
-        searched["L1c"] = open_stack.searches[open_stack.chosen or ladder.OPEN_TIMEOUTS_MIN[0]]
-    searches = {r: searched[r] for r in rung_names}
-    timeout = open_stack.chosen if open_stack and open_stack.chosen else None
-    if not args.quick:
-        capacity.refine(
-            base,
-            searches,
-            seeds,
-            settings,
-            {"L1c": replace(base, idle_timeout_min=timeout)} if timeout else None,
-        )
+    searches, open_stack = _search_ladder(args, base, rung_names, seeds, settings)
     runs = sum(len(v) for s in searches.values() for by in s.sizes.values() for v in by.values())
-    wall = ladder_wall = time.perf_counter() - started
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = time.process_time() - cpu0 + children.ru_utime + children.ru_stime
+    ladder_wall = time.perf_counter() - started
     open_rung = best_open_rung(searches, levels.limits())
     multipliers = capacity.bootstrap(
         searches, baselines(open_rung), len(seeds), levels.limits(), resamples=args.resamples
@@ -1472,45 +1481,12 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
         f" searched; the sweep's besides) in {wall:.0f} s wall, {cpu:.0f} s CPU, {workers}"
         " workers"
     )
-    for title, key in (
-        ("The best open stack", "open_stack"),
-        ("Effective capacity", "capacity"),
-        ("Bounds", "bounds"),
-        ("Telling the rungs apart", "resolution"),
-        ("The model's sensitivity", "models"),
-        ("Multipliers, all service levels", "multipliers"),
-        ("Multipliers, training and spawn levels only", "multipliers_relaxed"),
-        ("Each rung at its own service-level size", "at_size"),
-        ("The goals", "goals"),
-        ("The size advice's rule", "advice"),
-        ("Sizes searched", "search"),
-        ("Sensitivity", "sweep"),
-        ("The dual: the demand the organisation's cluster serves", "dual"),
-        ("The culler frontier", "frontier"),
-    ):
-        print(f"\n{title}:\n{sections[key]}")
+    _print_sections(sections)
     if args.json:
-        Path(args.json).write_text(
-            json.dumps(
-                {
-                    "org": spec.name,
-                    "seeds": seeds,
-                    "levels": levels.__dict__,
-                    "searches": {r: s.sizes for r, s in searches.items()},
-                    "multipliers": [m.__dict__ for m in multipliers],
-                    "multipliers_relaxed": [m.__dict__ for m in relaxed],
-                },
-                default=str,
-            ),
-            encoding="utf-8",
-        )
+        _write_json(Path(args.json), spec, seeds, levels, searches, multipliers, relaxed)
     if args.no_docs:
         return 0
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    for old in FIGURES.glob("*.svg"):
-        old.unlink()
-    for name, svg in svgs.items():
-        (FIGURES / f"{name}.svg").write_text(svg, encoding="utf-8")
+    _write_figures(svgs)
     sections = {**sections, **_figure_links(svgs)}
     PAGE_SPLITS.write_text(
         json.dumps(
@@ -1540,6 +1516,118 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     )
     print(f"\nwrote {DOCS} and its {len(svgs)} figures in {FIGURES}")
     return 0
+
+
+def _apply_quick(args: argparse.Namespace) -> None:
+    """``--quick``: :data:`QUICK`'s seeds, window, burn-in (unless given) and resamples."""
+    if args.quick:
+        args.seeds = QUICK["seeds"]
+        args.days = QUICK["days"]
+        args.burn_in_h = args.burn_in_h or QUICK["burn_in_h"]
+        args.resamples = QUICK["resamples"]
+
+
+def _base_run(args: argparse.Namespace, rung: str, seed: int) -> RunSpec:
+    """The run every search varies (its rung, size, split and seed), from the arguments."""
+    return RunSpec(
+        org=args.org,
+        rung=rung,
+        gpus=0,
+        seed=seed,
+        days=args.days,
+        burn_in_h=args.burn_in_h if args.burn_in_h is not None else 24.0,
+        policy_file=args.policy_file,
+        demand=_demand(args),
+        checkpoint_min=args.checkpoint_min,
+        kept=KeptState(args.snapshot_s, args.restore_s, args.unsaveable),
+    )
+
+
+def _search_ladder(
+    args: argparse.Namespace,
+    base: RunSpec,
+    rung_names: Sequence[str],
+    seeds: Sequence[int],
+    settings: capacity.SearchSettings,
+) -> tuple[dict[str, Search], capacity.OpenStack | None]:
+    """Every rung's search (L1c's over its timeouts), refined near each crossing unless
+    ``--quick``."""
+    searched = capacity.search_all(base, [r for r in rung_names if r != "L1c"], seeds, settings)
+    open_stack = None
+    if "L1c" in rung_names:
+        timeouts = QUICK_TIMEOUTS_MIN if args.quick else ladder.OPEN_TIMEOUTS_MIN
+        open_stack = best_open_stack(base, seeds, settings, searched, timeouts)
+        searched["L1c"] = open_stack.searches[open_stack.chosen or ladder.OPEN_TIMEOUTS_MIN[0]]
+    searches = {r: searched[r] for r in rung_names}
+    timeout = open_stack.chosen if open_stack and open_stack.chosen else None
+    if not args.quick:
+        capacity.refine(
+            base,
+            searches,
+            seeds,
+            settings,
+            {"L1c": replace(base, idle_timeout_min=timeout)} if timeout else None,
+        )
+    return searches, open_stack
+
+
+PRINTED_SECTIONS = (
+    ("The best open stack", "open_stack"),
+    ("Effective capacity", "capacity"),
+    ("Bounds", "bounds"),
+    ("Telling the rungs apart", "resolution"),
+    ("The model's sensitivity", "models"),
+    ("Multipliers, all service levels", "multipliers"),
+    ("Multipliers, training and spawn levels only", "multipliers_relaxed"),
+    ("Each rung at its own service-level size", "at_size"),
+    ("The goals", "goals"),
+    ("The size advice's rule", "advice"),
+    ("Sizes searched", "search"),
+    ("Sensitivity", "sweep"),
+    ("The dual: the demand the organisation's cluster serves", "dual"),
+    ("The culler frontier", "frontier"),
+)
+"""The sections the command prints, in order: (title, key of the page's sections)."""
+
+
+def _print_sections(sections: Mapping[str, str]) -> None:
+    for title, key in PRINTED_SECTIONS:
+        print(f"\n{title}:\n{sections[key]}")
+
+
+def _write_json(
+    path: Path,
+    spec: OrgSpec,
+    seeds: Sequence[int],
+    levels: Levels,
+    searches: Mapping[str, Search],
+    multipliers: Sequence[Multiplier],
+    relaxed: Sequence[Multiplier],
+) -> None:
+    """``--json``: every search's runs and the multipliers."""
+    path.write_text(
+        json.dumps(
+            {
+                "org": spec.name,
+                "seeds": seeds,
+                "levels": levels.__dict__,
+                "searches": {r: s.sizes for r, s in searches.items()},
+                "multipliers": [m.__dict__ for m in multipliers],
+                "multipliers_relaxed": [m.__dict__ for m in relaxed],
+            },
+            default=str,
+        ),
+        encoding="utf-8",
+    )
+
+
+def _write_figures(svgs: Mapping[str, str]) -> None:
+    """The page's figures, replacing every old one."""
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    for old in FIGURES.glob("*.svg"):
+        old.unlink()
+    for name, svg in svgs.items():
+        (FIGURES / f"{name}.svg").write_text(svg, encoding="utf-8")
 
 
 FIGURE_TITLES = {
