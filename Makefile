@@ -81,15 +81,17 @@ prometheus: ## install Debian's Prometheus and promtool for the tests and the de
 	  systemctl disable --now prometheus >/dev/null 2>&1 || true; \
 	fi
 
-lint: $(STAMP) $(CONSOLE_JS) ## ruff, mypy, import boundaries, the OpenAPI documents, API types, options page, eslint, tsc
+lint: $(STAMP) $(CONSOLE_JS) ## ruff, mypy, import boundaries, the OpenAPI documents and their generated types, options page, eslint, tsc
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m tests.support.openapi
-	$(PY) -m tests.support.api_types
 	$(PY) docs/options.py --check
 	npm run --silent lint
+
+api-types: $(STAMP) node_modules/.package-lock.json ## rewrite the TypeScript types generated from the OpenAPI documents
+	$(PY) -m tests.support.openapi --write
 
 options: $(STAMP) ## rewrite docs/options.md from the options' traitlets
 	$(PY) docs/options.py
@@ -144,4 +146,4 @@ demo: install ## run the demo and print where to open it (Ctrl-C stops it)
 bench: $(STAMP) ## run the benchmarks and print their figures
 	$(PY) -m benchmarks
 
-.PHONY: help install chromium prometheus lint options unit test test-hub55 screenshots cluster-build cluster-up cluster-down demo bench
+.PHONY: help install chromium prometheus lint api-types options unit test test-hub55 screenshots cluster-build cluster-up cluster-down demo bench

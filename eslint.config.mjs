@@ -13,7 +13,10 @@ export default defineConfig(
       'culler/gpuaas_service/console/static/',
       'labextension/style/',
       '**/*.js',
-      '**/*.mjs'
+      '**/*.mjs',
+      // generated from the OpenAPI documents by openapi-typescript (make api-types)
+      'labextension/src/extensionApi.ts',
+      'culler/gpuaas_service/console/src/serviceApi.ts'
     ]
   },
   {

@@ -4,40 +4,16 @@
  */
 
 import { say } from './messages';
+import type { components } from './extensionApi';
 
 /** Where a job is: waiting for quota, admitted, running, or finished (the last three). */
-export type JobState = 'queued' | 'starting' | 'running' | 'succeeded' | 'failed' | 'stopped';
+export type JobState = components['schemas']['service_job_state'];
 
 /** One job of `GET gpuaas/api/jobs`. */
-export interface IJob {
-  team: string;
-  namespace: string;
-  name: string;
-  notebook: string;
-  state: JobState;
-  finished: boolean;
-  message: string;
-  offering: string;
-  offering_name: string;
-  gpu_equivalents: string;
-  flavors: string[];
-  time_limit: number | null;
-  created_at: string | null;
-  started_at: string | null;
-  finished_at: string | null;
-  position_in_local_queue: number | null;
-  position_in_cluster_queue: number | null;
-  result: string | null;
-  collected: string | null;
-  notified: string | null;
-}
+export type IJob = components['schemas']['service_job'];
 
 /** `GET gpuaas/api/jobs` as the service answers it (the server extension forwards it). */
-export interface IJobsAnswer {
-  user: string;
-  generated_at: string;
-  jobs: IJob[];
-}
+export type IJobsAnswer = components['schemas']['service_jobs'];
 
 /** The jobs the panel shows, or why there are none (the server extension's `error`). */
 export interface IJobs {
@@ -47,47 +23,12 @@ export interface IJobs {
 }
 
 /** One offering of `GET gpuaas/api/jobs/options`. */
-export interface IJobOffering {
-  slug: string;
-  display_name: string;
-  kind: string;
-  min_count: number;
-  max_count: number;
-  default_count: number;
-  unit: string;
-  units: string;
-  isolation: string;
-  images: { slug: string; display_name: string }[];
-  sizes: { slug: string; display_name: string }[];
-  headroom: {
-    fit: string;
-    message: string;
-    detail: string;
-    ahead: number | null;
-    selectable: boolean;
-  } | null;
-}
+export type IJobOffering = components['schemas']['service_job_offering'];
 
-export interface IJobTeam {
-  team: string;
-  display_name: string;
-  default_offering: string | null;
-  offerings: IJobOffering[];
-  default_time_limit: number | null;
-  max_time_limit: number | null;
-  caps: {
-    per_user: { limit: number | null; active: number };
-    per_team: { limit: number | null; active: number };
-  };
-  /** Non-empty when a cap is reached: the dialog shows it and submits nothing. */
-  cap_message: string;
-}
+export type IJobTeam = components['schemas']['service_job_team'];
 
 /** `GET gpuaas/api/jobs/options` as the service answers it. */
-export interface IJobOptionsAnswer {
-  user: string;
-  teams: IJobTeam[];
-}
+export type IJobOptionsAnswer = components['schemas']['service_job_options'];
 
 /** What the dialog offers, or why it offers nothing (the server extension's `error`). */
 export interface IJobOptions {

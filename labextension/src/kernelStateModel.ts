@@ -7,6 +7,7 @@
 import { durationWords } from './durations';
 import { basename, formatBytes } from './format';
 import { say } from './messages';
+import type { components } from './extensionApi';
 
 /** Restoring a notebook's variables when it opens with a new kernel (the plugin setting). */
 export type RestoreMode = 'automatic' | 'ask' | 'off';
@@ -14,53 +15,19 @@ export type RestoreMode = 'automatic' | 'ask' | 'off';
 export const DEFAULT_RESTORE_MODE: RestoreMode = 'automatic';
 
 /** A variable not kept, or not restored, and why. */
-export interface IKernelStateLost {
-  name: string;
-  reason: string;
-}
+export type IKernelStateLost = components['schemas']['kernel_state_lost'];
 
 /** One kernel's snapshot (`POST gpuaas/api/kernel-state/snapshot`, one per kernel). */
-export interface IKernelStateOutcome {
-  kernel_id: string;
-  notebook: string;
-  outcome: 'kept' | 'kept_with_losses' | 'failed' | 'skipped_busy';
-  lost: IKernelStateLost[];
-  error: string;
-  bytes: number;
-  seconds: number;
-  saved_at: string | null;
-}
+export type IKernelStateOutcome = components['schemas']['kernel_state_outcome'];
 
 /** `POST gpuaas/api/kernel-state/snapshot`. */
-export interface IKernelStateSnapshot {
-  outcomes: IKernelStateOutcome[];
-  summary: string;
-}
+export type IKernelStateSnapshot = components['schemas']['kernel_state_snapshot'];
 
 /** `GET gpuaas/api/kernel-state?path=...`: the snapshot as its manifest lists it. */
-export interface IKernelStateInfo {
-  path: string;
-  exists: boolean;
-  saved_at: string | null;
-  bytes: number;
-  variables: string[];
-  lost: IKernelStateLost[];
-  problem: string | null;
-}
+export type IKernelStateInfo = components['schemas']['kernel_state_info'];
 
 /** `POST gpuaas/api/kernel-state/restore`. */
-export interface IKernelStateRestore {
-  path: string;
-  kernel_id: string;
-  status: 'restored' | 'none' | 'skipped' | 'refused' | 'unavailable';
-  message: string;
-  restored?: string[];
-  not_restored?: IKernelStateLost[];
-  notes?: string[];
-  bytes?: number;
-  seconds?: number;
-  saved_at?: string | null;
-}
+export type IKernelStateRestore = components['schemas']['kernel_state_restore'];
 
 /** A notice to show: its words, its kind, and the full lists behind a "Details" button. */
 export interface IStateNotice {

@@ -4,7 +4,7 @@
  */
 import { durationWords } from './durations';
 import { say } from './messages';
-import type { Activity, ReclaimAction, ReclaimCode } from './types';
+import type { components } from './extensionApi';
 
 export interface IReclaimWarning {
   warned_at: string;
@@ -77,24 +77,14 @@ export interface IReclaimCause {
   for: { team: 'own'; name: string; object: string } | { team: 'other'; name: string } | null;
 }
 
-/** The cause as the service sends it (api-schema.json), which `parseCause` reads. */
-export interface IReclaimCauseAnswer extends IReclaimCause {
-  code: 'demand' | 'always' | 'max-idle' | 'max-age' | 'placement';
-  offering: string;
-  idle_seconds: number;
-}
+/** The cause as the service sends it (its OpenAPI document), which `parseCause` reads. */
+export type IReclaimCauseAnswer = components['schemas']['service_reclaim_cause'];
 
 /** The warning as the service sends it, which `parseReclaim` and `parseCause` read. */
-export interface IReclaimWarningAnswer extends IReclaimWarning {
-  cause: IReclaimCauseAnswer | null;
-}
+export type IReclaimWarningAnswer = components['schemas']['service_warning'];
 
 /** `GET gpuaas/api/reclaim` as the service answers it (the server extension forwards it). */
-export interface IReclaimAnswer {
-  server: string;
-  now: string;
-  warning: IReclaimWarningAnswer | null;
-}
+export type IReclaimAnswer = components['schemas']['service_reclaim'];
 
 function num(v: unknown): number | null {
   return typeof v === 'number' && Number.isFinite(v) ? v : null;
@@ -272,46 +262,17 @@ export interface IStanding {
 }
 
 /** The rule of the policy that applies to a server, as the service sends it. */
-export interface IPolicyFieldsAnswer {
-  name: string;
-  idle_after_seconds: number;
-  reclaim: 'when-queued' | 'always';
-  max_idle_seconds: number | null;
-  max_age_seconds: number | null;
-  warn_before_seconds: number;
-  max_snoozes: number;
-  dry_run: boolean;
-}
+export type IPolicyFieldsAnswer = components['schemas']['service_policy_fields'];
 
 /** `GET gpuaas/api/reclaim/standing` for a server no cycle has seen yet. */
-export interface IStandingUnknownAnswer {
-  known: false;
-  now: string;
-  reclaim_on: boolean;
-}
+export type IStandingUnknownAnswer = components['schemas']['service_standing_unknown'];
 
 /** `GET gpuaas/api/reclaim/standing` for a server the last cycle judged. */
-export interface IStandingKnownAnswer {
-  known: true;
-  now: string;
-  decided_at: string;
-  reclaim_on: boolean;
-  policy: IPolicyFieldsAnswer | null;
-  kind: string;
-  activity: Activity;
-  signal: string;
-  idle_seconds: number | null;
-  unknown_seconds: number | null;
-  action: ReclaimAction;
-  code: ReclaimCode;
-  reason: string;
-  reclaim_at: string | null;
-  dry_run: boolean;
-}
+export type IStandingKnownAnswer = components['schemas']['service_standing_known'];
 
 /** The standing as the service answers it (the server extension forwards it), which
  * `parseStanding` reads. */
-export type IStandingAnswer = IStandingUnknownAnswer | IStandingKnownAnswer;
+export type IStandingAnswer = components['schemas']['service_standing'];
 
 export function parseStanding(data: unknown): IStanding | null {
   if (typeof data !== 'object' || data === null) {

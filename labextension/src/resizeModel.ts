@@ -5,47 +5,19 @@
  */
 
 import { say } from './messages';
+import type { components } from './extensionApi';
 
 /** An offering as `gpuaas/api/resize` describes it. */
-export interface IResizeOffering {
-  slug: string;
-  title: string;
-  count: number;
-  /** Bytes of GPU memory of the user's own; null when not sized (CPU, time-shared). */
-  memory: number | null;
-  memory_text: string | null;
-  /** The next size up's quota forecast: `now`, `borrow`, `queue`, `unknown`. */
-  headroom?: { fit: string; message: string };
-}
+export type IResizeOffering = components['schemas']['service_resize_offering'];
 
 /** The way down: a smaller offering, offered as this session's peak stayed far below its share. */
-export interface IResizeDown {
-  slug: string;
-  title: string;
-  count: number;
-  memory: number;
-  memory_text: string;
-  /** This session's GPU memory peak so far, in bytes and in words. */
-  peak: number;
-  peak_text: string;
-}
+export type IResizeDown = components['schemas']['service_resize_down'];
 
 /** `GET gpuaas/api/resize`: what runs, the next size up (or null) and why not, the way down. */
-export interface IResizeOffer {
-  current: IResizeOffering;
-  next: IResizeOffering | null;
-  reason: string;
-  /** Null (or absent, from an older service) unless a smaller share is offered. */
-  down?: IResizeDown | null;
-}
+export type IResizeOffer = components['schemas']['service_resize_offer'];
 
 /** `POST gpuaas/api/resize` answered 202: the move under way and the options it starts with. */
-export interface IResizeMove {
-  moving: true;
-  from: IResizeOffering;
-  to: IResizeOffering;
-  options: Record<string, unknown>;
-}
+export type IResizeMove = components['schemas']['service_resize_move'];
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);

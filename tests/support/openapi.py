@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -172,6 +172,44 @@ def operations(server: Server) -> Iterator[tuple[str, str, dict[str, Any]]]:
 
 # --------------------------------------------------------------------------- make lint
 
+ROOT = Path(__file__).resolve().parents[2]
+TYPESCRIPT: dict[Server, Path] = {
+    "extension": ROOT / "labextension/src/extensionApi.ts",
+    "service": ROOT / "culler/gpuaas_service/console/src/serviceApi.ts",
+}
+"""Where each document's TypeScript types are written: the sidebar's, the console page's."""
+HEADER = "// From {source} (make api-types).\n"
+
+
+def typescript(server: Server) -> str:
+    """The TypeScript types of the server's document, as openapi-typescript writes them and
+    prettier formats them."""
+    import subprocess
+    import tempfile
+
+    source = {"extension": "jupyter_gpuaas/server/openapi.json"}.get(
+        server, "culler/gpuaas_service/openapi.json"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        bundled = Path(tmp) / f"{server}.json"
+        out = Path(tmp) / f"{server}.ts"
+        bundled.write_text(json.dumps(_document(server)), encoding="utf-8")
+        subprocess.run(
+            [str(ROOT / "node_modules/.bin/openapi-typescript"), str(bundled), "-o", str(out)],
+            check=True,
+            capture_output=True,
+        )
+        text = HEADER.format(source=source) + out.read_text(encoding="utf-8")
+        formatted = subprocess.run(
+            [str(ROOT / "node_modules/.bin/prettier"), "--stdin-filepath", str(TYPESCRIPT[server])],
+            input=text,
+            text=True,
+            check=True,
+            capture_output=True,
+            cwd=ROOT,
+        )
+    return formatted.stdout
+
 
 def document_problems() -> list[str]:
     """What openapi-spec-validator finds wrong with either document (none when both are valid),
@@ -188,19 +226,35 @@ def document_problems() -> list[str]:
     return problems
 
 
+def typescript_problems(servers: Iterable[Server] = ("extension", "service")) -> list[str]:
+    """Generated TypeScript files that differ from what the documents generate now."""
+    return [
+        f"{TYPESCRIPT[s].relative_to(ROOT)} is not what the {s} document generates: make api-types"
+        for s in servers
+        if not TYPESCRIPT[s].exists() or TYPESCRIPT[s].read_text(encoding="utf-8") != typescript(s)
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
         prog="python -m tests.support.openapi",
-        description="Check the HTTP API's OpenAPI documents (make lint).",
+        description="Check the HTTP API's OpenAPI documents and what is generated from them "
+        "(make lint); --write regenerates it (make api-types).",
     )
-    parser.parse_args(argv)
+    parser.add_argument("--write", action="store_true", help="regenerate the TypeScript types")
+    args = parser.parse_args(argv)
     problems = document_problems()
+    if not problems and args.write:
+        for server, path in TYPESCRIPT.items():
+            path.write_text(typescript(server), encoding="utf-8")
+            print(f"wrote {path.relative_to(ROOT)}")
+    problems += typescript_problems()
     for problem in problems:
         print(problem, file=sys.stderr)
     if not problems:
-        print("the OpenAPI documents are valid")
+        print("the OpenAPI documents are valid and what they generate is current")
     return 1 if problems else 0
 
 

@@ -10,21 +10,13 @@ import { h } from '../../../../labextension/src/dom.js';
 
 import { ApiError, request } from './api.js';
 import type { IConsoleSection } from './sections.js';
+import type { components } from './serviceApi.js';
 
 /** One check of `GET api/console/checks`. */
-export interface IDoctorCheck {
-  name: string;
-  status: 'ok' | 'missing' | 'wrong' | 'unknown';
-  detail: string;
-  fix: string;
-}
+export type IDoctorCheck = components['schemas']['service_doctor_check'];
 
 /** `GET api/console/checks[?fresh=1]`. */
-export interface IChecksAnswer {
-  checked_at: string;
-  ok: boolean;
-  checks: IDoctorCheck[];
-}
+export type IChecksAnswer = components['schemas']['service_console_checks'];
 
 /** The summary line of an answer. */
 export function checksSummary(answer: IChecksAnswer): string {
