@@ -240,17 +240,30 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(
         prog="python -m tests.support.openapi",
-        description="Check the HTTP API's OpenAPI documents and what is generated from them "
-        "(make lint); --write regenerates it (make api-types).",
+        description="Check the HTTP API's OpenAPI documents and what is generated from them: "
+        "the TypeScript types, docs/security.md's route tables (make lint); --write rewrites "
+        "those (make api-types).",
     )
-    parser.add_argument("--write", action="store_true", help="regenerate the TypeScript types")
+    parser.add_argument(
+        "--write", action="store_true", help="rewrite the TypeScript types and security.md's tables"
+    )
     args = parser.parse_args(argv)
+    from tests.support.route_table import SECURITY, security_page
+
     problems = document_problems()
     if not problems and args.write:
         for server, path in TYPESCRIPT.items():
             path.write_text(typescript(server), encoding="utf-8")
             print(f"wrote {path.relative_to(ROOT)}")
+        SECURITY.write_text(security_page(SECURITY.read_text(encoding="utf-8")), encoding="utf-8")
+        print(f"wrote the tables of {SECURITY.relative_to(ROOT)}")
     problems += typescript_problems()
+    text = SECURITY.read_text(encoding="utf-8")
+    if security_page(text) != text:
+        problems.append(
+            f"{SECURITY.relative_to(ROOT)}: the tables of 'Who may call each route' are not "
+            "the documents' x-gpuaas-access: make api-types"
+        )
     for problem in problems:
         print(problem, file=sys.stderr)
     if not problems:

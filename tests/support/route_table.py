@@ -1,5 +1,7 @@
-"""The authorisation tables of docs/security.md ("Who may call each route"), as the route
-tests read them: each row's method and path, and its answers by caller."""
+"""The authorisation tables, as the route tests read them: each operation of the two OpenAPI
+documents with its answer for each caller (its ``x-gpuaas-access`` ``callers``); and
+docs/security.md's "Who may call each route" tables, written from the same
+(``python -m tests.support.openapi`` checks they are current; ``--write`` rewrites them)."""
 
 from __future__ import annotations
 
@@ -8,30 +10,61 @@ from pathlib import Path
 
 from tornado import web
 
+from tests.support.openapi import Server, operations
+
 SECURITY = Path(__file__).resolve().parents[2] / "docs" / "security.md"
-SERVICE_TABLE = "### The gpuaas service (`/services/gpuaas/`)"
-EXTENSION_TABLE = "### The server extension (`/user/<name>/<server>/gpuaas/api/`)"
+SERVICE_TABLE: Server = "service"
+EXTENSION_TABLE: Server = "extension"
+HEADINGS: dict[Server, str] = {
+    "service": "### The gpuaas service (`/services/gpuaas/`)",
+    "extension": "### The server extension (`/user/<name>/<server>/gpuaas/api/`)",
+}
+CALLERS = (
+    "anonymous",
+    "another user",
+    "the owner",
+    "the server's own token",
+    "a team lead",
+    "an operator",
+)
+"""The columns: who asks (docs/security.md says who each is)."""
 SAMPLES = {"team": "team-a", "name": "nb-x", "file": "console.css"}
 """What each ``{placeholder}`` of a row's path stands for in a request."""
 METHODS = ("get", "post", "put", "patch", "delete")
 
 
-def table(heading: str) -> dict[tuple[str, str], list[str]]:
-    """(method, path) → the row's answers (anonymous first), of the table under ``heading``."""
-    lines = SECURITY.read_text().splitlines()
+def table(server: Server) -> dict[tuple[str, str], list[str]]:
+    """(method, path) → the answers by caller (:data:`CALLERS`' order), of the server's
+    document."""
     rows: dict[tuple[str, str], list[str]] = {}
-    for line in lines[lines.index(heading) + 1 :]:
-        if line.startswith("#"):
-            break
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        found = re.fullmatch(r"`([A-Z]+) ?([^`]*)`", cells[0]) if line.startswith("|") else None
-        if found is None:
-            continue
-        key = (found[1], found[2])
-        assert key not in rows, f"{key} has two rows"
-        rows[key] = cells[1:]
-    assert rows, f"no table under {heading!r} in {SECURITY}"
+    for method, path, operation in operations(server):
+        callers = operation["x-gpuaas-access"]["callers"]
+        assert list(callers) == list(CALLERS), f"{method} {path}: callers {list(callers)}"
+        rows[(method, path)] = list(callers.values())
+    assert rows, f"no operations in the {server}'s document"
     return rows
+
+
+def markdown(server: Server) -> list[str]:
+    """The server's table as docs/security.md shows it."""
+    lines = ["| route | " + " | ".join(CALLERS) + " |", "| --- |" + " --- |" * len(CALLERS)]
+    for (method, path), answers in table(server).items():
+        lines.append(f"| `{method} {path}` | " + " | ".join(answers) + " |")
+    return lines
+
+
+def security_page(text: str) -> str:
+    """docs/security.md's ``text`` with each server's table written from its document."""
+    lines = text.splitlines()
+    for server, heading in HEADINGS.items():
+        start = lines.index(heading) + 1
+        while not lines[start].startswith("| route |"):
+            start += 1
+        end = start
+        while end < len(lines) and lines[end].startswith("|"):
+            end += 1
+        lines[start:end] = markdown(server)
+    return "\n".join(lines) + "\n"
 
 
 def concrete(path: str) -> str:
@@ -60,10 +93,10 @@ def assert_table_matches(
     for regex, handler, methods in routes:
         for method in methods:
             assert any(m == method and regex.fullmatch(prefix + concrete(p)) for m, p in rows), (
-                f"{method} {regex.pattern} ({handler.__name__}) has no row in {SECURITY.name}"
+                f"{method} {regex.pattern} ({handler.__name__}) has no operation in its document"
             )
     for method, path in rows:
         assert any(
             method in methods and regex.fullmatch(prefix + concrete(path))
             for regex, _, methods in routes
-        ), f"the row `{method} {path}` names no registered route"
+        ), f"the operation `{method} {path}` is no registered route"

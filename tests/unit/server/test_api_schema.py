@@ -18,7 +18,7 @@ from jupyter_gpuaas.gpu.model import Device
 from jupyter_gpuaas.server.activity import activity_payload
 from jupyter_gpuaas.server.queue import error_payload
 from jupyter_gpuaas.server.service_client import ServiceProblem
-from tests.support import openapi
+from tests.support import openapi, route_table
 from tests.support.api_schema import schema_errors
 from tests.support.queue_samples import (
     CQS,
@@ -125,3 +125,18 @@ def test_a_document_changed_without_its_types_is_caught(monkeypatch: pytest.Monk
     monkeypatch.setattr(openapi, "_document", lambda server: changed)
     (problem,) = openapi.typescript_problems(["extension"])
     assert problem.startswith("labextension/src/extensionApi.ts is not what")
+
+
+# --------------------------------------------------------------------------- docs/security.md
+
+
+def test_the_security_tables_are_written_from_the_documents() -> None:
+    """Each row of "Who may call each route" is an operation's ``x-gpuaas-access`` callers; a
+    cell edited by hand is written back as the document says."""
+    text = route_table.SECURITY.read_text(encoding="utf-8")
+    assert route_table.security_page(text) == text
+    row = "| `GET api/health` | 403 | 403 | 403 | 403 | 403 | 200 with the operator token |"
+    assert row in text
+    edited = text.replace(row, row.replace("| 403 | 403 | 403 |", "| 403 | 200 | 403 |", 1))
+    assert edited != text
+    assert route_table.security_page(edited) == text
