@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from functools import cache
@@ -235,6 +236,33 @@ def typescript_problems(servers: Iterable[Server] = ("extension", "service")) ->
     ]
 
 
+API_PAGE = ROOT / "docs" / "api.md"
+PAGE_PREFIXES: dict[Server, str] = {"extension": "gpuaas/api/", "service": ""}
+"""How docs/api.md writes each server's paths."""
+
+
+def api_page_problems() -> list[str]:
+    """What docs/api.md, the API's reference for people, misses of the documents: an operation
+    it never names (`METHOD path`; the extension's under ``gpuaas/api/``), or a schema its
+    answers' table names that neither document has."""
+    text = API_PAGE.read_text(encoding="utf-8")
+    named = {(m[1], m[2].strip()) for m in re.finditer(r"`([A-Z]+) ([^`\[?]*)", text)}
+    problems = [
+        f"docs/api.md names no `{method} {prefix}{path}` ({op['operationId']}, the {server})"
+        for server, prefix in PAGE_PREFIXES.items()
+        for method, path, op in operations(server)
+        if (method, prefix + path) not in named
+    ]
+    schemas = {n for server in PATHS for n in raw(server)["components"]["schemas"]}
+    start = text.index("| answer | schema")
+    table = text[start : text.index("\n\n", start)]
+    for row in table.splitlines()[2:]:
+        for name in re.findall(r"`(\w+)`", row.rsplit("|", 2)[1]):
+            if name not in schemas:
+                problems.append(f"docs/api.md names a schema {name!r} that no document has")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -257,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {path.relative_to(ROOT)}")
         SECURITY.write_text(security_page(SECURITY.read_text(encoding="utf-8")), encoding="utf-8")
         print(f"wrote the tables of {SECURITY.relative_to(ROOT)}")
-    problems += typescript_problems()
+    problems += typescript_problems() + api_page_problems()
     text = SECURITY.read_text(encoding="utf-8")
     if security_page(text) != text:
         problems.append(

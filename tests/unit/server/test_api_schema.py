@@ -6,6 +6,7 @@ current."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -140,3 +141,22 @@ def test_the_security_tables_are_written_from_the_documents() -> None:
     edited = text.replace(row, row.replace("| 403 | 403 | 403 |", "| 403 | 200 | 403 |", 1))
     assert edited != text
     assert route_table.security_page(edited) == text
+
+
+def test_the_api_page_names_every_operation_and_only_schemas_that_exist(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert openapi.api_page_problems() == []
+    text = openapi.API_PAGE.read_text(encoding="utf-8")
+    page = tmp_path / "api.md"
+    page.write_text(
+        text.replace(
+            "| `GET api/health` | `service_health` |", "| `GET api/health` | `health` |"
+        ).replace("`GET metrics`", "`GET the metrics`"),
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(openapi, "API_PAGE", page)
+    assert openapi.api_page_problems() == [
+        "docs/api.md names no `GET metrics` (getMetrics, the service)",
+        "docs/api.md names a schema 'health' that no document has",
+    ]
