@@ -211,73 +211,117 @@ def read_organisation(data: Any, origin: str = "") -> OrgSpec:
     """Check an organisation (the parsed YAML) and build it; :class:`OrganisationError` lists
     every problem with its field path."""
     errs = FieldErrors()
-
-    def fail(path: str, message: str) -> None:
-        errs.add(path, message)
-
     if not isinstance(data, Mapping):
         raise OrganisationError(origin, ["the file must be a mapping (name, pools, teams, ...)"])
     unknown_keys(errs, "", data, _TOP)
     name = read_str(errs, "", data, "name", required=True, pattern=SLUG_RE, what="a slug") or ""
     description = read_str(errs, "", data, "description", default="") or ""
+    pools = _read_pools(errs, data)
+    by_pool = {p.name: p for p in pools}
+    teams, stated = _read_teams(errs, data, by_pool)
+    _check_quota_sums(errs, by_pool, stated)
+    demand = _read_demand(errs, data)
+    if len(errs):
+        raise OrganisationError(origin, [str(e) for e in errs.items])
+    return OrgSpec(name, description, tuple(pools), tuple(teams), demand, origin)
 
+
+def _read_pools(errs: FieldErrors, data: Mapping[str, Any]) -> list[Pool]:
+    """The ``pools``: at least one, one of whole GPUs among them, each name once."""
     pools: list[Pool] = []
-    for path, raw in object_items(data.get("pools"), "pools", fail):
-        unknown_keys(errs, path, raw, _POOL)
-        pname = read_str(errs, path, raw, "name", required=True, pattern=SLUG_RE, what="a slug")
-        nodes = read_number(errs, path, raw, "nodes", default=None, above=0)
-        per_node = read_int(errs, path, raw, "gpus_per_node", default=8, minimum=1, maximum=64)
-        memory = read_number(errs, path, raw, "gpu_memory_gib", default=80.0, above=0)
-        if nodes is None and "nodes" not in raw:
-            errs.add(key_path(path, "nodes"), "required: how many nodes the pool has")
-        mig = None
-        mig_raw = read_mapping(errs, path, raw, "mig")
-        if mig_raw is not None:
-            mpath = key_path(path, "mig")
-            unknown_keys(errs, mpath, mig_raw, _MIG)
-            profile = read_str(errs, mpath, mig_raw, "profile", required=True)
-            per_gpu = read_int(errs, mpath, mig_raw, "per_gpu", default=7, minimum=1, maximum=7)
-            mem = read_number(errs, mpath, mig_raw, "memory_gib", default=None, above=0)
-            if mem is None and "memory_gib" not in mig_raw:
-                errs.add(key_path(mpath, "memory_gib"), "required: a slice's GPU memory")
-            if profile and per_gpu and mem:
-                mig = MigLayout(profile, per_gpu, mem)
-        if pname and nodes and per_node and memory:
-            if pname in {p.name for p in pools}:
-                errs.add(key_path(path, "name"), f"pool {pname!r} is defined twice")
-            pools.append(Pool(pname, nodes, per_node, memory, mig))
+    for path, raw in object_items(data.get("pools"), "pools", errs.add):
+        pool = _read_pool(errs, path, raw)
+        if pool is not None:
+            if pool.name in {p.name for p in pools}:
+                errs.add(key_path(path, "name"), f"pool {pool.name!r} is defined twice")
+            pools.append(pool)
     if not pools and "pools" in data:
         errs.add("pools", "must name at least one pool")
     elif "pools" not in data:
         errs.add("pools", "required: the organisation's node pools")
     if pools and not any(p.mig is None for p in pools):
         errs.add("pools", "needs at least one pool of whole GPUs (training runs there)")
+    return pools
 
-    by_pool = {p.name: p for p in pools}
+
+def _read_pool(errs: FieldErrors, path: str, raw: Mapping[str, Any]) -> Pool | None:
+    unknown_keys(errs, path, raw, _POOL)
+    pname = read_str(errs, path, raw, "name", required=True, pattern=SLUG_RE, what="a slug")
+    nodes = read_number(errs, path, raw, "nodes", default=None, above=0)
+    per_node = read_int(errs, path, raw, "gpus_per_node", default=8, minimum=1, maximum=64)
+    memory = read_number(errs, path, raw, "gpu_memory_gib", default=80.0, above=0)
+    if nodes is None and "nodes" not in raw:
+        errs.add(key_path(path, "nodes"), "required: how many nodes the pool has")
+    mig = None
+    mig_raw = read_mapping(errs, path, raw, "mig")
+    if mig_raw is not None:
+        mig = _read_mig(errs, key_path(path, "mig"), mig_raw)
+    if pname and nodes and per_node and memory:
+        return Pool(pname, nodes, per_node, memory, mig)
+    return None
+
+
+def _read_mig(errs: FieldErrors, mpath: str, mig_raw: Mapping[str, Any]) -> MigLayout | None:
+    unknown_keys(errs, mpath, mig_raw, _MIG)
+    profile = read_str(errs, mpath, mig_raw, "profile", required=True)
+    per_gpu = read_int(errs, mpath, mig_raw, "per_gpu", default=7, minimum=1, maximum=7)
+    mem = read_number(errs, mpath, mig_raw, "memory_gib", default=None, above=0)
+    if mem is None and "memory_gib" not in mig_raw:
+        errs.add(key_path(mpath, "memory_gib"), "required: a slice's GPU memory")
+    if profile and per_gpu and mem:
+        return MigLayout(profile, per_gpu, mem)
+    return None
+
+
+Stated = dict[str, list[tuple[str, int]]]
+"""Pool → (field path, GPUs) of every team's stated quota, to check the sums."""
+
+
+def _read_teams(
+    errs: FieldErrors, data: Mapping[str, Any], by_pool: Mapping[str, Pool]
+) -> tuple[list[Team], Stated]:
+    """The ``teams`` (at least one, each name once) and the quotas they state, by pool."""
     teams: list[Team] = []
-    stated: dict[str, list[tuple[str, int]]] = {}
-    """Pool → (field path, GPUs) of every team's stated quota, to check the sums."""
-    for path, raw in object_items(data.get("teams"), "teams", fail):
+    stated: Stated = {}
+    for path, raw in object_items(data.get("teams"), "teams", errs.add):
         unknown_keys(errs, path, raw, _TEAM)
         tname = read_str(errs, path, raw, "name", required=True, pattern=SLUG_RE, what="a slug")
         weight = read_number(errs, path, raw, "weight", default=1.0, above=0)
-        quota: dict[str, int] = {}
-        for qpath, pool_name, value in _entries(errs, path, raw, "quota"):
-            if pool_name not in by_pool:
-                errs.add(qpath, f"no such pool{did_you_mean(str(pool_name), by_pool)}")
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                errs.add(qpath, "must be a whole number of GPUs (MIG slices on a MIG pool), >= 0")
-                continue
-            quota[str(pool_name)] = value
-            stated.setdefault(str(pool_name), []).append((qpath, value))
+        quota = _read_quota(errs, path, raw, by_pool, stated)
         if tname and weight:
             if tname in {t.name for t in teams}:
                 errs.add(key_path(path, "name"), f"team {tname!r} is defined twice")
             teams.append(Team(tname, weight, tuple(quota.items())))
     if not teams:
         errs.add("teams", "must name at least one team")
+    return teams, stated
 
+
+def _read_quota(
+    errs: FieldErrors,
+    path: str,
+    raw: Mapping[str, Any],
+    by_pool: Mapping[str, Pool],
+    stated: Stated,
+) -> dict[str, int]:
+    """A team's ``quota``: pool → whole GPUs (slices on a MIG pool), each also noted in
+    ``stated``."""
+    quota: dict[str, int] = {}
+    for qpath, pool_name, value in _entries(errs, path, raw, "quota"):
+        if pool_name not in by_pool:
+            errs.add(qpath, f"no such pool{did_you_mean(str(pool_name), by_pool)}")
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            errs.add(qpath, "must be a whole number of GPUs (MIG slices on a MIG pool), >= 0")
+            continue
+        quota[str(pool_name)] = value
+        stated.setdefault(str(pool_name), []).append((qpath, value))
+    return quota
+
+
+def _check_quota_sums(errs: FieldErrors, by_pool: Mapping[str, Pool], stated: Stated) -> None:
+    """The teams' stated quotas on a pool add up to no more than it holds (the first quota
+    beyond it is named)."""
     for pool_name, entries in stated.items():
         pool = by_pool[pool_name]
         total = 0
@@ -294,6 +338,9 @@ def read_organisation(data: Any, origin: str = "") -> OrgSpec:
                 )
                 break
 
+
+def _read_demand(errs: FieldErrors, data: Mapping[str, Any]) -> Demand:
+    """The organisation's ``demand`` (each figure defaulted from :class:`Demand`)."""
     demand = Demand()
     raw_demand = read_mapping(errs, "", data, "demand")
     if raw_demand is not None:
@@ -343,9 +390,7 @@ def read_organisation(data: Any, origin: str = "") -> OrgSpec:
             )
             or 0.0,
         )
-    if len(errs):
-        raise OrganisationError(origin, [str(e) for e in errs.items])
-    return OrgSpec(name, description, tuple(pools), tuple(teams), demand, origin)
+    return demand
 
 
 def _entries(errs: FieldErrors, base: str, data: Mapping[str, Any], key: str) -> list[Any]:

@@ -194,30 +194,19 @@ def xy(
     ``x_errors``, a horizontal one per point); ``labels`` writes each point's label by it."""
     height = 420
     plot_w, plot_h = WIDTH - LEFT - RIGHT, height - TOP - BOTTOM - 40
-    xs: list[float] = []
-    ys: list[float] = []
-    for k, s in enumerate(series):
-        for j, (x, p) in enumerate(zip(s.xs, s.points, strict=True)):
-            if not p.drawn:
-                continue
-            xs.append(x)
-            ys += [p.low, p.high, p.value]
-            if x_errors is not None:
-                e = x_errors[k][j]
-                xs += [e.low, e.high] if e.drawn else []
-    xs, ys = _finite(xs), _finite(ys)
+    xs, ys = _xy_extent(series, x_errors)
     x_lo, x_hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
     y_lo, y_hi = (min(ys), max(ys)) if ys else (0.0, 1.0)
     x_ticks, y_ticks = _ticks(x_lo, x_hi), _ticks(y_lo, y_hi)
-    x_lo, x_hi = min(x_lo, x_ticks[0]), max(x_hi, x_ticks[-1])
-    y_lo, y_hi = min(y_lo, y_ticks[0]), max(y_hi, y_ticks[-1])
-
-    def px(v: float) -> float:
-        return LEFT + plot_w * (v - x_lo) / ((x_hi - x_lo) or 1.0)
-
-    def py(v: float) -> float:
-        return TOP + plot_h * (1 - (v - y_lo) / ((y_hi - y_lo) or 1.0))
-
+    frame = _Frame(
+        min(x_lo, x_ticks[0]),
+        max(x_hi, x_ticks[-1]),
+        min(y_lo, y_ticks[0]),
+        max(y_hi, y_ticks[-1]),
+        plot_w,
+        plot_h,
+    )
+    px, py = frame.px, frame.py
     bottom = TOP + plot_h
     body = []
     for t in x_ticks:
@@ -238,31 +227,77 @@ def xy(
         f" transform='rotate(-90 {LEFT - 50} {TOP + plot_h / 2:.0f})'>{escape(y_axis)}</text>"
     )
     for k, s in enumerate(series):
-        colour = COLOURS[k % len(COLOURS)]
-        drawn = [(x, p) for x, p in zip(s.xs, s.points, strict=True) if p.drawn]
-        if len(drawn) > 1:
-            path = " ".join(f"{px(x):.1f},{py(p.value):.1f}" for x, p in drawn)
-            body.append(
-                f"<polyline points='{path}' fill='none' stroke='{colour}' stroke-width='1.4'/>"
-            )
+        errors = x_errors[k] if x_errors is not None else None
+        body += _xy_series(s, COLOURS[k % len(COLOURS)], errors, frame, labels)
+    body += _legend([s.name for s in series], bottom + 56)
+    return _document(height + 20, body, title, note)
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """An xy plot's value ranges and plotting area: values to pixels."""
+
+    x_lo: float
+    x_hi: float
+    y_lo: float
+    y_hi: float
+    plot_w: float
+    plot_h: float
+
+    def px(self, v: float) -> float:
+        return LEFT + self.plot_w * (v - self.x_lo) / ((self.x_hi - self.x_lo) or 1.0)
+
+    def py(self, v: float) -> float:
+        return TOP + self.plot_h * (1 - (v - self.y_lo) / ((self.y_hi - self.y_lo) or 1.0))
+
+
+def _xy_extent(
+    series: Sequence[Series], x_errors: Sequence[Sequence[Point]] | None
+) -> tuple[list[float], list[float]]:
+    """The finite x and y values an xy plot must show: each drawn point, its interval and
+    (with ``x_errors``) its horizontal one."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for k, s in enumerate(series):
         for j, (x, p) in enumerate(zip(s.xs, s.points, strict=True)):
             if not p.drawn:
                 continue
-            body.append(
-                f"<line x1='{px(x):.1f}' y1='{py(p.low):.1f}' x2='{px(x):.1f}'"
-                f" y2='{py(p.high):.1f}' stroke='{colour}' stroke-width='1.4'/>"
-            )
-            if x_errors is not None and x_errors[k][j].drawn:
+            xs.append(x)
+            ys += [p.low, p.high, p.value]
+            if x_errors is not None:
                 e = x_errors[k][j]
-                body.append(
-                    f"<line x1='{px(e.low):.1f}' y1='{py(p.value):.1f}' x2='{px(e.high):.1f}'"
-                    f" y2='{py(p.value):.1f}' stroke='{colour}' stroke-width='1' opacity='0.6'/>"
-                )
-            body.append(_marker(px(x), py(p.value), colour, p.hollow))
-            if labels and p.label:
-                body.append(
-                    f"<text x='{px(x) + 7:.1f}' y='{py(p.value) - 6:.1f}' font-size='10'"
-                    f" fill='{colour}'>{escape(p.label)}</text>"
-                )
-    body += _legend([s.name for s in series], bottom + 56)
-    return _document(height + 20, body, title, note)
+                xs += [e.low, e.high] if e.drawn else []
+    return _finite(xs), _finite(ys)
+
+
+def _xy_series(
+    s: Series, colour: str, errors: Sequence[Point] | None, frame: _Frame, labels: bool
+) -> list[str]:
+    """One series of an xy plot: its line, and each drawn point's intervals, marker and
+    (with ``labels``) label."""
+    px, py = frame.px, frame.py
+    body = []
+    drawn = [(x, p) for x, p in zip(s.xs, s.points, strict=True) if p.drawn]
+    if len(drawn) > 1:
+        path = " ".join(f"{px(x):.1f},{py(p.value):.1f}" for x, p in drawn)
+        body.append(f"<polyline points='{path}' fill='none' stroke='{colour}' stroke-width='1.4'/>")
+    for j, (x, p) in enumerate(zip(s.xs, s.points, strict=True)):
+        if not p.drawn:
+            continue
+        body.append(
+            f"<line x1='{px(x):.1f}' y1='{py(p.low):.1f}' x2='{px(x):.1f}'"
+            f" y2='{py(p.high):.1f}' stroke='{colour}' stroke-width='1.4'/>"
+        )
+        if errors is not None and errors[j].drawn:
+            e = errors[j]
+            body.append(
+                f"<line x1='{px(e.low):.1f}' y1='{py(p.value):.1f}' x2='{px(e.high):.1f}'"
+                f" y2='{py(p.value):.1f}' stroke='{colour}' stroke-width='1' opacity='0.6'/>"
+            )
+        body.append(_marker(px(x), py(p.value), colour, p.hollow))
+        if labels and p.label:
+            body.append(
+                f"<text x='{px(x) + 7:.1f}' y='{py(p.value) - 6:.1f}' font-size='10'"
+                f" fill='{colour}'>{escape(p.label)}</text>"
+            )
+    return body

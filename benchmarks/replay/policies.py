@@ -460,34 +460,37 @@ class Gpuaas(Policy):
             return False
         if any(wl.kind == "training" for wl, _since in sim.unplaced.values()):
             return False  # a Job waits for whole cards: idle shares may free one
+        return not any(self._may_act_on(state, now, pending) for state in sim.running_sessions())
+
+    def _may_act_on(self, state: SessionState, now: float, pending: bool) -> bool:
+        """Whether the loop may act on this session now: it is warned or annotated, or one of
+        its policy's thresholds falls due about now, or fell due while it was active since
+        the last cycle."""
+        if state.warned_reclaim_at is not None or state.annotations:
+            return True
+        if state.phase != "running":
+            return False
+        o = state.offering
+        policy = self.policies.policy_for(
+            team=state.session.team,
+            kind=o.kind,
+            offering=o.slug,
+            user=state.session.user,
+            groups=(state.session.team,),
+        )
+        if policy is None:
+            return False
         since = self._last_cycle
-        for state in sim.running_sessions():
-            if state.warned_reclaim_at is not None or state.annotations:
-                return False
-            if state.phase != "running":
-                continue
-            o = state.offering
-            policy = self.policies.policy_for(
-                team=state.session.team,
-                kind=o.kind,
-                offering=o.slug,
-                user=state.session.user,
-                groups=(state.session.team,),
-            )
-            if policy is None:
-                continue
-            last = max(state.ready_at, state.last_activity(now) or state.ready_at)
-            thresholds = [policy.max_idle]
-            if pending or policy.reclaim == "always":
-                thresholds.append(policy.idle_after)
-            due = [last + p.total_seconds() for p in thresholds if p is not None]
-            if policy.max_age is not None:
-                due.append(state.requested_at + policy.max_age.total_seconds())
-            if any(since - self.interval <= d <= now + self.interval for d in due):
-                return False
-            if any(d <= now and last > since - self.interval for d in due):
-                return False
-        return True
+        last = max(state.ready_at, state.last_activity(now) or state.ready_at)
+        thresholds = [policy.max_idle]
+        if pending or policy.reclaim == "always":
+            thresholds.append(policy.idle_after)
+        due = [last + p.total_seconds() for p in thresholds if p is not None]
+        if policy.max_age is not None:
+            due.append(state.requested_at + policy.max_age.total_seconds())
+        if any(since - self.interval <= d <= now + self.interval for d in due):
+            return True
+        return any(d <= now and last > since - self.interval for d in due)
 
     def cycle(self) -> None:
         sim = self.sim

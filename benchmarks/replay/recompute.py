@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .metrics import percentile
@@ -51,110 +52,167 @@ def _overlap(a: float, b: float, lo: float, hi: float) -> float:
 def figures(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     events = list(events)
     run = next(e for e in events if e["event"] == "run")
-    reserved = float(run.get("reserved_gpu_equivalents") or 0.0)
     lo, hi = float(run["burn_in_s"]), float(run["end_s"])
     window = hi - lo
     capacity = float(run["capacity_gpu_equivalents"])
-
-    submits: dict[str, Mapping[str, Any]] = {}
-    admitted: dict[str, float] = {}
-    unplaced: set[str] = set()
-    waiting_cards: dict[str, float] = {}
-    unplaceable = 0
-    unplaced_gpu_s = 0.0
-    spawns: list[tuple[str, str, float]] = []
-    ready: dict[str, float] = {}
-    started: dict[str, float] = {}
-    ended: dict[str, Mapping[str, Any]] = {}
-    open_alloc: dict[str, tuple[float, float, str]] = {}
-    allocated = 0.0
-    busy = 0.0
-    burst = slowdown = 0.0
-    interrupted = 0
+    tally = _Tally(lo, hi, float(run.get("reserved_gpu_equivalents") or 0.0))
     for e in events:
-        kind, t = e["event"], float(e["t"])
-        if kind == "submit":
-            submits[e["workload"]] = e
-        elif kind == "admission" and e["kind"] == "training":
-            admitted.setdefault(e["workload"], t)
-        elif kind == "unplaceable" and e["kind"] == "training" and admitted.get(e["workload"]) == t:
-            del admitted[e["workload"]]  # admitted on quota, no card: it waits on
-            unplaced.add(e["workload"])
-        if kind == "unplaceable" and e["kind"] == "training":
-            waiting_cards[e["workload"]] = t
-            unplaceable += lo <= t < hi
-        elif kind in ("placed", "preemption") and e["workload"] in waiting_cards:
-            since = waiting_cards.pop(e["workload"])
-            unplaced_gpu_s += _overlap(since, t, lo, hi) * submits[e["workload"]]["gpus"]
-        if kind == "placed" and e["workload"] in unplaced:
-            unplaced.discard(e["workload"])
-            admitted.setdefault(e["workload"], t)
-        elif kind == "spawn":
-            spawns.append((e["workload"], e["session"], t))
-        elif kind == "ready" and e["workload"] is not None:
-            ready.setdefault(e["workload"], t)
-        elif kind == "session_start":
-            started[e["session"]] = t
-        elif kind == "session_end":
-            ended[e["session"]] = e
-        elif kind == "allocation":
-            open_alloc[e["workload"]] = (t, float(e["gpu_equivalents"]), e["kind"])
-        elif kind in ("preemption", "release") and e["workload"] in open_alloc:
-            start, eq, what = open_alloc.pop(e["workload"])
-            if not (reserved and what == "notebook"):  # within B0's reservations
-                allocated += _overlap(start, t, lo, hi) * eq
-        elif kind == "compute":
-            start, end = float(e["start"]), float(e["end"])
-            busy += _overlap(start, end, lo, hi) * float(e["utilization"]) * e["gpu_equivalents"]
-            if "burst_s" in e:
-                burst += float(e["burst_s"])
-                slowdown += float(e["slowdown_s"])
-        elif lo <= t < hi and ((kind == "reclaim" and e["active_later"]) or kind == "way_up"):
-            interrupted += not e.get("kept", False)  # L4: a session whose state was kept moved
-    for key, since in waiting_cards.items():
-        unplaced_gpu_s += _overlap(since, hi, lo, hi) * submits[key]["gpus"]
-    for start, eq, what in open_alloc.values():
-        if not (reserved and what == "notebook"):
-            allocated += _overlap(start, hi, lo, hi) * eq
-    allocated += reserved * window
-
-    waits: list[float] = []
-    weighted = weights = 0.0
-    for key, e in submits.items():
-        submitted = float(e["t"])
-        if not lo <= submitted < hi:
-            continue
-        wait = admitted.get(key, hi) - submitted
-        waits.append(wait)
-        weight = e["gpus"] * float(e["duration_s"])
-        weighted += wait * weight
-        weights += weight
-
-    spawn_waits: list[float] = []
-    for workload, session, t in spawns:
-        if not lo <= t < hi:
-            continue
-        if workload in ready:
-            spawn_waits.append(ready[workload] - t)
-            continue
-        closing = ended.get(session)
-        waiting = closing is not None and closing["phase"] in ("waiting", "starting")
-        if waiting and closing is not None and closing["reason"] == "trace_end":
-            spawn_waits.append(hi - t)
-
-    session_s = sum(
-        _overlap(started[s], float(e["t"]), lo, hi) for s, e in ended.items() if s in started
-    )
-    session_h = max(session_s / 3600, 1e-9)
+        tally.read(e)
+    tally.close()
+    waits, weighted, weights = tally.training_waits()
+    spawn_waits = tally.spawn_waits()
+    session_h = max(tally.session_seconds() / 3600, 1e-9)
     return {
         "wait_p90_min": percentile(waits, 90) / 60,
         "wait_gpu_hour_weighted_mean_min": weighted / weights / 60 if weights else 0.0,
         "jobs": float(len(waits)),
         "spawn_wait_p90_min": percentile(spawn_waits, 90) / 60 if spawn_waits else 0.0,
-        "interrupted_per_100h": interrupted * 100 / session_h,
-        "allocation_share": allocated / (capacity * window),
-        "busy_share": busy / (capacity * window),
-        "share_slowdown": slowdown / burst if burst else 0.0,
-        "jobs_unplaceable": float(unplaceable),
-        "unplaced_job_gpu_h": unplaced_gpu_s / 3600,
+        "interrupted_per_100h": tally.interrupted * 100 / session_h,
+        "allocation_share": tally.allocated / (capacity * window),
+        "busy_share": tally.busy / (capacity * window),
+        "share_slowdown": tally.slowdown / tally.burst if tally.burst else 0.0,
+        "jobs_unplaceable": float(tally.unplaceable),
+        "unplaced_job_gpu_h": tally.unplaced_gpu_s / 3600,
     }
+
+
+@dataclass
+class _Tally:
+    """What the events say, read in order, for the measured window ``[lo, hi)``; on B0
+    ``reserved`` GPU-equivalents of per-user reservations held all the time."""
+
+    lo: float
+    hi: float
+    reserved: float
+    submits: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    admitted: dict[str, float] = field(default_factory=dict)
+    """Training Jobs' first admission (or, after an ``unplaceable``, their ``placed``)."""
+    unplaced: set[str] = field(default_factory=set)
+    waiting_cards: dict[str, float] = field(default_factory=dict)
+    unplaceable: int = 0
+    unplaced_gpu_s: float = 0.0
+    spawns: list[tuple[str, str, float]] = field(default_factory=list)
+    ready: dict[str, float] = field(default_factory=dict)
+    started: dict[str, float] = field(default_factory=dict)
+    ended: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    open_alloc: dict[str, tuple[float, float, str]] = field(default_factory=dict)
+    allocated: float = 0.0
+    busy: float = 0.0
+    burst: float = 0.0
+    slowdown: float = 0.0
+    interrupted: int = 0
+
+    def read(self, e: Mapping[str, Any]) -> None:
+        kind, t = e["event"], float(e["t"])
+        if kind in ("submit", "admission", "unplaceable", "placed", "preemption"):
+            self._training(e, kind, t)
+        if kind in ("spawn", "ready", "session_start", "session_end"):
+            self._session(e, kind, t)
+        elif kind in ("allocation", "preemption", "release", "compute"):
+            self._usage(e, kind, t)
+        elif self.lo <= t < self.hi and (
+            (kind == "reclaim" and e["active_later"]) or kind == "way_up"
+        ):
+            self.interrupted += not e.get("kept", False)  # L4: a kept session moved
+
+    def _training(self, e: Mapping[str, Any], kind: str, t: float) -> None:
+        """A training Job's submission, admission, and wait for cards on one node."""
+        workload = e["workload"]
+        training = e.get("kind") == "training"
+        if kind == "submit":
+            self.submits[workload] = e
+        elif kind == "admission" and training:
+            self.admitted.setdefault(workload, t)
+        elif kind == "unplaceable" and training and self.admitted.get(workload) == t:
+            del self.admitted[workload]  # admitted on quota, no card: it waits on
+            self.unplaced.add(workload)
+        if kind == "unplaceable" and training:
+            self.waiting_cards[workload] = t
+            self.unplaceable += self.lo <= t < self.hi
+        elif kind in ("placed", "preemption") and workload in self.waiting_cards:
+            since = self.waiting_cards.pop(workload)
+            gpus = self.submits[workload]["gpus"]
+            self.unplaced_gpu_s += _overlap(since, t, self.lo, self.hi) * gpus
+        if kind == "placed" and workload in self.unplaced:
+            self.unplaced.discard(workload)
+            self.admitted.setdefault(workload, t)
+
+    def _session(self, e: Mapping[str, Any], kind: str, t: float) -> None:
+        if kind == "spawn":
+            self.spawns.append((e["workload"], e["session"], t))
+        elif kind == "ready" and e["workload"] is not None:
+            self.ready.setdefault(e["workload"], t)
+        elif kind == "session_start":
+            self.started[e["session"]] = t
+        elif kind == "session_end":
+            self.ended[e["session"]] = e
+
+    def _usage(self, e: Mapping[str, Any], kind: str, t: float) -> None:
+        """Allocations from ``allocation`` to the next ``preemption`` or ``release``; busy
+        GPU time and the shares' slowdown from ``compute``."""
+        if kind == "allocation":
+            self.open_alloc[e["workload"]] = (t, float(e["gpu_equivalents"]), e["kind"])
+        elif kind in ("preemption", "release") and e["workload"] in self.open_alloc:
+            start, eq, what = self.open_alloc.pop(e["workload"])
+            self._allocated(start, t, eq, what)
+        elif kind == "compute":
+            start, end = float(e["start"]), float(e["end"])
+            share = float(e["utilization"]) * e["gpu_equivalents"]
+            self.busy += _overlap(start, end, self.lo, self.hi) * share
+            if "burst_s" in e:
+                self.burst += float(e["burst_s"])
+                self.slowdown += float(e["slowdown_s"])
+
+    def _allocated(self, start: float, end: float, eq: float, what: str) -> None:
+        if not (self.reserved and what == "notebook"):  # within B0's reservations
+            self.allocated += _overlap(start, end, self.lo, self.hi) * eq
+
+    def close(self) -> None:
+        """What is still waiting for cards or allocated at the end counts until it; B0's
+        reservations all the window."""
+        for key, since in self.waiting_cards.items():
+            self.unplaced_gpu_s += (
+                _overlap(since, self.hi, self.lo, self.hi) * (self.submits[key]["gpus"])
+            )
+        for start, eq, what in self.open_alloc.values():
+            self._allocated(start, self.hi, eq, what)
+        self.allocated += self.reserved * (self.hi - self.lo)
+
+    def training_waits(self) -> tuple[list[float], float, float]:
+        """The waits of the Jobs submitted in the window, and the GPU-hour weighted sum and
+        weights."""
+        waits: list[float] = []
+        weighted = weights = 0.0
+        for key, e in self.submits.items():
+            submitted = float(e["t"])
+            if not self.lo <= submitted < self.hi:
+                continue
+            wait = self.admitted.get(key, self.hi) - submitted
+            waits.append(wait)
+            weight = e["gpus"] * float(e["duration_s"])
+            weighted += wait * weight
+            weights += weight
+        return waits, weighted, weights
+
+    def spawn_waits(self) -> list[float]:
+        """Each spawn in the window to its ``ready``; one still waiting at the trace's end to
+        the end; one withdrawn not at all."""
+        out: list[float] = []
+        for workload, session, t in self.spawns:
+            if not self.lo <= t < self.hi:
+                continue
+            if workload in self.ready:
+                out.append(self.ready[workload] - t)
+                continue
+            closing = self.ended.get(session)
+            waiting = closing is not None and closing["phase"] in ("waiting", "starting")
+            if waiting and closing is not None and closing["reason"] == "trace_end":
+                out.append(self.hi - t)
+        return out
+
+    def session_seconds(self) -> float:
+        return sum(
+            _overlap(self.started[s], float(e["t"]), self.lo, self.hi)
+            for s, e in self.ended.items()
+            if s in self.started
+        )

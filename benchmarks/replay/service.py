@@ -35,7 +35,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 from devcluster.queue_hub import CULLER_SCOPES, SERVER_CHECK_SCOPES
 from gpuaas_service.web.servers import SERVER_TOKEN_NOTE
@@ -132,79 +131,9 @@ class HubStandIn:
         return {"kind": "user", "name": name, "groups": [self.teams[name]], "servers": servers}
 
     def make_app(self) -> Any:
-        from tornado import web
+        from .hub_handlers import application
 
-        hub = self
-
-        class Base(web.RequestHandler):
-            def caller(self) -> dict[str, Any] | None:
-                hub.requests += 1
-                auth = self.request.headers.get("Authorization", "")
-                scheme, _, token = auth.partition(" ")
-                if scheme.lower() not in ("token", "bearer"):
-                    return None
-                return hub.by_token(token.strip())
-
-            def service_only(self) -> None:
-                model = self.caller()
-                if not model or model.get("kind") != "service":
-                    raise web.HTTPError(403)
-
-            def answer(self, body: Any) -> None:
-                self.set_header("Content-Type", "application/json")
-                self.finish(json.dumps(body))
-
-        class WhoAmI(Base):
-            def get(self) -> None:
-                model = self.caller()
-                if model is None:
-                    raise web.HTTPError(403)
-                self.answer(model)
-
-        class User(Base):
-            def get(self, name: str) -> None:
-                self.service_only()
-                model = hub.user_model(unquote(name))
-                if model is None:
-                    raise web.HTTPError(404)
-                self.answer(model)
-
-        class Tokens(Base):
-            def get(self, name: str) -> None:
-                self.service_only()
-                self.answer({"api_tokens": hub.tokens(unquote(name))})
-
-        class Groups(Base):
-            def get(self) -> None:
-                self.service_only()
-                groups: dict[str, list[str]] = {}
-                for user, team in sorted(hub.teams.items()):
-                    groups.setdefault(team, []).append(user)
-                items = [{"name": g, "users": u} for g, u in sorted(groups.items())]
-                self.answer({"items": items, "_pagination": {"next": None}})
-
-        class Stop(Base):
-            async def delete(self, name: str, server: str) -> None:
-                self.service_only()
-                user, server = unquote(name), unquote(server)
-                s = hub.servers.get((user, server))
-                if s is None:
-                    raise web.HTTPError(404)
-                hub.stops.append((time.monotonic(), user, server, s.pod))
-                hub.remove(user, server)
-                await hub.stop_pod(s.pod)
-                self.set_status(202)
-                self.finish()
-
-        return web.Application(
-            [
-                (r"/hub/api/user", WhoAmI),
-                (r"/hub/api/users/([^/]+)", User),
-                (r"/hub/api/users/([^/]+)/tokens", Tokens),
-                (r"/hub/api/groups", Groups),
-                (r"/hub/api/users/([^/]+)/servers/([^/]*)", Stop),
-            ]
-        )
+        return application(self)
 
 
 def start_service(

@@ -272,12 +272,14 @@ class Simulation:
         self.events = events
         self.check_invariants = check_invariants
         self.keep_activity = keep_activity
+        """Keep every session's realised activity (the dev-cluster check replays it); else
+        only the latest, which is all the policies read."""
         self.latencies = latencies
         self.checkpoint_s = checkpoint_s
-        self.run_info = dict(run_info or {})
-        """More fields for the ``run`` event (the ladder's rung, size, organisation)."""
         """A preempted Job keeps its progress up to its last checkpoint (None: it starts
         over)."""
+        self.run_info = dict(run_info or {})
+        """More fields for the ``run`` event (the ladder's rung, size, organisation)."""
         self.releasing: set[str] = set()
         """Workloads whose pods are gone and whose quota is not free yet (``release_s``)."""
         self.placement = (
@@ -306,8 +308,11 @@ class Simulation:
         self.history = history or brain.PeakHistory({})
         """The peaks of every user's recent sessions, as the service keeps them (``history``:
         what it holds when the trace begins)."""
-        """Keep every session's realised activity (the dev-cluster check replays it); else
-        only the latest, which is all the policies read."""
+        self._records()
+        policy.attach(self)
+
+    def _records(self) -> None:
+        """What the run records, for its :class:`Result`."""
         self.allocations: dict[str, Allocation] = {}
         self.closed: list[Allocation] = []
         self.computes: list[Compute] = []
@@ -344,10 +349,6 @@ class Simulation:
         }
         """Events run, admission passes, and for notebooks on GPU shares the seconds their
         GPU bursts would take on a whole GPU and the seconds the shares added."""
-        self._records()
-        policy.attach(self)
-
-    def _records(self) -> None:
         self.ways_up: list[float] = []
         """When a session's kernel hit its cap and it moved up (its work interrupted)."""
         self.unplaced_jobs: list[tuple[float, float, int]] = []
@@ -1059,6 +1060,48 @@ class Simulation:
                 yield state
 
     def run(self) -> Result:
+        self._emit_run()
+        for job in self.trace.jobs:
+            self.at(job.submit_s, partial(self._submit_job, job))
+        for session in self.trace.sessions:
+            state = SessionState(session, self.choose_offering(session))
+            self.sessions[session.name] = state
+            self.at(session.start_s, partial(self._session_start, state))
+        self.policy.start()
+        end = self.trace.end_s
+        while self._heap and self._heap[0][0] <= end:
+            t, _seq, action = heapq.heappop(self._heap)
+            self.now = t
+            self.counters["events"] += 1
+            action()
+        self.now = end
+        unserved = self._close_sessions(end)
+        self._close_work(end)
+        return Result(
+            policy=self.policy.name,
+            seed=self.trace.seed,
+            org=self.org,
+            trace=self.trace,
+            allocations=self.closed,
+            computes=self.computes,
+            jobs=list(self.jobs.values()),
+            spawn_waits=self.spawn_waits,
+            reclaims=self.reclaims,
+            warnings=self.warnings,
+            snoozes=self.snoozes,
+            handoffs=self.handoffs,
+            session_seconds=self._session_seconds(end),
+            lost_user_s=self.lost_user_s,
+            cycles=self.cycles,
+            counters=self.counters,
+            unserved_spawns=unserved,
+            ways_up=self.ways_up,
+            unplaced_jobs=self.unplaced_jobs,
+            restore_waits=self.restore_waits,
+            ways_up_lost=self.ways_up_lost,
+        )
+
+    def _emit_run(self) -> None:
         self.emit(
             "run",
             policy=self.policy.name,
@@ -1074,20 +1117,10 @@ class Simulation:
             checkpoint_s=self.checkpoint_s,
             **self.run_info,
         )
-        for job in self.trace.jobs:
-            self.at(job.submit_s, partial(self._submit_job, job))
-        for session in self.trace.sessions:
-            state = SessionState(session, self.choose_offering(session))
-            self.sessions[session.name] = state
-            self.at(session.start_s, partial(self._session_start, state))
-        self.policy.start()
-        end = self.trace.end_s
-        while self._heap and self._heap[0][0] <= end:
-            t, _seq, action = heapq.heappop(self._heap)
-            self.now = t
-            self.counters["events"] += 1
-            action()
-        self.now = end
+
+    def _close_sessions(self, end: float) -> list[tuple[float, float, bool]]:
+        """Every session still open ends with the trace; the spawns still waiting then:
+        (requested at, waited so far, after a reclaim)."""
         unserved = []
         for state in self.sessions.values():
             if state.phase in ("waiting", "starting") and not self.policy.oracle:
@@ -1095,6 +1128,11 @@ class Simulation:
                 unserved.append((state.requested_at, waited, state.returned_at is not None))
             if state.phase not in ("new", "done"):
                 self._close_session(state, "trace_end")
+        return unserved
+
+    def _close_work(self, end: float) -> None:
+        """The Jobs running at the end computed until it; every allocation ends with it; the
+        Jobs still waiting for cards wait until it."""
         for key, record in self.jobs.items():
             if key in self.kueue.admitted and record.finished is None and key not in self.unplaced:
                 started = self.job_started.get(key, end)
@@ -1107,34 +1145,14 @@ class Simulation:
         for wl, since in self.unplaced.values():
             if wl.kind == "training":  # still waiting for cards at the end
                 self.unplaced_jobs.append((since, end, self.jobs[wl.key].job.gpus))
+
+    def _session_seconds(self, end: float) -> float:
+        """The session-seconds inside the measured window."""
         lo = self.trace.burn_in_s
-        session_s = sum(
+        return sum(
             max(0.0, min(s.ended_at, end) - max(s.session.start_s, lo))
             for s in self.sessions.values()
             if s.ended_at is not None
-        )
-        return Result(
-            policy=self.policy.name,
-            seed=self.trace.seed,
-            org=self.org,
-            trace=self.trace,
-            allocations=self.closed,
-            computes=self.computes,
-            jobs=list(self.jobs.values()),
-            spawn_waits=self.spawn_waits,
-            reclaims=self.reclaims,
-            warnings=self.warnings,
-            snoozes=self.snoozes,
-            handoffs=self.handoffs,
-            session_seconds=session_s,
-            lost_user_s=self.lost_user_s,
-            cycles=self.cycles,
-            counters=self.counters,
-            unserved_spawns=unserved,
-            ways_up=self.ways_up,
-            unplaced_jobs=self.unplaced_jobs,
-            restore_waits=self.restore_waits,
-            ways_up_lost=self.ways_up_lost,
         )
 
 

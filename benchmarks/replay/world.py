@@ -216,46 +216,13 @@ def build_organisation(
         for d in docs
         if d.get("kind") == "ResourceFlavor" and d["metadata"]["name"] not in excluded
     }
-    pool_flavor = {labels.get("gpuaas.dev/pool"): f for f, labels in flavor_labels.items()}
-    capacity: dict[FlavorResource, int] = {}
-    physical = Fraction(0)
-    for pool in pools:
-        flavor = pool_flavor.get(pool["labels"].get("gpuaas.dev/pool"))
-        if flavor is None:
-            continue
-        count = pool["count"] * scale
-        for resource, value in pool_capacity(pool["capacity"], transformations).items():
-            capacity[(flavor, resource)] = capacity.get((flavor, resource), 0) + (
-                math.floor(value * count + 1e-9)
-            )
-        physical += Fraction(int(pool["labels"].get("nvidia.com/gpu.count", "0"))) * Fraction(
-            count
-        ).limit_denominator(1000)
-
+    capacity, physical = _pool_capacity(flavor_labels, pools, scale, transformations)
     cq_objects: dict[str, dict[str, Any]] = {}
     for d in docs:
         if d.get("kind") != "ClusterQueue":
             continue
-        spec = d["spec"]
-        groups = []
-        for group in spec.get("resourceGroups") or []:
-            flavors = []
-            for fl in group.get("flavors") or []:
-                if fl["name"] in excluded:
-                    continue
-                resources = []
-                for res in fl.get("resources") or []:
-                    res = dict(res)
-                    if str(res["name"]).startswith(GPU_PREFIX):
-                        res["nominalQuota"] = _scaled(res.get("nominalQuota", 0), scale)
-                        if "borrowingLimit" in res:
-                            res["borrowingLimit"] = _scaled(res["borrowingLimit"], scale)
-                    resources.append(res)
-                flavors.append({**fl, "resources": resources})
-            if flavors:
-                groups.append({**group, "flavors": flavors})
-        obj = {**d, "spec": {**spec, "resourceGroups": groups}}
-        if groups:
+        obj = _scaled_cluster_queue(d, excluded, scale)
+        if obj["spec"]["resourceGroups"]:
             cq_objects[str(d["metadata"]["name"])] = obj
     cluster_queues = {n: brain.read_cluster_queue(o) for n, o in cq_objects.items()}
     beyond = quota_beyond_pools(capacity, cluster_queues)
@@ -299,6 +266,58 @@ def build_organisation(
         training_requests=dict(training_requests or {"nvidia.com/gpu": 1}),
     )
     return org
+
+
+def _pool_capacity(
+    flavor_labels: Mapping[str, Mapping[str, str]],
+    pools: Sequence[Mapping[str, Any]],
+    scale: float,
+    transformations: Sequence[brain.ResourceTransformation],
+) -> tuple[dict[FlavorResource, int], Fraction]:
+    """What Kueue counts in each flavor's pools × ``scale`` (rounded down), and the physical
+    GPUs they hold; a pool no flavor selects counts nowhere."""
+    pool_flavor = {labels.get("gpuaas.dev/pool"): f for f, labels in flavor_labels.items()}
+    capacity: dict[FlavorResource, int] = {}
+    physical = Fraction(0)
+    for pool in pools:
+        flavor = pool_flavor.get(pool["labels"].get("gpuaas.dev/pool"))
+        if flavor is None:
+            continue
+        count = pool["count"] * scale
+        for resource, value in pool_capacity(pool["capacity"], transformations).items():
+            capacity[(flavor, resource)] = capacity.get((flavor, resource), 0) + (
+                math.floor(value * count + 1e-9)
+            )
+        physical += Fraction(int(pool["labels"].get("nvidia.com/gpu.count", "0"))) * Fraction(
+            count
+        ).limit_denominator(1000)
+    return capacity, physical
+
+
+def _scaled_cluster_queue(d: Mapping[str, Any], excluded: set[str], scale: float) -> dict[str, Any]:
+    """A ClusterQueue without the ``excluded`` flavors (and the groups left with none), its
+    GPU quotas and borrowing limits × ``scale``."""
+    spec = d["spec"]
+    groups = []
+    for group in spec.get("resourceGroups") or []:
+        flavors = [
+            {**fl, "resources": [_scaled_resource(res, scale) for res in fl.get("resources") or []]}
+            for fl in group.get("flavors") or []
+            if fl["name"] not in excluded
+        ]
+        if flavors:
+            groups.append({**group, "flavors": flavors})
+    return {**d, "spec": {**spec, "resourceGroups": groups}}
+
+
+def _scaled_resource(res: Mapping[str, Any], scale: float) -> dict[str, Any]:
+    """A flavor's resource with its GPU quota and borrowing limit × ``scale``."""
+    out = dict(res)
+    if str(out["name"]).startswith(GPU_PREFIX):
+        out["nominalQuota"] = _scaled(out.get("nominalQuota", 0), scale)
+        if "borrowingLimit" in out:
+            out["borrowingLimit"] = _scaled(out["borrowingLimit"], scale)
+    return out
 
 
 # --------------------------------------------------------------------------- Kueue
@@ -616,56 +635,76 @@ class Kueue:
         queued during these cycles, and what is admitted is a head), so a cycle never walks
         the parked part of a queue again."""
         while True:
-            entries: list[tuple[tuple[Any, ...], Workload, str | None, list[Workload]]] = []
-            for cq, queue in self.pending.items():
-                wl = self._head(cq, queue, too_big, cursor)
-                if wl is None:
-                    continue
-                flavor = self.fits(wl)
-                victims: list[Workload] = []
-                if flavor is None:
-                    found = self._victims(wl)
-                    if found is not None:
-                        flavor, victims = found
-                order = (
-                    flavor is not None and self.borrows(wl, flavor),
-                    -wl.priority,
-                    wl.created,
-                    wl.key,
-                )
-                entries.append((order, wl, flavor, victims))
+            entries = self._cycle_heads(too_big, cursor)
             if not entries:
                 return admitted, evicted
             entries.sort(key=lambda e: e[0])
             for _order, wl, flavor, victims in entries:
-                cq = wl.cluster_queue
-                if flavor is None:
-                    self.inadmissible[cq].add(wl.key)
-                    too_big[(cq, _shape(wl))] = min(
-                        wl.amount, too_big.get((cq, _shape(wl)), 1 << 62)
-                    )
-                    continue
-                if victims:
-                    again = self._victims(wl)  # after what this cycle admitted before it
-                    if again is None:
-                        continue  # skipped: stays the head, tried again next cycle
-                    _flavor, victims = again
-                    for v in victims:
-                        self.evicting.add(v.key)
-                        evicted.append(v)
-                        if v in admitted:
-                            admitted.remove(v)  # admitted and evicted at once: it never ran
-                    self.sticky[cq] = wl.key
-                    self.waiting[wl.key] = {v.key for v in victims}
-                    self._reserve(wl, _flavor)
-                    continue
-                if not self._fits_in(wl, flavor):
-                    continue  # skipped: no longer fits after another admission of the cycle
-                self._admit(wl, flavor, now)
-                if self.sticky.get(cq) == wl.key:
-                    del self.sticky[cq]
-                self.waiting.pop(wl.key, None)
-                admitted.append(wl)
+                self._settle(wl, flavor, victims, now, too_big, admitted, evicted)
+
+    def _cycle_heads(
+        self, too_big: dict[tuple[str, tuple[Any, ...]], int], cursor: dict[str, int]
+    ) -> list[tuple[tuple[Any, ...], Workload, str | None, list[Workload]]]:
+        """Each ClusterQueue's head this cycle, with the flavor it fits (else the one where
+        it would fit by preempting, and its victims) and its place in Kueue's order."""
+        entries: list[tuple[tuple[Any, ...], Workload, str | None, list[Workload]]] = []
+        for cq, queue in self.pending.items():
+            wl = self._head(cq, queue, too_big, cursor)
+            if wl is None:
+                continue
+            flavor = self.fits(wl)
+            victims: list[Workload] = []
+            if flavor is None:
+                found = self._victims(wl)
+                if found is not None:
+                    flavor, victims = found
+            order = (
+                flavor is not None and self.borrows(wl, flavor),
+                -wl.priority,
+                wl.created,
+                wl.key,
+            )
+            entries.append((order, wl, flavor, victims))
+        return entries
+
+    def _settle(
+        self,
+        wl: Workload,
+        flavor: str | None,
+        victims: list[Workload],
+        now: float,
+        too_big: dict[tuple[str, tuple[Any, ...]], int],
+        admitted: list[Workload],
+        evicted: list[Workload],
+    ) -> None:
+        """One head in this cycle's order: parked (it fits nowhere), preempting (its victims
+        evicted, its quota reserved), skipped (no longer fits), or admitted."""
+        cq = wl.cluster_queue
+        if flavor is None:
+            self.inadmissible[cq].add(wl.key)
+            too_big[(cq, _shape(wl))] = min(wl.amount, too_big.get((cq, _shape(wl)), 1 << 62))
+            return
+        if victims:
+            again = self._victims(wl)  # after what this cycle admitted before it
+            if again is None:
+                return  # skipped: stays the head, tried again next cycle
+            _flavor, victims = again
+            for v in victims:
+                self.evicting.add(v.key)
+                evicted.append(v)
+                if v in admitted:
+                    admitted.remove(v)  # admitted and evicted at once: it never ran
+            self.sticky[cq] = wl.key
+            self.waiting[wl.key] = {v.key for v in victims}
+            self._reserve(wl, _flavor)
+            return
+        if not self._fits_in(wl, flavor):
+            return  # skipped: no longer fits after another admission of the cycle
+        self._admit(wl, flavor, now)
+        if self.sticky.get(cq) == wl.key:
+            del self.sticky[cq]
+        self.waiting.pop(wl.key, None)
+        admitted.append(wl)
 
     def _head(
         self,
