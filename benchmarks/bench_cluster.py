@@ -138,6 +138,61 @@ def pct(values: list[float], q: float) -> float:
     return values[k]
 
 
+def admitted_job_uid(workload: dict[str, Any]) -> str | None:
+    """The uid of the Job a Workload is for, once Kueue has admitted it (else None)."""
+    uid: str | None = workload["metadata"].get("labels", {}).get("kueue.x-k8s.io/job-uid")
+    conds = workload.get("status", {}).get("conditions", []) or []
+    if any(c["type"] == "Admitted" and c["status"] == "True" for c in conds):
+        return uid
+    return None
+
+
+def running_job_uid(pod: dict[str, Any]) -> str | None:
+    """The uid of the Job a pod belongs to, once the pod is Running (else None)."""
+    uid: str | None = pod["metadata"].get("labels", {}).get("batch.kubernetes.io/controller-uid")
+    return uid if pod.get("status", {}).get("phase") == "Running" else None
+
+
+def bench_job(i: int) -> dict[str, Any]:
+    """The ``i``th benchmark Job: one pod that sleeps, in the training queue."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"bench-{i:03d}",
+            "labels": {
+                "kueue.x-k8s.io/queue-name": "training",
+                "kueue.x-k8s.io/priority-class": "batch",
+            },
+        },
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.example/bench:sim",
+                            "command": ["sleep", "infinity"],
+                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                        }
+                    ],
+                }
+            }
+        },
+    }
+
+
+async def create_job(batch: Any, body: dict[str, Any]) -> str:
+    """Create the Job; its uid."""
+    resp = await batch.create_namespaced_job(NAMESPACE, body, _preload_content=False)
+    raw = await resp.read()
+    if resp.status >= 400:
+        raise RuntimeError(f"creating a Job: HTTP {resp.status}: {raw[:300]!r}")
+    return str(json.loads(raw)["metadata"]["uid"])
+
+
 async def admission_latency(info: devcluster.ClusterInfo, jobs: int) -> dict[str, list[float]]:
     from kubernetes_asyncio import client, config, watch
 
@@ -162,22 +217,15 @@ async def admission_latency(info: devcluster.ClusterInfo, jobs: int) -> dict[str
                 NAMESPACE,
                 "workloads",
             ):
-                obj = ev["raw_object"]
-                uid = obj["metadata"].get("labels", {}).get("kueue.x-k8s.io/job-uid")
-                conds = obj.get("status", {}).get("conditions", []) or []
-                if (
-                    uid
-                    and uid not in admitted
-                    and any(c["type"] == "Admitted" and c["status"] == "True" for c in conds)
-                ):
+                uid = admitted_job_uid(ev["raw_object"])
+                if uid and uid not in admitted:
                     admitted[uid] = time.monotonic()
 
         async def watch_pods() -> None:
             w = watch.Watch(return_type="object")
             async for ev in w.stream(core.list_namespaced_pod, NAMESPACE):
-                obj = ev["raw_object"]
-                uid = obj["metadata"].get("labels", {}).get("batch.kubernetes.io/controller-uid")
-                if uid and uid not in running and obj.get("status", {}).get("phase") == "Running":
+                uid = running_job_uid(ev["raw_object"])
+                if uid and uid not in running:
                     running[uid] = time.monotonic()
                     if len(running) == jobs:
                         done.set()
@@ -185,44 +233,21 @@ async def admission_latency(info: devcluster.ClusterInfo, jobs: int) -> dict[str
         watchers = [asyncio.create_task(watch_workloads()), asyncio.create_task(watch_pods())]
         await asyncio.sleep(1.0)  # let the watches start
         for i in range(jobs):
-            body = {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": {
-                    "name": f"bench-{i:03d}",
-                    "labels": {
-                        "kueue.x-k8s.io/queue-name": "training",
-                        "kueue.x-k8s.io/priority-class": "batch",
-                    },
-                },
-                "spec": {
-                    "template": {
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "automountServiceAccountToken": False,
-                            "containers": [
-                                {
-                                    "name": "main",
-                                    "image": "registry.example/bench:sim",
-                                    "command": ["sleep", "infinity"],
-                                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-                                }
-                            ],
-                        }
-                    }
-                },
-            }
-            resp = await batch.create_namespaced_job(NAMESPACE, body, _preload_content=False)
-            raw = await resp.read()
-            if resp.status >= 400:
-                raise RuntimeError(f"creating a Job: HTTP {resp.status}: {raw[:300]!r}")
-            job = json.loads(raw)
-            created[job["metadata"]["uid"]] = time.monotonic()
+            uid = await create_job(batch, bench_job(i))
+            created[uid] = time.monotonic()  # after the create call returned
         try:
             await asyncio.wait_for(done.wait(), timeout=300)
         finally:
             for t in watchers:
                 t.cancel()
+    return latency_figures(created, admitted, running)
+
+
+def latency_figures(
+    created: dict[str, float], admitted: dict[str, float], running: dict[str, float]
+) -> dict[str, list[float]]:
+    """Each Job's seconds from creation to admission, admission to Running, and creation to
+    Running (Jobs that got there)."""
     to_admit = [admitted[u] - created[u] for u in created if u in admitted]
     to_run = [running[u] - created[u] for u in created if u in running]
     admit_to_run = [running[u] - admitted[u] for u in created if u in running and u in admitted]

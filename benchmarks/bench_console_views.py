@@ -761,6 +761,38 @@ class BrowserTimes:
     held: str
 
 
+FILTERS = {
+    "team team-07": ("g-team", "team-07"),
+    "all teams again": ("g-team", ""),
+    "state idle": ("g-state", "idle"),
+    "all states again": ("g-state", ""),
+}
+"""The filters timed: label → (the control's id, the value chosen)."""
+
+
+async def views_drawn(page: Any) -> Any:
+    """The views' drawn and painted times once every view has both (within 60 s)."""
+    # polled from here: the page's CSP forbids the eval of wait_for_function
+    deadline = time.monotonic() + 60
+    while True:
+        times = await page.evaluate("[window.__drawn, window.__painted]")
+        if len(times[1]) >= len(VIEWS):
+            return times
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"views not drawn in 60 s: {times}")
+        await asyncio.sleep(0.05)
+
+
+async def filter_times(page: Any, loads: int) -> dict[str, list[tuple[float, float, int]]]:
+    """Each filter of :data:`FILTERS`, ``loads`` times: (DOM ms, paint ms, rows shown)."""
+    filters: dict[str, list[tuple[float, float, int]]] = {}
+    for _ in range(loads):
+        for label, (control, value) in FILTERS.items():
+            dom, paint, rows = await page.evaluate(FILTER, [control, value])
+            filters.setdefault(label, []).append((dom, paint, rows))
+    return filters
+
+
 async def browser_times(served: Served, loads: int, steady: float, charts: int) -> BrowserTimes:
     """Each load's views drawn and scrolled to; the filters' rows; the longest task while
     polling; a line on what the page held."""
@@ -771,7 +803,6 @@ async def browser_times(served: Served, loads: int, steady: float, charts: int) 
     drawn: dict[str, list[tuple[float, float]]] = {v: [] for v in VIEWS}
     scrolled: dict[str, list[float]] = {v: [] for v in VIEWS}
     timeline: dict[str, list[float]] = {}
-    filters: dict[str, list[tuple[float, float, int]]] = {}
     async with async_playwright() as p:
         chromium = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -786,15 +817,7 @@ async def browser_times(served: Served, loads: int, steady: float, charts: int) 
             page.on("pageerror", lambda error: errors.append(str(error)))
             for _ in range(loads):
                 await page.goto(served.base + "console/")
-                # polled from here: the page's CSP forbids the eval of wait_for_function
-                deadline = time.monotonic() + 60
-                while True:
-                    times = await page.evaluate("[window.__drawn, window.__painted]")
-                    if len(times[1]) >= len(VIEWS):
-                        break
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"views not drawn in 60 s: {times}")
-                    await asyncio.sleep(0.05)
+                times = await views_drawn(page)
                 for v in VIEWS:
                     drawn[v].append((times[0][v], times[1][v]))
                 for name, at in (await page.evaluate(TIMELINE)).items():
@@ -802,15 +825,7 @@ async def browser_times(served: Served, loads: int, steady: float, charts: int) 
                 for v in VIEWS:
                     scrolled[v].append(float(await page.evaluate(SCROLL, SCROLLED_TO[v])))
                 await page.evaluate("window.scrollTo(0, 0)")
-            for _ in range(loads):
-                for label, (control, value) in {
-                    "team team-07": ("g-team", "team-07"),
-                    "all teams again": ("g-team", ""),
-                    "state idle": ("g-state", "idle"),
-                    "all states again": ("g-state", ""),
-                }.items():
-                    dom, paint, rows = await page.evaluate(FILTER, [control, value])
-                    filters.setdefault(label, []).append((dom, paint, rows))
+            filters = await filter_times(page, loads)
             await page.evaluate("window.__longest = 0")
             await asyncio.sleep(steady)
             longest = float(await page.evaluate("window.__longest"))

@@ -129,60 +129,75 @@ async def one_spawn(
 ) -> dict[str, float]:
     """Seconds from submit to each phase; three watchers run side by side so none delays
     another."""
-    pod_name = f"jupyter-{USER}"
-    seen: dict[str, float] = {}
-    pod_ip: list[str] = []
-    t0 = time.monotonic()
-    deadline = t0 + timeout
-
-    def mark(phase: str) -> None:
-        seen.setdefault(phase, time.monotonic() - t0)
-
-    async def watch_pod() -> None:
-        while "running" not in seen and time.monotonic() < deadline:
-            pod = await _pod(api, pod_name)
-            if pod and not (pod.get("spec") or {}).get("schedulingGates"):
-                mark("admitted")
-                ip = (pod.get("status") or {}).get("podIP")
-                if ip and not pod_ip:
-                    pod_ip.append(ip)
-                if _running(pod):
-                    mark("running")
-            await asyncio.sleep(0.05)
-
-    async def watch_server() -> None:
-        while "listening" not in seen and time.monotonic() < deadline:
-            if pod_ip:
-                url = f"http://{pod_ip[0]}:8888/user/{USER}/api"
-                if await asyncio.to_thread(_answers, url):
-                    mark("listening")
-            await asyncio.sleep(0.1)
-
-    async def watch_hub() -> None:
-        while "ready" not in seen and time.monotonic() < deadline:
-            status, user = await asyncio.to_thread(_api, hub, token, "GET", f"/users/{USER}")
-            server = (user or {}).get("servers", {}).get("") if status == 200 else None
-            if server and server.get("ready"):
-                mark("ready")
-            await asyncio.sleep(0.05)
-
+    watch = SpawnWatch(hub, token, api, time.monotonic() + timeout)
     # The POST itself waits up to the hub's slow_spawn_timeout (10 s): watch while it runs.
     post = asyncio.ensure_future(
         asyncio.to_thread(_api, hub, token, "POST", f"/users/{USER}/server", body)
     )
-    await asyncio.gather(watch_pod(), watch_server(), watch_hub())
+    await asyncio.gather(watch.pod(), watch.server(), watch.hub_ready())
     status, resp = await post
     if status not in (201, 202):
         raise RuntimeError(f"spawn refused: {status} {resp}\n{hub.log_tail()}")
-    if "ready" not in seen:
+    if "ready" not in watch.seen:
         raise RuntimeError(f"spawn not ready in {timeout:.0f}s\n{hub.log_tail()}")
-    # A phase passed between two looks counts as reached when the next one was seen.
+    return passed_phases(watch.seen)
+
+
+def passed_phases(seen: dict[str, float]) -> dict[str, float]:
+    """A phase passed between two looks counts as reached when the next one was seen."""
     next_seen = seen["ready"]
     for phase in reversed(PHASES):
         if phase not in seen:
             seen[phase] = next_seen
         next_seen = min(next_seen, seen[phase])
     return seen
+
+
+class SpawnWatch:
+    """The phases of one spawn as three watchers see them, in seconds from its start."""
+
+    def __init__(self, hub: HubProcess, token: str, api: Any, deadline: float) -> None:
+        self.hub, self.token, self.api, self.deadline = hub, token, api, deadline
+        self.t0 = time.monotonic()
+        self.seen: dict[str, float] = {}
+        self.pod_ip: str | None = None
+
+    def mark(self, phase: str) -> None:
+        self.seen.setdefault(phase, time.monotonic() - self.t0)
+
+    def _watching(self, phase: str) -> bool:
+        return phase not in self.seen and time.monotonic() < self.deadline
+
+    async def pod(self) -> None:
+        """Admitted (its scheduling gates gone; its IP noted) and Running."""
+        while self._watching("running"):
+            pod = await _pod(self.api, f"jupyter-{USER}")
+            if pod and not (pod.get("spec") or {}).get("schedulingGates"):
+                self.mark("admitted")
+                self.pod_ip = self.pod_ip or (pod.get("status") or {}).get("podIP")
+                if _running(pod):
+                    self.mark("running")
+            await asyncio.sleep(0.05)
+
+    async def server(self) -> None:
+        """Listening: the server answers at the pod's IP."""
+        while self._watching("listening"):
+            if self.pod_ip:
+                url = f"http://{self.pod_ip}:8888/user/{USER}/api"
+                if await asyncio.to_thread(_answers, url):
+                    self.mark("listening")
+            await asyncio.sleep(0.1)
+
+    async def hub_ready(self) -> None:
+        """Ready: the hub's REST API says so."""
+        while self._watching("ready"):
+            status, user = await asyncio.to_thread(
+                _api, self.hub, self.token, "GET", f"/users/{USER}"
+            )
+            server = (user or {}).get("servers", {}).get("") if status == 200 else None
+            if server and server.get("ready"):
+                self.mark("ready")
+            await asyncio.sleep(0.05)
 
 
 async def stop(hub: HubProcess, token: str, api: Any, timeout: float = 90.0) -> None:

@@ -1566,6 +1566,37 @@ def _runs_section(runs: Sequence[dict[str, Any]]) -> str:
     lines: list[str] = []
     head = "| check | " + " | ".join(f"k = {r['k']:g}" for r in runs) + " |"
     lines += ["", head, "|---|" + "---|" * len(runs)]
+    lines += _verdict_rows(runs)
+    detail = [
+        "",
+        f"| figure (trace seconds; model at k = {runs[0]['k']:g} where one column) | model | "
+        + " | ".join(f"k = {r['k']:g}: model / real" for r in runs)
+        + " |",
+        "|---|---|" + "---|" * len(runs),
+    ]
+    detail += _comparison_rows(runs)
+    detail += _decision_rows(runs)
+    if "kueue" in runs[0]:
+        detail += _kueue_rows(runs)
+    detail.append(
+        "| activity reports (accepted / refused 409 / errors) | – | "
+        + " | ".join(
+            f"{r['reports']['sent'] - r['reports']['refused'] - r['reports']['errors']} /"
+            f" {r['reports']['refused']} / {r['reports']['errors']}"
+            for r in runs
+        )
+        + " |"
+    )
+    detail.append(
+        "| wall time of the run | – | " + " | ".join(f"{r['wall_s']:.0f} s" for r in runs) + " |"
+    )
+    return "\n".join(lines + detail).strip("\n")
+
+
+def _verdict_rows(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Each check's tolerance and whether it holds, per k; and against the model without
+    the latencies, where the runs have it."""
+    lines: list[str] = []
     checks = [row["check"] for row in runs[0]["verdict"]["rows"]]
     for i, check in enumerate(checks):
         cells = []
@@ -1588,13 +1619,12 @@ def _runs_section(runs: Sequence[dict[str, Any]]) -> str:
             + " | ".join(cells)
             + " |"
         )
-    detail = [
-        "",
-        f"| figure (trace seconds; model at k = {runs[0]['k']:g} where one column) | model | "
-        + " | ".join(f"k = {r['k']:g}: model / real" for r in runs)
-        + " |",
-        "|---|---|" + "---|" * len(runs),
-    ]
+    return lines
+
+
+def _comparison_rows(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """The workloads admitted in both, their order, and the waits: model / real per k."""
+    detail: list[str] = []
     c0 = runs[0]["comparison"]
     detail.append(
         "| admitted in both / workloads | – | "
@@ -1629,6 +1659,12 @@ def _runs_section(runs: Sequence[dict[str, Any]]) -> str:
                 )
                 + " |"
             )
+    return detail
+
+
+def _decision_rows(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """The culler's warnings, reclaims, targets and hand-offs: real against model per k."""
+    detail: list[str] = []
     d0 = runs[0]["decisions"]
     for what in ("warned", "reclaimed"):
         pods = sorted({p for r in runs for p in r["decisions"][what]["deltas_s"]})
@@ -1659,39 +1695,30 @@ def _runs_section(runs: Sequence[dict[str, Any]]) -> str:
             )
             + " |"
         )
-    if "kueue" in runs[0]:
-        k0 = runs[0]["kueue"]
-        for what, words in (("preempted", "preempted"), ("fragmented", "pending on scraps")):
-            detail.append(
-                f"| {words} | {', '.join(f'`{n}`' for n in k0[what]['model']) or '–'} | "
-                + " | ".join(
-                    ", ".join(f"`{n}`" for n in r["kueue"][what]["real"]) or "–" for r in runs
-                )
-                + " |"
-            )
-        for job, at in k0["placed"]["model_s"].items():
-            detail.append(
-                f"| `{job}` placed on a freed card (real − model) | {at:.0f} s | "
-                + " | ".join(
-                    (
-                        "–"
-                        if r["kueue"]["placed"]["deltas_s"].get(job) is None
-                        else f"{r['kueue']['placed']['deltas_s'][job]:+.0f} s"
-                    )
-                    for r in runs
-                )
-                + " |"
-            )
-    detail.append(
-        "| activity reports (accepted / refused 409 / errors) | – | "
-        + " | ".join(
-            f"{r['reports']['sent'] - r['reports']['refused'] - r['reports']['errors']} /"
-            f" {r['reports']['refused']} / {r['reports']['errors']}"
-            for r in runs
+    return detail
+
+
+def _kueue_rows(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Kueue's preemptions, Jobs pending on scraps and placements: model and real per k."""
+    detail: list[str] = []
+    k0 = runs[0]["kueue"]
+    for what, words in (("preempted", "preempted"), ("fragmented", "pending on scraps")):
+        detail.append(
+            f"| {words} | {', '.join(f'`{n}`' for n in k0[what]['model']) or '–'} | "
+            + " | ".join(", ".join(f"`{n}`" for n in r["kueue"][what]["real"]) or "–" for r in runs)
+            + " |"
         )
-        + " |"
-    )
-    detail.append(
-        "| wall time of the run | – | " + " | ".join(f"{r['wall_s']:.0f} s" for r in runs) + " |"
-    )
-    return "\n".join(lines + detail).strip("\n")
+    for job, at in k0["placed"]["model_s"].items():
+        detail.append(
+            f"| `{job}` placed on a freed card (real − model) | {at:.0f} s | "
+            + " | ".join(
+                (
+                    "–"
+                    if r["kueue"]["placed"]["deltas_s"].get(job) is None
+                    else f"{r['kueue']['placed']['deltas_s'][job]:+.0f} s"
+                )
+                for r in runs
+            )
+            + " |"
+        )
+    return detail
