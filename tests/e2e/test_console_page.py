@@ -131,68 +131,88 @@ async def test_the_console_page_every_gpu_and_a_team_leads_view(console: Console
         chromium = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page, errors = await open_page(chromium, console, "operator")
-            for card in ("holds", "idle", "queued", "next"):
-                await page.locator(f"#overview #{card}").wait_for()
-            assert "GPU-eq. idle in 2 workbenches" in await page.locator("#idle").inner_text()
-            await page.locator("#overview #queued li[data-team='team-a']").wait_for()
-            for holder, node in (("alice", "gpu-node-0"), ("bob", "gpu-node-1")):
-                row = page.locator(f"#gpus tr[data-holder='{holder}']")
-                await row.wait_for()
-                text = await seen(row)
-                assert node in text, text
-                assert "MIG 1g.5gb" in text, text
-            held = "#gpus tbody tr:not([data-state='free'])"
-            assert await page.locator(held).count() == 3
-            # what nobody holds, per node, from the Node objects less the pods on them
-            for node, left in (("gpu-node-0", 5), ("gpu-node-1", 6)):  # 2 held on 0, 1 on 1
-                free = page.locator(f"#gpus tr[data-node='{node}'][data-state='free']")
-                text = await seen(free)
-                assert f"MIG 1g.5gb × {left}" in text, text
-                assert "nobody" in text, text
-            assert "0.86 GPU-eq. free" in await seen(page.locator("#gpu-nodes"))
-            await page.select_option("#g-state", "free")
-            await page.locator("#gpus tr[data-holder='alice']").wait_for(state="detached")
-            assert await page.locator("#gpus tbody tr").count() == 2
-            await page.select_option("#g-state", "busy")
-            await page.locator("#gpus tr[data-holder='alice']").wait_for(state="detached")
-            assert await page.locator("#gpus tbody tr").count() == 1  # alice/busy
-            team = page.locator("#teams .team[data-team='team-a']")
-            quota = await seen(team.locator("table.quota").first)
-            assert "3 × MIG 1g.5gb" in quota, quota  # a person's units, not Kueue's integers
-            assert await team.locator(".scale").count() >= 2  # today's bar and the quota's
-            # erin's pod was admitted and went without ever being Ready: a failed start
-            assert ", 1 failed start" in await seen(team)
-            # the quota rows with nothing in them: their table is made when opened, and they
-            # stay open when the next answer draws the teams again
-            folded = team.locator("details.folded")
-            assert await folded.locator("table").count() == 0
-            drawn = await team.element_handle()
-            await folded.locator("summary").click()
-            assert "2 GPUs" in await seen(folded.locator("table.quota"))  # h100's quota
-            await drawn.wait_for_element_state("hidden")  # detached: drawn again
-            assert await folded.get_attribute("open") is not None
-            assert await folded.locator("table.quota tbody tr").count() >= 1
-            await page.locator("#workbenches tr[data-key='alice']").wait_for()
-            assert "No advice" in await seen(page.locator("#fit"))
-            mig = page.locator("#fit .mig-advice tr[data-node='gpu-node-0']")
-            # two 1g slices held, seven made: the config serves them
-            assert "2 × 1g.5gb" in await seen(mig)
-            assert "all-1g.5gb now; demand suggests keeping it" in await seen(mig)
-            assert await page.locator("#fit .mig-advice tr[data-node='gpu-node-1']").count() == 0
-            assert await page.locator("section#history").count() == 1
+            await _every_gpu(page)
+            await _team_a(page)
+            await _fit(page)
             assert errors == []
 
             lead, errors = await open_page(chromium, console, "lead of team-b")
-            await lead.locator("#status", has_text="teams team-b").wait_for()
-            # no other team's holdings; what is free names nobody and is shown
-            assert await lead.locator("#gpus tbody tr:not([data-state='free'])").count() == 0
-            assert await lead.locator("#gpus tbody tr[data-state='free']").count() == 2
-            assert await lead.locator("#teams .team[data-team='team-a']").count() == 0
-            await lead.locator("#fit p.hint").first.wait_for()
-            assert await lead.locator("#fit .mig-advice").count() == 0  # nodes: admins only
+            await _team_leads_view(lead)
             assert errors == []
         finally:
             await chromium.close()
+
+
+async def _every_gpu(page: Any) -> None:
+    """The operator's overview and per-GPU view: who holds what, what is free, filters."""
+    for card in ("holds", "idle", "queued", "next"):
+        await page.locator(f"#overview #{card}").wait_for()
+    assert "GPU-eq. idle in 2 workbenches" in await page.locator("#idle").inner_text()
+    await page.locator("#overview #queued li[data-team='team-a']").wait_for()
+    for holder, node in (("alice", "gpu-node-0"), ("bob", "gpu-node-1")):
+        row = page.locator(f"#gpus tr[data-holder='{holder}']")
+        await row.wait_for()
+        text = await seen(row)
+        assert node in text, text
+        assert "MIG 1g.5gb" in text, text
+    held = "#gpus tbody tr:not([data-state='free'])"
+    assert await page.locator(held).count() == 3
+    # what nobody holds, per node, from the Node objects less the pods on them
+    for node, left in (("gpu-node-0", 5), ("gpu-node-1", 6)):  # 2 held on 0, 1 on 1
+        free = page.locator(f"#gpus tr[data-node='{node}'][data-state='free']")
+        text = await seen(free)
+        assert f"MIG 1g.5gb × {left}" in text, text
+        assert "nobody" in text, text
+    assert "0.86 GPU-eq. free" in await seen(page.locator("#gpu-nodes"))
+    await page.select_option("#g-state", "free")
+    await page.locator("#gpus tr[data-holder='alice']").wait_for(state="detached")
+    assert await page.locator("#gpus tbody tr").count() == 2
+    await page.select_option("#g-state", "busy")
+    await page.locator("#gpus tr[data-holder='alice']").wait_for(state="detached")
+    assert await page.locator("#gpus tbody tr").count() == 1  # alice/busy
+
+
+async def _team_a(page: Any) -> None:
+    """team-a's quota in a person's units, its failed start, its folded rows."""
+    team = page.locator("#teams .team[data-team='team-a']")
+    quota = await seen(team.locator("table.quota").first)
+    assert "3 × MIG 1g.5gb" in quota, quota  # a person's units, not Kueue's integers
+    assert await team.locator(".scale").count() >= 2  # today's bar and the quota's
+    # erin's pod was admitted and went without ever being Ready: a failed start
+    assert ", 1 failed start" in await seen(team)
+    # the quota rows with nothing in them: their table is made when opened, and they
+    # stay open when the next answer draws the teams again
+    folded = team.locator("details.folded")
+    assert await folded.locator("table").count() == 0
+    drawn = await team.element_handle()
+    await folded.locator("summary").click()
+    assert "2 GPUs" in await seen(folded.locator("table.quota"))  # h100's quota
+    await drawn.wait_for_element_state("hidden")  # detached: drawn again
+    assert await folded.get_attribute("open") is not None
+    assert await folded.locator("table.quota tbody tr").count() >= 1
+
+
+async def _fit(page: Any) -> None:
+    """Sizing: no advice yet; the MIG advice for the node that has slices held."""
+    await page.locator("#workbenches tr[data-key='alice']").wait_for()
+    assert "No advice" in await seen(page.locator("#fit"))
+    mig = page.locator("#fit .mig-advice tr[data-node='gpu-node-0']")
+    # two 1g slices held, seven made: the config serves them
+    assert "2 × 1g.5gb" in await seen(mig)
+    assert "all-1g.5gb now; demand suggests keeping it" in await seen(mig)
+    assert await page.locator("#fit .mig-advice tr[data-node='gpu-node-1']").count() == 0
+    assert await page.locator("section#history").count() == 1
+
+
+async def _team_leads_view(lead: Any) -> None:
+    """A team lead sees no other team's holdings, what is free, and no node advice."""
+    await lead.locator("#status", has_text="teams team-b").wait_for()
+    # no other team's holdings; what is free names nobody and is shown
+    assert await lead.locator("#gpus tbody tr:not([data-state='free'])").count() == 0
+    assert await lead.locator("#gpus tbody tr[data-state='free']").count() == 2
+    assert await lead.locator("#teams .team[data-team='team-a']").count() == 0
+    await lead.locator("#fit p.hint").first.wait_for()
+    assert await lead.locator("#fit .mig-advice").count() == 0  # nodes: admins only
 
 
 async def test_each_part_of_the_page_is_drawn_from_its_own_answer(console: Console) -> None:

@@ -115,22 +115,24 @@ def _check_one_moment(gpus: dict[str, Any], pod: dict[str, Any] | None) -> dict[
     return job
 
 
-async def test_every_gpu_is_of_one_cycle_with_the_job_on_its_node(
-    hub: CullerHub, cluster: Cluster, browser: Any
-) -> None:
-    hub.start_all(PAIR)  # alice (team-a) and carol (team-b): local-0's two 1g.5gb slices
-    # a cycle that saw both on their node
+def _pair_placed(hub: CullerHub) -> dict[str, str]:
+    """The nodes of alice's and carol's slices, from a cycle that saw both on their node."""
     deadline = time.monotonic() + 3 * CYCLE_SECONDS
     while time.monotonic() < deadline:
         status, gpus = get(hub, "api/console/gpus", hub.token)
         assert status == 200, gpus
         placed = {r["holder"]: r["node"] for r in gpus["devices"] if r["holder"] in PAIR}
         if len(placed) == 2 and all(placed.values()):
-            break
+            return placed
         time.sleep(1)
-    else:
-        raise AssertionError(f"no cycle placed alice and carol: {gpus}")
-    local = placed["alice"]
+    raise AssertionError(f"no cycle placed alice and carol: {gpus}")
+
+
+async def test_every_gpu_is_of_one_cycle_with_the_job_on_its_node(
+    hub: CullerHub, cluster: Cluster, browser: Any
+) -> None:
+    hub.start_all(PAIR)  # alice (team-a) and carol (team-b): local-0's two 1g.5gb slices
+    local = _pair_placed(hub)["alice"]
 
     job = training_job(JOB)
     job["spec"]["parallelism"] = job["spec"]["completions"] = 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -26,6 +27,27 @@ from tests.support.reclaim_browser import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+
+def _saved_before_stop(hub: CullerHub) -> bool:
+    """Whether carol's open document got its unsaved " second" within 60 s (until her
+    server stops)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if "second" in hub.contents("carol", "notes.txt")["content"]:
+                return True
+        except OSError:
+            return False  # already stopped
+        time.sleep(0.5)
+    return False
+
+
+def _wait_stopped(hub: CullerHub, users: Sequence[str], timeout: float = 60) -> None:
+    """Until none of ``users`` has a server, or ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(hub.server(u) for u in users):
+        time.sleep(1)
 
 
 async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
@@ -56,18 +78,8 @@ async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
     second = int(await countdown.get_attribute("data-seconds-left") or "0")
     assert 0 < second < first <= 20
 
-    saved = False
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not saved:
-        try:
-            saved = "second" in hub.contents("carol", "notes.txt")["content"]
-        except OSError:
-            break  # already stopped
-        time.sleep(0.5)
-    assert saved, "carol's open document was not saved before the stop"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (hub.server("alice") or hub.server("carol")):
-        time.sleep(1)
+    assert _saved_before_stop(hub), "carol's open document was not saved before the stop"
+    _wait_stopped(hub, ("alice", "carol"))
     assert hub.server("alice") is None
     assert hub.server("carol") is None
     await told_on_return(alice, hub, "your team's queued work")

@@ -13,7 +13,7 @@ local-hami is 2 vGPUs, 11264 MiB, 50 % (devcluster/manifests/30-cluster-queues.y
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -153,6 +153,27 @@ async def _event_of(api: client.ApiClient, uid: str, reason: str) -> Any:
     return next((e for e in events.items if e.reason == reason), None)
 
 
+async def _cards_of(k8s: client.ApiClient, users: Sequence[str]) -> dict[str, str]:
+    """The card (HAMi's allocation record's first device) each user's share is on."""
+    cards = {}
+    for user in users:
+        pod = await pod_of(k8s, user)
+        assert pod is not None
+        record = pod["metadata"]["annotations"][hami.ALLOCATED]
+        cards[user] = record.split(",", 1)[0]
+    return cards
+
+
+async def _warned(k8s: client.ApiClient, users: Sequence[str]) -> list[str] | None:
+    """The users whose pod carries the reclaim warning (None: nobody's yet)."""
+    warned = []
+    for user in users:
+        pod = await pod_of(k8s, user)
+        if pod and WARNED in (pod["metadata"].get("annotations") or {}):
+            warned.append(user)
+    return warned or None
+
+
 async def test_an_idle_share_is_reclaimed_to_free_a_whole_card_for_an_admitted_job(
     culler_hub: CullerHub, cluster: Cluster, k8s: client.ApiClient
 ) -> None:
@@ -169,12 +190,7 @@ async def test_an_idle_share_is_reclaimed_to_free_a_whole_card_for_an_admitted_j
     hub.start_all({"alice": half}, timeout=180)
     hub.start_all({"carol": {**half, "team": "team-b"}}, timeout=180)
     hub.start_all({"bob": half}, timeout=180)
-    cards = {}
-    for user in ("alice", "bob", "carol"):
-        pod = await pod_of(k8s, user)
-        assert pod is not None
-        record = pod["metadata"]["annotations"][hami.ALLOCATED]
-        cards[user] = record.split(",", 1)[0]
+    cards = await _cards_of(k8s, ("alice", "bob", "carol"))
     assert cards["alice"] == cards["carol"] != cards["bob"], cards
     hub.stop("carol")
 
@@ -204,15 +220,9 @@ async def test_an_idle_share_is_reclaimed_to_free_a_whole_card_for_an_admitted_j
             )
             assert failed.type == "Warning"
 
-            async def one_warned() -> list[str] | None:
-                warned = []
-                for user in ("alice", "bob"):
-                    pod = await pod_of(k8s, user)
-                    if pod and WARNED in (pod["metadata"].get("annotations") or {}):
-                        warned.append(user)
-                return warned or None
-
-            (chosen,) = await eventually(one_warned, 60, "a warning on one of the halves")
+            (chosen,) = await eventually(
+                lambda: _warned(k8s, ("alice", "bob")), 60, "a warning on one of the halves"
+            )
             other = "bob" if chosen == "alice" else "alice"
             pod = await pod_of(k8s, chosen)
             assert pod is not None
