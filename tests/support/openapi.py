@@ -137,11 +137,36 @@ def answer_errors(
     assert prefix in path, f"{url} is not under {prefix}"
     path = path[path.index(prefix) :]
     args = dict(parse_qsl(parts.query, keep_blank_values=True))
-    request = MockRequest("http://localhost", method.lower(), path, args=args)
+    template = _template(server, path.removeprefix(prefix))
+    pattern = prefix + template if template else None
+    request = MockRequest("http://localhost", method.lower(), path, pattern, args=args)
     data = body.encode() if isinstance(body, str) else body
     response = MockResponse(data, status_code=status, content_type=content_type.split(";")[0])
     result = _openapi(server).unmarshal_response(request, response)
     return [_explain(e) for e in result.errors]
+
+
+def _template(server: Server, path: str) -> str | None:
+    """The document's path that ``path`` is, each ``{parameter}`` matching what its schema's
+    ``pattern`` allows (without one: a single segment). openapi-core's own matching takes a
+    parameter for one segment, and a file of the console page may be ``js/.../main.js``."""
+    template: str
+    for template, item in raw(server)["paths"].items():
+        patterns: dict[str, str] = {
+            p["name"]: p.get("schema", {}).get("pattern", "^[^/]+$").strip("^$")
+            for op in item.values()
+            if isinstance(op, dict)
+            for p in op.get("parameters", [])
+            if p.get("in") == "path"
+        }
+        parts = re.split(r"\{(\w+)\}", template)  # text, name, text, name, ..., text
+        regex = "".join(
+            re.escape(part) if i % 2 == 0 else f"(?:{patterns.get(part, '[^/]+')})"
+            for i, part in enumerate(parts)
+        )
+        if re.fullmatch(regex, path):
+            return template
+    return None
 
 
 def _explain(error: Exception) -> str:

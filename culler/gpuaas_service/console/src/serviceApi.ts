@@ -1642,7 +1642,7 @@ export interface operations {
       query?: never;
       header?: never;
       path: {
-        /** @description A file of the page. */
+        /** @description A path under the page's static folder (slashes allowed). Served: the stylesheet and the ES modules built from console/src, e.g. `console.css` or `js/…/main.js` (letters and `_`, slashes between folders, no other dots); anything else is 404. */
         file: string;
       };
       cookie?: never;
