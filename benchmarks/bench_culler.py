@@ -50,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -452,27 +452,16 @@ async def run(args: argparse.Namespace) -> int:
 
 async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
     from kubernetes_asyncio import config as kconfig
-    from kubernetes_asyncio.config import kube_config
 
     from benchmarks.kube_counter import CountingProxy
     from devcluster.testing import Cluster
-    from gpuaas_service.clients.hub import HubClient
-    from gpuaas_service.clients.kubernetes import KubeClient, notebook_pod_reflector
-    from gpuaas_service.reclaim.activity_store import ActivityStore
-    from gpuaas_service.reclaim.loop import Feeds, ReclaimLoop, Settings
-    from gpuaas_service.reclaim.policy import load_policy
-    from jupyter_gpuaas.hub.watch import WatchedKueueView
 
     # the peer, as installed (no type information of its own)
     cull_idle = importlib.import_module("jupyterhub_idle_culler").cull_idle
     users = [f"bench{i:05d}" for i in range(args.servers)]
 
     admin = await kconfig.new_client_from_config(str(info.kubeconfig))
-    t = time.monotonic()
-    print(f"creating {len(users)} pods on kwok's nodes ...", flush=True)
-    await create_pods(admin, users)
-    pods_seconds = time.monotonic() - t
-    print(f"  {pods_seconds:.1f} s", flush=True)
+    pods_seconds = await timed_pods(admin, users)
 
     # The culler's Kubernetes client: the gpuaas ServiceAccount, as in the service, through a
     # proxy that counts its requests (the admin's client above goes direct: not counted).
@@ -483,6 +472,58 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
 
     def k8s_requests() -> int:
         return proxy.count
+
+    view, pod_watch = await start_watches(kubeconfig)
+
+    handler = culler_logs(logdir / "culler.log")
+
+    rows: dict[str, list[tuple[float, int, int]]] = {"gpuaas-culler": [], "idle-culler": []}
+    hub_info: dict[str, Any] = {}
+    parts: dict[str, float] = {}
+    hub_rss = 0.0
+    status = 0
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(f"starting a hub with {len(users)} running servers ...", flush=True)
+            async with bench_hub(Path(tmp), users) as hub:
+                hub_info = hub
+                print(f"  {hub['start_seconds']:.1f} s", flush=True)
+                status, parts = await measure(
+                    args.rounds, hub, view, pod_watch, users, k8s_requests, cull_idle, rows
+                )
+                hub_rss = rss_mib(hub["pid"])
+    finally:
+        await view.stop()
+        await pod_watch.stop()
+        if not args.keep:
+            await delete_pods(admin)
+        await admin.close()
+        handler.close()
+        proxy.__exit__(None, None, None)
+        shutil.rmtree(logdir, ignore_errors=True)
+
+    print_figures(len(users), pods_seconds, hub_info, hub_rss, args.rounds, rows, parts)
+    return status
+
+
+async def timed_pods(admin: Any, users: list[str]) -> float:
+    """Create the users' pods on kwok's nodes; the seconds it took."""
+    t = time.monotonic()
+    print(f"creating {len(users)} pods on kwok's nodes ...", flush=True)
+    await create_pods(admin, users)
+    pods_seconds = time.monotonic() - t
+    print(f"  {pods_seconds:.1f} s", flush=True)
+    return pods_seconds
+
+
+async def start_watches(kubeconfig: Path) -> tuple[Any, Any]:
+    """The service's Kueue view and notebook pod watch, as the ServiceAccount of
+    ``kubeconfig``, loaded."""
+    from kubernetes_asyncio import config as kconfig
+    from kubernetes_asyncio.config import kube_config
+
+    from gpuaas_service.clients.kubernetes import notebook_pod_reflector
+    from jupyter_gpuaas.hub.watch import WatchedKueueView
 
     # kubespawner's load_config() (in the watch caches) reads the default location, taken from
     # $KUBECONFIG when kubernetes_asyncio was imported: point it at the ServiceAccount's.
@@ -500,113 +541,145 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
     pod_watch = notebook_pod_reflector(NS)
     await pod_watch.start()
     await asyncio.wait_for(pod_watch.first_load_future, 120)
+    return view, pod_watch
 
-    handler = logging.FileHandler(logdir / "culler.log")
+
+async def measure(
+    n_rounds: int,
+    hub: dict[str, Any],
+    view: Any,
+    pod_watch: Any,
+    users: Sequence[str],
+    k8s_requests: Callable[[], int],
+    cull_idle: Any,
+    rows: dict[str, list[tuple[float, int, int]]],
+) -> tuple[int, dict[str, float]]:
+    """Against the running hub: a first gpuaas cycle, then the rounds of both cullers (into
+    ``rows``), then where a cycle's time goes; (1 where our culler acted, else 0; the parts)."""
+    from gpuaas_service.clients.hub import HubClient
+    from gpuaas_service.clients.kubernetes import KubeClient
+    from gpuaas_service.reclaim.activity_store import ActivityStore
+    from gpuaas_service.reclaim.loop import Feeds, ReclaimLoop, Settings
+    from gpuaas_service.reclaim.policy import load_policy
+
+    idle_log = logging.getLogger("idle-culler")
+    counter = HubCounter(hub["api"])
+    store = ActivityStore()
+    loop = ReclaimLoop(
+        hub=HubClient(hub["api"], hub["tokens"]["culler"], timeout=120),
+        kube=KubeClient(timeout=120),
+        view=view,
+        policies=load_policy(POLICY),
+        store=store,
+        settings=Settings(notebook_namespace=NS, job_namespaces=("team-a", "team-b")),
+        feeds=Feeds(pods=lambda: pod_watch.resources.values()),
+    )
+
+    def report() -> None:
+        now = datetime.now(timezone.utc)
+        payload = idle_report(now, now)
+        for u in users:
+            store.record(u, "", payload, now)
+
+    async def ours() -> tuple[float, int, int, int]:
+        report()  # the servers' reports arrive between cycles, not timed
+        hub0, k0 = counter.n, k8s_requests()
+        t0 = time.perf_counter()
+        plan = await loop.cycle()
+        took = time.perf_counter() - t0
+        if plan is None:
+            raise RuntimeError(f"culler cycle failed: {loop.state.last_error}")
+        acted = sum(1 for d in plan.decisions if d.action.value != "skip")
+        return took, counter.n - hub0, k8s_requests() - k0, acted
+
+    async def theirs() -> tuple[float, int, int]:
+        hub0, k0 = counter.n, k8s_requests()
+        t0 = time.perf_counter()
+        await cull_idle(
+            url=hub["api"],
+            api_token=hub["tokens"]["idle"],
+            inactive_limit=3600,
+            logger=idle_log,
+        )
+        return time.perf_counter() - t0, counter.n - hub0, k8s_requests() - k0
+
+    with counter.installed():
+        first = await ours()
+        print(
+            f"first culler cycle (one audit line per server): {first[0]:.2f} s,"
+            f" {first[1]} hub + {first[2]} Kubernetes calls",
+            flush=True,
+        )
+        status = await rounds(n_rounds, ours, theirs, rows)
+        parts = await cycle_parts(loop)  # where a cycle's time goes
+    return status, parts
+
+
+def culler_logs(path: Path) -> logging.Handler:
+    """Both cullers' logs into ``path`` only (a line per server would drown the figures)."""
+    handler = logging.FileHandler(path)
     for name in ("gpuaas.culler", "idle-culler"):
         lg = logging.getLogger(name)
         lg.addHandler(handler)
         lg.setLevel(logging.INFO)
         lg.propagate = False
-    idle_log = logging.getLogger("idle-culler")
+    return handler
 
-    rows: dict[str, list[tuple[float, int, int]]] = {"gpuaas-culler": [], "idle-culler": []}
-    first: tuple[float, int, int, int] | None = None
-    hub_info: dict[str, Any] = {}
-    parts: dict[str, float] = {}
-    hub_rss = 0.0
+
+async def rounds(
+    n: int,
+    ours: Callable[[], Awaitable[tuple[float, int, int, int]]],
+    theirs: Callable[[], Awaitable[tuple[float, int, int]]],
+    rows: dict[str, list[tuple[float, int, int]]],
+) -> int:
+    """``n`` rounds of a gpuaas cycle then an idle-culler cycle, into ``rows``; 1 where our
+    culler acted on a server (the cycles are meant to be no-ops), else 0."""
     status = 0
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            print(f"starting a hub with {len(users)} running servers ...", flush=True)
-            async with bench_hub(Path(tmp), users) as hub:
-                hub_info = hub
-                print(f"  {hub['start_seconds']:.1f} s", flush=True)
-                counter = HubCounter(hub["api"])
-                store = ActivityStore()
-                loop = ReclaimLoop(
-                    hub=HubClient(hub["api"], hub["tokens"]["culler"], timeout=120),
-                    kube=KubeClient(timeout=120),
-                    view=view,
-                    policies=load_policy(POLICY),
-                    store=store,
-                    settings=Settings(notebook_namespace=NS, job_namespaces=("team-a", "team-b")),
-                    feeds=Feeds(pods=lambda: pod_watch.resources.values()),
-                )
+    for r in range(n):
+        took, hub_calls, k_calls, acted = await ours()
+        if acted:
+            print(f"  the culler acted on {acted} servers: not a no-op cycle")
+            status = 1
+        rows["gpuaas-culler"].append((took, hub_calls, k_calls))
+        rows["idle-culler"].append(await theirs())
+        print(
+            f"  round {r + 1}: gpuaas-culler {rows['gpuaas-culler'][-1][0]:.2f} s,"
+            f" idle-culler {rows['idle-culler'][-1][0]:.2f} s",
+            flush=True,
+        )
+    return status
 
-                def report() -> None:
-                    now = datetime.now(timezone.utc)
-                    payload = idle_report(now, now)
-                    for u in users:
-                        store.record(u, "", payload, now)
 
-                async def ours() -> tuple[float, int, int, int]:
-                    report()  # the servers' reports arrive between cycles, not timed
-                    hub0, k0 = counter.n, k8s_requests()
-                    t0 = time.perf_counter()
-                    plan = await loop.cycle()
-                    took = time.perf_counter() - t0
-                    if plan is None:
-                        raise RuntimeError(f"culler cycle failed: {loop.state.last_error}")
-                    acted = sum(1 for d in plan.decisions if d.action.value != "skip")
-                    return took, counter.n - hub0, k8s_requests() - k0, acted
+async def cycle_parts(loop: Any) -> dict[str, float]:
+    """Where a cycle's time goes: the hub's groups, the flavors and the notebook pods, each
+    read once (not counted in the rounds)."""
+    parts: dict[str, float] = {}
+    t0 = time.perf_counter()
+    await loop.hub.group_members()
+    parts["hub groups (every page)"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    await loop.kube.flavor_labels()
+    parts["ResourceFlavors, one list"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    await loop.kube.list_pods(NS)
+    parts["notebook pods, one list (the watch saves it)"] = time.perf_counter() - t0
+    return parts
 
-                async def theirs() -> tuple[float, int, int]:
-                    hub0, k0 = counter.n, k8s_requests()
-                    t0 = time.perf_counter()
-                    await cull_idle(
-                        url=hub["api"],
-                        api_token=hub["tokens"]["idle"],
-                        inactive_limit=3600,
-                        logger=idle_log,
-                    )
-                    return time.perf_counter() - t0, counter.n - hub0, k8s_requests() - k0
 
-                with counter.installed():
-                    first = await ours()
-                    print(
-                        f"first culler cycle (one audit line per server): {first[0]:.2f} s,"
-                        f" {first[1]} hub + {first[2]} Kubernetes calls",
-                        flush=True,
-                    )
-                    for r in range(args.rounds):
-                        took, hub_calls, k_calls, acted = await ours()
-                        if acted:
-                            print(f"  the culler acted on {acted} servers: not a no-op cycle")
-                            status = 1
-                        rows["gpuaas-culler"].append((took, hub_calls, k_calls))
-                        rows["idle-culler"].append(await theirs())
-                        print(
-                            f"  round {r + 1}: gpuaas-culler {rows['gpuaas-culler'][-1][0]:.2f} s,"
-                            f" idle-culler {rows['idle-culler'][-1][0]:.2f} s",
-                            flush=True,
-                        )
-                    # where a cycle's time goes (not counted above)
-                    parts.clear()
-                    t0 = time.perf_counter()
-                    await loop.hub.group_members()
-                    parts["hub groups (every page)"] = time.perf_counter() - t0
-                    t0 = time.perf_counter()
-                    await loop.kube.flavor_labels()
-                    parts["ResourceFlavors, one list"] = time.perf_counter() - t0
-                    t0 = time.perf_counter()
-                    await loop.kube.list_pods(NS)
-                    parts["notebook pods, one list (the watch saves it)"] = time.perf_counter() - t0
-                hub_rss = rss_mib(hub["pid"])
-    finally:
-        await view.stop()
-        await pod_watch.stop()
-        if not args.keep:
-            await delete_pods(admin)
-        await admin.close()
-        handler.close()
-        proxy.__exit__(None, None, None)
-        shutil.rmtree(logdir, ignore_errors=True)
-
+def print_figures(
+    servers: int,
+    pods_seconds: float,
+    hub_info: dict[str, Any],
+    hub_rss: float,
+    n_rounds: int,
+    rows: dict[str, list[tuple[float, int, int]]],
+    parts: dict[str, float],
+) -> None:
     print()
     print(
-        f"{len(users)} running servers (pods created in {pods_seconds:.0f} s; hub started in"
+        f"{servers} running servers (pods created in {pods_seconds:.0f} s; hub started in"
         f" {hub_info.get('start_seconds', 0):.0f} s, RSS {hub_rss:.0f} MiB); nothing culled;"
-        f" {args.rounds} rounds"
+        f" {n_rounds} rounds"
     )
     print(f"{'':16} {'cycle s (median, min-max)':>28} {'hub calls':>10} {'k8s calls':>10}")
     for name, values in rows.items():
@@ -621,7 +694,6 @@ async def run_on(args: argparse.Namespace, info: ClusterInfo) -> int:
     ours_t = statistics.median(v[0] for v in rows["gpuaas-culler"])
     theirs_t = statistics.median(v[0] for v in rows["idle-culler"])
     print(f"gpuaas-culler / idle-culler cycle time: {ours_t / theirs_t:.2f} (aim: <= 0.5)")
-    return status
 
 
 def main(argv: list[str] | None = None) -> int:
