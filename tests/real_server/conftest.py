@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from pytest_jupyter.jupyter_server import *  # noqa: F403
 from traitlets.config import Config
 
 from jupyter_gpuaas.gpu.simulate import ENV_DIR
+from tests.support.openapi import every_answer_checked
 
 
 @pytest_asyncio.fixture  # type: ignore[no-redef]  # overrides pytest-jupyter's
@@ -20,6 +21,16 @@ async def jp_asyncio_loop() -> AsyncIterator[asyncio.AbstractEventLoop]:
     """Serve on the loop pytest-asyncio runs the tests on (asyncio_mode = auto), or requests
     from the test would wait on a server whose loop never runs."""
     yield asyncio.get_running_loop()
+
+
+@pytest.fixture(autouse=True)
+def answers_conform_to_the_document() -> Iterator[list[str]]:
+    """Every answer of the extension's handlers in these tests conforms to its OpenAPI document
+    (openapi-core: the operation, the status, the body's schema); one that does not fails the
+    test that made it."""
+    with every_answer_checked("extension", "jupyter_gpuaas") as found:
+        yield found
+    assert found == []
 
 
 @pytest.fixture

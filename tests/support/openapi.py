@@ -14,10 +14,12 @@ wheel but not in the repository, so no relative path reaches from one to the oth
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import re
 import sys
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -185,6 +187,44 @@ def response_errors(server: Server, response: Any) -> list[str]:
         response.body or b"",
         response.headers.get("Content-Type", "application/json"),
     )
+
+
+@contextmanager
+def every_answer_checked(server: Server, package: str) -> Iterator[list[str]]:
+    """Within: each answer a handler of ``package`` sends (tornado's ``finish``) is checked
+    against the server's document, and what does not conform is added to the list yielded
+    (empty when all did). A 405, a method the route does not answer, has no operation."""
+    from tornado import web
+
+    found: list[str] = []
+    finish = web.RequestHandler.finish
+    # openapi-core builds its validators on first use (about a second): not inside a timed test
+    answer_errors(server, "GET", PREFIXES[server] + "/nothing", 404, b"")
+
+    def checked_finish(self: web.RequestHandler, chunk: Any = None) -> Any:
+        if chunk is not None:
+            self.write(chunk)
+        status, uri = self.get_status(), self.request.uri or ""
+        if (
+            type(self).__module__.startswith(package + ".")
+            and not self._headers_written
+            and status != 405
+            and PREFIXES[server] in uri
+        ):
+            body = b"".join(self._write_buffer)
+            if self._headers.get("Content-Encoding") == "gzip":  # an answer kept compressed
+                body = gzip.decompress(body)
+            content_type = str(self._headers.get("Content-Type", "application/json"))
+            method = self.request.method or "GET"
+            for problem in answer_errors(server, method, uri, status, body, content_type):
+                found.append(f"{method} {uri} {status}: {problem}")
+        return finish(self)
+
+    web.RequestHandler.finish = checked_finish  # type: ignore[method-assign]
+    try:
+        yield found
+    finally:
+        web.RequestHandler.finish = finish  # type: ignore[method-assign]
 
 
 def operations(server: Server) -> Iterator[tuple[str, str, dict[str, Any]]]:
