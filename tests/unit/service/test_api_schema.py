@@ -1,7 +1,8 @@
 """The gpuaas service's JSON answers against the schemas of the API's OpenAPI documents (the
-``service_*`` schemas: ``gpuaas_service/openapi.json``'s, and those it shares with the servers in
-``jupyter_gpuaas/server/openapi.json``): every payload here is built by the service's own code (the reclaim loop, the console's standing and rows, the jobs
-service, the handlers' answer builders), so a builder that drifts from the schema fails."""
+``service_*`` schemas: ``gpuaas_service/openapi.json``'s, and those it shares with the servers
+in ``jupyter_gpuaas/server/openapi.json``): every payload here is built by the service's own
+code (the reclaim loop, the console's standing and rows, the jobs service, the handlers' answer
+builders), so a builder that drifts from the schema fails."""
 
 from __future__ import annotations
 
