@@ -15,6 +15,7 @@ from jupyter_gpuaas.core.activity import (
 )
 from jupyter_gpuaas.gpu.model import Device
 from jupyter_gpuaas.gpu.sampler import Sampler
+from jupyter_gpuaas.server.kernel_state import as_its_user_left_it
 
 
 def attributable_utilization(devices: Sequence[Device]) -> list[tuple[str, int]]:
@@ -62,12 +63,15 @@ async def current_activity(
     gpu = sample.attribution.kernels
     kernels = []
     # Kernel states are read live: the GPU sample may be up to sample_ttl old.
-    for kernel_id, model in kernel_models(km):
+    for kernel_id, model, kernel in kernel_models_and_objects(km):
+        state, last = as_its_user_left_it(
+            kernel, model.get("execution_state"), model.get("last_activity")
+        )
         kernels.append(
             KernelActivity(
                 kernel_id=kernel_id,
-                execution_state=model.get("execution_state"),
-                last_activity=_parse(model.get("last_activity")),
+                execution_state=state,
+                last_activity=_parse(last),
                 connections=int(model.get("connections", 0)),
                 gpu_memory=gpu[kernel_id].gpu_memory if kernel_id in gpu else 0,
             )
@@ -82,6 +86,15 @@ async def current_activity(
         busy_utilization_percent=busy_utilization_percent,
         started=settings.get("started") or datetime.now(timezone.utc),
     )
+
+
+def kernel_models_and_objects(km: Any) -> Iterator[tuple[str, dict[str, Any], Any]]:
+    """``(kernel_id, model, kernel)`` of each running kernel, as :func:`kernel_models`."""
+    for kernel_id, model in kernel_models(km):
+        try:
+            yield kernel_id, model, km.get_kernel(kernel_id)
+        except KeyError:
+            continue
 
 
 def kernel_models(km: Any) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from queue import Empty
 from typing import Any
@@ -30,6 +31,7 @@ from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, state_directory
 __all__ = [
     "KernelStateSettings",
     "KernelStateUnavailable",
+    "as_its_user_left_it",
     "restore_kernel",
     "snapshot_all_kernels",
     "snapshot_info",
@@ -76,6 +78,109 @@ async def _idle_soon(km: Any, kernel_id: str, within: float) -> bool:
         await asyncio.sleep(0.05)
 
 
+OWN_REQUEST = "gpuaas_own_request_since"
+"""Set on a kernel (jupyter-server's kernel object) while this extension's own request runs
+in it: the kernel's last activity before the request."""
+
+SETTLE = 2.0
+"""Seconds to wait, after the kernel's answer, for its "idle" status to reach jupyter-server
+(the status follows the reply); a kernel still busy then runs a cell of its user's."""
+
+
+def as_its_user_left_it(
+    kernel: Any, execution_state: str | None, last_activity: datetime | str | None
+) -> tuple[str | None, datetime | str | None]:
+    """A kernel's execution state and last activity for the activity report: while this
+    extension's own request runs in it (a snapshot before a reclaim), idle and as active as it
+    was before: a snapshot is not its user's activity, and must not put its own reclaim off."""
+    if not hasattr(kernel, OWN_REQUEST):
+        return execution_state, last_activity
+    return "idle", getattr(kernel, OWN_REQUEST)
+
+
+@contextlib.asynccontextmanager
+async def _not_the_users_activity(km: Any, kernel_id: str, kernel: Any) -> AsyncIterator[None]:
+    """Run an own request in ``kernel`` without it counting as activity: jupyter-server marks
+    every execute request's messages as activity (the kernel's and the server's last activity,
+    which JupyterHub and idle cullers read); once the kernel is idle again after it, both are
+    set back. A kernel that stays busy (its user's cell runs) keeps its marks."""
+    if hasattr(kernel, OWN_REQUEST):  # nested in another own request, which sets them back
+        yield
+        return
+    before = getattr(kernel, "last_activity", None)
+    server_before = getattr(km, "last_kernel_activity", None)
+    setattr(kernel, OWN_REQUEST, before)
+    asked = datetime.now(timezone.utc)
+    try:
+        yield
+    finally:
+        # In the background: the caller's wait is bounded, and a kernel stuck in the request
+        # would keep it waiting for nothing.
+        task = asyncio.ensure_future(
+            _set_back(km, kernel_id, kernel, before, server_before, asked)
+        )
+        _SETTING_BACK.add(task)
+        task.add_done_callback(_SETTING_BACK.discard)
+
+
+_SETTING_BACK: set[asyncio.Future[None]] = set()
+"""The tasks of :func:`_set_back` that run (a reference keeps each alive)."""
+
+
+async def _set_back(
+    km: Any,
+    kernel_id: str,
+    kernel: Any,
+    before: datetime | None,
+    server_before: datetime | None,
+    asked: datetime,
+) -> None:
+    """Once the kernel is idle after an own request sent at ``asked``, set its and
+    the server's last activity back to ``before`` and ``server_before``; a kernel still busy
+    after :data:`SETTLE` keeps the marks (a cell of its user's runs, or the request is stuck)."""
+    try:
+        settled = await _settled_since(kernel, asked, SETTLE)
+    finally:
+        delattr(kernel, OWN_REQUEST)
+    if settled and before is not None:
+        kernel.last_activity = before
+        if server_before is not None:
+            km.last_kernel_activity = max([server_before, *_others_activity(km, kernel_id)])
+
+
+async def _settled_since(kernel: Any, asked: datetime, within: float) -> bool:
+    """Whether, within ``within`` seconds, the kernel is other than busy with a status that
+    came after ``asked`` (its last activity since then: the "idle" that ends the request)."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + within
+    while True:
+        last = getattr(kernel, "last_activity", None)
+        if (
+            getattr(kernel, "execution_state", None) != "busy"
+            and isinstance(last, datetime)
+            and last >= asked
+        ):
+            return True
+        if loop.time() >= until:
+            return False
+        await asyncio.sleep(0.02)
+
+
+def _others_activity(km: Any, kernel_id: str) -> list[datetime]:
+    """The last activity of the server's other kernels."""
+    out = []
+    for other in list(km.list_kernel_ids()):
+        if other == kernel_id:
+            continue
+        try:
+            last = getattr(km.get_kernel(other), "last_activity", None)
+        except KeyError:
+            continue
+        if isinstance(last, datetime):
+            out.append(last)
+    return out
+
+
 class KernelStateUnavailable(Exception):
     """The kernel could not be asked, or did not answer in time; the message says which."""
 
@@ -84,6 +189,13 @@ async def _ask_kernel(km: Any, kernel_id: str, expression: str, timeout: float) 
     """Evaluate ``expression`` in the kernel as a silent request's user expression; its value
     (a Python literal, read back with ``ast.literal_eval``)."""
     kernel = km.get_kernel(kernel_id)
+    async with _not_the_users_activity(km, kernel_id, kernel):
+        return await _ask_kernel_once(km, kernel_id, kernel, expression, timeout)
+
+
+async def _ask_kernel_once(
+    km: Any, kernel_id: str, kernel: Any, expression: str, timeout: float
+) -> Any:
     # A connection of its own: a client made by the kernel manager shares the manager's
     # session, whose id is its connection's identity, and the kernel routes each reply to the
     # newest connection with that identity (ipykernel sets ROUTER_HANDOVER). Two requests at

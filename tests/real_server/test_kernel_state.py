@@ -21,7 +21,7 @@ from jupyter_gpuaas.server.kernel_state import (
     snapshot_kernel,
 )
 from tests.support.api_schema import schema_errors
-from tests.support.jupyter_fetch import Fetch, execute, start_session
+from tests.support.jupyter_fetch import Fetch, execute, get_json, start_session
 
 BUILD = """
 import numpy as np
@@ -304,3 +304,63 @@ async def test_a_kernel_restarted_while_it_saves_is_said_at_once_and_starts_clea
     assert asyncio.get_running_loop().time() - started < 30  # the bound is 60 s
     shown = await execute(jp_ws_fetch, kernel, "print('slow' in globals())")
     assert shown.strip() == "False"
+
+
+SLOW_TO_SAVE = """
+class SlowToSave:
+    def __getstate__(self):
+        import time
+        time.sleep(1.5)
+        return {}
+slow = SlowToSave()
+"""
+
+
+async def test_a_snapshot_is_not_activity_while_it_runs_nor_after_it(
+    jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any
+) -> None:
+    """The reclaim loop puts a reclaim off when a busy report arrives after its decision; the
+    snapshot it asks for first must not be that report, nor move the server's idle clock."""
+    kernel = await start_session(jp_fetch, "slow-to-save.ipynb")
+    await execute(jp_ws_fetch, kernel, SLOW_TO_SAVE)
+    await wait_idle(jp_serverapp, kernel)
+    km = jp_serverapp.kernel_manager
+    before = await get_json(jp_fetch, "gpuaas", "api", "activity")
+    server_before = km.last_kernel_activity
+    raw_states: list[str] = []
+    reports: list[dict[str, Any]] = []
+
+    async def watch() -> None:
+        while True:
+            raw_states.append(km.kernel_model(kernel)["execution_state"])
+            reports.append(await get_json(jp_fetch, "gpuaas", "api", "activity"))
+            await asyncio.sleep(0.1)
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        outcome = await snapshot_kernel(km, kernel, "slow-to-save.ipynb", SETTINGS, deadline_s=60)
+    finally:
+        watcher.cancel()
+    assert outcome.outcome == "kept", outcome
+    assert "busy" in raw_states  # jupyter-server saw the snapshot's request as activity...
+    # ...the report never did: its kernel idle, as active as before, the server idle as before
+    assert {r["kernels"][0]["execution_state"] for r in reports} == {"idle"}
+    assert {r["kernels"][0]["last_activity"] for r in reports} == {
+        before["kernels"][0]["last_activity"]
+    }
+    assert {r["idle_since"] for r in reports} == {before["idle_since"]}
+    # jupyter-server's own marks are set back once the kernel's "idle" follows its answer
+    for _ in range(100):
+        if km.last_kernel_activity == server_before:
+            break
+        await asyncio.sleep(0.05)
+    after = await get_json(jp_fetch, "gpuaas", "api", "activity")
+    assert after["kernels"][0]["last_activity"] == before["kernels"][0]["last_activity"]
+    assert after["idle_since"] == before["idle_since"]
+    assert km.last_kernel_activity == server_before  # what JupyterHub and idle cullers read
+    # The check can fail: the user's own cell is activity.
+    await execute(jp_ws_fetch, kernel, "y = 2")
+    await wait_idle(jp_serverapp, kernel)
+    again = await get_json(jp_fetch, "gpuaas", "api", "activity")
+    assert again["kernels"][0]["last_activity"] > before["kernels"][0]["last_activity"]
+    assert km.last_kernel_activity > server_before
