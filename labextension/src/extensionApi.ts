@@ -1413,12 +1413,14 @@ export interface operations {
             components['schemas']['server_error'] | components['schemas']['service_error'];
         };
       };
-      /** @description No such notebook. */
+      /** @description No such notebook on this server (jupyter-server's refusal). */
       404: {
         headers: {
           [name: string]: unknown;
         };
-        content?: never;
+        content: {
+          'application/json': components['schemas']['server_error'];
+        };
       };
       /** @description A cap (the service's answer, passed on). */
       409: {
