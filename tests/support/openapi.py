@@ -44,6 +44,16 @@ LOCAL = "#/components/schemas/"
 PREFIXES: dict[Server, str] = {"extension": "/gpuaas/api", "service": "/services/gpuaas"}
 """Each document's server URL as the tests' requests see it (the extension's base URL: ``/``)."""
 METHODS = ("get", "put", "post", "delete", "patch")
+CALLERS = (
+    "anonymous",
+    "another user",
+    "the owner",
+    "the server's own token",
+    "a team lead",
+    "an operator",
+)
+"""Who asks, in each operation's ``x-gpuaas-access`` ``callers`` (docs/security.md says who
+each is): the columns of the authorisation tables."""
 
 
 def _refs(node: Any) -> Iterator[str]:
@@ -289,7 +299,26 @@ def document_problems() -> list[str]:
             validate(_document(server))
         except (OpenAPIValidationError, AssertionError) as e:
             problems.append(f"{PATHS[server]}: {e}")
+        for method, path, operation in operations(server):
+            problems += [f"{server}: {method} {path}: {p}" for p in _access_problems(operation)]
     return problems
+
+
+def _access_problems(operation: dict[str, Any]) -> list[str]:
+    """What is wrong with an operation's ``x-gpuaas-access``: it must say what the route needs
+    and answer for every caller, in :data:`CALLERS`' order, only with statuses it lists."""
+    access = operation.get("x-gpuaas-access")
+    if not isinstance(access, dict) or not access.get("needs"):
+        return ["no x-gpuaas-access with what it needs"]
+    callers = access.get("callers") or {}
+    if list(callers) != list(CALLERS):
+        return [f"x-gpuaas-access callers {list(callers)}, not {list(CALLERS)}"]
+    return [
+        f"x-gpuaas-access says {caller!r} gets {code}, which its responses do not list"
+        for caller, cell in callers.items()
+        for code in re.findall(r"\b[1-5]\d\d\b", cell)
+        if code not in operation["responses"]
+    ]
 
 
 def typescript_problems(servers: Iterable[Server] = ("extension", "service")) -> list[str]:

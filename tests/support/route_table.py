@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tornado import web
 
-from tests.support.openapi import Server, operations
+from tests.support.openapi import CALLERS, Server, operations
 
 SECURITY = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 SERVICE_TABLE: Server = "service"
@@ -19,15 +19,6 @@ HEADINGS: dict[Server, str] = {
     "service": "### The gpuaas service (`/services/gpuaas/`)",
     "extension": "### The server extension (`/user/<name>/<server>/gpuaas/api/`)",
 }
-CALLERS = (
-    "anonymous",
-    "another user",
-    "the owner",
-    "the server's own token",
-    "a team lead",
-    "an operator",
-)
-"""The columns: who asks (docs/security.md says who each is)."""
 SAMPLES = {"team": "team-a", "name": "nb-x", "file": "console.css"}
 """What each ``{placeholder}`` of a row's path stands for in a request."""
 METHODS = ("get", "post", "put", "patch", "delete")

@@ -40,6 +40,19 @@ def test_both_openapi_documents_are_valid() -> None:
         jsonschema.Draft202012Validator.check_schema(openapi.document(server))
 
 
+def test_an_access_table_cell_must_be_a_listed_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    changed = openapi.document("service")
+    callers = changed["paths"]["/api/health"]["get"]["x-gpuaas-access"]["callers"]
+    callers["a team lead"] = "418 a teapot"
+    raw, document = openapi.raw, openapi._document
+    monkeypatch.setattr(openapi, "raw", lambda s: changed if s == "service" else raw(s))
+    monkeypatch.setattr(openapi, "_document", lambda s: changed if s == "service" else document(s))
+    assert openapi.document_problems() == [
+        "service: GET api/health: x-gpuaas-access says 'a team lead' gets 418, which its "
+        "responses do not list"
+    ]
+
+
 def test_an_invalid_document_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The check itself: a response without its description, a path without its slash."""
     broken = openapi.document("extension")
