@@ -82,9 +82,11 @@ OWN_REQUEST = "gpuaas_own_request_since"
 """Set on a kernel (jupyter-server's kernel object) while this extension's own request runs
 in it: the kernel's last activity before the request."""
 
-SETTLE = 2.0
+SETTLE = 5.0
 """Seconds to wait, after the kernel's answer, for its "idle" status to reach jupyter-server
-(the status follows the reply); a kernel still busy then runs a cell of its user's."""
+(the status follows the reply; a loaded machine may take a while); a kernel still busy then
+runs a cell of its user's. Until then the activity report shows the kernel as before, so a
+cell its user starts at that moment counts at most this much later."""
 
 
 def as_its_user_left_it(

@@ -350,7 +350,7 @@ async def test_a_snapshot_is_not_activity_while_it_runs_nor_after_it(
     }
     assert {r["idle_since"] for r in reports} == {before["idle_since"]}
     # jupyter-server's own marks are set back once the kernel's "idle" follows its answer
-    for _ in range(100):
+    for _ in range(200):
         if km.last_kernel_activity == server_before:
             break
         await asyncio.sleep(0.05)
