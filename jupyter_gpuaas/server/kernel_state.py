@@ -118,9 +118,7 @@ async def _not_the_users_activity(km: Any, kernel_id: str, kernel: Any) -> Async
     finally:
         # In the background: the caller's wait is bounded, and a kernel stuck in the request
         # would keep it waiting for nothing.
-        task = asyncio.ensure_future(
-            _set_back(km, kernel_id, kernel, before, server_before, asked)
-        )
+        task = asyncio.ensure_future(_set_back(km, kernel_id, kernel, before, server_before, asked))
         _SETTING_BACK.add(task)
         task.add_done_callback(_SETTING_BACK.discard)
 
