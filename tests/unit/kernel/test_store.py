@@ -4,9 +4,7 @@ and :func:`read_verified` before any byte is unpickled."""
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 import os
 import time
 from pathlib import Path
@@ -15,39 +13,7 @@ from typing import Any
 import pytest
 
 from jupyter_gpuaas.kernel import store
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def write_snapshot(folder: Path, values: dict[str, bytes], **overrides: Any) -> tuple[Path, Path]:
-    """A manifest and data file as the snapshot writes them, with ``overrides`` of the
-    manifest's fields (``sha256`` is recomputed unless overridden)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    data_path = folder / "train.abc.data"
-    entries, offset = [], 0
-    blob = b"".join(values.values())
-    for name, value in values.items():
-        entries.append({"name": name, "offset": offset, "length": len(value), "sha256": sha(value)})
-        offset += len(value)
-    data_path.write_bytes(blob)
-    fields: dict[str, Any] = {
-        "format": store.FORMAT,
-        "format_version": store.FORMAT_VERSION,
-        "owner_uid": os.getuid(),
-        "package_version": "0.0-test",
-        "data": data_path.name,
-        "variables": entries,
-    }
-    fields.update(overrides)
-    if "sha256" not in overrides:
-        fields["sha256"] = store.entries_digest(fields["variables"])
-    manifest = folder / "train.json"
-    manifest.write_text(json.dumps(fields))
-    manifest.chmod(0o600)
-    data_path.chmod(0o600)
-    return manifest, data_path
+from tests.support.snapshot_files import sha, write_snapshot
 
 
 def refusal(manifest: Path) -> str:
