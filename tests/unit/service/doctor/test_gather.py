@@ -10,6 +10,7 @@ import importlib
 import json
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
@@ -50,7 +51,7 @@ def test_a_query_not_configured_is_not_asked() -> None:
 
 def api_error(status: int, reason: str, body: str = "") -> ApiException:
     error = ApiException(status=status, reason=reason)
-    error.body = body
+    error.body = body.encode()  # as the client sets it: the response's bytes
     return error
 
 
@@ -143,10 +144,18 @@ async def test_an_api_server_that_does_not_answer_is_asked_nothing_more() -> Non
     assert facts.api_groups.value is None
     assert facts.api_groups.error  # the connection's own words
     assert not facts.api_groups.forbidden
-    down = Read.failed(facts.api_groups.error)
-    assert facts.kueue_version == facts.cluster_queues == facts.nodes == down
-    assert facts.flavors == facts.cohorts == facts.local_queues == down
-    assert facts.admission_policies == facts.admission_bindings == down
+    down: Read[Any] = Read.failed(facts.api_groups.error)
+    unread: list[Read[Any]] = [
+        facts.kueue_version,
+        facts.flavors,
+        facts.cluster_queues,
+        facts.cohorts,
+        facts.local_queues,
+        facts.nodes,
+        facts.admission_policies,
+        facts.admission_bindings,
+    ]
+    assert unread == [down] * len(unread)
     assert facts.access == []
     assert (facts.hub, facts.prometheus) == (None, None)  # neither configured
     assert facts.catalog.value is not None
