@@ -205,8 +205,7 @@ async def _ask_kernel_once(
     client = kernel.client(session=session)
     process = _process(kernel)
     client.start_channels()
-    loop = asyncio.get_running_loop()
-    until = loop.time() + timeout
+    until = asyncio.get_running_loop().time() + timeout
     try:
         # A kernel that is still starting (a notebook just opened) may not yet hear a request
         # sent on a new connection: wait until it answers kernel_info first.
@@ -221,24 +220,43 @@ async def _ask_kernel_once(
         msg_id = client.execute(
             "", silent=True, store_history=False, user_expressions={"answer": expression}
         )
-        while True:
-            left = until - loop.time()
-            if left <= 0:
-                raise KernelStateUnavailable(f"the kernel did not answer within {timeout:.0f} s")
-            try:
-                reply = await client.get_shell_msg(timeout=min(left, ALIVE_CHECK))
-            except Empty:
-                # A kernel shut down or dead while it works never answers: say so now rather
-                # than at the end of the wait.
-                if kernel_id not in km or not await ensure_async(kernel.is_alive()):
-                    raise KernelStateUnavailable("the kernel stopped before it answered") from None
-                if _process(kernel) != process:
-                    raise KernelStateUnavailable(RESTARTED) from None
-                continue
-            if reply.get("parent_header", {}).get("msg_id") == msg_id:
-                break
+        reply = await _reply_to(km, kernel_id, kernel, client, msg_id, process, until, timeout)
     finally:
         client.stop_channels()
+    return _answer_of(reply)
+
+
+async def _reply_to(
+    km: Any,
+    kernel_id: str,
+    kernel: Any,
+    client: Any,
+    msg_id: str,
+    process: object,
+    until: float,
+    timeout: float,
+) -> dict[str, Any]:
+    """The kernel's reply to ``msg_id``, by the loop time ``until``; a kernel that stops or
+    restarts meanwhile is said so at once rather than at the end of the wait."""
+    loop = asyncio.get_running_loop()
+    while True:
+        left = until - loop.time()
+        if left <= 0:
+            raise KernelStateUnavailable(f"the kernel did not answer within {timeout:.0f} s")
+        try:
+            reply: dict[str, Any] = await client.get_shell_msg(timeout=min(left, ALIVE_CHECK))
+        except Empty:
+            if kernel_id not in km or not await ensure_async(kernel.is_alive()):
+                raise KernelStateUnavailable("the kernel stopped before it answered") from None
+            if _process(kernel) != process:
+                raise KernelStateUnavailable(RESTARTED) from None
+            continue
+        if reply.get("parent_header", {}).get("msg_id") == msg_id:
+            return reply
+
+
+def _answer_of(reply: Mapping[str, Any]) -> Any:
+    """The value of the request's user expression (a Python literal), or why there is none."""
     content = reply["content"]
     if content.get("status") != "ok":
         raise KernelStateUnavailable(f"the kernel refused the request: {content.get('ename')}")
