@@ -18,13 +18,7 @@ import pytest
 
 from jupyter_gpuaas.kernel.restore import restore
 from jupyter_gpuaas.kernel.snapshot import snapshot
-
-
-class Shell:
-    def __init__(self, **variables: Any) -> None:
-        self.user_ns_hidden: dict[str, Any] = {}
-        self.user_ns: dict[str, Any] = dict(variables)
-        self.execution_count = 1
+from tests.support.kernel_shell import Shell, own_home
 
 
 class Tensor:
@@ -72,8 +66,7 @@ def fake_torch(cuda: bool) -> types.ModuleType:
 
 @pytest.fixture(autouse=True)
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HOME", str(tmp_path))
-    return tmp_path
+    return own_home(tmp_path, monkeypatch)
 
 
 def round_trip(monkeypatch: pytest.MonkeyPatch, cuda_after: bool) -> tuple[Shell, dict[str, Any]]:

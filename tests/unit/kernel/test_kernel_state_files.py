@@ -21,6 +21,7 @@ import pytest
 from jupyter_gpuaas.kernel import store
 from jupyter_gpuaas.kernel.restore import restore
 from jupyter_gpuaas.kernel.snapshot import snapshot, user_variables
+from tests.support.kernel_shell import own_home
 
 DIRECTORY = "~/.jupyter-gpuaas/kernel-state"
 
@@ -39,8 +40,7 @@ class Shell:
 
 @pytest.fixture(autouse=True)
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HOME", str(tmp_path))
-    return tmp_path
+    return own_home(tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -14,22 +14,15 @@ import numpy as np
 import pytest
 
 from jupyter_gpuaas.kernel.restore import restore, restore_request
+from tests.support.kernel_shell import Shell, own_home
 from tests.support.snapshot_files import write_snapshot
 
 DIRECTORY = "~/state"
 
 
-class Shell:
-    def __init__(self, execution_count: int = 1, **variables: Any) -> None:
-        self.user_ns_hidden: dict[str, Any] = {}
-        self.user_ns: dict[str, Any] = dict(variables)
-        self.execution_count = execution_count
-
-
 @pytest.fixture(autouse=True)
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HOME", str(tmp_path))
-    return tmp_path
+    return own_home(tmp_path, monkeypatch)
 
 
 @pytest.fixture

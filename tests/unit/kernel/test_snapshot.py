@@ -28,20 +28,14 @@ from jupyter_gpuaas.kernel.snapshot import (
     unsaveable,
     user_variables,
 )
+from tests.support.kernel_shell import Shell, own_home
 
 DIRECTORY = "~/state"
 
 
-class Shell:
-    def __init__(self, hidden: dict[str, Any] | None = None, /, **variables: Any) -> None:
-        self.user_ns_hidden: dict[str, Any] = hidden or {}
-        self.user_ns: dict[str, Any] = {**self.user_ns_hidden, **variables}
-
-
 @pytest.fixture(autouse=True)
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HOME", str(tmp_path))
-    return tmp_path
+    return own_home(tmp_path, monkeypatch)
 
 
 def save(shell: Shell, **bounds: Any) -> Any:
