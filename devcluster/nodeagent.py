@@ -120,8 +120,8 @@ class MountError(Exception):
 
 
 # A kubelet's FallbackToLogsOnError: at most this many of the log's last bytes and lines
-# (k8s.io/kubernetes pkg/kubelet/kuberuntime, kubecontainer.MaxContainerTerminationMessageLogLength
-# and ...LogLines).
+# (Kubernetes pkg/kubelet/container/runtime.go, MaxContainerTerminationMessageLogLength and
+# MaxContainerTerminationMessageLogLines; read in kuberuntime's readLastStringFromContainerLogs).
 TERMINATION_LOG_BYTES = 2048
 TERMINATION_LOG_LINES = 80
 
