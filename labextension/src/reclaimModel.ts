@@ -6,16 +6,11 @@ import { durationWords } from './durations';
 import { say } from './messages';
 import type { components } from './extensionApi';
 
-export interface IReclaimWarning {
-  warned_at: string;
-  reclaim_at: string;
-  seconds_left: number;
-  reason: string;
-  snoozes_left: number;
-  dry_run: boolean;
-  /** From a few seconds before the deadline: save every open document now. */
-  saving: boolean;
-}
+/**
+ * The warning as the sidebar keeps it: the answer's fields but its cause, which is read on its
+ * own (parseCause). `saving`: from a few seconds before the deadline, save every open document.
+ */
+export type IReclaimWarning = Omit<components['schemas']['service_warning'], 'cause'>;
 
 /** The warning in an answer, or null (no warning, or an answer of another shape). */
 export function parseReclaim(data: unknown): IReclaimWarning | null {

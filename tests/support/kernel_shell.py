@@ -3,12 +3,15 @@ own names, the execution count), and a home of the test's own for the snapshots.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-__all__ = ["Shell", "own_home"]
+from jupyter_gpuaas.kernel.snapshot import snapshot
+
+__all__ = ["Shell", "own_home", "save"]
 
 
 class Shell:
@@ -27,3 +30,18 @@ def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Make ``tmp_path`` the home (snapshots live under ``~``); use as a fixture's body."""
     monkeypatch.setenv("HOME", str(tmp_path))
     return tmp_path
+
+
+def save(shell: Any, **fields: Any) -> Any:
+    """Snapshot ``shell``: ``fields`` name at least ``directory`` and ``notebook`` (the key is
+    the notebook's name without ``.ipynb``, the kernel ``k1``, the budget 1 GiB, no reserve,
+    30 s) and may override any of the request's fields."""
+    notebook = str(fields["notebook"])
+    arguments: dict[str, Any] = {
+        "key": notebook.removesuffix(".ipynb"),
+        "kernel_id": "k1",
+        "max_bytes": 1 << 30,
+        "reserve_bytes": 0,
+        "deadline": time.time() + 30,
+    }
+    return snapshot(shell, **{**arguments, **fields})

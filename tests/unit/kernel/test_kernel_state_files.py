@@ -20,8 +20,9 @@ import pytest
 
 from jupyter_gpuaas.kernel import store
 from jupyter_gpuaas.kernel.restore import restore
-from jupyter_gpuaas.kernel.snapshot import snapshot, user_variables
+from jupyter_gpuaas.kernel.snapshot import user_variables
 from tests.support.kernel_shell import own_home
+from tests.support.kernel_shell import save as save_as
 
 DIRECTORY = "~/.jupyter-gpuaas/kernel-state"
 
@@ -49,16 +50,7 @@ def folder(home: Path) -> Path:
 
 
 def save(shell: Shell, **bounds: Any) -> Any:
-    arguments: dict[str, Any] = {
-        "directory": DIRECTORY,
-        "key": "train",
-        "notebook": "train.ipynb",
-        "kernel_id": "k1",
-        "max_bytes": 1 << 30,
-        "reserve_bytes": 0,
-        "deadline": time.time() + 30,
-    }
-    return snapshot(shell, **{**arguments, **bounds})
+    return save_as(shell, **{"directory": DIRECTORY, "notebook": "train.ipynb", **bounds})
 
 
 def load(shell: Shell | None = None, **options: Any) -> dict[str, Any]:

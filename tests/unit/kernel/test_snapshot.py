@@ -23,12 +23,12 @@ from jupyter_gpuaas.kernel import snapshot as snapshot_module
 from jupyter_gpuaas.kernel.snapshot import (
     device_array,
     estimated_size,
-    snapshot,
     snapshot_request,
     unsaveable,
     user_variables,
 )
 from tests.support.kernel_shell import Shell, own_home
+from tests.support.kernel_shell import save as save_as
 
 DIRECTORY = "~/state"
 
@@ -39,16 +39,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def save(shell: Shell, **bounds: Any) -> Any:
-    arguments: dict[str, Any] = {
-        "directory": DIRECTORY,
-        "key": "nb",
-        "notebook": "nb.ipynb",
-        "kernel_id": "k1",
-        "max_bytes": 1 << 30,
-        "reserve_bytes": 0,
-        "deadline": time.time() + 30,
-    }
-    return snapshot(shell, **{**arguments, **bounds})
+    return save_as(shell, **{"directory": DIRECTORY, "notebook": "nb.ipynb", **bounds})
 
 
 def manifest(home: Path) -> dict[str, Any]:
