@@ -12,25 +12,37 @@ import type { components } from './extensionApi';
  */
 export type IReclaimWarning = Omit<components['schemas']['service_warning'], 'cause'>;
 
+type IFields = Record<string, unknown>;
+
+/** `data[key]` when `data` is an object holding an object there, else null. */
+function objectAt(data: unknown, key: string): IFields | null {
+  if (typeof data !== 'object' || data === null || !(key in data)) {
+    return null;
+  }
+  const value = (data as IFields)[key];
+  return typeof value === 'object' && value !== null ? (value as IFields) : null;
+}
+
+function stringOr<T>(value: unknown, fallback: T): string | T {
+  return typeof value === 'string' ? value : fallback;
+}
+
+function numberOr(value: unknown, fallback: number): number {
+  return typeof value === 'number' ? value : fallback;
+}
+
 /** The warning in an answer, or null (no warning, or an answer of another shape). */
 export function parseReclaim(data: unknown): IReclaimWarning | null {
-  if (typeof data !== 'object' || data === null || !('warning' in data)) {
-    return null;
-  }
-  const w = data.warning;
-  if (typeof w !== 'object' || w === null) {
-    return null;
-  }
-  const o = w as Record<string, unknown>;
-  if (typeof o.reclaim_at !== 'string' || typeof o.reason !== 'string') {
+  const o = objectAt(data, 'warning');
+  if (o === null || typeof o.reclaim_at !== 'string' || typeof o.reason !== 'string') {
     return null;
   }
   return {
-    warned_at: typeof o.warned_at === 'string' ? o.warned_at : o.reclaim_at,
+    warned_at: stringOr(o.warned_at, o.reclaim_at),
     reclaim_at: o.reclaim_at,
-    seconds_left: typeof o.seconds_left === 'number' ? o.seconds_left : 0,
+    seconds_left: numberOr(o.seconds_left, 0),
     reason: o.reason,
-    snoozes_left: typeof o.snoozes_left === 'number' ? o.snoozes_left : 0,
+    snoozes_left: numberOr(o.snoozes_left, 0),
     dry_run: o.dry_run === true,
     saving: o.saving === true
   };
@@ -85,37 +97,30 @@ function num(v: unknown): number | null {
   return typeof v === 'number' && Number.isFinite(v) ? v : null;
 }
 
+/** The cause's `for`: whose work waits (a team's own, or another team's), or null. */
+function causeTarget(value: unknown): IReclaimCause['for'] {
+  const f = value as IFields | null | undefined;
+  if (!f || typeof f.name !== 'string') {
+    return null;
+  }
+  if (f.team === 'own') {
+    return { team: 'own', name: f.name, object: stringOr(f.object, 'Workload') };
+  }
+  return f.team === 'other' ? { team: 'other', name: f.name } : null;
+}
+
 /** The cause in a warning answer's `warning.cause`, or null. */
 export function parseCause(w: unknown): IReclaimCause | null {
-  if (typeof w !== 'object' || w === null || !('cause' in w)) {
+  const o = objectAt(w, 'cause');
+  if (o === null || typeof o.code !== 'string' || typeof o.kind !== 'string') {
     return null;
-  }
-  const c = w.cause;
-  if (typeof c !== 'object' || c === null) {
-    return null;
-  }
-  const o = c as Record<string, unknown>;
-  if (typeof o.code !== 'string' || typeof o.kind !== 'string') {
-    return null;
-  }
-  let target: IReclaimCause['for'] = null;
-  const f = o.for as Record<string, unknown> | null | undefined;
-  if (f && typeof f.name === 'string' && (f.team === 'own' || f.team === 'other')) {
-    target =
-      f.team === 'own'
-        ? {
-            team: 'own',
-            name: f.name,
-            object: typeof f.object === 'string' ? f.object : 'Workload'
-          }
-        : { team: 'other', name: f.name };
   }
   return {
     code: o.code,
     kind: o.kind,
     idle_seconds: num(o.idle_seconds),
     limit_seconds: num(o.limit_seconds),
-    for: target
+    for: causeTarget(o.for)
   };
 }
 
@@ -168,53 +173,80 @@ export function localTime(at: number | string): string {
     : date.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
 }
 
+function idleWords(cause: IReclaimCause): string | null {
+  return cause.idle_seconds !== null ? durationWords(cause.idle_seconds) : null;
+}
+
+function limitWords(cause: IReclaimCause): string | null {
+  return cause.limit_seconds !== null ? durationWords(cause.limit_seconds) : null;
+}
+
+/** What a team's own waiting work is: "job", "notebook", "work". */
+function ownNoun(object: string): string {
+  return say(object === 'Job' ? 'noun.job' : object === 'Pod' ? 'noun.notebook' : 'noun.work');
+}
+
+/** Queued work waits for what this server holds: whose, and how long it has been idle. */
+function demandSentence(cause: IReclaimCause): string {
+  const holding = holdingWords(cause.kind);
+  const f = cause.for;
+  if (f === null) {
+    return say('cause.queued', { holding });
+  }
+  const idle = idleWords(cause);
+  const tail = idle ? say('cause.idleTail', { idle }) : '.';
+  if (f.team === 'own') {
+    return say('cause.ownWork', { noun: ownNoun(f.object), name: f.name, holding }) + tail;
+  }
+  const sentence = f.name
+    ? say('cause.otherTeam', { team: f.name, holding })
+    : say('cause.anotherTeam', { holding });
+  return sentence + tail;
+}
+
+/** A training Job needs the whole card this server's share is on. */
+function placementSentence(cause: IReclaimCause): string {
+  const f = cause.for;
+  if (f?.team !== 'own') {
+    return say('cause.placement');
+  }
+  const noun = say(f.object === 'Job' ? 'noun.job' : 'noun.work');
+  return say('cause.placementOwn', { noun, name: f.name });
+}
+
+function maxIdleSentence(cause: IReclaimCause): string {
+  const idle = idleWords(cause) ?? 'a long time';
+  const limit = limitWords(cause);
+  return limit !== null
+    ? say('cause.maxIdle', { idle, limit })
+    : say('cause.maxIdleNoLimit', { idle });
+}
+
+function alwaysSentence(cause: IReclaimCause): string {
+  return say('cause.always', { idle: idleWords(cause) ?? 'a while' });
+}
+
+function maxAgeSentence(cause: IReclaimCause): string {
+  const limit = limitWords(cause);
+  return limit !== null ? say('cause.maxAge', { limit }) : say('cause.maxAgeNoLimit');
+}
+
+/** The sentence for each cause code the service sends. */
+const CAUSE_SENTENCES = new Map<string, (cause: IReclaimCause) => string>([
+  ['demand', demandSentence],
+  ['placement', placementSentence],
+  ['max-idle', maxIdleSentence],
+  ['always', alwaysSentence],
+  ['max-age', maxAgeSentence]
+]);
+
 /** The cause as a sentence: "Your team's job demo-train is waiting for this MIG slice." */
 export function causeSentence(cause: IReclaimCause | null): string {
   if (cause === null) {
     return '';
   }
-  const holding = holdingWords(cause.kind);
-  const idle = cause.idle_seconds !== null ? durationWords(cause.idle_seconds) : null;
-  const limit = cause.limit_seconds !== null ? durationWords(cause.limit_seconds) : null;
-  const waiting = (sentence: string): string =>
-    sentence + (idle ? say('cause.idleTail', { idle }) : '.');
-  switch (cause.code) {
-    case 'demand': {
-      const f = cause.for;
-      if (f?.team === 'own') {
-        const noun = say(
-          f.object === 'Job' ? 'noun.job' : f.object === 'Pod' ? 'noun.notebook' : 'noun.work'
-        );
-        return waiting(say('cause.ownWork', { noun, name: f.name, holding }));
-      }
-      if (f?.team === 'other') {
-        return waiting(
-          f.name
-            ? say('cause.otherTeam', { team: f.name, holding })
-            : say('cause.anotherTeam', { holding })
-        );
-      }
-      return say('cause.queued', { holding });
-    }
-    case 'placement': {
-      const f = cause.for;
-      if (f?.team === 'own') {
-        const noun = say(f.object === 'Job' ? 'noun.job' : 'noun.work');
-        return say('cause.placementOwn', { noun, name: f.name });
-      }
-      return say('cause.placement');
-    }
-    case 'max-idle':
-      return limit !== null
-        ? say('cause.maxIdle', { idle: idle ?? 'a long time', limit })
-        : say('cause.maxIdleNoLimit', { idle: idle ?? 'a long time' });
-    case 'always':
-      return say('cause.always', { idle: idle ?? 'a while' });
-    case 'max-age':
-      return limit !== null ? say('cause.maxAge', { limit }) : say('cause.maxAgeNoLimit');
-    default:
-      return '';
-  }
+  const sentence = CAUSE_SENTENCES.get(cause.code);
+  return sentence ? sentence(cause) : '';
 }
 
 /** Why, in a few words, for a notification: "for queued work". */
@@ -269,47 +301,58 @@ export type IStandingKnownAnswer = components['schemas']['service_standing_known
  * `parseStanding` reads. */
 export type IStandingAnswer = components['schemas']['service_standing'];
 
+/** The rule of the policy that applies, as the sidebar keeps it. */
+type IStandingPolicy = NonNullable<IStanding['policy']>;
+
+/** A server no cycle has judged yet: only whether reclaiming is on at all. */
+function unknownStanding(reclaimOn: boolean): IStanding {
+  return {
+    known: false,
+    reclaim_on: reclaimOn,
+    policy: null,
+    activity: '',
+    idle_seconds: null,
+    action: '',
+    code: '',
+    reclaim_at: null,
+    decided_at: null,
+    now: null
+  };
+}
+
+function parsePolicy(value: unknown): IStandingPolicy | null {
+  const p = value as IFields | null;
+  if (!p || typeof p.name !== 'string' || typeof p.idle_after_seconds !== 'number') {
+    return null;
+  }
+  return {
+    name: p.name,
+    idle_after_seconds: p.idle_after_seconds,
+    reclaim: stringOr(p.reclaim, 'when-queued'),
+    max_idle_seconds: num(p.max_idle_seconds),
+    max_age_seconds: num(p.max_age_seconds)
+  };
+}
+
 export function parseStanding(data: unknown): IStanding | null {
   if (typeof data !== 'object' || data === null) {
     return null;
   }
-  const o = data as Record<string, unknown>;
+  const o = data as IFields;
   if (o.known !== true) {
-    return {
-      known: false,
-      reclaim_on: o.reclaim_on === true,
-      policy: null,
-      activity: '',
-      idle_seconds: null,
-      action: '',
-      code: '',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    };
+    return unknownStanding(o.reclaim_on === true);
   }
-  const p = o.policy as Record<string, unknown> | null;
-  const policy =
-    p && typeof p.name === 'string' && typeof p.idle_after_seconds === 'number'
-      ? {
-          name: p.name,
-          idle_after_seconds: p.idle_after_seconds,
-          reclaim: typeof p.reclaim === 'string' ? p.reclaim : 'when-queued',
-          max_idle_seconds: num(p.max_idle_seconds),
-          max_age_seconds: num(p.max_age_seconds)
-        }
-      : null;
   return {
     known: true,
     reclaim_on: o.reclaim_on === true,
-    policy,
-    activity: typeof o.activity === 'string' ? o.activity : 'unknown',
+    policy: parsePolicy(o.policy),
+    activity: stringOr(o.activity, 'unknown'),
     idle_seconds: num(o.idle_seconds),
-    action: typeof o.action === 'string' ? o.action : '',
-    code: typeof o.code === 'string' ? o.code : '',
-    reclaim_at: typeof o.reclaim_at === 'string' ? o.reclaim_at : null,
-    decided_at: typeof o.decided_at === 'string' ? o.decided_at : null,
-    now: typeof o.now === 'string' ? o.now : null
+    action: stringOr(o.action, ''),
+    code: stringOr(o.code, ''),
+    reclaim_at: stringOr(o.reclaim_at, null),
+    decided_at: stringOr(o.decided_at, null),
+    now: stringOr(o.now, null)
   };
 }
 
@@ -328,6 +371,55 @@ export function idleSecondsNow(s: IStanding | null, elapsedMs: number): number |
   return s.idle_seconds + (lag + Math.max(0, elapsedMs)) / 1000;
 }
 
+/** "in use now", "idle for 12 min" (counted on to `idleNow` when given), "activity unknown". */
+function activityWords(s: IStanding, idleNow: number | undefined): string {
+  if (s.activity === 'busy') {
+    return 'in use now';
+  }
+  return s.activity === 'idle' && s.idle_seconds !== null
+    ? `idle for ${durationWords(idleNow ?? s.idle_seconds)}`
+    : 'activity unknown';
+}
+
+/** The policy's rule: "reclaimed after 30 min idle when queued work needs it, or ...". */
+function ruleWords(p: IStandingPolicy): string {
+  let rule =
+    `reclaimed after ${durationWords(p.idle_after_seconds)} idle` +
+    (p.reclaim === 'always' ? '' : ' when queued work needs it');
+  if (p.max_idle_seconds !== null) {
+    rule += `, or after ${durationWords(p.max_idle_seconds)} idle in any case`;
+  }
+  if (p.max_age_seconds !== null) {
+    rule += `; at most ${durationWords(p.max_age_seconds)} in all`;
+  }
+  return rule;
+}
+
+/** Where the last cycle left the server, by its decision's code. */
+const STANDING_WORDS: Record<string, string> = {
+  'no-demand': 'no queued work needs it now',
+  'not-idle-yet': 'not idle long enough yet',
+  busy: '',
+  exempt: 'exempt',
+  snoozed: 'kept for now ("Keep my GPU")',
+  demand: 'queued work needs it now',
+  placement: 'a training Job needs the whole card it is on',
+  'max-idle': 'idle past the limit',
+  'max-age': 'past the longest run',
+  always: 'idle long enough'
+};
+
+function whereWords(s: IStanding, p: IStandingPolicy): string {
+  if (s.action === 'warn' || s.action === 'wait') {
+    return 'a reclaim is coming (see above)';
+  }
+  // under "always" a server not idle long enough yet needs no words beyond the rule's
+  if (s.code === 'not-idle-yet' && p.reclaim === 'always') {
+    return '';
+  }
+  return STANDING_WORDS[s.code] ?? '';
+}
+
 /**
  * The sidebar's policy line: "Policy mig-notebooks: idle for 12 min; reclaimed after 30 min
  * idle when queued work needs it; no queued work needs it now." Empty while unknown.
@@ -341,36 +433,6 @@ export function standingLine(s: IStanding | null, idleNow?: number): string {
     return 'No reclaim policy applies to this server.';
   }
   const p = s.policy;
-  const now =
-    s.activity === 'busy'
-      ? 'in use now'
-      : s.activity === 'idle' && s.idle_seconds !== null
-        ? `idle for ${durationWords(idleNow ?? s.idle_seconds)}`
-        : 'activity unknown';
-  let rule =
-    `reclaimed after ${durationWords(p.idle_after_seconds)} idle` +
-    (p.reclaim === 'always' ? '' : ' when queued work needs it');
-  if (p.max_idle_seconds !== null) {
-    rule += `, or after ${durationWords(p.max_idle_seconds)} idle in any case`;
-  }
-  if (p.max_age_seconds !== null) {
-    rule += `; at most ${durationWords(p.max_age_seconds)} in all`;
-  }
-  const stand: Record<string, string> = {
-    'no-demand': 'no queued work needs it now',
-    'not-idle-yet': p.reclaim === 'always' ? '' : 'not idle long enough yet',
-    busy: '',
-    exempt: 'exempt',
-    snoozed: 'kept for now ("Keep my GPU")',
-    demand: 'queued work needs it now',
-    placement: 'a training Job needs the whole card it is on',
-    'max-idle': 'idle past the limit',
-    'max-age': 'past the longest run',
-    always: 'idle long enough'
-  };
-  const where =
-    s.action === 'warn' || s.action === 'wait'
-      ? 'a reclaim is coming (see above)'
-      : (stand[s.code] ?? '');
-  return `Policy ${p.name}: ${[now, rule, where].filter(Boolean).join('; ')}.`;
+  const parts = [activityWords(s, idleNow), ruleWords(p), whereWords(s, p)];
+  return `Policy ${p.name}: ${parts.filter(Boolean).join('; ')}.`;
 }

@@ -4,6 +4,8 @@ import { describe, test } from 'node:test';
 import {
   causeSentence,
   countdownLabel,
+  type IReclaimCause,
+  type IStanding,
   parseCause,
   parseReclaim,
   parseStanding,
@@ -141,5 +143,949 @@ describe('reclaim words', () => {
       ),
       'No reclaim policy applies to this server.'
     );
+  });
+});
+
+// Every branch of the parsers and of the words, pinned as they were when the functions were
+// split to hold eslint's complexity limit: a change in what they say shows here.
+const PARSE_RECLAIM: [unknown, unknown][] = [
+  [null, null],
+  ['x', null],
+  [{}, null],
+  [{ warning: null }, null],
+  [{ warning: 'w' }, null],
+  [{ warning: { reason: 'r' } }, null],
+  [{ warning: { reclaim_at: '2026-11-30T12:15:00.000Z' } }, null],
+  [
+    { warning: { reclaim_at: '2026-11-30T12:15:00.000Z', reason: 'r' } },
+    {
+      warned_at: '2026-11-30T12:15:00.000Z',
+      reclaim_at: '2026-11-30T12:15:00.000Z',
+      seconds_left: 0,
+      reason: 'r',
+      snoozes_left: 0,
+      dry_run: false,
+      saving: false
+    }
+  ],
+  [
+    {
+      warning: {
+        warned_at: '2026-11-30T12:00:00.000Z',
+        reclaim_at: '2026-11-30T12:15:00.000Z',
+        seconds_left: 900,
+        reason: 'r',
+        snoozes_left: 1,
+        dry_run: true,
+        saving: true
+      }
+    },
+    {
+      warned_at: '2026-11-30T12:00:00.000Z',
+      reclaim_at: '2026-11-30T12:15:00.000Z',
+      seconds_left: 900,
+      reason: 'r',
+      snoozes_left: 1,
+      dry_run: true,
+      saving: true
+    }
+  ],
+  [
+    {
+      warning: {
+        warned_at: 5,
+        reclaim_at: '2026-11-30T12:15:00.000Z',
+        seconds_left: '9',
+        reason: 'r',
+        snoozes_left: null,
+        dry_run: 'yes',
+        saving: 1
+      }
+    },
+    {
+      warned_at: '2026-11-30T12:15:00.000Z',
+      reclaim_at: '2026-11-30T12:15:00.000Z',
+      seconds_left: 0,
+      reason: 'r',
+      snoozes_left: 0,
+      dry_run: false,
+      saving: false
+    }
+  ]
+];
+const PARSE_CAUSE: [unknown, unknown][] = [
+  [null, null],
+  ['x', null],
+  [{}, null],
+  [{ cause: null }, null],
+  [{ cause: 'c' }, null],
+  [{ cause: { code: 'demand' } }, null],
+  [{ cause: { kind: 'gpu' } }, null],
+  [
+    { cause: { code: 'demand', kind: 'gpu' } },
+    { code: 'demand', kind: 'gpu', idle_seconds: null, limit_seconds: null, for: null }
+  ],
+  [
+    { cause: { code: 'demand', kind: 'gpu', idle_seconds: 60, limit_seconds: 120, for: null } },
+    { code: 'demand', kind: 'gpu', idle_seconds: 60, limit_seconds: 120, for: null }
+  ],
+  [
+    {
+      cause: {
+        code: 'demand',
+        kind: 'gpu',
+        idle_seconds: NaN,
+        limit_seconds: Infinity,
+        for: { team: 'own', name: 'j' }
+      }
+    },
+    {
+      code: 'demand',
+      kind: 'gpu',
+      idle_seconds: null,
+      limit_seconds: null,
+      for: { team: 'own', name: 'j', object: 'Workload' }
+    }
+  ],
+  [
+    {
+      cause: {
+        code: 'demand',
+        kind: 'gpu',
+        idle_seconds: '60',
+        for: { team: 'own', name: 'j', object: 'Job' }
+      }
+    },
+    {
+      code: 'demand',
+      kind: 'gpu',
+      idle_seconds: null,
+      limit_seconds: null,
+      for: { team: 'own', name: 'j', object: 'Job' }
+    }
+  ],
+  [
+    { cause: { code: 'demand', kind: 'gpu', for: { team: 'own', name: 'j', object: 7 } } },
+    {
+      code: 'demand',
+      kind: 'gpu',
+      idle_seconds: null,
+      limit_seconds: null,
+      for: { team: 'own', name: 'j', object: 'Workload' }
+    }
+  ],
+  [
+    {
+      cause: { code: 'demand', kind: 'gpu', for: { team: 'other', name: 'Team B', object: 'Job' } }
+    },
+    {
+      code: 'demand',
+      kind: 'gpu',
+      idle_seconds: null,
+      limit_seconds: null,
+      for: { team: 'other', name: 'Team B' }
+    }
+  ],
+  [
+    { cause: { code: 'demand', kind: 'gpu', for: { team: 'mine', name: 'j' } } },
+    { code: 'demand', kind: 'gpu', idle_seconds: null, limit_seconds: null, for: null }
+  ],
+  [
+    { cause: { code: 'demand', kind: 'gpu', for: { team: 'own', name: 3 } } },
+    { code: 'demand', kind: 'gpu', idle_seconds: null, limit_seconds: null, for: null }
+  ]
+];
+const CAUSE_SENTENCE: [IReclaimCause | null, string][] = [
+  [null, ''],
+  [
+    {
+      code: 'demand',
+      kind: 'mig',
+      idle_seconds: 600,
+      limit_seconds: null,
+      for: { team: 'own', name: 'n1', object: 'Job' }
+    },
+    "Your team's job n1 is waiting for this MIG slice, idle for 10 min."
+  ],
+  [
+    {
+      code: 'demand',
+      kind: 'mig',
+      idle_seconds: null,
+      limit_seconds: null,
+      for: { team: 'own', name: 'n1', object: 'Pod' }
+    },
+    "Your team's notebook n1 is waiting for this MIG slice."
+  ],
+  [
+    {
+      code: 'demand',
+      kind: 'mig',
+      idle_seconds: 600,
+      limit_seconds: null,
+      for: { team: 'own', name: 'n1', object: 'Workload' }
+    },
+    "Your team's work n1 is waiting for this MIG slice, idle for 10 min."
+  ],
+  [
+    {
+      code: 'demand',
+      kind: 'mig',
+      idle_seconds: null,
+      limit_seconds: null,
+      for: { team: 'other', name: 'Team B' }
+    },
+    'Queued work of Team B is waiting for this MIG slice.'
+  ],
+  [
+    {
+      code: 'demand',
+      kind: 'mig',
+      idle_seconds: 600,
+      limit_seconds: null,
+      for: { team: 'other', name: '' }
+    },
+    'Queued work of another team is waiting for this MIG slice, idle for 10 min.'
+  ],
+  [
+    { code: 'demand', kind: 'mig', idle_seconds: 600, limit_seconds: null, for: null },
+    'Queued work is waiting for this MIG slice.'
+  ],
+  [
+    {
+      code: 'placement',
+      kind: 'mig',
+      idle_seconds: null,
+      limit_seconds: null,
+      for: { team: 'own', name: 'n1', object: 'Job' }
+    },
+    "Your team's job n1 needs a whole GPU, and this idle share is on the card it can use."
+  ],
+  [
+    {
+      code: 'placement',
+      kind: 'mig',
+      idle_seconds: 600,
+      limit_seconds: null,
+      for: { team: 'own', name: 'n1', object: 'Workload' }
+    },
+    "Your team's work n1 needs a whole GPU, and this idle share is on the card it can use."
+  ],
+  [
+    {
+      code: 'placement',
+      kind: 'mig',
+      idle_seconds: null,
+      limit_seconds: null,
+      for: { team: 'other', name: 'Team B' }
+    },
+    'A training Job needs a whole GPU; your idle share is on the card it can use.'
+  ],
+  [
+    { code: 'placement', kind: 'mig', idle_seconds: null, limit_seconds: null, for: null },
+    'A training Job needs a whole GPU; your idle share is on the card it can use.'
+  ],
+  [
+    { code: 'max-idle', kind: 'mig', idle_seconds: 900, limit_seconds: 3600, for: null },
+    'It has been idle for 15 min; the limit is 1 h.'
+  ],
+  [
+    { code: 'max-idle', kind: 'mig', idle_seconds: null, limit_seconds: 3600, for: null },
+    'It has been idle for a long time; the limit is 1 h.'
+  ],
+  [
+    { code: 'max-idle', kind: 'mig', idle_seconds: 900, limit_seconds: null, for: null },
+    'It has been idle for 15 min.'
+  ],
+  [
+    { code: 'max-idle', kind: 'mig', idle_seconds: null, limit_seconds: null, for: null },
+    'It has been idle for a long time.'
+  ],
+  [
+    { code: 'always', kind: 'mig', idle_seconds: 900, limit_seconds: null, for: null },
+    'It has been idle for 15 min, and idle GPUs go back to the pool.'
+  ],
+  [
+    { code: 'always', kind: 'mig', idle_seconds: null, limit_seconds: null, for: null },
+    'It has been idle for a while, and idle GPUs go back to the pool.'
+  ],
+  [
+    { code: 'max-age', kind: 'mig', idle_seconds: null, limit_seconds: 3600, for: null },
+    'This server has run for the longest a server may run (1 h), even while in use.'
+  ],
+  [
+    { code: 'max-age', kind: 'mig', idle_seconds: null, limit_seconds: null, for: null },
+    'This server has run for the longest a server may run, even while in use.'
+  ],
+  [{ code: 'odd', kind: 'mig', idle_seconds: 600, limit_seconds: 600, for: null }, ''],
+  [
+    { code: 'demand', kind: 'shared', idle_seconds: null, limit_seconds: null, for: null },
+    'Queued work is waiting for this shared GPU.'
+  ],
+  [
+    { code: 'demand', kind: 'fraction', idle_seconds: null, limit_seconds: null, for: null },
+    'Queued work is waiting for this GPU share.'
+  ],
+  [
+    { code: 'demand', kind: 'cpu', idle_seconds: null, limit_seconds: null, for: null },
+    'Queued work is waiting for this server.'
+  ],
+  [
+    { code: 'demand', kind: 'gpu', idle_seconds: null, limit_seconds: null, for: null },
+    'Queued work is waiting for this GPU.'
+  ],
+  [
+    { code: 'demand', kind: 'other', idle_seconds: null, limit_seconds: null, for: null },
+    'Queued work is waiting for this GPU.'
+  ]
+];
+const PARSE_STANDING: [unknown, unknown][] = [
+  [null, null],
+  ['x', null],
+  [
+    {},
+    {
+      known: false,
+      reclaim_on: false,
+      policy: null,
+      activity: '',
+      idle_seconds: null,
+      action: '',
+      code: '',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    }
+  ],
+  [
+    { known: false },
+    {
+      known: false,
+      reclaim_on: false,
+      policy: null,
+      activity: '',
+      idle_seconds: null,
+      action: '',
+      code: '',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    }
+  ],
+  [
+    { known: false, reclaim_on: true },
+    {
+      known: false,
+      reclaim_on: true,
+      policy: null,
+      activity: '',
+      idle_seconds: null,
+      action: '',
+      code: '',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    }
+  ],
+  [
+    { known: 'yes', reclaim_on: true },
+    {
+      known: false,
+      reclaim_on: true,
+      policy: null,
+      activity: '',
+      idle_seconds: null,
+      action: '',
+      code: '',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    }
+  ],
+  [
+    { known: true },
+    {
+      known: true,
+      reclaim_on: false,
+      policy: null,
+      activity: 'unknown',
+      idle_seconds: null,
+      action: '',
+      code: '',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    }
+  ],
+  [
+    { known: true, reclaim_on: true, policy: null },
+    {
+      known: true,
+      reclaim_on: true,
+      policy: null,
+      activity: 'unknown',
+      idle_seconds: null,
+      action: '',
+      code: '',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    }
+  ],
+  [
+    { known: true, reclaim_on: true, policy: { name: 'p' } },
+    {
+      known: true,
+      reclaim_on: true,
+      policy: null,
+      activity: 'unknown',
+      idle_seconds: null,
+      action: '',
+      code: '',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    }
+  ],
+  [
+    { known: true, reclaim_on: true, policy: { name: 'p', idle_after_seconds: 60 } },
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 60,
+        reclaim: 'when-queued',
+        max_idle_seconds: null,
+        max_age_seconds: null
+      },
+      activity: 'unknown',
+      idle_seconds: null,
+      action: '',
+      code: '',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    }
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 60,
+        reclaim: 'always',
+        max_idle_seconds: 120,
+        max_age_seconds: NaN
+      },
+      activity: 'idle',
+      idle_seconds: 30,
+      action: 'warn',
+      code: 'demand',
+      reclaim_at: '2026-11-30T12:15:00.000Z',
+      decided_at: '2026-11-30T12:00:00.000Z',
+      now: '2026-11-30T12:00:05.000Z'
+    },
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 60,
+        reclaim: 'always',
+        max_idle_seconds: 120,
+        max_age_seconds: null
+      },
+      activity: 'idle',
+      idle_seconds: 30,
+      action: 'warn',
+      code: 'demand',
+      reclaim_at: '2026-11-30T12:15:00.000Z',
+      decided_at: '2026-11-30T12:00:00.000Z',
+      now: '2026-11-30T12:00:05.000Z'
+    }
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: 1,
+      activity: 5,
+      idle_seconds: '3',
+      action: null,
+      code: 7,
+      reclaim_at: 1,
+      decided_at: 2,
+      now: 3
+    },
+    {
+      known: true,
+      reclaim_on: false,
+      policy: null,
+      activity: 'unknown',
+      idle_seconds: null,
+      action: '',
+      code: '',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    }
+  ]
+];
+const STANDING_LINE: [IStanding | null, number | undefined, string][] = [
+  [null, undefined, ''],
+  [
+    {
+      known: false,
+      reclaim_on: false,
+      policy: null,
+      activity: '',
+      idle_seconds: null,
+      action: '',
+      code: '',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'No reclaim policy is in force: this GPU is not reclaimed.'
+  ],
+  [
+    {
+      known: false,
+      reclaim_on: true,
+      policy: null,
+      activity: '',
+      idle_seconds: null,
+      action: '',
+      code: '',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    ''
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: null,
+      activity: 'busy',
+      idle_seconds: null,
+      action: '',
+      code: '',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'No reclaim policy applies to this server.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: null,
+        max_age_seconds: null
+      },
+      activity: 'busy',
+      idle_seconds: null,
+      action: 'skip',
+      code: 'no-demand',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: in use now; reclaimed after 10 min idle when queued work needs it; no queued work needs it now.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: 3600,
+        max_age_seconds: 86400
+      },
+      activity: 'idle',
+      idle_seconds: 720,
+      action: 'skip',
+      code: 'not-idle-yet',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it, or after 1 h idle in any case; at most 24 h in all; not idle long enough yet.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: 3600,
+        max_age_seconds: 86400
+      },
+      activity: 'idle',
+      idle_seconds: 720,
+      action: 'skip',
+      code: 'not-idle-yet',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    1500,
+    'Policy p: idle for 25 min; reclaimed after 10 min idle when queued work needs it, or after 1 h idle in any case; at most 24 h in all; not idle long enough yet.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: null,
+        max_age_seconds: null
+      },
+      activity: 'idle',
+      idle_seconds: null,
+      action: 'skip',
+      code: 'no-demand',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: activity unknown; reclaimed after 10 min idle when queued work needs it; no queued work needs it now.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: null,
+        max_age_seconds: null
+      },
+      activity: 'unknown',
+      idle_seconds: null,
+      action: 'skip',
+      code: 'no-demand',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: activity unknown; reclaimed after 10 min idle when queued work needs it; no queued work needs it now.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'always',
+        max_idle_seconds: 3600,
+        max_age_seconds: 86400
+      },
+      activity: 'idle',
+      idle_seconds: 720,
+      action: 'skip',
+      code: 'not-idle-yet',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: idle for 12 min; reclaimed after 10 min idle, or after 1 h idle in any case; at most 24 h in all.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'always',
+        max_idle_seconds: 3600,
+        max_age_seconds: 86400
+      },
+      activity: 'idle',
+      idle_seconds: 3000,
+      action: 'skip',
+      code: 'always',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: idle for 50 min; reclaimed after 10 min idle, or after 1 h idle in any case; at most 24 h in all; idle long enough.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: null,
+        max_age_seconds: null
+      },
+      activity: 'idle',
+      idle_seconds: 720,
+      action: 'skip',
+      code: 'busy',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: null,
+        max_age_seconds: null
+      },
+      activity: 'idle',
+      idle_seconds: 720,
+      action: 'skip',
+      code: 'exempt',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; exempt.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: null,
+        max_age_seconds: null
+      },
+      activity: 'idle',
+      idle_seconds: 720,
+      action: 'skip',
+      code: 'snoozed',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; kept for now ("Keep my GPU").'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: null,
+        max_age_seconds: null
+      },
+      activity: 'idle',
+      idle_seconds: 720,
+      action: 'skip',
+      code: 'demand',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; queued work needs it now.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: null,
+        max_age_seconds: null
+      },
+      activity: 'idle',
+      idle_seconds: 720,
+      action: 'skip',
+      code: 'placement',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; a training Job needs the whole card it is on.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: null,
+        max_age_seconds: null
+      },
+      activity: 'idle',
+      idle_seconds: 720,
+      action: 'skip',
+      code: 'max-idle',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; idle past the limit.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: null,
+        max_age_seconds: null
+      },
+      activity: 'idle',
+      idle_seconds: 720,
+      action: 'skip',
+      code: 'max-age',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; past the longest run.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: null,
+        max_age_seconds: null
+      },
+      activity: 'idle',
+      idle_seconds: 720,
+      action: 'skip',
+      code: 'odd',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it.'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: null,
+        max_age_seconds: null
+      },
+      activity: 'idle',
+      idle_seconds: 720,
+      action: 'warn',
+      code: 'demand',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; a reclaim is coming (see above).'
+  ],
+  [
+    {
+      known: true,
+      reclaim_on: true,
+      policy: {
+        name: 'p',
+        idle_after_seconds: 600,
+        reclaim: 'when-queued',
+        max_idle_seconds: null,
+        max_age_seconds: null
+      },
+      activity: 'idle',
+      idle_seconds: 720,
+      action: 'wait',
+      code: 'placement',
+      reclaim_at: null,
+      decided_at: null,
+      now: null
+    },
+    undefined,
+    'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; a reclaim is coming (see above).'
+  ]
+];
+
+describe('reclaim model, every branch pinned', () => {
+  test('parseReclaim', () => {
+    for (const [data, expected] of PARSE_RECLAIM) {
+      assert.deepEqual(parseReclaim(data), expected, JSON.stringify(data));
+    }
+  });
+
+  test('parseCause', () => {
+    for (const [data, expected] of PARSE_CAUSE) {
+      assert.deepEqual(parseCause(data), expected, JSON.stringify(data));
+    }
+  });
+
+  test('causeSentence', () => {
+    for (const [cause, expected] of CAUSE_SENTENCE) {
+      assert.equal(causeSentence(cause), expected, JSON.stringify(cause));
+    }
+  });
+
+  test('parseStanding', () => {
+    for (const [data, expected] of PARSE_STANDING) {
+      assert.deepEqual(parseStanding(data), expected, JSON.stringify(data));
+    }
+  });
+
+  test('standingLine', () => {
+    for (const [standing, idleNow, expected] of STANDING_LINE) {
+      assert.equal(standingLine(standing, idleNow), expected, JSON.stringify(standing));
+    }
   });
 });
