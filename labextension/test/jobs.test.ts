@@ -50,6 +50,25 @@ void test('a job state in words', () => {
   );
 });
 
+void test('every job state in words', () => {
+  const cases: [Partial<IJob>, string][] = [
+    [{ state: 'queued', position_in_local_queue: null }, 'queued'],
+    [{ state: 'queued', position_in_local_queue: 1 }, 'queued · #1 in the queue'],
+    [{ state: 'starting' }, 'starting'],
+    [{ state: 'running', flavors: [] }, 'running (NVIDIA H100)'],
+    [{ state: 'running', flavors: ['a', 'b'] }, 'running on a, b (NVIDIA H100)'],
+    [{ state: 'succeeded' }, 'succeeded'],
+    [{ state: 'failed', message: '' }, 'failed'],
+    [{ state: 'failed', message: 'OOMKilled' }, 'failed: OOMKilled'],
+    [{ state: 'stopped', message: '' }, 'stopped'],
+    [{ state: 'stopped', message: 'by you' }, 'stopped: by you'],
+    [{ state: 'odd' as IJob['state'] }, 'odd']
+  ];
+  for (const [over, expected] of cases) {
+    assert.equal(jobStateLabel(job(over)), expected, JSON.stringify(over));
+  }
+});
+
 void test('finished jobs are notified once, not when the server already says so', () => {
   const done = job({ state: 'succeeded', finished: true });
   const seen = job({

@@ -82,6 +82,27 @@ describe('restoreNotice', () => {
     assert.equal(restoreNotice(restoreAnswer(empty)), null);
   });
 
+  test('an unavailable restore, nothing back, and a long restore', () => {
+    const problem = 'the snapshot is unreadable';
+    assert.deepEqual(noticeOf({ ...RESTORED, status: 'unavailable', message: problem }), {
+      message:
+        'train.ipynb: the saved variables could not be restored (the snapshot is unreadable).',
+      type: 'warning',
+      details: [problem]
+    });
+    assert.deepEqual(noticeOf({ ...RESTORED, restored: [] }), {
+      message: 'train.ipynb: no saved variable came back: `batches` (a generator).',
+      type: 'warning',
+      details: ['Not back: batches (a generator)']
+    });
+    const long = noticeOf({ ...RESTORED, not_restored: [], seconds: 75, notes: undefined });
+    assert.deepEqual(long, {
+      message: 'train.ipynb: its variables are back (`frame`, `array` and `np`), in 1 min.',
+      type: 'success',
+      details: ['Back: frame, array, np']
+    });
+  });
+
   test('a GPU tensor put on the CPU is noted', () => {
     const note = '`w` was on cuda:0; no cuda device here: it is on the CPU';
     const notice = noticeOf({ ...RESTORED, not_restored: [], notes: [note] });

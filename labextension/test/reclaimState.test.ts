@@ -218,6 +218,16 @@ describe('the old tab after the stop', () => {
     assert.equal(withAnswer(kept, null, null, 0, atDeadline).warning, null);
   });
 
+  test('a dry-run warning that vanishes is over, and so is one gone well before', () => {
+    const atDeadline = Date.parse('2026-12-03T14:04:01Z');
+    const dry = withAnswer(warned({ dry_run: true }), null, null, 0, atDeadline);
+    assert.equal(dry.warning, null);
+    // a clock 10 min behind the service's: the deadline is reached by the service's clock
+    const skewed = withAnswer(warned(), null, null, 600_000, atDeadline - 600_000);
+    assert.ok(skewed.warning);
+    assert.equal(skewed.skewMs, 600_000);
+  });
+
   test('a kept warning is gone at once, and a late answer does not bring it back', () => {
     const before = warned();
     const kept = withKept(before, '2026-12-03T15:00:00.000Z', 0);

@@ -149,6 +149,18 @@ describe('the way down', () => {
     assert.equal(parseOffer({ current: TWENTY, next: null, down: null })?.down, null);
     const noPeak = { ...DOWN, peak: 'lots' };
     assert.equal(parseOffer({ current: TWENTY, next: null, down: noPeak })?.down, null);
+    const noMemory = { ...DOWN, memory: null };
+    assert.equal(parseOffer({ current: TWENTY, next: null, down: noMemory })?.down, null);
+    const noMemoryText = { ...DOWN, memory_text: null };
+    assert.equal(parseOffer({ current: TWENTY, next: null, down: noMemoryText })?.down, null);
+    assert.equal(parseOffer({ current: TWENTY, next: null, down: 'small' })?.down, null);
+  });
+
+  test('a way down without the peak in words has it empty', () => {
+    const noPeakText: Partial<IResizeDown> = { ...DOWN };
+    delete noPeakText.peak_text;
+    const offer = parseOffer({ current: TWENTY, next: null, down: noPeakText });
+    assert.deepEqual(offer?.down, { ...DOWN, peak_text: '' });
   });
 
   test('the panel line says what the session uses of its share and where it would go', () => {
