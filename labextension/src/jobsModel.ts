@@ -50,19 +50,27 @@ export function parseJobs(data: unknown): IJobs {
   };
 }
 
+function queuedLabel(job: IJob): string {
+  return job.position_in_local_queue === null
+    ? say('job.queued')
+    : say('job.queuedAt', { position: job.position_in_local_queue });
+}
+
+function runningLabel(job: IJob): string {
+  return job.flavors.length > 0
+    ? say('job.runningOn', { flavors: job.flavors.join(', '), offering: job.offering_name })
+    : say('job.running', { offering: job.offering_name });
+}
+
 /** A job's state in words: `queued · #1 in the queue`, `running on local`, `succeeded`. */
 export function jobStateLabel(job: IJob): string {
   switch (job.state) {
     case 'queued':
-      return job.position_in_local_queue === null
-        ? say('job.queued')
-        : say('job.queuedAt', { position: job.position_in_local_queue });
+      return queuedLabel(job);
     case 'starting':
       return say('job.starting');
     case 'running':
-      return job.flavors.length > 0
-        ? say('job.runningOn', { flavors: job.flavors.join(', '), offering: job.offering_name })
-        : say('job.running', { offering: job.offering_name });
+      return runningLabel(job);
     case 'succeeded':
       return say('job.succeeded');
     case 'failed':

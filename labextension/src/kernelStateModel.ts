@@ -143,36 +143,31 @@ function detailLines(restored: readonly string[], lost: readonly IKernelStateLos
   return lines;
 }
 
-/**
- * What to tell the user after a restore; null when there is nothing to say (no snapshot,
- * a kernel that had already run cells and was left alone, a snapshot with nothing in it).
- */
-export function restoreNotice(answer: IKernelStateRestore): IStateNotice | null {
+/** A restore that could not run: refused (an error) or unavailable (a warning). */
+function problemNotice(answer: IKernelStateRestore): IStateNotice {
   const notebook = basename(answer.path);
-  if (answer.status === 'none' || answer.status === 'skipped') {
-    return null;
-  }
-  if (answer.status === 'refused') {
-    return {
-      message: say('state.refused', { notebook, message: answer.message }),
-      type: 'error',
-      details: [answer.message]
-    };
-  }
-  if (answer.status === 'unavailable') {
-    return {
-      message: say('state.notRestored', { notebook, problem: answer.message }),
-      type: 'warning',
-      details: [answer.message]
-    };
-  }
+  return answer.status === 'refused'
+    ? {
+        message: say('state.refused', { notebook, message: answer.message }),
+        type: 'error',
+        details: [answer.message]
+      }
+    : {
+        message: say('state.notRestored', { notebook, problem: answer.message }),
+        type: 'warning',
+        details: [answer.message]
+      };
+}
+
+/** A restore that ran: what came back, what did not, how long it took; null for nothing. */
+function outcomeNotice(answer: IKernelStateRestore): IStateNotice | null {
   const restored = answer.restored ?? [];
   const lost = answer.not_restored ?? [];
   const notes = answer.notes ?? [];
   if (restored.length === 0 && lost.length === 0) {
     return null;
   }
-  const duration = seconds(answer.seconds ?? 0);
+  const notebook = basename(answer.path);
   const details = [...detailLines(restored, lost), ...notes];
   if (restored.length === 0) {
     return {
@@ -182,6 +177,7 @@ export function restoreNotice(answer: IKernelStateRestore): IStateNotice | null 
     };
   }
   const names = namesWords(restored);
+  const duration = seconds(answer.seconds ?? 0);
   if (lost.length === 0) {
     return {
       message: say('state.restored', { notebook, names, duration }),
@@ -194,6 +190,23 @@ export function restoreNotice(answer: IKernelStateRestore): IStateNotice | null 
     type: 'warning',
     details
   };
+}
+
+/**
+ * What to tell the user after a restore; null when there is nothing to say (no snapshot,
+ * a kernel that had already run cells and was left alone, a snapshot with nothing in it).
+ */
+export function restoreNotice(answer: IKernelStateRestore): IStateNotice | null {
+  switch (answer.status) {
+    case 'none':
+    case 'skipped':
+      return null;
+    case 'refused':
+    case 'unavailable':
+      return problemNotice(answer);
+    default:
+      return outcomeNotice(answer);
+  }
 }
 
 /** The question of the "ask" setting, or null when there is nothing to restore. */

@@ -310,6 +310,24 @@ export function buildViewModel(
   };
 }
 
+/** Each kernel whose use of `device` is near its cap. */
+function kernelCapWarnings(
+  device: ICapWarning['device'],
+  parent: ICapWarning['parent'],
+  cap: ICapWarning['cap'],
+  kernels: readonly IKernelRow[]
+): ICapWarning[] {
+  const warnings: ICapWarning[] = [];
+  for (const row of kernels) {
+    const bytes = row.devices.find(d => d.device.uuid === device.uuid)?.bytes ?? null;
+    const level = capLevel(bytes, cap.memory);
+    if (bytes !== null && level !== null) {
+      warnings.push({ device, parent, cap, kernel: row, bytes, level });
+    }
+  }
+  return warnings;
+}
+
 /**
  * For every fraction whose cap is near: each kernel near it, or else the device as a whole
  * (several kernels, or processes outside them, that add up to it).
@@ -323,14 +341,7 @@ export function capWarnings(usage: IUsage, kernels: readonly IKernelRow[]): ICap
       continue;
     }
     const parent = device.parent_uuid === null ? undefined : byUuid.get(device.parent_uuid);
-    const forKernels: ICapWarning[] = [];
-    for (const row of kernels) {
-      const bytes = row.devices.find(d => d.device.uuid === device.uuid)?.bytes ?? null;
-      const level = capLevel(bytes, cap.memory);
-      if (bytes !== null && level !== null) {
-        forKernels.push({ device, parent, cap, kernel: row, bytes, level });
-      }
-    }
+    const forKernels = kernelCapWarnings(device, parent, cap, kernels);
     const level = capLevel(device.memory_used, cap.memory);
     if (forKernels.length === 0 && level !== null) {
       warnings.push({ device, parent, cap, kernel: null, bytes: device.memory_used, level });

@@ -86,6 +86,25 @@ export function isServerGone(failure: IPollFailure): boolean {
  */
 export const STOP_GRACE_SECONDS = 120;
 
+/** Whether this tab's "Keep my GPU" was answered for `warning`. */
+function keptHere(note: ReclaimNote | null, warning: IReclaimWarning): boolean {
+  return note?.kind === 'kept' && note.warnedAt === warning.warned_at;
+}
+
+/**
+ * Whether the warning held, gone from an answer at `now`, is the stop beginning: a real
+ * (not dry-run) warning this tab did not keep, from just before its deadline to
+ * STOP_GRACE_SECONDS past it.
+ */
+function stopBeginning(state: IReclaimState, skewMs: number, now: number): boolean {
+  const last = state.warning;
+  if (last === null || last.dry_run || state.note?.kind === 'kept') {
+    return false;
+  }
+  const overdue = (now + skewMs - Date.parse(last.reclaim_at)) / 1000;
+  return overdue >= -STOPPED_MARGIN_SECONDS && overdue < STOP_GRACE_SECONDS;
+}
+
 /**
  * A new answer from the server at `now`: it runs (again), so nothing is stopped. A warning
  * that vanishes at its deadline is the stop beginning, not the warning ending — unless this
@@ -98,18 +117,13 @@ export function withAnswer(
   skewMs: number,
   now: number
 ): IReclaimState {
-  const last = state.warning;
-  const note = state.note;
-  if (warning !== null && note?.kind === 'kept' && note.warnedAt === warning.warned_at) {
+  if (warning !== null && keptHere(state.note, warning)) {
     // kept: the service withdraws this warning at its next cycle; an answer from before that
     // must not bring its countdown back
     warning = null;
   }
-  if (warning === null && last !== null && !last.dry_run && note?.kind !== 'kept') {
-    const overdue = (now + skewMs - Date.parse(last.reclaim_at)) / 1000;
-    if (overdue >= -STOPPED_MARGIN_SECONDS && overdue < STOP_GRACE_SECONDS) {
-      return { ...state, skewMs, stopped: null };
-    }
+  if (warning === null && stopBeginning(state, skewMs, now)) {
+    return { ...state, skewMs, stopped: null };
   }
   return { ...state, warning, cause, skewMs, stopped: null };
 }

@@ -58,28 +58,29 @@ export function parseOffer(data: unknown): IResizeOffer | null {
   };
 }
 
+/** An offering whose memory is known, in bytes and in words (a way down needs both). */
+function hasMemory(
+  offering: IResizeOffering | null
+): offering is IResizeOffering & { memory: number; memory_text: string } {
+  if (offering === null) {
+    return false;
+  }
+  return offering.memory !== null && offering.memory_text !== null;
+}
+
 function parseDown(value: unknown): IResizeDown | null {
   const offering = parseOffering(value);
-  const memory = offering?.memory ?? null;
-  const memoryText = offering?.memory_text ?? null;
-  if (
-    offering === null ||
-    memory === null ||
-    memoryText === null ||
-    !isRecord(value) ||
-    typeof value.peak !== 'number'
-  ) {
+  if (!isRecord(value) || typeof value.peak !== 'number' || !hasMemory(offering)) {
     return null;
   }
-  const peakText = typeof value.peak_text === 'string' ? value.peak_text : '';
   return {
     slug: offering.slug,
     title: offering.title,
     count: offering.count,
-    memory,
-    memory_text: memoryText,
+    memory: offering.memory,
+    memory_text: offering.memory_text,
     peak: value.peak,
-    peak_text: peakText
+    peak_text: typeof value.peak_text === 'string' ? value.peak_text : ''
   };
 }
 
