@@ -268,16 +268,20 @@ function notebookPath(
   fileBrowser: IDefaultFileBrowser | null,
   args: { path?: unknown }
 ): string | null {
-  if (typeof args.path === 'string' && args.path.endsWith('.ipynb')) {
+  if (isNotebookPath(args.path)) {
     return args.path;
   }
   const selected = fileBrowser?.selectedItems().next();
-  if (selected && !selected.done && selected.value.path.endsWith('.ipynb')) {
+  if (selected && !selected.done && isNotebookPath(selected.value.path)) {
     return selected.value.path;
   }
   const current = app.shell.currentWidget as Partial<IDocumentWidget> | null;
   const path = current?.context?.path;
-  return typeof path === 'string' && path.endsWith('.ipynb') ? path : null;
+  return isNotebookPath(path) ? path : null;
+}
+
+function isNotebookPath(path: unknown): path is string {
+  return typeof path === 'string' && path.endsWith('.ipynb');
 }
 
 function addJobCommands(

@@ -37,35 +37,49 @@ export async function requestAPIAnswer(
   accept: readonly number[] = []
 ): Promise<{ status: number; data: unknown }> {
   const url = URLExt.join(settings.baseUrl, API_NAMESPACE, endpoint);
+  const response = await send(url, init, settings);
+  const data = await answerBody(endpoint, response);
+  if (!response.ok && !accept.includes(response.status)) {
+    throw new ServerConnection.ResponseError(response, errorMessage(data));
+  }
+  return { status: response.status, data };
+}
 
-  let response: Response;
+/** The request sent; a failure to reach the server is a NetworkError. */
+async function send(
+  url: string,
+  init: RequestInit,
+  settings: ServerConnection.ISettings
+): Promise<Response> {
   try {
-    response = await ServerConnection.makeRequest(url, init, settings);
+    return await ServerConnection.makeRequest(url, init, settings);
   } catch (error) {
     throw new ServerConnection.NetworkError(
       error instanceof TypeError ? error : new TypeError(String(error))
     );
   }
+}
 
+/**
+ * The answer's body: its JSON, or its text when empty or (for an error status) not JSON.
+ * A success that is not JSON is a ResponseError.
+ */
+async function answerBody(endpoint: string, response: Response): Promise<unknown> {
   const text = await response.text();
-  let data: unknown = text;
-  if (text.length > 0) {
-    try {
-      data = JSON.parse(text);
-    } catch {
-      if (response.ok) {
-        throw new ServerConnection.ResponseError(
-          response,
-          `${endpoint}: the server's answer is not JSON`
-        );
-      }
+  if (text.length === 0) {
+    return text;
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    if (response.ok) {
+      throw new ServerConnection.ResponseError(
+        response,
+        `${endpoint}: the server's answer is not JSON`
+      );
     }
+    return text;
   }
-
-  if (!response.ok && !accept.includes(response.status)) {
-    throw new ServerConnection.ResponseError(response, errorMessage(data));
-  }
-  return { status: response.status, data };
 }
 
 /** The HTTP status of a failed request: 0 when nothing answered, -1 for other errors. */

@@ -222,29 +222,41 @@ class HistorySection implements IConsoleSection {
       return;
     }
     try {
-      let answer = await request<IHistory>(`../api/console/history?range=${this.range}`);
-      const fitting = this.picked ? this.range : fittingRange(answer, this.range);
-      if (fitting !== this.range) {
-        this.range = fitting;
-        this.showRange();
-        answer = await request<IHistory>(`../api/console/history?range=${this.range}`);
-      }
-      const models = chartModels(answer);
-      if (models === null || !answer.available) {
-        this.clear(holder);
-        status.textContent = answer.available ? '' : answer.message;
-      } else {
-        const step =
-          answer.step >= 60 ? `${String(answer.step / 60)} min` : `${String(answer.step)} s`;
-        status.textContent = `From Prometheus, one point per ${step}.`;
-        await this.draw(holder, models);
-      }
+      await this.show(status, holder, await this.load());
     } catch (e) {
       this.clear(holder);
       const why = e instanceof ApiError ? `${String(e.status)}: ${e.message}` : String(e);
       status.textContent = `History is unavailable: ${why}. The live view is not affected.`;
     }
     this.timer = window.setTimeout(() => void this.refresh(), REFRESH_MS);
+  }
+
+  /**
+   * The history over the range in use; unless the reader picked one, over the range that fits
+   * the data (asked for again when it is another).
+   */
+  private async load(): Promise<IHistory> {
+    const answer = await request<IHistory>(`../api/console/history?range=${this.range}`);
+    const fitting = this.picked ? this.range : fittingRange(answer, this.range);
+    if (fitting === this.range) {
+      return answer;
+    }
+    this.range = fitting;
+    this.showRange();
+    return request<IHistory>(`../api/console/history?range=${this.range}`);
+  }
+
+  /** The charts of an answer, or why there are none. */
+  private async show(status: HTMLElement, holder: HTMLElement, answer: IHistory): Promise<void> {
+    const models = chartModels(answer);
+    if (models === null || !answer.available) {
+      this.clear(holder);
+      status.textContent = answer.available ? '' : answer.message;
+      return;
+    }
+    const step = answer.step >= 60 ? `${String(answer.step / 60)} min` : `${String(answer.step)} s`;
+    status.textContent = `From Prometheus, one point per ${step}.`;
+    await this.draw(holder, models);
   }
 
   /** The picker shows the range in use (chosen from the data, or by the reader). */

@@ -10,6 +10,11 @@ type SortKey = keyof IWorkbench;
 let sort: { key: SortKey; dir: 1 | -1 } = { key: 'idle_seconds', dir: -1 };
 let latest: readonly IWorkbench[] = [];
 
+/** A row's value passes a filter that is unset or names it. */
+function passes(filter: string, value: string): boolean {
+  return !filter || value === filter;
+}
+
 function filtered(): IWorkbench[] {
   const text = valueOf('f-text').toLowerCase();
   const team = valueOf('f-team');
@@ -18,10 +23,10 @@ function filtered(): IWorkbench[] {
   const action = valueOf('f-action');
   return latest.filter(
     r =>
-      (!team || r.team === team) &&
-      (!activity || r.activity === activity) &&
-      (!offering || (r.offering || r.kind) === offering) &&
-      (!action || r.action === action) &&
+      passes(team, r.team) &&
+      passes(activity, r.activity) &&
+      passes(offering, r.offering || r.kind) &&
+      passes(action, r.action) &&
       (!text || `${r.key} ${r.reason} ${r.signal}`.toLowerCase().includes(text))
   );
 }
