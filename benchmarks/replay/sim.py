@@ -79,6 +79,15 @@ class Latencies:
     release_s: float = 1.3
     """A pod ends or is deleted → its quota admits the next workload (Kueue sees the pod go,
     finishes the Workload and runs a scheduling cycle); the quota is held until then."""
+    finish_s: float = 0.0
+    """A training Job's pods end → Kueue sees the Job finished, before ``release_s``: the Job
+    controller syncs a Job at most once a second after its pods change (``syncJobBatchPeriod``,
+    1 s), and only then marks it complete; a deleted pod or Job takes no such step."""
+    requeue_s: float = 0.0
+    """A quota release → the workloads parked as inadmissible are heads again: Kueue requeues
+    them in batches, once a second per ClusterQueue or cohort (kueue#9232, v0.15.5 on); a
+    workload created meanwhile, never parked, takes the freed quota at once. 0: at once (the
+    replay's default, within ``release_s``)."""
 
 
 """A warned user who is at work presses "Keep my GPU" with this probability, else just goes on
@@ -282,6 +291,9 @@ class Simulation:
         """More fields for the ``run`` event (the ladder's rung, size, organisation)."""
         self.releasing: set[str] = set()
         """Workloads whose pods are gone and whose quota is not free yet (``release_s``)."""
+        self.requeues: set[str] = set()
+        """Cohorts (or lone ClusterQueues) whose parked workloads are requeued ``requeue_s``
+        after a release (one batch at a time)."""
         self.placement = (
             Placement.for_capacity(org.capacity, share_steps or 1, cards_per_node)
             if share_steps or cards_per_node
@@ -420,27 +432,47 @@ class Simulation:
             gpu_equivalents=self.allocations[wl.key].gpu_equivalents,
         )
 
-    def _release(self, key: str) -> None:
-        """The workload's pod ends or is deleted: its quota is back ``release_s`` later."""
-        if self.latencies.release_s <= 0:
+    def _release(self, key: str, after_s: float = 0.0) -> None:
+        """The workload's pod ends or is deleted: its quota is back ``after_s + release_s``
+        later."""
+        delay = after_s + self.latencies.release_s
+        if delay <= 0:
             self._free(key)
             return
         if key in self.releasing:
             return
         self.releasing.add(key)
-        self.at(self.now + self.latencies.release_s, partial(self._free, key))
+        self.at(self.now + delay, partial(self._free, key))
 
     def _free(self, key: str) -> None:
         self.releasing.discard(key)
         self._unplace(key)
-        wl = self.kueue.release(key)
+        requeue = self.latencies.requeue_s <= 0
+        wl = self.kueue.release(key, requeue=requeue)
         alloc = self.allocations.pop(key, None)
         if alloc is not None:
             alloc.end = self.now
             self.closed.append(alloc)
         if wl is not None:
             self.emit("release", workload=key, kind=wl.kind)
+            if not requeue:
+                self._requeue_later(wl.cluster_queue)
         self._request_scheduling()
+
+    def _requeue_later(self, cq: str) -> None:
+        """Kueue's batched requeue: ``cq``'s cohort's parked workloads are heads again
+        ``requeue_s`` from the first release of the batch."""
+        batch = self.org.cluster_queues[cq].cohort or cq
+        if batch in self.requeues:
+            return
+        self.requeues.add(batch)
+
+        def requeue() -> None:
+            self.requeues.discard(batch)
+            self.kueue.requeue_inadmissible(cq)
+            self._request_scheduling()
+
+        self.at(self.now + self.latencies.requeue_s, requeue)
 
     def compute(
         self,
@@ -516,7 +548,7 @@ class Simulation:
             "training",
         )
         self.emit("finish", workload=key, failed=record.job.fails)
-        self._release(key)
+        self._release(key, after_s=self.latencies.finish_s)
 
     # ------------------------------------------------------------------ admission results
 
@@ -633,8 +665,12 @@ class Simulation:
 
     def _eviction_done(self, key: str, evicted_at: float) -> None:
         self._unplace(key)
-        if self.kueue.finish_eviction(key, evicted_at) is not None:
+        requeue = self.latencies.requeue_s <= 0
+        wl = self.kueue.finish_eviction(key, evicted_at, requeue=requeue)
+        if wl is not None:
             self.emit("release", workload=key, kind="evicted")
+            if not requeue:
+                self._requeue_later(wl.cluster_queue)
         self._request_scheduling()
 
     # ------------------------------------------------------------------ notebooks

@@ -593,9 +593,10 @@ class Kueue:
             self._unqueue(wl)
         return wl
 
-    def release(self, key: str) -> Workload | None:
-        """Its quota is free (finished, deleted, or evicted and gone): the inadmissible
-        workloads of its cohort are queued again, as Kueue does."""
+    def release(self, key: str, *, requeue: bool = True) -> Workload | None:
+        """Its quota is free (finished, deleted, or evicted and gone); with ``requeue``, the
+        inadmissible workloads of its cohort are queued again at once (else the caller does it
+        later with :meth:`requeue_inadmissible`, as Kueue does after its batch period)."""
         wl = self.admitted.pop(key, None)
         self.evicting.discard(key)
         for preemptor in [p for p, keys in self.waiting.items() if key in keys]:
@@ -604,9 +605,15 @@ class Kueue:
             for r, n in wl.requests.items():
                 self.usage[(wl.cluster_queue, (wl.flavor, r))] -= n
             self.version += 1
-            for member in self._members[wl.cluster_queue]:
-                self.inadmissible[member].clear()
+            if requeue:
+                self.requeue_inadmissible(wl.cluster_queue)
         return wl
+
+    def requeue_inadmissible(self, cq: str) -> None:
+        """The workloads parked as inadmissible in ``cq``'s cohort are heads again (Kueue's
+        ``QueueAssociatedInadmissibleWorkloadsAfter``)."""
+        for member in self._members[cq]:
+            self.inadmissible[member].clear()
 
     def _admit(self, wl: Workload, flavor: str, now: float) -> None:
         self._unqueue(wl)
@@ -733,10 +740,10 @@ class Kueue:
         cursor[cq] = len(queue)
         return None
 
-    def finish_eviction(self, key: str, now: float) -> Workload | None:
+    def finish_eviction(self, key: str, now: float, *, requeue: bool = True) -> Workload | None:
         """An evicted workload's pods are gone: its quota is free, and it is queued again in
-        its old place (its creation time), to start over."""
-        wl = self.release(key)
+        its old place (its creation time), to start over (``requeue``: as :meth:`release`)."""
+        wl = self.release(key, requeue=requeue)
         if wl is None:
             return None
         wl.flavor = None
