@@ -47,8 +47,9 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import brain
 from .policies import Gpuaas, Static
@@ -56,6 +57,9 @@ from .run import DEFAULT_CATALOG, DEFAULT_POLICY, Task, make_trace, organisation
 from .sim import NOTEBOOK_NAMESPACE, SERVER_STARTUP_S, Latencies, SessionState, Simulation
 from .trace import Interval, Session, Trace, TrainingJob
 from .world import Organisation
+
+if TYPE_CHECKING:
+    from .service import Server
 
 PRIVATE_ENV = {
     "GPUAAS_CLUSTER_PORT_BASE": "32400",
@@ -848,6 +852,306 @@ def model_run(
     return ModelRun(sim, [json.loads(line) for line in events.getvalue().splitlines()])
 
 
+@dataclass
+class _Step:
+    """One moment of the reclaim window's script, in trace seconds: a training Job created,
+    or one of the model's users' events (a spawn, a session's end, a "Keep my GPU")."""
+
+    at: float
+    order: int
+    what: str
+    item: Any
+
+
+def reclaim_script(window: Trace, model: ModelRun, k: float, scene: Scene) -> list[_Step]:
+    """The window's Jobs (run time ÷ k) and the model's users' events, in time order."""
+    steps = [
+        _Step(
+            job.submit_s, i, "create", scene.job(job.name, job.team, job.gpus, job.duration_s / k)
+        )
+        for i, job in enumerate(window.jobs)
+    ]
+    for i, e in enumerate(model.events):
+        if e["event"] in ("spawn", "session_end", "snooze"):
+            steps.append(_Step(e["t"], len(window.jobs) + i, e["event"], e))
+    return sorted(steps, key=lambda s: (s.at, s.order))
+
+
+class ReclaimRun:
+    """The reclaim window on the dev cluster (:func:`reclaim_replay`): the hub stand-in, the
+    real ``gpuaas-service``, the users' servers and their activity reports."""
+
+    def __init__(self, real: Real, window: Trace, model: ModelRun, k: float) -> None:
+        from datetime import datetime, timezone
+
+        from .service import HubStandIn
+
+        self.real, self.window, self.model, self.k = real, window, model, k
+        self.catalog = brain.load_catalog(str(DEFAULT_CATALOG))
+        self.t0 = time.monotonic()
+        self.wall0 = datetime.now(timezone.utc)
+        self.hub = HubStandIn(
+            self.stop_pod, lambda mono: self._iso(self.clock_at(self.trace_s(mono)))
+        )
+        self.current: dict[str, Server] = {}
+        """session → its server now (as the hub knows it)."""
+        self.notes: list[str] = []
+        self.reports = {"sent": 0, "refused": 0, "errors": 0}
+        self.snoozes: dict[str, Any] = {}
+        self.tasks: list[asyncio.Task[None]] = []
+        self.base = ""
+
+    @staticmethod
+    def _iso(at: Any) -> str:
+        from .policies import iso
+
+        return str(iso(at))
+
+    def restart_clock(self) -> None:
+        """Trace second 0 is now (the service is up)."""
+        from datetime import datetime, timezone
+
+        self.t0 = time.monotonic()
+        self.wall0 = datetime.now(timezone.utc)
+
+    def trace_s(self, mono: float) -> float:
+        return (mono - self.t0) * self.k
+
+    def clock_at(self, t: float) -> Any:
+        from datetime import timedelta
+
+        return self.wall0 + timedelta(seconds=t / self.k)
+
+    async def stop_pod(self, name: str) -> None:
+        await self.real.delete(Plan(name, NOTEBOOK_NAMESPACE, "notebook", 0.0, None, {}))
+
+    async def start(
+        self, cluster_state: Path, policy_file: str, workdir: Path
+    ) -> tuple[subprocess.Popen[bytes], Any, Path]:
+        """The hub stand-in and ``gpuaas-service`` with the policy's durations ÷ k: the
+        service's process, the hub's server and the service's log."""
+        from .service import start_service
+
+        k = self.k
+        hub_port, service_port = _free_port(), _free_port()
+        hub_server = self.hub.make_app().listen(hub_port, "127.0.0.1")
+        compressed = workdir / "policy-compressed.yaml"
+        policy = Path(policy_file).read_text(encoding="utf-8")
+        compressed.write_text(scaled_policy(policy, 1 / k), encoding="utf-8")
+        log = workdir / "service.log"
+        proc = start_service(
+            hub_port=hub_port,
+            service_port=service_port,
+            service_token=self.hub.service_token,
+            kubeconfig=cluster_state / "credentials" / "gpuaas.kubeconfig",
+            policy=compressed,
+            interval=30.0 / k,
+            save_lead=15.0 / k,
+            reports_per_minute=6 * k,
+            log=log,
+            job_namespaces=tuple(sorted(self.window.teams)),
+        )
+        self.base = f"http://127.0.0.1:{service_port}/services/gpuaas/"
+        try:
+            await _wait(lambda: "listening on" in log.read_text(errors="replace"), 60)
+        except TimeoutError:
+            proc.terminate()
+            raise RuntimeError(
+                "gpuaas-service did not start:\n" + log.read_text()[-3000:]
+            ) from None
+        return proc, hub_server, log
+
+    async def post(self, path: str, token: str, body: Any) -> tuple[int, Any]:
+        from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
+        req = HTTPRequest(
+            self.base + path,
+            method="POST",
+            body=json.dumps(body),
+            headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+            request_timeout=10,
+        )
+        try:
+            resp = await AsyncHTTPClient().fetch(req)
+            return resp.code, json.loads(resp.body or b"null")
+        except HTTPClientError as e:
+            return e.code, None
+
+    async def report(self, server: Server, state: SessionState) -> None:
+        """The server's reporter: every 60 s ÷ k from its start, while it runs."""
+        from .policies import REPORT_INTERVAL_S, activity_payload
+
+        step = REPORT_INTERVAL_S / self.k
+        while self.hub.servers.get((server.user, server.name)) is server:
+            ready_at = await self._ready(server, state)
+            if ready_at is None:
+                continue
+            sent = self.trace_s(time.monotonic())
+            code, _body = await self.post(
+                "api/activity", server.token, activity_payload(state, sent, self.clock_at)
+            )
+            self.reports["sent"] += 1
+            if code == 409:
+                self.reports["refused"] += 1
+            elif code != 200:
+                self.reports["errors"] += 1
+            await asyncio.sleep(step - ((time.monotonic() - ready_at) % step))
+
+    async def _ready(self, server: Server, state: SessionState) -> float | None:
+        """When the server was up (its pod Running, then its start-up); else None, after
+        waiting a little."""
+        if server.ready_at is None:
+            running = self.real.running.get(server.pod)
+            if running is not None:
+                server.ready_at = running + SERVER_STARTUP_S / self.k
+                state.ready_at = self.trace_s(server.ready_at)
+            await asyncio.sleep(0.02)
+            return None
+        now = time.monotonic()
+        if now < server.ready_at:
+            await asyncio.sleep(server.ready_at - now)
+            return None
+        return server.ready_at
+
+    def alive(self, session: str) -> Server | None:
+        """The session's server, if the hub still runs it."""
+        server = self.current.get(session)
+        if server is None or self.hub.servers.get((server.user, server.name)) is not server:
+            return None
+        return server
+
+    async def play(self, script: Sequence[_Step], length_s: float) -> None:
+        """The script at k× speed, up to the window's end, then 2 s for the last events."""
+        for step in script:
+            if step.at >= length_s:
+                break
+            delay = self.t0 + step.at / self.k - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if step.what == "create":
+                await self.real.create(step.item)
+            elif step.what == "spawn":
+                await self.spawn(step.item, step.at)
+            elif step.what == "session_end":
+                await self.end_session(step.item["session"])
+            elif step.what == "snooze":
+                await self.snooze(step.item["session"])
+        await asyncio.sleep(max(0.0, self.t0 + length_s / self.k + 2.0 - time.monotonic()))
+
+    async def spawn(self, event: dict[str, Any], at: float) -> None:
+        from .service import Server
+
+        session = event["session"]
+        state = self.model.sim.sessions[session]
+        pod = event["workload"].split("/", 1)[1]
+        if self.alive(session) is not None:
+            self.notes.append(f"{pod}: the model spawned again, the real server still runs")
+            return
+        user_state = SessionState(state.session, state.offering)
+        user_state.realised = state.realised  # the model's users' activity, as it happened
+        body = notebook_body(pod, state.session, state.offering, self.catalog)
+        server = Server(state.session.user, session, state.session.team, pod, 0.0)
+        server.created = time.monotonic()
+        self.hub.add(server)
+        self.current[session] = server
+        await self.real.create(Plan(pod, NOTEBOOK_NAMESPACE, "notebook", at, None, body))
+        self.tasks.append(asyncio.create_task(self.report(server, user_state)))
+
+    async def end_session(self, session: str) -> None:
+        server = self.alive(session)
+        if server is not None:
+            self.hub.remove(server.user, server.name)
+            await self.stop_pod(server.pod)
+
+    async def snooze(self, session: str) -> None:
+        server = self.alive(session)
+        if server is not None:
+            code, _body = await self.post("api/reclaim/snooze", server.token, {})
+            self.snoozes[server.pod] = {"t": self.trace_s(time.monotonic()), "code": code}
+
+    def stop(self, proc: subprocess.Popen[bytes], hub_server: Any) -> None:
+        for t in self.tasks:
+            t.cancel()
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        hub_server.stop()
+
+    def targets(self, audit: Sequence[dict[str, Any]]) -> dict[str, str]:
+        """Each reclaimed server's pod → the workload the service reclaimed it for."""
+        jobs = [j.name for j in self.window.jobs]
+        out: dict[str, str] = {}
+        for rec in audit:
+            if (
+                rec.get("event") != "culler.decision"
+                or rec.get("action") != "reclaim"
+                or rec.get("dry_run")
+            ):
+                continue
+            for _t, user, server_name, pod in self.hub.stops:
+                if (user, server_name) == (rec["user"], rec["server"]):
+                    out[pod] = target_of(rec.get("handoff") or "", jobs)
+        return out
+
+    def admissions(self, names: set[str]) -> dict[str, dict[str, float]]:
+        real = self.real
+        out = {}
+        for name in sorted(names & set(real.created)):
+            admitted = real.admitted.get(name)
+            out[name] = {
+                "submitted": self.trace_s(real.created[name]),
+                "admitted": self.trace_s(admitted) if admitted is not None else math.inf,
+            }
+        return out
+
+    def results(self, script: Sequence[_Step], audit: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """What happened, in trace seconds (see :func:`reclaim_replay`)."""
+        names = self.names(script)
+        handoffs = {
+            owner_of(str(rec["workload"])): float(rec["latency_seconds"]) * self.k
+            for rec in audit
+            if rec.get("event") == "culler.handoff" and rec.get("result") == "succeeded"
+        }
+
+        def timed(seen: dict[str, float]) -> dict[str, float]:
+            return {n: self.trace_s(t) for n, t in seen.items() if n in names}
+
+        return {
+            "admissions": self.admissions(names),
+            "decisions": {
+                "warned": {p: self.trace_s(t) for p, t in self.real.warned.items()},
+                "reclaimed": {pod: self.trace_s(t) for t, _u, _s, pod in self.hub.stops},
+                "targets": self.targets(audit),
+                "handoffs": handoffs,
+            },
+            "kueue": {
+                "preempted": timed(self.real.preempted),
+                "fragmented": timed(self.real.fragmented),
+                "placed": timed(self.real.placed),
+            },
+            "reports": self.reports,
+            "snoozes": self.snoozes,
+            "notes": self.notes,
+            "hub_requests": self.hub.requests,
+            "audit_records": len(audit),
+        }
+
+    @staticmethod
+    def names(script: Sequence[_Step]) -> set[str]:
+        """The workloads of the script: its Jobs and the pods of its spawns."""
+        names = {s.item.name for s in script if s.what == "create"}
+        return names | {s.item["workload"].split("/", 1)[1] for s in script if s.what == "spawn"}
+
+    async def clean_up(self, script: Sequence[_Step]) -> None:
+        """Leave the cluster empty."""
+        for name in self.names(script):
+            kind = "notebook" if name.startswith("pod-") else "training"
+            ns = NOTEBOOK_NAMESPACE if kind == "notebook" else _team_of(self.window, name)
+            await self.real.delete(Plan(name, ns, kind, 0.0, None, {}))
+
+
 async def reclaim_replay(
     real: Real,
     cluster_state: Path,
@@ -865,206 +1169,17 @@ async def reclaim_replay(
     "Keep my GPU" at the model's moments; every server reports its activity to the service's
     ``api/activity`` with its own token every 60 s ÷ k); the hub stand-in stops servers when
     the service says. Returns what happened, in trace seconds."""
-    from datetime import datetime, timedelta, timezone
+    from .service import audit_lines
 
-    from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
-
-    from .policies import REPORT_INTERVAL_S, activity_payload, iso
-    from .service import HubStandIn, Server, audit_lines, start_service
-
-    catalog = brain.load_catalog(str(DEFAULT_CATALOG))
-    sim = model.sim
     await real.drain([NOTEBOOK_NAMESPACE, *sorted(window.teams)])
-    t0 = time.monotonic()
-    wall0 = datetime.now(timezone.utc)
-
-    def trace_s(mono: float) -> float:
-        return (mono - t0) * k
-
-    def clock_at(t: float) -> datetime:
-        return wall0 + timedelta(seconds=t / k)
-
-    async def stop_pod(name: str) -> None:
-        await real.delete(Plan(name, NOTEBOOK_NAMESPACE, "notebook", 0.0, None, {}))
-
-    hub = HubStandIn(stop_pod, lambda mono: iso(clock_at(trace_s(mono))))
-    hub_port, service_port = _free_port(), _free_port()
-    hub_server = hub.make_app().listen(hub_port, "127.0.0.1")
-    compressed = workdir / "policy-compressed.yaml"
-    compressed.write_text(
-        scaled_policy(Path(policy_file).read_text(encoding="utf-8"), 1 / k), encoding="utf-8"
-    )
-    log = workdir / "service.log"
-    proc = start_service(
-        hub_port=hub_port,
-        service_port=service_port,
-        service_token=hub.service_token,
-        kubeconfig=cluster_state / "credentials" / "gpuaas.kubeconfig",
-        policy=compressed,
-        interval=30.0 / k,
-        save_lead=15.0 / k,
-        reports_per_minute=6 * k,
-        log=log,
-        job_namespaces=tuple(sorted(window.teams)),
-    )
-    http = AsyncHTTPClient()
-    base = f"http://127.0.0.1:{service_port}/services/gpuaas/"
-    try:
-        await _wait(lambda: "listening on" in log.read_text(errors="replace"), 60)
-    except TimeoutError:
-        proc.terminate()
-        raise RuntimeError("gpuaas-service did not start:\n" + log.read_text()[-3000:]) from None
-    t0 = time.monotonic()
-    wall0 = datetime.now(timezone.utc)
-    current: dict[str, Server] = {}
-    """session → its server now (as the hub knows it)."""
-    notes: list[str] = []
-    reports = {"sent": 0, "refused": 0, "errors": 0}
-    snoozes: dict[str, Any] = {}
-
-    async def post(path: str, token: str, body: Any) -> tuple[int, Any]:
-        req = HTTPRequest(
-            base + path,
-            method="POST",
-            body=json.dumps(body),
-            headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
-            request_timeout=10,
-        )
-        try:
-            resp = await http.fetch(req)
-            return resp.code, json.loads(resp.body or b"null")
-        except HTTPClientError as e:
-            return e.code, None
-
-    async def report(server: Server, state: SessionState) -> None:
-        """The server's reporter: every 60 s ÷ k from its start, while it runs."""
-        while hub.servers.get((server.user, server.name)) is server:
-            if server.ready_at is None:
-                running = real.running.get(server.pod)
-                if running is not None:
-                    server.ready_at = running + SERVER_STARTUP_S / k
-                    state.ready_at = trace_s(server.ready_at)
-                await asyncio.sleep(0.02)
-                continue
-            now = time.monotonic()
-            if now < server.ready_at:
-                await asyncio.sleep(server.ready_at - now)
-                continue
-            sent = trace_s(now)
-            code, _body = await post(
-                "api/activity", server.token, activity_payload(state, sent, clock_at)
-            )
-            reports["sent"] += 1
-            if code == 409:
-                reports["refused"] += 1
-            elif code != 200:
-                reports["errors"] += 1
-            step = REPORT_INTERVAL_S / k
-            await asyncio.sleep(step - ((time.monotonic() - server.ready_at) % step))
-
-    tasks: list[asyncio.Task[None]] = []
-    schedule: list[tuple[float, int, str, Any]] = []
-    for i, job in enumerate(window.jobs):
-        plan = scene.job(job.name, job.team, job.gpus, job.duration_s / k)
-        schedule.append((job.submit_s, i, "create", plan))
-    for i, e in enumerate(model.events):
-        if e["event"] in ("spawn", "session_end", "snooze"):
-            schedule.append((e["t"], len(window.jobs) + i, e["event"], e))
-    schedule.sort(key=lambda x: (x[0], x[1]))
-    for at, _i, what, item in schedule:
-        if at >= length_s:
-            break
-        delay = t0 + at / k - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        if what == "create":
-            await real.create(item)
-            continue
-        session = item["session"]
-        state = sim.sessions[session]
-        server_now = current.get(session)
-        alive = server_now is not None and (
-            hub.servers.get((server_now.user, server_now.name)) is server_now
-        )
-        if what == "spawn":
-            pod = item["workload"].split("/", 1)[1]
-            if alive:
-                notes.append(f"{pod}: the model spawned again, the real server still runs")
-                continue
-            user_state = SessionState(state.session, state.offering)
-            user_state.realised = state.realised  # the model's users' activity, as it happened
-            body = notebook_body(pod, state.session, state.offering, catalog)
-            server = Server(state.session.user, session, state.session.team, pod, 0.0)
-            server.created = time.monotonic()
-            hub.add(server)
-            current[session] = server
-            await real.create(Plan(pod, NOTEBOOK_NAMESPACE, "notebook", at, None, body))
-            tasks.append(asyncio.create_task(report(server, user_state)))
-        elif what == "session_end" and server_now is not None and alive:
-            hub.remove(server_now.user, server_now.name)
-            await stop_pod(server_now.pod)
-        elif what == "snooze" and server_now is not None and alive:
-            code, body = await post("api/reclaim/snooze", server_now.token, {})
-            snoozes[server_now.pod] = {"t": trace_s(time.monotonic()), "code": code}
-    await asyncio.sleep(max(0.0, t0 + length_s / k + 2.0 - time.monotonic()))
-    for t in tasks:
-        t.cancel()
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    hub_server.stop()
-    audit = audit_lines(log)
-    targets: dict[str, str] = {}
-    for rec in audit:
-        if (
-            rec.get("event") == "culler.decision"
-            and rec.get("action") == "reclaim"
-            and not rec.get("dry_run")
-        ):
-            for _t, user, server_name, pod in hub.stops:
-                if (user, server_name) == (rec["user"], rec["server"]):
-                    targets[pod] = target_of(
-                        rec.get("handoff") or "", [j.name for j in window.jobs]
-                    )
-    handoffs = {
-        owner_of(str(rec["workload"])): float(rec["latency_seconds"]) * k
-        for rec in audit
-        if rec.get("event") == "culler.handoff" and rec.get("result") == "succeeded"
-    }
-    names = {p.name for _a, _i, w, p in schedule if w == "create"}
-    names |= {e["workload"].split("/", 1)[1] for _a, _i, w, e in schedule if w == "spawn"}
-    admissions = {}
-    for name in sorted(names & set(real.created)):
-        created, admitted = real.created[name], real.admitted.get(name)
-        admissions[name] = {
-            "submitted": trace_s(created),
-            "admitted": trace_s(admitted) if admitted is not None else math.inf,
-        }
-    out = {
-        "admissions": admissions,
-        "decisions": {
-            "warned": {p: trace_s(t) for p, t in real.warned.items()},
-            "reclaimed": {pod: trace_s(t) for t, _u, _s, pod in hub.stops},
-            "targets": targets,
-            "handoffs": handoffs,
-        },
-        "kueue": {
-            "preempted": {n: trace_s(t) for n, t in real.preempted.items() if n in names},
-            "fragmented": {n: trace_s(t) for n, t in real.fragmented.items() if n in names},
-            "placed": {n: trace_s(t) for n, t in real.placed.items() if n in names},
-        },
-        "reports": reports,
-        "snoozes": snoozes,
-        "notes": notes,
-        "hub_requests": hub.requests,
-        "audit_records": len(audit),
-    }
-    for name in names:  # leave the cluster empty
-        kind = "notebook" if name.startswith("pod-") else "training"
-        ns = NOTEBOOK_NAMESPACE if kind == "notebook" else _team_of(window, name)
-        await real.delete(Plan(name, ns, kind, 0.0, None, {}))
+    run = ReclaimRun(real, window, model, k)
+    proc, hub_server, log = await run.start(cluster_state, policy_file, workdir)
+    run.restart_clock()
+    script = reclaim_script(window, model, k, scene)
+    await run.play(script, length_s)
+    run.stop(proc, hub_server)
+    out = run.results(script, audit_lines(log))
+    await run.clean_up(script)
     return out
 
 
@@ -1358,6 +1473,112 @@ async def check_window(
     return out
 
 
+Window = tuple[Scene, float, float, Trace]
+"""A window to check: its kind of rung, start (hour of the day), length (s) and trace."""
+
+
+async def calibrated_k(
+    real: Real, kubeconfig: Path, args: argparse.Namespace, figures: dict[str, Any]
+) -> float:
+    """Calibration (the module docstring's step 1) into ``figures``; the k it gives (or
+    ``--k``)."""
+    cal = await calibrate(real, jobs=10, deletes=5)
+    figures["calibration"] = {
+        n: {"n": len(v), "p50": statistics.median(v), "p99": pct(v, 0.99), "max": max(v)}
+        for n, v in cal.items()
+    }
+    figures["loop_cycle_s"] = await loop_cycle_seconds(kubeconfig, 5)
+    latency = figures["calibration"]["create→Running"]["p99"]
+    k = float(args.k or max(1.0, min(args.max_k, math.floor(60.0 / latency))))
+    figures["k"] = k
+    print(json.dumps(figures, indent=1, ensure_ascii=False), flush=True)
+    return k
+
+
+async def empty_start_runs(
+    real: Real, trace: Trace, args: argparse.Namespace, k: float, cal: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """``--empty-start``: the earlier check (only work that starts in the window, static)."""
+    length = args.hours * 3600
+    window = window_trace(trace, trace.burn_in_s + args.start_h * 3600, length)
+    real_run = await replay(real, plans(window, k), k, length)
+    comparison = compare(simulated(window), real_run, horizon=length)
+    return [{"k": k, "comparison": comparison, "verdict": verdict(comparison, None, k=k, cal=cal)}]
+
+
+async def choose_windows(
+    trace: Trace, args: argparse.Namespace, k: float, cal: dict[str, Any]
+) -> tuple[list[Window], list[tuple[float, int]]]:
+    """The windows of ``--kinds``, and the cohort window's candidates: (start hour, the
+    model's preemptions). Cohort preemption: the first window of the seeded day, from
+    ``--start-h`` on by the hour, in which the model preempts a borrowing Job."""
+    length, carry = args.hours * 3600, args.carry_every
+    counts = []
+    for i in range(args.candidates):
+        h = args.start_h + i
+        w = window_trace(trace, trace.burn_in_s + h * 3600, length, carry_every_s=carry)
+        m = await asyncio.to_thread(model_run, w, args.policy_file, compressed_latencies(cal, k))
+        counts.append((h, len(m.kueue()["preempted"])))
+    chosen = first_window_with(counts)
+    windows: list[Window] = []
+    if chosen is not None and args.kinds != "shares":
+        start = trace.burn_in_s + chosen * 3600
+        window = window_trace(trace, start, length, carry_every_s=carry)
+        windows.append((COHORT, chosen, length, window))
+    if args.kinds != "cohort":
+        windows.append((SHARES, 0.0, args.shares_hours * 3600, shares_window(args.shares_hours)))
+    return windows, counts
+
+
+async def check_windows(
+    real: Real,
+    state_dir: Path,
+    windows: Sequence[Window],
+    ks: Sequence[float],
+    args: argparse.Namespace,
+    cal: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """Each window at each k (:func:`check_window`)."""
+    workdir = state_dir / "replay-check"
+    workdir.mkdir(parents=True, exist_ok=True)
+    measured = partial(compressed_latencies, cal)
+    out = []
+    for scene, start_h, length, window in windows:
+        entry = await check_window(
+            real, state_dir, scene, window, length, ks, args.policy_file, workdir, cal, measured
+        )
+        entry.update(
+            {
+                "kind": scene.kind,
+                "start_h": start_h,
+                "hours": length / 3600,
+                "carried_every_s": args.carry_every if scene is COHORT else None,
+            }
+        )
+        out.append(entry)
+    return out
+
+
+async def run_check(
+    real: Real, kubeconfig: Path, state_dir: Path, args: argparse.Namespace, figures: dict[str, Any]
+) -> None:
+    """Calibration, then the windows at k and its multiples, into ``figures``."""
+    k = await calibrated_k(real, kubeconfig, args, figures)
+    cal = figures["calibration"]
+    trace = make_trace(Task("static", args.seed))
+    if args.empty_start:
+        figures["runs"] = await empty_start_runs(real, trace, args, k, cal)
+        return
+    ks = [k] + [k * float(x) for x in args.also_k.split(",") if x.strip()]
+    if args.carry_every / max(ks) < 1.0:  # creation timestamps have whole seconds
+        print(
+            f"note: carried work arrives {args.carry_every / max(ks):.2f} s apart at the largest k"
+        )
+    windows, figures["window_candidates"] = await choose_windows(trace, args, k, cal)
+    figures["windows"] = await check_windows(real, state_dir, windows, ks, args, cal)
+    figures["load_after"] = os.getloadavg()
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     from devcluster import cluster as devcluster
     from devcluster.config import load_settings
@@ -1366,9 +1587,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     settings = load_settings(env)
     t_up = time.monotonic()
     info = devcluster.up(settings, build=False)
-    up_s = time.monotonic() - t_up
     figures: dict[str, Any] = {
-        "cluster_up_s": up_s,
+        "cluster_up_s": time.monotonic() - t_up,
         "load_before": os.getloadavg(),
         "seed": args.seed,
         "start_h": args.start_h,
@@ -1376,96 +1596,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     }
     # kubernetes_asyncio reads KUBECONFIG when it is first imported (the loop's clients).
     os.environ["KUBECONFIG"] = str(info.kubeconfig)
-    length = args.hours * 3600
     try:
         async with Real(info.kubeconfig) as real:
-            cal = await calibrate(real, jobs=10, deletes=5)
-            figures["calibration"] = {
-                n: {"n": len(v), "p50": statistics.median(v), "p99": pct(v, 0.99), "max": max(v)}
-                for n, v in cal.items()
-            }
-            figures["loop_cycle_s"] = await loop_cycle_seconds(info.kubeconfig, 5)
-            latency = figures["calibration"]["create→Running"]["p99"]
-            k = args.k or max(1.0, min(args.max_k, math.floor(60.0 / latency)))
-            figures["k"] = k
-            print(json.dumps(figures, indent=1, ensure_ascii=False), flush=True)
-            trace = make_trace(Task("static", args.seed))
-            start = trace.burn_in_s + args.start_h * 3600
-            if args.empty_start:
-                window = window_trace(trace, start, length)
-                real_run = await replay(real, plans(window, k), k, length)
-                model_static = simulated(window)
-                comparison = compare(model_static, real_run, horizon=length)
-                figures["runs"] = [
-                    {
-                        "k": k,
-                        "comparison": comparison,
-                        "verdict": verdict(comparison, None, k=k, cal=figures["calibration"]),
-                    }
-                ]
-                return figures
-            ks = [k] + [k * float(x) for x in args.also_k.split(",") if x.strip()]
-            carry = args.carry_every
-            if carry / max(ks) < 1.0:  # creation timestamps have whole seconds
-                print(f"note: carried work arrives {carry / max(ks):.2f} s apart at the largest k")
-            cal = figures["calibration"]
-
-            def measured(kk: float) -> Latencies:
-                return compressed_latencies(cal, kk)
-
-            # (a) cohort preemption: the first window of the seeded day, from --start-h on
-            # by the hour, in which the model preempts a borrowing Job.
-            counts = []
-            for i in range(args.candidates):
-                h = args.start_h + i
-                w = window_trace(trace, trace.burn_in_s + h * 3600, length, carry_every_s=carry)
-                m = await asyncio.to_thread(model_run, w, args.policy_file, measured(k))
-                counts.append((h, len(m.kueue()["preempted"])))
-            chosen = first_window_with(counts)
-            figures["window_candidates"] = counts
-            windows: list[tuple[Scene, float, float, Trace]] = []
-            if chosen is not None:
-                start = trace.burn_in_s + chosen * 3600
-                windows.append(
-                    (
-                        COHORT,
-                        chosen,
-                        length,
-                        window_trace(trace, start, length, carry_every_s=carry),
-                    )
-                )
-            if args.kinds != "cohort":
-                windows.append(
-                    (SHARES, 0.0, args.shares_hours * 3600, shares_window(args.shares_hours))
-                )
-            if args.kinds == "shares":
-                windows = [w for w in windows if w[0] is SHARES]
-            figures["windows"] = []
-            workdir = settings.state_dir / "replay-check"
-            workdir.mkdir(parents=True, exist_ok=True)
-            for scene, start_h, wlength, window in windows:
-                entry_w = await check_window(
-                    real,
-                    settings.state_dir,
-                    scene,
-                    window,
-                    wlength,
-                    ks,
-                    args.policy_file,
-                    workdir,
-                    cal,
-                    measured,
-                )
-                entry_w.update(
-                    {
-                        "kind": scene.kind,
-                        "start_h": start_h,
-                        "hours": wlength / 3600,
-                        "carried_every_s": carry if scene is COHORT else None,
-                    }
-                )
-                figures["windows"].append(entry_w)
-            figures["load_after"] = os.getloadavg()
+            await run_check(real, info.kubeconfig, settings.state_dir, args, figures)
     finally:
         if info.started:
             devcluster.down(settings)

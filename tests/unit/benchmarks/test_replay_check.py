@@ -335,3 +335,117 @@ def test_benchmark_options_keep_their_hyphens(monkeypatch: pytest.MonkeyPatch) -
     )
     assert entry.main(["replay-check", "--policy-file", "/etc/my-policy.yaml", "--also-k", ""]) == 0
     assert seen == [["--policy-file", "/etc/my-policy.yaml", "--also-k", ""]]
+
+
+@pytest.fixture(scope="module")
+def window_model(trace: Any) -> Any:
+    window = window_trace(trace, trace.burn_in_s + 10.5 * HOUR, 2 * HOUR, carry_every_s=63.0)
+    return window, model_run(window, str(DEFAULT_POLICY))
+
+
+def test_the_reclaim_script_is_the_windows_jobs_and_the_models_users_in_time_order(
+    window_model: Any,
+) -> None:
+    from benchmarks.replay.check import COHORT, RUN_SECONDS, ReclaimRun, reclaim_script
+
+    window, model = window_model
+    script = reclaim_script(window, model, 30.0, COHORT)
+    creates = [s for s in script if s.what == "create"]
+    assert sorted(s.item.name for s in creates) == sorted(j.name for j in window.jobs)
+    for step in creates:
+        (job,) = [j for j in window.jobs if j.name == step.item.name]
+        assert step.at == job.submit_s
+        annotations = step.item.body["spec"]["template"]["metadata"]["annotations"]
+        assert annotations[RUN_SECONDS] == f"{job.duration_s / 30.0:.2f}"  # run time ÷ k
+    users = [e for e in model.events if e["event"] in ("spawn", "session_end", "snooze")]
+    assert [s.item for s in script if s.what != "create"] == sorted(users, key=lambda e: e["t"])
+    assert [(s.at, s.order) for s in script] == sorted((s.at, s.order) for s in script)
+    spawned = {e["workload"].split("/", 1)[1] for e in users if e["event"] == "spawn"}
+    assert ReclaimRun.names(script) == {j.name for j in window.jobs} | spawned
+
+
+def test_the_reclaim_runs_results_are_in_trace_seconds(window_model: Any) -> None:
+    from types import SimpleNamespace
+
+    from benchmarks.replay.check import COHORT, ReclaimRun, reclaim_script
+
+    window, model = window_model
+    job = window.jobs[0].name
+    real: Any = SimpleNamespace(
+        created={job: 101.0, "not-in-the-window": 101.0},
+        admitted={job: 102.0},
+        warned={"pod-a": 103.0},
+        preempted={job: 104.0, "other": 104.0},
+        fragmented={},
+        placed={},
+    )
+    run = ReclaimRun(real, window, model, 30.0)
+    run.t0 = 100.0
+    run.hub.stops.append((105.0, "user-a", "s-1", "pod-a"))
+    audit: list[dict[str, Any]] = [
+        {
+            "event": "culler.decision",
+            "action": "reclaim",
+            "user": "user-a",
+            "server": "s-1",
+            "handoff": f"{window.jobs[1].team}/job-{window.jobs[1].name}-1a2b3",
+        },
+        {
+            "event": "culler.decision",
+            "action": "reclaim",
+            "dry_run": True,
+            "user": "user-a",
+            "server": "s-1",
+            "handoff": "ignored",
+        },
+        {
+            "event": "culler.handoff",
+            "result": "succeeded",
+            "latency_seconds": 1.5,
+            "workload": "jupyter-users/pod-pod-a-0f0f0",
+        },
+        {
+            "event": "culler.handoff",
+            "result": "failed",
+            "latency_seconds": 9.0,
+            "workload": "jupyter-users/pod-pod-b-0f0f0",
+        },
+    ]
+    out = run.results(reclaim_script(window, model, 30.0, COHORT), audit)
+    assert out["admissions"] == {job: {"submitted": 30.0, "admitted": 60.0}}
+    assert out["decisions"] == {
+        "warned": {"pod-a": 90.0},
+        "reclaimed": {"pod-a": 150.0},
+        "targets": {"pod-a": window.jobs[1].name},
+        "handoffs": {"pod-a": 45.0},  # 1.5 s × k
+    }
+    assert out["kueue"] == {"preempted": {job: 120.0}, "fragmented": {}, "placed": {}}
+    assert out["audit_records"] == 4
+
+
+def test_the_windows_checked_are_the_kinds_asked_for(trace: Any) -> None:
+    from benchmarks.replay.check import (
+        COHORT,
+        SHARES,
+        choose_windows,
+        first_window_with,
+        parse,
+    )
+
+    cal = {"admitted→Running": {"p50": 0.06}, "delete→next admitted": {"p50": 1.08}}
+    both = parse(["--candidates", "2"])
+    windows, counts = asyncio.run(choose_windows(trace, both, 30.0, cal))
+    assert [h for h, _n in counts] == [10.5, 11.5]
+    chosen = first_window_with(counts)
+    assert chosen is not None, "a candidate in which the model preempts"
+    assert [(w[0], w[1], w[2]) for w in windows] == [
+        (COHORT, chosen, 2 * HOUR),
+        (SHARES, 0.0, 1.75 * HOUR),
+    ]
+    assert windows[0][3] == window_trace(
+        trace, trace.burn_in_s + chosen * HOUR, 2 * HOUR, carry_every_s=63.0
+    )
+    shares, _ = asyncio.run(
+        choose_windows(trace, parse(["--candidates", "2", "--kinds", "shares"]), 30.0, cal)
+    )
+    assert [w[0] for w in shares] == [SHARES]
