@@ -56,7 +56,7 @@ HUB55_TESTS := tests/unit/spawner/test_hubcompat.py tests/unit/spawner/test_fail
 	tests/real_hub/test_culler.py \
 	tests/real_hub/test_culler_dry_run.py
 # (no $(MAKE) in test's recipe: `make -n test` would run that line)
-HUB55_PYTEST = $(VENV55)/bin/pytest -ra --durations=20 -p no:cacheprovider $(HUB55_TESTS)
+HUB55_PYTEST = $(VENV55)/bin/pytest -ra $(LANES) --durations=20 -p no:cacheprovider $(HUB55_TESTS)
 
 $(STAMP55): pyproject.toml $(HUB55_CONSTRAINTS) jupyter_gpuaas/labextension/package.json
 	$(PYTHON) -m venv $(VENV55)
@@ -97,16 +97,20 @@ options: $(STAMP) ## rewrite docs/options.md from the options' traitlets
 	$(PY) docs/options.py
 
 # The unit tests on both cores (pytest-xdist): each test has its own tmp_path and OS-chosen ports.
-# The cluster, hub and browser tests share one cluster and session fixtures, so they run in one
-# process. Each run prints its 20 slowest tests.
+# The cluster, hub and browser tests run in two lanes: two xdist workers, each with a dev cluster
+# of its own (tests/support/lanes.py), a module's tests together on one. They mostly wait on
+# hubs, servers and Kueue, so two lanes on two cores take about half the time of one. Each run
+# prints its 20 slowest tests.
 UNIT_PYTEST = $(VENV)/bin/pytest -ra -n 2 --durations=20 tests/unit
-MAIN_PYTEST = $(VENV)/bin/pytest -ra --durations=20 --ignore=tests/unit
+LANES := -n 2 --dist loadfile -p tests.support.lanes
+MAIN_PYTEST = $(VENV)/bin/pytest -ra $(LANES) --durations=20 --ignore=tests/unit
 
 unit: $(STAMP) ## unit tests only (no cluster, no browser)
 	$(UNIT_PYTEST)
 
-# One dev cluster for both test sessions (the session fixture reuses a running one); stopped at
-# the end, whatever the outcome, if this target started it. It is the tests' own cluster: a
+# Lane 0's dev cluster serves both test sessions (the session fixture reuses a running one);
+# stopped at the end, whatever the outcome, if this target started it. Lane 1's is started and
+# stopped by each session's second worker. It is the tests' own cluster: a
 # running `make demo` (its cluster in .demo/cluster) is neither used nor touched.
 # tests/packaging builds the sdist and the wheel and checks the wheel in a fresh venv.
 test: install lint cluster-build $(STAMP55) ## install everything the tests need, then lint and run every test (the wheel's too), on JupyterHub 6 and 5.5

@@ -6,6 +6,7 @@ Every path and port has a default and an environment variable that overrides it;
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -209,6 +210,36 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         pod_ip_prefix=prefix,
         port_base=base,
     )
+
+
+def lane_environ(lane: int, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of test lane ``lane``: ``make test`` runs the cluster suites on two
+    pytest-xdist workers, each on a dev cluster of its own. Lane 0 is ``env`` unchanged (the
+    tests' cluster as it chooses); lane N gets the state directory with ``-laneN`` appended, the
+    port block N blocks of 100 up (never the demo's), pod IPs 100·N up in the second octet (far
+    from where :func:`devcluster.testing.free_pod_ip_prefix` looks for throwaway clusters), and
+    no ``GPUAAS_CLUSTER_PORT_<NAME>`` overrides (they would make two lanes meet at a port)."""
+    env = dict(os.environ if env is None else env)
+    if lane < 0:
+        raise ValueError(f"test lane {lane}: want 0 or more")
+    if lane == 0:
+        return env
+    tests = load_settings(env)
+    bases = (b for b in itertools.count(tests.port_base + 100, 100) if b != DEMO_PORT_BASE)
+    base = next(itertools.islice(bases, lane - 1, None))
+    second = int(tests.pod_ip_prefix.split(".")[1]) + 100 * lane
+    if second > 255:
+        raise ValueError(
+            f"test lane {lane} of the cluster with pod IPs {tests.pod_ip_prefix}.x.y would need "
+            f"127.{second}: use fewer lanes or a lower GPUAAS_CLUSTER_POD_IP_PREFIX"
+        )
+    own = {k: v for k, v in env.items() if not k.startswith("GPUAAS_CLUSTER_PORT_")}
+    own.update(
+        GPUAAS_CLUSTER_DIR=f"{tests.state_dir}-lane{lane}",
+        GPUAAS_CLUSTER_PORT_BASE=str(base),
+        GPUAAS_CLUSTER_POD_IP_PREFIX=f"127.{second}",
+    )
+    return own
 
 
 def demo_settings(

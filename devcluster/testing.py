@@ -88,6 +88,14 @@ class Cluster:
         return path
 
 
+def runs_from(state_dir: Path, argv: Sequence[str], cwd: str) -> bool:
+    """Whether a process with this command line and working directory runs from ``state_dir``:
+    the directory itself or a path under it, not a sibling whose name merely starts the same
+    (test lane 1's cluster lives in ``<dir>-lane1``)."""
+    here = f"{state_dir}/"
+    return any(here in f"{word}/" for word in (cwd, *argv))
+
+
 def leftovers(settings: Settings, records: list[procs.ProcRecord]) -> list[str]:
     """What a stopped cluster left behind: live recorded processes, listening ports, files."""
     out = [f"{r.name} pid {r.pid} still running" for r in records if procs.is_alive(r)]
@@ -98,7 +106,6 @@ def leftovers(settings: Settings, records: list[procs.ProcRecord]) -> list[str]:
             settings.pod_ip_prefix + "."
         ):
             out.append(f"something still listens on {ip}:{port}")
-    marker = str(settings.state_dir)
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -114,7 +121,7 @@ def leftovers(settings: Settings, records: list[procs.ProcRecord]) -> list[str]:
         except OSError:
             cwd = ""
         alive = stat[stat.rfind(")") + 2] not in "ZX"
-        if alive and (marker in cmdline or cwd.startswith(marker)):
+        if alive and runs_from(settings.state_dir, cmdline.split(" "), cwd):
             out.append(f"pid {proc.name} still runs from the state dir: {cmdline[:120]}")
     if settings.state_dir.exists():
         out.append(f"{settings.state_dir} still exists")
