@@ -67,10 +67,145 @@ export namespace GpuPanel {
 }
 
 /** A segment of a memory bar. */
+/** The key of the focused element within `node`, to focus its successor after a render. */
+function focusKeyWithin(node: HTMLElement): string | undefined {
+  const active = document.activeElement;
+  return active instanceof HTMLElement && node.contains(active)
+    ? active.dataset.focusKey
+    : undefined;
+}
+
+/** A kernel by its notebook, else by its kernel's name and id. */
+function kernelName(row: IKernelRow): string {
+  const { kernel } = row;
+  return (
+    row.path ??
+    say('panel.kernel', { name: kernel.name ?? '', id: kernel.kernel_id.slice(0, 8) })
+      .replace(/\s+/g, ' ')
+      .trim()
+  );
+}
+
+/** A kernel's GPU memory in all: unknown, none shown when it has none, or the bytes. */
+function kernelTotal(kernel: IKernelRow['kernel']): string {
+  if (kernel.gpu_memory === null) {
+    return say('panel.sizeUnknown');
+  }
+  return kernel.attribution === 'none' && kernel.gpu_memory === 0
+    ? ''
+    : formatBytes(kernel.gpu_memory);
+}
+
+/** A kernel's use of one device: "3 GiB / 24 GiB", or of a fraction's cap. */
+function kernelDeviceFigure(use: IKernelRow['devices'][number]): string {
+  const { device, bytes } = use;
+  if (bytes === null) {
+    return say('panel.sizeUnknown');
+  }
+  return device.cap === null
+    ? `${formatBytes(bytes)} / ${formatBytes(device.memory_total)}`
+    : say('panel.ofCap', { used: formatBytes(bytes), cap: formatBytes(device.cap.memory) });
+}
+
+/** One device a kernel uses: its name, its figure and a bar, marked when near a cap. */
+function kernelDeviceItem(use: IKernelRow['devices'][number], name: string): HTMLElement {
+  const { device, parent, bytes } = use;
+  const deviceName = deviceShortName(device, parent);
+  const near = device.cap === null ? null : capLevel(bytes, device.cap.memory);
+  return h(
+    'li',
+    {
+      class: `jp-gpuaas-bydevice-item${near === null ? '' : ' jp-mod-near-cap'}`,
+      'data-uuid': device.uuid,
+      'data-cap': device.cap === null ? undefined : String(device.cap.memory)
+    },
+    h(
+      'div',
+      { class: 'jp-gpuaas-line' },
+      h(
+        'span',
+        { class: 'jp-gpuaas-device-ref', title: `${device.name} (${device.uuid})` },
+        deviceName
+      ),
+      h('span', { class: 'jp-gpuaas-figure' }, kernelDeviceFigure(use))
+    ),
+    bytes !== null
+      ? memoryBar(
+          say('panel.onDevice', { name, device: deviceName }),
+          device.cap?.memory ?? device.memory_total,
+          [{ bytes, kind: 'kernels' }]
+        )
+      : null
+  );
+}
+
+/** A MIG device's heading: its profile, and its index where it has one. */
+function migHeading(device: IDevice): string {
+  const profile = device.mig_profile ?? '';
+  return device.index === null
+    ? say('panel.migDevice', { profile }).trim()
+    : say('panel.migDeviceNumbered', { profile, index: device.index });
+}
+
+/** The tags after a device's name: MIG-partitioned, a fraction, or shared. */
+function deviceTags(device: IDevice, hasMig: boolean): HTMLElement[] {
+  const tags: HTMLElement[] = [];
+  if (hasMig) {
+    tags.push(
+      h('span', { class: 'jp-gpuaas-tag', title: say('panel.migTagTitle') }, say('panel.migTag'))
+    );
+  }
+  if (device.cap !== null) {
+    tags.push(
+      h(
+        'span',
+        {
+          class: 'jp-gpuaas-tag jp-mod-fraction',
+          title: say('panel.fractionTitle', { enforcer: device.cap.enforced_by })
+        },
+        say('panel.fractionTag')
+      )
+    );
+  } else if (device.shared) {
+    tags.push(
+      h(
+        'span',
+        {
+          class: 'jp-gpuaas-tag jp-mod-shared',
+          title: say('panel.sharedTitle')
+        },
+        say('panel.sharedTag')
+      )
+    );
+  }
+  return tags;
+}
+
+function memoryFigure(memory: string): HTMLElement {
+  return h(
+    'span',
+    { class: 'jp-gpuaas-figure jp-gpuaas-memory', title: say('panel.memoryTitle') },
+    memory
+  );
+}
+
 interface ISegment {
   bytes: number;
   kind: 'used' | 'kernels' | 'other';
   label?: string;
+}
+
+/**
+ * A device's memory in use: this server's kernels, then other processes (`other`); one
+ * segment where they cannot be split.
+ */
+function deviceSegments(device: IDevice, other: number | null): ISegment[] {
+  return other === null
+    ? [{ bytes: device.memory_used, kind: 'used' }]
+    : [
+        { bytes: Math.max(0, device.memory_used - other), kind: 'kernels' },
+        { bytes: Math.min(other, device.memory_used), kind: 'other' }
+      ];
 }
 
 /**
@@ -156,18 +291,23 @@ export class GpuPanel extends Panel {
       this.extras.addWidget(this._queue);
     }
 
-    const interval = GpuPanel.intervalMs(options.refreshInterval ?? DEFAULT_REFRESH_SECONDS);
-    this._poll = new Poll({
+    this._poll = this._createPoll(options.refreshInterval);
+
+    this._sessions?.runningChanged.connect(this._onRunningChanged);
+    this._kernels?.runningChanged.connect(this._onRunningChanged);
+    this._renderBody();
+  }
+
+  /** The usage poll, started when the panel is shown; backs off on errors up to 10 intervals. */
+  private _createPoll(seconds: number | undefined): Poll {
+    const interval = GpuPanel.intervalMs(seconds ?? DEFAULT_REFRESH_SECONDS);
+    return new Poll({
       auto: false,
       factory: () => this._tick(),
       frequency: { interval, backoff: true, max: Math.max(MAX_BACKOFF_MS, interval * 10) },
       name: 'jupyter-gpuaas:usage',
       standby: 'when-hidden'
     });
-
-    this._sessions?.runningChanged.connect(this._onRunningChanged);
-    this._kernels?.runningChanged.connect(this._onRunningChanged);
-    this._renderBody();
   }
 
   /** Milliseconds between refreshes for a setting in seconds (bad values give the default). */
@@ -400,32 +540,33 @@ export class GpuPanel extends Panel {
     this._signatureRendered = signature;
 
     // Re-rendering replaces the elements: keep keyboard focus where it was.
-    const active = document.activeElement;
-    const focusKey =
-      active instanceof HTMLElement && node.contains(active) ? active.dataset.focusKey : undefined;
-
-    if (model === null) {
-      node.replaceChildren(
-        h('p', { class: 'jp-gpuaas-placeholder' }, this._error === null ? say('panel.loading') : '')
-      );
-    } else if (model.usage.devices.length === 0) {
-      node.replaceChildren(this._renderEmpty(model.usage));
-    } else {
-      // Without cap warnings, the cap action's node still shows any way down (resize.ts).
-      const atEase = model.capWarnings.length > 0 ? null : (this._capAction?.([]) ?? null);
-      node.replaceChildren(
-        ...(model.capWarnings.length > 0 ? [this._renderCapWarnings(model.capWarnings)] : []),
-        ...(atEase === null ? [] : [atEase]),
-        this._renderKernels(model),
-        this._renderDevices(model),
-        this._renderOther(model)
-      );
-    }
-
+    const focusKey = focusKeyWithin(node);
+    node.replaceChildren(...this._bodyContent(model));
     if (focusKey !== undefined) {
       const target = node.querySelector<HTMLElement>(`[data-focus-key="${CSS.escape(focusKey)}"]`);
       target?.focus();
     }
+  }
+
+  /** The body: loading, no GPU, or the cap warnings, kernels, devices and other processes. */
+  private _bodyContent(model: IViewModel | null): HTMLElement[] {
+    if (model === null) {
+      return [
+        h('p', { class: 'jp-gpuaas-placeholder' }, this._error === null ? say('panel.loading') : '')
+      ];
+    }
+    if (model.usage.devices.length === 0) {
+      return [this._renderEmpty(model.usage)];
+    }
+    // Without cap warnings, the cap action's node still shows any way down (resize.ts).
+    const atEase = model.capWarnings.length > 0 ? null : (this._capAction?.([]) ?? null);
+    return [
+      ...(model.capWarnings.length > 0 ? [this._renderCapWarnings(model.capWarnings)] : []),
+      ...(atEase === null ? [] : [atEase]),
+      this._renderKernels(model),
+      this._renderDevices(model),
+      this._renderOther(model)
+    ];
   }
 
   /** What the body shows, without the sampling time: unchanged figures are not re-rendered. */
@@ -501,89 +642,17 @@ export class GpuPanel extends Panel {
 
   private _renderKernel(row: IKernelRow): HTMLElement {
     const { kernel } = row;
-    const name =
-      row.path ??
-      say('panel.kernel', { name: kernel.name ?? '', id: kernel.kernel_id.slice(0, 8) })
-        .replace(/\s+/g, ' ')
-        .trim();
-    let title: HTMLElement;
-    if (row.path !== null && this._open !== null) {
-      const open = this._open;
-      const path = row.path;
-      title = h(
-        'button',
-        {
-          type: 'button',
-          class: 'jp-gpuaas-kernel-name jp-gpuaas-link',
-          title: say('panel.open', { path }),
-          'data-focus-key': `open:${kernel.kernel_id}`
-        },
-        path
-      );
-      title.addEventListener('click', () => {
-        open(path, row.sessionType);
-      });
-    } else {
-      title = h('span', { class: 'jp-gpuaas-kernel-name', title: name }, name);
-    }
-
-    const total =
-      kernel.gpu_memory === null
-        ? say('panel.sizeUnknown')
-        : kernel.attribution === 'none' && kernel.gpu_memory === 0
-          ? ''
-          : formatBytes(kernel.gpu_memory);
-
+    const name = kernelName(row);
     const meta = [row.sessionType, kernel.name, kernel.execution_state].filter(
       (part): part is string => part !== null && part.length > 0
     );
-
     const devices =
       row.devices.length === 0
         ? null
         : h(
             'ul',
             { class: 'jp-gpuaas-bydevice', 'aria-label': say('panel.byDevice', { name }) },
-            ...row.devices.map(({ device, parent, bytes }) => {
-              const deviceName = deviceShortName(device, parent);
-              const near = device.cap === null ? null : capLevel(bytes, device.cap.memory);
-              return h(
-                'li',
-                {
-                  class: `jp-gpuaas-bydevice-item${near === null ? '' : ' jp-mod-near-cap'}`,
-                  'data-uuid': device.uuid,
-                  'data-cap': device.cap === null ? undefined : String(device.cap.memory)
-                },
-                h(
-                  'div',
-                  { class: 'jp-gpuaas-line' },
-                  h(
-                    'span',
-                    { class: 'jp-gpuaas-device-ref', title: `${device.name} (${device.uuid})` },
-                    deviceName
-                  ),
-                  h(
-                    'span',
-                    { class: 'jp-gpuaas-figure' },
-                    bytes === null
-                      ? say('panel.sizeUnknown')
-                      : device.cap === null
-                        ? `${formatBytes(bytes)} / ${formatBytes(device.memory_total)}`
-                        : say('panel.ofCap', {
-                            used: formatBytes(bytes),
-                            cap: formatBytes(device.cap.memory)
-                          })
-                  )
-                ),
-                bytes !== null
-                  ? memoryBar(
-                      say('panel.onDevice', { name, device: deviceName }),
-                      device.cap?.memory ?? device.memory_total,
-                      [{ bytes, kind: 'kernels' }]
-                    )
-                  : null
-              );
-            })
+            ...row.devices.map(use => kernelDeviceItem(use, name))
           );
 
     return h(
@@ -597,8 +666,8 @@ export class GpuPanel extends Panel {
       h(
         'div',
         { class: 'jp-gpuaas-line' },
-        title,
-        h('span', { class: 'jp-gpuaas-kernel-total jp-gpuaas-figure' }, total)
+        this._kernelTitle(row, name),
+        h('span', { class: 'jp-gpuaas-kernel-total jp-gpuaas-figure' }, kernelTotal(kernel))
       ),
       h(
         'div',
@@ -612,6 +681,29 @@ export class GpuPanel extends Panel {
       ),
       devices
     );
+  }
+
+  /** The kernel's notebook as a button that opens it, or its name where it cannot be opened. */
+  private _kernelTitle(row: IKernelRow, name: string): HTMLElement {
+    if (row.path === null || this._open === null) {
+      return h('span', { class: 'jp-gpuaas-kernel-name', title: name }, name);
+    }
+    const open = this._open;
+    const path = row.path;
+    const title = h(
+      'button',
+      {
+        type: 'button',
+        class: 'jp-gpuaas-kernel-name jp-gpuaas-link',
+        title: say('panel.open', { path }),
+        'data-focus-key': `open:${row.kernel.kernel_id}`
+      },
+      path
+    );
+    title.addEventListener('click', () => {
+      open(path, row.sessionType);
+    });
+    return title;
   }
 
   private _renderDevices(model: IViewModel): HTMLElement {
@@ -630,52 +722,8 @@ export class GpuPanel extends Panel {
     const { device, parent, children } = node;
     const shortName = deviceShortName(device, parent);
     const isMig = device.parent_uuid !== null;
-    const other = otherMemory(usage, device.uuid);
-    // This server's kernels, then other processes; one segment where they cannot be split.
-    const segments: ISegment[] =
-      other === null
-        ? [{ bytes: device.memory_used, kind: 'used' }]
-        : [
-            { bytes: Math.max(0, device.memory_used - other), kind: 'kernels' },
-            { bytes: Math.min(other, device.memory_used), kind: 'other' }
-          ];
-
-    const tags: HTMLElement[] = [];
-    if (children.length > 0) {
-      tags.push(
-        h('span', { class: 'jp-gpuaas-tag', title: say('panel.migTagTitle') }, say('panel.migTag'))
-      );
-    }
-    if (device.cap !== null) {
-      tags.push(
-        h(
-          'span',
-          {
-            class: 'jp-gpuaas-tag jp-mod-fraction',
-            title: say('panel.fractionTitle', { enforcer: device.cap.enforced_by })
-          },
-          say('panel.fractionTag')
-        )
-      );
-    } else if (device.shared) {
-      tags.push(
-        h(
-          'span',
-          {
-            class: 'jp-gpuaas-tag jp-mod-shared',
-            title: say('panel.sharedTitle')
-          },
-          say('panel.sharedTag')
-        )
-      );
-    }
-
-    const profile = device.mig_profile ?? '';
-    const heading = !isMig
-      ? shortName
-      : device.index === null
-        ? say('panel.migDevice', { profile }).trim()
-        : say('panel.migDeviceNumbered', { profile, index: device.index });
+    const heading = isMig ? migHeading(device) : shortName;
+    const tags = deviceTags(device, children.length > 0);
     const memory = `${formatBytes(device.memory_used)} / ${formatBytes(device.memory_total)}`;
     return h(
       'li',
@@ -685,11 +733,7 @@ export class GpuPanel extends Panel {
         { class: 'jp-gpuaas-line' },
         h('span', { class: 'jp-gpuaas-device-name' }, heading, ...tags),
         device.utilization === null
-          ? h(
-              'span',
-              { class: 'jp-gpuaas-figure jp-gpuaas-memory', title: say('panel.memoryTitle') },
-              memory
-            )
+          ? memoryFigure(memory)
           : h(
               'span',
               { class: 'jp-gpuaas-util', title: say('panel.utilTitle') },
@@ -701,19 +745,13 @@ export class GpuPanel extends Panel {
         'div',
         { class: 'jp-gpuaas-line' },
         h('span', { class: 'jp-gpuaas-uuid', title: device.uuid }, shortenUuid(device.uuid)),
-        device.utilization === null
-          ? null
-          : h(
-              'span',
-              { class: 'jp-gpuaas-figure jp-gpuaas-memory', title: say('panel.memoryTitle') },
-              memory
-            )
+        device.utilization === null ? null : memoryFigure(memory)
       ),
       device.cap === null ? null : this._renderCap(device.cap),
       memoryBar(
         say('panel.memoryUsedOn', { device: shortName }),
         device.cap?.memory ?? device.memory_total,
-        segments
+        deviceSegments(device, otherMemory(usage, device.uuid))
       ),
       children.length === 0 ? null : this._renderMigGroup(device, shortName, children, usage)
     );
