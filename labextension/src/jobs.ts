@@ -9,6 +9,8 @@ import { Widget } from '@lumino/widgets';
 
 import {
   formatLimit,
+  headroomText,
+  type IJobOffering,
   type IJob,
   type IJobOptions,
   type IJobTeam,
@@ -109,12 +111,17 @@ class JobForm extends Widget {
 
   private _showOffering(): void {
     const offering = this._teamOf()?.offerings.find(o => o.slug === this._offering.value);
+    this._showCount(offering);
+    const room = offering?.headroom;
+    this._room.textContent = headroomText(room);
+    this._room.dataset.fit = room?.fit ?? '';
+  }
+
+  /** The count's bounds and default: the offering's, else one. */
+  private _showCount(offering: IJobOffering | undefined): void {
     this._count.min = String(offering?.min_count ?? 1);
     this._count.max = String(offering?.max_count ?? 1);
     this._count.value = String(offering?.default_count ?? 1);
-    const room = offering?.headroom;
-    this._room.textContent = room ? `${room.message}${room.detail ? ` — ${room.detail}` : ''}` : '';
-    this._room.dataset.fit = room?.fit ?? '';
   }
 
   /** The request to send, or throws with what is wrong in the parameters. */

@@ -62,6 +62,14 @@ function runningLabel(job: IJob): string {
     : say('job.running', { offering: job.offering_name });
 }
 
+/** The line under the offering: its headroom's message, and its detail after a dash. */
+export function headroomText(room: IJobOffering['headroom'] | undefined): string {
+  if (!room) {
+    return '';
+  }
+  return room.detail ? `${room.message} — ${room.detail}` : room.message;
+}
+
 /** A job's state in words: `queued · #1 in the queue`, `running on local`, `succeeded`. */
 export function jobStateLabel(job: IJob): string {
   switch (job.state) {

@@ -3,6 +3,7 @@ import { test } from 'node:test';
 
 import {
   formatLimit,
+  headroomText,
   type IJob,
   jobRequest,
   jobStateLabel,
@@ -134,4 +135,12 @@ void test('what is not a notebook gets no note', () => {
   assert.equal(parametersNote(null), null);
   assert.equal(parametersNote('text'), null);
   assert.equal(parametersNote({ cells: 'no' }), null);
+});
+
+void test("an offering's headroom line: none, its message, and its detail after a dash", () => {
+  const room = { fit: 'now', message: 'available now', detail: '', ahead: null, selectable: true };
+  assert.equal(headroomText(undefined), '');
+  assert.equal(headroomText(null), '');
+  assert.equal(headroomText(room), 'available now');
+  assert.equal(headroomText({ ...room, detail: '2 of 4 free' }), 'available now — 2 of 4 free');
 });
