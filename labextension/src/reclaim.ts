@@ -57,6 +57,12 @@ export interface IReclaimWatchOptions {
 /** Why listeners are called: a new answer (or failure), or the once-a-second clock. */
 export type ReclaimChange = 'state' | 'tick';
 
+/** How far the service's clock (`now`, its answer's) is ahead of this browser's, in ms. */
+function serviceSkewMs(now: unknown, received: number): number {
+  const serviceNow = typeof now === 'string' ? Date.parse(now) : NaN;
+  return Number.isNaN(serviceNow) ? 0 : serviceNow - received;
+}
+
 /**
  * The tab's knowledge of a reclaim: it polls the warning (every 5 s, also while the GPU panel
  * and the browser tab are hidden: the warning must reach the user; the server extension does
@@ -169,29 +175,37 @@ export class ReclaimWatch {
       this._emit('state');
       throw error; // the poll backs off
     }
-    const received = Date.now();
+    this._takeAnswer(answer, Date.now());
+    await this._refreshStanding();
+    await this._saveOnceWhenSaving();
+    this._emit('state');
+  }
+
+  /** A warning answer received at `received`. */
+  private _takeAnswer(answer: unknown, received: number): void {
     const body = (answer ?? {}) as { error_kind?: unknown; now?: unknown; warning?: unknown };
     // The service could not be asked: no news, not "no warning".
-    if (typeof body.error_kind !== 'string') {
-      const warning = parseReclaim(answer);
-      const serviceNow = typeof body.now === 'string' ? Date.parse(body.now) : NaN;
-      const skew = Number.isNaN(serviceNow) ? 0 : serviceNow - received;
-      this._state = withAnswer(
-        this._state,
-        warning,
-        warning ? parseCause(body.warning) : null,
-        skew,
-        received
-      );
+    if (typeof body.error_kind === 'string') {
+      return;
     }
-    await this._refreshStanding();
+    const warning = parseReclaim(answer);
+    this._state = withAnswer(
+      this._state,
+      warning,
+      warning ? parseCause(body.warning) : null,
+      serviceSkewMs(body.now, received),
+      received
+    );
+  }
+
+  /** From a few seconds before the deadline (`saving`): save every open document, once. */
+  private async _saveOnceWhenSaving(): Promise<void> {
     const w = this._state.warning;
     const key = w === null ? '' : `${w.warned_at} ${w.reclaim_at}`;
     if (w?.saving && this._savedFor !== key) {
       this._savedFor = key;
       await this.saveNow();
     }
-    this._emit('state');
   }
 
   private async _refreshStanding(): Promise<void> {
@@ -312,24 +326,7 @@ export class ReclaimBanner extends Widget {
     this._countdown = null;
     const state = this._watch.state;
     const w = state.warning;
-    const parts: HTMLElement[] = [];
-    if (w !== null) {
-      parts.push(...this._renderWarning());
-    } else if (state.stopped !== null) {
-      parts.push(...this._renderStopped());
-    } else if (this._watch.standingLineNow(Date.now()) !== '') {
-      parts.push(
-        this._livePara('jp-gpuaas-reclaim-standing', () => this._watch.standingLineNow(Date.now()))
-      );
-    }
-    const note = state.note;
-    if (note !== null && state.stopped === null) {
-      parts.push(
-        this._livePara('jp-gpuaas-reclaim-note', () =>
-          noteWords(note, Date.now(), this._watch.state.skewMs)
-        )
-      );
-    }
+    const parts = [...this._renderNews(state), ...this._renderNote(state)];
     if (parts.length > 0 && browserPermission() === 'default' && state.stopped === null) {
       parts.push(this._askButton());
     }
@@ -338,6 +335,35 @@ export class ReclaimBanner extends Widget {
     this.node.classList.toggle('jp-gpuaas-reclaim-stopped', state.stopped !== null);
     this.node.setAttribute('role', w === null && state.stopped === null ? 'status' : 'alert');
     this.node.replaceChildren(...parts);
+  }
+
+  /** The warning, else the stop, else the policy line (when there is one). */
+  private _renderNews(state: IReclaimState): HTMLElement[] {
+    if (state.warning !== null) {
+      return this._renderWarning();
+    }
+    if (state.stopped !== null) {
+      return this._renderStopped();
+    }
+    if (this._watch.standingLineNow(Date.now()) === '') {
+      return [];
+    }
+    return [
+      this._livePara('jp-gpuaas-reclaim-standing', () => this._watch.standingLineNow(Date.now()))
+    ];
+  }
+
+  /** What this tab was told ("Keep my GPU" answered), until a stop. */
+  private _renderNote(state: IReclaimState): HTMLElement[] {
+    const note = state.note;
+    if (note === null || state.stopped !== null) {
+      return [];
+    }
+    return [
+      this._livePara('jp-gpuaas-reclaim-note', () =>
+        noteWords(note, Date.now(), this._watch.state.skewMs)
+      )
+    ];
   }
 
   private _renderWarning(): HTMLElement[] {
