@@ -55,6 +55,11 @@ function sleep(ms: number): Promise<void> {
   return new Promise(resolve => setTimeout(resolve, ms));
 }
 
+/** Where a move in `direction` goes: the offer's next size up, or its way down. */
+function moveTarget(offer: IResizeOffer | null, direction: 'up' | 'down'): IResizeOffering | null {
+  return (direction === 'up' ? offer?.next : offer?.down) ?? null;
+}
+
 /**
  * "Move to a bigger GPU" beside the GPU panel's cap warnings, and the notification a kernel
  * at its cap gets: confirm, save every document, ask the service to move the server, then
@@ -111,11 +116,26 @@ export class WayUp {
   /** Confirm, save everything, ask for the move (up, or down where offered), then follow it. */
   async start(direction: 'up' | 'down' = 'up'): Promise<void> {
     const offer = this._offer;
-    const next: IResizeOffering | null = (direction === 'up' ? offer?.next : offer?.down) ?? null;
+    const next = moveTarget(offer, direction);
     if (this._moving || offer === null || next === null) {
       return;
     }
     this._moving = true; // one dialog and one move at a time
+    if (
+      (await this._confirmed(offer, next, direction)) &&
+      (await this._savedAll()) &&
+      (await this._moveAccepted(next))
+    ) {
+      await this._follow(next);
+    }
+  }
+
+  /** The user's yes to the move, said as the way up's or the way down's. */
+  private async _confirmed(
+    offer: IResizeOffer,
+    next: IResizeOffering,
+    direction: 'up' | 'down'
+  ): Promise<boolean> {
     const down = direction === 'down' && offer.down ? offer.down : null;
     const choice = await showDialog({
       title: say(down === null ? 'resize.title' : 'resize.downTitle'),
@@ -124,11 +144,16 @@ export class WayUp {
     });
     if (!choice.button.accept) {
       this._moving = false;
-      return;
     }
+    return choice.button.accept;
+  }
+
+  /** Every open document saved; a failure is said, and there is no move. */
+  private async _savedAll(): Promise<boolean> {
     this._show(say('resize.saving'));
     try {
       await this._api.saveAll();
+      return true;
     } catch (error) {
       this._moving = false;
       this._show('');
@@ -136,20 +161,29 @@ export class WayUp {
         say('resize.notMoved'),
         say('resize.notSaved', { problem: describeError(error) })
       );
-      return;
+      return false;
     }
+  }
+
+  /** The move asked for and accepted (202); a refusal or failure is said. */
+  private async _moveAccepted(next: IResizeOffering): Promise<boolean> {
     let answer: { status: number; data: unknown };
     try {
       answer = await this._api.move({ offering: next.slug });
     } catch (error) {
       answer = { status: 0, data: { message: describeError(error) } };
     }
-    if (answer.status !== 202) {
-      this._moving = false;
-      this._show('');
-      await showErrorMessage(say('resize.notMoved'), messageOf(answer.data, say('resize.refused')));
-      return;
+    if (answer.status === 202) {
+      return true;
     }
+    this._moving = false;
+    this._show('');
+    await showErrorMessage(say('resize.notMoved'), messageOf(answer.data, say('resize.refused')));
+    return false;
+  }
+
+  /** Wait for the server to stop, then go to the hub's spawn page for the new size. */
+  private async _follow(next: IResizeOffering): Promise<void> {
     this._show(say('resize.stopping', { next: next.title }));
     const deadline = Date.now() + STOP_WAIT_MS;
     while (Date.now() < deadline && (await this._api.serverAnswers())) {
@@ -164,29 +198,42 @@ export class WayUp {
 
   private async _update(warnings: readonly ICapWarning[]): Promise<void> {
     this._warnings = warnings;
-    if (Date.now() - this._readAt >= OFFER_TTL_MS && !this._reading) {
-      this._reading = true;
-      try {
-        this._offer = parseOffer(await this._api.fetchOffer());
-      } catch {
-        this._offer = null; // not under JupyterHub, or the service is not there: no action
-      } finally {
-        this._readAt = Date.now();
-        this._reading = false;
-      }
+    await this._readOfferWhenOld();
+    this._showWayUp(this._offer?.next ?? null, warnings.length > 0);
+    this._showWayDown(this._offer, warnings.length > 0);
+    this._tell(warnings);
+  }
+
+  /** The offer read again when older than OFFER_TTL_MS (one read at a time). */
+  private async _readOfferWhenOld(): Promise<void> {
+    if (Date.now() - this._readAt < OFFER_TTL_MS || this._reading) {
+      return;
     }
-    const offer = this._offer;
-    const next = offer?.next ?? null;
-    // The way up beside the cap warnings only: no bigger share is offered to a session at ease.
-    this._button.hidden = next === null || warnings.length === 0;
+    this._reading = true;
+    try {
+      this._offer = parseOffer(await this._api.fetchOffer());
+    } catch {
+      this._offer = null; // not under JupyterHub, or the service is not there: no action
+    } finally {
+      this._readAt = Date.now();
+      this._reading = false;
+    }
+  }
+
+  /** The way up beside the cap warnings only: no bigger share is offered to a session at ease. */
+  private _showWayUp(next: IResizeOffering | null, warned: boolean): void {
+    this._button.hidden = next === null || !warned;
     this._button.textContent = next === null ? '' : actionLabel(next);
+  }
+
+  /** The way down to a session at ease only. */
+  private _showWayDown(offer: IResizeOffer | null, warned: boolean): void {
     const down = offer?.down ?? null;
-    this._down.hidden = down === null || offer === null || warnings.length > 0;
+    this._down.hidden = down === null || offer === null || warned;
     this._downText.textContent =
       down === null || offer === null ? '' : downOffer({ ...offer, down });
     this._downButton.textContent = down === null ? '' : downLabel(down);
     this._downButton.disabled = this._moving;
-    this._tell(warnings);
   }
 
   private _tell(warnings: readonly ICapWarning[]): void {
