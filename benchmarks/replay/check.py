@@ -1741,6 +1741,9 @@ def _runs_section(runs: Sequence[dict[str, Any]]) -> str:
     detail.append(
         "| wall time of the run | – | " + " | ".join(f"{r['wall_s']:.0f} s" for r in runs) + " |"
     )
+    if all(r.get("load") for r in runs):  # the machine's, when the run ended
+        loads = " | ".join(f"{r['load'][0]:.1f}" for r in runs)
+        detail.append(f"| load average (1 min) at the run's end | – | {loads} |")
     return "\n".join(lines + detail).strip("\n")
 
 

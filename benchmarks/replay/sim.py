@@ -80,9 +80,10 @@ class Latencies:
     """A pod ends or is deleted → its quota admits the next workload (Kueue sees the pod go,
     finishes the Workload and runs a scheduling cycle); the quota is held until then."""
     finish_s: float = 0.0
-    """A training Job's pods end → Kueue sees the Job finished, before ``release_s``: the Job
-    controller syncs a Job at most once a second after its pods change (``syncJobBatchPeriod``,
-    1 s), and only then marks it complete; a deleted pod or Job takes no such step."""
+    """A training Job's pods end (it finished, or it was evicted and its pods are deleted) →
+    Kueue sees them gone, before ``release_s``: the Job controller syncs a Job 1 s after its
+    pods change (``syncJobBatchPeriod``), and only then records it complete or inactive; a
+    deleted Job, or a notebook's pod, takes no such step."""
     requeue_s: float = 0.0
     """A quota release → the workloads parked as inadmissible are heads again: Kueue requeues
     them in batches, once a second per ClusterQueue or cohort (kueue#9232, v0.15.5 on); a
@@ -655,13 +656,14 @@ class Simulation:
             self.job_epoch[wl.key] += 1
             self.job_remaining[wl.key] -= kept  # it resumes from its last checkpoint
         evicted_at = self.now
-        if self.latencies.release_s <= 0:
+        # A Job's pods are gone for Kueue once the Job controller has synced it (finish_s).
+        delay = self.latencies.release_s
+        if wl.kind == "training":
+            delay += self.latencies.finish_s
+        if delay <= 0:
             self._eviction_done(wl.key, evicted_at)
         else:
-            self.at(
-                self.now + self.latencies.release_s,
-                partial(self._eviction_done, wl.key, evicted_at),
-            )
+            self.at(self.now + delay, partial(self._eviction_done, wl.key, evicted_at))
 
     def _eviction_done(self, key: str, evicted_at: float) -> None:
         self._unplace(key)

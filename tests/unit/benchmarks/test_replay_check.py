@@ -298,6 +298,22 @@ def test_a_job_created_before_kueue_requeues_the_parked_ones_takes_the_freed_quo
     assert before == {"big": 0.0, "parked": 131.0, "fresh": pytest.approx(262.0)}
 
 
+def test_an_evicted_jobs_quota_is_free_after_the_job_controllers_sync() -> None:
+    """A notebook that preempts a Job waits for the Job's pods to be gone for Kueue: the Job
+    controller's sync (``finish_s``) and the release (``release_s``), not the requeue batch (a
+    preemptor is not parked). On the cluster: 35 s at k = 30 (the shares window)."""
+    from benchmarks.replay.check import SHARES, model_run, shares_window
+    from benchmarks.replay.sim import Latencies
+
+    window = shares_window()
+    lat = Latencies(start_s=2.0, release_s=7.0, finish_s=27.0, requeue_s=27.0)
+    admissions = model_run(window, str(DEFAULT_POLICY), lat, SHARES).admissions()
+    bob = admissions["pod-bob-s1-1"]  # team B's first share: preempts a borrowing Job
+    assert bob["admitted"] - bob["submitted"] == pytest.approx(27.0 + 7.0)
+    bea = admissions["pod-bea-s4-1"]  # within the quota the preemptions freed: at once
+    assert bea["admitted"] == bea["submitted"]
+
+
 def test_the_models_latencies_at_k_are_k_times_the_measured_and_the_fixed_periods() -> None:
     from benchmarks.replay.check import compressed_latencies
     from benchmarks.replay.sim import Latencies

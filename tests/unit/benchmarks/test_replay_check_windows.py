@@ -236,11 +236,14 @@ def test_the_page_shows_one_section_per_window() -> None:
                 "jobs": 2,
                 "sessions": 5,
                 "model": model,
-                "runs": [_run(30.0, kueue)],
+                "runs": [{**_run(30.0, kueue), "load": [14.3, 14.9, 10.8]}],
             },
         ],
     }
     text = check_section(figures)
+    # The machine's load when each run ended, where the runs recorded it.
+    assert text.count("| load average (1 min) at the run's end |") == 1
+    assert "| load average (1 min) at the run's end | – | 14.3 |" in text
     assert "**Cohort preemption**: window 10.5 h + 2 h of seed 1" in text
     assert "**Shares on the training GPUs** (1.75 h" in text
     assert "1 Job(s) pending on scraps" in text
