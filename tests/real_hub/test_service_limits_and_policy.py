@@ -182,9 +182,11 @@ def test_one_servers_flood_is_rate_limited_while_anothers_reports_are_taken(
             bob_codes.append(code)
             assert code == 200, answer
             assert answer["accepted"] is True
-    # a burst of 10 (activity_report_burst), then 6 a minute (activity_reports_per_minute);
-    # alice's real server shares the bucket: its own reports since it started took some
-    assert 1 <= codes.count(200) <= 12, codes
+    # a burst of 10 (activity_report_burst), then 6 a minute (activity_reports_per_minute), so
+    # at most 12 over the flood. No lower bound: alice's real server shares the bucket and
+    # reports every second here (report_interval=1), so once it has run ~12 s (a loaded
+    # machine, the module's earlier tests) its own reports have taken every token.
+    assert codes.count(200) <= 12, codes
     assert codes.count(429) >= 28, codes
     assert all(r.isdigit() and int(r) >= 1 for r in retry_after), retry_after
     assert bob_codes == [200] * 4
