@@ -27,7 +27,7 @@ import threading
 import time
 import types
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -237,18 +237,20 @@ def snapshot(
     max_bytes: int,
     reserve_bytes: int,
     deadline: float,
+    clock: Callable[[], float] = time.monotonic,
 ) -> KernelStateOutcome:
     """Save ``shell``'s variables as the snapshot ``key`` in ``directory`` (see the module's
-    docstring); ``deadline`` is a ``time.time()``. A namespace with no user variables leaves an
-    earlier snapshot as it is (a fresh kernel must not wipe the state it has not restored)."""
-    started = time.monotonic()
+    docstring); ``deadline`` is a ``time.time()``, ``clock`` the seconds it counts down in. A
+    namespace with no user variables leaves an earlier snapshot as it is (a fresh kernel must
+    not wipe the state it has not restored)."""
+    started = clock()
     limit_at = started + (deadline - time.time())
 
     def failed(error: str) -> KernelStateOutcome:
-        seconds = time.monotonic() - started
+        seconds = clock() - started
         return KernelStateOutcome(kernel_id, notebook, "failed", error=error, seconds=seconds)
 
-    if time.monotonic() > limit_at:
+    if clock() > limit_at:
         return failed("the time bound passed before the kernel was free")
     try:
         folder = state_directory(directory)
@@ -257,7 +259,7 @@ def snapshot(
         return failed(str(e))
     variables = user_variables(shell)
     if not variables:
-        return KernelStateOutcome(kernel_id, notebook, "kept", seconds=time.monotonic() - started)
+        return KernelStateOutcome(kernel_id, notebook, "kept", seconds=clock() - started)
     free = shutil.disk_usage(folder).free
     limit = min(max_bytes, free - reserve_bytes)
     if limit <= 0:
@@ -270,7 +272,7 @@ def snapshot(
     temp = Path(temp_name)
     try:
         with os.fdopen(fd, "w+b", buffering=0) as file:  # a buffer would copy every chunk
-            sink = Sink(file, limit, limit_at)
+            sink = Sink(file, limit, limit_at, clock)
             entries, lost = _write_variables(order, sink)
             file.flush()
             os.fsync(file.fileno())
@@ -284,7 +286,7 @@ def snapshot(
             "notebook": notebook,
             "kernel_id": kernel_id,
             "saved_at": saved_at.isoformat().replace("+00:00", "Z"),
-            "seconds": round(time.monotonic() - started, 3),
+            "seconds": round(clock() - started, 3),
             "bytes": sink.written,
             "variables": entries,
             "sha256": entries_digest(entries),
@@ -302,7 +304,7 @@ def snapshot(
         "kept_with_losses" if lost else "kept",
         lost=tuple(lost),
         bytes=sink.written,
-        seconds=time.monotonic() - started,
+        seconds=clock() - started,
         saved_at=saved_at,
     )
 

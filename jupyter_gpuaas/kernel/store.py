@@ -21,6 +21,7 @@ import json
 import os
 import stat
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,12 +84,19 @@ state_directory`); :class:`Refused` where it lies elsewhere."""
 class Sink:
     """A file that counts, hashes and bounds what is written to it (one entry at a time):
     :class:`OutOfBudget` before a write would pass ``limit`` bytes in all, :class:`OutOfTime`
-    once ``deadline`` (``time.monotonic()``) has passed."""
+    once ``deadline`` (in ``clock``'s seconds, ``time.monotonic()`` unless told) has passed."""
 
-    def __init__(self, file: IO[bytes], limit: int, deadline: float) -> None:
+    def __init__(
+        self,
+        file: IO[bytes],
+        limit: int,
+        deadline: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.file = file
         self.limit = limit
         self.deadline = deadline
+        self.clock = clock
         self.written = 0
         self.entry_start = 0
         self._hash = hashlib.sha256()
@@ -103,7 +111,7 @@ class Sink:
             part = view[start : start + CHUNK]
             if self.written + len(part) > self.limit:
                 raise OutOfBudget
-            if time.monotonic() > self.deadline:
+            if self.clock() > self.deadline:
                 raise OutOfTime
             if len(part) < PARALLEL_FROM:
                 self.file.write(part)

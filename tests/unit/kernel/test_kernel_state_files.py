@@ -21,6 +21,7 @@ import pytest
 from jupyter_gpuaas.kernel import store
 from jupyter_gpuaas.kernel.restore import restore
 from jupyter_gpuaas.kernel.snapshot import user_variables
+from tests.support.clock import FakeClock
 from tests.support.kernel_shell import own_home
 from tests.support.kernel_shell import save as save_as
 
@@ -61,15 +62,16 @@ def square(x: int) -> int:
     return x * x
 
 
-class Sleepy:
-    """Takes ``seconds`` to pickle."""
+class Slow:
+    """Takes ``seconds`` of ``clock``'s time to pickle."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, clock: FakeClock, seconds: float) -> None:
+        self.clock = clock
         self.seconds = seconds
 
     def __reduce__(self) -> Any:
-        time.sleep(self.seconds)
-        return (Sleepy, (self.seconds,))
+        self.clock.advance(self.seconds)
+        return (Slow, (self.clock, self.seconds))
 
 
 @pytest.fixture
@@ -202,7 +204,8 @@ def test_no_free_space_fails_before_anything_is_written(folder: Path) -> None:
 
 
 def test_the_time_bound_stops_the_snapshot_and_names_what_was_left() -> None:
-    outcome = save(Shell(a=1, slow=Sleepy(0.6), b=[2]), deadline=time.time() + 0.3)
+    clock = FakeClock()
+    outcome = save(Shell(a=1, slow=Slow(clock, 60), b=[2]), deadline=time.time() + 30, clock=clock)
     assert outcome.outcome == "kept_with_losses"
     assert ("slow", "the time bound was reached") in [(v.name, v.reason) for v in outcome.lost]
     assert "slow" not in load()["restored"]
