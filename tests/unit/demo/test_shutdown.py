@@ -17,9 +17,10 @@ from devcluster.hub import REPO
 
 # The demo's main in miniature: run_until_stopped with a "hub" and a "cluster" that are real
 # processes in sessions of their own (as HubProcess and devcluster start them), and a clean-up
-# that takes a while (the hub stopping its servers, the cluster going down).
+# that takes a while (the hub stopping its servers, the cluster going down): here until the test
+# lets it go on (a line on its stdin), so that a signal surely lands during it.
 CHILD = """
-import subprocess, sys, time
+import signal, subprocess, sys
 from pathlib import Path
 from demo.shutdown import run_until_stopped
 
@@ -33,12 +34,12 @@ def run():
         (out / f"{name}.pid").write_text(str(p.pid))
     print("up", flush=True)
     while True:
-        time.sleep(0.1)
+        signal.pause()  # until the stop signal's KeyboardInterrupt
 
 def cleanup():
     print("stopping", flush=True)
+    sys.stdin.readline()  # a clean-up that lasts until the test has sent what it sends meanwhile
     for p in procs:
-        time.sleep(1.0)
         p.terminate()
         p.wait()
     (out / "state").mkdir()  # stands for the cluster's state dir, removed last
@@ -82,6 +83,12 @@ def _read_until(proc: subprocess.Popen[str], line: str, timeout: float = 30.0) -
     raise AssertionError(f"no {line!r} from the child within {timeout:.0f}s (exit {proc.poll()})")
 
 
+def _let_the_cleanup_go_on(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+
+
 @contextmanager
 def demo_in_miniature(
     tmp_path: Path, inherited_sigint: Callable[[], None] | None = None
@@ -91,6 +98,7 @@ def demo_in_miniature(
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(tmp_path)],
         cwd=REPO,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -109,7 +117,7 @@ def demo_in_miniature(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        for pipe in (proc.stdout, proc.stderr):
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
 
@@ -119,6 +127,7 @@ def test_a_second_sigterm_during_shutdown_does_not_cut_it_short(tmp_path: Path) 
         os.killpg(proc.pid, signal.SIGTERM)  # kill -TERM -<pgid>
         _read_until(proc, "stopping")
         os.killpg(proc.pid, signal.SIGTERM)  # make relays it: the second, during the clean-up
+        _let_the_cleanup_go_on(proc)  # the signal is pending in the child once killpg returns
         _read_until(proc, "stopped")
         assert proc.wait(30) == 0
         assert proc.stderr is not None
@@ -137,6 +146,7 @@ def test_sigint_stops_it_also_when_inherited_as_ignored(tmp_path: Path) -> None:
     with demo_in_miniature(tmp_path, inherited_sigint=_ignore_sigint) as (proc, pids):
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
         _read_until(proc, "stopping")
+        _let_the_cleanup_go_on(proc)
         _read_until(proc, "stopped")
         assert proc.wait(30) == 0
         assert (tmp_path / "cleaned").read_text() == "yes"
