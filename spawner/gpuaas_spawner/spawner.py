@@ -995,8 +995,12 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             return
         self.log.info("gpuaas: event=wait-for-earlier-workload pod=%s", self.pod_name)
         try:
-            await exponential_backoff(
-                gone, f"the earlier Workload of {self.pod_name}", timeout=self.stop_timeout
+            await exponential_backoff(  # checked at least as often as the queue
+                gone,
+                f"the earlier Workload of {self.pod_name}",
+                start_wait=min(0.2, self.queue_poll_interval),
+                max_wait=self.queue_poll_interval,
+                timeout=self.stop_timeout,
             )
         except TimeoutError:
             raise _user_error(

@@ -858,7 +858,7 @@ async def test_a_restart_creates_its_pod_only_once_the_earlier_pods_workload_is_
 async def test_an_earlier_workload_that_stays_ends_the_spawn_cleanly(spawner: Any) -> None:
     import asyncio
 
-    spawner.stop_timeout = 0.3
+    spawner.stop_timeout = 0.05
     spawner._gpuaas_pod_uid = "earlier-pod-uid"
     spawner.test_view._workloads.append(read_workload(earlier_pods_workload("earlier-pod-uid")))
     await spawner._run_apply_user_options({"offering": "h100"})
@@ -873,17 +873,29 @@ async def test_a_server_that_exits_before_it_listens_ends_the_spawn_cleanly(spaw
     config) is a clean failure, not the hub's error of a server that never answered."""
     import asyncio
 
+    running = asyncio.Event()
+    not_listening_seen = asyncio.Event()
+
     async def kubespawner_start() -> str:
         spawner.pod_id = POD_UID
-        running = pod(phase="Running", containers=[{"name": "notebook", "ready": True}])
-        spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"] = running
+        ready = pod(phase="Running", containers=[{"name": "notebook", "ready": True}])
+        spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"] = ready
+        running.set()
         return "http://127.0.0.1:9"  # nothing listens there
 
+    check_spawn = spawner._check_spawn
+
+    async def check_spawn_noted() -> None:
+        await check_spawn()
+        if running.is_set():  # a check after the start: nothing listened yet
+            not_listening_seen.set()
+
     spawner._start = kubespawner_start
+    spawner._check_spawn = check_spawn_noted
     spawner.test_view._workloads = [read_workload(ADMITTED_WL)]
     await spawner._run_apply_user_options({"offering": "h100"})
     future = spawner.start()
-    await asyncio.sleep(0.3)
+    await asyncio.wait_for(not_listening_seen.wait(), 5)  # running, waiting for it to listen
     exited = pod(
         phase="Failed",
         containers=[{"name": "notebook", "state": {"terminated": {"exitCode": 1}}}],
