@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -171,7 +170,7 @@ def limit(context: ServiceContext, name: str, key: str) -> None:
     limiter = context.limits.get(name)
     if limiter is None:
         return
-    wait = limiter.take(key, time.monotonic())
+    wait = limiter.take(key, context.monotonic())
     if wait > 0:
         if context.on_refused is not None:  # the metric gpuaas_service_requests_refused
             context.on_refused(name)

@@ -5,6 +5,7 @@ console, the job service)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,8 @@ class ServiceContext:
     """Per-caller request limits by name (``activity``, ``queue``)."""
     on_refused: Callable[[str], None] | None = None
     """Told the limit's name of each request refused by it (the metric)."""
+    monotonic: Callable[[], float] = time.monotonic
+    """The seconds the limits refill in."""
     stats: RequestStats = field(default_factory=RequestStats)
     health_extras: Mapping[str, Callable[[], object]] = field(default_factory=dict)
     """More of ``api/health``'s answer, by key (the policy's state)."""

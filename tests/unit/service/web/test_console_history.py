@@ -38,6 +38,7 @@ from gpuaas_service.web.console_history import (
 )
 from gpuaas_service.web.context import ServiceContext
 from gpuaas_service.web.limits import RateLimit
+from tests.support.clock import FakeClock, until
 from tests.support.hub_tokens import SERVICE_SCOPE, TokenHub
 from tests.support.service_world import World
 
@@ -48,26 +49,27 @@ LEAD_CHARTS = ["allocated", "busy", "idle", "queued", "wait", "reclaims"]
 
 @dataclass
 class FakePrometheus:
-    """What it was asked, and how it answers: ``series`` per query (by label value), after
-    ``delay`` seconds; ``error``: an error answer instead."""
+    """What it was asked, and how it answers: ``series`` per query (by label value), once
+    ``answering`` is set (clear it to hold the answers back); ``error``: an error answer
+    instead."""
 
     url: str = ""
     asked: list[dict[str, str]] = field(default_factory=list)
     series: int = 2
-    delay: float = 0.0
+    answering: asyncio.Event = field(default_factory=asyncio.Event)
     error: str = ""
 
 
 @pytest.fixture
 async def prometheus() -> AsyncIterator[FakePrometheus]:
     fake = FakePrometheus()
+    fake.answering.set()
 
     class QueryRange(web.RequestHandler):
         async def get(self) -> None:
             args = {k: self.get_argument(k) for k in ("query", "start", "end", "step", "timeout")}
             fake.asked.append(args)
-            if fake.delay:
-                await asyncio.sleep(fake.delay)
+            await fake.answering.wait()
             if fake.error:
                 self.set_status(422)
                 self.finish({"status": "error", "errorType": "execution", "error": fake.error})
@@ -95,6 +97,7 @@ async def prometheus() -> AsyncIterator[FakePrometheus]:
     try:
         yield fake
     finally:
+        fake.answering.set()  # the answers held back end with the test
         server.stop()
 
 
@@ -183,11 +186,12 @@ async def test_an_unreachable_prometheus_makes_history_unavailable_and_says_why(
 async def test_a_slow_prometheus_is_given_up_after_the_timeout(
     prometheus: FakePrometheus,
 ) -> None:
-    prometheus.delay = 3.0
-    answer = await history_answer(history(prometheus.url, timeout=0.3), None, 3600)
-    assert answer["available"] is False
-    assert "did not answer within 0.3 s" in answer["reason"]
+    await history_answer(history(prometheus.url, timeout=0.3), None, 3600)
     assert {a["timeout"] for a in prometheus.asked} == {"0.3s"}, "Prometheus stops too"
+    prometheus.answering.clear()  # from now on it never answers
+    answer = await history_answer(history(prometheus.url, timeout=0.02), None, 3600)
+    assert answer["available"] is False
+    assert "did not answer within 0.02 s" in answer["reason"]
 
 
 async def test_an_error_answer_makes_history_unavailable_with_prometheus_words(
@@ -339,17 +343,21 @@ async def test_ranges_a_few_seconds_apart_are_one_question_to_prometheus(
 async def test_callers_asking_the_same_meanwhile_share_one_reading(
     prometheus: FakePrometheus,
 ) -> None:
-    prometheus.delay = 0.2
+    prometheus.answering.clear()
     kept = history(prometheus.url)
     admitted: list[int] = []
-    answers = await asyncio.gather(
+    asking = asyncio.gather(
         *(
             history_bodies(kept, {"team-a"}, 6 * 3600 + 1 + k, admit=lambda: admitted.append(1))
             for k in range(10)
         )
     )
+    queries = len(history_queries({"team-a"}, 120))
+    await until("Prometheus to be asked", lambda: len(prometheus.asked) == queries)
+    prometheus.answering.set()  # every caller has asked by now, all while it is reading
+    answers = await asyncio.wait_for(asking, 10)
     assert len({a.json for a in answers}) == 1
-    assert len(prometheus.asked) == len(history_queries({"team-a"}, 120))  # one reading
+    assert len(prometheus.asked) == queries  # one reading
     assert admitted == [1], "only the caller who made Prometheus work is counted"
     assert kept.reading == {}
 
@@ -357,6 +365,7 @@ async def test_callers_asking_the_same_meanwhile_share_one_reading(
 async def test_one_caller_over_its_limit_is_429_and_the_operators_history_still_answers(
     prometheus: FakePrometheus,
 ) -> None:
+    clock = FakeClock()  # no refill, nothing kept goes stale, however long the machine takes
     hub = TokenHub()
     auth = cast(Any, hub)
     w = World()
@@ -373,8 +382,9 @@ async def test_one_caller_over_its_limit_is_429_and_the_operators_history_still_
         loop=w.loop,
         console=console,
         limits={"history": RateLimit(6 / 60, 3)},
+        monotonic=clock,
     )
-    app = make_app(context, history=history(prometheus.url))
+    app = make_app(context, history=history(prometheus.url, monotonic=clock))
     (sock,) = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
     server = HTTPServer(app)
     server.add_sockets([sock])
