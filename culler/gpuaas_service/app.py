@@ -1053,10 +1053,15 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             os.environ.setdefault("JUPYTERHUB_CLIENT_ID", "service-gpuaas")
         return console
 
-    async def _watch_policy(self, source: PolicyFile, loop: ReclaimLoop) -> None:
+    async def _watch_policy(
+        self,
+        source: PolicyFile,
+        loop: ReclaimLoop,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         """Reload the policy file when it changes; keep the last good one when it is bad."""
         while True:
-            await asyncio.sleep(self.policy_check_interval)
+            await sleep(self.policy_check_interval)
             before = (source.loaded, source.invalid)
             changed = source.check()
             if (source.loaded, source.invalid) == before:

@@ -65,8 +65,14 @@ async def test_a_bad_file_under_the_running_watcher_is_reported_and_it_lives_on(
     source = PolicyFile(str(path))
     source.check()
     loop = LoopStandIn(source.policies)
-    service = GPUaaSService(policy=str(path), policy_check_interval=0.1)
-    watcher = asyncio.ensure_future(service._watch_policy(source, loop))  # type: ignore[arg-type]
+    service = GPUaaSService(policy=str(path))
+
+    async def every_10_ms(_interval: float) -> None:  # the watcher's pause between checks
+        await asyncio.sleep(0.01)
+
+    watcher = asyncio.ensure_future(
+        service._watch_policy(source, loop, every_10_ms)  # type: ignore[arg-type]
+    )
     try:
         path.write_bytes(content)
         await until("the error", lambda: bool(source.error) or watcher.done())
