@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from hypothesis import HealthCheck, settings
 
 from jupyter_gpuaas.gpu import fake_nvml
 from jupyter_gpuaas.gpu.simulate import ENV_DIR
+from tests.support.clock import RealSleeps
 
 # Property tests check behaviour, not speed (benchmarks do): on a loaded machine a case may take
 # longer than hypothesis's 200 ms deadline, which failed a passing fuzz test on a busy CI box.
@@ -40,6 +43,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(UNIT):
             item.add_marker(pytest.mark.filterwarnings(*UNIT_WARNINGS))
+
+
+@pytest.fixture(autouse=True)
+def real_sleeps(monkeypatch: pytest.MonkeyPatch) -> Iterator[RealSleeps]:
+    """Fail a unit test that sleeps for real longer than ``tests.support.clock.SLEEP_LIMIT``:
+    such a test either waits for nothing or bets on a quiet machine."""
+    watch = RealSleeps()
+    monkeypatch.setattr(time, "sleep", watch.sleep)
+    monkeypatch.setattr(asyncio, "sleep", watch.async_sleep)
+    yield watch
+    failure = watch.failure()
+    if failure:
+        pytest.fail(failure, pytrace=False)
 
 
 @pytest.fixture
