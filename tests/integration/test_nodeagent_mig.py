@@ -225,7 +225,10 @@ async def test_a_geometry_change_waits_for_the_node_s_gpus(
             await asyncio.sleep(2)
             assert _mig_allocatable(_node(cluster)) == {f"{MIG}1g.5gb": "7"}
         finally:
-            await v1.delete_namespaced_pod("mig-holder", NS, grace_period_seconds=0)
+            # Gracefully, as a server stops: the pod leaves the API only once the node agent has
+            # stopped it and given its slice back. A forced delete (grace 0) takes it out of the
+            # API at once, and the agent could see the label below before it let the slice go.
+            await v1.delete_namespaced_pod("mig-holder", NS, grace_period_seconds=1)
 
         async def gone() -> bool:
             names = {p.metadata.name for p in (await v1.list_namespaced_pod(NS)).items}
