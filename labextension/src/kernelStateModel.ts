@@ -8,6 +8,7 @@ import { durationWords } from './durations';
 import { basename, formatBytes } from './format';
 import { say } from './messages';
 import type { components } from './extensionApi';
+import { isRecord } from './guards';
 
 /** Restoring a notebook's variables when it opens with a new kernel (the plugin setting). */
 export type RestoreMode = 'automatic' | 'ask' | 'off';
@@ -37,10 +38,6 @@ export interface IStateNotice {
 }
 
 const NAMED = 3;
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function lostList(value: unknown): IKernelStateLost[] {
   if (!Array.isArray(value)) {

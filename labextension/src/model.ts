@@ -3,6 +3,7 @@
  * Pure functions of plain data; no DOM, no I/O.
  */
 import type { Attribution, GpuSource, ICap, IDevice, IKernelUsage, IUsage } from './types';
+import { isRecord } from './guards';
 
 /** What the app's sessions manager knows about a kernel's session. */
 export interface ISessionInfo {
@@ -90,10 +91,6 @@ export class PayloadError extends Error {
     super(`unexpected answer from gpuaas/api/usage: ${message}`);
     this.name = 'PayloadError';
   }
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function str(value: unknown): string | null {

@@ -396,18 +396,18 @@ function ruleWords(p: IStandingPolicy): string {
 }
 
 /** Where the last cycle left the server, by its decision's code. */
-const STANDING_WORDS: Record<string, string> = {
-  'no-demand': 'no queued work needs it now',
-  'not-idle-yet': 'not idle long enough yet',
-  busy: '',
-  exempt: 'exempt',
-  snoozed: 'kept for now ("Keep my GPU")',
-  demand: 'queued work needs it now',
-  placement: 'a training Job needs the whole card it is on',
-  'max-idle': 'idle past the limit',
-  'max-age': 'past the longest run',
-  always: 'idle long enough'
-};
+const STANDING_WORDS: ReadonlyMap<string, string> = new Map([
+  ['no-demand', 'no queued work needs it now'],
+  ['not-idle-yet', 'not idle long enough yet'],
+  ['busy', ''],
+  ['exempt', 'exempt'],
+  ['snoozed', 'kept for now ("Keep my GPU")'],
+  ['demand', 'queued work needs it now'],
+  ['placement', 'a training Job needs the whole card it is on'],
+  ['max-idle', 'idle past the limit'],
+  ['max-age', 'past the longest run'],
+  ['always', 'idle long enough']
+]);
 
 function whereWords(s: IStanding, p: IStandingPolicy): string {
   if (s.action === 'warn' || s.action === 'wait') {
@@ -417,7 +417,7 @@ function whereWords(s: IStanding, p: IStandingPolicy): string {
   if (s.code === 'not-idle-yet' && p.reclaim === 'always') {
     return '';
   }
-  return STANDING_WORDS[s.code] ?? '';
+  return STANDING_WORDS.get(s.code) ?? '';
 }
 
 /**

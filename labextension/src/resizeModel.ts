@@ -6,6 +6,7 @@
 
 import { say } from './messages';
 import type { components } from './extensionApi';
+import { isRecord } from './guards';
 
 /** An offering as `gpuaas/api/resize` describes it. */
 export type IResizeOffering = components['schemas']['service_resize_offering'];
@@ -18,10 +19,6 @@ export type IResizeOffer = components['schemas']['service_resize_offer'];
 
 /** `POST gpuaas/api/resize` answered 202: the move under way and the options it starts with. */
 export type IResizeMove = components['schemas']['service_resize_move'];
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function parseOffering(value: unknown): IResizeOffering | null {
   if (!isRecord(value) || typeof value.slug !== 'string' || typeof value.title !== 'string') {

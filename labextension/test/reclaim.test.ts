@@ -143,6 +143,30 @@ describe('reclaim words', () => {
       ),
       'No reclaim policy applies to this server.'
     );
+    // A code the service may add later reads as nothing, even one named like an object's own
+    // property (a plain object lookup would have answered with a function).
+    for (const code of ['constructor', 'toString', 'something-new']) {
+      const unknown = parseStanding({
+        known: true,
+        reclaim_on: true,
+        activity: 'idle',
+        idle_seconds: 720,
+        action: 'skip',
+        code,
+        reclaim_at: null,
+        policy: {
+          name: 'p',
+          idle_after_seconds: 600,
+          reclaim: 'when-queued',
+          max_idle_seconds: null,
+          max_age_seconds: null
+        }
+      });
+      assert.equal(
+        standingLine(unknown),
+        'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it.'
+      );
+    }
   });
 });
 
