@@ -58,7 +58,9 @@ async def cycle(w: World, after: float, *users: str) -> Any:
 
 async def answer(w: World, user: str, outcome: KernelStateOutcome) -> dict[str, Any]:
     """Play the server: report until the answer carries a snapshot request, then report the
-    outcome, as the reporter does. Returns the answer that asked."""
+    outcome, as the reporter does. Returns the answer that asked. Fails (instead of waiting
+    for ever) when no request came within 30 s of real time: the cycle ended without one."""
+    give_up = time.monotonic() + 30
     while True:
         asked = report_answer(
             w.now, w.loop.warning_for(user, ""), asks=w.loop.report_asks(user, "", w.now)
@@ -66,6 +68,7 @@ async def answer(w: World, user: str, outcome: KernelStateOutcome) -> dict[str, 
         request = snapshot_request_of(asked)
         if request is not None:
             break
+        assert time.monotonic() < give_up, f"{user}'s server was never asked for a snapshot"
         await asyncio.sleep(0.005)
     state = kernel_state_json(KernelStateReport(request.requested_at, (outcome,)))
     payload = {**idle(T0), "keeps_kernel_state": True, "kernel_state": state}
