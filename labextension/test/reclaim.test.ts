@@ -463,146 +463,67 @@ const CAUSE_SENTENCE: [IReclaimCause | null, string][] = [
     'Queued work is waiting for this GPU.'
   ]
 ];
+type IStandingPolicy = NonNullable<IStanding['policy']>;
+
+/** What parseStanding answers for a server no cycle has judged, with `fields` over it. */
+function standing(fields: Partial<IStanding> = {}): IStanding {
+  return {
+    known: false,
+    reclaim_on: false,
+    policy: null,
+    activity: '',
+    idle_seconds: null,
+    action: '',
+    code: '',
+    reclaim_at: null,
+    decided_at: null,
+    now: null,
+    ...fields
+  };
+}
+
+/** Policy p (reclaimed after 10 min idle when queued work needs it), with `fields` over it. */
+function policy(fields: Partial<IStandingPolicy> = {}): IStandingPolicy {
+  return {
+    name: 'p',
+    idle_after_seconds: 600,
+    reclaim: 'when-queued',
+    max_idle_seconds: null,
+    max_age_seconds: null,
+    ...fields
+  };
+}
+
 const PARSE_STANDING: [unknown, unknown][] = [
   [null, null],
   ['x', null],
-  [
-    {},
-    {
-      known: false,
-      reclaim_on: false,
-      policy: null,
-      activity: '',
-      idle_seconds: null,
-      action: '',
-      code: '',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    }
-  ],
-  [
-    { known: false },
-    {
-      known: false,
-      reclaim_on: false,
-      policy: null,
-      activity: '',
-      idle_seconds: null,
-      action: '',
-      code: '',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    }
-  ],
-  [
-    { known: false, reclaim_on: true },
-    {
-      known: false,
-      reclaim_on: true,
-      policy: null,
-      activity: '',
-      idle_seconds: null,
-      action: '',
-      code: '',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    }
-  ],
-  [
-    { known: 'yes', reclaim_on: true },
-    {
-      known: false,
-      reclaim_on: true,
-      policy: null,
-      activity: '',
-      idle_seconds: null,
-      action: '',
-      code: '',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    }
-  ],
-  [
-    { known: true },
-    {
-      known: true,
-      reclaim_on: false,
-      policy: null,
-      activity: 'unknown',
-      idle_seconds: null,
-      action: '',
-      code: '',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    }
-  ],
+  [{}, standing()],
+  [{ known: false }, standing()],
+  [{ known: false, reclaim_on: true }, standing({ reclaim_on: true })],
+  [{ known: 'yes', reclaim_on: true }, standing({ reclaim_on: true })],
+  [{ known: true }, standing({ known: true, activity: 'unknown' })],
   [
     { known: true, reclaim_on: true, policy: null },
-    {
-      known: true,
-      reclaim_on: true,
-      policy: null,
-      activity: 'unknown',
-      idle_seconds: null,
-      action: '',
-      code: '',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    }
+    standing({ known: true, reclaim_on: true, activity: 'unknown' })
   ],
   [
     { known: true, reclaim_on: true, policy: { name: 'p' } },
-    {
-      known: true,
-      reclaim_on: true,
-      policy: null,
-      activity: 'unknown',
-      idle_seconds: null,
-      action: '',
-      code: '',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    }
+    standing({ known: true, reclaim_on: true, activity: 'unknown' })
   ],
   [
     { known: true, reclaim_on: true, policy: { name: 'p', idle_after_seconds: 60 } },
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 60,
-        reclaim: 'when-queued',
-        max_idle_seconds: null,
-        max_age_seconds: null
-      },
-      activity: 'unknown',
-      idle_seconds: null,
-      action: '',
-      code: '',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    }
+      policy: policy({ idle_after_seconds: 60 }),
+      activity: 'unknown'
+    })
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 60,
-        reclaim: 'always',
-        max_idle_seconds: 120,
-        max_age_seconds: NaN
-      },
+      policy: policy({ idle_after_seconds: 60, reclaim: 'always', max_idle_seconds: 120 }),
       activity: 'idle',
       idle_seconds: 30,
       action: 'warn',
@@ -610,17 +531,11 @@ const PARSE_STANDING: [unknown, unknown][] = [
       reclaim_at: '2026-11-30T12:15:00.000Z',
       decided_at: '2026-11-30T12:00:00.000Z',
       now: '2026-11-30T12:00:05.000Z'
-    },
-    {
+    }),
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 60,
-        reclaim: 'always',
-        max_idle_seconds: 120,
-        max_age_seconds: null
-      },
+      policy: policy({ idle_after_seconds: 60, reclaim: 'always', max_idle_seconds: 120 }),
       activity: 'idle',
       idle_seconds: 30,
       action: 'warn',
@@ -628,7 +543,7 @@ const PARSE_STANDING: [unknown, unknown][] = [
       reclaim_at: '2026-11-30T12:15:00.000Z',
       decided_at: '2026-11-30T12:00:00.000Z',
       now: '2026-11-30T12:00:05.000Z'
-    }
+    })
   ],
   [
     {
@@ -642,441 +557,233 @@ const PARSE_STANDING: [unknown, unknown][] = [
       decided_at: 2,
       now: 3
     },
-    {
-      known: true,
-      reclaim_on: false,
-      policy: null,
-      activity: 'unknown',
-      idle_seconds: null,
-      action: '',
-      code: '',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    }
+    standing({ known: true, activity: 'unknown' })
   ]
 ];
 const STANDING_LINE: [IStanding | null, number | undefined, string][] = [
   [null, undefined, ''],
+  [standing(), undefined, 'No reclaim policy is in force: this GPU is not reclaimed.'],
+  [standing({ reclaim_on: true }), undefined, ''],
   [
-    {
-      known: false,
-      reclaim_on: false,
-      policy: null,
-      activity: '',
-      idle_seconds: null,
-      action: '',
-      code: '',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
-    undefined,
-    'No reclaim policy is in force: this GPU is not reclaimed.'
-  ],
-  [
-    {
-      known: false,
-      reclaim_on: true,
-      policy: null,
-      activity: '',
-      idle_seconds: null,
-      action: '',
-      code: '',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
-    undefined,
-    ''
-  ],
-  [
-    {
-      known: true,
-      reclaim_on: true,
-      policy: null,
-      activity: 'busy',
-      idle_seconds: null,
-      action: '',
-      code: '',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+    standing({ known: true, reclaim_on: true, activity: 'busy' }),
     undefined,
     'No reclaim policy applies to this server.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: null,
-        max_age_seconds: null
-      },
+      policy: policy(),
       activity: 'busy',
-      idle_seconds: null,
       action: 'skip',
-      code: 'no-demand',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'no-demand'
+    }),
     undefined,
     'Policy p: in use now; reclaimed after 10 min idle when queued work needs it; no queued work needs it now.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: 3600,
-        max_age_seconds: 86400
-      },
+      policy: policy({ max_idle_seconds: 3600, max_age_seconds: 86400 }),
       activity: 'idle',
       idle_seconds: 720,
       action: 'skip',
-      code: 'not-idle-yet',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'not-idle-yet'
+    }),
     undefined,
     'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it, or after 1 h idle in any case; at most 24 h in all; not idle long enough yet.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: 3600,
-        max_age_seconds: 86400
-      },
+      policy: policy({ max_idle_seconds: 3600, max_age_seconds: 86400 }),
       activity: 'idle',
       idle_seconds: 720,
       action: 'skip',
-      code: 'not-idle-yet',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'not-idle-yet'
+    }),
     1500,
     'Policy p: idle for 25 min; reclaimed after 10 min idle when queued work needs it, or after 1 h idle in any case; at most 24 h in all; not idle long enough yet.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: null,
-        max_age_seconds: null
-      },
+      policy: policy(),
       activity: 'idle',
-      idle_seconds: null,
       action: 'skip',
-      code: 'no-demand',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'no-demand'
+    }),
     undefined,
     'Policy p: activity unknown; reclaimed after 10 min idle when queued work needs it; no queued work needs it now.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: null,
-        max_age_seconds: null
-      },
+      policy: policy(),
       activity: 'unknown',
-      idle_seconds: null,
       action: 'skip',
-      code: 'no-demand',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'no-demand'
+    }),
     undefined,
     'Policy p: activity unknown; reclaimed after 10 min idle when queued work needs it; no queued work needs it now.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'always',
-        max_idle_seconds: 3600,
-        max_age_seconds: 86400
-      },
+      policy: policy({ reclaim: 'always', max_idle_seconds: 3600, max_age_seconds: 86400 }),
       activity: 'idle',
       idle_seconds: 720,
       action: 'skip',
-      code: 'not-idle-yet',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'not-idle-yet'
+    }),
     undefined,
     'Policy p: idle for 12 min; reclaimed after 10 min idle, or after 1 h idle in any case; at most 24 h in all.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'always',
-        max_idle_seconds: 3600,
-        max_age_seconds: 86400
-      },
+      policy: policy({ reclaim: 'always', max_idle_seconds: 3600, max_age_seconds: 86400 }),
       activity: 'idle',
       idle_seconds: 3000,
       action: 'skip',
-      code: 'always',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'always'
+    }),
     undefined,
     'Policy p: idle for 50 min; reclaimed after 10 min idle, or after 1 h idle in any case; at most 24 h in all; idle long enough.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: null,
-        max_age_seconds: null
-      },
+      policy: policy(),
       activity: 'idle',
       idle_seconds: 720,
       action: 'skip',
-      code: 'busy',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'busy'
+    }),
     undefined,
     'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: null,
-        max_age_seconds: null
-      },
+      policy: policy(),
       activity: 'idle',
       idle_seconds: 720,
       action: 'skip',
-      code: 'exempt',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'exempt'
+    }),
     undefined,
     'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; exempt.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: null,
-        max_age_seconds: null
-      },
+      policy: policy(),
       activity: 'idle',
       idle_seconds: 720,
       action: 'skip',
-      code: 'snoozed',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'snoozed'
+    }),
     undefined,
     'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; kept for now ("Keep my GPU").'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: null,
-        max_age_seconds: null
-      },
+      policy: policy(),
       activity: 'idle',
       idle_seconds: 720,
       action: 'skip',
-      code: 'demand',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'demand'
+    }),
     undefined,
     'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; queued work needs it now.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: null,
-        max_age_seconds: null
-      },
+      policy: policy(),
       activity: 'idle',
       idle_seconds: 720,
       action: 'skip',
-      code: 'placement',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'placement'
+    }),
     undefined,
     'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; a training Job needs the whole card it is on.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: null,
-        max_age_seconds: null
-      },
+      policy: policy(),
       activity: 'idle',
       idle_seconds: 720,
       action: 'skip',
-      code: 'max-idle',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'max-idle'
+    }),
     undefined,
     'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; idle past the limit.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: null,
-        max_age_seconds: null
-      },
+      policy: policy(),
       activity: 'idle',
       idle_seconds: 720,
       action: 'skip',
-      code: 'max-age',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'max-age'
+    }),
     undefined,
     'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; past the longest run.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: null,
-        max_age_seconds: null
-      },
+      policy: policy(),
       activity: 'idle',
       idle_seconds: 720,
       action: 'skip',
-      code: 'odd',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'odd'
+    }),
     undefined,
     'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it.'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: null,
-        max_age_seconds: null
-      },
+      policy: policy(),
       activity: 'idle',
       idle_seconds: 720,
       action: 'warn',
-      code: 'demand',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'demand'
+    }),
     undefined,
     'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; a reclaim is coming (see above).'
   ],
   [
-    {
+    standing({
       known: true,
       reclaim_on: true,
-      policy: {
-        name: 'p',
-        idle_after_seconds: 600,
-        reclaim: 'when-queued',
-        max_idle_seconds: null,
-        max_age_seconds: null
-      },
+      policy: policy(),
       activity: 'idle',
       idle_seconds: 720,
       action: 'wait',
-      code: 'placement',
-      reclaim_at: null,
-      decided_at: null,
-      now: null
-    },
+      code: 'placement'
+    }),
     undefined,
     'Policy p: idle for 12 min; reclaimed after 10 min idle when queued work needs it; a reclaim is coming (see above).'
   ]
