@@ -17,9 +17,11 @@ token (``$GPUAAS_OPERATOR_TOKEN``, from a Kubernetes Secret), as defaults.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
+import signal
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -79,6 +81,8 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
     """The Node objects' watch (the console's free GPUs); ``None``: not watched."""
     _job_pods_seen: Sequence[Mapping[str, Any]] | None = ()
     """The training namespaces' pods as the reclaim loop last listed them (``None``: not yet)."""
+    _policy_task: asyncio.Future[None] | None = None
+    """The policy file's reload (:meth:`_watch_policy`), with a policy."""
 
     aliases = {  # noqa: RUF012 (traitlets reads these class attributes)
         "f": "GPUaaSService.config_file",
@@ -180,6 +184,18 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         help="""Seconds to wait at start for the Kueue caches' first lists before serving anyway
         (answers say "not synced" until they are). Default 30.
         Example: c.GPUaaSService.cache_sync_timeout = 60""",
+    )
+
+    shutdown_grace = Float(
+        20.0,
+        min=0.0,
+        config=True,
+        help="""Seconds a stop (SIGTERM from Kubernetes, SIGINT from JupyterHub) waits for the
+        reclaim cycle under way and its webhook posts to finish, so that a warning is never
+        left half-given (on the pod but with no Event or post). Both stoppers wait 30 s before
+        killing the process (terminationGracePeriodSeconds, LocalProcessSpawner's
+        interrupt_timeout), so keep it below that. Default 20.
+        Example: c.GPUaaSService.shutdown_grace = 10""",
     )
 
     way_down_below = Float(
@@ -633,7 +649,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         )
         try:
             asyncio.run(self.serve())
-        except KeyboardInterrupt:  # the hub stops its managed services with SIGINT
+        except KeyboardInterrupt:  # SIGINT before serve() took the signals over
             log.info("gpuaas service stopped")
 
     # ---------------------------------------------------------------- running
@@ -691,9 +707,18 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             self.notebook_namespace,
             ",".join(self.job_namespaces) or "none",
         )
-        while True:
+        stop_asked = _stop_on_signals()
+        while not stop_asked.is_set():
             index.tick()
-            await asyncio.sleep(max(0.5, self.poll_interval / 2))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop_asked.wait(), max(0.5, self.poll_interval / 2))
+        log.info("gpuaas service stopping: finishing the reclaim cycle under way")
+        server.stop()
+        if self._policy_task is not None:
+            self._policy_task.cancel()
+        if loop.task is not None:
+            await loop.stop(self.shutdown_grace)
+        log.info("gpuaas service stopped")
 
     def _kueue_view(self) -> WatchedKueueView:
         from kubespawner.clients import shared_client
@@ -1109,6 +1134,16 @@ def _listed(reflector: PodWatch) -> Callable[[], Iterable[Mapping[str, Any]] | N
         return reflector.resources.values() if done else None
 
     return pods
+
+
+def _stop_on_signals() -> asyncio.Event:
+    """An Event set by SIGTERM (Kubernetes, a deploy) or SIGINT (JupyterHub stopping its
+    managed service, Ctrl-C), so that the service stops between two steps of its work."""
+    asked = asyncio.Event()
+    running = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        running.add_signal_handler(signum, asked.set)
+    return asked
 
 
 def main(argv: list[str] | None = None) -> None:

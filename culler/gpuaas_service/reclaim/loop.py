@@ -274,6 +274,7 @@ class ReclaimLoop:
         """Posts warnings and reclaims to the policy's ``notify.webhook`` (background tasks)."""
         self.task: asyncio.Future[None] | None = None
         """The running :meth:`run` (the service's)."""
+        self._stop_asked = asyncio.Event()
         self._state = LoopState(policies)
         # What follows is the loop's own working state between and within cycles; readers
         # see :attr:`state`, and the methods below (stop_under_way, warning_for, ...).
@@ -597,13 +598,45 @@ class ReclaimLoop:
         return float(min(s.max_backoff, s.interval * (2 ** min(failures, 16))))
 
     async def run(self) -> None:
-        while True:
+        """Cycle until :meth:`stop` is asked for; a stop waits for the cycle under way."""
+        while not self._stop_asked.is_set():
             try:
                 await self.cycle()
             except Exception:  # keep the service alive; the next cycle retries
                 self._set_state(failures=self._state.failures + 1)
                 log.exception("culler cycle failed")
-            await self.sleep(self.next_delay())
+            await self._pause(self.next_delay())
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep between cycles; a stop ends the sleep at once."""
+        pause = asyncio.ensure_future(self.sleep(seconds))
+        asked = asyncio.ensure_future(self._stop_asked.wait())
+        try:
+            await asyncio.wait({pause, asked}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            pause.cancel()
+            asked.cancel()
+
+    async def stop(self, grace: float) -> bool:
+        """Let the cycle under way finish and the webhook posts go out, within ``grace``
+        seconds in all; then cancel what is left. A warning is an annotation, an Event and a
+        webhook post in turn: stopping between them would leave a user warned in one place
+        only. Returns whether everything finished in time."""
+        self._stop_asked.set()
+        deadline = time.monotonic() + grace
+        cycle = self.task if self.task is not None and not self.task.done() else None
+        if not await _finished_by(cycle, deadline):
+            log.warning("culler: the cycle under way did not end within %gs: cancelled", grace)
+            return False
+        posts = None
+        if self.notifier is not None and self.notifier.tasks:
+            posts = asyncio.ensure_future(self.notifier.drain())
+        if not await _finished_by(posts, deadline):
+            log.warning("culler: webhook posts still in flight after %gs: dropped", grace)
+            for task in list(self.notifier.tasks if self.notifier else ()):
+                task.cancel()
+            return False
+        return True
 
     # ------------------------------------------------------------------ acting
 
@@ -1264,3 +1297,14 @@ def _audit_handoff(
         "latency_seconds": latency,
     }
     audit.info(json.dumps(record, sort_keys=True))
+
+
+async def _finished_by(task: asyncio.Future[Any] | None, deadline: float) -> bool:
+    """Whether ``task`` (none: nothing to wait for) ends by the ``time.monotonic`` deadline;
+    cancelled when it does not."""
+    if task is None:
+        return True
+    done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - time.monotonic()))
+    if not done:
+        task.cancel()
+    return bool(done)

@@ -716,3 +716,82 @@ async def test_the_handoff_records_readers_see_are_a_copy_the_loop_never_changes
     await w.cycle(after=1)
     assert w.loop.state.handoffs == {}
     assert list(kept.values()) == [record]  # what a reader held stays as it was
+
+
+# ------------------------------------------------------------------ stopping the service
+
+
+class EventGatedKube(FakeKube):
+    """Events wait for ``release``: a warning is on the pod, its Event not yet written."""
+
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        super().__init__(pods)
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def event(self, pod: PodRef, reason: str, message: str, type_: str, *, at: Any) -> None:
+        self.entered.set()
+        await self.release.wait()
+        await super().event(pod, reason, message, type_, at=at)
+
+
+def _running(w: World) -> asyncio.Event:
+    """Start ``w.loop`` as the service does; its pauses between cycles last until a stop
+    (returned: set when the first pause begins)."""
+    pausing = asyncio.Event()
+
+    async def pause(_seconds: float) -> None:
+        pausing.set()
+        await asyncio.Event().wait()
+
+    w.loop.sleep = pause
+    w.loop.task = asyncio.ensure_future(w.loop.run())
+    return pausing
+
+
+async def test_a_stop_mid_warning_lets_the_warning_be_given_whole_then_ends_the_loop() -> None:
+    # SIGTERM between a warning's annotation and its Event: the Event still goes out.
+    w = World()
+    w.kube = EventGatedKube(list(w.kube.pods.values()))
+    w.loop.kube = w.kube
+    w.report()
+    _running(w)
+    await asyncio.wait_for(w.kube.entered.wait(), 5)
+    stopping = asyncio.ensure_future(w.loop.stop(grace=5))
+    await asyncio.sleep(0)
+    assert not stopping.done()  # waiting for the cycle under way
+    w.kube.release.set()
+    assert await asyncio.wait_for(stopping, 5) is True
+    assert sorted(e[:2] for e in w.kube.events) == [
+        ("jupyter-alice", "GPUReclaimWarning"),
+        ("jupyter-bob", "GPUReclaimWarning"),
+    ]
+    assert w.loop.task is not None
+    assert w.loop.task.done()
+    assert not w.loop.task.cancelled()
+
+
+async def test_a_stop_between_cycles_ends_the_pause_at_once() -> None:
+    w = World()
+    w.report()
+    pausing = _running(w)
+    await asyncio.wait_for(pausing.wait(), 5)
+    assert await asyncio.wait_for(w.loop.stop(grace=5), 1) is True
+    assert w.loop.task is not None
+    assert w.loop.task.done()
+
+
+async def test_a_cycle_that_outlasts_the_grace_is_cancelled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    w = World()
+    w.kube = EventGatedKube(list(w.kube.pods.values()))
+    w.loop.kube = w.kube
+    w.report()
+    _running(w)
+    await asyncio.wait_for(w.kube.entered.wait(), 5)
+    assert await w.loop.stop(grace=0.01) is False
+    await asyncio.sleep(0)
+    assert w.loop.task is not None
+    assert w.loop.task.cancelled()
+    assert "did not end within" in caplog.text

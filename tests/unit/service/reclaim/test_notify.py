@@ -363,3 +363,32 @@ async def test_a_webhook_that_never_answers_holds_up_neither_cycle_nor_hub() -> 
         for conn in held:
             conn.close()
         silent.close()
+
+
+async def test_a_stop_sends_the_posts_under_way_and_drops_them_past_its_grace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    silent = silent_listener()
+    try:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/hook"
+        w = world_posting_to(url, timeout="30s")
+        await w.cycle()
+        notifier = w.loop.notifier
+        assert notifier is not None
+        assert len(notifier.tasks) == 2  # the two warnings' posts wait for an answer
+        stopping = asyncio.ensure_future(w.loop.stop(grace=5))
+        await asyncio.sleep(0)
+        assert not stopping.done()  # waiting for the posts
+        await hang_up(silent, 2)
+        assert await asyncio.wait_for(stopping, 5) is True
+        assert notifier.failed == 2  # tried, each once, before the service ended
+
+        await w.cycle(after=35)  # the reclaims' posts: no answer within the grace
+        posts = set(notifier.tasks)
+        assert len(posts) == 2
+        assert await w.loop.stop(grace=0.01) is False
+        await asyncio.sleep(0)
+        assert all(p.cancelled() for p in posts)
+        assert "webhook posts still in flight" in caplog.text
+    finally:
+        silent.close()
