@@ -61,10 +61,14 @@ ADMISSION_POLICIES = (
     "gpuaas-service-pod-writes",
     "gpuaas-service-state-writes",
     "gpuaas-service-notebook-jobs",
+    "gpuaas-service-notebook-job-images",
     "gpuaas-gpu-share-size",
 )
 """The ValidatingAdmissionPolicies of culler/deploy/ (each with a binding of the same name);
 tests/unit/deploy/test_doctor_manifests.py keeps this list equal to the files."""
+
+JOB_IMAGES_POLICY = "gpuaas-service-notebook-job-images"
+"""The jobs policy whose binding takes the images ConfigMap (``Facts.job_images_ref``)."""
 
 ALERTS = (
     "GPUaaSIdleGPUsWhileTeamQueueWaits",
@@ -838,6 +842,7 @@ def admission_checks(facts: Facts) -> list[Check]:
         "gpuaas-service-pod-writes": "gpuaas-service-pod-policy.yaml",
         "gpuaas-service-state-writes": "gpuaas-service-state-policy.yaml",
         "gpuaas-service-notebook-jobs": "gpuaas-service-jobs-policy.yaml",
+        "gpuaas-service-notebook-job-images": "gpuaas-service-jobs-policy.yaml",
         "gpuaas-gpu-share-size": "gpu-share-size-policy.yaml",
     }
     for policy in ADMISSION_POLICIES:
@@ -1019,18 +1024,12 @@ def job_images_check(facts: Facts, catalog: Catalog) -> Check | None:
     create = f"kubectl -n {ns} create configmap {cm} --from-literal=images=\"$(printf '{lines}')\""
     if read.value is None:
         if "404" in read.error:
-            # the binding's parameterNotFoundAction is Deny: without its ConfigMap it refuses
-            # every ConfigMap, Secret and Job write it matches, this ConfigMap's creation too
-            binding = "gpuaas-service-notebook-jobs"
             return Check(
                 name,
                 "missing",
-                f"no ConfigMap {facts.job_images_ref}: every notebook Job is refused, and the"
-                f" binding {binding} refuses every ConfigMap, Secret and Job write (its"
-                " parameterNotFoundAction is Deny)",
-                f"kubectl delete validatingadmissionpolicybinding {binding}; {create} (again if"
-                " refused at once: the apiserver drops the binding a moment later); kubectl"
-                " apply -f culler/deploy/gpuaas-service-jobs-policy.yaml",
+                f"no ConfigMap {facts.job_images_ref}: every notebook Job is refused (the"
+                f" binding {JOB_IMAGES_POLICY}'s parameterNotFoundAction is Deny)",
+                create,
             )
         return _unknown(name, f"ConfigMap {facts.job_images_ref}", read, facts.identity_hint)
     listed = {line.strip() for line in str(read.value.get("images", "")).splitlines()}

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from gpuaas_service.doctor.checks import (
+    JOB_IMAGES_POLICY,
     Access,
     AccessNeed,
     Facts,
@@ -377,7 +378,7 @@ async def gather(s: DoctorSettings, api: Any) -> Facts:
         }
 
     policies, bindings, refs = await kube.admission()
-    images_ref = refs.get("gpuaas-service-notebook-jobs", "jupyterhub/gpuaas-job-images")
+    images_ref = refs.get(JOB_IMAGES_POLICY, "jupyterhub/gpuaas-job-images")
     images: Read[Any] | None = None
     if catalog.value is not None and job_image_names(catalog.value):
         images = await _read(functools.partial(kube.config_map_data, images_ref))

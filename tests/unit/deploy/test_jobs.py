@@ -96,29 +96,61 @@ def test_the_jobs_role_is_the_dev_clusters_and_bound_in_every_job_namespace() ->
     )
 
 
-def test_the_jobs_admission_policy_is_the_dev_clusters_for_the_services_identity() -> None:
-    (dev,) = of_kind(docs(DEV / "63-gpuaas-jobs-policy.yaml"), "ValidatingAdmissionPolicy")
-    (ours,) = of_kind(JOBS_POLICY, "ValidatingAdmissionPolicy")
+def test_the_jobs_admission_policies_are_the_dev_clusters_for_the_services_identity() -> None:
+    dev = docs(DEV / "63-gpuaas-jobs-policy.yaml")
     notebooks = service_config().notebook_namespace
-    # the same policy once the identity and the service's own namespace are put in its place
-    assert ours == as_deployed(dev)
-    conditions = {c["name"]: c["expression"] for c in ours["spec"]["matchConditions"]}
+    # the same policies once the identity and the service's own namespace are put in its place
+    assert of_kind(JOBS_POLICY, "ValidatingAdmissionPolicy") == [
+        as_deployed(p) for p in of_kind(dev, "ValidatingAdmissionPolicy")
+    ]
+    assert of_kind(JOBS_POLICY, "ValidatingAdmissionPolicyBinding") == of_kind(
+        dev, "ValidatingAdmissionPolicyBinding"
+    )
+    policies = {p["metadata"]["name"]: p for p in of_kind(JOBS_POLICY, "ValidatingAdmissionPolicy")}
+    shape = policies["gpuaas-service-notebook-jobs"]
+    conditions = {c["name"]: c["expression"] for c in shape["spec"]["matchConditions"]}
     assert f"'{identity()}'" in conditions["the-gpuaas-service"]
     assert f"'{notebooks}'" in conditions["not-its-own-state"]
-    (binding,) = of_kind(JOBS_POLICY, "ValidatingAdmissionPolicyBinding")
-    (dev_binding,) = of_kind(
-        docs(DEV / "63-gpuaas-jobs-policy.yaml"), "ValidatingAdmissionPolicyBinding"
-    )
-    assert binding == dev_binding
-    assert binding["spec"] == {
-        "policyName": ours["metadata"]["name"],
-        "validationActions": ["Deny"],
-        "paramRef": {
-            "name": "gpuaas-job-images",
-            "namespace": "jupyterhub",
-            "parameterNotFoundAction": "Deny",
+    assert "paramKind" not in shape["spec"]  # nothing it refuses depends on a ConfigMap
+    images = policies["gpuaas-service-notebook-job-images"]
+    (condition,) = images["spec"]["matchConditions"]
+    assert f"'{identity()}'" in condition["expression"]
+    # The apiserver reads a binding's parameter before the matchConditions: with the ConfigMap
+    # missing, the images policy refuses all it matches, so it matches only notebook Jobs.
+    assert images["spec"]["matchConstraints"] == {
+        "resourceRules": [
+            {
+                "apiGroups": ["batch"],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": ["jobs"],
+            }
+        ],
+        "objectSelector": {"matchLabels": {"gpuaas.jupyter.org/job": "notebook"}},
+    }
+    bindings = {
+        b["metadata"]["name"]: b["spec"]
+        for b in of_kind(JOBS_POLICY, "ValidatingAdmissionPolicyBinding")
+    }
+    assert bindings == {
+        "gpuaas-service-notebook-jobs": {
+            "policyName": "gpuaas-service-notebook-jobs",
+            "validationActions": ["Deny"],
+        },
+        "gpuaas-service-notebook-job-images": {
+            "policyName": "gpuaas-service-notebook-job-images",
+            "validationActions": ["Deny"],
+            "paramRef": {
+                "name": "gpuaas-job-images",
+                "namespace": "jupyterhub",
+                "parameterNotFoundAction": "Deny",
+            },
         },
     }
+    # the ConfigMap comes first: created before the binding that reads it
+    for manifest in (JOBS_POLICY, dev):
+        assert manifest[0]["kind"] == "ConfigMap"
+        assert manifest[0]["metadata"]["name"] == "gpuaas-job-images"
 
 
 def images_param(items: list[dict[str, Any]]) -> list[str]:

@@ -128,6 +128,7 @@ def facts(**changes: Any) -> Facts:
                 "gpuaas-service-pod-writes",
                 "gpuaas-service-state-writes",
                 "gpuaas-service-notebook-jobs",
+                "gpuaas-service-notebook-job-images",
                 "gpuaas-gpu-share-size",
             ]
         ),
@@ -138,6 +139,7 @@ def facts(**changes: Any) -> Facts:
                     "gpuaas-service-pod-writes",
                     "gpuaas-service-state-writes",
                     "gpuaas-service-notebook-jobs",
+                    "gpuaas-service-notebook-job-images",
                     "gpuaas-gpu-share-size",
                 ]
             }
@@ -511,7 +513,7 @@ def test_access_needs_cover_the_deployed_verbs() -> None:
 @pytest.mark.parametrize(
     ("policies", "bindings", "bad"),
     [
-        (["gpuaas-service-pod-writes"], {}, 4),
+        (["gpuaas-service-pod-writes"], {}, 5),
         (None, {}, 1),
     ],
 )
@@ -707,8 +709,7 @@ JOBS_CATALOG = build_catalog(
         (
             Read.failed("HTTP 404 configmaps not found"),
             "missing",
-            "kubectl delete validatingadmissionpolicybinding gpuaas-service-notebook-jobs;"
-            " kubectl -n jupyterhub create configmap gpuaas-job-images",
+            "kubectl -n jupyterhub create configmap gpuaas-job-images",
         ),
         (Read.failed("HTTP 403 forbidden", forbidden=True), "unknown", "run as admin"),
     ],
