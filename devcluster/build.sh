@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the local cluster's binaries from Go modules, once per set of pinned versions.
-# Output: $GPUAAS_CACHE/cluster-bin/<key>/{etcd,kube-apiserver,kube-controller-manager,
-#         kube-scheduler,kubectl,kwok,kueue} plus kueue-config/ (Kueue's config/ tree: CRDs,
+# Output: $GPUAAS_CACHE/cluster-bin/<key>/{etcd,kube,kwok,kueue} (kube-apiserver,
+#         kube-controller-manager, kube-scheduler and kubectl link to kube) plus kueue-config/ (Kueue's config/ tree: CRDs,
 #         RBAC, webhooks, visibility; rendered at start with `kubectl kustomize kueue-config/default`).
 # The cache lives outside the clone so that a fresh clone (CI) reuses it. Each step's wall time
 # is printed when it ends, and the total at the end; they also go to
@@ -70,40 +70,47 @@ step() {
 minor=${KUBERNETES_VERSION#v1.}; minor=${minor%%.*}
 staging_version="v0.${KUBERNETES_VERSION#v1.}"
 
-# --- Kubernetes: a wrapper module replacing each staging module by its published version.
-k8s_cmds="kube-apiserver kube-controller-manager kube-scheduler kubectl"
-need_k8s=""
-for cmd in $k8s_cmds; do [ -x "$out/$cmd" ] || need_k8s=1; done
-if [ -n "$need_k8s" ]; then
-  step "resolving k8s.io/kubernetes@$KUBERNETES_VERSION"
-  mkdir -p "$work/k8s"
-  cd "$work/k8s"
+# --- Kubernetes, kwok and Kueue: one wrapper module and one `go build`. The Kubernetes staging
+# modules are replaced by their published versions; kwok and Kueue are written against the same
+# minor, so client-go, apimachinery, apiserver and the API types are compiled once for all of
+# them. The four Kubernetes commands are one executable (devcluster/kube/main.go), linked once;
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl are links to it.
+kube_cmds="kube-apiserver kube-controller-manager kube-scheduler kubectl"
+missing=""
+for cmd in kube kwok kueue; do [ -x "$out/$cmd" ] || missing="$missing $cmd"; done
+missing=${missing# }
+if [ -n "$missing" ]; then
+  step "resolving k8s.io/kubernetes@$KUBERNETES_VERSION, kwok $KWOK_VERSION and kueue $KUEUE_VERSION"
+  rm -rf "$work/kube"; mkdir -p "$work/kube"
+  cd "$work/kube"
   gomod=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" 2>>"$log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])') || fail "downloading k8s.io/kubernetes"
   {
-    echo "module local/k8sbuild"
-    echo "go 1.25"
-    echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
+    echo "module local/kube"
+    echo "go 1.26"
+    printf 'require (\n\tk8s.io/kubernetes %s\n\tsigs.k8s.io/kwok %s\n\tsigs.k8s.io/kueue %s\n)\n' \
+      "$KUBERNETES_VERSION" "$KWOK_VERSION" "$KUEUE_VERSION"
     grep -E '^\s*k8s.io/[a-z0-9-]+ => \./staging/' "$gomod" | awk -v v="$staging_version" '{print "replace " $1 " => " $1 " " v}'
   } >go.mod
-  printf 'package main\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver/app"\nfunc main() {}\n' >tools.go
-  go mod tidy >>"$log" 2>&1 || fail "resolving the Kubernetes modules"
+  cp "$here/kube/main.go" main.go
+  printf 'package main\nimport (\n\t_ "sigs.k8s.io/kwok/cmd/kwok"\n\t_ "sigs.k8s.io/kueue/cmd/kueue"\n)\n' >tools.go
+  go mod tidy >>"$log" 2>&1 || fail "resolving the Kubernetes, kwok and Kueue modules"
   rm tools.go
   # Module builds keep a placeholder version, which Kueue cannot parse: stamp the real one.
   ldflags="-s -w"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags="$ldflags -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
   done
-  # One `go build` for all of them: one load of the package graph, and the shared packages'
-  # compiles and the links interleave on every core instead of one binary after another.
-  missing=""
-  for cmd in $k8s_cmds; do [ -x "$out/$cmd" ] || missing="$missing $cmd"; done
-  missing=${missing# }
-  step "building $missing $KUBERNETES_VERSION"
-  rm -rf "$work/k8s-bin"; mkdir -p "$work/k8s-bin"
+  pkgs=""
+  for cmd in $missing; do
+    case $cmd in kube) pkgs="$pkgs ." ;; kwok) pkgs="$pkgs sigs.k8s.io/kwok/cmd/kwok" ;; kueue) pkgs="$pkgs sigs.k8s.io/kueue/cmd/kueue" ;; esac
+  done
+  step "building $missing (Kubernetes $KUBERNETES_VERSION, kwok $KWOK_VERSION, kueue $KUEUE_VERSION)"
+  rm -rf "$work/bin"; mkdir -p "$work/bin"
   # shellcheck disable=SC2086  # one package per word
-  go build -trimpath -ldflags "$ldflags" -o "$work/k8s-bin/" $(printf 'k8s.io/kubernetes/cmd/%s ' $missing) >>"$log" 2>&1 || fail "building $missing"
-  for cmd in $missing; do mv "$work/k8s-bin/$cmd" "$out/$cmd"; done
+  go build -trimpath -ldflags "$ldflags" -o "$work/bin/" $pkgs >>"$log" 2>&1 || fail "building $missing"
+  for cmd in $missing; do mv "$work/bin/$cmd" "$out/$cmd"; done
 fi
+for cmd in $kube_cmds; do [ -x "$out/$cmd" ] || ln -sfn kube "$out/$cmd"; done
 
 # --- etcd: its server module has replace directives, so it also needs a wrapper module.
 if [ ! -x "$out/etcd" ]; then
@@ -118,33 +125,6 @@ if [ ! -x "$out/etcd" ]; then
   mv "$out/etcd.tmp" "$out/etcd"
 fi
 
-# --- kwok and Kueue: one wrapper module requiring both, built by one `go build`. Both are built
-# against k8s.io/* v0.36.x (kwok v0.36.1, Kueue v0.36.2) and controller-runtime v0.24.1: in one
-# module graph they get one version of each (the higher, v0.36.2), so client-go, apimachinery,
-# apiserver and the API types are compiled once for the two instead of once each.
-sigs_cmds="kwok kueue"
-missing=""
-for cmd in $sigs_cmds; do [ -x "$out/$cmd" ] || missing="$missing $cmd"; done
-missing=${missing# }
-if [ -n "$missing" ]; then
-  step "resolving kwok $KWOK_VERSION and kueue $KUEUE_VERSION"
-  mkdir -p "$work/sigs"
-  cd "$work/sigs"
-  printf 'module local/sigsbuild\ngo 1.26\nrequire (\n\tsigs.k8s.io/kwok %s\n\tsigs.k8s.io/kueue %s\n)\n' \
-    "$KWOK_VERSION" "$KUEUE_VERSION" >go.mod
-  printf 'package main\nimport (\n\t_ "sigs.k8s.io/kwok/cmd/kwok"\n\t_ "sigs.k8s.io/kueue/cmd/kueue"\n)\nfunc main() {}\n' >tools.go
-  go mod tidy >>"$log" 2>&1 || fail "resolving the kwok and Kueue modules"
-  rm tools.go
-  step "building $missing (kwok $KWOK_VERSION, kueue $KUEUE_VERSION)"
-  rm -rf "$work/sigs-bin"; mkdir -p "$work/sigs-bin"
-  pkgs=""
-  for cmd in $missing; do
-    case $cmd in kwok) pkgs="$pkgs sigs.k8s.io/kwok/cmd/kwok" ;; kueue) pkgs="$pkgs sigs.k8s.io/kueue/cmd/kueue" ;; esac
-  done
-  # shellcheck disable=SC2086  # one package per word
-  go build -trimpath -ldflags "-s -w" -o "$work/sigs-bin/" $pkgs >>"$log" 2>&1 || fail "building $missing"
-  for cmd in $missing; do mv "$work/sigs-bin/$cmd" "$out/$cmd"; done
-fi
 cd "$work"
 if [ ! -f "$out/kueue-config/default/kustomization.yaml" ]; then
   step "copying Kueue's manifests"
