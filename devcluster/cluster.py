@@ -776,7 +776,7 @@ class _BringUp:
                 f"--etcd-servers=http://{HOST}:{ports.etcd}",
                 f"--bind-address={HOST}",
                 f"--advertise-address={HOST}",
-                # kube-apiserver refuses a loopback address for the `kubernetes` Service's endpoints;
+                # the apiserver refuses a loopback address for the `kubernetes` Service's endpoints;
                 # nothing here reaches the API through that Service, so it is not reconciled.
                 "--endpoint-reconciler-type=none",
                 f"--secure-port={ports.apiserver}",
