@@ -749,20 +749,26 @@ def _running(w: World) -> asyncio.Event:
     return pausing
 
 
-async def test_a_stop_mid_warning_lets_the_warning_be_given_whole_then_ends_the_loop() -> None:
-    # SIGTERM between a warning's annotation and its Event: the Event still goes out.
+async def _stopped_mid_warning() -> tuple[World, EventGatedKube]:
+    """A running loop whose first warning is on its pod and waits to write its Event."""
     w = World()
-    w.kube = EventGatedKube(list(w.kube.pods.values()))
-    w.loop.kube = w.kube
+    kube = EventGatedKube(list(w.kube.pods.values()))
+    w.kube = w.loop.kube = kube
     w.report()
     _running(w)
-    await asyncio.wait_for(w.kube.entered.wait(), 5)
+    await asyncio.wait_for(kube.entered.wait(), 5)
+    return w, kube
+
+
+async def test_a_stop_mid_warning_lets_the_warning_be_given_whole_then_ends_the_loop() -> None:
+    # SIGTERM between a warning's annotation and its Event: the Event still goes out.
+    w, kube = await _stopped_mid_warning()
     stopping = asyncio.ensure_future(w.loop.stop(grace=5))
     await asyncio.sleep(0)
     assert not stopping.done()  # waiting for the cycle under way
-    w.kube.release.set()
+    kube.release.set()
     assert await asyncio.wait_for(stopping, 5) is True
-    assert sorted(e[:2] for e in w.kube.events) == [
+    assert sorted(e[:2] for e in kube.events) == [
         ("jupyter-alice", "GPUReclaimWarning"),
         ("jupyter-bob", "GPUReclaimWarning"),
     ]
@@ -784,12 +790,7 @@ async def test_a_stop_between_cycles_ends_the_pause_at_once() -> None:
 async def test_a_cycle_that_outlasts_the_grace_is_cancelled(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    w = World()
-    w.kube = EventGatedKube(list(w.kube.pods.values()))
-    w.loop.kube = w.kube
-    w.report()
-    _running(w)
-    await asyncio.wait_for(w.kube.entered.wait(), 5)
+    w, _ = await _stopped_mid_warning()
     assert await w.loop.stop(grace=0.01) is False
     await asyncio.sleep(0)
     assert w.loop.task is not None
