@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the local cluster's binaries from Go modules, once per set of pinned versions.
 # Output: $GPUAAS_CACHE/cluster-bin/<key>/{etcd,kube,kwok,kueue} (kube-apiserver,
-#         kube-controller-manager, kube-scheduler and kubectl link to kube) plus kueue-config/ (Kueue's config/ tree: CRDs,
-#         RBAC, webhooks, visibility; rendered at start with `kubectl kustomize kueue-config/default`).
+#         kube-controller-manager, kube-scheduler and kubectl link to kube) plus kueue-config/
+#         (Kueue's config/ tree: CRDs, RBAC, webhooks, visibility; rendered at start with
+#         `kubectl kustomize kueue-config/default`).
 # The cache lives outside the clone so that a fresh clone (CI) reuses it. Each step's wall time
 # is printed when it ends, and the total at the end; they also go to
 # $GPUAAS_CACHE/build/<key>/timings.tsv (read by benchmarks/bench_cluster.py).

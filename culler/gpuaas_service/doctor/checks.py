@@ -57,18 +57,18 @@ KUEUE_MINIMUM = (0, 18)
 0.17 and older the LocalQueue visibility endpoint counted same-named LocalQueues of other
 namespaces)."""
 
+JOB_IMAGES_POLICY = "gpuaas-service-notebook-job-images"
+"""The jobs policy whose binding takes the images ConfigMap (``Facts.job_images_ref``)."""
+
 ADMISSION_POLICIES = (
     "gpuaas-service-pod-writes",
     "gpuaas-service-state-writes",
     "gpuaas-service-notebook-jobs",
-    "gpuaas-service-notebook-job-images",
+    JOB_IMAGES_POLICY,
     "gpuaas-gpu-share-size",
 )
 """The ValidatingAdmissionPolicies of culler/deploy/ (each with a binding of the same name);
 tests/unit/deploy/test_doctor_manifests.py keeps this list equal to the files."""
-
-JOB_IMAGES_POLICY = "gpuaas-service-notebook-job-images"
-"""The jobs policy whose binding takes the images ConfigMap (``Facts.job_images_ref``)."""
 
 ALERTS = (
     "GPUaaSIdleGPUsWhileTeamQueueWaits",
@@ -842,7 +842,7 @@ def admission_checks(facts: Facts) -> list[Check]:
         "gpuaas-service-pod-writes": "gpuaas-service-pod-policy.yaml",
         "gpuaas-service-state-writes": "gpuaas-service-state-policy.yaml",
         "gpuaas-service-notebook-jobs": "gpuaas-service-jobs-policy.yaml",
-        "gpuaas-service-notebook-job-images": "gpuaas-service-jobs-policy.yaml",
+        JOB_IMAGES_POLICY: "gpuaas-service-jobs-policy.yaml",
         "gpuaas-gpu-share-size": "gpu-share-size-policy.yaml",
     }
     for policy in ADMISSION_POLICIES:
