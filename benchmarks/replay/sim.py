@@ -89,6 +89,12 @@ class Latencies:
     them in batches, once a second per ClusterQueue or cohort (kueue#9232, v0.15.5 on); a
     workload created meanwhile, never parked, takes the freed quota at once. 0: at once (the
     replay's default, within ``release_s``)."""
+    evict_s: float = 0.0
+    """Kueue decides to preempt → the victim's pods are deleted: the preemptor's Workload seen,
+    the victim's Job suspended and its pods deleted by the Job controller, the container stopped
+    on its node; the victim's quota comes back this much later than ``finish_s`` +
+    ``release_s`` say. 0 in the replay (tenths of a second on a day's scale); the dev-cluster
+    check measures it per kind of node."""
 
 
 """A warned user who is at work presses "Keep my GPU" with this probability, else just goes on
@@ -627,7 +633,8 @@ class Simulation:
 
     def _evicted(self, wl: Workload) -> None:
         """Kueue evicted ``wl`` for a reclaim: it stops running now; its quota is free, and it
-        is queued again, once its pods are gone (``release_s`` later)."""
+        is queued again, once its pods are gone (``evict_s`` + ``release_s`` later, and a Job's
+        ``finish_s``)."""
         if wl.key in self.releasing:  # its pod is already gone: nothing runs to preempt
             return  # (its quota comes back with the release under way)
         alloc = self.allocations.pop(wl.key, None)
@@ -657,7 +664,7 @@ class Simulation:
             self.job_remaining[wl.key] -= kept  # it resumes from its last checkpoint
         evicted_at = self.now
         # A Job's pods are gone for Kueue once the Job controller has synced it (finish_s).
-        delay = self.latencies.release_s
+        delay = self.latencies.evict_s + self.latencies.release_s
         if wl.kind == "training":
             delay += self.latencies.finish_s
         if delay <= 0:
