@@ -117,9 +117,10 @@ Job first (:func:`preemption_path`, measured per kind of rung on its own nodes).
 
 PREEMPTION_HOLD_S = 3.0
 """How long the scenario's Jobs run before the preemptor comes. A preemption that comes right
-after they start was measured 0.3 s quicker (0.85–0.96 s against 1.2–1.4 s after 3 s or 10 s,
-local-0): the Job controller's batched sync of their start, still pending, seems to take the
-eviction along. In the windows a Job runs minutes before it is preempted."""
+after they start was measured 0.3 s quicker (on local-0 0.74–1.00 s, 9 samples, against
+1.21–1.42 s after 3 s or 10 s): the Job controller's batched sync of their start, still
+pending, seems to take the eviction along. In the windows a Job runs minutes before it is
+preempted."""
 
 
 def compressed_latencies(
