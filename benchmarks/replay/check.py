@@ -356,11 +356,17 @@ def plans(window: Trace, k: float) -> list[Plan]:
         out.append(replace(plan, at=job.submit_s))
     for session in window.sessions:
         offering = sim.choose_offering(session)
-        name = f"pod-{session.user}-{session.name}-1".lower()
+        name = pod_name(session, 1)
         body = notebook_body(name, session, offering, catalog)
         until = session.start_s + session.length_s
         out.append(Plan(name, NOTEBOOK_NAMESPACE, "notebook", session.start_s, until, body))
     return sorted(out, key=lambda p: p.at)
+
+
+def pod_name(session: Session, suffix: str | int) -> str:
+    """A notebook's pod as the model names its workload (``pod-USER-SESSION-N``), in lower case
+    as Kubernetes names are."""
+    return f"pod-{session.user}-{session.name}-{suffix}".lower()
 
 
 def notebook_body(
@@ -429,7 +435,7 @@ def simulated(window: Trace) -> dict[str, dict[str, float]]:
             "admitted": record.first_admitted if record.first_admitted is not None else math.inf,
         }
     for state in sim.sessions.values():
-        name = f"pod-{state.session.user}-{state.session.name}-1".lower()
+        name = pod_name(state.session, 1)
         waited = [w for r, w, _after in sim.spawn_waits if r == state.session.start_s]
         out[name] = {
             "submitted": state.session.start_s,
@@ -678,13 +684,12 @@ async def calibrate(real: Real, jobs: int, deletes: int) -> dict[str, list[float
 def scenario_plans(scenario: Trace, model: ModelRun, scene: Scene, suffix: str) -> list[Plan]:
     """The scenario's Jobs and notebooks (with the offerings the model chose) as the window
     makes them, names suffixed, in their order of arrival."""
-    catalog = brain.load_catalog(str(DEFAULT_CATALOG))
     arrivals = [
         (j.submit_s, scene.job(f"{j.name}-{suffix}", j.team, j.gpus)) for j in scenario.jobs
     ]
     for state in model.sim.sessions.values():
-        name = f"pod-{state.session.user}-{state.session.name}-{suffix}".lower()
-        body = notebook_body(name, state.session, state.offering, catalog)
+        name = pod_name(state.session, suffix)
+        body = notebook_body(name, state.session, state.offering, model.sim.catalog)
         plan = Plan(name, NOTEBOOK_NAMESPACE, "notebook", 0.0, None, body)
         arrivals.append((state.session.start_s, plan))
     return [p for _at, p in sorted(arrivals, key=lambda a: a[0])]

@@ -749,7 +749,7 @@ def _running(w: World) -> asyncio.Event:
     return pausing
 
 
-async def _stopped_mid_warning() -> tuple[World, EventGatedKube]:
+async def _paused_mid_warning() -> tuple[World, EventGatedKube]:
     """A running loop whose first warning is on its pod and waits to write its Event."""
     w = World()
     kube = EventGatedKube(list(w.kube.pods.values()))
@@ -762,7 +762,7 @@ async def _stopped_mid_warning() -> tuple[World, EventGatedKube]:
 
 async def test_a_stop_mid_warning_lets_the_warning_be_given_whole_then_ends_the_loop() -> None:
     # SIGTERM between a warning's annotation and its Event: the Event still goes out.
-    w, kube = await _stopped_mid_warning()
+    w, kube = await _paused_mid_warning()
     stopping = asyncio.ensure_future(w.loop.stop(grace=5))
     await asyncio.sleep(0)
     assert not stopping.done()  # waiting for the cycle under way
@@ -790,7 +790,7 @@ async def test_a_stop_between_cycles_ends_the_pause_at_once() -> None:
 async def test_a_cycle_that_outlasts_the_grace_is_cancelled(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    w, _ = await _stopped_mid_warning()
+    w, _ = await _paused_mid_warning()
     assert await w.loop.stop(grace=0.01) is False
     await asyncio.sleep(0)
     assert w.loop.task is not None
