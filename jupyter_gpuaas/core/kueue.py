@@ -29,7 +29,10 @@ __all__ = [
     "POD_FINALIZER",
     "PRIORITY_CLASS_LABEL",
     "QUEUE_NAME_LABEL",
+    "REQUIRED_TOPOLOGY_ANNOTATION",
     "TERMINATION_TARGET",
+    "TOPOLOGY_GATE",
+    "TOPOLOGY_PLACEMENT_FAILED",
     "ClusterQueueInfo",
     "CohortInfo",
     "Condition",
@@ -39,6 +42,7 @@ __all__ = [
     "QuantityError",
     "ResourceQuota",
     "ResourceTransformation",
+    "TopologyWait",
     "WorkloadInfo",
     "display_value",
     "format_quantity",
@@ -53,6 +57,7 @@ __all__ = [
     "read_local_queue",
     "read_pending_workloads",
     "read_workload",
+    "topology_wait",
     "transform_requests",
     "workload_for_pod",
 ]
@@ -67,6 +72,12 @@ POD_FINALIZER = "kueue.x-k8s.io/managed"
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 # Pod condition Kueue sets (status patch) right before it deletes a pod it stops.
 TERMINATION_TARGET = "TerminationTarget"
+REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
+"""Pod-template annotation of Kueue's Topology Aware Scheduling (apis/kueue/v1beta2/
+topology_types.go): all the PodSet's pods within one domain of the named level (a node label of
+the flavor's Topology); copied into the Workload's ``podSets[].topologyRequest.required``."""
+TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
+"""Scheduling gate on a TAS pod until Kueue has written its domain's node selector."""
 
 _log = logging.getLogger(__name__)
 
@@ -587,6 +598,9 @@ class WorkloadInfo:
     """What Kueue itself counts for it, after its resource transformations: the admission's
     ``resourceUsage``, else (pending) ``status.resourceRequests``; empty while Kueue has
     written neither."""
+    required_topology: str = ""
+    """The topology level its pods must share a domain of (Kueue TAS, the first PodSet's
+    ``topologyRequest.required``); '' when it requires none."""
 
     @property
     def user_label(self) -> str:
@@ -661,8 +675,12 @@ def read_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
     )
     resources: dict[str, Fraction] = {}
     pods = 0
+    required_topology = ""
     for raw in as_list(spec.get("podSets")):
         pod_set = as_mapping(raw)
+        required_topology = required_topology or as_str(
+            as_mapping(pod_set.get("topologyRequest")).get("required")
+        )
         count = pod_set.get("count")
         n = count if isinstance(count, int) and not isinstance(count, bool) else 1
         pods += n
@@ -688,6 +706,7 @@ def read_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
         resources=resources,
         pods=pods,
         counted=counted,
+        required_topology=required_topology,
     )
 
 
@@ -732,6 +751,52 @@ def workload_for_pod(
         elif not pod_uid and pod_name and wl.owner_kind == "Pod" and wl.owner_name == pod_name:
             by_label = by_label or wl
     return by_label
+
+
+# --------------------------------------------------------------------------- topology
+
+TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
+"""QuotaReserved=False reason of Kueue >= 0.19 with its UnadmittedWorkloadsObservability gate
+(beta, off by default in 0.19): quota would do, but no topology domain fits the pods even were
+every other Workload preempted. Without the gate the reason is ``Pending``."""
+_TOPOLOGY_NO_FIT = re.compile(r'topology "[^"]*" (?:doesn\'t allow to fit|allows to fit only)')
+"""Kueue's words when TAS finds no domain for a PodSet to which quota was found
+(pkg/cache/scheduler/tas_flavor_snapshot.go ``notFitMessage``: 'topology "T" doesn't allow to
+fit any of N pod(s)' / 'allows to fit only M out of N pod(s)'), inside the QuotaReserved=False
+message 'couldn't assign flavors to pod set main: ...' that the scheduler writes."""
+
+
+@dataclass(frozen=True)
+class TopologyWait:
+    """A pending Workload that Kueue's Topology Aware Scheduling holds back: its quota is there
+    (or would be, with preemptions), but no domain of ``level`` has room for all its pods."""
+
+    level: str
+    """The level its pods must share (``kubernetes.io/hostname``: one node); '' when the
+    Workload requires none (a preferred or unconstrained request that no free room fits)."""
+    message: str
+    """Kueue's own words (for operators)."""
+
+    @property
+    def one_node(self) -> bool:
+        """It waits for room on one node (the lowest level Kueue allows is the hostname)."""
+        return self.level == "kubernetes.io/hostname"
+
+
+def topology_wait(wl: WorkloadInfo) -> TopologyWait | None:
+    """Whether ``wl`` waits for topology rather than for quota (``None``: it does not, or it
+    is not pending). Read from its QuotaReserved=False condition: the granular reason
+    :data:`TOPOLOGY_PLACEMENT_FAILED`, or Kueue's TAS no-fit words in the message (the reason
+    is then Kueue's fallback ``Pending``). A Workload short of quota never gets there: Kueue
+    looks for a topology domain only once a flavor's quota fits."""
+    if not wl.pending:
+        return None
+    cond = wl.conditions.get("QuotaReserved")
+    if cond is None or cond.status is not False:
+        return None
+    if cond.reason != TOPOLOGY_PLACEMENT_FAILED and not _TOPOLOGY_NO_FIT.search(cond.message):
+        return None
+    return TopologyWait(level=wl.required_topology, message=cond.message)
 
 
 # --------------------------------------------------------------------------- visibility API
