@@ -577,11 +577,18 @@ def _running_info(settings: Settings, log: Log) -> ClusterInfo | None:
         and {r.name for r in records}
         >= set(STOP_ORDER) - ({"nodeagent"} if not state.get("agent_node") else set())
     )
+    lacking: list[str] = []
     if healthy:
         try:
-            _admin_client(settings).get_text("/readyz", timeout=5)
+            admin = _admin_client(settings)
+            admin.get_text("/readyz", timeout=5)
+            # Nodes added to nodes.yaml since it started (kwok and its finisher learn their
+            # nodes at start): such a cluster is restarted, not patched.
+            have = {n["metadata"]["name"] for n in admin.get("/api/v1/nodes")["items"]}
+            lacking = sorted({n.name for n in load_nodes(NODES_FILE)} - have)
         except (KubeError, OSError):
             healthy = False
+        healthy = healthy and not lacking
     if healthy:
         return ClusterInfo(
             settings=settings,
@@ -598,6 +605,8 @@ def _running_info(settings: Settings, log: Log) -> ClusterInfo | None:
     why = (
         f"{', '.join(dead)} not running"
         if dead
+        else f"it has no node {', '.join(lacking)} (an older nodes.yaml)"
+        if lacking
         else f"it has no {', '.join(sorted(missing))} (an older checkout started it)"
         if missing
         else "not ready"

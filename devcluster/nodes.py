@@ -109,6 +109,13 @@ def _pool_nodes(path: Path, index: int, pool: Any) -> list[NodeSpec]:
     taints = pool.get("taints") or []
     if not isinstance(taints, list):
         raise NodesFileError(f"{where}: taints must be a list")
+    # Each node's own labels (its place in a Kueue Topology: rack, block), in node order.
+    per_node = pool.get("perNodeLabels") or []
+    if not isinstance(per_node, list) or len(per_node) > count:
+        raise NodesFileError(f"{where}: perNodeLabels must be a list of at most {count} mappings")
+    own = [_str_map(m, f"{where}.perNodeLabels[{i}]") for i, m in enumerate(per_node)]
+    own += [{}] * (count - len(own))
+    labels = _str_map(pool.get("labels"), f"{where}.labels")
     simulated = pool.get("simulatedGpus")
     if simulated is not None:
         check_simulated_gpus(str(simulated), capacity, where)
@@ -117,7 +124,7 @@ def _pool_nodes(path: Path, index: int, pool: Any) -> list[NodeSpec]:
             name=f"{name}-{n}",
             pool=name,
             run_by=run_by,
-            labels=_str_map(pool.get("labels"), f"{where}.labels"),
+            labels={**labels, **own[n]},
             capacity=capacity,
             taints=[_str_map(t, f"{where}.taints") for t in taints],
             simulated_gpus=None if simulated is None else str(simulated),

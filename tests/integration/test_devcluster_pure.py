@@ -84,12 +84,42 @@ def test_settings_defaults_and_overrides(tmp_path: Path) -> None:
 
 def test_nodes_file_declares_the_pools() -> None:
     nodes = {n.name: n for n in load_nodes()}
-    assert set(nodes) == {"h100-0", "h100-1", "a100-mig-0", "l4-shared-0", "l4-hami-0", "local-0"}
+    assert set(nodes) == {
+        "h100-0",
+        "h100-1",
+        "h200-0",
+        "h200-1",
+        "h200-2",
+        "a100-mig-0",
+        "l4-shared-0",
+        "l4-hami-0",
+        "local-0",
+    }
     assert nodes["local-0"].run_by == "agent"
     m = nodes["h100-0"].manifest()
     assert m["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
     assert m["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert "kwok.x-k8s.io/node" not in nodes["local-0"].manifest()["metadata"]["annotations"]
+
+
+def test_the_topology_pool_labels_each_node_with_its_rack() -> None:
+    """Every level of the Topology gpu-racks is a label of each node its flavor selects."""
+    docs = list(yaml.safe_load_all((MANIFESTS_DIR / "15-topology.yaml").read_text()))
+    levels = [lv["nodeLabel"] for lv in docs[0]["spec"]["levels"]]
+    assert levels == ["gpuaas.dev/rack", "kubernetes.io/hostname"]
+    h200 = [n.manifest()["metadata"]["labels"] for n in load_nodes() if n.pool == "h200"]
+    assert [labels["gpuaas.dev/rack"] for labels in h200] == ["rack-1", "rack-1", "rack-2"]
+    assert all(set(levels) <= set(labels) for labels in h200)
+
+
+def test_per_node_labels_are_at_most_one_per_node(tmp_path: Path) -> None:
+    bad = tmp_path / "nodes.yaml"
+    bad.write_text(
+        "pools:\n  - name: x\n    count: 1\n    capacity: {cpu: '1', memory: 1Gi, pods: '1'}\n"
+        "    perNodeLabels: [{a: b}, {a: c}]\n"
+    )
+    with pytest.raises(NodesFileError, match="perNodeLabels"):
+        load_nodes(bad)
 
 
 def test_nodes_file_errors_are_clear(tmp_path: Path) -> None:
