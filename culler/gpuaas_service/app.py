@@ -583,6 +583,23 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         Example: c.GPUaaSService.job_max_notebook_bytes = 500000""",
     )
 
+    job_topology_level = Unicode(
+        "kubernetes.io/hostname",
+        config=True,
+        help="""The topology level within which a notebook Job's pod must be placed, written as
+        Kueue's pod-template annotation kueue.x-k8s.io/podset-required-topology on Jobs whose
+        offering's ResourceFlavor has a topologyName (Kueue's Topology Aware Scheduling,
+        docs/deploy.md). With a node (the default), Kueue admits such a Job only once one node
+        has room for all its GPUs, and the queue says "waiting for a whole node" meanwhile,
+        instead of admitting it onto quota that no single node can give. It must be a level
+        (nodeLabel) of that flavor's Topology: the doctor checks. A Job on a flavor without a
+        topologyName never carries it (Kueue refuses such a Job there). Empty: no annotation;
+        then Kueue admits no notebook Job onto a topology flavor whose ClusterQueue has other
+        flavors. Default kubernetes.io/hostname.
+        Example: c.GPUaaSService.job_topology_level = "cloud.provider.com/topology-rack"
+        """,
+    )
+
     # ---------------------------------------------------------------- the console
 
     console_regret_window = Float(
@@ -710,7 +727,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         stop_asked = _stop_on_signals()
         while not stop_asked.is_set():
             index.tick()
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop_asked.wait(), max(0.5, self.poll_interval / 2))
         log.info("gpuaas service stopping: finishing the reclaim cycle under way")
         server.stop()
@@ -1011,6 +1028,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
 
     def _job_service(self, view: WatchedKueueView, index: QueueIndex) -> JobService:
         """The notebook-Job service (docs/jobs.md)."""
+        from gpuaas_service.clients.kubernetes import KubeClient
         from gpuaas_service.jobs.kube import JobsKubeClient
         from gpuaas_service.jobs.service import JobService
 
@@ -1030,6 +1048,10 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             positions=positions,
             workloads=view.workloads,
             max_notebook_bytes=self.job_max_notebook_bytes,
+            topology_level=self.job_topology_level,
+            flavor_topologies=KubeClient(
+                timeout=self.kubernetes_request_timeout, kueue_version=self.kueue_api_version
+            ).flavor_topologies,
         )
 
     def _console(

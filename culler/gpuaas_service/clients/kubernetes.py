@@ -144,6 +144,14 @@ class KubeClient:
             for f in await self._flavors()
         }
 
+    async def flavor_topologies(self) -> dict[str, str]:
+        """ResourceFlavor name → its ``topologyName`` ('' none): the flavors that Kueue's
+        Topology Aware Scheduling places (one list call)."""
+        return {
+            str(f["metadata"]["name"]): str((f.get("spec") or {}).get("topologyName") or "")
+            for f in await self._flavors()
+        }
+
     async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> None:
         body = {"metadata": {"annotations": dict(annotations)}}
         await self._core().patch_namespaced_pod(

@@ -6,6 +6,9 @@
   ``/dev/shm``, the time limit as Kueue's maximum execution time, the catalog image running
   ``python -m jupyter_gpuaas.job`` — and no secret or notebook content as a literal: Kueue
   copies the pod template into the Workload, which teammates may read;
+- on a flavor that Kueue's Topology Aware Scheduling places (a ``topologyName``), the
+  pod-template annotation ``kueue.x-k8s.io/podset-required-topology`` (:func:`job_topology`):
+  Kueue admits it only once one domain of that level (by default a node) has room for it;
 - its input ConfigMap (the notebook, its parameters): teammates' role grants no ConfigMaps;
 - its token Secret: what its pod proves itself with when it fetches the input and sends the
   result; the Job carries only the token's SHA-256.
@@ -29,6 +32,7 @@ from jupyter_gpuaas.core.kueue import (
     MAX_EXEC_TIME_LABEL,
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
+    REQUIRED_TOPOLOGY_ANNOTATION,
 )
 from jupyter_gpuaas.core.labels import (
     GPU_EQUIVALENTS_ANNOTATION,
@@ -50,6 +54,7 @@ __all__ = [
     "build_token_secret",
     "input_name",
     "job_name",
+    "job_topology",
     "owner_reference",
     "result_name",
     "token_name",
@@ -112,8 +117,24 @@ def _resources(req: JobRequest) -> dict[str, dict[str, str]]:
     return out
 
 
-def build_job(req: JobRequest, *, name: str, token_sha: str, service_url: str) -> dict[str, Any]:
-    """The Job manifest. ``service_url``: where its pod reaches the gpuaas service."""
+def job_topology(flavor: str | None, topologies: Mapping[str, str], level: str) -> str:
+    """The topology level a Job on ``flavor`` requires ('' none): ``level`` (the service's
+    ``job_topology_level``) where the flavor has a ``topologyName`` in ``topologies`` (flavor
+    name → its topologyName, '' none). Never on a flavor without one: Kueue would refuse the
+    Job there ('Flavor ... does not support TopologyAwareScheduling')."""
+    return level if flavor and topologies.get(flavor) else ""
+
+
+def build_job(
+    req: JobRequest,
+    *,
+    name: str,
+    token_sha: str,
+    service_url: str,
+    required_topology: str = "",
+) -> dict[str, Any]:
+    """The Job manifest. ``service_url``: where its pod reaches the gpuaas service;
+    ``required_topology``: the level of :func:`job_topology` ('' none)."""
     offering = req.offering
     labels = {**_labels(req), QUEUE_NAME_LABEL: req.jobs.local_queue}
     if req.jobs.priority_class:
@@ -158,6 +179,9 @@ def build_job(req: JobRequest, *, name: str, token_sha: str, service_url: str) -
         pod_spec["schedulerName"] = offering.scheduler_name
     if not container["image"]:
         del container["image"]
+    pod_annotations = {**offering.pod_annotations, GPU_EQUIVALENTS_ANNOTATION: gpu_eq}
+    if required_topology:
+        pod_annotations[REQUIRED_TOPOLOGY_ANNOTATION] = required_topology
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -175,7 +199,7 @@ def build_job(req: JobRequest, *, name: str, token_sha: str, service_url: str) -
             "template": {
                 "metadata": {
                     "labels": _labels(req),
-                    "annotations": {**offering.pod_annotations, GPU_EQUIVALENTS_ANNOTATION: gpu_eq},
+                    "annotations": pod_annotations,
                 },
                 "spec": pod_spec,
             },

@@ -15,7 +15,7 @@ import json
 import logging
 import secrets
 import string
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
@@ -29,6 +29,7 @@ from gpuaas_service.jobs.build import (
     build_token_secret,
     input_name,
     job_name,
+    job_topology,
     owner_reference,
     result_name,
     token_name,
@@ -137,6 +138,8 @@ class JobService:
         token: Callable[[], str] = lambda: secrets.token_urlsafe(32),
         suffix: Callable[[], str] = _suffix,
         max_notebook_bytes: int = 900_000,
+        topology_level: str = "",
+        flavor_topologies: Callable[[], Awaitable[Mapping[str, str]]] | None = None,
     ) -> None:
         self.kube = kube
         self._catalog = catalog
@@ -148,6 +151,9 @@ class JobService:
         self.token = token
         self.suffix = suffix
         self.max_notebook_bytes = max_notebook_bytes
+        self.topology_level = topology_level
+        self.flavor_topologies = flavor_topologies
+        """ResourceFlavor name → its topologyName ('' none), read at each submit."""
         self.logs = RunnerLogs()
         """The runners' log tails (bounded in total and aged out)."""
         self._locks: dict[str, asyncio.Lock] = {}
@@ -335,8 +341,23 @@ class JobService:
         )
         return self._summary(req.tenant, created, {})
 
+    async def _required_topology(self, req: JobRequest) -> str:
+        """The topology level the Job must require ('' none): read from its offering's
+        ResourceFlavor at each submit (an admin may add a Topology at any time)."""
+        if not self.topology_level or self.flavor_topologies is None:
+            return ""
+        try:
+            topologies = await self.flavor_topologies()
+        except Exception as e:
+            log.warning("job.submit could not read the ResourceFlavors: %s", e)
+            raise JobError(
+                503, "the queue's flavors could not be read; try again in a moment"
+            ) from e
+        return job_topology(req.offering.flavor, topologies, self.topology_level)
+
     async def _create(self, req: JobRequest) -> dict[str, Any]:
         ns = req.jobs.namespace
+        required_topology = await self._required_topology(req)
         token = self.token()
         for _ in range(3):
             name = job_name(req.notebook_name, self.suffix())
@@ -351,7 +372,11 @@ class JobService:
             await self.kube.create("secret", ns, build_token_secret(req, name=name, token=token))
             made.append(("secret", token_name(name)))
             job = build_job(
-                req, name=name, token_sha=token_sha256(token), service_url=self.service_url
+                req,
+                name=name,
+                token_sha=token_sha256(token),
+                service_url=self.service_url,
+                required_topology=required_topology,
             )
             job["metadata"]["annotations"][JOB_NOTEBOOK_ANNOTATION] = req.notebook_name
             created = await self.kube.create("job", ns, job)
