@@ -73,11 +73,18 @@ class ParseError(ValueError):
         self.message = message
 
 
-def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
-    """``value`` as an error quotes it: a string's first ``limit`` characters (``repr``), any
-    other value's ``repr`` cut to ``limit`` characters; ``…`` where something was cut."""
+def excerpt(value: object, limit: int = EXCERPT_CHARS, *, end: bool = False) -> str:
+    """``value`` as an error or a log line quotes it: a string's first ``limit`` characters
+    (``repr``; with ``end``, its last ones, as a log's tail is quoted), any other value's
+    ``repr`` cut to ``limit`` characters; ``…`` where something was cut. ``repr`` escapes every
+    character that is not printable (line breaks, terminal escapes, other controls), so an
+    excerpt is one line of at most ``10 * limit + 3`` characters whatever it quotes."""
     if isinstance(value, str):
-        return repr(value[:limit]) + ("…" if len(value) > limit else "")
+        limit = max(limit, 0)
+        cut = "…" if len(value) > limit else ""
+        if end:
+            return cut + repr(value[len(value) - limit :])
+        return repr(value[:limit]) + cut
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "…"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,7 +38,7 @@ from jupyter_gpuaas.core.labels import (
     RECLAIMED_KERNEL_STATE,
     WARNED_AT,
 )
-from jupyter_gpuaas.core.parsing import ParseError, load_json
+from jupyter_gpuaas.core.parsing import ParseError, excerpt, load_json
 
 __all__ = [
     "EXITED_HINT",
@@ -155,16 +155,31 @@ def _exited_before_ready(status: Mapping[str, Any]) -> str:
     return ""
 
 
-def exit_details(pod: Mapping[str, Any] | None) -> str:
-    """For the admin's log: how a pod that ended before it was ready ended (its uid, phase,
-    reason, and each terminated container's exit code, reason and termination message, which
-    with ``terminationMessagePolicy: FallbackToLogsOnError`` is the tail of its log)."""
+LOG_TAIL_CHARS = 1000
+"""The most characters of a server's last output that the hub's log quotes (its end)."""
+LOG_MESSAGE_CHARS = 300
+"""The most characters of a pod's status message that the hub's log quotes."""
+SECRET_SHOWN = "[hub token removed]"
+
+
+def exit_details(pod: Mapping[str, Any] | None, *, secrets: Iterable[str] = ()) -> str:
+    """For the admin's log, one line: how a pod that ended before it was ready ended (its uid,
+    phase, reason, and each terminated container's exit code, reason and termination message,
+    which with ``terminationMessagePolicy: FallbackToLogsOnError`` is the tail of its log).
+
+    The message is the server's own output, anything its user's code printed: it is quoted
+    (:func:`~jupyter_gpuaas.core.parsing.excerpt`), so a line break or a terminal escape in it
+    is escaped and cannot start a log record of its own; at most its last
+    :data:`LOG_TAIL_CHARS` characters, with each of ``secrets`` (the server's hub token,
+    which a server printing its environment shows) replaced by :data:`SECRET_SHOWN`."""
     if pod is None:
         return "pod gone"
     meta, status = as_mapping(pod.get("metadata")), as_mapping(pod.get("status"))
     parts = [f"pod uid={meta.get('uid') or '?'} phase={status.get('phase') or '?'}"]
     if status.get("reason") or status.get("message"):
-        parts.append(f"reason={status.get('reason') or ''} message={status.get('message') or ''}")
+        reason = excerpt(str(status.get("reason") or ""))
+        message = excerpt(str(status.get("message") or ""), LOG_MESSAGE_CHARS)
+        parts.append(f"reason={reason} message={message}")
     for cs in as_list(status.get("containerStatuses")):
         cs = as_mapping(cs)
         state = as_mapping(cs.get("state")).get("terminated") or as_mapping(
@@ -173,11 +188,14 @@ def exit_details(pod: Mapping[str, Any] | None) -> str:
         ended = as_mapping(state)
         if not ended:
             continue
-        line = (
-            f"container {cs.get('name')}: exit code {ended.get('exitCode')} ({ended.get('reason')})"
-        )
+        name, reason = excerpt(str(cs.get("name"))), excerpt(str(ended.get("reason")))
+        line = f"container {name}: exit code {excerpt(ended.get('exitCode'))} ({reason})"
         if ended.get("message"):
-            line += f", last output:\n{str(ended['message']).rstrip()}"
+            output = str(ended["message"]).rstrip()
+            for secret in secrets:
+                if secret:
+                    output = output.replace(secret, SECRET_SHOWN)
+            line += f", last output: {excerpt(output, LOG_TAIL_CHARS, end=True)}"
         parts.append(line)
     return "; ".join(parts)
 

@@ -1055,7 +1055,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 reason,
                 self.user.name,
                 self.name,
-                exit_details(self._current_pod()),
+                exit_details(self._current_pod(), secrets=[self.api_token or ""]),
             )
             raise _user_error(status.message, reason=reason)
         deadline = check_deadline(

@@ -131,6 +131,16 @@ def test_errors_quote_a_bounded_excerpt_of_a_long_line() -> None:
     assert excerpt(list(range(100))) == repr(list(range(100)))[:EXCERPT_CHARS] + "…"
 
 
+def test_a_logs_tail_is_quoted_from_its_end_on_one_line() -> None:
+    assert excerpt("abc", 10, end=True) == "'abc'"
+    assert excerpt("a\nb\x1b[31mc" * 10, 5, end=True) == "…'[31mc'"
+    assert excerpt("head" + "x" * 100 + "\nlast\r\n", 8, end=True) == "…'x\\nlast\\r\\n'"
+    assert excerpt("abc", 0, end=True) == "…''"
+    every = "".join(map(chr, range(0x2100))) + "\u2028\u202e\U000e0001"
+    for quoted in (excerpt(every, len(every)), excerpt(every, 50, end=True)):
+        assert quoted.isprintable()  # no control, line or paragraph separator, bidi override
+
+
 def test_json_has_no_nan_infinity_or_numbers_out_of_range() -> None:
     for text in ("NaN", "[Infinity]", '{"a": -Infinity}', "1e999", "[-1e400]"):
         err = refused(load_json, text)

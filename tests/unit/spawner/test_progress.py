@@ -908,6 +908,32 @@ async def test_a_server_that_exits_before_it_listens_ends_the_spawn_cleanly(spaw
     assert "the server itself did not start" in info.value.message
 
 
+async def test_a_server_that_exits_is_one_log_record_and_its_user_sees_no_output(
+    spawner: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    import asyncio
+
+    async def kubespawner_start() -> str:
+        spawner.pod_id = POD_UID
+        spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"] = exited_pod(FORGED)
+        return "http://127.0.0.1:9"
+
+    spawner._start = kubespawner_start
+    spawner.test_view._workloads = [read_workload(ADMITTED_WL)]
+    await spawner._run_apply_user_options({"offering": "h100"})
+    with pytest.raises(SpawnException) as info:
+        await asyncio.wait_for(spawner.start(), 5)
+    assert info.value.reason == "server_exited"
+    (record,) = [r for r in caplog.records if "event=spawn-ended" in r.getMessage()]
+    logged = record.getMessage()
+    assert logged.isprintable(), "one line, no terminal escapes"
+    assert TOKEN not in logged
+    assert "RuntimeError: the end" in logged
+    # The progress page says how it exited, never what it printed (docs/security.md).
+    assert "RuntimeError" not in info.value.message
+    assert "gpuaas: event" not in info.value.message
+
+
 @pytest.mark.parametrize(
     ("annotations", "expected"),
     [
@@ -1063,9 +1089,44 @@ def test_the_admins_log_says_how_a_pod_that_never_became_ready_ended() -> None:
         },
     }
     assert exit_details(pod) == (
-        "pod uid=u-1 phase=Failed; container notebook: exit code 1 (Error), last output:\n"
-        "OSError: [Errno 98] Address already in use"
+        "pod uid=u-1 phase=Failed; container 'notebook': exit code 1 ('Error'), last output: "
+        "'OSError: [Errno 98] Address already in use'"
     )
     evicted = {"metadata": {"uid": "u-2"}, "status": {"phase": "Failed", "reason": "Evicted"}}
-    assert exit_details(evicted) == "pod uid=u-2 phase=Failed; reason=Evicted message="
+    assert exit_details(evicted) == "pod uid=u-2 phase=Failed; reason='Evicted' message=''"
     assert exit_details(None) == "pod gone"
+
+
+TOKEN = "tok-0123456789abcdef"
+FORGED = (
+    "x" * 3000 + "Traceback (most recent call last):\n"
+    "[W 2026-11-30 10:00:00.000 JupyterHub spawner:1054] gpuaas: event=spawn-ended"
+    " reason=server_exited user=bob server=: pod gone\r\n"
+    "\x1b[2J\x1b[31mJUPYTERHUB_API_TOKEN=" + TOKEN + "\x1b[0m\u2028"
+    "RuntimeError: the end\n"
+)
+
+
+def exited_pod(message: str) -> dict[str, Any]:
+    exited = pod(
+        phase="Failed",
+        containers=[
+            {"name": "notebook", "state": {"terminated": {"exitCode": 1, "message": message}}}
+        ],
+    )
+    exited["status"]["message"] = "claim\n[W fake] gpuaas: event=x"
+    return exited
+
+
+def test_the_admins_log_quotes_the_servers_output_as_one_escaped_capped_line() -> None:
+    # Issue 47.3.4: the output's line breaks made records of their own (a forged one among
+    # them), its ANSI sequences reached the terminal, the hub token it printed the log.
+    details = exit_details(exited_pod(FORGED), secrets=[TOKEN])
+    assert details.isprintable()  # no line break, escape or other control character
+    assert "\\x1b[31m" in details  # shown escaped
+    assert "\\n[W 2026-11-30" in details  # the forged record stays inside the quote
+    assert "message='claim\\n[W fake] gpuaas: event=x'" in details
+    assert TOKEN not in details
+    assert details.endswith("RuntimeError: the end'")
+    assert ", last output: …'" in details  # its beginning cut: the end is what tells
+    assert len(details) < 200 + 10 * 1000 + 400
