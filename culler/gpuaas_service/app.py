@@ -491,7 +491,9 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         config=True,
         help="""A Prometheus that scrapes DCGM exporter with its pod mapping: each cycle asks it
         for every pod's GPU utilisation, which then counts for whole GPUs and MIG slices
-        (docs/culler.md). Empty: not asked. Default: empty.
+        (docs/culler.md). Empty: not asked. Default: empty. A Prometheus behind basic auth:
+        https://USER:PASSWORD@host (percent-encoded); they are sent as basic auth only, and
+        every log line, error, console answer and doctor line shows the URL without them.
         Example: c.GPUaaSService.prometheus_url = "http://prometheus.monitoring:9090"
         """,
     )

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from gpuaas_service.clients.http import OwnClient
+from gpuaas_service.clients.http import OwnClient, split_credentials
 from jupyter_gpuaas.core.kueue import as_list, as_mapping
 
 __all__ = [
@@ -270,10 +270,16 @@ RANGE_QUERIES_AT_ONCE = 8
 class PrometheusClient:
     """Asks one Prometheus for the per-pod utilisation and the console's history (tornado's
     async client): the culler's instant queries and the history's range queries each on a
-    client of their own, so that a cycle's query never waits behind the charts."""
+    client of their own, so that a cycle's query never waits behind the charts. A Prometheus
+    behind basic auth is given as ``https://user:password@host``: the credentials go into each
+    request's ``Authorization`` header and nowhere else (:attr:`url` is without them)."""
 
     def __init__(self, url: str, query: str = DEFAULT_QUERY, *, timeout: float = 10.0) -> None:
-        self.url = url.rstrip("/")
+        split = split_credentials(url.rstrip("/"))
+        self.url = split.url
+        """Without its credentials: what every error and answer names."""
+        self._auth = split
+        """A ``user:password@`` in the URL, sent as basic auth (never shown)."""
         self.query = query
         self.timeout = timeout
         self.http = OwnClient(2)  # one query per cycle; never queued behind another collaborator
@@ -312,10 +318,13 @@ class PrometheusClient:
     async def _get(self, path: str, timeout: float, http: OwnClient) -> Any:
         from tornado.httpclient import HTTPClientError, HTTPRequest
 
+        auth = self._auth
         req = HTTPRequest(
             f"{self.url}/api/v1/{path}",
             connect_timeout=timeout,
             request_timeout=timeout,
+            auth_username=auth.username if auth.has_credentials else None,
+            auth_password=(auth.password or "") if auth.has_credentials else None,
         )
         try:
             resp = await http().fetch(req)

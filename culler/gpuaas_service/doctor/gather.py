@@ -277,12 +277,13 @@ def _impersonating(api: Any, service_account: str) -> Any:
 async def _hub(s: DoctorSettings) -> HubFacts | None:
     if not s.hub_api_url or not s.hub_token:
         return None
+    from gpuaas_service.clients.http import split_credentials
     from gpuaas_service.clients.hub import HubClient
 
     hub = HubClient(s.hub_api_url, s.hub_token, timeout=min(s.timeout, 10.0), max_clients=2)
     info = await _read(hub.info)
     whoami = await _read(hub.whoami) if info.value is not None else Read.failed(info.error)
-    return HubFacts(s.hub_api_url, info, whoami)
+    return HubFacts(split_credentials(s.hub_api_url).url, info, whoami)
 
 
 async def _prometheus(s: DoctorSettings) -> PrometheusFacts | None:
@@ -306,7 +307,7 @@ async def _prometheus(s: DoctorSettings) -> PrometheusFacts | None:
             queries[name] = Read.failed(rules.error)  # unreachable: no query would answer
         else:
             queries[name] = await _read(functools.partial(ask, expr))
-    return PrometheusFacts(s.prometheus_url, queries, rules)
+    return PrometheusFacts(prom.url, queries, rules)  # the URL without its credentials
 
 
 async def gather(s: DoctorSettings, api: Any) -> Facts:

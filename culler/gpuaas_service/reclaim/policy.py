@@ -92,6 +92,7 @@ from datetime import timedelta
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from gpuaas_service.clients.http import split_credentials
 from jupyter_gpuaas.core.catalog import KINDS
 from jupyter_gpuaas.core.durations import format_duration
 from jupyter_gpuaas.core.fields import (
@@ -690,13 +691,13 @@ def _notify(errs: FieldErrors, data: Mapping[str, Any]) -> Notify | None:
         required_hint="the URL warnings and reclaims are posted to",
     )
     if url is not None:
-        parts = urlsplit(url.strip())
+        parts, split = urlsplit(url.strip()), split_credentials(url.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
             errs.add(
                 "notify.webhook",
-                f"{excerpt(url)} is not an http(s) URL (e.g. https://chat.example.org/hook)",
+                f"{excerpt(split.url)} is not an http(s) URL (e.g. https://chat.example.org/hook)",
             )
-        elif parts.username is not None or parts.password is not None:
+        elif split.has_credentials:
             errs.add(
                 "notify.webhook",
                 "must not carry credentials (user:password@); use a URL the receiver accepts as is",

@@ -4,6 +4,7 @@ against a real HTTP server on 127.0.0.1 that answers as Prometheus's query API d
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 import socket
 from collections.abc import AsyncIterator
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from tornado import web
 
+from gpuaas_service.clients.http import split_credentials
 from gpuaas_service.clients.prometheus import (
     DEFAULT_QUERY,
     HAMI_LAST_KERNEL_QUERY,
@@ -104,6 +106,64 @@ async def test_the_client_reports_a_bad_query_and_an_unreachable_prometheus(
         closed = s.getsockname()[1]
     with pytest.raises(PrometheusError, match=re.escape(f"127.0.0.1:{closed}")):
         await PrometheusClient(f"http://127.0.0.1:{closed}", timeout=2).pod_utilization()
+
+
+async def test_a_prometheus_behind_basic_auth_gets_the_urls_credentials_and_nobody_sees_them() -> (
+    None
+):
+    # Issue 47.3.3: the password went out percent-encoded and was shown with every error.
+    seen: list[str] = []
+
+    class Query(web.RequestHandler):
+        def get(self) -> None:
+            seen.append(self.request.headers.get("Authorization", ""))
+            if seen[-1] != "Basic " + base64.b64encode(b"grafana:p@ss:w").decode():
+                self.set_status(401)
+                self.finish({"status": "error", "errorType": "auth", "error": "unauthorized"})
+                return
+            self.finish(vector(({"namespace": "ns", "pod": "p"}, "42")))
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = web.Application([(r"/api/v1/query", Query)]).listen(port, "127.0.0.1")
+    try:
+        client = PrometheusClient(f"http://grafana:p%40ss:w@127.0.0.1:{port}/")
+        assert client.url == f"http://127.0.0.1:{port}"
+        assert await client.pod_utilization() == {("ns", "p"): 42.0}
+        wrong = PrometheusClient(f"http://grafana:wrong-pass@127.0.0.1:{port}")
+        with pytest.raises(PrometheusError) as refused:
+            await wrong.pod_utilization()
+    finally:
+        server.stop()
+    assert "HTTP 401" in str(refused.value)
+    assert "wrong-pass" not in str(refused.value)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    with pytest.raises(PrometheusError) as unreachable:
+        await PrometheusClient(f"http://grafana:s3cret@127.0.0.1:{closed}", timeout=2).instant("1")
+    assert f"http://127.0.0.1:{closed}" in str(unreachable.value)
+    assert "s3cret" not in str(unreachable.value)
+    assert "grafana" not in str(unreachable.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown", "username", "password"),
+    [
+        ("http://prom:9090", "http://prom:9090", None, None),
+        ("https://u:p%40ss@prom:9090/x?q=1", "https://prom:9090/x?q=1", "u", "p@ss"),
+        ("http://only-user@prom", "http://prom", "only-user", None),
+        ("http://u:@prom", "http://prom", "u", ""),
+        ("http://u:pw@[::1", "http://[::1", None, None),  # does not parse: cut all the same
+    ],
+)
+def test_a_urls_credentials_are_taken_apart_from_it(
+    url: str, shown: str, username: str | None, password: str | None
+) -> None:
+    split = split_credentials(url)
+    assert (split.url, split.username, split.password) == (shown, username, password)
+    assert split.has_credentials is (username is not None)
 
 
 def test_hamis_last_kernel_per_pod_the_most_recent_wins() -> None:

@@ -16,7 +16,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from gpuaas_service.doctor.checks import Read
+from gpuaas_service.doctor.checks import Read, run_checks
 from gpuaas_service.doctor.gather import DoctorSettings, gather, service_queries
 from gpuaas_service.reclaim.policy import load_policy_file
 
@@ -161,3 +161,28 @@ async def test_an_api_server_that_does_not_answer_is_asked_nothing_more() -> Non
     assert facts.catalog.value is not None
     assert facts.notebook_namespace == "nb"
     assert "--as-service-account NAMESPACE/NAME" in facts.identity_hint
+
+
+async def test_no_line_of_the_doctor_shows_a_urls_credentials() -> None:
+    # Issue 47.3.3: the doctor's text, --json and api/console/checks printed prometheus_url
+    # with its user:password@ (they are all the checks' lines and dicts).
+    config = client.Configuration(host=f"http://127.0.0.1:{closed_port()}")
+    prometheus, hub = closed_port(), closed_port()
+    settings = DoctorSettings(
+        hub_api_url=f"http://svc:hub-pass@127.0.0.1:{hub}/hub/api",
+        hub_token="t",
+        prometheus_url=f"http://grafana:s3cret@127.0.0.1:{prometheus}",
+        prometheus_queries=service_queries("avg(util)", ""),
+        prometheus_timeout=2,
+        catalog_file=str(CATALOG),
+        timeout=5,
+    )
+    async with client.ApiClient(config) as api:
+        facts = await gather(settings, api)
+    assert facts.prometheus is not None
+    assert facts.prometheus.url == f"http://127.0.0.1:{prometheus}"
+    checks = run_checks(facts)
+    shown = "\n".join(c.line() for c in checks) + json.dumps([c.as_dict() for c in checks])
+    assert f"http://127.0.0.1:{prometheus} does not answer" in shown
+    for secret in ("s3cret", "grafana", "hub-pass", "svc:"):
+        assert secret not in shown, secret

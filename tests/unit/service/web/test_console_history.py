@@ -183,6 +183,19 @@ async def test_an_unreachable_prometheus_makes_history_unavailable_and_says_why(
     assert answer["message"].startswith("History is unavailable: Prometheus could not be read")
 
 
+async def test_the_reason_a_team_lead_reads_never_holds_prometheus_credentials() -> None:
+    # Issue 47.3.3: prometheus_url's user:password@ was in the "unavailable" reason.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    url = f"http://grafana:s3cret@127.0.0.1:{closed}"
+    answer = await history_answer(history(url), {"team-a"}, 3600)
+    assert answer["available"] is False
+    assert f"http://127.0.0.1:{closed}" in answer["reason"]
+    assert "s3cret" not in json.dumps(answer)
+    assert "grafana" not in json.dumps(answer)
+
+
 async def test_a_slow_prometheus_is_given_up_after_the_timeout(
     prometheus: FakePrometheus,
 ) -> None:
