@@ -13,12 +13,20 @@ The outcomes, in order of how much was kept:
 - ``failed``: nothing was saved (``error`` says why: the time bound, no free space, ...);
 - ``skipped_busy``: a cell was running, so the kernel was left alone (a snapshot never waits
   on, or interrupts, a user's cell).
+
+The snapshot's files are read here too, by one reader for every path (:func:`read_manifest`):
+the kernel's restore, the kernel's clean-up after a snapshot and the server's listing
+(``GET gpuaas/api/kernel-state``) apply the same checks, on the file they opened.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import json
 import math
+import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -28,12 +36,20 @@ from typing import Any, Literal, cast, get_args
 from jupyter_gpuaas.core.durations import isoformat_z
 
 __all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
     "OUTCOMES",
     "KernelStateOutcome",
     "LostVariable",
+    "Manifest",
     "Outcome",
+    "Refused",
     "describe",
+    "entries_digest",
+    "is_data_of",
     "lost_words",
+    "open_own_file",
+    "read_manifest",
     "state_directory",
     "state_key",
     "summarise",
@@ -241,3 +257,161 @@ def state_directory(configured: str, home: Path) -> Path:
             "set c.GPUaaS.kernel_state_dir to a folder in it"
         )
     return resolved
+
+
+# --------------------------------------------------------------------------- the files
+
+FORMAT = "jupyter-gpuaas kernel state"
+FORMAT_VERSION = 1
+"""The layout this code writes and the only one it reads; a change that an older reader would
+misread gets a new number (the older package then refuses it with a message)."""
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+
+
+class Refused(Exception):
+    """A snapshot that must not be loaded (nor listed, nor cleaned up after), and why, in words
+    for the user."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A manifest that passed :func:`read_manifest`'s checks."""
+
+    path: Path
+    data_path: Path
+    data_bytes: int
+    """The data file's size when it was checked."""
+    fields: dict[str, Any]
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = self.fields["variables"]
+        return entries
+
+
+def entries_digest(entries: list[dict[str, Any]]) -> str:
+    """The manifest's ``sha256``: of its entries (each with its own data's checksum)."""
+    canonical = json.dumps(entries, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def is_data_of(key: str, name: str) -> bool:
+    """Whether ``name`` is a data file of the snapshot ``key`` (``<key>.<token>.data``): the
+    only files a snapshot of ``key`` may remove."""
+    token = name[len(key) + 1 : -len(".data")] if name.startswith(key + ".") else ""
+    return name.endswith(".data") and token.isascii() and token.isalnum()
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+"""A link is not followed, and a FIFO opens without waiting for a writer (then it is refused):
+the file is checked as opened, not by its name."""
+
+
+def open_own_file(path: Path, what: str) -> tuple[int, os.stat_result]:
+    """``path`` opened for reading (its descriptor, and its status as opened), once it is a
+    plain file of this user that no one else may write; :class:`Refused` otherwise (the
+    descriptor closed), :class:`FileNotFoundError` where there is none."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as e:  # a link (ELOOP), a socket (ENXIO), no right to read it, ...
+        if e.errno == errno.ELOOP or not _plain_file(path):
+            raise Refused(f"the snapshot's {what} {path.name} is not a plain file") from e
+        raise Refused(f"the snapshot's {what} {path.name} cannot be opened ({e.strerror})") from e
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise Refused(f"the snapshot's {what} {path.name} is not a plain file")
+        if info.st_uid != os.getuid():
+            raise Refused(
+                f"the snapshot's {what} {path.name} belongs to user id {info.st_uid}, not to "
+                f"you ({os.getuid()}): only your own snapshots are loaded"
+            )
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise Refused(f"the snapshot's {what} {path.name} can be written by others")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
+
+
+def _plain_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def read_manifest(path: Path) -> Manifest:
+    """The manifest at ``path``, checked: a plain file of this user, not writable by others,
+    at most :data:`MAX_MANIFEST_BYTES`, written by this user (``owner_uid``) in the format this
+    code reads, naming a data file of this user beside it that holds every entry's place, its
+    entries matching its ``sha256``. :class:`Refused` otherwise; :class:`FileNotFoundError`
+    when there is none. Nothing of the data is read."""
+    fd, info = open_own_file(path, "manifest")
+    try:
+        if info.st_size > MAX_MANIFEST_BYTES:
+            raise Refused(f"the snapshot's manifest is {info.st_size} bytes: too large to be one")
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            content = file.read(MAX_MANIFEST_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(content) > MAX_MANIFEST_BYTES:  # it grew since: still not one
+        raise Refused(f"the snapshot's manifest is over {MAX_MANIFEST_BYTES} bytes")
+    try:
+        fields = json.loads(content)
+    except ValueError as e:
+        raise Refused(f"the snapshot's manifest is damaged (not JSON: {e})") from e
+    entries = _check_fields(fields)
+    data_path = path.parent / _data_name(fields)
+    try:
+        data_fd, data_info = open_own_file(data_path, "data file")
+    except FileNotFoundError as e:
+        raise Refused(f"the snapshot's data file {data_path.name} is missing") from e
+    os.close(data_fd)
+    _check_places(entries, data_info.st_size)
+    return Manifest(path=path, data_path=data_path, data_bytes=data_info.st_size, fields=fields)
+
+
+def _check_fields(fields: Any) -> list[dict[str, Any]]:
+    """The manifest's entries, once its fields say it is a manifest of this format, written by
+    this user, its entries matching its checksum; :class:`Refused` otherwise."""
+    if not isinstance(fields, dict) or fields.get("format") != FORMAT:
+        raise Refused("the file is not a jupyter-gpuaas kernel state manifest")
+    version = fields.get("format_version")
+    if version != FORMAT_VERSION:
+        written_by = fields.get("package_version", "an unknown version")
+        raise Refused(
+            f"the snapshot is in format version {version!r} (written by jupyter-gpuaas "
+            f"{written_by}); this version reads only format {FORMAT_VERSION}"
+        )
+    if fields.get("owner_uid") != os.getuid():
+        raise Refused(
+            f"the snapshot was written by user id {fields.get('owner_uid')!r}, not by you "
+            f"({os.getuid()}): only your own snapshots are loaded"
+        )
+    entries = fields.get("variables")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise Refused("the snapshot's manifest is damaged (no list of variables)")
+    if fields.get("sha256") != entries_digest(entries):
+        raise Refused("the snapshot's manifest is damaged (its checksum does not match)")
+    return entries
+
+
+def _data_name(fields: dict[str, Any]) -> str:
+    """The data file's name: a plain name beside the manifest (no path)."""
+    data_name = fields.get("data")
+    if not isinstance(data_name, str) or "/" in data_name or data_name in ("", ".", ".."):
+        raise Refused("the snapshot's manifest names no data file beside it")
+    return data_name
+
+
+def _check_places(entries: list[dict[str, Any]], size: int) -> None:
+    """Each entry has a place (offset, length) inside a data file of ``size`` bytes."""
+    for entry in entries:
+        offset, length = entry.get("offset"), entry.get("length")
+        if not (isinstance(offset, int) and isinstance(length, int)) or offset < 0 or length < 0:
+            raise Refused("the snapshot's manifest is damaged (a variable has no place)")
+        if offset + length > size:
+            raise Refused("the snapshot's data file is shorter than its manifest says")

@@ -13,9 +13,11 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import os
 import time
 from typing import Any
 
+from jupyter_gpuaas.core.kernel_state import open_own_file
 from jupyter_gpuaas.kernel.snapshot import user_variables
 from jupyter_gpuaas.kernel.store import Refused, read_manifest, read_verified, state_directory
 
@@ -135,7 +137,8 @@ def restore(shell: Any, *, directory: str, key: str, force: bool = False) -> dic
     not_restored = [dict(v) for v in fields.get("lost", []) if isinstance(v, dict)]
     notes: list[str] = []
     try:
-        with manifest.data_path.open("rb", buffering=0) as data:
+        fd, _ = open_own_file(manifest.data_path, "data file")  # checked again, as opened
+        with os.fdopen(fd, "rb", buffering=0) as data:
             buffers = read_verified(manifest, data)
     except Refused as e:
         return _answer("refused", str(e), **saved)

@@ -34,15 +34,18 @@ from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped, unused-ignore]
 
-from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, LostVariable
+from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, LostVariable, is_data_of
 from jupyter_gpuaas.kernel.store import (
     FORMAT,
     FORMAT_VERSION,
+    Manifest,
     OutOfBudget,
+    OutOfRoom,
     OutOfTime,
     Refused,
     Sink,
     entries_digest,
+    read_manifest,
     state_directory,
 )
 
@@ -260,19 +263,26 @@ def snapshot(
     variables = user_variables(shell)
     if not variables:
         return KernelStateOutcome(kernel_id, notebook, "kept", seconds=clock() - started)
+    previous = _previous(folder, key)
+    # The new snapshot is written beside the one it replaces, which stays until it is whole:
+    # it may take the space that one frees (the budget), but must fit beside it (the room).
     free = shutil.disk_usage(folder).free
-    limit = min(max_bytes, free - reserve_bytes)
+    room = free - reserve_bytes
+    limit = min(max_bytes, room + (previous.data_bytes if previous else 0))
     if limit <= 0:
         return failed(
             f"not enough free space in {folder}: {_words(free)} free, {_words(reserve_bytes)} "
             "kept free (c.GPUaaS.kernel_state_reserve)"
         )
+    kept = (
+        f"; the previous snapshot ({previous.fields.get('saved_at')}) is kept" if previous else ""
+    )
     order = sorted(variables.items(), key=lambda item: estimated_size(item[1]))
     fd, temp_name = tempfile.mkstemp(dir=folder, prefix=f".{key}.", suffix=".tmp")
     temp = Path(temp_name)
     try:
         with os.fdopen(fd, "w+b", buffering=0) as file:  # a buffer would copy every chunk
-            sink = Sink(file, limit, limit_at, clock)
+            sink = Sink(file, limit, limit_at, clock, room=room)
             entries, lost = _write_variables(order, sink)
             file.flush()
             os.fsync(file.fileno())
@@ -293,8 +303,14 @@ def snapshot(
             "lost": [v.to_json() for v in lost],
         }
         _commit(folder, key, temp, manifest)
+    except OutOfRoom:
+        return failed(
+            f"not enough free space in {folder} to write it beside the previous one "
+            f"({_words(max(room, 0))} free above the {_words(reserve_bytes)} kept free, "
+            f"c.GPUaaS.kernel_state_reserve){kept}"
+        )
     except OSError as e:
-        return failed(f"the snapshot could not be written: {e}")
+        return failed(f"the snapshot could not be written: {e}{kept}")
     finally:  # written or not (an error, the user's interrupt), no temporary file stays
         with contextlib.suppress(OSError):
             temp.unlink()
@@ -329,17 +345,18 @@ def _write_variables(
         sink.begin()
         try:
             entry = _save_one(name, value, sink)
-        except OutOfBudget:
+        except Exception as e:  # the user's object's own pickling failed (or the sink)
+            if sink.broken is not None:  # the file, not the variable: the snapshot fails
+                raise sink.broken from e
             sink.undo()
-            left = sink.limit - sink.written
-            lost.append(LostVariable(name, f"over the size budget ({_words(left)} was left)"))
-            continue
-        except OutOfTime:
-            sink.undo()
-            lost += [LostVariable(late, "the time bound was reached") for late, _ in order[index:]]
-            break
-        except Exception as e:  # noqa: BLE001 - the user's object's own pickling failed: name it
-            sink.undo()
+            if isinstance(sink.stopped, OutOfBudget):  # as raised, or wrapped by a pickler
+                left = sink.limit - sink.written
+                lost.append(LostVariable(name, f"over the size budget ({_words(left)} was left)"))
+                continue
+            if isinstance(sink.stopped, OutOfTime):
+                late = [LostVariable(n, "the time bound was reached") for n, _ in order[index:]]
+                lost += late
+                break
             lost.append(LostVariable(name, _failure_reason(e)))
             continue
         offset, length, digest = sink.end()
@@ -355,16 +372,16 @@ def _commit(folder: Path, key: str, temp: Path, manifest: dict[str, Any]) -> Non
     data = folder / f"{key}.{uuid.uuid4().hex[:12]}.data"
     os.replace(temp, data)
     manifest_path = folder / f"{key}.json"
-    previous = _previous_data(manifest_path)
+    previous = _previous(folder, key)
     try:
         _write_atomically(manifest_path, json.dumps({**manifest, "data": data.name}).encode())
     except BaseException:
         with contextlib.suppress(OSError):
             data.unlink()
         raise
-    if previous is not None and previous != data:
+    if previous is not None and previous.data_path != data:
         with contextlib.suppress(OSError):
-            previous.unlink()
+            previous.data_path.unlink()
 
 
 def _package_version() -> str:
@@ -374,15 +391,15 @@ def _package_version() -> str:
         return "0.0.0"
 
 
-def _previous_data(manifest_path: Path) -> Path | None:
-    """The data file the current manifest names (to remove once replaced), if readable."""
+def _previous(folder: Path, key: str) -> Manifest | None:
+    """The snapshot ``key`` has now, read with the checks a restore makes; ``None`` where there
+    is none, where it would be refused, and where its manifest names a data file that is not
+    one of ``key``'s (which a new snapshot must then never remove)."""
     try:
-        name = json.loads(manifest_path.read_bytes()).get("data")
-    except (OSError, ValueError, AttributeError):
+        manifest = read_manifest(folder / f"{key}.json")
+    except (OSError, Refused):
         return None
-    if isinstance(name, str) and name and "/" not in name and name not in (".", ".."):
-        return manifest_path.parent / name
-    return None
+    return manifest if is_data_of(key, manifest.data_path.name) else None
 
 
 def _write_atomically(path: Path, content: bytes) -> None:

@@ -10,23 +10,29 @@ A snapshot is two files in the state directory (under the user's home, mode 0600
 Both are written to temporary files and renamed, the manifest last: a reader sees the old
 snapshot or the new one, never half of one. Unpickling runs code, so :func:`read_manifest`
 refuses (:class:`Refused`) a snapshot that is not this user's own, in their own home, of a
-known format, before any of its data is read.
+known format, before any of its data is read. The format and that reader live in
+:mod:`jupyter_gpuaas.core.kernel_state`, where the server's listing reads manifests with the
+same checks; they are named here too, for the kernel's code.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import json
-import os
-import stat
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
+from jupyter_gpuaas.core.kernel_state import (
+    FORMAT,
+    FORMAT_VERSION,
+    Manifest,
+    Refused,
+    entries_digest,
+    read_manifest,
+)
 from jupyter_gpuaas.core.kernel_state import state_directory as core_state_directory
 
 __all__ = [
@@ -34,6 +40,7 @@ __all__ = [
     "FORMAT_VERSION",
     "Manifest",
     "OutOfBudget",
+    "OutOfRoom",
     "OutOfTime",
     "Refused",
     "Sink",
@@ -43,11 +50,6 @@ __all__ = [
     "state_directory",
 ]
 
-FORMAT = "jupyter-gpuaas kernel state"
-FORMAT_VERSION = 1
-"""The layout this code writes and the only one it reads; a change that an older reader would
-misread gets a new number (the older package then refuses it with a message)."""
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 CHUNK = 16 * 1024 * 1024
 """Bytes written or hashed at a time: the time bound is checked between two chunks."""
 PARALLEL_FROM = 1024 * 1024
@@ -60,16 +62,17 @@ def _hasher() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuaas-state-hash")
 
 
-class Refused(Exception):
-    """A snapshot that must not be loaded, and why, in words for the user."""
-
-
 class OutOfBudget(Exception):
     """Writing one more byte would pass the size budget."""
 
 
 class OutOfTime(Exception):
     """The time bound has passed."""
+
+
+class OutOfRoom(OSError):
+    """Writing one more byte would pass the free space above the reserve: the snapshot cannot
+    be written beside the one it replaces, which is kept."""
 
 
 def state_directory(configured: str) -> Path:
@@ -83,8 +86,14 @@ state_directory`); :class:`Refused` where it lies elsewhere."""
 
 class Sink:
     """A file that counts, hashes and bounds what is written to it (one entry at a time):
-    :class:`OutOfBudget` before a write would pass ``limit`` bytes in all, :class:`OutOfTime`
-    once ``deadline`` (in ``clock``'s seconds, ``time.monotonic()`` unless told) has passed."""
+    :class:`OutOfBudget` before a write would pass ``limit`` bytes in all (the variable is then
+    lost, the snapshot goes on), :class:`OutOfRoom` before it would pass ``room`` (the free
+    space beside the previous snapshot: the snapshot fails), :class:`OutOfTime` once
+    ``deadline`` (in ``clock``'s seconds, ``time.monotonic()`` unless told) has passed.
+
+    What stopped it is kept in :attr:`stopped` and a failed write of the file in :attr:`broken`,
+    so that the caller tells them from the user's own errors even where a pickler or
+    ``torch.save`` wraps them in an exception of its own."""
 
     def __init__(
         self,
@@ -92,34 +101,52 @@ class Sink:
         limit: int,
         deadline: float,
         clock: Callable[[], float] = time.monotonic,
+        room: int | None = None,
     ) -> None:
         self.file = file
         self.limit = limit
+        self.room = limit if room is None else room
         self.deadline = deadline
         self.clock = clock
         self.written = 0
         self.entry_start = 0
+        self.stopped: OutOfBudget | OutOfTime | None = None
+        self.broken: OSError | None = None
         self._hash = hashlib.sha256()
 
     def begin(self) -> None:
         self.entry_start = self.written
+        self.stopped = None
         self._hash = hashlib.sha256()
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         view = memoryview(data).cast("B")
         for start in range(0, max(len(view), 1), CHUNK):
             part = view[start : start + CHUNK]
+            if self.broken is not None:
+                raise self.broken
             if self.written + len(part) > self.limit:
-                raise OutOfBudget
+                self.stopped = OutOfBudget()
+                raise self.stopped
+            if self.written + len(part) > self.room:
+                self.broken = OutOfRoom(self.room)
+                raise self.broken
             if self.clock() > self.deadline:
-                raise OutOfTime
-            if len(part) < PARALLEL_FROM:
-                self.file.write(part)
-                self._hash.update(part)
-            else:  # both let go of the GIL: hash on a second core while the chunk is written
-                hashed = _hasher().submit(self._hash.update, part)
-                self.file.write(part)
-                hashed.result()
+                self.stopped = OutOfTime()
+                raise self.stopped
+            try:
+                if len(part) < PARALLEL_FROM:
+                    _write_all(self.file, part)
+                    self._hash.update(part)
+                else:  # both let go of the GIL: hash on a second core while it is written
+                    hashed = _hasher().submit(self._hash.update, part)
+                    try:
+                        _write_all(self.file, part)
+                    finally:
+                        hashed.result()
+            except OSError as e:  # the disk is full, the volume gone: the snapshot fails
+                self.broken = e
+                raise
             self.written += len(part)
         return len(view)
 
@@ -134,104 +161,15 @@ class Sink:
         self.written = self.entry_start
 
 
-def entries_digest(entries: list[dict[str, Any]]) -> str:
-    """The manifest's ``sha256``: of its entries (each with its own data's sha256)."""
-    canonical = json.dumps(entries, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """A manifest that passed :func:`read_manifest`'s checks."""
-
-    path: Path
-    data_path: Path
-    fields: dict[str, Any]
-
-    @property
-    def entries(self) -> list[dict[str, Any]]:
-        entries: list[dict[str, Any]] = self.fields["variables"]
-        return entries
-
-
-def _own_file(path: Path, what: str) -> os.stat_result:
-    try:
-        info = path.lstat()
-    except FileNotFoundError as e:
-        raise Refused(f"the snapshot's {what} {path.name} is missing") from e
-    if not stat.S_ISREG(info.st_mode):
-        raise Refused(f"the snapshot's {what} {path.name} is not a plain file")
-    if info.st_uid != os.getuid():
-        raise Refused(
-            f"the snapshot's {what} {path.name} belongs to user id {info.st_uid}, not to you "
-            f"({os.getuid()}): only your own snapshots are loaded"
-        )
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise Refused(f"the snapshot's {what} {path.name} can be written by others")
-    return info
-
-
-def read_manifest(path: Path) -> Manifest:
-    """The manifest at ``path``, checked: a plain file of this user, not writable by others,
-    written by this user (``owner_uid``) in the format this code reads, naming a data file of
-    this user beside it, its entries matching its ``sha256``. :class:`Refused` otherwise;
-    :class:`FileNotFoundError` when there is none."""
-    if not path.exists() and not path.is_symlink():
-        raise FileNotFoundError(path)
-    info = _own_file(path, "manifest")
-    if info.st_size > MAX_MANIFEST_BYTES:
-        raise Refused(f"the snapshot's manifest is {info.st_size} bytes: too large to be one")
-    try:
-        fields = json.loads(path.read_bytes())
-    except ValueError as e:
-        raise Refused(f"the snapshot's manifest is damaged (not JSON: {e})") from e
-    entries = _check_fields(fields)
-    data_path = path.parent / _data_name(fields)
-    _check_places(entries, _own_file(data_path, "data file").st_size)
-    return Manifest(path=path, data_path=data_path, fields=fields)
-
-
-def _check_fields(fields: Any) -> list[dict[str, Any]]:
-    """The manifest's entries, once its fields say it is a manifest of this format, written by
-    this user, its entries matching its checksum; :class:`Refused` otherwise."""
-    if not isinstance(fields, dict) or fields.get("format") != FORMAT:
-        raise Refused("the file is not a jupyter-gpuaas kernel state manifest")
-    version = fields.get("format_version")
-    if version != FORMAT_VERSION:
-        written_by = fields.get("package_version", "an unknown version")
-        raise Refused(
-            f"the snapshot is in format version {version!r} (written by jupyter-gpuaas "
-            f"{written_by}); this version reads only format {FORMAT_VERSION}"
-        )
-    if fields.get("owner_uid") != os.getuid():
-        raise Refused(
-            f"the snapshot was written by user id {fields.get('owner_uid')!r}, not by you "
-            f"({os.getuid()}): only your own snapshots are loaded"
-        )
-    entries = fields.get("variables")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise Refused("the snapshot's manifest is damaged (no list of variables)")
-    if fields.get("sha256") != entries_digest(entries):
-        raise Refused("the snapshot's manifest is damaged (its checksum does not match)")
-    return entries
-
-
-def _data_name(fields: dict[str, Any]) -> str:
-    """The data file's name: a plain name beside the manifest (no path)."""
-    data_name = fields.get("data")
-    if not isinstance(data_name, str) or "/" in data_name or data_name in ("", ".", ".."):
-        raise Refused("the snapshot's manifest names no data file beside it")
-    return data_name
-
-
-def _check_places(entries: list[dict[str, Any]], size: int) -> None:
-    """Each entry has a place (offset, length) inside a data file of ``size`` bytes."""
-    for entry in entries:
-        offset, length = entry.get("offset"), entry.get("length")
-        if not (isinstance(offset, int) and isinstance(length, int)) or offset < 0 or length < 0:
-            raise Refused("the snapshot's manifest is damaged (a variable has no place)")
-        if offset + length > size:
-            raise Refused("the snapshot's data file is shorter than its manifest says")
+def _write_all(file: IO[bytes], part: memoryview) -> None:
+    """Write all of ``part``: an unbuffered file may write less than asked (a disk filling up
+    writes what fits, then fails on the rest)."""
+    done = 0
+    while done < len(part):
+        n = file.write(part[done:])
+        if not n:  # None: a non-blocking file that took nothing (none of ours is one)
+            raise OSError("the snapshot's data file took no bytes")
+        done += n
 
 
 def read_verified(manifest: Manifest, data: IO[bytes]) -> list[bytearray]:

@@ -26,7 +26,13 @@ from typing import Any
 from jupyter_client.session import new_id
 from jupyter_core.utils import ensure_async
 
-from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, state_directory, state_key
+from jupyter_gpuaas.core.kernel_state import (
+    KernelStateOutcome,
+    Refused,
+    read_manifest,
+    state_directory,
+    state_key,
+)
 
 __all__ = [
     "KernelStateSettings",
@@ -399,13 +405,15 @@ def snapshot_info(notebook: str, settings: KernelStateSettings, home: Path) -> d
     }
     try:
         folder = state_directory(settings.directory, home)
-        fields = json.loads((folder / f"{state_key(notebook, '')}.json").read_bytes())
+        # The reader a restore uses, with its checks on the file as opened: a link, a FIFO
+        # (which would hold the server's loop), another user's file is a problem, not listed.
+        fields = read_manifest(folder / f"{state_key(notebook, '')}.json").fields
     except FileNotFoundError:
         return info
+    except Refused as e:
+        return {**info, "exists": True, "problem": str(e)}
     except (OSError, ValueError) as e:
         return {**info, "exists": True, "problem": f"the snapshot cannot be read: {e}"}
-    if not isinstance(fields, dict):
-        return {**info, "exists": True, "problem": "the snapshot's manifest is damaged"}
     variables = fields.get("variables")
     lost = fields.get("lost")
     saved_at = fields.get("saved_at")

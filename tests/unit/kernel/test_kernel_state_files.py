@@ -4,13 +4,16 @@ a damaged or foreign snapshot is unpickled."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import resource
+import shutil
 import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ from jupyter_gpuaas.kernel.snapshot import user_variables
 from tests.support.clock import FakeClock
 from tests.support.kernel_shell import own_home
 from tests.support.kernel_shell import save as save_as
+from tests.support.snapshot_files import write_snapshot
 
 DIRECTORY = "~/.jupyter-gpuaas/kernel-state"
 
@@ -363,11 +367,122 @@ def test_a_full_disk_fails_the_snapshot_and_keeps_the_previous_one(
         outcome = save(Shell(a=2, b=np.zeros(100)))
 
     assert outcome.outcome == "failed"
-    assert outcome.error == (
-        "the snapshot could not be written: [Errno 28] No space left on device"
+    assert outcome.error.startswith(
+        "the snapshot could not be written: [Errno 28] No space left on device; "
+        "the previous snapshot ("
     )
+    assert outcome.error.endswith(") is kept")
     assert sorted(p.name for p in folder.iterdir()) == before  # no temporary file left
     new = Shell()
     answer = load(new)
     assert answer["restored"] == ["a"], answer
     assert new.user_ns["a"] == 1
+
+
+@contextlib.contextmanager
+def files_at_most(size: int) -> Iterator[None]:
+    """No file of this process grows past ``size`` bytes: a write beyond fails as on a full
+    disk (EFBIG; Python ignores the SIGXFSZ that comes with it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_a_disk_that_fills_mid_write_fails_the_snapshot_and_keeps_the_previous_one(
+    folder: Path,
+) -> None:
+    save(Shell(a=1, b=np.arange(10)))
+    before = sorted(p.name for p in folder.iterdir())
+    with files_at_most(1 << 20):
+        outcome = save(Shell(a=2, b=np.zeros(1 << 19)))  # 4 MiB: the disk fills within b
+    assert outcome.outcome == "failed", outcome
+    assert outcome.error.startswith("the snapshot could not be written: [Errno 27] File too large")
+    assert outcome.error.endswith(") is kept")
+    assert outcome.lost == ()
+    assert sorted(p.name for p in folder.iterdir()) == before
+    new = Shell()
+    assert sorted(load(new)["restored"]) == ["a", "b"]
+    assert new.user_ns["a"] == 1
+    np.testing.assert_array_equal(new.user_ns["b"], np.arange(10))
+
+
+@pytest.fixture
+def volume(home: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """Make the home a volume of the given size: its free space is that size less the files
+    under it."""
+
+    def sized(size: int) -> None:
+        real = shutil.disk_usage
+
+        def usage(path: Any) -> Any:
+            used = sum(p.stat().st_size for p in home.rglob("*") if p.is_file())
+            return real(path)._replace(total=size, used=used, free=max(size - used, 0))
+
+        monkeypatch.setattr(shutil, "disk_usage", usage)
+
+    return sized
+
+
+def test_a_second_save_in_a_small_home_never_loses_what_the_first_kept(
+    volume: Callable[[int], None],
+) -> None:
+    volume(64 << 10)
+    model = np.arange(36 << 10, dtype=np.uint8)  # 36 KiB in a 64 KiB home
+    first = save(Shell(model=model, lr=0.1))
+    assert first.outcome == "kept", first
+    second = save(Shell(model=model, lr=0.2))
+    # It does not fit beside the first one: the first stays whole, not a snapshot without model.
+    assert second.outcome == "failed", second
+    assert "not enough free space" in second.error
+    assert "beside the previous one" in second.error
+    assert second.error.endswith(") is kept")
+    new = Shell()
+    answer = load(new)
+    assert sorted(answer["restored"]) == ["lr", "model"], answer
+    assert new.user_ns["lr"] == 0.1
+    np.testing.assert_array_equal(new.user_ns["model"], model)
+
+
+def test_a_manifest_naming_another_notebooks_data_file_never_gets_it_removed(
+    folder: Path,
+) -> None:
+    save(Shell(a=1), notebook="other.ipynb")
+    other_data = folder / manifest_of_key(folder, "other")["data"]
+    size = other_data.stat().st_size
+    variables = [{"name": "x", "kind": "pickle", "offset": 0, "length": size, "sha256": "0"}]
+    write_snapshot(folder, {}, variables=variables, data=other_data.name)  # train.json
+    assert save(Shell(a=2)).outcome == "kept"
+    assert other_data.exists()
+    answer = load(key="other")
+    assert answer["restored"] == ["a"], answer
+
+
+def test_a_fifo_in_place_of_the_manifest_holds_no_snapshot(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "train.json", 0o600)
+    outcome = unblocked(lambda: save(Shell(a=1)), folder / "train.json")
+    assert outcome.outcome == "kept", outcome
+    assert load()["restored"] == ["a"]
+
+
+def unblocked(call: Callable[[], Any], fifo: Path) -> Any:
+    """``call()``'s value; a failure if it waits on ``fifo`` (a reader that opened it waits for a
+    writer forever), after letting it go."""
+    done: list[Any] = []
+    worker = threading.Thread(target=lambda: done.append(call()), daemon=True)
+    worker.start()
+    worker.join(20)
+    if worker.is_alive():
+        with contextlib.suppress(OSError), open(fifo, "wb"):
+            pass
+        worker.join(20)
+        pytest.fail(f"{call} waited on the FIFO {fifo.name}")
+    return done[0]
+
+
+def manifest_of_key(folder: Path, key: str) -> dict[str, Any]:
+    fields: dict[str, Any] = json.loads((folder / f"{key}.json").read_text())
+    return fields
