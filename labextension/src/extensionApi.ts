@@ -414,6 +414,8 @@ export interface components {
       waiting_since: string | null;
       waited_seconds: number | null;
       reason: string | null;
+      /** @description What it waits for when Kueue's Topology Aware Scheduling holds it back, in a person's words: "waiting for a whole node" (its quota is there, but no node has room for all its GPUs yet), "waiting for room in one rack" (another required level), "waiting for free GPUs on the nodes"; null when it waits for quota. */
+      waiting_for: string | null;
     };
     /** @description Admitted and pending workloads of one team. */
     queue_team: {

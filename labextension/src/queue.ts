@@ -7,7 +7,8 @@ import {
   positionLabel,
   queueSignature,
   requestLabel,
-  teamLabels
+  teamLabels,
+  waitingFor
 } from './queueModel';
 import { say } from './messages';
 import type { IQueue, IQueueItem } from './types';
@@ -140,6 +141,10 @@ export class QueueSection extends Widget {
         )
       )
     );
+    const waiting = waitingFor(item);
+    if (waiting !== null) {
+      row.append(h('div', { class: 'jp-gpuaas-queue-waiting-for' }, waiting));
+    }
     row.dataset.workload = item.workload;
     row.dataset.position = String(item.position_in_local_queue ?? '');
     // Kueue's own words on why it waits are for operators: kept out of sight.

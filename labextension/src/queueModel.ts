@@ -25,6 +25,15 @@ export function parseQueue(data: unknown): IQueue {
   };
 }
 
+/**
+ * What the item waits for when Kueue's Topology Aware Scheduling holds it back ("waiting for a
+ * whole node": the quota is there, no node has room yet), in the service's words; `null` when
+ * it waits for quota (or the service is older and does not say).
+ */
+export function waitingFor(item: IQueueItem): string | null {
+  return typeof item.waiting_for === 'string' && item.waiting_for !== '' ? item.waiting_for : null;
+}
+
 /** A waiting time in words (`45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`), or `unknown`. */
 export function formatWaited(seconds: number | null): string {
   if (seconds === null || !Number.isFinite(seconds) || seconds < 0) {
@@ -116,7 +125,8 @@ export function queueSignature(queue: IQueue | null, error: string | null): stri
       i.position_in_cluster_queue,
       formatWaited(i.waited_seconds),
       requestLabel(i),
-      itemTeamLabel(i)
+      itemTeamLabel(i),
+      waitingFor(i)
     ]),
     teams: queue.teams.map(t => [t.team, t.display_name, t.admitted, t.pending])
   });

@@ -8,7 +8,8 @@ import {
   positionLabel,
   queueSignature,
   requestLabel,
-  teamLabels
+  teamLabels,
+  waitingFor
 } from '../src/queueModel';
 import type { IQueueItem, IQueueTeam } from '../src/types';
 
@@ -34,6 +35,7 @@ function item(overrides: Partial<IQueueItem> = {}): IQueueItem {
     waiting_since: '2026-11-30T16:31:00Z',
     waited_seconds: 540,
     reason: null,
+    waiting_for: null,
     ...overrides
   };
 }
@@ -52,6 +54,29 @@ describe('formatWaited', () => {
       assert.equal(formatWaited(seconds), text);
     });
   }
+});
+
+describe('waitingFor', () => {
+  test("the service's words for a Job that Kueue's topology holds back", () => {
+    assert.equal(
+      waitingFor(item({ waiting_for: 'waiting for a whole node' })),
+      'waiting for a whole node'
+    );
+  });
+  test('nothing while it waits for quota, or from an older service', () => {
+    assert.equal(waitingFor(item()), null);
+    assert.equal(waitingFor(item({ waiting_for: '' })), null);
+    const older: Partial<IQueueItem> = { waiting_for: undefined };
+    assert.equal(waitingFor(item(older)), null);
+  });
+  test('a changed wait renders again', () => {
+    const before = parseQueue({ items: [item()], teams: [] });
+    const after = parseQueue({
+      items: [item({ waiting_for: 'waiting for a whole node' })],
+      teams: []
+    });
+    assert.notEqual(queueSignature(before, null), queueSignature(after, null));
+  });
 });
 
 describe('positionLabel', () => {

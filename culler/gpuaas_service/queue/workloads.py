@@ -34,10 +34,12 @@ from jupyter_gpuaas.core.kueue import (
     ClusterQueueInfo,
     LocalQueueInfo,
     PendingWorkloadInfo,
+    TopologyWait,
     WorkloadInfo,
     as_mapping,
     as_str,
     format_quantity,
+    topology_wait,
 )
 from jupyter_gpuaas.core.labels import (
     GPU_EQUIVALENTS_ANNOTATION,
@@ -54,6 +56,7 @@ __all__ = [
     "display_names",
     "queue_payload",
     "read_notebook_pod",
+    "topology_words",
     "user_of",
 ]
 
@@ -133,6 +136,24 @@ def display_names(catalog: Catalog | None) -> DisplayNames:
             teams[group] = next(iter(names))
     offerings = {slug: o.display_name for slug, o in catalog.offerings.items()}
     return DisplayNames(teams=teams, offerings=offerings)
+
+
+# --------------------------------------------------------------------------- topology
+
+
+def topology_words(wait: TopologyWait | None) -> str | None:
+    """What a Workload that Kueue's Topology Aware Scheduling holds back waits for, in a
+    person's words (``None``: it waits for quota, or not at all). Its quota is there; the GPUs
+    it needs are free in total, but not within one domain of the level it requires."""
+    if wait is None:
+        return None
+    if wait.one_node:
+        return "waiting for a whole node"
+    if wait.level:
+        # a node label (cloud.provider.com/topology-rack, gpuaas.dev/rack): its last word
+        word = wait.level.rsplit("/", 1)[-1].rsplit("-", 1)[-1] or wait.level
+        return f"waiting for room in one {word}"
+    return "waiting for free GPUs on the nodes"
 
 
 # --------------------------------------------------------------------------- the answer
@@ -248,6 +269,7 @@ def _item(
         "waiting_since": isoformat_z(wl.created) if wl.created else None,
         "waited_seconds": max(0, int(waited)) if waited is not None else None,
         "reason": wl.pending_message or None,
+        "waiting_for": topology_words(topology_wait(wl)),
     }
 
 

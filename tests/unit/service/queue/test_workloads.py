@@ -160,6 +160,7 @@ def test_item_shape_has_summaries_only() -> None:
         "waiting_since": "2026-11-30T16:31:00.000Z",
         "waited_seconds": 540,
         "reason": "insufficient unused quota for nvidia.com/gpu in flavor h100, 1 more needed",
+        "waiting_for": None,
     }
     text = json.dumps(out)
     for secret in ("hunter2", "train.py", "SECRET", "template", "env"):
