@@ -727,10 +727,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             ",".join(self.job_namespaces) or "none",
         )
         stop_asked = _stop_on_signals()
-        while not stop_asked.is_set():
-            index.tick()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop_asked.wait(), max(0.5, self.poll_interval / 2))
+        await _tick_until(stop_asked, index.tick, max(0.5, self.poll_interval / 2))
         log.info("gpuaas service stopping: finishing the reclaim cycle under way")
         server.stop()
         if self._policy_task is not None:
@@ -1168,6 +1165,15 @@ def _stop_on_signals() -> asyncio.Event:
     for signum in (signal.SIGTERM, signal.SIGINT):
         running.add_signal_handler(signum, asked.set)
     return asked
+
+
+async def _tick_until(stop: asyncio.Event, tick: Callable[[], None], every: float) -> None:
+    """The service's main loop: ``tick`` now and every ``every`` seconds until ``stop`` is set."""
+    while not stop.is_set():
+        tick()
+        # asyncio's TimeoutError: on Python 3.10 it is not the builtin one
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -291,7 +291,7 @@ class ActivityStore:
         if ask is None:
             return None
         if ask.answer is None and seconds > 0:
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(ask.answered.wait(), seconds)
         return ask.answer
 

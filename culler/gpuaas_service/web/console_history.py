@@ -218,7 +218,7 @@ async def history_answer(history: History, teams: set[str] | None, range_seconds
         matrices = await asyncio.wait_for(
             asyncio.gather(*(one(q) for q in queries)), history.timeout
         )
-    except TimeoutError:
+    except asyncio.TimeoutError:
         return unavailable(
             f"Prometheus at {client.url} did not answer within {history.timeout:g} s"
         )
