@@ -139,7 +139,17 @@ def _retryable() -> tuple[type[BaseException], ...]:
     from aiohttp import ClientError
     from kubernetes_asyncio.client.rest import ApiException
 
-    return (ApiException, ClientError, OSError, TimeoutError, ValueError, KeyError, TypeError)
+    # asyncio.TimeoutError: a request past its _request_timeout; before Python 3.11 it is not
+    # the builtin TimeoutError (an OSError, as a socket's timeout is)
+    return (
+        ApiException,
+        ClientError,
+        OSError,
+        asyncio.TimeoutError,
+        ValueError,
+        KeyError,
+        TypeError,
+    )
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -315,7 +325,7 @@ class WatchedKueueView:
                 self._tasks.append(asyncio.ensure_future(self._watch(plural, where)))
         try:
             await asyncio.wait_for(asyncio.shield(self._first_sync.wait()), timeout)
-        except TimeoutError:
+        except asyncio.TimeoutError:
             self.log.warning("gpuaas: Kueue caches not synced after %ss; headroom unknown", timeout)
 
     def _store_name(self, plural: str, namespace: str | None) -> str:

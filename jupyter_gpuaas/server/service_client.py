@@ -14,13 +14,14 @@ kind, what happened and what to do — that the handlers pass to the sidebar as
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 __all__ = [
     "SERVICE_URL_ENV",
@@ -108,7 +109,9 @@ class ServiceClient:
         )
         try:
             response = await AsyncHTTPClient().fetch(request, raise_error=False)
-        except (OSError, TimeoutError) as err:
+        except (OSError, asyncio.TimeoutError, HTTPClientError) as err:
+            # raise_error=False still raises what is no answer at all: a timeout or a dropped
+            # connection (tornado's 599 HTTPClientError), a refused one (OSError)
             return ServiceAnswer(0, problem=_unreachable(url, str(err)))
         if response.code == 599:  # tornado's code for no HTTP answer at all
             return ServiceAnswer(0, problem=_unreachable(url, str(response.error)))

@@ -4,7 +4,10 @@ ignores ``offset``."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
+
+import pytest
 
 from jupyter_gpuaas.hub.watch import WatchedKueueView
 
@@ -61,6 +64,32 @@ async def test_a_view_whose_workloads_are_not_listed_is_not_synced() -> None:
     view = WatchedKueueView(namespaces=["ns"], custom_objects_api=NoWorkloads)
     await view.start(timeout=0.5)
     assert not view.queue_state().synced
+    await view.stop()
+
+
+class SlowWorkloads(FakeCustomObjects):
+    """The Workloads' list runs past its ``_request_timeout`` in the client: asyncio's
+    TimeoutError, which before Python 3.11 is not the builtin one."""
+
+    async def list_namespaced_custom_object(self, *a: Any, **kw: Any) -> dict[str, Any]:
+        if a[3] == "workloads":
+            raise asyncio.TimeoutError
+        return await self.list_cluster_custom_object(*a, **kw)
+
+
+async def test_a_list_that_times_out_is_retried_and_the_start_ends_unsynced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # issue 47.2: on Python 3.10 both timeouts escaped, the start's and the list's (which ended
+    # that store's watch for good)
+    caplog.set_level(logging.WARNING, logger="jupyter_gpuaas.hub.watch")
+    view = WatchedKueueView(namespaces=["ns"], custom_objects_api=SlowWorkloads)
+    await view.start(timeout=0.01)
+    assert not view.queue_state().synced
+    assert "Kueue caches not synced after 0.01s" in caplog.text
+    assert "watch of workloads/ns failed" in caplog.text
+    assert view._tasks
+    assert not any(task.done() for task in view._tasks)  # waiting to list again
     await view.stop()
 
 

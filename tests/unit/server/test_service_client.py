@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -42,6 +43,29 @@ async def test_trouble_is_a_problem_not_an_exception(
     assert answer.problem is not None
     assert answer.problem.kind == kind
     assert words in answer.problem.as_json()["error"]
+
+
+async def test_a_service_that_never_answers_is_a_problem_not_an_exception() -> None:
+    # tornado raises its timeout even with raise_error=False (an HTTPClientError, 599)
+    done = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await done.wait()  # reads nothing, answers nothing
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = ServiceClient(f"http://127.0.0.1:{port}/services/gpuaas/", "t0ken", timeout=0.02)
+    try:
+        answer = await asyncio.wait_for(client.request("api/reclaim"), 5)
+    finally:
+        done.set()
+        server.close()
+        await server.wait_closed()
+    assert answer.status == 0
+    assert answer.problem is not None
+    assert answer.problem.kind == "service_unavailable"
+    assert "cannot be reached" in answer.problem.as_json()["error"]
 
 
 async def test_the_queue_answer_keeps_its_shape_without_the_service() -> None:
