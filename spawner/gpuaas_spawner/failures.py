@@ -22,6 +22,7 @@ become ready in time) are told by :mod:`gpuaas_spawner.progress`.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from aiohttp import ClientConnectionError
@@ -53,10 +54,12 @@ def cluster_not_answering(exc: BaseException) -> bool:
     Every ``TimeoutError`` counts: inside a start, each one comes from a request to the API
     server (``asyncio.wait_for`` around a call, or KubeSpawner's retries of one running out);
     the spawner's own deadlines end as clean failures of their own before any of KubeSpawner's.
+    Those are ``asyncio.TimeoutError``, not the builtin one, before Python 3.11.
     """
     if isinstance(exc, ApiException):
         return exc.status in _UNAVAILABLE
-    return isinstance(exc, (TimeoutError, ClientConnectionError, ConnectionError))
+    timeouts = (TimeoutError, asyncio.TimeoutError)
+    return isinstance(exc, (*timeouts, ClientConnectionError, ConnectionError))
 
 
 def classify_start_error(exc: BaseException) -> Failure | None:

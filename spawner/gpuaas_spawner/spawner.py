@@ -606,7 +606,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                     "gpuaas: cannot read %s: %s %s", HISTORY_CONFIGMAP, e.status, e.reason
                 )
             return history
-        except (ClientError, OSError, TimeoutError) as e:
+        except (ClientError, OSError, asyncio.TimeoutError) as e:
             self.log.warning("gpuaas: cannot read %s: %s", HISTORY_CONFIGMAP, e or type(e).__name__)
             return history
         history, problems = history_from_configmap(getattr(cm, "data", None))
@@ -788,7 +788,8 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 self.k8s_api_request_timeout,
             )
             self._gpuaas_secret_owned = True
-        except (ApiException, ClientError, OSError, TimeoutError) as e:  # retried next check
+        except (ApiException, ClientError, OSError, asyncio.TimeoutError) as e:
+            # retried at the next check
             self.log.warning("gpuaas: could not set owner of %s: %s", self._token_secret_name, e)
 
     async def _delete_token_secret(self) -> None:
@@ -825,7 +826,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 return True
             self.log.warning("gpuaas: could not delete %s: %s", self._token_secret_name, e)
             return False
-        except (ClientError, OSError, TimeoutError) as e:
+        except (ClientError, OSError, asyncio.TimeoutError) as e:
             self.log.warning(
                 "gpuaas: could not delete %s, trying again: %s",
                 self._token_secret_name,
@@ -1002,7 +1003,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 max_wait=self.queue_poll_interval,
                 timeout=self.stop_timeout,
             )
-        except TimeoutError:
+        except asyncio.TimeoutError:  # jupyterhub's exponential_backoff
             raise _user_error(
                 say("start.earlier"),
                 reason="earlier_workload",
@@ -1023,7 +1024,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 _, writer = await asyncio.wait_for(
                     asyncio.open_connection(parsed.hostname, parsed.port), 1.0
                 )
-            except (OSError, TimeoutError):
+            except (OSError, asyncio.TimeoutError):
                 await self._check_spawn()  # raises the clean failure once the pod has exited
                 await asyncio.sleep(min(0.2, self.queue_poll_interval))
                 continue
@@ -1096,7 +1097,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             if e.status != 404:
                 self.log.warning("gpuaas: cannot read the claim %s: %s", self.pvc_name, e)
                 return
-        except (ClientError, OSError, TimeoutError) as e:
+        except (ClientError, OSError, asyncio.TimeoutError) as e:
             self.log.warning("gpuaas: cannot read the claim %s: %s", self.pvc_name, e)
             return
         self.log.warning(
@@ -1147,7 +1148,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
                 ) from e
             self.log.warning("gpuaas: cannot read the claim %s or its events: %s", self.pvc_name, e)
             return
-        except (ClientError, OSError, TimeoutError) as e:
+        except (ClientError, OSError, asyncio.TimeoutError) as e:
             self.log.warning("gpuaas: cannot read the claim %s or its events: %s", self.pvc_name, e)
             return
         why = home_volume_failure(to_api_json(claim), [to_api_json(e) for e in events.items])
@@ -1309,7 +1310,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
     async def _stop_pod(self, now: bool) -> None:
         try:
             await super().stop(now)
-        except TimeoutError:
+        except asyncio.TimeoutError:  # KubeSpawner's wait for the pod to go
             await self._release_kueue_finalizer()
             ref_key = f"{self.namespace}/{self.pod_name}"
             await exponential_backoff(
@@ -1329,7 +1330,7 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         from aiohttp import ClientError
         from kubernetes_asyncio.client.rest import ApiException
 
-        with contextlib.suppress(ApiException, ClientError, OSError, TimeoutError):
+        with contextlib.suppress(ApiException, ClientError, OSError, asyncio.TimeoutError):
             await asyncio.wait_for(
                 self.api.patch_namespaced_pod(
                     self.pod_name,

@@ -83,6 +83,8 @@ async def _refused_connection() -> BaseException:
         # asyncio.wait_for around a request to a paused API server: a bare TimeoutError, which
         # JupyterHub would take for its own start timeout if it left start()
         (TimeoutError(), Failure("cluster_unavailable", CLUSTER_DOWN)),
+        # the same on Python 3.10, where wait_for's is asyncio's own TimeoutError
+        (asyncio.TimeoutError(), Failure("cluster_unavailable", CLUSTER_DOWN)),
         (
             aiohttp.ServerDisconnectedError(),  # a dropped connection, not an OSError
             Failure("cluster_unavailable", CLUSTER_DOWN),
@@ -151,6 +153,7 @@ async def test_an_unreachable_api_server_ends_the_spawn_cleanly(
     ("error", "answering"),
     [
         (TimeoutError(), False),
+        (asyncio.TimeoutError(), False),  # not the builtin before Python 3.11
         (ConnectionResetError(104, "reset"), False),
         (_api_error(503), False),
         (_api_error(409, '{"reason": "AlreadyExists"}'), True),

@@ -28,7 +28,9 @@ class SecretAPI:
 
         self.deletes += 1
         if self.deletes <= self.hangs:
-            raise TimeoutError
+            # what asyncio.wait_for raises for a call that hangs: before Python 3.11 it is not
+            # the builtin TimeoutError
+            raise asyncio.TimeoutError
         if not self.there:
             raise ApiException(status=404, reason="Not Found")
         self.there = False
