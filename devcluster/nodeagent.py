@@ -707,7 +707,12 @@ class NodeAgent:
             )
             writer.write(head.encode() + body)
             await writer.drain()
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+        except (
+            OSError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            asyncio.TimeoutError,
+        ):
             pass  # a client that went away or sent no request: nothing to answer
         finally:
             writer.close()
