@@ -34,7 +34,7 @@ from jupyter_gpuaas.core.gpu_equivalents import (
     resource_gpu_equivalents,
 )
 from jupyter_gpuaas.core.headroom import QueueState
-from jupyter_gpuaas.core.kueue import WorkloadInfo, display_value
+from jupyter_gpuaas.core.kueue import WorkloadInfo, display_value, topology_wait
 from jupyter_gpuaas.core.sizing import format_gib
 
 __all__ = [
@@ -130,13 +130,17 @@ class QueuedWork:
     count: int = 0
     gpu_equivalents: Fraction = Fraction(0)
     oldest: datetime | None = None
+    whole_node: int = 0
+    """Of them, those Kueue's Topology Aware Scheduling holds back for one node with room
+    (their quota is there: :func:`~jupyter_gpuaas.core.kueue.topology_wait`)."""
 
 
 def queued_work(
     workloads: Iterable[WorkloadInfo], state: QueueState, notebook_namespace: str
 ) -> dict[str, QueuedWork]:
     """Per team: the pending Workloads that ask for GPUs (a queued notebook counts for the team
-    of its LocalQueue; a training Workload for its namespace's)."""
+    of its LocalQueue; a training Workload for its namespace's), and how many of them wait for
+    a whole node rather than for quota."""
     out: dict[str, QueuedWork] = {}
     for wl in workloads:
         if not wl.pending:
@@ -151,8 +155,12 @@ def queued_work(
         oldest = was.oldest
         if wl.created is not None and (oldest is None or wl.created < oldest):
             oldest = wl.created
+        wait = topology_wait(wl)
         out[team] = QueuedWork(
-            was.count + 1, was.gpu_equivalents + resource_gpu_equivalents(gpus), oldest
+            was.count + 1,
+            was.gpu_equivalents + resource_gpu_equivalents(gpus),
+            oldest,
+            was.whole_node + (1 if wait is not None and wait.one_node else 0),
         )
     return out
 
@@ -325,6 +333,7 @@ def teams(
                     "workloads": q.count,
                     "gpu_equivalents": format_gpu_equivalents(q.gpu_equivalents),
                     "oldest_wait_seconds": _seconds(now - q.oldest) if q.oldest else None,
+                    "waiting_for_a_whole_node": q.whole_node,
                 },
                 "now": {
                     "servers": servers.get(team, 0),

@@ -122,6 +122,9 @@ function queued(data: IConsole): HTMLElement {
           'li',
           { 'data-team': t.team },
           `${t.team}: ${String(t.queued.workloads)} (${t.queued.gpu_equivalents} GPU-eq.)` +
+            (t.queued.waiting_for_a_whole_node > 0
+              ? `, ${String(t.queued.waiting_for_a_whole_node)} waiting for a whole node`
+              : '') +
             (t.queued.oldest_wait_seconds !== null
               ? `, oldest waiting ${duration(t.queued.oldest_wait_seconds)}`
               : '')

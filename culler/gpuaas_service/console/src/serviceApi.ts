@@ -633,6 +633,8 @@ export interface components {
         gpu_equivalents: components['schemas']['service_gpu_equivalents'];
         /** @description Seconds the oldest of them has waited; null when none waits. */
         oldest_wait_seconds: number | null;
+        /** @description Of them, those that Kueue's Topology Aware Scheduling holds back for a node with room for all their GPUs: their quota is there, no node has room yet (docs/deploy.md, Topology Aware Scheduling). */
+        waiting_for_a_whole_node: number;
       };
       /** @description GPU-equivalents its servers hold now, by activity (allocated = busy + idle + unknown). */
       now: {
@@ -1504,6 +1506,8 @@ export interface components {
       waiting_since: string | null;
       waited_seconds: number | null;
       reason: string | null;
+      /** @description What it waits for when Kueue's Topology Aware Scheduling holds it back, in a person's words: "waiting for a whole node" (its quota is there, but no node has room for all its GPUs yet), "waiting for room in one rack" (another required level), "waiting for free GPUs on the nodes"; null when it waits for quota. */
+      waiting_for: string | null;
     };
     /** @description GET api/reclaim/standing (forwarded as GET gpuaas/api/reclaim/standing): where this server stands with the culler; known: false until a cycle has seen it. */
     service_standing:

@@ -74,6 +74,7 @@ def test_teams_quota_use_borrowed_lent_queue_and_today() -> None:
         "workloads": 2,
         "gpu_equivalents": "0.43",  # 3 x 1/7
         "oldest_wait_seconds": 7200,
+        "waiting_for_a_whole_node": 0,
     }
     assert b["queued"]["workloads"] == 1
     assert b["queued"]["oldest_wait_seconds"] == 300
@@ -174,3 +175,25 @@ def test_quota_rows_say_whether_anything_is_in_use_and_their_gpu_equivalents() -
     assert fa["readable"]["nominal"] == "4 × MIG 1g.5gb"
     assert fa["gpu_eq"]["nominal"] == "0.57"  # 4 x 1/7
     assert (fb["in_use"], fb["readable"]["lent"]) == (True, "1 × MIG 1g.5gb")  # lends 1
+
+
+def test_queued_work_counts_the_jobs_waiting_for_a_whole_node() -> None:
+    """Kueue's Topology Aware Scheduling holds one of team A's two queued Jobs back: its quota
+    is there, no node has room (Kueue v0.19.2's words); the other waits for quota."""
+    from dataclasses import replace
+
+    from jupyter_gpuaas.core.kueue import Condition
+
+    no_room = (
+        "couldn't assign flavors to pod set main: topology \"gpu-racks\" doesn't allow to fit any"
+        " of 1 pod(s)"
+    )
+    held = workload("train-8", "team-a", "training", T0 - timedelta(minutes=9), 8, admitted=False)
+    held = replace(
+        held,
+        required_topology="kubernetes.io/hostname",
+        conditions={"QuotaReserved": Condition("QuotaReserved", False, "Pending", no_room)},
+    )
+    short = workload("train-1", "team-a", "training", T0 - timedelta(minutes=3), 1, admitted=False)
+    queued = queued_work([held, short], org(), NS)["team-a"]
+    assert (queued.count, queued.whole_node) == (2, 1)
