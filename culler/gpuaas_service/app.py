@@ -192,9 +192,11 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         config=True,
         help="""Seconds a stop (SIGTERM from Kubernetes, SIGINT from JupyterHub) waits for the
         reclaim cycle under way and its webhook posts to finish, so that a warning is never
-        left half-given (on the pod but with no Event or post). Both stoppers wait 30 s before
-        killing the process (terminationGracePeriodSeconds, LocalProcessSpawner's
-        interrupt_timeout), so keep it below that. Default 20.
+        left half-given (on the pod but with no Event or post); no stop of a server is begun
+        meanwhile (docs/culler.md). A stop the grace cuts short gets up to 5 s more to take its
+        marks off the pod. Both stoppers wait 30 s before killing the process
+        (terminationGracePeriodSeconds, LocalProcessSpawner's interrupt_timeout), so keep it
+        at least 5 s below that. Default 20.
         Example: c.GPUaaSService.shutdown_grace = 10""",
     )
 

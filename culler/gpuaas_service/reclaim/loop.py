@@ -58,7 +58,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from gpuaas_service.clients.hub import Hub, HubError
 from gpuaas_service.clients.kubernetes import Kube
@@ -128,6 +128,14 @@ audit = logging.getLogger("gpuaas.culler.audit")
 
 MAX_REASON = 1000
 """Characters of a warning's reason kept on the pod (annotations are small)."""
+STOPPING = "the service is stopping: the next one decides again"
+"""Why a stop not yet begun when the service is asked to stop is put off: a snapshot wait
+(``snapshot_timeout``, 60 s) outlasts the service's ``shutdown_grace`` (20 s), and a stop cut
+short at the grace's end would leave the pod half-reclaimed."""
+CLEAN_UP_SECONDS = 5.0
+"""Beyond the grace: the time a stop cut short has to take its marks off the pod."""
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -609,24 +617,35 @@ class ReclaimLoop:
 
     async def _pause(self, seconds: float) -> None:
         """Sleep between cycles; a stop ends the sleep at once."""
-        pause = asyncio.ensure_future(self.sleep(seconds))
+        await self._unless_stopping(self.sleep(seconds))
+
+    async def _unless_stopping(self, waiting: Awaitable[T]) -> T | None:
+        """``waiting``'s result, or ``None`` as soon as a stop is asked for (it is cancelled)."""
+        task = asyncio.ensure_future(waiting)
         asked = asyncio.ensure_future(self._stop_asked.wait())
         try:
-            await asyncio.wait({pause, asked}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({task, asked}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            pause.cancel()
             asked.cancel()
+            if not task.done():
+                task.cancel()
+        return task.result() if task.done() and not task.cancelled() else None
 
     async def stop(self, grace: float) -> bool:
         """Let the cycle under way finish and the webhook posts go out, within ``grace``
         seconds in all; then cancel what is left. A warning is an annotation, an Event and a
         webhook post in turn: stopping between them would leave a user warned in one place
-        only. Returns whether everything finished in time."""
+        only. Once a stop is asked for, the cycle begins no stop of a server: a snapshot it
+        waits for is given up and the stop put off (:data:`STOPPING`), so the grace is not
+        spent waiting; a stop the grace cuts short takes its marks off the pod, given at most
+        :data:`CLEAN_UP_SECONDS` more. Returns whether everything finished in time."""
         self._stop_asked.set()
         deadline = time.monotonic() + grace
         cycle = self.task if self.task is not None and not self.task.done() else None
         if not await _finished_by(cycle, deadline):
             log.warning("culler: the cycle under way did not end within %gs: cancelled", grace)
+            assert cycle is not None
+            await asyncio.wait({cycle}, timeout=CLEAN_UP_SECONDS)
             return False
         posts = None
         if self.notifier is not None and self.notifier.tasks:
@@ -662,7 +681,8 @@ class ReclaimLoop:
         kept = None
         if d.action is Action.RECLAIM:
             kept = await self._keep_state(d)
-            why = self._put_off(d, now, targets)  # again: its user may be back meanwhile
+            # again: its user may be back meanwhile, or the service is stopping
+            why = STOPPING if self._stop_asked.is_set() else self._put_off(d, now, targets)
             if why:
                 self.store.drop_snapshot(key)
                 self._audit_put_off(d, why, now)
@@ -795,12 +815,17 @@ class ReclaimLoop:
         if kept_mark is not None:
             marks[RECLAIMED_KERNEL_STATE] = kept_mark
         try:
-            await self.kube.annotate(pod, marks)
-        except Exception as e:  # noqa: BLE001 - the stop goes on; its user is told less
-            log.warning("culler: could not mark %s as reclaimed before the stop: %s", pod.name, e)
-        try:
+            try:
+                await self.kube.annotate(pod, marks)
+            except Exception as e:  # noqa: BLE001 - the stop goes on; its user is told less
+                log.warning(
+                    "culler: could not mark %s as reclaimed before the stop: %s", pod.name, e
+                )
             await self.hub.stop_server(wb.user, wb.server)
-        except Exception:
+        except BaseException:  # failed, or cut short by the service's own stop (cancelled)
+            # A marked pod counts as stopping: marks on a pod that goes on running would
+            # hold its server out of every later decision. Without an answer from the hub the
+            # stop may not have happened: take them off (at worst its user is told less).
             del self._stopping[key]
             with contextlib.suppress(Exception):
                 await self.kube.annotate(pod, dict.fromkeys(marks))
@@ -834,12 +859,15 @@ class ReclaimLoop:
 
     async def _keep_state(self, d: Decision) -> KeptState:
         """The server's answer to this cycle's snapshot request, waited for until the
-        request's deadline and no longer (not asked: nothing to wait for)."""
+        request's deadline and no longer (not asked: nothing to wait for), nor once the
+        service is asked to stop (the stop is then put off: :meth:`stop`)."""
         ask = self.store.snapshot_ask(d.workbench.key)
         if ask is None:
             return KeptState(None)
         started = time.monotonic()
-        report = await self.store.wait_snapshot(d.workbench.key, ask.wait_until - started)
+        report = await self._unless_stopping(
+            self.store.wait_snapshot(d.workbench.key, ask.wait_until - started)
+        )
         return KeptState(
             ask.requested_at,
             report,

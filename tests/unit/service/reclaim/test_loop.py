@@ -787,6 +787,45 @@ async def test_a_stop_between_cycles_ends_the_pause_at_once() -> None:
     assert w.loop.task.done()
 
 
+class HangingHub(FakeHub):
+    """The hub takes alice's stop and never answers (a hub busy stopping, a dropped answer)."""
+
+    def __init__(self, servers: list[tuple[str, str]]) -> None:
+        super().__init__(servers)
+        self.entered = asyncio.Event()
+
+    async def stop_server(self, user: str, server: str) -> int:
+        self.entered.set()
+        await asyncio.Event().wait()
+        return 202
+
+
+async def test_a_stop_cut_short_by_the_services_stop_leaves_no_marks_on_the_running_pod() -> None:
+    # Issue 47.3.6a: the grace's cancel passed `except Exception` between the pod's reclaim
+    # marks and the hub's answer: the pod, still running, stayed marked (counted as stopping).
+    w = World()
+    await w.cycle()  # alice and bob warned
+    w.hub = w.loop.hub = HangingHub(list(w.hub.servers))
+    w.now += timedelta(seconds=31)
+    w.report()
+
+    async def the_cycle() -> None:  # as run() would run it
+        await w.loop.cycle()
+
+    w.loop.task = asyncio.ensure_future(the_cycle())
+    await asyncio.wait_for(w.hub.entered.wait(), 5)
+    alice = w.kube.pods["jupyter-alice"]["metadata"]["annotations"]
+    assert RECLAIMED_AT in alice  # marked, the hub asked, no answer yet
+    finished = await w.loop.stop(grace=0.01)
+    cleaned_up_first = w.loop.task.done()
+    await asyncio.wait({w.loop.task}, timeout=1)
+    marks = {RECLAIMED_AT, RECLAIMED_FOR, RECLAIMED_FOR_TEAM}
+    assert not marks & alice.keys()
+    assert w.loop.stop_under_way("alice", "") == ""
+    assert finished is False
+    assert cleaned_up_first  # the clean-up ran before stop() returned (the process ends next)
+
+
 async def test_a_cycle_that_outlasts_the_grace_is_cancelled(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from gpuaas_service.reclaim.activity_store import REPORT_NEAR_STOP
+from gpuaas_service.reclaim.loop import STOPPING
 from gpuaas_service.web.reclaim import report_answer
 from jupyter_gpuaas.core.activity import (
     KernelStateReport,
@@ -207,6 +208,29 @@ async def test_a_busy_report_as_the_answer_puts_the_stop_off() -> None:
     await asyncio.wait_for(cycle(w, 31, "alice", "bob"), 5)
     await asyncio.gather(*servers)
     assert w.hub.stopped == [("bob", "")]
+
+
+async def test_a_sigterm_during_the_snapshot_wait_puts_the_stops_off_within_the_grace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Issue 47.3.6a: snapshot_timeout (60 s) outlasts shutdown_grace (20 s); the grace then
+    # cancelled the cycle mid-wait, and a stop that had begun kept its marks on a running pod.
+    # A stopping service begins no stop: the wait ends at once and the stops are put off.
+    caplog.set_level(logging.INFO, logger="gpuaas.culler.audit")
+    w = World()
+    w.policy = replace(w.policy, snapshot_timeout=timedelta(seconds=60))
+    w.loop.set_policies(w.policy)
+    await cycle(w, 0, "alice", "bob")
+    w.loop.task = asyncio.ensure_future(cycle(w, 31, "alice", "bob"))
+    while w.store.snapshot_ask("alice") is None:  # asked, now waiting for the answers
+        await asyncio.sleep(0.005)
+    assert await asyncio.wait_for(w.loop.stop(grace=2), 5) is True  # not cancelled
+    assert w.hub.stopped == []
+    for user in ("alice", "bob"):
+        assert RECLAIMED_AT not in w.kube.pods[f"jupyter-{user}"]["metadata"]["annotations"]
+        assert w.store.snapshot_ask(user) is None
+    put_off = {r["user"]: r["reason"] for r in audit_lines(caplog, "culler.put-off")}
+    assert put_off == dict.fromkeys(("alice", "bob"), STOPPING)
 
 
 async def test_a_server_that_keeps_no_state_is_not_asked_and_stops_at_once() -> None:
