@@ -819,6 +819,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             "kueue_api_version": self.kueue_api_version,
             "visibility_api_version": self.kueue_visibility_api_version,
             "timeout": self.kubernetes_request_timeout,
+            "job_topology_level": self.job_topology_level,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return DoctorSettings(**values)

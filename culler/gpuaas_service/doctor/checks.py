@@ -46,6 +46,7 @@ __all__ = [
     "queue_checks",
     "rbac_checks",
     "run_checks",
+    "topology_checks",
 ]
 
 Status = Literal["ok", "missing", "wrong", "unknown"]
@@ -206,6 +207,10 @@ class Facts:
     notebooks as Jobs)."""
     job_images_ref: str = "jupyterhub/gpuaas-job-images"
     """Where that ConfigMap is (the jobs policy binding's ``paramRef``)."""
+    topologies: Read[Mapping[str, Sequence[str]]] | None = None
+    """Kueue Topology name → its levels' node labels, coarsest first (``None``: not read)."""
+    job_topology_level: str = "kubernetes.io/hostname"
+    """The level notebook Jobs on a topology flavor require (c.GPUaaSService.job_topology_level)."""
     """How to run the doctor so it may read what it could not (said with ``unknown``)."""
 
 
@@ -726,6 +731,140 @@ def gpu_checks(facts: Facts, catalog: Catalog) -> list[Check]:
     return out
 
 
+# --------------------------------------------------------------------------- topology
+
+_TAS_DOC = "docs/deploy.md, Topology Aware Scheduling"
+
+
+def _job_flavors(catalog: Catalog | None) -> set[str]:
+    """The flavors of the offerings any team runs notebook Jobs on."""
+    if catalog is None:
+        return set()
+    return {
+        flavor
+        for t in catalog.tenants.values()
+        if t.jobs is not None
+        for slug in t.jobs.offerings
+        if slug in catalog.offerings and (flavor := catalog.offerings[slug].flavor)
+    }
+
+
+def _topology_flavor(
+    facts: Facts,
+    flavor: str,
+    spec: Mapping[str, Any],
+    topology: str,
+    levels: Sequence[str],
+    jobs_on_it: bool,
+) -> Check:
+    """A topology flavor whose Topology exists: its nodes carry every level, and notebook Jobs
+    on it (``jobs_on_it``) require one of its levels."""
+    name = f"topology.{flavor}"
+    if facts.nodes.value is None:
+        return _unknown(name, "the nodes", facts.nodes, facts.identity_hint)
+    selector = {str(k): str(v) for k, v in (spec.get("nodeLabels") or {}).items()}
+    where = ", ".join(f"{k}={v}" for k, v in sorted(selector.items())) or "any labels"
+    placed = [
+        n for n in facts.nodes.value if all(n.labels.get(k) == v for k, v in selector.items())
+    ]
+    lacking = sorted(
+        (n.name, missing)
+        for n in placed
+        if (missing := [lv for lv in levels if lv not in n.labels])
+    )
+    if not placed:
+        return Check(
+            name,
+            "missing",
+            f"no node carries ResourceFlavor {flavor}'s labels ({where})",
+            f"label the pool's nodes {where}, and each with its place in Topology {topology}"
+            f" ({', '.join(levels)})",
+        )
+    if lacking:
+        shown = "; ".join(f"{node}: {', '.join(m)}" for node, m in lacking[:3])
+        more = f" and {len(lacking) - 3} more" if len(lacking) > 3 else ""
+        first, labels = lacking[0]
+        return Check(
+            name,
+            "wrong",
+            f"{len(lacking)} of {len(placed)} nodes of ResourceFlavor {flavor} lack a level of"
+            f" Topology {topology}, so Kueue counts no room on them ({shown}{more})",
+            f"kubectl label node {first} "
+            + " ".join(f"{lv}=<its {lv.rsplit('/', 1)[-1]}>" for lv in labels),
+        )
+    if jobs_on_it and facts.job_topology_level not in ("", *levels):
+        return Check(
+            name,
+            "wrong",
+            f"notebook Jobs on ResourceFlavor {flavor} require the level"
+            f" {facts.job_topology_level}, which Topology {topology} does not have"
+            f" ({', '.join(levels)}): Kueue never admits them",
+            f"c.GPUaaSService.job_topology_level = {levels[-1]!r}",
+        )
+    return Check(
+        name,
+        "ok",
+        f"Topology {topology} ({', '.join(levels)}); {len(placed)} nodes carry every level",
+    )
+
+
+def topology_checks(facts: Facts, catalog: Catalog | None) -> list[Check]:
+    """Kueue's Topology Aware Scheduling (docs/deploy.md): each ResourceFlavor with a
+    ``topologyName`` names a Topology that exists; every node the flavor selects carries a label
+    for each level of it (Kueue counts no room on a node without them); every Topology is named
+    by a flavor; and the level notebook Jobs require on such a flavor is one of its levels
+    (else Kueue never admits them: 'does not contain the requested level'). One ``ok`` line
+    when no flavor has a topology: it is optional, recommended for multi-GPU training pools."""
+    flavors, read = facts.flavors.value, facts.topologies
+    if flavors is None or read is None:
+        return []  # the flavors' own line says they are unreadable; or not gathered
+    tas = {
+        name: str(spec.get("topologyName"))
+        for name, spec in sorted(flavors.items())
+        if spec.get("topologyName")
+    }
+    if read.value is None:
+        return [_unknown("topology", "Kueue's Topologies", read, facts.identity_hint)]
+    if not tas and not read.value:
+        return [
+            Check(
+                "topology",
+                "ok",
+                "no ResourceFlavor has a topologyName: Kueue's Topology Aware Scheduling places"
+                f" nothing (set it up for multi-GPU training pools: {_TAS_DOC})",
+            )
+        ]
+    out: list[Check] = []
+    jobs_on = _job_flavors(catalog)
+    for flavor, topology in tas.items():
+        if topology not in read.value:
+            out.append(
+                Check(
+                    f"topology.{flavor}",
+                    "missing",
+                    f"ResourceFlavor {flavor} names the Topology {topology}, which does not"
+                    " exist: Kueue admits nothing on this flavor",
+                    f"create the Topology {topology}: a level per node label of the pool's"
+                    f" place, kubernetes.io/hostname last ({_TAS_DOC})",
+                )
+            )
+        else:
+            levels = list(read.value[topology])
+            spec = flavors[flavor]
+            out.append(_topology_flavor(facts, flavor, spec, topology, levels, flavor in jobs_on))
+    for topology in sorted(set(read.value) - set(tas.values())):
+        out.append(
+            Check(
+                f"topology.{topology}",
+                "missing",
+                f"no ResourceFlavor names the Topology {topology}: it places nothing",
+                f"a ResourceFlavor of the training pool with spec.topologyName: {topology} (a new"
+                f" flavor: Kueue makes a flavor's spec immutable once it has one; {_TAS_DOC})",
+            )
+        )
+    return out
+
+
 def _advertise_fix(offering: Offering, where: str) -> str:
     if offering.kind == "mig":
         how = "enable MIG (mixed strategy) on those GPUs with the GPU operator's MIG manager"
@@ -1123,6 +1262,7 @@ def run_checks(facts: Facts) -> list[Check]:
         if jobs is not None:
             out.append(jobs)
     if reachable:
+        out += topology_checks(facts, catalog)
         out += rbac_checks(facts)
         out += admission_checks(facts)
     out += hub_checks(facts, policy_in_force)

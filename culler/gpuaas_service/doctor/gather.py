@@ -59,6 +59,7 @@ class DoctorSettings:
     kueue_deployment: str = "kueue-controller-manager"
     service_account: str = ""
     """``namespace/name``: review the RBAC as this account (impersonated); "": as oneself."""
+    job_topology_level: str = "kubernetes.io/hostname"
     timeout: float = 20.0
 
 
@@ -334,6 +335,7 @@ async def gather(s: DoctorSettings, api: Any) -> Facts:
         "notebook_namespace": s.notebook_namespace,
         "job_namespaces": s.job_namespaces,
         "identity_hint": hint,
+        "job_topology_level": s.job_topology_level,
     }
     if groups.value is None and not groups.forbidden and "HTTP" not in groups.error:
         down: Read[Any] = Read.failed(groups.error)
@@ -372,6 +374,17 @@ async def gather(s: DoctorSettings, api: Any) -> Facts:
     async def cohorts() -> dict[str, Any]:
         return {i.name: i for i in map(read_cohort, await kube.list_kueue("cohorts"))}
 
+    async def topologies() -> dict[str, list[str]]:
+        """Kueue's Topologies: name → its levels' node labels (Topology Aware Scheduling)."""
+        return {
+            str(t["metadata"]["name"]): [
+                str(level.get("nodeLabel") or "")
+                for level in (t.get("spec") or {}).get("levels") or []
+                if isinstance(level, Mapping)
+            ]
+            for t in await kube.list_kueue("topologies")
+        }
+
     async def lqs() -> dict[tuple[str, str], Any]:
         return {
             (i.namespace, i.name): i
@@ -398,5 +411,6 @@ async def gather(s: DoctorSettings, api: Any) -> Facts:
         admission_bindings=bindings,
         job_images=images,
         job_images_ref=images_ref,
+        topologies=await _read(topologies),
         **common,
     )

@@ -1,0 +1,114 @@
+"""The doctor's checks of Kueue's Topology Aware Scheduling (doctor/checks.py
+``topology_checks``): a Topology for each flavor that names one, its levels' labels on the
+flavor's nodes, a flavor for each Topology, and notebook Jobs' level among the levels."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from gpuaas_service.doctor.checks import Facts, NodeFacts, Read, run_checks, topology_checks
+from tests.unit.service.doctor.test_checks import JOBS_CATALOG, facts
+
+LEVELS = ["gpuaas.dev/rack", "kubernetes.io/hostname"]
+MIG_NODE = NodeFacts("mig-1", {"pool": "a100"}, {"nvidia.com/mig-1g.5gb": "7"})
+TAS_FLAVOR = {"nodeLabels": {"pool": "h100"}, "topologyName": "gpu-racks"}
+
+
+def node(name: str, rack: str | None = "rack-1", pool: str = "h100") -> NodeFacts:
+    labels = {"pool": pool, "kubernetes.io/hostname": name}
+    if rack is not None:
+        labels["gpuaas.dev/rack"] = rack
+    return NodeFacts(name, labels, {"nvidia.com/gpu": "8"})
+
+
+def tas_facts(**changes: Any) -> Facts:
+    base = facts(
+        flavors=Read({"h100": TAS_FLAVOR, "a100": {}}),
+        topologies=Read({"gpu-racks": LEVELS}),
+        nodes=Read([node("gpu-1"), node("gpu-2", "rack-2"), MIG_NODE]),
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def lines(checks: list[Any]) -> list[tuple[str, str]]:
+    return [(c.name, c.status) for c in checks]
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected", "says"),
+    [
+        pytest.param({}, [("topology.h100", "ok")], "2 nodes carry every level", id="healthy"),
+        pytest.param(
+            {"flavors": Read({"h100": {"nodeLabels": {"pool": "h100"}}}), "topologies": Read({})},
+            [("topology", "ok")],
+            "no ResourceFlavor has a topologyName",
+            id="no-tas-at-all",
+        ),
+        pytest.param(
+            {"topologies": Read({})},
+            [("topology.h100", "missing")],
+            "names the Topology gpu-racks, which does not exist",
+            id="topology-missing",
+        ),
+        pytest.param(
+            {"nodes": Read([node("gpu-1"), node("gpu-2", None)])},
+            [("topology.h100", "wrong")],
+            "1 of 2 nodes of ResourceFlavor h100 lack a level of Topology gpu-racks, so Kueue"
+            " counts no room on them (gpu-2: gpuaas.dev/rack)",
+            id="a-node-without-its-rack",
+        ),
+        pytest.param(
+            {"nodes": Read([MIG_NODE])},
+            [("topology.h100", "missing")],
+            "no node carries ResourceFlavor h100's labels (pool=h100)",
+            id="no-node-of-the-flavor",
+        ),
+        pytest.param(
+            {"topologies": Read({"gpu-racks": LEVELS, "spare": ["kubernetes.io/hostname"]})},
+            [("topology.h100", "ok"), ("topology.spare", "missing")],
+            "no ResourceFlavor names the Topology spare",
+            id="a-topology-no-flavor-names",
+        ),
+        pytest.param(
+            {"topologies": Read.failed("forbidden", forbidden=True)},
+            [("topology", "unknown")],
+            "cannot read Kueue's Topologies",
+            id="unreadable",
+        ),
+        pytest.param(
+            {"catalog": Read(JOBS_CATALOG), "job_topology_level": "cloud.provider.com/block"},
+            [("topology.h100", "wrong")],
+            "require the level cloud.provider.com/block, which Topology gpu-racks does not have",
+            id="jobs-level-not-in-the-topology",
+        ),
+        pytest.param(
+            {"catalog": Read(JOBS_CATALOG), "job_topology_level": "gpuaas.dev/rack"},
+            [("topology.h100", "ok")],
+            "Topology gpu-racks",
+            id="jobs-level-a-rack",
+        ),
+    ],
+)
+def test_topology_checks(
+    changes: dict[str, Any], expected: list[tuple[str, str]], says: str
+) -> None:
+    f = tas_facts(**changes)
+    checks = topology_checks(f, f.catalog.value)
+    assert lines(checks) == expected, [c.line() for c in checks]
+    assert any(says in c.detail for c in checks), [c.line() for c in checks]
+
+
+def test_the_fix_labels_the_node_with_each_missing_level() -> None:
+    f = tas_facts(nodes=Read([node("gpu-1", None)]))
+    (check,) = topology_checks(f, f.catalog.value)
+    assert check.fix == "kubectl label node gpu-1 gpuaas.dev/rack=<its rack>"
+
+
+def test_not_gathered_says_nothing_and_healthy_tas_is_all_ok() -> None:
+    assert topology_checks(facts(), None) == []  # topologies not read (None)
+    checks = run_checks(tas_facts())
+    assert [c.line() for c in checks if not c.ok] == []
+    assert ("topology.h100", "ok") in lines(checks)
