@@ -9,7 +9,7 @@ apiserver judges every object (schema, admission, RBAC) and the dev cluster keep
 organisation; ``jupyterhub/gpuaas-service`` becomes the dev cluster's ``jupyterhub/gpuaas``;
 the working directory holds ``gpuaas_service_config.py``, ``catalog.yaml``
 (spawner/demo-catalog.yaml) and ``policy.yaml`` (the policy of culler/deploy/gpuaas-service.yaml)
-beside links to the repository's ``culler``, ``devcluster`` and ``spawner``;
+beside links to the repository's ``culler``, ``demo``, ``devcluster`` and ``spawner``;
 ``JUPYTERHUB_API_URL``/``JUPYTERHUB_API_TOKEN`` are the test hub's and the service's token.
 """
 
@@ -96,7 +96,7 @@ def world(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 def _workdir(world: Setup) -> Path:
     work = world.state / "work"
     work.mkdir()
-    for name in ("culler", "devcluster", "spawner"):
+    for name in ("culler", "demo", "devcluster", "spawner"):
         (work / name).symlink_to(REPO / name)
     shutil.copy(DEMO_CATALOG, work / "catalog.yaml")
     culler = yaml.safe_load_all((REPO / "culler" / "deploy" / "gpuaas-service.yaml").read_text())
