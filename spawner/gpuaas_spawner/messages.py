@@ -22,6 +22,9 @@ MESSAGES: Mapping[str, str] = {
     "queued.ahead": "Queued in {team}: position {position} ({ahead} ahead in the cluster queue)",
     "queued.registering": "Queued in {team}: waiting for the queue to take it in",
     "queued": "Queued in {team}: waiting for a GPU to free up",
+    "queued.whole_node": (
+        "Queued in {team}: the quota is there; waiting for a whole node with room for it"
+    ),
     "queued.inadmissible": (
         "Queued in {team}: the queue cannot take it in right now; an admin can see why"
     ),

@@ -29,6 +29,7 @@ from jupyter_gpuaas.core.kueue import (
     as_list,
     as_mapping,
     parse_time,
+    topology_wait,
 )
 from jupyter_gpuaas.core.labels import (
     RECLAIM_OUTLOOK,
@@ -355,6 +356,11 @@ def _queued(
     """A pod that Kueue still holds: where it stands in the queue."""
     if workload is not None and workload.quota_reserved:
         return SpawnStatus(Phase.QUOTA_RESERVED, say("reserved", team=team))
+    wait = topology_wait(workload) if workload is not None else None
+    if wait is not None and wait.one_node:
+        # Kueue's Topology Aware Scheduling holds it: quota is there, no node has room yet
+        position = pending.position_in_local_queue + 1 if pending is not None else None
+        return SpawnStatus(Phase.QUEUED, say("queued.whole_node", team=team), position=position)
     if pending is not None:
         pos = pending.position_in_local_queue + 1
         ahead = pending.position_in_cluster_queue

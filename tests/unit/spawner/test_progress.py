@@ -1130,3 +1130,29 @@ def test_the_admins_log_quotes_the_servers_output_as_one_escaped_capped_line() -
     assert details.endswith("RuntimeError: the end'")
     assert ", last output: …'" in details  # its beginning cut: the end is what tells
     assert len(details) < 200 + 10 * 1000 + 400
+
+
+def test_a_server_held_for_a_whole_node_says_so() -> None:
+    """Kueue's Topology Aware Scheduling holds a notebook back (Kueue v0.19.2's words): its
+    quota is there, no node has room. The spawn page says so, keeping its place in the queue."""
+    no_room = (
+        "couldn't assign flavors to pod set main: topology \"gpu-racks\" doesn't allow to fit"
+        " any of 1 pod(s)"
+    )
+    held = workload(("QuotaReserved", "False", "Pending", no_room))
+    held["spec"]["podSets"] = [
+        {"name": "main", "count": 1, "topologyRequest": {"required": "kubernetes.io/hostname"}}
+    ]
+    status = spawn_status(
+        team="team-a", pod=pod(gated=True), workload=read_workload(held), pending=MINE
+    )
+    assert status.phase is Phase.QUEUED
+    assert status.message == (
+        "Queued in team-a: the quota is there; waiting for a whole node with room for it"
+    )
+    assert MINE is not None
+    assert status.position == MINE.position_in_local_queue + 1
+    short = spawn_status(
+        team="team-a", pod=pod(gated=True), workload=read_workload(QUEUED_WL), pending=MINE
+    )
+    assert "whole node" not in short.message
