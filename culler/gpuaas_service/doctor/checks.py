@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
+from gpuaas_service.doctor.homes import server_users, shared_homes
 from jupyter_gpuaas.core.catalog import HAMI_CORES, HAMI_MEMORY, Catalog, Offering, Tenant
 from jupyter_gpuaas.core.kueue import ClusterQueueInfo, CohortInfo, LocalQueueInfo
 
@@ -34,6 +35,7 @@ __all__ = [
     "admission_checks",
     "cohort_check",
     "gpu_checks",
+    "homes_check",
     "hub_checks",
     "hub_scopes_needed",
     "job_image_names",
@@ -200,6 +202,8 @@ class Facts:
     kueue_api_version: str = "v1beta2"
     visibility_api_version: str = "v1beta2"
     notebook_namespace: str = "jupyter-users"
+    notebook_pods: Read[Sequence[Mapping[str, Any]]] | None = None
+    """The users' servers' pods in the notebook namespace (``None``: not read)."""
     job_namespaces: tuple[str, ...] = ()
     identity_hint: str = ""
     job_images: Read[Mapping[str, str]] | None = None
@@ -1213,6 +1217,51 @@ def catalog_check(facts: Facts) -> Check:
     )
 
 
+# --------------------------------------------------------------------------- homes
+
+
+_OWNER_CHECK = (
+    "a kernel-state snapshot is loaded only when its files are the kernel's user id's, which"
+    " tells users apart only where no other user's server can write into their home"
+    " (docs/security.md)"
+)
+
+
+def homes_check(facts: Facts) -> Check | None:
+    """Under z2jh every server runs as uid 1000: kernel-state snapshots are told apart by the
+    home they lie in, so no user's server may write into another's (:mod:`.homes`)."""
+    read = facts.notebook_pods
+    if read is None:
+        return None
+    if read.value is None:
+        return _unknown("homes", "the servers' pods", read, facts.identity_hint)
+    users = server_users(read.value)
+    if not users:
+        return Check("homes", "ok", f"no running servers to read; {_OWNER_CHECK}")
+    shared = shared_homes(read.value)
+    if not shared:
+        return Check(
+            "homes",
+            "ok",
+            f"no server of {len(users)} users can write into another user's home: {_OWNER_CHECK}",
+        )
+    first = shared[0]
+    uid = f"user id {first.uid}" if first.uid is not None else "the image's user id"
+    more = f" ({len(shared) - 1} more such pairs)" if len(shared) > 1 else ""
+    return Check(
+        "homes",
+        "wrong",
+        f"{first.writer}'s server can write into {first.owner}'s home ({first.volume},"
+        f" {first.path}), both as {uid}{more}: a kernel-state snapshot {first.writer} puts there"
+        f" passes {first.owner}'s owner check, and restoring it runs {first.writer}'s code as"
+        f" {first.owner}",
+        "mount each user's home from a volume or subPath of their own (KubeSpawner's"
+        " claim-{username}; z2jh singleuser.storage), mount shared volumes readOnly or"
+        " elsewhere than the homes, or give each user a user id of their own"
+        " (c.KubeSpawner.uid)",
+    )
+
+
 def policy_check(facts: Facts) -> Check:
     """The policy file is valid against the catalog (``--check-policy``'s rules)."""
     if not facts.policy_file:
@@ -1268,6 +1317,9 @@ def run_checks(facts: Facts) -> list[Check]:
     out += hub_checks(facts, policy_in_force)
     out += prometheus_checks(facts)
     out.append(policy_check(facts))
+    homes = homes_check(facts) if reachable else None
+    if homes is not None:
+        out.append(homes)
     return out
 
 

@@ -202,6 +202,16 @@ class _Kube:
             for n in items
         ]
 
+    async def notebook_pods(self) -> list[dict[str, Any]]:
+        """The pods of the notebook namespace (the homes check reads their volumes)."""
+        from kubernetes_asyncio import client
+
+        resp: Any = await client.CoreV1Api(self.api).list_namespaced_pod(
+            self.s.notebook_namespace, _preload_content=False, _request_timeout=self.s.timeout
+        )
+        items: list[dict[str, Any]] = json.loads(await resp.read())["items"]
+        return items
+
     async def review(self, need: AccessNeed) -> Access:
         from kubernetes_asyncio import client
 
@@ -397,6 +407,7 @@ async def gather(s: DoctorSettings, api: Any) -> Facts:
     if catalog.value is not None and job_image_names(catalog.value):
         images = await _read(functools.partial(kube.config_map_data, images_ref))
     return Facts(
+        notebook_pods=await _read(kube.notebook_pods),
         kueue_version=Read(version.value[0])
         if version.value
         else Read.failed(version.error, forbidden=version.forbidden),
