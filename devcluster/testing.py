@@ -41,7 +41,11 @@ from devcluster.config import (
     load_settings,
 )
 from devcluster.hub import DEMO_CATALOG, port_block
-from jupyter_gpuaas.core.kueue import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
+from jupyter_gpuaas.core.kueue import (
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    REQUIRED_TOPOLOGY_ANNOTATION,
+)
 from jupyter_gpuaas.core.labels import USER_LABEL
 
 T = TypeVar("T")
@@ -509,6 +513,51 @@ def labelled_job(name: str, user: str | None, gpus: int = 1) -> dict[str, Any]:
         job["metadata"]["labels"][USER_LABEL] = user
     job["spec"]["template"]["spec"]["nodeSelector"] = {"gpuaas.dev/pool": "h100"}
     return job
+
+
+TOPOLOGY_POOL = "h200"
+"""The pool Kueue's Topology Aware Scheduling places (nodes.yaml, manifests/15-topology.yaml):
+three nodes of 8 GPUs, flavor h200, 12 + 12 GPUs of training quota."""
+HOSTNAME_LEVEL = "kubernetes.io/hostname"
+# Three Jobs of 5 GPUs take one node each (5 + 5 > 8), leaving 3 free on every node: 9 GPUs of
+# quota free in the cohort, and no node with room for 8.
+TOPOLOGY_FILLERS = (("spread-1", 5), ("spread-2", 5), ("spread-3", 5))
+
+
+def topology_job(
+    name: str, user: str | None, gpus: int = 8, level: str | None = HOSTNAME_LEVEL
+) -> dict[str, Any]:
+    """A training Job on the TAS pool asking for all its pods on one domain of ``level``
+    (Kueue's pod-template annotation; ``None``: no topology asked), ``user``'s if given."""
+    job = job_manifest(name, gpus=gpus)
+    if user:
+        job["metadata"]["labels"][USER_LABEL] = user
+    template = job["spec"]["template"]
+    template["spec"]["nodeSelector"] = {"gpuaas.dev/pool": TOPOLOGY_POOL}
+    if level is not None:
+        template["metadata"]["annotations"][REQUIRED_TOPOLOGY_ANNOTATION] = level
+    return job
+
+
+async def wait_admitted(api: client.ApiClient, namespace: str, names: Sequence[str]) -> None:
+    """Wait until each Job of ``names`` has an admitted Workload."""
+
+    async def admitted() -> bool:
+        for name in names:
+            job = await batch(api).read_namespaced_job(name, namespace)
+            if not has_condition(await workload_of(api, namespace, job.metadata.uid), "Admitted"):
+                return False
+        return True
+
+    await wait_for(f"{', '.join(names)} admitted", admitted, 60)
+
+
+async def spread_topology_pool(api: client.ApiClient, namespace: str = "team-a") -> None:
+    """:data:`TOPOLOGY_FILLERS` (unlabelled), one per node of the TAS pool, admitted: after
+    them every node has 3 GPUs free, so an 8-GPU Job on one node waits for topology."""
+    for name, gpus in TOPOLOGY_FILLERS:
+        await create_job(api, namespace, topology_job(name, None, gpus))
+    await wait_admitted(api, namespace, [name for name, _ in TOPOLOGY_FILLERS])
 
 
 async def clear_jobs(cluster: Cluster, namespace: str = "team-a", as_user: str = "alice") -> None:
