@@ -39,14 +39,16 @@ Volumes: a PersistentVolumeClaim mounted at a container's home (its ``HOME`` in 
 its ``workingDir``, else ``/home/jovyan`` as in Jupyter's images; with ``subPath`` if given) makes
 that volume's directory (devcluster/provisioner.py's ``hostPath``) the container's working
 directory and ``HOME``, so that what a user saves outlives the pod, as a home on a persistent
-volume does; a claim that is not bound to such a volume fails the pod (FailedMount). Without
+volume does; a claim not readable or not bound yet keeps the pod Pending and is read again, as
+a kubelet's volume manager does (FailedMount Warnings; see MOUNT_RETRY). Without
 one, the pod's own ``home`` is the working directory and goes with the pod.
 
 What it does not do: pull or unpack images (the command runs from this machine's PATH, the
 agent's own virtualenv first), mount other volumes (no mount namespaces: other paths are not
 there), isolate anything (no namespaces, cgroups, limits, users:
-the processes run as the agent's user and see the whole machine), read Secrets or ConfigMaps
-(``secretKeyRef``/``configMapKeyRef``/``envFrom`` are refused unless marked optional), exec or
+the processes run as the agent's user and see the whole machine), read ConfigMaps or whole
+Secrets (``configMapKeyRef``/``envFrom`` fail the container unless marked optional; a
+``secretKeyRef`` is read, and waited for as a kubelet does), exec or
 liveness probes, ``kubectl logs``/``exec`` (logs are in the pod directory), or services.
 
 Jupyter: KubeSpawner passes the address to bind in ``JUPYTERHUB_SERVICE_URL`` (host ``0.0.0.0``
@@ -69,6 +71,7 @@ import re
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,7 +119,41 @@ def now() -> str:
 
 
 class MountError(Exception):
-    """A pod's volume is not there (kubelet: FailedMount)."""
+    """A pod's volume is not there yet (kubelet: FailedMount, retried)."""
+
+
+# A kubelet's volume manager (Kubernetes v1.36.3 pkg/kubelet/volumemanager): the populator reads a
+# pod's claims again and again until they resolve, WaitForAttachAndMount gives up after
+# podAttachAndMountTimeout (2 min 3 s), then SyncPod posts a FailedMount Warning "Unable to attach
+# or mount volumes: ..." (pkg/kubelet/kubelet.go) and the pod worker tries again: a pod whose
+# claim cannot be read yet (the Node authorizer has not seen the binding, the claim is still
+# binding) stays Pending until it mounts, is deleted, or passes its activeDeadlineSeconds
+# (pkg/kubelet/active_deadline.go). The agent reads again after MOUNT_RETRY seconds, growing to
+# MOUNT_RETRY_MAX (the kubelet: every 0.1-0.3 s), and posts the Warning as the kubelet does.
+MOUNT_RETRY = 0.3
+MOUNT_RETRY_MAX = 2.0
+MOUNT_TIMEOUT = 123.0
+# A container waiting for its config (a Secret) is tried again after this, doubling to MAX_BACKOFF.
+CONFIG_RETRY = 1.0
+DEADLINE_REASON = "DeadlineExceeded"
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
+
+
+def mount_failure_message(volumes: Iterable[str], error: str) -> str:
+    """The kubelet's FailedMount Warning after WaitForAttachAndMount gave up (kubelet.go and
+    volume_manager.go's "unmounted volumes=..., unattached volumes=..., failed to process
+    volumes=...: ..."); the agent has no attach step, so every volume is in all three lists."""
+    names = "[" + " ".join(sorted(volumes)) + "]"
+    return (
+        f"Unable to attach or mount volumes: unmounted volumes={names}, unattached volumes="
+        f"{names}, failed to process volumes={names}: {error}"
+    )
+
+
+def active_deadline(pod: Mapping[str, Any]) -> float | None:
+    """The pod's ``activeDeadlineSeconds`` (None: no deadline)."""
+    value = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 # A kubelet's FallbackToLogsOnError: at most this many of the log's last bytes and lines
@@ -138,7 +175,14 @@ def termination_message(container: Mapping[str, Any], exit_code: int, log: bytes
 
 
 class ContainerConfigError(Exception):
-    """The container cannot be started as specified (kubelet: CreateContainerConfigError)."""
+    """The container cannot be created yet (kubelet: CreateContainerConfigError): a Secret or
+    key not there or not readable. The kubelet keeps the container Waiting and tries again at
+    each sync, whatever the restart policy; so does the agent."""
+
+
+class UnsupportedSpecError(ContainerConfigError):
+    """The spec asks for what the agent cannot do (envFrom, ConfigMaps, no command): no retry can
+    help, so the container fails at once (the dev cluster's own; a kubelet would run it)."""
 
 
 def _tail_of(path: Path) -> bytes:
@@ -206,7 +250,7 @@ def _field_path(pod: Mapping[str, Any], path: str, pod_ip: str, host_ip: str) ->
     m = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
     if m:
         return str(meta.get(m.group(1), {}).get(m.group(2), ""))
-    raise ContainerConfigError(f"unsupported fieldRef {path!r}")
+    raise UnsupportedSpecError(f"unsupported fieldRef {path!r}")
 
 
 def _resource_field(container: Mapping[str, Any], ref: Mapping[str, Any]) -> str:
@@ -248,7 +292,7 @@ def container_env(
         for src in container["envFrom"]:
             ref = src.get("configMapRef") or src.get("secretRef") or {}
             if not ref.get("optional"):
-                raise ContainerConfigError("envFrom (ConfigMaps/Secrets) is not supported")
+                raise UnsupportedSpecError("envFrom (ConfigMaps/Secrets) is not supported")
     for item in container.get("env", []) or []:
         name = item["name"]
         if "value" in item:
@@ -292,7 +336,7 @@ def _value_from(
         return None
     ref = vf.get("secretKeyRef") or vf.get("configMapKeyRef") or {}
     if not ref.get("optional"):
-        raise ContainerConfigError(
+        raise UnsupportedSpecError(
             f"env {name}: only value, fieldRef and resourceFieldRef are supported"
         )
     return None
@@ -313,7 +357,7 @@ def container_argv(container: Mapping[str, Any], env: Mapping[str, str], pod_ip:
     args = [expand(str(a), env) for a in container.get("args") or []]
     argv = command + args
     if not argv:
-        raise ContainerConfigError(
+        raise UnsupportedSpecError(
             "no command or args: images are not run here, so the entrypoint is unknown"
         )
     out: list[str] = []
@@ -526,6 +570,7 @@ class Container:
     last_terminated: dict[str, Any] | None = None
     ready: bool = False
     waiting_reason: str | None = "ContainerCreating"
+    waiting_message: str | None = None
 
     @property
     def name(self) -> str:
@@ -555,7 +600,10 @@ class Container:
             }
             st["started"] = False
         else:
-            st["state"] = {"waiting": {"reason": self.waiting_reason or "ContainerCreating"}}
+            waiting: dict[str, str] = {"reason": self.waiting_reason or "ContainerCreating"}
+            if self.waiting_message:
+                waiting["message"] = self.waiting_message
+            st["state"] = {"waiting": waiting}
             st["started"] = False
         if self.last_terminated:
             st["lastState"] = {"terminated": self.last_terminated}
@@ -575,6 +623,8 @@ class PodRun:
     init_containers: list[Container] = field(default_factory=list)
     phase: str = "Pending"
     start_time: str = field(default_factory=now)
+    # The same moment on the monotonic clock: activeDeadlineSeconds counts from it.
+    started: float = field(default_factory=time.monotonic)
     initialized: bool = False
     stop_requested: asyncio.Event = field(default_factory=asyncio.Event)
     grace: float = 30.0
@@ -1106,25 +1156,13 @@ class NodeAgent:
         (run.poddir / "vgpu").mkdir(exist_ok=True)
 
     async def _spawn(self, run: PodRun, c: Container) -> bool:
-        c.waiting_reason = None
-        try:
-            env = container_env(
-                run.pod,
-                c.spec,
-                pod_ip=run.ip,
-                host_ip="127.0.0.1",
-                workdir=run.home_of(c),
-                base=self.base_env,
-                secrets=await self._secret_values(run.namespace, c.spec),
-                tmpdir=run.poddir / "tmp",
-                devices=self._device_env(run, c),
-            )
-            argv = container_argv(c.spec, env, run.ip)
-        except ContainerConfigError as e:
-            c.exit_code, c.reason, c.message = 128, "CreateContainerConfigError", str(e)
-            c.started_at = c.finished_at = now()
-            await self._event(run, "Failed", f"container {c.name}: {e}", "Warning")
+        """Create and start container ``c``. True when it runs; False when it could not start
+        (terminated, exit code 128: StartError, or a spec the agent cannot run) or the pod was
+        deleted while its config waited for a Secret (see _configure)."""
+        configured = await self._configure(run, c)
+        if configured is None:
             return False
+        env, argv = configured
         logfile = run.poddir / "logs" / f"{c.name}.log"
         logfile.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -1158,6 +1196,48 @@ class NodeAgent:
         self._save_processes()
         await self._event(run, "Started", f"Started container {c.name} (pid {c.proc.pid})")
         return True
+
+    async def _configure(
+        self, run: PodRun, c: Container
+    ) -> tuple[dict[str, str], list[str]] | None:
+        """The container's environment and command line. A Secret or key not there or not
+        readable yet keeps it Waiting (CreateContainerConfigError, with the kubelet's Warning
+        "Error: ...") and is tried again with back-off until it is, whatever the restart policy,
+        as the kubelet's pod worker does (pkg/kubelet/kuberuntime/kuberuntime_container.go
+        startContainer; pod_workers.go back-off); None if the pod is deleted meanwhile. A spec the
+        agent cannot run fails the container at once (None)."""
+        backoff = CONFIG_RETRY
+        while True:
+            c.waiting_reason = c.waiting_message = None
+            try:
+                env = container_env(
+                    run.pod,
+                    c.spec,
+                    pod_ip=run.ip,
+                    host_ip="127.0.0.1",
+                    workdir=run.home_of(c),
+                    base=self.base_env,
+                    secrets=await self._secret_values(run.namespace, c.spec),
+                    tmpdir=run.poddir / "tmp",
+                    devices=self._device_env(run, c),
+                )
+                return env, container_argv(c.spec, env, run.ip)
+            except UnsupportedSpecError as e:
+                c.exit_code, c.reason, c.message = 128, "CreateContainerConfigError", str(e)
+                c.started_at = c.finished_at = now()
+                await self._event(run, "Failed", f"container {c.name}: {e}", "Warning")
+                return None
+            except ContainerConfigError as e:
+                # Waiting, not terminated: an earlier run's exit is its lastState.
+                c.proc, c.exit_code, c.ready = None, None, False
+                c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(e)
+                await self._report(run)
+                await self._event(run, "Failed", f"Error: {e}", "Warning")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(run.stop_requested.wait(), backoff)
+            if run.stop_requested.is_set():
+                return None
+            backoff = min(backoff * 2, MAX_BACKOFF)
 
     async def _secret_values(
         self, namespace: str, spec: Mapping[str, Any]
@@ -1313,14 +1393,10 @@ class NodeAgent:
             await self._wait_for_deletion(run)
 
     async def _admit(self, run: PodRun) -> bool:
-        """Pick the pod's devices and find its volumes; if they are not there, fail it as a
-        kubelet does, and say False."""
-        try:
-            await self._mount_homes(run)
-        except MountError as e:
-            run.phase, run.reason, run.message = "Failed", "FailedMount", str(e)
-            await self._report(run)
-            await self._event(run, "FailedMount", run.message, "Warning")
+        """Find the pod's volumes (waiting for them as a kubelet does) and pick its devices;
+        False when the pod will not run: deleted or past its deadline while its volumes were
+        not there, or its devices are not (failed as a kubelet fails it)."""
+        if not await self._mount_when_ready(run):
             return False
         if not self.gpus:
             return True
@@ -1335,11 +1411,51 @@ class NodeAgent:
             return False
         return True
 
+    async def _mount_when_ready(self, run: PodRun) -> bool:
+        """Mount the pod's volumes, trying again while they are not there (see MOUNT_RETRY): the
+        pod stays Pending, with the kubelet's FailedMount Warning each MOUNT_TIMEOUT. True once
+        mounted; False when the pod was deleted meanwhile, or passed its activeDeadlineSeconds
+        (then Failed, DeadlineExceeded, as the kubelet's active deadline handler does)."""
+        deadline = active_deadline(run.pod)
+        retry, last_warning, last_error = MOUNT_RETRY, time.monotonic(), ""
+        while True:
+            try:
+                await self._mount_homes(run)
+                return True
+            except MountError as e:
+                if not last_error:  # Pending, its containers ContainerCreating
+                    await self._report(run)
+                if str(e) != last_error:
+                    log.info("pod %s/%s waits for its volumes: %s", run.namespace, run.name, e)
+                last_error = str(e)
+            elapsed = time.monotonic() - run.started
+            if deadline is not None and elapsed >= deadline:
+                run.phase, run.reason, run.message = "Failed", DEADLINE_REASON, DEADLINE_MESSAGE
+                await self._report(run)
+                await self._event(run, DEADLINE_REASON, DEADLINE_MESSAGE)
+                return False
+            if time.monotonic() - last_warning >= MOUNT_TIMEOUT:
+                last_warning = time.monotonic()
+                message = mount_failure_message(self._home_volumes(run), last_error)
+                await self._event(run, "FailedMount", message, "Warning")
+            pause = retry if deadline is None else min(retry, max(deadline - elapsed, 0.0))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(run.stop_requested.wait(), pause)
+            if run.stop_requested.is_set():
+                return False
+            retry = min(retry * 2, MOUNT_RETRY_MAX)
+
+    @staticmethod
+    def _home_volumes(run: PodRun) -> set[str]:
+        """The names of the pod's volumes mounted at a container's home."""
+        containers = [*run.init_containers, *run.containers]
+        return {mount["name"] for c in containers if (mount := home_mount(c.spec)) is not None}
+
     async def _mount_homes(self, run: PodRun) -> None:
         """The directories of the volumes at the containers' homes (MountError if a claim has
         no local volume)."""
         containers = [*run.init_containers, *run.containers]
-        wanted = {mount["name"] for c in containers if (mount := home_mount(c.spec)) is not None}
+        wanted = self._home_volumes(run)
         directories: dict[str, Path] = {}
         for volume in run.pod["spec"].get("volumes") or []:
             claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
@@ -1353,14 +1469,29 @@ class NodeAgent:
                 run.homes[c.name] = home
 
     async def _claim_directory(self, namespace: str, claim: str) -> Path:
-        # The Node authorizer lets a node read the claims and volumes of its pods.
+        # The Node authorizer lets a node read the claims and volumes of its pods, once its graph
+        # has the pod's binding: a refusal a moment after the pod was bound is tried again.
+        # The words are the kubelet's populator's (desired_state_of_world_populator.go).
         try:
             pvc = await self.core.read_namespaced_persistent_volume_claim(claim, namespace)
-            if not pvc.spec.volume_name or (pvc.status and pvc.status.phase != "Bound"):
-                raise MountError(f"persistentVolumeClaim {claim} is not bound to a volume")
+        except ApiException as e:
+            raise MountError(
+                f"error processing PVC {namespace}/{claim}: failed to fetch PVC from API server: "
+                f"{e.reason} ({e.status})"
+            ) from e
+        phase = pvc.status.phase if pvc.status else None
+        if not pvc.spec.volume_name or phase != "Bound":
+            raise MountError(
+                f"error processing PVC {namespace}/{claim}: PVC {namespace}/{claim} has non-bound "
+                f"phase ({phase!r}) or empty pvc.Spec.VolumeName ({pvc.spec.volume_name or ''!r})"
+            )
+        try:
             pv = await self.core.read_persistent_volume(pvc.spec.volume_name)
         except ApiException as e:
-            raise MountError(f"persistentVolumeClaim {claim}: {e.reason}") from e
+            raise MountError(
+                f"error processing PVC {namespace}/{claim}: failed to fetch PV "
+                f"{pvc.spec.volume_name} from API server: {e.reason} ({e.status})"
+            ) from e
         if pv.spec.host_path is None or not pv.spec.host_path.path:
             raise MountError(
                 f"volume {pv.metadata.name} of claim {claim} is not a directory of this node "
@@ -1373,7 +1504,10 @@ class NodeAgent:
         policy is Never) or until the pod is deleted; False when the pod failed."""
         backoff = 1.0
         while not run.stop_requested.is_set():
-            if await self._spawn(run, c):
+            started = await self._spawn(run, c)
+            if run.stop_requested.is_set():
+                return True  # deleted while it waited: the caller stops the pod
+            if started:
                 await self._report(run)
                 waiter = asyncio.create_task(self._wait_exit(c))
                 stop = asyncio.create_task(run.stop_requested.wait())
@@ -1400,6 +1534,8 @@ class NodeAgent:
         the restart policy says) or the pod is deleted."""
         for c in run.containers:
             await self._spawn(run, c)
+            if run.stop_requested.is_set():
+                return  # deleted while a container waited for its config
         run.phase = "Running"
         for c in run.containers:
             if c.proc is not None and c.exit_code is None and not c.spec.get("readinessProbe"):
