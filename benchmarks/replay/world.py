@@ -172,14 +172,16 @@ def load_organisation(
     manifests: Path = DEFAULT_MANIFESTS,
     nodes: Path = DEFAULT_NODES,
     scale: float = 1.0,
-    exclude_flavors: Iterable[str] = ("local", "local-hami", "local-h100"),
+    exclude_flavors: Iterable[str] = ("local", "local-hami", "local-h100", "h200"),
     transformations: Sequence[brain.ResourceTransformation] | None = None,
 ) -> Organisation:
     """The sample organisation from the dev cluster's files, GPU pools and quotas × ``scale``.
 
     ``exclude_flavors``: the node agent's real node ("local", its HAMi L4 "local-hami" and its
     shared H100s "local-h100") is the demo's, not a GPU pool of the organisation; ClusterQueues
-    left with no quota at all (demo-training) go with it. ``transformations``: Kueue's resource
+    left with no quota at all (demo-training) go with it. "h200" is the dev cluster's pool for
+    Kueue's Topology Aware Scheduling (its flavor has a topologyName, so Kueue admits on it only
+    Workloads that ask for a topology, which the sample's Jobs and notebooks do not). ``transformations``: Kueue's resource
     transformations (the catalog's ``resource_transformations``; default the demo catalog's),
     to count the HAMi pool (``l4-hami``) in ``total-gpumem`` and ``total-gpucores`` as its
     quotas are.
