@@ -181,10 +181,10 @@ def load_organisation(
     shared H100s "local-h100") is the demo's, not a GPU pool of the organisation; ClusterQueues
     left with no quota at all (demo-training) go with it. "h200" is the dev cluster's pool for
     Kueue's Topology Aware Scheduling (its flavor has a topologyName, so Kueue admits on it only
-    Workloads that ask for a topology, which the sample's Jobs and notebooks do not). ``transformations``: Kueue's resource
-    transformations (the catalog's ``resource_transformations``; default the demo catalog's),
-    to count the HAMi pool (``l4-hami``) in ``total-gpumem`` and ``total-gpucores`` as its
-    quotas are.
+    Workloads that ask for a topology, which the sample's Jobs and notebooks do not).
+    ``transformations``: Kueue's resource transformations (the catalog's
+    ``resource_transformations``; default the demo catalog's), to count the HAMi pool
+    (``l4-hami``) in ``total-gpumem`` and ``total-gpucores`` as its quotas are.
     """
     if transformations is None:
         transformations = brain.load_catalog(str(DEFAULT_CATALOG)).transformations
