@@ -1247,7 +1247,8 @@ def homes_check(facts: Facts) -> Check | None:
         )
     first = shared[0]
     uid = f"user id {first.uid}" if first.uid is not None else "the image's user id"
-    more = f" ({len(shared) - 1} more such pairs)" if len(shared) > 1 else ""
+    others = len(shared) - 1
+    more = f" ({others} more pair{'s' if others > 1 else ''})" if others else ""
     return Check(
         "homes",
         "wrong",

@@ -177,7 +177,7 @@ def test_a_shared_home_is_wrong_and_says_who_can_reach_whom_and_the_fix() -> Non
     assert check.status == "wrong"
     assert check.detail.startswith(
         "bob's server can write into alice's home (NFS nfs-1:/export,"
-        f" /alice/{FOLDER}), both as user id 1000 (5 more such pairs)"
+        f" /alice/{FOLDER}), both as user id 1000 (5 more pairs)"
     )
     assert "restoring it runs bob's code as alice" in check.detail
     assert "claim-{username}" in check.fix
