@@ -48,6 +48,7 @@ SDIST_NEEDS = (
     "LICENSE",
     "README.md",
     "jupyter-config/server-config/jupyter_gpuaas.json",
+    "jupyter-config/labconfig/jupyter_gpuaas.json",
     "labextension/src/index.ts",
     "labextension/schema/plugin.json",
     "culler/gpuaas_service/console/tsconfig.json",
@@ -60,6 +61,8 @@ SDIST_NEEDS = (
 SDIST_NEVER = (
     ".venv",
     ".venv-hub55",
+    ".venv-py310",
+    ".venv-py313",
     "node_modules",
     ".import_linter_cache",
     ".mypy_cache",
@@ -163,6 +166,7 @@ def test_wheel_holds_only_the_projects_import_names_and_its_jupyter_files(built:
     data = f"{DIST_NAME}-{VERSION}.data"
     assert top == IMPORT_NAMES | {f"{DIST_NAME}-{VERSION}.dist-info", data}
     assert f"{data}/data/etc/jupyter/jupyter_server_config.d/jupyter_gpuaas.json" in names
+    assert f"{data}/data/etc/jupyter/labconfig/page_config.d/jupyter_gpuaas.json" in names
     lab = f"{data}/data/share/jupyter/labextensions/jupyter-gpuaas"
     assert {f"{lab}/package.json", f"{lab}/install.json", f"{lab}/static/style.js"} <= set(names)
     assert "gpuaas_service/console/static/js/culler/gpuaas_service/console/src/main.js" in names
