@@ -45,6 +45,7 @@ __all__ = [
     "is_qualified_name",
     "key_path",
     "object_items",
+    "quote",
     "read_bool",
     "read_duration",
     "read_entries",
@@ -178,7 +179,7 @@ def string_items(errs: FieldErrors, path: str, items: list[Any]) -> list[str]:
 _QUOTE_CHARS = 40
 
 
-def _quote(value: object) -> str:
+def quote(value: object) -> str:
     """``repr(value)`` as a message quotes it, cut to a bounded length (``…`` where cut): what
     a reader echoes of its input stays short whatever the input."""
     text = repr(value)
@@ -248,7 +249,7 @@ def read_str(
             )
         return default
     value = data[key]
-    words = {"key": key, "raw": value, "value": _quote(value), "type": type_name(value)}
+    words = {"key": key, "raw": value, "value": quote(value), "type": type_name(value)}
     if not isinstance(value, str):
         errs.add(path, say("not_string", **words))
         return default
@@ -274,7 +275,7 @@ def read_one_of(
     value = data[key]
     if not isinstance(value, str) or value not in choices:
         more = did_you_mean(str(value), choices)
-        errs.add(key_path(base, key), f"{_quote(value)} is not one of {', '.join(choices)}{more}")
+        errs.add(key_path(base, key), f"{quote(value)} is not one of {', '.join(choices)}{more}")
         return None
     return value
 
@@ -327,7 +328,7 @@ def _read_amount(
     value = data[key]
     if isinstance(value, str) and len(value) <= text_digits and _DIGITS_RE.fullmatch(value):
         value = int(value)
-    words = {"key": key, "raw": value, "value": _quote(value)}
+    words = {"key": key, "raw": value, "value": quote(value)}
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
@@ -399,7 +400,7 @@ def read_bool(
         return default
     value = data[key]
     if not isinstance(value, bool):
-        errs.add(key_path(base, key), f"must be true or false, not {_quote(value)}")
+        errs.add(key_path(base, key), f"must be true or false, not {quote(value)}")
         return default
     return value
 

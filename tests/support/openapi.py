@@ -1,11 +1,8 @@
 """The two OpenAPI documents of the HTTP API, for the tests and ``make lint``.
 
-``jupyter_gpuaas/server/openapi.json`` is the server extension's; it also holds the payloads the
-gpuaas service shares with the servers (what it takes from them and what they pass on to the
-sidebar). ``gpuaas_service/openapi.json`` is the service's; it refers to those shared payloads
-by the extension document's URI (:data:`SHARED_URI`), since the two packages are siblings in a
-wheel but not in the repository, so no relative path reaches from one to the other.
-:func:`document` resolves those references into a self-contained document.
+What they are and how the service's names the extension's shared payloads is
+:mod:`jupyter_gpuaas.core.api_documents`, which loads them (the servers check request bodies
+against them at run time); :func:`document` is its self-contained document, kept once here.
 
 :func:`answer_errors` checks a real answer against its operation with openapi-core;
 :func:`schema_errors` checks a payload against one schema of ``components``.
@@ -22,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import jsonschema
@@ -31,16 +28,14 @@ from openapi_core.testing import MockRequest, MockResponse
 
 import gpuaas_service
 import jupyter_gpuaas.server
-
-Server = Literal["extension", "service"]
+from jupyter_gpuaas.core import api_documents
+from jupyter_gpuaas.core.api_documents import LOCAL
+from jupyter_gpuaas.core.api_documents import Server as Server
 
 PATHS: dict[Server, Path] = {
     "extension": Path(jupyter_gpuaas.server.__file__).parent / "openapi.json",
     "service": Path(gpuaas_service.__file__).parent / "openapi.json",
 }
-SHARED_URI = "urn:jupyter-gpuaas:server-extension-api"
-"""How the service's document names the extension's (``$ref: "<this>#/components/schemas/X"``)."""
-LOCAL = "#/components/schemas/"
 PREFIXES: dict[Server, str] = {"extension": "/gpuaas/api", "service": "/services/gpuaas"}
 """Each document's server URL as the tests' requests see it (the extension's base URL: ``/``)."""
 METHODS = ("get", "put", "post", "delete", "patch")
@@ -56,52 +51,14 @@ CALLERS = (
 each is): the columns of the authorisation tables."""
 
 
-def _refs(node: Any) -> Iterator[str]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "$ref" and isinstance(value, str):
-                yield value
-            else:
-                yield from _refs(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _refs(value)
-
-
-def _rewrite(node: Any) -> Any:
-    """``node`` with references to the shared document made local."""
-    if isinstance(node, dict):
-        return {
-            k: (v.replace(SHARED_URI, "") if k == "$ref" and isinstance(v, str) else _rewrite(v))
-            for k, v in node.items()
-        }
-    if isinstance(node, list):
-        return [_rewrite(v) for v in node]
-    return node
-
-
 def raw(server: Server) -> dict[str, Any]:
     """The document as it is stored."""
-    loaded: dict[str, Any] = json.loads(PATHS[server].read_text(encoding="utf-8"))
-    return loaded
+    return api_documents.raw_document(server)
 
 
 @cache
 def _document(server: Server) -> dict[str, Any]:
-    doc = raw(server)
-    if server == "service":
-        shared = raw("extension")["components"]["schemas"]
-        schemas = doc["components"]["schemas"]
-        todo = [r for r in _refs(doc) if r.startswith(SHARED_URI + LOCAL)]
-        while todo:
-            name = todo.pop().removeprefix(SHARED_URI + LOCAL)
-            if name in schemas:
-                continue
-            assert name in shared, f"the service's document names {name!r}, which is not shared"
-            schemas[name] = shared[name]
-            todo += [SHARED_URI + r for r in _refs(shared[name]) if r.startswith(LOCAL)]
-        doc = _rewrite(doc)
-    return doc
+    return api_documents.document(server)
 
 
 def document(server: Server) -> dict[str, Any]:

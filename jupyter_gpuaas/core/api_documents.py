@@ -1,0 +1,360 @@
+"""The two OpenAPI documents of the HTTP API, and the request bodies they allow, checked at run
+time by both servers (docs/api.md).
+
+``jupyter_gpuaas/server/openapi.json`` is the server extension's; it also holds the payloads the
+gpuaas service shares with the servers (what it takes from them and what they pass on to the
+sidebar). ``gpuaas_service/openapi.json`` is the service's; it refers to those shared payloads
+by the extension document's URI (:data:`SHARED_URI`), since the two packages are siblings in a
+wheel but not in the repository, so no relative path reaches from one to the other.
+:func:`document` resolves those references into a self-contained document: what the servers
+check bodies against, what the tests check answers against, what a stock tool can load.
+
+:class:`RequestBodies` holds a compiled validator for each JSON request body of one document,
+built once when a server starts (a server reports its activity every few seconds: a request
+pays for a validation, never for a compilation). :meth:`RequestBodies.read` parses a body and
+checks it against its operation; :class:`BodyRefused` lists every problem at its field path, in
+the words of :mod:`jupyter_gpuaas.core.fields` (``kernels[0].connections: must be at least 0,
+not -1``), so that the document and the handlers cannot disagree: what the document forbids is
+a 400 naming the field, before a handler reads the body. Checks the document cannot state (a
+time ahead of the service's clock, a team the caller is not in) stay with the handlers.
+
+Two readings differ from a stock JSON Schema validator's, both stricter: an ``integer`` is a
+whole number written without a fraction (``1``, not ``1.0``, which Python reads as a float),
+and ``format`` is not checked here (the handlers read times themselves).
+
+Pure apart from reading the documents, which are package data, once per process.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+import jsonschema
+from jsonschema.exceptions import ValidationError
+
+from jupyter_gpuaas.core.fields import (
+    FieldError,
+    did_you_mean,
+    key_path,
+    quote,
+    type_name,
+)
+from jupyter_gpuaas.core.parsing import MAX_DEPTH, ParseError, load_json
+
+__all__ = [
+    "LOCAL",
+    "MAX_BODY_ERRORS",
+    "SHARED_URI",
+    "BodyRefused",
+    "RequestBodies",
+    "Server",
+    "bundled",
+    "document",
+    "field_path",
+    "raw_document",
+    "references",
+    "request_bodies",
+]
+
+Server = Literal["extension", "service"]
+
+LOCATIONS: Mapping[Server, tuple[str, str]] = {
+    "extension": ("jupyter_gpuaas", "server/openapi.json"),
+    "service": ("gpuaas_service", "openapi.json"),
+}
+"""Where each document is, as (package, path in it): package data, read through
+:mod:`importlib.resources` (the service's package is named, not imported, here)."""
+SHARED_URI = "urn:jupyter-gpuaas:server-extension-api"
+"""How the service's document names the extension's (``$ref: "<this>#/components/schemas/X"``)."""
+LOCAL = "#/components/schemas/"
+MAX_BODY_ERRORS = 20
+"""Problems a refusal lists (the rest are counted): an answer never grows with the input."""
+_MESSAGE_ERRORS = 5
+"""Problems a refusal's one-line message names (the sidebar shows the message)."""
+
+
+def raw_document(server: Server) -> dict[str, Any]:
+    """The document as it is stored (a new copy each call)."""
+    package, path = LOCATIONS[server]
+    resource = resources.files(package)
+    for part in path.split("/"):
+        resource = resource / part
+    loaded: dict[str, Any] = json.loads(resource.read_text(encoding="utf-8"))
+    return loaded
+
+
+def references(node: Any) -> Iterator[str]:
+    """Every ``$ref`` in ``node``, depth first."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                yield value
+            else:
+                yield from references(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from references(value)
+
+
+def _made_local(node: Any) -> Any:
+    """``node`` with references to the shared document made local."""
+    if isinstance(node, dict):
+        return {
+            k: (v.replace(SHARED_URI, "") if k == "$ref" and isinstance(v, str) else _made_local(v))
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_made_local(v) for v in node]
+    return node
+
+
+def bundled(own: Mapping[str, Any], shared: Mapping[str, Any]) -> dict[str, Any]:
+    """``own`` with each schema it names of ``shared`` (by :data:`SHARED_URI`), and those they
+    name in turn, copied into its ``components/schemas``, and its references made local.
+    A name it gives that ``shared`` does not hold is a :class:`KeyError`."""
+    doc = copy.deepcopy(dict(own))
+    theirs = shared["components"]["schemas"]
+    schemas = doc["components"]["schemas"]
+    todo = [r for r in references(doc) if r.startswith(SHARED_URI + LOCAL)]
+    while todo:
+        name = todo.pop().removeprefix(SHARED_URI + LOCAL)
+        if name in schemas:
+            continue
+        if name not in theirs:
+            raise KeyError(f"the service's document names {name!r}, which is not shared")
+        schemas[name] = copy.deepcopy(theirs[name])
+        todo += [SHARED_URI + r for r in references(theirs[name]) if r.startswith(LOCAL)]
+    made: dict[str, Any] = _made_local(doc)
+    return made
+
+
+@cache
+def _document(server: Server) -> dict[str, Any]:
+    own = raw_document(server)
+    return bundled(own, raw_document("extension")) if server == "service" else own
+
+
+def document(server: Server) -> dict[str, Any]:
+    """The server's document, self-contained (a copy: callers may change it)."""
+    return copy.deepcopy(_document(server))
+
+
+# --------------------------------------------------------------------------- request bodies
+
+
+def _whole_number(_checker: object, value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _whole_number),
+)
+"""JSON Schema 2020-12 (OpenAPI 3.1's dialect) with whole numbers as Python reads JSON."""
+
+
+class BodyRefused(ValueError):
+    """A request body that is not JSON or not what its operation's document allows: every
+    problem at its field path (at most :data:`MAX_BODY_ERRORS`; ``more`` counts the rest)."""
+
+    def __init__(self, errors: Iterable[FieldError], more: int = 0, *, not_json: bool = False):
+        self.errors = tuple(errors)
+        self.more = more
+        self.not_json = not_json
+        named = self.errors[:_MESSAGE_ERRORS]
+        rest = more + len(self.errors) - len(named)
+        tail = f"; and {rest} more problem(s)" if rest else ""
+        words = "; ".join(str(e) for e in named) + tail
+        super().__init__(f"not JSON: {words}" if not_json else words)
+
+
+@dataclass(frozen=True)
+class _Body:
+    required: bool
+    validator: Any  # a jsonschema validator (jsonschema ships no type hints)
+
+
+class RequestBodies:
+    """The JSON request bodies of one document, each operation's (by ``operationId``) with its
+    validator compiled. Build it once per process (:func:`request_bodies`)."""
+
+    def __init__(self, doc: Mapping[str, Any]) -> None:
+        components = doc.get("components", {})
+        self._bodies: dict[str, _Body] = {}
+        for item in doc.get("paths", {}).values():
+            for operation in item.values():
+                body = operation.get("requestBody") if isinstance(operation, dict) else None
+                media = body.get("content", {}).get("application/json") if body else None
+                if body is None or media is None:
+                    continue  # no body, or another media type its handler reads itself
+                schema = {**media.get("schema", {}), "components": components}
+                _Validator.check_schema(schema)
+                self._bodies[operation["operationId"]] = _Body(
+                    bool(body.get("required")), _Validator(schema)
+                )
+
+    def __contains__(self, operation: str) -> bool:
+        return operation in self._bodies
+
+    @property
+    def operations(self) -> list[str]:
+        """The ``operationId`` of each operation that takes a JSON body."""
+        return list(self._bodies)
+
+    def errors(self, operation: str, body: Any) -> tuple[list[FieldError], int]:
+        """What is wrong with ``body`` (parsed JSON; ``None``: none sent) for ``operation``:
+        the first :data:`MAX_BODY_ERRORS` problems and how many more there are."""
+        spec = self._bodies[operation]
+        if body is None:
+            if spec.required:
+                return [FieldError("(body)", "is required: send a JSON object")], 0
+            return [], 0
+        found: list[FieldError] = []
+        seen: set[FieldError] = set()
+        for error in spec.validator.iter_errors(body):
+            for problem in _field_errors(error):
+                if problem not in seen:  # "required": one error per missing field, each read
+                    seen.add(problem)  # as all of them
+                    found.append(problem)
+        return found[:MAX_BODY_ERRORS], max(len(found) - MAX_BODY_ERRORS, 0)
+
+    def read(
+        self,
+        operation: str,
+        data: bytes | str,
+        *,
+        max_bytes: int | None = None,
+        max_depth: int = MAX_DEPTH,
+    ) -> Any:
+        """The body ``data`` of a request to ``operation`` as JSON (``None`` when empty and
+        the operation allows that), bounded as :func:`~jupyter_gpuaas.core.parsing.load_json`
+        bounds it (``max_bytes``: by default its own length, which the server bounded);
+        :class:`BodyRefused` when it is not JSON or not what the document allows."""
+        try:
+            body = load_json(
+                data, max_bytes=len(data) if max_bytes is None else max_bytes, max_depth=max_depth
+            )
+        except ParseError as e:
+            raise BodyRefused([FieldError(e.path, e.message)], not_json=True) from None
+        found, more = self.errors(operation, body)
+        if found:
+            raise BodyRefused(found, more)
+        return body
+
+
+@cache
+def request_bodies(server: Server) -> RequestBodies:
+    """The server's :class:`RequestBodies`, compiled on the first call (each server's app calls
+    this as it starts)."""
+    return RequestBodies(_document(server))
+
+
+# --------------------------------------------------------------------------- the words
+
+
+def field_path(parts: Iterable[str | int]) -> str:
+    """A JSON path as the project writes field paths: ``kernels[0].last_activity``,
+    ``parameters["a b"]``; the whole body: ``(body)``."""
+    path = ""
+    for part in parts:
+        path = f"{path}[{part}]" if isinstance(part, int) else key_path(path, part)
+    return path or "(body)"
+
+
+_TYPE_WORDS = {
+    "string": "a string",
+    "integer": "a whole number",
+    "number": "a number",
+    "boolean": "true or false",
+    "object": "an object",
+    "array": "a list",
+    "null": "null",
+}
+
+
+def _kind(value: Any) -> str:
+    """A value as "not ..." names it: a scalar itself (quoted, cut short), else its kind."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return "null" if value is None else quote(value)
+    return type_name(value)
+
+
+def _field_errors(error: ValidationError) -> list[FieldError]:
+    """One jsonschema error as field errors (several for ``additionalProperties``)."""
+    path = field_path(error.absolute_path)
+    keyword, limit, value = error.validator, error.validator_value, error.instance
+    if keyword == "required":
+        return [
+            FieldError(key_path("" if path == "(body)" else path, name), "is required")
+            for name in limit
+            if isinstance(value, dict) and name not in value
+        ]
+    if keyword == "additionalProperties" and isinstance(value, dict):
+        known = list(error.schema.get("properties", {}))
+        base = "" if path == "(body)" else path
+        return [
+            FieldError(key_path(base, str(name)), f"unknown field{_known(str(name), known)}")
+            for name in value
+            if name not in known
+        ]
+    return [FieldError(path, _message(str(keyword), limit, value, error))]
+
+
+def _type_words(limit: Any, value: Any) -> str:
+    kinds = [limit] if isinstance(limit, str) else list(limit)
+    wanted = " or ".join(_TYPE_WORDS.get(k, k) for k in kinds)
+    return f"must be {wanted}, not {_kind(value)}"
+
+
+def _enum_words(limit: Any, value: Any) -> str:
+    choices = [str(c) for c in limit]
+    more = did_you_mean(value, choices) if isinstance(value, str) else ""
+    return f"{quote(value)} is not one of {', '.join(choices)}{more}"
+
+
+def _length_words(limit: Any, value: Any) -> str:
+    if limit == 1:
+        return "must not be empty"
+    return f"must be at least {limit} characters, not {len(value)}"
+
+
+_WORDS: Mapping[str, Callable[[Any, Any], str]] = {
+    "type": _type_words,
+    "enum": _enum_words,
+    "const": lambda limit, value: f"must be {quote(limit)}, not {quote(value)}",
+    "minimum": lambda limit, value: f"must be at least {limit}, not {quote(value)}",
+    "maximum": lambda limit, value: f"must be at most {limit}, not {quote(value)}",
+    "exclusiveMinimum": lambda limit, value: f"must be more than {limit}, not {quote(value)}",
+    "exclusiveMaximum": lambda limit, value: f"must be less than {limit}, not {quote(value)}",
+    "minLength": _length_words,
+    "maxLength": lambda limit, value: f"must be at most {limit} characters, not {len(value)}",
+    "minItems": lambda limit, value: f"must list at least {limit} items, not {len(value)}",
+    "maxItems": lambda limit, value: f"must list at most {limit} items, not {len(value)}",
+    "pattern": lambda limit, value: f"{quote(value)} does not match {limit}",
+}
+"""What is wrong, by the keyword that failed, in the words of core/fields.py (values quoted,
+cut short): each takes the keyword's value in the schema and the value in the body."""
+
+
+def _known(name: str, known: list[str]) -> str:
+    """After "unknown field": the closest known one, else the known ones (a few)."""
+    hint = did_you_mean(name, known)
+    if hint or not known or len(known) > _KNOWN_LISTED:
+        return hint
+    return f" (it takes: {', '.join(known)})"
+
+
+_KNOWN_LISTED = 10
+"""The most known fields an "unknown field" lists when none is close."""
+
+
+def _message(keyword: str, limit: Any, value: Any, error: ValidationError) -> str:
+    words = _WORDS.get(keyword)
+    # a keyword the documents' bodies do not use today: jsonschema's words, cut short
+    return words(limit, value) if words else error.message[:200]
