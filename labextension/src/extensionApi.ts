@@ -781,10 +781,12 @@ export interface components {
       /** @constant */
       known?: false;
     };
-    /** @description A refusal of the server extension itself (jupyter-server's JSON error: a bad body, no such kernel, no permission). */
+    /** @description A refusal of the server extension itself (jupyter-server's JSON error: a bad body, no such kernel, no permission); a request body that is not JSON or not what the operation allows adds every problem at its field path (at most 20, more_errors the rest). */
     server_error: {
       message: string;
       reason?: string | null;
+      errors?: components['schemas']['service_field_error'][];
+      more_errors?: number;
     };
   };
   responses: never;
@@ -1116,7 +1118,7 @@ export interface operations {
           'application/json': components['schemas']['service_resize_move'];
         };
       };
-      /** @description Not JSON, or the service's 400. */
+      /** @description A body this operation's schema does not allow (not JSON, a field missing, unknown or of the wrong type: each problem at its field path, `errors`), or the service's 400. */
       400: {
         headers: {
           [name: string]: unknown;
@@ -1395,7 +1397,7 @@ export interface operations {
           'application/json': components['schemas']['service_job'];
         };
       };
-      /** @description A bad body, or the service's field errors. */
+      /** @description A body this operation's schema does not allow (not JSON, a field missing, unknown or of the wrong type: each problem at its field path, `errors`), or the service's field errors. */
       400: {
         headers: {
           [name: string]: unknown;
@@ -1799,7 +1801,7 @@ export interface operations {
           'application/json': components['schemas']['kernel_state_snapshot'];
         };
       };
-      /** @description Not JSON, or a bad `kernel_id`. */
+      /** @description A body this operation's schema does not allow (not JSON, a field missing, unknown or of the wrong type: each problem at its field path, `errors`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -1856,7 +1858,7 @@ export interface operations {
           'application/json': components['schemas']['kernel_state_restore'];
         };
       };
-      /** @description Without `kernel_id` or `path`. */
+      /** @description A body this operation's schema does not allow (not JSON, a field missing, unknown or of the wrong type: each problem at its field path, `errors`), or a `path` that names no notebook. */
       400: {
         headers: {
           [name: string]: unknown;

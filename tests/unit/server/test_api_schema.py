@@ -103,7 +103,7 @@ def test_the_queue_answers_match_the_schema() -> None:
     ("payload", "path"),
     [
         ({"kernels": "x"}, "kernels"),
-        ({"gpu_memory": -1.5}, "gpu_memory"),
+        ({"gpu_memory": 1.5}, "gpu_memory"),
         ({"unexpected": 1}, "(payload)"),
     ],
 )

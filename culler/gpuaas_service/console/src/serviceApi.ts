@@ -2169,7 +2169,7 @@ export interface operations {
           'application/json': components['schemas']['service_report_answer'];
         };
       };
-      /** @description Not JSON, or fails the checks (every problem at its path). */
+      /** @description A body this operation's schema does not allow (not JSON, a field missing, unknown or of the wrong type: each problem at its field path, `errors`), or a report that fails what the schema cannot say (a time more than 2 minutes ahead of the service's clock). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2385,7 +2385,7 @@ export interface operations {
           'application/json': components['schemas']['service_resize_move'];
         };
       };
-      /** @description A bad body, an unknown offering or one not offered. */
+      /** @description A body this operation's schema does not allow (not JSON, a field missing, unknown or of the wrong type: each problem at its field path, `errors`), an unknown offering or one not offered. */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2533,7 +2533,7 @@ export interface operations {
           'application/json': components['schemas']['service_job'];
         };
       };
-      /** @description Field errors (at most 20). */
+      /** @description A body this operation's schema does not allow (not JSON, a field missing, unknown or of the wrong type: each problem at its field path, `errors`), or the request's own checks (the catalog, the path, the parameters; at most 20). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2758,7 +2758,7 @@ export interface operations {
       cookie?: never;
     };
     /** @description Where the copy was written. */
-    requestBody?: {
+    requestBody: {
       content: {
         'application/json': {
           path: string;
@@ -2775,7 +2775,7 @@ export interface operations {
           'application/json': Record<string, never>;
         };
       };
-      /** @description A bad body. */
+      /** @description A body this operation's schema does not allow (not JSON, a field missing, unknown or of the wrong type: each problem at its field path, `errors`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2961,7 +2961,7 @@ export interface operations {
           'application/json': Record<string, never>;
         };
       };
-      /** @description Not a log. */
+      /** @description A body this operation's schema does not allow (not JSON, a field missing, unknown or of the wrong type: each problem at its field path, `errors`). */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3013,8 +3013,11 @@ export interface operations {
     requestBody: {
       content: {
         'application/json': {
-          status: string;
-          notebook?: Record<string, never>;
+          /** @enum {unknown} */
+          status: 'succeeded' | 'failed';
+          notebook: {
+            cells: unknown[];
+          };
           error?: unknown;
           log?: string;
         };
@@ -3030,7 +3033,7 @@ export interface operations {
           'application/json': Record<string, never>;
         };
       };
-      /** @description Not a result. */
+      /** @description A body this operation's schema does not allow (not JSON, a field missing, unknown or of the wrong type: each problem at its field path, `errors`). */
       400: {
         headers: {
           [name: string]: unknown;
