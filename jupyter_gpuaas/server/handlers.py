@@ -18,8 +18,9 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
+from jupyter_gpuaas.core.api_documents import BodyRefused, RequestBodies
 from jupyter_gpuaas.core.kernel_state import summarise
-from jupyter_gpuaas.core.parsing import MAX_BYTES, ParseError, load_json
+from jupyter_gpuaas.core.parsing import MAX_BYTES
 from jupyter_gpuaas.server.jobs import SUBMIT_TIMEOUT, collect_results, job_submission
 from jupyter_gpuaas.server.kernel_state import (
     KernelStateUnavailable,
@@ -32,7 +33,29 @@ from jupyter_gpuaas.server.queue import fetch_queue
 from jupyter_gpuaas.server.service_client import ServiceAnswer, ServiceClient
 from jupyter_gpuaas.server.state import ServerState
 
-__all__ = ["GPUaaSHandler", "handlers"]
+__all__ = ["BodyError", "GPUaaSHandler", "handlers"]
+
+
+class BodyError(web.HTTPError):
+    """400: a request body that is not JSON, or not what its operation in the extension's
+    OpenAPI document allows. Answered as jupyter-server answers an error (``message``,
+    ``reason``) with every problem at its field path (``errors``, ``more_errors``), as the
+    gpuaas service answers its own (``server_error`` in the document)."""
+
+    def __init__(self, refused: BodyRefused) -> None:
+        self.text = f"invalid request body: {refused}"
+        # tornado formats log_message with %: the body's own text must not be read as a format
+        super().__init__(400, self.text.replace("%", "%%"))
+        self.errors = refused.errors
+        self.more = refused.more
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "message": self.text,
+            "reason": None,
+            "errors": [{"path": e.path, "message": e.message} for e in self.errors],
+            "more_errors": self.more,
+        }
 
 
 class GPUaaSHandler(ExtensionHandlerMixin, APIHandler):
@@ -60,6 +83,20 @@ class GPUaaSHandler(ExtensionHandlerMixin, APIHandler):
     def set_default_headers(self) -> None:
         super().set_default_headers()
         self.set_header("Cache-Control", "no-store")
+
+    def json_body(self, operation: str) -> Any:
+        """The request's body for ``operation`` (its ``operationId``), checked against the
+        extension's OpenAPI document (:class:`BodyError` otherwise); ``None`` when there is
+        none and the operation takes none."""
+        return _json_body(self, self.state.bodies, operation)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        error = (kwargs.get("exc_info") or (None, None))[1]
+        if isinstance(error, BodyError):
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps(error.as_json()))
+            return
+        super().write_error(status_code, **kwargs)
 
 
 async def _pass_on(handler: GPUaaSHandler, path: str, unknown: dict[str, Any]) -> None:
@@ -141,14 +178,15 @@ def _answer(handler: web.RequestHandler, answer: ServiceAnswer) -> None:
     handler.finish(json.dumps(answer.data))
 
 
-def _json_body(handler: web.RequestHandler) -> Any:
-    """The request's JSON body (``{}`` when empty); 400 when it is not JSON, or is nested
-    deeper than the project's JSON reader takes (a RecursionError was a 500)."""
-    body = handler.request.body or b""
+def _json_body(handler: web.RequestHandler, bodies: RequestBodies, operation: str) -> Any:
+    """The request's body as JSON, checked against ``operation``'s in the document (``None``:
+    none sent, where the operation allows that); :class:`BodyError` when it is not JSON, is
+    nested deeper than the project's JSON reader takes, or is not what the document allows."""
+    data = handler.request.body or b""
     try:
-        return load_json(body, max_bytes=max(len(body), MAX_BYTES), empty={})
-    except ParseError as e:
-        raise web.HTTPError(400, f"not JSON: {e.path}: {e.message}") from None
+        return bodies.read(operation, data, max_bytes=max(len(data), MAX_BYTES))
+    except BodyRefused as e:
+        raise BodyError(e) from None
 
 
 class _JobsHandler(GPUaaSHandler):
@@ -183,9 +221,7 @@ class JobsHandler(_JobsHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        body = _json_body(self)
-        if not isinstance(body, dict) or not isinstance(body.get("path"), str):
-            raise web.HTTPError(400, 'send {"path": "<notebook>.ipynb", ...}')
+        body = self.json_body("postJob")
         path = body["path"].strip("/")
         model = await ensure_async(
             self.contents_manager.get(path, content=True, type="notebook")  # type: ignore[no-untyped-call]
@@ -237,7 +273,7 @@ class ResizeHandler(_JobsHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        body = _json_body(self)
+        body = self.json_body("postResize") or {}
         if self.state.keeps_state_on_moves:
             settings = self.state.kernel_state
             outcomes = await snapshot_all_kernels(
@@ -269,8 +305,7 @@ class KernelSnapshotHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        body = _json_body(self)
-        kernel_id = body.get("kernel_id") if isinstance(body, dict) else None
+        kernel_id = (self.json_body("postKernelStateSnapshot") or {}).get("kernel_id")
         settings = self.state.kernel_state
         if kernel_id is None:
             outcomes = await snapshot_all_kernels(
@@ -301,18 +336,16 @@ class KernelRestoreHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        body = _json_body(self)
-        if not isinstance(body, dict) or not isinstance(body.get("path"), str):
-            raise web.HTTPError(400, 'send {"kernel_id": "...", "path": "<notebook>.ipynb"}')
+        body = self.json_body("postKernelStateRestore")
         path = _notebook(body["path"])
-        kernel_id = _kernel(self, body.get("kernel_id"))
+        kernel_id = _kernel(self, body["kernel_id"])
         try:
             answer = await restore_kernel(
                 self.kernel_manager,
                 kernel_id,
                 path,
                 self.state.kernel_state,
-                force=body.get("force") is True,
+                force=body.get("force", False),
             )
         except KernelStateUnavailable as e:
             self.set_status(409)
@@ -332,10 +365,9 @@ def _notebook(path: str) -> str:
     return path
 
 
-def _kernel(handler: GPUaaSHandler, kernel_id: object) -> str:
-    """``kernel_id`` of a running kernel; 400 when it is not an id, 404 when none runs."""
-    if not isinstance(kernel_id, str) or not kernel_id:
-        raise web.HTTPError(400, 'send {"kernel_id": "<id of a running kernel>"}')
+def _kernel(handler: GPUaaSHandler, kernel_id: str) -> str:
+    """``kernel_id`` (a non-empty string: the document says so) of a running kernel; 404 when
+    none runs."""
     if kernel_id not in handler.kernel_manager:
         raise web.HTTPError(404, f"no running kernel {kernel_id[:40]}")
     return kernel_id

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from jupyter_gpuaas.core.api_documents import RequestBodies, request_bodies
 from jupyter_gpuaas.gpu.sampler import Sampler
 from jupyter_gpuaas.server.jobs import Collector
 from jupyter_gpuaas.server.kernel_state import KernelStateSettings
@@ -37,3 +38,6 @@ class ServerState:
     keeps_state_on_moves: bool = True
     """Whether kernels save their variables before a reclaim or a move to a bigger GPU
     (``c.GPUaaS.kernel_state_on_reclaim``)."""
+    bodies: RequestBodies = field(default_factory=lambda: request_bodies("extension"))
+    """The request bodies the extension's OpenAPI document allows, their validators compiled
+    once, as the state is built (the handlers refuse any other body with a 400)."""

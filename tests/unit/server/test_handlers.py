@@ -17,8 +17,9 @@ from tornado.httpclient import AsyncHTTPClient, HTTPResponse
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 
+from jupyter_gpuaas.core.api_documents import request_bodies
 from jupyter_gpuaas.server import handlers as server_handlers
-from jupyter_gpuaas.server.handlers import GPUaaSHandler, handlers
+from jupyter_gpuaas.server.handlers import BodyError, GPUaaSHandler, handlers
 from jupyter_gpuaas.server.service_client import ServiceAnswer, ServiceProblem
 
 STATE = cast(Any, object())
@@ -72,10 +73,14 @@ def test_a_jobs_team_and_name_are_kubernetes_names(path: str, matches: bool) -> 
 
 
 class Plain(web.RequestHandler):
-    """Errors as jupyter-server's APIHandler sends them: the HTTPError's message in JSON."""
+    """Errors as jupyter-server's APIHandler sends them: the HTTPError's message in JSON (a
+    refused body's as GPUaaSHandler sends it)."""
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         error = kwargs["exc_info"][1]
+        if isinstance(error, BodyError):
+            self.finish(error.as_json())
+            return
         self.finish({"message": getattr(error, "log_message", "")})
 
 
@@ -87,8 +92,13 @@ class AnswerHandler(Plain):
 
 
 class BodyHandler(Plain):
+    """A body as ``POST gpuaas/api/kernel-state/snapshot`` takes it: ``{}``, ``{"kernel_id"}``
+    or none."""
+
     def post(self) -> None:
-        self.finish({"body": server_handlers._json_body(self)})
+        bodies = request_bodies("extension")
+        body = server_handlers._json_body(self, bodies, "postKernelStateSnapshot")
+        self.finish({"body": body})
 
 
 class NotebookHandler(Plain):
@@ -154,10 +164,20 @@ async def test_a_services_answer_becomes_a_status_the_sidebar_reads(
 @pytest.mark.parametrize(
     ("sent", "code", "said"),
     [
-        (b"", 200, {"body": {}}),
-        (b'{"a": [1]}', 200, {"body": {"a": [1]}}),
-        (b"{nope", 400, "not JSON: (body): "),
-        (b"[" * 5000 + b"]" * 5000, 400, "not JSON: (body)[0][0]"),
+        (b"", 200, {"body": None}),
+        (b"{}", 200, {"body": {}}),
+        (b'{"kernel_id": "k-1"}', 200, {"body": {"kernel_id": "k-1"}}),
+        (b"{nope", 400, "invalid request body: not JSON: (body): "),
+        (b"[" * 5000 + b"]" * 5000, 400, "invalid request body: not JSON: (body)[0][0]"),
+        (b"[]", 400, "invalid request body: (body): must be an object, not a list"),
+        (b'{"kernel_id": ""}', 400, "invalid request body: kernel_id: must not be empty"),
+        (
+            b'{"kernel": "k-1"}',
+            400,
+            "invalid request body: kernel: unknown field (did you mean 'kernel_id'?)",
+        ),
+        (b'{"kernel_id": "50%"}', 200, {"body": {"kernel_id": "50%"}}),
+        (b'{"kernel_id": 5, "%s": 1}', 400, "invalid request body: kernel_id: must be a str"),
     ],
 )
 async def test_a_body_is_json_or_a_400_saying_where(
@@ -166,10 +186,12 @@ async def test_a_body_is_json_or_a_400_saying_where(
     _, fetch = served
     response = await fetch("/body", method="POST", body=sent)
     assert response.code == code
+    answer = json.loads(response.body)
     if code == 200:
-        assert json.loads(response.body) == said
+        assert answer == said
     else:
-        assert json.loads(response.body)["message"].startswith(said)
+        assert answer["message"].startswith(said)
+        assert answer["errors"][0]["path"] in answer["message"]
 
 
 async def test_a_notebook_must_be_named(served: tuple[web.Application, Fetch]) -> None:
