@@ -305,6 +305,11 @@ def as_int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+# the seconds' fraction, before the offset: RFC 3339 allows any number of digits (Go writes 1 to
+# 9), Python 3.10's fromisoformat only 3 or 6 (3.11+ any, truncated to microseconds)
+_FRACTION = re.compile(r"\.(\d+)(?=[+-]\d\d:\d\d$|$)")
+
+
 def parse_time(value: object) -> datetime | None:
     """RFC 3339 timestamp of the Kubernetes API → aware UTC datetime (``None`` if absent/bad)."""
     if not isinstance(value, str) or not value:
@@ -312,6 +317,7 @@ def parse_time(value: object) -> datetime | None:
     text = value.strip()
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
+    text = _FRACTION.sub(lambda m: "." + m.group(1)[:6].ljust(6, "0"), text, count=1)
     try:
         parsed = datetime.fromisoformat(text)
         if parsed.tzinfo is None:

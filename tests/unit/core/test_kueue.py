@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from datetime import timedelta
+from datetime import timedelta, timezone
 from fractions import Fraction
 
 import pytest
@@ -17,6 +17,27 @@ from jupyter_gpuaas.core.kueue import QuantityError, parse_quantity, parse_time,
 def test_times_that_overflow_are_no_time() -> None:
     assert parse_time("9999-12-31T23:59:59-01:00") is None
     assert parse_time("0001-01-01T00:00:00+01:00") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "micros"),
+    [
+        ("2026-11-30T10:59:59Z", 0),
+        ("2026-11-30T10:59:59.9Z", 900_000),  # JupyterHub's and Go's: trailing zeros dropped
+        ("2026-11-30T10:59:59.95Z", 950_000),
+        ("2026-11-30T10:59:59.123Z", 123_000),
+        ("2026-11-30T10:59:59.1234Z", 123_400),
+        ("2026-11-30T10:59:59.123456Z", 123_456),
+        ("2026-11-30T10:59:59.123456789Z", 123_456),  # Go's RFC3339Nano: truncated, as 3.11+
+        ("2026-11-30T11:59:59.5+01:00", 500_000),
+    ],
+)
+def test_any_fraction_of_a_second_on_every_python(text: str, micros: int) -> None:
+    # Python 3.10's fromisoformat takes 3 or 6 digits only (issue 47.2)
+    parsed = parse_time(text)
+    assert parsed is not None
+    assert parsed.tzinfo == timezone.utc
+    assert (parsed.hour, parsed.minute, parsed.second, parsed.microsecond) == (10, 59, 59, micros)
 
 
 # --------------------------------------------------------------------------- quantity bounds
