@@ -186,6 +186,7 @@ def _team_option(
     previous_offering: str | None,
     peaks_mib: Sequence[int],
     advice_headroom: float,
+    restart: bool = False,
 ) -> TeamOption:
     rooms: list[tuple[Offering, Headroom]] = []
     for slug in tenant.offerings:
@@ -208,17 +209,23 @@ def _team_option(
     # the first that starts now.
     advised = advice.offering if advice is not None and advice.measured else None
     first = advice.offering if advice is not None else None
+    if previous_offering in selectable and (
+        (restart and previous_offering in starts_now)
+        or _changes_kind(catalog, previous_offering, first)
+    ):
+        # Start again after a stop the person did not choose (a reclaim, a deadline) restarts
+        # what they had where it starts now; and a GPU session never becomes CPU only (or the
+        # reverse) unasked. The advice stays beside it as a suggestion.
+        first = previous_offering
     preferred = [first, previous_offering, tenant.default_offering, *starts_now, *selectable]
     checked = next((s for s in preferred if s in selectable), None)
     # The line is said where there is something to say: measured use, or a usual choice
-    # that would queue.
-    said = (
-        advice is not None
-        and advice.offering == checked
-        and (
-            advice.measured
-            or advice.queues
-            or checked not in (previous_offering, tenant.default_offering)
+    # that would queue; as a suggestion where the person's own choice was kept.
+    said = advice is not None and (
+        advice.measured
+        or (
+            advice.offering == checked
+            and (advice.queues or checked not in (previous_offering, tenant.default_offering))
         )
     )
     return TeamOption(
@@ -236,6 +243,16 @@ def _team_option(
             for o, r in rooms
         ),
         advice=advice.reason if advice is not None and said else "",
+    )
+
+
+def _changes_kind(catalog: Catalog, previous: str | None, advised: str | None) -> bool:
+    """Whether going from ``previous`` to ``advised`` moves between CPU only and a GPU."""
+    if previous is None or advised is None:
+        return False
+    before, after = catalog.offerings.get(previous), catalog.offerings.get(advised)
+    return (
+        before is not None and after is not None and (before.kind == "cpu") != (after.kind == "cpu")
     )
 
 
@@ -276,7 +293,8 @@ def build_form_model(
     """The form for ``user``: their teams, each team's offerings with live headroom.
 
     ``previous`` is the user's last ``user_options`` (preselects team, offering, image, size);
-    ``notice`` is shown above the form (e.g. why their last server was stopped); ``peaks_mib``,
+    ``notice`` is shown above the form (e.g. why their last server was stopped: then their last
+    offering is preselected, the advice beside it as a suggestion); ``peaks_mib``,
     the GPU-memory peaks of the user's recent sessions (one per session, newest first;
     :mod:`jupyter_gpuaas.core.sizing`): the offering that fits them is preselected before
     ``previous``, preferring one that starts now (:func:`~jupyter_gpuaas.core.sizing.advise`
@@ -313,6 +331,7 @@ def build_form_model(
             previous_offering=prev_offering if t.name == selected.name else None,
             peaks_mib=peaks_mib,
             advice_headroom=advice_headroom,
+            restart=bool(notice),
         )
         for t in tenants
     )

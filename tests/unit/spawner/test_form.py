@@ -518,3 +518,33 @@ def _checked(html: str) -> list[str]:
 
     Radios().feed(html)
     return found
+
+
+def test_an_idle_gpu_session_is_not_moved_to_cpu_only_unasked() -> None:
+    """Issue 50: after a reclaim, alice's last session had used no GPU memory, and Start again
+    preselected "CPU only" for a MIG user. A change between CPU only and a GPU is never
+    preselected: her slice is, and the advice stays beside it as a suggestion."""
+    (team,) = _model(previous={"team": "team-a", "offering": "mig-3g"}, peaks_mib=[0]).teams
+    assert [o.slug for o in team.offerings if o.checked] == ["mig-3g"]
+    assert [o.slug for o in team.offerings if o.advised] == ["cpu"]
+    assert team.advice.startswith("Your last session used no GPU memory")
+    # without a GPU choice of her own to keep, the advice is preselected as before
+    (team,) = _model(peaks_mib=[0]).teams
+    assert [o.slug for o in team.offerings if o.checked] == ["cpu"]
+
+
+def test_start_again_after_a_stop_not_chosen_restarts_what_the_person_had() -> None:
+    """After a reclaim (the notice says why the server stopped), the last offering is
+    preselected where it starts now, though the measured use would advise a larger one; the
+    advice is said beside it. Where it would queue now, the advice (which starts now) is."""
+    previous = {"team": "team-a", "offering": "shared"}
+    (team,) = _model(previous=previous, peaks_mib=[6 * 1024], notice="reclaimed").teams
+    assert [o.slug for o in team.offerings if o.checked] == ["shared"]
+    assert [o.slug for o in team.offerings if o.advised] == ["mig-3g"]
+    assert team.advice.startswith("Your last session peaked at 6 GiB")
+    (team,) = _model(previous=previous, peaks_mib=[6 * 1024]).teams  # no stop to undo
+    assert [o.slug for o in team.offerings if o.checked] == ["mig-3g"]
+    # mig-1g would queue (BUSY): the advice that starts now is preselected instead
+    previous = {"team": "team-a", "offering": "mig-1g"}
+    (team,) = _model(previous=previous, peaks_mib=[1024], notice="reclaimed").teams
+    assert [o.slug for o in team.offerings if o.checked] == ["mig-3g"]
