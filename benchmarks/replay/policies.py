@@ -358,8 +358,12 @@ def activity_payload(
     gpu_util = []
     if state.offering.kind == "gpu":
         gpu_util = [{"uuid": "GPU-sim", "utilization": 100 * utilization if busy else 0}]
+    # as build_activity judges it: none while busy, else the latest activity (or the start)
+    latest = max((t for t in (kernel_last, terminal_last) if t is not None), default=None)
+    idle_since = None if busy else iso(clock_at(state.ready_at if latest is None else latest))
     return {
         "source": "nvml",
+        "error": None,
         "sampled_at": iso(clock_at(sent)),
         "kernels": [
             {
@@ -377,6 +381,7 @@ def activity_payload(
         ),
         "gpu_memory": 1 << 30,
         "gpu_utilization": gpu_util,
+        "idle_since": idle_since,
         **({"keeps_kernel_state": True} if state.keeps_state else {}),
     }
 

@@ -156,10 +156,18 @@ def idle_report(at: datetime, idle_since: datetime | None = None) -> dict[str, A
     """A server's activity report sampled at ``at``: one idle kernel, idle since ``idle_since``
     (default ``at``)."""
     since = (idle_since or at).isoformat()
+    kernel = {
+        "kernel_id": "k1",
+        "execution_state": "idle",
+        "last_activity": since,
+        "connections": 0,
+        "gpu_memory": 0,
+    }
     return {
         "sampled_at": at.isoformat(),
         "source": "simulated",
-        "kernels": [{"kernel_id": "k1", "execution_state": "idle", "last_activity": since}],
+        "error": None,
+        "kernels": [kernel],
         "terminals": [],
         "gpu_memory": 0,
         "gpu_utilization": [],

@@ -13,10 +13,13 @@ from tornado import web
 from gpuaas_service.reclaim.loop import ReclaimLoop
 from gpuaas_service.web.connections import ConnectionGate, identified
 from gpuaas_service.web.context import ServiceContext
+from jupyter_gpuaas.core.api_documents import BodyRefused
 from jupyter_gpuaas.core.fields import FieldError
+from jupyter_gpuaas.core.parsing import MAX_DEPTH
 
 __all__ = [
     "BodyAfterCaller",
+    "BodyError",
     "HubJSONHandler",
     "JSONHandler",
     "ServerHandler",
@@ -50,6 +53,22 @@ def error_answer(
         answer["errors"] = [{"path": e.path, "message": e.message} for e in shown]
         answer["more_errors"] = more_errors + len(errors) - len(shown)
     return answer
+
+
+class BodyError(web.HTTPError):
+    """400: a request body that is not JSON, or not what its operation in the service's
+    OpenAPI document allows; answered as ``service_error`` with every problem at its field
+    path (:func:`error_answer`)."""
+
+    def __init__(self, refused: BodyRefused, what: str = "request body") -> None:
+        self.text = f"invalid {what}: {refused}"
+        # tornado formats log_message with %: the body's own text must not be read as a format
+        super().__init__(400, self.text.replace("%", "%%"))
+        self.errors = refused.errors
+        self.more = refused.more
+
+    def as_json(self) -> dict[str, Any]:
+        return error_answer(400, self.text, self.errors, more_errors=self.more)
 
 
 @web.stream_request_body
@@ -98,9 +117,35 @@ class JSONHandler(BodyAfterCaller):
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
 
+    def json_body(
+        self,
+        operation: str,
+        data: bytes | None = None,
+        *,
+        what: str = "request body",
+        max_bytes: int | None = None,
+        max_depth: int = MAX_DEPTH,
+    ) -> Any:
+        """The request's body (``data``: the handler's own copy of it) for ``operation`` (its
+        ``operationId``), checked against the service's OpenAPI document; ``None`` when there is
+        none and the operation takes none. :class:`BodyError` (a 400 saying it is an invalid
+        ``what``, with every problem at its field path) when it is not JSON, not within
+        ``max_bytes`` (default: as the server bounded it) and ``max_depth``, or not what the
+        document allows. Call it once the caller is known and counted against its limits."""
+        body = self.request.body if data is None else data
+        try:
+            return self.context.bodies.read(
+                operation, body, max_bytes=max_bytes, max_depth=max_depth
+            )
+        except BodyRefused as e:
+            raise BodyError(e, what) from None
+
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         reason = self._reason
         exc = kwargs.get("exc_info")
+        if exc and isinstance(exc[1], BodyError):
+            self.finish(json.dumps(exc[1].as_json()))
+            return
         if exc and isinstance(exc[1], web.HTTPError) and exc[1].log_message:
             reason = exc[1].log_message
         if exc and isinstance(exc[1], TooManyRequests):

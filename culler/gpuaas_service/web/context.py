@@ -20,6 +20,7 @@ from gpuaas_service.resize.resizer import Resizer
 from gpuaas_service.web.connections import ConnectionGate
 from gpuaas_service.web.limits import RateLimit
 from gpuaas_service.web.servers import ServerTokens
+from jupyter_gpuaas.core.api_documents import RequestBodies, request_bodies
 
 __all__ = ["RequestStats", "ServiceContext", "service_prefix"]
 
@@ -77,6 +78,9 @@ class ServiceContext:
     checks: Callable[..., Awaitable[Mapping[str, Any]]] | None = None
     """The doctor's checks for the console (``api/console/checks``, doctor/cached.py;
     ``None``: that endpoint answers 404)."""
+    bodies: RequestBodies = field(default_factory=lambda: request_bodies("service"))
+    """The request bodies the service's OpenAPI document allows, their validators compiled
+    once, as the context is built (the handlers refuse any other body with a 400)."""
 
     @property
     def root(self) -> str:

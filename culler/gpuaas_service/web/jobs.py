@@ -38,21 +38,12 @@ from gpuaas_service.web.base import (
 )
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.fields import FieldError
-from jupyter_gpuaas.core.parsing import ParseError, load_json
 
 __all__ = ["jobs_handlers"]
 
-
-def _json(body: bytes) -> Any:
-    """The body as JSON, bounded (core/parsing.py; its size the server bounded already): 400
-    with the path of what is wrong, never a RecursionError. A notebook's outputs may nest a
-    displayed value a little deeper than the default."""
-    try:
-        return load_json(body, max_bytes=len(body), max_depth=100)
-    except ParseError as e:
-        raise JobError(
-            400, f"not JSON: {e}", errors=[{"path": e.path, "message": e.message}]
-        ) from None
+NOTEBOOK_DEPTH = 100
+"""How deep a body that carries a notebook may nest: its outputs may nest a displayed value a
+little deeper than the default (core/parsing.py)."""
 
 
 class _Errors(JSONHandler):
@@ -156,11 +147,9 @@ class JobsHandler(_Streamed, _UserHandler):
         if self.body.too_large is not None:
             raise self.body.too_large  # its body read and dropped
         user, groups = self.caller()
-        try:
-            body = _json(bytes(self.body.data))
-        except JobError as e:
-            self.answer_error(e)
-            return
+        body = self.json_body(
+            "postJob", bytes(self.body.data), what="job request", max_depth=NOTEBOOK_DEPTH
+        )
         self.set_status(201)
         await self.run(self.service.submit(user, groups, body))
 
@@ -186,18 +175,10 @@ class JobResultHandler(_UserHandler):
 class JobMarkHandler(_UserHandler):
     async def post(self, team: str, name: str, what: str) -> None:
         user, groups = self.caller()
-        try:
-            body = _json(self.request.body) or {}
-        except JobError as e:
-            self.answer_error(e)
-            return
         if what == "collected":
-            path = body.get("path") if isinstance(body, dict) else None
-            if not isinstance(path, str) or not path:
-                self.answer_error(JobError(400, 'collected needs {"path": "..."}'))
-                return
+            path = self.json_body("postJobCollected")["path"]
             await self.run(self.service.mark(user, groups, team, name, collected=path))
-        else:
+        else:  # notified: takes no body
             await self.run(self.service.mark(user, groups, team, name, notified=True))
 
 
@@ -240,13 +221,13 @@ class RunnerHandler(_Streamed):
             raise self.body.too_large  # its body read and dropped
         job = self.job
         try:
-            body = _json(bytes(self.body.data))
             if what == "log":
-                self.service.runner_log(
-                    job, (body or {}).get("log") if isinstance(body, dict) else None
-                )
+                body = self.json_body("postJobRunnerLog", bytes(self.body.data))
+                self.service.runner_log(job, body["log"])
                 self.finish(json.dumps({"accepted": True}))
             elif what == "result":
+                data = bytes(self.body.data)
+                body = self.json_body("postJobRunnerResult", data, max_depth=NOTEBOOK_DEPTH)
                 self.finish(json.dumps(await self.service.runner_result(job, body)))
             else:
                 raise JobError(404, "no such runner endpoint")

@@ -41,7 +41,6 @@ from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.activity import ReportError
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.fields import FieldError
-from jupyter_gpuaas.core.parsing import ParseError, load_json
 
 __all__ = ["reclaim_handlers", "report_answer", "snooze_answer"]
 
@@ -78,17 +77,15 @@ class ActivityReportHandler(ServerHandler):
         self.finish(json.dumps(answer))
 
     def post(self) -> None:
-        # The body is limited before it is read (the HTTP server's max_body_size).
+        # The body is limited before it is read (the HTTP server's max_body_size), and
+        # counted against the server's rate limit before it is parsed.
         user, server = self.caller()
         limit(self.context, "activity", server_key(user, server))
-        body = self.request.body
+        payload = self.json_body("postActivity", what="activity report")
         now = self.loop.clock()
         try:
-            payload = load_json(body, max_bytes=len(body))
+            # what the document cannot say: no time ahead of the service's clock
             self.loop.store.record(user, server, payload, now)
-        except ParseError as e:
-            self._invalid(f"not JSON: {e}", [FieldError(e.path, e.message)], 0)
-            return
         except ReportError as e:
             self._invalid(str(e), e.errors, e.more)
             return

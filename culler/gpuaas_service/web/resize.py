@@ -12,7 +12,6 @@ from gpuaas_service.resize.resizer import Resizer
 from gpuaas_service.web.base import ServerTokenHandler, error_answer, limit
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.fields import FieldError
-from jupyter_gpuaas.core.parsing import ParseError, load_json
 
 __all__ = ["ResizeHandler", "resize_handlers"]
 
@@ -45,11 +44,7 @@ class ResizeHandler(ServerTokenHandler):
 
     async def post(self) -> None:
         user, server, groups = self._caller()
-        try:
-            body = load_json(self.request.body, max_bytes=4096)
-        except ParseError as e:
-            self._refused(ResizeRefused(400, f"not JSON: {e.message}", path=e.path))
-            return
+        body = self.json_body("postResize", max_bytes=4096)
         try:
             answer = await self.resizer.move(user, server, groups, body)
         except ResizeRefused as e:

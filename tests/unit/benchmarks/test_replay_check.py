@@ -23,6 +23,7 @@ from benchmarks.replay.policies import Static, activity_payload
 from benchmarks.replay.run import DEFAULT_POLICY, Task, make_trace
 from benchmarks.replay.service import HubStandIn, Server
 from benchmarks.replay.sim import SessionState
+from jupyter_gpuaas.core.api_documents import request_bodies
 
 HOUR = 3600.0
 
@@ -176,6 +177,10 @@ def test_activity_payload_follows_the_clock_given(trace: Any) -> None:
     idle = activity_payload(state, 800.0, lambda t: base + timedelta(seconds=t))
     assert idle["kernels"][0]["execution_state"] == "idle"
     assert idle["kernels"][0]["last_activity"] == "2026-01-05T00:11:40.000000Z"  # 700 s
+    assert (at_k["idle_since"], idle["idle_since"]) == (None, "2026-01-05T00:11:40.000000Z")
+    # what the dev-cluster check posts is a report the service takes (its OpenAPI document)
+    bodies = request_bodies("service")
+    assert bodies.errors("postActivity", at_k) == bodies.errors("postActivity", idle) == ([], 0)
 
 
 def _decisions(**over: Any) -> dict[str, Any]:

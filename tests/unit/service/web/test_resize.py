@@ -131,10 +131,11 @@ async def test_refusals_over_http_say_why_and_where(served: tuple[TickingHub, st
     token = hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
     code, answer = await ask(url, token, b'{"offering": "h100", "count": 8}')
     assert code == 400
-    assert answer["errors"] == [{"path": "count", "message": answer["message"]}]
+    assert answer["errors"] == [{"path": "count", "message": "unknown field (it takes: offering)"}]
+    assert answer["message"] == "invalid request body: count: unknown field (it takes: offering)"
     code, answer = await ask(url, token, b'{"offering": ')
     assert code == 400
-    assert answer["message"].startswith("not JSON")
+    assert answer["message"].startswith("invalid request body: not JSON: (body): ")
     code, answer = await ask(url, token, b'{"offering": "mig-1g"}')
     assert code == 400
     assert "is not bigger than your l4-quarter" in answer["message"]
