@@ -39,6 +39,7 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "OUTCOMES",
+    "READ_VERSIONS",
     "KernelStateOutcome",
     "LostVariable",
     "Manifest",
@@ -47,9 +48,11 @@ __all__ = [
     "describe",
     "entries_digest",
     "is_data_of",
+    "is_outcome_file",
     "lost_words",
     "open_own_file",
     "read_manifest",
+    "read_outcome_file",
     "state_directory",
     "state_key",
     "summarise",
@@ -262,9 +265,12 @@ def state_directory(configured: str, home: Path) -> Path:
 # --------------------------------------------------------------------------- the files
 
 FORMAT = "jupyter-gpuaas kernel state"
-FORMAT_VERSION = 1
-"""The layout this code writes and the only one it reads; a change that an older reader would
-misread gets a new number (the older package then refuses it with a message)."""
+FORMAT_VERSION = 2
+"""The layout this code writes; a change that an older reader would misread gets a new number
+(the older package then refuses it with a message). 2: each variable's checksum is XXH3-128,
+a pickled variable's out-of-band buffers follow its pickle (``parts``); 1: SHA-256."""
+READ_VERSIONS = (1, 2)
+"""The format versions this code reads."""
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 
 
@@ -380,11 +386,12 @@ def _check_fields(fields: Any) -> list[dict[str, Any]]:
     if not isinstance(fields, dict) or fields.get("format") != FORMAT:
         raise Refused("the file is not a jupyter-gpuaas kernel state manifest")
     version = fields.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS or isinstance(version, bool):
         written_by = fields.get("package_version", "an unknown version")
+        readable = " and ".join(str(v) for v in READ_VERSIONS)
         raise Refused(
             f"the snapshot is in format version {version!r} (written by jupyter-gpuaas "
-            f"{written_by}); this version reads only format {FORMAT_VERSION}"
+            f"{written_by}); this version reads formats {readable}"
         )
     if fields.get("owner_uid") != os.getuid():
         raise Refused(
@@ -415,3 +422,27 @@ def _check_places(entries: list[dict[str, Any]], size: int) -> None:
             raise Refused("the snapshot's manifest is damaged (a variable has no place)")
         if offset + length > size:
             raise Refused("the snapshot's data file is shorter than its manifest says")
+
+
+MAX_OUTCOME_BYTES = 4 * 1024 * 1024
+"""An outcome file's size at most (its lost list is bounded by :data:`MAX_LOST`)."""
+
+
+def is_outcome_file(name: str) -> bool:
+    """Whether ``name`` is a background writer's outcome file (``.<key>.<token>.outcome``)."""
+    return name.startswith(".") and name.endswith(".outcome") and "/" not in name
+
+
+def read_outcome_file(path: Path) -> KernelStateOutcome:
+    """The outcome a kernel's background writer left at ``path`` (checked as a manifest is:
+    the user's own plain file, bounded); :class:`FileNotFoundError` while there is none,
+    :class:`Refused` or :class:`ValueError` for anything else."""
+    fd, info = open_own_file(path, "outcome file")
+    try:
+        if info.st_size > MAX_OUTCOME_BYTES:
+            raise Refused(f"the snapshot's outcome file is {info.st_size} bytes: too large")
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            content = file.read(MAX_OUTCOME_BYTES + 1)
+    finally:
+        os.close(fd)
+    return KernelStateOutcome.from_json(json.loads(content))

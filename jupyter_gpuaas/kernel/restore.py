@@ -38,8 +38,9 @@ def _answer(status: str, message: str = "", **fields: Any) -> dict[str, Any]:
     }
 
 
-def _load_one(entry: dict[str, Any], buffer: bytearray, notes: list[str]) -> Any:
+def _load_one(entry: dict[str, Any], parts: list[bytearray], notes: list[str]) -> Any:
     kind = entry.get("kind")
+    buffer = parts[0]
     if kind == "module":
         return importlib.import_module(str(entry["module"]))
     if kind == "ndarray":
@@ -55,7 +56,8 @@ def _load_one(entry: dict[str, Any], buffer: bytearray, notes: list[str]) -> Any
     if kind == "pickle":
         import pickle
 
-        return pickle.loads(buffer)
+        # The out-of-band buffers become the arrays' memory (a frame's columns): no copy.
+        return pickle.loads(buffer, buffers=parts[1:])
     raise ValueError(f"unknown kind {kind!r}")
 
 
@@ -146,13 +148,13 @@ def restore(shell: Any, *, directory: str, key: str, force: bool = False) -> dic
         return _answer("refused", f"the snapshot could not be read: {e}", **saved)
     # Every checksum matched: only now is anything loaded.
     for index, entry in enumerate(manifest.entries):
-        buffer, buffers[index] = buffers[index], bytearray()  # held by its value only
+        parts, buffers[index] = buffers[index], []  # held by its value only
         name = str(entry.get("name"))
         if name in existing:
             not_restored.append({"name": name, "reason": "already set in this kernel"})
             continue
         try:
-            shell.user_ns[name] = _load_one(entry, buffer, notes)
+            shell.user_ns[name] = _load_one(entry, parts, notes)
         except Exception as e:  # noqa: BLE001 - a class gone, a module not installed: name it
             text = f"{type(e).__name__}: {e}"
             text = text if len(text) <= 120 else text[:117] + "..."

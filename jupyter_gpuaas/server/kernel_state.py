@@ -15,6 +15,7 @@ import ast
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -29,7 +30,9 @@ from jupyter_core.utils import ensure_async
 from jupyter_gpuaas.core.kernel_state import (
     KernelStateOutcome,
     Refused,
+    is_outcome_file,
     read_manifest,
+    read_outcome_file,
     state_directory,
     state_key,
 )
@@ -45,6 +48,7 @@ __all__ = [
 ]
 
 GiB = 1 << 30
+log = logging.getLogger("gpuaas.server.kernel_state")
 REPLY_MARGIN = 2.0
 """Seconds of a deadline kept for the kernel's answer to travel back: the kernel's own bound
 is this much shorter than the server's wait."""
@@ -318,12 +322,52 @@ async def snapshot_kernel(
     }
     expression = _call("jupyter_gpuaas.kernel.snapshot", "snapshot_request", arguments)
     try:
-        answer = await _ask_kernel(km, kernel_id, expression, deadline_s)
-        outcome = KernelStateOutcome.from_json(json.loads(answer))
-    except (KernelStateUnavailable, ValueError, SyntaxError, KeyError) as e:
+        answer = json.loads(await _ask_kernel(km, kernel_id, expression, deadline_s))
+        if "writing" in answer:  # the kernel goes on; its writer leaves the outcome in a file
+            log.info(
+                "kernel-state: kernel %s paused %.3f s for its snapshot, written in the background",
+                kernel_id,
+                float(answer.get("paused_s", 0.0)),
+            )
+            left = deadline_s - (time.monotonic() - started)
+            outcome = await _outcome_left(settings, str(answer["writing"]), left)
+        else:
+            outcome = KernelStateOutcome.from_json(answer["outcome"])
+    except (KernelStateUnavailable, ValueError, SyntaxError, KeyError, TypeError) as e:
         return failed(str(e))
     # The server's clock: it includes the wait for the kernel and the answer's way back.
     return KernelStateOutcome(**{**outcome.__dict__, "seconds": time.monotonic() - started})
+
+
+OUTCOME_POLL = 0.1
+"""Seconds between looks for a background writer's outcome file."""
+
+
+async def _outcome_left(
+    settings: KernelStateSettings, name: str, within: float
+) -> KernelStateOutcome:
+    """The outcome a kernel's background writer leaves as ``name`` in the state folder (read
+    with the manifest's checks, then removed), within ``within`` seconds."""
+    if not is_outcome_file(name):
+        raise KernelStateUnavailable(f"the kernel named no outcome file ({name[:80]!r})")
+    path = state_directory(settings.directory, Path.home()) / name
+    loop = asyncio.get_running_loop()
+    until = loop.time() + within
+    while True:
+        try:
+            outcome = read_outcome_file(path)
+        except FileNotFoundError:
+            if loop.time() >= until:
+                raise KernelStateUnavailable(
+                    f"the kernel's writer did not finish within {within:.0f} s"
+                ) from None
+            await asyncio.sleep(OUTCOME_POLL)
+            continue
+        except Refused as e:
+            raise KernelStateUnavailable(str(e)) from e
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return outcome
 
 
 async def _language(km: Any, name: str | None) -> str | None:

@@ -7,15 +7,19 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_gpuaas.core.kernel_state import KernelStateOutcome
+from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, state_key
 from jupyter_gpuaas.server.kernel_state import (
     KernelStateSettings,
+    _ask_kernel,
+    _call,
+    _outcome_left,
     restore_kernel,
     snapshot_all_kernels,
     snapshot_kernel,
@@ -204,25 +208,40 @@ class Slow:
 slow = Slow()
 small = [1, 2, 3]
 """
+GPU_IN_KERNEL = """
+import sys, types
+sys.modules.setdefault("cupy", types.ModuleType("cupy"))
+"""
+"""As in a kernel that holds a GPU library: its objects are pickled in the kernel's pause, before
+the fork (a child of a CUDA process must not touch them), so a slow object keeps the kernel
+itself busy."""
 
 
 async def test_the_server_waits_no_longer_than_its_bound(
     jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any
 ) -> None:
     """A kernel stuck saving one object (it cannot be cut off mid-object) is reported failed at
-    the bound; the server does not wait for it."""
-    kernel = await start_session(jp_fetch, "slow.ipynb")
-    await execute(jp_ws_fetch, kernel, SLOW)
-    await wait_idle(jp_serverapp, kernel)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
+    the bound, whether the kernel pickles it (a GPU process) or its background writer does;
+    the server does not wait for it."""
+    for setup, error in (
+        (GPU_IN_KERNEL, "the kernel did not answer within "),
+        ("", "the kernel's writer did not finish within "),
+    ):
+        kernel = await start_session(jp_fetch, f"slow{len(setup)}.ipynb")
+        await execute(jp_ws_fetch, kernel, SLOW + setup)
+        await wait_idle(jp_serverapp, kernel)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
 
-    [outcome] = await snapshot_all_kernels(jp_serverapp, SETTINGS, deadline_s=4)
+        outcome = await snapshot_kernel(
+            jp_serverapp.kernel_manager, kernel, "slow.ipynb", SETTINGS, deadline_s=4
+        )
 
-    waited = loop.time() - started
-    assert outcome.outcome == "failed"
-    assert outcome.error.startswith("the kernel did not answer within ")
-    assert waited < 5.0, waited  # the kernel answers after 6 s
+        waited = loop.time() - started
+        assert outcome.outcome == "failed"
+        assert outcome.error.startswith(error), outcome
+        assert waited < 5.0, waited  # the object takes 6 s
+        await shut_down(jp_fetch, kernel)
 
 
 async def test_two_requests_to_one_kernel_at_once_are_both_answered(
@@ -261,7 +280,7 @@ async def _saving(
     """A kernel with state, saving it (busy) under a 60 s bound: its manager, its id, when the
     snapshot was asked (the loop's clock) and the snapshot under way."""
     kernel = await start_session(jp_fetch, notebook)
-    await execute(jp_ws_fetch, kernel, SLOW)
+    await execute(jp_ws_fetch, kernel, SLOW + GPU_IN_KERNEL)
     await wait_idle(jp_serverapp, kernel)
     km = jp_serverapp.kernel_manager
     started = asyncio.get_running_loop().time()
@@ -322,7 +341,7 @@ async def test_a_snapshot_is_not_activity_while_it_runs_nor_after_it(
     """The reclaim loop puts a reclaim off when a busy report arrives after its decision; the
     snapshot it asks for first must not be that report, nor move the server's idle clock."""
     kernel = await start_session(jp_fetch, "slow-to-save.ipynb")
-    await execute(jp_ws_fetch, kernel, SLOW_TO_SAVE)
+    await execute(jp_ws_fetch, kernel, SLOW_TO_SAVE + GPU_IN_KERNEL)
     await wait_idle(jp_serverapp, kernel)
     km = jp_serverapp.kernel_manager
     before = await get_json(jp_fetch, "gpuaas", "api", "activity")
@@ -364,3 +383,80 @@ async def test_a_snapshot_is_not_activity_while_it_runs_nor_after_it(
     again = await get_json(jp_fetch, "gpuaas", "api", "activity")
     assert again["kernels"][0]["last_activity"] > before["kernels"][0]["last_activity"]
     assert km.last_kernel_activity > server_before
+
+
+HELD_BY_THE_WRITER = """
+import os, time
+import numpy as np
+class Held:
+    def __reduce__(self):
+        while not os.path.exists({release!r}):
+            time.sleep(0.01)
+        return (str, ("released",))
+arrays = [np.ones(1 << 22) for _ in range(8)]  # 256 MiB
+held = Held()
+"""
+
+
+async def test_the_kernel_pauses_for_a_view_of_its_variables_not_for_the_writing(
+    jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any, jp_home_dir: Path
+) -> None:
+    """In a real kernel: its answer to the snapshot request says how long it paused (its
+    variables' view and the fork), and it runs its user's cells while its writer still writes;
+    the snapshot is kept once the writer is done."""
+    release = jp_home_dir / "release"
+    kernel = await start_session(jp_fetch, "paused.ipynb")
+    await execute(jp_ws_fetch, kernel, HELD_BY_THE_WRITER.format(release=str(release)))
+    await wait_idle(jp_serverapp, kernel)
+    km = jp_serverapp.kernel_manager
+    saving = asyncio.ensure_future(
+        snapshot_kernel(km, kernel, "paused.ipynb", SETTINGS, deadline_s=60)
+    )
+    folder = jp_home_dir / ".jupyter-gpuaas" / "kernel-state"
+    while not list(folder.glob(f".{state_key('paused.ipynb', '')}.*.tmp")):  # writing
+        await asyncio.sleep(0.02)
+
+    shown = await execute(jp_ws_fetch, kernel, "arrays[0][0] = 7; print(arrays[0][0], len(arrays))")
+
+    assert shown.strip() == "7.0 8"  # the user's cell ran while the writer waits
+    assert not saving.done()
+    release.touch()
+    outcome = await saving
+    assert outcome.outcome == "kept", outcome
+    assert outcome.bytes >= 8 << 25
+    await shut_down(jp_fetch, kernel)
+    new = await start_session(jp_fetch, "paused.ipynb")
+    answer = await restore_kernel(km, new, "paused.ipynb", SETTINGS, force=False)
+    assert sorted(answer["restored"]) == ["Held", "arrays", "held", "np", "os", "time"], answer
+    shown = await execute(jp_ws_fetch, new, "print(arrays[0][0], held)")
+    assert shown.strip() == "1.0 released"  # as it was when the kernel went on
+
+
+async def test_the_kernels_pause_is_measured_and_answered(
+    jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any, jp_home_dir: Path
+) -> None:
+    """The kernel's own answer to the snapshot request (what the server logs) names its pause;
+    the outcome comes from the writer's file, which the server removes once read."""
+    kernel = await start_session(jp_fetch, "measured.ipynb")
+    await execute(jp_ws_fetch, kernel, "import numpy as np\nx = np.ones(1 << 20)")
+    await wait_idle(jp_serverapp, kernel)
+    km = jp_serverapp.kernel_manager
+    request = {
+        "directory": SETTINGS.directory,
+        "key": "measured",
+        "notebook": "measured.ipynb",
+        "kernel_id": kernel,
+        "max_bytes": 1 << 30,
+        "reserve_bytes": 0,
+        "deadline": time.time() + 60,
+    }
+    expression = _call("jupyter_gpuaas.kernel.snapshot", "snapshot_request", request)
+
+    answer = json.loads(await _ask_kernel(km, kernel, expression, 60))
+
+    assert set(answer) == {"writing", "paused_s"}
+    assert 0 < answer["paused_s"] < 60
+    folder = jp_home_dir / ".jupyter-gpuaas" / "kernel-state"
+    outcome = await _outcome_left(SETTINGS, answer["writing"], 60)
+    assert outcome.outcome == "kept", outcome
+    assert not (folder / answer["writing"]).exists()

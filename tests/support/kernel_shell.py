@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, read_outcome_file
 from jupyter_gpuaas.kernel.snapshot import snapshot
 
-__all__ = ["Shell", "own_home", "save"]
+__all__ = ["Shell", "outcome_left", "own_home", "save"]
 
 
 class Shell:
@@ -45,3 +46,16 @@ def save(shell: Any, **fields: Any) -> Any:
         "deadline": time.time() + 30,
     }
     return snapshot(shell, **{**arguments, **fields})
+
+
+def outcome_left(path: Path, within: float = 60.0) -> KernelStateOutcome:
+    """The outcome a background writer leaves at ``path``, once it is there (polled every
+    10 ms, as the server polls it; a failure after ``within`` seconds)."""
+    until = time.monotonic() + within
+    while True:
+        try:
+            return read_outcome_file(path)
+        except FileNotFoundError:
+            if time.monotonic() > until:
+                raise AssertionError(f"no outcome at {path} within {within} s") from None
+            time.sleep(0.01)

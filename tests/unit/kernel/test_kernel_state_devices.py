@@ -39,6 +39,9 @@ class Module:
     def parameters(self) -> Any:
         return iter([self.weight])
 
+    def buffers(self) -> Any:
+        return iter([])
+
 
 def fake_torch(cuda: bool) -> types.ModuleType:
     torch = types.ModuleType("torch")

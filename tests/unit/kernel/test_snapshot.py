@@ -27,7 +27,7 @@ from jupyter_gpuaas.kernel.snapshot import (
     unsaveable,
     user_variables,
 )
-from tests.support.kernel_shell import Shell, own_home
+from tests.support.kernel_shell import Shell, outcome_left, own_home
 from tests.support.kernel_shell import save as save_as
 
 DIRECTORY = "~/state"
@@ -332,8 +332,11 @@ def test_the_servers_request_is_json_in_and_the_outcome_json_out(
         "deadline": time.time() + 30,
     }
     answer = json.loads(snapshot_request(json.dumps(request)))
-    assert answer["outcome"] == "kept"
-    assert answer["kernel_id"] == "k9"
+    assert set(answer) == {"writing", "paused_s"}
+    assert answer["paused_s"] >= 0
+    outcome = outcome_left(home / "state" / answer["writing"])
+    assert outcome.outcome == "kept"
+    assert outcome.kernel_id == "k9"
     assert [e["name"] for e in manifest(home)["variables"]] == ["a"]
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from jupyter_gpuaas.core import kernel_state as core_kernel_state
 from jupyter_gpuaas.kernel import store
-from tests.support.snapshot_files import sha, write_snapshot
+from tests.support.snapshot_files import checksum, write_snapshot
 
 
 def refusal(manifest: Path) -> str:
@@ -38,8 +38,8 @@ def test_each_entry_gets_its_offset_length_and_own_checksum(tmp_path: Path) -> N
         second = sink.end()
         f.seek(0)
         assert f.read() == b"abcdxyz"
-    assert first == (0, 4, sha(b"abcd"))
-    assert second == (4, 3, sha(b"xyz"))
+    assert first == (0, 4, checksum(b"abcd"))
+    assert second == (4, 3, checksum(b"xyz"))
 
 
 def test_an_undone_entry_leaves_the_file_as_it_was_before_it(tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_an_undone_entry_leaves_the_file_as_it_was_before_it(tmp_path: Path) -> 
         sink.undo()
         sink.begin()
         sink.write(b"next")
-        assert sink.end() == (4, 4, sha(b"next"))
+        assert sink.end() == (4, 4, checksum(b"next"))
         f.seek(0)
         assert f.read() == b"keepnext"
 
@@ -81,7 +81,7 @@ def test_large_writes_are_chunked_and_hashed_aside_to_the_same_checksum(
         sink = store.Sink(f, limit=len(payload), deadline=time.monotonic() + 60)
         sink.begin()
         assert sink.write(payload) == len(payload)
-        assert sink.end() == (0, len(payload), sha(payload))
+        assert sink.end() == (0, len(payload), checksum(payload))
         f.seek(0)
         assert f.read() == payload
 
@@ -104,8 +104,8 @@ def test_the_budget_is_checked_chunk_by_chunk(
 
 
 def test_the_manifest_checksum_ignores_key_order_and_follows_every_value() -> None:
-    entries: list[dict[str, Any]] = [{"name": "a", "offset": 0, "length": 1, "sha256": "x"}]
-    reordered: list[dict[str, Any]] = [{"sha256": "x", "length": 1, "offset": 0, "name": "a"}]
+    entries: list[dict[str, Any]] = [{"name": "a", "offset": 0, "length": 1, "xxh3_128": "x"}]
+    reordered: list[dict[str, Any]] = [{"xxh3_128": "x", "length": 1, "offset": 0, "name": "a"}]
     assert store.entries_digest(entries) == store.entries_digest(reordered)
     changed = [{**entries[0], "length": 2}]
     assert store.entries_digest(changed) != store.entries_digest(entries)
@@ -121,7 +121,7 @@ def test_a_good_snapshot_reads_back_with_its_entries_and_data(tmp_path: Path) ->
     assert read.data_path == data_path
     assert [e["name"] for e in read.entries] == ["a", "b"]
     with data_path.open("rb") as data:
-        assert store.read_verified(read, data) == [bytearray(b"one"), bytearray(b"two!")]
+        assert store.read_verified(read, data) == [[bytearray(b"one")], [bytearray(b"two!")]]
 
 
 def test_no_manifest_is_not_found_not_refused(tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ def test_no_manifest_is_not_found_not_refused(tmp_path: Path) -> None:
         ({"format": "something else"}, "not a jupyter-gpuaas kernel state manifest"),
         (
             {"format_version": 99, "package_version": "9.9"},
-            "format version 99 (written by jupyter-gpuaas 9.9); this version reads only format 1",
+            "format version 99 (written by jupyter-gpuaas 9.9); this version reads formats 1 and 2",
         ),
         ({"owner_uid": os.getuid() + 1}, f"written by user id {os.getuid() + 1}, not by you"),
         ({"variables": "all"}, "damaged (no list of variables)"),
@@ -181,7 +181,7 @@ def test_a_manifest_too_large_to_be_one_is_refused_unread(
 def test_an_entry_outside_the_data_file_is_refused(
     tmp_path: Path, entry: dict[str, Any], said: str
 ) -> None:
-    variables = [{"name": "a", "offset": 0, "length": 3, "sha256": sha(b"one"), **entry}]
+    variables = [{"name": "a", "offset": 0, "length": 3, **checksum(b"one"), **entry}]
     manifest, _ = write_snapshot(tmp_path, {"a": b"one"}, variables=variables)
     assert said in refusal(manifest)
 
@@ -234,7 +234,7 @@ def test_data_read_in_chunks_checks_the_same(
     manifest, data_path = write_snapshot(tmp_path, {"big": value, "empty": b""})
     read = store.read_manifest(manifest)
     with data_path.open("rb") as data:
-        assert store.read_verified(read, data) == [bytearray(value), bytearray()]
+        assert store.read_verified(read, data) == [[bytearray(value)], [bytearray()]]
 
 
 # --------------------------------------------------------------------------- the folder
@@ -248,3 +248,37 @@ def test_the_state_folder_outside_the_home_is_refused(
     assert store.state_directory("~/.state") == tmp_path / "home" / ".state"
     with pytest.raises(store.Refused):
         store.state_directory(str(tmp_path / "elsewhere"))
+
+
+def test_a_format_1_snapshot_is_still_read_with_its_sha256(tmp_path: Path) -> None:
+    manifest, data_path = write_snapshot(tmp_path, {"a": b"one", "b": b"two"}, format_version=1)
+    read = store.read_manifest(manifest)
+    assert "sha256" in read.entries[0]
+    with data_path.open("rb") as data:
+        assert store.read_verified(read, data) == [[bytearray(b"one")], [bytearray(b"two")]]
+    with pytest.raises(store.Refused, match="the checksum of `b` does not match"):
+        store.read_verified(read, io.BytesIO(b"oneTWO"))
+
+
+def test_a_pickle_and_its_buffers_are_read_into_memory_of_their_own_and_checked_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "CHUNK", 3)
+    kinds = {"frame": {"kind": "pickle", "parts": [4, 0, 6]}}
+    manifest, data_path = write_snapshot(tmp_path, {"frame": b"PKL!abcdef"}, kinds=kinds)
+    read = store.read_manifest(manifest)
+    with data_path.open("rb") as data:
+        assert store.read_verified(read, data) == [
+            [bytearray(b"PKL!"), bytearray(), bytearray(b"abcdef")]
+        ]
+    with pytest.raises(store.Refused, match="the checksum of `frame` does not match"):
+        store.read_verified(read, io.BytesIO(b"PKL!abcdeF"))
+
+
+@pytest.mark.parametrize("parts", [[4, 5], [11], "all", [4, -1, 7], [4.0, 6]])
+def test_parts_that_do_not_fill_the_place_are_refused(tmp_path: Path, parts: Any) -> None:
+    kinds = {"frame": {"kind": "pickle", "parts": parts}}
+    manifest, data_path = write_snapshot(tmp_path, {"frame": b"PKL!abcdef"}, kinds=kinds)
+    read = store.read_manifest(manifest)
+    with data_path.open("rb") as data, pytest.raises(store.Refused, match="parts do not fill"):
+        store.read_verified(read, data)
