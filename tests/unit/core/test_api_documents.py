@@ -5,16 +5,21 @@ words of core/fields.py."""
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jupyter_gpuaas.core.api_documents import (
     MAX_BODY_ERRORS,
     SHARED_URI,
     BodyRefused,
     RequestBodies,
+    Server,
     bundled,
     document,
     field_path,
@@ -22,6 +27,7 @@ from jupyter_gpuaas.core.api_documents import (
     request_bodies,
 )
 from jupyter_gpuaas.core.fields import FieldError
+from tests.support.request_bodies import forbidden_bodies
 
 
 def test_the_services_document_holds_every_schema_it_names() -> None:
@@ -184,3 +190,131 @@ def test_a_refusal_lists_at_most_its_share_and_counts_the_rest() -> None:
     assert len(refused.value.errors) == MAX_BODY_ERRORS
     assert refused.value.more == 7
     assert str(refused.value).endswith("; and 22 more problem(s)")  # the message names five
+
+
+# --------------------------------------------------------------------------- the fast check
+
+
+def _validators(server: Server) -> Iterator[tuple[str, Any, Any]]:
+    """(operationId, the compiled check, the jsonschema validator) of each body."""
+    bodies = request_bodies(server)
+    for operation in bodies.operations:
+        spec = bodies._bodies[operation]
+        assert spec.valid is not None, f"{operation}: a keyword the fast check leaves out"
+        yield operation, spec.valid, spec.validator
+
+
+def test_every_body_of_both_documents_is_compiled() -> None:
+    assert len(list(_validators("extension"))) + len(list(_validators("service"))) == 10
+
+
+REPORT = {
+    "sampled_at": "2026-12-01T00:00:00Z",
+    "source": "nvml",
+    "error": None,
+    "kernels": [
+        {
+            "kernel_id": "k1",
+            "execution_state": "idle",
+            "last_activity": None,
+            "connections": 1,
+            "gpu_memory": 1024,
+        }
+    ],
+    "terminals": [{"name": "1", "last_activity": None}],
+    "gpu_memory": 1024,
+    "gpu_utilization": [{"uuid": "GPU-1", "utilization": 40.5}],
+    "idle_since": None,
+    "keeps_kernel_state": True,
+    "kernel_state": {
+        "requested_at": "2026-12-01T00:00:00Z",
+        "outcomes": [
+            {
+                "kernel_id": "k1",
+                "notebook": "a.ipynb",
+                "outcome": "kept_with_losses",
+                "lost": [{"name": "gen", "reason": "a generator"}],
+                "error": "",
+                "bytes": 10,
+                "seconds": 0.5,
+                "saved_at": None,
+            }
+        ],
+        "error": "",
+    },
+}
+
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**60), max_value=2**60),
+    st.sampled_from([0, 1, -1, 1.0, 0.0, 100, 100.5, 101, 2**50, 2**50 + 1, 100_001]),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=5),
+    st.sampled_from(["", "busy", "kept", "failed", "x" * 257, "x" * 2001, "succeeded"]),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def _paths(node: Any, here: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield here
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _paths(value, (*here, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _paths(value, (*here, i))
+
+
+@st.composite
+def mutated(draw: st.DrawFn, base: Any) -> Any:
+    """``base`` with a few of its values replaced, removed or given a sibling."""
+    body = copy.deepcopy(base)
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(list(_paths(body))))
+        if not path:
+            return draw(VALUES)
+        parent = body
+        for step in path[:-1]:
+            parent = parent[step]
+        how = draw(st.sampled_from(["replace", "remove", "add"]))
+        if how == "replace" or isinstance(parent, list):
+            parent[path[-1]] = draw(VALUES)
+        elif how == "remove":
+            del parent[path[-1]]
+        else:
+            parent[draw(st.text(max_size=8))] = draw(VALUES)
+    return body
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=st.one_of(mutated(REPORT), st.just(REPORT), VALUES))
+def test_the_fast_check_and_the_validator_agree_on_activity_reports(body: Any) -> None:
+    """The fast check only says whether a body passes (the validator words the refusal): it
+    must agree with the validator on every report, near the valid one or not."""
+    bodies = request_bodies("service")
+    spec = bodies._bodies["postActivity"]
+    assert spec.valid is not None
+    assert spec.valid(body) == spec.validator.is_valid(body)
+
+
+def test_the_fast_check_and_the_validator_agree_on_every_body_of_both_documents() -> None:
+    assert request_bodies("service").errors("postActivity", REPORT) == ([], 0)
+    for server in ("extension", "service"):
+        by_operation = {op: (valid, validator) for op, valid, validator in _validators(server)}
+        cases = list(forbidden_bodies(server))
+        for case in cases:
+            if not case.body:
+                continue
+            body = json.loads(case.body)
+            valid, validator = by_operation[case.operation]
+            assert valid(body) is False is validator.is_valid(body), case
+        for valid, validator in by_operation.values():
+            for body in ({}, {"path": "a.ipynb", "notebook": {"cells": []}}, REPORT, []):
+                assert valid(body) == validator.is_valid(body)
