@@ -295,7 +295,9 @@ def parse_activity(
     payload: object, *, now: datetime | None = None, max_skew: timedelta = MAX_CLOCK_SKEW
 ) -> Activity:
     """Check an ``activity`` payload and read it; :class:`ReportError` lists every problem with
-    its path. Unknown extra fields are ignored (newer extensions).
+    its path. Unknown extra fields are ignored here; the service's ``POST api/activity`` refuses
+    them, and everything else its OpenAPI document rules out, before this reads a report
+    (core/api_documents.py).
 
     Nothing is clamped: numbers must be finite and in range, lists at most ``MAX_*`` long, and
     with ``now`` (the receiving service's clock) no time may lie more than ``max_skew`` after it
