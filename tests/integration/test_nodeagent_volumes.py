@@ -142,3 +142,44 @@ async def test_a_claim_that_cannot_be_provisioned_is_told_why(cluster: Cluster) 
             assert (pvc.status.phase, pvc.spec.volume_name) == ("Pending", None)
         finally:
             await v1.delete_namespaced_persistent_volume_claim("claim-too-big", NS)
+
+
+async def test_a_pod_whose_claim_comes_later_waits_for_it_and_starts(cluster: Cluster) -> None:
+    """A kubelet never fails a pod for a claim it cannot read yet (refused by the Node authorizer
+    a moment after the binding, not there, still binding): its volume manager reads again and the
+    pod stays Pending until it mounts. Here the pod is bound to the node before its claim exists
+    (``nodeName`` set, so no scheduler waits for the claim), so the agent's first reads find
+    nothing; once the claim is made and bound, the pod must start and see its home."""
+    async with cluster.api("jupyterhub", "hub") as api:
+        v1 = core(api)
+        pod = home_pod("waits-for-claim", "claim-later", WRITE)
+        pod["spec"]["nodeName"] = "local-0"
+        await v1.create_namespaced_pod(NS, pod)
+        try:
+
+            async def read_tried() -> bool:
+                # the agent has tried the claim: it reported the pod (Pending) while it waits
+                p = await v1.read_namespaced_pod("waits-for-claim", NS)
+                return p.status.start_time is not None
+
+            await wait_for("the agent to take the pod", read_tried, 30)
+            waiting = await v1.read_namespaced_pod("waits-for-claim", NS)
+            assert waiting.status.phase == "Pending", waiting.status
+
+            await v1.create_namespaced_persistent_volume_claim(NS, claim("claim-later", "1Gi"))
+
+            async def finished() -> tuple[str, str] | None:
+                p = await v1.read_namespaced_pod("waits-for-claim", NS)
+                if p.status.phase not in ("Succeeded", "Failed"):
+                    return None
+                return str(p.status.phase), str(p.status.reason or "")
+
+            assert await wait_for("the pod done", finished, 60) == ("Succeeded", "")
+            pvc = await v1.read_namespaced_persistent_volume_claim("claim-later", NS)
+            volume = cluster.info.admin().get(f"/api/v1/persistentvolumes/{pvc.spec.volume_name}")
+            assert (Path(volume["spec"]["hostPath"]["path"]) / "notes.txt").read_text() == "kept"
+        finally:
+            with contextlib.suppress(ApiException):
+                await v1.delete_namespaced_pod("waits-for-claim", NS, grace_period_seconds=0)
+            with contextlib.suppress(ApiException):
+                await v1.delete_namespaced_persistent_volume_claim("claim-later", NS)
