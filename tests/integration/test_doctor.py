@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -92,6 +93,7 @@ def test_healthy_dev_cluster_is_all_ok(healthy: dict[str, dict[str, str]]) -> No
         "prometheus",
         "prometheus.rules",
         "policy",
+        "homes",
     ):
         assert name in names, name
     assert healthy["kueue.version"]["detail"].startswith(f"Kueue {kueue_version()}")
@@ -224,6 +226,50 @@ def test_the_job_images_config_map_deleted(
     assert "parameterNotFoundAction is Deny" in bad["detail"]
     assert bad["fix"].startswith("kubectl -n jupyterhub create configmap gpuaas-job-images")
     assert "--from-literal=images=" in bad["fix"]
+
+
+def _server_on_a_shared_claim(user: str) -> dict[str, Any]:
+    """A server pod as KubeSpawner writes it, its home on one claim for the whole team (pending:
+    the claim does not exist; the doctor reads the spec)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"doctor-{user}",
+            "namespace": "jupyter-users",
+            "annotations": {"hub.jupyter.org/username": user, "hub.jupyter.org/servername": ""},
+        },
+        "spec": {
+            "securityContext": {"runAsUser": 1000, "fsGroup": 100},
+            "containers": [
+                {
+                    "name": "notebook",
+                    "image": "quay.io/jupyter/base-notebook",
+                    "volumeMounts": [{"name": "home", "mountPath": "/home/jovyan"}],
+                }
+            ],
+            "volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "doctor-team"}}],
+        },
+    }
+
+
+def test_two_servers_whose_homes_are_one_claim(
+    setup: Setup, healthy: dict[str, dict[str, str]]
+) -> None:
+    # Issue 47.3.6b: as uid 1000 both, each can leave a kernel-state snapshot the other loads.
+    pods = [_server_on_a_shared_claim(u) for u in ("doctor-ann", "doctor-ben")]
+    setup.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(pods))
+    try:
+        bad = _only_one_wrong(healthy, *setup.doctor())
+    finally:
+        names = [f"pod/{p['metadata']['name']}" for p in pods]
+        setup.kubectl("-n", "jupyter-users", "delete", "--wait=true", "--timeout=60s", *names)
+    assert (bad["name"], bad["status"]) == ("homes", "wrong")
+    assert bad["detail"].startswith(
+        "doctor-ben's server can write into doctor-ann's home (PersistentVolumeClaim"
+        " doctor-team, /.jupyter-gpuaas/kernel-state), both as user id 1000 (1 more pair)"
+    )
+    assert "claim-{username}" in bad["fix"]
 
 
 def test_everything_restored(setup: Setup) -> None:
