@@ -3,7 +3,10 @@ and the multipliers between rungs with a paired bootstrap interval over the seed
 
 Service levels (:class:`Levels`), each on the mean over the seeds of a run's figure:
 
-- training wait p90 ≤ 30 min (the GPU-hour-weighted mean wait is reported beside it);
+- training wait p90 ≤ 30 min, Jobs counted alike (three in four are 1-GPU Jobs);
+- the large-Job level: the training wait's GPU-hour-weighted mean ≤ 30 min (each Job
+  weighted by the GPU-hours it asks, Jobs never started counting with their wait so far), so
+  that a rung cannot meet the p90 by starving the 8-GPU Jobs;
 - notebook spawn wait p90 ≤ 5 min (spawns still waiting at the end count with their wait
   so far);
 - active sessions interrupted (a server stopped while its user comes back to it) ≤ 5 per 100
@@ -50,10 +53,17 @@ class Levels:
     restore_p90_min: float = 2.0
     """(L4) the wait from a user's return (or move) to their kernel state back, p90: the
     other rungs restore nothing (their users re-run the notebook: an interruption)."""
+    large_job_wait_min: float = 30.0
+    """The large-Job level: the training wait's GPU-hour-weighted mean (each Job weighted by
+    the GPU-hours it asks; Jobs never started count with their wait so far). Chosen over the
+    8-GPU Jobs' p90 because it counts every size by what it asks and is not a percentile of
+    a handful of Jobs a day (5% of Jobs ask 8 GPUs: 23% of the GPU-hours asked, sizes and
+    durations being drawn apart)."""
 
     def limits(self, *, interruptions: bool = True) -> dict[str, float]:
         out = {
             "wait_p90_min": self.training_p90_min,
+            "wait_gpu_hour_weighted_mean_min": self.large_job_wait_min,
             "spawn_wait_p90_min": self.spawn_p90_min,
             "restore_wait_p90_min": self.restore_p90_min,
         }
@@ -122,7 +132,7 @@ def _trace(spec: OrgSpec, seed: int, days: float, burn_in_h: float) -> Any:
     return ladder.trace(spec, seed, days=days, burn_in_h=burn_in_h)
 
 
-def simulate_run(run: RunSpec, events: Any = None) -> Any:
+def simulate_run(run: RunSpec, events: Any = None, diagnose: bool = False) -> Any:
     spec = spec_of(run)
     rung = ladder.RUNGS[run.rung]
     world = ladder.world(spec, run.rung, run.gpus, run.split)
@@ -143,6 +153,8 @@ def simulate_run(run: RunSpec, events: Any = None) -> Any:
         throttle=run.throttle,
         kept=run.kept if rung.kept else None,
         cards_per_node=cards_per_node(spec),
+        tas=rung.tas_modes,
+        diagnose=diagnose,
         run_info={
             "org": spec.name,
             "rung": run.rung,
@@ -586,6 +598,12 @@ PARENTS = {
     "L2o": "L1",
     "Lb": "L1",
     "F0": "L1",
+    "L4t": "L1t",
+    "L4s": "L1s",
+    "F0t": "L1t",
+    "F0s": "L1s",
+    "L4p": "L1p",
+    "F0p": "L1p",
 }
 """The rung whose size a rung's search starts from (it adds one mechanism to it), and whose
 split it keeps: the one chosen best for the parent at the parent's size (B1i keeps the

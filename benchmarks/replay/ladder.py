@@ -127,6 +127,29 @@ class Rung:
     """Kernel state kept through stops (L4)."""
     notebooks: bool = True
     """Whether the trace's notebook sessions are replayed (F0: training alone)."""
+    tas: str = ""
+    """Kueue's Topology Aware Scheduling on the training pools: ``all`` (Jobs and notebooks:
+    the whole-GPU rungs, where TAS sees a notebook's card as a node's GPU), ``training``
+    (Jobs only: the shares rungs, whose shares HAMi places), or off."""
+    strict: bool = False
+    """The training ClusterQueues queue ``StrictFIFO`` (a large Job at the head is not
+    overtaken by smaller ones of its queue), else ``BestEffortFIFO``."""
+    large_first: bool = False
+    """Large Jobs (a node's GPUs) in a WorkloadPriorityClass above the other Jobs', and the
+    training ClusterQueues preempting lower priorities within (``withinClusterQueue:
+    LowerPriority``): with TAS a large Job that finds no node evicts small Jobs (which
+    checkpoint) to get one."""
+
+    @property
+    def tas_modes(self) -> dict[str, str]:
+        """Workload kind → the topology request its pods carry (a Job's one pod on one node:
+        ``required`` at ``kubernetes.io/hostname``; a notebook ``unconstrained``, as Kueue
+        implies for a pod without one on a TAS flavor)."""
+        if self.tas == "all":
+            return {"training": "required", "notebook": "unconstrained"}
+        if self.tas == "training":
+            return {"training": "required"}
+        return {}
 
     @property
     def split_chosen(self) -> bool:
@@ -162,6 +185,78 @@ RUNGS: dict[str, Rung] = {
         Rung("L2o", "org-cohort", "none", True, "L2 idealised: each session on its need's share"),
         Rung("Lb", "org-cohort", "oracle", False, "bound: a GPU only while a cell runs"),
         Rung("F0", "org-cohort", "none", False, "floor: training alone", notebooks=False),
+        Rung("L1t", "org-cohort", "none", False, "L1 + Kueue TAS (Jobs and notebooks)", tas="all"),
+        Rung(
+            "L1s",
+            "org-cohort",
+            "none",
+            False,
+            "L1t + StrictFIFO training queues",
+            tas="all",
+            strict=True,
+        ),
+        Rung(
+            "L4t",
+            "org-cohort",
+            "gpuaas",
+            True,
+            "L4 + Kueue TAS for Jobs",
+            True,
+            True,
+            tas="training",
+        ),
+        Rung(
+            "L4s",
+            "org-cohort",
+            "gpuaas",
+            True,
+            "L4t + StrictFIFO training queues",
+            True,
+            True,
+            tas="training",
+            strict=True,
+        ),
+        Rung(
+            "L1p",
+            "org-cohort",
+            "none",
+            False,
+            "L1t + large Jobs first (priority, preemption within queues)",
+            tas="all",
+            large_first=True,
+        ),
+        Rung(
+            "L4p",
+            "org-cohort",
+            "gpuaas",
+            True,
+            "L4t + large Jobs first",
+            True,
+            True,
+            tas="training",
+            large_first=True,
+        ),
+        Rung("F0t", "org-cohort", "none", False, "floor with TAS", notebooks=False, tas="all"),
+        Rung(
+            "F0p",
+            "org-cohort",
+            "none",
+            False,
+            "floor with TAS, large Jobs first",
+            notebooks=False,
+            tas="all",
+            large_first=True,
+        ),
+        Rung(
+            "F0s",
+            "org-cohort",
+            "none",
+            False,
+            "floor with TAS and StrictFIFO",
+            notebooks=False,
+            tas="all",
+            strict=True,
+        ),
     )
 }
 
@@ -223,15 +318,17 @@ def _cluster_queue(
     flavors: Mapping[str, Mapping[str, int]],
     *,
     lends_only: bool,
+    strict: bool = False,
+    within: str = "Never",
 ) -> dict[str, Any]:
     covered = sorted({r for quota in flavors.values() for r in quota})
     spec: dict[str, Any] = {
-        "queueingStrategy": "BestEffortFIFO",
+        "queueingStrategy": "StrictFIFO" if strict else "BestEffortFIFO",
         "namespaceSelector": {},
         "preemption": {
             "reclaimWithinCohort": "Any" if cohort else "Never",
             "borrowWithinCohort": {"policy": "Never"},
-            "withinClusterQueue": "Never",
+            "withinClusterQueue": within,
         },
         "resourceGroups": [
             {
@@ -272,6 +369,10 @@ def manifests(
         {"kind": "WorkloadPriorityClass", "metadata": {"name": "interactive"}, "value": 1000},
         {"kind": "WorkloadPriorityClass", "metadata": {"name": "training"}, "value": 500},
     ]
+    if rung.large_first:  # below the notebooks, above the other Jobs
+        docs.append(
+            {"kind": "WorkloadPriorityClass", "metadata": {"name": "training-large"}, "value": 600}
+        )
     for pool in pools:
         docs.append(
             {
@@ -287,7 +388,14 @@ def manifests(
     if rung.structure == "org-partitions":
         return docs + _org_partitions(spec, pools, notebook_share), _node_pools(pools, rung)
     for t in spec.teams:
-        docs += _team_queues(t.name, cohorts[t.name], notebooks[t.name], training[t.name])
+        docs += _team_queues(
+            t.name,
+            cohorts[t.name],
+            notebooks[t.name],
+            training[t.name],
+            strict=rung.strict,
+            within="LowerPriority" if rung.large_first else "Never",
+        )
     return docs, _node_pools(pools, rung)
 
 
@@ -334,11 +442,24 @@ def _team_queues(
     cohort: str | None,
     notebooks: dict[str, dict[str, int]],
     training: dict[str, dict[str, int]],
+    *,
+    strict: bool = False,
+    within: str = "Never",
 ) -> list[dict[str, Any]]:
-    """A team's notebook and training ClusterQueues and the LocalQueues pointing at them."""
+    """A team's notebook and training ClusterQueues and the LocalQueues pointing at them
+    (``within``: the training queues' ``withinClusterQueue`` preemption)."""
     return [
         _cluster_queue(f"{team}-notebooks", team, "notebooks", cohort, notebooks, lends_only=True),
-        _cluster_queue(f"{team}-training", team, "training", cohort, training, lends_only=False),
+        _cluster_queue(
+            f"{team}-training",
+            team,
+            "training",
+            cohort,
+            training,
+            lends_only=False,
+            strict=strict,
+            within=within,
+        ),
         {
             "kind": "LocalQueue",
             "metadata": {"name": team, "namespace": NOTEBOOK_NAMESPACE},

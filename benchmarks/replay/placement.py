@@ -19,6 +19,10 @@ This module is that scheduler's part, pure and card by card:
 - what cannot be placed waits, holding its quota; every release tries the waiting ones again,
   by priority, then by admission (the scheduler's queue).
 
+With Kueue's Topology Aware Scheduling (TAS, :func:`tas_assign`) on a rung, Kueue itself
+chooses the nodes at admission (v0.19.2, ``pkg/cache/scheduler/tas_flavor_snapshot.go``): a
+workload it cannot give a topology is not admitted and holds nothing (see docs/replay.md).
+
 The card chosen is the project's own packing decision (:mod:`jupyter_gpuaas.core.packing`,
 which the dev cluster's node agent uses too); this module keeps the pool's cards and who holds
 what. It also shows the culler what a cluster shows it: each holder's cards as HAMi records them
@@ -29,7 +33,7 @@ a card of idle shares for an admitted Job that waits, as it does on a cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +45,80 @@ CORES_PER_CARD = 100
 """HAMi's ``gpucores`` of one whole card."""
 SLOTS_PER_CARD = 10
 """HAMi's vGPUs per card (``deviceSplitCount``)."""
+
+
+TAS_MODES = ("required", "preferred", "unconstrained")
+"""A pod set's topology request at the node level (``kubernetes.io/hostname``):
+``kueue.x-k8s.io/podset-required-topology``, ``...-preferred-topology`` or
+``...-unconstrained-topology`` (what Kueue implies for a workload without one, on a TAS flavor)."""
+
+
+def _best_fit(counts: Sequence[int], needed: int, order: Sequence[int]) -> int:
+    """Kueue's ``findBestFitDomainBy``: of the domains in ``order``, the first with the
+    smallest count that still holds ``needed``; the first of ``order`` when none does."""
+    best, best_count = order[0], None
+    for d in order:
+        if counts[d] >= needed and (best_count is None or counts[d] < best_count):
+            best, best_count = d, counts[d]
+    return best
+
+
+def tas_assign(
+    free: Sequence[int], pods: int, per_pod: int, mode: str = "required"
+) -> dict[int, int] | None:
+    """Kueue 0.19's TAS assignment of a pod set of ``pods`` pods of ``per_pod`` GPUs on nodes
+    with ``free`` GPUs free each, in a two-level topology (one block holding every node, then
+    ``kubernetes.io/hostname``): node → pods, or None when Kueue finds no assignment (then it
+    does not admit the workload). From ``pkg/cache/scheduler/tas_flavor_snapshot.go``:
+
+    - ``required`` and ``preferred`` use the BestFit profile: nodes sorted by the pods each
+      still holds (descending), then by name (``sortedDomains``); when the first holds every
+      pod, the pod set goes on one node, the first with the **fewest** pods' room that holds
+      them all (``findBestFitDomainForSlices``). Otherwise ``required`` fails, and
+      ``preferred`` climbs to the block and spreads: greedily over the nodes in that order,
+      the last node chosen best-fit (``findLevelWithFitDomains``,
+      ``updateCountsToMinimumGeneric``);
+    - ``unconstrained`` (also what Kueue implies for a pod set without a request on a TAS
+      flavor) uses LeastFreeCapacity (``TASProfileMixed``, beta and on since 0.15): nodes
+      sorted by room ascending, the first that holds every pod, else greedily from the
+      least free;
+    - a spread fails only when the block cannot hold them all.
+    """
+    if mode not in TAS_MODES:
+        raise ValueError(f"unknown topology request {mode!r}")
+    room = [f // per_pod if per_pod else pods for f in free]
+    if not room or sum(room) < pods:
+        return None
+    if mode == "unconstrained":
+        order = sorted(range(len(room)), key=lambda d: (room[d], d))
+        for d in order:
+            if room[d] >= pods:
+                return {d: pods}
+        return _spread(room, pods, order, best_fit=False)
+    order = sorted(range(len(room)), key=lambda d: (-room[d], d))
+    if room[order[0]] >= pods:
+        return {_best_fit(room, pods, order): pods}
+    if mode == "required":
+        return None
+    return _spread(room, pods, order, best_fit=True)
+
+
+def _spread(
+    room: Sequence[int], pods: int, order: Sequence[int], *, best_fit: bool
+) -> dict[int, int]:
+    """``pods`` over the nodes in ``order`` (the block holds them all), each node's room
+    taken whole; with ``best_fit``, the last node the best fit of those left."""
+    out: dict[int, int] = {}
+    left = pods
+    for i, d in enumerate(order):
+        if room[d] >= left:
+            last = _best_fit(room, left, order[i:]) if best_fit else d
+            out[last] = left
+            return out
+        if room[d]:
+            out[d] = room[d]
+            left -= room[d]
+    raise AssertionError("the block holds them all")
 
 
 def _card(index: int, steps: int, free: int, shares: int) -> packing.Card:
@@ -90,16 +168,51 @@ class Cards:
         _count, node = min(room)
         return by_node[node][:n]
 
+    def _whole_tas(self, pods: int, per_pod: int, mode: str) -> list[int] | None:
+        """The wholly free cards Kueue's TAS (:func:`tas_assign`) assigns a pod set of
+        ``pods`` pods of ``per_pod`` cards: each node's lowest free cards (the device plugin's
+        pick within the node TAS chose); None when TAS finds no assignment."""
+        nodes = max(1, -(-len(self.free) // self.per_node)) if self.per_node else 1
+        whole: list[list[int]] = [[] for _ in range(nodes)]
+        for i, f in enumerate(self.free):
+            if f == self.steps:
+                whole[self.node(i)].append(i)
+        assigned = tas_assign([len(c) for c in whole], pods, per_pod, mode)
+        if assigned is None:
+            return None
+        return [i for node, n in sorted(assigned.items()) for i in whole[node][: n * per_pod]]
+
+    def fits_tas_without(self, gone: Iterable[str], whole: int, mode: str, pods: int = 1) -> bool:
+        """Whether TAS would assign ``whole`` cards in ``pods`` pods were ``gone``'s
+        holders' cards free (a preemption's simulation)."""
+        free = list(self.free)
+        for key in gone:
+            for i, n in self.holders.get(key, ()):
+                free[i] += n
+        nodes = max(1, -(-len(free) // self.per_node)) if self.per_node else 1
+        counts = [0] * nodes
+        for i, f in enumerate(free):
+            if f == self.steps:
+                counts[self.node(i)] += 1
+        per_pod = whole // pods if whole % pods == 0 else whole
+        return tas_assign(counts, pods if whole % pods == 0 else 1, per_pod, mode) is not None
+
     def _cards(self) -> list[packing.Card]:
         return [_card(i, self.steps, f, self.shares[i]) for i, f in enumerate(self.free)]
 
-    def place(self, key: str, *, share_steps: int = 0, whole: int = 0) -> bool:
+    def place(
+        self, key: str, *, share_steps: int = 0, whole: int = 0, tas: str = "", pods: int = 1
+    ) -> bool:
         """Put ``key`` on cards: a share of ``share_steps`` on the card
         :func:`jupyter_gpuaas.core.packing.best_fit` picks, or ``whole`` cards with nothing on
-        them; ``False`` (and nothing held) when it does not fit now."""
+        them (with ``tas``, the topology request of Kueue's TAS, in ``pods`` pods of
+        ``whole // pods`` cards, on the nodes :func:`tas_assign` gives them; else one pod on
+        one node); ``False`` (and nothing held) when it does not fit now."""
         held: list[tuple[int, int]] = []
         if whole:
-            chosen = self._whole_on_one_node(whole)
+            chosen = (
+                self._whole_tas(pods, whole // pods, tas) if tas else self._whole_on_one_node(whole)
+            )
             if chosen is None:
                 return False
             held = [(i, self.steps) for i in chosen]
@@ -163,23 +276,61 @@ class Placement:
                 pools[flavor] = Cards.empty(n, 1, nodes[flavor])
         return cls(pools) if pools else None
 
-    def place(self, key: str, flavor: str | None, requests: Mapping[str, int], kind: str) -> bool:
+    def place(
+        self,
+        key: str,
+        flavor: str | None,
+        requests: Mapping[str, int],
+        kind: str,
+        *,
+        tas: str = "",
+        pods: int = 1,
+    ) -> bool:
         """Place a workload admitted in ``flavor`` that counts ``requests``: a training Job
         takes whole cards (its ``total-gpucores`` ÷ 100), a notebook a share of its cores'
-        steps. A flavor without cards places at once."""
+        steps; with ``tas`` (a topology request), whole cards where Kueue's TAS assigns its
+        ``pods`` pods. A flavor without cards places at once."""
         cards = self.pools.get(flavor or "")
         if cards is None:
             return True
         if cards.steps == 1:  # whole GPUs: a training Job's n on one node, a notebook's one
-            return cards.place(key, whole=max(1, requests.get("nvidia.com/gpu", 1)))
+            n = max(1, requests.get("nvidia.com/gpu", 1))
+            return cards.place(key, whole=n, tas=tas, pods=pods if n % pods == 0 else 1)
         cores = requests.get("nvidia.com/total-gpucores", 0)
         if kind == "training":
-            return cards.place(key, whole=max(1, cores // CORES_PER_CARD))
+            n = max(1, cores // CORES_PER_CARD)
+            return cards.place(key, whole=n, tas=tas, pods=pods if n % pods == 0 else 1)
         steps = max(1, -(-cores * cards.steps // CORES_PER_CARD))
         return cards.place(key, share_steps=steps)
 
     def release(self, key: str) -> bool:
         return any(cards.release(key) for cards in self.pools.values())
+
+    def fits_tas_without(
+        self,
+        gone: Iterable[str],
+        flavor: str | None,
+        requests: Mapping[str, int],
+        kind: str,
+        *,
+        tas: str,
+    ) -> bool:
+        """Whether a workload admitted in ``flavor`` that counts ``requests`` would find nodes
+        under TAS were ``gone``'s cards free (notebook shares: not TAS's; they fit)."""
+        cards = self.pools.get(flavor or "")
+        if cards is None:
+            return True
+        if cards.steps == 1:
+            n = max(1, requests.get("nvidia.com/gpu", 1))
+        elif kind == "training":
+            n = max(1, requests.get("nvidia.com/total-gpucores", 0) // CORES_PER_CARD)
+        else:
+            return True
+        return cards.fits_tas_without(gone, n, tas)
+
+    def holds(self, key: str) -> bool:
+        """Whether ``key`` is on cards."""
+        return any(key in cards.holders for cards in self.pools.values())
 
     def annotations(self, key: str) -> dict[str, str]:
         """HAMi's record of ``key``'s cards, as on its pod (empty: it holds none)."""

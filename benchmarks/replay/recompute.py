@@ -9,7 +9,10 @@ reader can check any run, for any seed, without the simulator:
 - training wait: a Job submitted in the window waits from its ``submit`` to its first
   ``admission`` (never admitted: to ``end_s``), or, when that admission is followed by an
   ``unplaceable`` at the same moment (no card holds it), to its ``placed``; p90 by linear
-  interpolation; the GPU-hour-weighted mean weighs each wait by ``gpus × duration_s``;
+  interpolation; the GPU-hour-weighted mean (the large-Job level) weighs each wait by
+  ``gpus × duration_s``; the 8-GPU Jobs' p90 is the same over the ``submit`` events with
+  ``gpus`` 8; Jobs never started: those submitted in the window with no such admission (or
+  ``placed``) by ``end_s``;
 - spawn wait: from a ``spawn`` in the window to its workload's ``ready``; a spawn still waiting
   when the trace ends (its session's ``session_end`` has reason ``trace_end`` in phase
   ``waiting`` or ``starting``) counts to ``end_s``; a spawn withdrawn when its session ended
@@ -60,12 +63,15 @@ def figures(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
         tally.read(e)
     tally.close()
     waits, weighted, weights = tally.training_waits()
+    large = tally.training_waits(gpus=8)[0]
     spawn_waits = tally.spawn_waits()
     session_h = max(tally.session_seconds() / 3600, 1e-9)
     return {
         "wait_p90_min": percentile(waits, 90) / 60,
         "wait_gpu_hour_weighted_mean_min": weighted / weights / 60 if weights else 0.0,
         "jobs": float(len(waits)),
+        "jobs_never_admitted": float(tally.never_started()),
+        "wait_p90_min_8gpu": percentile(large, 90) / 60,
         "spawn_wait_p90_min": percentile(spawn_waits, 90) / 60 if spawn_waits else 0.0,
         "interrupted_per_100h": tally.interrupted * 100 / session_h,
         "allocation_share": tally.allocated / (capacity * window),
@@ -178,14 +184,14 @@ class _Tally:
             self._allocated(start, self.hi, eq, what)
         self.allocated += self.reserved * (self.hi - self.lo)
 
-    def training_waits(self) -> tuple[list[float], float, float]:
-        """The waits of the Jobs submitted in the window, and the GPU-hour weighted sum and
-        weights."""
+    def training_waits(self, gpus: int = 0) -> tuple[list[float], float, float]:
+        """The waits of the Jobs (of ``gpus`` GPUs; 0: all) submitted in the window, and the
+        GPU-hour weighted sum and weights."""
         waits: list[float] = []
         weighted = weights = 0.0
         for key, e in self.submits.items():
             submitted = float(e["t"])
-            if not self.lo <= submitted < self.hi:
+            if not self.lo <= submitted < self.hi or (gpus and e["gpus"] != gpus):
                 continue
             wait = self.admitted.get(key, self.hi) - submitted
             waits.append(wait)
@@ -193,6 +199,14 @@ class _Tally:
             weighted += wait * weight
             weights += weight
         return waits, weighted, weights
+
+    def never_started(self) -> int:
+        """The Jobs submitted in the window that never ran by its end."""
+        return sum(
+            1
+            for key, e in self.submits.items()
+            if self.lo <= float(e["t"]) < self.hi and key not in self.admitted
+        )
 
     def spawn_waits(self) -> list[float]:
         """Each spawn in the window to its ``ready``; one still waiting at the trace's end to

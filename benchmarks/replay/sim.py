@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import json
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import partial
@@ -40,6 +40,24 @@ RESTORE_REQUEST_S = 2.4
 """``python -m benchmarks snapshot`` (docs/benchmarks.md, 2026-12-06, the slow end of two runs
 on the shared 2-core machine): 2-4.5 s per GiB saved, 1.3-2.2 s per GiB restored, a restore
 request 1.8-2.4 s."""
+
+
+LARGE_JOB_GPUS = 8
+"""A Job this large takes a whole node of 8 GPUs: the large Jobs a platform team favours."""
+LARGE_PRIORITY_CLASS = "training-large"
+"""The WorkloadPriorityClass of large Jobs, where the stack has one (L1p)."""
+
+HOLDINGS = (
+    "training",
+    "notebook_burst",
+    "notebook_idle",
+    "free_whole",
+    "free_scraps",
+    "free_job_waits",
+)
+"""What holds a card's time in a diagnosis run: a training Job; a notebook in a GPU burst, or
+idle; free: whole cards, scraps of cards (shares' rest), or any free GPU while a training Job
+waits for a node (the Job mix's fragmentation)."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +244,8 @@ class Result:
     """(L4) (when the user came back or moved, seconds until their kernel state was back)."""
     ways_up_lost: list[float] = field(default_factory=list)
     """Ways up that lost the kernel's state (every way up but L4's saved ones)."""
+    holdings: dict[str, float] = field(default_factory=dict)
+    """(a diagnosis run) GPU-seconds of the measured window by what held the cards."""
     unplaced_jobs: list[tuple[float, float, int]] = field(default_factory=list)
     """(admitted on quota with no card for it, placed or evicted or the trace's end, GPUs)
     of every training Job that waited for whole cards: the figures count those of the
@@ -270,6 +290,8 @@ class Simulation:
         throttle: str = "contended",
         cards_per_node: Mapping[str, int] | None = None,
         kept: KeptState | None = None,
+        tas: Mapping[str, str] | None = None,
+        diagnose: bool = False,
     ) -> None:
         self.trace = trace
         self.org = org
@@ -310,6 +332,7 @@ class Simulation:
         steps, the shares rungs) and, with ``cards_per_node``, of the whole-GPU pools, on
         their nodes: admitted workloads are placed on them (:mod:`.placement`), a Job's GPUs
         on one node."""
+        self._tas_and_diagnosis(tas, diagnose)
         self.unplaced: dict[str, tuple[Workload, float]] = {}
         """Admitted workloads that no card holds yet (their quota held): (workload, since)."""
 
@@ -329,6 +352,27 @@ class Simulation:
         what it holds when the trace begins)."""
         self._records()
         policy.attach(self)
+
+    def _tas_and_diagnosis(self, tas: Mapping[str, str] | None, diagnose: bool) -> None:
+        """Kueue's TAS on the kinds of ``tas`` (with preemption for nodes where a training
+        queue preempts within), and the cards' accounting of a diagnosis run."""
+        self.tas = dict(tas or {})
+        """Kueue's Topology Aware Scheduling: workload kind → its pod set's topology request
+        (:data:`.placement.TAS_MODES`); those kinds are admitted only where Kueue finds them
+        nodes (:meth:`_topology`), the others placed after admission as without TAS."""
+        if self.tas and self.placement is not None:
+            self.kueue.topology = self._topology
+            if any(
+                cq.within_cluster_queue != "Never" for cq in self.org.cluster_queues.values()
+            ):  # a stack that lets large Jobs preempt for nodes
+                self.kueue.topology_fits = self._topology_fits
+        self.topology_waiting: set[str] = set()
+        """Training Jobs pending because TAS found them no node (last time they were tried)."""
+        self.holdings: dict[str, float] | None = dict.fromkeys(HOLDINGS, 0.0) if diagnose else None
+        """(``diagnose``) GPU-seconds of the measured window by what holds the cards
+        (:data:`HOLDINGS`), from the cards' state between events."""
+        self._held_now: dict[str, float] = {}
+        self._held_since = 0.0
 
     def _records(self) -> None:
         """What the run records, for its :class:`Result`."""
@@ -512,13 +556,16 @@ class Simulation:
         cq = self.org.local_queues[(namespace, lq)]
         (resource, per_gpu), *rest = self.org.training_requests.items()
         amount = per_gpu * job.gpus
+        # A stack with a priority class for large Jobs (L1p) gives it to the Jobs of a node.
+        large = job.gpus >= LARGE_JOB_GPUS and LARGE_PRIORITY_CLASS in self.org.priorities
+        priority_class = LARGE_PRIORITY_CLASS if large else "training"
         wl = Workload(
             key=f"{namespace}/{job.name}",
             namespace=namespace,
             local_queue=lq,
             cluster_queue=cq,
-            priority=self.org.priorities.get("training", 0),
-            priority_class="training",
+            priority=self.org.priorities.get(priority_class, 0),
+            priority_class=priority_class,
             created=self.now,
             resource=resource,
             amount=amount,
@@ -569,8 +616,10 @@ class Simulation:
             waited=round(self.now - wl.queued_at, 3),
         )
         self._allocate(wl)
-        if self.placement is not None and not self.placement.place(
-            wl.key, wl.flavor, wl.requests, wl.kind
+        if (
+            self.placement is not None
+            and not self.placement.holds(wl.key)  # TAS placed it at its admission
+            and not self.placement.place(wl.key, wl.flavor, wl.requests, wl.kind)
         ):
             # Admitted on quota, no card holds it: its pods pend, holding the quota.
             self.unplaced[wl.key] = (wl, self.now)
@@ -580,6 +629,78 @@ class Simulation:
             self.emit("unplaceable", workload=wl.key, kind=wl.kind)
             return
         self._start(wl)
+
+    def _topology(self, wl: Workload, flavor: str) -> bool:
+        """Kueue's TAS at ``wl``'s admission in ``flavor``: its pods on the nodes
+        :func:`.placement.tas_assign` gives them (a training Job is one pod of its GPUs), or
+        not admitted."""
+        mode = self.tas.get(wl.kind)
+        if not mode or self.placement is None:
+            return True
+        placed = self.placement.place(wl.key, flavor, wl.requests, wl.kind, tas=mode)
+        if wl.kind == "training":
+            if placed:
+                self.topology_waiting.discard(wl.key)
+            else:
+                self.topology_waiting.add(wl.key)
+        return placed
+
+    def _topology_fits(self, wl: Workload, flavor: str, gone: Sequence[Workload]) -> bool:
+        """TAS preemption's simulation: would ``wl`` find nodes with ``gone``'s pods gone."""
+        mode = self.tas.get(wl.kind)
+        if not mode or self.placement is None:
+            return True
+        return self.placement.fits_tas_without(
+            [w.key for w in gone], flavor, wl.requests, wl.kind, tas=mode
+        )
+
+    def _holding(self) -> dict[str, float]:
+        """The cards now, in GPUs, by :data:`HOLDINGS`: a Job's, a notebook's in a GPU burst
+        or idle; free cards whole or in scraps, or (either) while a training Job waits for a
+        node (admitted and not placed, or pending because TAS found it none)."""
+        out = dict.fromkeys(HOLDINGS, 0.0)
+        if self.placement is None:
+            return out
+        job_waits = bool(self.topology_waiting) or any(
+            wl.kind == "training" for wl, _since in self.unplaced.values()
+        )
+        for cards in self.placement.pools.values():
+            for key, held in cards.holders.items():
+                gpus = sum(n for _i, n in held) / cards.steps
+                state = self.by_workload.get(key)
+                if state is None:
+                    out["training"] += gpus
+                elif self._in_burst(state):
+                    out["notebook_burst"] += gpus
+                else:
+                    out["notebook_idle"] += gpus
+            whole = sum(1 for f in cards.free if f == cards.steps)
+            scraps = sum(f for f in cards.free if f < cards.steps) / cards.steps
+            if job_waits:
+                out["free_job_waits"] += whole + scraps
+            else:
+                out["free_whole"] += whole
+                out["free_scraps"] += scraps
+        return out
+
+    def _in_burst(self, state: SessionState) -> bool:
+        """Whether a GPU burst (any utilisation) of ``state`` runs now."""
+        for start, end, kind, _u in reversed(state.realised):
+            if start <= self.now < end and kind == "gpu":
+                return True
+            if end <= self.now:
+                break
+        return False
+
+    def _account_holdings(self, until: float) -> None:
+        """Add the cards' state since the last event, up to ``until``, within the window."""
+        if self.holdings is None:
+            return
+        lo, hi = self.trace.burn_in_s, self.trace.end_s
+        dt = max(0.0, min(until, hi) - max(self._held_since, lo))
+        for k, v in self._held_now.items():
+            self.holdings[k] += v * dt
+        self._held_since = until
 
     def _place_waiting(self) -> None:
         """Cards were freed: place the admitted workloads that wait for cards, by priority,
@@ -1116,9 +1237,13 @@ class Simulation:
         end = self.trace.end_s
         while self._heap and self._heap[0][0] <= end:
             t, _seq, action = heapq.heappop(self._heap)
+            self._account_holdings(t)
             self.now = t
             self.counters["events"] += 1
             action()
+            if self.holdings is not None:
+                self._held_now = self._holding()
+        self._account_holdings(end)
         self.now = end
         unserved = self._close_sessions(end)
         self._close_work(end)
@@ -1144,6 +1269,7 @@ class Simulation:
             unplaced_jobs=self.unplaced_jobs,
             restore_waits=self.restore_waits,
             ways_up_lost=self.ways_up_lost,
+            holdings=self.holdings or {},
         )
 
     def _emit_run(self) -> None:

@@ -39,15 +39,32 @@ Kueue does with them, only as far as the replay needs:
   it, not to the borrowers queued behind (without it, a preemptor that needs more than one
   victim frees was one GPU short each round and evicted a borrower every ``release_s``).
 
-Left out (see docs/replay.md): cpu/memory quotas, node-level fit (Kueue without TAS admits on
-quota only), the admission latency of a real control plane.
+- ``StrictFIFO`` (a ClusterQueue's ``queueingStrategy``): its head in queue order stays its
+  head while it does not fit, and nothing behind it is admitted (a large Job is not overtaken
+  by the small ones of its own queue);
+- Topology Aware Scheduling (:attr:`Kueue.topology`, set by the simulator on the TAS rungs): a
+  workload that fits on quota is admitted only if Kueue finds it a topology assignment on the
+  nodes (:func:`.placement.tas_assign`); one that finds none is parked as inadmissible, as one
+  that fits no flavor, and holds nothing (Kueue's flavor assigner turns it to ``Preempt``;
+  with no candidate whose removal gives it nodes, it stays pending);
+- with TAS, the preemption of ``pkg/scheduler/preemption/preemption.go``
+  (``classicalPreemptions``) where :attr:`Kueue.topology_fits` is set: the candidates are
+  the workloads of its own ClusterQueue of lower priority (``withinClusterQueue:
+  LowerPriority``) and those of ClusterQueues of its cohort that borrow
+  (``reclaimWithinCohort: Any``), ordered as ``CandidatesOrdering`` (other queues first, then
+  lower priority, then the most recently admitted); they are removed one by one until the
+  workload fits on quota and on the nodes, then those not needed are put back (in reverse
+  order, ``fillBackWorkloads``); the preemptor reserves its quota as above.
+
+Left out (see docs/replay.md): cpu/memory quotas, node-level fit where TAS is off (Kueue then
+admits on quota only), the admission latency of a real control plane.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -379,8 +396,14 @@ class Workload:
 
 
 def _shape(wl: Workload) -> tuple[Any, ...]:
-    """What, besides its amount, decides whether a workload fits: resource, selector, the rest."""
-    return (wl.resource, tuple(sorted(wl.node_selector.items())), tuple(sorted(wl.also.items())))
+    """What, besides its amount, decides whether a workload fits: resource, selector, the rest,
+    and its priority (what it may preempt)."""
+    return (
+        wl.resource,
+        tuple(sorted(wl.node_selector.items())),
+        tuple(sorted(wl.also.items())),
+        wl.priority,
+    )
 
 
 class Kueue:
@@ -418,6 +441,18 @@ class Kueue:
         preemption it issued until its admission or withdrawal."""
         self.reserved: dict[tuple[str, FlavorResource], int] = {}
         """The reservations summed per (ClusterQueue, (flavor, resource))."""
+        self.strict = {
+            n
+            for n, obj in org.cq_objects.items()
+            if obj.get("spec", {}).get("queueingStrategy") == "StrictFIFO"
+        }
+        """ClusterQueues whose head blocks the rest of their queue (``StrictFIFO``)."""
+        self.topology: Callable[[Workload, str], bool] | None = None
+        """TAS: called for a workload about to be admitted in a flavor, it assigns the
+        workload its nodes and says whether it found them (False: not admitted)."""
+        self.topology_fits: Callable[[Workload, str, Sequence[Workload]], bool] | None = None
+        """TAS preemption: whether a workload would find nodes in a flavor with those
+        workloads' pods gone (None: no preemption for topology)."""
 
     # -- arithmetic
 
@@ -664,7 +699,7 @@ class Kueue:
             flavor = self.fits(wl)
             victims: list[Workload] = []
             if flavor is None:
-                found = self._victims(wl)
+                found = self._find_victims(wl)
                 if found is not None:
                     flavor, victims = found
             order = (
@@ -691,29 +726,147 @@ class Kueue:
         cq = wl.cluster_queue
         if flavor is None:
             self.inadmissible[cq].add(wl.key)
-            too_big[(cq, _shape(wl))] = min(wl.amount, too_big.get((cq, _shape(wl)), 1 << 62))
+            self._too_big(wl, too_big)
             return
         if victims:
-            again = self._victims(wl)  # after what this cycle admitted before it
+            again = self._find_victims(wl)  # after what this cycle admitted before it
             if again is None:
                 return  # skipped: stays the head, tried again next cycle
-            _flavor, victims = again
-            for v in victims:
-                self.evicting.add(v.key)
-                evicted.append(v)
-                if v in admitted:
-                    admitted.remove(v)  # admitted and evicted at once: it never ran
-            self.sticky[cq] = wl.key
-            self.waiting[wl.key] = {v.key for v in victims}
-            self._reserve(wl, _flavor)
+            self._preempt(wl, *again, evicted, admitted)
             return
         if not self._fits_in(wl, flavor):
             return  # skipped: no longer fits after another admission of the cycle
+        if self.topology is not None and not self.topology(wl, flavor):
+            found = self._topology_victims(wl, flavor)
+            if found:
+                self._preempt(wl, flavor, found, evicted, admitted)
+                return
+            # No topology assignment: parked as one that fits nowhere, holding nothing
+            # (nodes only fill within these cycles, so a larger one of its shape fits none).
+            if self.sticky.get(cq) == wl.key:
+                del self.sticky[cq]
+            self._unreserve(wl.key)
+            self.inadmissible[cq].add(wl.key)
+            self._too_big(wl, too_big)
+            return
         self._admit(wl, flavor, now)
         if self.sticky.get(cq) == wl.key:
             del self.sticky[cq]
         self.waiting.pop(wl.key, None)
         admitted.append(wl)
+
+    def _too_big(self, wl: Workload, too_big: dict[tuple[str, tuple[Any, ...]], int]) -> None:
+        """``wl`` fitted nowhere, even by preempting: the larger of its shape (its priority
+        too: the same candidates) in its queue are parked unseen in these cycles."""
+        key = (wl.cluster_queue, _shape(wl))
+        too_big[key] = min(wl.amount, too_big.get(key, 1 << 62))
+
+    def _preempt(
+        self,
+        wl: Workload,
+        flavor: str,
+        victims: list[Workload],
+        evicted: list[Workload],
+        admitted: list[Workload],
+    ) -> None:
+        """``wl`` evicts ``victims`` and holds its quota in ``flavor`` until they are gone."""
+        cq = wl.cluster_queue
+        for v in victims:
+            self.evicting.add(v.key)
+            evicted.append(v)
+            if v in admitted:
+                admitted.remove(v)  # admitted and evicted at once: it never ran
+        self.sticky[cq] = wl.key
+        self.waiting[wl.key] = {v.key for v in victims}
+        self._reserve(wl, flavor)
+
+    def _find_victims(self, wl: Workload) -> tuple[str, list[Workload]] | None:
+        """The reclaim's victims (:meth:`_victims`), else, with TAS preemption, those whose
+        removal gives ``wl`` quota and nodes in a flavor (:meth:`_topology_victims`)."""
+        found = self._victims(wl)
+        if found is not None or self.topology_fits is None:
+            return found
+        for flavor in self._flavors(wl):
+            victims = self._topology_victims(wl, flavor)
+            if victims:
+                return flavor, victims
+        return None
+
+    def _candidates(self, wl: Workload, flavor: str) -> list[Workload]:
+        """Kueue's preemption candidates for ``wl`` in ``flavor`` (``findCandidates``), in
+        ``CandidatesOrdering``."""
+        cq = self.org.cluster_queues[wl.cluster_queue]
+        resources = list(wl.requests)
+        # Reclaiming from the cohort needs its queue within nominal quota once admitted (the
+        # hierarchical advantage), as the reclaim of :meth:`_victims`.
+        within_nominal = all(
+            self.used(wl.cluster_queue, (flavor, r)) + n
+            <= self.org.nominal(wl.cluster_queue, (flavor, r))
+            for r, n in wl.requests.items()
+        )
+        borrowing = {
+            m
+            for m in self._members[wl.cluster_queue]
+            if within_nominal and m != wl.cluster_queue and self.borrowing(m, flavor, resources)
+        }
+        out = []
+        for w in self.admitted.values():
+            if w.flavor != flavor or w.key in self.evicting:
+                continue
+            if w.cluster_queue == wl.cluster_queue:
+                if cq.within_cluster_queue == "LowerPriority" and w.priority < wl.priority:
+                    out.append(w)
+            elif w.cluster_queue in borrowing and (
+                cq.reclaim_within_cohort == "Any"
+                or (cq.reclaim_within_cohort == "LowerPriority" and w.priority < wl.priority)
+            ):
+                out.append(w)
+        out.sort(
+            key=lambda w: (
+                w.cluster_queue == wl.cluster_queue,
+                w.priority,
+                -(w.admitted_at or 0.0),
+                w.key,
+            )
+        )
+        return out
+
+    def _topology_victims(self, wl: Workload, flavor: str) -> list[Workload] | None:
+        """Kueue's ``classicalPreemptions`` with TAS: candidates removed one by one until
+        ``wl`` fits on quota and nodes, then those not needed put back; None if none does."""
+        if self.topology_fits is None:
+            return None
+        candidates = self._candidates(wl, flavor)
+        if not candidates or not self._fits_without(wl, flavor, candidates):
+            return None  # not even with every candidate gone
+        chosen: list[Workload] = []
+        for w in candidates:
+            chosen.append(w)
+            if self._fits_without(wl, flavor, chosen):
+                for i in range(len(chosen) - 2, -1, -1):
+                    trial = chosen[:i] + chosen[i + 1 :]
+                    if self._fits_without(wl, flavor, trial):
+                        chosen = trial
+                return chosen
+        return None
+
+    def _fits_without(self, wl: Workload, flavor: str, gone: Sequence[Workload]) -> bool:
+        """Whether ``wl`` fits in ``flavor`` on quota and (TAS) on the nodes were ``gone``'s
+        workloads removed."""
+        assert self.topology_fits is not None
+        freed: dict[tuple[str, FlavorResource], int] = {}
+        for w in gone:
+            for r, n in w.requests.items():
+                k = (w.cluster_queue, (flavor, r))
+                freed[k] = freed.get(k, 0) + n
+        for k, n in freed.items():
+            self.usage[k] -= n
+        try:
+            fits = self._fits_in(wl, flavor)
+        finally:
+            for k, n in freed.items():
+                self.usage[k] += n
+        return fits and self.topology_fits(wl, flavor, gone)
 
     def _head(
         self,
@@ -730,6 +883,13 @@ class Kueue:
                 return None  # pending preemption: the queue waits for the victims to go
             return self._pending_keys[sticky]
         parked = self.inadmissible[cq]
+        if cq in self.strict:  # StrictFIFO: the first in queue order or none
+            if not queue or queue[0].key in parked:
+                return None
+            if queue[0].amount >= too_big.get((cq, _shape(queue[0])), 1 << 62):
+                parked.add(queue[0].key)
+                return None
+            return queue[0]
         for i in range(cursor.get(cq, 0), len(queue)):
             wl = queue[i]
             if wl.key in parked:

@@ -4,6 +4,8 @@ onto the fullest card that holds them, and whole-GPU Jobs placed only on wholly 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from benchmarks.replay import ladder
@@ -172,8 +174,8 @@ def test_every_replayed_job_is_on_one_node(monkeypatch: pytest.MonkeyPatch) -> N
     placed: list[tuple[int, list[int]]] = []
     original = Cards.place
 
-    def record(self: Cards, key: str, *, share_steps: int = 0, whole: int = 0) -> bool:
-        ok = original(self, key, share_steps=share_steps, whole=whole)
+    def record(self: Cards, key: str, *, share_steps: int = 0, whole: int = 0, **tas: Any) -> bool:
+        ok = original(self, key, share_steps=share_steps, whole=whole, **tas)
         if ok and whole > 1:
             placed.append((self.per_node, [i for i, _n in self.holders[key]]))
         return ok
@@ -199,8 +201,8 @@ def test_l2o_places_jobs_on_nodes_and_shares_on_cards(monkeypatch: pytest.Monkey
     shares: list[int] = []
     original = Cards.place
 
-    def record(self: Cards, key: str, *, share_steps: int = 0, whole: int = 0) -> bool:
-        ok = original(self, key, share_steps=share_steps, whole=whole)
+    def record(self: Cards, key: str, *, share_steps: int = 0, whole: int = 0, **tas: Any) -> bool:
+        ok = original(self, key, share_steps=share_steps, whole=whole, **tas)
         if ok and whole > 1:
             jobs.append([i for i, _n in self.holders[key]])
         if ok and share_steps:
