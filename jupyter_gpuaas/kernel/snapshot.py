@@ -61,7 +61,6 @@ from jupyter_gpuaas.kernel.store import (
     OutOfTime,
     Refused,
     Sink,
-    after_fork,
     checksum_of,
     entries_digest,
     read_manifest,
@@ -655,7 +654,6 @@ def _child(plan: _Plan) -> None:
         signal.alarm(max(1, math.ceil(plan.limit_at - plan.clock() + WRITER_GRACE)))
         devnull = open(os.devnull, "w")  # noqa: SIM115 - the kernel's streams are its threads'
         sys.stdout = sys.stderr = devnull
-        after_fork()
         outcome = _write(plan)
         _leave_outcome(plan.status_path, outcome)
         code = 0
@@ -685,7 +683,13 @@ def _reap(pid: int, plan: _Plan) -> None:
 
 
 def _leave_outcome(path: Path, outcome: KernelStateOutcome) -> None:
-    _write_atomically(path, json.dumps(outcome.to_json()).encode())
+    """Leave the outcome for the server, whole (a rename), not synced to the disk: it is a
+    message to a reader that waits now, not a record (the manifest is the record)."""
+    temp = path.with_name(path.name + ".tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as file:
+        file.write(json.dumps(outcome.to_json()).encode())
+    os.replace(temp, path)
 
 
 STALE_AFTER = 24 * 3600.0

@@ -71,11 +71,11 @@ def test_the_budget_counts_every_entry_and_a_write_up_to_it_passes(tmp_path: Pat
         assert sink.written == 6
 
 
-def test_large_writes_are_chunked_and_hashed_aside_to_the_same_checksum(
+def test_large_writes_are_chunked_and_hashed_in_pieces_to_the_same_checksum(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(store, "CHUNK", 7)
-    monkeypatch.setattr(store, "PARALLEL_FROM", 4)  # chunks of 4 bytes and more: the thread
+    monkeypatch.setattr(store, "PIECE", 3)  # each chunk hashed and written in pieces
     payload = bytes(range(256)) * 3
     with (tmp_path / "data").open("w+b") as f:
         sink = store.Sink(f, limit=len(payload), deadline=time.monotonic() + 60)
@@ -282,3 +282,21 @@ def test_parts_that_do_not_fill_the_place_are_refused(tmp_path: Path, parts: Any
     read = store.read_manifest(manifest)
     with data_path.open("rb") as data, pytest.raises(store.Refused, match="parts do not fill"):
         store.read_verified(read, data)
+
+
+def test_a_large_part_is_read_into_memory_of_its_own_with_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "LARGE", 8)
+    monkeypatch.setattr(store, "CHUNK", 5)
+    monkeypatch.setattr(store, "PIECE", 2)
+    kinds = {"frame": {"kind": "pickle", "parts": [4, 16]}}
+    manifest, data_path = write_snapshot(
+        tmp_path, {"frame": b"PKL!" + bytes(range(16))}, kinds=kinds
+    )
+    read = store.read_manifest(manifest)
+    with data_path.open("rb") as data:
+        [[stream, large]] = store.read_verified(read, data)
+    assert stream == bytearray(b"PKL!")
+    assert bytes(large) == bytes(range(16))
+    assert memoryview(large).readonly is False  # an array made on it can be written
