@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import brain, capacity, figures, ladder
+from . import brain, capacity, family, figures, ladder
 from .capacity import Levels, Multiplier, RunSpec, Search
 from .metrics import mean_ci
 from .organisations import OrgSpec
@@ -40,7 +40,7 @@ that ``--events --rung R --size N`` replays a rung as the page sized it."""
 PARTITIONS = ("B0", "B1", "B1o")
 """The multipliers' baselines besides the best open stack: per-user reservations and the two
 partitions (per team and organisation-wide)."""
-OPEN_STACKS = ("L1", "L1c")
+OPEN_STACKS = ("L1", "L1c", "L1t", "L1s", "L1p")
 """The rungs the best open stack is chosen from: Kueue's org-wide cohort alone, and with
 jupyterhub-idle-culler at its best timeout."""
 OPEN = "open"
@@ -247,7 +247,20 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--quick",
         action="store_true",
-        help="3 seeds, half-day window after 12 h, 200 resamples: for tests and a first look",
+        help="3 seeds, half-day window after 12 h, 200 resamples: for tests and a first look"
+        " (no family section unless --family names its organisations)",
+    )
+    g.add_argument(
+        "--family",
+        default=None,
+        help="comma-separated organisations of the family section, each searched on"
+        " --family-rungs (default " + ",".join(family.FAMILY) + "; with --quick none;"
+        " 'none' skips it)",
+    )
+    g.add_argument(
+        "--family-rungs",
+        default=",".join(family.FAMILY_RUNGS),
+        help="the family's rungs (default " + ",".join(family.FAMILY_RUNGS) + ")",
     )
 
 
@@ -293,9 +306,11 @@ def _bound(x: float) -> str:
 
 
 def best_open_rung(searches: Mapping[str, Search], limits: Mapping[str, float]) -> str | None:
-    """The best open stack: of L1 (the cohort, no culler) and L1c (with jupyterhub-idle-culler
-    at its best timeout), the one that needs fewer GPUs while meeting ``limits`` (L1 on a tie:
-    one part fewer to run); None where neither ran. Chosen on the point estimates."""
+    """The best open stack: of L1 (the cohort, no culler), L1c (with jupyterhub-idle-culler
+    at its best timeout), L1t (with Kueue's TAS), L1s (TAS and StrictFIFO training queues) and
+    L1p (TAS, large Jobs first), the one that needs the fewest GPUs while meeting ``limits``
+    (the first on a tie: fewer parts to run); None where none ran. Chosen on the point
+    estimates."""
     present = [r for r in OPEN_STACKS if r in searches]
     if not present:
         return None
@@ -1472,6 +1487,7 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     svgs |= _beyond_the_ladder(
         args, base, spec, rung_names, seeds, levels, splits, searches, sections
     )
+    sections["family"] = _family(args, base, seeds, settings, levels)
     capacity.close_pool()  # its workers' CPU time counts once they have ended
     wall = time.perf_counter() - started  # the whole command, the sweep included
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -1516,6 +1532,38 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     )
     print(f"\nwrote {DOCS} and its {len(svgs)} figures in {FIGURES}")
     return 0
+
+
+def family_orgs(args: argparse.Namespace) -> list[str]:
+    """The family section's organisations: ``--family`` (``none``: none), else all of
+    :data:`.family.FAMILY` (``--quick``: none; ``--quick --family notebook-heavy`` for one)."""
+    if args.family is None:
+        return [] if args.quick else list(family.FAMILY)
+    return [o.strip() for o in args.family.split(",") if o.strip() and o.strip() != "none"]
+
+
+def _family(
+    args: argparse.Namespace,
+    base: RunSpec,
+    seeds: Sequence[int],
+    settings: capacity.SearchSettings,
+    levels: Levels,
+) -> str:
+    """The family section (:mod:`.family`): each organisation searched on the family's rungs
+    (the organisation's own demand: ``--users-per-gpu`` and the like are the ladder's)."""
+    orgs = family_orgs(args)
+    if not orgs:
+        return "(not run: `--family none`)"
+    rungs = [r.strip() for r in args.family_rungs.split(",") if r.strip()]
+    results = []
+    for org in orgs:
+        print(f"the family: {org}", flush=True)
+        results.append(
+            family.search_org(
+                replace(base, demand=()), org, rungs, seeds, settings, refine=not args.quick
+            )
+        )
+    return family.family_section(results, levels, args.resamples)
 
 
 def _apply_quick(args: argparse.Namespace) -> None:
@@ -1572,6 +1620,7 @@ def _search_ladder(
 
 
 PRINTED_SECTIONS = (
+    ("The organisation family", "family"),
     ("The best open stack", "open_stack"),
     ("Effective capacity", "capacity"),
     ("Bounds", "bounds"),
