@@ -645,38 +645,46 @@ def _fork_writer(plan: _Plan) -> int | None:
 
 
 def _child(plan: _Plan) -> None:
-    """The writer: write ``plan``, leave its outcome in the outcome file, exit."""
-    code = 70
+    """The writer: write ``plan``, leave its outcome in the outcome file, exit: 0 once the
+    outcome is left (whatever it says), :data:`NO_OUTCOME` where it could not be."""
+    code = NO_OUTCOME
     try:
-        gc.disable()  # no finalizer of the user's runs here
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is for the user's cell
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        signal.alarm(max(1, math.ceil(plan.limit_at - plan.clock() + WRITER_GRACE)))
-        devnull = open(os.devnull, "w")  # noqa: SIM115 - the kernel's streams are its threads'
-        sys.stdout = sys.stderr = devnull
-        outcome = _write(plan)
+        try:
+            gc.disable()  # no finalizer of the user's runs here
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is for the user's cell
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.alarm(max(1, math.ceil(plan.limit_at - plan.clock() + WRITER_GRACE)))
+            devnull = open(os.devnull, "w")  # noqa: SIM115 - the kernel's streams are its threads'
+            sys.stdout = sys.stderr = devnull
+            outcome = _write(plan)
+        except BaseException as e:  # noqa: BLE001 - whatever it is, the server must hear of it
+            outcome = _failed(plan, f"the writer failed: {e!r}")
         _leave_outcome(plan.status_path, outcome)
         code = 0
-    except BaseException as e:  # noqa: BLE001 - whatever it is, the server must hear of it
-        with contextlib.suppress(BaseException):
-            _leave_outcome(plan.status_path, _failed(plan, f"the writer failed: {e!r}"))
     finally:
         os._exit(code)
 
 
+NO_OUTCOME = 71
+"""The writer's exit status where it could not leave its outcome (the kernel then does)."""
+
+
 def _reap(pid: int, plan: _Plan) -> None:
     """Wait for the writer ``pid`` (in the kernel, on a thread of its own); where it left no
-    outcome (killed: out of memory, its time bound), leave one that says so."""
+    outcome (killed: out of memory, its time bound; or it could not), leave one that says so.
+    (A writer that exited 0 left its own, which the server may have read and removed since.)"""
     try:
         _, status = os.waitpid(pid, 0)
+    except ChildProcessError:  # reaped by someone else (a SIGCHLD handler of the user's)
+        how, left = "ended", plan.status_path.exists()
+    else:
+        left = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
         how = (
             f"was killed by signal {os.WTERMSIG(status)}"
             if os.WIFSIGNALED(status)
             else f"exited with {os.WEXITSTATUS(status)}"
         )
-    except ChildProcessError:  # reaped by someone else (a SIGCHLD handler of the user's)
-        how = "ended"
-    if not plan.status_path.exists():
+    if not left:
         with contextlib.suppress(OSError):
             error = f"the writer process {how} before it finished{plan.kept_words}"
             _leave_outcome(plan.status_path, _failed(plan, error))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 import types
 from pathlib import Path
@@ -175,3 +176,13 @@ def test_where_the_fork_fails_the_kernel_writes_it_itself(
     answer = in_background(Shell(a=[1, 2]))
     assert answer["outcome"]["outcome"] == "kept"
     assert load()[1]["restored"] == ["a"]
+
+
+def test_an_outcome_the_server_read_and_removed_is_not_written_again(home: Path) -> None:
+    answer = in_background(Shell(a=[1]))
+    path = home / "state" / answer["writing"]
+    assert left(home, answer).outcome == "kept"
+    path.unlink()  # as the server does once it has read it
+    for reaper in [t for t in threading.enumerate() if t.name == "gpuaas-state-writer"]:
+        reaper.join(30)
+    assert not path.exists()
