@@ -169,6 +169,10 @@ class Sink:
             self.written += len(part)
         return len(view)
 
+    def flush(self) -> None:
+        """``torch.save`` flushes the file it is given (nothing is buffered here)."""
+        self.file.flush()
+
     def end(self) -> tuple[int, int, dict[str, str]]:
         """The entry just written: its offset, length and checksum field."""
         checksum = {CHECKSUM: self._hash.hexdigest()}
