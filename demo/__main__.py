@@ -84,8 +84,9 @@ def banner(
         "  and carol each start 'A100 MIG 1g.5gb (this machine)' and leave it idle; then\n"
         "  submit the sample training Job (one such slice; it waits for them):\n"
         f"    {submit_job_command(kubectl, settings.kubeconfig)}\n"
-        "  After 5 min idle the longest-idle one is warned, 2 min later stopped, and\n"
-        "  the Job runs (docs/culler.md, 'The demo').\n"
+        "  The Job is team-a's, so alice's server is warned once idle 5 min (carol's only\n"
+        "  if alice's is not idle by then: prefer_own_team), stopped 2 min later, and the\n"
+        "  Job runs (docs/culler.md, 'The demo').\n"
         f"  GPU jobs: each home has {samples}; right-click it, 'Run as GPU job…',\n"
         "  and follow it in the GPU panel (docs/jobs.md).\n"
         + (

@@ -38,14 +38,15 @@ JOURNAL_CONFIGMAP = "gpuaas-console-journal"
 MAX_JOURNAL_BYTES = 256 * 1024
 """The most text kept (500 entries are about 150 KB; long reasons take more, the oldest go)."""
 
-EVENTS = ("warn", "snooze", "reclaim", "lent", "handoff")
+EVENTS = ("warn", "withdraw", "snooze", "reclaim", "lent", "handoff")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Entry:
     event: str
-    """``warn``, ``snooze``, ``reclaim``, ``lent`` (a reclaim gave the team's quota to another
-    team's queued work) or ``handoff``."""
+    """``warn``, ``withdraw`` (a warning withdrawn; ``reason`` says why), ``snooze``,
+    ``reclaim``, ``lent`` (a reclaim gave the team's quota to another team's queued work) or
+    ``handoff``."""
     at: datetime
     user: str = ""
     server: str = ""

@@ -24,13 +24,14 @@ carries (:attr:`Decision.rule`), and ``--explain`` prints it.
    asks for what it lacks: per resource, the amount minus the quota already free to it, in one
    flavor (Kueue assigns one flavor per resource). It is given *just enough* idle workbenches (idle
    at least ``idle_after``) whose quota it can use — same ClusterQueue, else a shared cohort
-   (nearest first; with the policy file's ``prefer_own_team``, the queued work's own team's before
-   a lending team's) — holding that flavor and resource: those with reasons of their own first,
-   then those already warned, then the longest idle. Any workbench it could do without is dropped
-   again, so the selection is minimal. If the idle workbenches cannot cover it, none is taken: a
-   partial reclaim admits nothing. A queue with a hand-off still waiting for admission gets nothing
-   more; a queue whose hand-off failed (not admitted within ``handoff_timeout``) gets nothing while
-   that same workload is still pending.
+   (nearest first) — holding that flavor and resource: those with reasons of their own first,
+   then those already warned (a warning is carried out, not withdrawn for a workbench that became
+   idle enough since), then, with the policy file's ``prefer_own_team``, the queued work's own
+   team's before a lending team's, then the longest idle. Any workbench it could do without is
+   dropped again, so the selection is minimal. If the idle workbenches cannot cover it, none is
+   taken: a partial reclaim admits nothing. A queue with a hand-off still waiting for admission
+   gets nothing more; a queue whose hand-off failed (not admitted within ``handoff_timeout``)
+   gets nothing while that same workload is still pending.
 6. :func:`serve_placement`, applied before rule 5 (quota is not placement): an admitted workload
    whose pod waits for whole cards that exist only as scraps (:class:`PlacementWait`: the node's
    GPUs shared by others' work) is served before queued work. Of the cards it could use, only those
@@ -667,11 +668,13 @@ def _rank(wb: Workbench, wl: PendingWorkload) -> int | None:
 def _order(case: _Case, wl: PendingWorkload, own_team_first: bool = False) -> tuple[Any, ...]:
     wb = case.wb
     rank = _rank(wb, wl)
+    # A warned workbench keeps its place before a workbench that became idle enough since
+    # (own team or not): a warning is given only to be carried out, never for nothing.
     return (
         rank if rank is not None else 1 << 30,
-        own_team_first and bool(wl.team) and wb.team != wl.team,
         case.own is None,
         case.warned is None,
+        own_team_first and bool(wl.team) and wb.team != wl.team,
         case.warned or wb.idleness.last_active,
         wb.idleness.last_active,
         wb.user,
@@ -737,11 +740,19 @@ def serve_demand(
         for c in usable:
             if c.wb.key not in taken and any(key in target.frees for key in c.wb.holds):
                 c.demand_note = c.demand_note or (
-                    f"not needed: {names} cover what {wl.key} lacks (chosen first: same queue or"
-                    " nearest cohort, then already warned, then longest idle)"
+                    f"not needed: {names} cover what {wl.key} lacks ({_chosen_first(policies)})"
                 )
         _demand_decisions(target, chosen, now, team_names)
     return targets
+
+
+def _chosen_first(policies: PolicySet) -> str:
+    """Rule 5's order of choice, as :func:`_order` applies it under ``policies``."""
+    team = ", then the queued work's own team" if policies.prefer_own_team else ""
+    return (
+        "chosen first: same queue or nearest cohort, then reasons of their own, then already"
+        f" warned{team}, then longest idle"
+    )
 
 
 def _handoffs_by_queue(

@@ -47,11 +47,12 @@ class CycleInputs:
 
 @dataclass(frozen=True, kw_only=True)
 class LoopEvent:
-    """An action carried out: a warning, a snooze, a reclaim (of ``workbench``), a team's quota
-    lent to another team's queued work by that reclaim (``lent``: ``team`` is the borrower's),
-    or a hand-off's outcome (``workload``, ``result``: ``succeeded``, ``failed`` or ``gone``)."""
+    """An action carried out: a warning, a warning withdrawn (``withdraw``, with its reason), a
+    snooze, a reclaim (of ``workbench``), a team's quota lent to another team's queued work by
+    that reclaim (``lent``: ``team`` is the borrower's), or a hand-off's outcome (``workload``,
+    ``result``: ``succeeded``, ``failed`` or ``gone``)."""
 
-    kind: Literal["warn", "snooze", "reclaim", "lent", "handoff"]
+    kind: Literal["warn", "withdraw", "snooze", "reclaim", "lent", "handoff"]
     at: datetime
     workbench: Workbench | None = None
     reason: str = ""

@@ -766,6 +766,7 @@ class ReclaimLoop:
             await self.kube.annotate(
                 pod, {WARNED_AT: None, RECLAIM_DEADLINE: None, RECLAIM_REASON: None}
             )
+            self._carried_out("withdraw", d, now)  # the warned user's countdown is off
         elif d.action is Action.RECLAIM:
             await self._stop(d, pod, now, targets, kept or KeptState(None))
 
@@ -1021,7 +1022,7 @@ class ReclaimLoop:
 
     def _carried_out(
         self,
-        kind: Literal["warn", "reclaim"],
+        kind: Literal["warn", "withdraw", "reclaim"],
         d: Decision,
         now: datetime,
         *,

@@ -647,13 +647,13 @@ export interface components {
       };
       today: components['schemas']['service_hours'];
     };
-    /** @description One entry of the console journal: a warning, snooze, reclaim or hand-off. */
+    /** @description One entry of the console journal: a warning, a warning withdrawn, snooze, reclaim or hand-off. */
     service_console_event: {
       /**
-       * @description What happened (lent: a reclaim gave the team's quota to another team's queued work).
+       * @description What happened (withdraw: a warning withdrawn, its reason says why; lent: a reclaim gave the team's quota to another team's queued work).
        * @enum {unknown}
        */
-      event: 'warn' | 'snooze' | 'reclaim' | 'lent' | 'handoff';
+      event: 'warn' | 'withdraw' | 'snooze' | 'reclaim' | 'lent' | 'handoff';
       /** Format: date-time */
       at: string;
       user: string;

@@ -1000,6 +1000,15 @@ OWN_TEAM_FIRST: list[tuple[str, bool, list[Workbench], int, tuple[str, ...]]] = 
         1,
         ("carol",),
     ),
+    (
+        # Issue 50: carol was warned while alice was not idle enough; 30 s later alice was,
+        # carol's warning was withdrawn and she had seen a countdown for nothing.
+        "on: a lender's server already warned keeps its place before the team's newly idle one",
+        True,
+        [bench("alice", idle=H), _team_b("carol", idle=3 * H, warned=timedelta(seconds=30))],
+        1,
+        ("carol",),
+    ),
 ]
 
 
@@ -1020,7 +1029,9 @@ def test_prefer_own_team(
     assert ps.prefer_own_team is own_first
     plan = run(benches, [_team_job(amount)], ps)
     assert plan.targets[0].workbenches == chosen
-    warned = tuple(d.workbench.user for d in plan.decisions if d.action is Action.WARN)
+    # warned now or counting down already; nobody else is warned
+    counting = (Action.WARN, Action.WAIT)
+    warned = tuple(d.workbench.user for d in plan.decisions if d.action in counting)
     assert warned == tuple(sorted(chosen, key=[b.user for b in benches].index))
 
 

@@ -221,6 +221,18 @@ async def test_a_busy_kernel_clears_the_warning() -> None:
     assert {d.workbench.key: d.action for d in plan.decisions}["alice"] is Action.CLEAR_WARNING
     assert WARNED_AT not in w.kube.pods["jupyter-alice"]["metadata"]["annotations"]
     assert w.loop.warning_for("alice", "")["warning"] is None
+    # the console's journal says the warning is off, and why (issue 50: only its warning showed)
+    # (bob's too: his batch cannot be covered without alice)
+    events = [(e.event, e.user) for e in w.record.journal.entries]
+    assert events == [
+        ("warn", "alice"),
+        ("warn", "bob"),
+        ("withdraw", "alice"),
+        ("withdraw", "bob"),
+    ]
+    assert all(
+        e.reason.startswith("warning withdrawn: ") for e in list(w.record.journal.entries)[2:]
+    )
 
 
 async def test_a_failed_handoff_stops_reclaiming_for_that_queue(
