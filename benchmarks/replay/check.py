@@ -52,6 +52,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jupyter_gpuaas.core.kueue import REQUIRED_TOPOLOGY_ANNOTATION, read_workload, topology_wait
+
 from . import brain
 from .policies import Gpuaas, Static
 from .run import DEFAULT_CATALOG, DEFAULT_POLICY, Task, make_trace, organisation
@@ -283,6 +285,59 @@ def shares_window(hours: float = 1.75) -> Trace:
     return Trace(1, 1, length / 86400, 0.0, ("team-a", "team-b"), jobs, sessions)
 
 
+TAS_POOL = {
+    "count": 3,
+    "labels": {"gpuaas.dev/pool": "h200", "nvidia.com/gpu.count": "8"},
+    "capacity": {"nvidia.com/gpu": "8"},
+}
+"""The dev cluster's pool h200 (devcluster/nodes.yaml): three kwok nodes of 8 GPUs in two racks,
+which Kueue's Topology Aware Scheduling places (flavor h200, Topology gpu-racks)."""
+TAS_FLAVOR = "h200"
+TAS_NODE_GPUS = 8
+TAS_REQUEST = "required"
+"""The Jobs' topology request (:data:`.placement.TAS_MODES`): all on one node
+(``kueue.x-k8s.io/podset-required-topology: kubernetes.io/hostname``)."""
+
+
+def tas_organisation() -> Organisation:
+    """The sample's queues on the ``h200`` pool alone: training 12 + 12 GPUs in the cohort (the
+    notebook queues have none there)."""
+    from .world import DEFAULT_MANIFESTS, _documents, build_organisation
+
+    catalog = brain.load_catalog(str(DEFAULT_CATALOG))
+    docs = [d for p in sorted(DEFAULT_MANIFESTS.glob("*.yaml")) for d in _documents(p)]
+    flavors = [d["metadata"]["name"] for d in docs if d.get("kind") == "ResourceFlavor"]
+    return build_organisation(
+        docs,
+        [TAS_POOL],
+        transformations=catalog.transformations,
+        exclude_flavors=[f for f in flavors if f != TAS_FLAVOR],
+    )
+
+
+def tas_window(hours: float = 2.0) -> Trace:
+    """The TAS window (scripted: the seeded day's Jobs are the h100 pool's): Jobs of 5, 6 and 4
+    GPUs take a node each; team A's 8-GPU Job has quota but no node (Kueue's TAS holds it),
+    then no quota once team B's 3-GPU Job takes the fullest node that holds it (BestFit),
+    then quota again but no node when the first Job ends; it is admitted when the 3-GPU Job
+    ends and frees that node. Team B's 8-GPU Job, later and borrowing, waits for the next node
+    that frees."""
+    length = hours * 3600
+
+    def job(name: str, team: str, at: float, gpus: int, run_s: float) -> TrainingJob:
+        return TrainingJob(name, team, at, gpus, run_s, False, 0.9)
+
+    jobs = (
+        job("a-five", "team-a", 0.0, 5, 3600.0),
+        job("b-six", "team-b", 30.0, 6, 5400.0),
+        job("a-four", "team-a", 60.0, 4, 3 * length),
+        job("a-whole", "team-a", 300.0, 8, 1800.0),
+        job("b-three", "team-b", 600.0, 3, 3600.0),
+        job("b-whole", "team-b", 900.0, 8, 1800.0),
+    )
+    return Trace(1, 1, length / 86400, 0.0, ("team-a", "team-b"), jobs, ())
+
+
 def preemption_scenario(kind: str) -> Trace:
     """The pool full of running Jobs that borrow, then one workload (the last) that must take
     its quota back: the preemption path that :func:`preemption_path` measures on the kind's own
@@ -291,6 +346,14 @@ def preemption_scenario(kind: str) -> Trace:
     window's start on local-0 (node agent): its two whole-card Jobs, and team B's quarter share,
     which preempts one."""
     day = 86400.0
+    if kind == "tas":
+        # team A's three 8-GPU Jobs hold the three nodes (12 of them borrowed); team B's
+        # 8-GPU Job reclaims its quota, and the node of the Job it preempts
+        held = tuple(
+            TrainingJob(f"evict-a{i}", "team-a", 0.0, 8, day, False, 0.9) for i in (1, 2, 3)
+        )
+        taker = TrainingJob("evict-b", "team-b", 10.0, 8, day, False, 0.9)
+        return Trace(1, 1, 1 / 24, 0.0, ("team-a", "team-b"), (*held, taker), ())
     if kind == "shares":
         window = shares_window()
         jobs = tuple(replace(j, submit_s=0.0) for j in window.jobs)
@@ -308,12 +371,24 @@ class Scene:
     """One kind of rung the check covers: its organisation and how its workloads are made."""
 
     kind: str
-    """``cohort`` (the sample's org-wide cohort: preemption) or ``shares``."""
+    """``cohort`` (the sample's org-wide cohort: preemption), ``shares`` or ``tas`` (Kueue's
+    Topology Aware Scheduling on the h200 pool)."""
 
     def organisation(self, seed: int) -> Organisation:
+        if self.kind == "tas":
+            return tas_organisation()
         return (
             shares_organisation() if self.kind == "shares" else organisation(Task("static", seed))
         )
+
+    @property
+    def tas(self) -> dict[str, str]:
+        """Workload kind → its topology request in the model (Kueue's TAS on these kinds)."""
+        return {"training": TAS_REQUEST} if self.kind == "tas" else {}
+
+    @property
+    def cards_per_node(self) -> dict[str, int] | None:
+        return {TAS_FLAVOR: TAS_NODE_GPUS} if self.kind == "tas" else None
 
     @property
     def fractions(self) -> float:
@@ -324,6 +399,8 @@ class Scene:
         return SHARE_STEPS if self.kind == "shares" else None
 
     def job(self, name: str, team: str, gpus: int, run_s: float | None = None) -> Plan:
+        if self.kind == "tas":
+            return _tas_job(name, team, gpus, run_s)
         return (
             _card_job(name, team, gpus, run_s)
             if self.kind == "shares"
@@ -331,7 +408,7 @@ class Scene:
         )
 
 
-COHORT, SHARES = Scene("cohort"), Scene("shares")
+COHORT, SHARES, TAS = Scene("cohort"), Scene("shares"), Scene("tas")
 
 
 @dataclass
@@ -467,6 +544,9 @@ class Real:
         no whole card)."""
         self.placed: dict[str, float] = {}
         """Job name → when its pod first ran after it pended on scraps."""
+        self.topology: dict[str, float] = {}
+        """owner name → when Kueue's TAS first held its Workload back (quota there, no node:
+        :func:`~jupyter_gpuaas.core.kueue.topology_wait`)."""
 
     async def __aenter__(self) -> Real:
         from kubernetes_asyncio import client, config
@@ -508,6 +588,8 @@ class Real:
                     for c in conds
                 ):
                     self.preempted.setdefault(owners[0]["name"], time.monotonic())
+                if owners and topology_wait(read_workload(obj)) is not None:
+                    self.topology.setdefault(owners[0]["name"], time.monotonic())
 
     async def _watch_pods(self) -> None:
         from kubernetes_asyncio import watch
@@ -551,6 +633,7 @@ class Real:
             self.preempted,
             self.fragmented,
             self.placed,
+            self.topology,
         ):
             seen.clear()
 
@@ -632,6 +715,16 @@ def _card_job(name: str, team: str, gpus: int, run_s: float | None = None) -> Pl
     container = spec["containers"][0]
     container["command"] = ["sleep", f"{run_s or 86400:.0f}"]
     container["resources"] = {"requests": {**SMALL, **gpu}, "limits": gpu}
+    return plan
+
+
+def _tas_job(name: str, team: str, gpus: int, run_s: float | None = None) -> Plan:
+    """A training Job on the ``h200`` pool asking for all its GPUs on one node (kwok runs it
+    for its run time)."""
+    plan = _job(name, team, gpus, run_s)
+    template = plan.body["spec"]["template"]
+    template["metadata"]["annotations"][REQUIRED_TOPOLOGY_ANNOTATION] = "kubernetes.io/hostname"
+    template["spec"]["nodeSelector"] = {"gpuaas.dev/pool": TAS_FLAVOR}
     return plan
 
 
@@ -927,7 +1020,25 @@ class ModelRun:
             key = what.get(e["event"])
             if key and e.get("kind", "training") == "training":
                 out[key].setdefault(e["workload"].split("/", 1)[1], e["t"])
+        held = getattr(self.sim, "topology_first", None)
+        if held is not None:
+            out["topology"] = {key.split("/", 1)[1]: t for key, t in held.items()}
         return out
+
+
+class _TasSimulation(Simulation):
+    """The simulator, noting when its TAS first holds each Job back (the check compares it
+    with the Workloads Kueue holds for topology)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.topology_first: dict[str, float] = {}
+
+    def _topology(self, wl: Any, flavor: str) -> bool:
+        placed = super()._topology(wl, flavor)
+        if not placed and wl.kind == "training":
+            self.topology_first.setdefault(wl.key, self.now)
+        return placed
 
 
 def model_run(
@@ -942,7 +1053,8 @@ def model_run(
     catalog = brain.load_catalog(str(DEFAULT_CATALOG))
     policy = Gpuaas(brain.load_policy_file(policy_file))
     events = io.StringIO()
-    sim = Simulation(
+    make = _TasSimulation if scene.tas else Simulation
+    sim = make(
         window,
         org,
         catalog,
@@ -952,6 +1064,8 @@ def model_run(
         latencies=latencies or Latencies(),
         fractions=scene.fractions,
         share_steps=scene.share_steps,
+        tas=scene.tas,
+        cards_per_node=scene.cards_per_node,
     )
     sim.run()
     return ModelRun(sim, [json.loads(line) for line in events.getvalue().splitlines()])
@@ -1235,6 +1349,7 @@ class ReclaimRun:
                 "preempted": timed(self.real.preempted),
                 "fragmented": timed(self.real.fragmented),
                 "placed": timed(self.real.placed),
+                "topology": timed(self.real.topology),
             },
             "reports": self.reports,
             "snoozes": self.snoozes,
@@ -1362,7 +1477,9 @@ def compare_kueue(
     """Preemptions and the Jobs that pend on scraps: the same workloads (each ``holds``);
     placements of those Jobs: the same, at times within ``tolerance_s``."""
     out: dict[str, Any] = {"tolerance_s": tolerance_s}
-    for what in ("preempted", "fragmented", "placed"):
+    for what in ("preempted", "fragmented", "placed", "topology"):
+        if what == "topology" and what not in model:
+            continue  # a window without TAS
         m, r = model.get(what, {}), real.get(what, {})
         both = sorted(set(m) & set(r))
         deltas = {n: round(r[n] - m[n], 1) for n in both}
@@ -1410,11 +1527,13 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     )
     ap.add_argument(
         "--kinds",
-        choices=("both", "cohort", "shares"),
+        choices=("both", "cohort", "shares", "tas", "all"),
         default="both",
         help="the windows: cohort preemption (a window of the seeded day), shares on the"
-        " training GPUs (scripted, on local-0's H100 pool), or both (default)",
+        " training GPUs (scripted, on local-0's H100 pool), both (default), Kueue's Topology"
+        " Aware Scheduling (scripted, on the h200 pool), or all three",
     )
+    ap.add_argument("--tas-hours", type=float, default=2.0, help="the TAS window's length (hours)")
     ap.add_argument(
         "--candidates",
         type=int,
@@ -1502,6 +1621,10 @@ def verdict(
                 kueue["placed"]["holds"],
             )
         )
+        if "topology" in kueue:
+            rows.append(
+                ("Jobs held for a whole node (Kueue TAS)", "same", kueue["topology"]["holds"])
+            )
     return {
         "allowance_s": allowance,
         "rows": [{"check": c, "tolerance": t, "holds": h} for c, t, h in rows],
@@ -1537,6 +1660,7 @@ async def check_window(
             "preemptions": sum(1 for e in model.events if e["event"] == "preemption"),
             "snoozes": sum(1 for e in model.events if e["event"] == "snooze"),
             "pending_on_scraps": len(model.kueue()["fragmented"]),
+            "held_for_a_node": len(model.kueue().get("topology") or {}),
         },
         "runs": [],
     }
@@ -1632,19 +1756,22 @@ async def choose_windows(
     ``--start-h`` on by the hour, in which the model preempts a borrowing Job."""
     length, carry = args.hours * 3600, args.carry_every
     counts = []
-    for i in range(args.candidates):
+    cohort = args.kinds in ("both", "cohort", "all")
+    for i in range(args.candidates if cohort else 0):
         h = args.start_h + i
         w = window_trace(trace, trace.burn_in_s + h * 3600, length, carry_every_s=carry)
         m = await asyncio.to_thread(model_run, w, args.policy_file, compressed_latencies(cal, k))
         counts.append((h, len(m.kueue()["preempted"])))
     chosen = first_window_with(counts)
     windows: list[Window] = []
-    if chosen is not None and args.kinds != "shares":
+    if chosen is not None and cohort:
         start = trace.burn_in_s + chosen * 3600
         window = window_trace(trace, start, length, carry_every_s=carry)
         windows.append((COHORT, chosen, length, window))
-    if args.kinds != "cohort":
+    if args.kinds in ("both", "shares", "all"):
         windows.append((SHARES, 0.0, args.shares_hours * 3600, shares_window(args.shares_hours)))
+    if args.kinds in ("tas", "all"):
+        windows.append((TAS, 0.0, args.tas_hours * 3600, tas_window(args.tas_hours)))
     return windows, counts
 
 
@@ -1791,7 +1918,16 @@ def check_section(figures: dict[str, Any]) -> str:
 def window_text(w: dict[str, Any], seed: int) -> str:
     """One window, in words: what it is for and what the model decides in it."""
     m = w.get("model") or {}
-    if w["kind"] == "shares":
+    if w["kind"] == "tas":
+        head = (
+            f"**Kueue's Topology Aware Scheduling** ({w['hours']:g} h, scripted on the h200 pool:"
+            " three kwok nodes of 8 GPUs in two racks, flavor `h200` with the Topology"
+            f" `gpu-racks`): {w.get('jobs', 0)} training Jobs asking for one node each"
+            " (`kueue.x-k8s.io/podset-required-topology: kubernetes.io/hostname`); Jobs of 5, 6"
+            " and 4 GPUs take a node each, so an 8-GPU Job has its quota but no node, and is"
+            " admitted when a node frees."
+        )
+    elif w["kind"] == "shares":
         head = (
             f"**Shares on the training GPUs** ({w['hours']:g} h, scripted on local-0's two"
             " H100s under HAMi, flavor `local-h100`, quota `nvidia.com/total-gpucores`):"
@@ -1822,6 +1958,11 @@ def window_text(w: dict[str, Any], seed: int) -> str:
             + (
                 f", {m['pending_on_scraps']} Job(s) pending on scraps"
                 if m.get("pending_on_scraps")
+                else ""
+            )
+            + (
+                f", {m['held_for_a_node']} Job(s) held for a whole node"
+                if m.get("held_for_a_node")
                 else ""
             )
             + "."

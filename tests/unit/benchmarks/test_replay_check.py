@@ -460,6 +460,7 @@ def test_the_reclaim_runs_results_are_in_trace_seconds(window_model: Any) -> Non
         preempted={job: 104.0, "other": 104.0},
         fragmented={},
         placed={},
+        topology={},
     )
     run = ReclaimRun(real, window, model, 30.0)
     run.t0 = 100.0
@@ -501,7 +502,12 @@ def test_the_reclaim_runs_results_are_in_trace_seconds(window_model: Any) -> Non
         "targets": {"pod-a": window.jobs[1].name},
         "handoffs": {"pod-a": 45.0},  # 1.5 s × k
     }
-    assert out["kueue"] == {"preempted": {job: 120.0}, "fragmented": {}, "placed": {}}
+    assert out["kueue"] == {
+        "preempted": {job: 120.0},
+        "fragmented": {},
+        "placed": {},
+        "topology": {},
+    }
     assert out["audit_records"] == 4
 
 
