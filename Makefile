@@ -64,6 +64,35 @@ $(STAMP55): pyproject.toml $(HUB55_CONSTRAINTS) jupyter_gpuaas/labextension/pack
 	$(VENV55)/bin/python -m pip install --quiet -c $(HUB55_CONSTRAINTS) -e ".[test]"
 	@touch $@
 
+# The unit tests also run on the lowest and the highest CPython that the package supports and its
+# dependencies install on: 3.10 (requires-python; asyncio.TimeoutError is not the builtin
+# TimeoutError there, and the kernel side runs in users' own kernels) and 3.13. Each has a venv of
+# its own with the test extra (lint runs once, on the main line). uv (in the test extra) fills
+# them, from its cache in ~/.cache/uv, shared with tests/packaging: on the loaded 2-core machine
+# pip took 2 to 6 minutes a venv, uv 30 to 50 s. The interpreters: pyenv's, else on PATH.
+PYTHON_LOWEST  ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.10.*/bin/python) python3.10)
+PYTHON_HIGHEST ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13.*/bin/python) python3.13)
+VENV310 ?= .venv-py310
+VENV313 ?= .venv-py313
+STAMP310 := $(VENV310)/.installed
+STAMP313 := $(VENV313)/.installed
+UV := UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1 $(VENV)/bin/uv
+UNIT_PY310 = $(VENV310)/bin/pytest -ra -n 2 --durations=10 tests/unit
+UNIT_PY313 = $(VENV313)/bin/pytest -ra -n 2 --durations=10 tests/unit
+
+# $(1): the venv, $(2): its interpreter
+define python_line
+	$(UV) venv --quiet --allow-existing --python $(2) $(1)
+	$(UV) pip install --quiet --python $(1)/bin/python -e ".[test]"
+	@touch $(1)/.installed
+endef
+
+$(STAMP310): pyproject.toml jupyter_gpuaas/labextension/package.json $(STAMP)
+	$(call python_line,$(VENV310),$(PYTHON_LOWEST))
+
+$(STAMP313): pyproject.toml jupyter_gpuaas/labextension/package.json $(STAMP)
+	$(call python_line,$(VENV313),$(PYTHON_HIGHEST))
+
 install: $(STAMP) $(CONSOLE_JS) chromium prometheus ## install the package (editable), its test tools and the built labextension
 
 chromium: ## install Debian's Chromium for the browser tests (needs root, as on CI)
@@ -122,11 +151,13 @@ cluster-build-start:
 	@echo "make test: building the cluster binaries in the background (log: $(CLUSTER_BUILD_LOG))"
 	nice -n 10 bash devcluster/build.sh >$(CLUSTER_BUILD_LOG) 2>&1 &
 
-test: cluster-build-start install lint $(STAMP55) ## install everything the tests need, then lint and run every test (the wheel's too), on JupyterHub 6 and 5.5
+test: cluster-build-start install lint $(STAMP55) $(STAMP310) $(STAMP313) ## install everything the tests need, then lint and run every test (the wheel's too), on JupyterHub 6 and 5.5, the unit tests on CPython 3.10 and 3.13 too
 	npm test
 	@echo "make test: on the tests' own dev cluster, $$($(PY) -m devcluster where); a running make demo is not touched"
 	status=0; started=0; \
 	$(UNIT_PYTEST) || status=$$?; \
+	$(UNIT_PY310) || status=$$?; \
+	$(UNIT_PY313) || status=$$?; \
 	echo "make test: waiting for the cluster build"; \
 	bash devcluster/build.sh >/dev/null 2>>$(CLUSTER_BUILD_LOG); built=$$?; \
 	grep '^devcluster build' $(CLUSTER_BUILD_LOG) || true; \
@@ -136,6 +167,12 @@ test: cluster-build-start install lint $(STAMP55) ## install everything the test
 	$(HUB55_PYTEST) || status=$$?; \
 	if [ $$started = 1 ]; then $(PY) -m devcluster down || status=$$?; fi; \
 	exit $$status
+
+unit-py310: $(STAMP310) ## the unit tests on CPython 3.10, the lowest supported
+	$(UNIT_PY310)
+
+unit-py313: $(STAMP313) ## the unit tests on CPython 3.13, the highest supported
+	$(UNIT_PY313)
 
 test-hub55: $(STAMP55) ## the spawner's, the service's and the hub tests on z2jh's hub versions (JupyterHub 5.5)
 	$(HUB55_PYTEST)
@@ -163,4 +200,4 @@ demo: install ## run the demo and print where to open it (Ctrl-C stops it)
 bench: $(STAMP) ## run the benchmarks and print their figures
 	$(PY) -m benchmarks
 
-.PHONY: help install chromium prometheus lint api-types options unit cluster-build-start test test-hub55 screenshots cluster-build cluster-up cluster-down demo bench
+.PHONY: help install chromium prometheus lint api-types options unit unit-py310 unit-py313 cluster-build-start test test-hub55 screenshots cluster-build cluster-up cluster-down demo bench
