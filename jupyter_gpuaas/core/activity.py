@@ -202,6 +202,10 @@ class Activity:
     """``None`` while busy (as the server judged it); else its latest activity."""
     keeps_kernel_state: bool = False
     """The server saves its kernels' variables when the service asks (before a reclaim)."""
+    kernel_state_bytes: int | None = None
+    """Bytes a snapshot of its kernels would write, as they estimate it (with
+    ``keeps_kernel_state``); ``None``: not said. The service's wait for a reclaim's snapshot
+    grows with it (its policy's ``snapshot_per_gib``)."""
     kernel_state: KernelStateReport | None = None
     """Its answer to the service's latest snapshot request, until the service has it."""
 
@@ -264,6 +268,8 @@ def activity_json(activity: Activity) -> dict[str, Any]:
     }
     if activity.keeps_kernel_state:
         out["keeps_kernel_state"] = True
+        if activity.kernel_state_bytes is not None:
+            out["kernel_state_bytes"] = activity.kernel_state_bytes
     if activity.kernel_state is not None:
         out["kernel_state"] = kernel_state_json(activity.kernel_state)
     return out
@@ -329,6 +335,7 @@ def parse_activity(
         gpu_utilization=tuple(utilization),
         idle_since=r.time("idle_since", payload.get("idle_since")),
         keeps_kernel_state=_read_keeps(r),
+        kernel_state_bytes=r.size("kernel_state_bytes", payload.get("kernel_state_bytes")),
         kernel_state=_read_kernel_state(r),
     )
     errs = r.errs

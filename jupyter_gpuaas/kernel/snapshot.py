@@ -67,7 +67,14 @@ from jupyter_gpuaas.kernel.store import (
     state_directory,
 )
 
-__all__ = ["snapshot", "snapshot_in_background", "snapshot_request", "user_variables"]
+__all__ = [
+    "estimate",
+    "estimate_request",
+    "snapshot",
+    "snapshot_in_background",
+    "snapshot_request",
+    "user_variables",
+]
 
 # IPython's own names beside those in ``user_ns_hidden``: its input and output history.
 _IPYTHON_NAME = re.compile(r"_(i{1,3}|i?\d+|_{0,2}|dh|ih|oh)")
@@ -761,3 +768,28 @@ def snapshot_request(request: str) -> str:
 
     arguments = json.loads(request)
     return json.dumps(snapshot_in_background(get_ipython(), **arguments))
+
+
+def estimate(shell: Any) -> dict[str, Any]:
+    """What a snapshot of ``shell`` would write, cheaply (no pickling): ``bytes`` (the
+    variables' estimated sizes, :func:`estimated_size`), ``variables`` (how many would be kept)
+    and ``not_kept`` (those that never can be, with why)."""
+    total, kept, not_kept = 0, 0, []
+    for name, value in user_variables(shell).items():
+        if isinstance(value, types.ModuleType):
+            kept += 1
+            continue
+        reason = unsaveable(value)
+        if reason:
+            not_kept.append({"name": name, "reason": reason})
+            continue
+        total += estimated_size(value)
+        kept += 1
+    return {"bytes": total, "variables": kept, "not_kept": not_kept}
+
+
+def estimate_request(request: str = "{}") -> str:
+    """The server's call (a silent execute's user expression): :func:`estimate`, as JSON."""
+    from IPython import get_ipython
+
+    return json.dumps(estimate(get_ipython()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -30,7 +31,11 @@ from jupyter_gpuaas.gpu.usage import KernelInfo
 from jupyter_gpuaas.server.activity import current_activity, kernel_models
 from jupyter_gpuaas.server.handlers import handlers
 from jupyter_gpuaas.server.jobs import Collector
-from jupyter_gpuaas.server.kernel_state import KernelStateSettings, snapshot_all_kernels
+from jupyter_gpuaas.server.kernel_state import (
+    KernelStateSettings,
+    StateSizes,
+    snapshot_all_kernels,
+)
 from jupyter_gpuaas.server.reporter import Reporter, Snapshot
 from jupyter_gpuaas.server.service_client import ServiceClient
 from jupyter_gpuaas.server.state import ServerState
@@ -265,6 +270,7 @@ class GPUaaS(ExtensionApp):
                 self.activity_report_interval,
                 self.log,
                 snapshot=self._reclaim_snapshot(kernel_state) if keeps else None,
+                state_size=self._state_size() if keeps else None,
             )
             # The loop runs once the server starts (initialize_settings runs before).
             serverapp.io_loop.add_callback(reporter.start)
@@ -289,6 +295,15 @@ class GPUaaS(ExtensionApp):
             return await snapshot_all_kernels(serverapp, settings, deadline_s=seconds)
 
         return snapshot
+
+    def _state_size(self) -> Callable[[], Awaitable[int]]:
+        """The kernels' estimated state size, for the activity report."""
+        sizes, serverapp = StateSizes(), self.serverapp
+
+        async def total() -> int:
+            return await sizes.total(getattr(serverapp, "kernel_manager", None))
+
+        return total
 
     def kernel_state_settings(self) -> KernelStateSettings:
         """The kernel_state_* settings, as the snapshot and restore code takes them."""

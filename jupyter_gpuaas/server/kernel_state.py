@@ -40,6 +40,7 @@ from jupyter_gpuaas.core.kernel_state import (
 __all__ = [
     "KernelStateSettings",
     "KernelStateUnavailable",
+    "StateSizes",
     "as_its_user_left_it",
     "restore_kernel",
     "snapshot_all_kernels",
@@ -481,3 +482,44 @@ def snapshot_info(notebook: str, settings: KernelStateSettings, home: Path) -> d
         if isinstance(lost, list)
         else [],
     }
+
+
+ESTIMATE_EVERY = 300.0
+"""Seconds an idle kernel's estimated state size is reused before it is asked again."""
+
+
+class StateSizes:
+    """What the server's kernels' variables would take in a snapshot, estimated by each kernel
+    (``jupyter_gpuaas.kernel.snapshot.estimate``: sizes, no pickling), for the activity report:
+    the gpuaas service waits for a reclaim's snapshot in proportion (its policy's
+    ``snapshot_per_gib``). An idle kernel is asked at most every :data:`ESTIMATE_EVERY` seconds
+    (a silent request, not its user's activity); a busy one is never asked: its last figure
+    stands (a kernel never asked counts as 0)."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self.clock = clock
+        self._sizes: dict[str, tuple[int, float]] = {}
+
+    async def total(self, km: Any, timeout: float = 10.0) -> int:
+        kernel_ids = list(km.list_kernel_ids())
+        self._sizes = {k: v for k, v in self._sizes.items() if k in kernel_ids}
+        await asyncio.gather(*(self._refresh(km, k, timeout) for k in kernel_ids))
+        return sum(size for size, _ in self._sizes.values())
+
+    async def _refresh(self, km: Any, kernel_id: str, timeout: float) -> None:
+        known = self._sizes.get(kernel_id)
+        if known is not None and self.clock() - known[1] < ESTIMATE_EVERY:
+            return
+        try:
+            if km.kernel_model(kernel_id).get("execution_state") != "idle":
+                return
+            if await _language(km, km.kernel_model(kernel_id).get("name")) not in ("python", None):
+                self._sizes[kernel_id] = (0, self.clock())
+                return
+            expression = _call("jupyter_gpuaas.kernel.snapshot", "estimate_request", {})
+            answer = json.loads(await _ask_kernel(km, kernel_id, expression, timeout))
+            size = answer.get("bytes") if isinstance(answer, dict) else None
+        except (KernelStateUnavailable, KeyError, ValueError, SyntaxError, TypeError):
+            return  # asked again at the next report
+        if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+            self._sizes[kernel_id] = (size, self.clock())

@@ -54,6 +54,7 @@ class Reporter:
         interval: float,
         log: logging.Logger | Any = None,
         snapshot: Snapshot | None = None,
+        state_size: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
         self.activity_now = activity_now
         self.client = client
@@ -62,6 +63,9 @@ class Reporter:
         self.snapshot = snapshot
         """Saves the kernels' variables when the service asks (``None``: this server keeps no
         kernel state, and says so)."""
+        self.state_size = state_size
+        """Bytes a snapshot of the kernels would write, estimated (``kernel_state_bytes``: the
+        service's wait for it grows with it); only where ``snapshot`` is set."""
         self.sent = 0
         self.failed = 0
         self.snapshots = 0
@@ -110,6 +114,11 @@ class Reporter:
         payload = await self.activity_now()
         if self.snapshot is not None:
             payload = {**payload, "keeps_kernel_state": True}
+            if self.state_size is not None:
+                try:
+                    payload["kernel_state_bytes"] = await self.state_size()
+                except Exception:  # an estimate that fails leaves the wait as the policy's base
+                    self.log.exception("GPUaaS: the kernels' state size could not be estimated")
         if self._answer_due is not None:
             payload["kernel_state"] = kernel_state_json(self._answer_due)
         answer = await self.client.request("api/activity", method="POST", body=payload)

@@ -17,6 +17,7 @@ from tornado.httpclient import HTTPClientError
 from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, state_key
 from jupyter_gpuaas.server.kernel_state import (
     KernelStateSettings,
+    StateSizes,
     _ask_kernel,
     _call,
     _outcome_left,
@@ -460,3 +461,25 @@ async def test_the_kernels_pause_is_measured_and_answered(
     outcome = await _outcome_left(SETTINGS, answer["writing"], 60)
     assert outcome.outcome == "kept", outcome
     assert not (folder / answer["writing"]).exists()
+
+
+async def test_the_kernels_estimate_their_state_for_the_report_idle_ones_only(
+    jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any
+) -> None:
+    """What the activity report says of the kernels' state size: each idle kernel's own
+    estimate (its variables' sizes, nothing pickled), reused for a while."""
+    km = jp_serverapp.kernel_manager
+    kernel = await start_session(jp_fetch, "sized.ipynb")
+    await execute(
+        jp_ws_fetch, kernel, "import numpy as np\nx = np.ones(1 << 20)\nb = (i for i in [])"
+    )
+    await wait_idle(jp_serverapp, kernel)
+    sizes = StateSizes()
+
+    total = await sizes.total(km)
+
+    assert 8 << 20 <= total < 9 << 20  # the array's 8 MiB and a little; the generator nothing
+    await execute(jp_ws_fetch, kernel, "y = np.ones(1 << 21)")
+    await wait_idle(jp_serverapp, kernel)
+    assert await sizes.total(km) == total  # asked again only after ESTIMATE_EVERY
+    assert await StateSizes().total(km) >= 24 << 20

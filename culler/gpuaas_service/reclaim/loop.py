@@ -103,7 +103,7 @@ from gpuaas_service.reclaim.handoffs import (
 from gpuaas_service.reclaim.idleness import ActivityReport, State
 from gpuaas_service.reclaim.kept_state import KeptState
 from gpuaas_service.reclaim.notify import Notifier
-from gpuaas_service.reclaim.policy import PolicySet
+from gpuaas_service.reclaim.policy import PolicySet, snapshot_wait
 from jupyter_gpuaas.core.catalog import Tenant
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.headroom import QueueState
@@ -843,11 +843,11 @@ class ReclaimLoop:
     def _ask_snapshots(self, plan: Plan, now: datetime, targets: Mapping[str, Target]) -> None:
         """Ask every server this cycle is about to stop, and that keeps kernel state, for a
         snapshot, all at once: the stops then wait for their answers together, so a cycle's
-        stops take at most one ``snapshot_timeout`` more, not one each."""
-        timeout = self._policies.snapshot_timeout
-        if timeout <= timedelta(0):
+        stops take at most the longest wait more, not one each. Each server's wait grows with
+        the state its kernels hold (:func:`~.policy.snapshot_wait`)."""
+        if self._policies.snapshot_timeout <= timedelta(0):
             return
-        at, until = self.clock(), time.monotonic() + timeout.total_seconds()
+        at, started = self.clock(), time.monotonic()
         for d in plan.decisions:
             if (
                 d.action is Action.RECLAIM
@@ -856,7 +856,11 @@ class ReclaimLoop:
                 and not self._put_off(d, now, targets)
                 and self._saved_long_enough(d, now)
             ):
-                self.store.ask_snapshot(d.workbench.key, at, timeout, wait_until=until)
+                report = self.store.report(d.workbench.key)
+                size = report.activity.kernel_state_bytes if report is not None else None
+                wait = snapshot_wait(self._policies, size)
+                until = started + wait.total_seconds()
+                self.store.ask_snapshot(d.workbench.key, at, wait, wait_until=until)
 
     async def _keep_state(self, d: Decision) -> KeptState:
         """The server's answer to this cycle's snapshot request, waited for until the

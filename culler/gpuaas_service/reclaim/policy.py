@@ -7,6 +7,7 @@ A policy file::
     report_stale_after: 10m     # a server whose last activity report is older is "unknown"
     handoff_timeout: 10m        # a reclaim for queued work succeeds if it is admitted this soon
     snapshot_timeout: 60s       # longest wait for a server to save its kernels before its stop
+    snapshot_per_gib: 5s        # and this much longer per GiB its kernels hold
     prefer_own_team: true       # queued work takes its own team's idle servers before a lender's
     notify:                     # optional: POST each warning and reclaim to a webhook
       webhook: https://chat.example.org/hooks/gpu-reclaim
@@ -76,6 +77,11 @@ Policy fields (``defaults`` takes the same, except ``name`` and ``match``):
     idle kernel's variables and waits at most this long for its answer; a late or failed
     answer never delays the stop further (the session counts as interrupted). At most 10m.
 
+``snapshot_per_gib`` (top level only; default ``5s``; ``0``: the wait is ``snapshot_timeout``)
+    how much longer the culler waits for that answer per GiB of state the server's kernels
+    hold (as its activity report estimates it, ``kernel_state_bytes``): a session of 20 GiB
+    waits 60s + 20 x 5s. The whole wait is at most 10m.
+
 ``notify`` (top level only) posts ``{"event": "warn"|"reclaim", "user", "server", "team",
 "reason", "reclaim_at", "at", ...}`` (no tokens) to ``webhook`` (an ``http`` or ``https`` URL)
 for users with no tab open; see :mod:`.notify`.
@@ -125,6 +131,7 @@ __all__ = [
     "PolicySet",
     "load_policy",
     "load_policy_file",
+    "snapshot_wait",
 ]
 
 Reclaim = Literal["when-queued", "always"]
@@ -141,6 +148,8 @@ DEFAULT_REPORT_STALE_AFTER = timedelta(minutes=10)
 DEFAULT_HANDOFF_TIMEOUT = timedelta(minutes=10)
 DEFAULT_SNAPSHOT_TIMEOUT = timedelta(seconds=60)
 MAX_SNAPSHOT_TIMEOUT = timedelta(minutes=10)
+DEFAULT_SNAPSHOT_PER_GIB = timedelta(seconds=5)
+"""About twice what a GiB took to save on the development machine (2-4 s, docs/benchmarks.md)."""
 DEFAULT_NOTIFY_TIMEOUT = timedelta(seconds=5)
 MAX_NOTIFY_TIMEOUT = timedelta(minutes=1)
 
@@ -149,6 +158,7 @@ _TOP_FIELDS = (
     "report_stale_after",
     "handoff_timeout",
     "snapshot_timeout",
+    "snapshot_per_gib",
     "prefer_own_team",
     "notify",
     "exempt",
@@ -296,6 +306,8 @@ class PolicySet:
     handoff_timeout: timedelta = DEFAULT_HANDOFF_TIMEOUT
     snapshot_timeout: timedelta = DEFAULT_SNAPSHOT_TIMEOUT
     """Longest wait for a server's kernel-state snapshot before its stop (0: never asked)."""
+    snapshot_per_gib: timedelta = DEFAULT_SNAPSHOT_PER_GIB
+    """How much longer that wait is per GiB of the server's kernel state."""
     notify: Notify | None = None
     prefer_own_team: bool = False
     """Queued work takes its own team's idle servers before a lending team's."""
@@ -428,6 +440,7 @@ def load_policy(
     stale = read_duration(errs, "", data, "report_stale_after", positive=True)
     handoff = read_duration(errs, "", data, "handoff_timeout", positive=True)
     snapshot_timeout = _snapshot_timeout(errs, data)
+    per_gib = _snapshot_per_gib(errs, data)
     own_team_first = read_bool(errs, "", data, "prefer_own_team", default=False)
     exempt_users, exempt_groups = _exempt(errs, "", data)
     notify = _notify(errs, data)
@@ -446,6 +459,7 @@ def load_policy(
         snapshot_timeout=(
             snapshot_timeout if snapshot_timeout is not None else DEFAULT_SNAPSHOT_TIMEOUT
         ),
+        snapshot_per_gib=per_gib if per_gib is not None else DEFAULT_SNAPSHOT_PER_GIB,
         notify=notify,
         prefer_own_team=bool(own_team_first),
     )
@@ -674,6 +688,29 @@ def _snapshot_timeout(errs: FieldErrors, data: Mapping[str, Any]) -> timedelta |
         )
         return None
     return timeout
+
+
+def _snapshot_per_gib(errs: FieldErrors, data: Mapping[str, Any]) -> timedelta | None:
+    per_gib = read_duration(errs, "", data, "snapshot_per_gib", positive=False)
+    if per_gib is not None and per_gib > MAX_SNAPSHOT_TIMEOUT:
+        errs.add(
+            "snapshot_per_gib",
+            f"{format_duration(per_gib)} is longer than the whole wait may be "
+            f"({format_duration(MAX_SNAPSHOT_TIMEOUT)})",
+        )
+        return None
+    return per_gib
+
+
+def snapshot_wait(policies: PolicySet, state_bytes: int | None) -> timedelta:
+    """How long a reclaim waits for a server's snapshot: ``snapshot_timeout``, plus
+    ``snapshot_per_gib`` for each GiB of the state its report says its kernels hold (none
+    said: nothing more), at most :data:`MAX_SNAPSHOT_TIMEOUT`; 0 where snapshots are off."""
+    if policies.snapshot_timeout <= timedelta(0):
+        return timedelta(0)
+    gib = (state_bytes or 0) / (1 << 30)
+    wait = policies.snapshot_timeout + policies.snapshot_per_gib * gib
+    return min(wait, max(MAX_SNAPSHOT_TIMEOUT, policies.snapshot_timeout))
 
 
 def _notify(errs: FieldErrors, data: Mapping[str, Any]) -> Notify | None:

@@ -104,3 +104,19 @@ def test_the_next_report_comes_sooner_when_asked() -> None:
         reporter.last_answer = {"report_again_in": odd}
         assert reporter.next_delay(True, 60) in (MIN_DELAY, 60)
     assert reporter.next_delay(False, 10.0) == 20.0  # a failure backs off from the last wait
+
+
+async def test_a_server_that_keeps_state_says_how_large_its_kernels_state_is() -> None:
+    async def size() -> int:
+        return 3 << 30
+
+    async def fails() -> int:
+        raise RuntimeError("a kernel did not answer")
+
+    service = Service([{"accepted": True}])
+    assert await Reporter(activity, service, 60, snapshot=kept([]), state_size=size).report_once()
+    assert parse_activity(service.bodies[-1], now=T0).kernel_state_bytes == 3 << 30  # type: ignore[attr-defined]
+    # an estimate that fails leaves the size unsaid (the service waits its base time)
+    assert await Reporter(activity, service, 60, snapshot=kept([]), state_size=fails).report_once()
+    assert "kernel_state_bytes" not in service.bodies[-1]  # type: ignore[attr-defined]
+    assert service.bodies[-1]["keeps_kernel_state"] is True  # type: ignore[attr-defined]

@@ -1168,6 +1168,8 @@ export interface components {
       idle_since: string | null;
       /** @description Only in reports to the gpuaas service: this server saves its kernels' variables when asked (before a reclaim). */
       keeps_kernel_state?: boolean;
+      /** @description Only in reports to the gpuaas service, with keeps_kernel_state: bytes a snapshot of its kernels would write, as the kernels estimate them (each idle kernel asked at most every 5 minutes). The service's wait for a reclaim's snapshot grows with it (the policy's snapshot_per_gib). */
+      kernel_state_bytes?: number;
       kernel_state?: components['schemas']['kernel_state_report'];
     };
     /** @description A server's answer to the gpuaas service's snapshot request, sent with its next activity report (core/activity.py kernel_state_json); also the pod annotation gpuaas.jupyter.org/reclaim-kernel-state */
