@@ -14,7 +14,9 @@ pickle and the disk, how long the kernel pauses, and the size the reclaim's wait
    (``snapshot_in_background``: the fork, the child's writing, its outcome file read), with
    the kernel's pause beside it; "restore" reads from the disk, not the page cache (both files
    are dropped from it with ``posix_fadvise(DONTNEED)`` first), checks and loads. MB/s are the
-   variables' in-memory bytes (``nbytes``; a frame's deep ``memory_usage``) per second.
+   variables' in-memory bytes (``nbytes``; a frame's deep ``memory_usage``) per second. The
+   frameworks are measured last, after 3-5: a process that has imported JAX counts as one that
+   holds a GPU library, whose other objects the kernel pickles in its pause.
 3. The pause options, on ``--pause-gib`` of arrays in this process: writing in the kernel (what
    a synchronous snapshot pauses), copying the arrays for a writer thread (what a consistent
    thread needs first), and the fork (what ships).
@@ -494,17 +496,6 @@ def main(argv: list[str]) -> int:
         rows.append(bench.measure(what, variables, size, args.rounds))
         del variables
         gc.collect()
-        makers: list[tuple[str, Callable[[], tuple[dict[str, Any], int] | str]]] = [
-            (f"polars frame, {args.frame_rows:,} rows", lambda: polars_frame(args.frame_rows)),
-            ("PyTorch MLP + batch (CPU)", torch_model),
-            ("Hugging Face BERT (CPU, config)", hf_model),
-            (f"JAX array (CPU), {total / MiB:,.0f} MiB", lambda: jax_array(total)),
-        ]
-        for what, make in makers:
-            _optional(rows, skipped, bench, what, make(), args.rounds)
-            gc.collect()
-        print_rows(rows, skipped)
-
         held = arrays(int(args.pause_gib * GiB))
         options = pause_options(bench, held)
         del held
@@ -545,6 +536,18 @@ def main(argv: list[str]) -> int:
             f"{big['raw_write_s']:.1f} s ({_mbs(n, big['raw_write_s'])} MB/s), read "
             f"{big['raw_read_s']:.1f} s ({_mbs(n, big['raw_read_s'])} MB/s)"
         )
+        makers: list[tuple[str, Callable[[], tuple[dict[str, Any], int] | str]]] = [
+            (f"polars frame, {args.frame_rows:,} rows", lambda: polars_frame(args.frame_rows)),
+            ("PyTorch MLP + batch (CPU)", torch_model),
+            ("Hugging Face BERT (CPU, config)", hf_model),
+            (f"JAX array (CPU), {total / MiB:,.0f} MiB", lambda: jax_array(total)),
+        ]
+        for what, make in makers:
+            _optional(rows, skipped, bench, what, make(), args.rounds)
+            gc.collect()
+        print()
+        print_rows(rows, skipped)
+
     finally:
         bench.close()
     return 0

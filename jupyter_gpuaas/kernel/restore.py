@@ -114,7 +114,37 @@ def _load_torch(entry: dict[str, Any], buffer: Any, notes: list[str]) -> Any:
     if not available:
         notes.append(f"`{entry['name']}` was on {device}; no {kind} device here: it is on the CPU")
     # The checksum and the owner were checked: this is the user's own object, as saved.
-    return torch.load(io.BytesIO(buffer), map_location=location, weights_only=False)
+    with io.BufferedReader(_Reader(buffer), buffer_size=1 << 20) as file:
+        return torch.load(file, map_location=location, weights_only=False)
+
+
+class _Reader(io.RawIOBase):
+    """A read-only file over bytes in memory, without the copy ``io.BytesIO`` makes of them
+    (``torch.load`` reads a file)."""
+
+    def __init__(self, data: Any) -> None:
+        self._view = memoryview(data).cast("B")
+        self._at = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, target: Any) -> int:
+        n = min(len(target), len(self._view) - self._at)
+        memoryview(target).cast("B")[:n] = self._view[self._at : self._at + n]
+        self._at += n
+        return n
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: len(self._view)}[whence]
+        self._at = max(0, base + offset)
+        return self._at
+
+    def tell(self) -> int:
+        return self._at
 
 
 def _read(manifest: Manifest) -> list[list[Any]]:
