@@ -7,7 +7,6 @@ import asyncio
 import json
 import logging
 import socket
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -351,11 +350,11 @@ async def test_a_webhook_that_never_answers_holds_up_neither_cycle_nor_hub() -> 
         for _ in range(50):  # every post has its connection: all of them are in flight
             conn, _addr = await asyncio.wait_for(loop.sock_accept(silent), 10)
             held.append(conn)
-        hub = HubClient(f"http://127.0.0.1:{hub_port}/hub/api", "t", timeout=2)
-        started = time.monotonic()
+        # Queued behind the webhook's posts, the hub's calls would wait their minute and time
+        # out first: every one answered shows they were not (no wall-clock bet on a busy box).
+        hub = HubClient(f"http://127.0.0.1:{hub_port}/hub/api", "t", timeout=20)
         models = await asyncio.gather(*(hub.user(f"u{i}") for i in range(20)))
         assert all(m is not None for m in models)
-        assert time.monotonic() - started < 1.5  # not queued behind the webhook's posts
     finally:
         for task in list(notifier.tasks):
             task.cancel()
