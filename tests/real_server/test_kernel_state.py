@@ -302,7 +302,11 @@ async def test_a_kernel_that_dies_while_it_saves_is_said_at_once(
     outcome = await saving
 
     assert outcome.outcome == "failed", outcome
-    assert outcome.error == "the kernel stopped before it answered", outcome
+    # Jupyter's auto-restarter may bring the killed kernel back before the server looks again
+    # (seen on a loaded machine): then it was restarted before it answered, as true a reason.
+    assert outcome.error == "the kernel stopped before it answered" or outcome.error.startswith(
+        "the kernel restarted before it answered"
+    ), outcome
     assert asyncio.get_running_loop().time() - started < 30  # the bound is 60 s
 
 
