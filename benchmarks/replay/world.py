@@ -725,6 +725,11 @@ class Kueue:
         evicted, its quota reserved), skipped (no longer fits), or admitted."""
         cq = wl.cluster_queue
         if flavor is None:
+            if self.sticky.get(cq) == wl.key:
+                # A preemptor whose victims are gone and that fits nowhere now (with TAS, its
+                # nodes can be taken meanwhile): no longer the sticky head, its quota free.
+                del self.sticky[cq]
+                self._unreserve(wl.key)
             self.inadmissible[cq].add(wl.key)
             self._too_big(wl, too_big)
             return

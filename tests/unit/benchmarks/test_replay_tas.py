@@ -15,6 +15,7 @@ from benchmarks.replay.organisations import load
 from benchmarks.replay.placement import Cards, tas_assign
 from benchmarks.replay.sim import Simulation
 from benchmarks.replay.trace import Trace, TrainingJob
+from benchmarks.replay.world import Kueue, Organisation, Workload
 
 SPEC = load("training-bound")
 HOUR = 3600.0
@@ -150,3 +151,38 @@ def test_the_large_job_level_is_a_level() -> None:
     assert capacity.ratio({0.5: [starving]}, limits) == pytest.approx(3.0)
     fair = {"wait_p90_min": 10.0, "wait_gpu_hour_weighted_mean_min": 20.0}
     assert capacity.ratio({0.5: [fair]}, limits) <= 1.0
+
+
+def _large(n: int, team: str, org: Organisation) -> Workload:
+    return Workload(
+        key=f"{team}/large-{n}",
+        namespace=team,
+        local_queue="training",
+        cluster_queue=org.local_queues[(team, "training")],
+        priority=org.priorities["training-large"],
+        priority_class="training-large",
+        created=float(n),
+        resource="nvidia.com/gpu",
+        amount=8,
+        kind="training",
+        owner=f"large-{n}",
+    )
+
+
+def test_a_preemptor_that_fits_nowhere_any_more_stops_being_the_head() -> None:
+    """Its victims gone, a preemptor whose quota or nodes were taken meanwhile (with TAS,
+    nodes are not reserved) fits nowhere: it is parked and its queue goes on, rather than
+    being tried again for ever within one scheduling pass."""
+    org = ladder.world(SPEC, "L1p", 16, 0.5).org
+    kueue = Kueue(org)
+    for n, team in enumerate(("team-a", "team-b")):
+        kueue.submit(_large(n, team, org))
+    admitted, _evicted = kueue.schedule(0.0)
+    assert len(admitted) == 2  # the cohort's 16 GPUs
+    late = _large(9, "team-a", org)
+    kueue.submit(late)
+    kueue.sticky[late.cluster_queue] = late.key  # as if it had preempted, its victims gone
+    admitted, evicted = kueue.schedule(1.0)
+    assert (admitted, evicted) == ([], [])
+    assert late.cluster_queue not in kueue.sticky
+    assert late.key in kueue.inadmissible[late.cluster_queue]
