@@ -1850,5 +1850,19 @@ def render(
         parameters=_parameters(),
         check=check,
         sweep_seeds=min(args.sweep_seeds, len(seeds)),
+        quick_note=quick_note(args, seeds),
         **sections,
+    )
+
+
+def quick_note(args: argparse.Namespace, seeds: Sequence[int]) -> str:
+    """What a page written by ``--quick`` leaves out, said where it begins (empty otherwise)."""
+    if not args.quick:
+        return ""
+    return (
+        f"\n**Generated with `--quick`**: {len(seeds)} seeds of {args.days:g} day after a"
+        f" {args.burn_in_h:g} h burn-in, {args.resamples} resamples, the searches' brackets"
+        " not refined to one GPU, no model rows or sweep: a first look, with wide intervals;"
+        " the default command (10 seeds of a day after 24 h, every part) writes the page in"
+        " full.\n"
     )
