@@ -465,9 +465,14 @@ def mig_refusal(node: str, config: str | None, holders: list[str]) -> str:
     )
 
 
-def mig_label_patch(labels: Mapping[str, str], gpus: list[SimGpu]) -> dict[str, str | None]:
+def mig_label_patch(
+    labels: Mapping[str, str], gpus: list[SimGpu], seen: Mapping[str, str] | None = None
+) -> dict[str, str | None]:
     """GPU feature discovery's per-profile labels for the new geometry: nvidia.com/mig-<profile>
-    .count (and .memory, MiB, for a new profile); those of profiles now gone removed."""
+    .count (and .memory, MiB, for a new profile: as its label said when the node had it before,
+    ``seen``, since GFD writes NVML's one figure each time; else the simulated size); those of
+    profiles now gone removed."""
+    seen = seen or {}
     counts = {
         r.removeprefix(MIG_PREFIX): n for r, n in capacity(gpus).items() if r.startswith(MIG_PREFIX)
     }
@@ -479,10 +484,8 @@ def mig_label_patch(labels: Mapping[str, str], gpus: list[SimGpu]) -> dict[str, 
             patch[key] = None
     for profile, n in counts.items():
         patch[f"{MIG_PREFIX}{profile}.count"] = str(n)
-        patch.setdefault(
-            f"{MIG_PREFIX}{profile}.memory",
-            labels.get(f"{MIG_PREFIX}{profile}.memory", str(memory[profile])),
-        )
+        key = f"{MIG_PREFIX}{profile}.memory"
+        patch.setdefault(key, labels.get(key) or seen.get(key) or str(memory[profile]))
     return patch
 
 
@@ -726,6 +729,9 @@ class NodeAgent:
         self.mig_applied: str | None = None
         self.mig_refused: tuple[str | None, ...] = ()  # (label,) when refused
         self.pods_listed = asyncio.Event()
+        # GFD's nvidia.com/mig-<profile>.memory labels as first seen: a profile cut again gets
+        # the same figure back (NVML's), not the simulated size.
+        self.mig_memory_labels: dict[str, str] = {}
 
     # ---- the node's GPUs as dcgm-exporter serves them (devcluster/dcgm.py) ----
 
@@ -1059,6 +1065,9 @@ class NodeAgent:
 
     async def mig_seen(self, node: dict[str, Any]) -> None:
         labels = node.get("metadata", {}).get("labels") or {}
+        for key, value in labels.items():  # a profile's memory as first labelled (nodes.yaml)
+            if key.endswith(".memory") and _GFD_MIG_LABEL.match(key):
+                self.mig_memory_labels.setdefault(key, value)
         wanted = labels.get(MIG_CONFIG_LABEL)
         state = labels.get(MIG_CONFIG_STATE_LABEL)
         if wanted == self.mig_applied:
@@ -1098,7 +1107,10 @@ class NodeAgent:
             # No label (back to the node's own geometry): no state to report either.
             state = "success" if wanted is not None else None
             await self._patch_labels(
-                {**mig_label_patch(labels, self.gpus), MIG_CONFIG_STATE_LABEL: state}
+                {
+                    **mig_label_patch(labels, self.gpus, self.mig_memory_labels),
+                    MIG_CONFIG_STATE_LABEL: state,
+                }
             )
         except ApiException as e:
             log.warning("re-advertising the node's MIG resources: %s", e)

@@ -108,6 +108,14 @@ def test_gfd_labels_follow_the_geometry() -> None:
         f"{MIG}1g.5gb.count": "7",
         f"{MIG}1g.5gb.memory": "4864",
     }
+    # cut back again: the profile's memory is the figure its label had before (GFD's, from
+    # NVML: 19968 MiB), not the simulated 20 GiB; a test of the node after this saw 20480
+    seven = {k: v for k, v in labels.items() if "3g.20gb" not in k}
+    back = mig_label_patch(seven, parse_devices("1xA100-40GB:mig=2x1g.5gb+1x3g.20gb"), labels)
+    assert back[f"{MIG}3g.20gb.memory"] == "19968"
+    assert mig_label_patch(seven, parse_devices("1xA100-40GB:mig=1x3g.20gb"))[
+        f"{MIG}3g.20gb.memory"
+    ] == str(20 * 1024)
 
 
 # --- on the cluster: the node agent's node local-0 -------------------------------------------
