@@ -105,7 +105,11 @@ class KernelStateOutcome:
             "notebook": self.notebook,
             "outcome": self.outcome,
             "lost": [lost.to_json() for lost in self.lost],
-            "error": self.error,
+            # capped as from_json (and the documents) take it: one long exception message
+            # must not get every activity report of its server refused
+            "error": self.error
+            if len(self.error) <= MAX_TEXT
+            else self.error[: MAX_TEXT - 1] + "…",
             "bytes": self.bytes,
             "seconds": self.seconds,
             "saved_at": None if self.saved_at is None else isoformat_z(self.saved_at),

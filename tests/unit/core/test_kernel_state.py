@@ -125,3 +125,15 @@ def test_the_state_folder_must_lie_in_the_home(tmp_path: Path) -> None:
     (home / "link").symlink_to(tmp_path)
     with pytest.raises(ValueError, match="outside your home"):
         state_directory("~/link/s", home)
+
+
+def test_a_long_error_is_capped_where_it_is_sent() -> None:
+    """A kernel's exception message of any length: the payload carries at most what reading it
+    back (and the service's document) accepts, so the server's activity reports are not refused
+    for it, report after report."""
+    failed = KernelStateOutcome("k1", "a.ipynb", "failed", error="MemoryError: " + "x" * 5000)
+    sent = failed.to_json()
+    assert len(sent["error"]) == 2000
+    assert sent["error"].startswith("MemoryError: xxx")
+    assert sent["error"].endswith("…")
+    assert KernelStateOutcome.from_json(sent).error == sent["error"]
