@@ -1326,6 +1326,9 @@ def beyond_the_ladder(args: argparse.Namespace) -> list[str]:
         parts.append("the dual")
     if runs_frontier(args):
         parts.append("the culler frontier")
+    orgs = family_orgs(args)
+    if orgs:
+        parts.append(f"the organisation family's searches ({', '.join(orgs)})")
     return parts
 
 

@@ -679,14 +679,17 @@ def test_the_page_header_says_what_the_command_ran() -> None:
     default = ran_line(parse([]), 2450, 7)
     assert default == (
         "2450 replays of the rungs as searched, and those of L1c's other 6 idle-culler"
-        " timeouts, the model's sensitivity rows and the sensitivity sweep's within-user share"
-        " of the need's spread"
+        " timeouts, the model's sensitivity rows, the sensitivity sweep's within-user share"
+        " of the need's spread and the organisation family's searches (notebook-heavy,"
+        " balanced, training-bound)"
     )
     assert "frontier" not in default
     assert "dual" not in default
     assert ran_line(parse(["--quick"]), 90, 0) == "90 replays of the rungs as searched"
     both = ran_line(parse(["--quick", "--frontier", "--dual"]), 90, 3)
     assert both.endswith("L1c's other 2 idle-culler timeouts, the dual and the culler frontier")
+    one = ran_line(parse(["--quick", "--family", "notebook-heavy"]), 90, 0)
+    assert one.endswith("and those of the organisation family's searches (notebook-heavy)")
 
 
 def test_the_replay_chooses_the_advice_rule_that_needs_fewer_gpus() -> None:
