@@ -169,3 +169,19 @@ def test_the_trace_follows_the_organisations_demand() -> None:
     lighter = load("dgx-4").with_demand(training_offered_load=0.45)
     jobs = [len(ladder.trace(s, 3, days=1.0, burn_in_h=24.0).jobs) for s in (heavier, lighter)]
     assert 1.6 < jobs[0] / jobs[1] < 2.4
+
+
+@pytest.mark.parametrize(
+    ("name", "users_per_gpu", "training_load"),
+    [("notebook-heavy", 3.0, 0.35), ("balanced", 2.0, 0.5), ("training-bound", 1.0, 0.7)],
+)
+def test_the_family_organisations(name: str, users_per_gpu: float, training_load: float) -> None:
+    """The family of the page (issue 48): nodes of 8 cards, the demand each is named for."""
+    from benchmarks.replay.family import FAMILY
+
+    assert name in FAMILY
+    spec = load(name)
+    assert all(p.gpus_per_node == 8 for p in spec.pools)
+    assert spec.demand.users_per_gpu == users_per_gpu
+    assert spec.demand.training_offered_load == training_load
+    assert "assumed" in (ORGS / f"{name}.yaml").read_text(encoding="utf-8")
