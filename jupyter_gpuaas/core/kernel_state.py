@@ -359,16 +359,7 @@ def read_manifest(path: Path) -> Manifest:
     code reads, naming a data file of this user beside it that holds every entry's place, its
     entries matching its ``sha256``. :class:`Refused` otherwise; :class:`FileNotFoundError`
     when there is none. Nothing of the data is read."""
-    fd, info = open_own_file(path, "manifest")
-    try:
-        if info.st_size > MAX_MANIFEST_BYTES:
-            raise Refused(f"the snapshot's manifest is {info.st_size} bytes: too large to be one")
-        with os.fdopen(fd, "rb", closefd=False) as file:
-            content = file.read(MAX_MANIFEST_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(content) > MAX_MANIFEST_BYTES:  # it grew since: still not one
-        raise Refused(f"the snapshot's manifest is over {MAX_MANIFEST_BYTES} bytes")
+    content = _read_own_bounded(path, "manifest", MAX_MANIFEST_BYTES)
     try:
         fields = json.loads(content)
     except ValueError as e:
@@ -441,12 +432,21 @@ def read_outcome_file(path: Path) -> KernelStateOutcome:
     """The outcome a kernel's background writer left at ``path`` (checked as a manifest is:
     the user's own plain file, bounded); :class:`FileNotFoundError` while there is none,
     :class:`Refused` or :class:`ValueError` for anything else."""
-    fd, info = open_own_file(path, "outcome file")
+    content = _read_own_bounded(path, "outcome file", MAX_OUTCOME_BYTES)
+    return KernelStateOutcome.from_json(json.loads(content))
+
+
+def _read_own_bounded(path: Path, what: str, limit: int) -> bytes:
+    """The bytes of the user's own plain file at ``path`` (:func:`open_own_file`), refused
+    when it is, or grows while read to, more than ``limit`` bytes."""
+    fd, info = open_own_file(path, what)
     try:
-        if info.st_size > MAX_OUTCOME_BYTES:
-            raise Refused(f"the snapshot's outcome file is {info.st_size} bytes: too large")
+        if info.st_size > limit:
+            raise Refused(f"the snapshot's {what} is {info.st_size} bytes: too large to be one")
         with os.fdopen(fd, "rb", closefd=False) as file:
-            content = file.read(MAX_OUTCOME_BYTES + 1)
+            content = file.read(limit + 1)
     finally:
         os.close(fd)
-    return KernelStateOutcome.from_json(json.loads(content))
+    if len(content) > limit:  # it grew since: still not one
+        raise Refused(f"the snapshot's {what} is over {limit} bytes")
+    return content
