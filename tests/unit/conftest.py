@@ -28,12 +28,14 @@ UNIT_WARNINGS = (
     # The replay's Gpuaas policy (benchmarks/replay/policies.py) makes an event loop per run and
     # never closes it; Python says so, with the loop's self-pipe socket pair, when the loop is
     # collected, in whichever test runs then.
+    # (Python 3.10 names the family and type: AddressFamily.AF_UNIX, SocketKind.SOCK_STREAM)
     "ignore:unclosed event loop:ResourceWarning",
-    r"ignore:unclosed <socket\.socket fd=\d+, family=1, type=1, proto=0>:ResourceWarning",
+    r"ignore:unclosed <socket\.socket fd=\d+, family=(1|AddressFamily\.AF_UNIX), "
+    r"type=(1|SocketKind\.SOCK_STREAM), proto=0>:ResourceWarning",
     # A socket left open by a tornado server's or client's test is closed by the garbage
     # collector whenever it runs, in whichever test runs then (on two workers, any test): the
     # warning would fail a test that did nothing wrong. Other unraisable warnings still fail.
-    r"ignore:Exception ignored in. <socket\.socket fd=\d+, family=2:"
+    r"ignore:Exception ignored in. <socket\.socket fd=\d+, family=(2|AddressFamily\.AF_INET):"
     "pytest.PytestUnraisableExceptionWarning",
 )
 
