@@ -275,18 +275,3 @@ def _capacity_sweep(
             f"→ multiplier {multipliers[p]:.2f}" if multipliers.get(p) else "",
         )
     return sweep
-
-
-def page_command(argv: Sequence[str]) -> str:
-    """The command that wrote the page, without ``--workers`` and ``--json`` (they change no
-    figure, and the JSON file's path is the writer's)."""
-    kept: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg in ("--workers", "--json"):
-            skip = True
-        elif not arg.startswith(("--workers=", "--json=")):
-            kept.append(arg)
-    return " ".join(["python -m benchmarks replay", *kept])

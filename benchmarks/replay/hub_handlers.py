@@ -1,22 +1,43 @@
 """The Hub REST API handlers of :class:`.service.HubStandIn` (the part the gpuaas service
 uses; the stand-in's docstring lists them). Imported when the stand-in's app is made, so that
-the replay's workers never import tornado for it."""
+the replay's workers never import tornado for it. The handlers know the stand-in only as
+:class:`Hub` (what they read of it), so that this module does not import the service's."""
 
 from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from tornado import web
 
-if TYPE_CHECKING:
-    from .service import HubStandIn
+
+class Hub(Protocol):
+    """What the handlers use of the hub stand-in (:class:`.service.HubStandIn`)."""
+
+    requests: int
+    stops: list[tuple[float, str, str, str]]
+    stop_pod: Callable[[str], Awaitable[None]]
+
+    @property
+    def teams(self) -> Mapping[str, str]: ...
+
+    @property
+    def servers(self) -> Mapping[tuple[str, str], Any]: ...
+
+    def by_token(self, token: str) -> dict[str, Any] | None: ...
+
+    def user_model(self, name: str) -> dict[str, Any] | None: ...
+
+    def tokens(self, name: str) -> list[dict[str, Any]]: ...
+
+    def remove(self, user: str, name: str) -> None: ...
 
 
 class Base(web.RequestHandler):
-    def initialize(self, hub: HubStandIn) -> None:
+    def initialize(self, hub: Hub) -> None:
         self.hub = hub
 
     def caller(self) -> dict[str, Any] | None:
@@ -85,7 +106,7 @@ class Stop(Base):
         self.finish()
 
 
-def application(hub: HubStandIn) -> web.Application:
+def application(hub: Hub) -> web.Application:
     args = {"hub": hub}
     return web.Application(
         [

@@ -1785,7 +1785,6 @@ def render(
     open_timeouts: int = 0,
 ) -> str:
     from .check import RESULTS, check_section
-    from .cli import page_command
 
     check = (
         check_section(json.loads(RESULTS.read_text(encoding="utf-8")))
@@ -1869,3 +1868,18 @@ def quick_note(args: argparse.Namespace, seeds: Sequence[int]) -> str:
         " the default command (10 seeds of a day after 24 h, every part) writes the page in"
         " full.\n"
     )
+
+
+def page_command(argv: Sequence[str]) -> str:
+    """The command that wrote the page, without ``--workers`` and ``--json`` (they change no
+    figure, and the JSON file's path is the writer's)."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--workers", "--json"):
+            skip = True
+        elif not arg.startswith(("--workers=", "--json=")):
+            kept.append(arg)
+    return " ".join(["python -m benchmarks replay", *kept])

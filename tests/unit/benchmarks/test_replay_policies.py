@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from benchmarks.replay import brain
-from benchmarks.replay.cli import page_command
+from benchmarks.replay.ladder_report import page_command
 from benchmarks.replay.metrics import summarize
 from benchmarks.replay.policies import Gpuaas
 from benchmarks.replay.run import DEFAULT_CATALOG, DEFAULT_POLICY, Task, make_trace, simulate
