@@ -10,7 +10,6 @@ policy's own ``report_stale_after`` and ``busy_utilization_percent`` judge the a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any
 
 from gpuaas_service.console.aggregates import plan_rows, summary
@@ -101,7 +100,6 @@ def preview(
     *,
     dry_run: bool = False,
     teams: Iterable[str] | None = None,
-    now: datetime | None = None,
 ) -> dict[str, Any]:
     """The answer of ``POST api/console/preview`` (raises :class:`PreviewError`)."""
     policies = parse_policy_text(text)
