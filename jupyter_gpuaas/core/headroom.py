@@ -46,6 +46,7 @@ __all__ = [
     "compute_headroom",
     "headroom_words",
     "queue_message",
+    "released_by",
     "resolve_cluster_queue",
 ]
 
@@ -418,8 +419,13 @@ def compute_headroom(
     team_queued: int | None = None,
     extra_requests: Mapping[str, Fraction] | None = None,
     workload: str = "server",
+    released: Mapping[FlavorResource, int] | None = None,
 ) -> Headroom:
     """Headroom of ``tenant`` for ``count`` units of ``offering``.
+
+    ``released`` is quota the tenant's ClusterQueue holds now that is freed before this
+    request is made (:func:`released_by`: the user's own server that a move stops first), as
+    Kueue will see it then: taken off the queue's usage in the same flavor and resource.
 
     ``extra_requests`` (e.g. ``{"cpu": Fraction(2), "memory": ...}``) are counted too where the
     ClusterQueue covers them. ``team_queued`` overrides the LocalQueue's pending count for the
@@ -453,6 +459,9 @@ def compute_headroom(
     if cq is None:
         return replace(proto, fit=Fit.NOT_ALLOWED, message=why, admin_detail=admin_why)
     proto = replace(proto, cluster_queue=cq.name)
+    if released:
+        state = _without(state, cq, released)
+        cq = state.cluster_queues[cq.name]
     tree = state.tree()
     fits = _offering_fits(tree, cq, offering, count)
     if isinstance(fits, str):
@@ -474,6 +483,34 @@ def compute_headroom(
     lq = state.local_queues.get((tenant.namespace or namespace, tenant.local_queue))
     queued = team_queued if team_queued is not None else (lq.pending_workloads if lq else None)
     return _queued(proto, tenant, offering, cq.pending_workloads, queued, workload)
+
+
+def released_by(offering: Offering, count: int) -> dict[FlavorResource, int]:
+    """The quota a running server of ``count`` units of ``offering`` holds in its team's
+    ClusterQueue, as Kueue counts it (its flavor and resources): what a move frees when it
+    stops that server before the start. None where the offering names no flavor (Kueue then
+    picks one, and which is not known here)."""
+    flavor = offering.flavor or ""
+    if not flavor:
+        return {}
+    return {(flavor, resource): qty for resource, qty in offering.quota_requests(count).items()}
+
+
+def _without(
+    state: QueueState, cq: ClusterQueueInfo, released: Mapping[FlavorResource, int]
+) -> QueueState:
+    """``state`` with ``released`` taken off ``cq``'s usage (never below zero)."""
+
+    def less(usage: Mapping[FlavorResource, int]) -> dict[FlavorResource, int]:
+        return {key: max(0, used - released.get(key, 0)) for key, used in usage.items()}
+
+    freed = replace(cq, reserved=less(cq.reserved), in_use=less(cq.in_use))
+    return QueueState(
+        cluster_queues={**state.cluster_queues, cq.name: freed},
+        cohorts=state.cohorts,
+        local_queues=state.local_queues,
+        synced=state.synced,
+    )
 
 
 def _user_cap(

@@ -86,6 +86,10 @@ async def test_the_way_up_from_the_sidebar_restarts_the_server_bigger_with_its_f
         await dialog.wait_for()
         assert "instead of Quarter of an L4 (this machine) (5.5 GiB)" in await dialog.inner_text()
         assert "same home folder" in await dialog.inner_text()
+        # team-a's pool holds one half-L4: alice's own quarter, stopped first, frees it (issue
+        # 50, finding 4: the dialog said "will queue: first in line once a half-L4 frees up")
+        assert "will queue" not in await dialog.inner_text()
+        assert resize_offer(hub)["next"]["headroom"]["fit"] == "now"
         await dialog.get_by_role("button", name="Save and move").click()
 
         # the hub's progress page follows the stop and the start, then opens JupyterLab again

@@ -24,7 +24,13 @@ from gpuaas_service.resize.plan import (
 )
 from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant
 from jupyter_gpuaas.core.choice import Choice, HeadroomFn
-from jupyter_gpuaas.core.headroom import Headroom, QueueState, UserUsage, compute_headroom
+from jupyter_gpuaas.core.headroom import (
+    Headroom,
+    QueueState,
+    UserUsage,
+    compute_headroom,
+    released_by,
+)
 from jupyter_gpuaas.core.sizing import format_gib
 
 __all__ = ["ResizeHub", "Resizer"]
@@ -107,15 +113,24 @@ class Resizer:
             raise ResizeRefused(409, "your server is not running (or is starting or stopping)")
         return running, servers
 
-    def _headroom(self, usage: UserUsage) -> HeadroomFn | None:
+    def _headroom(self, usage: UserUsage, running: Choice) -> HeadroomFn | None:
+        """The live headroom of a move from ``running``: its own share counted as freed (the
+        move stops the server before it starts the new one, so Kueue sees that quota free)."""
         if self.queue_state is None:
             return None
         state = self.queue_state()
+        released = released_by(running.offering, running.count)
 
         def room(tenant: Tenant, offering: Offering, count: int) -> Headroom:
             namespace = tenant.namespace or self.namespace
             return compute_headroom(
-                tenant, offering, state, namespace=namespace, count=count, usage=usage
+                tenant,
+                offering,
+                state,
+                namespace=namespace,
+                count=count,
+                usage=usage,
+                released=released if tenant.name == running.tenant.name else None,
             )
 
         return room
@@ -129,7 +144,8 @@ class Resizer:
         choice = current_choice(catalog, groups, running.get("user_options"))
         usage = others_usage(catalog, groups, servers, server)
         down = self._down(catalog, choice, user, server)
-        planned = plan_resize(catalog, choice, body, headroom=self._headroom(usage), down=down)
+        room = self._headroom(usage, choice)
+        planned = plan_resize(catalog, choice, body, headroom=room, down=down)
         return choice, planned
 
     def _peak(self, user: str, server: str) -> tuple[int, float] | None:
@@ -151,7 +167,7 @@ class Resizer:
             "down": None,
         }
         usage = others_usage(catalog, groups, servers, server)
-        room = self._headroom(usage)
+        room = self._headroom(usage, choice)
         down = self._down(catalog, choice, user, server)
         if down is not None:
             try:

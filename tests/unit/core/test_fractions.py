@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jupyter_gpuaas.core.catalog import CatalogError, CatalogSource, build_catalog
-from jupyter_gpuaas.core.headroom import Fit, compute_headroom
+from jupyter_gpuaas.core.headroom import Fit, compute_headroom, released_by
 from jupyter_gpuaas.core.kueue import ResourceTransformation, transform_requests
 from tests.support.samples import (
     GPU,
@@ -342,6 +342,39 @@ def test_headroom_in_the_transformed_resources(
     room = compute_headroom(cat.tenants["team-a"], cat.offerings[offering], qs, namespace=NAMESPACE)
     assert (room.fit, room.message) == (fit, message)
     assert (room.free_memory_mib, room.total_memory_mib) == memory
+
+
+def test_a_move_counts_the_share_it_stops_as_freed() -> None:
+    """Issue 50, finding 4: a quarter-L4 moving up to a half in a pool of one half per team
+    was told "will queue: first in line once a half-L4 frees up", and started at once: the
+    quota of the quarter it stops first was not counted as freed."""
+    cat = fraction_catalog()
+    team, quarter, half = (
+        cat.tenants["team-a"],
+        cat.offerings["l4-quarter"],
+        cat.offerings["l4-half"],
+    )
+    qs = state([_notebooks((2, 11264, 50), (1, 5632, 25))])
+    before = compute_headroom(team, half, qs, namespace=NAMESPACE)
+    assert (before.fit, before.message) == (
+        Fit.QUEUE,
+        "will queue: first in line once a half-L4 frees up",
+    )
+    moved = compute_headroom(team, half, qs, namespace=NAMESPACE, released=released_by(quarter, 1))
+    assert (moved.fit, moved.message) == (Fit.NOW, "available now (1 of 1 half-L4 free)")
+    # what is freed is the share's own, in its flavor: another flavor's frees nothing here
+    assert released_by(quarter, 1) == {
+        ("l4-hami", GPU): 1,
+        ("l4-hami", TOTAL_GPUMEM): 5632,
+        ("l4-hami", TOTAL_GPUCORES): 25,
+    }
+    elsewhere = {("other", r): q for (_f, r), q in released_by(quarter, 1).items()}
+    still = compute_headroom(team, half, qs, namespace=NAMESPACE, released=elsewhere)
+    assert still.fit is Fit.QUEUE
+    # someone else's quarter beside it still holds its share: a half must wait for it
+    qs = state([_notebooks((2, 11264, 50), (2, 11264, 50))])
+    both = compute_headroom(team, half, qs, namespace=NAMESPACE, released=released_by(quarter, 1))
+    assert both.fit is Fit.QUEUE
 
 
 @settings(max_examples=300, deadline=None)

@@ -11,7 +11,7 @@ from gpuaas_service.resize.plan import ResizeRefused, WayDownRule
 from gpuaas_service.resize.resizer import Resizer
 from tests.support.api_schema import schema_errors
 from tests.support.hub_moves import TEAM_A, TickingHub
-from tests.support.samples import fraction_catalog, state
+from tests.support.samples import GPU, NAMESPACE, cluster_queue, fraction_catalog, state
 
 CATALOG = fraction_catalog()
 GiB = 1 << 30
@@ -27,6 +27,30 @@ async def test_the_next_size_up_carries_its_headroom_where_the_service_reads_the
     assert answer["next"]["slug"] == "l4-half"
     assert answer["next"]["headroom"]["fit"] == "unknown"  # the queues not read yet
     assert schema_errors("service_resize_offer", answer) == []
+
+
+async def test_the_next_size_up_counts_the_users_own_share_as_freed() -> None:
+    """Issue 50, finding 4: team-a's pool holds one half-L4 (or two quarters); alice's quarter
+    is the only one in it. The move stops her quarter before it starts the half, so the half
+    starts now; the dialog said "will queue: first in line once a half-L4 frees up"."""
+    hub = TickingHub()
+    hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
+    pool = [("l4-hami", GPU), ("l4-hami", "nvidia.com/total-gpumem")]
+    pool.append(("l4-hami", "nvidia.com/total-gpucores"))
+    notebooks = cluster_queue(
+        "team-a-notebooks",
+        quotas={fr: (q, 0, None) for fr, q in zip(pool, (2, 11264, 50), strict=True)},
+        usage=dict(zip(pool, (1, 5632, 25), strict=True)),  # alice's quarter
+    )
+    resizer = Resizer(
+        hub, lambda: CATALOG, queue_state=lambda: state([notebooks]), namespace=NAMESPACE
+    )
+    answer = await resizer.offer("alice", "", TEAM_A)
+    assert answer["next"]["slug"] == "l4-half"
+    assert answer["next"]["headroom"] == {
+        "fit": "now",
+        "message": "available now (1 of 1 half-L4 free)",
+    }
 
 
 async def test_a_move_the_spawner_would_refuse_at_the_start_is_refused_before_the_stop() -> None:
