@@ -158,8 +158,11 @@ PAGE_WORDS: Mapping[str, str] = {
     "leave.again": "Choose a GPU and start again",
     "leave.failed": "Leaving the queue did not work; try again, or reload the page.",
     "leave.hint": "Your place in the queue is kept while this page is closed.",
+    "starting": "Your server is starting; it is not waiting in the queue.",
 }
-"""The pending page's own words (its template shows them)."""
+"""The pending page's own words (its template shows them): "Leave the queue" and its hint only
+while the server waits in the queue (the progress event's phase ``queued``), "starting" once
+it has left it or never queued (a move that starts at once)."""
 
 
 def say(key: str, **values: Any) -> str:

@@ -119,6 +119,10 @@ async def test_the_wait_says_what_holds_the_gpu_and_leave_the_queue_ends_it(
     # "Leave the queue": the wait ends, the page says so, nothing was started.
     leave = page.locator("#gpuaas-leave-queue")
     assert await leave.inner_text() == "Leave the queue"
+    assert await leave.is_visible()  # shown while it waits in the queue, and only then
+    hint = await page.locator("#gpuaas-leave-hint").inner_text()
+    assert hint == "Your place in the queue is kept while this page is closed."
+    assert await page.locator("#gpuaas-starting").is_hidden()
     await leave.click()
     told = page.locator("#gpuaas-left-message")
     await told.filter(has_text="You left the queue; nothing was started.").wait_for(timeout=30_000)
@@ -141,6 +145,26 @@ async def test_the_wait_says_what_holds_the_gpu_and_leave_the_queue_ends_it(
     await page.goto(f"{hub.url}/hub/spawn")
     notice = await page.locator("#gpuaas-notice").inner_text()
     assert "You left the queue; nothing was started." in notice, notice
+
+
+async def test_a_start_that_does_not_queue_says_it_is_starting_not_leave_the_queue(
+    culler_hub: CullerHub,
+    k8s: client.ApiClient,
+    browser: Any,  # noqa: F811
+) -> None:
+    """Issue 50, finding 4: a server starting at once (a way down's move) showed "Leave the
+    queue" and "Your place in the queue is kept..." while nothing waited in any queue."""
+    hub = culler_hub
+    page = await login(browser, hub, "carol")
+    r = hub.api("POST", "/users/carol/server", {"team": "team-b", "offering": MIG_1G})
+    assert r.status == 202, r
+    await page.goto(f"{hub.url}/hub/spawn-pending/carol")
+    starting = page.locator("#gpuaas-starting")
+    await starting.wait_for(state="visible", timeout=60_000)
+    assert await starting.inner_text() == "Your server is starting; it is not waiting in the queue."
+    assert await page.locator("#gpuaas-leave-queue").is_hidden()
+    assert await page.locator("#gpuaas-leave-hint").is_hidden()
+    await page.wait_for_url("**/user/carol/**", timeout=120_000)  # and it opens when it is up
 
 
 def one_slice_job(name: str) -> dict[str, Any]:
