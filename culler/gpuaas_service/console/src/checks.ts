@@ -9,7 +9,7 @@
 import { h } from '../../../../labextension/src/dom.js';
 
 import { ApiError, request } from './api.js';
-import type { IConsoleSection } from './sections.js';
+import type { IConsoleSection } from './consoleSection.js';
 import type { components } from './serviceApi.js';
 
 /** One check of `GET api/console/checks`. */

@@ -18,7 +18,7 @@ import { ApiError, type IHistory, request } from './api.js';
 import { drawnLazily } from './controls.js';
 import { niceCeiling } from './format.js';
 import { h } from '../../../../labextension/src/dom.js';
-import type { IConsoleSection } from './sections.js';
+import type { IConsoleSection } from './consoleSection.js';
 
 const REFRESH_MS = 60_000;
 const RANGES = ['15m', '1h', '6h', '1d', '7d'] as const;

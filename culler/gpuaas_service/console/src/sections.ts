@@ -4,19 +4,13 @@
  * sizing, workbenches, reclaims, policy) is main.ts's.
  *
  * To add one, write its module here (e.g. `history.ts`, which fills the page's empty
- * `<section id="history">`), export an `IConsoleSection` from it and list it in `SECTIONS`.
+ * `<section id="history">`), export an `IConsoleSection` (`consoleSection.ts`) from it and
+ * list it in `SECTIONS`.
  */
 
 import { checksSection } from './checks.js';
+import type { IConsoleSection } from './consoleSection.js';
 import { historySection } from './history.js';
-
-/** A section with a life of its own. */
-export interface IConsoleSection {
-  /** The id of the page's `<section>` it fills. */
-  readonly id: string;
-  /** Called once, after the page loaded. */
-  start(): void;
-}
 
 /** The sections started with the page. */
 export const SECTIONS: readonly IConsoleSection[] = [historySection, checksSection];
