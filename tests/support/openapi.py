@@ -314,6 +314,47 @@ def api_page_problems() -> list[str]:
     return problems
 
 
+SECURITY = ROOT / "docs" / "security.md"
+HEADINGS: dict[Server, str] = {
+    "service": "### The gpuaas service (`/services/gpuaas/`)",
+    "extension": "### The server extension (`/user/<name>/<server>/gpuaas/api/`)",
+}
+
+
+def table(server: Server) -> dict[tuple[str, str], list[str]]:
+    """(method, path) → the answers by caller (:data:`CALLERS`' order), of the server's
+    document."""
+    rows: dict[tuple[str, str], list[str]] = {}
+    for method, path, operation in operations(server):
+        callers = operation["x-gpuaas-access"]["callers"]
+        assert list(callers) == list(CALLERS), f"{method} {path}: callers {list(callers)}"
+        rows[(method, path)] = list(callers.values())
+    assert rows, f"no operations in the {server}'s document"
+    return rows
+
+
+def markdown(server: Server) -> list[str]:
+    """The server's table as docs/security.md shows it."""
+    lines = ["| route | " + " | ".join(CALLERS) + " |", "| --- |" + " --- |" * len(CALLERS)]
+    for (method, path), answers in table(server).items():
+        lines.append(f"| `{method} {path}` | " + " | ".join(answers) + " |")
+    return lines
+
+
+def security_page(text: str) -> str:
+    """docs/security.md's ``text`` with each server's table written from its document."""
+    lines = text.splitlines()
+    for server, heading in HEADINGS.items():
+        start = lines.index(heading) + 1
+        while not lines[start].startswith("| route |"):
+            start += 1
+        end = start
+        while end < len(lines) and lines[end].startswith("|"):
+            end += 1
+        lines[start:end] = markdown(server)
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -327,7 +368,6 @@ def main(argv: list[str] | None = None) -> int:
         "--write", action="store_true", help="rewrite the TypeScript types and security.md's tables"
     )
     args = parser.parse_args(argv)
-    from tests.support.route_table import SECURITY, security_page
 
     problems = document_problems()
     if not problems and args.write:

@@ -1,61 +1,34 @@
 """The authorisation tables, as the route tests read them: each operation of the two OpenAPI
-documents with its answer for each caller (its ``x-gpuaas-access`` ``callers``); and
-docs/security.md's "Who may call each route" tables, written from the same
+documents with its answer for each caller (its ``x-gpuaas-access`` ``callers``), and how a
+row is matched to the routes a server registers. The tables themselves and docs/security.md's
+"Who may call each route", written from the same, are :mod:`tests.support.openapi`'s
 (``python -m tests.support.openapi`` checks they are current; ``--write`` rewrites them)."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from tornado import web
 
-from tests.support.openapi import CALLERS, Server, operations
+from tests.support.openapi import SECURITY, Server, security_page, table
 
-SECURITY = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+__all__ = [
+    "EXTENSION_TABLE",
+    "SECURITY",
+    "SERVICE_TABLE",
+    "answered_methods",
+    "assert_table_matches",
+    "concrete",
+    "first_status",
+    "security_page",
+    "table",
+]
+
 SERVICE_TABLE: Server = "service"
 EXTENSION_TABLE: Server = "extension"
-HEADINGS: dict[Server, str] = {
-    "service": "### The gpuaas service (`/services/gpuaas/`)",
-    "extension": "### The server extension (`/user/<name>/<server>/gpuaas/api/`)",
-}
 SAMPLES = {"team": "team-a", "name": "nb-x", "file": "console.css"}
 """What each ``{placeholder}`` of a row's path stands for in a request."""
 METHODS = ("get", "post", "put", "patch", "delete")
-
-
-def table(server: Server) -> dict[tuple[str, str], list[str]]:
-    """(method, path) → the answers by caller (:data:`CALLERS`' order), of the server's
-    document."""
-    rows: dict[tuple[str, str], list[str]] = {}
-    for method, path, operation in operations(server):
-        callers = operation["x-gpuaas-access"]["callers"]
-        assert list(callers) == list(CALLERS), f"{method} {path}: callers {list(callers)}"
-        rows[(method, path)] = list(callers.values())
-    assert rows, f"no operations in the {server}'s document"
-    return rows
-
-
-def markdown(server: Server) -> list[str]:
-    """The server's table as docs/security.md shows it."""
-    lines = ["| route | " + " | ".join(CALLERS) + " |", "| --- |" + " --- |" * len(CALLERS)]
-    for (method, path), answers in table(server).items():
-        lines.append(f"| `{method} {path}` | " + " | ".join(answers) + " |")
-    return lines
-
-
-def security_page(text: str) -> str:
-    """docs/security.md's ``text`` with each server's table written from its document."""
-    lines = text.splitlines()
-    for server, heading in HEADINGS.items():
-        start = lines.index(heading) + 1
-        while not lines[start].startswith("| route |"):
-            start += 1
-        end = start
-        while end < len(lines) and lines[end].startswith("|"):
-            end += 1
-        lines[start:end] = markdown(server)
-    return "\n".join(lines) + "\n"
 
 
 def concrete(path: str) -> str:
