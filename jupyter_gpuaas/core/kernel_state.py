@@ -4,7 +4,8 @@ One definition for every side: the server extension builds a :class:`KernelState
 kernel when it snapshots (``POST gpuaas/api/kernel-state/snapshot``, and the gpuaas service's
 reclaim, which asks for the same before it stops a server); the service reads them back with
 :meth:`KernelStateOutcome.from_json` for its audit, metrics and console, and words its notices
-with :func:`summarise` ("its variables are back, except `batches` (a generator)").
+with :func:`summarise` ("its variables were saved, except “batches” (a generator)") and
+:func:`comes_back` (when they come back: the notebook's next opening, not before).
 
 The outcomes, in order of how much was kept:
 
@@ -45,12 +46,14 @@ __all__ = [
     "Manifest",
     "Outcome",
     "Refused",
+    "comes_back",
     "describe",
     "entries_digest",
     "is_data_of",
     "is_outcome_file",
     "lost_words",
     "open_own_file",
+    "quoted",
     "read_manifest",
     "read_outcome_file",
     "state_directory",
@@ -137,35 +140,57 @@ class KernelStateOutcome:
         )
 
 
-def lost_words(lost: Iterable[LostVariable]) -> str:
-    """ "`batches` (a generator), `log` (an open file) and 3 more": the lost variables, the first
-    :data:`NAMED_IN_WORDS` named with their reasons."""
+def quoted(name: str) -> str:
+    """A variable's name as plain text shows it (the spawn page's notice, JupyterLab's
+    notifications, the console's journal, a log line): in quotes, “batches”. No Markdown: not
+    one of those places renders it, and a backtick would show as it is."""
+    return f"“{name}”"
+
+
+def lost_words(lost: Iterable[LostVariable], named: int = NAMED_IN_WORDS) -> str:
+    """ "“batches” (a generator), “log” (an open file) and 3 more": the lost variables, the
+    first ``named`` with their reasons. The labextension's ``lostWords`` (JupyterLab's
+    notifications) follows the same rule: tests/unit/core/kernel_state_words.json holds the
+    cases both are tested on."""
     items = list(lost)
-    named = [f"`{v.name}` ({v.reason})" for v in items[:NAMED_IN_WORDS]]
-    rest = len(items) - len(named)
+    words = [f"{quoted(v.name)} ({v.reason})" for v in items[:named]]
+    rest = len(items) - len(words)
     if rest:
-        named.append(f"{rest} more")
-    if len(named) == 1:
-        return named[0]
-    return ", ".join(named[:-1]) + " and " + named[-1]
+        words.append(f"{rest} more")
+    if len(words) <= 1:
+        return words[0] if words else ""
+    return ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def describe(outcome: KernelStateOutcome) -> str:
-    """One kernel's outcome as a notice says it after the move ("its variables are back,
-    except `batches` (a generator)")."""
+    """One kernel's snapshot in words ("its variables were saved, except “batches” (a
+    generator)"). Said when the snapshot is known, which is before anything is restored: the
+    variables are saved, not back (:func:`comes_back` says when they come back)."""
     if outcome.outcome == "kept":
-        return "its variables are back"
+        return "its variables were saved"
     if outcome.outcome == "kept_with_losses":
-        return f"its variables are back, except {lost_words(outcome.lost)}"
+        return f"its variables were saved, except {lost_words(outcome.lost)}"
     if outcome.outcome == "skipped_busy":
-        return "its variables were not kept: a cell was running"
-    return f"its variables could not be kept ({outcome.error or 'no reason given'})"
+        return "its variables were not saved: a cell was running"
+    return f"its variables could not be saved ({outcome.error or 'no reason given'})"
+
+
+def comes_back(outcomes: Iterable[KernelStateOutcome]) -> str:
+    """When what was saved comes back, after :func:`summarise`'s words: "they come back when
+    you open the notebook again" (one kernel), "what was saved comes back when you open each
+    notebook again" (several); ``""`` where nothing was saved."""
+    items = list(outcomes)
+    if not any(o.outcome in ("kept", "kept_with_losses") for o in items):
+        return ""
+    if len(items) == 1:
+        return "they come back when you open the notebook again"
+    return "what was saved comes back when you open each notebook again"
 
 
 def summarise(outcomes: Iterable[KernelStateOutcome]) -> str:
     """Every kernel's outcome in the words of a notice: one kernel as :func:`describe` says it;
-    several, each after its notebook ("train.ipynb: its variables are back; eval.ipynb: its
-    variables were not kept: a cell was running"). ``""`` for none."""
+    several, each after its notebook ("train.ipynb: its variables were saved; eval.ipynb: its
+    variables were not saved: a cell was running"). ``""`` for none."""
     items = list(outcomes)
     if len(items) == 1:
         return describe(items[0])

@@ -20,7 +20,7 @@ from typing import Any
 from gpuaas_spawner.messages import MESSAGES, about, say, waiting_words
 from jupyter_gpuaas.core.activity import KernelStateReport, read_kernel_state_mark
 from jupyter_gpuaas.core.durations import isoformat_z
-from jupyter_gpuaas.core.kernel_state import describe, summarise
+from jupyter_gpuaas.core.kernel_state import comes_back, describe, summarise
 from jupyter_gpuaas.core.kueue import (
     ADMISSION_GATE,
     TERMINATION_TARGET,
@@ -512,29 +512,33 @@ def reclaim_notice(
         "shows your place in the queue."
     )
     kept = read_kernel_state_mark(annotations.get(RECLAIMED_KERNEL_STATE))
+    stopped_words = (
+        f"Your server was stopped at {time_mark(stopped)} to give its GPU to {whose}{after}."
+    )
     if kept is not None and kept.outcomes and not kept.error:
-        # the kernels were saved before the stop: a move, not an end (issue 36)
-        what, words = _moved(kept)
-        return f"{what} moved at {time_mark(stopped)} for {whose}{after}; {words}. {rest}"
+        # the kernels were saved before the stop (issue 36); nothing is restored until the
+        # notebook opens in the new server, so the words say "saved", never "back" (issue 50)
+        return f"{stopped_words} {_saved(kept)}. {rest}"
     lost = (
-        f" Its notebooks' variables could not be kept ({kept.error}): run them again."
+        f" Its notebooks' variables could not be saved ({kept.error}): run them again."
         if kept is not None and kept.error
         else ""
     )
-    return (
-        f"Your server was stopped at {time_mark(stopped)} to give its GPU to {whose}{after}."
-        f"{lost} {rest}"
-    )
+    return f"{stopped_words}{lost} {rest}"
 
 
-def _moved(kept: KernelStateReport) -> tuple[str, str]:
-    """Who was moved ("Your notebook train.ipynb was") and what came of its variables, in
-    the words of :mod:`jupyter_gpuaas.core.kernel_state`."""
+def _saved(kept: KernelStateReport) -> str:
+    """What was saved of each kernel and when it comes back, in the words of
+    :mod:`jupyter_gpuaas.core.kernel_state` ("Your notebook train.ipynb: its variables were
+    saved; they come back when you open the notebook again")."""
     if len(kept.outcomes) == 1:
         (one,) = kept.outcomes
-        who = f"Your notebook {one.notebook} was" if one.notebook else "Your server was"
-        return who, describe(one)
-    return "Your notebooks were", summarise(kept.outcomes)
+        who = f"Your notebook {one.notebook}" if one.notebook else "Your server's kernel"
+        words = f"{who}: {describe(one)}"
+    else:
+        words = summarise(kept.outcomes)
+    back = comes_back(kept.outcomes)
+    return f"{words}; {back}" if back else words
 
 
 def home_volume_failure(claim: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> str:

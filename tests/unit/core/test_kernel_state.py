@@ -3,6 +3,7 @@ words of a notice."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,7 +14,9 @@ import pytest
 from jupyter_gpuaas.core.kernel_state import (
     KernelStateOutcome,
     LostVariable,
+    comes_back,
     describe,
+    lost_words,
     state_directory,
     state_key,
     summarise,
@@ -82,24 +85,66 @@ def test_not_an_object_is_refused() -> None:
 
 def test_the_notice_names_what_was_lost_and_why() -> None:
     assert describe(WITH_LOSSES) == (
-        "its variables are back, except `batches` (a generator) and `log` (an open file)"
+        "its variables were saved, except “batches” (a generator) and “log” (an open file)"
     )
     kept = KernelStateOutcome("k", "a.ipynb", "kept")
     busy = KernelStateOutcome("k", "b.ipynb", "skipped_busy")
     failed = KernelStateOutcome("k", "", "failed", error="the kernel did not answer within 30 s")
-    assert summarise([kept]) == "its variables are back"
+    assert summarise([kept]) == "its variables were saved"
     assert summarise([kept, busy, failed]) == (
-        "a.ipynb: its variables are back; b.ipynb: its variables were not kept: a cell was "
-        "running; kernel k: its variables could not be kept (the kernel did not answer within "
+        "a.ipynb: its variables were saved; b.ipynb: its variables were not saved: a cell was "
+        "running; kernel k: its variables could not be saved (the kernel did not answer within "
         "30 s)"
     )
     assert summarise([]) == ""
 
 
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        KernelStateOutcome("k", "a.ipynb", "kept"),
+        WITH_LOSSES,
+        KernelStateOutcome("k", "a.ipynb", "skipped_busy"),
+        KernelStateOutcome("k", "a.ipynb", "failed", error="disk full"),
+    ],
+)
+def test_a_snapshot_is_said_in_the_past_not_as_if_restored(outcome: KernelStateOutcome) -> None:
+    """The words are said when the snapshot is known, before any restore (issue 50.3): saved,
+    never "back" nor "moved"; and no Markdown, which no place that shows them renders."""
+    words = summarise([outcome]) + " " + comes_back([outcome])
+    assert "back," not in words
+    assert "are back" not in words
+    assert "moved" not in words
+    assert "`" not in words
+
+
+def test_when_the_variables_come_back_is_said_where_any_were_saved() -> None:
+    kept = KernelStateOutcome("k", "a.ipynb", "kept")
+    busy = KernelStateOutcome("k", "b.ipynb", "skipped_busy")
+    assert comes_back([kept]) == "they come back when you open the notebook again"
+    assert comes_back([WITH_LOSSES, busy]) == (
+        "what was saved comes back when you open each notebook again"
+    )
+    assert comes_back([busy]) == ""
+    assert comes_back([]) == ""
+
+
+WORDS = json.loads((Path(__file__).with_name("kernel_state_words.json")).read_text())
+
+
+@pytest.mark.parametrize("case", WORDS["lost"], ids=lambda c: f"{len(c['lost'])}-{c['named']}")
+def test_lost_words_as_the_labextension_writes_them(case: dict[str, Any]) -> None:
+    """One rule for names in plain text, two implementations (Python for the hub side's
+    notices, TypeScript for JupyterLab's): both read this file's cases
+    (labextension/test/kernelState.test.ts reads it too)."""
+    lost = [LostVariable(v["name"], v["reason"]) for v in case["lost"]]
+    assert lost_words(lost, named=case["named"]) == case["words"]
+
+
 def test_many_losses_are_counted_after_the_first_five() -> None:
     lost = tuple(LostVariable(f"g{i}", "a generator") for i in range(7))
     words = describe(KernelStateOutcome("k", "a.ipynb", "kept_with_losses", lost=lost))
-    assert words.endswith("`g4` (a generator) and 2 more")
+    assert words.endswith("“g4” (a generator) and 2 more")
 
 
 def test_one_snapshot_per_notebook_path_with_a_readable_name() -> None:

@@ -33,20 +33,22 @@ def mark(*outcomes: KernelStateOutcome, error: str = "") -> str:
     [
         (
             mark(TRAIN),
-            "Your notebook train.ipynb was moved at [[time:2026-11-30T14:02:00.000Z]] for queued"
-            " work of Team B; its variables are back, except `batches` (a generator). Your files"
-            " are kept.",
+            "Your server was stopped at [[time:2026-11-30T14:02:00.000Z]] to give its GPU to"
+            " queued work of Team B. Your notebook train.ipynb: its variables were saved, except"
+            " “batches” (a generator); they come back when you open the notebook again. Your"
+            " files are kept.",
         ),
         (
             mark(TRAIN, EVAL),
-            "Your notebooks were moved at [[time:2026-11-30T14:02:00.000Z]] for queued work of"
-            " Team B; train.ipynb: its variables are back, except `batches` (a generator);"
-            " eval.ipynb: its variables were not kept: a cell was running. Your files are kept.",
+            "Your server was stopped at [[time:2026-11-30T14:02:00.000Z]] to give its GPU to"
+            " queued work of Team B. train.ipynb: its variables were saved, except “batches” (a"
+            " generator); eval.ipynb: its variables were not saved: a cell was running; what was"
+            " saved comes back when you open each notebook again. Your files are kept.",
         ),
         (
             mark(error="no answer within snapshot_timeout (1m)"),
             "Your server was stopped at [[time:2026-11-30T14:02:00.000Z]] to give its GPU to"
-            " queued work of Team B. Its notebooks' variables could not be kept (no answer within"
+            " queued work of Team B. Its notebooks' variables could not be saved (no answer within"
             " snapshot_timeout (1m)): run them again. Your files are kept.",
         ),
         (
@@ -65,3 +67,17 @@ def test_the_return_notice_says_what_came_of_the_kernels(state: str, expected: s
     annotations = {**STOPPED, "gpuaas.jupyter.org/reclaim-kernel-state": state}
     notice = reclaim_notice(annotations, team="team-a", team_names={"team-b": "Team B"})
     assert notice.startswith(expected), notice
+
+
+@pytest.mark.parametrize("state", [mark(TRAIN), mark(TRAIN, EVAL), mark(EVAL)])
+def test_the_notice_says_saved_not_back_before_anything_was_restored(state: str) -> None:
+    """The spawn page shows this before the server starts again: nothing has been restored yet
+    (the variables come back when the notebook opens in the new server), so nothing "was
+    moved" and no variable "is back" (issue 50.3); and its names carry no Markdown, which the
+    page does not render."""
+    annotations = {**STOPPED, "gpuaas.jupyter.org/reclaim-kernel-state": state}
+    notice = reclaim_notice(annotations, team="team-a", team_names={"team-b": "Team B"})
+    assert "moved" not in notice
+    assert " back," not in notice
+    assert "are back" not in notice
+    assert "`" not in notice

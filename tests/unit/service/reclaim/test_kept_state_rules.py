@@ -237,16 +237,16 @@ LOSSES = outcome(
 @pytest.mark.parametrize(
     ("kept", "result", "words"),
     [
-        (KeptState(NOW, KernelStateReport(NOW, (outcome(),))), "kept", "its variables are back"),
+        (KeptState(NOW, KernelStateReport(NOW, (outcome(),))), "kept", "its variables were saved"),
         (
             KeptState(NOW, KernelStateReport(NOW, (LOSSES,))),
             "kept_with_losses",
-            "its variables are back, except `batches` (a generator)",
+            "its variables were saved, except “batches” (a generator)",
         ),
         (
             KeptState(NOW, KernelStateReport(NOW, (LOSSES, outcome("failed", error="disk full")))),
             "interrupted",
-            "could not be kept (disk full)",
+            "could not be saved (disk full)",
         ),
         (
             KeptState(NOW, KernelStateReport(NOW, (outcome("skipped_busy"),))),

@@ -127,7 +127,7 @@ async def test_the_stop_asks_for_a_snapshot_waits_for_it_and_records_each_kernel
         e["user"]: e for e in w.record.journal.recent(timedelta(days=1)) if e["event"] == "reclaim"
     }
     assert rows["alice"]["result"] == "state kept with losses"
-    assert "its variables are back, except `batches` (a generator)" in rows["alice"]["reason"]
+    assert "its variables were saved, except “batches” (a generator)" in rows["alice"]["reason"]
     assert rows["bob"]["result"] == "state kept"
 
 
