@@ -87,6 +87,9 @@ def banner(
         "  The Job is team-a's, so alice's server is warned once idle 5 min (carol's only\n"
         "  if alice's is not idle by then: prefer_own_team), stopped 2 min later, and the\n"
         "  Job runs (docs/culler.md, 'The demo').\n"
+        "  The way down: a GPU server whose memory peak stays under a quarter of its share\n"
+        "  for 3 min is offered a smaller share in the GPU panel (e.g. 'Half of an L4 (this\n"
+        "  machine)' holding 1 GiB; docs/culler.md, 'The demo').\n"
         f"  GPU jobs: each home has {samples}; right-click it, 'Run as GPU job…',\n"
         "  and follow it in the GPU panel (docs/jobs.md).\n"
         + (

@@ -220,8 +220,9 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         config=True,
         help="""Seconds a session must have run, its peak staying under way_down_below of its
         share, before the GPU panel offers it a smaller one (a peak needs time to show: a
-        notebook that loads its model later would be moved down too soon). Default 1800
-        (30 minutes).
+        notebook that loads its model later would be moved down too soon). The default for
+        sessions whose reclaim policy sets no way_down_after of its own (a policy field, as
+        the other reclaim timings: docs/culler.md). Default 1800 (30 minutes).
         Example: c.GPUaaSService.way_down_after = 3600""",
     )
 
@@ -863,6 +864,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             namespace=self.notebook_namespace,
             session_peak=session_peak if self.way_down_below > 0 else None,
             way_down_rule=WayDownRule(below=self.way_down_below, after_seconds=self.way_down_after),
+            policies=lambda: loop.state.policies,
         )
 
     def _server_tokens(self) -> ServerTokens:

@@ -4,9 +4,10 @@ recorder, cluster, JupyterLab, ipykernel and browser).
 
 alice's server runs half of the local L4 (a HAMi fraction: 11 GiB). Her notebook's kernel
 holds 1 GiB of GPU memory and a variable. The service sees her session's peak stay far below
-its share (``way_down_after`` set to 0 here), so the GPU panel offers the smaller share; she
-takes it and confirms. The server is stopped and started on a quarter of the L4, and when she
-opens her notebook again its variable is back.
+its share (her reclaim policy's ``way_down_after`` is 0 here; the service's own is left at its
+30 min), so the GPU panel offers the smaller share; she takes it and confirms. The server is
+stopped and started on a quarter of the L4, and when she opens her notebook again its variable
+is back.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ policies:
     match: {kinds: [fraction]}
     idle_after: 24h
     warn_before: 60s
+    way_down_after: 0s
 """
 GIB = 1 << 30
 NOTEBOOK = {
@@ -74,7 +76,6 @@ def way_down_hub(cluster: Cluster, tmp_path: Path) -> Iterator[CullerHub]:
         persistent_homes=True,
         extra_args=[
             f"--GPUaaSService.catalog_file={DEMO_CATALOG}",
-            "--GPUaaSService.way_down_after=0",
         ],
     ) as hub:
         yield hub

@@ -66,6 +66,11 @@ Policy fields (``defaults`` takes the same, except ``name`` and ``match``):
 ``unknown_grace``
     how long a server may stop reporting (or report NVML errors) before ``max_idle`` and
     ``max_age`` apply to it regardless; until then it is left alone.
+``way_down_after``
+    how long a session must have run, its GPU-memory peak staying under
+    ``c.GPUaaSService.way_down_below`` of its share, before the GPU panel offers it a smaller
+    share (the way down; ``0``: as soon as a peak is measured). Not set: the service's
+    ``c.GPUaaSService.way_down_after`` (default 30m). Not a reclaim: the user decides.
 
 ``prefer_own_team`` (top level only; default ``false``)
     for queued work, take the idle servers of the team whose work it is before those of a team
@@ -180,6 +185,7 @@ _POLICY_FIELDS = (
     "busy_utilization_percent",
     "unknown_grace",
     "busy_signal",
+    "way_down_after",
 )
 _MATCH_FIELDS = ("teams", "kinds", "offerings", "users", "groups")
 _EXEMPT_FIELDS = ("users", "groups")
@@ -255,6 +261,9 @@ class Policy:
     idle_after_when_kept: timedelta | None = None
     """``idle_after`` for a workbench whose server keeps its kernels' state (``None``: the
     same)."""
+    way_down_after: timedelta | None = None
+    """How long a session runs, its peak low, before it is offered a smaller share (``None``:
+    the service's ``c.GPUaaSService.way_down_after``)."""
 
     def idle_threshold(self, keeps_state: bool) -> timedelta:
         """How long a workbench must be idle to count as idle: ``idle_after_when_kept`` where
@@ -281,6 +290,8 @@ class Policy:
         parts.append(f"{self.max_snoozes} snooze(s) of {format_duration(self.snooze_for)}")
         if self.busy_signal == "gpu":
             parts.append("busy by the pod's GPU utilisation (DCGM) where known")
+        if self.way_down_after is not None:
+            parts.append(f"a smaller share offered after {format_duration(self.way_down_after)}")
         if self.dry_run:
             parts.append("dry run")
         return ", ".join(parts)
@@ -606,6 +617,7 @@ def _read_policy(
         unknown_grace=_default(values.get("unknown_grace"), DEFAULT_UNKNOWN_GRACE),
         busy_signal=values.get("busy_signal") or "reports",
         idle_after_when_kept=when_kept,
+        way_down_after=values.get("way_down_after"),
     )
 
 
@@ -795,6 +807,24 @@ def _read_exempt(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
     return _exempt(errs, base, data)
 
 
+MAX_WAY_DOWN_AFTER = timedelta(days=7)
+"""The longest ``way_down_after``: a session is seldom older (``max_age`` is hours)."""
+
+
+def _read_way_down_after(errs: FieldErrors, base: str, data: Mapping[str, Any]) -> Any:
+    after = read_duration(errs, base, data, "way_down_after", positive=False)
+    if after is not None and after > MAX_WAY_DOWN_AFTER:
+        errs.add(
+            key_path(base, "way_down_after"),
+            f"{format_duration(after)} is longer than {format_duration(MAX_WAY_DOWN_AFTER)}:"
+            " no session would be offered a smaller share (leave it out for the service's"
+            " c.GPUaaSService.way_down_after; to turn the offer off, set"
+            " c.GPUaaSService.way_down_below = 0)",
+        )
+        return None
+    return after
+
+
 _FIELD_READERS: dict[str, _FieldReader] = {
     "idle_after": _duration_reader("idle_after", positive=True),
     "idle_after_when_kept": _duration_reader("idle_after_when_kept", positive=True),
@@ -809,4 +839,5 @@ _FIELD_READERS: dict[str, _FieldReader] = {
     "busy_utilization_percent": _read_busy,
     "unknown_grace": _duration_reader("unknown_grace", positive=False),
     "busy_signal": _choice_reader("busy_signal", BUSY_SIGNALS),
+    "way_down_after": _read_way_down_after,
 }

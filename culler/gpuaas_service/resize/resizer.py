@@ -8,10 +8,11 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from gpuaas_service.clients.hub import HubError
+from gpuaas_service.reclaim.policy import PolicySet
 from gpuaas_service.resize.plan import (
     ResizeRefused,
     SessionPeakFn,
@@ -71,6 +72,10 @@ class Resizer:
     session_peak: SessionPeakFn | None = None
     """The running session's GPU-memory peak (the usage recorder's); ``None``: no way down."""
     way_down_rule: WayDownRule = field(default_factory=WayDownRule)
+    """The way down's rule; its ``after_seconds`` is the service's ``way_down_after``, which a
+    session's reclaim policy overrides with its own ``way_down_after``."""
+    policies: Callable[[], PolicySet | None] | None = None
+    """The reclaim policies in force (the loop's; ``None``: none read)."""
 
     def __post_init__(self) -> None:
         self.moving: dict[tuple[str, str], asyncio.Task[None]] = {}
@@ -143,7 +148,7 @@ class Resizer:
         running, servers = await self._running(user, server)
         choice = current_choice(catalog, groups, running.get("user_options"))
         usage = others_usage(catalog, groups, servers, server)
-        down = self._down(catalog, choice, user, server)
+        down = self._down(catalog, choice, user, server, groups)
         room = self._headroom(usage, choice)
         planned = plan_resize(catalog, choice, body, headroom=room, down=down)
         return choice, planned
@@ -151,8 +156,30 @@ class Resizer:
     def _peak(self, user: str, server: str) -> tuple[int, float] | None:
         return None if self.session_peak is None else self.session_peak(user, server)
 
-    def _down(self, catalog: Catalog, choice: Choice, user: str, server: str) -> Offering | None:
-        return way_down(catalog, choice, self._peak(user, server), self.way_down_rule)
+    def _rule(self, choice: Choice, user: str, groups: Sequence[str]) -> WayDownRule:
+        """The way down's rule for this session: ``way_down_after`` of the reclaim policy that
+        matches it (as the loop matches its workbench), else the service's."""
+        policies = self.policies() if self.policies is not None else None
+        policy = (
+            policies.policy_for(
+                team=choice.tenant.name,
+                kind=choice.offering.kind,
+                offering=choice.offering.slug,
+                user=user,
+                groups=groups,
+            )
+            if policies is not None
+            else None
+        )
+        if policy is None or policy.way_down_after is None:
+            return self.way_down_rule
+        return replace(self.way_down_rule, after_seconds=policy.way_down_after.total_seconds())
+
+    def _down(
+        self, catalog: Catalog, choice: Choice, user: str, server: str, groups: Sequence[str]
+    ) -> Offering | None:
+        rule = self._rule(choice, user, groups)
+        return way_down(catalog, choice, self._peak(user, server), rule)
 
     async def offer(self, user: str, server: str, groups: Sequence[str]) -> dict[str, Any]:
         """``GET api/resize``: the offering that runs, the next size up (``null`` and why
@@ -168,7 +195,7 @@ class Resizer:
         }
         usage = others_usage(catalog, groups, servers, server)
         room = self._headroom(usage, choice)
-        down = self._down(catalog, choice, user, server)
+        down = self._down(catalog, choice, user, server, groups)
         if down is not None:
             try:
                 smaller = plan_resize(

@@ -398,6 +398,37 @@ def test_busy_signal_is_a_policy_field_with_a_path() -> None:
     assert "did you mean 'gpu'" in e.value.errors[0].message
 
 
+def test_way_down_after_is_a_policy_field_with_a_clear_error() -> None:
+    """Issue 50, finding 6: way_down_after was a service option only, so the demo's policy
+    could not shorten it and a newcomer never saw the way down."""
+    (p,) = load_policy(one()).policies
+    assert p.way_down_after is None  # the service's c.GPUaaSService.way_down_after
+    ps = load_policy(
+        {
+            "defaults": {"way_down_after": "10m"},
+            "policies": [
+                {
+                    "name": "fast",
+                    "match": {"kinds": ["fraction"]},
+                    "idle_after": "5m",
+                    "way_down_after": "0",
+                },
+                {"name": "rest", "idle_after": "5m"},
+            ],
+        }
+    )
+    assert [q.way_down_after for q in ps.policies] == [timedelta(0), timedelta(minutes=10)]
+    assert "a smaller share offered after 10m" in ps.policies[1].describe()
+    assert errors_of(one(way_down_after="soon")) == [
+        "policies[0].way_down_after: " + errors_of(one(idle_after="soon"))[0].split(": ", 1)[1]
+    ]
+    (negative,) = errors_of(one(way_down_after="-5m"))
+    assert negative.startswith("policies[0].way_down_after: "), negative
+    (too_long,) = errors_of(one(way_down_after="30d"))
+    assert too_long.startswith("policies[0].way_down_after: 30d is longer than 7d"), too_long
+    assert "c.GPUaaSService.way_down_below = 0" in too_long
+
+
 @pytest.mark.parametrize("path", ["culler/examples/policy.yaml", "demo/policy.yaml"])
 def test_the_shipped_policies_set_max_age(path: str) -> None:
     from gpuaas_service.reclaim.policy import load_policy_file

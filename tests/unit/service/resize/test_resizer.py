@@ -167,3 +167,45 @@ async def test_no_way_down_is_offered_without_the_usage_recorder() -> None:
     answer = await Resizer(hub, lambda: CATALOG).offer("alice", "", TEAM_A)
     assert answer["down"] is None
     assert schema_errors("service_resize_offer", answer) == []
+
+
+async def test_the_way_down_waits_as_long_as_the_sessions_policy_says() -> None:
+    """Issue 50, finding 6: ``way_down_after`` is a policy field; the service's option is the
+    default for sessions whose policy sets none."""
+    from gpuaas_service.reclaim.policy import load_policy
+
+    hub = TickingHub()
+    hub.run("alice", {"team": "team-a", "offering": "l4-half", "count": 1})
+    peaks = {("alice", ""): (2 * GiB, 120.0)}  # two minutes measured; the rule wants 30
+    policies = [
+        load_policy(
+            {
+                "policies": [
+                    {
+                        "name": "halves",
+                        "match": {"offerings": ["l4-half"]},
+                        "idle_after": "5m",
+                        "way_down_after": "2m",
+                    },
+                    {"name": "rest", "idle_after": "5m"},
+                ]
+            }
+        )
+    ]
+    resizer = Resizer(
+        hub,
+        lambda: CATALOG,
+        session_peak=lambda user, server: peaks.get((user, server)),
+        way_down_rule=RULE,
+        policies=lambda: policies[0],
+    )
+    assert (await resizer.offer("alice", "", TEAM_A))["down"]["slug"] == "l4-quarter"
+    resizer.offer_seconds = 0  # the next offers ask the hub again
+    peaks[("alice", "")] = (2 * GiB, 119.0)
+    assert (await resizer.offer("alice", "", TEAM_A))["down"] is None
+    # a policy without its own: the service's 30 minutes
+    policies[0] = load_policy({"policies": [{"name": "rest", "idle_after": "5m"}]})
+    peaks[("alice", "")] = (2 * GiB, 1799.0)
+    assert (await resizer.offer("alice", "", TEAM_A))["down"] is None
+    peaks[("alice", "")] = (2 * GiB, 1800.0)
+    assert (await resizer.offer("alice", "", TEAM_A))["down"]["slug"] == "l4-quarter"
