@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import grimp
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = (
@@ -67,6 +67,9 @@ def ts_graph(folders: Iterable[Path]) -> dict[str, list[str]]:
 
 
 def python_graph() -> dict[str, list[str]]:
+    grimp = pytest.importorskip(
+        "grimp", reason="grimp comes with import-linter, in the dev extra (make lint's venv)"
+    )
     graph = grimp.build_graph(*PACKAGES, "tests", cache_dir=None)
     ours = {m for m in graph.modules if m.split(".")[0] in {*PACKAGES, "tests"}}
     return {m: sorted(graph.find_modules_directly_imported_by(m) & ours) for m in sorted(ours)}
