@@ -10,6 +10,9 @@ process of that library by calling :func:`hold`::
 
 A hold lasts until it is released or its process exits (the library ignores dead PIDs), so it
 behaves like a CUDA context rather than a Python object: dropping the handle does not free it.
+Nor does a copy hold anything: a hold pickled and loaded again (a kernel's saved variables
+restored in a new kernel, docs/kernel-state.md) is a record of what was held, released, as
+device memory is never in a pickle; :data:`RESTORED` lists those loaded in this process.
 
 The server and the processes meet in a state directory: ``$JUPYTER_GPUAAS_SIM_DIR``, or else
 ``gpuaas-sim`` in the Jupyter runtime directory (``jupyter --runtime-dir``, per user). Kernels
@@ -112,6 +115,8 @@ class Hold:
         self.path = path
         self.record = record
         self.released = False
+        self.restored = False
+        """Loaded from a pickle: a record of another process's hold, holding nothing."""
 
     @property
     def size(self) -> int:
@@ -139,9 +144,31 @@ class Hold:
     ) -> None:
         self.release()
 
+    def __reduce__(self) -> tuple[Any, tuple[HoldRecord]]:
+        # Only the record travels: the memory is the holding process's, as a CUDA allocation
+        # is its context's, and a copy must never release (unlink) the original's file.
+        return _restored_hold, (self.record,)
+
     def __repr__(self) -> str:
-        state = "released" if self.released else "held"
+        if self.restored:
+            state = "restored from a snapshot: holds no GPU memory; call hold() again"
+        else:
+            state = "released" if self.released else "held"
         return f"<Hold {self.record.size} bytes on device {self.record.device} ({state})>"
+
+
+RESTORED: list[HoldRecord] = []
+"""The holds loaded from a pickle in this process, in order (a restore names them)."""
+
+
+def _restored_hold(record: HoldRecord) -> Hold:
+    """A pickled :class:`Hold` loaded again: released, holding nothing (see the module's
+    docstring)."""
+    handle = Hold(Path(os.devnull), record)
+    handle.released = True
+    handle.restored = True
+    RESTORED.append(record)
+    return handle
 
 
 _live_holds: set[Hold] = set()

@@ -5,7 +5,9 @@ Nothing is loaded until the manifest and every variable's checksum have passed
 was. A name the kernel already has is never overwritten (the user's new work wins) and is
 listed as not restored; so is a variable whose loading fails (its class is gone, a module
 cannot be imported). A GPU tensor or array (PyTorch, CuPy, JAX) goes back to the same kind of
-device, or to the CPU with a note where this kernel has none.
+device, or to the CPU with a note where this kernel has none. Any other object is what its
+pickle holds: its data, never the device memory it held; where that is known (a simulated GPU
+hold) a note says so.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import importlib
 import io
 import json
 import os
+import sys
 import time
 from typing import Any
 
-from jupyter_gpuaas.core.kernel_state import open_own_file
+from jupyter_gpuaas.core.kernel_state import open_own_file, quoted
+from jupyter_gpuaas.core.sizing import format_gib
 from jupyter_gpuaas.kernel.snapshot import user_variables
 from jupyter_gpuaas.kernel.store import (
     Manifest,
@@ -83,20 +87,25 @@ def _to_device(array: Any, entry: dict[str, Any], notes: list[str]) -> Any:
                     return cupy.asarray(array)
         except ImportError:
             pass
-        notes.append(f"`{name}` was a CuPy array on {device}; no GPU here: it is a numpy array")
+        notes.append(
+            f"{quoted(str(name))} was a CuPy array on {device}; no GPU here: it is a numpy array"
+        )
         return array
     if library == "jax":
         try:
             import jax  # type: ignore[import-not-found, unused-ignore]
         except ImportError:
             notes.append(
-                f"`{name}` was a JAX array; JAX is not installed here: it is a numpy array"
+                f"{quoted(str(name))} was a JAX array; JAX is not installed here: it is a numpy "
+                "array"
             )
             return array
         try:
             devices = jax.devices(kind)
         except RuntimeError:  # no such backend here
-            notes.append(f"`{name}` was on {device}; no {kind} device here: it is on the CPU")
+            notes.append(
+                f"{quoted(str(name))} was on {device}; no {kind} device here: it is on the CPU"
+            )
             return jax.device_put(array, jax.devices("cpu")[0])
         return jax.device_put(array, devices[min(index, len(devices) - 1)])
     raise ValueError(f"unknown array library {library!r}")
@@ -112,7 +121,8 @@ def _load_torch(entry: dict[str, Any], buffer: Any, notes: list[str]) -> Any:
     )
     location = None if available else "cpu"
     if not available:
-        notes.append(f"`{entry['name']}` was on {device}; no {kind} device here: it is on the CPU")
+        name = quoted(str(entry["name"]))
+        notes.append(f"{name} was on {device}; no {kind} device here: it is on the CPU")
     # The checksum and the owner were checked: this is the user's own object, as saved.
     with io.BufferedReader(_Reader(buffer), buffer_size=1 << 20) as file:
         return torch.load(file, map_location=location, weights_only=False)
@@ -145,6 +155,35 @@ class _Reader(io.RawIOBase):
 
     def tell(self) -> int:
         return self._at
+
+
+def _restored_holds() -> list[Any]:
+    """The simulated GPU holds loaded from pickles in this kernel so far (none where the
+    simulation was never imported)."""
+    simulate = sys.modules.get("jupyter_gpuaas.gpu.simulate")
+    return list(getattr(simulate, "RESTORED", []))
+
+
+def _device_memory_note(name: str, holds: list[Any]) -> str:
+    """What a variable restored with simulated GPU holds in it cannot hold: the memory."""
+    held = sum(int(h.size) for h in holds)
+    devices = ", ".join(sorted({str(h.device) for h in holds}))
+    what = "a simulated GPU hold" if len(holds) == 1 else f"{len(holds)} simulated GPU holds"
+    return (
+        f"{quoted(name)} is back as {what} of {format_gib(held)} on GPU {devices}, holding no "
+        "GPU memory: a restored object keeps its data, not the device memory it held. Run the "
+        "cell that made it to hold the memory again."
+    )
+
+
+def _load_noting(name: str, entry: dict[str, Any], parts: list[Any], notes: list[str]) -> Any:
+    """:func:`_load_one`, with a note for the simulated GPU holds the value brought back."""
+    before = len(_restored_holds())
+    value = _load_one(entry, parts, notes)
+    holds = _restored_holds()[before:]
+    if holds:
+        notes.append(_device_memory_note(name, holds))
+    return value
 
 
 def _read(manifest: Manifest) -> list[list[Any]]:
@@ -198,7 +237,7 @@ def restore(shell: Any, *, directory: str, key: str, force: bool = False) -> dic
             not_restored.append({"name": name, "reason": "already set in this kernel"})
             continue
         try:
-            shell.user_ns[name] = _load_one(entry, parts, notes)
+            shell.user_ns[name] = _load_noting(name, entry, parts, notes)
         except Exception as e:  # noqa: BLE001 - a class gone, a module not installed: name it
             text = f"{type(e).__name__}: {e}"
             text = text if len(text) <= 120 else text[:117] + "..."

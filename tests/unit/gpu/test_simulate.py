@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,23 @@ def test_hold_and_release(sim_dir: Path) -> None:
     handle.release()  # twice is fine
     assert read_holds(sim_dir) == []
     assert "released" in repr(handle)
+
+
+def test_a_pickled_hold_comes_back_as_a_record_that_holds_nothing(sim_dir: Path) -> None:
+    """Device memory is never in a pickle (issue 50.10): a hold loaded again, as a kernel's
+    restored variables are, is released, says so, and releasing it leaves the original's
+    memory alone."""
+    handle = simulate.hold("2GiB", device=0)
+    copy = pickle.loads(pickle.dumps(handle))
+    assert copy.restored
+    assert copy.released
+    assert copy.size == 2 * GiB
+    assert "restored from a snapshot: holds no GPU memory" in repr(copy)
+    assert simulate.RESTORED[-1] == handle.record
+    copy.release()
+    assert [h.size for h in read_holds(sim_dir)] == [2 * GiB]  # the original still holds
+    handle.release()
+    assert read_holds(sim_dir) == []
 
 
 def test_hold_as_context_manager(sim_dir: Path) -> None:

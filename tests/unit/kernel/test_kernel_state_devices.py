@@ -111,8 +111,8 @@ def test_without_a_gpu_it_comes_back_on_the_cpu_with_a_note(
     assert shell.user_ns["model"].weight.device == "cpu"
     assert shell.user_ns["cpu"].device == "cpu"
     assert sorted(answer["notes"]) == [
-        "`model` was on cuda:1; no cuda device here: it is on the CPU",
-        "`weights` was on cuda:0; no cuda device here: it is on the CPU",
+        "“model” was on cuda:1; no cuda device here: it is on the CPU",
+        "“weights” was on cuda:0; no cuda device here: it is on the CPU",
     ]
 
 
@@ -236,6 +236,6 @@ def test_without_a_gpu_they_come_back_on_the_cpu_with_a_note(
     assert isinstance(shell.user_ns["c"], np.ndarray)
     assert shell.user_ns["j"].device.platform == "cpu"
     assert sorted(answer["notes"]) == [
-        "`c` was a CuPy array on cuda:1; no GPU here: it is a numpy array",
-        "`j` was on gpu:1; no gpu device here: it is on the CPU",
+        "“c” was a CuPy array on cuda:1; no GPU here: it is a numpy array",
+        "“j” was on gpu:1; no gpu device here: it is on the CPU",
     ]

@@ -120,8 +120,8 @@ def test_a_raw_array_comes_back_with_its_shape_and_order(folder: Path, fortran: 
 @pytest.mark.parametrize(
     ("library", "note"),
     [
-        ("cupy", "`m` was a CuPy array on cuda:1; no GPU here: it is a numpy array"),
-        ("jax", "`m` was a JAX array; JAX is not installed here: it is a numpy array"),
+        ("cupy", "“m” was a CuPy array on cuda:1; no GPU here: it is a numpy array"),
+        ("jax", "“m” was a JAX array; JAX is not installed here: it is a numpy array"),
     ],
 )
 def test_a_device_array_without_its_library_comes_back_as_numpy_with_a_note(
@@ -171,6 +171,34 @@ def test_an_entry_that_does_not_load_is_named_and_the_rest_come_back(
     assert answer["not_restored"] == [{"name": "bad", "reason": reason}]
     assert answer["restored"] == ["ok"]
     assert "bad" not in shell.user_ns
+
+
+def test_a_simulated_gpu_hold_is_back_with_a_note_that_it_holds_no_gpu_memory(
+    folder: Path, sim_dir: Path
+) -> None:
+    """Pickling keeps an object's data, not the device memory it held (issue 50.10): a
+    restored simulated hold is listed as back, and a note says what it cannot hold."""
+    from jupyter_gpuaas.gpu import simulate
+
+    one, two = simulate.hold("2GiB", device=0), simulate.hold("1GiB", device=0)
+    try:
+        values = {"h": pickle.dumps(one), "pair": pickle.dumps([one, two]), "n": pickle.dumps(1)}
+        write_snapshot(folder, values)
+    finally:
+        one.release()
+        two.release()
+    shell = Shell()
+    answer = load(shell)
+    assert sorted(answer["restored"]) == ["h", "n", "pair"]
+    assert shell.user_ns["h"].restored
+    assert answer["notes"] == [
+        "“h” is back as a simulated GPU hold of 2 GiB on GPU 0, holding no GPU memory: a "
+        "restored object keeps its data, not the device memory it held. Run the cell that "
+        "made it to hold the memory again.",
+        "“pair” is back as 2 simulated GPU holds of 3 GiB on GPU 0, holding no GPU memory: a "
+        "restored object keeps its data, not the device memory it held. Run the cell that "
+        "made it to hold the memory again.",
+    ]
 
 
 def test_a_long_loading_error_is_cut_to_120_characters(folder: Path) -> None:
