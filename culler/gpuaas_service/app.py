@@ -839,7 +839,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         delete:servers and servers (start and stop). The way down reads each session's peak
         from the loop's usage recorder."""
         from gpuaas_service.clients.hub import HubClient
-        from gpuaas_service.reclaim.usage import UsageRecorder
+        from gpuaas_service.reclaim.usage import UsageRecorder, move_recorder
         from gpuaas_service.resize.plan import WayDownRule
         from gpuaas_service.resize.resizer import Resizer
 
@@ -865,6 +865,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             session_peak=session_peak if self.way_down_below > 0 else None,
             way_down_rule=WayDownRule(below=self.way_down_below, after_seconds=self.way_down_after),
             policies=lambda: loop.state.policies,
+            peak_at_move=move_recorder(recorder, loop.store) if recorder is not None else None,
         )
 
     def _server_tokens(self) -> ServerTokens:

@@ -28,6 +28,7 @@ from jupyter_gpuaas.server.kernel_state import (
     snapshot_all_kernels,
     snapshot_info,
     snapshot_kernel,
+    state_estimate,
 )
 from jupyter_gpuaas.server.queue import fetch_queue
 from jupyter_gpuaas.server.service_client import ServiceAnswer, ServiceClient
@@ -261,7 +262,9 @@ class ResizeHandler(_JobsHandler):
     again on the bigger offering (it answers 202 first; docs/api.md). The sidebar saves every
     open document before it asks; with ``c.GPUaaS.kernel_state_on_reclaim`` every idle kernel
     saves its variables first (within ``kernel_state_timeout``), so that each notebook gets
-    them back when it opens on the bigger share."""
+    them back when it opens on the bigger share. The server reports its activity just before
+    it asks: the service records the GPU memory then held as the peak the move was made for
+    (the size advice's history), which may have come after the last periodic report."""
 
     auth_resource = "server"  # it ends this server
 
@@ -274,6 +277,11 @@ class ResizeHandler(_JobsHandler):
     @authorized
     async def post(self) -> None:
         body = self.json_body("postResize") or {}
+        if self.state.reporter is not None:
+            try:
+                await self.state.reporter.report_once()
+            except Exception:  # the move goes on: its peak is then the last report's
+                self.log.exception("GPUaaS: the activity report before the move failed")
         if self.state.keeps_state_on_moves:
             settings = self.state.kernel_state
             outcomes = await snapshot_all_kernels(
@@ -296,6 +304,17 @@ class KernelStateHandler(GPUaaSHandler):
     async def get(self) -> None:
         path = _notebook(self.get_query_argument("path", ""))
         await self.finish(snapshot_info(path, self.state.kernel_state, Path.home()))
+
+
+class KernelStateEstimateHandler(GPUaaSHandler):
+    """``GET gpuaas/api/kernel-state/estimate``: what a reclaim now would keep of each kernel's
+    variables and in all, and about how long saving them would take (each idle kernel's own
+    estimate, asked at most every 5 minutes with a silent request; nothing is saved)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        await self.finish(await state_estimate(self.serverapp, self.state.state_sizes))
 
 
 class KernelSnapshotHandler(GPUaaSHandler):
@@ -405,6 +424,7 @@ def handlers(state: ServerState) -> list[tuple[str, type, dict[str, Any]]]:
         (base + "reclaim/standing", StandingHandler, kw),
         (base + "resize", ResizeHandler, kw),
         (base + "kernel-state", KernelStateHandler, kw),
+        (base + "kernel-state/estimate", KernelStateEstimateHandler, kw),
         (base + "kernel-state/snapshot", KernelSnapshotHandler, kw),
         (base + "kernel-state/restore", KernelRestoreHandler, kw),
     ]

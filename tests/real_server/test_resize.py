@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,12 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from devcluster.hub import free_port
+from gpuaas_service.clients.persisted import PersistedState
+from gpuaas_service.reclaim.decide import Plan
+from gpuaas_service.reclaim.events import CycleInputs, CycleResult
+from gpuaas_service.reclaim.loop import ReclaimLoop
+from gpuaas_service.reclaim.policy import load_policy
+from gpuaas_service.reclaim.usage import UsageRecorder, move_recorder
 from gpuaas_service.resize.resizer import Resizer
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.context import ServiceContext
@@ -24,6 +31,7 @@ from tests.support.jupyter_fetch import Fetch, execute, start_session
 from tests.support.samples import fraction_catalog
 
 QUARTER = {"team": "team-a", "offering": "l4-quarter", "count": 1}
+GiB = 1 << 30
 
 
 @pytest.fixture
@@ -139,3 +147,91 @@ async def test_a_server_told_not_to_keep_state_moves_without_saving(
     code, _answer = await _json(jp_fetch, "POST", b"{}")
     assert code == 202
     assert not (jp_home_dir / ".jupyter-gpuaas" / "kernel-state").exists()
+
+
+class _Unused:
+    async def user(self, name: str) -> dict[str, Any] | None:
+        raise AssertionError("not in this test")
+
+
+class _History:
+    """The usage history's ConfigMap, as the Kubernetes client reads and writes it."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+
+    async def read_state(self, namespace: str, name: str) -> str | None:
+        return self.text
+
+    async def write_state(self, namespace: str, name: str, text: str) -> None:
+        self.text = text
+
+
+@pytest.fixture
+async def recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[tuple[TickingHub, UsageRecorder, _History]]:
+    """The service with its activity reports and usage recorder (as the app wires them: the
+    move reads the peak from the server's last report), and the resize part."""
+    from jupyterhub.services.auth import HubAuth
+
+    hub_auth = HubAuth(
+        api_token="service-token",
+        api_url="http://127.0.0.1:1/hub/api",
+        access_scopes={"access:services!service=gpuaas"},
+    )
+    hub = TickingHub()
+    monkeypatch.setattr(hub_auth, "get_user", hub.get_user)
+    loop = ReclaimLoop(
+        hub=_Unused(),  # type: ignore[arg-type]
+        kube=_Unused(),  # type: ignore[arg-type]
+        view=_Unused(),  # type: ignore[arg-type]
+        policies=load_policy({"policies": [{"name": "p", "idle_after": "1m"}]}),
+    )
+    history = _History()
+    recorder = UsageRecorder(
+        PersistedState(history, "jupyter-users", "gpuaas-usage-history", owner="t", what="usage")
+    )
+    resizer = Resizer(
+        hub, fraction_catalog, poll_interval=0.01, peak_at_move=move_recorder(recorder, loop.store)
+    )
+    app = make_app(
+        ServiceContext(loop=loop, hub_auth=hub_auth, servers=ServerTokens(hub), resize=resizer)
+    )
+    port = free_port()
+    server = app.listen(port, "127.0.0.1")
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", hub.run("alice", dict(QUARTER)))
+    monkeypatch.setenv("GPUAAS_SERVICE_URL", f"http://127.0.0.1:{port}/services/gpuaas/")
+    yield hub, recorder, history
+    server.stop()
+
+
+@pytest.mark.parametrize("gpuaas_config", [{"activity_report_interval": 3600}])
+async def test_the_move_records_the_peak_the_server_holds_as_it_asks(
+    recorded: tuple[TickingHub, UsageRecorder, _History], jp_fetch: Fetch, jp_ws_fetch: Fetch
+) -> None:
+    """Issue 50, finding 5: a kernel reaches its cap after the last periodic report, and the
+    user moves up at once; the size advice later said "no session ended yet". The extension
+    reports just before it asks for the move, and the move records that report's peak."""
+    hub, recorder, history = recorded
+    kernel = await start_session(jp_fetch, "train.ipynb")
+    await execute(
+        jp_ws_fetch,
+        kernel,
+        "from jupyter_gpuaas.gpu import simulate\nh = simulate.hold('2GiB', device=0)",
+    )
+    code, answer = await _json(jp_fetch, "POST", b"{}")
+    assert code == 202, answer
+    for _ in range(300):
+        if hub.started:
+            break
+        await asyncio.sleep(0.01)
+    assert hub.started
+    # the next cycle of the loop: the moved session has ended, with the peak it moved at
+    now = datetime.now(timezone.utc)
+    inputs = CycleInputs(pending=(), handoffs=(), reports={}, pod_utilization={}, dry_run=False)
+    await recorder.cycle_completed(
+        CycleResult(now=now, plan=Plan(now=now, decisions=()), inputs=inputs)
+    )
+    assert history.text is not None
+    assert json.loads(history.text)["peaks_mib"] == {"alice": [2048]}

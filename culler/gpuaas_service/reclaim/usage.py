@@ -9,22 +9,27 @@ until its workbench is gone from a cycle, or it starts again: a start more than
 ``gpuaas-usage-history`` that the hub reads (the contract: :mod:`jupyter_gpuaas.core.sizing`).
 
 Peaks are sampled once per cycle (``interval``), from what the server itself reports: advice,
-never a limit. A session with no report of known size is not recorded (nothing was measured).
-The history is read once per process before anything is recorded, so a restart never writes
+never a limit. A move (the way up or down, :mod:`gpuaas_service.resize`) records the peak it
+was made for itself (:meth:`UsageRecorder.peak_at_move`: the server's report just before it),
+since a session moved at its cap ends between two cycles, its peak often seen by none. A
+session with no report of known size is not recorded (nothing was measured). The history is
+read once per process before anything is recorded, so a restart never writes
 over what an earlier run kept; sessions still open when the process ends are not recorded.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gpuaas_service.clients.persisted import PersistedState, StateUnreadable
+from gpuaas_service.reclaim.activity_store import ActivityStore, server_key
 from gpuaas_service.reclaim.events import CycleResult, LoopEvent
 from jupyter_gpuaas.core.sizing import PeakHistory, history_json, parse_history, record_peak
 
-__all__ = ["UsageRecorder"]
+__all__ = ["UsageRecorder", "move_recorder"]
 
 log = logging.getLogger("gpuaas.culler")
 
@@ -35,6 +40,10 @@ NEW_RUN_AFTER = timedelta(minutes=1)
 """A workbench's start later than its open run's by more than this is a new run. The start a
 cycle sees moves within one run (the pod's creation, then its start; the hub's spawn time for
 the servers the loop asked the hub about): counted as runs, one session was several."""
+
+
+MAX_MOVED = 1000
+"""Moved sessions' peaks kept for the next cycle at most."""
 
 
 @dataclass
@@ -55,6 +64,8 @@ class UsageRecorder:
         """The runs in progress, by server."""
         self._pending = False
         """Sessions recorded since the history was last written."""
+        self._moved: list[tuple[str, int]] = []
+        """Peaks of moved sessions no cycle had seen yet (user, bytes): recorded next cycle."""
 
     def happened(self, event: LoopEvent) -> None:
         """Actions are not usage: nothing to do."""
@@ -62,6 +73,10 @@ class UsageRecorder:
     async def cycle_completed(self, result: CycleResult) -> None:
         if not self.state.loaded and not await self._load():
             return
+        for user, peak in self._moved:
+            self.history = record_peak(self.history, user, peak)
+            self._pending = True
+        self._moved.clear()
         seen: set[_Server] = set()
         for wb in result.workbenches:
             server = (wb.user, wb.server)
@@ -92,6 +107,19 @@ class UsageRecorder:
             return None
         return run.peak, max(0.0, (now - run.started_at).total_seconds())
 
+    def peak_at_move(self, user: str, server: str, peak: int) -> None:
+        """A move of this server is under way, made at ``peak`` bytes (its last activity
+        report): the session's peak is at least that. The session ends with the move (the
+        next cycle sees the server gone or started again) and is recorded then; one no cycle
+        has seen yet is recorded at the next cycle."""
+        run = self.open.get((user, server))
+        if run is None:
+            self._moved.append((user, max(0, peak)))
+            del self._moved[:-MAX_MOVED]  # cycles that never complete keep only the latest
+            return
+        run.peak = max(run.peak, peak)
+        run.measured = True
+
     def _ended(self, server: _Server, run: _Open) -> None:
         """One session more in the user's history, where it was measured."""
         if run.measured:
@@ -109,3 +137,18 @@ class UsageRecorder:
             for problem in problems[:5]:  # the rest of the history is kept
                 log.warning("culler: usage history: ignored: %s", problem)
         return True
+
+
+def move_recorder(recorder: UsageRecorder, store: ActivityStore) -> Callable[[str, str], None]:
+    """What a move calls as it begins (``Resizer.peak_at_move``): the GPU memory the server's
+    last activity report says its kernels hold is the peak the move was made for (the
+    server's extension reports just before it asks for the move); nothing where that is not
+    known."""
+
+    def record(user: str, server: str) -> None:
+        report = store.report(server_key(user, server))
+        held = report.activity.gpu_memory if report is not None else None
+        if held is not None:
+            recorder.peak_at_move(user, server, held)
+
+    return record

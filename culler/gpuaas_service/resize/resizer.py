@@ -76,6 +76,10 @@ class Resizer:
     session's reclaim policy overrides with its own ``way_down_after``."""
     policies: Callable[[], PolicySet | None] | None = None
     """The reclaim policies in force (the loop's; ``None``: none read)."""
+    peak_at_move: Callable[[str, str], None] | None = None
+    """Records the session's GPU-memory peak as its server last reported it, as the move
+    begins (the usage recorder's): the size advice then counts the peak the move was made
+    for, which often falls between two of the loop's samples."""
 
     def __post_init__(self) -> None:
         self.moving: dict[tuple[str, str], asyncio.Task[None]] = {}
@@ -243,6 +247,8 @@ class Resizer:
         choice, planned = await self.plan(user, server, groups, body)
         self._not_moving(user, server)  # asked twice at once: the first to get here moves
         options = planned.as_user_options()
+        if self.peak_at_move is not None:
+            self.peak_at_move(user, server)
         self.last_error.pop(key, None)
         self._kept.pop(user, None)  # its servers are changing: the next offer asks afresh
         task = asyncio.ensure_future(self._stop_and_start(user, server, options))

@@ -144,3 +144,38 @@ async def test_the_open_sessions_peak_so_far_is_read_for_the_way_down() -> None:
     assert rec.session_peak("alice", "other", now) is None  # another server of hers
     await rec.cycle_completed(cycle(T0 + timedelta(minutes=50), {}))
     assert rec.session_peak("alice", "", now) is None  # ended
+
+
+async def test_a_move_records_the_peak_it_was_made_for() -> None:
+    """Issue 50, finding 5: after a way up at the 5.5 GiB cap, sizing showed "no session ended
+    yet": the kernel reached the cap between two cycles' samples, and the move ended the
+    session before the next. The move records the peak of the server's last report."""
+    store = Store()
+    rec = recorder(store)
+    await rec.cycle_completed(cycle(T0, {"alice": 0}))  # sampled before the kernel grew
+    rec.peak_at_move("alice", "", 5 * GIB + GIB // 5)
+    await rec.cycle_completed(cycle(T0 + timedelta(minutes=1), {}))  # the server is moving
+    assert kept(store).of("alice") == (5 * 1024 + 205,)
+
+
+async def test_a_move_no_cycle_saw_is_recorded_at_the_next_cycle() -> None:
+    store = Store()
+    rec = recorder(store)
+    rec.peak_at_move("alice", "", 3 * GIB)  # started and moved within one cycle
+    await rec.cycle_completed(cycle(T0, {}))
+    assert kept(store).of("alice") == (3 * 1024,)
+
+
+async def test_the_move_reads_the_peak_from_the_servers_last_report() -> None:
+    from gpuaas_service.reclaim.activity_store import ActivityStore
+    from gpuaas_service.reclaim.usage import move_recorder
+
+    rec = recorder(Store())
+    reports = ActivityStore()
+    record = move_recorder(rec, reports)
+    record("alice", "")  # no report: nothing known, nothing recorded
+    assert rec.session_peak("alice", "", T0) is None
+    await rec.cycle_completed(cycle(T0, {"alice": GIB}))
+    reports.record("alice", "", {"gpu_memory": 4 * GIB}, T0 + timedelta(seconds=30))
+    record("alice", "")
+    assert rec.session_peak("alice", "", T0 + timedelta(minutes=1)) == (4 * GIB, 60.0)

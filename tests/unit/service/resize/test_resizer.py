@@ -209,3 +209,32 @@ async def test_the_way_down_waits_as_long_as_the_sessions_policy_says() -> None:
     assert (await resizer.offer("alice", "", TEAM_A))["down"] is None
     peaks[("alice", "")] = (2 * GiB, 1800.0)
     assert (await resizer.offer("alice", "", TEAM_A))["down"]["slug"] == "l4-quarter"
+
+
+async def test_a_move_records_the_peak_it_was_made_for_before_the_stop() -> None:
+    """Issue 50, finding 5: the size advice never saw the peak of a session moved at its cap."""
+    hub = TickingHub()
+    hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
+    order: list[str] = []
+    stop = hub.stop_server
+
+    async def stop_server(user: str, server: str) -> int:
+        order.append(f"stop {user}")
+        return await stop(user, server)
+
+    hub.stop_server = stop_server  # type: ignore[method-assign]
+    resizer = Resizer(
+        hub,
+        lambda: CATALOG,
+        poll_interval=0.01,
+        peak_at_move=lambda user, server: order.append(f"peak {user} {server!r}"),
+    )
+    with pytest.raises(ResizeRefused):  # a refused move records nothing
+        await resizer.move("alice", "", TEAM_A, {"offering": "nothing-like-it"})
+    assert order == []
+    await resizer.move("alice", "", TEAM_A, {})
+    for _ in range(300):
+        if hub.started:
+            break
+        await asyncio.sleep(0.01)
+    assert order == ["peak alice ''", "stop alice"]
