@@ -56,6 +56,7 @@ __all__ = [
     "quoted",
     "read_manifest",
     "read_outcome_file",
+    "save_seconds",
     "state_directory",
     "state_key",
     "summarise",
@@ -260,6 +261,21 @@ def _lost(value: object) -> tuple[LostVariable, ...]:
         except ValueError as e:
             raise ValueError(f"lost[{i}].{e}") from e
     return tuple(out)
+
+
+SAVE_BYTES_PER_SECOND = 400_000_000
+"""The rate a save is estimated at before a reclaim (the sidebar's "about 6 s to save"): below
+what the development machine measured for arrays (510–778 MB/s, docs/benchmarks.md), as a
+session holds more than arrays; frames of many small objects save slower."""
+SAVE_FIXED_SECONDS = 0.5
+"""A snapshot's cost whatever its size (the fork, three fsyncs, the answer's way back)."""
+
+
+def save_seconds(state_bytes: int) -> float:
+    """About how long a snapshot of ``state_bytes`` (the kernels' own estimate, all of them:
+    they save at once, to one disk) takes to write: the figure the sidebar shows before a
+    reclaim beside the wait the reclaim's policy gives it."""
+    return SAVE_FIXED_SECONDS + max(state_bytes, 0) / SAVE_BYTES_PER_SECOND
 
 
 def state_key(notebook: str, kernel_id: str) -> str:

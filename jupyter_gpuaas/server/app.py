@@ -261,16 +261,18 @@ class GPUaaS(ExtensionApp):
         )
         client = ServiceClient.for_app(self)
         kernel_state = self.kernel_state_settings()
+        keeps = self.kernel_state_on_reclaim
+        # One estimate of the kernels' state for the report and the sidebar: asked once for both.
+        sizes = StateSizes() if keeps else None
         reporter = collector = None
         if self.activity_report_interval > 0 and client.configured:
-            keeps = self.kernel_state_on_reclaim
             reporter = Reporter(
                 activity_now,
                 client,
                 self.activity_report_interval,
                 self.log,
                 snapshot=self._reclaim_snapshot(kernel_state) if keeps else None,
-                state_size=self._state_size() if keeps else None,
+                state_size=self._state_size(sizes) if sizes is not None else None,
             )
             # The loop runs once the server starts (initialize_settings runs before).
             serverapp.io_loop.add_callback(reporter.start)
@@ -285,6 +287,7 @@ class GPUaaS(ExtensionApp):
             collector=collector,
             kernel_state=kernel_state,
             keeps_state_on_moves=self.kernel_state_on_reclaim,
+            state_sizes=sizes,
         )
 
     def _reclaim_snapshot(self, settings: KernelStateSettings) -> Snapshot:
@@ -296,9 +299,9 @@ class GPUaaS(ExtensionApp):
 
         return snapshot
 
-    def _state_size(self) -> Callable[[], Awaitable[int]]:
+    def _state_size(self, sizes: StateSizes) -> Callable[[], Awaitable[int]]:
         """The kernels' estimated state size, for the activity report."""
-        sizes, serverapp = StateSizes(), self.serverapp
+        serverapp = self.serverapp
 
         async def total() -> int:
             return await sizes.total(getattr(serverapp, "kernel_manager", None))

@@ -33,11 +33,13 @@ from jupyter_gpuaas.core.kernel_state import (
     is_outcome_file,
     read_manifest,
     read_outcome_file,
+    save_seconds,
     state_directory,
     state_key,
 )
 
 __all__ = [
+    "KernelEstimate",
     "KernelStateSettings",
     "KernelStateUnavailable",
     "StateSizes",
@@ -46,6 +48,7 @@ __all__ = [
     "snapshot_all_kernels",
     "snapshot_info",
     "snapshot_kernel",
+    "state_estimate",
 ]
 
 GiB = 1 << 30
@@ -487,39 +490,115 @@ def snapshot_info(notebook: str, settings: KernelStateSettings, home: Path) -> d
 ESTIMATE_EVERY = 300.0
 """Seconds an idle kernel's estimated state size is reused before it is asked again."""
 
+MAX_NOT_KEPT = 50
+"""Variables a kernel names as never kept that one estimate keeps (the rest are counted)."""
+
+
+@dataclass(frozen=True)
+class KernelEstimate:
+    """One kernel's own estimate of what a snapshot of it would write (no pickling)."""
+
+    bytes: int
+    variables: int = 0
+    """How many variables would be kept."""
+    not_kept: tuple[tuple[str, str], ...] = ()
+    """``(name, reason)`` of those that never can be (a generator, an open file, ...)."""
+
 
 class StateSizes:
     """What the server's kernels' variables would take in a snapshot, estimated by each kernel
-    (``jupyter_gpuaas.kernel.snapshot.estimate``: sizes, no pickling), for the activity report:
-    the gpuaas service waits for a reclaim's snapshot in proportion (its policy's
-    ``snapshot_per_gib``). An idle kernel is asked at most every :data:`ESTIMATE_EVERY` seconds
-    (a silent request, not its user's activity); a busy one is never asked: its last figure
-    stands (a kernel never asked counts as 0)."""
+    (``jupyter_gpuaas.kernel.snapshot.estimate``: sizes, no pickling), for the activity report
+    (the gpuaas service waits for a reclaim's snapshot in proportion: its policy's
+    ``snapshot_per_gib``) and the sidebar (``GET gpuaas/api/kernel-state/estimate``); one
+    instance serves both, so a kernel is asked once for the two. An idle kernel is asked at
+    most every :data:`ESTIMATE_EVERY` seconds (a silent request, not its user's activity), and
+    by one caller at a time; a busy one is never asked: its last figure stands (a kernel never
+    asked counts as 0)."""
 
     def __init__(self, clock: Any = time.monotonic) -> None:
         self.clock = clock
-        self._sizes: dict[str, tuple[int, float]] = {}
+        self._known: dict[str, tuple[KernelEstimate, float]] = {}
+        self._asking: set[str] = set()
 
     async def total(self, km: Any, timeout: float = 10.0) -> int:
+        """The running kernels' estimated state, in bytes, all together."""
+        return sum(e.bytes for e in (await self.kernels(km, timeout)).values() if e is not None)
+
+    async def kernels(self, km: Any, timeout: float = 10.0) -> dict[str, KernelEstimate | None]:
+        """Each running kernel's estimate (``None``: not known yet, e.g. busy since it
+        started), those older than :data:`ESTIMATE_EVERY` asked again first."""
         kernel_ids = list(km.list_kernel_ids())
-        self._sizes = {k: v for k, v in self._sizes.items() if k in kernel_ids}
+        self._known = {k: v for k, v in self._known.items() if k in kernel_ids}
         await asyncio.gather(*(self._refresh(km, k, timeout) for k in kernel_ids))
-        return sum(size for size, _ in self._sizes.values())
+        return {k: self._known[k][0] if k in self._known else None for k in kernel_ids}
 
     async def _refresh(self, km: Any, kernel_id: str, timeout: float) -> None:
-        known = self._sizes.get(kernel_id)
+        known = self._known.get(kernel_id)
         if known is not None and self.clock() - known[1] < ESTIMATE_EVERY:
             return
+        if kernel_id in self._asking:  # another caller asks it now; its figure will do
+            return
+        self._asking.add(kernel_id)
+        try:
+            estimate = await self._ask(km, kernel_id, timeout)
+        finally:
+            self._asking.discard(kernel_id)
+        if estimate is not None:
+            self._known[kernel_id] = (estimate, self.clock())
+
+    async def _ask(self, km: Any, kernel_id: str, timeout: float) -> KernelEstimate | None:
         try:
             if km.kernel_model(kernel_id).get("execution_state") != "idle":
-                return
+                return None
             if await _language(km, km.kernel_model(kernel_id).get("name")) not in ("python", None):
-                self._sizes[kernel_id] = (0, self.clock())
-                return
+                return KernelEstimate(0)
             expression = _call("jupyter_gpuaas.kernel.snapshot", "estimate_request", {})
             answer = json.loads(await _ask_kernel(km, kernel_id, expression, timeout))
-            size = answer.get("bytes") if isinstance(answer, dict) else None
         except (KernelStateUnavailable, KeyError, ValueError, SyntaxError, TypeError):
-            return  # asked again at the next report
-        if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
-            self._sizes[kernel_id] = (size, self.clock())
+            return None  # asked again at the next call
+        return _estimate_of(answer)
+
+
+def _estimate_of(answer: object) -> KernelEstimate | None:
+    """A kernel's ``estimate_request`` answer, read; ``None`` where it is not one."""
+    if not isinstance(answer, dict):
+        return None
+    size, count, not_kept = answer.get("bytes"), answer.get("variables", 0), answer.get("not_kept")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return None
+    names = tuple(
+        (str(v.get("name", ""))[:200], str(v.get("reason", ""))[:200])
+        for v in (not_kept if isinstance(not_kept, list) else [])[:MAX_NOT_KEPT]
+        if isinstance(v, dict)
+    )
+    valid_count = isinstance(count, int) and not isinstance(count, bool) and count >= 0
+    return KernelEstimate(size, count if valid_count else 0, names)
+
+
+async def state_estimate(serverapp: Any, sizes: StateSizes | None) -> dict[str, Any]:
+    """The ``kernel_state_estimate`` payload of docs/api.md: what a reclaim now would keep of
+    each kernel (its own estimate) and in all, and about how long its save would take
+    (:func:`~jupyter_gpuaas.core.kernel_state.save_seconds`); ``keeps: false`` where this
+    server does not save its kernels' variables (``sizes`` is ``None``)."""
+    if sizes is None:
+        return {"keeps": False, "bytes": 0, "seconds": 0.0, "kernels": []}
+    estimates = await sizes.kernels(serverapp.kernel_manager)
+    notebooks = await _notebooks(serverapp)
+    total = sum(e.bytes for e in estimates.values() if e is not None)
+    return {
+        "keeps": True,
+        "bytes": total,
+        "seconds": round(save_seconds(total), 1),
+        "kernels": [
+            {
+                "kernel_id": kernel_id,
+                "path": notebooks.get(kernel_id, ""),
+                "bytes": e.bytes if e is not None else None,
+                "variables": e.variables if e is not None else None,
+                "not_kept": [{"name": n, "reason": r} for n, r in e.not_kept]
+                if e is not None
+                else [],
+            }
+            for kernel_id, e in estimates.items()
+        ],
+    }

@@ -9,7 +9,7 @@ from typing import Any
 from jupyter_gpuaas.core.api_documents import RequestBodies, request_bodies
 from jupyter_gpuaas.gpu.sampler import Sampler
 from jupyter_gpuaas.server.jobs import Collector
-from jupyter_gpuaas.server.kernel_state import KernelStateSettings
+from jupyter_gpuaas.server.kernel_state import KernelStateSettings, StateSizes
 from jupyter_gpuaas.server.reporter import Reporter
 from jupyter_gpuaas.server.service_client import ServiceClient
 
@@ -38,6 +38,9 @@ class ServerState:
     keeps_state_on_moves: bool = True
     """Whether kernels save their variables before a reclaim or a move to a bigger GPU
     (``c.GPUaaS.kernel_state_on_reclaim``)."""
+    state_sizes: StateSizes | None = None
+    """The kernels' own estimates of their state, shared by the activity report and the
+    sidebar's ``GET gpuaas/api/kernel-state/estimate``; ``None`` where state is not kept."""
     bodies: RequestBodies = field(default_factory=lambda: request_bodies("extension"))
     """The request bodies the extension's OpenAPI document allows, their validators compiled
     once, as the state is built (the handlers refuse any other body with a 400)."""

@@ -228,6 +228,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/kernel-state/estimate': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * What a reclaim now would keep of the kernels' variables, and about how long saving them would take.
+     * @description Each idle Python kernel's own estimate (its arrays', frames' and tensors' sizes; nothing is pickled or saved), asked with a silent request at most every 5 minutes, shared with the activity report's kernel_state_bytes; a busy kernel's last figure stands. The sidebar shows it beside the policy's wait (the standing's snapshot_wait_seconds).
+     */
+    get: operations['getKernelStateEstimate'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/kernel-state/snapshot': {
     parameters: {
       query?: never;
@@ -603,6 +623,8 @@ export interface components {
       /** Format: date-time */
       reclaim_at: string | null;
       dry_run: boolean;
+      /** @description For a server that keeps its kernels' state: how long a reclaim now would wait for its snapshot (the policy's snapshot_timeout plus snapshot_per_gib for the size its last report said); null otherwise, or where the policy saves no state. Absent from services older than this field. */
+      snapshot_wait_seconds?: number | null;
     };
     /**
      * @description A notebook Job's state: queued (waiting for quota), starting (admitted, its pod not yet running), running, or finished: succeeded, failed, stopped.
@@ -759,6 +781,25 @@ export interface components {
       variables: string[];
       lost: components['schemas']['kernel_state_lost'][];
       problem: string | null;
+    };
+    /** @description GET gpuaas/api/kernel-state/estimate: what a snapshot of this server's kernels would keep now, as each kernel estimates it (nothing is saved). keeps false: this server does not save its kernels' variables (c.GPUaaS.kernel_state_on_reclaim), and nothing else is said. */
+    kernel_state_estimate: {
+      keeps: boolean;
+      /** @description All the kernels' estimates together. */
+      bytes: number;
+      /** @description About how long saving them all would take (an assumed 400 MB/s plus 0.5 s; docs/kernel-state.md). */
+      seconds: number;
+      kernels: {
+        kernel_id: string;
+        /** @description Its notebook (or console); empty when it has no session. */
+        path: string;
+        /** @description null: not known yet (busy since it started, or it did not answer). */
+        bytes: number | null;
+        /** @description How many variables would be kept. */
+        variables: number | null;
+        /** @description Variables that can never be kept, with why (at most 50). */
+        not_kept: components['schemas']['kernel_state_lost'][];
+      }[];
     };
     /** @description POST gpuaas/api/kernel-state/restore (200; 409 with status unavailable: the kernel is busy or did not answer in time). status: restored; none (no snapshot for this notebook); skipped (the kernel has run cells and force was not set); refused (a damaged or foreign snapshot: message says why, nothing was loaded, the kernel is as it was). restored: the names back; not_restored: those not back, with why (lost when saved, or failing to load now); notes: e.g. a GPU tensor put on the CPU; seconds: the kernel's time to load. */
     kernel_state_restore: {
@@ -1764,6 +1805,36 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['server_error'];
+        };
+      };
+      /** @description No valid credentials or no permission (jupyter-server's refusal); on a route that forwards, also the service's 403 passed on (e.g. another team's queue). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json':
+            components['schemas']['server_error'] | components['schemas']['service_error'];
+        };
+      };
+    };
+  };
+  getKernelStateEstimate: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Nothing is saved. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['kernel_state_estimate'];
         };
       };
       /** @description No valid credentials or no permission (jupyter-server's refusal); on a route that forwards, also the service's 403 passed on (e.g. another team's queue). */

@@ -115,6 +115,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const watch = new ReclaimWatch({
       fetchWarning: () => requestAPI<unknown>('reclaim', {}, settings),
       fetchStanding: () => requestAPI<unknown>('reclaim/standing', {}, settings),
+      fetchEstimate: () => requestAPI<unknown>('kernel-state/estimate', {}, settings),
       snooze: () => requestAPIAnswer('reclaim/snooze', { method: 'POST' }, settings, [409]),
       saveAll: () => app.commands.execute('docmanager:save-all'),
       failureOf: error => ({ status: failureStatus(error) }),

@@ -30,6 +30,9 @@ export type IKernelStateInfo = components['schemas']['kernel_state_info'];
 /** `POST gpuaas/api/kernel-state/restore`. */
 export type IKernelStateRestore = components['schemas']['kernel_state_restore'];
 
+/** `GET gpuaas/api/kernel-state/estimate`: what a reclaim now would keep, and its save time. */
+export type IKernelStateEstimate = components['schemas']['kernel_state_estimate'];
+
 /** A notice to show: its words, its kind, and the full lists behind a "Details" button. */
 export interface IStateNotice {
   message: string;
@@ -108,7 +111,83 @@ export function parseOutcomes(data: unknown): IKernelStateOutcome[] {
   }));
 }
 
-/** "`frame`, `array` and 2 more". */
+function count(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
+}
+
+/** The estimate answer, or null when the body is not one. */
+export function parseEstimate(data: unknown): IKernelStateEstimate | null {
+  if (!isRecord(data) || typeof data.keeps !== 'boolean') {
+    return null;
+  }
+  const kernels = Array.isArray(data.kernels) ? data.kernels.filter(isRecord) : [];
+  return {
+    keeps: data.keeps,
+    bytes: count(data.bytes) ?? 0,
+    seconds: count(data.seconds) ?? 0,
+    kernels: kernels.map(k => ({
+      kernel_id: String(k.kernel_id),
+      path: typeof k.path === 'string' ? k.path : '',
+      bytes: count(k.bytes),
+      variables: count(k.variables),
+      not_kept: lostList(k.not_kept)
+    }))
+  };
+}
+
+/**
+ * What a reclaim now would keep, in the sidebar's words: "A reclaim would keep 3.2 GiB of
+ * variables (about 9 s to save, within the 1 min 16 s it waits)", or that the save would take
+ * longer than the reclaim waits (`waitSeconds`: the standing's `snapshot_wait_seconds`; null:
+ * not known), then the variables that never can be kept. Empty where nothing would be kept or
+ * nothing is known yet.
+ */
+export function estimateWords(
+  estimate: IKernelStateEstimate | null,
+  waitSeconds: number | null
+): string {
+  if (!estimate?.keeps) {
+    return '';
+  }
+  const known = estimate.kernels.filter(k => k.bytes !== null);
+  const variables = known.reduce((n, k) => n + (k.variables ?? 0), 0);
+  const notKept = estimate.kernels.flatMap(k => k.not_kept);
+  if (known.length === 0 || (variables === 0 && notKept.length === 0)) {
+    return '';
+  }
+  const words = variables === 0 ? say('state.wouldKeepNothing') : keptWords(estimate, waitSeconds);
+  return notKept.length > 0
+    ? `${words} ${say('state.wouldLose', { lost: lostWords(notKept) })}`
+    : words;
+}
+
+/** The size and the save time of `estimateWords`, and whether the save fits the wait. */
+function keptWords(estimate: IKernelStateEstimate, waitSeconds: number | null): string {
+  const values = {
+    size: formatBytes(estimate.bytes),
+    duration: durationWords(Math.max(1, Math.ceil(estimate.seconds))),
+    limit: waitSeconds === null ? '' : durationWords(waitSeconds)
+  };
+  if (waitSeconds === null) {
+    return say('state.wouldKeep', values);
+  }
+  return say(
+    estimate.seconds <= waitSeconds ? 'state.wouldKeepFits' : 'state.wouldKeepTooLong',
+    values
+  );
+}
+
+/**
+ * A variable's name in a notification: in quotes, “frame”. JupyterLab shows a notification's
+ * message as plain text, so Markdown would show as it is (the hub side's `quoted` in
+ * jupyter_gpuaas/core/kernel_state.py; tests/unit/core/kernel_state_words.json holds the cases
+ * both follow).
+ */
+export function quoted(name: string): string {
+  return `“${name}”`;
+}
+
+/** "“frame”, “array” and 2 more". */
 export function namesWords(names: readonly string[], named = NAMED): string {
   const shown = names.slice(0, named).map(n => `\`${n}\``);
   if (names.length > named) {

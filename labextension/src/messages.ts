@@ -319,6 +319,15 @@ export const MESSAGES = {
   'state.savedExcept': 'Variables of {notebook} saved ({size}, in {duration}), except {lost}.',
   'state.busy': '{notebook}: not saved, a cell is running. Try again when it is done.',
   'state.notSaved': 'Variables of {notebook} not saved: {problem}',
+  'state.wouldKeep': 'A reclaim would keep {size} of variables (about {duration} to save).',
+  'state.wouldKeepFits':
+    'A reclaim would keep {size} of variables (about {duration} to save, within the {limit} ' +
+    'it waits for them).',
+  'state.wouldKeepTooLong':
+    'A reclaim would keep {size} of variables, but saving them takes about {duration}, longer ' +
+    'than the {limit} it waits for them: the largest would be lost. Free or save what you can.',
+  'state.wouldKeepNothing': 'A reclaim would keep none of your variables.',
+  'state.wouldLose': 'Never kept: {lost}.',
   'state.thisKernel': 'this kernel',
   'state.noNotebook': 'Open a notebook with a running kernel first.',
   'command.saveVariables': 'Save variables now',

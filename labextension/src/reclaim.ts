@@ -2,6 +2,7 @@ import type { IConnectionLost } from '@jupyterlab/application';
 import { Poll } from '@lumino/polling';
 import { Widget } from '@lumino/widgets';
 
+import { estimateWords, type IKernelStateEstimate, parseEstimate } from './kernelStateModel';
 import { say } from './messages';
 import {
   causeSentence,
@@ -42,6 +43,8 @@ export interface IReclaimWatchOptions {
   fetchWarning: () => Promise<unknown>;
   /** `GET gpuaas/api/reclaim/standing`: the policy that applies and where this server stands. */
   fetchStanding?: () => Promise<unknown>;
+  /** `GET gpuaas/api/kernel-state/estimate`: what a reclaim now would keep of the variables. */
+  fetchEstimate?: () => Promise<unknown>;
   /** `POST gpuaas/api/reclaim/snooze` ("Keep my GPU"); rejects when the server did not answer. */
   snooze: () => Promise<ISnoozeAnswer>;
   /** Save every open document (best effort): once when the deadline comes, and "Save now". */
@@ -96,6 +99,12 @@ export class ReclaimWatch {
 
   get standing(): IStanding | null {
     return this._standing;
+  }
+
+  /** What a reclaim now would keep of the kernels' variables, and whether its save fits the
+   * reclaim's wait ("" when nothing is known or there is nothing to keep). */
+  get estimateLine(): string {
+    return estimateWords(this._estimate, this._standing?.snapshot_wait_seconds ?? null);
   }
 
   /** The policy line now: the idle time counted on, "in use now" while a cell runs. */
@@ -177,6 +186,7 @@ export class ReclaimWatch {
     }
     this._takeAnswer(answer, Date.now());
     await this._refreshStanding();
+    await this._refreshEstimate();
     await this._saveOnceWhenSaving();
     this._emit('state');
   }
@@ -223,6 +233,21 @@ export class ReclaimWatch {
     this._standingAt = Date.now();
   }
 
+  /** Asked only where a reclaim may come (a warning, or reclaiming on for this server): the
+   * server asks its idle kernels for their sizes (at most every 5 minutes). */
+  private async _refreshEstimate(): Promise<void> {
+    const mayReclaim = this._state.warning !== null || this._standing?.reclaim_on === true;
+    if (!this._options.fetchEstimate || !mayReclaim) {
+      this._estimate = null;
+      return;
+    }
+    try {
+      this._estimate = parseEstimate(await this._options.fetchEstimate());
+    } catch {
+      this._estimate = null;
+    }
+  }
+
   private _emit(change: ReclaimChange): void {
     for (const listener of [...this._listeners]) {
       try {
@@ -240,6 +265,7 @@ export class ReclaimWatch {
   private _state: IReclaimState = EMPTY_STATE;
   private _standing: IStanding | null = null;
   private _standingAt = 0;
+  private _estimate: IKernelStateEstimate | null = null;
   private _savedFor = '';
   private _disposed = false;
 }
@@ -345,12 +371,26 @@ export class ReclaimBanner extends Widget {
     if (state.stopped !== null) {
       return this._renderStopped();
     }
-    if (this._watch.standingLineNow(Date.now()) === '') {
+    const parts: HTMLElement[] = [];
+    if (this._watch.standingLineNow(Date.now()) !== '') {
+      parts.push(
+        this._livePara('jp-gpuaas-reclaim-standing', () => this._watch.standingLineNow(Date.now()))
+      );
+    }
+    return [...parts, ...this._keptParas()];
+  }
+
+  /** What a reclaim would keep of the variables, and how long its save would take (none or
+   * one paragraph). */
+  private _keptParas(): HTMLElement[] {
+    const words = this._watch.estimateLine;
+    if (words === '') {
       return [];
     }
-    return [
-      this._livePara('jp-gpuaas-reclaim-standing', () => this._watch.standingLineNow(Date.now()))
-    ];
+    const p = document.createElement('p');
+    p.className = 'jp-gpuaas-reclaim-kept';
+    p.textContent = words;
+    return [p];
   }
 
   /** What this tab was told ("Keep my GPU" answered), until a stop. */
@@ -406,7 +446,7 @@ export class ReclaimBanner extends Widget {
     const detail = document.createElement('p');
     detail.textContent = w.reason;
     details.append(summary, detail);
-    const parts: HTMLElement[] = [title, reason, loss, details];
+    const parts: HTMLElement[] = [title, reason, loss, ...this._keptParas(), details];
     if (w.snoozes_left > 0 && !w.dry_run) {
       const button = document.createElement('button');
       button.className = 'jp-mod-styled jp-mod-accept jp-gpuaas-reclaim-keep';

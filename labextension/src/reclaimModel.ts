@@ -286,6 +286,8 @@ export interface IStanding {
   /** When the service judged `idle_seconds`, and when it answered (its clock). */
   decided_at: string | null;
   now: string | null;
+  /** How long a reclaim now would wait for this server's kernels to save (null: not known). */
+  snapshot_wait_seconds: number | null;
 }
 
 /** The rule of the policy that applies to a server, as the service sends it. */
@@ -316,7 +318,8 @@ function unknownStanding(reclaimOn: boolean): IStanding {
     code: '',
     reclaim_at: null,
     decided_at: null,
-    now: null
+    now: null,
+    snapshot_wait_seconds: null
   };
 }
 
@@ -352,7 +355,8 @@ export function parseStanding(data: unknown): IStanding | null {
     code: stringOr(o.code, ''),
     reclaim_at: stringOr(o.reclaim_at, null),
     decided_at: stringOr(o.decided_at, null),
-    now: stringOr(o.now, null)
+    now: stringOr(o.now, null),
+    snapshot_wait_seconds: num(o.snapshot_wait_seconds)
   };
 }
 

@@ -3,6 +3,8 @@ import { describe, test } from 'node:test';
 
 import {
   askMessage,
+  estimateWords,
+  parseEstimate,
   type IKernelStateInfo,
   type IKernelStateOutcome,
   type IKernelStateRestore,
@@ -187,4 +189,58 @@ test('namesWords', () => {
   assert.equal(namesWords([]), '');
   assert.equal(namesWords(['a']), '`a`');
   assert.equal(namesWords(['a', 'b']), '`a` and `b`');
+});
+
+describe('what a reclaim would keep, before it comes', () => {
+  const GiB = 1024 ** 3;
+  const estimate = (
+    kernels: unknown[],
+    bytes = 3.2 * GiB,
+    seconds = 9.1
+  ): ReturnType<typeof parseEstimate> => parseEstimate({ keeps: true, bytes, seconds, kernels });
+  const train = {
+    kernel_id: 'k1',
+    path: 'train.ipynb',
+    bytes: 3.2 * GiB,
+    variables: 4,
+    not_kept: []
+  };
+
+  test('the size and the save time, and whether the save fits the wait', () => {
+    assert.equal(
+      estimateWords(estimate([train]), null),
+      'A reclaim would keep 3.2 GiB of variables (about 10 s to save).'
+    );
+    assert.equal(
+      estimateWords(estimate([train]), 76),
+      'A reclaim would keep 3.2 GiB of variables (about 10 s to save, within the 1 min it ' +
+        'waits for them).'
+    );
+    assert.match(
+      estimateWords(estimate([train], 40 * GiB, 103), 60),
+      /^A reclaim would keep 40 GiB of variables, but saving them takes about 1 min, longer than the 1 min it waits for them: the largest would be lost\./
+    );
+  });
+
+  test('the variables that are never kept are named', () => {
+    const gen = { ...train, not_kept: [{ name: 'batches', reason: 'a generator' }] };
+    assert.match(estimateWords(estimate([gen]), null), / Never kept: `batches` \(a generator\)\.$/);
+    const only = { ...gen, bytes: 0, variables: 0 };
+    assert.equal(
+      estimateWords(estimate([only], 0, 0.5), null),
+      'A reclaim would keep none of your variables. Never kept: `batches` (a generator).'
+    );
+  });
+
+  test('nothing is said before a kernel answered, with nothing to keep, or when not kept', () => {
+    assert.equal(estimateWords(estimate([{ ...train, bytes: null, variables: null }]), 60), '');
+    assert.equal(estimateWords(estimate([{ ...train, bytes: 0, variables: 0 }], 0, 0.5), 60), '');
+    assert.equal(estimateWords(estimate([]), 60), '');
+    assert.equal(
+      estimateWords(parseEstimate({ keeps: false, bytes: 0, seconds: 0, kernels: [] }), 60),
+      ''
+    );
+    assert.equal(parseEstimate({ bytes: 3 }), null);
+    assert.equal(estimateWords(null, 60), '');
+  });
 });

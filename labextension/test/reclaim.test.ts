@@ -113,6 +113,11 @@ describe('reclaim words', () => {
       standingLine(s),
       'Policy mig-notebooks: idle for 12 min; reclaimed after 10 min idle when queued work needs it; no queued work needs it now.'
     );
+    assert.equal(s?.snapshot_wait_seconds, null); // a service that does not say it
+    assert.equal(
+      parseStanding({ known: true, snapshot_wait_seconds: 76 })?.snapshot_wait_seconds,
+      76
+    );
     const young = parseStanding({
       known: true,
       reclaim_on: true,
@@ -478,6 +483,7 @@ function standing(fields: Partial<IStanding> = {}): IStanding {
     reclaim_at: null,
     decided_at: null,
     now: null,
+    snapshot_wait_seconds: null,
     ...fields
   };
 }

@@ -27,6 +27,7 @@ from jupyter_gpuaas.server.kernel_state import (
 )
 from tests.support.api_schema import schema_errors
 from tests.support.jupyter_fetch import Fetch, execute, get_json, start_session
+from tests.support.openapi import response_errors
 
 BUILD = """
 import numpy as np
@@ -487,3 +488,30 @@ async def test_the_kernels_estimate_their_state_for_the_report_idle_ones_only(
     await wait_idle(jp_serverapp, kernel)
     assert await sizes.total(km) == total  # asked again only after ESTIMATE_EVERY
     assert await StateSizes().total(km) >= 24 << 20
+
+
+async def test_the_sidebar_is_told_what_a_reclaim_would_keep_and_how_long_it_would_take(
+    jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any, jp_home_dir: Path
+) -> None:
+    """``GET gpuaas/api/kernel-state/estimate``: each idle kernel's own estimate with its
+    notebook, the total and the save time, the variables never kept named; nothing saved."""
+    kernel = await start_session(jp_fetch, "estimated.ipynb")
+    await execute(
+        jp_ws_fetch, kernel, "import numpy as np\nx = np.ones(1 << 20)\nb = (i for i in [])"
+    )
+    await wait_idle(jp_serverapp, kernel)
+
+    response = await jp_fetch("gpuaas", "api", "kernel-state", "estimate")
+
+    assert response_errors("extension", response) == []
+    answer = json.loads(response.body)
+    assert answer["keeps"] is True
+    (row,) = [k for k in answer["kernels"] if k["kernel_id"] == kernel]
+    assert row["path"] == "estimated.ipynb"
+    assert 8 << 20 <= row["bytes"] < 9 << 20  # the array's 8 MiB and a little
+    assert row["variables"] == 2  # np and x
+    assert row["not_kept"] == [{"name": "b", "reason": "a generator"}]
+    assert answer["bytes"] >= row["bytes"]
+    assert 0.5 <= answer["seconds"] < 1.0  # 0.5 s and 8 MiB at 400 MB/s
+    state_dir = jp_home_dir / ".jupyter-gpuaas" / "kernel-state"
+    assert not list(state_dir.glob("estimated*"))  # nothing was saved

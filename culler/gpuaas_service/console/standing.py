@@ -4,17 +4,19 @@ The answer of ``GET api/reclaim/standing`` (the server's own token): the policy 
 (its rule in plain fields), the server's activity and the culler's next step for it, from the
 loop's last plan — the same row the console shows. The sidebar words it
 (``labextension/src/reclaimModel.ts``): "idle for 12 min; reclaimed after 30 min idle when
-queued work needs it; no queued work needs it now".
+queued work needs it; no queued work needs it now". For a server that keeps its kernels'
+state, ``snapshot_wait_seconds`` is how long a reclaim now would wait for its snapshot (the
+policy's, for the size its last report said): the sidebar says whether its kernels' save fits.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from gpuaas_service.console.aggregates import plan_row
 from gpuaas_service.reclaim.decide import Plan
-from gpuaas_service.reclaim.policy import Policy, PolicySet
+from gpuaas_service.reclaim.policy import Policy, PolicySet, snapshot_wait
 from jupyter_gpuaas.core.durations import isoformat_z
 
 __all__ = ["policy_fields", "standing"]
@@ -39,8 +41,16 @@ def policy_fields(policy: Policy, *, keeps_state: bool = False) -> dict[str, Any
     }
 
 
-def standing(plan: Plan | None, policies: PolicySet, key: str, *, now: datetime) -> dict[str, Any]:
-    """``{"known": false}`` until a cycle has seen the server."""
+def standing(
+    plan: Plan | None,
+    policies: PolicySet,
+    key: str,
+    *,
+    now: datetime,
+    state_bytes: int | None = None,
+) -> dict[str, Any]:
+    """``{"known": false}`` until a cycle has seen the server. ``state_bytes``: what its last
+    activity report said its kernels' state would take (``kernel_state_bytes``)."""
     decision = next((d for d in (plan.decisions if plan else ()) if d.workbench.key == key), None)
     if plan is None or decision is None:
         return {"known": False, "now": isoformat_z(now), "reclaim_on": bool(policies.policies)}
@@ -62,4 +72,7 @@ def standing(plan: Plan | None, policies: PolicySet, key: str, *, now: datetime)
         else None,
         **{k: row[k] for k in ("kind", "activity", "signal", "idle_seconds", "unknown_seconds")},
         **{k: row[k] for k in ("action", "code", "reason", "reclaim_at", "dry_run")},
+        "snapshot_wait_seconds": _secs(snapshot_wait(policies, state_bytes))
+        if wb.keeps_state and policies.snapshot_timeout > timedelta(0)
+        else None,
     }

@@ -290,7 +290,10 @@ class StandingHandler(ServerHandler):
         user, server = self.caller()
         state = self.loop.state
         key, now = server_key(user, server), self.loop.clock()
-        self.finish(json.dumps(standing(state.last_plan, state.policies, key, now=now)))
+        report = self.loop.store.report(key)
+        size = report.activity.kernel_state_bytes if report is not None else None
+        answer = standing(state.last_plan, state.policies, key, now=now, state_bytes=size)
+        self.finish(json.dumps(answer))
 
 
 class OAuthCallbackHandler(BodyAfterCaller, HubOAuthCallbackHandler):  # type: ignore[misc]

@@ -17,6 +17,7 @@ from jupyter_gpuaas.core.kernel_state import (
     comes_back,
     describe,
     lost_words,
+    save_seconds,
     state_directory,
     state_key,
     summarise,
@@ -182,3 +183,12 @@ def test_a_long_error_is_capped_where_it_is_sent() -> None:
     assert sent["error"].startswith("MemoryError: xxx")
     assert sent["error"].endswith("…")
     assert KernelStateOutcome.from_json(sent).error == sent["error"]
+
+
+def test_the_save_time_said_before_a_reclaim_grows_with_the_size() -> None:
+    """What the sidebar shows beside the reclaim's wait: a fixed cost, then the size at the
+    assumed rate (400 MB/s); nothing to save is the fixed cost alone."""
+    assert save_seconds(0) == 0.5
+    assert save_seconds(-1) == 0.5
+    assert save_seconds(4_000_000_000) == pytest.approx(10.5)
+    assert save_seconds(20 << 30) == pytest.approx(0.5 + (20 << 30) / 400e6)  # about 54 s

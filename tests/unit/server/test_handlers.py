@@ -31,7 +31,7 @@ Fetch = Callable[..., Awaitable[HTTPResponse]]
 
 def test_every_route_is_under_the_extensions_api_and_given_the_state() -> None:
     paths = [path for path, _, _ in ROUTES]
-    assert len(paths) == len(set(paths)) == 15
+    assert len(paths) == len(set(paths)) == 16
     assert all(path.startswith("/gpuaas/api/") for path in paths)
     assert all(kw == {"state": STATE} for _, _, kw in ROUTES)
     assert {"/gpuaas/api/usage", "/gpuaas/api/activity", "/gpuaas/api/queue"} <= set(paths)

@@ -1536,6 +1536,8 @@ export interface components {
       /** Format: date-time */
       reclaim_at: string | null;
       dry_run: boolean;
+      /** @description For a server that keeps its kernels' state: how long a reclaim now would wait for its snapshot (the policy's snapshot_timeout plus snapshot_per_gib for the size its last report said); null otherwise, or where the policy saves no state. Absent from services older than this field. */
+      snapshot_wait_seconds?: number | null;
     };
     /** @description The rule of the policy that applies to a server. */
     service_policy_fields: {

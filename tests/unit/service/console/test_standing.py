@@ -28,3 +28,22 @@ def test_standing_of_an_idle_server_with_no_queued_work() -> None:
     assert (got["action"], got["code"]) == ("skip", "not-idle-yet")
     assert standing(plan, policies, "bob", now=T0)["known"] is False
     assert standing(None, policies, "alice", now=T0)["known"] is False
+
+
+def test_a_server_that_keeps_its_state_is_told_how_long_a_reclaim_would_wait_for_it() -> None:
+    """``snapshot_wait_seconds``: the policy's wait for the size its last report said (60 s
+    and 5 s per GiB by default), for the sidebar to say whether the kernels' save fits."""
+    policies = load_policy({"policies": [{"name": "mig", "idle_after": "30m"}]})
+    alice = replace(wb("alice", "team-a", State.IDLE, Fraction(1, 7)), keeps_state=True)
+    bob = wb("bob", "team-a", State.IDLE, Fraction(1, 7))
+    plan = decide([alice, bob], [], policies, now=T0)
+
+    assert (
+        standing(plan, policies, "alice", now=T0, state_bytes=4 << 30)["snapshot_wait_seconds"]
+        == 80
+    )
+    assert standing(plan, policies, "alice", now=T0)["snapshot_wait_seconds"] == 60
+    assert (
+        standing(plan, policies, "bob", now=T0, state_bytes=4 << 30)["snapshot_wait_seconds"]
+        is None
+    )
