@@ -1,5 +1,5 @@
 """The organisation family: what each kind of platform team gets, every day and every Job size
-counted (issue 48).
+counted.
 
 For each organisation of :data:`FAMILY` (``benchmarks/replay/orgs/``) the rungs of
 :data:`FAMILY_RUNGS` are searched for their effective capacity on every service level, the
@@ -20,7 +20,7 @@ large-Job level included (:class:`.capacity.Levels`), and the page gives:
   can go below it that day);
 - **the diagnosis** at the product's size: the GPU-hours of the day by what holds the cards
   (:data:`.sim.HOLDINGS`), and which level binds just below that size;
-- **the goals** of issue 48, met or missed, measured and not tuned.
+- **the goals** set for the family, met or missed, measured and not tuned.
 """
 
 from __future__ import annotations
@@ -463,7 +463,7 @@ def family_section(results: Sequence[OrgResult], levels: Levels, resamples: int)
         text, got = org_section(r, levels, resamples)
         parts.append(text)
         goals += got
-    table = ["| goal (issue 48) | measured | met |", "|---|---|---|"]
+    table = ["| goal | measured | met |", "|---|---|---|"]
     for g in goals:
         met = "not measured" if g.met is None else ("yes" if g.met else "**no**")
         table.append(f"| {g.text} | {g.measured} | {met} |")

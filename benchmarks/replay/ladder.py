@@ -27,7 +27,7 @@ L2    L1 with notebooks on need-sized shares of the training GPUs under one quot
       cap takes the way up to the share that holds it
 L3    L2 + jupyter-gpuaas as shipped
 L4    L3 + kernel state kept: servers save their kernels' state before a reclaim or a way up
-      and the new server restores it (issue 36); the reclaim loop holds them to
+      and the new server restores it (docs/kernel-state.md); the reclaim loop holds them to
       ``idle_after_when_kept`` (:data:`KEPT_IDLE_AFTER`), the form advises from the typical
       need, a share of sessions cannot be saved (:class:`.sim.KeptState`)
 Lb    the bound of any notebook-side lever: L1 with a notebook holding a whole GPU only while
@@ -629,7 +629,7 @@ def world(spec: OrgSpec, rung_name: str, gpus: int, notebook_share: float) -> Wo
 
 
 KEPT_IDLE_AFTER = "15m"
-"""L4's ``idle_after_when_kept`` in every policy of the shipped file (issue 36's example)."""
+"""L4's ``idle_after_when_kept`` in every policy of the shipped file (docs/culler.md's example)."""
 
 
 def _same_policy(lines: list[str], at: int, indent: str) -> list[str]:

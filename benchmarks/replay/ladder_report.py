@@ -525,7 +525,7 @@ class Goal:
 
 
 GOALS = (Goal("L4", OPEN, 1.2, 1.1), Goal("L4", "B0", 2.3))
-"""Issue 36's goals for L4 (measured, not tuned): against the best open stack and B0."""
+"""The goals set for L4 (measured, not tuned): against the best open stack and B0."""
 STATE_LOST_GOAL = 1.0
 """At most this many sessions per 100 session-hours lose their kernel state (L4)."""
 
@@ -714,7 +714,7 @@ def goals_section(
     models: Sequence[ModelResult] = (),
     kept: KeptState | None = None,
 ) -> str:
-    """Whether L4 meets issue 36's goals (against the best open stack and B0, and the sessions
+    """Whether L4 meets the goals set for it (against the best open stack and B0, and the sessions
     that lose their state), L3's figures beside it; where a goal is missed, which cost is
     responsible, from the page's own figures: the floor and the bound, the model rows (the
     sessions whose state cannot be saved, the snapshot and restore costs, HAMi's throttling),

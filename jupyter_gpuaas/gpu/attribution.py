@@ -1,6 +1,7 @@
 """Which kernel holds which GPU memory: a pure function of NVML's lists and the kernels' trees.
 
-The order follows notes/gpu-memory.md, and each kernel says which rule gave its figure:
+The order follows what each driver reports inside a pod (docs/simulated-gpus.md, "Driver
+behaviours"), and each kernel says which rule gave its figure:
 
 1. ``exact``: NVML's PIDs are in the kernel's process tree and come with their memory.
 2. ``size_unknown``: the PIDs match but NVML reports no size (``None``, or the 0 that drivers

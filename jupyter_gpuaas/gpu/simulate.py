@@ -63,7 +63,7 @@ ENV_CONTAINER = "JUPYTER_GPUAAS_SIM_CONTAINER"
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 NODE_FILE = "node.json"
 
-# How the simulated driver reports processes seen from inside a pod (notes/gpu-memory.md):
+# How the simulated driver reports processes seen from inside a pod (docs/simulated-gpus.md):
 #   "565"      PIDs of this namespace with their memory (drivers 565.57 and later, or hostPID)
 #   "535.113"  PIDs of this namespace, memory reported as 0 (drivers 535.113 - 560.x)
 #   "535.104"  host PIDs that match nothing here, memory correct (drivers up to 535.104)

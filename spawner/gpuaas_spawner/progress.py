@@ -516,8 +516,8 @@ def reclaim_notice(
         f"Your server was stopped at {time_mark(stopped)} to give its GPU to {whose}{after}."
     )
     if kept is not None and kept.outcomes and not kept.error:
-        # the kernels were saved before the stop (issue 36); nothing is restored until the
-        # notebook opens in the new server, so the words say "saved", never "back" (issue 50)
+        # the kernels were saved before the stop (docs/kernel-state.md); nothing is restored
+        # until the notebook opens in the new server, so the words say "saved", never "back"
         return f"{stopped_words} {_saved(kept)}. {rest}"
     lost = (
         f" Its notebooks' variables could not be saved ({kept.error}): run them again."

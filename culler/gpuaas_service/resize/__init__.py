@@ -16,7 +16,7 @@ only a server may make: :mod:`gpuaas_service.web.servers`; the endpoint is
   again with the same choice on the bigger offering (``servers``; the spawner validates
   it again, and its progress page shows the queue position, as for any spawn).
 
-The way down (issue 36): a session whose GPU-memory peak has stayed far below its share for
+The way down (docs/api.md): a session whose GPU-memory peak has stayed far below its share for
 long is offered a smaller one (``down`` in ``GET api/resize``: :func:`.plan.way_down` decides,
 with the thresholds of :class:`.plan.WayDownRule`), and ``POST api/resize`` with that offering
 moves it there the same way. The peak is what the server's own activity reports said this
