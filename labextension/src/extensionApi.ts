@@ -530,8 +530,9 @@ export interface components {
           }
         | null;
     };
-    /** @description A reclaim warning with its countdown. */
+    /** @description A reclaim warning with its countdown. keeps_kernel_state: whether the stop asks the server to save its kernels' variables first (its activity reports say it keeps kernel state, and the policy's snapshot_timeout is above 0); the sidebar words what the stop loses by it. */
     service_warning: {
+      keeps_kernel_state?: boolean;
       /** Format: date-time */
       warned_at: string;
       /** Format: date-time */
@@ -766,7 +767,7 @@ export interface components {
       to: components['schemas']['service_resize_offering'];
       options: Record<string, never>;
     };
-    /** @description POST gpuaas/api/kernel-state/snapshot: each kernel's outcome, and all of them in the words of a notice ("its variables are back, except `batches` (a generator)"). */
+    /** @description POST gpuaas/api/kernel-state/snapshot: each kernel's outcome, and all of them in the words of a notice ("its variables were saved, except “batches” (a generator)"). */
     kernel_state_snapshot: {
       outcomes: components['schemas']['kernel_state_outcome'][];
       summary: string;

@@ -189,7 +189,7 @@ export function quoted(name: string): string {
 
 /** "“frame”, “array” and 2 more". */
 export function namesWords(names: readonly string[], named = NAMED): string {
-  const shown = names.slice(0, named).map(n => `\`${n}\``);
+  const shown = names.slice(0, named).map(quoted);
   if (names.length > named) {
     shown.push(`${String(names.length - named)} more`);
   }
@@ -198,13 +198,19 @@ export function namesWords(names: readonly string[], named = NAMED): string {
     : `${shown.slice(0, -1).join(', ')} and ${shown[shown.length - 1]}`;
 }
 
-/** "`batches` (a generator) and 1 more": the first lost variable with its reason. */
-export function lostWords(lost: readonly IKernelStateLost[]): string {
-  if (lost.length === 0) {
-    return '';
+/**
+ * "“batches” (a generator) and 1 more": the first `named` lost variables with their reasons
+ * (a notification names one; the rest are behind its "Details"), as the hub side's
+ * `lost_words` says them.
+ */
+export function lostWords(lost: readonly IKernelStateLost[], named = 1): string {
+  const shown = lost.slice(0, named).map(v => `${quoted(v.name)} (${v.reason})`);
+  if (lost.length > named) {
+    shown.push(`${String(lost.length - named)} more`);
   }
-  const first = `\`${lost[0].name}\` (${lost[0].reason})`;
-  return lost.length === 1 ? first : `${first} and ${String(lost.length - 1)} more`;
+  return shown.length <= 1
+    ? (shown[0] ?? '')
+    : `${shown.slice(0, -1).join(', ')} and ${shown[shown.length - 1]}`;
 }
 
 function seconds(value: number): string {

@@ -26,14 +26,20 @@ export const MESSAGES = {
   'warn.titleDryRun': '{Holding} would be freed at {time} ({countdown}): a trial, nothing stops',
   'warn.reasonFallback': 'Queued work needs what it holds.',
   'warn.loss':
-    'The server will be stopped: open documents are saved first. Running kernels stop; where ' +
-    'this server keeps kernel state, each idle kernel saves its variables and they come back ' +
-    'when you open its notebook again (a notice names any that could not be saved). GPU ' +
-    'memory is freed. Your files stay.',
+    'The server will be stopped: open documents are saved first, and each idle kernel saves ' +
+    'its variables: they come back when you open its notebook again (a notice there names any ' +
+    'that could not be saved). A kernel still running a cell stops without saving. GPU memory ' +
+    'is freed. Your files stay.',
+  'warn.lossNoState':
+    'The server will be stopped: open documents are saved first. Running kernels stop, and ' +
+    'their variables are lost: this server does not keep kernel state. GPU memory is freed. ' +
+    'Your files stay.',
   'warn.details': 'Details',
   'warn.keepButton': 'Keep my GPU ({left} left)',
   'warn.toast':
-    '{Holding} will be freed at {time} ({countdown}) {purpose}. Your files stay; running kernels stop.',
+    '{Holding} will be freed at {time} ({countdown}) {purpose}. Files stay; saved variables come back.',
+  'warn.toastNoState':
+    '{Holding} will be freed at {time} ({countdown}) {purpose}. Files stay; variables are lost.',
   'warn.browserTitle': 'Your GPU will be freed at {time}',
   'warn.pageTitle': 'GPU freed {countdown} · ',
   'warn.tabCaption': 'GPU: {holding} will be freed at {time}',
@@ -92,6 +98,9 @@ export const MESSAGES = {
   'stopped.kept':
     'Your files are kept. Running kernels stopped: the variables they could save come back ' +
     'when you open each notebook again, and a notice there says which did not.',
+  'stopped.keptNoState':
+    'Your files are kept. Running kernels stopped, and their variables were not kept: run ' +
+    'the notebooks again.',
   'stopped.hub': "To go on, start your server again from the hub's home page.",
   'stopped.hubLink': "hub's home page",
   'stopped.noHub': 'To go on, start your server again.',

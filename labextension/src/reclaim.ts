@@ -5,6 +5,7 @@ import { Widget } from '@lumino/widgets';
 import { estimateWords, type IKernelStateEstimate, parseEstimate } from './kernelStateModel';
 import { say } from './messages';
 import {
+  byKeptState,
   causeSentence,
   holdingWords,
   idleSecondsNow,
@@ -437,7 +438,7 @@ export class ReclaimBanner extends Widget {
     reason.textContent = causeSentence(cause) || say('warn.reasonFallback');
     const loss = document.createElement('p');
     loss.className = 'jp-gpuaas-reclaim-loss';
-    loss.textContent = say('warn.loss');
+    loss.textContent = say(byKeptState(w, 'warn.loss', 'warn.lossNoState'));
     // The service's own words (queue and resource names) for whoever wants them.
     const details = document.createElement('details');
     details.className = 'jp-gpuaas-reclaim-details';

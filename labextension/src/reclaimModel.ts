@@ -44,8 +44,18 @@ export function parseReclaim(data: unknown): IReclaimWarning | null {
     reason: o.reason,
     snoozes_left: numberOr(o.snoozes_left, 0),
     dry_run: o.dry_run === true,
-    saving: o.saving === true
+    saving: o.saving === true,
+    // absent (a service older than this sidebar): not promised
+    keeps_kernel_state: o.keeps_kernel_state === true
   };
+}
+
+/**
+ * `kept` where the stop saves the kernels' variables first (the service says so), else
+ * `notKept`: the words of what a stop loses follow what the service will do.
+ */
+export function byKeptState<T>(warning: IReclaimWarning, kept: T, notKept: T): T {
+  return warning.keeps_kernel_state === true ? kept : notKept;
 }
 
 /** Seconds until the deadline at `now` (never negative; NaN-safe). */

@@ -9,6 +9,7 @@
  */
 import { say } from './messages';
 import {
+  byKeptState,
   holdingWords,
   inWords,
   inWordsCoarse,
@@ -219,7 +220,7 @@ export function stoppedWords(
       holding: holdingWords(stopped.cause?.kind ?? 'gpu'),
       purpose: purposeWords(stopped.cause)
     }),
-    kept: say('stopped.kept'),
+    kept: say(byKeptState(stopped.warning, 'stopped.kept', 'stopped.keptNoState')),
     next: hubHome === null ? say('stopped.noHub') : say('stopped.hub')
   };
 }
@@ -262,7 +263,7 @@ export function alertView(state: IReclaimState, now: number, hubHome: string | n
     const holding = holdingWords(state.cause?.kind ?? 'gpu');
     const time = localTime(deadlineMs(w, state.skewMs));
     const left = secondsLeft(w, now + state.skewMs);
-    const message = say('warn.toast', {
+    const message = say(byKeptState(w, 'warn.toast', 'warn.toastNoState'), {
       holding,
       time,
       countdown: inWordsCoarse(left),

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 
 import {
@@ -9,6 +11,7 @@ import {
   type IKernelStateOutcome,
   type IKernelStateRestore,
   type IStateNotice,
+  lostWords,
   namesWords,
   parseInfo,
   parseOutcomes,
@@ -54,8 +57,8 @@ describe('restoreNotice', () => {
     const notice = noticeOf(RESTORED);
     assert.deepEqual(notice, {
       message:
-        'train.ipynb: its variables are back (`frame`, `array` and `np`), in 1.2 s, except ' +
-        '`batches` (a generator).',
+        'train.ipynb: its variables are back (“frame”, “array” and “np”), in 1.2 s, except ' +
+        '“batches” (a generator).',
       type: 'warning',
       details: ['Back: frame, array, np', 'Not back: batches (a generator)']
     });
@@ -66,7 +69,7 @@ describe('restoreNotice', () => {
     assert.equal(notice.type, 'success');
     assert.equal(
       notice.message,
-      'train.ipynb: its variables are back (`frame`, `array` and `np`), in 1.2 s.'
+      'train.ipynb: its variables are back (“frame”, “array” and “np”), in 1.2 s.'
     );
   });
 
@@ -93,20 +96,20 @@ describe('restoreNotice', () => {
       details: [problem]
     });
     assert.deepEqual(noticeOf({ ...RESTORED, restored: [] }), {
-      message: 'train.ipynb: no saved variable came back: `batches` (a generator).',
+      message: 'train.ipynb: no saved variable came back: “batches” (a generator).',
       type: 'warning',
       details: ['Not back: batches (a generator)']
     });
     const long = noticeOf({ ...RESTORED, not_restored: [], seconds: 75, notes: undefined });
     assert.deepEqual(long, {
-      message: 'train.ipynb: its variables are back (`frame`, `array` and `np`), in 1 min.',
+      message: 'train.ipynb: its variables are back (“frame”, “array” and “np”), in 1 min.',
       type: 'success',
       details: ['Back: frame, array, np']
     });
   });
 
   test('a GPU tensor put on the CPU is noted', () => {
-    const note = '`w` was on cuda:0; no cuda device here: it is on the CPU';
+    const note = '“w” was on cuda:0; no cuda device here: it is on the CPU';
     const notice = noticeOf({ ...RESTORED, not_restored: [], notes: [note] });
     assert.equal(notice.type, 'warning');
     assert.ok(notice.details.includes(note));
@@ -142,7 +145,7 @@ describe('askMessage', () => {
   test('names the variables and when they were saved', () => {
     assert.equal(
       askMessage(infoOf(info), new Date('2026-12-06T14:14:00Z')),
-      'train.ipynb has variables saved 12 min ago (`frame`, `array`, `np` and 2 more). ' +
+      'train.ipynb has variables saved 12 min ago (“frame”, “array”, “np” and 2 more). ' +
         'Restore them into this kernel?'
     );
   });
@@ -167,7 +170,7 @@ describe('snapshotNotice', () => {
     assert.equal(notice.type, 'warning');
     assert.match(
       notice.message,
-      /^Variables of train.ipynb saved \(3(\.0)? MiB, in 0.4 s\), except `batches` \(a generator\)\.$/
+      /^Variables of train.ipynb saved \(3(\.0)? MiB, in 0.4 s\), except “batches” \(a generator\)\.$/
     );
   });
   test('a busy kernel and a failure say so', () => {
@@ -185,10 +188,42 @@ describe('snapshotNotice', () => {
   });
 });
 
-test('namesWords', () => {
-  assert.equal(namesWords([]), '');
-  assert.equal(namesWords(['a']), '`a`');
-  assert.equal(namesWords(['a', 'b']), '`a` and `b`');
+/** The cases of the rule for names in plain text, which the hub side's Python follows too. */
+const WORDS = JSON.parse(
+  readFileSync(join(process.cwd(), 'tests', 'unit', 'core', 'kernel_state_words.json'), 'utf-8')
+) as {
+  lost: { lost: { name: string; reason: string }[]; named: number; words: string }[];
+  names: { names: string[]; named: number; words: string }[];
+};
+
+describe('names in a notification: quoted, never Markdown (issue 50.3)', () => {
+  for (const c of WORDS.lost) {
+    test(`lostWords: ${String(c.lost.length)} lost, ${String(c.named)} named`, () => {
+      assert.equal(lostWords(c.lost, c.named), c.words);
+    });
+  }
+  for (const c of WORDS.names) {
+    test(`namesWords: ${String(c.names.length)} names`, () => {
+      assert.equal(namesWords(c.names, c.named), c.words);
+    });
+  }
+
+  test('no backtick in any notice', () => {
+    const notice = restoreNotice({
+      path: 'g.ipynb',
+      kernel_id: 'k',
+      status: 'restored',
+      message: '',
+      restored: ['a', 'd'],
+      not_restored: [{ name: 'g', reason: 'a generator' }]
+    });
+    assert.ok(notice);
+    assert.equal(
+      notice.message,
+      'g.ipynb: its variables are back (“a” and “d”), in 0.0 s, except “g” (a generator).'
+    );
+    assert.doesNotMatch(notice.message, /`/);
+  });
 });
 
 describe('what a reclaim would keep, before it comes', () => {
@@ -224,11 +259,11 @@ describe('what a reclaim would keep, before it comes', () => {
 
   test('the variables that are never kept are named', () => {
     const gen = { ...train, not_kept: [{ name: 'batches', reason: 'a generator' }] };
-    assert.match(estimateWords(estimate([gen]), null), / Never kept: `batches` \(a generator\)\.$/);
+    assert.match(estimateWords(estimate([gen]), null), / Never kept: “batches” \(a generator\)\.$/);
     const only = { ...gen, bytes: 0, variables: 0 };
     assert.equal(
       estimateWords(estimate([only], 0, 0.5), null),
-      'A reclaim would keep none of your variables. Never kept: `batches` (a generator).'
+      'A reclaim would keep none of your variables. Never kept: “batches” (a generator).'
     );
   });
 

@@ -130,6 +130,7 @@ describe('the user-facing messages', () => {
     };
     const toasts = [
       'warn.toast',
+      'warn.toastNoState',
       'stopped.toast',
       'warn.over',
       'keep.untilMore',

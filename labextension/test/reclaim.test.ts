@@ -194,7 +194,8 @@ const PARSE_RECLAIM: [unknown, unknown][] = [
       reason: 'r',
       snoozes_left: 0,
       dry_run: false,
-      saving: false
+      saving: false,
+      keeps_kernel_state: false
     }
   ],
   [
@@ -206,7 +207,8 @@ const PARSE_RECLAIM: [unknown, unknown][] = [
         reason: 'r',
         snoozes_left: 1,
         dry_run: true,
-        saving: true
+        saving: true,
+        keeps_kernel_state: true
       }
     },
     {
@@ -216,7 +218,8 @@ const PARSE_RECLAIM: [unknown, unknown][] = [
       reason: 'r',
       snoozes_left: 1,
       dry_run: true,
-      saving: true
+      saving: true,
+      keeps_kernel_state: true
     }
   ],
   [
@@ -228,7 +231,8 @@ const PARSE_RECLAIM: [unknown, unknown][] = [
         reason: 'r',
         snoozes_left: null,
         dry_run: 'yes',
-        saving: 1
+        saving: 1,
+        keeps_kernel_state: 'yes'
       }
     },
     {
@@ -238,7 +242,8 @@ const PARSE_RECLAIM: [unknown, unknown][] = [
       reason: 'r',
       snoozes_left: 0,
       dry_run: false,
-      saving: false
+      saving: false,
+      keeps_kernel_state: false
     }
   ]
 ];

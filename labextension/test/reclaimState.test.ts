@@ -40,6 +40,7 @@ function warned(overrides: Record<string, unknown> = {}): IReclaimState {
       snoozes_left: 1,
       dry_run: false,
       saving: false,
+      keeps_kernel_state: true,
       cause: {
         code: 'demand',
         kind: 'mig',
@@ -98,7 +99,8 @@ describe('the alerts of a warning', () => {
     assert.ok(view.toast);
     assert.equal(
       view.toast.message,
-      `This MIG slice will be freed at ${time} (in 4 min) for queued work. Your files stay; running kernels stop.`
+      `This MIG slice will be freed at ${time} (in 4 min) for queued work. Files stay; saved ` +
+        'variables come back.'
     );
     assert.equal(view.toast.type, 'warning');
     assert.deepEqual(view.toast.actions, ['keep', 'save']);
@@ -145,6 +147,31 @@ describe('the alerts of a warning', () => {
       'GPU freed in 3 min · a.ipynb - JupyterLab'
     );
     assert.equal(prefixedTitle('GPU freed in 3 min · x', '', 'GPU freed in 3 min · '), 'x');
+  });
+});
+
+describe('what the stop loses, as the service will do it (issue 50.3)', () => {
+  test('kept state: the variables are saved and come back, the kernels do not just stop', () => {
+    const view = alertView(warned(), T0, HUB);
+    assert.ok(view.toast);
+    assert.match(view.toast.message, /saved variables come back\.$/);
+    assert.doesNotMatch(view.toast.message, /running kernels stop/);
+  });
+
+  test('no kept state, or a service that does not say: the variables are lost', () => {
+    for (const keeps of [false, undefined]) {
+      const state = warned({ keeps_kernel_state: keeps });
+      const view = alertView(state, T0, HUB);
+      assert.ok(view.toast);
+      assert.match(view.toast.message, /Files stay; variables are lost\.$/);
+      const stopped = withFailure(state, { status: 424 }, Date.parse('2026-12-03T14:04:05Z'));
+      assert.ok(stopped.stopped);
+      assert.equal(
+        stoppedWords(stopped.stopped, T0, HUB).kept,
+        'Your files are kept. Running kernels stopped, and their variables were not kept: run ' +
+          'the notebooks again.'
+      );
+    }
   });
 });
 

@@ -144,7 +144,7 @@ async def test_the_routes_save_describe_and_restore_and_answer_as_the_schema_say
     assert schema_errors("kernel_state_snapshot", saved) == []
     [outcome] = saved["outcomes"]
     assert (outcome["notebook"], outcome["outcome"]) == ("dir/train.ipynb", "kept_with_losses")
-    assert saved["summary"] == ("its variables are back, except `batches` (a generator)")
+    assert saved["summary"] == "its variables were saved, except “batches” (a generator)"
 
     info = await get_info(jp_fetch, "dir/train.ipynb")
     assert schema_errors("kernel_state_info", info) == []

@@ -1220,16 +1220,32 @@ class ReclaimLoop:
         return asks
 
     def warning_for(self, user: str, server: str, now: datetime | None = None) -> dict[str, Any]:
-        """The ``api/reclaim`` answer for one server."""
+        """The ``api/reclaim`` answer for one server; its warning says whether the stop will
+        save the kernels' variables first (``keeps_kernel_state``), so that the sidebar words
+        what is lost as it will be."""
         now = now or self.clock()
-        notice = self.store.notice(server_key(user, server))
+        key = server_key(user, server)
+        notice = self.store.notice(key)
+        if notice is None:
+            return {"server": server, "now": isoformat_z(now), "warning": None}
         return {
             "server": server,
             "now": isoformat_z(now),
-            "warning": notice.payload(now, timedelta(seconds=self.settings.save_lead))
-            if notice
-            else None,
+            "warning": {
+                **notice.payload(now, timedelta(seconds=self.settings.save_lead)),
+                "keeps_kernel_state": self.keeps_kernel_state(key),
+            },
         }
+
+    def keeps_kernel_state(self, key: str) -> bool:
+        """Whether the stop of server ``key`` asks it to save its kernels' variables first: its
+        reports say it keeps kernel state, and the policies give a snapshot time."""
+        report = self.store.report(key)
+        return (
+            self._policies.snapshot_timeout > timedelta(0)
+            and report is not None
+            and report.activity.keeps_kernel_state
+        )
 
     async def snooze(self, user: str, server: str) -> SnoozeResult:
         """ "Keep my GPU": allowed up to the policy's ``max_snoozes``; kept on the pod. A press

@@ -1401,8 +1401,9 @@ export interface components {
       now: string;
       warning: components['schemas']['service_warning'] | null;
     };
-    /** @description A reclaim warning with its countdown. */
+    /** @description A reclaim warning with its countdown. keeps_kernel_state: whether the stop asks the server to save its kernels' variables first (its activity reports say it keeps kernel state, and the policy's snapshot_timeout is above 0); the sidebar words what the stop loses by it. */
     service_warning: {
+      keeps_kernel_state?: boolean;
       /** Format: date-time */
       warned_at: string;
       /** Format: date-time */

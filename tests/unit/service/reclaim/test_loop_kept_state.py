@@ -256,3 +256,17 @@ async def test_snapshot_timeout_zero_asks_nothing() -> None:
     await asyncio.wait_for(cycle(w, 31, "alice", "bob"), 5)
     assert sorted(w.hub.stopped) == [("alice", ""), ("bob", "")]
     assert RECLAIMED_KERNEL_STATE not in w.kube.pods["jupyter-alice"]["metadata"]["annotations"]
+
+
+async def test_the_warning_says_whether_the_stop_saves_the_variables() -> None:
+    """The sidebar words what a stop loses from the warning (issue 50.3): saved and back where
+    the server keeps kernel state and the policy gives a snapshot time; lost otherwise."""
+    w = World()
+    await cycle(w, 0, "alice")
+    assert w.loop.warning_for("alice", "")["warning"]["keeps_kernel_state"] is True
+    assert w.loop.warning_for("bob", "")["warning"]["keeps_kernel_state"] is False
+    assert w.loop.warning_for("alice", "busy")["warning"] is None
+    assert schema_errors("service_reclaim", w.loop.warning_for("alice", "")) == []
+    w.policy = replace(w.policy, snapshot_timeout=timedelta(0))
+    w.loop.set_policies(w.policy)
+    assert w.loop.warning_for("alice", "")["warning"]["keeps_kernel_state"] is False
