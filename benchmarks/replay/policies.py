@@ -452,20 +452,34 @@ class Gpuaas(Policy):
         return kueue.version, kueue.pending_version
 
     def _quiet(self, now: float) -> bool:
-        """The loop can have nothing new to act on, so this cycle is skipped: no warning or
-        hand-off under way, and either no queued GPU work or the same queue and quota as at the
-        last cycle, which acted on nothing; and no server crosses a threshold of its policy
-        (``idle_after``, ``max_idle``, ``max_age``; read from the policy file) since then.
-        Activity in between only makes servers less idle."""
+        """The loop can have nothing new to act on, so this cycle is skipped: no warning under
+        way; no hand-off that may end now (each waits with the queues and quota as at the
+        last cycle, which acted on nothing, and its timeout not due); either no queued GPU
+        work or the same queue and quota as at the last cycle, which acted on nothing; and no
+        server crosses a threshold of its policy (``idle_after``, ``max_idle``, ``max_age``;
+        read from the policy file) since then. Activity in between only makes servers less
+        idle."""
         sim = self.sim
         pending = any(queue for queue in sim.kueue.pending.values())
         if pending and (self._last_acted or self._signature() != self._last_signature):
             return False
-        if any(r.admitted_at is None for r in self.loop.state.handoffs.values()):
-            return False
+        waiting = [r for r in self.loop.state.handoffs.values() if r.admitted_at is None]
+        if waiting and (
+            self._last_acted
+            or self._signature() != self._last_signature
+            or any(self._handoff_due(r.reclaimed_at, now) for r in waiting)
+        ):
+            return False  # a hand-off may be admitted, or fail by its timeout, in this cycle
         if any(wl.kind == "training" for wl, _since in sim.unplaced.values()):
             return False  # a Job waits for whole cards: idle shares may free one
         return not any(self._may_act_on(state, now, pending) for state in sim.running_sessions())
+
+    def _handoff_due(self, reclaimed_at: datetime, now: float) -> bool:
+        """Whether a hand-off not admitted times out between the last cycle run and the next
+        (it then fails, and its queue is blocked or served again); one the last cycle saw
+        fail stays failed whatever the time."""
+        deadline = (reclaimed_at + self.policies.handoff_timeout - self.base).total_seconds()
+        return self._last_cycle <= deadline < now + self.interval
 
     def _may_act_on(self, state: SessionState, now: float, pending: bool) -> bool:
         """Whether the loop may act on this session now: it is warned or annotated, or one of
