@@ -230,8 +230,8 @@ class Bench:
 
     def save(self, variables: dict[str, Any], deadline: float = 3600) -> tuple[float, float, Any]:
         """Seconds to the outcome, the kernel's pause, the outcome."""
-        from jupyter_gpuaas.core.kernel_state import read_outcome_file
         from jupyter_gpuaas.kernel.snapshot import snapshot_in_background
+        from jupyter_gpuaas.statefiles import read_outcome_file
 
         self.shell.reset(new_session=False)
         self.shell.user_ns.update(variables)

@@ -15,14 +15,16 @@ The outcomes, in order of how much was kept:
 - ``skipped_busy``: a cell was running, so the kernel was left alone (a snapshot never waits
   on, or interrupts, a user's cell).
 
-The snapshot's files are read here too, by one reader for every path (:func:`read_manifest`):
-the kernel's restore, the kernel's clean-up after a snapshot and the server's listing
-(``GET gpuaas/api/kernel-state``) apply the same checks, on the file they opened.
+The checks of the snapshot's files are here too, as pure functions of what was read
+(:func:`check_opened`, :func:`parse_manifest`, :func:`check_places`, :func:`parse_outcome`):
+one reader composes them for every path (:mod:`jupyter_gpuaas.statefiles`, which opens and
+reads the files), so the kernel's restore, the kernel's clean-up after a snapshot and the
+server's listing (``GET gpuaas/api/kernel-state``) apply the same checks, on the file they
+opened.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import math
@@ -46,18 +48,20 @@ __all__ = [
     "Manifest",
     "Outcome",
     "Refused",
+    "check_in_home",
+    "check_opened",
+    "check_places",
     "comes_back",
     "describe",
     "entries_digest",
     "is_data_of",
     "is_outcome_file",
     "lost_words",
-    "open_own_file",
+    "parse_manifest",
+    "parse_outcome",
     "quoted",
-    "read_manifest",
-    "read_outcome_file",
     "save_seconds",
-    "state_directory",
+    "state_directory_in",
     "state_key",
     "summarise",
 ]
@@ -288,20 +292,21 @@ def state_key(notebook: str, kernel_id: str) -> str:
     return f"{base.lstrip('.')[:80]}-{digest}"
 
 
-def state_directory(configured: str, home: Path) -> Path:
-    """The snapshot folder ``configured`` names (``~`` is ``home``; a relative path is under
-    it), with symbolic links resolved; :class:`ValueError` unless it lies in ``home``: state is
-    read and written in the user's own home only. (Resolving reads the links on the way; it
-    writes nothing.)"""
-    home = home.resolve()
+def state_directory_in(configured: str, home: Path) -> Path:
+    """The snapshot folder ``configured`` names, as written (``~`` is ``home``; a relative
+    path is under it; an absolute one stays as it is), links not resolved: the edge resolves
+    it and checks it with :func:`check_in_home`."""
     if configured == "~" or configured.startswith("~/"):
-        directory = home / configured[2:]
-    else:
-        directory = home / configured  # an absolute path stays as it is
-    resolved = directory.resolve()
-    if not resolved.is_relative_to(home):
+        return home / configured[2:]
+    return home / configured
+
+
+def check_in_home(resolved: Path, resolved_home: Path, configured: str) -> Path:
+    """``resolved`` (the folder ``configured`` names, links resolved); :class:`ValueError`
+    unless it lies in ``resolved_home``: state is read and written in the user's own home."""
+    if not resolved.is_relative_to(resolved_home):
         raise ValueError(
-            f"the kernel state folder {configured} is outside your home ({home}); "
+            f"the kernel state folder {configured} is outside your home ({resolved_home}); "
             "set c.GPUaaS.kernel_state_dir to a folder in it"
         )
     return resolved
@@ -316,7 +321,6 @@ FORMAT_VERSION = 2
 a pickled variable's out-of-band buffers follow its pickle (``parts``); 1: SHA-256."""
 READ_VERSIONS = (1, 2)
 """The format versions this code reads."""
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 
 
 class Refused(Exception):
@@ -326,7 +330,7 @@ class Refused(Exception):
 
 @dataclass(frozen=True)
 class Manifest:
-    """A manifest that passed :func:`read_manifest`'s checks."""
+    """A manifest that passed the reader's checks (``jupyter_gpuaas.statefiles.read_manifest``)."""
 
     path: Path
     data_path: Path
@@ -353,70 +357,34 @@ def is_data_of(key: str, name: str) -> bool:
     return name.endswith(".data") and token.isascii() and token.isalnum()
 
 
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-"""A link is not followed, and a FIFO opens without waiting for a writer (then it is refused):
-the file is checked as opened, not by its name."""
+def check_opened(info: os.stat_result, uid: int, what: str, name: str) -> None:
+    """:class:`Refused` unless a file, as opened (its ``fstat``), is a plain file of ``uid``
+    (this user) that no one else may write."""
+    if not stat.S_ISREG(info.st_mode):
+        raise Refused(f"the snapshot's {what} {name} is not a plain file")
+    if info.st_uid != uid:
+        raise Refused(
+            f"the snapshot's {what} {name} belongs to user id {info.st_uid}, not to "
+            f"you ({uid}): only your own snapshots are loaded"
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise Refused(f"the snapshot's {what} {name} can be written by others")
 
 
-def open_own_file(path: Path, what: str) -> tuple[int, os.stat_result]:
-    """``path`` opened for reading (its descriptor, and its status as opened), once it is a
-    plain file of this user that no one else may write; :class:`Refused` otherwise (the
-    descriptor closed), :class:`FileNotFoundError` where there is none."""
-    try:
-        fd = os.open(path, _OPEN_FLAGS | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise
-    except OSError as e:  # a link (ELOOP), a socket (ENXIO), no right to read it, ...
-        if e.errno == errno.ELOOP or not _plain_file(path):
-            raise Refused(f"the snapshot's {what} {path.name} is not a plain file") from e
-        raise Refused(f"the snapshot's {what} {path.name} cannot be opened ({e.strerror})") from e
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise Refused(f"the snapshot's {what} {path.name} is not a plain file")
-        if info.st_uid != os.getuid():
-            raise Refused(
-                f"the snapshot's {what} {path.name} belongs to user id {info.st_uid}, not to "
-                f"you ({os.getuid()}): only your own snapshots are loaded"
-            )
-        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            raise Refused(f"the snapshot's {what} {path.name} can be written by others")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, info
-
-
-def _plain_file(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(path.lstat().st_mode)
-    except OSError:
-        return False
-
-
-def read_manifest(path: Path) -> Manifest:
-    """The manifest at ``path``, checked: a plain file of this user, not writable by others,
-    at most :data:`MAX_MANIFEST_BYTES`, written by this user (``owner_uid``) in the format this
-    code reads, naming a data file of this user beside it that holds every entry's place, its
-    entries matching its ``sha256``. :class:`Refused` otherwise; :class:`FileNotFoundError`
-    when there is none. Nothing of the data is read."""
-    content = _read_own_bounded(path, "manifest", MAX_MANIFEST_BYTES)
+def parse_manifest(content: bytes, uid: int) -> tuple[dict[str, Any], str]:
+    """A manifest's fields and the name of its data file, once its bytes are a manifest of
+    this format, written by ``uid`` (this user), its entries matching its checksum, naming a
+    data file beside it; :class:`Refused` otherwise. The data file's own checks and
+    :func:`check_places` are the reader's, once it has opened it."""
     try:
         fields = json.loads(content)
     except ValueError as e:
         raise Refused(f"the snapshot's manifest is damaged (not JSON: {e})") from e
-    entries = _check_fields(fields)
-    data_path = path.parent / _data_name(fields)
-    try:
-        data_fd, data_info = open_own_file(data_path, "data file")
-    except FileNotFoundError as e:
-        raise Refused(f"the snapshot's data file {data_path.name} is missing") from e
-    os.close(data_fd)
-    _check_places(entries, data_info.st_size)
-    return Manifest(path=path, data_path=data_path, data_bytes=data_info.st_size, fields=fields)
+    _check_fields(fields, uid)
+    return fields, _data_name(fields)
 
 
-def _check_fields(fields: Any) -> list[dict[str, Any]]:
+def _check_fields(fields: Any, uid: int) -> list[dict[str, Any]]:
     """The manifest's entries, once its fields say it is a manifest of this format, written by
     this user, its entries matching its checksum; :class:`Refused` otherwise."""
     if not isinstance(fields, dict) or fields.get("format") != FORMAT:
@@ -429,10 +397,10 @@ def _check_fields(fields: Any) -> list[dict[str, Any]]:
             f"the snapshot is in format version {version!r} (written by jupyter-gpuaas "
             f"{written_by}); this version reads formats {readable}"
         )
-    if fields.get("owner_uid") != os.getuid():
+    if fields.get("owner_uid") != uid:
         raise Refused(
             f"the snapshot was written by user id {fields.get('owner_uid')!r}, not by you "
-            f"({os.getuid()}): only your own snapshots are loaded"
+            f"({uid}): only your own snapshots are loaded"
         )
     entries = fields.get("variables")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
@@ -450,7 +418,7 @@ def _data_name(fields: dict[str, Any]) -> str:
     return data_name
 
 
-def _check_places(entries: list[dict[str, Any]], size: int) -> None:
+def check_places(entries: list[dict[str, Any]], size: int) -> None:
     """Each entry has a place (offset, length) inside a data file of ``size`` bytes."""
     for entry in entries:
         offset, length = entry.get("offset"), entry.get("length")
@@ -460,34 +428,12 @@ def _check_places(entries: list[dict[str, Any]], size: int) -> None:
             raise Refused("the snapshot's data file is shorter than its manifest says")
 
 
-MAX_OUTCOME_BYTES = 4 * 1024 * 1024
-"""An outcome file's size at most (its lost list is bounded by :data:`MAX_LOST`)."""
-
-
 def is_outcome_file(name: str) -> bool:
     """Whether ``name`` is a background writer's outcome file (``.<key>.<token>.outcome``)."""
     return name.startswith(".") and name.endswith(".outcome") and "/" not in name
 
 
-def read_outcome_file(path: Path) -> KernelStateOutcome:
-    """The outcome a kernel's background writer left at ``path`` (checked as a manifest is:
-    the user's own plain file, bounded); :class:`FileNotFoundError` while there is none,
-    :class:`Refused` or :class:`ValueError` for anything else."""
-    content = _read_own_bounded(path, "outcome file", MAX_OUTCOME_BYTES)
+def parse_outcome(content: bytes) -> KernelStateOutcome:
+    """The outcome a kernel's background writer left (its file's bytes); :class:`ValueError`
+    where they are not one."""
     return KernelStateOutcome.from_json(json.loads(content))
-
-
-def _read_own_bounded(path: Path, what: str, limit: int) -> bytes:
-    """The bytes of the user's own plain file at ``path`` (:func:`open_own_file`), refused
-    when it is, or grows while read to, more than ``limit`` bytes."""
-    fd, info = open_own_file(path, what)
-    try:
-        if info.st_size > limit:
-            raise Refused(f"the snapshot's {what} is {info.st_size} bytes: too large to be one")
-        with os.fdopen(fd, "rb", closefd=False) as file:
-            content = file.read(limit + 1)
-    finally:
-        os.close(fd)
-    if len(content) > limit:  # it grew since: still not one
-        raise Refused(f"the snapshot's {what} is over {limit} bytes")
-    return content

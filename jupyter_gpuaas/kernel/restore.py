@@ -20,12 +20,13 @@ import sys
 import time
 from typing import Any
 
-from jupyter_gpuaas.core.kernel_state import open_own_file, quoted
+from jupyter_gpuaas.core.kernel_state import quoted
 from jupyter_gpuaas.core.sizing import format_gib
 from jupyter_gpuaas.kernel.snapshot import user_variables
 from jupyter_gpuaas.kernel.store import (
     Manifest,
     Refused,
+    open_own_file,
     read_manifest,
     read_verified,
     state_directory,

@@ -16,9 +16,10 @@ Snapshots of format 1 (SHA-256) are still read.
 Both are written to temporary files and renamed, the manifest last: a reader sees the old
 snapshot or the new one, never half of one. Unpickling runs code, so :func:`read_manifest`
 refuses (:class:`Refused`) a snapshot that is not this user's own, in their own home, of a
-known format, before any of its data is read. The format and that reader live in
-:mod:`jupyter_gpuaas.core.kernel_state`, where the server's listing reads manifests with the
-same checks; they are named here too, for the kernel's code.
+known format, before any of its data is read. The format and its checks live in
+:mod:`jupyter_gpuaas.core.kernel_state` and the reader in :mod:`jupyter_gpuaas.statefiles`,
+where the server's listing reads manifests with the same checks; they are named here too,
+for the kernel's code.
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ from jupyter_gpuaas.core.kernel_state import (
     Manifest,
     Refused,
     entries_digest,
-    read_manifest,
 )
-from jupyter_gpuaas.core.kernel_state import state_directory as core_state_directory
+from jupyter_gpuaas.statefiles import open_own_file, read_manifest
+from jupyter_gpuaas.statefiles import state_directory as home_state_directory
 
 __all__ = [
     "FORMAT",
@@ -56,6 +57,7 @@ __all__ = [
     "Sink",
     "checksum_of",
     "entries_digest",
+    "open_own_file",
     "read_manifest",
     "read_verified",
     "read_verified_each",
@@ -101,9 +103,9 @@ class OutOfRoom(OSError):
 
 def state_directory(configured: str) -> Path:
     """The snapshot folder in this user's home (:func:`~jupyter_gpuaas.core.kernel_state.\
-state_directory`); :class:`Refused` where it lies elsewhere."""
+state_directory_in`, resolved); :class:`Refused` where it lies elsewhere."""
     try:
-        return core_state_directory(configured, Path.home())
+        return home_state_directory(configured, Path.home())
     except ValueError as e:
         raise Refused(str(e)) from e
 

@@ -31,12 +31,10 @@ from jupyter_gpuaas.core.kernel_state import (
     KernelStateOutcome,
     Refused,
     is_outcome_file,
-    read_manifest,
-    read_outcome_file,
     save_seconds,
-    state_directory,
     state_key,
 )
+from jupyter_gpuaas.statefiles import read_manifest, read_outcome_file, state_directory
 
 __all__ = [
     "KernelEstimate",

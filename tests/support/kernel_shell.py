@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, read_outcome_file
+from jupyter_gpuaas.core.kernel_state import KernelStateOutcome
 from jupyter_gpuaas.kernel.snapshot import snapshot
+from jupyter_gpuaas.statefiles import read_outcome_file
 
 __all__ = ["Shell", "outcome_left", "own_home", "save"]
 

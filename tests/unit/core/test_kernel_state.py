@@ -4,7 +4,9 @@ words of a notice."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -12,13 +14,19 @@ from typing import Any
 import pytest
 
 from jupyter_gpuaas.core.kernel_state import (
+    FORMAT,
     KernelStateOutcome,
     LostVariable,
+    Refused,
+    check_in_home,
+    check_opened,
     comes_back,
     describe,
+    entries_digest,
     lost_words,
+    parse_manifest,
     save_seconds,
-    state_directory,
+    state_directory_in,
     state_key,
     summarise,
 )
@@ -159,18 +167,16 @@ def test_one_snapshot_per_notebook_path_with_a_readable_name() -> None:
     assert state_key("", "3f1c-ab/..") == "kernel-3f1c-ab"
 
 
-def test_the_state_folder_must_lie_in_the_home(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    assert state_directory("~/.jupyter-gpuaas/s", home) == home / ".jupyter-gpuaas" / "s"
-    assert state_directory("rel/s", home) == home / "rel" / "s"
+def test_the_state_folder_is_named_in_the_home_and_must_resolve_into_it() -> None:
+    """The pure halves of the folder's check (the edge resolves the links between them:
+    tests/unit/statefiles)."""
+    home = Path("/home/jovyan")
+    assert state_directory_in("~/.jupyter-gpuaas/s", home) == home / ".jupyter-gpuaas" / "s"
+    assert state_directory_in("rel/s", home) == home / "rel" / "s"
+    assert state_directory_in("/tmp/elsewhere", home) == Path("/tmp/elsewhere")
+    assert check_in_home(home / "s", home, "~/s") == home / "s"
     with pytest.raises(ValueError, match="outside your home"):
-        state_directory("/tmp/elsewhere", home)
-    with pytest.raises(ValueError, match="outside your home"):
-        state_directory("~/../escape", home)
-    (home / "link").symlink_to(tmp_path)
-    with pytest.raises(ValueError, match="outside your home"):
-        state_directory("~/link/s", home)
+        check_in_home(Path("/tmp/elsewhere"), home, "/tmp/elsewhere")
 
 
 def test_a_long_error_is_capped_where_it_is_sent() -> None:
@@ -192,3 +198,39 @@ def test_the_save_time_said_before_a_reclaim_grows_with_the_size() -> None:
     assert save_seconds(-1) == 0.5
     assert save_seconds(4_000_000_000) == pytest.approx(10.5)
     assert save_seconds(20 << 30) == pytest.approx(0.5 + (20 << 30) / 400e6)  # about 54 s
+
+
+def _status(mode: int, uid: int) -> os.stat_result:
+    return os.stat_result((mode, 0, 0, 1, uid, 0, 10, 0, 0, 0))
+
+
+def test_a_file_as_opened_must_be_a_plain_file_of_this_user_written_by_no_one_else() -> None:
+    """The pure check of what the reader's ``fstat`` said (jupyter_gpuaas.statefiles reads)."""
+    check_opened(_status(stat.S_IFREG | 0o600, 1000), 1000, "manifest", "a.json")
+    for mode, uid, said in [
+        (stat.S_IFIFO | 0o600, 1000, "is not a plain file"),
+        (stat.S_IFREG | 0o600, 0, "belongs to user id 0, not to you (1000)"),
+        (stat.S_IFREG | 0o620, 1000, "can be written by others"),
+        (stat.S_IFREG | 0o602, 1000, "can be written by others"),
+    ]:
+        with pytest.raises(Refused, match=re.escape(said)):
+            check_opened(_status(mode, uid), 1000, "manifest", "a.json")
+
+
+def test_a_manifest_is_read_as_this_users_own_and_names_its_data_beside_it() -> None:
+    entries = [{"name": "a", "offset": 0, "length": 3}]
+    fields = {
+        "format": FORMAT,
+        "format_version": 2,
+        "owner_uid": 1000,
+        "data": "a-1.x.data",
+        "variables": entries,
+        "sha256": entries_digest(entries),
+    }
+    assert parse_manifest(json.dumps(fields).encode(), 1000) == (fields, "a-1.x.data")
+    with pytest.raises(Refused, match="written by user id 1000, not by you"):
+        parse_manifest(json.dumps(fields).encode(), 1001)
+    with pytest.raises(Refused, match="names no data file beside it"):
+        parse_manifest(json.dumps({**fields, "data": "../x"}).encode(), 1000)
+    with pytest.raises(Refused, match="not JSON"):
+        parse_manifest(b"{", 1000)

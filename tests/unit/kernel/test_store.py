@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_gpuaas.core import kernel_state as core_kernel_state
+from jupyter_gpuaas import statefiles
 from jupyter_gpuaas.kernel import store
 from tests.support.snapshot_files import checksum, write_snapshot
 
@@ -164,7 +164,7 @@ def test_a_manifest_too_large_to_be_one_is_refused_unread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     manifest, _ = write_snapshot(tmp_path, {"a": b"one"})
-    monkeypatch.setattr(core_kernel_state, "MAX_MANIFEST_BYTES", 10)
+    monkeypatch.setattr(statefiles, "MAX_MANIFEST_BYTES", 10)
     assert "too large to be one" in refusal(manifest)
 
 
