@@ -119,7 +119,7 @@ lint: $(STAMP) $(CONSOLE_JS) ## ruff, mypy, import boundaries, the OpenAPI docum
 	$(PY) docs/options.py --check
 	npm run --silent lint
 
-api-types: $(STAMP) node_modules/.package-lock.json ## rewrite the TypeScript types and security.md's route tables from the OpenAPI documents
+api-types: $(STAMP) node_modules/.package-lock.json ## copy the shared schemas into the service's OpenAPI document; rewrite the TypeScript types and security.md's route tables from the documents
 	$(PY) -m tests.support.openapi --write
 
 options: $(STAMP) ## rewrite docs/options.md from the options' traitlets

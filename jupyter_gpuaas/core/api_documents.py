@@ -3,11 +3,13 @@ time by both servers (docs/api.md).
 
 ``jupyter_gpuaas/server/openapi.json`` is the server extension's; it also holds the payloads the
 gpuaas service shares with the servers (what it takes from them and what they pass on to the
-sidebar). ``gpuaas_service/openapi.json`` is the service's; it refers to those shared payloads
-by the extension document's URI (:data:`SHARED_URI`), since the two packages are siblings in a
-wheel but not in the repository, so no relative path reaches from one to the other.
-:func:`document` resolves those references into a self-contained document: what the servers
-check bodies against, what the tests check answers against, what a stock tool can load.
+sidebar). ``gpuaas_service/openapi.json`` is the service's; as stored, it holds a copy of each
+shared payload it names (``make api-types`` writes them with :func:`bundled`), so that a stock
+tool loads it alone. A reference to the extension's document by its URI (:data:`SHARED_URI`:
+the two packages are siblings in a wheel but not in the repository, so no relative path
+reaches from one to the other) is resolved by :func:`document` all the same, which gives the
+self-contained document: what the servers check bodies against, what the tests check answers
+against.
 
 :class:`RequestBodies` holds a compiled validator for each JSON request body of one document,
 built once when a server starts (a server reports its activity every few seconds: a request

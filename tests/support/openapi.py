@@ -16,7 +16,7 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -244,16 +244,71 @@ def typescript(server: Server) -> str:
     return formatted.stdout
 
 
+def _named_by_uri(node: Any, names: set[str]) -> Any:
+    """``node`` with its local references to ``names`` written as references to the extension's
+    document (:data:`~jupyter_gpuaas.core.api_documents.SHARED_URI`)."""
+    if isinstance(node, dict):
+        return {
+            k: (
+                api_documents.SHARED_URI + v
+                if k == "$ref"
+                and isinstance(v, str)
+                and v.startswith(LOCAL)
+                and v.removeprefix(LOCAL) in names
+                else _named_by_uri(v, names)
+            )
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_named_by_uri(v, names) for v in node]
+    return node
+
+
+def stored_service_document() -> dict[str, Any]:
+    """The service's document as it is stored: its own routes and schemas, and a copy of each
+    schema of the extension's document that it names (and of those these name), so that it
+    stands alone for any OpenAPI tool. The two documents' schema names are one namespace: a
+    schema of the service's that the extension's also holds is a copy, and is copied again
+    (``make api-types``); a reference to the extension's document by its URI is made local."""
+    own = raw("service")
+    shared = raw("extension")
+    theirs = set(shared["components"]["schemas"])
+    schemas = own["components"]["schemas"]
+    for name in [n for n in schemas if n in theirs]:
+        del schemas[name]
+    return api_documents.bundled(_named_by_uri(own, theirs), shared)
+
+
+def json_text(doc: dict[str, Any]) -> str:
+    """A document as the repository stores it."""
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def bundle_problems() -> list[str]:
+    """The service's stored document differs from what :func:`stored_service_document` writes:
+    a shared schema not copied, or not as the extension's document has it now."""
+    try:
+        text = json_text(stored_service_document())
+    except KeyError as e:
+        return [f"{PATHS['service']}: {e.args[0]}"]
+    if PATHS["service"].read_text(encoding="utf-8") == text:
+        return []
+    return [
+        f"{PATHS['service'].relative_to(ROOT)}: the schemas it shares with the extension's"
+        " document are not copied in as that document has them: make api-types"
+    ]
+
+
 def document_problems() -> list[str]:
-    """What openapi-spec-validator finds wrong with either document (none when both are valid),
-    and shared payloads the service's document names that the extension's does not hold."""
+    """What openapi-spec-validator finds wrong with either document as it is stored, alone
+    (none when both are valid), and what is wrong with an operation's ``x-gpuaas-access``."""
     from openapi_spec_validator import validate
     from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
 
     problems = []
     for server in PATHS:
         try:
-            validate(_document(server))
+            validate(raw(server))
         except (OpenAPIValidationError, AssertionError) as e:
             problems.append(f"{PATHS[server]}: {e}")
         for method, path, operation in operations(server):
@@ -361,15 +416,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.support.openapi",
         description="Check the HTTP API's OpenAPI documents and what is generated from them: "
-        "the TypeScript types, docs/security.md's route tables (make lint); --write rewrites "
-        "those (make api-types).",
+        "the shared schemas' copies in the service's document, the TypeScript types, "
+        "docs/security.md's route tables (make lint); --write rewrites those (make api-types).",
     )
     parser.add_argument(
-        "--write", action="store_true", help="rewrite the TypeScript types and security.md's tables"
+        "--write",
+        action="store_true",
+        help="copy the shared schemas, rewrite the TypeScript types and security.md's tables",
     )
     args = parser.parse_args(argv)
 
-    problems = document_problems()
+    if args.write and bundle_problems():
+        with suppress(KeyError):  # a name the extension's does not hold: said below
+            PATHS["service"].write_text(json_text(stored_service_document()), encoding="utf-8")
+            print(f"wrote the shared schemas into {PATHS['service'].relative_to(ROOT)}")
+    problems = bundle_problems() + document_problems()
     if not problems and args.write:
         for server, path in TYPESCRIPT.items():
             path.write_text(typescript(server), encoding="utf-8")

@@ -5,6 +5,7 @@ current."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,38 @@ def test_an_invalid_document_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     broken = openapi.document("extension")
     del broken["paths"]["/usage"]["get"]["responses"]["200"]["description"]
     broken["paths"]["activity"] = broken["paths"].pop("/activity")
-    monkeypatch.setattr(openapi, "_document", lambda server: broken)
+    monkeypatch.setattr(openapi, "raw", lambda server: broken)
     assert len(openapi.document_problems()) == 2  # the first problem of each
+
+
+def test_each_stored_document_validates_alone_with_a_stock_validator() -> None:
+    """As Swagger UI, Redoc or a client generator loads it: the file alone, read by
+    openapi-spec-validator with no resolver of ours (the service's names nothing outside)."""
+    from openapi_spec_validator import validate
+
+    for path in openapi.PATHS.values():
+        text = path.read_text(encoding="utf-8")
+        assert "urn:" not in text
+        validate(json.loads(text))
+
+
+def test_the_services_copies_of_shared_schemas_are_the_extensions() -> None:
+    assert openapi.bundle_problems() == []
+
+
+def test_a_shared_schema_changed_without_its_copy_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    changed = openapi.raw("extension")
+    changed["components"]["schemas"]["activity"]["description"] = "changed here only"
+    raw = openapi.raw
+    monkeypatch.setattr(openapi, "raw", lambda s: changed if s == "extension" else raw(s))
+    (problem,) = openapi.bundle_problems()
+    assert problem.endswith("not copied in as that document has them: make api-types")
+    assert (
+        openapi.stored_service_document()["components"]["schemas"]["activity"]
+        == (changed["components"]["schemas"]["activity"])
+    )
 
 
 def test_the_activity_payload_matches_the_schema() -> None:
