@@ -454,8 +454,11 @@ def render_kueue_manifests(settings: Settings, bin_dir: Path) -> str:
 
     The manager Deployment is dropped (Kueue runs as a local process); its Services become
     ExternalName Services pointing at localhost, and the webhook configurations, conversion
-    webhooks and the visibility APIService use our loopback ports.
+    webhooks and the visibility APIService use our loopback ports. With no Deployment whose
+    image tag says Kueue's version, the CRDs carry it in the label ``app.kubernetes.io/version``
+    (the doctor's other place to read it, where an installer puts one).
     """
+    version = read_versions()["KUEUE_VERSION"]
     proc = subprocess.run(
         [str(bin_dir / "kubectl"), "kustomize", str(bin_dir / "kueue-config" / "default")],
         capture_output=True,
@@ -467,17 +470,20 @@ def render_kueue_manifests(settings: Settings, bin_dir: Path) -> str:
     out = [
         kept
         for doc in yaml.safe_load_all(proc.stdout)
-        if doc and (kept := _out_of_cluster(doc, settings.ports)) is not None
+        if doc and (kept := _out_of_cluster(doc, settings.ports, version)) is not None
     ]
     return yaml.safe_dump_all(out, sort_keys=False)
 
 
-def _out_of_cluster(doc: dict[str, Any], ports: Ports) -> dict[str, Any] | None:
+def _out_of_cluster(doc: dict[str, Any], ports: Ports, version: str) -> dict[str, Any] | None:
     """One of Kueue's manifests as it runs out of cluster here (``None``: left out)."""
     kind = doc.get("kind")
     name = doc.get("metadata", {}).get("name", "")
     if kind == "Deployment" or (kind == "ConfigMap" and name.startswith("kueue-manager-config")):
         return None
+    if kind == "CustomResourceDefinition":
+        labels = doc.setdefault("metadata", {}).setdefault("labels", {})
+        labels["app.kubernetes.io/version"] = version
     if kind == "Service":
         port = {
             KUEUE_WEBHOOK_SERVICE: ports.kueue_webhook,

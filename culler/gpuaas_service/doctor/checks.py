@@ -206,6 +206,7 @@ class Facts:
     """The users' servers' pods in the notebook namespace (``None``: not read)."""
     job_namespaces: tuple[str, ...] = ()
     identity_hint: str = ""
+    """How to run the doctor so it may read what it could not (said with ``unknown``)."""
     job_images: Read[Mapping[str, str]] | None = None
     """The data of the ConfigMap of notebook Jobs' images (``None``: not read, no team runs
     notebooks as Jobs)."""
@@ -215,10 +216,23 @@ class Facts:
     """Kueue Topology name → its levels' node labels, coarsest first (``None``: not read)."""
     job_topology_level: str = "kubernetes.io/hostname"
     """The level notebook Jobs on a topology flavor require (c.GPUaaSService.job_topology_level)."""
-    """How to run the doctor so it may read what it could not (said with ``unknown``)."""
+    kueue_deployment: str = "kueue-system/kueue-controller-manager"
+    """Kueue's manager Deployment (``namespace/name``), whose image tag is Kueue's version."""
 
 
-def _unknown(name: str, what: str, read: Read[Any], hint: str) -> Check:
+_DOCTOR_RBAC = "Role and ClusterRole gpuaas-service-doctor in culler/deploy/gpuaas-service.yaml"
+
+
+def _unknown(name: str, what: str, read: Read[Any], hint: str, rule: str = "") -> Check:
+    """A line for what could not be read; a 403 of a read with an RBAC ``rule`` is said in
+    words, with the rule to add (the service runs these checks as its own account)."""
+    if read.forbidden and rule:
+        return Check(
+            name,
+            "unknown",
+            f"may not read {what}: the account these checks run as lacks {rule}",
+            f"grant it {rule} ({_DOCTOR_RBAC}), or {hint}",
+        )
     fix = hint if read.forbidden else "make it reachable from where the doctor runs"
     return Check(name, "unknown", f"cannot read {what}: {read.error}", fix)
 
@@ -288,6 +302,14 @@ def kueue_checks(facts: Facts) -> list[Check]:
             )
     version = facts.kueue_version
     minimum = ".".join(map(str, KUEUE_MINIMUM))
+    if version.value is None and version.forbidden:
+        ns, _, deployment = facts.kueue_deployment.partition("/")
+        rule = (
+            f"get on deployments {deployment} in {ns} (apps) or on customresourcedefinitions"
+            " clusterqueues.kueue.x-k8s.io (apiextensions.k8s.io)"
+        )
+        out.append(_unknown("kueue.version", "Kueue's version", version, facts.identity_hint, rule))
+        return out
     if version.value is None:
         out.append(
             Check(
@@ -495,7 +517,8 @@ def _queue_needs(
                     found = {f for r in resources for f in cq.flavors_for(r)}
                     flavor = sorted(found)[0] if len(found) == 1 else ""
                 entry = needs.setdefault((cq.name, flavor), ([], set()))
-                entry[0].append(slug)
+                if slug not in entry[0]:  # a team's servers and its Jobs in one queue
+                    entry[0].append(slug)
                 entry[1].update(resources)
     return needs
 
@@ -978,7 +1001,11 @@ def admission_checks(facts: Facts) -> list[Check]:
     pols, binds = facts.admission_policies, facts.admission_bindings
     if pols.value is None or binds.value is None:
         read = pols if pols.value is None else binds
-        return [_unknown("admission", "the admission policies", read, facts.identity_hint)]
+        rule = (
+            "get on validatingadmissionpolicies and validatingadmissionpolicybindings"
+            f" (admissionregistration.k8s.io) named {', '.join(ADMISSION_POLICIES)}"
+        )
+        return [_unknown("admission", "the admission policies", read, facts.identity_hint, rule)]
     out: list[Check] = []
     bound = set(binds.value.values())
     files = {
@@ -1174,7 +1201,9 @@ def job_images_check(facts: Facts, catalog: Catalog) -> Check | None:
                 f" binding {JOB_IMAGES_POLICY}'s parameterNotFoundAction is Deny)",
                 create,
             )
-        return _unknown(name, f"ConfigMap {facts.job_images_ref}", read, facts.identity_hint)
+        rule = f"get on configmaps {cm} in {ns}"
+        what = f"ConfigMap {facts.job_images_ref}"
+        return _unknown(name, what, read, facts.identity_hint, rule)
     listed = {line.strip() for line in str(read.value.get("images", "")).splitlines()}
     absent = [w for w in wanted if w not in listed]
     if absent:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from gpuaas_service.doctor.checks import (
+    ADMISSION_POLICIES,
     JOB_IMAGES_POLICY,
     Access,
     AccessNeed,
@@ -152,12 +153,14 @@ class _Kube:
     async def kueue_version(self) -> tuple[str, str]:
         """Kueue's version and where it was read: the manager Deployment's image tag (as
         ``kubectl kueue version`` reads it), else an ``app.kubernetes.io/version`` label on its
-        ClusterQueue CRD, where the installer put one."""
+        ClusterQueue CRD, where the installer put one (the dev cluster, whose Kueue runs out
+        of cluster, does). A 403 is raised only where neither may be read."""
         from kubernetes_asyncio import client
         from kubernetes_asyncio.client.rest import ApiException
 
         s = self.s
         reasons: list[str] = []
+        denied: ApiException | None = None
         try:
             dep = await client.AppsV1Api(self.api).read_namespaced_deployment(
                 s.kueue_deployment, s.kueue_namespace, _request_timeout=s.timeout
@@ -169,16 +172,23 @@ class _Kube:
                     return tag, f"image of {s.kueue_namespace}/{s.kueue_deployment}"
             reasons.append(f"no tagged kueue image in {s.kueue_namespace}/{s.kueue_deployment}")
         except ApiException as e:
+            if e.status != 403:
+                reasons.append(f"no Deployment {s.kueue_namespace}/{s.kueue_deployment}")
+            denied = e if e.status == 403 else None
+        try:
+            crd = await client.ApiextensionsV1Api(self.api).read_custom_resource_definition(
+                f"clusterqueues.{KUEUE_GROUP}", _request_timeout=s.timeout
+            )
+        except ApiException as e:
             if e.status == 403:
-                raise
-            reasons.append(f"no Deployment {s.kueue_namespace}/{s.kueue_deployment}")
-        crd = await client.ApiextensionsV1Api(self.api).read_custom_resource_definition(
-            f"clusterqueues.{KUEUE_GROUP}", _request_timeout=s.timeout
-        )
+                raise denied or e from None
+            raise
         labels = crd.metadata.labels or {}
         version = labels.get("app.kubernetes.io/version")
         if version:
             return str(version), f"label of CRD clusterqueues.{KUEUE_GROUP}"
+        if denied is not None:
+            raise denied  # what the operator must fix: the Deployment could not be read
         reasons.append(f"no app.kubernetes.io/version label on CRD clusterqueues.{KUEUE_GROUP}")
         raise LookupError("; ".join(reasons))
 
@@ -241,27 +251,38 @@ class _Kube:
         return Access(need, bool(status.allowed), str(status.reason or ""))
 
     async def admission(self) -> tuple[Read[list[str]], Read[dict[str, str]], dict[str, str]]:
-        """The policies' names, the bindings' (→ their policy), and each binding's paramRef
-        (``namespace/name``)."""
+        """Of culler/deploy/'s policies (:data:`~.checks.ADMISSION_POLICIES`), those that exist,
+        their bindings of the same name (→ their policy), and each binding's paramRef
+        (``namespace/name``). Each is read by its name (``get``), so that the service's account
+        needs to read only these (RBAC ``resourceNames``), never list every policy."""
         from kubernetes_asyncio import client
+        from kubernetes_asyncio.client.rest import ApiException
 
         adm = client.AdmissionregistrationV1Api(self.api)
+        timeout = self.s.timeout
+
+        async def named(read: Callable[..., Awaitable[Any]]) -> dict[str, Any]:
+            found: dict[str, Any] = {}
+            for name in ADMISSION_POLICIES:
+                try:
+                    found[name] = await read(name, _request_timeout=timeout)
+                except ApiException as e:
+                    if e.status != 404:
+                        raise
+            return found
 
         async def policies() -> list[str]:
-            out = await adm.list_validating_admission_policy(_request_timeout=self.s.timeout)
-            return [str(p.metadata.name) for p in out.items or []]
+            return list(await named(adm.read_validating_admission_policy))
 
         refs: dict[str, str] = {}
 
         async def bindings() -> dict[str, str]:
-            out = await adm.list_validating_admission_policy_binding(
-                _request_timeout=self.s.timeout
-            )
-            for b in out.items or []:
+            found = await named(adm.read_validating_admission_policy_binding)
+            for name, b in found.items():
                 ref = b.spec.param_ref
                 if ref is not None and ref.name:
-                    refs[str(b.metadata.name)] = f"{ref.namespace or ''}/{ref.name}"
-            return {str(b.metadata.name): str(b.spec.policy_name) for b in out.items or []}
+                    refs[name] = f"{ref.namespace or ''}/{ref.name}"
+            return {name: str(b.spec.policy_name) for name, b in found.items()}
 
         return await _read(policies), await _read(bindings), refs
 
@@ -346,6 +367,7 @@ async def gather(s: DoctorSettings, api: Any) -> Facts:
         "job_namespaces": s.job_namespaces,
         "identity_hint": hint,
         "job_topology_level": s.job_topology_level,
+        "kueue_deployment": f"{s.kueue_namespace}/{s.kueue_deployment}",
     }
     if groups.value is None and not groups.forbidden and "HTTP" not in groups.error:
         down: Read[Any] = Read.failed(groups.error)

@@ -747,3 +747,54 @@ def test_notebook_jobs_count_against_their_own_queue() -> None:
         ("queue.a-nb.h100", "ok"),
         ("queue.a-train.h100", "ok"),
     ]
+
+
+def test_an_offering_is_named_once_where_servers_and_jobs_share_a_queue() -> None:
+    """Issue 50, finding 7: the demo's checks said "local-mig-1g, local-mig-1g": a team's
+    servers and its notebook Jobs were counted into one ClusterQueue line each."""
+    cqs = _cqs(_cq("a-nb", {"h100": {"nvidia.com/gpu": 2}}))
+    lqs = _lqs(
+        {"metadata": {"name": "team-a", "namespace": "users"}, "spec": {"clusterQueue": "a-nb"}},
+        {"metadata": {"name": "training", "namespace": "team-a"}, "spec": {"clusterQueue": "a-nb"}},
+    )
+    [check] = queue_checks(facts(cluster_queues=cqs, local_queues=lqs), JOBS_CATALOG)
+    assert check.detail == "ClusterQueue a-nb has quota on h100 for offering h100", check.line()
+
+
+DENIED: Read[Any] = Read.failed(
+    'HTTP 403 deployments.apps "kueue-controller-manager" is forbidden: User'
+    ' "system:serviceaccount:jupyterhub:gpuaas" cannot get resource "deployments"',
+    forbidden=True,
+)
+
+
+def test_a_read_the_service_may_not_do_is_said_in_words_with_the_rule_to_add() -> None:
+    """Issue 50, finding 7: the console's checks showed raw HTTP 403 texts (Kueue's
+    Deployment, the Jobs' image ConfigMap, the admission policies)."""
+    version = [c for c in kueue_checks(facts(kueue_version=DENIED)) if c.name == "kueue.version"]
+    admission = admission_checks(facts(admission_policies=DENIED))
+    from gpuaas_service.doctor.checks import job_images_check
+
+    images = job_images_check(facts(job_images=DENIED), JOBS_CATALOG)
+    assert images is not None
+    lines = {c.name: c for c in [*version, *admission, images]}
+    assert lines["kueue.version"].detail == (
+        "may not read Kueue's version: the account these checks run as lacks get on deployments"
+        " kueue-controller-manager in kueue-system (apps) or on customresourcedefinitions"
+        " clusterqueues.kueue.x-k8s.io (apiextensions.k8s.io)"
+    )
+    assert lines["admission"].detail.startswith(
+        "may not read the admission policies: the account these checks run as lacks get on"
+        " validatingadmissionpolicies and validatingadmissionpolicybindings"
+        " (admissionregistration.k8s.io) named gpuaas-service-pod-writes, "
+    )
+    assert lines["jobs.images"].detail == (
+        "may not read ConfigMap jupyterhub/gpuaas-job-images: the account these checks run as"
+        " lacks get on configmaps gpuaas-job-images in jupyterhub"
+    )
+    for check in lines.values():
+        assert check.status == "unknown"
+        assert "HTTP" not in check.detail, check.detail
+        assert "403" not in check.detail, check.detail
+        assert "gpuaas-service-doctor in culler/deploy/gpuaas-service.yaml" in check.fix
+        assert "run as admin" in check.fix  # the identity hint stays
