@@ -30,7 +30,15 @@ from typing import Any
 import pytest
 
 from tests.support.lab import Lab, lab_page, start_lab
-from tests.support.lab_page import PANEL, PANEL_TAB, expect
+from tests.support.lab_page import (
+    PANEL,
+    PANEL_TAB,
+    expect,
+    open_panel,
+    run_until_printed,
+    shut_down_and_close,
+    write_notebook,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -275,6 +283,35 @@ def test_keep_my_gpu_from_the_notification(page: Any, service: FakeService) -> N
     expect()(_warning_toasts(page)).to_have_count(0)
     expect()(page.locator(PANEL_TAB)).not_to_have_class(has_class("jp-gpuaas-tab-warned"))
     page.wait_for_function("() => !document.title.startsWith('GPU freed')")
+
+
+def test_the_panel_says_what_a_reclaim_would_keep_before_it_comes(
+    lab: Lab, page: Any, service: FakeService
+) -> None:
+    """Before any warning, where reclaiming is on: the kernels' own estimate of their
+    variables, in the banner's words, with what can never be kept named; then in the warning."""
+    write_notebook(
+        lab.root / "kept.ipynb",
+        "import numpy as np\nx = np.ones(8 << 20)\nb = (i for i in [])\nprint('ready')",
+    )
+    opened = run_until_printed(page, "kept.ipynb", "ready")
+    try:
+        with service.lock:
+            service.warning = None
+        panel = open_panel(page)
+        kept = panel.locator(".jp-gpuaas-reclaim-kept")
+        expect()(kept).to_have_text(
+            "A reclaim would keep 64 MiB of variables (about 1 s to save). "
+            "Never kept: “b” (a generator).",
+            timeout=POLL_MS * 2,
+        )
+        service.warn(seconds=600)
+        warned = panel.locator(".jp-gpuaas-reclaim-warned .jp-gpuaas-reclaim-kept")
+        expect()(warned).to_contain_text("A reclaim would keep 64 MiB", timeout=POLL_MS)
+    finally:
+        with service.lock:
+            service.warning = None
+        shut_down_and_close(page, opened["widgetId"])
 
 
 def test_the_old_tab_after_the_stop(
