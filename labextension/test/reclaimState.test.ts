@@ -150,7 +150,7 @@ describe('the alerts of a warning', () => {
   });
 });
 
-describe('what the stop loses, as the service will do it (issue 50.3)', () => {
+describe('what the stop loses, as the service will do it', () => {
   test('kept state: the variables are saved and come back, the kernels do not just stop', () => {
     const view = alertView(warned(), T0, HUB);
     assert.ok(view.toast);

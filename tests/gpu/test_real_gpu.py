@@ -2,7 +2,7 @@
 
 Runs twice: with the server in this PID namespace, and with it in a new one
 (``unshare --pid --fork --mount-proc``), which is how a pod's container sees the driver. What
-the driver reports there depends on its version (notes/gpu-memory.md), so each run first probes
+the driver reports there depends on its version (docs/simulated-gpus.md), so each run first probes
 the raw driver from the same namespace, and the server's attribution must follow it. MIG cannot
 be switched on from here, so MIG devices are not covered.
 """

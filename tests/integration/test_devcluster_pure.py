@@ -299,7 +299,7 @@ def test_missing_go_fails_the_build_with_a_clear_message(
     assert "make cluster-build" in str(err.value)
 
 
-# The pins before issue 15 (Kubernetes 1.35, Kueue 0.17): a machine may still hold their build.
+# The previous pins (Kubernetes 1.35, Kueue 0.17): a machine may still hold their build.
 PREVIOUS_KEY = "k8s-v1.35.4_etcd-v3.6.16_kwok-v0.8.0_kueue-v0.17.0"
 
 
@@ -343,7 +343,7 @@ def test_a_cache_of_the_previous_pins_is_not_reused(tmp_path: Path) -> None:
 
 
 def test_kwok_stages_never_delete_and_bind_each_pod_write_to_its_uid() -> None:
-    # kwok deletes by name only (issue 10): removal is kwok-finisher's, by UID
+    # kwok deletes by name only: removal is kwok-finisher's, by UID
     stages = [s for s in yaml.safe_load_all(STAGES_FILE.read_text()) if s]
     pod_stages = [s for s in stages if s["spec"]["resourceRef"]["kind"] == "Pod"]
     assert pod_stages

@@ -256,7 +256,8 @@ def _server_on_a_shared_claim(user: str) -> dict[str, Any]:
 def test_two_servers_whose_homes_are_one_claim(
     setup: Setup, healthy: dict[str, dict[str, str]]
 ) -> None:
-    # Issue 47.3.6b: as uid 1000 both, each can leave a kernel-state snapshot the other loads.
+    # Fifth audit, finding 6: as uid 1000 both, each can leave a kernel-state snapshot the
+    # other loads.
     pods = [_server_on_a_shared_claim(u) for u in ("doctor-ann", "doctor-ben")]
     setup.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(pods))
     try:

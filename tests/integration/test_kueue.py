@@ -115,8 +115,9 @@ async def test_deleted_running_pod_frees_its_name_within_10s(cluster: Cluster) -
         )
 
 
-# Issue 10, with Kueue in the loop: quick delete-and-recreate rounds of a Kueue-managed pod (the
-# client waiting as create_when_free says); each new pod must run and stay itself.
+# A pod's name reused at once, with Kueue in the loop: quick delete-and-recreate rounds of a
+# Kueue-managed pod (the client waiting as create_when_free says); each new pod must run and
+# stay itself.
 RECREATE_ROUNDS = 30
 
 

@@ -1,5 +1,5 @@
 """A pod name freed by the cluster's kubelets is free for a new pod: nothing of the old pod's end
-lands on the new one (issue 10). Pods here are not Kueue's (no queue label): what is tested is
+lands on the new one. Pods here are not Kueue's (no queue label): what is tested is
 the kubelets' last step alone, kwok's (kwok-finisher) and the node agent's."""
 
 from __future__ import annotations

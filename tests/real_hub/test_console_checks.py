@@ -1,8 +1,8 @@
 """The console's *Deployment checks* section in Chromium (docs/deploy.md, docs/console.md): an
 operator sees the doctor's lines, those not ok first with their fixes, and "Check again" runs
 them anew; a team lead's page has no such section. The service runs the checks as its own
-account and token on the dev cluster, the reference set-up: every line is ok (issue 50, finding
-7: three lines said raw HTTP 403 texts, and one offering was named twice)."""
+account and token on the dev cluster, the reference set-up: every line is ok (three
+lines once said raw HTTP 403 texts, and one offering was named twice)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The console's "Every GPU" while a GPU Job runs, on the real cluster with a real hub (issue 39
-item 3): every row is of one moment, the reclaim loop's last cycle, and says when that was; the
+"""The console's "Every GPU" while a GPU Job runs, on the real cluster with a real hub:
+every row is of one moment, the reclaim loop's last cycle, and says when that was; the
 Job is on its node; a MIG slice it holds is never listed free; the overview's queued counts and
 the plan beside them are of the same cycle.
 

@@ -1,4 +1,5 @@
-"""Issue 13, points 5 and 8, on a real ``gpuaas-service`` under the real hub, with real servers.
+"""A webhook that never answers and a restart mid-countdown, on a real ``gpuaas-service`` under
+the real hub, with real servers.
 
 One scenario: bob's and carol's idle MIG workbenches are warned for a queued Job; the policy's
 webhook accepts connections and never answers; the service is restarted in the middle of the

@@ -88,7 +88,7 @@ async def _claim_exists(k8s: client.ApiClient, user: str) -> bool:
 async def test_a_home_claim_deleted_behind_the_hubs_back_is_made_again(
     homes_hub: Hub, k8s: client.ApiClient
 ) -> None:
-    """Issue 39: the hub's saved state names carol's claim (KubeSpawner then never creates it
+    """The hub's saved state names carol's claim (KubeSpawner then never creates it
     again); an admin, or a new cluster under a kept hub, removed it. Her next start makes it
     again and her server runs, on a new, empty home she is told about, instead of waiting for
     a node until the start timeout."""

@@ -260,7 +260,7 @@ async def test_the_console_page_draws_the_history_charts(
     await page.goto(f"{hub.url}/services/gpuaas/console/")
     await page.wait_for_selector('#history-charts figure[data-chart="Reclaims per step"] canvas')
     assert await page.locator("#history-charts figure").count() == 7
-    # minutes of data: the range follows it (issue 39), not a sliver at the edge of "last 6h"
+    # minutes of data: the range follows it, not a sliver at the edge of "last 6h"
     chosen = await page.locator("#history-range").input_value()
     assert chosen in ("15m", "1h"), chosen
     assert "From Prometheus, one point per 15 s." in await seen(page.locator("#history-status"))

@@ -1,4 +1,4 @@
-"""A real reclaim keeps the kernels' state (issue 36.3; real hub with persistent homes, Kueue,
+"""A real reclaim keeps the kernels' state (real hub with persistent homes, Kueue,
 node agent, the gpuaas service, real ipykernel kernels): before the service stops alice's
 server for the queued Job it asks her server for a snapshot, her server saves her notebook's
 kernel and answers, and the stop records what was kept (audit, metrics, console journal)."""
@@ -75,7 +75,7 @@ async def test_a_reclaim_saves_the_kernel_first_and_records_what_it_kept(
         assert (carol["answered"], carol["result"], carol["kernels"]) == (True, "kept", [])
 
         # on her return the spawn form says what was saved and that it comes back when the
-        # notebook opens: nothing is restored yet (issue 50.3), so nothing "was moved" or "is
+        # notebook opens: nothing is restored yet, so nothing "was moved" or "is
         # back", and the name is quoted, not in Markdown the page would show raw
         page = spawn_page(hub, "alice")
         assert "Your server was stopped at" in page, page

@@ -1,4 +1,4 @@
-"""After a real reclaim, one prompt (issue 39 item 4): the product's notice ("Your server was
+"""After a real reclaim, one prompt: the product's notice ("Your server was
 stopped at about … [Start again]"), and not JupyterLab's own "Server unavailable or unreachable …
 Would you like to restart it?" modal on top of it (real hub, cluster, singleuser servers;
 Chromium, a notebook open with its kernel, as a user works)."""

@@ -2,7 +2,7 @@
 
 KubeSpawner reuses the pod name (``jupyter-<user>``): a restart creates the new pod the moment
 the old one is gone, which is when anything finishing the old pod by name alone would hit the
-new one instead (issue 10). Each round here stops the server, starts it again at once, and checks
+new one instead. Each round here stops the server, starts it again at once, and checks
 that the new pod (a new UID) runs, is Ready and serves the user through the hub's proxy.
 """
 

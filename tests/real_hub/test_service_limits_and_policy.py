@@ -1,5 +1,6 @@
-"""Issue 13, points 4 and 9, on a real ``gpuaas-service`` process under the real hub (no
-servers are spawned: the servers' tokens are issued by the hub with a server token's scopes).
+"""Request limits and a policy file that turns invalid, on a real ``gpuaas-service`` process
+under the real hub (no servers are spawned: the servers' tokens are issued by the hub with a
+server token's scopes).
 
 4 — an oversized body is refused from its Content-Length before it is sent; a flood of reports
     from one server's token is answered 429 with Retry-After while another server's reports are

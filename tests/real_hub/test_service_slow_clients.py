@@ -1,4 +1,4 @@
-"""Issue 35, finding 2, on a real ``gpuaas-service`` process under the real hub, on its own
+"""Fourth audit, finding 2, on a real ``gpuaas-service`` process under the real hub, on its own
 port (which a notebook Job's pod reaches directly): slow clients hold no connection.
 
 - anonymous clients trickling bodies to every route that takes one are answered 403 and

@@ -129,7 +129,7 @@ async def test_a_body_that_is_not_json_is_refused(jp_fetch: Fetch, endpoint: str
 
 @pytest.mark.parametrize("endpoint", ["jobs", "resize"])
 async def test_a_deeply_nested_body_is_a_400_not_a_500(jp_fetch: Fetch, endpoint: str) -> None:
-    """Issue 35, finding 9: json.loads raised RecursionError (a 500) on deep nesting."""
+    """Fourth audit, finding 9: json.loads raised RecursionError (a 500) on deep nesting."""
     deep = b"[" * 100_000 + b"]" * 100_000
     with pytest.raises(HTTPClientError) as refused:
         await jp_fetch("gpuaas", "api", endpoint, method="POST", body=deep)

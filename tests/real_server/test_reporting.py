@@ -172,7 +172,7 @@ async def test_a_snapshot_request_is_answered_with_each_kernels_outcome(
     jp_serverapp: Any,
     jp_home_dir: Path,
 ) -> None:
-    # Issue 36.3: before a reclaim stops this server the service asks, in its answer to a
+    # Before a reclaim stops this server the service asks, in its answer to a
     # report, for a snapshot; the reporter saves every kernel and reports the outcomes at once.
     _url, loop = service
     kernel = await start_session(jp_fetch, "train.ipynb")

@@ -110,7 +110,7 @@ async def test_the_way_up_saves_the_kernels_before_the_server_stops(
     jp_home_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Issue 36.4: the move keeps the notebook's variables (they come back when it opens on
+    # The move keeps the notebook's variables (they come back when it opens on
     # the bigger share); they are saved before the service is asked, so before the stop.
     kernel = await start_session(jp_fetch, "train.ipynb")
     await execute(jp_ws_fetch, kernel, "x = 41\nbatches = (i for i in range(3))")
@@ -210,7 +210,7 @@ async def recorded(
 async def test_the_move_records_the_peak_the_server_holds_as_it_asks(
     recorded: tuple[TickingHub, UsageRecorder, _History], jp_fetch: Fetch, jp_ws_fetch: Fetch
 ) -> None:
-    """Issue 50, finding 5: a kernel reaches its cap after the last periodic report, and the
+    """A kernel reaches its cap after the last periodic report, and the
     user moves up at once; the size advice later said "no session ended yet". The extension
     reports just before it asks for the move, and the move records that report's peak."""
     hub, recorder, history = recorded

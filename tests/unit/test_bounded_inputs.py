@@ -1,4 +1,4 @@
-"""Issue 35, findings 4 and 8: every name is checked as a whole (``$`` matched before a
+"""Fourth audit, findings 4 and 8: every name is checked as a whole (``$`` matched before a
 trailing newline) and every number is finite (a NaN passes every bound: each comparison is
 false), in the typed readers (core/fields.py) and in each input they serve: the catalog, the
 culler's policy (file and YAML text), job submissions and spawn options."""

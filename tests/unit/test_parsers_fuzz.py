@@ -306,7 +306,7 @@ def test_the_exports_day_is_a_date_or_says_what_is_wrong(raw: str) -> None:
 
 # --------------------------------------------------------------------------- non-finite, newlines
 
-# Issue 35, findings 4 and 8: a NaN passed every bound of the policy's numbers (each comparison
+# Fourth audit, findings 4 and 8: a NaN passed every bound of the policy's numbers (each comparison
 # is false) and ``$`` matched before a trailing newline. Over valid samples: any number of the
 # input replaced by NaN or an infinity, and any name given a trailing newline, is refused at a
 # path (never taken, never another exception).

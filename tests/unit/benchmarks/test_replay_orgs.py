@@ -176,7 +176,7 @@ def test_the_trace_follows_the_organisations_demand() -> None:
     [("notebook-heavy", 3.0, 0.35), ("balanced", 2.0, 0.5), ("training-bound", 1.0, 0.7)],
 )
 def test_the_family_organisations(name: str, users_per_gpu: float, training_load: float) -> None:
-    """The family of the page (issue 48): nodes of 8 cards, the demand each is named for."""
+    """The family of the page: nodes of 8 cards, the demand each is named for."""
     from benchmarks.replay.family import FAMILY
 
     assert name in FAMILY

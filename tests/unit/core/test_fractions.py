@@ -345,7 +345,7 @@ def test_headroom_in_the_transformed_resources(
 
 
 def test_a_move_counts_the_share_it_stops_as_freed() -> None:
-    """Issue 50, finding 4: a quarter-L4 moving up to a half in a pool of one half per team
+    """A quarter-L4 moving up to a half in a pool of one half per team
     was told "will queue: first in line once a half-L4 frees up", and started at once: the
     quota of the quarter it stops first was not counted as freed."""
     cat = fraction_catalog()

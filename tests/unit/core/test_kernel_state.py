@@ -118,7 +118,7 @@ def test_the_notice_names_what_was_lost_and_why() -> None:
     ],
 )
 def test_a_snapshot_is_said_in_the_past_not_as_if_restored(outcome: KernelStateOutcome) -> None:
-    """The words are said when the snapshot is known, before any restore (issue 50.3): saved,
+    """The words are said when the snapshot is known, before any restore: saved,
     never "back" nor "moved"; and no Markdown, which no place that shows them renders."""
     words = summarise([outcome]) + " " + comes_back([outcome])
     assert "back," not in words

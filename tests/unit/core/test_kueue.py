@@ -33,7 +33,7 @@ def test_times_that_overflow_are_no_time() -> None:
     ],
 )
 def test_any_fraction_of_a_second_on_every_python(text: str, micros: int) -> None:
-    # Python 3.10's fromisoformat takes 3 or 6 digits only (issue 47.2)
+    # Python 3.10's fromisoformat takes 3 or 6 digits only
     parsed = parse_time(text)
     assert parsed is not None
     assert parsed.tzinfo == timezone.utc

@@ -1,4 +1,4 @@
-"""The demo's way down is seen within its walk (issue 50, finding 6): its policy shortens
+"""The demo's way down is seen within its walk: its policy shortens
 ``way_down_after`` for the GPU workbenches, and the banner says the same time."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""make demo's hub state lives and dies with its cluster (demo/hubstate.py; issue 39): a second
+"""make demo's hub state lives and dies with its cluster (demo/hubstate.py): a second
 ``make demo`` starts a new cluster, so a hub database that names the last one's claims and
 pods is removed; the same cluster's is kept. And the banner says so, and where the console is."""
 

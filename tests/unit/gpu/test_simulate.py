@@ -33,7 +33,7 @@ def test_hold_and_release(sim_dir: Path) -> None:
 
 
 def test_a_pickled_hold_comes_back_as_a_record_that_holds_nothing(sim_dir: Path) -> None:
-    """Device memory is never in a pickle (issue 50.10): a hold loaded again, as a kernel's
+    """Device memory is never in a pickle: a hold loaded again, as a kernel's
     restored variables are, is released, says so, and releasing it leaves the original's
     memory alone."""
     handle = simulate.hold("2GiB", device=0)

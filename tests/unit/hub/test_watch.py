@@ -80,7 +80,7 @@ class SlowWorkloads(FakeCustomObjects):
 async def test_a_list_that_times_out_is_retried_and_the_start_ends_unsynced(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # issue 47.2: on Python 3.10 both timeouts escaped, the start's and the list's (which ended
+    # On Python 3.10 both timeouts escaped, the start's and the list's (which ended
     # that store's watch for good)
     caplog.set_level(logging.WARNING, logger="jupyter_gpuaas.hub.watch")
     view = WatchedKueueView(namespaces=["ns"], custom_objects_api=SlowWorkloads)

@@ -1,4 +1,4 @@
-"""The reporter's side of "reclaim keeps state" (issue 36.3), over a stand-in for its one
+"""The reporter's side of "reclaim keeps state", over a stand-in for its one
 client of the service: it says it keeps state, answers each snapshot request once and at once,
 reports an error when the snapshot cannot run, and reports sooner when asked."""
 

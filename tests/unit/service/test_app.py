@@ -298,7 +298,7 @@ async def test_the_loop_is_built_with_its_feeds_and_the_teams_names_in_its_setti
 
 async def test_the_main_loop_ticks_until_a_stop_is_asked() -> None:
     # Each wait between two ticks ends in asyncio's TimeoutError, which on Python 3.10 is not the
-    # builtin one (issue 47.2): caught as the builtin, the service exited at the first.
+    # builtin one: caught as the builtin, the service exited at the first.
     stop = asyncio.Event()
     ticks = 0
 

@@ -412,7 +412,7 @@ FREE = state([team_a_notebooks(), team_a_notebooks() | {"metadata": {"name": "te
 
 
 def test_what_fits_and_starts_now_is_preselected_over_what_fits_and_would_queue() -> None:
-    """Issue 39: alice after the reclaim (her 1g slice now held by the Job she was reclaimed
+    """Alice after the reclaim (her 1g slice now held by the Job she was reclaimed
     for) and bob (never measured; his team's usual slice queues) were offered the slice that
     queued. The smallest that fits and starts now is preselected, and the line says why."""
     (team,) = _model(peaks_mib=[2 * 1024]).teams  # 2.5 GiB fits mig-1g (queues), mig-3g (now)
@@ -521,7 +521,7 @@ def _checked(html: str) -> list[str]:
 
 
 def test_an_idle_gpu_session_is_not_moved_to_cpu_only_unasked() -> None:
-    """Issue 50: after a reclaim, alice's last session had used no GPU memory, and Start again
+    """After a reclaim, alice's last session had used no GPU memory, and Start again
     preselected "CPU only" for a MIG user. A change between CPU only and a GPU is never
     preselected: her slice is, and the advice stays beside it as a suggestion."""
     (team,) = _model(previous={"team": "team-a", "offering": "mig-3g"}, peaks_mib=[0]).teams

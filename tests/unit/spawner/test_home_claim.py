@@ -1,5 +1,5 @@
 """A home claim deleted behind the hub's back (or a new cluster under a kept hub): the spawner
-makes it again instead of waiting for it (issue 39), and says so."""
+makes it again instead of waiting for it, and says so."""
 
 from __future__ import annotations
 

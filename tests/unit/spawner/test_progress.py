@@ -821,7 +821,7 @@ async def test_a_restart_creates_its_pod_only_once_the_earlier_pods_workload_is_
     spawner: Any,
 ) -> None:
     """Kueue 0.17 matches a plain pod's Workloads by the pod's name: a pod created while the
-    earlier pod's Workload remains is later stopped by Kueue (issue 10; 0.18+ match the UID
+    earlier pod's Workload remains is later stopped by Kueue (0.18+ match the UID
     only with FinishOrphanedWorkloads on, which our Kueue configuration turns off)."""
     import asyncio
 
@@ -1119,7 +1119,7 @@ def exited_pod(message: str) -> dict[str, Any]:
 
 
 def test_the_admins_log_quotes_the_servers_output_as_one_escaped_capped_line() -> None:
-    # Issue 47.3.4: the output's line breaks made records of their own (a forged one among
+    # Fifth audit, finding 4: the output's line breaks made records of their own (a forged one among
     # them), its ANSI sequences reached the terminal, the hub token it printed the log.
     details = exit_details(exited_pod(FORGED), secrets=[TOKEN])
     assert details.isprintable()  # no line break, escape or other control character

@@ -1,4 +1,4 @@
-"""The notice on return after a reclaim that kept kernel state (issue 36.3): the marks the
+"""The notice on return after a reclaim that kept kernel state: the marks the
 gpuaas service left on the pod (gpuaas.jupyter.org/reclaim-kernel-state) in words."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def test_the_return_notice_says_what_came_of_the_kernels(state: str, expected: s
 def test_the_notice_says_saved_not_back_before_anything_was_restored(state: str) -> None:
     """The spawn page shows this before the server starts again: nothing has been restored yet
     (the variables come back when the notebook opens in the new server), so nothing "was
-    moved" and no variable "is back" (issue 50.3); and its names carry no Markdown, which the
+    moved" and no variable "is back"; and its names carry no Markdown, which the
     page does not render."""
     annotations = {**STOPPED, "gpuaas.jupyter.org/reclaim-kernel-state": state}
     notice = reclaim_notice(annotations, team="team-a", team_names={"team-b": "Team B"})

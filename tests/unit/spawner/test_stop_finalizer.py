@@ -1,4 +1,4 @@
-"""A stopped pod that Kueue's finalizer holds (issue 47.2): KubeSpawner's wait for it to go ends
+"""A stopped pod that Kueue's finalizer holds: KubeSpawner's wait for it to go ends
 in JupyterHub's ``exponential_backoff`` timeout, an ``asyncio.TimeoutError`` (not the builtin
 ``TimeoutError`` before Python 3.11). The spawner then removes the finalizer and waits again;
 caught as the builtin only, on 3.10 the stop failed with the pod left in place."""

@@ -1,5 +1,5 @@
 /**
- * The console's words and figures (issue 39 item 6): counted nouns, chart titles and ranges,
+ * The console's words and figures: counted nouns, chart titles and ranges,
  * the moment the per-GPU view is of. Pure functions, run with node's test runner.
  */
 import assert from 'node:assert/strict';

@@ -111,7 +111,7 @@ async def test_the_client_reports_a_bad_query_and_an_unreachable_prometheus(
 async def test_a_prometheus_behind_basic_auth_gets_the_urls_credentials_and_nobody_sees_them() -> (
     None
 ):
-    # Issue 47.3.3: the password went out percent-encoded and was shown with every error.
+    # Fifth audit, finding 3: the password went out percent-encoded and was shown with every error.
     seen: list[str] = []
 
     class Query(web.RequestHandler):

@@ -92,7 +92,7 @@ def test_the_sizing_view_carries_mig_only_when_given_nodes() -> None:
 def test_a_pod_asking_for_an_unknown_mig_profile_is_left_out_and_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Issue 35, finding 3: ``nvidia.com/mig-foo`` made the advice raise (every cycle)."""
+    """Fourth audit, finding 3: ``nvidia.com/mig-foo`` made the advice raise (every cycle)."""
     caplog.set_level(logging.WARNING, logger="gpuaas.console")
     pods = [
         pod("nvidia.com/mig-foo", 1, pool="local-0", phase="Pending"),

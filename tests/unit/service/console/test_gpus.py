@@ -301,7 +301,7 @@ def test_node_reading_and_pools() -> None:
 
 
 def test_a_free_cards_words_name_the_card_then_what_is_free_of_it() -> None:
-    """Issue 39 item 6: "89.98 GiB and 4 GPU of cores, in 40 vGPU slots" read as nonsense; the
+    """The words "89.98 GiB and 4 GPU of cores, in 40 vGPU slots" read as nonsense; the
     card comes first, its slots and cores after (its memory: the memory column)."""
     from gpuaas_service.console.gpus import free_card_label
 

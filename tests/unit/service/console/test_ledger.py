@@ -240,7 +240,7 @@ def test_a_workbench_holds_its_gpu_when_it_runs_or_is_on_its_node(
 
 
 def test_time_in_the_queue_is_never_billed_and_is_a_column_of_its_own() -> None:
-    """Issue 39: bob never got a GPU, yet the export billed him his time in the queue. An hour
+    """Bob never got a GPU, yet the export billed him his time in the queue. An hour
     in 6 cycles: bob's 1/7 slice waits in the queue throughout, alice's runs; carol cancels her
     queued start (her pod is stopping): nothing counts for her."""
     alice = wb("alice", "team-a", State.BUSY, Fraction(1, 7))

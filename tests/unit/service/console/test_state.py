@@ -327,7 +327,7 @@ def _raw_workload(name: str, ns: str, *, admitted: bool, owner: str) -> dict[str
 
 
 def test_every_gpu_and_the_queued_counts_are_of_the_cycles_moment() -> None:
-    """Issue 39 item 3: the Workloads were read live while the Jobs' pods were the cycle's, so a
+    """The Workloads were read live while the Jobs' pods were the cycle's, so a
     Job admitted since the cycle read its pods was on node "not known" and its MIG slice free;
     and "What is queued" counted live beside a plan of the cycle. Everything is now of the
     cycle's reading, and the answer says when that was."""

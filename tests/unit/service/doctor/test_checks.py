@@ -750,7 +750,7 @@ def test_notebook_jobs_count_against_their_own_queue() -> None:
 
 
 def test_an_offering_is_named_once_where_servers_and_jobs_share_a_queue() -> None:
-    """Issue 50, finding 7: the demo's checks said "local-mig-1g, local-mig-1g": a team's
+    """The demo's checks said "local-mig-1g, local-mig-1g": a team's
     servers and its notebook Jobs were counted into one ClusterQueue line each."""
     cqs = _cqs(_cq("a-nb", {"h100": {"nvidia.com/gpu": 2}}))
     lqs = _lqs(
@@ -769,7 +769,7 @@ DENIED: Read[Any] = Read.failed(
 
 
 def test_a_read_the_service_may_not_do_is_said_in_words_with_the_rule_to_add() -> None:
-    """Issue 50, finding 7: the console's checks showed raw HTTP 403 texts (Kueue's
+    """The console's checks showed raw HTTP 403 texts (Kueue's
     Deployment, the Jobs' image ConfigMap, the admission policies)."""
     version = [c for c in kueue_checks(facts(kueue_version=DENIED)) if c.name == "kueue.version"]
     admission = admission_checks(facts(admission_policies=DENIED))

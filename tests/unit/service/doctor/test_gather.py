@@ -164,8 +164,8 @@ async def test_an_api_server_that_does_not_answer_is_asked_nothing_more() -> Non
 
 
 async def test_no_line_of_the_doctor_shows_a_urls_credentials() -> None:
-    # Issue 47.3.3: the doctor's text, --json and api/console/checks printed prometheus_url
-    # with its user:password@ (they are all the checks' lines and dicts).
+    # Fifth audit, finding 3: the doctor's text, --json and api/console/checks printed
+    # prometheus_url with its user:password@ (they are all the checks' lines and dicts).
     config = client.Configuration(host=f"http://127.0.0.1:{closed_port()}")
     prometheus, hub = closed_port(), closed_port()
     settings = DoctorSettings(

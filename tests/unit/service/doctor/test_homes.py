@@ -1,7 +1,7 @@
 """The doctor's ``homes`` line (doctor/homes.py, checks.homes_check): under z2jh every server
 runs as uid 1000, so a kernel-state snapshot is the user's own only where no other user's
-server can write into their home (issue 47.3.6b). Tables of plain pods as KubeSpawner and z2jh
-write them."""
+server can write into their home (fifth audit, finding 6). Tables of plain pods as KubeSpawner
+and z2jh write them."""
 
 from __future__ import annotations
 

@@ -194,7 +194,7 @@ TABLE: list[
     ("snoozed", {}, {"snoozed_until": NOW + M}, [job()], ("skip", "snoozed", never_touched)),
     ("snooze over", {}, {"snoozed_until": NOW - M}, [job()], ("warn", "demand", serve_demand)),
     ("busy, with demand", {}, {"state": State.BUSY}, [job()], ("skip", "busy", in_use_or_unsure)),
-    # max_age is a hard cap (issue 13.2): busy or unknown, it is warned and then reclaimed.
+    # max_age is a hard cap: busy or unknown, it is warned and then reclaimed.
     (
         "busy, past max_age",
         {"max_age": "1h"},
@@ -1001,7 +1001,7 @@ OWN_TEAM_FIRST: list[tuple[str, bool, list[Workbench], int, tuple[str, ...]]] = 
         ("carol",),
     ),
     (
-        # Issue 50: carol was warned while alice was not idle enough; 30 s later alice was,
+        # Carol was warned while alice was not idle enough; 30 s later alice was,
         # carol's warning was withdrawn and she had seen a countdown for nothing.
         "on: a lender's server already warned keeps its place before the team's newly idle one",
         True,

@@ -1,4 +1,4 @@
-"""The pure parts of "reclaim keeps state" (issue 36.3): the policy's ``idle_after_when_kept``
+"""The pure parts of "reclaim keeps state": the policy's ``idle_after_when_kept``
 and ``snapshot_timeout``, decide's use of them, the store's snapshot ask with its bound, and
 what a reclaim records of its kernels (reclaim/kept_state.py)."""
 

@@ -221,7 +221,7 @@ async def test_a_busy_kernel_clears_the_warning() -> None:
     assert {d.workbench.key: d.action for d in plan.decisions}["alice"] is Action.CLEAR_WARNING
     assert WARNED_AT not in w.kube.pods["jupyter-alice"]["metadata"]["annotations"]
     assert w.loop.warning_for("alice", "")["warning"] is None
-    # the console's journal says the warning is off, and why (issue 50: only its warning showed)
+    # the console's journal says the warning is off, and why (only its warning showed)
     # (bob's too: his batch cannot be covered without alice)
     events = [(e.event, e.user) for e in w.record.journal.entries]
     assert events == [
@@ -458,7 +458,7 @@ async def test_a_busy_report_between_the_decision_and_the_stop_wins() -> None:
 
 
 async def test_after_a_restart_the_banner_comes_back_and_saving_comes_first() -> None:
-    # Issue 13.8: the deadline and reason are on the pod; a restarted service shows them and
+    # The deadline and reason are on the pod; a restarted service shows them and
     # stops nothing before the sidebar has had "saving" for save_lead.
     w = World()
     await w.cycle()
@@ -501,7 +501,7 @@ def _team_b_job(w: World) -> None:
 
 
 async def test_a_warning_names_queued_work_of_another_team_by_its_display_name_only() -> None:
-    # Issue 13.10, 28: team A's workbenches warned for team B's Job: "queued work of Team B",
+    # Team A's workbenches warned for team B's Job: "queued work of Team B",
     # the catalog's display name, never the Job's name nor the team's slug.
     w = World()
     _team_b_job(w)
@@ -623,7 +623,7 @@ async def test_a_reclaim_for_another_teams_work_is_journaled_as_lent() -> None:
 
 
 class _FailingListener:
-    """A listener whose view of each cycle fails (the console's MIG advice did, issue 35)."""
+    """A listener whose view of each cycle fails (the console's MIG advice did)."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -650,7 +650,7 @@ class _CountingListener:
 async def test_a_listeners_failure_never_counts_as_a_failed_cycle(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Issue 35, finding 3: the cycle was decided and acted on; the interval stays."""
+    """Fourth audit, finding 3: the cycle was decided and acted on; the interval stays."""
     w = World()
     failing, counting = _FailingListener(), _CountingListener()
     w.loop.listeners[:0] = [failing, counting]
@@ -813,7 +813,7 @@ class HangingHub(FakeHub):
 
 
 async def test_a_stop_cut_short_by_the_services_stop_leaves_no_marks_on_the_running_pod() -> None:
-    # Issue 47.3.6a: the grace's cancel passed `except Exception` between the pod's reclaim
+    # Fifth audit, finding 6: the grace's cancel passed `except Exception` between the pod's reclaim
     # marks and the hub's answer: the pod, still running, stayed marked (counted as stopping).
     w = World()
     await w.cycle()  # alice and bob warned

@@ -1,4 +1,4 @@
-"""The reclaim loop's stop step with kernel state (issue 36.3), over the small world of
+"""The reclaim loop's stop step with kernel state, over the small world of
 tests/support/service_world.py: a server that keeps state is asked for a snapshot before it is
 stopped, the stop waits for the answer at most ``snapshot_timeout``, and each kernel's outcome
 is recorded in the audit, the metrics, the console's journal and the mark the return notice is
@@ -213,7 +213,7 @@ async def test_a_busy_report_as_the_answer_puts_the_stop_off() -> None:
 async def test_a_sigterm_during_the_snapshot_wait_puts_the_stops_off_within_the_grace(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # Issue 47.3.6a: snapshot_timeout (60 s) outlasts shutdown_grace (20 s); the grace then
+    # Fifth audit, finding 6: snapshot_timeout (60 s) outlasts shutdown_grace (20 s); the grace then
     # cancelled the cycle mid-wait, and a stop that had begun kept its marks on a running pod.
     # A stopping service begins no stop: the wait ends at once and the stops are put off.
     caplog.set_level(logging.INFO, logger="gpuaas.culler.audit")
@@ -259,7 +259,7 @@ async def test_snapshot_timeout_zero_asks_nothing() -> None:
 
 
 async def test_the_warning_says_whether_the_stop_saves_the_variables() -> None:
-    """The sidebar words what a stop loses from the warning (issue 50.3): saved and back where
+    """The sidebar words what a stop loses from the warning: saved and back where
     the server keeps kernel state and the policy gives a snapshot time; lost otherwise."""
     w = World()
     await cycle(w, 0, "alice")

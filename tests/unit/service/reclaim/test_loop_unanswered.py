@@ -1,4 +1,4 @@
-"""Servers that say they keep kernel state and never answer the snapshot request (issue 47.2):
+"""Servers that say they keep kernel state and never answer the snapshot request:
 each stop waits ``snapshot_timeout`` for the answer, then goes on, on every Python the package
 supports. On 3.10 ``asyncio.wait_for`` raises ``asyncio.TimeoutError``, which is not the builtin
 ``TimeoutError`` before 3.11: caught as the builtin only, the wait ended the cycle at the first

@@ -399,7 +399,7 @@ def test_busy_signal_is_a_policy_field_with_a_path() -> None:
 
 
 def test_way_down_after_is_a_policy_field_with_a_clear_error() -> None:
-    """Issue 50, finding 6: way_down_after was a service option only, so the demo's policy
+    """way_down_after was a service option only, so the demo's policy
     could not shorten it and a newcomer never saw the way down."""
     (p,) = load_policy(one()).policies
     assert p.way_down_after is None  # the service's c.GPUaaSService.way_down_after

@@ -1,4 +1,4 @@
-"""Issue 49.4: the reclaim's wait for a server's snapshot follows the state its kernels hold:
+"""The reclaim's wait for a server's snapshot follows the state its kernels hold:
 the policy's ``snapshot_per_gib`` on top of ``snapshot_timeout``, read from the size the
 server's activity report says (``kernel_state_bytes``), and the ask the stop step makes."""
 

@@ -92,7 +92,7 @@ async def test_a_restarted_server_is_a_new_session() -> None:
 
 
 async def test_one_run_whose_start_moves_is_one_session() -> None:
-    """Issue 39: the form said "Your last 3 sessions" after one. The start a cycle sees moves
+    """The form said "Your last 3 sessions" after one. The start a cycle sees moves
     within one run: the pod's, then the hub's spawn time (earlier) while alice is warned, then
     the pod's again; a start a few seconds off (clocks) is the same run too."""
     store = Store()
@@ -147,7 +147,7 @@ async def test_the_open_sessions_peak_so_far_is_read_for_the_way_down() -> None:
 
 
 async def test_a_move_records_the_peak_it_was_made_for() -> None:
-    """Issue 50, finding 5: after a way up at the 5.5 GiB cap, sizing showed "no session ended
+    """After a way up at the 5.5 GiB cap, sizing showed "no session ended
     yet": the kernel reached the cap between two cycles' samples, and the move ended the
     session before the next. The move records the peak of the server's last report."""
     store = Store()

@@ -1,4 +1,4 @@
-"""Issue 35, finding 9: the whole cards a waiting pod asks for (reclaim/gather.py
+"""Fourth audit, finding 9: the whole cards a waiting pod asks for (reclaim/gather.py
 ``_whole_cards``, behind every placement wait) are read as Kubernetes quantities: ``int("1k")``
 raised on every cycle that saw such a pod."""
 

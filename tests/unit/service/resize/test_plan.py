@@ -225,7 +225,7 @@ def test_the_other_servers_of_the_user_count_towards_the_caps() -> None:
 
 
 def test_a_server_of_a_team_the_user_left_still_counts_as_the_spawner_counts_it() -> None:
-    """Issue 35, finding 5: its options no longer validate, but it holds its GPU until it
+    """Fourth audit, finding 5: its options no longer validate, but it holds its GPU until it
     stops; the spawner counted it at the start, the service's check skipped it."""
     servers = {
         "": {"user_options": {"team": "team-a", "offering": "l4-quarter"}},

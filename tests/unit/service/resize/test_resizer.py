@@ -30,7 +30,7 @@ async def test_the_next_size_up_carries_its_headroom_where_the_service_reads_the
 
 
 async def test_the_next_size_up_counts_the_users_own_share_as_freed() -> None:
-    """Issue 50, finding 4: team-a's pool holds one half-L4 (or two quarters); alice's quarter
+    """team-a's pool holds one half-L4 (or two quarters); alice's quarter
     is the only one in it. The move stops her quarter before it starts the half, so the half
     starts now; the dialog said "will queue: first in line once a half-L4 frees up"."""
     hub = TickingHub()
@@ -54,7 +54,7 @@ async def test_the_next_size_up_counts_the_users_own_share_as_freed() -> None:
 
 
 async def test_a_move_the_spawner_would_refuse_at_the_start_is_refused_before_the_stop() -> None:
-    """Issue 35, finding 5: team-a allows 2 GPU servers; alice runs three (one charged to
+    """Fourth audit, finding 5: team-a allows 2 GPU servers; alice runs three (one charged to
     team-b, which she left). Before the fix the check counted two, answered 202 and stopped
     her server; the spawner then refused the start at the cap."""
     hub = TickingHub()
@@ -100,7 +100,7 @@ async def test_two_moves_of_two_servers_of_one_user_never_both_stop() -> None:
 
 
 async def test_the_offer_is_served_from_the_hubs_recent_answer_and_a_move_asks_afresh() -> None:
-    """Issue 35, finding 9: GET api/resize asked the hub on every request (a sidebar asks
+    """Fourth audit, finding 9: GET api/resize asked the hub on every request (a sidebar asks
     often)."""
     hub = TickingHub()
     hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
@@ -170,7 +170,7 @@ async def test_no_way_down_is_offered_without_the_usage_recorder() -> None:
 
 
 async def test_the_way_down_waits_as_long_as_the_sessions_policy_says() -> None:
-    """Issue 50, finding 6: ``way_down_after`` is a policy field; the service's option is the
+    """``way_down_after`` is a policy field; the service's option is the
     default for sessions whose policy sets none."""
     from gpuaas_service.reclaim.policy import load_policy
 
@@ -212,7 +212,7 @@ async def test_the_way_down_waits_as_long_as_the_sessions_policy_says() -> None:
 
 
 async def test_a_move_records_the_peak_it_was_made_for_before_the_stop() -> None:
-    """Issue 50, finding 5: the size advice never saw the peak of a session moved at its cap."""
+    """The size advice never saw the peak of a session moved at its cap."""
     hub = TickingHub()
     hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
     order: list[str] = []

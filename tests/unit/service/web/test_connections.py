@@ -1,4 +1,4 @@
-"""Issue 35, finding 2: a slow client cannot hold the service's connections (web/base.py
+"""Fourth audit, finding 2: a slow client cannot hold the service's connections (web/base.py
 ``BodyAfterCaller``, web/connections.py). Over real sockets against the service's own HTTP
 server and every route of the app; the hub's answers for tokens are faked (HubAuth's
 interface), as in test_routes.py.

@@ -184,7 +184,7 @@ async def test_an_unreachable_prometheus_makes_history_unavailable_and_says_why(
 
 
 async def test_the_reason_a_team_lead_reads_never_holds_prometheus_credentials() -> None:
-    # Issue 47.3.3: prometheus_url's user:password@ was in the "unavailable" reason.
+    # Fifth audit, finding 3: prometheus_url's user:password@ was in the "unavailable" reason.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
@@ -335,7 +335,7 @@ async def test_an_answer_is_served_again_for_its_keep_time_an_unavailable_one_ne
 
 
 # ------------------------------------------------------------------ one caller, many ranges
-# Issue 35, finding 7: a team lead's 60 requests, each a new range=, queued 360 Prometheus
+# Fourth audit, finding 7: a team lead's 60 requests, each a new range=, queued 360 Prometheus
 # queries and the operator's history answered "not available".
 
 
