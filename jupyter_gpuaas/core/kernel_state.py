@@ -39,6 +39,7 @@ from typing import Any, Literal, cast, get_args
 from jupyter_gpuaas.core.durations import isoformat_z
 
 __all__ = [
+    "DIRECTORY_ENV",
     "FORMAT",
     "FORMAT_VERSION",
     "OUTCOMES",
@@ -71,6 +72,10 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 MAX_TEXT = 2000
 """Characters of ``error``, a reason or a name read back (a hostile payload stays small)."""
+DIRECTORY_ENV = "JUPYTER_GPUAAS_KERNEL_STATE_DIR"
+"""The snapshot folder (``c.GPUaaS.kernel_state_dir``) as the server extension hands it to its
+kernels in their environment: a notebook's restore as it opens runs in its kernel, asked by
+JupyterLab on the notebook's own connection (``jupyter_gpuaas.kernel.restore``)."""
 MAX_LOST = 10_000
 """Lost variables read back from one payload."""
 NAMED_IN_WORDS = 5

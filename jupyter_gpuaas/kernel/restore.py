@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any
 
-from jupyter_gpuaas.core.kernel_state import quoted
+from jupyter_gpuaas.core.kernel_state import DIRECTORY_ENV, quoted, state_key
 from jupyter_gpuaas.core.sizing import format_gib
 from jupyter_gpuaas.kernel.snapshot import user_variables
 from jupyter_gpuaas.kernel.store import (
@@ -32,7 +32,7 @@ from jupyter_gpuaas.kernel.store import (
     state_directory,
 )
 
-__all__ = ["restore", "restore_request"]
+__all__ = ["restore", "restore_as_opened", "restore_request"]
 
 
 def _answer(status: str, message: str = "", **fields: Any) -> dict[str, Any]:
@@ -268,3 +268,28 @@ def restore_request(request: str) -> str:
         force=bool(arguments.get("force", False)),
     )
     return json.dumps(answer)
+
+
+class _Answer(dict):  # type: ignore[type-arg]
+    """A restore's answer as a user expression's value: JSON (``application/json``) for
+    JupyterLab, beside IPython's ``text/plain``."""
+
+    def _repr_json_(self) -> dict[str, Any]:
+        return dict(self)
+
+
+def restore_as_opened(request: str) -> _Answer:
+    """JupyterLab's restore as a notebook opens (``request``: JSON with the notebook's ``path``),
+    asked as a silent execute on the notebook's own kernel connection: the kernel runs the
+    requests of one connection in the order they were sent, so a cell run at once (a first
+    Shift+Enter) waits behind the restore instead of running first and leaving the saved
+    variables out. The snapshot folder is the server's, from the environment it
+    started the kernel with (:data:`~jupyter_gpuaas.core.kernel_state.DIRECTORY_ENV`); without
+    it, no snapshot is looked for."""
+    from IPython import get_ipython
+
+    path = str(json.loads(request)["path"])
+    directory = os.environ.get(DIRECTORY_ENV)
+    if not directory:
+        return _Answer(_answer("none", "this kernel was not started by a server that keeps state"))
+    return _Answer(restore(get_ipython(), directory=directory, key=state_key(path, "")))

@@ -12,7 +12,7 @@ from typing import Any, cast
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, Union, validate
 
-from jupyter_gpuaas.core.kernel_state import KernelStateOutcome
+from jupyter_gpuaas.core.kernel_state import DIRECTORY_ENV, KernelStateOutcome
 from jupyter_gpuaas.gpu import processes
 from jupyter_gpuaas.gpu.fake_nvml import from_environment
 from jupyter_gpuaas.gpu.hami import hami_env
@@ -261,6 +261,9 @@ class GPUaaS(ExtensionApp):
         )
         client = ServiceClient.for_app(self)
         kernel_state = self.kernel_state_settings()
+        # The kernels this server starts inherit its environment: a notebook's restore as it
+        # opens runs in its kernel and finds the snapshots there (jupyter_gpuaas.kernel.restore)
+        os.environ[DIRECTORY_ENV] = kernel_state.directory
         keeps = self.kernel_state_on_reclaim
         # One estimate of the kernels' state for the report and the sidebar: asked once for both.
         sizes = StateSizes() if keeps else None

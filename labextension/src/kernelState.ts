@@ -7,6 +7,7 @@
 
 import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import type { DocumentRegistry } from '@jupyterlab/docregistry';
+import type { Kernel } from '@jupyterlab/services';
 
 import {
   askMessage,
@@ -15,6 +16,8 @@ import {
   parseInfo,
   parseOutcomes,
   parseRestore,
+  restoreAnswerOf,
+  restoreExpression,
   type RestoreMode,
   restoreNotice,
   snapshotNotice
@@ -67,29 +70,33 @@ export class KernelStateRestorer {
     await session.ready;
     const kernel = session.session?.kernel;
     if (kernel) {
-      await this.offer(context.path, kernel.id);
+      await this.offer(context.path, kernel);
       return;
     }
     // No kernel yet (one is still being chosen or started): offer to the first that comes.
-    const first = (_: unknown, change: { newValue: { id: string } | null }): void => {
+    const first = (_: unknown, change: { newValue: Kernel.IKernelConnection | null }): void => {
       if (change.newValue !== null) {
         session.kernelChanged.disconnect(first);
-        void this.offer(context.path, change.newValue.id);
+        void this.offer(context.path, change.newValue);
       }
     };
     session.kernelChanged.connect(first);
   }
 
-  /** Restore as the setting says: at once, after asking, or not at all. */
-  async offer(path: string, kernelId: string): Promise<void> {
+  /**
+   * Restore as the setting says: at once, after asking, or not at all. At once, the request
+   * is sent before this returns to the event loop: no cell can be sent before it.
+   */
+  async offer(path: string, kernel: Kernel.IKernelConnection): Promise<void> {
     const mode = this._mode();
     if (mode === 'off') {
       return;
     }
     if (mode === 'automatic') {
-      await this.restore(path, kernelId, false);
+      await this.restoreAsOpened(path, kernel);
       return;
     }
+    const kernelId = kernel.id;
     let question: string | null = null;
     try {
       const info = parseInfo(await this._api.info(path));
@@ -110,6 +117,38 @@ export class KernelStateRestorer {
         { label: say('state.askSkip'), callback: () => undefined }
       ]
     });
+  }
+
+  /**
+   * Restore in the kernel itself, as a silent execute on the notebook's own connection: the
+   * kernel runs one connection's requests in the order they were sent, so a cell run at once
+   * (a first Shift+Enter) waits behind the restore rather than running first, which would
+   * leave the saved variables out.
+   */
+  async restoreAsOpened(
+    path: string,
+    kernel: Kernel.IKernelConnection
+  ): Promise<IKernelStateRestore | null> {
+    let answer: IKernelStateRestore | null;
+    try {
+      const future = kernel.requestExecute({
+        code: '',
+        silent: true,
+        store_history: false,
+        allow_stdin: false,
+        stop_on_error: false,
+        user_expressions: { answer: restoreExpression(path) }
+      });
+      const reply = await future.done;
+      answer = restoreAnswerOf(reply.content, path, kernel.id);
+    } catch (error) {
+      answer = { path, kernel_id: kernel.id, status: 'unavailable', message: describeError(error) };
+    }
+    const notice = answer === null ? null : restoreNotice(answer);
+    if (notice !== null) {
+      showNotice(notice, basename(path));
+    }
+    return answer;
   }
 
   /** Ask the server to restore, and say what came of it. */

@@ -76,6 +76,56 @@ export function parseRestore(data: unknown): IKernelStateRestore | null {
   };
 }
 
+/**
+ * The user expression that restores a notebook's variables as it opens, in its own kernel
+ * (`jupyter_gpuaas.kernel.restore.restore_as_opened`): sent as a silent execute on the
+ * notebook's kernel connection, it runs before any cell sent after it. A JSON
+ * string is a Python string literal too.
+ */
+export function restoreExpression(path: string): string {
+  const request = JSON.stringify({ path });
+  return (
+    "__import__('jupyter_gpuaas.kernel.restore', fromlist=['_'])" +
+    `.restore_as_opened(${JSON.stringify(request)})`
+  );
+}
+
+/**
+ * The restore's answer from the execute reply of `restoreExpression`; null where the kernel
+ * cannot say (not Python, or without this package: nothing is kept for it).
+ */
+export function restoreAnswerOf(
+  reply: unknown,
+  path: string,
+  kernelId: string
+): IKernelStateRestore | null {
+  const unavailable = (message: string): IKernelStateRestore => ({
+    path,
+    kernel_id: kernelId,
+    status: 'unavailable',
+    message
+  });
+  if (!isRecord(reply)) {
+    return unavailable('the kernel gave no answer');
+  }
+  if (reply.status !== 'ok') {
+    return unavailable(`the kernel refused the request: ${String(reply.ename)}`);
+  }
+  const answer = isRecord(reply.user_expressions) ? reply.user_expressions.answer : null;
+  if (!isRecord(answer)) {
+    return unavailable('the kernel gave no answer');
+  }
+  if (answer.status !== 'ok') {
+    const name = String(answer.ename);
+    if (['ModuleNotFoundError', 'ImportError', 'NameError', 'SyntaxError'].includes(name)) {
+      return null;
+    }
+    return unavailable(`the kernel's state code failed (${name}: ${String(answer.evalue)})`);
+  }
+  const data = isRecord(answer.data) ? answer.data['application/json'] : null;
+  return isRecord(data) ? parseRestore({ ...data, path, kernel_id: kernelId }) : null;
+}
+
 /** The snapshot info, or null when the body is not one. */
 export function parseInfo(data: unknown): IKernelStateInfo | null {
   if (!isRecord(data) || typeof data.exists !== 'boolean') {

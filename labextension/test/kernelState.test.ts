@@ -16,6 +16,8 @@ import {
   parseInfo,
   parseOutcomes,
   parseRestore,
+  restoreAnswerOf,
+  restoreExpression,
   restoreModeOf,
   restoreNotice,
   snapshotNotice
@@ -277,5 +279,63 @@ describe('what a reclaim would keep, before it comes', () => {
     );
     assert.equal(parseEstimate({ bytes: 3 }), null);
     assert.equal(estimateWords(null, 60), '');
+  });
+});
+
+describe('the restore as a notebook opens, in its own kernel (issue 50.9)', () => {
+  test('the expression calls the kernel side with the path as JSON, quotes and all', () => {
+    assert.equal(
+      restoreExpression('dir/it\'s "x".ipynb'),
+      "__import__('jupyter_gpuaas.kernel.restore', fromlist=['_']).restore_as_opened(" +
+        '"{\\"path\\":\\"dir/it\'s \\\\\\"x\\\\\\".ipynb\\"}")'
+    );
+  });
+
+  const reply = (answer: unknown, status = 'ok'): unknown => ({
+    status,
+    execution_count: 1,
+    user_expressions: { answer }
+  });
+
+  test("the kernel's JSON answer, with the notebook and the kernel", () => {
+    const answer = restoreAnswerOf(
+      reply({
+        status: 'ok',
+        data: {
+          'text/plain': '{...}',
+          'application/json': { status: 'restored', message: '', restored: ['a'], seconds: 0.2 }
+        }
+      }),
+      'n.ipynb',
+      'k1'
+    );
+    assert.ok(answer);
+    assert.equal(answer.path, 'n.ipynb');
+    assert.equal(answer.kernel_id, 'k1');
+    assert.deepEqual(answer.restored, ['a']);
+    assert.equal(
+      restoreNotice(answer)?.message,
+      'n.ipynb: its variables are back (“a”), in 0.2 s.'
+    );
+  });
+
+  test('a kernel without the package, or not Python, says nothing', () => {
+    for (const ename of ['ModuleNotFoundError', 'SyntaxError', 'NameError']) {
+      assert.equal(restoreAnswerOf(reply({ status: 'error', ename, evalue: 'x' }), 'n', 'k'), null);
+    }
+  });
+
+  test('a failure of the state code or a refused request is said', () => {
+    const failed = restoreAnswerOf(
+      reply({ status: 'error', ename: 'OSError', evalue: 'disk' }),
+      'n.ipynb',
+      'k'
+    );
+    assert.ok(failed);
+    assert.equal(failed.status, 'unavailable');
+    assert.match(failed.message, /OSError: disk/);
+    const refused = restoreAnswerOf({ status: 'error', ename: 'KeyboardInterrupt' }, 'n', 'k');
+    assert.equal(refused?.status, 'unavailable');
+    assert.equal(restoreAnswerOf(null, 'n', 'k')?.status, 'unavailable');
   });
 });

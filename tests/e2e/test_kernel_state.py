@@ -157,7 +157,7 @@ def test_the_frame_and_the_array_come_back_and_the_generator_is_named(lab: Lab, 
     wait_idle(lab, first["kernelId"])
     run_on(page, first["widgetId"], "jupyter-gpuaas:save-variables")
     saved = toast(page, "Variables of state.ipynb saved")
-    expect()(saved).to_contain_text("except `batches` (a generator)")
+    expect()(saved).to_contain_text("except “batches” (a generator)")
     snapshots = list((lab.root.parent / "home" / ".jupyter-gpuaas" / "kernel-state").iterdir())
     assert {p.stat().st_mode & 0o777 for p in snapshots} == {0o600}
     shut_down_and_close(page, first["widgetId"])
@@ -165,9 +165,9 @@ def test_the_frame_and_the_array_come_back_and_the_generator_is_named(lab: Lab, 
     again = cast("dict[str, str]", page.evaluate(_OPEN, "state.ipynb"))
     assert again["kernelId"] != first["kernelId"]
     back = toast_or_explain(page, lab, "state.ipynb: its variables are back", again, "state.ipynb")
-    expect()(back).to_contain_text("`array`")
-    expect()(back).to_contain_text("`frame`")
-    expect()(back).to_contain_text("except `batches` (a generator)")
+    expect()(back).to_contain_text("“array”")
+    expect()(back).to_contain_text("“frame”")
+    expect()(back).to_contain_text("except “batches” (a generator)")
     shown = page.evaluate(
         _RUN_AND_READ,
         [
@@ -206,6 +206,59 @@ def test_a_damaged_snapshot_is_refused_and_said_so(lab: Lab, page: Any) -> None:
     shut_down_and_close(page, again["widgetId"])
 
 
+_OPEN_AND_SHIFT_ENTER = """async (path) => {
+    const app = window.jupyterapp;
+    const widget = await app.commands.execute('docmanager:open', { path, factory: 'Notebook' });
+    await widget.context.ready;
+    await widget.sessionContext.ready;
+    // Shift+Enter at once: the restore that opening the notebook started is under way.
+    app.shell.activateById(widget.id);
+    widget.content.activeCellIndex = 0;
+    await app.commands.execute('notebook:run-cell-and-select-next');
+    const cell = widget.content.model.cells.get(0);
+    const outputs = [];
+    for (let i = 0; i < cell.outputs.length; i++) {
+        const o = cell.outputs.get(i).toJSON();
+        outputs.push(o.text ?? `${o.ename}: ${o.evalue}`);
+    }
+    return {
+        widgetId: widget.id,
+        kernelId: widget.sessionContext.session.kernel.id,
+        count: cell.executionCount,
+        output: outputs.join('')
+    };
+}"""
+
+
+def test_a_cell_run_as_the_notebook_opens_runs_and_the_variables_come_back(
+    lab: Lab, page: Any
+) -> None:
+    """Issue 50.9: a Shift+Enter the moment a notebook opens. The restore is sent first, as a
+    silent execute on the notebook's own kernel connection, and the kernel runs one
+    connection's requests in order: the cell runs after it, with the variables. (Asked of the
+    server on a connection of its own, the restore came second: the kernel had run a cell, the
+    restore was skipped, and the variables never came back, without a word.)"""
+    write_notebook(lab.root / "quick.ipynb", "kept = {'epochs': 3}\nprint('built')")
+    first = run_until_printed(page, "quick.ipynb", "built")
+    wait_idle(lab, first["kernelId"])
+    run_on(page, first["widgetId"], "jupyter-gpuaas:save-variables")
+    toast(page, "Variables of quick.ipynb saved")
+    shut_down_and_close(page, first["widgetId"])
+    write_notebook(
+        lab.root / "quick.ipynb", "print('ran', sorted(k for k in globals() if k == 'kept'))"
+    )
+
+    ran = cast("dict[str, Any]", page.evaluate(_OPEN_AND_SHIFT_ENTER, "quick.ipynb"))
+    SEEN.append(f"the cell: {ran}")
+    assert ran["count"] is not None, f"the cell did not run: {ran}; the page: {SEEN}"
+    # it ran after the restore, which was sent first on the same connection
+    assert ran["output"] == "ran ['kept']\n", f"{ran}; the page: {SEEN}"
+    toast_or_explain(page, lab, "quick.ipynb: its variables are back", ran, "quick.ipynb")
+    shown = page.evaluate(_RUN_AND_READ, [ran["widgetId"], "print(kept['epochs'])"])
+    assert shown.strip() == "3", shown
+    shut_down_and_close(page, ran["widgetId"])
+
+
 _RESTART = """async (widgetId) => {
     const widget = [...window.jupyterapp.shell.widgets('main')].find(w => w.id === widgetId);
     await widget.sessionContext.session.kernel.restart();
@@ -223,7 +276,7 @@ def test_a_restarted_kernel_starts_clean_until_the_user_restores(lab: Lab, page:
     check = "print('kept' in globals())"
     assert page.evaluate(_RUN_AND_READ, [opened["widgetId"], check]).strip() == "False"
     run_on(page, opened["widgetId"], "jupyter-gpuaas:restore-variables")
-    toast(page, "restart.ipynb: its variables are back (`kept`)")
+    toast(page, "restart.ipynb: its variables are back (“kept”)")
     shown = page.evaluate(_RUN_AND_READ, [opened["widgetId"], "print(kept['epochs'])"])
     assert shown.strip() == "3"
     shut_down_and_close(page, opened["widgetId"])
@@ -251,11 +304,11 @@ def test_the_ask_setting_asks_first_and_restores_on_the_answer(lab: Lab, page: A
     try:
         again = cast("dict[str, str]", page.evaluate(_OPEN, "ask.ipynb"))
         question = toast(page, "ask.ipynb has variables saved")
-        expect()(question).to_contain_text("(`answer`). Restore them into this kernel?")
+        expect()(question).to_contain_text("(“answer”). Restore them into this kernel?")
         check = "print('answer' in globals())"
         assert page.evaluate(_RUN_AND_READ, [again["widgetId"], check]).strip() == "False"
         question.get_by_role("button", name="Restore").click()
-        toast(page, "ask.ipynb: its variables are back (`answer`)")
+        toast(page, "ask.ipynb: its variables are back (“answer”)")
         shown = page.evaluate(_RUN_AND_READ, [again["widgetId"], "print(answer)"])
         assert shown.strip() == "42"
         shut_down_and_close(page, again["widgetId"])

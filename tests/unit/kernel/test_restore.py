@@ -176,7 +176,7 @@ def test_an_entry_that_does_not_load_is_named_and_the_rest_come_back(
 def test_a_simulated_gpu_hold_is_back_with_a_note_that_it_holds_no_gpu_memory(
     folder: Path, sim_dir: Path
 ) -> None:
-    """Pickling keeps an object's data, not the device memory it held (issue 50.10): a
+    """Pickling keeps an object's data, not the device memory it held: a
     restored simulated hold is listed as back, and a note says what it cannot hold."""
     from jupyter_gpuaas.gpu import simulate
 
@@ -235,4 +235,29 @@ def test_the_servers_request_is_json_in_and_the_answer_json_out(
     assert json.loads(restore_request(json.dumps(request)))["status"] == "skipped"
     answer = json.loads(restore_request(json.dumps({**request, "force": True})))
     assert (answer["status"], answer["restored"]) == ("restored", ["a"])
+    assert shell.user_ns["a"] == {"k": 1}
+
+
+def test_as_a_notebook_opens_the_kernel_finds_its_snapshot_by_the_path(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JupyterLab's restore as a notebook opens runs in its kernel (issue 50.9): the snapshot
+    folder from the environment the server started it with, the key from the notebook's path,
+    and the answer as JSON for the front end."""
+    import IPython
+
+    from jupyter_gpuaas.core.kernel_state import DIRECTORY_ENV, state_key
+    from jupyter_gpuaas.kernel.restore import restore_as_opened
+
+    write_snapshot(folder, {"a": pickle.dumps({"k": 1})}, key=state_key("work/it's.ipynb", ""))
+    shell = Shell()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    request = json.dumps({"path": "work/it's.ipynb"})
+    monkeypatch.delenv(DIRECTORY_ENV, raising=False)
+    assert (
+        restore_as_opened(request)["status"] == "none"
+    )  # not a kernel of a server that keeps state
+    monkeypatch.setenv(DIRECTORY_ENV, DIRECTORY)
+    answer = restore_as_opened(request)
+    assert answer._repr_json_()["restored"] == ["a"]
     assert shell.user_ns["a"] == {"k": 1}
