@@ -147,24 +147,31 @@ async def test_the_wait_says_what_holds_the_gpu_and_leave_the_queue_ends_it(
     assert "You left the queue; nothing was started." in notice, notice
 
 
-async def test_a_start_that_does_not_queue_says_it_is_starting_not_leave_the_queue(
+async def test_once_the_wait_ends_the_page_says_starting_not_leave_the_queue(
     culler_hub: CullerHub,
     k8s: client.ApiClient,
     browser: Any,  # noqa: F811
 ) -> None:
-    """Issue 50, finding 4: a server starting at once (a way down's move) showed "Leave the
-    queue" and "Your place in the queue is kept..." while nothing waited in any queue."""
+    """The page offers "Leave the queue" and its hint only while the server waits: a server
+    that is starting (admitted, as a way down's move often is at once) is said to be starting.
+    bob waits behind alice's slice; once she stops, his server starts and the page says so."""
     hub = culler_hub
-    page = await login(browser, hub, "carol")
-    r = hub.api("POST", "/users/carol/server", {"team": "team-b", "offering": MIG_1G})
+    hub.start_all({"alice": {"team": "team-a", "offering": MIG_1G}})
+    r = hub.api("POST", "/users/bob/server", {"team": "team-a", "offering": MIG_1G})
     assert r.status == 202, r
-    await page.goto(f"{hub.url}/hub/spawn-pending/carol")
+    page = await login(browser, hub, "bob")
+    await page.goto(f"{hub.url}/hub/spawn-pending/bob")
+    leave = page.locator("#gpuaas-leave-queue")
+    await leave.wait_for(state="visible", timeout=60_000)  # queued: the way out is there
     starting = page.locator("#gpuaas-starting")
-    await starting.wait_for(state="visible", timeout=60_000)
+    assert await starting.is_hidden()
+
+    hub.stop("alice")  # her slice is free: Kueue admits bob's server, and it starts
+    await starting.wait_for(state="visible", timeout=120_000)
     assert await starting.inner_text() == "Your server is starting; it is not waiting in the queue."
-    assert await page.locator("#gpuaas-leave-queue").is_hidden()
+    assert await leave.is_hidden()
     assert await page.locator("#gpuaas-leave-hint").is_hidden()
-    await page.wait_for_url("**/user/carol/**", timeout=120_000)  # and it opens when it is up
+    await page.wait_for_url("**/user/bob/**", timeout=120_000)  # and it opens when it is up
 
 
 def one_slice_job(name: str) -> dict[str, Any]:
