@@ -154,7 +154,7 @@ def simulate_run(run: RunSpec, events: Any = None, diagnose: bool = False) -> An
         kept=run.kept if rung.kept else None,
         cards_per_node=cards_per_node(spec),
         tas=rung.tas_modes,
-        diagnose=diagnose,
+        diagnose=diagnose or events is not None,  # an events file carries the cards' state
         run_info={
             "org": spec.name,
             "rung": run.rung,

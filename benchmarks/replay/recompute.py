@@ -32,6 +32,14 @@ reader can check any run, for any seed, without the simulator:
 - unplaceable Jobs: training ``unplaceable`` events in the window; the GPU-hours of quota they
   hold: from each such event to the workload's ``placed`` or ``preemption`` (or ``end_s``),
   its overlap with the window × the Job's ``gpus``.
+
+The diagnosis (:func:`diagnosis`: the GPU-hours of the window by what holds the cards) comes
+from the ``cards`` events: each gives, in GPUs, what holds the cards from its ``t`` until the
+next one (training Jobs, notebooks in a GPU burst or idle, free whole cards, free scraps
+beside shares, or any free card while a training Job waits for a node), written whenever that
+changes; its overlap with the window, summed. The classification is the simulator's, read
+off the cards at each event; the events file carries it so that the page's diagnosis table
+can be checked against any run.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .metrics import percentile
+from .sim import HOLDINGS
 
 
 def read(lines: Iterable[str]) -> list[dict[str, Any]]:
@@ -80,6 +89,22 @@ def figures(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
         "jobs_unplaceable": float(tally.unplaceable),
         "unplaced_job_gpu_h": tally.unplaced_gpu_s / 3600,
     }
+
+
+def diagnosis(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """GPU-hours of the measured window by what holds the cards (:data:`.sim.HOLDINGS`), from
+    the ``cards`` events alone."""
+    events = list(events)
+    run = next(e for e in events if e["event"] == "run")
+    lo, hi = float(run["burn_in_s"]), float(run["end_s"])
+    out = dict.fromkeys(HOLDINGS, 0.0)
+    cards = [e for e in events if e["event"] == "cards"]
+    for e, following in zip(cards, [*cards[1:], None], strict=True):
+        until = hi if following is None else float(following["t"])
+        dt = _overlap(float(e["t"]), until, lo, hi)
+        for k in HOLDINGS:
+            out[k] += float(e[k]) * dt / 3600
+    return out
 
 
 @dataclass

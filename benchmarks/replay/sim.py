@@ -1242,7 +1242,10 @@ class Simulation:
             self.counters["events"] += 1
             action()
             if self.holdings is not None:
-                self._held_now = self._holding()
+                held = self._holding()
+                if held != self._held_now:  # the cards' state, for recompute.diagnosis
+                    self.emit("cards", **{k: round(v, 6) for k, v in held.items()})
+                self._held_now = held
         self._account_holdings(end)
         self.now = end
         unserved = self._close_sessions(end)
