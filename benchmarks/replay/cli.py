@@ -1,11 +1,14 @@
 """``python -m benchmarks replay``: the utilisation replay.
 
-On a realistic organisation (``--org dgx-4``, the default; any file of benchmarks/replay/orgs/
-or a path) it runs the ladder of what teams run and writes docs/replay.md:
+On a realistic organisation (``--org training-bound``, the default; any file of
+benchmarks/replay/orgs/ or a path) it runs the ladder of what teams run, the organisation
+family (notebook-heavy, balanced, training-bound) on the family's rungs, and writes
+docs/replay.md:
 
-    python -m benchmarks replay                      # dgx-4, all rungs, 10 seeds, the page
+    python -m benchmarks replay                      # the family's rungs and orgs, the page
+    python -m benchmarks replay --org dgx-4 --rungs B0,B1,L1,L1c,L1g,L2,L3,L4,F0 --models
     python -m benchmarks replay --org dgx-8 --rungs B1,L1i,L1g,L2,L3 --no-docs
-    python -m benchmarks replay --quick --no-docs    # 3 seeds, half a day: a first look
+    python -m benchmarks replay --quick --no-docs    # 3 seeds, half a day, one org: a first look
     python -m benchmarks replay --users-per-gpu 2 --memory-median 16 --no-docs
     python -m benchmarks replay --events run.jsonl --rung L2 --size 28 --seed 9137
 
@@ -54,11 +57,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     ap.add_argument(
         "--org",
-        default="dgx-4",
+        default="training-bound",
         help="the organisation: a name of benchmarks/replay/orgs/ ("
         + ", ".join(organisations.available()[1:])
         + "), a path to such a file, or 'sample' (the dev cluster's; the policy comparison)"
-        " (default dgx-4)",
+        " (default training-bound, the family's: the ladder's searches are the family's)",
     )
     ap.add_argument(
         "--seeds", type=int, default=None, help="seeds 1..N (default 10; 5 for --org sample)"

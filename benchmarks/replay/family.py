@@ -32,8 +32,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import capacity
+from . import capacity, ladder
 from .capacity import Levels, RunSpec, Search, SearchSettings
+from .levers import LeverResult, try_levers
 from .sim import HOLDINGS
 from .trace import HOUR
 
@@ -44,10 +45,16 @@ OPEN_STACKS = ("L1", "L1t", "L1s", "L1p")
 timeouts multiply the runs, and on dgx-4 it needed more GPUs than L1)."""
 PRODUCTS = ("L4", "L4t", "L4p")
 """The product as shipped with kernel state kept, without and with TAS for its Jobs, and with
-large Jobs first."""
+large Jobs first (of these, the ones searched)."""
+DEFAULT_PRODUCTS = ("L4t", "L4p")
+"""The products the default command searches: L4 without TAS needed more GPUs than L4t in
+every organisation of the --quick page (25.4 against 18.7, 22.9 against 17.0, 28.8 against
+27.2), and the product's runs are the command's dearest (``--family-rungs`` adds it)."""
 FLOORS = {"L1": "F0", "L1t": "F0t", "L1s": "F0s", "L1p": "F0p"}
 """Each open stack's training-alone floor: the same queues with no notebook."""
-FAMILY_RUNGS = ("B0", *OPEN_STACKS, *PRODUCTS, *FLOORS.values())
+FAMILY_RUNGS = ("B0", *OPEN_STACKS, *DEFAULT_PRODUCTS, *FLOORS.values())
+"""The family's rungs by default (and the ladder's: its organisation is one of the family's,
+so that its searches are the family's own runs)."""
 HOLDING_NAMES = {
     "training": "training Jobs",
     "notebook_burst": "notebooks in a GPU burst",
@@ -86,6 +93,9 @@ class OrgResult:
     diagnosis_size: int | None = None
     day_demand: dict[int, tuple[float, float]] = field(default_factory=dict)
     """Seed → (training GPU-hours submitted in the measured window, notebook session-hours)."""
+    levers: list[LeverResult] = field(default_factory=list)
+    """The product's levers tried at its size (:mod:`.levers`)."""
+    lever_seeds: int = 0
 
 
 def best_of(
@@ -141,6 +151,9 @@ class Day:
     worst_product: float
     worst_floor: float
     worst_open: float
+    median_ceiling: float = math.nan
+    """The median day's open stack ÷ its floor (training alone): the most any notebook-side
+    lever could multiply that day."""
 
 
 def days(
@@ -173,6 +186,7 @@ def days(
         prods[worst],
         floors[worst],
         opens[worst],
+        _median([_ratio(o, f) for o, f in zip(opens, floors, strict=True)]),
     )
 
 
@@ -242,6 +256,7 @@ def search_org(
     settings: SearchSettings,
     *,
     refine: bool,
+    lever_seeds: int = 0,
 ) -> OrgResult:
     """One organisation's searches, its days' demand and its diagnosis at the product's size."""
     point = replace(base, org=org)
@@ -258,6 +273,11 @@ def search_org(
         if size is not None:
             out.diagnosis_size = size
             out.diagnosis = diagnose(point, searches[product], size, full, settings.workers)
+            if lever_seeds and ladder.RUNGS[product].kept:
+                out.lever_seeds = min(lever_seeds, len(seeds))
+                out.levers = try_levers(
+                    point, searches[product], size, seeds[: out.lever_seeds], full, settings.workers
+                )
     return out
 
 
@@ -370,7 +390,18 @@ def org_section(result: OrgResult, levels: Levels, resamples: int) -> tuple[str,
         "",
     ]
     lines += _diagnosis_lines(result, product, full)
-    goals += _org_goals(result.org, product, open_rung, against, day)
+    lines += _lever_lines(result, product)
+    why = binding(s[product], full, s[product].meeting_size(full))
+    goals += _org_goals(result.org, product, open_rung, against, day, why)
+    goals.append(
+        Goal(
+            f"{result.org}: the worst day named, with what no notebook-side lever can do",
+            f"seed {day.worst_seed}: {product} {_cap_cell(s[product], day.worst_product)} GPUs,"
+            f" {open_rung} {_cap_cell(s[open_rung], day.worst_open)}, training alone"
+            f" ({floor}) {floor_cell}",
+            True,
+        )
+    )
     return "\n".join(lines), goals
 
 
@@ -411,13 +442,56 @@ def _diagnosis_lines(result: OrgResult, product: str, limits: Mapping[str, float
     return lines
 
 
+def _lever_lines(result: OrgResult, product: str) -> list[str]:
+    """The product's levers at its size, and the settings the page recommends for an
+    organisation like this one."""
+    if not result.levers:
+        return ["(The product's levers: not tried: `--lever-seeds 0`, or no size meets.)", ""]
+    size = result.levers[0].size
+    lines = [
+        f"**The product's levers** ({product} at {size} GPUs and one below, on the first"
+        f" {result.lever_seeds} seeds; each variant changes one setting of the shipped"
+        f" policy file, `idle_after_when_kept: {ladder.KEPT_IDLE_AFTER}`, or of the spawn form's"
+        " advice, from the typical need):",
+        "",
+        f"| variant | at {size - 1} GPUs: training p90 / large-Job level / interrupted per"
+        " 100 h | verdict |",
+        "|---|---|---|",
+    ]
+    for r in result.levers:
+        f = r.figures_below
+        lines.append(
+            f"| {r.lever} | {_num(f.get('wait_p90_min', math.nan))} /"
+            f" {_num(f.get('wait_gpu_hour_weighted_mean_min', math.nan))} /"
+            f" {_num(f.get('interrupted_per_100h', math.nan), 2)} | {r.verdict} |"
+        )
+    better = [r for r in result.levers if r.meets_below]
+    idle = next((r.lever for r in better if r.lever.startswith("idle_after_when_kept")), None)
+    advice = next((r.lever for r in better if r.lever.startswith("advice")), None)
+    lines += [
+        "",
+        "For an organisation like this one, the policy file sets"
+        f" `{idle or 'idle_after_when_kept: ' + ladder.KEPT_IDLE_AFTER}`"
+        + ("" if idle else " (as shipped: no variant tried needs fewer GPUs)")
+        + "; the spawn form advises "
+        + ("from the largest peak × 1.25" if advice else "from the typical need (as shipped)")
+        + "; shares are packed `binpack` (HAMi's node and GPU scheduler policy, the only one the"
+        " replay models: a spread policy is not tried).",
+        "",
+    ]
+    return lines
+
+
 def _org_goals(
     org: str,
     product: str,
     open_rung: str,
     against: Mapping[str, capacity.Multiplier],
     day: Day,
+    binds: str = "–",
 ) -> list[Goal]:
+    """The goals set for the family, for ``org``; a missed one says what binds (the level just below
+    the product's size) and, for the days, the most any notebook-side lever could reach."""
     goals = []
     if org == "notebook-heavy":
         m = against.get(open_rung)
@@ -436,20 +510,30 @@ def _org_goals(
                 None if b is None else b.value >= 5.0,
             )
         )
+    met_way = None if math.isnan(day.median_way) else day.median_way >= 0.85
     goals.append(
         Goal(
             f"{org}: the median day closes ≥ 85% of the way from the best open stack to"
             " training alone",
-            f"{_pct(day.median_way)} ({product} from {open_rung} to {FLOORS[open_rung]})",
-            None if math.isnan(day.median_way) else day.median_way >= 0.85,
+            f"{_pct(day.median_way)} ({product} from {open_rung} to {FLOORS[open_rung]})"
+            + ("" if met_way is not False else f"; what binds: {binds}"),
+            met_way,
         )
     )
     if org == "training-bound":
+        met = None if math.isnan(day.median_multiplier) else day.median_multiplier >= 1.15
         goals.append(
             Goal(
                 f"{org}: the median day ≥ 1.15× the best open stack",
-                f"**{_num(day.median_multiplier, 2)}×** [{_num(day.low, 2)}–{_num(day.high, 2)}]",
-                None if math.isnan(day.median_multiplier) else day.median_multiplier >= 1.15,
+                f"**{_num(day.median_multiplier, 2)}×** [{_num(day.low, 2)}–{_num(day.high, 2)}]"
+                + (
+                    ""
+                    if met is not False
+                    else f"; training alone ({FLOORS[open_rung]}) is only"
+                    f" {_num(day.median_ceiling, 2)}× {open_rung} on the median day (the most"
+                    f" any notebook-side lever could reach); what binds: {binds}"
+                ),
+                met,
             )
         )
     return goals

@@ -49,6 +49,8 @@ DEFAULT_SEEDS = 10
 """The ladder's seeds by default: with 20 the reclaim rungs' runs (the product's own loop every
 30 s of two simulated days, 3-6 s of CPU each) would take the command to about 45 min on the
 project's 2 cores, beyond its 20-min budget; ``--seeds 20`` for narrower intervals."""
+DEFAULT_LEVER_SEEDS = 6
+"""The seeds each organisation's product tries its levers on (its dearest runs)."""
 QUICK = {"seeds": 3, "days": 0.5, "burn_in_h": 12.0, "resamples": 200}
 QUICK_TIMEOUTS_MIN = (60.0, 120.0, 240.0)
 """``--quick``'s idle-culler timeouts for L1c (the grid's every other point); ``--quick`` also
@@ -60,9 +62,9 @@ SWEEP: tuple[tuple[str, str, tuple[float, ...]], ...] = (
     ("gpu_memory_within_user", "within-user share of the need's spread", (0.0, 1.0)),
 )
 """The sensitivity sweep (``--sweep``): each figure moved alone from the organisation's."""
-DEFAULT_SWEEP = ("gpu_memory_within_user",)
-"""The rows the default command sweeps (the others with ``--sweep``), to keep it near its
-time budget on the shared machine."""
+DEFAULT_SWEEP: tuple[str, ...] = ()
+"""The rows the default command sweeps (all with ``--sweep``): none, to keep it within its
+time budget with the organisation family on the shared machine."""
 SWEEP_RUNGS = ("B1", "L1i", "L2")
 DUAL_RUNGS = ("B1", "L1i", "L2", "L3")
 """The rungs of the dual (the demand a fixed cluster serves); the first two are its baselines."""
@@ -101,8 +103,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     g = ap.add_argument_group("the ladder (every --org but sample)")
     g.add_argument(
         "--rungs",
-        default=",".join(ladder.RUNGS),
-        help=f"comma-separated, of: {', '.join(ladder.RUNGS)} (default all)",
+        default=",".join(family.FAMILY_RUNGS),
+        help=f"comma-separated, of: {', '.join(ladder.RUNGS)} (default the family's:"
+        f" {','.join(family.FAMILY_RUNGS)}; the others cost the default command's time budget)",
     )
     g.add_argument(
         "--burn-in-h",
@@ -172,10 +175,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--models",
         action="store_true",
-        help="run the model's sensitivity rows even with --quick (HAMi's throttling, the"
-        " share of unsaveable sessions, the snapshot and restore costs)",
+        help="run the model's sensitivity rows (HAMi's throttling, the share of unsaveable"
+        " sessions, the snapshot and restore costs, the advice rule; not by default: they need"
+        " L2, L3 and L4 in --rungs and time beyond the default command's budget)",
     )
-    g.add_argument("--no-models", action="store_true", help="skip the model's sensitivity rows")
+    g.add_argument(
+        "--no-models", action="store_true", help="skip the model's sensitivity rows (the default)"
+    )
     g.add_argument(
         "--spawn-p90-min", type=float, default=5.0, help="service level: spawn wait p90 (min)"
     )
@@ -216,8 +222,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         help="run the whole sensitivity sweep, even with --quick: the capacity of "
         + ", ".join(SWEEP_RUNGS)
         + " with users per GPU, memory need, training load and the need's within-user"
-        " spread moved one at a time (by default only the within-user spread; --no-sweep:"
-        " none)",
+        " spread moved one at a time (not by default, to keep the default command within its"
+        " time budget; --no-sweep: none)",
     )
     g.add_argument(
         "--sweep-seeds",
@@ -256,6 +262,14 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         help="comma-separated organisations of the family section, each searched on"
         " --family-rungs (default " + ",".join(family.FAMILY) + "; with --quick none;"
         " 'none' skips it)",
+    )
+    g.add_argument(
+        "--lever-seeds",
+        type=int,
+        default=None,
+        help="seeds (the first this many) on which each organisation's product tries its levers"
+        " at its size and one GPU below (idle_after_when_kept, the advice rule; 0: none;"
+        f" default {DEFAULT_LEVER_SEEDS}; with --quick none unless given)",
     )
     g.add_argument(
         "--family-rungs",
@@ -1290,7 +1304,7 @@ def page_record(
 
 def sweep_rows(args: argparse.Namespace) -> tuple[tuple[str, str, tuple[float, ...]], ...]:
     """The sensitivity sweep's rows the command runs: all with ``--sweep``, none with
-    ``--quick`` or ``--no-sweep``, else :data:`DEFAULT_SWEEP`'s."""
+    ``--quick`` or ``--no-sweep``, else :data:`DEFAULT_SWEEP`'s (none)."""
     if args.sweep:
         return SWEEP
     if args.quick or args.no_sweep:
@@ -1299,9 +1313,9 @@ def sweep_rows(args: argparse.Namespace) -> tuple[tuple[str, str, tuple[float, .
 
 
 def runs_models(args: argparse.Namespace) -> bool:
-    """Whether the command runs the model's sensitivity rows (not with ``--quick`` or
-    ``--no-models``, unless ``--models``)."""
-    return bool(args.models or not (args.quick or args.no_models))
+    """Whether the command runs the model's sensitivity rows: only with ``--models`` (they
+    need L2, L3 and L4, beyond the default command's time budget with the family)."""
+    return bool(args.models and not args.no_models)
 
 
 def runs_dual(args: argparse.Namespace) -> bool:
@@ -1346,9 +1360,12 @@ def ran_line(args: argparse.Namespace, runs: int, open_timeouts: int) -> str:
     return f"{runs} replays of the rungs as searched{besides}"
 
 
-def beyond_line(args: argparse.Namespace) -> str:
-    """The parts beyond the ladder the command ran, for the page's speed section."""
-    parts = beyond_the_ladder(args)
+def beyond_line(args: argparse.Namespace, sweep_seeds: int) -> str:
+    """The parts beyond the ladder the command ran, for the page's speed section: those on
+    the sweep's seeds say so (the family runs on all the seeds)."""
+    family_part = [p for p in beyond_the_ladder(args) if p.startswith("the organisation family")]
+    swept = [p for p in beyond_the_ladder(args) if p not in family_part]
+    parts = ([_listed(swept) + f" at {sweep_seeds} seeds"] if swept else []) + family_part
     return _listed(parts) if parts else "nothing beyond the ladder"
 
 
@@ -1386,7 +1403,7 @@ def _beyond_the_ladder(
             spec, searches, seeds, len(sweep_seeds), swept, levels, args.resamples
         )
     else:
-        sections["sweep"] = "(not run: `--no-sweep` or `--quick`)"
+        sections["sweep"] = "(not run: it runs with `--sweep`)"
     if runs_dual(args):
         sections["dual"] = dual_table(
             base, [r for r in DUAL_RUNGS if r in rung_names], seeds[: args.sweep_seeds], settings
@@ -1416,7 +1433,7 @@ def _models(
     """The model's sensitivity rows (unless skipped), on the sweep's seeds, each rung on the
     split the ladder gave it."""
     if not runs_models(args):
-        return "(not run: `--no-models` or `--quick`)", []
+        return "(not run: they run with `--models`)", []
     inherited = capacity.chosen_splits(searches)
     return model_table(
         base, seeds[: args.sweep_seeds], replace(settings, inherited=inherited), searches
@@ -1563,10 +1580,23 @@ def _family(
         print(f"the family: {org}", flush=True)
         results.append(
             family.search_org(
-                replace(base, demand=()), org, rungs, seeds, settings, refine=not args.quick
+                replace(base, demand=()),
+                org,
+                rungs,
+                seeds,
+                settings,
+                refine=not args.quick,
+                lever_seeds=lever_seeds(args),
             )
         )
     return family.family_section(results, levels, args.resamples)
+
+
+def lever_seeds(args: argparse.Namespace) -> int:
+    """``--lever-seeds``, else :data:`DEFAULT_LEVER_SEEDS` (``--quick``: 0)."""
+    if args.lever_seeds is not None:
+        return int(args.lever_seeds)
+    return 0 if args.quick else DEFAULT_LEVER_SEEDS
 
 
 def _apply_quick(args: argparse.Namespace) -> None:
@@ -1835,13 +1865,17 @@ def render(
         gpus_per_node=", ".join(sorted({str(p.gpus_per_node) for p in spec.training_pools})),
         runs=runs,
         ran=ran_line(args, runs, open_timeouts),
-        beyond=beyond_line(args),
+        beyond=beyond_line(args, min(args.sweep_seeds, len(seeds))),
         wall=f"{wall / 60:.1f}",
         cpu=f"{cpu / 60:.1f}",
         ladder_wall=f"{ladder_wall / 60:.1f}",
         rest_wall=f"{(wall - ladder_wall) / 60:.1f}",
         workers=_workers(args.workers or capacity.default_workers()),
-        sweep_budget=_sweep_budget(wall, ladder_wall, min(args.sweep_seeds, len(seeds))),
+        sweep_budget=(
+            _sweep_budget(wall, ladder_wall, min(args.sweep_seeds, len(seeds)))
+            if sweep_rows(args) or runs_models(args) or runs_dual(args) or runs_frontier(args)
+            else ""
+        ),
         week=(
             WEEK.read_text(encoding="utf-8").strip()
             if WEEK.exists()
@@ -1858,15 +1892,34 @@ def render(
 
 
 def quick_note(args: argparse.Namespace, seeds: Sequence[int]) -> str:
-    """What a page written by ``--quick`` leaves out, said where it begins (empty otherwise)."""
+    """How the page was generated, said where it begins: the seeds, days, burn-in, splits,
+    refinement and intervals; with ``--quick`` also what it leaves out."""
+    splits = ", ".join(f"{x:g}" for x in _split_list(args.splits))
+    seed_text = (
+        f"seeds {seeds[0]}-{seeds[-1]}"
+        if list(seeds) == list(range(seeds[0], seeds[0] + len(seeds)))
+        else "seeds " + ", ".join(str(x) for x in seeds)
+    )
+    burn_in = args.burn_in_h if args.burn_in_h is not None else 24.0
+    how = (
+        f"{len(seeds)} seeds ({seed_text}), each {args.days:g} measured day after a"
+        f" {burn_in:g} h burn-in, replayed alike on every rung, size and organisation; the"
+        f" notebook share of the quota chosen at each size from {splits} (`--splits`);"
+        + (
+            " the searches' brackets not refined to one GPU"
+            if args.quick
+            else " each search's bracket refined to one GPU"
+        )
+        + f"; every interval a 95% bootstrap over the seeds ({args.resamples} resamples, paired:"
+        " the same resample for both rungs of a multiplier), so it is as wide as the days"
+        " differ and the seeds are few"
+    )
     if not args.quick:
-        return ""
+        return f"\n**How it was generated**: {how}.\n"
     return (
-        f"\n**Generated with `--quick`**: {len(seeds)} seeds of {args.days:g} day after a"
-        f" {args.burn_in_h:g} h burn-in, {args.resamples} resamples, the searches' brackets"
-        " not refined to one GPU, no model rows or sweep: a first look, with wide intervals;"
-        " the default command (10 seeds of a day after 24 h, every part) writes the page in"
-        " full.\n"
+        f"\n**Generated with `--quick`**: {how}; no model rows or sweep, one organisation unless"
+        " `--family` names more: a first look, with wide intervals; the default command writes"
+        " the page in full.\n"
     )
 
 

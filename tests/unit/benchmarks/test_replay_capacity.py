@@ -132,7 +132,7 @@ def test_events_replay_a_rung_on_the_split_the_page_sized_it_at(
     )
     monkeypatch.setattr(ladder_report, "PAGE_SPLITS", record)
     path = tmp_path / "run.jsonl"
-    argv = ["--events", str(path), "--rung", "B1", "--seed", "3", "--quick"]
+    argv = ["--org", "dgx-4", "--events", str(path), "--rung", "B1", "--seed", "3", "--quick"]
     assert main([*argv, "--size", "20"]) == 0
     first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
     assert (first["rung"], first["gpus_size"], first["split"]) == ("B1", 20, 0.375)
@@ -671,25 +671,43 @@ def test_the_headline_is_against_the_better_of_l1_and_l1c() -> None:
 
 
 def test_the_page_header_says_what_the_command_ran() -> None:
-    """The header names only the parts the command ran: the default runs the model rows and
-    the within-user spread's sweep, not the frontier or the dual; --quick only the ladder."""
+    """The header names only the parts the command ran: the default runs the organisation
+    family, not the model rows, the sweep, the frontier or the dual; --quick only the ladder."""
     from benchmarks.replay.cli import parse
     from benchmarks.replay.ladder_report import ran_line
 
-    default = ran_line(parse([]), 2450, 7)
+    default = ran_line(parse([]), 2450, 0)
     assert default == (
-        "2450 replays of the rungs as searched, and those of L1c's other 6 idle-culler"
-        " timeouts, the model's sensitivity rows, the sensitivity sweep's within-user share"
-        " of the need's spread and the organisation family's searches (notebook-heavy,"
-        " balanced, training-bound)"
+        "2450 replays of the rungs as searched, and those of the organisation family's"
+        " searches (notebook-heavy, balanced, training-bound)"
     )
-    assert "frontier" not in default
-    assert "dual" not in default
+    for part in ("frontier", "dual", "model", "sweep"):
+        assert part not in default
+    assert "the model's sensitivity rows" in ran_line(parse(["--models"]), 9, 0)
     assert ran_line(parse(["--quick"]), 90, 0) == "90 replays of the rungs as searched"
     both = ran_line(parse(["--quick", "--frontier", "--dual"]), 90, 3)
     assert both.endswith("L1c's other 2 idle-culler timeouts, the dual and the culler frontier")
     one = ran_line(parse(["--quick", "--family", "notebook-heavy"]), 90, 0)
     assert one.endswith("and those of the organisation family's searches (notebook-heavy)")
+
+
+def test_the_page_header_says_how_it_was_generated() -> None:
+    """Seeds, days, burn-in, splits, refinement and the intervals' resamples, where the page
+    begins; --quick says what it leaves out."""
+    from benchmarks.replay.cli import parse
+    from benchmarks.replay.ladder_report import quick_note
+
+    note = quick_note(parse(["--seeds", "6"]), list(range(1, 7)))
+    assert "6 seeds (seeds 1-6), each 1 measured day after a 24 h burn-in" in note
+    assert "refined to one GPU" in note
+    assert "95% bootstrap" in note
+    assert "2000 resamples" in note
+    assert "--quick" not in note
+    args = parse(["--quick"])
+    args.days, args.burn_in_h, args.resamples = 0.5, 12.0, 200
+    quick = quick_note(args, [1, 2, 3])
+    assert quick.startswith("\n**Generated with `--quick`**: 3 seeds (seeds 1-3), each 0.5")
+    assert "not refined" in quick
 
 
 def test_the_replay_chooses_the_advice_rule_that_needs_fewer_gpus() -> None:

@@ -101,3 +101,88 @@ def test_a_day_beyond_the_sizes_run_is_shown_as_such() -> None:
     assert math.isinf(values[1])
     assert family._cap_cell(search, values[1]) == "> 60"
     assert family._cap_cell(search, values[2]) == "≤ 10"
+
+
+def test_a_missed_day_goal_says_the_ceiling_and_what_binds() -> None:
+    """Training-bound: the product's median day is below 1.15× the open stack, and training
+    alone is itself only ~1.1× it: the page says so (the most any notebook-side lever could
+    reach) and names what binds; the worst day is a goal row with its figures."""
+    searches = {
+        "B0": _search("B0", [60.0, 60.0, 60.0]),
+        "L1": _search("L1", [40.0, 50.0, 30.0]),
+        "L4": _search("L4", [38.0, 47.0, 29.0]),
+        "F0": _search("F0", [36.0, 45.0, 27.0]),
+    }
+    text = family.family_section([_result("training-bound", searches)], Levels(), 200)
+    goals = text.split("##### The family's goals")[1]
+    row = next(line for line in goals.splitlines() if "≥ 1.15×" in line)
+    assert row.endswith("| **no** |")
+    assert "training alone (F0) is only 1.11× L1 on the median day" in row
+    assert "what binds: training wait p90" in row
+    worst = next(line for line in goals.splitlines() if "worst day named" in line)
+    assert "seed 2: L4 47.0 GPUs, L1 50.0, training alone (F0) 45.0" in worst
+
+
+def test_the_diagnosis_is_recomputed_from_the_events_alone() -> None:
+    """The page's diagnosis of a run (GPU-hours by what holds the cards) comes back from its
+    events file: a TAS rung at a size where Jobs wait for a node."""
+    import io
+
+    from benchmarks.replay import capacity, recompute
+    from benchmarks.replay.capacity import RunSpec
+    from benchmarks.replay.sim import HOLDINGS
+
+    run = RunSpec(org="dgx-4", rung="L1t", gpus=24, seed=5, days=0.5, burn_in_h=12.0)
+    page = family.diagnose_run(run)
+    out = io.StringIO()
+    capacity.simulate_run(run, events=out)
+    again = recompute.diagnosis(recompute.read(out.getvalue().splitlines()))
+    assert page["free_job_waits"] > 0
+    assert page["training"] > 0
+    for k in HOLDINGS:
+        assert again[k] == pytest.approx(page[k], rel=1e-6, abs=1e-6), k
+    # Every card's every hour is held by something: the capacity × the window.
+    assert sum(again.values()) == pytest.approx(24 * 12.0, rel=1e-6)
+
+
+def test_a_lever_sets_idle_after_when_kept_in_every_policy() -> None:
+    from benchmarks.replay import levers
+    from benchmarks.replay.run import DEFAULT_POLICY
+
+    text = levers.policy_text(DEFAULT_POLICY.read_text(encoding="utf-8"), "5m")
+    values = [
+        line.split(":", 1)[1].split("#")[0].strip()
+        for line in text.splitlines()
+        if line.strip().startswith("idle_after_when_kept:")
+    ]
+    idle_afters = [line for line in text.splitlines() if line.strip().startswith("idle_after:")]
+    assert values == ["5m"] * len(idle_afters)
+    assert text.startswith("snapshot_timeout: 0s")
+
+
+def test_the_page_says_which_lever_suits_the_organisation() -> None:
+    """A variant that meets one GPU below needs fewer GPUs and becomes the setting; one that
+    changes nothing is said to change nothing; binpack is named as the only packing modelled."""
+    from benchmarks.replay.levers import LeverResult
+
+    searches = {
+        "B0": _search("B0", [60.0, 60.0, 60.0]),
+        "L1": _search("L1", [40.0, 50.0, 30.0]),
+        "L4t": _search("L4t", [20.0, 45.0, 20.0]),
+    }
+    result = _result("balanced", searches)
+    result.lever_seeds = 3
+    below = {"wait_p90_min": 20.0, "wait_gpu_hour_weighted_mean_min": 25.0}
+    result.levers = [
+        LeverResult("idle_after_when_kept: 5m", 30, True, True, below),
+        LeverResult("idle_after_when_kept: 30m", 30, False, True, below),
+        LeverResult("advice from the largest of the last peaks × 1.25", 30, False, False, below),
+    ]
+    text = family.family_section([result], Levels(), 200)
+    assert "| idle_after_when_kept: 5m | 20.0 / 25.0 / – | fewer GPUs" in text
+    assert "| idle_after_when_kept: 30m |" in text
+    assert "changes nothing at one GPU's resolution" in text
+    assert "more GPUs: misses a level at the product's size" in text
+    assert "the policy file sets `idle_after_when_kept: 5m`" in text
+    assert "advises from the typical need (as shipped)" in text
+    assert "packed `binpack`" in text
