@@ -64,7 +64,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         " (default training-bound, the family's: the ladder's searches are the family's)",
     )
     ap.add_argument(
-        "--seeds", type=int, default=None, help="seeds 1..N (default 10; 5 for --org sample)"
+        "--seeds", type=int, default=None, help="seeds 1..N (default 5; 5 for --org sample)"
     )
     ap.add_argument(
         "--seed",

@@ -45,11 +45,13 @@ OPEN_STACKS = ("L1", "L1c", "L1t", "L1s", "L1p")
 jupyterhub-idle-culler at its best timeout."""
 OPEN = "open"
 """A goal's baseline that stands for the best open stack (:func:`best_open_rung`)."""
-DEFAULT_SEEDS = 10
-"""The ladder's seeds by default: with 20 the reclaim rungs' runs (the product's own loop every
-30 s of two simulated days, 3-6 s of CPU each) would take the command to about 45 min on the
-project's 2 cores, beyond its 20-min budget; ``--seeds 20`` for narrower intervals."""
-DEFAULT_LEVER_SEEDS = 6
+DEFAULT_SEEDS = 5
+"""The seeds (measured days) by default: the family's product runs (the product's own loop
+every 30 s of two simulated days, 5-25 s of CPU each on a cluster too small for its demand)
+take one organisation about 10 min of CPU at 6 seeds, so that the three organisations on 10
+seeds would take the command far beyond its 20-min budget on the project's 2 cores; the
+intervals say how few the days are. ``--seeds 10`` for narrower ones."""
+DEFAULT_LEVER_SEEDS = 3
 """The seeds each organisation's product tries its levers on (its dearest runs)."""
 QUICK = {"seeds": 3, "days": 0.5, "burn_in_h": 12.0, "resamples": 200}
 QUICK_TIMEOUTS_MIN = (60.0, 120.0, 240.0)
