@@ -20,6 +20,10 @@ not -1``), so that the document and the handlers cannot disagree: what the docum
 a 400 naming the field, before a handler reads the body. Checks the document cannot state (a
 time ahead of the service's clock, a team the caller is not in) stay with the handlers.
 
+Who may call each operation is its ``x-gpuaas-access`` ``check`` (:data:`ACCESS_CHECKS`);
+:func:`declare_operations` is the handlers' declaration of the operations they answer, which
+refuses a handler whose check is another, as its class is defined.
+
 Two readings differ from a stock JSON Schema validator's, both stricter: an ``integer`` is a
 whole number written without a fraction (``1``, not ``1.0``, which Python reads as a float),
 and ``format`` is not checked here (the handlers read times themselves).
@@ -36,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from jupyter_gpuaas.core.fields import (
     FieldError,
@@ -51,13 +55,17 @@ if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
 __all__ = [
+    "ACCESS_CHECKS",
     "LOCAL",
     "MAX_BODY_ERRORS",
     "SHARED_URI",
+    "AccessMismatch",
     "BodyRefused",
     "RequestBodies",
     "Server",
+    "access_checks",
     "bundled",
+    "declare_operations",
     "document",
     "field_path",
     "raw_document",
@@ -146,6 +154,80 @@ def _document(server: Server) -> dict[str, Any]:
 def document(server: Server) -> dict[str, Any]:
     """The server's document, self-contained (a copy: callers may change it)."""
     return copy.deepcopy(_document(server))
+
+
+# --------------------------------------------------------------------------- who may call
+
+ACCESS_CHECKS: Mapping[Server, frozenset[str]] = {
+    "service": frozenset(
+        {
+            "none",
+            "console",
+            "console-all-teams",
+            "hub-user",
+            "operator-token",
+            "server-token",
+            "job-token",
+        }
+    ),
+    "extension": frozenset(
+        {"jupyter-server:kernels", "jupyter-server:contents", "jupyter-server:server"}
+    ),
+}
+"""What an operation's ``x-gpuaas-access`` ``check`` may name: the checks each server makes
+(docs/security.md says what each admits)."""
+
+_T = TypeVar("_T", bound=type)
+
+
+class AccessMismatch(TypeError):
+    """A handler declared for an operation whose ``x-gpuaas-access`` ``check`` is not the one
+    the handler makes: raised as its class is defined, so that such a server never starts."""
+
+
+@cache
+def access_checks(server: Server) -> Mapping[str, str]:
+    """Each operation's (by ``operationId``) ``x-gpuaas-access`` ``check``."""
+    return {
+        operation["operationId"]: operation["x-gpuaas-access"]["check"]
+        for item in raw_document(server)["paths"].values()
+        for operation in item.values()
+        if isinstance(operation, dict) and "operationId" in operation
+    }
+
+
+def declare_operations(
+    server: Server, made_by: Callable[[Any], str], **operations: str | tuple[str, ...]
+) -> Callable[[_T], _T]:
+    """A class decorator: the handler answers each HTTP method (``get=``, ``post=``, ...) as
+    these operations of the server's document (several where the path picks one), which it
+    records as ``api_operations`` (method in upper case: its operationIds). The check the
+    handler makes (``made_by(cls)``: the attribute its base sets where it makes that check)
+    must be each operation's ``x-gpuaas-access`` ``check``; :class:`AccessMismatch` if not,
+    or if the document has no such operation."""
+    checks = access_checks(server)
+
+    def declared(cls: _T) -> _T:
+        made = made_by(cls)
+        declared_ops: dict[str, tuple[str, ...]] = {}
+        for method, named in operations.items():
+            ids = (named,) if isinstance(named, str) else named
+            for operation_id in ids:
+                if operation_id not in checks:
+                    raise AccessMismatch(
+                        f"{cls.__name__}: the {server}'s document has no operation {operation_id!r}"
+                    )
+                if checks[operation_id] != made:
+                    raise AccessMismatch(
+                        f"{cls.__name__} answers {operation_id}, whose x-gpuaas-access check is"
+                        f" {checks[operation_id]!r} in the {server}'s document, but it makes"
+                        f" {made!r}"
+                    )
+            declared_ops[method.upper()] = ids
+        setattr(cls, "api_operations", declared_ops)  # noqa: B010 - any handler class
+        return cls
+
+    return declared
 
 
 # --------------------------------------------------------------------------- request bodies

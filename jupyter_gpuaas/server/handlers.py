@@ -8,9 +8,10 @@ service's answers (queue, reclaim warning, GPU jobs), and the kernels' saved var
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
@@ -18,7 +19,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
-from jupyter_gpuaas.core.api_documents import BodyRefused, RequestBodies
+from jupyter_gpuaas.core.api_documents import BodyRefused, RequestBodies, declare_operations
 from jupyter_gpuaas.core.kernel_state import summarise
 from jupyter_gpuaas.core.parsing import MAX_BYTES
 from jupyter_gpuaas.server.jobs import SUBMIT_TIMEOUT, collect_results, job_submission
@@ -34,7 +35,19 @@ from jupyter_gpuaas.server.queue import fetch_queue
 from jupyter_gpuaas.server.service_client import ServiceAnswer, ServiceClient
 from jupyter_gpuaas.server.state import ServerState
 
-__all__ = ["BodyError", "GPUaaSHandler", "handlers"]
+__all__ = ["BodyError", "GPUaaSHandler", "handlers", "operations"]
+
+_H = TypeVar("_H", bound=type)
+
+
+def operations(**ids: str) -> Callable[[_H], _H]:
+    """Declare the operations (``operationId`` in the extension's OpenAPI document) a handler
+    answers for each HTTP method, e.g. ``@operations(get="getJobs", post="postJob")``. Its
+    ``auth_resource`` (the jupyter-server permission ``@authorized`` checks) must be each
+    operation's ``x-gpuaas-access`` ``check`` (``jupyter-server:RESOURCE``), or the import
+    fails (:class:`~jupyter_gpuaas.core.api_documents.AccessMismatch`): the document, the
+    handlers and the route tests' table (docs/security.md) say one thing."""
+    return declare_operations("extension", lambda cls: f"jupyter-server:{cls.auth_resource}", **ids)
 
 
 class BodyError(web.HTTPError):
@@ -73,6 +86,8 @@ class GPUaaSHandler(ExtensionHandlerMixin, APIHandler):
     _track_activity = False
     # The GPU figures describe kernels, so reading them takes the kernels read permission.
     auth_resource = "kernels"
+    api_operations: ClassVar[dict[str, tuple[str, ...]]] = {}
+    """What :func:`operations` declared: HTTP method -> the operations it answers."""
 
     def initialize(self, name: str, *args: Any, state: ServerState, **kwargs: Any) -> None:
         self.state = state
@@ -110,6 +125,7 @@ async def _pass_on(handler: GPUaaSHandler, path: str, unknown: dict[str, Any]) -
         await handler.finish(answer.data)
 
 
+@operations(get="getUsage")
 class UsageHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
@@ -118,6 +134,7 @@ class UsageHandler(GPUaaSHandler):
         await self.finish(sample.usage_json)
 
 
+@operations(get="getActivity")
 class ActivityHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
@@ -125,6 +142,7 @@ class ActivityHandler(GPUaaSHandler):
         await self.finish(await self.state.activity_now())
 
 
+@operations(get="getQueue")
 class QueueHandler(GPUaaSHandler):
     """Reads the user's queue; like the other endpoints, polling it is not activity."""
 
@@ -134,6 +152,7 @@ class QueueHandler(GPUaaSHandler):
         await self.finish(await fetch_queue(self.state.client))
 
 
+@operations(get="getReclaim")
 class ReclaimHandler(GPUaaSHandler):
     """``GET gpuaas/api/reclaim``: this server's pending reclaim warning (or ``null``)."""
 
@@ -143,6 +162,7 @@ class ReclaimHandler(GPUaaSHandler):
         await _pass_on(self, "api/reclaim", unknown={"warning": None})
 
 
+@operations(get="getReclaimStanding")
 class StandingHandler(GPUaaSHandler):
     """``GET gpuaas/api/reclaim/standing``: the reclaim policy that applies to this server and
     where it stands (the service's last plan, for this server only)."""
@@ -153,6 +173,7 @@ class StandingHandler(GPUaaSHandler):
         await _pass_on(self, "api/reclaim/standing", unknown={"known": False})
 
 
+@operations(post="postReclaimSnooze")
 class SnoozeHandler(GPUaaSHandler):
     """``POST gpuaas/api/reclaim/snooze``: "Keep my GPU" (409 when no snooze is left)."""
 
@@ -196,6 +217,7 @@ class _JobsHandler(GPUaaSHandler):
         return replace(client, timeout=timeout) if timeout else client
 
 
+@operations(get="getJobOptions")
 class JobsOptionsHandler(_JobsHandler):
     @web.authenticated
     @authorized
@@ -203,6 +225,7 @@ class JobsOptionsHandler(_JobsHandler):
         _answer(self, await self.client().request("api/jobs/options"))
 
 
+@operations(get="getJobs", post="postJob")
 class JobsHandler(_JobsHandler):
     """``GET gpuaas/api/jobs``: the user's jobs (collecting finished ones' results);
     ``POST`` (``{"path", "offering", "count", "image", "size", "time_limit", "parameters",
@@ -234,6 +257,7 @@ class JobsHandler(_JobsHandler):
         _answer(self, answer)
 
 
+@operations(delete="deleteJob")
 class JobHandler(_JobsHandler):
     @web.authenticated
     @authorized
@@ -241,6 +265,7 @@ class JobHandler(_JobsHandler):
         _answer(self, await self.client().request(f"api/jobs/{team}/{name}", method="DELETE"))
 
 
+@operations(get="getJobLog")
 class JobLogHandler(_JobsHandler):
     @web.authenticated
     @authorized
@@ -248,6 +273,7 @@ class JobLogHandler(_JobsHandler):
         _answer(self, await self.client().request(f"api/jobs/{team}/{name}/log"))
 
 
+@operations(post="postJobNotified")
 class JobNotifiedHandler(_JobsHandler):
     @web.authenticated
     @authorized
@@ -256,6 +282,7 @@ class JobNotifiedHandler(_JobsHandler):
         _answer(self, answer)
 
 
+@operations(get="getResize", post="postResize")
 class ResizeHandler(_JobsHandler):
     """``GET gpuaas/api/resize``: this server's offering and the next size up; ``POST``
     (``{}`` or ``{"offering": SLUG}``): the gpuaas service stops this server and starts it
@@ -295,6 +322,7 @@ class ResizeHandler(_JobsHandler):
         _answer(self, answer)
 
 
+@operations(get="getKernelState")
 class KernelStateHandler(GPUaaSHandler):
     """``GET gpuaas/api/kernel-state?path=NOTEBOOK``: what the notebook's saved variables are,
     read from the snapshot's manifest (nothing is loaded; docs/kernel-state.md)."""
@@ -306,6 +334,7 @@ class KernelStateHandler(GPUaaSHandler):
         await self.finish(snapshot_info(path, self.state.kernel_state, Path.home()))
 
 
+@operations(get="getKernelStateEstimate")
 class KernelStateEstimateHandler(GPUaaSHandler):
     """``GET gpuaas/api/kernel-state/estimate``: what a reclaim now would keep of each kernel's
     variables and in all, and about how long saving them would take (each idle kernel's own
@@ -317,6 +346,7 @@ class KernelStateEstimateHandler(GPUaaSHandler):
         await self.finish(await state_estimate(self.serverapp, self.state.state_sizes))
 
 
+@operations(post="postKernelStateSnapshot")
 class KernelSnapshotHandler(GPUaaSHandler):
     """``POST gpuaas/api/kernel-state/snapshot`` (``{}``: every kernel; ``{"kernel_id"}``:
     one): each idle kernel saves its variables, within ``c.GPUaaS.kernel_state_timeout``."""
@@ -347,6 +377,7 @@ class KernelSnapshotHandler(GPUaaSHandler):
         )
 
 
+@operations(post="postKernelStateRestore")
 class KernelRestoreHandler(GPUaaSHandler):
     """``POST gpuaas/api/kernel-state/restore`` (``{"kernel_id", "path", "force"}``): the
     notebook's saved variables into its new kernel; a kernel that has run cells is left alone

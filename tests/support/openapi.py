@@ -312,16 +312,22 @@ def document_problems() -> list[str]:
         except (OpenAPIValidationError, AssertionError) as e:
             problems.append(f"{PATHS[server]}: {e}")
         for method, path, operation in operations(server):
-            problems += [f"{server}: {method} {path}: {p}" for p in _access_problems(operation)]
+            problems += [
+                f"{server}: {method} {path}: {p}" for p in _access_problems(server, operation)
+            ]
     return problems
 
 
-def _access_problems(operation: dict[str, Any]) -> list[str]:
-    """What is wrong with an operation's ``x-gpuaas-access``: it must say what the route needs
-    and answer for every caller, in :data:`CALLERS`' order, only with statuses it lists."""
+def _access_problems(server: Server, operation: dict[str, Any]) -> list[str]:
+    """What is wrong with an operation's ``x-gpuaas-access``: it must name a check the server
+    makes, say what the route needs and answer for every caller, in :data:`CALLERS`' order,
+    only with statuses it lists."""
     access = operation.get("x-gpuaas-access")
     if not isinstance(access, dict) or not access.get("needs"):
         return ["no x-gpuaas-access with what it needs"]
+    checks = api_documents.ACCESS_CHECKS[server]
+    if access.get("check") not in checks:
+        return [f"x-gpuaas-access check {access.get('check')!r} is none of {sorted(checks)}"]
     callers = access.get("callers") or {}
     if list(callers) != list(CALLERS):
         return [f"x-gpuaas-access callers {list(callers)}, not {list(CALLERS)}"]

@@ -1,11 +1,17 @@
-"""Tornado bases of the gpuaas service's handlers: JSON answers and errors, the hub's auth."""
+"""Tornado bases of the gpuaas service's handlers: JSON answers and errors, the hub's auth.
+
+Who may call a route is said once, in its operation's ``x-gpuaas-access`` ``check`` in the
+service's OpenAPI document. Each base here makes one check, named by its ``access``; each
+handler declares the operations it answers with :func:`operations`, which refuses (as the
+module is imported) a handler whose base makes another check than the document's. The route
+tests' tables are the same document's (tests/unit/service/web/test_routes.py)."""
 
 from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, TypeVar
 
 from jupyterhub.services.auth import HubAuthenticated
 from tornado import web
@@ -13,7 +19,7 @@ from tornado import web
 from gpuaas_service.reclaim.loop import ReclaimLoop
 from gpuaas_service.web.connections import ConnectionGate, identified
 from gpuaas_service.web.context import ServiceContext
-from jupyter_gpuaas.core.api_documents import BodyRefused
+from jupyter_gpuaas.core.api_documents import BodyRefused, declare_operations
 from jupyter_gpuaas.core.fields import FieldError
 from jupyter_gpuaas.core.parsing import MAX_DEPTH
 
@@ -21,7 +27,9 @@ __all__ = [
     "BodyAfterCaller",
     "BodyError",
     "HubJSONHandler",
+    "HubUserHandler",
     "JSONHandler",
+    "OperatorTokenHandler",
     "ServerHandler",
     "ServerTokenHandler",
     "TooManyRequests",
@@ -29,7 +37,19 @@ __all__ = [
     "check_operator_token",
     "error_answer",
     "limit",
+    "operations",
 ]
+
+_H = TypeVar("_H", bound=type)
+
+
+def operations(**ids: str | tuple[str, ...]) -> Callable[[_H], _H]:
+    """Declare the operations (``operationId`` in the service's OpenAPI document) a handler
+    answers for each HTTP method, e.g. ``@operations(get="getJobs", post="postJob")``; a
+    tuple where the path picks one of several. Its base's check (``access``) must be each
+    operation's ``x-gpuaas-access`` ``check``, or the import fails
+    (:class:`~jupyter_gpuaas.core.api_documents.AccessMismatch`)."""
+    return declare_operations("service", lambda cls: cls.access, **ids)
 
 
 MAX_ERRORS_SHOWN = 20
@@ -79,6 +99,12 @@ class BodyAfterCaller(web.RequestHandler):
     service is one (tests/unit/service/web/test_routes.py); the body, within the server's
     ``max_request_bytes`` and body timeout (web/connections.py), is ``self.request.body``
     when the method runs."""
+
+    access: ClassVar[str] = "none"
+    """The check this handler makes before its method runs (``x-gpuaas-access`` ``check``):
+    none here; each base that makes one names it."""
+    api_operations: ClassVar[dict[str, tuple[str, ...]]] = {}
+    """What :func:`operations` declared: HTTP method -> the operations it answers."""
 
     def data_received(self, chunk: bytes) -> None:
         self.request.body += chunk
@@ -209,6 +235,18 @@ def check_operator_token(
     identified(handler, gate)
 
 
+class OperatorTokenHandler(BodyAfterCaller):
+    """Only with the service's ``operator_token`` (:func:`check_operator_token`), checked in
+    :meth:`prepare`, before a method runs or a body is read. ``initialize()`` sets ``context``."""
+
+    access: ClassVar[str] = "operator-token"
+    context: ServiceContext
+
+    def prepare(self) -> None:
+        self.refuse_unanswered_method()
+        check_operator_token(self, self.context.operator_token, self.context.connections)
+
+
 def limit(context: ServiceContext, name: str, key: str) -> None:
     """429 with ``Retry-After`` when ``key`` has used up its share of the limit ``name``
     (a :class:`~gpuaas_service.web.limits.RateLimit` of the context, if configured)."""
@@ -247,10 +285,28 @@ class HubJSONHandler(HubAuthenticated, JSONHandler):  # type: ignore[misc]
             self.caller_known()
 
 
+class HubUserHandler(HubJSONHandler):
+    """A request that a hub user makes with a token of theirs (or of their server) that holds
+    ``access:services!service=gpuaas``: anything else (no token, a service's, the operator
+    token) is refused in :meth:`prepare`."""
+
+    access: ClassVar[str] = "hub-user"
+
+    async def prepare(self) -> None:
+        await super().prepare()
+        user = self.current_user
+        if not user or user.get("kind", "user") != "user":
+            raise web.HTTPError(
+                403, "a user's token with the scope access:services!service=gpuaas is needed"
+            )
+
+
 class ServerTokenHandler(HubJSONHandler):
     """A request that only a single-user server may make, with the token the hub issued to
     it, while the hub has it running (:class:`~gpuaas_service.web.servers.ServerTokens`):
     anything else is refused in :meth:`prepare`, before any method runs or a body is read."""
+
+    access: ClassVar[str] = "server-token"
 
     server_caller: tuple[str, str]
     """(user, server) of the calling server."""

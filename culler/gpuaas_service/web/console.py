@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable
 from datetime import date
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
 from tornado import escape, web
@@ -38,7 +38,7 @@ from gpuaas_service.console.preview import MAX_POLICY_BYTES, PreviewError, previ
 from gpuaas_service.console.standing import standing
 from gpuaas_service.console.state import ConsoleState, export_csv, export_rows
 from gpuaas_service.reclaim.activity_store import server_key
-from gpuaas_service.web.base import BodyAfterCaller, JSONHandler, ServerHandler
+from gpuaas_service.web.base import BodyAfterCaller, JSONHandler, ServerHandler, operations
 from gpuaas_service.web.context import ServiceContext
 
 __all__ = ["CONSOLE_SCOPE", "console_access", "console_handlers"]
@@ -69,6 +69,7 @@ def _asset(name: str) -> str:
 class _ConsoleHandler(HubOAuthenticated, JSONHandler):  # type: ignore[misc]
     """Who may see the console, and which teams (``self.teams``: ``None`` = all)."""
 
+    access: ClassVar[str] = "console"
     console: ConsoleState
     page = False
     """A page (not the API): without a login the browser is sent to the hub's."""
@@ -121,6 +122,7 @@ class _ConsoleHandler(HubOAuthenticated, JSONHandler):  # type: ignore[misc]
         return asked if self.teams is None else self.teams & asked
 
 
+@operations(get="getConsolePage")
 class ConsolePageHandler(_ConsoleHandler):
     page = True
 
@@ -142,6 +144,7 @@ ASSET_PATH = re.compile(r"(?:[a-z_]+/)*[a-z_]+\.(?:js|css)")
 no dots but the extension's, so no path leaves the static folder."""
 
 
+@operations(get="getConsoleStatic")
 class ConsoleAssetHandler(BodyAfterCaller):
     """The page's code and stylesheet, served to anyone: they are the same for every caller and
     hold no data (the page and the API need the console scope). Not behind the hub's login:
@@ -165,6 +168,7 @@ class ConsoleAssetHandler(BodyAfterCaller):
         self.finish(text)
 
 
+@operations(get="getConsole")
 class ConsoleAPIHandler(_ConsoleHandler):
     """The last build's bytes (gzipped for a client that takes gzip): nothing is built or
     serialised per request (console/state.py)."""
@@ -176,6 +180,7 @@ class ConsoleAPIHandler(_ConsoleHandler):
         )
 
 
+@operations(get="getConsoleGpus")
 class ConsoleGpusHandler(_ConsoleHandler):
     """Every GPU, held or free: node, holding, holder, since, activity, memory, utilisation (the
     cycle's bytes, as ``api/console``'s)."""
@@ -190,29 +195,45 @@ class ConsoleGpusHandler(_ConsoleHandler):
         )
 
 
+@operations(get="getConsoleFit")
 class ConsoleFitHandler(ConsoleGpusHandler):
     """Each GPU server against its user's recent peaks and the advised offering."""
 
     view = "fit"
 
 
-class ConsoleSnapshotHandler(_ConsoleHandler):
-    def get(self) -> None:
+class _AllTeamsHandler(_ConsoleHandler):
+    """For those who see every team only: a team lead's ``!group=T`` is refused in
+    :meth:`prepare`, saying why (``every_team``)."""
+
+    access: ClassVar[str] = "console-all-teams"
+    every_team = "it holds every team"
+
+    async def prepare(self) -> None:
+        await super().prepare()
         if self.teams is not None:
-            raise web.HTTPError(403, f"the snapshot holds every team: {CONSOLE_SCOPE} unfiltered")
+            raise web.HTTPError(403, f"{self.every_team}: {CONSOLE_SCOPE} unfiltered")
+
+
+@operations(get="getConsoleSnapshot")
+class ConsoleSnapshotHandler(_AllTeamsHandler):
+    every_team = "the snapshot holds every team"
+
+    def get(self) -> None:
         snap = self.console.snapshot()
         if snap is None:
             raise web.HTTPError(409, "no complete reclaim cycle yet (is a policy in force?)")
         self.finish(json.dumps(snap))
 
 
-class ConsoleChecksHandler(_ConsoleHandler):
+@operations(get="getConsoleChecks")
+class ConsoleChecksHandler(_AllTeamsHandler):
     """The doctor's checks (``gpuaas-culler --doctor``, as the service's own account): for
     those who see every team only; ``?fresh=1`` runs them again now."""
 
+    every_team = "the checks are the operators'"
+
     async def get(self) -> None:
-        if self.teams is not None:
-            raise web.HTTPError(403, f"the checks are the operators': {CONSOLE_SCOPE} unfiltered")
         if self.context.checks is None:
             raise web.HTTPError(404, "the checks are not offered by this service")
         fresh = self.get_argument("fresh", "") in ("1", "true")
@@ -230,6 +251,7 @@ def export_day(raw: str, today: date) -> date:
         raise ValueError(f"day={raw[:20]!r} is not a date (YYYY-MM-DD)") from None
 
 
+@operations(get="getConsoleExport")
 class ConsoleExportHandler(_ConsoleHandler):
     def get(self) -> None:
         try:
@@ -252,6 +274,7 @@ class ConsoleExportHandler(_ConsoleHandler):
             raise web.HTTPError(400, f"format={fmt[:20]!r}: csv or json")
 
 
+@operations(post="postConsolePreview")
 class ConsolePreviewHandler(_ConsoleHandler):
     def post(self) -> None:
         body = self.request.body or b""
@@ -283,6 +306,7 @@ class ConsolePreviewHandler(_ConsoleHandler):
         self.finish(json.dumps(answer))
 
 
+@operations(get="getReclaimStanding")
 class StandingHandler(ServerHandler):
     """``GET api/reclaim/standing``: this server's policy and next step (its own token)."""
 
@@ -296,6 +320,7 @@ class StandingHandler(ServerHandler):
         self.finish(json.dumps(answer))
 
 
+@operations(get="getOauthCallback")
 class OAuthCallbackHandler(BodyAfterCaller, HubOAuthCallbackHandler):  # type: ignore[misc]
     """The hub's OAuth callback, with the console's :class:`HubOAuth`."""
 
@@ -304,6 +329,7 @@ class OAuthCallbackHandler(BodyAfterCaller, HubOAuthCallbackHandler):  # type: i
             self.hub_auth = context.console_auth
 
 
+@operations(get="getRoot")
 class _Root(BodyAfterCaller):
     def get(self) -> None:
         self.redirect(self.request.path.rstrip("/") + "/console/")

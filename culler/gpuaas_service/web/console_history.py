@@ -43,7 +43,7 @@ from gpuaas_service.clients.prometheus import (
     read_matrix,
 )
 from gpuaas_service.console.state import GZIP_LEVEL, ConsoleState
-from gpuaas_service.web.base import limit
+from gpuaas_service.web.base import limit, operations
 from gpuaas_service.web.console import _ConsoleHandler
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.durations import format_duration, parse_duration
@@ -239,6 +239,7 @@ async def history_answer(history: History, teams: set[str] | None, range_seconds
     }
 
 
+@operations(get="getConsoleHistory")
 class ConsoleHistoryHandler(_ConsoleHandler):
     """``GET api/console/history``: the console scope; a team lead gets their teams only."""
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, ClassVar
 
 from tornado import web
 
@@ -35,6 +35,7 @@ from gpuaas_service.web.base import (
     admit_body,
     error_answer,
     limit,
+    operations,
 )
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.fields import FieldError
@@ -83,6 +84,7 @@ class _UserHandler(_Errors, ServerTokenHandler):
             self.answer_error(e)
 
 
+@operations(get="getJobOptions")
 class OptionsHandler(_UserHandler):
     async def get(self) -> None:
         user, groups = self.caller()
@@ -124,6 +126,7 @@ class _Streamed(_Errors):
         self.body.received(chunk)
 
 
+@operations(get="getJobs", post="postJob")
 @web.stream_request_body
 class JobsHandler(_Streamed, _UserHandler):
     """``GET``: the caller's jobs; ``POST``: submit (a body up to ``max_body`` bytes: the
@@ -154,24 +157,28 @@ class JobsHandler(_Streamed, _UserHandler):
         await self.run(self.service.submit(user, groups, body))
 
 
+@operations(delete="deleteJob")
 class JobHandler(_UserHandler):
     async def delete(self, team: str, name: str) -> None:
         user, groups = self.caller()
         await self.run(self.service.cancel(user, groups, team, name))
 
 
+@operations(get="getJobLog")
 class JobLogHandler(_UserHandler):
     async def get(self, team: str, name: str) -> None:
         user, groups = self.caller()
         await self.run(self.service.log_of(user, groups, team, name))
 
 
+@operations(get="getJobResult")
 class JobResultHandler(_UserHandler):
     async def get(self, team: str, name: str) -> None:
         user, groups = self.caller()
         await self.run(self.service.result(user, groups, team, name))
 
 
+@operations(post=("postJobCollected", "postJobNotified"))
 class JobMarkHandler(_UserHandler):
     async def post(self, team: str, name: str, what: str) -> None:
         user, groups = self.caller()
@@ -182,9 +189,12 @@ class JobMarkHandler(_UserHandler):
             await self.run(self.service.mark(user, groups, team, name, notified=True))
 
 
+@operations(get="getJobRunnerInput", post=("postJobRunnerLog", "postJobRunnerResult"))
 @web.stream_request_body
 class RunnerHandler(_Streamed):
-    """The Job's pod: its token, never a hub token."""
+    """The Job's pod: its token, never a hub token, checked in :meth:`prepare`."""
+
+    access: ClassVar[str] = "job-token"
 
     job: Any
     """The Job whose token the request carries (:meth:`JobService.runner_job`)."""

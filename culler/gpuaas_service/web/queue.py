@@ -18,13 +18,20 @@ import json
 from tornado import web
 
 from gpuaas_service.queue.index import QueueIndex
-from gpuaas_service.web.base import HubJSONHandler, JSONHandler, check_operator_token, limit
+from gpuaas_service.web.base import (
+    HubUserHandler,
+    JSONHandler,
+    OperatorTokenHandler,
+    limit,
+    operations,
+)
 from gpuaas_service.web.context import ServiceContext
 
 __all__ = ["HealthHandler", "QueueHandler", "queue_handlers"]
 
 
-class QueueHandler(HubJSONHandler):
+@operations(get="getQueue")
+class QueueHandler(HubUserHandler):
     """``GET api/queue``: the caller's own pending GPU work (never anybody else's)."""
 
     def initialize(self, context: ServiceContext, index: QueueIndex) -> None:
@@ -33,22 +40,18 @@ class QueueHandler(HubJSONHandler):
 
     def get(self) -> None:
         user = self.current_user
-        if not user or user.get("kind", "user") != "user":
-            raise web.HTTPError(
-                403, "a user's token with the scope access:services!service=gpuaas is needed"
-            )
         limit(self.context, "queue", str(user["name"]))
         self.context.stats.requests += 1
         self.finish(json.dumps(self.index.answer(user["name"], user.get("groups") or ())))
 
 
-class HealthHandler(JSONHandler):
+@operations(get="getHealth")
+class HealthHandler(OperatorTokenHandler, JSONHandler):
     def initialize(self, context: ServiceContext, index: QueueIndex) -> None:
         self.bind(context)
         self.index = index
 
     def get(self) -> None:
-        check_operator_token(self, self.context.operator_token, self.context.connections)
         index = self.index
         self.finish(
             json.dumps(

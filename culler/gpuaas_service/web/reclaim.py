@@ -31,11 +31,11 @@ from gpuaas_service.reclaim.activity_store import server_key
 from gpuaas_service.reclaim.decide import SnoozeResult
 from gpuaas_service.reclaim.loop import ReclaimLoop
 from gpuaas_service.web.base import (
-    BodyAfterCaller,
+    OperatorTokenHandler,
     ServerHandler,
-    check_operator_token,
     error_answer,
     limit,
+    operations,
 )
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.activity import ReportError
@@ -70,6 +70,7 @@ def snooze_answer(result: SnoozeResult) -> dict[str, Any]:
     }
 
 
+@operations(post="postActivity")
 class ActivityReportHandler(ServerHandler):
     def _invalid(self, message: str, errors: Sequence[FieldError], more: int) -> None:
         self.set_status(400)
@@ -102,12 +103,14 @@ class ActivityReportHandler(ServerHandler):
         self.finish(json.dumps(answer))
 
 
+@operations(get="getReclaim")
 class ReclaimHandler(ServerHandler):
     def get(self) -> None:
         user, server = self.caller()
         self.finish(json.dumps(self.loop.warning_for(user, server)))
 
 
+@operations(post="postReclaimSnooze")
 class SnoozeHandler(ServerHandler):
     async def post(self) -> None:
         user, server = self.caller()
@@ -117,7 +120,8 @@ class SnoozeHandler(ServerHandler):
         self.finish(json.dumps(snooze_answer(result)))
 
 
-class MetricsHandler(BodyAfterCaller):
+@operations(get="getMetrics")
+class MetricsHandler(OperatorTokenHandler):
     """``GET metrics``: only with the operator token (docs/security.md)."""
 
     def initialize(self, context: ServiceContext, loop: ReclaimLoop) -> None:
@@ -125,7 +129,6 @@ class MetricsHandler(BodyAfterCaller):
         self.loop = loop
 
     def get(self) -> None:
-        check_operator_token(self, self.context.operator_token, self.context.connections)
         body, content_type = self.loop.metrics.exposition()
         self.set_header("Content-Type", content_type)
         self.finish(body)

@@ -9,13 +9,14 @@ from tornado import web
 
 from gpuaas_service.resize.plan import ResizeRefused
 from gpuaas_service.resize.resizer import Resizer
-from gpuaas_service.web.base import ServerTokenHandler, error_answer, limit
+from gpuaas_service.web.base import ServerTokenHandler, error_answer, limit, operations
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.fields import FieldError
 
 __all__ = ["ResizeHandler", "resize_handlers"]
 
 
+@operations(get="getResize", post="postResize")
 class ResizeHandler(ServerTokenHandler):
     """``GET``/``POST api/resize``: only the server's own token, for that server."""
 

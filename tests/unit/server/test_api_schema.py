@@ -59,8 +59,20 @@ def test_an_invalid_document_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     broken = openapi.document("extension")
     del broken["paths"]["/usage"]["get"]["responses"]["200"]["description"]
     broken["paths"]["activity"] = broken["paths"].pop("/activity")
-    monkeypatch.setattr(openapi, "raw", lambda server: broken)
-    assert len(openapi.document_problems()) == 2  # the first problem of each
+    raw = openapi.raw
+    monkeypatch.setattr(openapi, "raw", lambda s: broken if s == "extension" else raw(s))
+    assert len(openapi.document_problems()) == 1  # the first problem of the document
+
+
+def test_an_access_check_no_server_makes_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    changed = openapi.document("service")
+    changed["paths"]["/api/health"]["get"]["x-gpuaas-access"]["check"] = "jupyter-server:kernels"
+    raw = openapi.raw
+    monkeypatch.setattr(openapi, "raw", lambda s: changed if s == "service" else raw(s))
+    (problem,) = openapi.document_problems()
+    assert problem.startswith(
+        "service: GET api/health: x-gpuaas-access check 'jupyter-server:kernels' is none of"
+    )
 
 
 def test_each_stored_document_validates_alone_with_a_stock_validator() -> None:
