@@ -127,13 +127,31 @@ async def test_the_way_down_from_the_sidebar_restarts_the_server_smaller_with_it
         (container,) = pods[0]["spec"]["containers"]
         assert container["resources"]["limits"]["nvidia.com/gpumem"] == "5632"  # a quarter L4
 
-        # Her notebook opens with a new kernel on the smaller share: its variable is back.
-        await page.goto(f"{hub.url}/user/alice/lab/tree/train.ipynb", timeout=180_000)
-        back = page.locator(".Toastify__toast", has_text="train.ipynb: its variables are back")
-        await back.wait_for(timeout=120_000)
-        assert "`epochs`" in await back.inner_text()
+        await variables_back_in(page, hub)
         await page.context.close()
     finally:
         hub.stop("alice")
         await eventually(lambda: no_pods(k8s, "alice"), what="alice's pod gone", timeout=90)
         await delete_home(k8s, "alice")
+
+
+async def variables_back_in(page: Any, hub: CullerHub) -> None:
+    """Her notebook opens with a new kernel on the smaller share: its variables are back,
+    named in quotes (a notification shows Markdown raw), and the simulated GPU hold is said to
+    hold no GPU memory: pickling restores data, not device memory (issue 50.10)."""
+    await page.goto(f"{hub.url}/user/alice/lab/tree/train.ipynb", timeout=180_000)
+    back = page.locator(".Toastify__toast", has_text="train.ipynb: its variables are back")
+    await back.wait_for(timeout=120_000)
+    toast_text = await back.inner_text()
+    assert "“epochs”" in toast_text, toast_text
+    assert "“held”" in toast_text, toast_text
+    assert "`" not in toast_text, toast_text
+    await back.get_by_role("button", name="Details").click()
+    details = page.locator(".jp-Dialog")
+    await details.wait_for()
+    said = await details.inner_text()
+    assert "“held” is back as a simulated GPU hold of 1 GiB on GPU " in said, said
+    assert (
+        "holding no GPU memory: a restored object keeps its data, not the device memory it held."
+        in said
+    ), said
