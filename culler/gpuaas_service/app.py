@@ -1041,7 +1041,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         if catalog is None:
             log.warning("catalog_file not set: notebook jobs are off (docs/jobs.md)")
 
-        def positions(user: str, groups: Sequence[str]) -> dict[tuple[str, str], dict[str, Any]]:
+        def positions(user: str, groups: Sequence[str]) -> dict[tuple[str, str], Mapping[str, Any]]:
             items = index.answer(user, groups).get("items") or []
             return {(i["namespace"], i["name"]): i for i in items if i.get("kind") == "job"}
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.fields import FieldError, FieldErrors, object_items
 from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, LostVariable
@@ -145,14 +146,14 @@ def snapshot_request_of(answer: Mapping[str, Any]) -> SnapshotRequest | None:
 
 def kernel_state_json(
     report: KernelStateReport, *, max_bytes: int = KERNEL_STATE_MAX_BYTES
-) -> dict[str, Any]:
+) -> api.KernelStateReport:
     """A report's ``kernel_state`` field, at most ``max_bytes`` of JSON as long as the kernels'
     own fields allow: each kernel's lost variables are listed up to a shrinking number, the
     rest counted in one last entry (\"12 more\")."""
     outcomes = report.outcomes[:MAX_KERNELS]
     keep: int | None = None
     while True:
-        body = {
+        body: api.KernelStateReport = {
             "requested_at": isoformat_z(report.requested_at),
             "outcomes": [_listing(o, keep).to_json() for o in outcomes],
             "error": report.error[:MAX_TEXT],
@@ -240,10 +241,10 @@ def build_activity(
     )
 
 
-def activity_json(activity: Activity) -> dict[str, Any]:
+def activity_json(activity: Activity) -> api.Activity:
     """The payload as JSON (docs/api.md); ``keeps_kernel_state`` and ``kernel_state`` only
     where set."""
-    out: dict[str, Any] = {
+    out: api.Activity = {
         "sampled_at": _iso(activity.sampled_at),
         "source": activity.source,
         "error": activity.error,

@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.durations import isoformat_z
 
 __all__ = [
@@ -90,7 +91,7 @@ class LostVariable:
     name: str
     reason: str
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> api.KernelStateLost:
         return {"name": self.name, "reason": self.reason}
 
 
@@ -112,7 +113,7 @@ class KernelStateOutcome:
     saved_at: datetime | None = None
     """When the snapshot was written (UTC); ``None`` when nothing was written."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> api.KernelStateOutcome:
         return {
             "kernel_id": self.kernel_id,
             "notebook": self.notebook,

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.activity import (
     KernelActivity,
     TerminalActivity,
@@ -38,7 +39,7 @@ def activity_payload(
     devices: Sequence[Device],
     busy_utilization_percent: float,
     started: datetime,
-) -> dict[str, Any]:
+) -> api.Activity:
     """The JSON of ``GET gpuaas/api/activity`` and of the reports to the gpuaas service."""
     activity = build_activity(
         sampled_at=sampled_at,
@@ -55,7 +56,7 @@ def activity_payload(
 
 async def current_activity(
     sampler: Sampler, settings: Mapping[str, Any], *, busy_utilization_percent: float
-) -> dict[str, Any]:
+) -> api.Activity:
     """The ``activity`` payload now (``GET gpuaas/api/activity``'s answer and what the reporter
     posts), from the server's web settings (its kernel and terminal managers)."""
     sample = await sampler.sample()

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.activity import (
     KernelStateReport,
     kernel_state_json,
@@ -49,7 +50,7 @@ class Reporter:
 
     def __init__(
         self,
-        activity_now: Callable[[], Awaitable[dict[str, Any]]],
+        activity_now: Callable[[], Awaitable[api.Activity]],
         client: ServiceClient,
         interval: float,
         log: logging.Logger | Any = None,

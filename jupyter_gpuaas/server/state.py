@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.api_documents import RequestBodies, request_bodies
 from jupyter_gpuaas.gpu.sampler import Sampler
 from jupyter_gpuaas.server.jobs import Collector
@@ -25,7 +25,7 @@ class ServerState:
     """
 
     sampler: Sampler
-    activity_now: Callable[[], Awaitable[dict[str, Any]]]
+    activity_now: Callable[[], Awaitable[api.Activity]]
     """The ``activity`` payload now: the endpoint's answer and what the reporter posts."""
     client: ServiceClient
     """The one client of the gpuaas hub service (queue, reclaim warning, jobs, reports)."""

@@ -419,16 +419,19 @@ def security_page(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
+    from tests.support import api_types  # it reads the documents through this module
+
     parser = argparse.ArgumentParser(
         prog="python -m tests.support.openapi",
         description="Check the HTTP API's OpenAPI documents and what is generated from them: "
-        "the shared schemas' copies in the service's document, the TypeScript types, "
+        "the shared schemas' copies in the service's document, the TypeScript and Python types, "
         "docs/security.md's route tables (make lint); --write rewrites those (make api-types).",
     )
     parser.add_argument(
         "--write",
         action="store_true",
-        help="copy the shared schemas, rewrite the TypeScript types and security.md's tables",
+        help="copy the shared schemas, rewrite the TypeScript and Python types and security.md's"
+        " tables",
     )
     args = parser.parse_args(argv)
 
@@ -443,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {path.relative_to(ROOT)}")
         SECURITY.write_text(security_page(SECURITY.read_text(encoding="utf-8")), encoding="utf-8")
         print(f"wrote the tables of {SECURITY.relative_to(ROOT)}")
-    problems += typescript_problems() + api_page_problems()
+        api_types.main([])
+    problems += typescript_problems() + api_types.problems() + api_page_problems()
     text = SECURITY.read_text(encoding="utf-8")
     if security_page(text) != text:
         problems.append(

@@ -131,7 +131,7 @@ class JobService:
         *,
         service_url: str,
         queue_state: Callable[[], QueueState] | None = None,
-        positions: Callable[[str, Sequence[str]], Mapping[tuple[str, str], dict[str, Any]]]
+        positions: Callable[[str, Sequence[str]], Mapping[tuple[str, str], Mapping[str, Any]]]
         | None = None,
         workloads: Callable[[str], Sequence[Mapping[str, Any]]] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
@@ -407,7 +407,7 @@ class JobService:
         self,
         tenant: Tenant,
         job: Mapping[str, Any],
-        positions: Mapping[tuple[str, str], dict[str, Any]],
+        positions: Mapping[tuple[str, str], Mapping[str, Any]],
     ) -> dict[str, Any]:
         meta = job["metadata"]
         workload = None

@@ -22,6 +22,7 @@ from gpuaas_service.queue.workloads import (
     read_notebook_pod,
     user_of,
 )
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.gpu_equivalents import RESOURCE_GPU_EQUIVALENTS
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import PendingWorkloadInfo, WorkloadInfo, read_workload
@@ -126,7 +127,7 @@ class QueueIndex:
     def polled_queues(self) -> list[str]:
         return sorted(f"{ns}/{name}" for ns, name in self._tracked)
 
-    def answer(self, user: str, groups: Sequence[str] = ()) -> dict[str, Any]:
+    def answer(self, user: str, groups: Sequence[str] = ()) -> api.Queue:
         self._refresh()
         state = self.view.queue_state()
         mine = self._by_user.get(user, [])

@@ -22,6 +22,7 @@ from fractions import Fraction
 from typing import Any
 
 from gpuaas_service.reclaim.loop import team_display_names
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.catalog import Catalog
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.gpu_equivalents import (
@@ -184,7 +185,7 @@ def queue_payload(
     synced: bool = True,
     weights: Mapping[str, Fraction] = RESOURCE_GPU_EQUIVALENTS,
     names: DisplayNames = NO_NAMES,
-) -> dict[str, Any]:
+) -> api.Queue:
     """The ``GET /services/gpuaas/api/queue`` answer for ``user`` (docs/queue.md).
 
     Only the user's own pending Workloads are listed, ordered by ClusterQueue position (1-based;
@@ -229,7 +230,7 @@ def _item(
     now: datetime,
     weights: Mapping[str, Fraction],
     names: DisplayNames,
-) -> dict[str, Any]:
+) -> api.QueueItem:
     """One pending Workload of the caller, with its positions from the visibility ``answer``
     of its LocalQueue (``None``: not polled yet)."""
     entry = None
@@ -273,7 +274,7 @@ def _item(
     }
 
 
-def _item_order(item: Mapping[str, Any]) -> tuple[Any, ...]:
+def _item_order(item: api.QueueItem) -> tuple[Any, ...]:
     """By ClusterQueue, then position (unknown last), then how long it has waited."""
     pos = item["position_in_cluster_queue"]
     return (
@@ -287,14 +288,14 @@ def _item_order(item: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def _team_rows(
     teams: Iterable[str],
-    items: Sequence[Mapping[str, Any]],
+    items: Sequence[api.QueueItem],
     local_queues: Mapping[tuple[str, str], LocalQueueInfo],
     cluster_queues: Mapping[str, ClusterQueueInfo],
     team_names: Mapping[str, str],
-) -> list[dict[str, Any]]:
+) -> list[api.QueueTeam]:
     """Admitted and pending counts of each team's ClusterQueues (teams without one: none),
     with the team's display name (``team_names``; ``None``: unknown)."""
-    rows = []
+    rows: list[api.QueueTeam] = []
     for team in sorted(teams):
         names = _team_cluster_queues(team, local_queues) | {
             i["cluster_queue"] for i in items if i["team"] == team and i["cluster_queue"]

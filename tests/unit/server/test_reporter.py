@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.activity import parse_activity
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.kernel_state import KernelStateOutcome
@@ -32,7 +33,7 @@ class Service(ServiceClient):
         return ServiceAnswer(200, answers.pop(0) if len(answers) > 1 else answers[0])
 
 
-async def activity() -> dict[str, Any]:
+async def activity() -> api.Activity:
     return {
         "sampled_at": isoformat_z(T0),
         "source": "simulated",

@@ -8,12 +8,13 @@ from typing import Any, cast
 
 import pytest
 
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.server.app import GPUaaS
 from jupyter_gpuaas.server.state import ServerState
 
 
-async def nothing() -> dict[str, Any]:
-    return {}
+async def nothing() -> api.Activity:
+    return cast(api.Activity, {})
 
 
 def state(**fields: Any) -> ServerState:

@@ -18,6 +18,7 @@ from gpuaas_service.queue.workloads import (
     read_notebook_pod,
     user_of,
 )
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.catalog import CatalogSource, build_catalog
 from jupyter_gpuaas.core.kueue import (
     PendingWorkloadInfo,
@@ -103,7 +104,7 @@ def payload(
     pods: list[dict[str, Any]] = (),  # type: ignore[assignment]
     teams: tuple[str, ...] = (),
     names: DisplayNames = NO_NAMES,
-) -> dict[str, Any]:
+) -> api.Queue:
     notebook = {p.uid: p for p in map(read_notebook_pod, pods)}
     return queue_payload(
         user,
@@ -242,7 +243,7 @@ def test_notebook_pod_item_and_team_counts() -> None:
 # --------------------------------------------------------------------------- display names
 
 
-def _notebook_and_job(names: DisplayNames) -> dict[str, Any]:
+def _notebook_and_job(names: DisplayNames) -> api.Queue:
     """alice's notebook server on ``local-mig-1g`` (team label team-a) and her Job in the
     namespace team-a, with team-a and team-b (her hub groups) in the per-team rows."""
     pod = notebook_pod("pod-1", "alice", "gpu")

@@ -1,0 +1,536 @@
+"""The schemas of culler/gpuaas_service/openapi.json as Python types, for the code that builds its
+answers: a field that drifts from the document is a mypy error there. Written by
+tests/support/api_types.py (make api-types); never edited by hand."""
+
+# ruff: noqa
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias, TypedDict
+
+from jupyter_gpuaas.core.api_types import (
+    Activity,
+    ServiceActivityState,
+    ServiceFieldError,
+    ServiceReclaimAction,
+    ServiceReclaimCode,
+)
+
+__all__ = [
+    "ServiceActionCounts",
+    "ServiceConsole",
+    "ServiceConsoleAmounts",
+    "ServiceConsoleChecks",
+    "ServiceConsoleEvent",
+    "ServiceConsoleExport",
+    "ServiceConsoleFit",
+    "ServiceConsoleFlavor",
+    "ServiceConsoleGpus",
+    "ServiceConsoleHandoff",
+    "ServiceConsoleHistory",
+    "ServiceConsoleMigNode",
+    "ServiceConsolePolicy",
+    "ServiceConsoleRegret",
+    "ServiceConsoleSnapshot",
+    "ServiceConsoleTeam",
+    "ServiceDoctorCheck",
+    "ServiceExportRow",
+    "ServiceFitRow",
+    "ServiceFitTeam",
+    "ServiceGpuEquivalents",
+    "ServiceGpuNode",
+    "ServiceGpuRow",
+    "ServiceHealth",
+    "ServiceHistoryAvailable",
+    "ServiceHistoryChart",
+    "ServiceHistorySeries",
+    "ServiceHistoryUnavailable",
+    "ServiceHours",
+    "ServiceJobResult",
+    "ServicePolicyPreview",
+    "ServicePreviewChange",
+    "ServicePreviewRefused",
+    "ServiceSnapshotHandoff",
+    "ServiceSnapshotPending",
+    "ServiceSnapshotWait",
+    "ServiceSnapshotWorkbench",
+    "ServiceWorkbench",
+]
+
+
+class ServiceWorkbench(TypedDict):
+    """One GPU workbench as GET api/console lists it (workbenches), with the ..."""
+
+    key: str
+    user: str
+    server: str
+    team: str
+    offering: str
+    kind: str
+    gpu_equivalents: str
+    started_at: str
+    age_seconds: int
+    phase: str
+    activity: ServiceActivityState
+    signal: str
+    idle_seconds: int | None
+    unknown_seconds: int | None
+    policy: str | None
+    action: ServiceReclaimAction
+    code: ServiceReclaimCode
+    reason: str
+    reclaim_at: str | None
+    warned_at: str | None
+    handoff: str | None
+    snoozes_left: int | None
+    dry_run: bool
+
+
+class ServiceJobResult(TypedDict):
+    """GET api/jobs/{team}/{name}/result: the executed notebook and how it ended."""
+
+    team: str
+    name: str
+    path: str | None
+    status: str | None
+    error: dict[str, Any] | None
+    notebook: dict[str, Any] | None
+
+
+ServiceGpuEquivalents: TypeAlias = "str"
+
+
+ServiceActionCounts = TypedDict(
+    "ServiceActionCounts",
+    {"warn": "int", "wait": "int", "reclaim": "int", "clear-warning": "int", "skip": "int"},
+    total=False,
+)
+
+
+class ServiceConsoleAmounts(TypedDict):
+    """One flavor row's five amounts, each written in one way (the row says which)."""
+
+    nominal: str
+    notebooks: str
+    training: str
+    borrowed: str
+    lent: str
+
+
+class ServiceConsoleFlavor(TypedDict):
+    """One (flavor, GPU resource) of a team: quota against use. shown: Kubernetes ..."""
+
+    flavor: str
+    resource: str
+    nominal: int
+    notebooks: int
+    training: int
+    borrowed: int
+    lent: int
+    shown: ServiceConsoleAmounts
+    readable: ServiceConsoleAmounts
+    gpu_eq: ServiceConsoleAmounts
+    in_use: bool
+
+
+class ServiceHours(TypedDict):
+    """A team's GPU-equivalent hours of today (UTC), from the ledger, and its ..."""
+
+    allocated_hours: float
+    busy_hours: float
+    idle_hours: float
+    reclaims: int
+    failed_starts: int
+
+
+class ServiceConsoleTeam(TypedDict):
+    """One team of GET api/console: quota against use per flavor, queued work, what ..."""
+
+    team: str
+    cluster_queues: list[str]
+    flavors: list[ServiceConsoleFlavor]
+    queued: dict[str, Any]
+    now: dict[str, Any]
+    today: ServiceHours
+
+
+class ServiceConsoleEvent(TypedDict):
+    """One entry of the console journal: a warning, a warning withdrawn, snooze, ..."""
+
+    event: Literal["warn", "withdraw", "snooze", "reclaim", "lent", "handoff"]
+    at: str
+    user: str
+    server: str
+    team: str
+    offering: str
+    gpu_equivalents: str
+    reason: str
+    workload: str
+    result: Literal["", "succeeded", "failed", "gone"]
+    latency_seconds: float | None
+    returned_after_seconds: float | None
+    regret: bool
+    dry_run: bool
+
+
+class ServiceConsoleHandoff(TypedDict):
+    """A reclaim carried out for queued work, and whether the work was admitted in ..."""
+
+    workload: str
+    cluster_queue: str
+    team: str
+    reclaimed_at: str
+    admitted_at: str | None
+    latency_seconds: float | None
+    status: Literal["waiting", "succeeded", "failed"]
+    reason: str
+
+
+class ServiceConsoleRegret(TypedDict):
+    """How often a reclaimed user came back soon."""
+
+    reclaims: int
+    returned_within_window: int
+    window_seconds: float
+
+
+class _ServiceConsolePolicyRequired(TypedDict):
+    in_force: str
+
+
+class ServiceConsolePolicy(_ServiceConsolePolicyRequired, total=False):
+    """The policy in force and its file (file and error are absent where the ..."""
+
+    file: str | None
+    error: str
+
+
+class ServiceConsole(TypedDict):
+    """GET api/console[?team=T]: teams, workbenches with the live plan, reclaims ..."""
+
+    now: str
+    decided_at: str | None
+    last_completed: str | None
+    last_error: str
+    synced: bool
+    reclaim: Literal["on", "off"]
+    policy: ServiceConsolePolicy
+    teams: list[ServiceConsoleTeam]
+    events: list[ServiceConsoleEvent]
+    handoffs: list[ServiceConsoleHandoff]
+    regret: ServiceConsoleRegret | None
+    visible_teams: list[str] | None
+    summary: ServiceActionCounts
+    workbenches: list[ServiceWorkbench]
+
+
+class ServiceGpuRow(TypedDict):
+    """One row of GET api/console/gpus: a GPU holding, or what is free of one GPU ..."""
+
+    key: str
+    node: str
+    pool: list[str]
+    kind: Literal["gpu", "mig", "shared", "fraction", "training"]
+    device: str
+    uuids: list[str]
+    holder: str
+    holder_kind: Literal["workbench", "training", "free"]
+    team: str
+    offering: str
+    gpu_equivalents: ServiceGpuEquivalents
+    since: str | None
+    state: ServiceActivityState | Literal["training"] | Literal["free"]
+    idle_since: str | None
+    memory_bytes: int | None
+    memory_cap_bytes: int | None
+    utilization_percent: float | None
+    next_step: ServiceReclaimAction | Literal[""]
+
+
+class ServiceGpuNode(TypedDict):
+    """A node with what is held and what is free on it."""
+
+    node: str
+    holdings: int
+    idle: int
+    pools: list[str]
+    gpu_equivalents: ServiceGpuEquivalents
+    free_gpu_equivalents: ServiceGpuEquivalents
+
+
+class ServiceConsoleGpus(TypedDict):
+    """GET api/console/gpus[?team=T]: every GPU, held (whole GPUs, MIG slices, ..."""
+
+    now: str
+    as_of: str | None
+    visible_teams: list[str] | None
+    nodes: list[ServiceGpuNode]
+    devices: list[ServiceGpuRow]
+
+
+class ServiceFitRow(TypedDict):
+    """A GPU server against its user's recent peaks."""
+
+    key: str
+    user: str
+    offering: str
+    offering_name: str
+    gpu_equivalents: ServiceGpuEquivalents
+    sessions: int
+    peak_bytes: int | None
+    peak: str | None
+    advised: str | None
+    advised_name: str | None
+    reason: str
+    measured: bool
+    frees: ServiceGpuEquivalents
+
+
+class ServiceFitTeam(TypedDict):
+    """A team of the sizing view and what following every advice would free."""
+
+    team: str
+    frees: ServiceGpuEquivalents
+    users: list[ServiceFitRow]
+
+
+class _ServiceConsoleFitRequired(TypedDict):
+    catalog: bool
+    headroom: float
+    visible_teams: list[str] | None
+    teams: list[ServiceFitTeam]
+
+
+class ServiceConsoleFit(_ServiceConsoleFitRequired, total=False):
+    """GET api/console/fit[?team=T]: per team, each GPU server against the offering ..."""
+
+    mig: list[ServiceConsoleMigNode]
+
+
+class ServiceConsoleMigNode(TypedDict):
+    """A MIG node (mixed strategy, a GPU model with known profiles): its ..."""
+
+    node: str
+    model: str
+    gpus: int
+    now: str | None
+    demand: dict[str, int]
+    advised: str | None
+    reason: str
+    line: str
+
+
+class ServiceExportRow(TypedDict):
+    """One team, user and offering of a day."""
+
+    day: str
+    team: str
+    user: str
+    offering: str
+    kind: str
+    allocated_hours: float
+    busy_hours: float
+    idle_hours: float
+    unknown_hours: float
+    reclaims: int
+    failed_starts: int
+    waiting_hours: float
+
+
+class ServiceConsoleExport(TypedDict):
+    """GET api/console/export?day=YYYY-MM-DD&format=json: a day's GPU-equivalent ..."""
+
+    day: str
+    unit: Literal["GPU-equivalent hours"]
+    rows: list[ServiceExportRow]
+
+
+class _ServiceSnapshotWorkbenchRequired(TypedDict):
+    user: str
+    server: str
+    groups: list[str]
+    team: str
+    kind: str
+    offering: str
+    gpu_equivalents: str
+    holds: list[dict[str, Any]]
+    cluster_queue: str
+    cohorts: list[str]
+    started_at: str
+    phase: str
+    snoozes_used: int
+    snoozed_until: str | None
+    warned_at: str | None
+    warned_deadline: str | None
+    warned_reason: str
+    activity: Activity | None
+    activity_received_at: str | None
+    last_active: str
+    unknown_since: str | None
+
+
+class ServiceSnapshotWorkbench(_ServiceSnapshotWorkbenchRequired, total=False):
+    """A workbench as the cycle saw it: who, what it holds (amounts as exact ..."""
+
+    cards: list[str]
+    pod_utilization: float
+
+
+class ServiceSnapshotPending(TypedDict):
+    """A queued workload the cycle could reclaim for: its queue, priority, position ..."""
+
+    name: str
+    namespace: str
+    cluster_queue: str
+    cohorts: list[str]
+    priority: int
+    position: int
+    local_queue: str
+    team: str
+    needs: list[dict[str, Any]]
+
+
+class ServiceSnapshotHandoff(TypedDict):
+    """A reclaim's hand-off under watch: the workload it was for and when it was ..."""
+
+    workload: str
+    cluster_queue: str
+    reclaimed_at: str
+    admitted_at: str | None
+    team: str
+
+
+class ServiceSnapshotWait(TypedDict):
+    """An admitted workload whose pod waits for whole cards: its flavor and node, ..."""
+
+    name: str
+    namespace: str
+    workload: str
+    team: str
+    cluster_queue: str
+    priority: int
+    flavor: str
+    node: str
+    gpu_type: str
+    what: str
+    cards: int
+    free_cards: int
+    blocked: dict[str, str]
+    since: str | None
+
+
+class ServiceConsoleSnapshot(TypedDict):
+    """GET api/console/snapshot: the last complete cycle's inputs, as gpuaas-culler ..."""
+
+    now: str
+    workbenches: list[ServiceSnapshotWorkbench]
+    pending: list[ServiceSnapshotPending]
+    handoffs: list[ServiceSnapshotHandoff]
+    waits: list[ServiceSnapshotWait]
+
+
+class ServicePreviewChange(TypedDict):
+    """A workbench whose action differs under the pasted policy."""
+
+    key: str
+    now: ServiceReclaimAction
+    preview: ServiceReclaimAction
+
+
+class ServicePolicyPreview(TypedDict):
+    """POST api/console/preview (a policy file as the body): what it would do now ..."""
+
+    valid: Literal[True]
+    policy: str
+    at: str
+    summary: ServiceActionCounts
+    summary_in_force: ServiceActionCounts | None
+    changed: list[ServicePreviewChange]
+    workbenches: list[ServiceWorkbench]
+
+
+class ServicePreviewRefused(TypedDict):
+    """POST api/console/preview, answered 400: the pasted policy's problems with ..."""
+
+    status: Literal[400]
+    valid: Literal[False]
+    message: str
+    errors: list[ServiceFieldError]
+
+
+class ServiceHistorySeries(TypedDict):
+    """One series of a chart (one team, or one hand-off result)."""
+
+    name: str
+    values: list[float | None]
+
+
+class _ServiceHistoryChartRequired(TypedDict):
+    name: Literal["allocated", "busy", "idle", "queued", "wait", "reclaims", "handoffs"]
+    title: str
+    unit: str
+    by: str
+    series: list[ServiceHistorySeries]
+    total_series: int
+    truncated: bool
+
+
+class ServiceHistoryChart(_ServiceHistoryChartRequired, total=False):
+    """One chart of the history: its series on the shared time grid, in its unit."""
+
+    note: str
+
+
+class ServiceHistoryAvailable(TypedDict):
+    """The history over the asked range, one time grid for every chart."""
+
+    available: Literal[True]
+    start: int
+    end: int
+    step: int
+    range_seconds: int
+    max_points: int
+    max_series: int
+    teams: list[str] | None
+    times: list[float]
+    charts: list[ServiceHistoryChart]
+
+
+class ServiceHistoryUnavailable(TypedDict):
+    """No history (no Prometheus configured, or it failed or was slow); the live ..."""
+
+    available: Literal[False]
+    reason: str
+    message: str
+
+
+ServiceConsoleHistory: TypeAlias = "ServiceHistoryAvailable | ServiceHistoryUnavailable"
+
+
+class _ServiceHealthRequired(TypedDict):
+    synced: bool
+    polled_queues: list[str]
+    requests_served: int
+    index_rebuilds: int
+
+
+class ServiceHealth(_ServiceHealthRequired, total=False):
+    """GET api/health (the operator token only): caches, polling, requests, the policy."""
+
+    policy: dict[str, Any]
+
+
+class ServiceDoctorCheck(TypedDict):
+    """One check of gpuaas-culler --doctor (docs/deploy.md): ok, missing, wrong, or ..."""
+
+    name: str
+    status: Literal["ok", "missing", "wrong", "unknown"]
+    detail: str
+    fix: str
+
+
+class ServiceConsoleChecks(TypedDict):
+    """GET api/console/checks[?fresh=1]: the doctor's checks, run by the service as ..."""
+
+    checked_at: str
+    ok: bool
+    checks: list[ServiceDoctorCheck]
