@@ -198,7 +198,7 @@ const WORDS = JSON.parse(
   names: { names: string[]; named: number; words: string }[];
 };
 
-describe('names in a notification: quoted, never Markdown (issue 50.3)', () => {
+describe('names in a notification: quoted, never Markdown', () => {
   for (const c of WORDS.lost) {
     test(`lostWords: ${String(c.lost.length)} lost, ${String(c.named)} named`, () => {
       assert.equal(lostWords(c.lost, c.named), c.words);
@@ -282,7 +282,7 @@ describe('what a reclaim would keep, before it comes', () => {
   });
 });
 
-describe('the restore as a notebook opens, in its own kernel (issue 50.9)', () => {
+describe('the restore as a notebook opens, in its own kernel', () => {
   test('the expression calls the kernel side with the path as JSON, quotes and all', () => {
     assert.equal(
       restoreExpression('dir/it\'s "x".ipynb'),

@@ -94,7 +94,7 @@ const FORBIDDEN: [string, RegExp][] = [
   ['a Kubernetes word', /\b(pods?|containers?|namespaces?|workloads?)\b/i],
   ['GPU-equivalents', /GPU-eq/i],
   ['"snooze"', /snooze/i],
-  // a notification and the sidebar show text as it is (issue 50.3)
+  // a notification and the sidebar show text as it is
   ['Markdown', /`/]
 ];
 

@@ -71,7 +71,7 @@ async def test_banner_countdown_keep_my_gpu_and_save_before_stop(
     # This server keeps its kernels' state: the warning says so, and nothing of "lost".
     assert "saves its variables" in text, text
     assert "lost" not in text, text
-    # and so does the notification, in the words of what the stop will do (issue 50.3)
+    # and so does the notification, in the words of what the stop will do
     toast = alice.locator(".Toastify__toast", has_text="will be freed at")
     await toast.wait_for(timeout=30_000)
     said = await toast.inner_text()

@@ -138,7 +138,7 @@ async def test_the_way_down_from_the_sidebar_restarts_the_server_smaller_with_it
 async def variables_back_in(page: Any, hub: CullerHub) -> None:
     """Her notebook opens with a new kernel on the smaller share: its variables are back,
     named in quotes (a notification shows Markdown raw), and the simulated GPU hold is said to
-    hold no GPU memory: pickling restores data, not device memory (issue 50.10)."""
+    hold no GPU memory: pickling restores data, not device memory."""
     await page.goto(f"{hub.url}/user/alice/lab/tree/train.ipynb", timeout=180_000)
     back = page.locator(".Toastify__toast", has_text="train.ipynb: its variables are back")
     await back.wait_for(timeout=120_000)

@@ -241,7 +241,7 @@ def test_the_servers_request_is_json_in_and_the_answer_json_out(
 def test_as_a_notebook_opens_the_kernel_finds_its_snapshot_by_the_path(
     folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """JupyterLab's restore as a notebook opens runs in its kernel (issue 50.9): the snapshot
+    """JupyterLab's restore as a notebook opens runs in its kernel: the snapshot
     folder from the environment the server started it with, the key from the notebook's path,
     and the answer as JSON for the front end."""
     import IPython
