@@ -27,6 +27,7 @@ from typing import Any
 from jupyter_client.session import new_id
 from jupyter_core.utils import ensure_async
 
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.kernel_state import (
     KernelStateOutcome,
     Refused,
@@ -437,10 +438,10 @@ async def restore_kernel(
     return {"path": notebook, "kernel_id": kernel_id, **answer}
 
 
-def snapshot_info(notebook: str, settings: KernelStateSettings, home: Path) -> dict[str, Any]:
+def snapshot_info(notebook: str, settings: KernelStateSettings, home: Path) -> api.KernelStateInfo:
     """What the notebook's snapshot holds, from its manifest only (nothing is unpickled on the
     server): the ``kernel_state_info`` payload of docs/api.md."""
-    info: dict[str, Any] = {
+    info: api.KernelStateInfo = {
         "path": notebook,
         "exists": False,
         "saved_at": None,
@@ -463,6 +464,7 @@ def snapshot_info(notebook: str, settings: KernelStateSettings, home: Path) -> d
     variables = fields.get("variables")
     lost = fields.get("lost")
     saved_at = fields.get("saved_at")
+    size = fields.get("bytes")
     try:
         datetime.fromisoformat(str(saved_at).replace("Z", "+00:00"))
     except ValueError:
@@ -471,7 +473,7 @@ def snapshot_info(notebook: str, settings: KernelStateSettings, home: Path) -> d
         **info,
         "exists": True,
         "saved_at": saved_at,
-        "bytes": fields.get("bytes") if isinstance(fields.get("bytes"), int) else 0,
+        "bytes": size if isinstance(size, int) else 0,
         "variables": [str(v.get("name")) for v in variables if isinstance(v, dict) and "name" in v]
         if isinstance(variables, list)
         else [],
@@ -573,7 +575,7 @@ def _estimate_of(answer: object) -> KernelEstimate | None:
     return KernelEstimate(size, count if valid_count else 0, names)
 
 
-async def state_estimate(serverapp: Any, sizes: StateSizes | None) -> dict[str, Any]:
+async def state_estimate(serverapp: Any, sizes: StateSizes | None) -> api.KernelStateEstimate:
     """The ``kernel_state_estimate`` payload of docs/api.md: what a reclaim now would keep of
     each kernel (its own estimate) and in all, and about how long its save would take
     (:func:`~jupyter_gpuaas.core.kernel_state.save_seconds`); ``keeps: false`` where this

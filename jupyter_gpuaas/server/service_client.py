@@ -19,7 +19,7 @@ import json
 import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
@@ -36,6 +36,14 @@ TOKEN_ENV = "JUPYTERHUB_API_TOKEN"
 SERVICE = "The gpuaas hub service"
 
 
+class ProblemFields(TypedDict):
+    """What an answer the service did not give says instead (the ``error`` and ``error_kind``
+    of the documents' ``queue`` and ``service_unreachable``)."""
+
+    error: str
+    error_kind: str
+
+
 @dataclass(frozen=True)
 class ServiceProblem:
     """Why the service gave no usable answer.
@@ -49,7 +57,7 @@ class ServiceProblem:
     message: str
     action: str
 
-    def as_json(self) -> dict[str, str]:
+    def as_json(self) -> ProblemFields:
         """The fields the sidebar reads (docs/queue.md, docs/culler.md)."""
         return {"error": f"{self.message} {self.action}", "error_kind": self.kind}
 

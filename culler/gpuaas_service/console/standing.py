@@ -17,6 +17,7 @@ from typing import Any
 from gpuaas_service.console.aggregates import plan_row
 from gpuaas_service.reclaim.decide import Plan
 from gpuaas_service.reclaim.policy import Policy, PolicySet, snapshot_wait
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.durations import isoformat_z
 
 __all__ = ["policy_fields", "standing"]
@@ -26,16 +27,16 @@ def _secs(value: Any) -> int | None:
     return int(value.total_seconds()) if value is not None else None
 
 
-def policy_fields(policy: Policy, *, keeps_state: bool = False) -> dict[str, Any]:
+def policy_fields(policy: Policy, *, keeps_state: bool = False) -> api.ServicePolicyFields:
     """The policy's rule in plain fields; ``idle_after_seconds`` is the one a server that keeps
     its kernels' state is held to where ``keeps_state`` (``idle_after_when_kept``)."""
     return {
         "name": policy.name,
-        "idle_after_seconds": _secs(policy.idle_threshold(keeps_state)),
+        "idle_after_seconds": int(policy.idle_threshold(keeps_state).total_seconds()),
         "reclaim": policy.reclaim,
         "max_idle_seconds": _secs(policy.max_idle),
         "max_age_seconds": _secs(policy.max_age),
-        "warn_before_seconds": _secs(policy.warn_before),
+        "warn_before_seconds": int(policy.warn_before.total_seconds()),
         "max_snoozes": policy.max_snoozes,
         "dry_run": policy.dry_run,
     }

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.catalog import Catalog, Offering
 from jupyter_gpuaas.core.choice import (
     SERVER_PURPOSE,
@@ -253,7 +254,7 @@ def _shown(choice: Choice) -> str:
     return f"your {choice.offering.display_name}{size}"
 
 
-def offering_json(offering: Offering, count: int) -> dict[str, Any]:
+def offering_json(offering: Offering, count: int) -> api.ServiceResizeOffering:
     """An offering as ``api/resize`` shows it: slug, title, count and its memory."""
     memory = _memory(offering, count)
     return {

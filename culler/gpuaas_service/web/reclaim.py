@@ -38,6 +38,7 @@ from gpuaas_service.web.base import (
     operations,
 )
 from gpuaas_service.web.context import ServiceContext
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.activity import ReportError
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.fields import FieldError
@@ -60,7 +61,7 @@ def report_answer(
     return {"accepted": True, "received_at": isoformat_z(received_at), **reclaim, **(asks or {})}
 
 
-def snooze_answer(result: SnoozeResult) -> dict[str, Any]:
+def snooze_answer(result: SnoozeResult) -> api.ServiceSnooze:
     """``POST api/reclaim/snooze``'s answer."""
     return {
         "allowed": result.allowed,

@@ -62,7 +62,7 @@ def test_a_damaged_manifest_is_a_problem_not_an_error(tmp_path: Path) -> None:
     manifest.write_text("{not json")
     info = snapshot_info("a.ipynb", SETTINGS, tmp_path)
     assert info["exists"] is True
-    assert info["problem"].startswith("the snapshot's manifest is damaged (not JSON")
+    assert (info["problem"] or "").startswith("the snapshot's manifest is damaged (not JSON")
     assert info["variables"] == []
     write_snapshot(folder(tmp_path), {"a": b"1"}, key=key("a.ipynb"), saved_at=5, lost="x")
     odd = snapshot_info("a.ipynb", SETTINGS, tmp_path)
