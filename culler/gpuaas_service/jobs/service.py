@@ -20,6 +20,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from gpuaas_service.api_types import ServiceJobResult
 from gpuaas_service.jobs.build import (
     INPUT_NOTEBOOK_KEY,
     INPUT_REQUEST_KEY,
@@ -45,6 +46,7 @@ from gpuaas_service.jobs.request import (
     validate_job_request,
 )
 from gpuaas_service.jobs.state import job_summary
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant
 from jupyter_gpuaas.core.choice import HeadroomFn
 from jupyter_gpuaas.core.durations import isoformat_z
@@ -219,11 +221,11 @@ class JobService:
 
     # ---------------------------------------------------------------- the user's side
 
-    async def options(self, user: str, groups: Sequence[str]) -> dict[str, Any]:
+    async def options(self, user: str, groups: Sequence[str]) -> api.ServiceJobOptions:
         """What the dialog offers: per team its offerings with headroom, images, sizes, time
         limits, and the caps with how much of them is used."""
         catalog = self.catalog()
-        teams = []
+        teams: list[api.ServiceJobTeam] = []
         state = self.queue_state() if self.queue_state else None
         for tenant in self._teams(groups):
             jobs = tenant.jobs
@@ -232,7 +234,7 @@ class JobService:
                 j for j in await self.kube.list_jobs(jobs.namespace, self._selector()) if _active(j)
             ]
             mine = [j for j in active if j["metadata"].get("labels", {}).get(USER_LABEL) == user]
-            offerings = []
+            offerings: list[api.ServiceJobOffering] = []
             for slug in jobs.offerings:
                 off = catalog.offerings.get(slug)
                 if off is None:
@@ -295,7 +297,7 @@ class JobService:
 
     async def submit(
         self, user: str, groups: Sequence[str], body: object, body_bytes: int = 0
-    ) -> dict[str, Any]:
+    ) -> api.ServiceJob:
         """Validate, check the caps, create input, token, Job; answer the Job's summary."""
         rooms: list[Headroom] = []
         try:
@@ -392,7 +394,7 @@ class JobService:
             await self.kube.patch(kind, ns, obj, owner)
         return created
 
-    async def list(self, user: str, groups: Sequence[str]) -> dict[str, Any]:
+    async def list(self, user: str, groups: Sequence[str]) -> api.ServiceJobs:
         """The caller's notebook Jobs in all their teams, newest first."""
         out = []
         positions = self.positions(user, groups) if self.positions else {}
@@ -408,7 +410,7 @@ class JobService:
         tenant: Tenant,
         job: Mapping[str, Any],
         positions: Mapping[tuple[str, str], Mapping[str, Any]],
-    ) -> dict[str, Any]:
+    ) -> api.ServiceJob:
         meta = job["metadata"]
         workload = None
         if self.workloads is not None:
@@ -432,7 +434,7 @@ class JobService:
 
     async def cancel(
         self, user: str, groups: Sequence[str], team: str, name: str
-    ) -> dict[str, Any]:
+    ) -> api.ServiceJobCancelled:
         tenant, job = await self._own_job(user, groups, team, name)
         ns = job["metadata"]["namespace"]
         await self.kube.delete("job", ns, name)
@@ -442,7 +444,7 @@ class JobService:
 
     async def log_of(
         self, user: str, groups: Sequence[str], team: str, name: str
-    ) -> dict[str, Any]:
+    ) -> api.ServiceJobLog:
         _, job = await self._own_job(user, groups, team, name)
         ns = job["metadata"]["namespace"]
         text = self.logs.get(f"{ns}/{name}", self.clock())
@@ -453,7 +455,7 @@ class JobService:
 
     async def result(
         self, user: str, groups: Sequence[str], team: str, name: str
-    ) -> dict[str, Any]:
+    ) -> ServiceJobResult:
         """The executed notebook, how it ended, and the source path it came from."""
         _, job = await self._own_job(user, groups, team, name)
         ns = job["metadata"]["namespace"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.catalog import Catalog, Tenant
 from jupyter_gpuaas.core.kueue import MAX_EXEC_TIME_LABEL
 from jupyter_gpuaas.core.labels import (
@@ -33,7 +34,9 @@ def _condition(obj: Mapping[str, Any] | None, ctype: str) -> Mapping[str, Any] |
     return None
 
 
-def job_state(job: Mapping[str, Any], workload: Mapping[str, Any] | None) -> tuple[str, str]:
+def job_state(
+    job: Mapping[str, Any], workload: Mapping[str, Any] | None
+) -> tuple[api.ServiceJobState, str]:
     """``(state, message)`` of a notebook Job (the message: why, in Kubernetes' words)."""
     status = job.get("status") or {}
     done = _condition(job, "Complete")
@@ -77,7 +80,7 @@ def job_summary(
     workload: Mapping[str, Any] | None = None,
     position: Mapping[str, Any] | None = None,
     catalog: Catalog | None = None,
-) -> dict[str, Any]:
+) -> api.ServiceJob:
     """One entry of ``GET api/jobs`` (docs/jobs.md)."""
     meta = job["metadata"]
     labels = meta.get("labels") or {}

@@ -103,8 +103,10 @@ async def test_the_dialogs_headroom_speaks_of_a_job() -> None:
     )
     (team,) = (await svc.options("alice", ["team-a"]))["teams"]
     mig = next(o for o in team["offerings"] if o["slug"] == "mig-1g")
-    assert mig["headroom"]["fit"] == "queue"
-    assert mig["headroom"]["detail"] == "Your job waits in the queue until quota frees up."
+    headroom = mig["headroom"]
+    assert headroom is not None
+    assert headroom["fit"] == "queue"
+    assert headroom["detail"] == "Your job waits in the queue until quota frees up."
 
 
 async def test_a_failed_job_create_leaves_nothing() -> None:
