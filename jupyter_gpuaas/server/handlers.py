@@ -19,6 +19,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.api_documents import BodyRefused, RequestBodies, declare_operations
 from jupyter_gpuaas.core.kernel_state import summarise
 from jupyter_gpuaas.core.parsing import MAX_BYTES
@@ -63,7 +64,7 @@ class BodyError(web.HTTPError):
         self.errors = refused.errors
         self.more = refused.more
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> api.ServerError:
         return {
             "message": self.text,
             "reason": None,

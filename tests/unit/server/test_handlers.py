@@ -79,7 +79,7 @@ class Plain(web.RequestHandler):
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         error = kwargs["exc_info"][1]
         if isinstance(error, BodyError):
-            self.finish(error.as_json())
+            self.finish(dict(error.as_json()))
             return
         self.finish({"message": getattr(error, "log_message", "")})
 
