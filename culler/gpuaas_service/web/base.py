@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from jupyterhub.services.auth import HubAuthenticated
 from tornado import web
@@ -19,6 +19,7 @@ from tornado import web
 from gpuaas_service.reclaim.loop import ReclaimLoop
 from gpuaas_service.web.connections import ConnectionGate, identified
 from gpuaas_service.web.context import ServiceContext
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.api_documents import BodyRefused, declare_operations
 from jupyter_gpuaas.core.fields import FieldError
 from jupyter_gpuaas.core.parsing import MAX_DEPTH
@@ -62,12 +63,13 @@ def error_answer(
     *,
     more_errors: int = 0,
     **extra: Any,
-) -> dict[str, Any]:
+) -> api.ServiceError:
     """The JSON of every refused request (``service_error`` in the API schema): the status and
     why; with ``errors``, the first :data:`MAX_ERRORS_SHOWN` problems at their field paths and
     how many more (``more_errors``: those the caller left out already); ``extra``: what a
     refusal adds (a job cap's ``cap``, ``limit``, ``active``)."""
-    answer: dict[str, Any] = {"status": status, "message": message, **extra}
+    answer: api.ServiceError = {"status": status, "message": message}
+    answer.update(cast(api.ServiceError, extra))  # a refusal's own fields: checked by its tests
     if errors is not None:
         shown = errors[:MAX_ERRORS_SHOWN]
         answer["errors"] = [{"path": e.path, "message": e.message} for e in shown]
@@ -87,7 +89,7 @@ class BodyError(web.HTTPError):
         self.errors = refused.errors
         self.more = refused.more
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> api.ServiceError:
         return error_answer(400, self.text, self.errors, more_errors=self.more)
 
 
