@@ -465,7 +465,7 @@ def _lever_lines(result: OrgResult, product: str) -> list[str]:
             f" {_num(f.get('wait_gpu_hour_weighted_mean_min', math.nan))} /"
             f" {_num(f.get('interrupted_per_100h', math.nan), 2)} | {r.verdict} |"
         )
-    better = [r for r in result.levers if r.meets_below]
+    better = [r for r in result.levers if r.better]
     idle = next((r.lever for r in better if r.lever.startswith("idle_after_when_kept")), None)
     advice = next((r.lever for r in better if r.lever.startswith("advice")), None)
     lines += [
