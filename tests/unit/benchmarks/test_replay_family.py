@@ -186,3 +186,12 @@ def test_the_page_says_which_lever_suits_the_organisation() -> None:
     assert "the policy file sets `idle_after_when_kept: 5m`" in text
     assert "advises from the typical need (as shipped)" in text
     assert "packed `binpack`" in text
+    # Where the shipped product also meets one GPU below on these seeds, a variant that meets
+    # there gains nothing: it is not chosen.
+    result.levers = [
+        LeverResult("as shipped", 30, True, True, below, True, True),
+        LeverResult("idle_after_when_kept: 5m", 30, True, True, below, True, True),
+    ]
+    text = family.family_section([result], Levels(), 200)
+    assert "| idle_after_when_kept: 5m | 20.0 / 25.0 / – | changes nothing" in text
+    assert "`idle_after_when_kept: 15m` (as shipped: no variant tried needs fewer GPUs)" in text
