@@ -14,6 +14,8 @@ anything: the replay calls the project's code with a simulated clock.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from gpuaas_service.clients.kubernetes import KubeClient
@@ -185,3 +187,25 @@ def memoise_readers() -> None:
     memo = {"read_workload": read_workload_memo, "parse_quantity": parse_quantity_memo}
     for module, name, _original in reader_originals():
         setattr(module, name, memo[name])
+
+
+def restore_readers() -> None:
+    """Put the project's own readers back where :func:`memoise_readers` replaced them."""
+    global _memoised
+    for module, name, original in reader_originals():
+        setattr(module, name, original)
+    _memoised = False
+
+
+@contextmanager
+def memoised_readers() -> Iterator[None]:
+    """:func:`memoise_readers` for a block of the calling process, which gets the project's own
+    readers back after it: the memo remembers a Workload by identity, and code outside the
+    replay (the service's unit tests) may change one in place."""
+    already = _memoised
+    memoise_readers()
+    try:
+        yield
+    finally:
+        if not already:
+            restore_readers()

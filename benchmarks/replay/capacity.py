@@ -248,8 +248,8 @@ def run_many(runs: Sequence[RunSpec], workers: int) -> list[dict[str, Any]]:
             todo.setdefault(key, run)
     order = sorted(todo, key=lambda k: -_cost(todo[k]))
     if workers <= 1 or len(order) <= 1:
-        brain.memoise_readers()
-        results = [run_one(todo[k]) for k in order]
+        with brain.memoised_readers():
+            results = [run_one(todo[k]) for k in order]
     else:
         results = list(_pool(workers).map(run_one, [todo[k] for k in order], chunksize=1))
     _DONE.update(zip(order, results, strict=True))

@@ -164,3 +164,25 @@ def test_memoised_readers_change_no_figure(monkeypatch: pytest.MonkeyPatch) -> N
     assert all(getattr(m, n) is not f for m, n, f in brain.reader_originals())
     same = json.dumps(capacity.run_one(run), sort_keys=True, default=str)  # nan == nan
     assert same == json.dumps(plain, sort_keys=True, default=str)
+
+
+def test_runs_in_the_calling_process_give_the_readers_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memo remembers a Workload by identity; the service's own tests change Workloads in
+    place, so a replay run in the test process must not leave the memo behind."""
+    from benchmarks.replay import capacity
+
+    for module, name, original in brain.reader_originals():
+        monkeypatch.setattr(module, name, original)
+    monkeypatch.setattr(brain, "_memoised", False)
+    monkeypatch.setattr(capacity, "_DONE", {})
+    seen: list[bool] = []
+
+    def run_one(run: capacity.RunSpec) -> dict[str, object]:
+        seen.append(all(getattr(m, n) is not f for m, n, f in brain.reader_originals()))
+        return {"gpus": run.gpus}
+
+    monkeypatch.setattr(capacity, "run_one", run_one)
+    run = capacity.RunSpec(org="dgx-4", rung="L3", gpus=18, seed=5, days=0.25, burn_in_h=12.0)
+    assert capacity.run_many([run], workers=1)[0]["gpus"] == 18
+    assert seen == [True], "the run did not use the memoised readers"
+    assert all(getattr(m, n) is f for m, n, f in brain.reader_originals())
