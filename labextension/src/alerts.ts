@@ -3,6 +3,7 @@ import type { Title, Widget } from '@lumino/widgets';
 
 import { say } from './messages';
 import { browserPermission, type ReclaimWatch } from './reclaim';
+import { holdingWords } from './reclaimModel';
 import {
   type AlertAction,
   alertView,
@@ -55,6 +56,10 @@ export class ReclaimAlerts {
   }
 
   private _show(view: IAlertView): void {
+    if (view.toast?.key.startsWith('warning') === true) {
+      // The answer that ends a warning has no cause left: keep what the warning was about.
+      this._warnedHolding = holdingWords(this._watch.state.cause?.kind ?? 'gpu');
+    }
     this._toast(view);
     this._titlePrefix = view.titlePrefix;
     this._applyTitle();
@@ -113,7 +118,7 @@ export class ReclaimAlerts {
     const message =
       note?.kind === 'kept'
         ? noteWords(note, Date.now(), skewMs)
-        : say('warn.over', { holding: say('holding.gpu') });
+        : say('warn.over', { holding: this._warnedHolding });
     Notification.emit(message, 'success', { autoClose: SHORT_NOTICE_MS });
   }
 
@@ -192,6 +197,8 @@ export class ReclaimAlerts {
   private _toastId: string | null = null;
   private _toastKey = '';
   private _toastMessage = '';
+  /** What the last warning was about ("this MIG slice"), for the words as it ends. */
+  private _warnedHolding = say('holding.gpu');
   private _titlePrefix = '';
   private _appliedPrefix = '';
   private _disposed = false;

@@ -308,6 +308,14 @@ def test_the_panel_says_what_a_reclaim_would_keep_before_it_comes(
         service.warn(seconds=600)
         warned = panel.locator(".jp-gpuaas-reclaim-warned .jp-gpuaas-reclaim-kept")
         expect()(warned).to_contain_text("A reclaim would keep 64 MiB", timeout=POLL_MS)
+        # The warning is withdrawn: the notice names what the warning was about.
+        with service.lock:
+            service.warning = None
+        over = page.locator(TOAST, has_text="The reclaim warning is over")
+        expect()(over).to_have_text(
+            "The reclaim warning is over: this MIG slice stays with this server.",
+            timeout=POLL_MS,
+        )
     finally:
         with service.lock:
             service.warning = None
