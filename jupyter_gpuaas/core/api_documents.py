@@ -171,7 +171,12 @@ ACCESS_CHECKS: Mapping[Server, frozenset[str]] = {
         }
     ),
     "extension": frozenset(
-        {"jupyter-server:kernels", "jupyter-server:contents", "jupyter-server:server"}
+        {
+            "jupyter-server:api",
+            "jupyter-server:kernels",
+            "jupyter-server:contents",
+            "jupyter-server:server",
+        }
     ),
 }
 """What an operation's ``x-gpuaas-access`` ``check`` may name: the checks each server makes

@@ -23,6 +23,7 @@ __all__ = [
     "KernelStateRestore",
     "KernelStateSnapshot",
     "KernelUsage",
+    "OpenapiDocument",
     "Queue",
     "QueueItem",
     "QueueTeam",
@@ -579,3 +580,11 @@ class ServerError(_ServerErrorRequired, total=False):
     reason: str | None
     errors: list[ServiceFieldError]
     more_errors: int
+
+
+class OpenapiDocument(TypedDict):
+    """An OpenAPI 3.1 document (https://spec.openapis.org/oas/v3.1.0)."""
+
+    openapi: str
+    info: dict[str, Any]
+    paths: dict[str, Any]

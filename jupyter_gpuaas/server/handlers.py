@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -20,7 +21,12 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
 from jupyter_gpuaas.core import api_types as api
-from jupyter_gpuaas.core.api_documents import BodyRefused, RequestBodies, declare_operations
+from jupyter_gpuaas.core.api_documents import (
+    BodyRefused,
+    RequestBodies,
+    declare_operations,
+    document,
+)
 from jupyter_gpuaas.core.kernel_state import summarise
 from jupyter_gpuaas.core.parsing import MAX_BYTES
 from jupyter_gpuaas.server.jobs import SUBMIT_TIMEOUT, collect_results, job_submission
@@ -124,6 +130,24 @@ async def _pass_on(handler: GPUaaSHandler, path: str, unknown: dict[str, Any]) -
         await handler.finish({**unknown, **answer.problem.as_json()})
     else:
         await handler.finish(answer.data)
+
+
+@operations(get="getOpenAPIDocument")
+class DocumentHandler(GPUaaSHandler):
+    """``GET gpuaas/api/openapi.json``: the extension's OpenAPI document, for API tools, with
+    the permission jupyter-server asks for its own ``api/spec.yaml``."""
+
+    auth_resource = "api"
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        await self.finish(_served_document())
+
+
+@cache
+def _served_document() -> str:
+    return json.dumps(document("extension"), ensure_ascii=False)
 
 
 @operations(get="getUsage")
@@ -443,6 +467,7 @@ def handlers(state: ServerState) -> list[tuple[str, type, dict[str, Any]]]:
     part = r"([a-z0-9][-a-z0-9.]{0,252})"
     kw = {"state": state}
     return [
+        (base + "openapi.json", DocumentHandler, kw),
         (base + "usage", UsageHandler, kw),
         (base + "activity", ActivityHandler, kw),
         (base + "queue", QueueHandler, kw),

@@ -282,6 +282,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/openapi.json': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** This document, for API tools (validators, renderers, client generators). */
+    get: operations['getOpenAPIDocument'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -831,6 +848,12 @@ export interface components {
       reason?: string | null;
       errors?: components['schemas']['service_field_error'][];
       more_errors?: number;
+    };
+    /** @description An OpenAPI 3.1 document (https://spec.openapis.org/oas/v3.1.0). */
+    openapi_document: {
+      openapi: string;
+      info: Record<string, never>;
+      paths: Record<string, never>;
     };
   };
   responses: never;
@@ -1967,6 +1990,36 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['kernel_state_restore'];
+        };
+      };
+    };
+  };
+  getOpenAPIDocument: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The extension's OpenAPI document, as stored in its package. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['openapi_document'];
+        };
+      };
+      /** @description No valid credentials or no permission (jupyter-server's refusal); on a route that forwards, also the service's 403 passed on (e.g. another team's queue). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json':
+            components['schemas']['server_error'] | components['schemas']['service_error'];
         };
       };
     };

@@ -10,6 +10,7 @@ from tornado import web
 from gpuaas_service.web.console import console_handlers
 from gpuaas_service.web.console_history import History, history_handlers
 from gpuaas_service.web.context import ServiceContext
+from gpuaas_service.web.document import document_handlers
 from gpuaas_service.web.jobs import jobs_handlers
 from gpuaas_service.web.queue import queue_handlers
 from gpuaas_service.web.reclaim import reclaim_handlers
@@ -24,7 +25,8 @@ def make_app(
     """The app serving ``context``'s parts. The console's OAuth state cookie is signed with
     ``cookie_secret`` (default: random; a restart only asks browsers to log in again).
     ``history``: the console's Prometheus (default: none, and its history says so)."""
-    handlers: list[tuple[str, type[web.RequestHandler], dict[str, object]]] = []
+    # The document is for hub users: without the hub there is nobody it could admit.
+    handlers = document_handlers(context) if context.hub_auth is not None else []
     if context.index is not None:
         handlers += queue_handlers(context, context.index)
     if context.loop is not None:

@@ -86,6 +86,22 @@ def test_each_stored_document_validates_alone_with_a_stock_validator() -> None:
         validate(json.loads(text))
 
 
+def test_each_server_serves_its_document_as_a_stock_validator_loads_it() -> None:
+    """What ``GET gpuaas/api/openapi.json`` and the service's ``GET api/openapi.json`` send
+    (who may read them is the route tables' business): the stored document, whole."""
+    from openapi_spec_validator import validate
+
+    from gpuaas_service.web.document import _served
+    from jupyter_gpuaas.server.handlers import _served_document
+
+    served = {"extension": _served_document(), "service": _served()}
+    for server, path in openapi.PATHS.items():
+        doc = json.loads(served[server])
+        validate(doc)
+        assert doc == json.loads(path.read_text(encoding="utf-8")), server
+        assert "/openapi.json" in doc["paths"] or "/api/openapi.json" in doc["paths"]
+
+
 def test_the_services_copies_of_shared_schemas_are_the_extensions() -> None:
     assert openapi.bundle_problems() == []
 

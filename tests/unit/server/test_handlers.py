@@ -31,7 +31,7 @@ Fetch = Callable[..., Awaitable[HTTPResponse]]
 
 def test_every_route_is_under_the_extensions_api_and_given_the_state() -> None:
     paths = [path for path, _, _ in ROUTES]
-    assert len(paths) == len(set(paths)) == 16
+    assert len(paths) == len(set(paths)) == 17
     assert all(path.startswith("/gpuaas/api/") for path in paths)
     assert all(kw == {"state": STATE} for _, _, kw in ROUTES)
     assert {"/gpuaas/api/usage", "/gpuaas/api/activity", "/gpuaas/api/queue"} <= set(paths)
@@ -46,13 +46,14 @@ def test_every_handler_is_ours_and_no_activity() -> None:
 
 def test_each_route_needs_the_permission_of_what_it_touches() -> None:
     """The kernels' figures take the kernels permission; a job submission reads the notebook
-    (contents), a move ends the server (server)."""
+    (contents), a move ends the server (server); the API's document is jupyter-server's ``api``."""
     needs = {
         path.removeprefix("/gpuaas/api/"): cast(type[GPUaaSHandler], h).auth_resource
         for path, h, _ in ROUTES
     }
     assert needs.pop("jobs") == "contents"
     assert needs.pop("resize") == "server"
+    assert needs.pop("openapi.json") == "api"  # as jupyter-server's own api/spec.yaml
     assert set(needs.values()) == {"kernels"}
 
 

@@ -260,6 +260,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/openapi.json': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** This document, self-contained, for API tools (validators, renderers, client generators). */
+    get: operations['getOpenAPIDocument'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/metrics': {
     parameters: {
       query?: never;
@@ -1457,6 +1474,12 @@ export interface components {
       /** @description Seconds until the server should report again (sooner than its interval) */
       report_again_in?: number;
     };
+    /** @description An OpenAPI 3.1 document (https://spec.openapis.org/oas/v3.1.0). */
+    openapi_document: {
+      openapi: string;
+      info: Record<string, never>;
+      paths: Record<string, never>;
+    };
     /** @description GET gpuaas/api/queue (the gpuaas service's answer, or why there is none) */
     queue: {
       user: string | null;
@@ -2109,6 +2132,35 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['service_health'];
+        };
+      };
+      /** @description The caller may not call this route (the message says which token is needed). */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['service_error'];
+        };
+      };
+    };
+  };
+  getOpenAPIDocument: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The service's OpenAPI document, as stored in its package, with every schema it names included. */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['openapi_document'];
         };
       };
       /** @description The caller may not call this route (the message says which token is needed). */
