@@ -10,6 +10,7 @@ import { h } from '../../../../labextension/src/dom.js';
 
 import { ApiError, request } from './api.js';
 import type { IConsoleSection } from './consoleSection.js';
+import { when } from './format.js';
 import type { components } from './serviceApi.js';
 
 /** One check of `GET api/console/checks`. */
@@ -22,7 +23,7 @@ export type IChecksAnswer = components['schemas']['service_console_checks'];
 export function checksSummary(answer: IChecksAnswer): string {
   const bad = answer.checks.filter(c => c.status !== 'ok').length;
   const what = bad === 0 ? 'all ok' : `${String(bad)} not ok`;
-  return `${String(answer.checks.length)} checks: ${what} (checked ${answer.checked_at}).`;
+  return `${String(answer.checks.length)} checks: ${what} (checked ${when(answer.checked_at)}).`;
 }
 
 /** The checks in the order shown: those not ok first, each group in the doctor's order. */

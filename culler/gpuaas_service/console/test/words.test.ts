@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import type { IHistory } from '../src/api.js';
-import { count, niceCeiling } from '../src/format.js';
+import { checksSummary, type IChecksAnswer } from '../src/checks.js';
+import { count, niceCeiling, when } from '../src/format.js';
 import { asOf, NOT_PLACED } from '../src/gpus.js';
 import { chartTitle, fittingRange, yRange } from '../src/history.js';
 
@@ -108,5 +109,15 @@ describe('every GPU', () => {
     assert.ok(asOf('2026-12-06T10:54:11Z').startsWith('As of '));
     assert.ok(asOf('2026-12-06T10:54:11Z').endsWith(", the reclaim loop's last cycle. "));
     assert.equal(NOT_PLACED, 'not on a node yet');
+  });
+});
+
+describe('the checks line', () => {
+  test("says when in the reader's own time, not as the ISO text", () => {
+    const at = '2026-12-07T22:55:46+00:00';
+    const answer = { checked_at: at, checks: [{ status: 'ok' }, { status: 'ok' }] };
+    const line = checksSummary(answer as unknown as IChecksAnswer);
+    assert.equal(line, `2 checks: all ok (checked ${when(at)}).`);
+    assert.ok(!line.includes('T22:55'), line);
   });
 });
