@@ -99,7 +99,7 @@ function keptHere(note: ReclaimNote | null, warning: IReclaimWarning): boolean {
  */
 function stopBeginning(state: IReclaimState, skewMs: number, now: number): boolean {
   const last = state.warning;
-  if (last === null || last.dry_run || state.note?.kind === 'kept') {
+  if (last === null || last.dry_run || keptHere(state.note, last)) {
     return false;
   }
   const overdue = (now + skewMs - Date.parse(last.reclaim_at)) / 1000;
@@ -126,7 +126,9 @@ export function withAnswer(
   if (warning === null && stopBeginning(state, skewMs, now)) {
     return { ...state, skewMs, stopped: null };
   }
-  return { ...state, warning, cause, skewMs, stopped: null };
+  // A new warning: what this tab said of an earlier one ("kept until ...") is over.
+  const note = warning !== null && state.note?.kind === 'kept' ? null : state.note;
+  return { ...state, warning, cause, note, skewMs, stopped: null };
 }
 
 /** "Keep my GPU" was answered yes: the warning is withdrawn at once, and stays so. */

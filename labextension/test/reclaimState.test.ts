@@ -240,7 +240,7 @@ describe('the old tab after the stop', () => {
     assert.equal(withAnswer(warned(), null, null, 0, T0).warning, null);
     const kept: IReclaimState = {
       ...warned(),
-      note: { kind: 'kept', until: null, snoozesLeft: 0, warnedAt: null }
+      note: { kind: 'kept', until: null, snoozesLeft: 0, warnedAt: '2026-12-03T13:58:00.000Z' }
     };
     assert.equal(withAnswer(kept, null, null, 0, atDeadline).warning, null);
   });
@@ -267,6 +267,22 @@ describe('the old tab after the stop', () => {
     assert.ok(before.warning);
     const next = { ...before.warning, warned_at: '2026-12-03T15:00:01.000Z' };
     assert.equal(withAnswer(kept, next, null, 0, T0 + 3_600_000).warning, next);
+  });
+
+  test('a later warning ends what an earlier keep said, and its stop is a stop', () => {
+    const before = warned();
+    assert.ok(before.warning);
+    const kept = withKept(before, '2026-12-03T15:00:00.000Z', 0);
+    const next = {
+      ...before.warning,
+      warned_at: '2026-12-03T16:00:00.000Z',
+      reclaim_at: '2026-12-03T16:04:00.000Z'
+    };
+    const warnedAgain = withAnswer(kept, next, null, 0, Date.parse('2026-12-03T16:00:00Z'));
+    assert.equal(warnedAgain.note, null, 'the old "kept until" is not this warning');
+    // gone at its deadline: the stop beginning, though this tab kept an earlier warning
+    const atDeadline = Date.parse('2026-12-03T16:04:01Z');
+    assert.equal(withAnswer(warnedAgain, null, null, 0, atDeadline).warning, next);
   });
 });
 
