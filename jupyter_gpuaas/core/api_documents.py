@@ -67,6 +67,7 @@ __all__ = [
     "bundled",
     "declare_operations",
     "document",
+    "document_text",
     "field_path",
     "raw_document",
     "references",
@@ -154,6 +155,12 @@ def _document(server: Server) -> dict[str, Any]:
 def document(server: Server) -> dict[str, Any]:
     """The server's document, self-contained (a copy: callers may change it)."""
     return copy.deepcopy(_document(server))
+
+
+@cache
+def document_text(server: Server) -> str:
+    """:func:`document` as the JSON text each server serves at ``.../openapi.json``."""
+    return json.dumps(_document(server), ensure_ascii=False)
 
 
 # --------------------------------------------------------------------------- who may call

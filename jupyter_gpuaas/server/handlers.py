@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -25,7 +24,7 @@ from jupyter_gpuaas.core.api_documents import (
     BodyRefused,
     RequestBodies,
     declare_operations,
-    document,
+    document_text,
 )
 from jupyter_gpuaas.core.kernel_state import summarise
 from jupyter_gpuaas.core.parsing import MAX_BYTES
@@ -142,12 +141,7 @@ class DocumentHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        await self.finish(_served_document())
-
-
-@cache
-def _served_document() -> str:
-    return json.dumps(document("extension"), ensure_ascii=False)
+        await self.finish(document_text("extension"))
 
 
 @operations(get="getUsage")

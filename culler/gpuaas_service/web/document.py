@@ -4,21 +4,13 @@ jupyter-server serves its ``api/spec.yaml``."""
 
 from __future__ import annotations
 
-import json
-from functools import cache
-
 from tornado import web
 
 from gpuaas_service.web.base import HubUserHandler, operations
 from gpuaas_service.web.context import ServiceContext
-from jupyter_gpuaas.core.api_documents import document
+from jupyter_gpuaas.core.api_documents import document_text
 
 __all__ = ["DocumentHandler", "document_handlers"]
-
-
-@cache
-def _served() -> str:
-    return json.dumps(document("service"), ensure_ascii=False)
 
 
 @operations(get="getOpenAPIDocument")
@@ -29,7 +21,7 @@ class DocumentHandler(HubUserHandler):
         self.bind(context)
 
     def get(self) -> None:
-        self.finish(_served())
+        self.finish(document_text("service"))
 
 
 def document_handlers(

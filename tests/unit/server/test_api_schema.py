@@ -91,10 +91,9 @@ def test_each_server_serves_its_document_as_a_stock_validator_loads_it() -> None
     (who may read them is the route tables' business): the stored document, whole."""
     from openapi_spec_validator import validate
 
-    from gpuaas_service.web.document import _served
-    from jupyter_gpuaas.server.handlers import _served_document
+    from jupyter_gpuaas.core.api_documents import document_text
 
-    served = {"extension": _served_document(), "service": _served()}
+    served = {"extension": document_text("extension"), "service": document_text("service")}
     for server, path in openapi.PATHS.items():
         doc = json.loads(served[server])
         validate(doc)
