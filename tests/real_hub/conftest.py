@@ -1,10 +1,12 @@
 """Real JupyterHub with GPUaaSSpawner on the dev cluster (tests/real_hub).
 
 ``hub`` (session): a ``jupyterhub`` process (devcluster/hub.py: DummyAuthenticator, users alice and
-bob in team-a, carol and dave in team-b, the catalog spawner/demo-catalog.yaml, configurable-http-
-proxy) whose spawner talks to the cluster of ``devcluster.testing.cluster`` as the ServiceAccount
-``jupyterhub/hub``. Servers on the local offerings run as real ``jupyterhub-singleuser``
-processes on the node agent's node. Everything listens on 127.0.0.1.
+bob in team-a, carol and dave in team-b, and ``ADVICE_USERS`` in team-a, who never start a server
+here, so that the form's advice is seen without a last choice to keep; the catalog
+spawner/demo-catalog.yaml, configurable-http-proxy) whose spawner talks to the cluster of
+``devcluster.testing.cluster`` as the ServiceAccount ``jupyterhub/hub``. Servers on the local
+offerings run as real ``jupyterhub-singleuser`` processes on the node agent's node. Everything
+listens on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from kubernetes_asyncio import client
 
-from devcluster.hub import HubProcess, HubSettings
+from devcluster.hub import DEFAULT_TEAMS, HubProcess, HubSettings
 from devcluster.testing import Cluster, cluster
-from tests.support.hub import CullerHub, Hub, browser, run_culler_hub
+from tests.support.hub import ADVICE_USERS, CullerHub, Hub, browser, run_culler_hub
 
 __all__ = ["browser", "cluster", "hub", "k8s", "reclaiming_hub"]
 
@@ -35,6 +37,7 @@ def hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         queue_timeout=300.0,
         start_timeout=90,
         poll_interval=1.0,
+        teams={**DEFAULT_TEAMS, "team-a": [*DEFAULT_TEAMS["team-a"], *ADVICE_USERS]},
     )
     proc = HubProcess(settings)
     proc.start()

@@ -19,12 +19,15 @@ from devcluster.testing import Cluster
 from gpuaas_service.clients.kubernetes import EVENT_SOURCE
 from jupyter_gpuaas.core.labels import STATE_KEY
 from jupyter_gpuaas.core.sizing import HISTORY_CONFIGMAP, PeakHistory, history_json
-from tests.support.hub import USERS_NS, Hub, login
+from tests.support.hub import ADVICE_USERS, USERS_NS, Hub, login
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 GIB = 1024  # MiB
-PEAKS = PeakHistory({"alice": (3 * GIB, 2 * GIB, GIB), "bob": (8 * GIB, 5 * GIB)})
+# Two team-a users who never start a server in the session hub (``ADVICE_USERS``): what the form
+# preselects for them is the advice alone, not a last choice another test left behind.
+SMALL, LARGE = ADVICE_USERS
+PEAKS = PeakHistory({SMALL: (3 * GIB, 2 * GIB, GIB), LARGE: (8 * GIB, 5 * GIB)})
 # How long a form may show the history the hub read before this test wrote it (the session
 # hub's usage_history_max_age, 30 s, and a margin)
 HUB_CACHE = 45.0
@@ -79,7 +82,7 @@ async def _advised_form(page: Any, hub: Hub, team: str) -> str:
 async def test_the_form_preselects_what_fits_the_measured_use_and_says_why(
     hub: Hub, browser: Any, recorded_peaks: None
 ) -> None:
-    page = await login(browser, hub, "alice")
+    page = await login(browser, hub, SMALL)
     advice = await _advised_form(page, hub, "team-a")
     assert advice == (
         "Your last 3 sessions peaked at 3 GiB; 5 GiB is enough: A100 MIG 1g.5gb (this machine)."
@@ -91,9 +94,9 @@ async def test_the_form_preselects_what_fits_the_measured_use_and_says_why(
     )
     assert await badge.inner_text() == "fits your use"
 
-    # bob's sessions needed more: a half L4 (11 GiB) is preselected, not the team's default; of
+    # LARGE's sessions needed more: a half L4 (11 GiB) is preselected, not the team's default; of
     # the two halves of the same size, the catalog's first (the one on this machine)
-    page = await login(browser, hub, "bob")
+    page = await login(browser, hub, LARGE)
     advice = await _advised_form(page, hub, "team-a")
     assert advice == (
         "Your last 2 sessions peaked at 8 GiB; 11 GiB is enough: Half of an L4 (this machine)."

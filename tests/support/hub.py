@@ -195,6 +195,12 @@ def usage_of(hub: Hub, user: str) -> dict[str, Any]:
         return json.loads(resp.read())  # type: ignore[no-any-return]
 
 
+# Users of team-a in the session hub whose only use of it is to read the spawn form: the form
+# keeps a user's last choice (and restarts it after a stop they did not choose), so the advice
+# test needs users with no last choice, whatever ran before it.
+ADVICE_USERS = ("erin", "frank")
+
+
 def resize_offer(hub: Hub, user: str = "alice") -> Any:
     """What the user's server answers for the ways up and down (``gpuaas/api/resize``), or
     (its HTTP status, the start of its body) when it refuses: for a failure's message too."""
