@@ -266,7 +266,7 @@ ServiceReclaimCause = TypedDict(
         "code": "Literal['demand', 'always', 'max-idle', 'max-age', 'placement']",
         "kind": "str",
         "offering": "str",
-        "idle_seconds": "int",
+        "idle_seconds": "int | None",
         "limit_seconds": "int | None",
         "for": "dict[str, Any] | None",
     },

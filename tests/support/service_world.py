@@ -19,6 +19,7 @@ from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.loop import ReclaimLoop, Settings
 from gpuaas_service.reclaim.policy import load_policy
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import PendingWorkloadInfo, WorkloadInfo, read_workload
 from tests.support import service_samples as world
@@ -281,3 +282,17 @@ def world_console(w: World, **options: Any) -> ConsoleState:
         regret_window=timedelta(hours=1),
         **options,
     )
+
+
+def warning_of(loop: ReclaimLoop, user: str, server: str = "") -> api.ServiceWarning:
+    """The server's pending warning (``api/reclaim``), which the test expects it to have."""
+    warning = loop.warning_for(user, server)["warning"]
+    assert warning is not None, f"{user}/{server} has no warning"
+    return warning
+
+
+def cause_of(warning: api.ServiceWarning) -> api.ServiceReclaimCause:
+    """A warning's cause, which the test expects it to name."""
+    cause = warning["cause"]
+    assert cause is not None, warning
+    return cause

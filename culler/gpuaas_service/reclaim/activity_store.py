@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gpuaas_service.reclaim.idleness import ActivityReport, Idleness
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.activity import KernelStateReport, SnapshotRequest, parse_activity
 from jupyter_gpuaas.core.durations import isoformat_z
 
@@ -95,11 +96,11 @@ class Notice:
     reason: str
     snoozes_left: int
     dry_run: bool = False
-    cause: Mapping[str, Any] | None = None
+    cause: api.ServiceReclaimCause | None = None
     """Why, in plain fields for the banner's words (the loop's :meth:`cause`): ``code``,
     ``kind``, ``idle_seconds``, ``limit_seconds``, ``for`` (``{"team": "own"|"other", ...}``)."""
 
-    def payload(self, now: datetime, save_lead: timedelta) -> dict[str, Any]:
+    def payload(self, now: datetime, save_lead: timedelta) -> api.ServiceWarning:
         """The ``api/reclaim`` answer's ``warning``; ``saving`` from ``save_lead`` before the
         deadline on, so that an open JupyterLab saves its documents before the stop."""
         return {
@@ -110,7 +111,7 @@ class Notice:
             "snoozes_left": self.snoozes_left,
             "dry_run": self.dry_run,
             "saving": not self.dry_run and now >= self.reclaim_at - save_lead,
-            "cause": dict(self.cause) if self.cause is not None else None,
+            "cause": self.cause.copy() if self.cause is not None else None,
         }
 
 

@@ -58,7 +58,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypedDict, TypeVar, cast
 
 from gpuaas_service.clients.hub import Hub, HubError
 from gpuaas_service.clients.kubernetes import Kube
@@ -104,6 +104,7 @@ from gpuaas_service.reclaim.idleness import ActivityReport, State
 from gpuaas_service.reclaim.kept_state import KeptState
 from gpuaas_service.reclaim.notify import Notifier
 from gpuaas_service.reclaim.policy import PolicySet, snapshot_wait
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.catalog import Tenant
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.headroom import QueueState
@@ -121,7 +122,7 @@ from jupyter_gpuaas.core.labels import (
 )
 from jupyter_gpuaas.hub.watch import KueueReader
 
-__all__ = ["Feeds", "LoopState", "ReclaimLoop", "Settings", "team_display_names"]
+__all__ = ["Feeds", "LoopState", "ReclaimLoop", "ReportAsks", "Settings", "team_display_names"]
 
 log = logging.getLogger("gpuaas.culler")
 audit = logging.getLogger("gpuaas.culler.audit")
@@ -136,6 +137,14 @@ CLEAN_UP_SECONDS = 5.0
 """Beyond the grace: the time a stop cut short has to take its marks off the pod."""
 
 T = TypeVar("T")
+
+
+class ReportAsks(TypedDict, total=False):
+    """What an activity report's answer asks of its server besides the warning: its
+    ``snapshot`` and ``report_again_in`` (the document's ``service_report_answer``)."""
+
+    snapshot: dict[str, Any]
+    report_again_in: float
 
 
 @dataclass(frozen=True)
@@ -958,7 +967,7 @@ class ReclaimLoop:
         lead = timedelta(seconds=self.settings.save_lead)
         return now >= max(notice.reclaim_at - lead, first) + lead
 
-    def cause(self, d: Decision, targets: Mapping[str, Target]) -> dict[str, Any]:
+    def cause(self, d: Decision, targets: Mapping[str, Target]) -> api.ServiceReclaimCause:
         """A warning's cause in plain fields, for the banner's words: the queued work of the
         user's own team by its name (a Job's, where Kueue names its owner), another team's by
         its team's display name only, ``""`` where it has none (as
@@ -977,8 +986,9 @@ class ReclaimLoop:
             else {}
         )
         cap = limits.get(d.code)
-        cause: dict[str, Any] = {
-            "code": d.code,
+        cause: api.ServiceReclaimCause = {
+            # a warning's codes (Decision.code is a str: the document lists what it may be)
+            "code": cast("Literal['demand', 'always', 'max-idle', 'max-age', 'placement']", d.code),
             "kind": wb.kind,
             "offering": wb.offering,
             "idle_seconds": int(wb.idleness.idle_for(self.clock()).total_seconds())
@@ -1196,7 +1206,7 @@ class ReclaimLoop:
             return ""
         return entry[1]
 
-    def report_asks(self, user: str, server: str, now: datetime) -> dict[str, Any]:
+    def report_asks(self, user: str, server: str, now: datetime) -> ReportAsks:
         """What the answer to a server's activity report asks of it besides the warning:
         ``snapshot`` (save every kernel's variables now, within ``deadline_seconds``, and report
         at once) while the stop step waits for it, and ``report_again_in`` (seconds) for a warned
@@ -1204,7 +1214,7 @@ class ReclaimLoop:
         if self._policies.snapshot_timeout <= timedelta(0):
             return {}
         key = server_key(user, server)
-        asks: dict[str, Any] = {}
+        asks: ReportAsks = {}
         ask = self.store.snapshot_ask(key)
         if ask is not None and ask.answer is None:
             asks["snapshot"] = ask.request(now).to_json()
@@ -1219,7 +1229,9 @@ class ReclaimLoop:
             asks["report_again_in"] = round(again, 1)
         return asks
 
-    def warning_for(self, user: str, server: str, now: datetime | None = None) -> dict[str, Any]:
+    def warning_for(
+        self, user: str, server: str, now: datetime | None = None
+    ) -> api.ServiceReclaim:
         """The ``api/reclaim`` answer for one server; its warning says whether the stop will
         save the kernels' variables first (``keeps_kernel_state``), so that the sidebar words
         what is lost as it will be."""

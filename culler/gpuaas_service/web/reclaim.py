@@ -21,15 +21,14 @@ on the token); no handler here counts as the user's activity.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from tornado import web
 
 from gpuaas_service.reclaim.activity_store import server_key
 from gpuaas_service.reclaim.decide import SnoozeResult
-from gpuaas_service.reclaim.loop import ReclaimLoop
+from gpuaas_service.reclaim.loop import ReclaimLoop, ReportAsks
 from gpuaas_service.web.base import (
     OperatorTokenHandler,
     ServerHandler,
@@ -48,17 +47,29 @@ __all__ = ["reclaim_handlers", "report_answer", "snooze_answer"]
 
 def report_answer(
     received_at: datetime,
-    reclaim: Mapping[str, Any],
+    reclaim: api.ServiceReclaim,
     *,
     stopping: str = "",
-    asks: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    asks: ReportAsks | None = None,
+) -> api.ServiceReportAnswer:
     """``POST api/activity``'s answer: taken, with the server's ``api/reclaim`` answer and what
     the loop asks of it (:meth:`ReclaimLoop.report_asks`); or, while its stop is under way
     (``stopping`` says why), taken too late to keep the server."""
     if stopping:
         return {"accepted": False, "reason": stopping}
-    return {"accepted": True, "received_at": isoformat_z(received_at), **reclaim, **(asks or {})}
+    answer: api.ServiceReportAnswer = {
+        "accepted": True,
+        "received_at": isoformat_z(received_at),
+        "server": reclaim["server"],
+        "now": reclaim["now"],
+        "warning": reclaim["warning"],
+    }
+    # key by key: mypy checks each against the document (a ** spread it cannot)
+    if asks and "snapshot" in asks:
+        answer["snapshot"] = asks["snapshot"]
+    if asks and "report_again_in" in asks:
+        answer["report_again_in"] = asks["report_again_in"]
+    return answer
 
 
 def snooze_answer(result: SnoozeResult) -> api.ServiceSnooze:

@@ -46,6 +46,7 @@ from tests.support.service_web import QueueIndexStub
 from tests.support.service_world import (
     POLICY,
     World,
+    cause_of,
     job_workload,
     reclaimed_for_the_job,
     world_console,
@@ -66,7 +67,8 @@ async def test_the_reclaim_answers_match_the_schema() -> None:
     w = World()
     await w.cycle()
     warned = w.loop.warning_for("alice", "")
-    assert warned["warning"]["cause"]["code"] == "demand"
+    assert warned["warning"] is not None
+    assert cause_of(warned["warning"])["code"] == "demand"
     for answer in (warned, w.loop.warning_for("alice", "busy")):
         assert_matches("service_reclaim", answer)
         assert_matches("service_report_answer", report_answer(w.now, answer))
@@ -77,6 +79,19 @@ async def test_the_reclaim_answers_match_the_schema() -> None:
     assert (kept.allowed, refused.allowed) == (True, False)
     for result in (kept, refused):
         assert_matches("service_snooze", snooze_answer(result))
+
+
+async def test_a_max_age_warning_to_a_server_in_use_matches_the_schema() -> None:
+    """Its cause has no idle time (``idle_seconds`` null): the server is not idle."""
+    policy: dict[str, Any] = copy.deepcopy(dict(POLICY))
+    policy["policies"][0]["max_age"] = "1m"
+    w = World(policy)
+    await w.cycle()
+    warned = w.loop.warning_for("alice", "busy")
+    assert warned["warning"] is not None
+    cause = cause_of(warned["warning"])
+    assert (cause["code"], cause["idle_seconds"]) == ("max-age", None)
+    assert_matches("service_reclaim", warned)
 
 
 async def test_the_standing_and_the_console_rows_match_the_schema() -> None:

@@ -1438,7 +1438,8 @@ export interface components {
       code: 'demand' | 'always' | 'max-idle' | 'max-age' | 'placement';
       kind: string;
       offering: string;
-      idle_seconds: number;
+      /** @description How long the server has been idle; null where it is not known idle (a max-age warning to a server in use, a max-idle one to a server whose activity is unknown) */
+      idle_seconds: number | null;
       limit_seconds: number | null;
       for:
         | {

@@ -49,9 +49,11 @@ from tests.support.service_world import (
     FakeKube,
     World,
     busy,
+    cause_of,
     idle,
     job_workload,
     reclaimed_for_the_job,
+    warning_of,
 )
 
 # --------------------------------------------------------------------------- the loop
@@ -72,18 +74,18 @@ async def test_warn_then_reclaim_the_two_idle_ones_and_verify_the_handoff(
         ("jupyter-alice", "GPUReclaimWarning"),
         ("jupyter-bob", "GPUReclaimWarning"),
     ]
-    answer = w.loop.warning_for("alice", "")
-    assert answer["warning"]["seconds_left"] == 30
-    assert answer["warning"]["snoozes_left"] == 1
+    warning = warning_of(w.loop, "alice")
+    assert warning["seconds_left"] == 30
+    assert warning["snoozes_left"] == 1
     assert w.loop.warning_for("alice", "busy")["warning"] is None
 
     plan = await w.cycle(after=10)
     assert {d.workbench.key for d in plan.with_action(Action.WAIT)} == {"alice", "bob"}
     assert not w.hub.stopped
     assert len(w.kube.events) == 2
-    assert w.loop.warning_for("bob", "")["warning"]["saving"] is False
+    assert warning_of(w.loop, "bob")["saving"] is False
     w.now += timedelta(seconds=6)
-    assert w.loop.warning_for("bob", "")["warning"]["saving"] is True  # 15 s before: save
+    assert warning_of(w.loop, "bob")["saving"] is True  # 15 s before: save
 
     plan = await w.cycle(after=15)
     assert sorted(w.hub.stopped) == [("alice", ""), ("bob", "")]
@@ -293,7 +295,7 @@ async def test_unreadable_or_unusable_handoff_records() -> None:
     w.kube.configmaps_down = False
     await w.cycle(after=1)  # read now; but a restarted service first tells them "saving"
     assert not w.hub.stopped
-    assert w.loop.warning_for("alice", "")["warning"]["saving"] is True
+    assert warning_of(w.loop, "alice")["saving"] is True
     await w.cycle(after=16)  # save_lead later: alice and bob are stopped for the Job
     assert len(w.hub.stopped) == 2
     assert '"workload": "team-a/train"' in w.kube.configmaps[(NS, HANDOFFS_CONFIGMAP)]
@@ -469,7 +471,7 @@ async def test_after_a_restart_the_banner_comes_back_and_saving_comes_first() ->
     w.store.set_notice("alice", None)  # the store is the new process's too
     w.store.set_notice("bob", None)
     await w.cycle(after=10)
-    warning = w.loop.warning_for("alice", "")["warning"]
+    warning = warning_of(w.loop, "alice")
     assert warning["reason"] == ann[RECLAIM_REASON]
     assert warning["reclaim_at"] == ann[RECLAIM_DEADLINE]
     w.loop = w.new_loop()  # restarted again, past the deadline this time
@@ -477,7 +479,7 @@ async def test_after_a_restart_the_banner_comes_back_and_saving_comes_first() ->
         w.store.set_notice(key, None)
     await w.cycle(after=60)
     assert not w.hub.stopped
-    assert w.loop.warning_for("alice", "")["warning"]["saving"] is True
+    assert warning_of(w.loop, "alice")["saving"] is True
     await w.cycle(after=10)
     assert not w.hub.stopped  # only 10 of save_lead's 15 s
     await w.cycle(after=6)
@@ -513,12 +515,12 @@ async def test_a_warning_names_queued_work_of_another_team_by_its_display_name_o
     assert plan is not None
     (warned, *_) = plan.with_action(Action.WARN)
     assert "team-b/train" in warned.reason  # the audit names it
-    warning = w.loop.warning_for(warned.workbench.user, "")["warning"]
+    warning = warning_of(w.loop, warned.workbench.user)
     told = warning["reason"]
     assert told.startswith("queued work of Team B needs what it holds")
     assert "train" not in told
     assert "team-b" not in told
-    assert warning["cause"]["for"] == {"team": "other", "name": "Team B"}
+    assert cause_of(warning)["for"] == {"team": "other", "name": "Team B"}
     ann = w.kube.pods[f"jupyter-{warned.workbench.user}"]["metadata"]["annotations"]
     assert "train" not in ann[RECLAIM_REASON]
     assert "team-b" not in ann[RECLAIM_REASON]
@@ -533,10 +535,10 @@ async def test_another_team_without_a_display_name_is_another_team_not_its_slug(
     plan = await w.cycle()
     assert plan is not None
     (warned, *_) = plan.with_action(Action.WARN)
-    warning = w.loop.warning_for(warned.workbench.user, "")["warning"]
+    warning = warning_of(w.loop, warned.workbench.user)
     assert warning["reason"].startswith("queued work of another team needs what it holds")
     assert "team-b" not in warning["reason"]
-    assert warning["cause"]["for"] == {"team": "other", "name": ""}
+    assert cause_of(warning)["for"] == {"team": "other", "name": ""}
 
 
 def test_team_display_names_by_every_name_a_teams_work_goes_by() -> None:

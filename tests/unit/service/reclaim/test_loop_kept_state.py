@@ -19,6 +19,7 @@ import pytest
 from gpuaas_service.reclaim.activity_store import REPORT_NEAR_STOP
 from gpuaas_service.reclaim.loop import STOPPING
 from gpuaas_service.web.reclaim import report_answer
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.activity import (
     KernelStateReport,
     kernel_state_json,
@@ -28,7 +29,7 @@ from jupyter_gpuaas.core.activity import (
 from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, LostVariable
 from jupyter_gpuaas.core.labels import RECLAIMED_AT, RECLAIMED_KERNEL_STATE
 from tests.support.api_schema import schema_errors
-from tests.support.service_world import T0, World, busy, idle
+from tests.support.service_world import T0, World, busy, idle, warning_of
 
 KEPT = {
     "alice": KernelStateOutcome(
@@ -57,7 +58,7 @@ async def cycle(w: World, after: float, *users: str) -> Any:
     return await w.loop.cycle()
 
 
-async def answer(w: World, user: str, outcome: KernelStateOutcome) -> dict[str, Any]:
+async def answer(w: World, user: str, outcome: KernelStateOutcome) -> api.ServiceReportAnswer:
     """Play the server: report until the answer carries a snapshot request, then report the
     outcome, as the reporter does. Returns the answer that asked. Fails (instead of waiting
     for ever) when no request came within 30 s of real time: the cycle ended without one."""
@@ -263,10 +264,10 @@ async def test_the_warning_says_whether_the_stop_saves_the_variables() -> None:
     the server keeps kernel state and the policy gives a snapshot time; lost otherwise."""
     w = World()
     await cycle(w, 0, "alice")
-    assert w.loop.warning_for("alice", "")["warning"]["keeps_kernel_state"] is True
-    assert w.loop.warning_for("bob", "")["warning"]["keeps_kernel_state"] is False
+    assert warning_of(w.loop, "alice")["keeps_kernel_state"] is True
+    assert warning_of(w.loop, "bob")["keeps_kernel_state"] is False
     assert w.loop.warning_for("alice", "busy")["warning"] is None
     assert schema_errors("service_reclaim", w.loop.warning_for("alice", "")) == []
     w.policy = replace(w.policy, snapshot_timeout=timedelta(0))
     w.loop.set_policies(w.policy)
-    assert w.loop.warning_for("alice", "")["warning"]["keeps_kernel_state"] is False
+    assert warning_of(w.loop, "alice")["keeps_kernel_state"] is False

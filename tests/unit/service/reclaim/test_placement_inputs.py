@@ -28,7 +28,7 @@ from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
 from tests.support import service_samples as world
 from tests.support.service_samples import iso
-from tests.support.service_world import FakeHub, FakeKube, FakeView
+from tests.support.service_world import FakeHub, FakeKube, FakeView, cause_of, warning_of
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
 NOW = T0 + timedelta(hours=2)
@@ -424,9 +424,9 @@ async def test_the_loop_reads_the_jobs_pods_warns_then_stops_and_names_the_job()
     assert placement.status == "warn"
     assert placement.workbenches == ("carol",)
     assert [p for p, _ in kube.patches] == ["jupyter-carol"]
-    warning = loop.warning_for("carol", "")["warning"]
-    assert warning["cause"]["code"] == "placement"
-    assert warning["cause"]["for"] == {"team": "own", "name": "train", "object": "Job"}
+    warning = warning_of(loop, "carol")
+    assert cause_of(warning)["code"] == "placement"
+    assert cause_of(warning)["for"] == {"team": "own", "name": "train", "object": "Job"}
     assert warning["reason"].startswith("a training Job needs a whole H100")
 
     clock[0] = NOW + timedelta(seconds=31)

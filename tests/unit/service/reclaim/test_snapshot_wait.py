@@ -13,6 +13,7 @@ import pytest
 
 from gpuaas_service.reclaim.policy import PolicyError, load_policy, snapshot_wait
 from gpuaas_service.web.reclaim import report_answer
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.activity import (
     KernelStateReport,
     ReportError,
@@ -96,7 +97,7 @@ async def test_the_stop_waits_for_a_large_state_in_proportion() -> None:
         w.store.record("alice", "", big, w.now)
         return await w.loop.cycle()
 
-    async def answer() -> dict[str, Any]:
+    async def answer() -> api.ServiceReportAnswer:
         give_up = time.monotonic() + 30
         while True:
             asked = report_answer(
