@@ -165,7 +165,9 @@ class ServiceConsoleEvent(TypedDict):
     gpu_equivalents: str
     reason: str
     workload: str
-    result: Literal["", "succeeded", "failed", "gone"]
+    result: Literal[
+        "", "succeeded", "failed", "gone", "state kept", "state kept with losses", "state lost"
+    ]
     latency_seconds: float | None
     returned_after_seconds: float | None
     regret: bool

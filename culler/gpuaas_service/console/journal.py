@@ -18,8 +18,9 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, Literal, cast
 
+from gpuaas_service import api_types as service_api
 from gpuaas_service.reclaim.decide import Workbench
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.kueue import parse_time
@@ -39,6 +40,10 @@ MAX_JOURNAL_BYTES = 256 * 1024
 """The most text kept (500 entries are about 150 KB; long reasons take more, the oldest go)."""
 
 EVENTS = ("warn", "withdraw", "snooze", "reclaim", "lent", "handoff")
+_EventName = Literal["warn", "withdraw", "snooze", "reclaim", "lent", "handoff"]
+_Result = Literal[
+    "", "succeeded", "failed", "gone", "state kept", "state kept with losses", "state lost"
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,12 +69,13 @@ class Entry:
     """A reclaim's user started a server again at this time (the first seen after it)."""
     dry_run: bool = False
 
-    def payload(self, regret_window: timedelta) -> dict[str, Any]:
+    def payload(self, regret_window: timedelta) -> service_api.ServiceConsoleEvent:
         back = (
             (self.returned_at - self.at).total_seconds() if self.returned_at is not None else None
         )
         return {
-            "event": self.event,
+            # one of EVENTS (from_dict refuses others); the document lists them too
+            "event": cast("_EventName", self.event),
             "at": isoformat_z(self.at),
             "user": self.user,
             "server": self.server,
@@ -78,7 +84,7 @@ class Entry:
             "gpu_equivalents": self.gpu_equivalents,
             "reason": self.reason,
             "workload": self.workload,
-            "result": self.result,
+            "result": cast("_Result", self.result),
             "latency_seconds": self.latency_seconds,
             "returned_after_seconds": back,
             "regret": back is not None and back <= regret_window.total_seconds(),
@@ -181,7 +187,9 @@ class Journal:
                 self.entries[i] = replace(e, returned_at=min(after))
                 self.changes += 1
 
-    def recent(self, regret_window: timedelta, limit: int = 200) -> list[dict[str, Any]]:
+    def recent(
+        self, regret_window: timedelta, limit: int = 200
+    ) -> list[service_api.ServiceConsoleEvent]:
         """Newest first."""
         out = [e.payload(regret_window) for e in reversed(self.entries)]
         return out[:limit]
@@ -194,7 +202,7 @@ class Journal:
                 out[e.team or "-"] = out.get(e.team or "-", 0) + 1
         return out
 
-    def regret(self, regret_window: timedelta) -> dict[str, Any]:
+    def regret(self, regret_window: timedelta) -> service_api.ServiceConsoleRegret:
         reclaims = [e for e in self.entries if e.event == "reclaim" and not e.dry_run]
         back = [e for e in reclaims if e.payload(regret_window)["regret"]]
         return {

@@ -684,10 +684,17 @@ export interface components {
       /** @description The queued workload (namespace/name) a reclaim or hand-off was for; for a viewer of some teams, another team's is "work of team T"; "" for none. */
       workload: string;
       /**
-       * @description A hand-off's outcome ("" for other events).
+       * @description A hand-off's outcome; a reclaim's, where it asked its server to save its kernels' variables first, what that kept (state kept, state kept with losses, state lost); "" for other events.
        * @enum {unknown}
        */
-      result: '' | 'succeeded' | 'failed' | 'gone';
+      result:
+        | ''
+        | 'succeeded'
+        | 'failed'
+        | 'gone'
+        | 'state kept'
+        | 'state kept with losses'
+        | 'state lost';
       /** @description A hand-off's seconds from the reclaim to the admission. */
       latency_seconds: number | null;
       /** @description Seconds after a reclaim its user started a server again (null: not yet). */

@@ -130,6 +130,8 @@ async def test_the_stop_asks_for_a_snapshot_waits_for_it_and_records_each_kernel
     assert rows["alice"]["result"] == "state kept with losses"
     assert "its variables were saved, except “batches” (a generator)" in rows["alice"]["reason"]
     assert rows["bob"]["result"] == "state kept"
+    for row in rows.values():  # what the console's journal shows
+        assert schema_errors("service_console_event", row) == []
 
 
 async def test_no_answer_stops_the_servers_at_the_bound_and_counts_them_interrupted(
