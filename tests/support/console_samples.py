@@ -10,6 +10,7 @@ from typing import Any
 
 from gpuaas_service.reclaim.decide import Workbench
 from gpuaas_service.reclaim.idleness import Idleness, State
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import read_cluster_queue, read_local_queue, read_workload
 
@@ -144,3 +145,16 @@ def pod_holding(resource: str, node: str, count: int = 1) -> dict[str, Any]:
         "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": limits}}]},
         "status": {"phase": "Running"},
     }
+
+
+def known(answer: api.ServiceStanding) -> api.ServiceStandingKnown:
+    """A standing the test expects a cycle to have judged."""
+    assert answer["known"], answer
+    return answer
+
+
+def policy_of(answer: api.ServiceStanding) -> api.ServicePolicyFields:
+    """The policy a judged standing names, which the test expects it to have."""
+    policy = known(answer)["policy"]
+    assert policy is not None, answer
+    return policy

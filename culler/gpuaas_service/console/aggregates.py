@@ -19,15 +19,17 @@ borrower uses; a Cohort's own quota is not counted as anyone's).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
+from gpuaas_service import api_types as service_api
 from gpuaas_service.console.ledger import Usage, holds_its_gpu
-from gpuaas_service.reclaim.decide import Action, Decision, Plan
+from gpuaas_service.reclaim.decide import Decision, Plan
 from gpuaas_service.reclaim.idleness import State
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.gpu_equivalents import (
     format_gpu_equivalents,
@@ -55,7 +57,7 @@ def _seconds(value: timedelta) -> int:
     return int(max(value.total_seconds(), 0))
 
 
-def plan_row(d: Decision, now: datetime) -> dict[str, Any]:
+def plan_row(d: Decision, now: datetime) -> service_api.ServiceWorkbench:
     """One workbench as the console's table shows it."""
     wb = d.workbench
     idle = wb.idleness
@@ -76,7 +78,8 @@ def plan_row(d: Decision, now: datetime) -> dict[str, Any]:
         "unknown_seconds": _seconds(idle.unknown_for(now)) if idle.state is State.UNKNOWN else None,
         "policy": d.policy,
         "action": d.action.value,
-        "code": d.code,
+        # Decision.code is a str (reclaim/decide.py): the document lists what it may be
+        "code": cast("api.ServiceReclaimCode", d.code),
         "reason": d.reason,
         "reclaim_at": isoformat_z(d.reclaim_at) if d.reclaim_at else None,
         "warned_at": isoformat_z(wb.warned_at) if wb.warned_at else None,
@@ -86,7 +89,9 @@ def plan_row(d: Decision, now: datetime) -> dict[str, Any]:
     }
 
 
-def plan_rows(plan: Plan, *, teams: Iterable[str] | None = None) -> list[dict[str, Any]]:
+def plan_rows(
+    plan: Plan, *, teams: Iterable[str] | None = None
+) -> list[service_api.ServiceWorkbench]:
     """The plan's GPU workbenches (CPU-only servers hold nothing to reclaim), optionally only
     those of ``teams``."""
     allowed = set(teams) if teams is not None else None
@@ -97,10 +102,20 @@ def plan_rows(plan: Plan, *, teams: Iterable[str] | None = None) -> list[dict[st
     ]
 
 
-def summary(plan: Plan, *, teams: Iterable[str] | None = None) -> dict[str, int]:
-    """How many workbenches get each action (``warn``, ``reclaim``, ...)."""
+def summary(
+    plan: Plan | None, *, teams: Iterable[str] | None = None
+) -> service_api.ServiceActionCounts:
+    """How many workbenches get each action (``warn``, ``reclaim``, ...); none without a plan."""
+    if plan is None:
+        return {}
     allowed = set(teams) if teams is not None else None
-    counts = {a.value: 0 for a in Action}
+    counts: service_api.ServiceActionCounts = {
+        "warn": 0,
+        "wait": 0,
+        "reclaim": 0,
+        "clear-warning": 0,
+        "skip": 0,
+    }
     for d in plan.decisions:
         if d.workbench.kind != "cpu" and (allowed is None or d.workbench.team in allowed):
             counts[d.action.value] += 1
@@ -179,27 +194,49 @@ def _root(state: QueueState, cohort: str | None) -> str | None:
 _AMOUNTS = ("nominal", "notebooks", "training", "borrowed", "lent")
 
 
+def _amounts(
+    row: Mapping[str, Any], show: Callable[[str, int], str]
+) -> service_api.ServiceConsoleAmounts:
+    """A flavor row's five amounts, each as ``show`` writes it for the row's resource."""
+    r = row["resource"]
+    return {
+        "nominal": show(r, row["nominal"]),
+        "notebooks": show(r, row["notebooks"]),
+        "training": show(r, row["training"]),
+        "borrowed": show(r, row["borrowed"]),
+        "lent": show(r, row["lent"]),
+    }
+
+
+def _gpu_eq(resource: str, value: int) -> str:
+    return format_gpu_equivalents(resource_gpu_equivalents({resource: Fraction(value)}))
+
+
 def _flavor_rows(
     state: QueueState, owners: Mapping[str, tuple[str, str]]
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, list[service_api.ServiceConsoleFlavor]]:
     """Per team, per (flavor, resource) of a GPU resource: nominal, notebooks, training,
     borrowed, lent (Kueue's integer units)."""
     rows, roots = _team_use(state, owners)
     _lend_and_borrow(rows, roots)
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[service_api.ServiceConsoleFlavor]] = {}
     for (team, _f, _r), row in sorted(rows.items()):
         if not any(row[k] for k in _AMOUNTS):
             continue  # a flavor the queue lists with no quota and no use: nothing to show
-        resource = row["resource"]
-        shown = {k: display_value(resource, row[k]) for k in _AMOUNTS}
-        readable = {k: readable_amount(resource, row[k]) for k in _AMOUNTS}
-        gpu_eq = {
-            k: format_gpu_equivalents(resource_gpu_equivalents({resource: Fraction(row[k])}))
-            for k in _AMOUNTS
-        }
-        in_use = any(row[k] for k in ("notebooks", "training", "borrowed", "lent"))
         out.setdefault(team, []).append(
-            {**row, "shown": shown, "readable": readable, "gpu_eq": gpu_eq, "in_use": in_use}
+            {
+                "flavor": row["flavor"],
+                "resource": row["resource"],
+                "nominal": row["nominal"],
+                "notebooks": row["notebooks"],
+                "training": row["training"],
+                "borrowed": row["borrowed"],
+                "lent": row["lent"],
+                "shown": _amounts(row, display_value),
+                "readable": _amounts(row, readable_amount),
+                "gpu_eq": _amounts(row, _gpu_eq),
+                "in_use": any(row[k] for k in ("notebooks", "training", "borrowed", "lent")),
+            }
         )
     return out
 
@@ -273,12 +310,16 @@ def readable_amount(resource: str, value: int) -> str:
 
 def _today(
     usage: Usage, reclaims: Mapping[str, int], failed_starts: Mapping[str, int], team: str
-) -> dict[str, float]:
+) -> service_api.ServiceHours:
     """A team's hours of today, and its reclaims and failed starts."""
-    out = usage.hours()
-    out["reclaims"] = reclaims.get(team, 0)
-    out["failed_starts"] = failed_starts.get(team, 0)
-    return out
+    hours = usage.hours()
+    return {
+        "allocated_hours": hours["allocated_hours"],
+        "busy_hours": hours["busy_hours"],
+        "idle_hours": hours["idle_hours"],
+        "reclaims": reclaims.get(team, 0),
+        "failed_starts": failed_starts.get(team, 0),
+    }
 
 
 def teams(
@@ -293,7 +334,7 @@ def teams(
     reclaims: Mapping[str, int] | None = None,
     failed_starts: Mapping[str, int] | None = None,
     on_node: Collection[str] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[service_api.ServiceConsoleTeam]:
     """The console's team table (see the module's docstring). ``reclaims``,
     ``failed_starts``: today's, per team; ``on_node``: the servers whose pods are on a node
     (:func:`~.ledger.servers_on_nodes`; ``None``: not known)."""
@@ -318,7 +359,7 @@ def teams(
         {*(t for t, _ in owners.values()), *held, *queued, *today, *reclaims, *failed_starts}
     )
     allowed = set(only) if only is not None else None
-    out = []
+    out: list[service_api.ServiceConsoleTeam] = []
     for team in names:
         if allowed is not None and team not in allowed:
             continue

@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gpuaas_service import api_types as service_api
 from gpuaas_service.console.aggregates import plan_rows, summary
 from gpuaas_service.reclaim.decide import Plan, decide
 from gpuaas_service.reclaim.explain import explain_policies
 from gpuaas_service.reclaim.policy import PolicyError, PolicySet, load_policy
 from gpuaas_service.reclaim.snapshot import SnapshotError, load_snapshot
+from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.parsing import ParseError, load_yaml
 
 __all__ = ["PreviewError", "parse_policy_text", "plan_of_snapshot", "preview"]
@@ -100,7 +102,7 @@ def preview(
     *,
     dry_run: bool = False,
     teams: Iterable[str] | None = None,
-) -> dict[str, Any]:
+) -> service_api.ServicePolicyPreview:
     """The answer of ``POST api/console/preview`` (raises :class:`PreviewError`)."""
     policies = parse_policy_text(text)
     try:
@@ -112,7 +114,7 @@ def preview(
     allowed = list(teams) if teams is not None else None
     rows = plan_rows(plan, teams=allowed)
     in_force = {r["key"]: r for r in plan_rows(current, teams=allowed)} if current else {}
-    changed = [
+    changed: list[service_api.ServicePreviewChange] = [
         {"key": r["key"], "now": in_force[r["key"]]["action"], "preview": r["action"]}
         for r in rows
         if r["key"] in in_force and in_force[r["key"]]["action"] != r["action"]
@@ -120,7 +122,7 @@ def preview(
     return {
         "valid": True,
         "policy": explain_policies(policies),
-        "at": snapshot.get("now"),
+        "at": isoformat_z(plan.now),  # the snapshot's clock, where it gives one
         "summary": summary(plan, teams=allowed),
         "summary_in_force": summary(current, teams=allowed) if current else None,
         "changed": changed,

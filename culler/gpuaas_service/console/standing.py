@@ -49,7 +49,7 @@ def standing(
     *,
     now: datetime,
     state_bytes: int | None = None,
-) -> dict[str, Any]:
+) -> api.ServiceStanding:
     """``{"known": false}`` until a cycle has seen the server. ``state_bytes``: what its last
     activity report said its kernels' state would take (``kernel_state_bytes``)."""
     decision = next((d for d in (plan.decisions if plan else ()) if d.workbench.key == key), None)
@@ -60,9 +60,6 @@ def standing(
         team=wb.team, kind=wb.kind, offering=wb.offering, user=wb.user, groups=wb.groups
     )
     row = plan_row(decision, plan.now)
-    # The user's version of the reason (another team's work is named by its team only; so no
-    # hand-off workload's name either).
-    row["reason"] = decision.told
     return {
         "known": True,
         "now": isoformat_z(now),
@@ -71,8 +68,18 @@ def standing(
         "policy": policy_fields(policy, keeps_state=wb.keeps_state)
         if policy is not None and decision.policy
         else None,
-        **{k: row[k] for k in ("kind", "activity", "signal", "idle_seconds", "unknown_seconds")},
-        **{k: row[k] for k in ("action", "code", "reason", "reclaim_at", "dry_run")},
+        "kind": row["kind"],
+        "activity": row["activity"],
+        "signal": row["signal"],
+        "idle_seconds": row["idle_seconds"],
+        "unknown_seconds": row["unknown_seconds"],
+        "action": row["action"],
+        "code": row["code"],
+        # The user's version of the reason (another team's work is named by its team only; so
+        # no hand-off workload's name either).
+        "reason": decision.told,
+        "reclaim_at": row["reclaim_at"],
+        "dry_run": row["dry_run"],
         "snapshot_wait_seconds": _secs(snapshot_wait(policies, state_bytes))
         if wb.keeps_state and policies.snapshot_timeout > timedelta(0)
         else None,

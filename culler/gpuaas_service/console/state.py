@@ -25,8 +25,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
+from gpuaas_service import api_types as service_api
 from gpuaas_service.console.aggregates import plan_rows, summary, teams
 from gpuaas_service.console.fit import fit_rows
 from gpuaas_service.console.gpus import gpu_rows, pod_places, read_node
@@ -101,63 +102,82 @@ class _Rows:
     """One plan's workbench rows, their JSON and summary per set of teams (once per cycle)."""
 
     plan: Plan | None
-    rows: list[dict[str, Any]]
+    rows: list[service_api.ServiceWorkbench]
     team_of: Callable[[str], str] = lambda key: ""
     """The team of a queued workload, by its key (``namespace/name``)."""
     encoded: dict[Visible, bytes] = field(default_factory=dict)
-    summaries: dict[Visible, dict[str, int]] = field(default_factory=dict)
+    summaries: dict[Visible, service_api.ServiceActionCounts] = field(default_factory=dict)
     views: dict[str, dict[Visible, bytes]] = field(default_factory=dict)
     """The per-GPU and sizing answers' JSON (and gzipped) by view, per set of teams."""
 
-    def of(self, visible: Visible) -> list[dict[str, Any]]:
+    def of(self, visible: Visible) -> list[service_api.ServiceWorkbench]:
         if visible is None:
             return self.rows
-        return [
-            unnamed_for(r, "handoff", visible, self.team_of)
-            for r in self.rows
-            if r["team"] in visible
-        ]
+        return [_unnamed_row(r, visible, self.team_of) for r in self.rows if r["team"] in visible]
 
     def json(self, visible: Visible) -> bytes:
         return _kept(self.encoded, visible, lambda: _encode(self.of(visible)))
 
-    def summary(self, visible: Visible) -> dict[str, int]:
+    def summary(self, visible: Visible) -> service_api.ServiceActionCounts:
         plan = self.plan
         return _kept(
             self.summaries,
             visible,
-            lambda: summary(plan, teams=visible) if plan is not None else {},
+            lambda: summary(plan, teams=visible),
         )
 
 
-def unnamed_for(
-    item: dict[str, Any], field_name: str, visible: frozenset[str], team_of: Callable[[str], str]
-) -> dict[str, Any]:
-    """A row or event as a viewer of the ``visible`` teams may see it: queued work of another
-    team (the workload in ``field_name``) named by its team only, in that field and in the
-    reason, as its users are told (a team lead sees their own teams' names, no others')."""
-    key = item.get(field_name)
-    if not isinstance(key, str) or not key:
-        return item
+def unnamed_as(
+    key: str | None, visible: frozenset[str], team_of: Callable[[str], str]
+) -> str | None:
+    """How a viewer of the ``visible`` teams may see the queued workload ``key`` (a row's
+    hand-off, an event's workload): another team's by its team only (``work of team T``), as
+    its users are told (a team lead sees their own teams' names, no others'); ``None``: as
+    it is."""
+    if not key:
+        return None
     team = team_of(key)
-    if team in visible:
-        return item
-    words = f"work of team {team or '?'}"
-    reason = item.get("reason")
-    return {
-        **item,
-        field_name: None if field_name == "handoff" else words,
-        "reason": reason.replace(key, words) if isinstance(reason, str) else reason,
-    }
+    return None if team in visible else f"work of team {team or '?'}"
+
+
+def _unnamed_row(
+    row: service_api.ServiceWorkbench, visible: frozenset[str], team_of: Callable[[str], str]
+) -> service_api.ServiceWorkbench:
+    key = row["handoff"]
+    words = unnamed_as(key, visible, team_of)
+    if key is None or words is None:
+        return row
+    return {**row, "handoff": None, "reason": row["reason"].replace(key, words)}
+
+
+def _unnamed_event(
+    event: service_api.ServiceConsoleEvent,
+    visible: frozenset[str],
+    team_of: Callable[[str], str],
+) -> service_api.ServiceConsoleEvent:
+    key = event["workload"]
+    words = unnamed_as(key, visible, team_of)
+    if words is None:
+        return event
+    return {**event, "workload": words, "reason": event["reason"].replace(key, words)}
+
+
+class PolicyFile(TypedDict, total=False):
+    """The policy file the console names (``api/console``'s ``policy`` but ``in_force``):
+    its path and why it was not read, absent where the service was given its policy inline."""
+
+    file: str | None
+    error: str
 
 
 @dataclass
 class _Built:
     at: float
     rows: _Rows
-    body: dict[str, Any]
-    """Everything but the workbenches, for every team."""
-    heads: dict[Visible, dict[str, Any]] = field(default_factory=dict)
+    body: service_api.ServiceConsole
+    """Everything but the workbenches (empty here), for every team (``visible_teams`` and
+    ``summary``: each viewer's, in :meth:`ConsoleState._head`)."""
+    heads: dict[Visible, service_api.ServiceConsole] = field(default_factory=dict)
     encoded: dict[Visible, bytes] = field(default_factory=dict)
     gzipped: dict[Visible, bytes] = field(default_factory=dict)
 
@@ -176,7 +196,7 @@ class ConsoleState:
         notebook_namespace: str,
         job_namespaces: Sequence[str],
         regret_window: timedelta,
-        policy_file: Callable[[], dict[str, Any]] = dict,
+        policy_file: Callable[[], PolicyFile] = PolicyFile,
         ttl: float = 2.0,
         clock: Callable[[], datetime] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
@@ -362,32 +382,31 @@ class ConsoleState:
     def _visible(only: Iterable[str] | None) -> Visible:
         return frozenset(only) if only is not None else None
 
-    def _head(self, built: _Built, visible: Visible) -> dict[str, Any]:
+    def _head(self, built: _Built, visible: Visible) -> service_api.ServiceConsole:
+        """The answer but its workbenches (empty) for the ``visible`` teams."""
         body = built.body
 
-        def make() -> dict[str, Any]:
+        def make() -> service_api.ServiceConsole:
             if visible is None:
                 return {**body, "visible_teams": None, "summary": built.rows.summary(None)}
-
-            def mine(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-                return [i for i in items if i.get("team") in visible]
-
             team_of = built.rows.team_of
             return {
                 **body,
                 "visible_teams": sorted(visible),
-                "teams": mine(body["teams"]),
+                "teams": [t for t in body["teams"] if t["team"] in visible],
                 "summary": built.rows.summary(visible),
                 "events": [
-                    unnamed_for(e, "workload", visible, team_of) for e in mine(body["events"])
+                    _unnamed_event(e, visible, team_of)
+                    for e in body["events"]
+                    if e["team"] in visible
                 ],
-                "handoffs": mine(body["handoffs"]),
+                "handoffs": [h for h in body["handoffs"] if h["team"] in visible],
                 "regret": None,
             }
 
         return _kept(built.heads, visible, make)
 
-    def answer(self, only: Iterable[str] | None = None) -> dict[str, Any]:
+    def answer(self, only: Iterable[str] | None = None) -> service_api.ServiceConsole:
         """The ``api/console`` answer (``only``: the teams the caller may see)."""
         built = self._current()
         visible = self._visible(only)
@@ -395,8 +414,9 @@ class ConsoleState:
 
     def _json(self, built: _Built, visible: Visible) -> bytes:
         def make() -> bytes:
-            head = _encode(self._head(built, visible))
-            return head[:-1] + b',"workbenches":' + built.rows.json(visible) + b"}"
+            # the workbenches are last: their JSON is kept per plan and spliced in
+            head = {k: v for k, v in self._head(built, visible).items() if k != "workbenches"}
+            return _encode(head)[:-1] + b',"workbenches":' + built.rows.json(visible) + b"}"
 
         return _kept(built.encoded, visible, make)
 
@@ -413,7 +433,7 @@ class ConsoleState:
             lambda: gzip.compress(self._json(built, visible), GZIP_LEVEL, mtime=0),
         )
 
-    def _build(self) -> dict[str, Any]:
+    def _build(self) -> service_api.ServiceConsole:
         loop_state = self.loop.state  # the plan, the records and the policy of one moment
         now = self.clock()
         plan = loop_state.last_plan
@@ -423,7 +443,7 @@ class ConsoleState:
             for (ns, _n), lq in state.local_queues.items()
             for cq in [lq.cluster_queue]
         }
-        handoffs = []
+        handoffs: list[service_api.ServiceConsoleHandoff] = []
         for record in loop_state.handoffs.values():
             result = assess_handoff(record, now=now, timeout=loop_state.policies.handoff_timeout)
             handoffs.append(
@@ -466,6 +486,9 @@ class ConsoleState:
             "events": self.record.journal.recent(self.regret_window),
             "handoffs": handoffs,
             "regret": self.record.journal.regret(self.regret_window),
+            "visible_teams": None,  # each viewer's (_head)
+            "summary": {},
+            "workbenches": [],  # kept apart (_Rows)
         }
 
     def gpus(self, only: Iterable[str] | None = None) -> dict[str, Any]:

@@ -40,7 +40,9 @@ def test_preview_with_a_shorter_idle_after_shows_more_reclaims() -> None:
     current = plan_of_snapshot(data, parse_policy_text(longer))
     answer = preview(data, example, current)
     busier = answer["summary"]["warn"] + answer["summary"]["reclaim"]
-    before = answer["summary_in_force"]["warn"] + answer["summary_in_force"]["reclaim"]
+    in_force = answer["summary_in_force"]
+    assert in_force is not None
+    before = in_force["warn"] + in_force["reclaim"]
     assert busier > before, (answer["summary"], answer["summary_in_force"])
     assert {c["key"]: (c["now"], c["preview"]) for c in answer["changed"]} == {
         "alice": ("skip", "warn"),

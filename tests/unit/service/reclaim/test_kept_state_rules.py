@@ -33,6 +33,7 @@ from jupyter_gpuaas.core.activity import (
 )
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, LostVariable
+from tests.support.console_samples import policy_of
 from tests.support.service_samples import idle_report
 
 NOW = datetime(2026, 11, 30, 16, 40, tzinfo=timezone.utc)
@@ -336,5 +337,5 @@ def test_the_sidebars_standing_names_the_threshold_its_server_is_held_to() -> No
     plan = decide(benches, [], ps, now=NOW)
     alice = standing(plan, ps, "alice", now=NOW)
     bob = standing(plan, ps, "bob", now=NOW)
-    assert alice["policy"]["idle_after_seconds"] == 900
-    assert bob["policy"]["idle_after_seconds"] == 1800
+    assert policy_of(alice)["idle_after_seconds"] == 900
+    assert policy_of(bob)["idle_after_seconds"] == 1800
