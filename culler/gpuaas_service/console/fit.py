@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from gpuaas_service import api_types as service_api
 from gpuaas_service.reclaim.decide import Workbench
 from jupyter_gpuaas.core.catalog import Catalog
 from jupyter_gpuaas.core.gpu_equivalents import format_gpu_equivalents
@@ -59,7 +60,7 @@ _MIB = 1 << 20
 
 def _user_row(
     wb: Workbench, catalog: Catalog, history: PeakHistory, headroom: float
-) -> tuple[dict[str, Any], Fraction]:
+) -> tuple[service_api.ServiceFitRow, Fraction]:
     tenant = catalog.tenants.get(wb.team)
     peaks = history.of(wb.user)
     advice = None
@@ -72,7 +73,7 @@ def _user_row(
     if advice is not None and advice.measured and advised is not None:
         frees = max(Fraction(0), wb.gpu_equivalents - Fraction(advised.gpu_equivalents))
     peak = max(peaks) * _MIB if peaks else None
-    row = {
+    row: service_api.ServiceFitRow = {
         "key": wb.key,
         "user": wb.user,
         "offering": wb.offering,
@@ -99,13 +100,13 @@ def fit_rows(
     only: Iterable[str] | None = None,
     mig_nodes: Iterable[Mapping[str, Any]] | None = None,
     pods: Iterable[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
+) -> service_api.ServiceConsoleFit:
     """The sizing view (module docstring): per team, its GPU servers' fit and the total that
     following every advice would free. Without a catalog there is nothing to advise from.
     With ``mig_nodes`` (Node objects) and the ``pods`` that may use them, also ``mig``:
     :func:`mig_rows`."""
     allowed = set(only) if only is not None else None
-    teams: dict[str, tuple[list[dict[str, Any]], Fraction]] = {}
+    teams: dict[str, tuple[list[service_api.ServiceFitRow], Fraction]] = {}
     if catalog is not None:
         for wb in sorted(workbenches, key=lambda w: (w.team, w.key)):
             if wb.gpu_equivalents <= 0 or (allowed is not None and wb.team not in allowed):
@@ -113,9 +114,7 @@ def fit_rows(
             row, frees = _user_row(wb, catalog, history, headroom)
             rows, total = teams.get(wb.team, ([], Fraction(0)))
             teams[wb.team] = ([*rows, row], total + frees)
-    mig = {} if mig_nodes is None else {"mig": mig_rows(mig_nodes, pods)}
-    return {
-        **mig,
+    answer: service_api.ServiceConsoleFit = {
         "catalog": catalog is not None,
         "headroom": headroom,
         "visible_teams": sorted(allowed) if allowed is not None else None,
@@ -124,15 +123,18 @@ def fit_rows(
             for team, (rows, total) in sorted(teams.items())
         ],
     }
+    if mig_nodes is not None:
+        answer["mig"] = mig_rows(mig_nodes, pods)
+    return answer
 
 
 def mig_rows(
     nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+) -> list[service_api.ServiceConsoleMigNode]:
     """Per MIG node (mixed strategy, a model with known profiles), by name: its config now,
     the demand its pods put on it, the advised config and the line an operator acts on."""
     pods = list(pods)
-    rows = []
+    rows: list[service_api.ServiceConsoleMigNode] = []
     for node in nodes:
         advice = node_advice(node, pods)
         if advice is None:
@@ -150,4 +152,4 @@ def mig_rows(
                 "line": advice.line,
             }
         )
-    return sorted(rows, key=lambda r: str(r["node"]))
+    return sorted(rows, key=lambda r: r["node"])

@@ -31,8 +31,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
-from typing import Any
+from typing import Any, Final, Literal, cast
 
+from gpuaas_service import api_types as service_api
 from gpuaas_service.model.pods import hub_server
 from gpuaas_service.reclaim.activity_store import server_key
 from gpuaas_service.reclaim.decide import Decision
@@ -64,9 +65,9 @@ __all__ = [
 ]
 
 GPU_PREFIX = "nvidia.com/"
-TRAINING = "training"
+TRAINING: Final = "training"
 """The state of a training Workload's GPUs (not judged busy or idle: no activity reports)."""
-FREE = "free"
+FREE: Final = "free"
 """The state of what nobody holds on a node."""
 HAMI_MEMORY = "nvidia.com/gpumem"
 HAMI_CORES = "nvidia.com/gpucores"
@@ -216,11 +217,11 @@ def _free_row(
     node: NodeGPUs,
     pools: list[str],
     key: str,
-    kind: str,
+    kind: Literal["gpu", "mig", "shared", "fraction"],
     free: Mapping[str, Fraction],
-) -> tuple[dict[str, Any], Fraction]:
+) -> tuple[service_api.ServiceGpuRow, Fraction]:
     gpu_eq = resource_gpu_equivalents(free)
-    row = {
+    row: service_api.ServiceGpuRow = {
         "key": f"{node.name}/{key}",
         "node": node.name,
         "pool": pools,
@@ -245,7 +246,7 @@ def _free_row(
 
 def _free_card_row(
     node: NodeGPUs, pools: list[str], card: hami.RegisteredCard, uses: Sequence[hami.CardUse]
-) -> tuple[dict[str, Any], Fraction] | None:
+) -> tuple[service_api.ServiceGpuRow, Fraction] | None:
     """What HAMi's scheduler could still give out of one card: memory, cores and vGPU slots
     less its live pods' records; ``None`` for a card with no slot or no memory left."""
     on = [u for u in uses if u.uuid == card.uuid]
@@ -267,7 +268,7 @@ def free_rows(
     nodes: Iterable[NodeGPUs],
     pods: Iterable[Mapping[str, Any]],
     flavor_labels: Mapping[str, Mapping[str, str]],
-) -> list[tuple[dict[str, Any], Fraction]]:
+) -> list[tuple[service_api.ServiceGpuRow, Fraction]]:
     """What nobody holds, per node and resource (module docstring), with its GPU-equivalents.
 
     ``pods``: every pod that may hold GPUs (notebook and training). On a HAMi node (one with
@@ -276,7 +277,7 @@ def free_rows(
     device plugins. ``nvidia.com/gpumem`` and ``gpucores`` in a node's capacity are not read: a
     real HAMi node does not advertise them."""
     held, uses = _held_on_nodes(pods)
-    out: list[tuple[dict[str, Any], Fraction]] = []
+    out: list[tuple[service_api.ServiceGpuRow, Fraction]] = []
     for node in nodes:
         on = held.get(node.name, {})
         allocatable = dict(node.allocatable)
@@ -287,6 +288,7 @@ def free_rows(
         free = {r: a for r, a in free.items() if a > 0}
         pools = node_pools(node.labels, flavor_labels)
         for resource, amount in sorted(free.items()):
+            kind: Literal["gpu", "mig", "shared"]
             if _MIG.match(resource):
                 kind = "mig"
             elif resource == "nvidia.com/gpu.shared":
@@ -363,7 +365,7 @@ def _workbench_row(
     place: PodPlace | None,
     report: ActivityReport | None,
     utilization: float | None,
-) -> dict[str, Any]:
+) -> service_api.ServiceGpuRow:
     wb = d.workbench
     idle = wb.idleness
     requests = place.requests if place else {}
@@ -371,7 +373,8 @@ def _workbench_row(
         "key": wb.key,
         "node": place.node if place else "",
         "pool": sorted({flavor for flavor, _ in wb.holds}),
-        "kind": wb.kind,
+        # a GPU workbench's (CPU-only ones hold no row): Workbench.kind is a plain str
+        "kind": cast("Literal['gpu', 'mig', 'shared', 'fraction']", wb.kind),
         "device": holding_label(requests),
         "uuids": (
             list(place.cards)
@@ -397,7 +400,7 @@ def _workbench_row(
 
 def _training_row(
     wl: WorkloadInfo, nodes: Mapping[str, set[str]], cards: Mapping[str, list[str]]
-) -> tuple[dict[str, Any], Fraction] | None:
+) -> tuple[service_api.ServiceGpuRow, Fraction] | None:
     counted = wl.counted or wl.resources
     gpus = {r: a for r, a in counted.items() if r.startswith(GPU_PREFIX)}
     if not gpus:
@@ -407,7 +410,7 @@ def _training_row(
     since = since or wl.created
     requests = {r: a for r, a in wl.resources.items() if r.startswith(GPU_PREFIX)}
     gpu_eq = resource_gpu_equivalents(gpus)
-    row = {
+    row: service_api.ServiceGpuRow = {
         "key": f"{wl.namespace}/{wl.name}",
         "node": ", ".join(sorted(nodes.get(wl.owner_uid, ()))),
         "pool": sorted({f for r, f in wl.assigned_flavors.items() if r.startswith(GPU_PREFIX)}),
@@ -442,7 +445,7 @@ def gpu_rows(
     nodes: Iterable[NodeGPUs] = (),
     pods: Sequence[Mapping[str, Any]] = (),
     flavor_labels: Mapping[str, Mapping[str, str]] | None = None,
-) -> dict[str, Any]:
+) -> service_api.ServiceConsoleGpus:
     """The per-GPU view (module docstring): ``devices``, sorted by node then holder (free
     last on each node), and the ``nodes`` with what is held and free on each (GPU-equivalents,
     holdings, idle holdings). ``only``: the teams the caller may see (free rows name no team:
@@ -452,7 +455,7 @@ def gpu_rows(
     allowed = set(only) if only is not None else None
     placed = pod_nodes(pods)
     on_cards = pod_card_uuids(pods)
-    rows: list[tuple[dict[str, Any], Fraction]] = []
+    rows: list[tuple[service_api.ServiceGpuRow, Fraction]] = []
     for d in decisions:
         wb = d.workbench
         if wb.gpu_equivalents <= 0 or (allowed is not None and wb.team not in allowed):
@@ -478,26 +481,34 @@ def gpu_rows(
             rg[0]["key"],
         )
     )
-    summary: dict[str, dict[str, Any]] = {}
+    pools: dict[str, set[str]] = {}  # the nodes in the order of their first row
+    holdings: dict[str, int] = {}
+    idle: dict[str, int] = {}
     held: dict[str, Fraction] = {}
     free: dict[str, Fraction] = {}
     for r, gpu_eq in rows:
-        n = summary.setdefault(
-            r["node"], {"node": r["node"], "holdings": 0, "idle": 0, "pools": []}
-        )
-        n["pools"] = sorted({*n["pools"], *r["pool"]})
+        node = r["node"]
+        pools.setdefault(node, set()).update(r["pool"])
         if r["state"] == FREE:
-            free[r["node"]] = free.get(r["node"], Fraction(0)) + gpu_eq
+            free[node] = free.get(node, Fraction(0)) + gpu_eq
             continue
-        n["holdings"] += 1
-        n["idle"] += r["state"] == State.IDLE.value
-        held[r["node"]] = held.get(r["node"], Fraction(0)) + gpu_eq
-    for name, n in summary.items():
-        n["gpu_equivalents"] = format_gpu_equivalents(held.get(name, Fraction(0)))
-        n["free_gpu_equivalents"] = format_gpu_equivalents(free.get(name, Fraction(0)))
+        holdings[node] = holdings.get(node, 0) + 1
+        idle[node] = idle.get(node, 0) + (r["state"] == State.IDLE.value)
+        held[node] = held.get(node, Fraction(0)) + gpu_eq
     return {
         "now": isoformat_z(now),
         "visible_teams": sorted(allowed) if allowed is not None else None,
-        "nodes": list(summary.values()),
+        "nodes": [
+            {
+                "node": name,
+                "holdings": holdings.get(name, 0),
+                "idle": idle.get(name, 0),
+                "pools": sorted(in_pools),
+                "gpu_equivalents": format_gpu_equivalents(held.get(name, Fraction(0))),
+                "free_gpu_equivalents": format_gpu_equivalents(free.get(name, Fraction(0))),
+            }
+            for name, in_pools in pools.items()
+        ],
         "devices": [r for r, _ in rows],
+        "as_of": None,  # the console's: when the plan it was read with was made
     }

@@ -491,7 +491,7 @@ class ConsoleState:
             "workbenches": [],  # kept apart (_Rows)
         }
 
-    def gpus(self, only: Iterable[str] | None = None) -> dict[str, Any]:
+    def gpus(self, only: Iterable[str] | None = None) -> service_api.ServiceConsoleGpus:
         """The ``api/console/gpus`` answer: every GPU, held or free (:mod:`.gpus`)."""
         loop_state = self.loop.state
         plan, inputs = loop_state.last_plan, loop_state.last_inputs
@@ -524,7 +524,7 @@ class ConsoleState:
         answer["as_of"] = isoformat_z(plan.now) if cycle is not None and plan else None
         return answer
 
-    def fit(self, only: Iterable[str] | None = None) -> dict[str, Any]:
+    def fit(self, only: Iterable[str] | None = None) -> service_api.ServiceConsoleFit:
         """The ``api/console/fit`` answer: each GPU server against its user's need (:mod:`.fit`)."""
         plan = self.loop.state.last_plan
         # The MIG nodes' advice is the cluster's, for administrators only: a team lead's answer
@@ -560,7 +560,12 @@ class ConsoleState:
         )
 
 
-VIEWS: dict[str, Callable[[ConsoleState, Visible], dict[str, Any]]] = {
+VIEWS: dict[
+    str,
+    Callable[
+        [ConsoleState, Visible], service_api.ServiceConsoleGpus | service_api.ServiceConsoleFit
+    ],
+] = {
     "gpus": ConsoleState.gpus,
     "fit": ConsoleState.fit,
 }
@@ -572,7 +577,7 @@ def export_rows(
     day: date,
     only: Iterable[str] | None = None,
     journal: Iterable[Entry] = (),
-) -> list[dict[str, Any]]:
+) -> list[service_api.ServiceExportRow]:
     """One day's GPU-equivalent hours by team, user and offering, the reclaims of that
     user's servers on that offering that day (from ``journal``: as far back as it holds) and
     their failed starts (from the ledger: :mod:`.starts`).
@@ -596,7 +601,7 @@ def export_rows(
         if (team, user, offering) not in have:
             have.add((team, user, offering))
             usage[DayKey(team, user, offering, "")] = Usage()
-    rows = []
+    rows: list[service_api.ServiceExportRow] = []
     for key, used in sorted(usage.items()):
         if allowed is not None and key.team not in allowed:
             continue
@@ -640,7 +645,7 @@ def spreadsheet_safe(value: object) -> object:
     return value
 
 
-def export_csv(rows: Sequence[dict[str, Any]]) -> str:
+def export_csv(rows: Sequence[Mapping[str, object]]) -> str:
     """``rows`` as CSV (RFC 4180: CRLF between rows, so that a cell holding CR or LF is
     quoted, as the csv module quotes any cell holding a character of the line terminator)."""
     out = io.StringIO()

@@ -34,6 +34,7 @@ from typing import Any, ClassVar, Literal
 from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
 from tornado import escape, web
 
+from gpuaas_service import api_types as service_api
 from gpuaas_service.console.preview import MAX_POLICY_BYTES, PreviewError, preview
 from gpuaas_service.console.standing import standing
 from gpuaas_service.console.state import ConsoleState, export_csv, export_rows
@@ -267,9 +268,12 @@ class ConsoleExportHandler(_ConsoleHandler):
             self.set_header("Content-Disposition", f'attachment; filename="{name}.csv"')
             self.finish(export_csv(rows))
         elif fmt == "json":
-            self.finish(
-                json.dumps({"day": day.isoformat(), "unit": "GPU-equivalent hours", "rows": rows})
-            )
+            answer: service_api.ServiceConsoleExport = {
+                "day": day.isoformat(),
+                "unit": "GPU-equivalent hours",
+                "rows": rows,
+            }
+            self.finish(json.dumps(answer))
         else:
             raise web.HTTPError(400, f"format={fmt[:20]!r}: csv or json")
 

@@ -256,8 +256,8 @@ def test_each_card_of_a_hami_node_is_a_free_row_from_hamis_annotations() -> None
     # 21 = 2 x 10 slots + 1 whole GPU, which bob holds: no "gpu" row.
     full = pod("carol", "l4-hami-0", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "23034"})
     full["metadata"]["annotations"][hami.ALLOCATED] = "GPU-l4-1,NVIDIA,23034,0:;"
-    rows = gpu_rows([], {}, {}, {}, [], now=T0, nodes=[hami_node], pods=[full])["devices"]
-    assert {r["key"] for r in rows} == {"l4-hami-0/gpu", "l4-hami-0/GPU-l4-0"}
+    devices = gpu_rows([], {}, {}, {}, [], now=T0, nodes=[hami_node], pods=[full])["devices"]
+    assert {r["key"] for r in devices} == {"l4-hami-0/gpu", "l4-hami-0/GPU-l4-0"}
 
 
 def test_a_fractions_cards_are_hamis_record_not_what_its_server_reports() -> None:
