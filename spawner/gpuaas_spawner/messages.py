@@ -22,6 +22,10 @@ MESSAGES: Mapping[str, str] = {
     "queued.ahead": "Queued in {team}: position {position} ({ahead} ahead in the cluster queue)",
     "queued.registering": "Queued in {team}: waiting for the queue to take it in",
     "queued": "Queued in {team}: waiting for a GPU to free up",
+    "queued.yields": (
+        "Your last server's GPU was given to queued work when it was reclaimed; this start waits "
+        "for that work to end (or for another GPU) rather than stopping it"
+    ),
     "queued.whole_node": (
         "Queued in {team}: the quota is there; waiting for a whole node with room for it"
     ),

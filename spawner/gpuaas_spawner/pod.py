@@ -65,12 +65,22 @@ class PodSettings:
     """Appended to the notebook container's ``args`` (the server's command line)."""
 
 
-def pod_settings(choice: Choice, *, priority_class: str, default_namespace: str) -> PodSettings:
-    """The pod settings of a validated choice."""
+def pod_settings(
+    choice: Choice,
+    *,
+    priority_class: str,
+    default_namespace: str,
+    yielding_priority_class: str = "",
+) -> PodSettings:
+    """The pod settings of a validated choice.
+
+    ``yielding_priority_class``, where not "", is the server's class instead of its team's or
+    ``priority_class``: a start after a reclaim, which must not take back the GPU it gave away.
+    """
     tenant, offering, count = choice.tenant, choice.offering, choice.count
     labels = {
         QUEUE_NAME_LABEL: tenant.local_queue,
-        PRIORITY_CLASS_LABEL: tenant.priority_class or priority_class,
+        PRIORITY_CLASS_LABEL: yielding_priority_class or tenant.priority_class or priority_class,
         TEAM_LABEL: tenant.name,
         OFFERING_LABEL: offering.slug,
     }

@@ -25,6 +25,7 @@ import contextvars
 import json
 import os
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -93,6 +94,7 @@ __all__ = ["GPUaaSSpawner", "check_catalog"]
 
 _TOKEN_KEY = "token"
 _NOTICE_STATE = "gpuaas_notice"  # key in the state JupyterHub keeps in its database
+_YIELDS_STATE = "gpuaas_yields_after_reclaim"  # ditto: see GPUaaSSpawner._gpuaas_yields
 _STARTING: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "gpuaas_starting", default=None
 )
@@ -291,6 +293,21 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             c.GPUaaSSpawner.priority_class = "interactive"
         """,
     )
+    after_reclaim_priority_class = Unicode(
+        "interactive-after-reclaim",
+        config=True,
+        help="""
+        Kueue WorkloadPriorityClass of a server's first start after the gpuaas service
+        reclaimed it, until that start is admitted. It must be lower than the priority of the
+        Jobs reclaimed GPUs are handed to, and the notebooks' ClusterQueues must reclaim only
+        from lower priorities (``reclaimWithinCohort: LowerPriority``): then the restart queues
+        behind the Job its GPU went to instead of preempting it, while an ordinary start still
+        takes back what training borrowed. "" starts it with its usual class. Default:
+        "interactive-after-reclaim" (value 0 in devcluster/manifests). Example::
+
+            c.GPUaaSSpawner.after_reclaim_priority_class = "notebook-after-reclaim"
+        """,
+    )
     queue_timeout = Float(
         3600.0,
         config=True,
@@ -417,6 +434,9 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         self._gpuaas_starts = 0  # a background delete of the token Secret stops at the next
         self._gpuaas_secret_retry: asyncio.Future[None] | None = None
         self._gpuaas_notice = ""
+        self._gpuaas_yields: bool = False
+        """The service reclaimed this server and no start of it has been admitted since: the next
+        start yields to the work its GPU was handed to (``after_reclaim_priority_class``)."""
         self._gpuaas_last_status: SpawnStatus | None = None
         self._gpuaas_claim_checked_at = float("-inf")
         self._gpuaas_home_recreated = False
@@ -434,11 +454,14 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         state: dict[str, Any] = super().get_state()
         if self._gpuaas_notice:
             state[_NOTICE_STATE] = self._gpuaas_notice
+        if self._gpuaas_yields:
+            state[_YIELDS_STATE] = True
         return state
 
     def load_state(self, state: dict[str, Any]) -> None:
         super().load_state(state)
         self._gpuaas_notice = str(state.get(_NOTICE_STATE) or "")
+        self._gpuaas_yields = state.get(_YIELDS_STATE) is True
 
     def _save_state(self) -> None:
         """Write the state to the hub's database now, not only when ``start`` returns: a notice
@@ -700,6 +723,9 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             self._gpuaas_choice,
             priority_class=self.priority_class,
             default_namespace=self._gpuaas_default_namespace,
+            yielding_priority_class=(
+                self.after_reclaim_priority_class if self._gpuaas_yields else ""
+            ),
         )
         self.namespace = settings.namespace
         self._gpuaas_settings = settings
@@ -882,6 +908,9 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             own_team=choice.tenant.name,
             teams=self._team_names(),
         )
+        yields = self._gpuaas_yields and self.after_reclaim_priority_class
+        if yields and status.phase is Phase.QUEUED:
+            status = replace(status, message=f"{status.message}. {say('queued.yields')}")
         self._gpuaas_last_status = status
         return status
 
@@ -1042,6 +1071,9 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
         now = self.clock()
         if status.admitted and self._gpuaas_admitted_at is None:
             self._gpuaas_admitted_at = now
+            if self._gpuaas_yields:  # it got a GPU of its own again: later starts are ordinary
+                self._gpuaas_yields = False
+                self._save_state()
         if status.phase is Phase.PREEMPTED:
             self._gpuaas_notice = status.message  # also shown on the next visit
             raise _user_error(status.message, reason="preempted")
@@ -1216,9 +1248,12 @@ class GPUaaSSpawner(KubeSpawner):  # type: ignore[misc]  # KubeSpawner is untype
             finally:
                 self.start_timeout = long_timeout
             return
-        notice = (
-            self._orphaned_queue_notice() or self._left_queue_notice() or self._reclaimed_notice()
-        )
+        notice = self._orphaned_queue_notice() or self._left_queue_notice()
+        if not notice:
+            notice = self._reclaimed_notice()
+            # Its GPU goes to queued work: the next start must not take it back (see
+            # after_reclaim_priority_class). A cancelled yielding start keeps yielding.
+            self._gpuaas_yields = self._gpuaas_yields or bool(notice)
         self.start_timeout = max(1, int(self.stop_timeout))
         try:
             await self._stop_pod(now)

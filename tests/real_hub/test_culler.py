@@ -21,6 +21,7 @@ from devcluster.testing import Cluster
 from gpuaas_service.reclaim.handoffs import HANDOFFS_CONFIGMAP
 from jupyter_gpuaas.core.labels import STATE_KEY
 from tests.support.hub import (
+    KUEUE,
     USERS_NS,
     WARNED,
     CullerHub,
@@ -141,6 +142,44 @@ async def test_idle_workbenches_are_reclaimed_for_a_queued_job(
         )
     assert "train-mig" in kept.data[STATE_KEY]
     assert "handoff-succeeded" in kept.data[STATE_KEY]
+
+    await _restart_queues_behind_the_handoff(hub, k8s, spawns["alice"])
+
+
+async def _restart_queues_behind_the_handoff(
+    hub: CullerHub, k8s: client.ApiClient, options: dict[str, Any]
+) -> None:
+    """alice starts again while the Job runs on her slice: her start queues behind it and says
+    why, and the Job keeps running (the notebooks' queues take back only from lower priorities,
+    and a restart after a reclaim has the lowest); once the Job is done, her server starts."""
+    r = hub.api("POST", "/users/alice/server", options)
+    assert r.status in (201, 202), r
+    hub.progress_events("alice", until="rather than stopping it", timeout=60)
+    crd = client.CustomObjectsApi(k8s)
+
+    async def restart_tried() -> dict[str, Any] | None:
+        pod = await pod_of(k8s, "alice")
+        uid = pod["metadata"]["uid"] if pod else ""
+        wls = await crd.list_namespaced_custom_object(*KUEUE, USERS_NS, "workloads")
+        for w in wls["items"]:
+            owners = {o["uid"] for o in w["metadata"].get("ownerReferences", [])}
+            conds = {c["type"]: c for c in w.get("status", {}).get("conditions", [])}
+            if uid in owners and "QuotaReserved" in conds:
+                return dict(conds["QuotaReserved"])
+        return None
+
+    tried = await eventually(restart_tried, 30, "Kueue to try alice's restart")
+    assert tried["status"] == "False", tried
+    assert "preemption" not in tried["message"].lower(), tried  # none asked, none pending
+    pod = await pod_of(k8s, "alice")
+    assert pod is not None
+    assert pod["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "interactive-after-reclaim"
+    wls = await crd.list_namespaced_custom_object(*KUEUE, "team-a", "workloads")
+    (train,) = [w for w in wls["items"] if "train-mig" in w["metadata"]["name"]]
+    conds = {c["type"]: c["status"] for c in train.get("status", {}).get("conditions", [])}
+    assert conds.get("Admitted") == "True", conds
+    assert conds.get("Evicted") != "True", conds
+    hub.wait_ready("alice", timeout=150)  # the Job sleeps 60 s, then frees both slices
 
 
 async def test_restart_mid_warning_does_not_warn_twice_and_a_snooze_is_honoured(

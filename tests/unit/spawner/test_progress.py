@@ -1156,3 +1156,46 @@ def test_a_server_held_for_a_whole_node_says_so() -> None:
         team="team-a", pod=pod(gated=True), workload=read_workload(QUEUED_WL), pending=MINE
     )
     assert "whole node" not in short.message
+
+
+async def test_a_start_after_a_reclaim_yields_until_it_is_admitted(spawner: Any) -> None:
+    """A reclaimed server's next start has the priority below every Job class (its pod's
+    label), says why it waits while it is queued, and is ordinary again once admitted."""
+    import asyncio
+
+    spawner.orm_spawner = SimpleNamespace(state=None, user_options={}, server=None, name="")
+    spawner.db = SimpleNamespace(commit=lambda: None)
+    spawner.load_state({"gpuaas_yields_after_reclaim": True})  # as the reclaimed stop saved it
+    await spawner._run_apply_user_options({"offering": "h100"})
+    future = spawner.start()
+    await asyncio.sleep(0.02)
+    assert spawner._gpuaas_settings.labels["kueue.x-k8s.io/priority-class"] == (
+        "interactive-after-reclaim"
+    )
+    spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"] = pod(gated=True)
+    first = await spawner.progress().__anext__()
+    assert first["message"] == (
+        "Queued in Team A: position 3 (4 ahead in the cluster queue). Your last server's GPU was"
+        " given to queued work when it was reclaimed; this start waits for that work to end (or"
+        " for another GPU) rather than stopping it"
+    )
+    assert spawner.orm_spawner.state["gpuaas_yields_after_reclaim"] is True  # a hub restart
+    spawner.test_reflector.pods[f"{NAMESPACE}/jupyter-alice"] = pod()  # Kueue removed the gate
+    await asyncio.sleep(0.05)
+    assert spawner._gpuaas_yields is False
+    assert "gpuaas_yields_after_reclaim" not in spawner.orm_spawner.state  # saved at once
+    future.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await future
+
+
+async def test_an_ordinary_start_keeps_its_usual_priority(spawner: Any) -> None:
+    import asyncio
+
+    await spawner._run_apply_user_options({"offering": "h100"})
+    future = spawner.start()
+    await asyncio.sleep(0.02)
+    assert spawner._gpuaas_settings.labels["kueue.x-k8s.io/priority-class"] == "interactive"
+    future.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await future

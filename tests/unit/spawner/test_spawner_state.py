@@ -252,6 +252,9 @@ async def test_a_server_stopped_by_the_gpuaas_service_is_explained_on_the_next_v
     page = await again.get_options_form()
     assert '<time class="gpuaas-time" datetime="2026-11-30T10:00:00.000Z">10:00 UTC</time>' in page
     assert "[[time:" not in page
+    # its GPU went to queued work: the next start, by whichever hub process, must not take it back
+    assert state["gpuaas_yields_after_reclaim"] is True
+    assert again._gpuaas_yields is True
 
 
 async def test_a_stop_of_the_users_own_tells_nothing(view: StaticKueueView) -> None:
@@ -259,4 +262,6 @@ async def test_a_stop_of_the_users_own_tells_nothing(view: StaticKueueView) -> N
     warned_only = {"gpuaas.jupyter.org/reclaim-warned-at": "2026-11-30T09:50:00Z"}
     install_pod_reflector(sp).pods[POD_KEY] = running_pod(warned_only)
     await sp.stop()
-    assert "gpuaas_notice" not in hub_stops(sp)
+    state = hub_stops(sp)
+    assert "gpuaas_notice" not in state
+    assert "gpuaas_yields_after_reclaim" not in state  # the next start is an ordinary one
