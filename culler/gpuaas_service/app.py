@@ -790,7 +790,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
                 self.max_unidentified_connections,
                 on_refused=lambda: refused.labels("connections").inc(),
             ),
-            health_extras={"policy": lambda: _policy_health(source, loop)},
+            health_policy=lambda: _policy_health(source, loop),
             index=index,
             loop=loop,
             console=console,

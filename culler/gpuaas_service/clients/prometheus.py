@@ -30,7 +30,7 @@ import math
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlencode
 
 from gpuaas_service.clients.http import OwnClient, split_credentials
@@ -155,7 +155,7 @@ def per_step(counter: str, step: int) -> str:
 class HistoryQuery:
     """One chart of the console's history: its PromQL, what its series are by, its unit."""
 
-    name: str
+    name: Literal["allocated", "busy", "idle", "queued", "wait", "reclaims", "handoffs"]
     title: str
     unit: str
     expr: str
@@ -168,15 +168,16 @@ def history_queries(teams: Collection[str] | None, step: int) -> list[HistoryQue
     count. Hand-offs have no team: only a caller who sees every team gets them."""
     only = team_matcher(teams)
     sel = f"{{{only}}}"
+    states: tuple[Literal["allocated", "busy", "idle"], ...] = ("allocated", "busy", "idle")
     queries = [
         HistoryQuery(
-            f"{state}",
+            state,
             f"{state.capitalize()} GPU-equivalents",
             "GPU-equivalents",
             f"sum by (team) (gpuaas_gpu_equivalents_{state}{sel})",
             "team",
         )
-        for state in ("allocated", "busy", "idle")
+        for state in states
     ]
     queries += [
         HistoryQuery(

@@ -8,8 +8,8 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
-from typing import Any
 
+from gpuaas_service import api_types as service_api
 from gpuaas_service.doctor.checks import Check, all_ok
 
 __all__ = ["CachedChecks"]
@@ -29,11 +29,11 @@ class CachedChecks:
         self.run = run
         self.ttl = ttl
         self.clock = clock
-        self._answer: dict[str, Any] | None = None
+        self._answer: service_api.ServiceConsoleChecks | None = None
         self._at = 0.0
         self._lock = asyncio.Lock()
 
-    async def __call__(self, *, fresh: bool = False) -> dict[str, Any]:
+    async def __call__(self, *, fresh: bool = False) -> service_api.ServiceConsoleChecks:
         async with self._lock:
             if fresh or self._answer is None or self.clock() - self._at >= self.ttl:
                 checks = await self.run()

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
+from gpuaas_service import api_types as service_api
 from gpuaas_service.doctor.homes import server_users, shared_homes
 from jupyter_gpuaas.core.catalog import HAMI_CORES, HAMI_MEMORY, Catalog, Offering, Tenant
 from jupyter_gpuaas.core.kueue import ClusterQueueInfo, CohortInfo, LocalQueueInfo
@@ -101,7 +102,7 @@ class Check:
         text = f"{self.status:<7} {self.name}: {self.detail}"
         return f"{text} -> fix: {self.fix}" if self.fix and not self.ok else text
 
-    def as_dict(self) -> dict[str, str]:
+    def as_dict(self) -> service_api.ServiceDoctorCheck:
         return {"name": self.name, "status": self.status, "detail": self.detail, "fix": self.fix}
 
 

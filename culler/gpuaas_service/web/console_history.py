@@ -29,10 +29,10 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from tornado import web
 
+from gpuaas_service import api_types as service_api
 from gpuaas_service.clients.prometheus import (
     HistoryQuery,
     Matrix,
@@ -148,7 +148,7 @@ async def _read(
     answer = await history_answer(history, teams, range_seconds)
     body = json.dumps(answer).encode()
     bodies = Bodies(body, gzip.compress(body, GZIP_LEVEL, mtime=0))
-    if answer.get("available"):
+    if answer["available"]:
         if len(history.kept) >= KEEP_ANSWERS:
             history.kept.clear()
         history.kept[key] = (now + min(history.keep_seconds, answer["step"]), bodies)
@@ -170,7 +170,7 @@ def parse_range(raw: str) -> int:
     return seconds
 
 
-def unavailable(reason: str) -> dict[str, Any]:
+def unavailable(reason: str) -> service_api.ServiceHistoryUnavailable:
     return {
         "available": False,
         "reason": reason,
@@ -178,8 +178,8 @@ def unavailable(reason: str) -> dict[str, Any]:
     }
 
 
-def _chart(query: HistoryQuery, matrix: Matrix) -> dict[str, Any]:
-    chart: dict[str, Any] = {
+def _chart(query: HistoryQuery, matrix: Matrix) -> service_api.ServiceHistoryChart:
+    chart: service_api.ServiceHistoryChart = {
         "name": query.name,
         "title": query.title,
         "unit": query.unit,
@@ -199,7 +199,9 @@ def _chart(query: HistoryQuery, matrix: Matrix) -> dict[str, Any]:
     return chart
 
 
-async def history_answer(history: History, teams: set[str] | None, range_seconds: int) -> Any:
+async def history_answer(
+    history: History, teams: set[str] | None, range_seconds: int
+) -> service_api.ServiceConsoleHistory:
     """The answer for ``teams`` (``None``: every team) over the last ``range_seconds``."""
     if history.client is None:
         return unavailable(NOT_CONFIGURED)

@@ -60,8 +60,8 @@ class ServiceContext:
     monotonic: Callable[[], float] = time.monotonic
     """The seconds the limits refill in."""
     stats: RequestStats = field(default_factory=RequestStats)
-    health_extras: Mapping[str, Callable[[], object]] = field(default_factory=dict)
-    """More of ``api/health``'s answer, by key (the policy's state)."""
+    health_policy: Callable[[], dict[str, object]] | None = None
+    """``api/health``'s ``policy``: the policy's state (absent without it)."""
     index: QueueIndex | None = None
     loop: ReclaimLoop | None = None
     console: ConsoleState | None = None

@@ -17,6 +17,7 @@ import json
 
 from tornado import web
 
+from gpuaas_service import api_types as service_api
 from gpuaas_service.queue.index import QueueIndex
 from gpuaas_service.web.base import (
     HubUserHandler,
@@ -53,17 +54,15 @@ class HealthHandler(OperatorTokenHandler, JSONHandler):
 
     def get(self) -> None:
         index = self.index
-        self.finish(
-            json.dumps(
-                {
-                    "synced": index.view.queue_state().synced,
-                    "polled_queues": index.polled_queues,
-                    "requests_served": self.context.stats.requests,
-                    "index_rebuilds": index.rebuilds,
-                    **{k: f() for k, f in self.context.health_extras.items()},
-                }
-            )
-        )
+        answer: service_api.ServiceHealth = {
+            "synced": index.view.queue_state().synced,
+            "polled_queues": index.polled_queues,
+            "requests_served": self.context.stats.requests,
+            "index_rebuilds": index.rebuilds,
+        }
+        if self.context.health_policy is not None:
+            answer["policy"] = self.context.health_policy()
+        self.finish(json.dumps(answer))
 
 
 def queue_handlers(

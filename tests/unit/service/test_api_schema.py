@@ -346,7 +346,7 @@ async def test_the_console_endpoints_answers_match_the_schema(tmp_path: Path) ->
         loop=w.loop,
         console=console,
         operator_token="op-secret",
-        health_extras={"policy": lambda: _policy_health(source, w.loop)},
+        health_policy=lambda: _policy_health(source, w.loop),
     )
     ops = hub.mint("ops", ["custom:gpuaas:console", SERVICE_SCOPE])
     user = hub.mint("alice", [SERVICE_SCOPE])

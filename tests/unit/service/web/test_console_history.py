@@ -156,6 +156,7 @@ async def test_a_query_with_too_many_series_is_cut_and_says_so(
 ) -> None:
     prometheus.series = 50
     answer = await history_answer(history(prometheus.url, max_series=5), None, 3600)
+    assert answer["available"]
     chart = answer["charts"][0]
     assert [s["name"] for s in chart["series"]] == [f"team-{i:02d}" for i in range(5)]
     assert chart["truncated"] is True
@@ -170,6 +171,7 @@ async def test_without_prometheus_the_answer_says_how_to_connect_one() -> None:
         "reason": NOT_CONFIGURED,
         "message": f"History is unavailable: {NOT_CONFIGURED}. The live view is not affected.",
     }
+    assert not answer["available"]
     assert "c.GPUaaSService.prometheus_url" in answer["reason"]
 
 

@@ -81,9 +81,9 @@ async def fetch(
         index=cast(Any, index),
         limits={"queue": RateLimit(0.001, 2)},
         on_refused=refused.append,
-        health_extras={"policy": lambda: {
+        health_policy=lambda: {
             "file": None, "valid": True, "error": "", "policies_in_force": 0, "reclaim": "off"
-        }},
+        },
     )  # fmt: skip
     (sock,) = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
     server = HTTPServer(web.Application(queue_handlers(context, cast(Any, index))))
