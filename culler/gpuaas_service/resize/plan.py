@@ -31,6 +31,7 @@ __all__ = [
     "WayDownRule",
     "bigger_offerings",
     "current_choice",
+    "down_json",
     "offering_json",
     "others_usage",
     "plan_resize",
@@ -263,6 +264,24 @@ def offering_json(offering: Offering, count: int) -> api.ServiceResizeOffering:
         "count": count,
         "memory": memory,
         "memory_text": format_gib(memory) if memory else None,
+    }
+
+
+def down_json(offering: Offering, count: int, peak: int) -> api.ServiceResizeDown | None:
+    """The way down as ``api/resize`` shows it: the smaller offering with its memory, and the
+    session's peak; ``None`` for an offering whose memory is not known (never a way down:
+    :func:`way_down` picks one by its memory)."""
+    memory = _memory(offering, count)
+    if not memory:
+        return None
+    return {
+        "slug": offering.slug,
+        "title": offering.display_name,
+        "count": count,
+        "memory": memory,
+        "memory_text": format_gib(memory),
+        "peak": peak,
+        "peak_text": format_gib(peak),
     }
 
 

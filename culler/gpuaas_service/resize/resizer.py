@@ -18,11 +18,13 @@ from gpuaas_service.resize.plan import (
     SessionPeakFn,
     WayDownRule,
     current_choice,
+    down_json,
     offering_json,
     others_usage,
     plan_resize,
     way_down,
 )
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant
 from jupyter_gpuaas.core.choice import Choice, HeadroomFn
 from jupyter_gpuaas.core.headroom import (
@@ -32,7 +34,6 @@ from jupyter_gpuaas.core.headroom import (
     compute_headroom,
     released_by,
 )
-from jupyter_gpuaas.core.sizing import format_gib
 
 __all__ = ["ResizeHub", "Resizer"]
 
@@ -185,13 +186,13 @@ class Resizer:
         rule = self._rule(choice, user, groups)
         return way_down(catalog, choice, self._peak(user, server), rule)
 
-    async def offer(self, user: str, server: str, groups: Sequence[str]) -> dict[str, Any]:
+    async def offer(self, user: str, server: str, groups: Sequence[str]) -> api.ServiceResizeOffer:
         """``GET api/resize``: the offering that runs, the next size up (``null`` and why
         not when there is none) and the way down (``null`` unless offered)."""
         catalog = self._catalog()
         running, servers = await self._running(user, server, kept=True)
         choice = current_choice(catalog, groups, running.get("user_options"))
-        answer: dict[str, Any] = {
+        answer: api.ServiceResizeOffer = {
             "current": offering_json(choice.offering, choice.count),
             "next": None,
             "reason": "",
@@ -209,20 +210,16 @@ class Resizer:
                 pass  # it could not start now (a cap, a quota): not offered
             else:
                 peak = (self._peak(user, server) or (0, 0.0))[0]
-                answer["down"] = {
-                    **offering_json(smaller.offering, smaller.count),
-                    "peak": peak,
-                    "peak_text": format_gib(peak),
-                }
+                answer["down"] = down_json(smaller.offering, smaller.count, peak)
         try:
             planned = plan_resize(catalog, choice, None, headroom=room)
         except ResizeRefused as e:
             answer["reason"] = str(e)
             return answer
-        answer["next"] = offering_json(planned.offering, planned.count)
+        bigger = answer["next"] = offering_json(planned.offering, planned.count)
         if room is not None:
             fit = room(planned.tenant, planned.offering, planned.count)
-            answer["next"]["headroom"] = {"fit": fit.fit.value, "message": fit.message}
+            bigger["headroom"] = {"fit": fit.fit.value, "message": fit.message}
         return answer
 
     def _not_moving(self, user: str, server: str) -> None:
@@ -239,7 +236,7 @@ class Resizer:
 
     async def move(
         self, user: str, server: str, groups: Sequence[str], body: object
-    ) -> dict[str, Any]:
+    ) -> api.ServiceResizeMove:
         """``POST api/resize``: checked now (the whole start, caps included, before the stop),
         then the stop and the start in the background."""
         key = (user, server)

@@ -9,6 +9,7 @@ import pytest
 
 from gpuaas_service.resize.plan import ResizeRefused, WayDownRule
 from gpuaas_service.resize.resizer import Resizer
+from jupyter_gpuaas.core import api_types as api
 from tests.support.api_schema import schema_errors
 from tests.support.hub_moves import TEAM_A, TickingHub
 from tests.support.samples import GPU, NAMESPACE, cluster_queue, fraction_catalog, state
@@ -19,13 +20,27 @@ HOUR = 3600.0
 RULE = WayDownRule(below=0.25, after_seconds=1800, headroom=1.25)
 
 
+def up(answer: api.ServiceResizeOffer) -> api.ServiceResizeOffering:
+    """The next size up, which the test expects the answer to offer."""
+    bigger = answer["next"]
+    assert bigger is not None, answer
+    return bigger
+
+
+def down(answer: api.ServiceResizeOffer) -> api.ServiceResizeDown:
+    """The way down, which the test expects the answer to offer."""
+    smaller = answer.get("down")
+    assert smaller is not None, answer
+    return smaller
+
+
 async def test_the_next_size_up_carries_its_headroom_where_the_service_reads_the_queues() -> None:
     hub = TickingHub()
     hub.run("alice", {"team": "team-a", "offering": "l4-quarter", "count": 1})
     resizer = Resizer(hub, lambda: CATALOG, queue_state=lambda: state([], synced=False))
     answer = await resizer.offer("alice", "", TEAM_A)
-    assert answer["next"]["slug"] == "l4-half"
-    assert answer["next"]["headroom"]["fit"] == "unknown"  # the queues not read yet
+    assert up(answer)["slug"] == "l4-half"
+    assert up(answer)["headroom"]["fit"] == "unknown"  # the queues not read yet
     assert schema_errors("service_resize_offer", answer) == []
 
 
@@ -46,8 +61,8 @@ async def test_the_next_size_up_counts_the_users_own_share_as_freed() -> None:
         hub, lambda: CATALOG, queue_state=lambda: state([notebooks]), namespace=NAMESPACE
     )
     answer = await resizer.offer("alice", "", TEAM_A)
-    assert answer["next"]["slug"] == "l4-half"
-    assert answer["next"]["headroom"] == {
+    assert up(answer)["slug"] == "l4-half"
+    assert up(answer)["headroom"] == {
         "fit": "now",
         "message": "available now (1 of 1 half-L4 free)",
     }
@@ -107,7 +122,7 @@ async def test_the_offer_is_served_from_the_hubs_recent_answer_and_a_move_asks_a
     now = [1000.0]
     resizer = Resizer(hub, lambda: CATALOG, poll_interval=0.01, clock=lambda: now[0])
     for _ in range(5):
-        assert (await resizer.offer("alice", "", TEAM_A))["next"]["slug"] == "l4-half"
+        assert up(await resizer.offer("alice", "", TEAM_A))["slug"] == "l4-half"
     assert resizer.hub_asked == 1
     now[0] += 4.9
     await resizer.offer("alice", "", TEAM_A)
@@ -151,7 +166,7 @@ async def test_the_offer_carries_the_way_down_and_the_move_down_starts_the_small
         "peak": 2 * GiB,
         "peak_text": "2 GiB",
     }
-    assert answer["next"]["slug"] == "mig-3g"  # the way up is still there
+    assert up(answer)["slug"] == "mig-3g"  # the way up is still there
     moved = await resizer.move("alice", "", TEAM_A, {"offering": "l4-quarter"})
     assert moved["to"]["slug"] == "l4-quarter"
     for _ in range(300):
@@ -199,7 +214,7 @@ async def test_the_way_down_waits_as_long_as_the_sessions_policy_says() -> None:
         way_down_rule=RULE,
         policies=lambda: policies[0],
     )
-    assert (await resizer.offer("alice", "", TEAM_A))["down"]["slug"] == "l4-quarter"
+    assert down(await resizer.offer("alice", "", TEAM_A))["slug"] == "l4-quarter"
     resizer.offer_seconds = 0  # the next offers ask the hub again
     peaks[("alice", "")] = (2 * GiB, 119.0)
     assert (await resizer.offer("alice", "", TEAM_A))["down"] is None
@@ -208,7 +223,7 @@ async def test_the_way_down_waits_as_long_as_the_sessions_policy_says() -> None:
     peaks[("alice", "")] = (2 * GiB, 1799.0)
     assert (await resizer.offer("alice", "", TEAM_A))["down"] is None
     peaks[("alice", "")] = (2 * GiB, 1800.0)
-    assert (await resizer.offer("alice", "", TEAM_A))["down"]["slug"] == "l4-quarter"
+    assert down(await resizer.offer("alice", "", TEAM_A))["slug"] == "l4-quarter"
 
 
 async def test_a_move_records_the_peak_it_was_made_for_before_the_stop() -> None:
