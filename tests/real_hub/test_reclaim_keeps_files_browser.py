@@ -1,15 +1,19 @@
 """A real reclaim keeps the user's work (real hub with persistent homes, Kueue, node agent, the
 gpuaas service; Chromium): alice's file and the change she had not saved yet are in her home
-when she starts again, and the spawn form tells her what happened."""
+when she starts again, and the spawn form tells her what happened and offers what she had (her
+MIG slice, not CPU only, although her session used no GPU memory)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
 
 from devcluster.testing import Cluster
+from jupyter_gpuaas.core.sizing import HISTORY_CONFIGMAP, history_from_configmap
 from tests.support.hub import (
     USERS_NS,
     CullerHub,
@@ -29,6 +33,44 @@ from tests.support.reclaim_browser import (
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 RESULTS = "results.txt"
+CPU_ONLY = "input[name='offering'][value='cpu']"
+MEASURED = "used no GPU memory"
+
+
+async def session_recorded(k8s: client.ApiClient, user: str) -> tuple[int, ...]:
+    """The user's session peaks (MiB, newest first) as the service recorded them."""
+    core = client.CoreV1Api(k8s)
+    try:
+        cm = await core.read_namespaced_config_map(HISTORY_CONFIGMAP, USERS_NS)
+    except ApiException as e:
+        if e.status == 404:
+            return ()
+        raise
+    history, problems = history_from_configmap(cm.data)
+    assert not problems, problems
+    return history.of(user)
+
+
+async def offers_what_she_had(page: Any, hub: CullerHub) -> None:
+    """Start again after a reclaim restarts what she had: her MIG slice is preselected, not
+    CPU only, although her session used no GPU memory; that advice is beside it, a suggestion.
+    The service records the session's peak once it sees the server gone, and the hub rereads
+    the history every 30 s: the form is loaded again until it says the advice."""
+    advice = page.locator("#gpuaas-advice-team-a")
+    deadline = time.monotonic() + 90
+    while MEASURED not in "".join(await advice.all_inner_texts()) and time.monotonic() < deadline:
+        await page.wait_for_timeout(3000)
+        await page.goto(f"{hub.url}/hub/spawn")
+    said = await advice.inner_text()
+    assert "used no GPU memory: CPU only (this machine) fits." in said, said
+    cpu = page.locator("#gpuaas-team-a-cpu")
+    assert await page.locator("label[for='gpuaas-team-a-cpu'] .gpuaas-advised").is_visible()
+    assert await page.locator("#gpuaas-team-a-local-mig-1g").is_checked()
+    assert not await cpu.is_checked()
+    assert await page.locator(f"{CPU_ONLY}:checked").count() == 0  # in no team
+    # and what the form would send is her slice: the checked radio of her team
+    checked = page.locator("fieldset[data-team='team-a'] input[name='offering']:checked")
+    assert await checked.get_attribute("value") == "local-mig-1g"
 
 
 async def test_a_reclaimed_user_finds_her_file_and_her_unsaved_change_on_return(
@@ -55,6 +97,10 @@ async def test_a_reclaimed_user_finds_her_file_and_her_unsaved_change_on_return(
         assert claim.status.phase == "Bound"  # the home outlives the server
 
         await told_on_return(alice, hub, "your team's queued work")
+        # her session, which used no GPU memory, is in the history the form's advice reads
+        recorded = await eventually(lambda: session_recorded(k8s, "alice"), 60, "her peak")
+        assert recorded == (0,), recorded
+        await offers_what_she_had(alice, hub)
         # she starts again from the form, on a GPU the Job does not hold
         await alice.check("#gpuaas-team-a-local-quarter")
         await alice.click("#spawn_form [type=submit]")
