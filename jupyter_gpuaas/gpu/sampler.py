@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.gpu import processes
 from jupyter_gpuaas.gpu.attribution import Attribution, attribute
 from jupyter_gpuaas.gpu.model import KernelTree
@@ -27,7 +27,7 @@ class Sample:
     kernels: tuple[KernelInfo, ...]
     trees: Mapping[str, frozenset[int]]
     attribution: Attribution
-    usage: Mapping[str, Any]
+    usage: api.Usage
     usage_json: str
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.gpu.attribution import Attribution
 from jupyter_gpuaas.gpu.model import Device
@@ -25,7 +25,7 @@ class KernelInfo:
     pid: int | None = None
 
 
-def device_payload(device: Device) -> dict[str, Any]:
+def device_payload(device: Device) -> api.Device:
     return {
         "uuid": device.uuid,
         "index": device.index,
@@ -40,7 +40,7 @@ def device_payload(device: Device) -> dict[str, Any]:
     }
 
 
-def cap_payload(device: Device) -> dict[str, Any] | None:
+def cap_payload(device: Device) -> api.Cap | None:
     """A fraction's cap: bytes, where it was read, who enforces it, its compute share."""
     if device.memory_cap is None:
         return None
@@ -58,8 +58,8 @@ def usage_payload(
     trees: Mapping[str, frozenset[int]],
     attribution: Attribution,
     sampled_at: datetime,
-) -> dict[str, Any]:
-    rows = []
+) -> api.Usage:
+    rows: list[api.KernelUsage] = []
     for info in kernels:
         gpu = attribution.kernels.get(info.kernel_id)
         rows.append(
