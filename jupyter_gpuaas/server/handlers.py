@@ -408,6 +408,7 @@ class KernelRestoreHandler(GPUaaSHandler):
         body = self.json_body("postKernelStateRestore")
         path = _notebook(body["path"])
         kernel_id = _kernel(self, body["kernel_id"])
+        answer: api.KernelStateRestore
         try:
             answer = await restore_kernel(
                 self.kernel_manager,

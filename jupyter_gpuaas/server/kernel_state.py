@@ -425,7 +425,7 @@ async def snapshot_all_kernels(
 
 async def restore_kernel(
     km: Any, kernel_id: str, notebook: str, settings: KernelStateSettings, *, force: bool
-) -> dict[str, Any]:
+) -> api.KernelStateRestore:
     """Restore ``notebook``'s snapshot into the kernel (the ``kernel_state_restore`` payload of
     docs/api.md); a kernel that has already run cells is left alone unless ``force``."""
     if kernel_id not in km:
@@ -435,7 +435,32 @@ async def restore_kernel(
     arguments = {"directory": settings.directory, "key": state_key(notebook, ""), "force": force}
     expression = _call("jupyter_gpuaas.kernel.restore", "restore_request", arguments)
     answer = json.loads(await _ask_kernel(km, kernel_id, expression, settings.restore_timeout))
-    return {"path": notebook, "kernel_id": kernel_id, **answer}
+    return restore_answer(notebook, kernel_id, answer)
+
+
+def restore_answer(notebook: str, kernel_id: str, answer: Any) -> api.KernelStateRestore:
+    """The kernel's answer (``jupyter_gpuaas.kernel.restore``'s, as JSON) as the server gives
+    it: the notebook and the kernel it was for, and the fields the document names, key by key
+    (what else a kernel sends is not passed on)."""
+    out: api.KernelStateRestore = {
+        "path": notebook,
+        "kernel_id": kernel_id,
+        "status": answer["status"],
+        "message": answer["message"],
+    }
+    if "restored" in answer:
+        out["restored"] = answer["restored"]
+    if "not_restored" in answer:
+        out["not_restored"] = answer["not_restored"]
+    if "notes" in answer:
+        out["notes"] = answer["notes"]
+    if "bytes" in answer:
+        out["bytes"] = answer["bytes"]
+    if "seconds" in answer:
+        out["seconds"] = answer["seconds"]
+    if "saved_at" in answer:
+        out["saved_at"] = answer["saved_at"]
+    return out
 
 
 def snapshot_info(notebook: str, settings: KernelStateSettings, home: Path) -> api.KernelStateInfo:

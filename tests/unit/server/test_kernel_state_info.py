@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from jupyter_gpuaas.core.kernel_state import state_key
-from jupyter_gpuaas.server.kernel_state import KernelStateSettings, snapshot_info
+from jupyter_gpuaas.server.kernel_state import KernelStateSettings, restore_answer, snapshot_info
 from tests.support.api_schema import schema_errors
 from tests.support.snapshot_files import write_snapshot
 
@@ -129,3 +129,23 @@ def unblocked(call: Callable[[], Any], fifo: Path) -> Any:
         worker.join(20)
         pytest.fail(f"reading the snapshot waited on the FIFO {fifo.name}")
     return done[0]
+
+
+def test_a_kernels_restore_answer_is_passed_on_with_the_documents_fields_only() -> None:
+    """The kernel's JSON (jupyter_gpuaas.kernel.restore) with the notebook and kernel it was
+    for; a key the document does not name (the kernel is the user's) is not passed on."""
+    kernel = {
+        "status": "restored",
+        "message": "",
+        "restored": ["x"],
+        "not_restored": [{"name": "gen", "reason": "a generator"}],
+        "notes": [],
+        "bytes": 8,
+        "seconds": 0.25,
+        "saved_at": "2026-11-30T12:00:00Z",
+    }
+    answer = restore_answer("a.ipynb", "k1", {**kernel, "extra": "not documented"})
+    assert answer == {"path": "a.ipynb", "kernel_id": "k1", **kernel}
+    assert schema_errors("kernel_state_restore", answer) == []
+    bare = restore_answer("a.ipynb", "k1", {"status": "none", "message": "nothing saved"})
+    assert schema_errors("kernel_state_restore", bare) == []
