@@ -89,6 +89,22 @@ async def current_activity(
     )
 
 
+def latest_user_activity(settings: Mapping[str, Any]) -> datetime | None:
+    """The newest activity of a person in this server's kernels and terminals (``None``: none
+    yet), read from memory without a GPU sample: what the reporter watches between reports. The
+    server's own requests in a kernel (a snapshot) do not count, as in the report."""
+    times: list[datetime] = []
+    for _, model, kernel in kernel_models_and_objects(settings["kernel_manager"]):
+        _, last = as_its_user_left_it(
+            kernel, model.get("execution_state"), model.get("last_activity")
+        )
+        parsed = _parse(last)
+        if parsed is not None:
+            times.append(parsed)
+    times += [t.last_activity for t in _terminals(settings) if t.last_activity is not None]
+    return max(times, default=None)
+
+
 def kernel_models_and_objects(km: Any) -> Iterator[tuple[str, dict[str, Any], Any]]:
     """``(kernel_id, model, kernel)`` of each running kernel, as :func:`kernel_models`."""
     for kernel_id, model in kernel_models(km):

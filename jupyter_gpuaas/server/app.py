@@ -28,7 +28,7 @@ from jupyter_gpuaas.gpu.simulate import (
 )
 from jupyter_gpuaas.gpu.spec import DEFAULT_SIMULATED_DEVICES, SpecError, parse_devices
 from jupyter_gpuaas.gpu.usage import KernelInfo
-from jupyter_gpuaas.server.activity import current_activity, kernel_models
+from jupyter_gpuaas.server.activity import current_activity, kernel_models, latest_user_activity
 from jupyter_gpuaas.server.handlers import handlers
 from jupyter_gpuaas.server.jobs import Collector
 from jupyter_gpuaas.server.kernel_state import (
@@ -165,6 +165,20 @@ class GPUaaS(ExtensionApp):
         """,
     ).tag(config=True)
 
+    activity_watch_interval = Float(
+        2.0,
+        min=0.0,
+        help="""Seconds between cheap checks, while waiting for the next activity report, of
+        whether a person came back to this server (ran a cell, typed in a terminal) after a
+        quiet spell of at least activity_report_interval. When one did, the report goes at once
+        instead of at the end of the interval, so that the culler never warns someone by a
+        report from before they came back. Each check reads the kernels' and terminals' times
+        in memory (no GPU sample, no request). 0: reports only every activity_report_interval.
+        Default: 2.
+        Example: c.GPUaaS.activity_watch_interval = 5
+        """,
+    ).tag(config=True)
+
     jobs_collect_interval = Float(
         30.0,
         min=0.0,
@@ -276,6 +290,8 @@ class GPUaaS(ExtensionApp):
                 self.log,
                 snapshot=self._reclaim_snapshot(kernel_state) if keeps else None,
                 state_size=self._state_size(sizes) if sizes is not None else None,
+                latest_activity=functools.partial(latest_user_activity, serverapp.web_app.settings),
+                watch_interval=self.activity_watch_interval,
             )
             # The loop runs once the server starts (initialize_settings runs before).
             serverapp.io_loop.add_callback(reporter.start)

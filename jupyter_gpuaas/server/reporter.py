@@ -15,6 +15,12 @@ stops this server), the reporter saves every kernel's variables within the time 
 gives and reports again at once with the outcomes (``kernel_state``), each request once. An
 answer's ``report_again_in`` brings the next report forward (a warned server reports more often
 near its stop, so that it hears the request in time).
+
+Between reports, a ``latest_activity`` watch (a read of the kernels' and terminals' times in
+memory, no GPU sample) brings the next report forward when a person comes back after a quiet
+spell of at least one interval: the service never judges a server by a report from before its
+user ran a cell (the one that would warn her 13 s after it). Activity within an interval of the
+last report waits for the next one, so a busy server reports no more often than before.
 """
 
 from __future__ import annotations
@@ -56,6 +62,8 @@ class Reporter:
         log: logging.Logger | Any = None,
         snapshot: Snapshot | None = None,
         state_size: Callable[[], Awaitable[int]] | None = None,
+        latest_activity: Callable[[], datetime | None] | None = None,
+        watch_interval: float = 0.0,
     ) -> None:
         self.activity_now = activity_now
         self.client = client
@@ -76,6 +84,14 @@ class Reporter:
         self._snapshotted: str = ""
         """The request last answered (its ``requested_at``): each request is answered once."""
         self._task: asyncio.Task[None] | None = None
+        self.latest_activity = latest_activity
+        """The newest activity of a person in this server (``None``: none yet), read cheaply."""
+        self.watch_interval = watch_interval
+        """Seconds between reads of ``latest_activity`` while waiting (0: no watch)."""
+        self._reported_activity: datetime | None = None
+        """``latest_activity`` as of the last report."""
+        self.early = 0
+        """Reports brought forward by the watch."""
 
     def start(self) -> None:
         if self._task is None:
@@ -101,6 +117,30 @@ class Reporter:
             return max(min(self.interval, float(again)), MIN_DELAY)
         return self.interval
 
+    def came_back(self) -> bool:
+        """Whether a person has been active since the last report after a quiet spell of at
+        least one interval (what that report could not tell)."""
+        if self.latest_activity is None:
+            return False
+        latest = self.latest_activity()
+        if latest is None:
+            return False
+        reported = self._reported_activity
+        return reported is None or (latest - reported).total_seconds() >= self.interval
+
+    async def wait(self, delay: float) -> None:
+        """Wait ``delay`` seconds before the next report, or less where :meth:`came_back`."""
+        if self.latest_activity is None or self.watch_interval <= 0:
+            await asyncio.sleep(delay)
+            return
+        loop = asyncio.get_running_loop()
+        end = loop.time() + delay
+        while (left := end - loop.time()) > 0:
+            await asyncio.sleep(min(self.watch_interval, left))
+            if self.came_back():
+                self.early += 1
+                return
+
     async def _take_snapshot(self, requested_at: datetime, seconds: float) -> KernelStateReport:
         assert self.snapshot is not None
         self.snapshots += 1
@@ -112,6 +152,8 @@ class Reporter:
         return KernelStateReport(requested_at, tuple(outcomes))
 
     async def _report(self) -> bool:
+        if self.latest_activity is not None:
+            self._reported_activity = self.latest_activity()
         payload = await self.activity_now()
         if self.snapshot is not None:
             payload = {**payload, "keeps_kernel_state": True}
@@ -146,7 +188,7 @@ class Reporter:
                 self.log.exception("GPUaaS: activity report failed")
             # Back off while the service is away (up to 10 intervals), then report as usual.
             delay = self.next_delay(ok, delay)
-            await asyncio.sleep(delay)
+            await self.wait(delay)
 
     async def stop(self) -> None:
         if self._task is not None:

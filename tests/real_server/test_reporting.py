@@ -221,3 +221,28 @@ async def test_a_server_told_not_to_keep_state_says_so(
     report = loop.store.report("alice")
     assert report is not None
     assert report.activity.keeps_kernel_state is False
+
+
+@pytest.mark.parametrize(
+    "gpuaas_config", [{"activity_report_interval": 3600, "activity_watch_interval": 0.2}]
+)
+async def test_a_cell_after_a_quiet_spell_is_reported_at_once(
+    service: tuple[str, ReclaimLoop], jp_fetch: Fetch, jp_ws_fetch: Fetch, jp_serverapp: Any
+) -> None:
+    """Reports every hour, yet the service hears of the first cell within seconds: it never
+    judges the server by the report from before its user came back."""
+    _url, loop = service
+    await eventually(lambda: loop.store.report("alice") is not None)  # the first, at start
+    first = loop.store.report("alice")
+    assert first is not None
+    assert first.activity.kernels == ()  # nothing ran yet
+    kernel = await start_session(jp_fetch, "train.ipynb")
+    await execute(jp_ws_fetch, kernel, "x = 41")
+    await eventually(
+        lambda: (
+            (report := loop.store.report("alice")) is not None
+            and [k.kernel_id for k in report.activity.kernels] == [kernel]
+        )
+    )
+    (app,) = jp_serverapp.extension_manager.extension_apps["jupyter_gpuaas"]
+    assert app.state.reporter.early >= 1

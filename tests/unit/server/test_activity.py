@@ -63,3 +63,52 @@ def test_busy_shared_gpu_does_not_keep_the_server_busy() -> None:
         "gpu_utilization": [{"uuid": "GPU-idle", "utilization": 1}],
         "idle_since": "2026-11-30T16:03:00.000Z",
     }
+
+
+class Kernels:
+    """jupyter-server's kernel manager, as much of it as the activity reads."""
+
+    def __init__(self, kernels: dict[str, object], models: dict[str, dict[str, object]]) -> None:
+        self.kernels, self.models = kernels, models
+
+    def list_kernel_ids(self) -> list[str]:
+        return list(self.models)
+
+    def kernel_model(self, kernel_id: str) -> dict[str, object]:
+        return self.models[kernel_id]
+
+    def get_kernel(self, kernel_id: str) -> object:
+        return self.kernels[kernel_id]
+
+
+class Terminals:
+    def list(self) -> list[dict[str, object]]:
+        return [{"name": "1", "last_activity": isoformat(at(-30))}]
+
+
+def isoformat(t: datetime) -> str:
+    return t.isoformat().replace("+00:00", "Z")
+
+
+def test_the_latest_activity_is_a_persons_not_the_servers_own_snapshot() -> None:
+    """What the reporter watches between reports: the newest kernel or terminal time, where a
+    kernel running the server's own snapshot counts as it was before the snapshot."""
+    from types import SimpleNamespace
+
+    from jupyter_gpuaas.server.activity import latest_user_activity
+    from jupyter_gpuaas.server.kernel_state import OWN_REQUEST
+
+    saving = SimpleNamespace(**{OWN_REQUEST: at(-20)})  # its user left it 20 min ago
+    km = Kernels(
+        {"a": SimpleNamespace(), "b": saving},
+        {
+            "a": {"execution_state": "idle", "last_activity": isoformat(at(-10))},
+            "b": {"execution_state": "busy", "last_activity": isoformat(at(0))},
+        },
+    )
+    settings = {"kernel_manager": km, "terminal_manager": Terminals()}
+    assert latest_user_activity(settings) == at(-10)
+    assert latest_user_activity({"kernel_manager": Kernels({}, {})}) is None
+    assert latest_user_activity(
+        {"kernel_manager": Kernels({}, {}), "terminal_manager": Terminals()}
+    ) == at(-30)

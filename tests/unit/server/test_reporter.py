@@ -4,7 +4,7 @@ reports an error when the snapshot cannot run, and reports sooner when asked."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from jupyter_gpuaas.core import api_types as api
@@ -121,3 +121,54 @@ async def test_a_server_that_keeps_state_says_how_large_its_kernels_state_is() -
     assert await Reporter(activity, service, 60, snapshot=kept([]), state_size=fails).report_once()
     assert "kernel_state_bytes" not in service.bodies[-1]  # type: ignore[attr-defined]
     assert service.bodies[-1]["keeps_kernel_state"] is True  # type: ignore[attr-defined]
+
+
+class Activity:
+    """A person's latest activity in the server, as the watch reads it."""
+
+    def __init__(self) -> None:
+        self.latest: datetime | None = None
+
+    def __call__(self) -> datetime | None:
+        return self.latest
+
+
+async def test_a_person_back_after_a_quiet_spell_is_reported_at_once() -> None:
+    """carol ran a cell 2 min after the last report: the report goes within the watch's step,
+    not at the end of the interval, so no warning is decided by the report from before."""
+    import asyncio
+
+    latest = Activity()
+    latest.latest = T0
+    service = Service([{"accepted": True}])
+    reporter = Reporter(activity, service, 60, latest_activity=latest, watch_interval=0.01)
+    assert await reporter.report_once()
+    assert not reporter.came_back()
+    latest.latest = T0 + timedelta(seconds=30)  # within an interval of what was reported
+    assert not reporter.came_back()
+    latest.latest = T0 + timedelta(seconds=120)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await asyncio.wait_for(reporter.wait(3600), 5)
+    assert loop.time() - started < 5  # woke early, not after the hour
+    assert reporter.early == 1
+    assert await reporter.report_once()
+    assert not reporter.came_back()  # the report carried it
+
+
+async def test_a_server_with_no_activity_yet_reports_its_first_cell_at_once() -> None:
+    latest = Activity()
+    reporter = Reporter(
+        activity, Service([{"accepted": True}]), 60, latest_activity=latest, watch_interval=0.01
+    )
+    assert await reporter.report_once()
+    assert not reporter.came_back()  # nothing yet
+    latest.latest = T0
+    assert reporter.came_back()
+
+
+async def test_without_a_watch_the_wait_is_the_interval() -> None:
+    reporter = Reporter(activity, Service([{"accepted": True}]), 60)
+    assert not reporter.came_back()
+    reporter.watch_interval = 0.01
+    assert not reporter.came_back()  # nothing to watch
