@@ -46,6 +46,8 @@ __all__ = [
     "ServiceHistoryUnavailable",
     "ServiceHours",
     "ServiceJobResult",
+    "ServiceJobRunnerInput",
+    "ServiceJobRunnerTaken",
     "ServicePolicyPreview",
     "ServicePreviewChange",
     "ServicePreviewRefused",
@@ -94,6 +96,20 @@ class ServiceJobResult(TypedDict):
     status: str | None
     error: dict[str, Any] | None
     notebook: dict[str, Any] | None
+
+
+class ServiceJobRunnerInput(TypedDict):
+    """GET api/job-runner/input: what a notebook Job's runner executes: the ..."""
+
+    notebook: dict[str, Any]
+    parameters: dict[str, Any]
+    kernel_name: str | None
+
+
+class ServiceJobRunnerTaken(TypedDict):
+    """POST api/job-runner/log and POST api/job-runner/result: the runner's log or ..."""
+
+    accepted: Literal[True]
 
 
 ServiceGpuEquivalents: TypeAlias = "str"

@@ -20,7 +20,11 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from gpuaas_service.api_types import ServiceJobResult
+from gpuaas_service.api_types import (
+    ServiceJobResult,
+    ServiceJobRunnerInput,
+    ServiceJobRunnerTaken,
+)
 from gpuaas_service.jobs.build import (
     INPUT_NOTEBOOK_KEY,
     INPUT_REQUEST_KEY,
@@ -522,7 +526,7 @@ class JobService:
             raise JobError(403, "a notebook Job's own token is needed")
         return job
 
-    async def runner_input(self, job: Mapping[str, Any]) -> dict[str, Any]:
+    async def runner_input(self, job: Mapping[str, Any]) -> ServiceJobRunnerInput:
         meta = job["metadata"]
         source = await self.kube.get("configmap", meta["namespace"], input_name(meta["name"]))
         if source is None:
@@ -541,7 +545,7 @@ class JobService:
         meta = job["metadata"]
         self.logs.put(f"{meta['namespace']}/{meta['name']}", text, self.clock())
 
-    async def runner_result(self, job: Mapping[str, Any], body: object) -> dict[str, Any]:
+    async def runner_result(self, job: Mapping[str, Any], body: object) -> ServiceJobRunnerTaken:
         if not isinstance(body, Mapping) or body.get("status") not in RESULT_STATUSES:
             raise JobError(400, "a result needs status (succeeded or failed) and notebook")
         notebook = body.get("notebook")

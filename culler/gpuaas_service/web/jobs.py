@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from tornado import web
 
+from gpuaas_service.api_types import ServiceJobRunnerTaken
 from gpuaas_service.jobs.request import JobRequestError
 from gpuaas_service.jobs.service import JobError, JobService
 from gpuaas_service.web.base import (
@@ -234,7 +235,8 @@ class RunnerHandler(_Streamed):
             if what == "log":
                 body = self.json_body("postJobRunnerLog", bytes(self.body.data))
                 self.service.runner_log(job, body["log"])
-                self.finish(json.dumps({"accepted": True}))
+                taken: ServiceJobRunnerTaken = {"accepted": True}
+                self.finish(json.dumps(taken))
             elif what == "result":
                 data = bytes(self.body.data)
                 body = self.json_body("postJobRunnerResult", data, max_depth=NOTEBOOK_DEPTH)

@@ -120,9 +120,14 @@ async def test_the_jobs_answers_match_the_schema() -> None:
     assert_matches("service_job", job)
     name = job["name"]
     runner = await svc.runner_job(f"team-a/{name}", "token-0")
-    notebook = {**(await svc.runner_input(runner))["notebook"], "cells": []}
+    given = await svc.runner_input(runner)
+    assert_matches("service_job_runner_input", given)
+    notebook = {**given["notebook"], "cells": []}
     failed = {"cell_index": 0, "ename": "ValueError", "evalue": "bad lr"}
-    await svc.runner_result(runner, {"status": "failed", "notebook": notebook, "error": failed})
+    taken = await svc.runner_result(
+        runner, {"status": "failed", "notebook": notebook, "error": failed}
+    )
+    assert_matches("service_job_runner_taken", taken)
     listed = await svc.list("alice", ["team-a"])
     assert listed["jobs"][0]["result"] == "failed"
     assert_matches("service_jobs", listed)

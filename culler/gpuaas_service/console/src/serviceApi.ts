@@ -584,6 +584,19 @@ export interface components {
         | null;
       notebook: Record<string, never> | null;
     };
+    /** @description GET api/job-runner/input: what a notebook Job's runner executes: the notebook, its parameters, and the kernel to run it on (null: the notebook's own). */
+    service_job_runner_input: {
+      /** @description The notebook's JSON (nbformat 4) as it was submitted */
+      notebook: Record<string, never>;
+      /** @description Values for the notebook's parameters cell, by name */
+      parameters: Record<string, never>;
+      kernel_name: string | null;
+    };
+    /** @description POST api/job-runner/log and POST api/job-runner/result: the runner's log or result was taken. */
+    service_job_runner_taken: {
+      /** @constant */
+      accepted: true;
+    };
     /** @description GPU-equivalents as an exact decimal string ("0.14", "1", "2.5"; "0" for none). */
     service_gpu_equivalents: string;
     /** @description How many GPU workbenches get each action this cycle (every action is counted, 0 included; {} before the first cycle). */
@@ -2975,7 +2988,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': Record<string, never>;
+          'application/json': components['schemas']['service_job_runner_input'];
         };
       };
       /** @description The caller may not call this route (the message says which token is needed). */
@@ -3023,7 +3036,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': Record<string, never>;
+          'application/json': components['schemas']['service_job_runner_taken'];
         };
       };
       /** @description A body this operation's schema does not allow (not JSON, a field missing, unknown or of the wrong type: each problem at its field path, `errors`). */
@@ -3095,7 +3108,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': Record<string, never>;
+          'application/json': components['schemas']['service_job_runner_taken'];
         };
       };
       /** @description A body this operation's schema does not allow (not JSON, a field missing, unknown or of the wrong type: each problem at its field path, `errors`). */
