@@ -24,7 +24,8 @@ export function renderEvents(d: IConsole): void {
           h('td', {}, when(x.reclaimed_at)),
           h('td', {}, when(x.admitted_at)),
           h('td', {}, duration(x.latency_seconds)),
-          h('td', { title: x.reason }, x.status)
+          h('td', { title: x.reason }, x.status),
+          h('td', { class: 'reason' }, x.reason)
         )
       )
     );
@@ -53,7 +54,10 @@ export function renderEvents(d: IConsole): void {
             e.returned_after_seconds !== null
               ? duration(e.returned_after_seconds) + (e.regret ? ' (regret)' : '')
               : ''
-          )
+          ),
+          // A withdrawal's or a failed hand-off's reason, said where the row is read (not
+          // only in a tooltip, which a keyboard or touch user never sees).
+          h('td', { class: 'reason' }, e.reason)
         )
       )
     );
