@@ -22,8 +22,9 @@ L1g   L1 + jupyter-gpuaas as shipped (its policy file; the product's own reclaim
 L2    L1 with notebooks on need-sized shares of the training GPUs under one quota in
       GPU-equivalents, as the product ships them: each user takes the share the spawn form
       preselects (the product's advice, :func:`jupyter_gpuaas.core.sizing.advise`, from the
-      peaks of their recent sessions), shares packed onto the fullest card that holds them, a
-      whole-GPU Job placed only on wholly free cards (:mod:`.placement`); a kernel beyond its
+      peaks of their recent sessions), shares packed onto the fullest card that holds them of
+      the fullest node that has one (HAMi's binpack), a whole-GPU Job placed only on wholly
+      free cards (:mod:`.placement`); a kernel beyond its
       cap takes the way up to the share that holds it
 L3    L2 + jupyter-gpuaas as shipped
 L4    L3 + kernel state kept: servers save their kernels' state before a reclaim or a way up

@@ -8,9 +8,11 @@ pods pending, holding the quota, until n cards are wholly free.
 
 This module is that scheduler's part, pure and card by card:
 
-- a share of ``k`` steps (tenths of a card) goes on the **fullest card that still holds it**
-  (best fit; HAMi's ``binpack`` node and GPU policy): shares gather on few cards, and whole
-  cards stay whole for training as long as they can;
+- a share of ``k`` steps (tenths of a card) goes on the **fullest node** with a card that
+  holds it (HAMi's ``binpack`` node policy, its default: ``ComputeDefaultScore``), there on the
+  **fullest card that still holds it** (best fit; HAMi's ``binpack`` GPU policy): shares gather
+  on few cards of few nodes, and whole cards and nodes stay whole for training as long as they
+  can;
 - a whole-GPU workload of ``n`` GPUs takes ``n`` cards with nothing on them **on one node**,
   as the scheduler places a pod (a pod's GPUs are on its node): the node that holds it with
   the fewest whole cards free (binpack), so that whole nodes stay free for the largest Jobs;
@@ -200,6 +202,32 @@ class Cards:
     def _cards(self) -> list[packing.Card]:
         return [_card(i, self.steps, f, self.shares[i]) for i, f in enumerate(self.free)]
 
+    def _fullest_node(
+        self, cards: Sequence[packing.Card], share: packing.Share
+    ) -> list[packing.Card]:
+        """The cards of the node HAMi's scheduler gives a share (its node policy ``binpack``,
+        the default): of the nodes with a card that holds it, the fullest before placing it
+        (``ComputeDefaultScore``: vGPU slots, cores and memory used, each over the node's;
+        ties to the first node), so that shares keep off emptied nodes, which stay whole for
+        the largest Jobs. Its card on that node is the product's :func:`packing.best_fit`."""
+        by_node: dict[int, list[packing.Card]] = {}
+        for card in cards:
+            by_node.setdefault(self.node(card.index), []).append(card)
+
+        def score(node: list[packing.Card]) -> float:
+            return (
+                sum(c.used_slots for c in node) / sum(c.slots for c in node)
+                + sum(c.used_cores for c in node) / (CORES_PER_CARD * len(node))
+                + sum(c.used_memory for c in node) / sum(c.memory for c in node)
+            )
+
+        fitting = [
+            (score(node), -n, node)
+            for n, node in by_node.items()
+            if any(packing.fits(c, share) for c in node)
+        ]
+        return max(fitting, key=lambda t: t[:2])[2] if fitting else []
+
     def place(
         self, key: str, *, share_steps: int = 0, whole: int = 0, tas: str = "", pods: int = 1
     ) -> bool:
@@ -224,7 +252,7 @@ class Cards:
         cards = self._cards()
         wanted = [packing.Share(share_steps, share_steps * CORES_PER_CARD // self.steps)]
         for share in wanted:
-            card = packing.best_fit(cards, share)
+            card = packing.best_fit(self._fullest_node(cards, share), share)
             if card is None:
                 return False
             cards[card.index] = packing.place(card, share)

@@ -1,6 +1,6 @@
 """Need-sized shares as the product ships them: advised by the product's own sizing code, packed
-onto the fullest card that holds them, and whole-GPU Jobs placed only on wholly free cards
-(quota is not placement)."""
+onto the fullest card that holds them of the fullest node that has one, and whole-GPU Jobs
+placed only on wholly free cards (quota is not placement)."""
 
 from __future__ import annotations
 
@@ -166,6 +166,33 @@ def test_a_multi_gpu_job_is_never_split_across_nodes() -> None:
     cards.release("nb-12")  # node 1 now has 5 whole cards free, node 0 has 4
     assert cards.place("job-4", whole=4)
     assert [i for i, _n in cards.holders["job-4"]] == [0, 1, 2, 3]
+
+
+def test_a_share_goes_on_the_fullest_node_and_keeps_off_an_emptied_one() -> None:
+    """HAMi's default node policy (binpack) puts a share on the fullest node with a card that
+    holds it, then on that node's fullest card: a node a large Job has left stays whole, where
+    the fullest card of the whole pool (the lowest empty card at a tie) would break it."""
+    cards = Cards.empty(8, 10, per_node=4)
+    assert cards.place("job-8", whole=4)
+    assert cards.place("job-3", whole=3)
+    assert [i for i, _n in cards.holders["job-3"]] == [4, 5, 6]
+    cards.release("job-8")  # node 0 is empty again; node 1 has one card left
+    assert cards.place("nb", share_steps=3)
+    assert cards.holders["nb"] == [(7, 3)]
+    assert cards.place("job-4", whole=4)  # node 0 still whole
+    assert [i for i, _n in cards.holders["job-4"]] == [0, 1, 2, 3]
+    # A share that the fullest node cannot hold goes to the next fullest that can.
+    cards.release("job-4")
+    assert cards.place("nb-2", share_steps=8)
+    assert [i // 4 for i, _n in cards.holders["nb-2"]] == [0]
+    # Among nodes equally full, the first; on the node, the fullest card that holds it.
+    even = Cards.empty(4, 10, per_node=2)
+    assert even.place("x", share_steps=6)
+    assert even.holders["x"] == [(0, 6)]
+    assert even.place("y", share_steps=2)
+    assert even.holders["y"] == [(0, 2)]
+    assert even.place("z", share_steps=5)
+    assert even.holders["z"] == [(1, 5)]
 
 
 def test_every_replayed_job_is_on_one_node(monkeypatch: pytest.MonkeyPatch) -> None:
