@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
@@ -38,7 +38,7 @@ from jupyter_gpuaas.server.kernel_state import (
     state_estimate,
 )
 from jupyter_gpuaas.server.queue import fetch_queue
-from jupyter_gpuaas.server.service_client import ServiceAnswer, ServiceClient
+from jupyter_gpuaas.server.service_client import ServiceAnswer, ServiceClient, ServiceProblem
 from jupyter_gpuaas.server.state import ServerState
 
 __all__ = ["BodyError", "GPUaaSHandler", "handlers", "operations"]
@@ -121,12 +121,28 @@ class GPUaaSHandler(ExtensionHandlerMixin, APIHandler):
         super().write_error(status_code, **kwargs)
 
 
-async def _pass_on(handler: GPUaaSHandler, path: str, unknown: dict[str, Any]) -> None:
-    """The service's answer to ``GET path`` as it is; where there is none, ``unknown`` with the
-    problem (the sidebar shows what it can and says why)."""
+def _unreachable(problem: ServiceProblem, status: int | None = None) -> api.ServiceUnreachable:
+    """What the extension answers where the service gave no usable answer (``status``: the
+    service's own, where it gave one)."""
+    fields = problem.as_json()
+    out: api.ServiceUnreachable = {"error": fields["error"], "error_kind": fields["error_kind"]}
+    if status is not None:
+        out["status"] = status
+    return out
+
+
+async def _pass_on(handler: GPUaaSHandler, path: str, unknown: Literal["warning", "known"]) -> None:
+    """The service's answer to ``GET path`` as it is; where there is none, the problem with
+    ``unknown`` said so (``warning: null``, ``known: false``): the sidebar shows what it can
+    and says why."""
     answer = await handler.state.client.request(path)
     if answer.problem:
-        await handler.finish({**unknown, **answer.problem.as_json()})
+        out = _unreachable(answer.problem)
+        if unknown == "warning":
+            out["warning"] = None
+        else:
+            out["known"] = False
+        await handler.finish(out)
     else:
         await handler.finish(answer.data)
 
@@ -178,7 +194,7 @@ class ReclaimHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        await _pass_on(self, "api/reclaim", unknown={"warning": None})
+        await _pass_on(self, "api/reclaim", unknown="warning")
 
 
 @operations(get="getReclaimStanding")
@@ -189,7 +205,7 @@ class StandingHandler(GPUaaSHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        await _pass_on(self, "api/reclaim/standing", unknown={"known": False})
+        await _pass_on(self, "api/reclaim/standing", unknown="known")
 
 
 @operations(post="postReclaimSnooze")
@@ -204,7 +220,7 @@ class SnoozeHandler(GPUaaSHandler):
         )
         if answer.problem:
             self.set_status(502)
-            await self.finish(answer.problem.as_json())
+            await self.finish(_unreachable(answer.problem))
         else:
             self.set_status(answer.status)
             await self.finish(answer.data)
@@ -213,7 +229,7 @@ class SnoozeHandler(GPUaaSHandler):
 def _answer(handler: web.RequestHandler, answer: ServiceAnswer) -> None:
     if answer.problem is not None and answer.status in (0, 401, 403) and not answer.data:
         handler.set_status(200 if answer.status == 0 else 502)
-        handler.finish(json.dumps({**answer.problem.as_json(), "status": answer.status}))
+        handler.finish(json.dumps(_unreachable(answer.problem, answer.status)))
         return
     handler.set_status(answer.status or 502)
     handler.finish(json.dumps(answer.data))
@@ -391,9 +407,11 @@ class KernelSnapshotHandler(GPUaaSHandler):
                     deadline_s=settings.timeout,
                 )
             ]
-        await self.finish(
-            {"outcomes": [o.to_json() for o in outcomes], "summary": summarise(outcomes)}
-        )
+        answer: api.KernelStateSnapshot = {
+            "outcomes": [o.to_json() for o in outcomes],
+            "summary": summarise(outcomes),
+        }
+        await self.finish(answer)
 
 
 @operations(post="postKernelStateRestore")
