@@ -32,6 +32,8 @@ __all__ = [
     "ServiceConsoleRegret",
     "ServiceConsoleSnapshot",
     "ServiceConsoleTeam",
+    "ServiceConsoleTeamNow",
+    "ServiceConsoleTeamQueued",
     "ServiceDoctorCheck",
     "ServiceExportRow",
     "ServiceFitRow",
@@ -40,12 +42,14 @@ __all__ = [
     "ServiceGpuNode",
     "ServiceGpuRow",
     "ServiceHealth",
+    "ServiceHealthPolicy",
     "ServiceHistoryAvailable",
     "ServiceHistoryChart",
     "ServiceHistorySeries",
     "ServiceHistoryUnavailable",
     "ServiceHours",
     "ServiceJobResult",
+    "ServiceJobResultError",
     "ServiceJobRunnerInput",
     "ServiceJobRunnerTaken",
     "ServicePolicyPreview",
@@ -53,8 +57,10 @@ __all__ = [
     "ServicePreviewRefused",
     "ServiceSnapshotHandoff",
     "ServiceSnapshotPending",
+    "ServiceSnapshotPendingNeedsItem",
     "ServiceSnapshotWait",
     "ServiceSnapshotWorkbench",
+    "ServiceSnapshotWorkbenchHoldsItem",
     "ServiceWorkbench",
 ]
 
@@ -94,8 +100,16 @@ class ServiceJobResult(TypedDict):
     name: str
     path: str | None
     status: str | None
-    error: dict[str, Any] | None
+    error: ServiceJobResultError | None
     notebook: dict[str, Any] | None
+
+
+class ServiceJobResultError(TypedDict):
+    """How the run failed, as the Job's runner sent it (its own fields may follow)."""
+
+    cell_index: int | None
+    ename: str
+    evalue: str
 
 
 class ServiceJobRunnerInput(TypedDict):
@@ -164,9 +178,28 @@ class ServiceConsoleTeam(TypedDict):
     team: str
     cluster_queues: list[str]
     flavors: list[ServiceConsoleFlavor]
-    queued: dict[str, Any]
-    now: dict[str, Any]
+    queued: ServiceConsoleTeamQueued
+    now: ServiceConsoleTeamNow
     today: ServiceHours
+
+
+class ServiceConsoleTeamQueued(TypedDict):
+    """The team's queued GPU work."""
+
+    workloads: int
+    gpu_equivalents: ServiceGpuEquivalents
+    oldest_wait_seconds: int | None
+    waiting_for_a_whole_node: int
+
+
+class ServiceConsoleTeamNow(TypedDict):
+    """GPU-equivalents its servers hold now, by activity (allocated = busy + idle + ..."""
+
+    servers: int
+    allocated: ServiceGpuEquivalents
+    busy: ServiceGpuEquivalents
+    idle: ServiceGpuEquivalents
+    unknown: ServiceGpuEquivalents
 
 
 class ServiceConsoleEvent(TypedDict):
@@ -370,7 +403,7 @@ class _ServiceSnapshotWorkbenchRequired(TypedDict):
     kind: str
     offering: str
     gpu_equivalents: str
-    holds: list[dict[str, Any]]
+    holds: list[ServiceSnapshotWorkbenchHoldsItem]
     cluster_queue: str
     cohorts: list[str]
     started_at: str
@@ -393,6 +426,12 @@ class ServiceSnapshotWorkbench(_ServiceSnapshotWorkbenchRequired, total=False):
     pod_utilization: float
 
 
+class ServiceSnapshotWorkbenchHoldsItem(TypedDict):
+    flavor: str
+    resource: str
+    amount: str
+
+
 class ServiceSnapshotPending(TypedDict):
     """A queued workload the cycle could reclaim for: its queue, priority, position ..."""
 
@@ -404,7 +443,14 @@ class ServiceSnapshotPending(TypedDict):
     position: int
     local_queue: str
     team: str
-    needs: list[dict[str, Any]]
+    needs: list[ServiceSnapshotPendingNeedsItem]
+
+
+class ServiceSnapshotPendingNeedsItem(TypedDict):
+    resource: str
+    amount: str
+    flavors: list[str]
+    free: dict[str, str]
 
 
 class ServiceSnapshotHandoff(TypedDict):
@@ -534,7 +580,17 @@ class _ServiceHealthRequired(TypedDict):
 class ServiceHealth(_ServiceHealthRequired, total=False):
     """GET api/health (the operator token only): caches, polling, requests, the policy."""
 
-    policy: dict[str, Any]
+    policy: ServiceHealthPolicy
+
+
+class ServiceHealthPolicy(TypedDict):
+    """The policy file, whether it is in force, and why not."""
+
+    file: str | None
+    valid: bool
+    error: str
+    policies_in_force: int
+    reclaim: Literal["on", "off"]
 
 
 class ServiceDoctorCheck(TypedDict):

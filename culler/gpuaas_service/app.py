@@ -36,6 +36,7 @@ from gpuaas_service.reclaim.loop import Settings
 from gpuaas_service.reclaim.policy import PolicyFile
 
 if TYPE_CHECKING:
+    from gpuaas_service.api_types import ServiceHealthPolicy
     from gpuaas_service.clients.kubernetes import PodWatch
     from gpuaas_service.console.state import ConsoleState
     from gpuaas_service.doctor import DoctorSettings
@@ -1140,7 +1141,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
             loop.metrics.policy_valid.set(0 if source.error else 1)
 
 
-def _policy_health(source: PolicyFile | None, loop: ReclaimLoop) -> dict[str, object]:
+def _policy_health(source: PolicyFile | None, loop: ReclaimLoop) -> ServiceHealthPolicy:
     """``api/health``'s ``policy``: the file, whether it is in force, why not."""
     policies = loop.state.policies
     return {

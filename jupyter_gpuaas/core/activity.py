@@ -116,7 +116,7 @@ class SnapshotRequest:
     deadline_seconds: float
     reason: str = "reclaim"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> api.ServiceReportAnswerSnapshot:
         return {
             "requested_at": isoformat_z(self.requested_at),
             "deadline_seconds": round(self.deadline_seconds, 3),

@@ -9,6 +9,7 @@ from typing import Any, Literal, TypeAlias, TypedDict
 
 __all__ = [
     "Activity",
+    "ActivityGpuUtilizationItem",
     "Attribution",
     "Cap",
     "Device",
@@ -16,6 +17,7 @@ __all__ = [
     "GpuSource",
     "KernelActivity",
     "KernelStateEstimate",
+    "KernelStateEstimateKernelsItem",
     "KernelStateInfo",
     "KernelStateLost",
     "KernelStateOutcome",
@@ -27,6 +29,7 @@ __all__ = [
     "Queue",
     "QueueItem",
     "QueueTeam",
+    "QueueTeamClusterQueuesItem",
     "ServerError",
     "ServiceActivityState",
     "ServiceError",
@@ -35,20 +38,30 @@ __all__ = [
     "ServiceJobCancelled",
     "ServiceJobLog",
     "ServiceJobOffering",
+    "ServiceJobOfferingHeadroom",
+    "ServiceJobOfferingImagesItem",
+    "ServiceJobOfferingSizesItem",
     "ServiceJobOptions",
     "ServiceJobState",
     "ServiceJobTeam",
+    "ServiceJobTeamCaps",
+    "ServiceJobTeamCapsPerTeam",
+    "ServiceJobTeamCapsPerUser",
     "ServiceJobs",
     "ServicePolicyFields",
     "ServiceReclaim",
     "ServiceReclaimAction",
     "ServiceReclaimCause",
+    "ServiceReclaimCauseForOther",
+    "ServiceReclaimCauseForOwn",
     "ServiceReclaimCode",
     "ServiceReportAnswer",
+    "ServiceReportAnswerSnapshot",
     "ServiceResizeDown",
     "ServiceResizeMove",
     "ServiceResizeOffer",
     "ServiceResizeOffering",
+    "ServiceResizeOfferingHeadroom",
     "ServiceSnooze",
     "ServiceStanding",
     "ServiceStandingKnown",
@@ -141,7 +154,7 @@ class _ActivityRequired(TypedDict):
     kernels: list[KernelActivity]
     terminals: list[TerminalActivity]
     gpu_memory: int | None
-    gpu_utilization: list[dict[str, Any]]
+    gpu_utilization: list[ActivityGpuUtilizationItem]
     idle_since: str | None
 
 
@@ -151,6 +164,11 @@ class Activity(_ActivityRequired, total=False):
     keeps_kernel_state: bool
     kernel_state_bytes: int
     kernel_state: KernelStateReport
+
+
+class ActivityGpuUtilizationItem(TypedDict):
+    uuid: str
+    utilization: float
 
 
 class KernelStateLost(TypedDict):
@@ -214,7 +232,13 @@ class QueueTeam(TypedDict):
     display_name: str | None
     admitted: int
     pending: int
-    cluster_queues: list[dict[str, Any]]
+    cluster_queues: list[QueueTeamClusterQueuesItem]
+
+
+class QueueTeamClusterQueuesItem(TypedDict):
+    name: str
+    admitted: int
+    pending: int
 
 
 class Queue(TypedDict):
@@ -268,9 +292,20 @@ ServiceReclaimCause = TypedDict(
         "offering": "str",
         "idle_seconds": "int | None",
         "limit_seconds": "int | None",
-        "for": "dict[str, Any] | None",
+        "for": "ServiceReclaimCauseForOwn | ServiceReclaimCauseForOther | None",
     },
 )
+
+
+class ServiceReclaimCauseForOwn(TypedDict):
+    team: Literal["own"]
+    name: str
+    object: str
+
+
+class ServiceReclaimCauseForOther(TypedDict):
+    team: Literal["other"]
+    name: str
 
 
 class _ServiceWarningRequired(TypedDict):
@@ -310,8 +345,16 @@ class ServiceReportAnswer(_ServiceReportAnswerRequired, total=False):
     server: str
     now: str
     warning: ServiceWarning | None
-    snapshot: dict[str, Any]
+    snapshot: ServiceReportAnswerSnapshot
     report_again_in: float
+
+
+class ServiceReportAnswerSnapshot(TypedDict):
+    """Save every kernel's variables now, within deadline_seconds, and report at ..."""
+
+    requested_at: str
+    deadline_seconds: float
+    reason: str
 
 
 class ServiceSnooze(TypedDict):
@@ -388,9 +431,27 @@ class ServiceJobOffering(TypedDict):
     unit: str
     units: str
     isolation: str
-    images: list[dict[str, Any]]
-    sizes: list[dict[str, Any]]
-    headroom: dict[str, Any] | None
+    images: list[ServiceJobOfferingImagesItem]
+    sizes: list[ServiceJobOfferingSizesItem]
+    headroom: ServiceJobOfferingHeadroom | None
+
+
+class ServiceJobOfferingImagesItem(TypedDict):
+    slug: str
+    display_name: str
+
+
+class ServiceJobOfferingSizesItem(TypedDict):
+    slug: str
+    display_name: str
+
+
+class ServiceJobOfferingHeadroom(TypedDict):
+    fit: str
+    message: str
+    detail: str
+    ahead: int | None
+    selectable: bool
 
 
 class ServiceJobTeam(TypedDict):
@@ -402,8 +463,23 @@ class ServiceJobTeam(TypedDict):
     offerings: list[ServiceJobOffering]
     default_time_limit: int | None
     max_time_limit: int | None
-    caps: dict[str, Any]
+    caps: ServiceJobTeamCaps
     cap_message: str
+
+
+class ServiceJobTeamCaps(TypedDict):
+    per_user: ServiceJobTeamCapsPerUser
+    per_team: ServiceJobTeamCapsPerTeam
+
+
+class ServiceJobTeamCapsPerUser(TypedDict):
+    limit: int | None
+    active: int
+
+
+class ServiceJobTeamCapsPerTeam(TypedDict):
+    limit: int | None
+    active: int
 
 
 class ServiceJobOptions(TypedDict):
@@ -473,7 +549,12 @@ class _ServiceResizeOfferingRequired(TypedDict):
 class ServiceResizeOffering(_ServiceResizeOfferingRequired, total=False):
     """An offering as api/resize describes it: its slug and title, the count, the ..."""
 
-    headroom: dict[str, Any]
+    headroom: ServiceResizeOfferingHeadroom
+
+
+class ServiceResizeOfferingHeadroom(TypedDict):
+    fit: str
+    message: str
 
 
 class _ServiceResizeOfferRequired(TypedDict):
@@ -536,7 +617,15 @@ class KernelStateEstimate(TypedDict):
     keeps: bool
     bytes: int
     seconds: float
-    kernels: list[dict[str, Any]]
+    kernels: list[KernelStateEstimateKernelsItem]
+
+
+class KernelStateEstimateKernelsItem(TypedDict):
+    kernel_id: str
+    path: str
+    bytes: int | None
+    variables: int | None
+    not_kept: list[KernelStateLost]
 
 
 class _KernelStateRestoreRequired(TypedDict):

@@ -9,7 +9,12 @@ library's way before ``NotRequired``, which Python 3.10 lacks); any other schema
 schemas, among them those both servers share; ``culler/gpuaas_service/api_types.py`` the
 service's own, importing the shared ones. A property's type is what its schema says as far as
 Python's types can say it (``enum`` and ``const`` as ``Literal``, ``oneOf`` and a list of types
-as a union, a map as ``dict[str, ...]``); an inline object is a ``dict[str, Any]``.
+as a union, a map as ``dict[str, ...]``). An inline object with properties is a TypedDict of its
+own, written after the class that holds it and named after the path to it: its class's name,
+the property's (``ServiceConsoleTeamQueued``), ``Item`` for an array's items, and where a
+``oneOf`` has several objects, the value of each one's ``const`` property
+(``ServiceReclaimCauseForOwn``) or its place (``...0``); an object without properties is a
+``dict[str, Any]``.
 
     python -m tests.support.api_types          # rewrite both files
     python -m tests.support.api_types --check  # exit 1 if either is not what this writes
@@ -61,8 +66,26 @@ def _union(parts: list[str]) -> str:
     return " | ".join(unique)
 
 
-def annotation(schema: Mapping[str, Any]) -> str:  # noqa: C901 - a branch per keyword
-    """The Python type of a schema, written as an annotation."""
+Nested = list[tuple[str, Mapping[str, Any]]]
+"""The inline objects an annotation names, as (class name, schema), to be written too."""
+
+
+def _variant(name: str | None, schema: Mapping[str, Any], index: int, alone: bool) -> str | None:
+    """The class name of a ``oneOf``'s object: ``name`` where it is the only object, else
+    after its ``const`` property's value, or its place."""
+    if name is None or alone:
+        return name
+    for prop in (schema.get("properties") or {}).values():
+        if isinstance(prop, Mapping) and isinstance(prop.get("const"), str):
+            return name + class_name(prop["const"])
+    return f"{name}{index}"
+
+
+def annotation(  # noqa: C901 - a branch per keyword
+    schema: Mapping[str, Any], name: str | None = None, nested: Nested | None = None
+) -> str:
+    """The Python type of a schema, written as an annotation. An inline object with
+    properties is the class ``name`` (added to ``nested``), where both are given."""
     if "$ref" in schema:
         return class_name(str(schema["$ref"]).rsplit("/", 1)[-1])
     if "const" in schema:
@@ -73,14 +96,25 @@ def annotation(schema: Mapping[str, Any]) -> str:  # noqa: C901 - a branch per k
         return _union([literal, "None"]) if None in schema["enum"] else literal
     for key in ("oneOf", "anyOf"):
         if key in schema:
-            return _union([annotation(s) for s in schema[key]])
+            objects = [s for s in schema[key] if s.get("type") == "object"]
+            return _union(
+                [
+                    annotation(s, _variant(name, s, i, len(objects) == 1), nested)
+                    for i, s in enumerate(schema[key])
+                ]
+            )
     kind = schema.get("type")
     if isinstance(kind, list):
-        return _union([annotation({**schema, "type": k}) for k in kind])
+        return _union([annotation({**schema, "type": k}, name, nested) for k in kind])
     if kind == "array":
         items = schema.get("items")
-        return f"list[{annotation(items) if isinstance(items, Mapping) else 'Any'}]"
+        if not isinstance(items, Mapping):
+            return "list[Any]"
+        return f"list[{annotation(items, name and name + 'Item', nested)}]"
     if kind == "object":
+        if schema.get("properties") and name is not None and nested is not None:
+            nested.append((name, schema))
+            return name
         extra = schema.get("additionalProperties")
         if isinstance(extra, Mapping) and not schema.get("properties"):
             return f"dict[str, {annotation(extra)}]"
@@ -98,16 +132,25 @@ def _docstring(text: str, indent: str) -> list[str]:
     return [f'{indent}"""{first}"""']
 
 
-def _typed_dict(name: str, schema: Mapping[str, Any]) -> list[str]:
+def _typed_dicts(cls: str, schema: Mapping[str, Any]) -> list[str]:
+    """The class ``cls`` of an object schema, and after it those of its inline objects."""
+    nested: Nested = []
+    lines = _typed_dict(cls, schema, nested)
+    for name, inner in nested:
+        lines += ["", "", *_typed_dicts(name, inner)]
+    return lines
+
+
+def _typed_dict(cls: str, schema: Mapping[str, Any], nested: Nested) -> list[str]:
     props: Mapping[str, Any] = schema.get("properties", {})
     required = [p for p in props if p in schema.get("required", ())]
     optional = [p for p in props if p not in required]
-    cls = class_name(name)
+    types = {p: annotation(props[p], cls + class_name(p), nested) for p in props}
     bad = [p for p in props if not p.isidentifier() or keyword.iskeyword(p)]
     if bad:  # not a class body: the functional form takes any key (its types as strings)
 
         def fields(keys: list[str]) -> str:
-            return ", ".join(f"{p!r}: {annotation(props[p])!r}" for p in keys)
+            return ", ".join(f"{p!r}: {types[p]!r}" for p in keys)
 
         if not optional:
             return [f'{cls} = TypedDict("{cls}", {{{fields(required)}}})']
@@ -126,7 +169,7 @@ def _typed_dict(name: str, schema: Mapping[str, Any]) -> list[str]:
     if required and optional:
         base = f"_{cls}Required"
         lines += [f"class {base}(TypedDict):"]
-        lines += [f"    {p}: {annotation(props[p])}" for p in required]
+        lines += [f"    {p}: {types[p]}" for p in required]
         lines += ["", ""]
         required = []
     total = ", total=False" if optional else ""
@@ -134,7 +177,7 @@ def _typed_dict(name: str, schema: Mapping[str, Any]) -> list[str]:
     if schema.get("description"):
         lines += _docstring(str(schema["description"]), "    ")
         lines.append("")
-    body = [f"    {p}: {annotation(props[p])}" for p in required + optional]
+    body = [f"    {p}: {types[p]}" for p in required + optional]
     lines += body or ["    pass"]
     return lines
 
@@ -174,17 +217,28 @@ def _assemble(server: Server, own: Mapping[str, Any], shared: set[str]) -> str:
         head += ["from jupyter_gpuaas.core.api_types import ("]
         head += [f"    {n}," for n in used_shared]
         head += [")", ""]
-    names = sorted(class_name(n) for n in own)
-    head += ["__all__ = ["] + [f'    "{n}",' for n in names] + ["]", ""]
     body: list[str] = []
     for name, schema in own.items():
         body += ["", ""]
         if schema.get("type") == "object" and "properties" in schema:
-            body += _typed_dict(name, schema)
+            body += _typed_dicts(class_name(name), schema)
         else:
             # a string: it may name a class defined further down
             body.append(f'{class_name(name)}: TypeAlias = "{annotation(schema)}"')
+    names = sorted(_defined(body))
+    head += ["__all__ = ["] + [f'    "{n}",' for n in names] + ["]", ""]
     return _formatted(server, "\n".join(head + body) + "\n")
+
+
+def _defined(lines: list[str]) -> list[str]:
+    """The public names the written lines define (not the ``_...Required`` bases)."""
+    found = []
+    for line in lines:
+        if line.startswith("class "):
+            found.append(line[len("class ") :].split("(", 1)[0])
+        elif line[:1].isupper() and (" = " in line or ": TypeAlias" in line):
+            found.append(line.split(" ", 1)[0].rstrip(":"))
+    return [n for n in found if not n.startswith("_")]
 
 
 def _formatted(server: Server, text: str) -> str:

@@ -379,7 +379,9 @@ def teams(
                 "now": {
                     "servers": servers.get(team, 0),
                     "allocated": format_gpu_equivalents(sum(h.values(), Fraction(0))),
-                    **{state_: format_gpu_equivalents(v) for state_, v in h.items()},
+                    "busy": format_gpu_equivalents(h[State.BUSY.value]),
+                    "idle": format_gpu_equivalents(h[State.IDLE.value]),
+                    "unknown": format_gpu_equivalents(h[State.UNKNOWN.value]),
                 },
                 "today": _today(today.get(team, Usage()), reclaims, failed_starts, team),
             }

@@ -143,7 +143,7 @@ class ReportAsks(TypedDict, total=False):
     """What an activity report's answer asks of its server besides the warning: its
     ``snapshot`` and ``report_again_in`` (the document's ``service_report_answer``)."""
 
-    snapshot: dict[str, Any]
+    snapshot: api.ServiceReportAnswerSnapshot
     report_again_in: float
 
 
@@ -1017,7 +1017,9 @@ class ReclaimLoop:
             return HandedTo(wait.team, wait.namespace, wait.workload)
         return None
 
-    def _work_for(self, own: str, work: HandedTo) -> dict[str, str]:
+    def _work_for(
+        self, own: str, work: HandedTo
+    ) -> api.ServiceReclaimCauseForOwn | api.ServiceReclaimCauseForOther:
         """Whose work a cause names: the user's own team's by the object a Workload is for (a
         Job's name, where Kueue names its owner), another team's by its display name only."""
         team, namespace, workload = work

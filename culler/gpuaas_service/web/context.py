@@ -12,6 +12,7 @@ from typing import Any
 
 from jupyterhub.services.auth import HubAuth, HubOAuth
 
+from gpuaas_service.api_types import ServiceHealthPolicy
 from gpuaas_service.console.state import ConsoleState
 from gpuaas_service.jobs.service import JobService
 from gpuaas_service.queue.index import QueueIndex
@@ -60,7 +61,7 @@ class ServiceContext:
     monotonic: Callable[[], float] = time.monotonic
     """The seconds the limits refill in."""
     stats: RequestStats = field(default_factory=RequestStats)
-    health_policy: Callable[[], dict[str, object]] | None = None
+    health_policy: Callable[[], ServiceHealthPolicy] | None = None
     """``api/health``'s ``policy``: the policy's state (absent without it)."""
     index: QueueIndex | None = None
     loop: ReclaimLoop | None = None

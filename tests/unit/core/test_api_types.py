@@ -48,3 +48,25 @@ def test_each_schema_is_written_as_the_python_type_it_allows(
     schema: dict[str, Any], written: str
 ) -> None:
     assert api_types.annotation(schema) == written
+
+
+def test_an_inline_object_is_a_class_of_its_own_named_after_where_it_is() -> None:
+    """So that its fields are checked too (a ``dict[str, Any]`` would take any)."""
+    nested: api_types.Nested = []
+    cause_for = {
+        "oneOf": [
+            {"type": "object", "properties": {"team": {"const": "own"}}},
+            {"type": "object", "properties": {"team": {"const": "other"}}},
+            {"type": "null"},
+        ]
+    }
+    assert api_types.annotation(cause_for, "CauseFor", nested) == (
+        "CauseForOwn | CauseForOther | None"
+    )
+    rows = {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+    assert api_types.annotation(rows, "Rows", nested) == "list[RowsItem]"
+    assert [name for name, _ in nested] == ["CauseForOwn", "CauseForOther", "RowsItem"]
+    assert api_types.annotation(rows) == "list[dict[str, Any]]"  # no name: as before
+    written = api_types.render("extension")
+    assert 'class ServiceReclaimCauseForOwn(TypedDict):\n    team: Literal["own"]\n' in written
+    assert '"for": "ServiceReclaimCauseForOwn | ServiceReclaimCauseForOther | None"' in written
