@@ -18,6 +18,7 @@ from gpuaas_service.reclaim.decide import Plan, decide
 from gpuaas_service.reclaim.explain import explain_policies
 from gpuaas_service.reclaim.policy import PolicyError, PolicySet, load_policy
 from gpuaas_service.reclaim.snapshot import SnapshotError, load_snapshot
+from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.parsing import ParseError, load_yaml
 
@@ -41,7 +42,7 @@ class PreviewError(ValueError):
 
     def __init__(self, errors: list[dict[str, str]]) -> None:
         super().__init__(f"{len(errors)} problem(s) in the pasted policy")
-        shown = [
+        shown: list[api.ServiceFieldError] = [
             {"path": e["path"][:MAX_PROBLEM_CHARS], "message": _cut(e["message"])}
             for e in errors[:MAX_PROBLEMS]
         ]
@@ -49,6 +50,10 @@ class PreviewError(ValueError):
             more = len(errors) - MAX_PROBLEMS
             shown.append({"path": "(text)", "message": f"and {more} more problem(s)"})
         self.errors = shown
+
+    def as_json(self) -> service_api.ServicePreviewRefused:
+        """``POST api/console/preview``'s ``400``."""
+        return {"status": 400, "valid": False, "message": str(self), "errors": self.errors}
 
 
 def _cut(message: str) -> str:

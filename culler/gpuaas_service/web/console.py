@@ -303,9 +303,7 @@ class ConsolePreviewHandler(_ConsoleHandler):
             )
         except PreviewError as e:
             self.set_status(400)
-            self.finish(
-                json.dumps({"status": 400, "valid": False, "message": str(e), "errors": e.errors})
-            )
+            self.finish(json.dumps(e.as_json()))
             return
         self.finish(json.dumps(answer))
 

@@ -14,9 +14,10 @@ from gpuaas_service.console.preview import (
     PreviewError,
     parse_policy_text,
 )
+from jupyter_gpuaas.core import api_types as api
 
 
-def refused(text: str) -> list[dict[str, str]]:
+def refused(text: str) -> list[api.ServiceFieldError]:
     with pytest.raises(PreviewError) as err:
         parse_policy_text(text)
     return err.value.errors
