@@ -543,7 +543,7 @@ class ConsoleState:
             pods=pods,
         )
 
-    def snapshot(self) -> dict[str, Any] | None:
+    def snapshot(self) -> service_api.ServiceConsoleSnapshot | None:
         """The last cycle's inputs as ``--explain --snapshot`` reads them (``None`` before)."""
         loop_state = self.loop.state
         plan, inputs = loop_state.last_plan, loop_state.last_inputs

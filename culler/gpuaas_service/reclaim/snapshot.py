@@ -53,6 +53,7 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, TypeVar
 
+from gpuaas_service import api_types as service_api
 from gpuaas_service.reclaim.decide import (
     PHASES,
     HandOffRecord,
@@ -393,15 +394,15 @@ def dump_snapshot(
     reports: Mapping[str, ActivityReport | None],
     pod_utilization: Mapping[str, float],
     waits: Sequence[PlacementWait] = (),
-) -> dict[str, Any]:
+) -> service_api.ServiceConsoleSnapshot:
     """A cycle's inputs as a snapshot (the inverse of :func:`load_snapshot`): ``reports`` and
     ``pod_utilization`` by workbench key, as the cycle judged them; each workbench's verdict
     goes in as ``last_active`` (and ``unknown_since``), so the same verdict comes back."""
-    out_wbs = []
+    out_wbs: list[service_api.ServiceSnapshotWorkbench] = []
     for wb in workbenches:
         report = reports.get(wb.key)
         idle = wb.idleness
-        item: dict[str, Any] = {
+        item: service_api.ServiceSnapshotWorkbench = {
             "user": wb.user,
             "server": wb.server,
             "groups": list(wb.groups),
