@@ -37,6 +37,7 @@ __all__ = [
     "ServiceJob",
     "ServiceJobCancelled",
     "ServiceJobLog",
+    "ServiceJobMarked",
     "ServiceJobOffering",
     "ServiceJobOfferingHeadroom",
     "ServiceJobOfferingImagesItem",
@@ -536,6 +537,18 @@ class ServiceJobLog(TypedDict):
     team: str
     name: str
     log: str
+
+
+class _ServiceJobMarkedRequired(TypedDict):
+    team: str
+    name: str
+
+
+class ServiceJobMarked(_ServiceJobMarkedRequired, total=False):
+    """POST api/jobs/{team}/{name}/collected and .../notified of the gpuaas service ..."""
+
+    collected: str
+    notified: str
 
 
 class _ServiceResizeOfferingRequired(TypedDict):

@@ -748,6 +748,14 @@ export interface components {
       name: string;
       log: string;
     };
+    /** @description POST api/jobs/{team}/{name}/collected and .../notified of the gpuaas service (the second forwarded as POST gpuaas/api/jobs/{team}/{name}/notified): what was recorded on the Job: where its result was written (collected), when its notice was shown (notified). */
+    service_job_marked: {
+      team: string;
+      name: string;
+      collected?: string;
+      /** Format: date-time */
+      notified?: string;
+    };
     /** @description An offering as api/resize describes it: its slug and title, the count, the user's own GPU memory in bytes and in words (null: not sized, a CPU or a time-shared GPU). headroom: the next size up's quota forecast (fit: now, borrow, queue, unknown), where the service knows the queues. */
     service_resize_offering: {
       slug: string;
@@ -1733,7 +1741,9 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': Record<string, never>;
+          'application/json':
+            | components['schemas']['service_job_marked']
+            | components['schemas']['service_unreachable'];
         };
       };
       /** @description Refused (the service's answer, passed on). */

@@ -488,15 +488,16 @@ class JobService:
         *,
         collected: str | None = None,
         notified: bool = False,
-    ) -> dict[str, Any]:
+    ) -> api.ServiceJobMarked:
         """Record that the user's server wrote the result to ``collected`` / that their
         JupyterLab showed the notice (annotations on the Job; a restart forgets neither)."""
         _, job = await self._own_job(user, groups, team, name)
         annotations: dict[str, str] = {}
+        marked: api.ServiceJobMarked = {"team": team, "name": name}
         if collected is not None:
-            annotations[JOB_COLLECTED_ANNOTATION] = collected[:1024]
+            annotations[JOB_COLLECTED_ANNOTATION] = marked["collected"] = collected[:1024]
         if notified:
-            annotations[JOB_NOTIFIED_ANNOTATION] = isoformat_z(self.clock())
+            annotations[JOB_NOTIFIED_ANNOTATION] = marked["notified"] = isoformat_z(self.clock())
         if annotations:
             await self.kube.patch(
                 "job",
@@ -504,7 +505,7 @@ class JobService:
                 name,
                 {"metadata": {"annotations": annotations}},
             )
-        return {"team": team, "name": name, **annotations}
+        return marked
 
     # ---------------------------------------------------------------- the runner's side
 

@@ -135,6 +135,12 @@ async def test_the_jobs_answers_match_the_schema() -> None:
     assert result["error"] == failed
     assert_matches("service_job_result", result)
     assert_matches("service_job_log", await svc.log_of("alice", ["team-a"], "team-a", name))
+    collected = await svc.mark("alice", ["team-a"], "team-a", name, collected="results/x.ipynb")
+    assert collected["collected"] == "results/x.ipynb"
+    notified = await svc.mark("alice", ["team-a"], "team-a", name, notified=True)
+    assert "notified" in notified
+    for marked in (collected, notified):
+        assert_matches("service_job_marked", marked)
     assert_matches("service_job_cancelled", await svc.cancel("alice", ["team-a"], "team-a", name))
 
 

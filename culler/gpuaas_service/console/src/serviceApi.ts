@@ -1283,6 +1283,14 @@ export interface components {
       limit?: number;
       active?: number;
     };
+    /** @description POST api/jobs/{team}/{name}/collected and .../notified of the gpuaas service (the second forwarded as POST gpuaas/api/jobs/{team}/{name}/notified): what was recorded on the Job: where its result was written (collected), when its notice was shown (notified). */
+    service_job_marked: {
+      team: string;
+      name: string;
+      collected?: string;
+      /** Format: date-time */
+      notified?: string;
+    };
     /** @description GET api/jobs/{team}/{name}/log: the last part of the Job's log. */
     service_job_log: {
       team: string;
@@ -2850,7 +2858,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': Record<string, never>;
+          'application/json': components['schemas']['service_job_marked'];
         };
       };
       /** @description A body this operation's schema does not allow (not JSON, a field missing, unknown or of the wrong type: each problem at its field path, `errors`). */
@@ -2920,7 +2928,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': Record<string, never>;
+          'application/json': components['schemas']['service_job_marked'];
         };
       };
       /** @description A bad body. */
