@@ -2,7 +2,10 @@
 culler (Chromium): the progress page of a queued server says what holds the GPU and when the
 reclaim plan frees it, "Leave the queue" ends the wait and says so; and a "Keep my GPU" hands
 the reclaim over to another team's server with a whole warning of its own, which names the
-other team by its display name (the service reads the hub's catalog), journaled as "lent".
+other team by its display name (the service reads the hub's catalog), journaled as "lent". A
+warning is given only to the server the reclaim will stop: the other team's open tab says nothing,
+a warning already running is carried out rather than moved to a server idle enough since, and a
+warning withdrawn is in the console's journal with its reason.
 
 Team A's and team B's notebook queues each hold one local MIG slice.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,6 +32,8 @@ from jupyter_gpuaas.core.labels import (
     RECLAIM_REASON,
     STATE_KEY,
 )
+from tests.support.alerts_seen import about_reclaim, alerts_seen, forget_alerts, watch_alerts
+from tests.support.console_page import drawn
 from tests.support.hub import (  # noqa: F401  (the browser fixture)
     USERS_NS,
     WARNED,
@@ -38,18 +44,33 @@ from tests.support.hub import (  # noqa: F401  (the browser fixture)
     login,
     pod_of,
     run_culler_hub,
+    run_in_new_kernel,
+    service_get,
     snooze,
     training_job,
 )
+from tests.support.reclaim_browser import login_to_lab, open_gpu_panel
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 WARN_BEFORE = 45
+BOB_WARN_BEFORE = 90
 POLICY = f"""\
 report_stale_after: 30s
 handoff_timeout: 2m
 prefer_own_team: true
 policies:
+  # bob (team A) and dave (team B): the planned-warning test. bob's warning is withdrawn early
+  # in its long countdown (a tab reads a warning gone in its last 30 s as the stop beginning);
+  # dave's is carried out.
+  - name: planned-team-a
+    match: {{kinds: [mig], users: [bob]}}
+    idle_after: 2s
+    warn_before: {BOB_WARN_BEFORE}s
+  - name: planned-team-b
+    match: {{kinds: [mig], users: [dave]}}
+    idle_after: 2s
+    warn_before: {WARN_BEFORE}s
   - name: local-mig
     match: {{kinds: [mig]}}
     idle_after: 2s
@@ -59,6 +80,8 @@ policies:
 """
 TEMPLATES = "import gpuaas_spawner\nc.JupyterHub.template_paths = [gpuaas_spawner.HUB_TEMPLATES]\n"
 MIG_1G = "local-mig-1g"
+TOAST = ".Toastify__toast"
+OVER = "The reclaim warning is over"
 
 
 @pytest.fixture(scope="module")
@@ -240,3 +263,166 @@ async def test_keep_my_gpu_hands_over_with_a_whole_warning_and_is_journaled(
     (entry,) = await eventually(lent, 30, "the lent entry in the console's journal")
     assert (entry["user"], entry["team"]) == ("carol", "team-b")
     assert "queued work of team-a" in entry["reason"]
+
+
+def console(hub: CullerHub) -> dict[str, Any]:
+    status, answer = service_get(hub, "api/console", hub.token)
+    assert status == 200, answer
+    return dict(answer)
+
+
+def plan_row(answer: dict[str, Any], user: str) -> dict[str, Any]:
+    return next((w for w in answer["workbenches"] if w["key"] == user), {})
+
+
+def counting_down(row: dict[str, Any]) -> bool:
+    return row.get("action") in ("warn", "wait")
+
+
+async def activity_is(hub: CullerHub, wanted: dict[str, str]) -> bool:
+    """The service's own view (its servers' reports in): each user's server as ``wanted``."""
+    answer = console(hub)
+    return all(plan_row(answer, u).get("activity") == a for u, a in wanted.items())
+
+
+def stop_kernels(hub: CullerHub, user: str) -> None:
+    """Shut down every kernel of ``user``'s server (as the user would, through its API)."""
+    headers = {"Authorization": f"token {hub.user_token(user)}"}
+    base = f"{hub.url}/user/{user}/api/kernels"
+    with urllib.request.urlopen(urllib.request.Request(base, headers=headers), timeout=30) as r:
+        kernels = json.loads(r.read())
+    for k in kernels:
+        req = urllib.request.Request(f"{base}/{k['id']}", method="DELETE", headers=headers)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 204, r.status
+
+
+async def test_only_the_server_the_reclaim_will_stop_is_warned_and_a_withdrawal_is_journaled(
+    culler_hub: CullerHub,
+    cluster: Cluster,
+    k8s: client.ApiClient,
+    browser: Any,  # noqa: F811
+) -> None:
+    """A warning is given to the server the plan will stop, and to no other (a team B user
+    was warned, then told "not needed" 30 s later when prefer_own_team chose a team A server
+    that had become idle enough since: a countdown for nothing).
+
+    1. Both idle: team A's Job warns bob (his own team's); dave's (team B) tab says nothing.
+       The Job is deleted while bob's warning runs: his tab says the warning is over, and the
+       console's journal lists the withdrawal with its reason.
+    2. bob busy, dave idle: the Job warns dave (the only idle server). bob's server becomes
+       idle enough during dave's countdown: dave's warning is carried out, not withdrawn for
+       bob, and bob's tab says nothing."""
+    hub = culler_hub
+    hub.start_all(
+        {
+            "bob": {"team": "team-a", "offering": MIG_1G},
+            "dave": {"team": "team-b", "offering": MIG_1G},
+        }
+    )
+    tabs = {}
+    for user in ("bob", "dave"):
+        tabs[user] = await login_to_lab(browser, hub, user)
+        await open_gpu_panel(tabs[user], hub, user)
+        await watch_alerts(tabs[user])
+    bob, dave = tabs["bob"], tabs["dave"]
+    both_idle = {"bob": "idle", "dave": "idle"}
+    await eventually(lambda: activity_is(hub, both_idle), 90, "both servers' reports in, idle")
+
+    await warned_then_withdrawn(hub, cluster, k8s, browser, bob, dave)
+    await warning_carried_out(hub, cluster, bob, dave)
+
+
+async def warned_then_withdrawn(
+    hub: CullerHub, cluster: Cluster, k8s: client.ApiClient, chromium: Any, bob: Any, dave: Any
+) -> None:
+    """Both idle: team A's Job goes to team A's server, and dave is never told of it; the Job
+    deleted, bob's warning is withdrawn, and the journal says so, with why."""
+    await queue_one_slice_job(cluster, "train-planned-1")
+    await bob.locator(TOAST, has_text="will be freed").wait_for(timeout=60_000)
+    for _ in range(3):  # some cycles of the service (one a second) with the warning on
+        answer = console(hub)
+        assert counting_down(plan_row(answer, "bob")), plan_row(answer, "bob")
+        assert not counting_down(plan_row(answer, "dave")), plan_row(answer, "dave")
+        await bob.wait_for_timeout(1000)
+    await delete_jobs(cluster, k8s)  # nothing waits for the slice now
+
+    # the notice is short (8 s): the tab's own record has it, when the Job's deletion took longer
+    async def told_over() -> list[str]:
+        return [s for s in await alerts_seen(bob) if OVER in s]
+
+    (said,) = await eventually(told_over, 30, "bob's tab to say the warning is over")
+    assert "stays with this server" in said, said
+
+    async def withdrawn() -> dict[str, Any] | None:
+        events = console(hub)["events"]
+        return next((e for e in events if (e["event"], e["user"]) == ("withdraw", "bob")), None)
+
+    entry = await eventually(withdrawn, 30, "the withdrawal in the console's journal")
+    assert entry["reason"].startswith("warning withdrawn: "), entry
+    assert entry["team"] == "team-a", entry
+    # ...as the console's page lists it, the reason where the event is
+    admin = await login(chromium, hub, "admin")
+    await admin.goto(f"{hub.url}/services/gpuaas/console/")
+    row = admin.locator("#events tbody tr").filter(has_text="withdraw").filter(has_text="bob")
+    await row.first.wait_for(timeout=30_000)
+    await drawn(row.first)
+    cell = row.first.locator("td").nth(1)
+    assert await cell.inner_text() == "withdraw"
+    assert await cell.get_attribute("title") == entry["reason"]
+    assert about_reclaim(await alerts_seen(dave)) == [], await alerts_seen(dave)
+    assert not [e for e in console(hub)["events"] if e["user"] == "dave"]
+    await admin.context.close()
+
+
+async def warning_carried_out(hub: CullerHub, cluster: Cluster, bob: Any, dave: Any) -> None:
+    """bob busy: dave's is the one idle server, and he is warned for the Job; bob idle
+    enough during the countdown does not take dave's place (a warning is carried out)."""
+    await bob.locator(TOAST, has_text=OVER).wait_for(state="detached")
+    await forget_alerts(bob)
+    await run_in_new_kernel(hub, "bob", "import time; time.sleep(900)", until="execute_input")
+    busy = {"bob": "busy", "dave": "idle"}
+    await eventually(lambda: activity_is(hub, busy), 60, "bob busy, dave idle, as reported")
+    await queue_one_slice_job(cluster, "train-planned-2")
+    await dave.locator(TOAST, has_text="will be freed").wait_for(timeout=60_000)
+    dave_warned_at = plan_row(console(hub), "dave")["warned_at"]
+    assert dave_warned_at is not None
+
+    # bob's kernel ends: his server is idle enough (2 s) well before dave's deadline (45 s).
+    stop_kernels(hub, "bob")
+
+    async def bob_idle_enough() -> bool:
+        row = plan_row(console(hub), "bob")
+        return row.get("activity") == "idle" and (row.get("idle_seconds") or 0) >= 5
+
+    await eventually(bob_idle_enough, 30, "bob's server idle past idle_after")
+    for _ in range(5):  # some cycles with both idle: dave's warning stands, bob is not warned
+        answer = console(hub)
+        assert counting_down(plan_row(answer, "dave")), plan_row(answer, "dave")
+        assert plan_row(answer, "dave")["warned_at"] == dave_warned_at
+        assert not counting_down(plan_row(answer, "bob")), plan_row(answer, "bob")
+        await bob.wait_for_timeout(1000)
+
+    async def dave_stopped() -> bool:
+        return hub.server("dave") is None
+
+    await eventually(dave_stopped, WARN_BEFORE + 60, "the hub to stop dave's server")
+    assert hub.server("bob") is not None
+    assert about_reclaim(await alerts_seen(bob)) == [], await alerts_seen(bob)
+    seen = await alerts_seen(dave)
+    assert not [s for s in seen if OVER in s], seen
+    # the events from dave's warning on (the journal's times and the plan's, to the second)
+    start = when(dave_warned_at) - timedelta(seconds=2)
+    since = [e for e in console(hub)["events"] if when(e["at"]) >= start]
+    assert not [e for e in since if e["user"] == "bob"], since
+    dave_events = {e["event"] for e in since if e["user"] == "dave"}
+    assert "withdraw" not in dave_events, since
+    assert "reclaim" in dave_events, since
+
+
+async def queue_one_slice_job(cluster: Cluster, name: str) -> None:
+    async with cluster.api("team-a", "alice") as api:  # team A's Job (its ServiceAccount)
+        await client.BatchV1Api(api).create_namespaced_job(
+            "team-a",
+            one_slice_job(name),  # type: ignore[arg-type]
+        )
