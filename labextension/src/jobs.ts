@@ -23,7 +23,7 @@ import {
 } from './jobsModel';
 import { h } from './dom';
 import { say } from './messages';
-import { describeError } from './request';
+import { describeError, serverNotRunning } from './request';
 
 /** How the jobs part reaches the server extension (injected: tests give their own). */
 export interface IJobsApi {
@@ -230,7 +230,10 @@ export class JobsSection extends Widget {
       this.setHidden(jobs.error_kind === 'not_configured');
       this._notify();
     } catch (error) {
-      this._error = say('jobs.loadFailed', { problem: describeError(error) });
+      // A stopped server is said once, by the usage note above; the jobs stay as last read.
+      if (!serverNotRunning(error)) {
+        this._error = say('jobs.loadFailed', { problem: describeError(error) });
+      }
     }
     this._render();
   }

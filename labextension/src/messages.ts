@@ -131,6 +131,8 @@ export const MESSAGES = {
   'panel.loadFailed': 'Could not load GPU usage: {problem}. Retrying.',
   'panel.refreshFailed': 'Could not refresh: {problem}. Showing the figures of {time}; retrying.',
   'panel.queueFailed': 'Could not load the queue: {problem}. Retrying.',
+  'panel.notRunning': 'Your server is not running; the figures below are from {time}.',
+  'panel.notRunningYet': 'Your server is not running.',
   'panel.noGpu': 'No GPU visible to this server',
   'panel.noNvml': 'NVML is unavailable on this server; the reason is shown above.',
   'panel.noDevices':

@@ -34,7 +34,7 @@ import {
 } from './model';
 import { QueueSection } from './queue';
 import { parseQueue } from './queueModel';
-import { describeError } from './request';
+import { describeError, serverNotRunning } from './request';
 import { type Child, h } from './dom';
 import type { IDevice, IUsage } from './types';
 
@@ -419,6 +419,9 @@ export class GpuPanel extends Panel {
     try {
       this._queue.setQueue(parseQueue(await this._fetchQueue()), null);
     } catch (error) {
+      if (serverNotRunning(error)) {
+        return; // said once, by the usage note; the queue keeps what it last showed
+      }
       this._queue.setQueue(null, say('panel.queueFailed', { problem: describeError(error) }));
     }
   }
@@ -428,7 +431,7 @@ export class GpuPanel extends Panel {
     try {
       usage = parseUsage(await this._fetchUsage());
     } catch (error) {
-      this._setError(describeError(error));
+      this._setError(describeError(error), serverNotRunning(error));
       this._renderBody();
       throw error;
     }
@@ -507,7 +510,7 @@ export class GpuPanel extends Panel {
     this._partial.textContent = partial === null ? '' : say('panel.partial', { problem: partial });
   }
 
-  private _setError(error: string | null): void {
+  private _setError(error: string | null, notRunning = false): void {
     if (error === this._error) {
       return;
     }
@@ -520,6 +523,13 @@ export class GpuPanel extends Panel {
     }
     this.addClass('jp-mod-error');
     this._note.hidden = false;
+    if (notRunning) {
+      this._note.textContent =
+        this._usage === null
+          ? say('panel.notRunningYet')
+          : say('panel.notRunning', { time: formatTime(this._usage.sampled_at) });
+      return;
+    }
     this._note.textContent =
       this._usage === null
         ? say('panel.loadFailed', { problem: error })

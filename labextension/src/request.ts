@@ -2,6 +2,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
 import { errorWords } from './errorWords';
+import { say } from './messages';
 
 /** The URL namespace of the server extension, under the server's base URL. */
 export const API_NAMESPACE = 'gpuaas/api';
@@ -117,4 +118,12 @@ export function describeError(error: unknown): string {
     return errorWords(0);
   }
   return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Whether a failed request says that this server is not running (stopped, reclaimed): the
+ * sidebar then says so once, above its figures, instead of a failure line in every section.
+ */
+export function serverNotRunning(error: unknown): boolean {
+  return describeError(error) === say('error.notRunning');
 }

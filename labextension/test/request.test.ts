@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 
 import { ServerConnection } from '@jupyterlab/services';
 
-import { failureStatus, requestAPI, requestAPIAnswer } from '../src/request';
+import { failureStatus, requestAPI, requestAPIAnswer, serverNotRunning } from '../src/request';
 
 /** Settings whose fetch answers `status` with `body`, or fails as an unreachable server. */
 function answering(status: number | 'down', body = ''): ServerConnection.ISettings {
@@ -70,5 +70,14 @@ describe('requestAPIAnswer', () => {
       status: 409,
       data: 'no'
     });
+  });
+
+  test('a stopped server is told apart from a service that is away', async () => {
+    // JupyterHub's answer for a stopped server, and its proxy's page with none behind it
+    assert.ok(serverNotRunning(await failure(answering(424, '<html>not running</html>'))));
+    assert.ok(serverNotRunning(await failure(answering(502, '<html>bad gateway</html>'))));
+    // the server answers, in its own words: it runs
+    assert.ok(!serverNotRunning(await failure(answering(503, '{"error": "the service is away"}'))));
+    assert.ok(!serverNotRunning(await failure(answering('down'))));
   });
 });

@@ -55,4 +55,10 @@ async def test_after_a_reclaim_the_products_notice_is_the_one_prompt(
     dialogs = alice.locator(".jp-Dialog")
     assert await dialogs.count() == 0, await dialogs.all_inner_texts()
     assert await stopped.is_visible()
+    # The GPU sidebar says it once (its stop notice), not also in each section that asked the
+    # stopped server since ("Could not load your GPU jobs: your server is not running", within
+    # the 25 s above, before the sections kept quiet about it)
+    sidebar = await alice.locator("#jupyter-gpuaas-panel").text_content() or ""
+    assert "Your server was stopped" in sidebar, sidebar
+    assert "not running" not in sidebar, sidebar
     await delete_jobs(cluster, k8s)
