@@ -8,7 +8,8 @@ pickle and the disk, how long the kernel pauses, and the size the reclaim's wait
    variables as one dict, each to a file with an fsync before it is closed (as the snapshot
    does), the two in turns, best of ``--rounds``: numpy arrays (``--gib``, in 128 MiB float32
    arrays), a pandas frame (``--frame-rows`` rows: float, int, a category and a text column),
-   and where installed a polars frame, a CPU PyTorch model (a 4-layer MLP, 64 MiB), a
+   and where installed a polars frame, both again at about ``--frame-gib`` (the frames people
+   keep: a model's data), a CPU PyTorch model (a 4-layer MLP, 64 MiB), a
    Hugging Face model built from a config (no weights are downloaded) and a JAX array (CPU);
    each one missing is named with the reason. "save" is the snapshot as the kernel asks for it
    (``snapshot_in_background``: the fork, the child's writing, its outcome file read), with
@@ -31,9 +32,10 @@ pickle and the disk, how long the kernel pauses, and the size the reclaim's wait
    not kept: ``--big-gib`` of them would not fit this machine's memory), with the disk's raw
    speed at the same size beside it.
 
-    python -m benchmarks snapshot [--gib 1] [--frame-rows 2000000] [--pause-gib 1]
-                                  [--big-gib 20] [--rounds 3]
-    python -m benchmarks snapshot --gib 0.125 --frame-rows 200000 --pause-gib 0.125 --big-gib 1
+    python -m benchmarks snapshot [--gib 1] [--frame-rows 2000000] [--frame-gib 1]
+                                  [--pause-gib 1] [--big-gib 20] [--rounds 3]
+    python -m benchmarks snapshot --gib 0.125 --frame-rows 200000 --frame-gib 0.125 \
+                                  --pause-gib 0.125 --big-gib 1
 """
 
 from __future__ import annotations
@@ -155,13 +157,17 @@ def polars_frame(rows: int) -> tuple[dict[str, Any], int] | str:
         return f"skipped: polars is not installed here ({e})"
     rng = np.random.default_rng(3)
     df = pl.DataFrame(
-        {
-            "loss": rng.random(rows),
-            "step": np.arange(rows, dtype=np.int64),
-            "note": [f"run-{i % 1000}" for i in range(rows)],
-        }
-    )
+        {"loss": rng.random(rows), "step": np.arange(rows, dtype=np.int64)}
+    ).with_columns(note=pl.format("run-{}", pl.col("step") % 1000))  # no Python strings
     return {"plframe": df}, int(df.estimated_size())
+
+
+def rows_for(make: Callable[[int], tuple[dict[str, Any], int] | str], size: int) -> int | str:
+    """Rows of ``make``'s frame that take about ``size`` bytes (measured on 100,000 rows)."""
+    sample = make(100_000)
+    if isinstance(sample, str):
+        return sample
+    return max(1, round(size / (sample[1] / 100_000)))
 
 
 def torch_model() -> tuple[dict[str, Any], int] | str:
@@ -469,10 +475,33 @@ def _optional(
         skipped.append((what, f"not kept: {type(e).__name__}: {str(e)[:200]}"))
 
 
+def large_frames(
+    rows: list[Row], skipped: list[tuple[str, str]], bench: Bench, size: int, rounds: int
+) -> None:
+    """A pandas and (where installed) a polars frame of about ``size`` bytes each."""
+    pandas_rows = rows_for(frame, size)
+    assert isinstance(pandas_rows, int)  # pandas is a dependency
+    variables, made_size = frame(pandas_rows)
+    rows.append(bench.measure(f"pandas frame, {pandas_rows:,} rows", variables, made_size, rounds))
+    del variables
+    gc.collect()
+    polars_rows = rows_for(polars_frame, size)
+    if isinstance(polars_rows, str):
+        skipped.append(("polars frame, large", polars_rows))
+        return
+    made = polars_frame(polars_rows)
+    _optional(rows, skipped, bench, f"polars frame, {polars_rows:,} rows", made, rounds)
+    del made
+    gc.collect()
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks snapshot", description=__doc__)
     parser.add_argument("--gib", type=float, default=1.0, help="GiB of numpy arrays (1)")
     parser.add_argument("--frame-rows", type=int, default=2_000_000, help="rows of the frames")
+    parser.add_argument(
+        "--frame-gib", type=float, default=1.0, help="GiB of the large frames (1; 0: none)"
+    )
     parser.add_argument("--pause-gib", type=float, default=1.0, help="GiB held for the pause")
     parser.add_argument("--big-gib", type=int, default=20, help="GiB of the streamed run (20)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; the best is shown (3)")
@@ -545,6 +574,8 @@ def main(argv: list[str]) -> int:
         for what, make in makers:
             _optional(rows, skipped, bench, what, make(), args.rounds)
             gc.collect()
+        if args.frame_gib > 0:
+            large_frames(rows, skipped, bench, int(args.frame_gib * GiB), args.rounds)
         print()
         print_rows(rows, skipped)
 

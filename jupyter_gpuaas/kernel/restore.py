@@ -64,6 +64,11 @@ def _load_one(entry: dict[str, Any], parts: list[Any], notes: list[str]) -> Any:
         return _to_device(array, entry, notes) if "library" in entry else array
     if kind == "torch":
         return _load_torch(entry, buffer, notes)
+    if kind == "polars":
+        import polars  # type: ignore[import-not-found, unused-ignore]
+
+        # Its bytes (read as ``bytes``, see store.read_verified_each): parsed where they lie.
+        return polars.DataFrame.deserialize(io.BytesIO(buffer))
     if kind == "pickle":
         import pickle
 

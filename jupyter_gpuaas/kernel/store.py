@@ -73,6 +73,12 @@ byte from memory twice (1 MiB pieces wrote 10-30 % faster on the development mac
 LARGE = 1024 * 1024
 """A part of at least this many bytes is read into memory of its own from the system
 (anonymous ``mmap``): not zero-filled first, as a ``bytearray`` is, and freed whole."""
+READ_AS_BYTES = frozenset({"polars"})
+"""The kinds whose bytes are read as one ``bytes``: what their loader parses without copying
+it first (polars parses an ``io.BytesIO`` over ``bytes`` where they lie, where over other
+memory it copies them: a 384 MiB frame came back in 0.58-0.73 s against 1.1-1.3 s)."""
+MAX_READ = 1 << 30
+"""Bytes asked of one ``read`` (Linux reads at most about 2 GiB at a time)."""
 
 
 CHECKSUMS: dict[int, tuple[str, Callable[..., Any]]] = {
@@ -214,7 +220,8 @@ def read_verified_each(manifest: Manifest, data: IO[bytes]) -> Iterator[list[Any
         parts = _parts(entry)
         data.seek(entry["offset"])
         digest = new_hash()
-        buffers = [_read_into(data, n, digest) for n in parts]
+        read = _read_bytes if entry.get("kind") in READ_AS_BYTES else _read_into
+        buffers = [read(data, n, digest) for n in parts]
         _forget(data, entry["offset"], entry["offset"] + entry["length"])
         if digest.hexdigest() != entry.get(field):
             raise Refused(
@@ -250,6 +257,24 @@ def _read_into(data: IO[bytes], length: int, digest: Any) -> Any:
             digest.update(view[at : min(at + PIECE, done + n)])
         done += n
     view.release()
+    return buffer
+
+
+def _read_bytes(data: IO[bytes], length: int, digest: Any) -> bytes:
+    """``length`` bytes of ``data`` as one ``bytes`` (see :data:`READ_AS_BYTES`), hashed once
+    read."""
+    pieces: list[bytes] = []
+    left = length
+    while left:
+        piece = data.read(min(left, MAX_READ))
+        if not piece:
+            raise Refused("the snapshot's data file is shorter than its manifest says")
+        pieces.append(piece)
+        left -= len(piece)
+    buffer = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    with memoryview(buffer) as view:
+        for at in range(0, length, PIECE):
+            digest.update(view[at : at + PIECE])
     return buffer
 
 

@@ -186,3 +186,25 @@ def test_an_outcome_the_server_read_and_removed_is_not_written_again(home: Path)
     for reaper in [t for t in threading.enumerate() if t.name == "gpuaas-state-writer"]:
         reaper.join(30)
     assert not path.exists()
+
+
+def test_the_writer_removes_the_data_it_replaced_after_giving_its_outcome(home: Path) -> None:
+    assert left(home, in_background(Shell(a=np.arange(1000)))).outcome == "kept"
+    first = {p.name for p in (home / "state").glob("nb.*.data")}
+    answer = in_background(Shell(a=np.arange(2000)))
+    assert left(home, answer).outcome == "kept"
+    for reaper in [t for t in threading.enumerate() if t.name == "gpuaas-state-writer"]:
+        reaper.join(30)  # the writer has exited
+    second = {p.name for p in (home / "state").glob("nb.*.data")}
+    assert len(second) == 1
+    assert second.isdisjoint(first)
+    shell, answer = load()
+    assert answer["status"] == "restored"
+    np.testing.assert_array_equal(shell.user_ns["a"], np.arange(2000))
+
+
+def test_the_package_version_is_looked_up_before_the_fork_once(home: Path) -> None:
+    """A writer would otherwise read the installed packages' metadata at each snapshot."""
+    snapshot_module._package_version.cache_clear()
+    assert left(home, in_background(Shell(a=1))).outcome == "kept"
+    assert snapshot_module._package_version.cache_info().currsize == 1  # here, in the kernel

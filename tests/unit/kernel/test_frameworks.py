@@ -92,11 +92,44 @@ def test_a_pandas_frame_comes_back_equal_its_columns_out_of_band(save: Any, home
     assert restored.loc[0, "loss"] == 5.0
 
 
-def test_a_polars_frame_comes_back_equal(save: Any) -> None:
+def test_a_polars_frame_comes_back_equal(save: Any, home: Path) -> None:
     pl = pytest.importorskip("polars", reason="polars is not installed here (not a test extra)")
     frame = pl.DataFrame({"loss": np.linspace(0, 1, 1000), "note": [f"r{i}" for i in range(1000)]})
     kept(save(Shell(plframe=frame)))
+    assert entries(home)["plframe"]["kind"] == "polars"  # its IPC stream, not its pickle
     assert back(["plframe"])["plframe"].equals(frame)
+
+
+def test_a_polars_frame_of_many_chunks_and_types_is_written_after_polars_ran(save: Any) -> None:
+    """Polars' thread pool has run in the kernel: a forked writer (which has none of its
+    threads) must still write the frame, not wait for them until its deadline."""
+    pl = pytest.importorskip("polars", reason="polars is not installed here (not a test extra)")
+    part = pl.DataFrame({"loss": np.linspace(0, 1, 20_000), "step": np.arange(20_000)})
+    frame = pl.concat([part, part, part], rechunk=False).with_columns(
+        note=pl.format("run-{}", pl.col("step") % 7),
+        pair=pl.concat_list("loss", "loss"),
+        both=pl.struct("loss", "step"),
+    )
+    frame = frame.with_columns(kind=pl.col("note").cast(pl.Categorical))
+    assert frame.group_by("note").agg(pl.col("loss").sum()).height == 7  # the pool at work
+    kept(save(Shell(plframe=frame)))
+    restored = back(["plframe"])["plframe"]
+    assert restored.equals(frame)
+    assert restored.schema == frame.schema
+
+
+def test_a_polars_frame_over_the_budget_is_named_and_the_rest_kept(home: Path) -> None:
+    pl = pytest.importorskip("polars", reason="polars is not installed here (not a test extra)")
+    frame = pl.DataFrame({"loss": np.linspace(0, 1, 200_000)})
+    outcome = save_in_process(
+        Shell(plframe=frame, small=1), directory=DIRECTORY, notebook="nb.ipynb", max_bytes=100_000
+    )
+    assert outcome.outcome == "kept_with_losses", outcome
+    assert [v.name for v in outcome.lost] == ["plframe"]
+    assert "over the size budget" in outcome.lost[0].reason
+    shell = Shell()
+    assert restore(shell, directory=DIRECTORY, key="nb")["restored"] == ["small"]
+    assert shell.user_ns["small"] == 1
 
 
 def test_pytorch_cpu_tensors_and_a_model_come_back_equal(save: Any, home: Path) -> None:

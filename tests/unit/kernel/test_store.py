@@ -300,3 +300,23 @@ def test_a_large_part_is_read_into_memory_of_its_own_with_the_same_bytes(
     assert stream == bytearray(b"PKL!")
     assert bytes(large) == bytes(range(16))
     assert memoryview(large).readonly is False  # an array made on it can be written
+
+
+def test_a_polars_frames_bytes_are_read_as_bytes_in_reads_of_a_bound_and_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "MAX_READ", 3)
+    monkeypatch.setattr(store, "PIECE", 2)
+    kinds = {"plframe": {"kind": "polars"}}
+    value = bytes(range(10))
+    manifest, data_path = write_snapshot(tmp_path, {"plframe": value, "a": b"one"}, kinds=kinds)
+    read = store.read_manifest(manifest)
+    with data_path.open("rb", buffering=0) as data:
+        [[frame], [a]] = store.read_verified(read, data)
+    assert type(frame) is bytes
+    assert frame == value
+    assert a == bytearray(b"one")
+    with pytest.raises(store.Refused, match="the checksum of `plframe` does not match"):
+        store.read_verified(read, io.BytesIO(b"\x00" * 10 + b"one"))
+    with pytest.raises(store.Refused, match="shorter than its manifest says"):
+        store.read_verified(read, io.BytesIO(value[:7]))
