@@ -69,6 +69,7 @@ __all__ = [
     "ServiceStandingUnknown",
     "ServiceUnreachable",
     "ServiceWarning",
+    "ServiceWithdrawal",
     "TerminalActivity",
     "Usage",
 ]
@@ -326,12 +327,23 @@ class ServiceWarning(_ServiceWarningRequired, total=False):
     keeps_kernel_state: bool
 
 
-class ServiceReclaim(TypedDict):
-    """GET api/reclaim of the gpuaas service (forwarded as GET gpuaas/api/reclaim): ..."""
-
+class _ServiceReclaimRequired(TypedDict):
     server: str
     now: str
     warning: ServiceWarning | None
+
+
+class ServiceReclaim(_ServiceReclaimRequired, total=False):
+    """GET api/reclaim of the gpuaas service (forwarded as GET gpuaas/api/reclaim): ..."""
+
+    withdrawn: ServiceWithdrawal | None
+
+
+class ServiceWithdrawal(TypedDict):
+    """A reclaim warning the service withdrew: which one (its warned_at) and when. ..."""
+
+    warned_at: str
+    withdrawn_at: str
 
 
 class _ServiceReportAnswerRequired(TypedDict):

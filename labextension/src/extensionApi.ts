@@ -568,6 +568,15 @@ export interface components {
       /** Format: date-time */
       now: string;
       warning: components['schemas']['service_warning'] | null;
+      /** @description The last warning of this server that the service withdrew (the work it was for went away, or another server covers it), for 10 minutes after, while no new warning came; absent or null when none. A warning gone from `warning` whose `warned_at` this names is over, whatever its deadline; one gone without it near its deadline is the stop beginning. */
+      withdrawn?: components['schemas']['service_withdrawal'] | null;
+    };
+    /** @description A reclaim warning the service withdrew: which one (its warned_at) and when. Why is for the console's journal, which may name other users' work, not for the server's user. */
+    service_withdrawal: {
+      /** Format: date-time */
+      warned_at: string;
+      /** Format: date-time */
+      withdrawn_at: string;
     };
     /** @description POST api/activity: the report was taken (with this server's warning, and what the reclaim asks of it: a snapshot of its kernels, its next report sooner), or, answered 409, taken too late to keep the server. */
     service_report_answer: {

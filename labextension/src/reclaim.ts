@@ -14,6 +14,7 @@ import {
   localTime,
   parseCause,
   parseReclaim,
+  parseWithdrawn,
   parseStanding,
   secondsLeft,
   standingLine
@@ -205,7 +206,8 @@ export class ReclaimWatch {
       warning,
       warning ? parseCause(body.warning) : null,
       serviceSkewMs(body.now, received),
-      received
+      received,
+      parseWithdrawn(answer)
     );
   }
 

@@ -51,6 +51,15 @@ export function parseReclaim(data: unknown): IReclaimWarning | null {
 }
 
 /**
+ * The `warned_at` of the warning the service says it withdrew (`withdrawn`), or null: a
+ * warning gone with this is over, not the stop beginning, however near its deadline.
+ */
+export function parseWithdrawn(data: unknown): string | null {
+  const o = objectAt(data, 'withdrawn');
+  return o !== null && typeof o.warned_at === 'string' ? o.warned_at : null;
+}
+
+/**
  * `kept` where the stop saves the kernels' variables first (the service says so), else
  * `notKept`: the words of what a stop loses follow what the service will do.
  */

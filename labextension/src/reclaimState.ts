@@ -94,12 +94,22 @@ function keptHere(note: ReclaimNote | null, warning: IReclaimWarning): boolean {
 
 /**
  * Whether the warning held, gone from an answer at `now`, is the stop beginning: a real
- * (not dry-run) warning this tab did not keep, from just before its deadline to
- * STOP_GRACE_SECONDS past it.
+ * (not dry-run) warning this tab did not keep and the service did not say it withdrew
+ * (`withdrawnWarnedAt`), from just before its deadline to STOP_GRACE_SECONDS past it.
  */
-function stopBeginning(state: IReclaimState, skewMs: number, now: number): boolean {
+function stopBeginning(
+  state: IReclaimState,
+  skewMs: number,
+  now: number,
+  withdrawnWarnedAt: string | null
+): boolean {
   const last = state.warning;
-  if (last === null || last.dry_run || keptHere(state.note, last)) {
+  if (
+    last === null ||
+    last.dry_run ||
+    keptHere(state.note, last) ||
+    last.warned_at === withdrawnWarnedAt
+  ) {
     return false;
   }
   const overdue = (now + skewMs - Date.parse(last.reclaim_at)) / 1000;
@@ -109,21 +119,23 @@ function stopBeginning(state: IReclaimState, skewMs: number, now: number): boole
 /**
  * A new answer from the server at `now`: it runs (again), so nothing is stopped. A warning
  * that vanishes at its deadline is the stop beginning, not the warning ending — unless this
- * tab's "Keep my GPU" was answered.
+ * tab's "Keep my GPU" was answered, or the service says it withdrew that warning
+ * (`withdrawnWarnedAt`, its `warned_at`).
  */
 export function withAnswer(
   state: IReclaimState,
   warning: IReclaimWarning | null,
   cause: IReclaimCause | null,
   skewMs: number,
-  now: number
+  now: number,
+  withdrawnWarnedAt: string | null = null
 ): IReclaimState {
   if (warning !== null && keptHere(state.note, warning)) {
     // kept: the service withdraws this warning at its next cycle; an answer from before that
     // must not bring its countdown back
     warning = null;
   }
-  if (warning === null && stopBeginning(state, skewMs, now)) {
+  if (warning === null && stopBeginning(state, skewMs, now, withdrawnWarnedAt)) {
     return { ...state, skewMs, stopped: null };
   }
   // A new warning: what this tab said of an earlier one ("kept until ...") is over.

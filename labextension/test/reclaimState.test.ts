@@ -10,6 +10,7 @@ import {
   parseCause,
   parseReclaim,
   parseStanding,
+  parseWithdrawn,
   standingLine
 } from '../src/reclaimModel';
 import {
@@ -243,6 +244,27 @@ describe('the old tab after the stop', () => {
       note: { kind: 'kept', until: null, snoozesLeft: 0, warnedAt: '2026-12-03T13:58:00.000Z' }
     };
     assert.equal(withAnswer(kept, null, null, 0, atDeadline).warning, null);
+  });
+
+  test('a warning the service says it withdrew is over, even in the last seconds', () => {
+    // 20 s before its deadline the work it was for went away: the service withdrew it
+    const late = Date.parse('2026-12-03T14:03:40Z');
+    const gone = withAnswer(warned(), null, null, 0, late, '2026-12-03T13:58:00.000Z');
+    assert.equal(gone.warning, null);
+    assert.equal(alertView(gone, late, HUB).toast, null);
+    // a withdrawal of an earlier warning says nothing of this one: the stop is beginning
+    const other = withAnswer(warned(), null, null, 0, late, '2026-12-03T13:10:00.000Z');
+    assert.ok(other.warning);
+    // and what the service sends is read as it is
+    assert.equal(
+      parseWithdrawn({
+        warning: null,
+        withdrawn: { warned_at: '2026-12-03T13:58:00.000Z', withdrawn_at: '2026-12-03T14:03:40Z' }
+      }),
+      '2026-12-03T13:58:00.000Z'
+    );
+    assert.equal(parseWithdrawn({ warning: null }), null);
+    assert.equal(parseWithdrawn({ warning: null, withdrawn: null }), null);
   });
 
   test('a dry-run warning that vanishes is over, and so is one gone well before', () => {

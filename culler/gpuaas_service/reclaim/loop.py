@@ -129,6 +129,8 @@ audit = logging.getLogger("gpuaas.culler.audit")
 
 MAX_REASON = 1000
 """Characters of a warning's reason kept on the pod (annotations are small)."""
+WITHDRAWAL_SHOWN = timedelta(minutes=10)
+"""How long ``api/reclaim`` names a server's withdrawn warning (``withdrawn``)."""
 STOPPING = "the service is stopping: the next one decides again"
 """Why a stop not yet begun when the service is asked to stop is put off: a snapshot wait
 (``snapshot_timeout``, 60 s) outlasts the service's ``shutdown_grace`` (20 s), and a stop cut
@@ -326,6 +328,11 @@ class ReclaimLoop:
         self._noticed: dict[str, datetime] = {}
         """When this process first had a warning for a server (so, after a restart, a server is
         told "saving" for ``save_lead`` before it is stopped)."""
+        self._withdrawn: dict[str, tuple[datetime, api.ServiceWithdrawal]] = {}
+        """The last warning withdrawn per server (key → when, and its answer), until a new
+        warning or ``WITHDRAWAL_SHOWN`` after: the sidebar tells a withdrawn warning from the stop
+        beginning by it, even near the deadline. Memory only: after a restart the sidebar falls
+        back to the deadline."""
 
     @property
     def state(self) -> LoopState:
@@ -514,7 +521,7 @@ class ReclaimLoop:
                 kept or decision.workbench, refs[key], seen.last if seen else ("", "")
             )
             await self._act(decision, refs[key], now, targets)
-        for table in (self._seen, self._stopping, self._noticed):
+        for table in (self._seen, self._stopping, self._noticed, self._withdrawn):
             for key in [k for k in table if k not in refs]:
                 del table[key]
         for key in [k for k, (uid, _) in self._stopping.items() if refs[k].uid != uid]:
@@ -776,11 +783,20 @@ class ReclaimLoop:
                 pod, {WARNED_AT: None, RECLAIM_DEADLINE: None, RECLAIM_REASON: None}
             )
             self._carried_out("withdraw", d, now)  # the warned user's countdown is off
+            if d.workbench.warned_at is not None:
+                self._withdrawn[d.workbench.key] = (
+                    now,
+                    {
+                        "warned_at": isoformat_z(d.workbench.warned_at),
+                        "withdrawn_at": isoformat_z(now),
+                    },
+                )
         elif d.action is Action.RECLAIM:
             await self._stop(d, pod, now, targets, kept or KeptState(None))
 
     async def _warn(self, d: Decision, pod: PodRef, now: datetime) -> None:
         """The warning kept on the pod, counted, published, an Event and the webhook."""
+        self._withdrawn.pop(d.workbench.key, None)  # a new warning: the last withdrawal is old
         await self.kube.annotate(
             pod,
             {
@@ -1241,7 +1257,15 @@ class ReclaimLoop:
         key = server_key(user, server)
         notice = self.store.notice(key)
         if notice is None:
-            return {"server": server, "now": isoformat_z(now), "warning": None}
+            answer: api.ServiceReclaim = {
+                "server": server,
+                "now": isoformat_z(now),
+                "warning": None,
+            }
+            withdrawn_at, withdrawn = self._withdrawn.get(key, (None, None))
+            if withdrawn_at is not None and now - withdrawn_at < WITHDRAWAL_SHOWN:
+                answer["withdrawn"] = withdrawn
+            return answer
         return {
             "server": server,
             "now": isoformat_z(now),

@@ -40,6 +40,7 @@ from jupyter_gpuaas.core.labels import (
     TEAM_LABEL,
     WARNED_AT,
 )
+from tests.support.api_schema import schema_errors
 from tests.support.jobs_samples import jobs_catalog, jobs_catalog_data
 from tests.support.service_samples import NS
 from tests.support.service_world import (
@@ -214,6 +215,8 @@ async def test_unsynced_kueue_caches_act_on_nothing() -> None:
 async def test_a_busy_kernel_clears_the_warning() -> None:
     w = World()
     await w.cycle()
+    warning = w.loop.warning_for("alice", "")["warning"]
+    assert warning is not None
     w.now += timedelta(seconds=5)
     w.store.record("alice", "", busy(T0), w.now)
     w.store.record("bob", "", idle(T0), w.now)
@@ -222,7 +225,18 @@ async def test_a_busy_kernel_clears_the_warning() -> None:
     assert plan is not None
     assert {d.workbench.key: d.action for d in plan.decisions}["alice"] is Action.CLEAR_WARNING
     assert WARNED_AT not in w.kube.pods["jupyter-alice"]["metadata"]["annotations"]
-    assert w.loop.warning_for("alice", "")["warning"] is None
+    answer = w.loop.warning_for("alice", "")
+    assert answer["warning"] is None
+    # which warning was withdrawn, so that her tab says it is over even near its deadline
+    # (without it, a warning gone then reads as the stop beginning)
+    assert answer.get("withdrawn") == {
+        "warned_at": warning["warned_at"],
+        "withdrawn_at": isoformat_z(w.now),
+    }
+    assert schema_errors("service_reclaim", answer) == []
+    # ...for 10 minutes, and never for a server that was not warned
+    assert "withdrawn" not in w.loop.warning_for("alice", "", w.now + timedelta(minutes=10))
+    assert "withdrawn" not in w.loop.warning_for("alice", "busy")
     # the console's journal says the warning is off, and why (only its warning showed)
     # (bob's too: his batch cannot be covered without alice)
     events = [(e.event, e.user) for e in w.record.journal.entries]
