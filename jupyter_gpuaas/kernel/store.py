@@ -77,8 +77,9 @@ READ_AS_BYTES = frozenset({"polars"})
 """The kinds whose bytes are read as one ``bytes``: what their loader parses without copying
 it first (polars parses an ``io.BytesIO`` over ``bytes`` where they lie, where over other
 memory it copies them: a 384 MiB frame came back in 0.58-0.73 s against 1.1-1.3 s)."""
-MAX_READ = 1 << 30
-"""Bytes asked of one ``read`` (Linux reads at most about 2 GiB at a time)."""
+MAX_READ = 0x7FFFF000
+"""Bytes asked of one ``read``: Linux's most (a part up to that is read straight into its
+``bytes``; a larger one is read in pieces, then joined, a copy)."""
 
 
 CHECKSUMS: dict[int, tuple[str, Callable[..., Any]]] = {
