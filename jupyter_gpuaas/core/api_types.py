@@ -527,12 +527,16 @@ class ServiceJob(TypedDict):
     notified: str | None
 
 
-class ServiceJobs(TypedDict):
-    """GET api/jobs (forwarded as GET gpuaas/api/jobs): the caller's Jobs, newest ..."""
-
+class _ServiceJobsRequired(TypedDict):
     user: str
     generated_at: str
     jobs: list[ServiceJob]
+
+
+class ServiceJobs(_ServiceJobsRequired, total=False):
+    """GET api/jobs (forwarded as GET gpuaas/api/jobs): the caller's Jobs, newest ..."""
+
+    enabled: bool
 
 
 class ServiceJobCancelled(TypedDict):

@@ -743,6 +743,8 @@ export interface components {
       /** Format: date-time */
       generated_at: string;
       jobs: components['schemas']['service_job'][];
+      /** @description false where this hub runs no GPU jobs (the service has no catalog): the sidebar hides its GPU jobs section. Absent: it does. */
+      enabled?: boolean;
     };
     /** @description DELETE api/jobs/{team}/{name}. */
     service_job_cancelled: {

@@ -46,7 +46,8 @@ export function parseJobs(data: unknown): IJobs {
   return {
     jobs: Array.isArray(value.jobs) ? value.jobs : [],
     error: value.error ?? null,
-    error_kind: value.error_kind ?? null
+    // a hub that runs no GPU jobs: as a server with no service, the section is hidden
+    error_kind: value.enabled === false ? 'not_configured' : (value.error_kind ?? null)
   };
 }
 

@@ -98,6 +98,9 @@ void test('parameters are name = value lines, JSON where they parse', () => {
   });
   assert.equal(formatLimit(5400), '1h30m');
   assert.deepEqual(parseJobs({ jobs: [] }), { jobs: [], error: null, error_kind: null });
+  // a hub that runs no GPU jobs: the section is hidden, as on a server with no service
+  assert.equal(parseJobs({ jobs: [], enabled: false }).error_kind, 'not_configured');
+  assert.equal(parseJobs({ jobs: [], enabled: true }).error_kind, null);
 });
 
 function cell(tags?: unknown): Record<string, unknown> {

@@ -399,7 +399,16 @@ class JobService:
         return created
 
     async def list(self, user: str, groups: Sequence[str]) -> api.ServiceJobs:
-        """The caller's notebook Jobs in all their teams, newest first."""
+        """The caller's notebook Jobs in all their teams, newest first; on a hub that runs no
+        GPU jobs (no catalog), none and ``enabled: false``, so that the sidebar has no section
+        that only ever says so."""
+        if self._catalog() is None:
+            return {
+                "user": user,
+                "generated_at": isoformat_z(self.clock()),
+                "jobs": [],
+                "enabled": False,
+            }
         out = []
         positions = self.positions(user, groups) if self.positions else {}
         for tenant in self._teams(groups):

@@ -1341,6 +1341,8 @@ export interface components {
       /** Format: date-time */
       generated_at: string;
       jobs: components['schemas']['service_job'][];
+      /** @description false where this hub runs no GPU jobs (the service has no catalog): the sidebar hides its GPU jobs section. Absent: it does. */
+      enabled?: boolean;
     };
     /** @description GET api/jobs/options (forwarded as GET gpuaas/api/jobs/options): per team that runs notebooks as Jobs, what the dialog offers; limits in seconds. */
     service_job_options: {

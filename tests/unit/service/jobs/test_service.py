@@ -164,3 +164,16 @@ async def test_other_users_jobs_are_not_found_and_the_runner_needs_its_token() -
     assert (await svc.list("alice", ["team-a"]))["jobs"][0]["result"] == "succeeded"
     await svc.cancel("alice", ["team-a"], "team-a", name)
     assert ("job", "team-a", name) not in kube.objects
+
+
+async def test_a_hub_that_runs_no_gpu_jobs_says_so_and_refuses_a_submit() -> None:
+    """No catalog: the list is empty and says so (the sidebar hides its section); a submit
+    still gets the reason it cannot run."""
+    from tests.support.api_schema import schema_errors
+
+    svc = JobService(FakeKube(), lambda: None, service_url="http://svc/", token=lambda: "t")
+    answer = await svc.list("alice", ["team-a"])
+    assert (answer["jobs"], answer.get("enabled")) == ([], False)
+    assert schema_errors("service_jobs", answer) == []
+    with pytest.raises(JobError, match="no catalog is configured for GPU jobs"):
+        await svc.submit("alice", ["team-a"], request_body())
