@@ -107,7 +107,7 @@ async def console_after_cycles(
     two cycles (the ledger counts the time between them) with every server idle 40 min."""
     from gpuaas_service.clients.hub import HubClient
     from gpuaas_service.clients.kubernetes import KubeClient
-    from gpuaas_service.console.state import ConsoleState
+    from gpuaas_service.console.answers import ConsoleState
     from gpuaas_service.reclaim.activity_store import ActivityStore
     from gpuaas_service.reclaim.loop import Feeds, ReclaimLoop, Settings
     from gpuaas_service.reclaim.policy import load_policy

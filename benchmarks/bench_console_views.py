@@ -916,7 +916,7 @@ def print_browser(args: argparse.Namespace, times: BrowserTimes) -> list[list[st
 
 async def organisation_console() -> Any:
     """The organisation, two reclaim cycles over it, the console listening: the console."""
-    from gpuaas_service.console.state import ConsoleState
+    from gpuaas_service.console.answers import ConsoleState
     from gpuaas_service.reclaim.activity_store import ActivityStore
     from gpuaas_service.reclaim.loop import Feeds, ReclaimLoop, Settings
     from gpuaas_service.reclaim.policy import load_policy

@@ -38,7 +38,7 @@ from gpuaas_service.reclaim.policy import PolicyFile
 if TYPE_CHECKING:
     from gpuaas_service.api_types import ServiceHealthPolicy
     from gpuaas_service.clients.kubernetes import PodWatch
-    from gpuaas_service.console.state import ConsoleState
+    from gpuaas_service.console.answers import ConsoleState
     from gpuaas_service.doctor import DoctorSettings
     from gpuaas_service.jobs.service import JobService
     from gpuaas_service.queue.index import QueueIndex
@@ -1067,9 +1067,9 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
         from datetime import timedelta
 
         from gpuaas_service.clients.persisted import PersistedState
+        from gpuaas_service.console.answers import ConsoleState
         from gpuaas_service.console.journal import JOURNAL_CONFIGMAP
         from gpuaas_service.console.record import ConsoleRecord
-        from gpuaas_service.console.state import ConsoleState
         from gpuaas_service.reclaim.usage import UsageRecorder
         from jupyter_gpuaas.core.sizing import PeakHistory
 

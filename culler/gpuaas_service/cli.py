@@ -18,8 +18,8 @@ from typing import Any
 from gpuaas_service.console.fit import mig_rows
 from gpuaas_service.reclaim.decide import decide
 from gpuaas_service.reclaim.explain import explain, explain_policies
+from gpuaas_service.reclaim.explain_input import SnapshotError, load_snapshot_file
 from gpuaas_service.reclaim.policy import PolicyError, PolicySet, load_policy_file
-from gpuaas_service.reclaim.snapshot import SnapshotError, load_snapshot_file
 from jupyter_gpuaas.core.kueue import parse_time
 
 __all__ = ["main"]
@@ -48,7 +48,7 @@ examples:
   gpuaas-culler --doctor --config /etc/gpuaas/config/gpuaas_service_config.py
   KUBECONFIG=admin.kubeconfig gpuaas-culler --doctor --as-service-account jupyterhub/gpuaas-service
 
-The snapshot format is described in gpuaas_service/snapshot.py.
+The snapshot format is described in gpuaas_service/reclaim/explain_input.py.
 """
 
 

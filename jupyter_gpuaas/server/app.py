@@ -1,5 +1,5 @@
 """The jupyter-server extension: configuration (``c.GPUaaS.*``), and the one
-:class:`~jupyter_gpuaas.server.state.ServerState` it builds and hands to its handlers."""
+:class:`~jupyter_gpuaas.server.context.ServerState` it builds and hands to its handlers."""
 
 from __future__ import annotations
 
@@ -28,7 +28,12 @@ from jupyter_gpuaas.gpu.simulate import (
 )
 from jupyter_gpuaas.gpu.spec import DEFAULT_SIMULATED_DEVICES, SpecError, parse_devices
 from jupyter_gpuaas.gpu.usage import KernelInfo
-from jupyter_gpuaas.server.activity import current_activity, kernel_models, latest_user_activity
+from jupyter_gpuaas.server.activity_payload import (
+    current_activity,
+    kernel_models,
+    latest_user_activity,
+)
+from jupyter_gpuaas.server.context import ServerState
 from jupyter_gpuaas.server.handlers import handlers
 from jupyter_gpuaas.server.jobs import Collector
 from jupyter_gpuaas.server.kernel_state import (
@@ -38,7 +43,6 @@ from jupyter_gpuaas.server.kernel_state import (
 )
 from jupyter_gpuaas.server.reporter import Reporter, Snapshot
 from jupyter_gpuaas.server.service_client import ServiceClient
-from jupyter_gpuaas.server.state import ServerState
 
 
 class GPUaaS(ExtensionApp):

@@ -1,6 +1,6 @@
 """HTTP handlers of `{base_url}gpuaas/api/` (docs/api.md).
 
-Every handler is given the extension's :class:`~jupyter_gpuaas.server.state.ServerState` and
+Every handler is given the extension's :class:`~jupyter_gpuaas.server.context.ServerState` and
 only translates between HTTP and it: the GPU sample, the activity payload, the gpuaas hub
 service's answers (queue, reclaim warning, GPU jobs), and the kernels' saved variables.
 """
@@ -28,6 +28,7 @@ from jupyter_gpuaas.core.api_documents import (
 )
 from jupyter_gpuaas.core.kernel_state import summarise
 from jupyter_gpuaas.core.parsing import MAX_BYTES
+from jupyter_gpuaas.server.context import ServerState
 from jupyter_gpuaas.server.jobs import SUBMIT_TIMEOUT, collect_results, job_submission
 from jupyter_gpuaas.server.kernel_state import (
     KernelStateUnavailable,
@@ -39,7 +40,6 @@ from jupyter_gpuaas.server.kernel_state import (
 )
 from jupyter_gpuaas.server.queue import fetch_queue
 from jupyter_gpuaas.server.service_client import ServiceAnswer, ServiceClient, ServiceProblem
-from jupyter_gpuaas.server.state import ServerState
 
 __all__ = ["BodyError", "GPUaaSHandler", "handlers", "operations"]
 

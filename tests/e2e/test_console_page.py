@@ -19,7 +19,7 @@ from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 
 from devcluster.chromium import CHROMIUM, CHROMIUM_ARGS
-from gpuaas_service.console.state import ConsoleState
+from gpuaas_service.console.answers import ConsoleState
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.context import ServiceContext
 from tests.support import service_samples as samples

@@ -11,7 +11,7 @@ from jupyterhub.services.auth import HubOAuth
 from tornado import web
 from tornado.routing import PathMatches
 
-from gpuaas_service.console.state import ConsoleState
+from gpuaas_service.console.answers import ConsoleState
 from gpuaas_service.resize.resizer import Resizer
 from gpuaas_service.web.context import ServiceContext
 from gpuaas_service.web.servers import ServerTokens

@@ -12,9 +12,9 @@ from typing import Any
 
 from gpuaas_service.clients.hub import HubError
 from gpuaas_service.clients.persisted import PersistedState
+from gpuaas_service.console.answers import ConsoleState
 from gpuaas_service.console.journal import JOURNAL_CONFIGMAP
 from gpuaas_service.console.record import ConsoleRecord
-from gpuaas_service.console.state import ConsoleState
 from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.loop import ReclaimLoop, Settings

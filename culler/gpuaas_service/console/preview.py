@@ -2,7 +2,7 @@
 live state (pure; nothing is changed, the policy in force stays).
 
 The live state is the last complete cycle's inputs as a snapshot
-(:func:`gpuaas_service.reclaim.snapshot.dump_snapshot`): the same reader and the same
+(:func:`gpuaas_service.reclaim.explain_input.dump_snapshot`): the same reader and the same
 :func:`~gpuaas_service.reclaim.decide.decide` as ``gpuaas-culler --explain`` — the pasted
 policy's own ``report_stale_after`` and ``busy_utilization_percent`` judge the activity again.
 """
@@ -16,8 +16,8 @@ from gpuaas_service import api_types as service_api
 from gpuaas_service.console.aggregates import plan_rows, summary
 from gpuaas_service.reclaim.decide import Plan, decide
 from gpuaas_service.reclaim.explain import explain_policies
+from gpuaas_service.reclaim.explain_input import SnapshotError, load_snapshot
 from gpuaas_service.reclaim.policy import PolicyError, PolicySet, load_policy
-from gpuaas_service.reclaim.snapshot import SnapshotError, load_snapshot
 from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.parsing import ParseError, load_yaml

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuaas_service.doctor.checks import Check, all_ok, run_checks
-from gpuaas_service.doctor.gather import DoctorSettings, gather, service_queries
+from gpuaas_service.doctor.reads import DoctorSettings, gather, service_queries
 
 __all__ = [
     "Check",

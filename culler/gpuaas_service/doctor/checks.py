@@ -2,7 +2,7 @@
 
 Every check says ``ok``, ``missing`` (something to create), ``wrong`` (something there but not
 as jupyter-gpuaas needs it) or ``unknown`` (the doctor could not read what it would judge), with
-the fix in the operator's words. Nothing here does I/O: :mod:`gpuaas_service.doctor.gather`
+the fix in the operator's words. Nothing here does I/O: :mod:`gpuaas_service.doctor.reads`
 reads the cluster, the hub and Prometheus into :class:`Facts`, and :func:`run_checks` judges
 them; each check is tested with tables of plain data (tests/unit/service/doctor/).
 """
@@ -176,7 +176,7 @@ class PrometheusFacts:
 
 @dataclass(frozen=True)
 class Facts:
-    """Everything the checks judge, as read by the doctor (gather.py)."""
+    """Everything the checks judge, as read by the doctor (reads.py)."""
 
     api_groups: Read[Mapping[str, Sequence[str]]]
     """API group → the versions the apiserver serves (discovery)."""

@@ -49,7 +49,7 @@ from gpuaas_service.jobs.request import (
     job_teams,
     validate_job_request,
 )
-from gpuaas_service.jobs.state import job_summary
+from gpuaas_service.jobs.status import job_summary
 from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.catalog import Catalog, Offering, Tenant
 from jupyter_gpuaas.core.choice import HeadroomFn

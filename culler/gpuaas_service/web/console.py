@@ -19,7 +19,8 @@
 The console's endpoints need the custom hub scope :data:`CONSOLE_SCOPE` (``custom:gpuaas:console``;
 ``custom:gpuaas:console!group=G``: only team ``G``); the rest get 403. A cookie-authenticated POST
 needs the hub's XSRF token (``X-XSRFToken``, given in the page), as JupyterHub checks its forms.
-Every answer comes from the service's memory (:class:`~gpuaas_service.console.state.ConsoleState`).
+Every answer comes from the service's memory
+(:class:`~gpuaas_service.console.answers.ConsoleState`).
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
 from tornado import escape, web
 
 from gpuaas_service import api_types as service_api
+from gpuaas_service.console.answers import ConsoleState, export_csv, export_rows
 from gpuaas_service.console.preview import MAX_POLICY_BYTES, PreviewError, preview
 from gpuaas_service.console.standing import standing
-from gpuaas_service.console.state import ConsoleState, export_csv, export_rows
 from gpuaas_service.reclaim.activity_store import server_key
 from gpuaas_service.web.base import BodyAfterCaller, JSONHandler, ServerHandler, operations
 from gpuaas_service.web.context import ServiceContext
@@ -172,7 +173,7 @@ class ConsoleAssetHandler(BodyAfterCaller):
 @operations(get="getConsole")
 class ConsoleAPIHandler(_ConsoleHandler):
     """The last build's bytes (gzipped for a client that takes gzip): nothing is built or
-    serialised per request (console/state.py)."""
+    serialised per request (console/answers.py)."""
 
     def get(self) -> None:
         only = self.visible()

@@ -42,7 +42,7 @@ from gpuaas_service.clients.prometheus import (
     history_step,
     read_matrix,
 )
-from gpuaas_service.console.state import GZIP_LEVEL, ConsoleState
+from gpuaas_service.console.answers import GZIP_LEVEL, ConsoleState
 from gpuaas_service.web.base import limit, operations
 from gpuaas_service.web.console import _ConsoleHandler
 from gpuaas_service.web.context import ServiceContext

@@ -13,7 +13,7 @@ from typing import Any
 from jupyterhub.services.auth import HubAuth, HubOAuth
 
 from gpuaas_service.api_types import ServiceHealthPolicy
-from gpuaas_service.console.state import ConsoleState
+from gpuaas_service.console.answers import ConsoleState
 from gpuaas_service.jobs.service import JobService
 from gpuaas_service.queue.index import QueueIndex
 from gpuaas_service.reclaim.loop import ReclaimLoop

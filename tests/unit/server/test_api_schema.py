@@ -17,7 +17,7 @@ from gpuaas_service.queue.workloads import queue_payload, read_notebook_pod
 from jupyter_gpuaas.core.activity import KernelActivity, TerminalActivity
 from jupyter_gpuaas.core.kueue import read_workload
 from jupyter_gpuaas.gpu.model import Device
-from jupyter_gpuaas.server.activity import activity_payload
+from jupyter_gpuaas.server.activity_payload import activity_payload
 from jupyter_gpuaas.server.queue import error_payload
 from jupyter_gpuaas.server.service_client import ServiceProblem
 from tests.support import openapi, route_table

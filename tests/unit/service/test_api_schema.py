@@ -21,15 +21,15 @@ from tornado.netutil import bind_sockets
 from gpuaas_service.app import _policy_health
 from gpuaas_service.clients.prometheus import PrometheusClient
 from gpuaas_service.console.aggregates import plan_row
+from gpuaas_service.console.answers import ConsoleState
 from gpuaas_service.console.preview import preview
 from gpuaas_service.console.standing import standing
-from gpuaas_service.console.state import ConsoleState
 from gpuaas_service.jobs.request import JobRequestError
 from gpuaas_service.jobs.service import CapReached
 from gpuaas_service.reclaim.activity_store import server_key
 from gpuaas_service.reclaim.decide import HandOffRecord, PlacementWait
+from gpuaas_service.reclaim.explain_input import dump_snapshot
 from gpuaas_service.reclaim.policy import PolicyFile
-from gpuaas_service.reclaim.snapshot import dump_snapshot
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.base import error_answer
 from gpuaas_service.web.console_history import History, history_answer

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from gpuaas_service.console.answers import export_csv, export_rows
 from gpuaas_service.console.journal import Entry
 from gpuaas_service.console.ledger import DayKey, Ledger, holds_its_gpu, servers_on_nodes
-from gpuaas_service.console.state import export_csv, export_rows
 from gpuaas_service.reclaim.decide import Workbench
 from gpuaas_service.reclaim.idleness import State
 from tests.support.console_samples import T0, wb

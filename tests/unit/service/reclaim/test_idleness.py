@@ -18,7 +18,7 @@ from jupyter_gpuaas.core.activity import (
     parse_activity,
 )
 from jupyter_gpuaas.gpu.model import Device
-from jupyter_gpuaas.server.activity import activity_payload
+from jupyter_gpuaas.server.activity_payload import activity_payload
 from tests.support.service_world import T0, World, busy
 
 NOW = datetime(2026, 11, 30, 16, 40, tzinfo=timezone.utc)

@@ -21,10 +21,10 @@ from gpuaas_service.reclaim.activity_store import (
     report_again_in,
 )
 from gpuaas_service.reclaim.decide import Action, Need, PendingWorkload, Workbench, decide
+from gpuaas_service.reclaim.explain_input import dump_snapshot, load_snapshot
 from gpuaas_service.reclaim.idleness import ActivityReport, Idleness, State
 from gpuaas_service.reclaim.kept_state import KeptState
 from gpuaas_service.reclaim.policy import PolicyError, load_policy
-from gpuaas_service.reclaim.snapshot import dump_snapshot, load_snapshot
 from jupyter_gpuaas.core.activity import (
     KernelStateReport,
     kernel_state_json,

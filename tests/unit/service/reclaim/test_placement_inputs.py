@@ -15,6 +15,7 @@ import pytest
 from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.decide import PlacementWait, decide
 from gpuaas_service.reclaim.explain import explain
+from gpuaas_service.reclaim.explain_input import SnapshotError, dump_snapshot, load_snapshot
 from gpuaas_service.reclaim.gather import (
     placement_waits,
     pod_cards,
@@ -23,7 +24,6 @@ from gpuaas_service.reclaim.gather import (
 )
 from gpuaas_service.reclaim.loop import Feeds, ReclaimLoop, Settings
 from gpuaas_service.reclaim.policy import load_policy
-from gpuaas_service.reclaim.snapshot import SnapshotError, dump_snapshot, load_snapshot
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
 from tests.support import service_samples as world

@@ -27,7 +27,7 @@ from gpuaas_service.clients.prometheus import (
     read_matrix,
     team_matcher,
 )
-from gpuaas_service.console.state import ConsoleState
+from gpuaas_service.console.answers import ConsoleState
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.console_history import (
     NOT_CONFIGURED,

@@ -16,7 +16,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 
-from gpuaas_service.console.state import ConsoleState
+from gpuaas_service.console.answers import ConsoleState
 from gpuaas_service.web.app import make_app
 from gpuaas_service.web.context import ServiceContext
 from jupyter_gpuaas.core.sizing import PeakHistory

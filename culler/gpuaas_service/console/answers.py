@@ -44,8 +44,8 @@ from gpuaas_service.console.starts import StartWatch
 from gpuaas_service.reclaim.decide import Plan, assess_handoff
 from gpuaas_service.reclaim.events import CycleInputs, CycleResult, LoopEvent
 from gpuaas_service.reclaim.explain import explain_policies
+from gpuaas_service.reclaim.explain_input import dump_snapshot
 from gpuaas_service.reclaim.loop import ReclaimLoop
-from gpuaas_service.reclaim.snapshot import dump_snapshot
 from jupyter_gpuaas.core.catalog import Catalog
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.headroom import QueueState

@@ -1,4 +1,4 @@
-"""What the extension's handlers share (jupyter_gpuaas.server.state): its defaults are the
+"""What the extension's handlers share (jupyter_gpuaas.server.context): its defaults are the
 extension's own option defaults, so a state built without them means what the options say."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.server.app import GPUaaS
-from jupyter_gpuaas.server.state import ServerState
+from jupyter_gpuaas.server.context import ServerState
 
 
 async def nothing() -> api.Activity:

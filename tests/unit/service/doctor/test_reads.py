@@ -1,4 +1,4 @@
-"""The doctor's reads (gpuaas_service.doctor.gather), where they decide something: the queries it
+"""The doctor's reads (gpuaas_service.doctor.reads), where they decide something: the queries it
 asks Prometheus, the words of a failed read, the catalog and policy files, and an API server
 that does not answer (a real client against a closed loopback port). The reads of a live
 cluster are tested with the real one in tests/integration/test_doctor.py."""
@@ -17,14 +17,14 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
 from gpuaas_service.doctor.checks import Read, run_checks
-from gpuaas_service.doctor.gather import DoctorSettings, gather, service_queries
+from gpuaas_service.doctor.reads import DoctorSettings, gather, service_queries
 from gpuaas_service.reclaim.policy import load_policy_file
 
 ROOT = Path(__file__).resolve().parents[4]
 CATALOG = ROOT / "spawner" / "demo-catalog.yaml"
 POLICY = ROOT / "culler" / "examples" / "policy.yaml"
 # The package's ``gather`` is the function: the module, for its helpers.
-doctor_gather = importlib.import_module("gpuaas_service.doctor.gather")
+doctor_reads = importlib.import_module("gpuaas_service.doctor.reads")
 
 
 # --------------------------------------------------------------------------- queries
@@ -81,14 +81,14 @@ async def test_a_failed_read_says_why_and_whether_it_was_forbidden(
     async def fails() -> int:
         raise error
 
-    assert await doctor_gather._read(fails) == Read(None, reason, forbidden)
+    assert await doctor_reads._read(fails) == Read(None, reason, forbidden)
 
 
 async def test_a_read_that_answers_keeps_its_value() -> None:
     async def answers() -> list[str]:
         return ["v1"]
 
-    assert await doctor_gather._read(answers) == Read(["v1"])
+    assert await doctor_reads._read(answers) == Read(["v1"])
 
 
 async def test_a_cancelled_read_is_cancelled_not_a_fact() -> None:
@@ -96,34 +96,34 @@ async def test_a_cancelled_read_is_cancelled_not_a_fact() -> None:
         raise asyncio.CancelledError
 
     with pytest.raises(asyncio.CancelledError):
-        await doctor_gather._read(cancelled)
+        await doctor_reads._read(cancelled)
 
 
 # --------------------------------------------------------------------------- the files
 
 
 def test_the_catalog_is_read_or_its_errors_said(tmp_path: Path) -> None:
-    assert doctor_gather._load_catalog("") == Read.failed("no catalog_file")
-    good = doctor_gather._load_catalog(str(CATALOG))
+    assert doctor_reads._load_catalog("") == Read.failed("no catalog_file")
+    good = doctor_reads._load_catalog(str(CATALOG))
     assert good.value is not None
     assert not good.error
-    missing = doctor_gather._load_catalog(str(tmp_path / "none.yaml"))
+    missing = doctor_reads._load_catalog(str(tmp_path / "none.yaml"))
     assert missing.value is None
     assert "none.yaml: cannot read the catalog file" in missing.error
 
 
 def test_the_policy_is_checked_against_the_catalogs_teams(tmp_path: Path) -> None:
-    catalog = doctor_gather._load_catalog(str(CATALOG)).value
+    catalog = doctor_reads._load_catalog(str(CATALOG)).value
     assert catalog is not None
-    assert doctor_gather._policy_problems("", catalog) == Read([])
-    assert doctor_gather._policy_problems(str(POLICY), catalog) == Read([])
+    assert doctor_reads._policy_problems("", catalog) == Read([])
+    assert doctor_reads._policy_problems(str(POLICY), catalog) == Read([])
     stray = tmp_path / "policy.yaml"
     stray.write_text("policies:\n  - name: p\n    match: {teams: [team-zed]}\n    idle_after: 1h\n")
-    problems = doctor_gather._policy_problems(str(stray), catalog).value
+    problems = doctor_reads._policy_problems(str(stray), catalog).value
     assert problems
     assert any("team-zed" in p for p in problems), problems
     load_policy_file(str(stray))  # the same file without a catalog to check teams against
-    assert doctor_gather._policy_problems(str(stray), None) == Read([])
+    assert doctor_reads._policy_problems(str(stray), None) == Read([])
 
 
 # --------------------------------------------------------------------------- no API server

@@ -11,9 +11,9 @@ from gpuaas_service.console.preview import (
     plan_of_snapshot,
 )
 from gpuaas_service.reclaim.decide import Action, decide
+from gpuaas_service.reclaim.explain_input import dump_snapshot, load_snapshot
 from gpuaas_service.reclaim.idleness import ActivityReport
 from gpuaas_service.reclaim.policy import load_policy_file
-from gpuaas_service.reclaim.snapshot import dump_snapshot, load_snapshot
 from jupyter_gpuaas.core.activity import parse_activity
 from tests.support.console_samples import EXAMPLES
 

@@ -40,7 +40,7 @@ class _View:
 
 
 def console_of(plan: Any, *, ticks: list[float]) -> tuple[Any, _View]:
-    from gpuaas_service.console.state import ConsoleState
+    from gpuaas_service.console.answers import ConsoleState
     from gpuaas_service.reclaim.loop import ReclaimLoop
 
     policies = load_policy_file(str(EXAMPLES / "policy.yaml"))
@@ -119,7 +119,7 @@ def test_console_answer_for_some_teams_only() -> None:
 
 
 def test_console_keeps_a_bounded_number_of_team_sets() -> None:
-    from gpuaas_service.console import state
+    from gpuaas_service.console import answers as state
 
     ticks = [0.0]
     console, _ = console_of(two_team_plan(), ticks=ticks)
@@ -138,7 +138,7 @@ def test_the_showback_csv_escapes_cells_a_spreadsheet_would_run_as_formulas() ->
     import csv
     import io
 
-    from gpuaas_service.console.state import export_csv
+    from gpuaas_service.console.answers import export_csv
 
     names = ['=HYPERLINK("http://x")', "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "alice"]
     rows = [
@@ -169,7 +169,7 @@ def test_the_showback_csv_quotes_line_breaks_and_neutralises_a_formula_on_every_
     import csv
     import io
 
-    from gpuaas_service.console.state import FORMULA_STARTS, export_csv
+    from gpuaas_service.console.answers import FORMULA_STARTS, export_csv
 
     users = ['alice\r=HYPERLINK("http://x")', "bob\n+1+1", "carol\r\n@SUM(A1)", "dave\r\r-1"]
     rows = [{"day": "2026-11-30", "team": "team-a", "user": u, "offering": "o"} for u in users]
@@ -231,7 +231,7 @@ def test_a_team_leads_console_names_no_other_teams_work() -> None:
 
 
 def test_each_cycle_creates_the_counters_of_every_team_with_a_queue_at_zero() -> None:
-    from gpuaas_service.console.state import update_metrics
+    from gpuaas_service.console.answers import update_metrics
 
     console, _ = console_of(two_team_plan(), ticks=[0.0])
     update_metrics(console)
@@ -242,7 +242,7 @@ def test_each_cycle_creates_the_counters_of_every_team_with_a_queue_at_zero() ->
 
 
 def test_a_failed_start_is_counted_in_the_ledger_the_metrics_and_the_teams_today() -> None:
-    from gpuaas_service.console.state import export_rows
+    from gpuaas_service.console.answers import export_rows
     from jupyter_gpuaas.core.labels import HUB_USERNAME_ANNOTATION, TEAM_LABEL
 
     console, _ = console_of(two_team_plan(), ticks=[0.0])

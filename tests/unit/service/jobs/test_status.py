@@ -1,4 +1,4 @@
-"""A notebook Job's state and summary as the sidebar shows them (``gpuaas_service.jobs.state``)."""
+"""A notebook Job's state and summary as the sidebar shows them (``gpuaas_service.jobs.status``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpuaas_service.jobs.state import job_state, job_summary
+from gpuaas_service.jobs.status import job_state, job_summary
 from jupyter_gpuaas.core.catalog import Tenant
 from jupyter_gpuaas.core.kueue import MAX_EXEC_TIME_LABEL
 from jupyter_gpuaas.core.labels import (

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from jupyter_gpuaas.core.activity import KernelActivity
 from jupyter_gpuaas.gpu.model import Device
-from jupyter_gpuaas.server.activity import activity_payload, attributable_utilization
+from jupyter_gpuaas.server.activity_payload import activity_payload, attributable_utilization
 
 T0 = datetime(2026, 11, 30, 16, 0, tzinfo=timezone.utc)
 STARTED = T0 - timedelta(hours=1)
@@ -95,7 +95,7 @@ def test_the_latest_activity_is_a_persons_not_the_servers_own_snapshot() -> None
     kernel running the server's own snapshot counts as it was before the snapshot."""
     from types import SimpleNamespace
 
-    from jupyter_gpuaas.server.activity import latest_user_activity
+    from jupyter_gpuaas.server.activity_payload import latest_user_activity
     from jupyter_gpuaas.server.kernel_state import OWN_REQUEST
 
     saving = SimpleNamespace(**{OWN_REQUEST: at(-20)})  # its user left it 20 min ago
