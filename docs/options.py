@@ -46,8 +46,8 @@ PROCESSES: tuple[tuple[str, str, str], ...] = (
         "Set in `jupyter_server_config.py` of the user's image, or on the command line as"
         " `--GPUaaS.name=value`; `jupyter server --help-all` prints the same texts. The code that"
         " runs in kernels (`jupyter_gpuaas/kernel/`) and in a GPU Job's pod"
-        " (`jupyter_gpuaas/job/`) has no options of its own: the server extension's settings are"
-        " passed to it.",
+        " (`jupyter_gpuaas/job_pod/`) has no options of its own: the server extension's settings"
+        " are passed to it.",
     ),
     (
         "gpuaas_service",

@@ -16,7 +16,7 @@ from jupyter_gpuaas.core.activity import (
 )
 from jupyter_gpuaas.gpu.model import Device
 from jupyter_gpuaas.gpu.sampler import Sampler
-from jupyter_gpuaas.server.kernel_state import as_its_user_left_it
+from jupyter_gpuaas.server.kernel_requests import as_its_user_left_it
 
 
 def attributable_utilization(devices: Sequence[Device]) -> list[tuple[str, int]]:

@@ -36,7 +36,7 @@ from jupyter_gpuaas.server.activity_payload import (
 from jupyter_gpuaas.server.context import ServerState
 from jupyter_gpuaas.server.handlers import handlers
 from jupyter_gpuaas.server.jobs import Collector
-from jupyter_gpuaas.server.kernel_state import (
+from jupyter_gpuaas.server.kernel_requests import (
     KernelStateSettings,
     StateSizes,
     snapshot_all_kernels,

@@ -9,7 +9,7 @@ from jupyter_gpuaas.core import api_types as api
 from jupyter_gpuaas.core.api_documents import RequestBodies, request_bodies
 from jupyter_gpuaas.gpu.sampler import Sampler
 from jupyter_gpuaas.server.jobs import Collector
-from jupyter_gpuaas.server.kernel_state import KernelStateSettings, StateSizes
+from jupyter_gpuaas.server.kernel_requests import KernelStateSettings, StateSizes
 from jupyter_gpuaas.server.reporter import Reporter
 from jupyter_gpuaas.server.service_client import ServiceClient
 

@@ -30,7 +30,7 @@ from jupyter_gpuaas.core.kernel_state import summarise
 from jupyter_gpuaas.core.parsing import MAX_BYTES
 from jupyter_gpuaas.server.context import ServerState
 from jupyter_gpuaas.server.jobs import SUBMIT_TIMEOUT, collect_results, job_submission
-from jupyter_gpuaas.server.kernel_state import (
+from jupyter_gpuaas.server.kernel_requests import (
     KernelStateUnavailable,
     restore_kernel,
     snapshot_all_kernels,

@@ -2,7 +2,7 @@
 
 One reader for every path that reads a snapshot's files: the kernel's restore and its clean-up
 after a snapshot (:mod:`jupyter_gpuaas.kernel`), the server's listing and its wait for a
-background writer's outcome (:mod:`jupyter_gpuaas.server.kernel_state`). It opens and reads;
+background writer's outcome (:mod:`jupyter_gpuaas.server.kernel_requests`). It opens and reads;
 what it read is judged by the pure checks of :mod:`jupyter_gpuaas.core.kernel_state`, on the
 file as opened (a link is not followed, a FIFO is not waited on). Nothing here unpickles.
 """

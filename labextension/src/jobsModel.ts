@@ -151,7 +151,7 @@ export function formatLimit(seconds: number | null): string {
   return `${h > 0 ? `${String(h)}h` : ''}${m > 0 ? `${String(m)}m` : ''}` || `${String(seconds)}s`;
 }
 
-/** Where the job's runner puts the dialog's parameters (jupyter_gpuaas/job/runner.py). */
+/** Where the job's runner puts the dialog's parameters (jupyter_gpuaas/job_pod/runner.py). */
 export const PARAMETERS_TAG = 'parameters';
 
 /** What the dialog says about the parameters' place in the notebook. */

@@ -15,7 +15,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_gpuaas.core.kernel_state import KernelStateOutcome, state_key
-from jupyter_gpuaas.server.kernel_state import (
+from jupyter_gpuaas.server.kernel_requests import (
     KernelStateSettings,
     StateSizes,
     _ask_kernel,

@@ -4,7 +4,7 @@
   caller), the offering's resources, node selector, tolerations, scheduler name and pod
   annotations (a HAMi fraction needs ``hami-scheduler``, as a server does), a sized
   ``/dev/shm``, the time limit as Kueue's maximum execution time, the catalog image running
-  ``python -m jupyter_gpuaas.job`` — and no secret or notebook content as a literal: Kueue
+  ``python -m jupyter_gpuaas.job_pod`` — and no secret or notebook content as a literal: Kueue
   copies the pod template into the Workload, which teammates may read;
 - on a flavor that Kueue's Topology Aware Scheduling places (a ``topologyName``), the
   pod-template annotation ``kueue.x-k8s.io/podset-required-topology`` (:func:`job_topology`):
@@ -64,7 +64,7 @@ __all__ = [
 JOB_KIND = "notebook"
 """The value of :data:`JOB_LABEL` on everything of a notebook Job."""
 CONTAINER = "notebook"
-RUNNER_COMMAND = ("python", "-m", "jupyter_gpuaas.job")
+RUNNER_COMMAND = ("python", "-m", "jupyter_gpuaas.job_pod")
 """What the Job's container runs: the runner shipped with the server extension, which every
 notebook image that runs the sidebar has."""
 INPUT_NOTEBOOK_KEY = "notebook.ipynb"

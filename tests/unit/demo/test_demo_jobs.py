@@ -23,7 +23,7 @@ from demo.jobs import (
 )
 from devcluster.config import DEMO_CATALOG
 from jupyter_gpuaas.core.catalog import build_catalog, load_catalog_file
-from jupyter_gpuaas.job.runner import PARAMETERS_TAG
+from jupyter_gpuaas.job_pod.runner import PARAMETERS_TAG
 
 REPO = Path(__file__).resolve().parents[3]
 MANIFESTS = REPO / "devcluster" / "manifests"
@@ -72,8 +72,8 @@ def test_the_sample_notebook_has_a_parameters_cell_that_is_not_first() -> None:
 
 
 def test_the_sample_notebook_runs(tmp_path: Path) -> None:
-    """What a job runs (jupyter_gpuaas.job) with the dialog's values for its parameters."""
-    from jupyter_gpuaas.job.runner import inject_parameters
+    """What a job runs (jupyter_gpuaas.job_pod) with the dialog's values for its parameters."""
+    from jupyter_gpuaas.job_pod.runner import inject_parameters
 
     (sample,) = EXAMPLES.glob("*.ipynb")
     nb = inject_parameters(json.loads(sample.read_text()), {"epochs": 2})

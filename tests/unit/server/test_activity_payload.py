@@ -96,7 +96,7 @@ def test_the_latest_activity_is_a_persons_not_the_servers_own_snapshot() -> None
     from types import SimpleNamespace
 
     from jupyter_gpuaas.server.activity_payload import latest_user_activity
-    from jupyter_gpuaas.server.kernel_state import OWN_REQUEST
+    from jupyter_gpuaas.server.kernel_requests import OWN_REQUEST
 
     saving = SimpleNamespace(**{OWN_REQUEST: at(-20)})  # its user left it 20 min ago
     km = Kernels(

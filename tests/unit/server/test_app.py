@@ -14,7 +14,7 @@ from traitlets import TraitError
 
 from jupyter_gpuaas.gpu.spec import DEFAULT_SIMULATED_DEVICES
 from jupyter_gpuaas.server.app import GPUaaS
-from jupyter_gpuaas.server.kernel_state import KernelStateSettings
+from jupyter_gpuaas.server.kernel_requests import KernelStateSettings
 
 OPTIONS = sorted(GPUaaS.class_own_traits(config=True))
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from jupyter_gpuaas.core.kernel_state import state_key
-from jupyter_gpuaas.server.kernel_state import KernelStateSettings, restore_answer, snapshot_info
+from jupyter_gpuaas.server.kernel_requests import KernelStateSettings, restore_answer, snapshot_info
 from tests.support.api_schema import schema_errors
 from tests.support.snapshot_files import write_snapshot
 

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 
-from jupyter_gpuaas.server.kernel_state import (
+from jupyter_gpuaas.server.kernel_requests import (
     ESTIMATE_EVERY,
     MAX_NOT_KEPT,
     KernelEstimate,

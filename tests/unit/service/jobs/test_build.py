@@ -71,7 +71,7 @@ def test_the_job_is_exactly_this() -> None:
                         {
                             "name": "notebook",
                             "image": "quay.io/jupyter/pytorch-notebook:cuda12-2025-06-02",
-                            "command": ["python", "-m", "jupyter_gpuaas.job"],
+                            "command": ["python", "-m", "jupyter_gpuaas.job_pod"],
                             "env": [
                                 {"name": "GPUAAS_JOB_SERVICE_URL", "value": "http://svc/x/"},
                                 {"name": "GPUAAS_JOB_NAMESPACE", "value": "team-a"},
@@ -144,7 +144,7 @@ def test_a_cpu_job_gets_its_sizes_cpu_and_memory_and_no_shm() -> None:
             {
                 "name": "notebook",
                 "image": "quay.io/jupyter/scipy-notebook:2025-06-02",
-                "command": ["python", "-m", "jupyter_gpuaas.job"],
+                "command": ["python", "-m", "jupyter_gpuaas.job_pod"],
                 "env": [
                     {"name": "GPUAAS_JOB_SERVICE_URL", "value": "http://svc/"},
                     {"name": "GPUAAS_JOB_NAMESPACE", "value": "team-b"},

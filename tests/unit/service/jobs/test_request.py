@@ -183,7 +183,7 @@ def test_forged_requests_never_reach_a_manifest_unchecked(
     assert labels["gpuaas.jupyter.org/user"] == "alice"
     assert labels["kueue.x-k8s.io/queue-name"] == req.jobs.local_queue
     container = job["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["python", "-m", "jupyter_gpuaas.job"]
+    assert container["command"] == ["python", "-m", "jupyter_gpuaas.job_pod"]
     allowed_images = {i.image for i in CATALOG.images_for(req.offering)}
     assert container.get("image") in allowed_images | {None}
     gpu = {k: v for k, v in container["resources"]["limits"].items() if "/" in k}

@@ -1,11 +1,11 @@
-"""The Job's runner: papermill-style parameters (jupyter_gpuaas/job/runner.py)."""
+"""The Job's runner: papermill-style parameters (jupyter_gpuaas/job_pod/runner.py)."""
 
 from __future__ import annotations
 
 import ast
 from typing import Any
 
-from jupyter_gpuaas.job.runner import format_parameters, inject_parameters
+from jupyter_gpuaas.job_pod.runner import format_parameters, inject_parameters
 
 
 def _cell(source: str, tags: list[str] | None = None) -> dict[str, Any]:

@@ -1,5 +1,0 @@
-import sys
-
-from jupyter_gpuaas.job.runner import main
-
-sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from jupyter_gpuaas.job_pod.runner import main
+
+sys.exit(main())
