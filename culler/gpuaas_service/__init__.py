@@ -1,4 +1,4 @@
-"""The gpuaas hub service (``gpuaas-service``, :mod:`.app`) and its ``gpuaas-culler`` CLI.
+"""The gpuaas hub service (``gpuaas-service``, :mod:`.app`) and its ``gpuaas-admin`` CLI.
 
 One process beside the hub, split by job:
 

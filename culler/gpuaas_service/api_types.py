@@ -483,7 +483,7 @@ class ServiceSnapshotWait(TypedDict):
 
 
 class ServiceConsoleSnapshot(TypedDict):
-    """GET api/console/snapshot: the last complete cycle's inputs, as gpuaas-culler ..."""
+    """GET api/console/snapshot: the last complete cycle's inputs, as gpuaas-admin ..."""
 
     now: str
     workbenches: list[ServiceSnapshotWorkbench]
@@ -594,7 +594,7 @@ class ServiceHealthPolicy(TypedDict):
 
 
 class ServiceDoctorCheck(TypedDict):
-    """One check of gpuaas-culler --doctor (docs/deploy.md): ok, missing, wrong, or ..."""
+    """One check of gpuaas-admin --doctor (docs/deploy.md): ok, missing, wrong, or ..."""
 
     name: str
     status: Literal["ok", "missing", "wrong", "unknown"]

@@ -421,7 +421,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
 
     policy = Unicode(
         config=True,
-        help="""The culler's YAML policy file (check it with ``gpuaas-culler --check-policy
+        help="""The culler's YAML policy file (check it with ``gpuaas-admin --check-policy
         FILE``). Without one, activity reports are still taken but nothing is reclaimed.
         Default: none.
         Example: c.GPUaaSService.policy = "/etc/gpuaas/policy.yaml"

@@ -1,5 +1,6 @@
-"""``gpuaas-culler``: check a policy file, explain what the culler would do, or check that a
+"""``gpuaas-admin``: check a policy file, explain what the culler would do, or check that a
 cluster and hub are ready for jupyter-gpuaas (``--doctor``, :mod:`gpuaas_service.doctor`).
+Also installed as ``gpuaas-culler``, its first name, for scripts that still call it.
 
 Exit status: 0 when all is well, 2 when the policy, the catalog or the snapshot is invalid
 (every problem is listed with its field path on stderr), 1 when a ``--doctor`` check is not ok
@@ -39,14 +40,14 @@ runs inside the gpuaas hub service: gpuaas-service --policy FILE (docs/culler.md
 
 _EPILOG = """\
 examples:
-  gpuaas-culler --check-policy /etc/gpuaas/culler-policy.yaml
-  gpuaas-culler --check-policy policy.yaml --catalog catalog.yaml
-  gpuaas-culler --explain --policy policy.yaml --snapshot snapshot.json
-  gpuaas-culler --explain --policy policy.yaml --snapshot snapshot.json --json
+  gpuaas-admin --check-policy /etc/gpuaas/culler-policy.yaml
+  gpuaas-admin --check-policy policy.yaml --catalog catalog.yaml
+  gpuaas-admin --explain --policy policy.yaml --snapshot snapshot.json
+  gpuaas-admin --explain --policy policy.yaml --snapshot snapshot.json --json
   kubectl get nodes -o json > nodes.json; kubectl get pods -A -o json > pods.json
-  gpuaas-culler --mig-advice nodes.json --pods pods.json
-  gpuaas-culler --doctor --config /etc/gpuaas/config/gpuaas_service_config.py
-  KUBECONFIG=admin.kubeconfig gpuaas-culler --doctor --as-service-account jupyterhub/gpuaas-service
+  gpuaas-admin --mig-advice nodes.json --pods pods.json
+  gpuaas-admin --doctor --config /etc/gpuaas/config/gpuaas_service_config.py
+  KUBECONFIG=admin.kubeconfig gpuaas-admin --doctor --as-service-account jupyterhub/gpuaas-service
 
 The snapshot format is described in gpuaas_service/reclaim/explain_input.py.
 """
@@ -54,7 +55,7 @@ The snapshot format is described in gpuaas_service/reclaim/explain_input.py.
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="gpuaas-culler",
+        prog="gpuaas-admin",
         description=_DESCRIPTION,
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -147,4 +147,4 @@ def test_every_command_of_the_page_runs(world: Setup, capsys: pytest.CaptureFixt
     assert len(ran) >= 10
     # the last block is the whole deployment's check: every check ok on the dev cluster
     last = page_blocks(PAGE.read_text())
-    assert [b for b in last if b.runs_here][-1].text.strip().startswith("gpuaas-culler --doctor")
+    assert [b for b in last if b.runs_here][-1].text.strip().startswith("gpuaas-admin --doctor")

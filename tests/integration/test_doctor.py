@@ -1,4 +1,4 @@
-"""``gpuaas-culler --doctor`` against the real dev cluster, a real hub with the gpuaas service
+"""``gpuaas-admin --doctor`` against the real dev cluster, a real hub with the gpuaas service
 and a real Prometheus scraping it (docs/deploy.md).
 
 The healthy dev cluster gives all ok; then, one at a time and restored after each: a team's
@@ -8,7 +8,7 @@ stopped, a catalog offering whose resource no node advertises, and (with a catal
 runs notebooks as Jobs) the Jobs' image ConfigMap deleted. Each gives exactly one line that
 is not ok, naming the fix, and every other check keeps its status.
 
-The doctor runs as an operator runs it: the ``gpuaas-culler`` command, the admin's kubeconfig,
+The doctor runs as an operator runs it: the ``gpuaas-admin`` command, the admin's kubeconfig,
 ``--as-service-account jupyterhub/gpuaas`` (RBAC reviewed as the service's account), the
 service's token and configuration. The dev cluster runs Kueue's manager as a local process, not
 as Kueue's Deployment: the module records the version it runs (devcluster/versions.env) where a

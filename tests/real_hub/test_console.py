@@ -1,5 +1,5 @@
 """The GPU console on the real cluster with a real hub (docs/console.md): who may see what, the
-live plan is what ``gpuaas-culler --explain`` prints for the service's own snapshot, the policy
+live plan is what ``gpuaas-admin --explain`` prints for the service's own snapshot, the policy
 preview (field paths; a shorter idle_after shows more reclaims and nothing changes), the
 export, a server's standing; and in Chromium: the page through the hub's OAuth with two teams
 and a warned workbench (screenshot in docs/), the warning and the sidebar's policy line.

@@ -1,7 +1,7 @@
 """What the console shows, from the service's state (pure: plain data and a clock in).
 
 - :func:`plan_rows`: one row per GPU workbench from the loop's last :class:`~.decide.Plan`
-  (the same decisions ``gpuaas-culler --explain`` prints for the same state).
+  (the same decisions ``gpuaas-admin --explain`` prints for the same state).
 - :func:`teams`: per team and (flavor, resource), quota against use — notebooks, training,
   borrowed, lent — from Kueue's ClusterQueues as the watch caches hold them; the team's queued
   work (count, GPU-equivalents, the oldest wait); its GPU-equivalents held now (busy, idle,

@@ -3,7 +3,7 @@ live state (pure; nothing is changed, the policy in force stays).
 
 The live state is the last complete cycle's inputs as a snapshot
 (:func:`gpuaas_service.reclaim.explain_input.dump_snapshot`): the same reader and the same
-:func:`~gpuaas_service.reclaim.decide.decide` as ``gpuaas-culler --explain`` — the pasted
+:func:`~gpuaas_service.reclaim.decide.decide` as ``gpuaas-admin --explain`` — the pasted
 policy's own ``report_stale_after`` and ``busy_utilization_percent`` judge the activity again.
 """
 

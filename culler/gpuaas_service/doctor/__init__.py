@@ -1,4 +1,4 @@
-"""``gpuaas-culler --doctor``: is this cluster and hub ready for jupyter-gpuaas, and if not,
+"""``gpuaas-admin --doctor``: is this cluster and hub ready for jupyter-gpuaas, and if not,
 what is missing and how to fix it (docs/deploy.md).
 
 :mod:`.checks` judges plain data (one pure function per area), :mod:`.gather` reads the

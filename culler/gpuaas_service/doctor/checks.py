@@ -1305,7 +1305,7 @@ def policy_check(facts: Facts) -> Check:
             "policy",
             "wrong",
             f"{facts.policy_file}: " + "; ".join(problems.value),
-            f"gpuaas-culler --check-policy {facts.policy_file} --catalog CATALOG lists them",
+            f"gpuaas-admin --check-policy {facts.policy_file} --catalog CATALOG lists them",
         )
     return Check("policy", "ok", f"{facts.policy_file} is valid against the catalog")
 

@@ -350,7 +350,7 @@ async def gather(s: DoctorSettings, api: Any) -> Facts:
     catalog = _load_catalog(s.catalog_file)
     groups = await _read(kube.api_groups)
     hint = (
-        "run gpuaas-culler --doctor with a kubeconfig that may read it (an administrator's) and"
+        "run gpuaas-admin --doctor with a kubeconfig that may read it (an administrator's) and"
         " --as-service-account NAMESPACE/NAME of the service"
     )
     common: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""Plain-text rendering of a :class:`~.decide.Plan` for ``gpuaas-culler --explain`` (pure)."""
+"""Plain-text rendering of a :class:`~.decide.Plan` for ``gpuaas-admin --explain`` (pure)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def explain(plan: Plan, *, source: str = "") -> str:
     """What the culler would do now with each workbench and each queue head, and why."""
     now = plan.now
     lines = [
-        f"gpuaas-culler --explain at {isoformat_z(now)}"
+        f"gpuaas-admin --explain at {isoformat_z(now)}"
         + (f" (inputs: {source})" if source else ""),
         "",
     ]

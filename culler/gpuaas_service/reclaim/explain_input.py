@@ -1,4 +1,4 @@
-"""A JSON snapshot of the culler's inputs, for ``gpuaas-culler --explain --snapshot FILE``.
+"""A JSON snapshot of the culler's inputs, for ``gpuaas-admin --explain --snapshot FILE``.
 
 The live service gathers the same inputs from the Hub and Kubernetes; a snapshot lets an admin
 (and the tests) ask "what would it do with this?" without either. Shape::

@@ -9,7 +9,7 @@
   what is free on each node.
 - ``GET api/console/fit[?team=T]`` — per team, each GPU server's offering, its user's recent
   peak, the advised offering and the GPU-equivalents following the advice would free.
-- ``GET api/console/snapshot`` — the last cycle's inputs for ``gpuaas-culler --explain``.
+- ``GET api/console/snapshot`` — the last cycle's inputs for ``gpuaas-admin --explain``.
 - ``GET api/console/export?day=YYYY-MM-DD&format=csv|json`` — GPU-equivalent hours, reclaims
   and failed starts by team, user and offering.
 - ``POST api/console/preview`` — a pasted policy (the body, YAML): its field errors, or what it
@@ -230,7 +230,7 @@ class ConsoleSnapshotHandler(_AllTeamsHandler):
 
 @operations(get="getConsoleChecks")
 class ConsoleChecksHandler(_AllTeamsHandler):
-    """The doctor's checks (``gpuaas-culler --doctor``, as the service's own account): for
+    """The doctor's checks (``gpuaas-admin --doctor``, as the service's own account): for
     those who see every team only; ``?fresh=1`` runs them again now."""
 
     every_team = "the checks are the operators'"

@@ -279,7 +279,7 @@ async def test_the_policy_preview_matches_the_schema() -> None:
 
 
 async def test_the_snapshot_matches_the_schema() -> None:
-    """What ``gpuaas-culler --explain --snapshot`` reads back: the workbenches with their
+    """What ``gpuaas-admin --explain --snapshot`` reads back: the workbenches with their
     reports and the queued Job they were reclaimed for; then the same inputs with a pod's own
     utilisation, a hand-off under watch and a pod that waits for whole cards."""
     w = await reclaimed_for_the_job()

@@ -1,4 +1,4 @@
-"""``gpuaas-culler`` run as a process: --check-policy and --explain on good and bad files."""
+"""``gpuaas-admin`` run as a process: --check-policy and --explain on good and bad files."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def test_explain_the_example_snapshot() -> None:
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert out.startswith("gpuaas-culler --explain at 2026-11-30T16:40:00.000Z")
+    assert out.startswith("gpuaas-admin --explain at 2026-11-30T16:40:00.000Z")
     assert "team-a/train-resnet  (ClusterQueue team-a-training, position 1, priority 100)" in out
     assert "warn: lacks 2 nvidia.com/mig-1g.5gb in a100-mig: warning alice, bob" in out
     rows = {

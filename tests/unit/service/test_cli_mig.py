@@ -1,4 +1,4 @@
-"""``gpuaas-culler --mig-advice``: the MIG advice from ``kubectl get ... -o json`` outputs."""
+"""``gpuaas-admin --mig-advice``: the MIG advice from ``kubectl get ... -o json`` outputs."""
 
 from __future__ import annotations
 

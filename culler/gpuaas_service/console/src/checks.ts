@@ -1,5 +1,5 @@
 /**
- * The deployment checks (docs/deploy.md): what `gpuaas-culler --doctor` says of this cluster,
+ * The deployment checks (docs/deploy.md): what `gpuaas-admin --doctor` says of this cluster,
  * its hub and Prometheus, run by the service as its own account and token
  * (`api/console/checks`), drawn into the page's `<section id="checks">`. Operators only: for a
  * team lead (403) the section stays hidden. Asked once with the page and on "Check again"; the

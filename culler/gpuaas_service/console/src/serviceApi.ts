@@ -131,7 +131,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** The last complete cycle's inputs (gpuaas-culler --explain --snapshot). */
+    /** The last complete cycle's inputs (gpuaas-admin --explain --snapshot). */
     get: operations['getConsoleSnapshot'];
     put?: never;
     post?: never;
@@ -148,7 +148,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** The deployment checks of gpuaas-culler --doctor, run by the service. */
+    /** The deployment checks of gpuaas-admin --doctor, run by the service. */
     get: operations['getConsoleChecks'];
     put?: never;
     post?: never;
@@ -1045,7 +1045,7 @@ export interface components {
       /** Format: date-time */
       since: string | null;
     };
-    /** @description GET api/console/snapshot: the last complete cycle's inputs, as gpuaas-culler --explain --snapshot reads them back (unfiltered console scope only). */
+    /** @description GET api/console/snapshot: the last complete cycle's inputs, as gpuaas-admin --explain --snapshot reads them back (unfiltered console scope only). */
     service_console_snapshot: {
       /** Format: date-time */
       now: string;
@@ -1160,7 +1160,7 @@ export interface components {
         reclaim: 'on' | 'off';
       };
     };
-    /** @description One check of gpuaas-culler --doctor (docs/deploy.md): ok, missing, wrong, or unknown (the doctor could not read what it would judge), with the fix. */
+    /** @description One check of gpuaas-admin --doctor (docs/deploy.md): ok, missing, wrong, or unknown (the doctor could not read what it would judge), with the fix. */
     service_doctor_check: {
       /** @description The check, e.g. localqueue.team-a, queue.team-a-notebooks.h100, rbac.nodes.cluster, hub.scopes. */
       name: string;

@@ -1,4 +1,4 @@
-"""``gpuaas-culler --doctor``: its lines, its JSON, its exit status, and the settings it takes
+"""``gpuaas-admin --doctor``: its lines, its JSON, its exit status, and the settings it takes
 from the service's configuration file (the checks and the reads are faked here)."""
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ def detail_of(text: str, key: str) -> tuple[str, str]:
 def test_an_empty_plan_says_there_is_nothing_to_do() -> None:
     text = explain(Plan(now=NOW, decisions=()))
     assert text.splitlines() == [
-        "gpuaas-culler --explain at 2026-12-01T12:00:00.000Z",
+        "gpuaas-admin --explain at 2026-12-01T12:00:00.000Z",
         "",
         "Queued work: nothing pending that workbenches could make room for.",
         "",
@@ -77,7 +77,7 @@ def test_the_source_of_the_inputs_is_named_in_the_heading() -> None:
     text = explain(Plan(now=NOW, decisions=()), source="snap.json")
     assert (
         text.splitlines()[0]
-        == "gpuaas-culler --explain at 2026-12-01T12:00:00.000Z (inputs: snap.json)"
+        == "gpuaas-admin --explain at 2026-12-01T12:00:00.000Z (inputs: snap.json)"
     )
 
 
