@@ -4,7 +4,7 @@ drawn.
 
 The organisation goes through the service's own code, as the service builds it: per team a
 notebook and a training ClusterQueue in one cohort, a LocalQueue each (read by
-``jupyter_gpuaas.hub.watch.StaticKueueView``, the same parsed ``QueueState`` the watch caches
+``jupyter_gpuaas.hub.kueue_watch.StaticKueueView``, the same parsed ``QueueState`` the watch caches
 keep); 2,000 notebook pods on 125 nodes of 8 GPUs (``h100``: whole GPUs, ``a100-mig``: MIG
 1g.10gb slices, ``l4-shared``: four shares a GPU), each with its pod Workload; 100 admitted
 training Workloads and 20 queued ones; an activity report per server (60 % idle, 30 % busy,
@@ -460,7 +460,7 @@ class OrgKube:
 def org_view(org: Organisation) -> Any:
     """The Kueue caches as the service's watch holds them: parsed once, Workloads by owner."""
     from jupyter_gpuaas.core.kueue import WorkloadInfo
-    from jupyter_gpuaas.hub.watch import StaticKueueView
+    from jupyter_gpuaas.hub.kueue_watch import StaticKueueView
 
     class OrgView(StaticKueueView):
         generation = 1

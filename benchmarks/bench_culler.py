@@ -523,7 +523,7 @@ async def start_watches(kubeconfig: Path) -> tuple[Any, Any]:
     from kubernetes_asyncio.config import kube_config
 
     from gpuaas_service.clients.kubernetes import notebook_pod_reflector
-    from jupyter_gpuaas.hub.watch import WatchedKueueView
+    from jupyter_gpuaas.hub.kueue_watch import WatchedKueueView
 
     # kubespawner's load_config() (in the watch caches) reads the default location, taken from
     # $KUBECONFIG when kubernetes_asyncio was imported: point it at the ServiceAccount's.

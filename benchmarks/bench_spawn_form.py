@@ -163,7 +163,7 @@ def running_pods() -> list[dict[str, Any]]:
 
 def make_gpuaas(user: User) -> Any:
     from gpuaas_spawner.spawner import GPUaaSSpawner
-    from jupyter_gpuaas.hub.watch import StaticKueueView
+    from jupyter_gpuaas.hub.kueue_watch import StaticKueueView
 
     view = StaticKueueView(**kueue_objects())
     spawner = GPUaaSSpawner(

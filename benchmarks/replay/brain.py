@@ -2,7 +2,7 @@
 
 Everything the simulated world asks of the project goes through these names: the culler's
 policy loading, its reclaim loop (which gathers the inputs with
-:mod:`gpuaas_service.reclaim.gather`, judges idleness with :mod:`gpuaas_service.reclaim.idleness`
+:mod:`gpuaas_service.reclaim.inputs`, judges idleness with :mod:`gpuaas_service.reclaim.idleness`
 and decides with :func:`gpuaas_service.reclaim.decide.decide`), "Keep my GPU"
 (:func:`gpuaas_service.reclaim.decide.snooze` through the loop), the catalog loader and the Kueue
 object readers, the spawn form's size advice (:func:`jupyter_gpuaas.core.sizing.advise`), and
@@ -23,7 +23,7 @@ from gpuaas_service.metrics import Metrics
 from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.decide import Action, Plan
-from gpuaas_service.reclaim.gather import HAMI_ALLOCATED, flavor_tolerated, waits_for_room
+from gpuaas_service.reclaim.inputs import HAMI_ALLOCATED, flavor_tolerated, waits_for_room
 from gpuaas_service.reclaim.loop import Feeds, ReclaimLoop, Settings
 from gpuaas_service.reclaim.policy import PolicySet, load_policy_file
 from jupyter_gpuaas.core import packing
@@ -65,7 +65,7 @@ from jupyter_gpuaas.core.sizing import (
     advise,
     record_peak,
 )
-from jupyter_gpuaas.hub.watch import WatchedKueueView
+from jupyter_gpuaas.hub.kueue_watch import WatchedKueueView
 
 __all__ = [
     "DEFAULT_HEADROOM",
@@ -134,14 +134,14 @@ _memoised = False
 def reader_originals() -> list[tuple[Any, str, Any]]:
     """(module, name, the project's own function) for each reader :func:`memoise_readers`
     replaces (the tests put them back)."""
-    from gpuaas_service.reclaim import gather as _gather
+    from gpuaas_service.reclaim import inputs as _inputs
     from gpuaas_service.reclaim import loop as _loop
     from jupyter_gpuaas.core import kueue as _kueue
 
     return [
-        (_gather, "read_workload", _READ_WORKLOAD),
+        (_inputs, "read_workload", _READ_WORKLOAD),
         (_loop, "read_workload", _READ_WORKLOAD),
-        (_gather, "parse_quantity", _PARSE_QUANTITY),
+        (_inputs, "parse_quantity", _PARSE_QUANTITY),
         (_kueue, "parse_quantity", _PARSE_QUANTITY),
     ]
 

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from gpuaas_service.web.context import ServiceContext
     from gpuaas_service.web.servers import ServerTokens
     from jupyter_gpuaas.core.catalog import Catalog
-    from jupyter_gpuaas.hub.watch import WatchedKueueView
+    from jupyter_gpuaas.hub.kueue_watch import WatchedKueueView
 
 Readings = Callable[[], Awaitable[Mapping[tuple[str, str], float]]]
 """A Prometheus reading per pod: ``(namespace, pod)`` → a figure."""
@@ -743,7 +743,7 @@ gpuaas-service --GPUaaSService.job_namespaces=team-a --GPUaaSService.job_namespa
     def _kueue_view(self) -> WatchedKueueView:
         from kubespawner.clients import shared_client
 
-        from jupyter_gpuaas.hub.watch import WatchedKueueView
+        from jupyter_gpuaas.hub.kueue_watch import WatchedKueueView
 
         return WatchedKueueView(
             namespaces=[self.notebook_namespace, *self.job_namespaces],

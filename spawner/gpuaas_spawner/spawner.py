@@ -88,7 +88,7 @@ from jupyter_gpuaas.core.sizing import (
     PeakHistory,
     history_from_configmap,
 )
-from jupyter_gpuaas.hub.watch import KueueView, WatchedKueueView
+from jupyter_gpuaas.hub.kueue_watch import KueueView, WatchedKueueView
 
 __all__ = ["GPUaaSSpawner", "check_catalog"]
 

@@ -51,7 +51,7 @@ from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
 from jupyter_gpuaas.core.sizing import PeakHistory
-from jupyter_gpuaas.hub.watch import KueueReader
+from jupyter_gpuaas.hub.kueue_watch import KueueReader
 
 __all__ = ["ConsoleState", "export_rows"]
 

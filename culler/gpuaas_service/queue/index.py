@@ -1,9 +1,9 @@
 """The per-user answers of ``GET api/queue``: who waits for what, from the watch caches.
 
 :class:`QueueIndex` derives each user's pending Workloads from the Kueue caches
-(:class:`jupyter_gpuaas.hub.watch.WatchedKueueView`) and the notebook pods' watch, and rebuilds
-only when either changed, so a request costs no Kubernetes round trip and no rebuild. It also
-keeps one visibility poller per LocalQueue with pending work (shared by every caller).
+(:class:`jupyter_gpuaas.hub.kueue_watch.WatchedKueueView`) and the notebook pods' watch, and
+rebuilds only when either changed, so a request costs no Kubernetes round trip and no rebuild. It
+also keeps one visibility poller per LocalQueue with pending work (shared by every caller).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ __all__ = ["QueueIndex", "QueueView"]
 
 
 class QueueView(Protocol):
-    """Kueue as the queue answers read it (a watch cache: ``jupyter_gpuaas.hub.watch``)."""
+    """Kueue as the queue answers read it (a watch cache: ``jupyter_gpuaas.hub.kueue_watch``)."""
 
     @property
     def generation(self) -> int:

@@ -25,8 +25,8 @@ from typing import Any, Protocol
 from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.decide import Action, PendingWorkload, Plan
 from gpuaas_service.reclaim.events import CycleResult, LoopEvent
-from gpuaas_service.reclaim.gather import GPU_PREFIX, cohort_chain
 from gpuaas_service.reclaim.idleness import State
+from gpuaas_service.reclaim.inputs import GPU_PREFIX, cohort_chain
 from jupyter_gpuaas.core.durations import isoformat_z
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import ADMISSION_GATE, FlavorResource, WorkloadInfo, read_workload

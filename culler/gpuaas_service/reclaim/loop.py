@@ -5,7 +5,7 @@ Kubernetes cannot be read — a cycle that cannot read everything acts on nothin
 
 1. reads the notebook pods (the service's watch of them, or one list call), the ResourceFlavors
    (one list call: it also proves the API server answers now), Kueue's objects from the watch
-   caches (:class:`jupyter_gpuaas.hub.watch.WatchedKueueView`), the activity store, the hub's
+   caches (:class:`jupyter_gpuaas.hub.kueue_watch.WatchedKueueView`), the activity store, the hub's
    groups (``GET /hub/api/groups``, paged; only when the policy names groups) and, where
    configured, each pod's GPU utilisation from Prometheus
    (:mod:`gpuaas_service.clients.prometheus`);
@@ -89,18 +89,18 @@ from gpuaas_service.reclaim.decide import (
     snooze,
 )
 from gpuaas_service.reclaim.events import CycleInputs, CycleResult, LoopEvent, LoopListener
-from gpuaas_service.reclaim.gather import (
-    as_the_hub_sees_them,
-    pending_workloads,
-    placement_waits,
-    workbenches,
-)
 from gpuaas_service.reclaim.handoffs import (
     HANDOFFS_CONFIGMAP,
     handoffs_from_text,
     handoffs_to_text,
 )
 from gpuaas_service.reclaim.idleness import ActivityReport, State
+from gpuaas_service.reclaim.inputs import (
+    as_the_hub_sees_them,
+    pending_workloads,
+    placement_waits,
+    workbenches,
+)
 from gpuaas_service.reclaim.kept_state import KeptState
 from gpuaas_service.reclaim.notify import Notifier
 from gpuaas_service.reclaim.policy import PolicySet, snapshot_wait
@@ -120,7 +120,7 @@ from jupyter_gpuaas.core.labels import (
     SNOOZES_USED,
     WARNED_AT,
 )
-from jupyter_gpuaas.hub.watch import KueueReader
+from jupyter_gpuaas.hub.kueue_watch import KueueReader
 
 __all__ = ["Feeds", "LoopState", "ReclaimLoop", "ReportAsks", "Settings", "team_display_names"]
 

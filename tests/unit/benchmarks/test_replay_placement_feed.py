@@ -16,7 +16,7 @@ from benchmarks.replay.run import DEFAULT_POLICY
 from benchmarks.replay.sim import Simulation
 from benchmarks.replay.trace import Interval, Session, Trace, TrainingJob
 from benchmarks.replay.world import Workload
-from gpuaas_service.reclaim.gather import placement_waits, pod_cards, waits_for_room
+from gpuaas_service.reclaim.inputs import placement_waits, pod_cards, waits_for_room
 from jupyter_gpuaas.core.headroom import QueueState
 
 CORES = "nvidia.com/total-gpucores"

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from demo.__main__ import DEMO_JOB, DEMO_JOB_SUBMITTER, submit_job_command
-from gpuaas_service.reclaim.gather import pending_workloads
+from gpuaas_service.reclaim.inputs import pending_workloads
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import read_cluster_queue, read_local_queue
 from jupyter_gpuaas.core.labels import USER_LABEL

@@ -20,7 +20,7 @@ from traitlets import TraitError
 from gpuaas_service.app import GPUaaSService, _tick_until
 from gpuaas_service.clients.prometheus import DEFAULT_QUERY
 from gpuaas_service.reclaim.loop import Settings
-from jupyter_gpuaas.hub.watch import StaticKueueView
+from jupyter_gpuaas.hub.kueue_watch import StaticKueueView
 from tests.support.jobs_samples import jobs_catalog_data
 
 ENV_VARS = [

@@ -21,7 +21,7 @@ from gpuaas_spawner.failures import (
     cluster_not_answering,
 )
 from gpuaas_spawner.hubcompat import SpawnException
-from jupyter_gpuaas.hub.watch import StaticKueueView
+from jupyter_gpuaas.hub.kueue_watch import StaticKueueView
 from tests.support.samples import (
     FakeUser,
     install_pod_reflector,

@@ -21,7 +21,7 @@ from jupyter_gpuaas.core.sizing import (
     PeakHistory,
     history_json,
 )
-from jupyter_gpuaas.hub.watch import StaticKueueView
+from jupyter_gpuaas.hub.kueue_watch import StaticKueueView
 from tests.support.samples import (
     GPU,
     MIG1,

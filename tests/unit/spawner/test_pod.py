@@ -20,7 +20,7 @@ from gpuaas_spawner.pod import (
     token_secret_manifest,
 )
 from gpuaas_spawner.validate import UserContext, validate_options
-from jupyter_gpuaas.hub.watch import StaticKueueView
+from jupyter_gpuaas.hub.kueue_watch import StaticKueueView
 from tests.support.samples import (
     NAMESPACE,
     FakeUser,

@@ -30,7 +30,7 @@ from jupyter_gpuaas.core.kueue import (
     workload_for_pod,
 )
 from jupyter_gpuaas.core.labels import RECLAIM_OUTLOOK
-from jupyter_gpuaas.hub.watch import StaticKueueView
+from jupyter_gpuaas.hub.kueue_watch import StaticKueueView
 from tests.support.clock import FakeClock, until
 from tests.support.samples import (
     GPU,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gpuaas_spawner.hubcompat import SpawnException
-from jupyter_gpuaas.hub.watch import StaticKueueView
+from jupyter_gpuaas.hub.kueue_watch import StaticKueueView
 from tests.support.clock import FakeClock
 from tests.support.samples import (
     GPU,

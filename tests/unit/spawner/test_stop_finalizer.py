@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_gpuaas.hub.watch import StaticKueueView
+from jupyter_gpuaas.hub.kueue_watch import StaticKueueView
 from tests.support.samples import (
     NAMESPACE,
     FakePodReflector,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gpuaas_spawner import spawner as spawner_module
-from jupyter_gpuaas.hub.watch import StaticKueueView
+from jupyter_gpuaas.hub.kueue_watch import StaticKueueView
 from tests.support.samples import FakeUser, make_spawner
 
 

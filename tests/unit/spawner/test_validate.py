@@ -26,7 +26,7 @@ from gpuaas_spawner.validate import (
 )
 from jupyter_gpuaas.core.catalog import Offering, Tenant
 from jupyter_gpuaas.core.headroom import Headroom, UserUsage, compute_headroom
-from jupyter_gpuaas.hub.watch import StaticKueueView
+from jupyter_gpuaas.hub.kueue_watch import StaticKueueView
 from tests.support.samples import (
     NAMESPACE,
     FakeUser,

@@ -16,7 +16,7 @@ from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.decide import PlacementWait, decide
 from gpuaas_service.reclaim.explain import explain
 from gpuaas_service.reclaim.explain_input import SnapshotError, dump_snapshot, load_snapshot
-from gpuaas_service.reclaim.gather import (
+from gpuaas_service.reclaim.inputs import (
     placement_waits,
     pod_cards,
     waits_for_room,

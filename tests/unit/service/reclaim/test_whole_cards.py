@@ -1,4 +1,4 @@
-"""Fourth audit, finding 9: the whole cards a waiting pod asks for (reclaim/gather.py
+"""Fourth audit, finding 9: the whole cards a waiting pod asks for (reclaim/inputs.py
 ``_whole_cards``, behind every placement wait) are read as Kubernetes quantities: ``int("1k")``
 raised on every cycle that saw such a pod."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpuaas_service.reclaim.gather import _whole_cards
+from gpuaas_service.reclaim.inputs import _whole_cards
 
 
 def pod(*containers: dict[str, str]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_gpuaas.hub.watch import WatchedKueueView
+from jupyter_gpuaas.hub.kueue_watch import WatchedKueueView
 
 
 class FakeCustomObjects:
@@ -82,7 +82,7 @@ async def test_a_list_that_times_out_is_retried_and_the_start_ends_unsynced(
 ) -> None:
     # On Python 3.10 both timeouts escaped, the start's and the list's (which ended
     # that store's watch for good)
-    caplog.set_level(logging.WARNING, logger="jupyter_gpuaas.hub.watch")
+    caplog.set_level(logging.WARNING, logger="jupyter_gpuaas.hub.kueue_watch")
     view = WatchedKueueView(namespaces=["ns"], custom_objects_api=SlowWorkloads)
     await view.start(timeout=0.01)
     assert not view.queue_state().synced

@@ -15,8 +15,8 @@ from typing import Any
 from gpuaas_service.model.pods import PodRef
 from gpuaas_service.reclaim.activity_store import ActivityStore
 from gpuaas_service.reclaim.decide import Action, decide
-from gpuaas_service.reclaim.gather import as_the_hub_sees_them, pending_workloads, workbenches
 from gpuaas_service.reclaim.idleness import State
+from gpuaas_service.reclaim.inputs import as_the_hub_sees_them, pending_workloads, workbenches
 from gpuaas_service.reclaim.policy import load_policy
 from jupyter_gpuaas.core.headroom import QueueState
 from jupyter_gpuaas.core.kueue import WorkloadInfo, read_workload
