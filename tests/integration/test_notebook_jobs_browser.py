@@ -49,6 +49,9 @@ def hub(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     with queue_hub(tmp / "hub", cluster.info.settings.state_dir, service_args=args) as qh:
         yield qh
     clear_notebook_jobs(cluster)
+    # the queue goes too: a training queue outside the cohort, left behind, is what the
+    # deployment checks of a later module on this lane's cluster rightly call wrong
+    run_kubectl(cluster, ["delete", "--ignore-not-found", "-f", "-"], stdin=QUEUE_YAML)
 
 
 @pytest.fixture(scope="module")

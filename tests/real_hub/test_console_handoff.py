@@ -8,6 +8,7 @@ Its own hub and policy: the module ``test_console`` keeps its 10-minute countdow
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -146,7 +147,9 @@ async def test_a_reclaim_and_its_handoff_in_the_console(
     shown = f"{seconds} s" if seconds < 60 else f"{seconds // 60} min"
     assert cells[4] == shown, cells  # how long admission took
     events = page.locator("#events tbody tr")
-    await events.filter(has_text="reclaim").filter(has_text="alice").wait_for()
+    # the reclaim's own row: its What cell (the Why column may name a reclaim too)
+    what = page.locator("td:nth-child(2)", has_text=re.compile(r"^reclaim"))
+    await events.filter(has=what).filter(has_text="alice").wait_for()
     assert "admitted after" in await seen(events.filter(has_text="handoff succeeded"))
     await page.locator("#events-title").scroll_into_view_if_needed()
     await screenshot_whole(page, str(docs_image("console-handoff.png")))

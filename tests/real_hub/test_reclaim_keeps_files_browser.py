@@ -97,9 +97,14 @@ async def test_a_reclaimed_user_finds_her_file_and_her_unsaved_change_on_return(
         assert claim.status.phase == "Bound"  # the home outlives the server
 
         await told_on_return(alice, hub, "your team's queued work")
-        # her session, which used no GPU memory, is in the history the form's advice reads
-        recorded = await eventually(lambda: session_recorded(k8s, "alice"), 60, "her peak")
-        assert recorded == (0,), recorded
+
+        # her sessions, which used no GPU memory, are in the history the form's advice reads
+        # (earlier modules' sessions of alice in this cluster too: none used a GPU either)
+        async def used_no_gpu() -> tuple[int, ...] | None:
+            peaks = await session_recorded(k8s, "alice")
+            return peaks if peaks and max(peaks) == 0 else None
+
+        await eventually(used_no_gpu, 60, "her peak")
         await offers_what_she_had(alice, hub)
         # she starts again from the form, on a GPU the Job does not hold
         await alice.check("#gpuaas-team-a-local-quarter")
